@@ -1,0 +1,52 @@
+"""A tiny ratio-benchmark harness.
+
+A benchmark module ``benchmarks/bench_*.py`` defines ``cases(quick: bool) -> list[Case]``.
+Each case times a baseline and a candidate in the same run, interleaved, and reports
+candidate/baseline (best of ``repeat``), so the figure survives a slower or busier
+machine. Absolute seconds are printed for context only.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass
+class Case:
+    name: str
+    baseline: Callable[[], object]
+    candidate: Callable[[], object]
+    baseline_name: str = "baseline"
+    target: float | None = None  #: pass when ratio <= target (or >= when higher_is_better)
+    higher_is_better: bool = False
+    repeat: int = 5
+    note: str = ""
+    setup: Callable[[], object] | None = None
+    results: dict = field(default_factory=dict)
+
+
+def best_time(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def run_case(case: Case) -> dict:
+    if case.setup:
+        case.setup()
+    case.baseline()  # warm-up: caches, lazy imports, compilation
+    case.candidate()
+    base, cand = [], []
+    for _ in range(case.repeat):
+        base.append(best_time(case.baseline))
+        cand.append(best_time(case.candidate))
+    b, c = min(base), min(cand)
+    ratio = c / b if b > 0 else float("inf")
+    ok = None
+    if case.target is not None:
+        ok = ratio >= case.target if case.higher_is_better else ratio <= case.target
+    return {"name": case.name, "baseline": case.baseline_name, "baseline_s": b,
+            "candidate_s": c, "ratio": ratio, "target": case.target,
+            "higher_is_better": case.higher_is_better, "meets_target": ok, "note": case.note}

@@ -1,0 +1,79 @@
+"""The ``fwd9m`` command line.
+
+Each subcommand lives in ``fwd9m._cli.<name>`` and defines ``HELP`` (one line),
+``add_arguments(parser)`` and ``run(args) -> int``. Those modules import nothing heavy
+at module level; frameworks are imported inside ``run`` only.
+
+Exit codes: 0 ok / reproducible / clean, 1 findings / not reproducible, 2 usage or run
+error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from . import __version__
+from .errors import Fwd9mError
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+#: subcommands in the order ``--help`` lists them
+COMMANDS = ("check", "debug", "run", "lint", "catalog", "env")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse exits 2 too; keep its message short
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_ERROR, f"fwd9m: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="fwd9m",
+        description="Make deep-learning runs bit-for-bit reproducible, and find out why "
+        "when they are not.",
+    )
+    parser.add_argument("--version", action="version", version=f"fwd9m {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log what fwd9m does (-vv for debug detail)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"fwd9m._cli.{name}")
+        except ModuleNotFoundError as exc:  # a subcommand not built yet
+            if exc.name != f"fwd9m._cli.{name}":
+                raise
+            continue
+        p = sub.add_parser(name, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP))
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help(sys.stderr)
+        return EXIT_ERROR
+    logging.basicConfig(
+        level={0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG),
+        format="fwd9m: %(message)s",
+    )
+    try:
+        return int(args._run(args) or 0)
+    except Fwd9mError as exc:
+        print(f"fwd9m {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print(f"fwd9m {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Static rules that catch reproducibility pitfalls (filled in by the lint issue)."""

@@ -1,0 +1,47 @@
+"""Shared test configuration: GPU-marked tests skip cleanly without a CUDA GPU."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@functools.lru_cache(maxsize=1)
+def has_cuda_gpu() -> bool:
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return False
+    try:
+        return subprocess.run([exe, "-L"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if has_cuda_gpu():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (nvidia-smi found none)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def run_fwd9m(*args: str, cwd=None, env=None, timeout: float = 600, input: str | None = None):
+    """Run ``python -m fwd9m ARGS`` in a fresh interpreter; returns CompletedProcess."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "fwd9m", *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=timeout, input=input)
+
+
+@pytest.fixture
+def fwd9m_cli():
+    return run_fwd9m

@@ -1,0 +1,83 @@
+"""``fwd9m env``: the environment fingerprint, its JSON form and --diff."""
+
+from __future__ import annotations
+
+import json
+
+from fwd9m import environment
+from fwd9m.errors import FileFormatError
+
+import pytest
+
+from conftest import run_fwd9m
+
+
+def test_collect_has_schema_and_sections(monkeypatch):
+    monkeypatch.setenv("PYTHONHASHSEED", "7")
+    fp = environment.collect()
+    assert fp["schema"] == environment.SCHEMA and fp["schema_version"] == environment.SCHEMA_VERSION
+    for section in ("python", "os", "cpu", "gpus", "packages", "env", "threads", "container", "frameworks"):
+        assert section in fp
+    assert fp["env"]["PYTHONHASHSEED"] == "7"
+    assert fp["cpu"]["logical_cores"] >= 1
+    json.dumps(fp)
+
+
+def test_collect_with_import_asks_torch():
+    pytest.importorskip("torch")
+    fp = environment.collect(import_frameworks=True, frameworks=["torch"])
+    assert fp["frameworks"]["torch"]["intra_op_threads"] >= 1
+
+
+def test_diff_ranks_hashseed_first():
+    a = environment.collect()
+    b = json.loads(json.dumps(a))
+    b["env"]["PYTHONHASHSEED"] = "1"
+    b["os"]["release"] = "other"
+    b["threads"]["OMP_NUM_THREADS"] = "4"
+    diffs = environment.diff(a, b)
+    assert [d.key for d in diffs] == ["env.PYTHONHASHSEED", "threads.OMP_NUM_THREADS", "os.release"]
+    assert "set" in diffs[0].reason
+
+
+def test_diff_ignores_executable():
+    a = environment.collect()
+    b = json.loads(json.dumps(a))
+    b["python"]["executable"] = "/elsewhere/python"
+    assert environment.diff(a, b) == []
+
+
+def test_cli_json_and_diff(tmp_path):
+    out = run_fwd9m("env", "--format", "json", env={"PYTHONHASHSEED": "1"})
+    assert out.returncode == 0, out.stderr
+    a = tmp_path / "a.json"
+    a.write_text(out.stdout)
+    b = tmp_path / "b.json"
+    data = json.loads(out.stdout)
+    data["env"]["PYTHONHASHSEED"] = "2"
+    b.write_text(json.dumps(data))
+    same = run_fwd9m("env", "--diff", str(a), str(a))
+    assert same.returncode == 0 and "no differences" in same.stdout
+    differ = run_fwd9m("env", "--diff", str(a), str(b))
+    assert differ.returncode == 1 and "PYTHONHASHSEED" in differ.stdout
+    js = run_fwd9m("env", "--diff", str(a), str(b), "--format", "json")
+    assert json.loads(js.stdout)[0]["key"] == "env.PYTHONHASHSEED"
+
+
+@pytest.mark.parametrize("content,message", [
+    (None, "no such file"),
+    ("{not json", "not a JSON"),
+    ('{"schema": "something-else"}', "not an environment fingerprint"),
+    ('{"schema": "fwd9m.environment", "schema_version": 99}', "schema version 99"),
+    (b"\xff\xfe\x00bad", "not a JSON"),
+])
+def test_bad_fingerprint_files(tmp_path, content, message):
+    p = tmp_path / "f.json"
+    if isinstance(content, bytes):
+        p.write_bytes(content)
+    elif content is not None:
+        p.write_text(content)
+    with pytest.raises(FileFormatError, match=message):
+        environment.load(p)
+    out = run_fwd9m("env", "--diff", str(p), str(p))
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
