@@ -1,0 +1,94 @@
+"""``fwd9m catalog``: search the known sources of nondeterminism, or show what is still
+unsolved for the frameworks installed here (``--status``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+HELP = "known sources of nondeterminism by framework, version, device and op (--status: yours)"
+DESCRIPTION = """Search the catalog of known sources of nondeterminism. QUERY words must all
+match (id, title, summary, symbols, ops); fields framework:, device:, version:, symbol:,
+op:, kind:, id: are accepted inside QUERY too. --status lists, for the frameworks installed
+here (versions from package metadata; nothing is imported), the sources the framework's
+determinism switch does not fix, and what to do. Exit 0 ok, 1 --status found unsolved
+sources, 2 bad query."""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("query", nargs="*", metavar="QUERY", help="words or field:value filters")
+    p.add_argument("--framework", "-f", help="tensorflow, keras, torch, jax or python")
+    p.add_argument("--device", "-d", help="cpu, gpu (cuda) or tpu")
+    p.add_argument("--version", "-V", dest="fw_version",
+                   help="framework version to resolve behaviour for (needs --framework)")
+    p.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    p.add_argument("--status", action="store_true",
+                   help="unsolved sources for the frameworks installed here, and the fixes")
+
+
+def _status(args) -> int:
+    from .. import catalog
+
+    frameworks = [args.framework] if args.framework else list(catalog.FRAMEWORKS)
+    report = []
+    for fw in frameworks:
+        version = args.fw_version or catalog.installed_version(fw)
+        if version is None:
+            if args.framework:
+                from ..errors import CatalogError
+
+                raise CatalogError(f"{fw} is not installed here; pass --version to ask about one")
+            continue
+        found = catalog.unsolved(fw, version, args.device)
+        if args.query:
+            words = {e.id for e in catalog.query(" ".join(args.query), framework=fw)}
+            found = [e for e in found if e.id in words]
+        sw = catalog.switch(fw)
+        report.append((fw, version, sw, found))
+    if args.format == "json":
+        json.dump([{"framework": fw, "version": v, "switch": sw.code if sw else None,
+                    "unsolved": [e.to_dict() for e in found]} for fw, v, sw, found in report],
+                  sys.stdout, indent=2)
+        print()
+    else:
+        md = args.format == "markdown"
+        for fw, version, sw, found in report:
+            print(f"{'## ' if md else ''}{fw} {version}: {len(found)} known source(s) the "
+                  "determinism switch does not fix")
+            if sw:
+                print(f"  switch: {sw.code}")
+            for e in found:
+                device = ",".join(e.devices) or "-"
+                print(f"{'- ' if md else '  '}[{e.behaviour}] {e.id} ({device}): {e.title}")
+                if e.solutions:
+                    print(f"      fix: {e.solutions[0].text}")
+                    for line in e.fix.splitlines():
+                        print(f"        {line}")
+            print()
+        if not report:
+            print("no known framework is installed here")
+    return 1 if any(found for *_, found in report) else 0
+
+
+def run(args) -> int:
+    from .. import catalog
+    from ..catalog import _render
+
+    if args.status:
+        return _status(args)
+    found = catalog.query(" ".join(args.query) or None, framework=args.framework,
+                          device=args.device, version=args.fw_version)
+    if args.format == "json":
+        print(_render.to_json(found))
+    elif args.format == "markdown":
+        print(_render.markdown(found), end="")
+        if len(found) <= 5:
+            print()
+            for e in found:
+                print(_render.details(e))
+    else:
+        print(_render.table(found))
+        if len(found) == 1:
+            print()
+            print(_render.details(found[0]))
+    return 0

@@ -1,0 +1,190 @@
+"""Load and validate ``catalog/data/<framework>.toml`` (through ``importlib.resources``).
+
+File layout::
+
+    framework = "torch"
+    [switch]                       # the framework's determinism switch
+    name = "torch.use_deterministic_algorithms"
+    code = "torch.use_deterministic_algorithms(True)"
+    since = "1.8"
+    references = ["https://..."]
+
+    [[entry]]
+    id = "torch.index-add"         # "<framework>.<kebab-slug>"
+    title = "..."; summary = "..."; kind = "op"
+    symbols = ["torch.index_add"]; ops = ["aten::index_add_"]
+    direction = "forward"; devices = ["gpu"]; affected = ">=1.0"
+    timeline = [["1.12", "deterministic"]]   # or: behaviour = "nondeterministic"
+    references = ["https://..."]
+    uncertain = "..."              # optional
+    [[entry.solutions]]
+    text = "..."; code = "..."
+
+Any problem in a file raises :class:`fwd9m.errors.FileFormatError` naming the file and
+the entry.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from dataclasses import dataclass
+from importlib import resources
+
+from ..errors import CatalogError, FileFormatError
+from ._model import BEHAVIOURS, DEVICES, DIRECTIONS, KINDS, Entry, Solution, parse_specifier, \
+    parse_version
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["FRAMEWORKS", "Switch", "load", "switch"]
+
+#: catalog frameworks, one data file each
+FRAMEWORKS = ("tensorflow", "keras", "torch", "jax", "python")
+
+_ID = re.compile(r"^[a-z]+\.[a-z0-9]+(?:-[a-z0-9]+)*$")
+_REQUIRED = ("id", "title", "summary", "kind", "affected", "references", "solutions")
+_OPTIONAL = ("symbols", "ops", "direction", "devices", "behaviour", "timeline",
+             "deterministic_since", "uncertain", "condition", "env", "ngc")
+
+
+@dataclass(frozen=True)
+class Switch:
+    """A framework's determinism switch: what to call and since which version."""
+
+    framework: str
+    name: str
+    code: str
+    since: str | None
+    references: tuple[str, ...]
+
+
+def _check_framework(framework: str) -> str:
+    if framework not in FRAMEWORKS:
+        raise CatalogError(f"unknown framework {framework!r}; known: {', '.join(FRAMEWORKS)}")
+    return framework
+
+
+@functools.lru_cache(maxsize=None)
+def _read(framework: str) -> dict:
+    name = f"{framework}.toml"
+    try:
+        text = resources.files(__package__).joinpath("data", name).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {"framework": framework, "entry": []}
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise FileFormatError(f"catalog data file {name} is not valid TOML: {exc}") from None
+
+
+def _squash(text: str | None) -> str | None:
+    return " ".join(text.split()) if text else None
+
+
+def _strs(value, where: str, key: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise FileFormatError(f"{where}: {key!r} must be a list of strings")
+    return tuple(value)
+
+
+def _entry(framework: str, raw: dict, where: str) -> Entry:
+    unknown = set(raw) - set(_REQUIRED) - set(_OPTIONAL)
+    if unknown:
+        raise FileFormatError(f"{where}: unknown keys {sorted(unknown)}")
+    missing = [k for k in _REQUIRED if k not in raw]
+    if missing:
+        raise FileFormatError(f"{where}: missing required keys {missing}")
+    eid = raw["id"]
+    if not isinstance(eid, str) or not _ID.match(eid) or not eid.startswith(framework + "."):
+        raise FileFormatError(f"{where}: id {eid!r} must look like '{framework}.kebab-slug'")
+    if raw["kind"] not in KINDS:
+        raise FileFormatError(f"{where}: kind {raw['kind']!r} not one of {KINDS}")
+    direction = raw.get("direction")
+    if direction is not None and direction not in DIRECTIONS:
+        raise FileFormatError(f"{where}: direction {direction!r} not one of {DIRECTIONS}")
+    devices = _strs(raw.get("devices", []), where, "devices")
+    if not set(devices) <= set(DEVICES):
+        raise FileFormatError(f"{where}: devices {devices} not within {DEVICES}")
+    try:
+        parse_specifier(raw["affected"])
+        if raw.get("ngc"):
+            parse_specifier(raw["ngc"])
+        timeline = []
+        if "timeline" in raw and "behaviour" in raw:
+            raise FileFormatError(f"{where}: give 'behaviour' or 'timeline', not both")
+        if "behaviour" in raw:
+            timeline = [("0", raw["behaviour"])]
+        for item in raw.get("timeline", []):
+            since, behaviour = item
+            parse_version(since)
+            timeline.append((str(since), behaviour))
+        for _, behaviour in timeline:
+            if behaviour not in BEHAVIOURS:
+                raise FileFormatError(f"{where}: behaviour {behaviour!r} not one of {BEHAVIOURS}")
+        since = raw.get("deterministic_since")
+        if since is not None:
+            parse_version(since)
+        else:
+            since = next((s for s, b in timeline if b == "deterministic" and s != "0"), None)
+    except CatalogError as exc:
+        raise FileFormatError(f"{where}: {exc}") from None
+    except (TypeError, ValueError):
+        raise FileFormatError(f"{where}: timeline items must be [version, behaviour]") from None
+    solutions = []
+    for s in raw["solutions"]:
+        if not isinstance(s, dict) or "text" not in s or set(s) - {"text", "code"}:
+            raise FileFormatError(f"{where}: each solution needs 'text' (and optional 'code')")
+        solutions.append(Solution(text=" ".join(s["text"].split()), code=s.get("code", "").strip()))
+    refs = _strs(raw["references"], where, "references")
+    if not refs or not all(r.startswith("https://") for r in refs):
+        raise FileFormatError(f"{where}: needs at least one reference, all https:// URLs")
+    entry = Entry(
+        id=eid, framework=framework, title=raw["title"].strip(),
+        summary=" ".join(raw["summary"].split()), kind=raw["kind"],
+        symbols=_strs(raw.get("symbols", []), where, "symbols"),
+        ops=_strs(raw.get("ops", []), where, "ops"), direction=direction, devices=devices,
+        affected=raw["affected"], deterministic_since=since, solutions=tuple(solutions),
+        references=refs, uncertain=_squash(raw.get("uncertain")),
+        condition=raw.get("condition"),
+        env=_strs(raw.get("env", []), where, "env"), ngc=raw.get("ngc"),
+        timeline=tuple(timeline),
+    )
+    return entry
+
+
+@functools.lru_cache(maxsize=None)
+def load(framework: str) -> tuple[Entry, ...]:
+    """All entries of ``framework``'s data file, unresolved (behaviour = newest known).
+
+    Raises CatalogError for an unknown framework, FileFormatError for a bad file.
+    """
+    _check_framework(framework)
+    data = _read(framework)
+    if data.get("framework", framework) != framework:
+        raise FileFormatError(f"{framework}.toml declares framework {data.get('framework')!r}")
+    out, seen = [], set()
+    for i, raw in enumerate(data.get("entry", [])):
+        where = f"catalog {framework}.toml entry #{i + 1} ({raw.get('id', '?')})"
+        entry = _entry(framework, raw, where)
+        if entry.id in seen:
+            raise FileFormatError(f"{where}: duplicate id {entry.id!r}")
+        seen.add(entry.id)
+        out.append(entry.at(None))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=None)
+def switch(framework: str) -> Switch | None:
+    """The framework's determinism switch from its data file's ``[switch]`` table."""
+    raw = _read(_check_framework(framework)).get("switch")
+    if not raw:
+        return None
+    return Switch(framework, raw["name"], raw["code"].strip(), raw.get("since"),
+                  tuple(raw.get("references", ())))

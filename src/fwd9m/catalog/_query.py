@@ -1,0 +1,182 @@
+"""Queries over the catalog: by framework, text, symbol, op name, device and version.
+
+Every function returns entries whose ``behaviour`` is resolved for the queried version,
+else the installed version of that framework (package metadata, no import), else the
+newest known version.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+
+from ..errors import CatalogError
+from ._load import FRAMEWORKS, _check_framework, load
+from ._model import KINDS, Entry, normalize_device, parse_version
+
+__all__ = ["entries", "get", "query", "for_op", "for_symbol", "installed_version",
+           "normalize_op", "normalize_symbol"]
+
+#: spellings of a symbol's top-level module that mean the same thing
+_SYMBOL_PREFIXES = {"tensorflow.": "tf.", "jax.numpy.": "jnp.", "numpy.": "np."}
+_QUERY_KEYS = ("framework", "device", "version", "symbol", "op", "kind", "id")
+
+
+def installed_version(framework: str) -> str | None:
+    """Installed version of a catalog framework from package metadata (no import);
+    for "python", the running interpreter's version."""
+    _check_framework(framework)
+    if framework == "python":
+        return platform.python_version()
+    from .._frameworks import installed_version as _iv
+
+    return _iv(framework)
+
+
+def _resolve(entries, version: str | None) -> list[Entry]:
+    cache: dict[str, str | None] = {}
+    out = []
+    for e in entries:
+        v = version
+        if v is None:
+            if e.framework not in cache:
+                cache[e.framework] = installed_version(e.framework)
+            v = cache[e.framework]
+        out.append(e.at(v) if v is not None else e)
+    return out
+
+
+def _all(framework: str | None):
+    if framework is None:
+        return [e for fw in FRAMEWORKS for e in load(fw)]
+    return list(load(_check_framework(str(framework).lower())))
+
+
+def entries(framework: str | None = None) -> list[Entry]:
+    """Every entry (of ``framework``), behaviour resolved for the installed version."""
+    return _resolve(_all(framework), None)
+
+
+def get(entry_id: str) -> Entry:
+    """The entry with id ``entry_id``; CatalogError (with close matches) if unknown."""
+    fw = entry_id.split(".", 1)[0]
+    pool = _all(fw) if fw in FRAMEWORKS else _all(None)
+    for e in pool:
+        if e.id == entry_id:
+            return _resolve([e], None)[0]
+    import difflib
+
+    close = difflib.get_close_matches(entry_id, [e.id for e in _all(None)], n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; list ids with `fwd9m catalog`"
+    raise CatalogError(f"unknown catalog entry {entry_id!r}{hint}")
+
+
+def normalize_op(name: str) -> str:
+    """Canonical form of an op name for matching: case-folded, ``aten::``/``aten.``
+    prefix and overload suffix (``.default``) and trailing ``_`` dropped, ``-`` -> ``_``
+    (JAX primitives print as ``scatter-add``)."""
+    n = name.strip()
+    for prefix in ("aten::", "aten.", "torch.ops.aten."):
+        if n.startswith(prefix):
+            n = n[len(prefix):].split(".", 1)[0]
+            break
+    return n.replace("-", "_").rstrip("_").lower()
+
+
+def normalize_symbol(name: str) -> str:
+    """Canonical form of a public symbol (``tensorflow.x`` -> ``tf.x``)."""
+    n = name.strip()
+    for long, short in _SYMBOL_PREFIXES.items():
+        if n.startswith(long):
+            return short + n[len(long):]
+    return n
+
+
+def _version_filter(found, version: str | None, device: str | None):
+    if device is not None:
+        normalize_device(device)
+    if version is not None:
+        parse_version(version)
+    return [e for e in found if e.applies_to(version, device)]
+
+
+def for_op(framework: str, op_name: str, version: str | None = None,
+           device: str | None = None) -> list[Entry]:
+    """Entries whose low-level ops include ``op_name`` as a trace shows it: TF op type
+    ("UnsortedSegmentSum"), aten op ("aten::index_put_", "index_put_",
+    "aten.index_put_.default"), JAX primitive ("scatter-add")."""
+    key = normalize_op(op_name)
+    found = [e for e in _all(framework) if any(normalize_op(o) == key for o in e.ops)]
+    return _resolve(_version_filter(found, version, device), version)
+
+
+def for_symbol(qualified_name: str, version: str | None = None,
+               device: str | None = None) -> list[Entry]:
+    """Entries reached through public symbol ``qualified_name`` ("torch.index_add",
+    "torch.Tensor.index_add_", "tf.math.unsorted_segment_sum"; "tensorflow." is
+    accepted for "tf.")."""
+    key = normalize_symbol(qualified_name)
+    found = [e for e in _all(None) if key in (normalize_symbol(s) for s in e.symbols)]
+    return _resolve(_version_filter(found, version, device), version)
+
+
+def _parse_text(text: str) -> tuple[list[str], dict[str, str]]:
+    words, keys = [], {}
+    for token in text.split():
+        m = re.match(r"^([A-Za-z_]+):(?!:)(.*)$", token)
+        if m:
+            key, value = m.group(1).lower(), m.group(2)
+            if key not in _QUERY_KEYS:
+                raise CatalogError(
+                    f"malformed query {text!r}: unknown field {key!r}; use plain words or "
+                    f"{', '.join(k + ':VALUE' for k in _QUERY_KEYS)}")
+            if not value:
+                raise CatalogError(f"malformed query {text!r}: {key}: needs a value")
+            keys[key] = value
+        else:
+            words.append(token.lower())
+    return words, keys
+
+
+def _haystack(e: Entry) -> str:
+    parts = [e.id, e.title, e.summary, e.condition or "", *e.symbols, *e.ops, *e.env]
+    return " ".join(parts).lower()
+
+
+def query(text: str | None = None, *, framework: str | None = None, device: str | None = None,
+          version: str | None = None, symbol: str | None = None, op: str | None = None,
+          kind: str | None = None) -> list[Entry]:
+    """Filter the catalog. ``text``: words that must all occur (case-insensitive) in an
+    entry's id, title, summary, symbols, ops or env; ``_`` and ``-`` and ``.`` count as
+    word characters, so ``index_add`` finds ``torch.index_add``. ``text`` may also
+    carry ``framework:``, ``device:``, ``version:``, ``symbol:``, ``op:``, ``kind:``,
+    ``id:`` fields. ``version`` needs a framework. Raises CatalogError for an unknown
+    framework, device or kind, a malformed version or query."""
+    words, keys = _parse_text(text or "")
+    framework = framework or keys.get("framework")
+    device = device or keys.get("device")
+    version = version or keys.get("version")
+    symbol = symbol or keys.get("symbol")
+    op = op or keys.get("op")
+    kind = kind or keys.get("kind")
+    if framework is not None:
+        framework = _check_framework(framework.lower())
+    if kind is not None and kind not in KINDS:
+        raise CatalogError(f"unknown kind {kind!r}; known kinds: {', '.join(KINDS)}")
+    if version is not None and framework is None:
+        raise CatalogError(f"version {version!r} needs a framework (versions differ per "
+                           "framework): add --framework or framework:NAME")
+    found = _all(framework)
+    if "id" in keys:
+        found = [e for e in found if e.id == keys["id"] or e.id.startswith(keys["id"])]
+    if symbol is not None:
+        s = normalize_symbol(symbol)
+        found = [e for e in found if s in (normalize_symbol(x) for x in e.symbols)]
+    if op is not None:
+        o = normalize_op(op)
+        found = [e for e in found if o in (normalize_op(x) for x in e.ops)]
+    if kind is not None:
+        found = [e for e in found if e.kind == kind]
+    for w in words:
+        found = [e for e in found if w in _haystack(e)]
+    return _resolve(_version_filter(found, version, device), version)

@@ -1,0 +1,94 @@
+"""The catalog: schema of the data files, the query API, and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from fwd9m import catalog
+from fwd9m.errors import CatalogError
+
+from conftest import run_fwd9m
+
+ALL = catalog.entries()
+
+
+def test_every_framework_has_entries():
+    for fw in catalog.FRAMEWORKS:
+        assert catalog.entries(fw), fw
+
+
+def test_schema():
+    ids = [e.id for e in ALL]
+    assert len(ids) == len(set(ids)), "duplicate ids"
+    for e in ALL:
+        assert e.id.startswith(e.framework + "."), e.id
+        assert e.title and e.summary and e.solutions, e.id
+        assert e.kind in catalog.KINDS and e.behaviour in catalog.BEHAVIOURS, e.id
+        assert set(e.devices) <= set(catalog.DEVICES), e.id
+        SpecifierSet(e.affected)
+        if e.ngc:
+            SpecifierSet(e.ngc)
+        for since, behaviour in e.timeline:
+            Version(since)
+            assert behaviour in catalog.BEHAVIOURS
+        assert [Version(s) for s, _ in e.timeline] == sorted(Version(s) for s, _ in e.timeline), e.id
+        assert e.references and all(r.startswith("https://") for r in e.references), e.id
+        if e.kind == "op":
+            assert e.ops or e.symbols, e.id
+
+
+def test_lookup_by_op_and_symbol():
+    assert [e.id for e in catalog.for_op("torch", "aten::index_add_")] == ["torch.index-add"]
+    assert catalog.for_op("torch", "index_add") == catalog.for_op("torch", "aten.index_add_.default")
+    ids = {e.id for e in catalog.for_op("torch", "aten::index_put_")}
+    assert "torch.index-put-accumulate" in ids
+    assert [e.id for e in catalog.for_op("tensorflow", "UnsortedSegmentSum")] == [
+        "tensorflow.segment-reduction"]
+    assert catalog.for_symbol("tensorflow.math.unsorted_segment_sum") == catalog.for_symbol(
+        "tf.math.unsorted_segment_sum")
+    assert {e.id for e in catalog.for_symbol("torch.Tensor.index_add_")} == {"torch.index-add"}
+
+
+def test_behaviour_follows_version():
+    (e,) = catalog.for_symbol("tf.math.unsorted_segment_sum", version="2.4")
+    assert e.behaviour == "nondeterministic"
+    (e,) = catalog.for_symbol("tf.math.unsorted_segment_sum", version="2.6.1")
+    assert e.behaviour == "raises"
+    (e,) = catalog.for_symbol("tf.math.unsorted_segment_sum", version="2.21.0")
+    assert e.behaviour == "deterministic" and e.deterministic_since == "2.7"
+    e = catalog.get("torch.index-add")
+    assert e.applies_to("2.13.0+cpu", "cuda") and not e.applies_to("2.13", "cpu")
+    assert e.at("1.8.1").behaviour == "raises"
+    assert e.fix == "torch.use_deterministic_algorithms(True)"
+
+
+def test_query_filters_and_errors():
+    assert {e.id for e in catalog.query("index_add")} == {"torch.index-add"}
+    assert all(e.framework == "torch" for e in catalog.query(framework="torch"))
+    assert all("gpu" in e.devices for e in catalog.query(framework="torch", device="cuda"))
+    assert catalog.query("framework:torch op:aten::index_add_") == catalog.for_op("torch", "index_add_")
+    for bad in (dict(framework="caffe"), dict(device="fpga"), dict(framework="torch", version="1.x"),
+                dict(version="2.0"), dict(kind="nope"), dict(text="foo:bar")):
+        with pytest.raises(CatalogError):
+            catalog.query(**bad)
+    with pytest.raises(CatalogError, match="did you mean"):
+        catalog.get("torch.index-ad")
+
+
+def test_cli_query_status_and_errors():
+    out = run_fwd9m("catalog", "index_add")
+    assert out.returncode == 0 and "torch.index-add" in out.stdout
+    out = run_fwd9m("catalog", "--framework", "tensorflow", "--format", "json")
+    assert out.returncode == 0
+    assert {e["framework"] for e in json.loads(out.stdout)} == {"tensorflow"}
+    out = run_fwd9m("catalog", "--status", "--format", "json")
+    assert out.returncode in (0, 1), out.stderr
+    report = json.loads(out.stdout)
+    assert {r["framework"] for r in report} >= {"python"}
+    for args in (("--framework", "caffe"), ("foo:bar",), ("-f", "torch", "-V", "x.y")):
+        out = run_fwd9m("catalog", *args)
+        assert out.returncode == 2 and "Traceback" not in out.stderr and "error" in out.stderr
