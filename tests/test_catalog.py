@@ -92,3 +92,15 @@ def test_cli_query_status_and_errors():
     for args in (("--framework", "caffe"), ("foo:bar",), ("-f", "torch", "-V", "x.y")):
         out = run_fwd9m("catalog", *args)
         assert out.returncode == 2 and "Traceback" not in out.stderr and "error" in out.stderr
+
+
+def test_committed_status_docs_are_up_to_date():
+    """docs/status/*.md must equal what scripts/gen-docs generates from the data."""
+    from fwd9m.catalog._render import status_docs
+
+    from conftest import REPO
+
+    stale = [name for name, text in status_docs().items()
+             if not (REPO / "docs" / "status" / name).exists()
+             or (REPO / "docs" / "status" / name).read_text(encoding="utf-8") != text]
+    assert not stale, f"run scripts/gen-docs: stale pages {stale}"
