@@ -1,0 +1,431 @@
+"""TensorFlow: the determinism recipe for the installed version, and the legacy ``patch()``.
+
+:func:`recipe` picks the steps for a TensorFlow version (and NGC container version) and
+imports nothing; :func:`enable_determinism` applies them to the imported TensorFlow;
+:func:`startup_env` lists the variables ``fwd9m run`` sets before start-up.
+
+Recipes, newest first (version gates below, each with its source):
+
+* TF >= 2.8: ``tf.config.experimental.enable_op_determinism()``.
+* TF 2.1 - 2.7 and NGC >= 19.06: ``TF_DETERMINISTIC_OPS=1``.
+* TF 2.5 - 2.8 additionally ``TF_CUDNN_USE_FRONTEND=1`` (deterministic *selection* of
+  cuDNN convolution algorithms was lost in 2.5 and restored in 2.9).
+* TF 1.14 - 2.0 (stock): ``TF_CUDNN_DETERMINISTIC=1`` plus Python patches of
+  ``tf.nn.bias_add`` and the segment-sum ops (the historic ``tfdeterminism.patch``).
+* Older: :class:`~fwd9m.errors.UnsupportedVersionError`.
+* Newer than :data:`NEWEST_KNOWN`: the newest recipe, with a note.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from dataclasses import dataclass, field
+
+from packaging.version import InvalidVersion, Version
+
+from . import _frameworks
+from ._log import logger
+from .enable import Change, Changes, cite, env_change, is_fully_imported, seed_change, set_env
+from .errors import ConfigurationError, Fwd9mWarning, UnsupportedVersionError
+
+__all__ = ["enable_determinism", "startup_env", "recipe", "Recipe", "patch",
+           "LegacyAPIWarning", "OP_DETERMINISM_SINCE", "DETERMINISTIC_OPS_ENV_SINCE",
+           "CUDNN_DETERMINISTIC_ENV_SINCE", "CUDNN_FRONTEND_WORKAROUND", "NGC_SINCE",
+           "NEWEST_KNOWN"]
+
+# --- version gates -------------------------------------------------------------------
+#: ``tf.config.experimental.enable_op_determinism`` added; replaces TF_DETERMINISTIC_OPS.
+#: TF 2.8 release notes: https://github.com/tensorflow/tensorflow/releases/tag/v2.8.0
+#: (also https://github.com/tensorflow/tensorflow/issues/53465).
+OP_DETERMINISM_SINCE = Version("2.8")
+#: ``TF_DETERMINISTIC_OPS`` honoured (cuDNN conv/max-pool, bias_add backprop), PR 31465:
+#: https://github.com/tensorflow/tensorflow/issues/22398#issuecomment-607617463 and
+#: https://github.com/tensorflow/tensorflow/pull/31465
+DETERMINISTIC_OPS_ENV_SINCE = Version("2.1")
+#: ``TF_CUDNN_DETERMINISTIC`` (TF 1.14, 1.15, 2.0) plus the bias_add patch: the oldest
+#: versions fwd9m supports. Status page, "Auto-Tuning of cuDNN Convolution Algorithms":
+#: https://github.com/NVIDIA/framework-reproducibility/blob/master/doc/d9m/tensorflow_status.md#auto-tuning
+CUDNN_DETERMINISTIC_ENV_SINCE = Version("1.14")
+#: Deterministic selection of deterministic cuDNN convolution algorithms was lost in
+#: 2.5 and, per the maintainers, fixed for 2.9 ("still exists up to and including TF
+#: version 2.8"; "This bug will be fixed for TF 2.9"); work-around TF_CUDNN_USE_FRONTEND=1:
+#: https://github.com/tensorflow/tensorflow/issues/53771
+CUDNN_FRONTEND_WORKAROUND = (Version("2.5"), Version("2.9"))
+#: NGC TensorFlow containers honour TF_DETERMINISTIC_OPS from 19.06 (status page,
+#: "NVIDIA GPU Cloud (NGC) TensorFlow Docker Images"):
+#: https://github.com/NVIDIA/framework-reproducibility/blob/master/doc/d9m/tensorflow.md
+NGC_SINCE = Version("19.06")
+#: Newest TensorFlow this recipe was checked against (the version CI installs).
+NEWEST_KNOWN = Version("2.21")
+
+_STATUS = "https://github.com/NVIDIA/framework-reproducibility/blob/master/doc/d9m/tensorflow_status.md"
+_OP_D9M_DOC = "https://www.tensorflow.org/api_docs/python/tf/config/experimental/enable_op_determinism"
+_XLA_FLAG = "--xla_gpu_deterministic_ops=true"
+#: XLA's flag: "--xla_gpu_deterministic_ops is a superset of
+#: --xla_gpu_exclude_nondeterministic_ops": https://github.com/openxla/xla/pull/12520
+_XLA_SOURCE = "https://github.com/openxla/xla/pull/12520"
+
+
+class LegacyAPIWarning(Fwd9mWarning, FutureWarning):
+    """A deprecated fwd9m/tfdeterminism entry point (``patch()``) was called."""
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str  #: "env" | "op_determinism" | "patch"
+    name: str
+    value: str
+    why: str
+    source: str
+
+
+@dataclass
+class Recipe:
+    """What :func:`enable_determinism` will do for one TensorFlow (and NGC) version."""
+
+    version: str
+    ngc: str | None
+    name: str  #: "op-determinism" | "env-deterministic-ops" | "cudnn-deterministic+patch"
+    steps: list[Step] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _parse(text: str, what: str) -> Version:
+    try:
+        v = Version(str(text).strip())
+    except InvalidVersion:
+        # NGC style "22.01-tf2" / "19.06-tf1-py3"
+        head = str(text).strip().split("-", 1)[0]
+        try:
+            v = Version(head)
+        except InvalidVersion:
+            raise ConfigurationError(f"cannot parse {what} version {text!r}; expected e.g. "
+                                     f"'2.21.0' or, for NGC, '22.01-tf2'") from None
+    return Version(".".join(str(p) for p in v.release[:2]))  # major.minor
+
+
+def recipe(version: str | None = None, ngc: str | None = None) -> Recipe:
+    """The determinism recipe for TensorFlow ``version`` (default: installed, from
+    package metadata) inside NGC container ``ngc`` (default: the
+    ``NVIDIA_TENSORFLOW_VERSION`` environment variable, e.g. ``"22.01-tf2"``).
+
+    Imports nothing.
+
+    Raises:
+        UnsupportedVersionError: TensorFlow older than 1.14 (outside NGC >= 19.06) or
+            an NGC container older than 19.06.
+        ConfigurationError: an unparsable version, or TensorFlow not installed and no
+            version given.
+    """
+    if version is None:
+        version = _installed()
+        if version is None:
+            raise ConfigurationError("TensorFlow is not installed here; pass version=")
+    if ngc is None:
+        ngc = os.environ.get("NVIDIA_TENSORFLOW_VERSION") or None
+    tf_v = _parse(version, "TensorFlow")
+    ngc_v = _parse(ngc, "NGC container") if ngc else None
+    notes: list[str] = []
+    if tf_v > NEWEST_KNOWN:
+        notes.append(f"TensorFlow {version} is newer than any version fwd9m knows "
+                     f"(newest checked: {NEWEST_KNOWN}); applied the newest recipe "
+                     f"(enable_op_determinism). Check `fwd9m catalog --framework tensorflow`.")
+    steps: list[Step] = []
+    if tf_v >= OP_DETERMINISM_SINCE:
+        name = "op-determinism"
+        steps.append(Step("op_determinism", "tf.config.experimental.enable_op_determinism()",
+                          "True", "ops with nondeterministic kernels (GPU atomics, cuDNN "
+                          "autotuning, parallel tf.data) switch to deterministic ones or raise",
+                          cite("tensorflow.cudnn-autotune", "tensorflow.segment-reduction",
+                               _OP_D9M_DOC)))
+    elif tf_v >= DETERMINISTIC_OPS_ENV_SINCE or (ngc_v is not None and ngc_v >= NGC_SINCE):
+        name = "env-deterministic-ops"
+        steps.append(Step("env", "TF_DETERMINISTIC_OPS", "1",
+                          "this TensorFlow's determinism switch (deterministic cuDNN "
+                          "convolution/max-pool and bias_add backprop)",
+                          cite("tensorflow.bias-add-backprop", "tensorflow.cudnn-autotune",
+                               "https://github.com/tensorflow/tensorflow/pull/31465", _STATUS)))
+        if ngc_v is not None:
+            notes.append(f"NGC container {ngc}: TF_DETERMINISTIC_OPS is honoured from NGC "
+                         f"{NGC_SINCE} ({_STATUS})")
+    elif ngc_v is not None:
+        raise UnsupportedVersionError(
+            f"NGC TensorFlow container {ngc} predates determinism support (NGC {NGC_SINCE}+).\n"
+            f"Fix: use an NGC TensorFlow image >= {NGC_SINCE}, or stock TensorFlow >= "
+            f"{OP_DETERMINISM_SINCE} with fwd9m.tensorflow.enable_determinism()")
+    elif tf_v >= CUDNN_DETERMINISTIC_ENV_SINCE:
+        name = "cudnn-deterministic+patch"
+        steps.append(Step("env", "TF_CUDNN_DETERMINISTIC", "1",
+                          "deterministic cuDNN convolution and max-pool algorithms "
+                          "(TF 1.14-2.0 have no TF_DETERMINISTIC_OPS)",
+                          cite("tensorflow.cudnn-autotune", _STATUS + "#auto-tuning")))
+        steps.append(Step("patch", "tf.nn.bias_add", "fwd9m broadcast-add",
+                          "BiasAddGrad reduces with CUDA atomics in TF < 2.1; a broadcast add "
+                          "back-propagates through a deterministic reduce_sum",
+                          cite("tensorflow.bias-add-backprop", _STATUS + "#bias-addition")))
+        steps.append(Step("patch", "tf.math.segment_sum/unsorted_segment_sum",
+                          "fwd9m one-hot matmul",
+                          "segment sums use CUDA atomics on GPU in TF < 2.7",
+                          cite("tensorflow.segment-reduction", _STATUS + "#segment-reduction")))
+        notes.append("TF 1.14-2.0: the segment-sum patch covers tf.math.segment_sum and "
+                     "unsorted_segment_sum called through the Python API only (not "
+                     "tf.gather gradients reduced inside tf.convert_to_tensor); see "
+                     f"{_STATUS}#segment-reduction")
+    else:
+        raise UnsupportedVersionError(
+            f"TensorFlow {version} is older than {CUDNN_DETERMINISTIC_ENV_SINCE}, the oldest "
+            f"version with deterministic GPU op support ({_STATUS}).\n"
+            f"Fix: pip install 'tensorflow>={OP_DETERMINISM_SINCE}' and call "
+            f"fwd9m.tensorflow.enable_determinism(seed=...)")
+    lo, hi = CUDNN_FRONTEND_WORKAROUND
+    if lo <= tf_v < hi:
+        steps.append(Step("env", "TF_CUDNN_USE_FRONTEND", "1",
+                          f"TF {lo}-{hi} lost deterministic selection of cuDNN convolution "
+                          "algorithms; the cuDNN frontend path restores it",
+                          cite("tensorflow.cudnn-autotune",
+                               "https://github.com/tensorflow/tensorflow/issues/53771")))
+    return Recipe(str(version), ngc, name, steps, notes)
+
+
+def _installed() -> str | None:
+    tf = sys.modules.get("tensorflow")
+    v = getattr(getattr(tf, "version", None), "VERSION", None) if tf is not None else None
+    return v or _frameworks.installed_version("tensorflow")
+
+
+def startup_env(version: str | None = None, environ: dict | None = None) -> list[Change]:
+    """Environment variables to set before TensorFlow starts (for ``fwd9m run``):
+    the env-var switches of the recipe for ``version`` (default: installed) and
+    XLA's GPU determinism flag. Imports nothing; returns [] when TensorFlow is not
+    installed and no version is given."""
+    if version is None and _frameworks.installed_version("tensorflow") is None:
+        return []
+    out: list[Change] = []
+    env = dict(os.environ if environ is None else environ)
+    for step in recipe(version).steps:
+        if step.kind == "env":
+            c = env_change("tensorflow", step.name, step.value, step.why, step.source, environ=env)
+            if c:
+                out.append(c)
+                env[step.name] = c.new
+    c = env_change("tensorflow", "XLA_FLAGS", _XLA_FLAG,
+                   "XLA (jit_compile=True, Keras jit_compile) picks nondeterministic GPU "
+                   "kernels (scatter, autotuned GEMM/conv) without it; read once, when XLA "
+                   "starts", cite("keras.jit-compile", _XLA_SOURCE), append_flag=True, environ=env)
+    if c:
+        out.append(c)
+    return out
+
+
+def enable_determinism(seed: int | None = None, *, _simulate_version: str | None = None) -> Changes:
+    """Make TensorFlow deterministic with the recipe for the imported version.
+
+    Imports TensorFlow (call it after ``import tensorflow`` or let ``fwd9m run`` call it).
+    With a seed, seeds Python, NumPy and TensorFlow, plus Keras when Keras is already
+    imported (Keras 3 initializers draw their seeds from Python's ``random``, which
+    ``tf.random.set_seed`` alone does not seed: ``make_default_seed`` in
+    https://github.com/keras-team/keras/blob/master/keras/src/random/seed_generator.py).
+
+    Keras 3 on TensorFlow resolves ``jit_compile="auto"`` to False once op determinism
+    is enabled (``model_supports_jit`` in
+    https://github.com/keras-team/keras/blob/master/keras/src/trainers/trainer.py), so
+    call this before ``model.compile``; XLA's GPU determinism flag is also added to
+    ``XLA_FLAGS`` for explicit ``jit_compile=True``.
+
+    Args:
+        seed: int in ``[0, 2**32 - 1]``, or None for no seeding.
+        _simulate_version: testing only: apply the recipe of this version (for versions
+            that cannot be installed) to the TensorFlow that is installed.
+
+    Returns:
+        :class:`~fwd9m.enable.Changes`.
+
+    Raises:
+        UnsupportedVersionError: TensorFlow < 1.14 (see :func:`recipe`).
+    """
+    import tensorflow as tf
+
+    version = _simulate_version or tf.version.VERSION
+    plan = recipe(version)
+    changes = Changes()
+    for text in plan.notes:
+        changes.note(text)
+    for step in plan.steps:
+        if step.kind == "env":
+            set_env("tensorflow", step.name, step.value, step.why, step.source, changes=changes)
+        elif step.kind == "op_determinism":
+            cfg = tf.config.experimental
+            old = cfg.is_op_determinism_enabled() if hasattr(cfg, "is_op_determinism_enabled") else None
+            if old is not True:
+                cfg.enable_op_determinism()
+                _record(changes, Change("tensorflow", step.name, old, True, step.why, step.source))
+        elif step.kind == "patch":
+            for target, old in _apply_patches(tf):
+                _record(changes, Change("tensorflow", target, old, step.value, step.why, step.source))
+    set_env("tensorflow", "XLA_FLAGS", _XLA_FLAG,
+            "XLA (jit_compile=True) picks nondeterministic GPU kernels without it; only "
+            "effective if XLA has not started in this process (use `fwd9m run`)",
+            cite("keras.jit-compile", _XLA_SOURCE), append_flag=True, changes=changes)
+    if plan.name != "op-determinism" and is_fully_imported("tensorflow"):
+        changes.note("TensorFlow reads TF_DETERMINISTIC_OPS/TF_CUDNN_* when ops first run; "
+                     "call this before building the model, or launch with `fwd9m run`")
+    frameworks = ["tensorflow"]
+    if is_fully_imported("keras") or is_fully_imported("tf_keras"):
+        frameworks.insert(0, "keras")
+    change = seed_change("tensorflow", seed, frameworks)
+    if change:
+        changes.append(change)
+    return changes
+
+
+def _record(changes: Changes, change: Change) -> None:
+    logger.info("%s", change)
+    changes.append(change)
+
+
+# --- legacy entry point ----------------------------------------------------------------
+
+def patch() -> Changes:
+    """Deprecated: use :func:`enable_determinism`.
+
+    Kept for scripts written for ``tfdeterminism.patch()``. On TF 1.14-2.0 it applies
+    the historic patch recipe (``TF_CUDNN_DETERMINISTIC`` plus bias_add and segment-sum
+    patches); on newer TensorFlow (where the old patch has no meaning) and in NGC
+    containers it runs :func:`enable_determinism` instead. Always warns
+    :class:`LegacyAPIWarning`.
+
+    Raises:
+        UnsupportedVersionError: TensorFlow older than 1.14, naming the version and the fix.
+    """
+    import tensorflow as tf
+
+    plan = recipe(tf.version.VERSION)  # raises for unsupported versions, naming the fix
+    if plan.name == "cudnn-deterministic+patch":
+        msg = ("patch() is deprecated; applying the TF 1.14-2.0 patch recipe. Use "
+               "fwd9m.tensorflow.enable_determinism(seed=...) instead, which also seeds "
+               "and keeps working on newer TensorFlow.")
+    else:
+        msg = (f"patch() is deprecated and has no meaning for TensorFlow {tf.version.VERSION}; "
+               "ran fwd9m.tensorflow.enable_determinism() instead. Replace the call with "
+               "fwd9m.tensorflow.enable_determinism(seed=...).")
+    warnings.warn(msg, LegacyAPIWarning, stacklevel=_stacklevel())
+    logger.warning("%s", msg)
+    return enable_determinism()
+
+
+def _stacklevel() -> int:
+    """Point the warning at the user's call, skipping tfdeterminism's wrapper."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("tfdeterminism"):
+        frame, level = frame.f_back, level + 1
+    return level + 1
+
+
+# --- the TF 1.14-2.0 patches -------------------------------------------------------------
+# Each replaced attribute: (module, attribute) -> original. Patching twice is a no-op.
+_ORIGINALS: dict[tuple[object, str], object] = {}
+
+
+def _targets(tf, names):
+    import importlib
+
+    mods = [m for m in (getattr(tf, "nn", None), getattr(tf, "math", None), tf) if m is not None]
+    for path in ("tensorflow.python.ops.nn", "tensorflow.python.ops.nn_ops",
+                 "tensorflow.python.ops.math_ops"):
+        try:
+            mods.append(importlib.import_module(path))
+        except ImportError:
+            continue
+    for mod in mods:
+        for name in names:
+            if hasattr(mod, name):
+                yield mod, name
+
+
+def _apply_patches(tf) -> list[tuple[str, object]]:
+    """Replace ``bias_add`` and the segment sums with deterministic Python versions.
+    Returns ``[(qualified target, original), ...]`` for the attributes changed now."""
+    done = []
+    replacements = {
+        "bias_add": _make_bias_add(tf),
+        "unsorted_segment_sum": _make_unsorted_segment_sum(tf),
+        "segment_sum": _make_segment_sum(tf),
+    }
+    for mod, name in list(_targets(tf, replacements)):
+        current = getattr(mod, name)
+        if getattr(current, "_fwd9m_patch", False):
+            continue
+        _ORIGINALS[(mod, name)] = current
+        setattr(mod, name, replacements[name])
+        done.append((f"{mod.__name__}.{name}", current))
+    return done
+
+
+def _unpatch() -> int:
+    """Restore every attribute :func:`_apply_patches` replaced; returns how many."""
+    n = 0
+    for (mod, name), original in list(_ORIGINALS.items()):
+        setattr(mod, name, original)
+        del _ORIGINALS[(mod, name)]
+        n += 1
+    return n
+
+
+def _make_bias_add(tf):
+    def bias_add(value, bias, data_format=None, name=None):
+        """Deterministic ``tf.nn.bias_add`` (fwd9m patch for TF 1.14-2.0): a broadcast
+        add, whose gradient is a reduce_sum instead of BiasAddGrad's atomics."""
+        with tf.name_scope(name or "BiasAdd"):
+            value = tf.convert_to_tensor(value, name="input")
+            bias = tf.convert_to_tensor(bias, dtype=value.dtype, name="bias")
+            if data_format is not None and data_format.startswith("NC"):
+                shape = tf.concat([[1, tf.size(bias)], tf.ones([tf.rank(value) - 2], tf.int32)], 0)
+                bias = tf.reshape(bias, shape)
+            elif data_format is not None and not (data_format.startswith("N")
+                                                  and data_format.endswith("C")):
+                raise ValueError("data_format must be of the form `N...C` or `NC...`")
+            return tf.add(value, bias)
+
+    bias_add._fwd9m_patch = True
+    return bias_add
+
+
+def _make_unsorted_segment_sum(tf):
+    original = getattr(tf.math, "unsorted_segment_sum")
+
+    def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
+        """Deterministic ``unsorted_segment_sum`` for floating types (fwd9m patch for TF
+        1.14-2.0): ``one_hot(ids)^T @ data``. Memory: len(ids) x num_segments elements.
+        Ids outside ``[0, num_segments)`` are dropped, as the op does."""
+        data = tf.convert_to_tensor(data)
+        if not (data.dtype.is_floating or data.dtype.is_complex):
+            return original(data, segment_ids, num_segments, name=name)
+        with tf.name_scope(name or "UnsortedSegmentSum"):
+            ids = tf.convert_to_tensor(segment_ids)
+            flat_ids = tf.reshape(ids, [-1])
+            rows = tf.size(flat_ids)
+            tail = tf.shape(data)[tf.rank(ids):]
+            matrix = tf.reshape(data, tf.stack([rows, tf.reduce_prod(tail)]))
+            onehot = tf.one_hot(flat_ids, tf.cast(num_segments, tf.int32), dtype=data.dtype)
+            summed = tf.matmul(onehot, matrix, transpose_a=True)
+            return tf.reshape(summed, tf.concat([[tf.cast(num_segments, tf.int32)], tail], 0))
+
+    unsorted_segment_sum._fwd9m_patch = True
+    return unsorted_segment_sum
+
+
+def _make_segment_sum(tf):
+    unsorted = _make_unsorted_segment_sum(tf)
+
+    def segment_sum(data, segment_ids, name=None):
+        """Deterministic ``segment_sum`` (fwd9m patch for TF 1.14-2.0): sorted ids, so
+        the number of segments is ``max(ids) + 1``."""
+        ids = tf.convert_to_tensor(segment_ids)
+        count = tf.cond(tf.size(ids) > 0, lambda: tf.cast(tf.reduce_max(ids), tf.int32) + 1,
+                        lambda: tf.constant(0, tf.int32))
+        return unsorted(data, ids, count, name=name or "SegmentSum")
+
+    segment_sum._fwd9m_patch = True
+    return segment_sum
