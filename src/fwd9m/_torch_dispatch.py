@@ -1,0 +1,55 @@
+"""The one module that touches PyTorch's private dispatch API.
+
+Everything here is private to torch and may change between releases; keep its use in
+this file so a torch upgrade breaks one place:
+
+* ``torch.utils._python_dispatch.TorchDispatchMode``: a Python mode that sees every
+  aten op below autograd (forward, backward and optimizer ops alike). While its
+  ``__torch_dispatch__`` runs, the mode is popped from the mode stack, so ops the
+  handler itself runs are not seen again. Source:
+  https://github.com/pytorch/pytorch/blob/main/torch/utils/_python_dispatch.py
+* ``torch._C._current_autograd_node()``: the autograd ``Node`` whose backward is being
+  executed by the engine on this thread, or None outside backward. Used by
+  ``torch.utils._debug_mode`` for the same purpose. Source:
+  https://github.com/pytorch/pytorch/blob/main/torch/csrc/autograd/python_engine.cpp
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["dispatch_mode", "current_autograd_node", "op_schema_info"]
+
+
+def dispatch_mode(handler: Callable[[Any, tuple, dict], Any]):
+    """A TorchDispatchMode instance calling ``handler(func, args, kwargs)`` for every
+    aten op; the handler must call ``func(*args, **kwargs)`` and return its result.
+    Enter it with ``with mode:``."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Fwd9mRecordMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return handler(func, args, kwargs or {})
+
+    return _Fwd9mRecordMode()
+
+
+def current_autograd_node():
+    """The autograd node being executed (backward), or None."""
+    import torch
+
+    return torch._C._current_autograd_node()
+
+
+def op_schema_info(func) -> dict[str, Any]:
+    """What the recorder needs from an OpOverload's schema: its qualified name
+    (``aten::index_put_``), whether it draws from a Generator (a random op), which
+    positional/keyword arguments it only writes (``out=`` tensors), and which
+    arguments it mutates (``Tensor(a!)``)."""
+    schema = func._schema
+    random = any("Generator" in str(a.type) for a in schema.arguments)
+    out_args = {a.name for a in schema.arguments if getattr(a, "is_out", False)}
+    mutated = [i for i, a in enumerate(schema.arguments)
+               if a.alias_info is not None and a.alias_info.is_write]
+    return {"name": schema.name, "overload": schema.overload_name, "random": random,
+            "out_args": out_args, "mutated": mutated}

@@ -1,0 +1,168 @@
+"""Find the first op where two runs diverge, and say why.
+
+>>> import fwd9m.debug as dbg                                    # doctest: +SKIP
+>>> with dbg.record("run.trace"):                                # doctest: +SKIP
+...     train_one_epoch()
+>>> report = dbg.diff("a.trace", "b.trace")                      # doctest: +SKIP
+>>> print(report.render())                                       # doctest: +SKIP
+
+``record`` streams every op the block executes (PyTorch aten ops in forward, backward
+and the optimizer; TensorFlow ops eagerly and inside ``tf.function`` graphs) with its
+module/layer, phase, user file:line, shapes, dtypes and an exact digest
+(:mod:`fwd9m.fingerprint`) of every input and output into a trace file
+(:mod:`fwd9m.debug._store`). ``diff`` aligns two traces and classifies the first
+divergence: a culprit op, an external source, a structural change, or an environment
+difference. ``localize`` does both for an in-process function.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import time
+from typing import Any, Callable, Iterator
+
+from ..errors import ConfigurationError
+from ._common import LEVELS, CaptureSpec, Recording
+from ._compare import Report, compare
+from ._store import FORMAT_VERSION, TraceReader, TraceWriter
+
+__all__ = ["record", "diff", "localize", "Report", "Trace", "LEVELS", "FORMAT_VERSION",
+           "TraceReader"]
+
+
+class Trace:
+    """Handle yielded by :func:`record`: ``path``, and after the block ``ops``,
+    ``tensors`` and ``bytes`` (file size)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.ops = 0
+        self.tensors = 0
+        self.bytes = 0
+
+    def __repr__(self) -> str:
+        return f"Trace({self.path!r}, ops={self.ops}, tensors={self.tensors}, bytes={self.bytes})"
+
+
+def _frameworks(framework) -> list[str]:
+    if framework is None:
+        found = [f for f in ("torch", "tensorflow") if f in sys.modules]
+        if "keras" in sys.modules and "tensorflow" not in found:
+            found.append("tensorflow")
+        if not found:
+            raise ConfigurationError(
+                "record() found no framework imported; import torch or tensorflow first, "
+                "or pass framework='torch' / 'tensorflow'")
+        return found
+    names = [framework] if isinstance(framework, str) else list(framework)
+    for n in names:
+        if n not in ("torch", "tensorflow", "keras"):
+            raise ConfigurationError(f"debug.record supports torch and tensorflow/keras, not {n!r}")
+    return ["tensorflow" if n == "keras" else n for n in names]
+
+
+def _header(frameworks: list[str], level: str, program: dict | None) -> dict[str, Any]:
+    from .. import environment
+
+    env = environment.collect(import_frameworks=True, frameworks=frameworks)
+    return {"frameworks": frameworks, "level": level, "created": time.time(),
+            "program": program or {"argv": list(sys.argv)}, "environment": env}
+
+
+@contextlib.contextmanager
+def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[str] | None = None,
+           level: str = "digests", capture: str | list[str] | None = None,
+           samples: bool = True, program: dict | None = None) -> Iterator[Trace]:
+    """Record every op executed in the block into a trace file.
+
+    Args:
+        path: trace file to write (default: a new temporary file; see ``Trace.path``).
+        framework: "torch", "tensorflow" (Keras 3 on TF included) or a list; default:
+            those already imported.
+        level: "sequence" (ops, shapes, dtypes), "digests" (default: + a 64-bit digest
+            of every input and output and 4 sampled values of each float output), or
+            "full" (+ full tensors of the ops ``capture`` selects).
+        capture: op names and/or ``SEQ:RADIUS`` windows whose full input and output
+            tensors are stored (any level but "sequence").
+        samples: store 4 sampled values per float output (for magnitudes in reports).
+    Yields:
+        :class:`Trace`; the file is complete when the block exits (also on error).
+    Raises:
+        ConfigurationError: unknown level/framework, or level "full" without capture.
+    """
+    names = _frameworks(framework)
+    if level not in LEVELS:
+        raise ConfigurationError(f"unknown detail level {level!r}; use one of {', '.join(LEVELS)}")
+    if path is None:
+        fd, path = tempfile.mkstemp(suffix=".trace", prefix="fwd9m-")
+        os.close(fd)
+    path = os.fspath(path)
+    spec = CaptureSpec(capture)
+    writer = TraceWriter(path, _header(names, level, program))
+    rec = Recording(writer, level=level, capture=spec, samples=samples)
+    recorders = []
+    for n in names:
+        if n == "torch":
+            from ._torch import TorchRecorder
+
+            recorders.append(TorchRecorder(rec))
+        else:
+            from ._tensorflow import TFRecorder
+
+            recorders.append(TFRecorder(rec))
+    trace = Trace(path)
+    status: dict[str, Any] = {"completed": False}
+    try:
+        for r in recorders:
+            r.start()
+        yield trace
+        status["completed"] = True
+    finally:
+        for r in reversed(recorders):
+            try:
+                r.stop()
+            except Exception:  # noqa: BLE001 - never mask the user's exception
+                pass
+        writer.close({"completed": status["completed"], "steps": rec.step})
+        trace.ops, trace.tensors, trace.bytes = writer.ops, writer.tensors, writer.bytes_written
+
+
+def diff(a: str | os.PathLike[str], b: str | os.PathLike[str], **kwargs) -> Report:
+    """Compare two traces; see :func:`fwd9m.debug._compare.compare`.
+
+    Raises:
+        FileFormatError: a file is not a trace, is from an unknown format version, or
+            has a damaged header.
+    """
+    return compare(os.fspath(a), os.fspath(b), **kwargs)
+
+
+def localize(fn: Callable[..., Any], *args, runs: int = 2, framework=None,
+             level: str = "digests", capture=None, directory: str | None = None,
+             **kwargs) -> Report:
+    """Call ``fn(*args, **kwargs)`` ``runs`` times in this process, recording each call,
+    and compare the first recording with each later one; returns the first report
+    that finds a divergence (or the last, reproducible one).
+
+    In-process runs share the interpreter, so state that carries over between calls
+    (RNG streams that ``fn`` does not reseed, caches) shows up as a divergence too,
+    which is usually what you want to know.
+    """
+    if runs < 2:
+        raise ConfigurationError("localize needs runs >= 2")
+    directory = directory or tempfile.mkdtemp(prefix="fwd9m-localize-")
+    paths = []
+    for i in range(runs):
+        p = os.path.join(directory, f"run{i}.trace")
+        with record(p, framework=framework, level=level, capture=capture):
+            fn(*args, **kwargs)
+        paths.append(p)
+    report = None
+    for p in paths[1:]:
+        report = compare(paths[0], p)
+        if not report.reproducible:
+            break
+    return report

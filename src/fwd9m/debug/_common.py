@@ -1,0 +1,163 @@
+"""What every framework recorder shares: the writer, interning, phase/step state,
+user code locations, capture selection, sampled values."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from ..errors import ConfigurationError
+from ._store import HAS_SAMPLE, NO_STRING, SEP, TraceWriter
+
+__all__ = ["LEVELS", "PHASES", "CaptureSpec", "Recording", "user_location"]
+
+#: Detail levels, like tfdbg2's tensor_debug_mode: op sequence only; + digests of
+#: every tensor (and 4 sampled values of each float output); + full tensors of the
+#: ops that ``capture`` selects.
+LEVELS = ("sequence", "digests", "full")
+PHASES = ("forward", "backward", "optimizer", "data", "other")
+SAMPLES = 4
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_skip_cache: dict[str, bool] = {}
+_FRAMEWORK_MARKERS = (f"{os.sep}torch{os.sep}", f"{os.sep}tensorflow{os.sep}",
+                      f"{os.sep}keras{os.sep}", f"{os.sep}tf_keras{os.sep}",
+                      f"{os.sep}jax{os.sep}", f"{os.sep}numpy{os.sep}", "<frozen ",
+                      f"{os.sep}contextlib.py", f"{os.sep}runpy.py", f"{os.sep}functools.py",
+                      f"{os.sep}_launch.py", f"{os.sep}optree{os.sep}", f"{os.sep}absl{os.sep}")
+
+
+def _is_library(filename: str) -> bool:
+    skip = _skip_cache.get(filename)
+    if skip is None:
+        skip = filename.startswith(_PKG_DIR) or any(m in filename for m in _FRAMEWORK_MARKERS) \
+            or filename.startswith("<")
+        _skip_cache[filename] = skip
+    return skip
+
+
+def user_location(depth: int = 2) -> str:
+    """``"file.py:LINE"`` of the innermost frame outside the frameworks and fwd9m
+    (relative to the working directory when below it); ``""`` if none."""
+    f = sys._getframe(depth)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not _is_library(fn):
+            return f"{_short(fn)}:{f.f_lineno}"
+        f = f.f_back
+    return ""
+
+
+_short_cache: dict[str, str] = {}
+
+
+def _short(fn: str) -> str:
+    s = _short_cache.get(fn)
+    if s is None:
+        try:
+            rel = os.path.relpath(fn)
+            s = fn if rel.startswith("..") else rel
+        except ValueError:
+            s = fn
+        _short_cache[fn] = s
+    return s
+
+
+class CaptureSpec:
+    """Which ops get full tensors written (``--capture``): comma-separated items, each
+    an op name (``index_put_``, ``aten::mm``, ``MatMul``), a sequence index window
+    ``SEQ:RADIUS`` (ops SEQ-RADIUS..SEQ+RADIUS) or a range ``A-B``.
+
+    Raises:
+        ConfigurationError: an item is malformed.
+    """
+
+    def __init__(self, spec: str | list[str] | None):
+        self.names: set[str] = set()
+        self.windows: list[tuple[int, int]] = []
+        items = spec.split(",") if isinstance(spec, str) else list(spec or [])
+        for item in (i.strip() for i in items):
+            if not item:
+                continue
+            try:
+                if ":" in item and item.split(":", 1)[0].isdigit():
+                    c, r = item.split(":", 1)
+                    self.windows.append((max(0, int(c) - int(r)), int(c) + int(r)))
+                elif "-" in item and item.replace("-", "").isdigit():
+                    a, b = item.split("-", 1)
+                    self.windows.append((int(a), int(b)))
+                else:
+                    self.names.add(item.split("::")[-1].split(".")[0])
+            except ValueError:
+                raise ConfigurationError(
+                    f"bad --capture item {item!r}; use an op name (index_put_), SEQ:RADIUS "
+                    f"(1200:5) or A-B (1195-1205)") from None
+
+    def __bool__(self) -> bool:
+        return bool(self.names or self.windows)
+
+    def wants(self, seq: int, op_name: str) -> bool:
+        for a, b in self.windows:
+            if a <= seq <= b:
+                return True
+        return bool(self.names) and op_name.split("::")[-1].split(".")[0] in self.names
+
+
+class Recording:
+    """State shared by a framework's hooks during one ``record()`` block."""
+
+    def __init__(self, writer: TraceWriter, level: str = "digests", capture=None,
+                 samples: bool = True):
+        if level not in LEVELS:
+            raise ConfigurationError(f"unknown detail level {level!r}; use one of {', '.join(LEVELS)}")
+        self.writer = writer
+        self.level = level
+        self.digests = level != "sequence"
+        self.capture = CaptureSpec(capture) if not isinstance(capture, CaptureSpec) else capture
+        if level == "full" and not self.capture:
+            raise ConfigurationError("level 'full' needs capture=... (op names or SEQ:RADIUS "
+                                     "windows): full tensors of every op would not be bounded")
+        self.samples = samples and self.digests
+        self.step = 0
+        self.phase_override: str | None = None
+        self._ctx: dict[tuple, int] = {}
+        self._meta: dict[tuple, int] = {}
+        self._names: dict[Any, int] = {}
+
+    def name_id(self, key: Any, text: str) -> int:
+        i = self._names.get(key)
+        if i is None:
+            i = self._names[key] = self.writer.string(text)
+        return i
+
+    def ctx_id(self, module: str, phase: str, loc: str, node: str, device: str) -> int:
+        key = (module, phase, loc, node, device)
+        i = self._ctx.get(key)
+        if i is None:
+            i = self._ctx[key] = self.writer.string(SEP.join(key))
+        return i
+
+    def meta_id(self, dtype: str, shape: tuple) -> int:
+        key = (dtype, shape)
+        i = self._meta.get(key)
+        if i is None:
+            i = self._meta[key] = self.writer.string(f"{dtype}[{','.join(map(str, shape))}]")
+        return i
+
+    @staticmethod
+    def sample(u8, itemsize: int) -> bytes:
+        """SAMPLES values at evenly spaced positions (first and last included) of a
+        contiguous uint8 NumPy view of a float tensor."""
+        n = u8.size // itemsize
+        if n <= SAMPLES:
+            return u8.tobytes()
+        rows = u8.reshape(n, itemsize)
+        return rows[[0, n // 3, (2 * n) // 3, n - 1]].tobytes()
+
+
+def sample_flags(dtype_is_float: bool, rec: Recording) -> int:
+    return HAS_SAMPLE if (dtype_is_float and rec.samples) else 0
+
+
+UNUSED = NO_STRING

@@ -1,0 +1,363 @@
+"""Align two traces op by op, find the first divergence, classify it, measure the spread.
+
+Both traces are streamed side by side (memory: a few ops of context, a bounded set of
+digests for provenance, and a bounded series for the plot), so traces of any length
+compare in constant memory.
+
+Classification of the first op whose digests differ:
+
+* **culprit**: every input digest equal, an output differs, and the op does not draw
+  from a random generator: the op itself is nondeterministic.
+* **external**: an input differs although every earlier op agreed, so the value came
+  from outside any recorded op; or a random op's generator state differs. The kind:
+  ``rng`` (a framework RNG not seeded the same), ``initializer`` (a parameter differs
+  before its first use), ``data`` (the batch fed to the model, or a value made in the
+  data phase), ``python`` (a value built from Python/NumPy: their RNGs, set/dict order
+  under ``PYTHONHASHSEED``, a file read), ``seed`` (the seed input of a stateless random
+  op differs).
+* **structural**: the two runs execute different ops (or shapes/dtypes/modules) at
+  the same position: both sides are shown.
+* **environment**: the traces' environment fingerprints differ (listed first; the
+  divergence is still located and classified in ``first``).
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import math
+import struct
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ._store import IS_MODEL_INPUT, IS_PARAM, Op, TraceReader
+
+__all__ = ["Report", "Divergence", "compare", "sample_difference"]
+
+_MAX_SERIES = 400
+_MAX_PROVENANCE = 1 << 20
+_FLOAT_FORMATS = {"float32": ("f", "i", 4), "float64": ("d", "q", 8), "float16": ("e", "h", 2)}
+
+
+@dataclass
+class Divergence:
+    """The first op where the two runs differ."""
+
+    kind: str  #: "culprit" | "external" | "structural"
+    seq: int
+    step: int
+    op: str
+    module: str
+    phase: str
+    location: str
+    node: str
+    device: str
+    source: str | None = None  #: external kind: rng / initializer / data / python / seed
+    inputs_differ: list[int] = field(default_factory=list)
+    outputs_differ: list[int] = field(default_factory=list)
+    detail: str = ""
+    a_context: list[str] = field(default_factory=list)  #: structural: ops around it, run A
+    b_context: list[str] = field(default_factory=list)
+    explanation: dict[str, Any] = field(default_factory=dict)  #: from _explain
+    magnitude: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    """The result of comparing two traces. ``reproducible`` is True when every aligned
+    op agrees and both traces have the same length."""
+
+    a: str
+    b: str
+    framework: str
+    reproducible: bool
+    kind: str  #: "reproducible" | "culprit" | "external" | "structural" | "environment"
+    ops_a: int
+    ops_b: int
+    first: Divergence | None = None
+    environment: list[dict[str, Any]] = field(default_factory=list)
+    spread: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    programs: tuple[Any, Any] = (None, None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def render(self, fmt: str = "text") -> str:
+        from . import _report
+
+        return _report.render(self, fmt)
+
+
+def _ordered(bits: int, nbits: int) -> int:
+    """Map a float's bit pattern to an integer whose order follows the float order."""
+    sign = 1 << (nbits - 1)
+    return (sign - 1 - (bits ^ sign)) - sign + 1 if bits & sign else bits
+
+
+def sample_difference(meta: str, a: bytes, b: bytes) -> tuple[float, int] | None:
+    """(max abs difference, max ULP distance) over sampled or captured float values of
+    dtype ``meta`` (``"float32[...]"``); None for other dtypes or unequal lengths."""
+    dtype = meta.split("[", 1)[0]
+    fmt = _FLOAT_FORMATS.get(dtype)
+    if fmt is None or not a or len(a) != len(b):
+        if dtype == "bfloat16" and a and len(a) == len(b):
+            n = len(a) // 2
+            ua, ub = struct.unpack(f"<{n}H", a), struct.unpack(f"<{n}H", b)
+            fa = [struct.unpack("<f", struct.pack("<I", x << 16))[0] for x in ua]
+            fb = [struct.unpack("<f", struct.pack("<I", x << 16))[0] for x in ub]
+            ia, ib = ua, ub
+            nbits = 16
+        else:
+            return None
+    else:
+        f, i, size = fmt
+        n = len(a) // size
+        fa, fb = struct.unpack(f"<{n}{f}", a), struct.unpack(f"<{n}{f}", b)
+        ia = struct.unpack(f"<{n}{i.upper()}", a)
+        ib = struct.unpack(f"<{n}{i.upper()}", b)
+        nbits = size * 8
+    max_abs, max_ulp = 0.0, 0
+    for x, y, bx, by in zip(fa, fb, ia, ib):
+        if math.isnan(x) or math.isnan(y):
+            if math.isnan(x) != math.isnan(y):
+                max_abs = math.inf
+            continue
+        d = abs(x - y)
+        max_abs = max(max_abs, d)
+        max_ulp = max(max_ulp, abs(_ordered(bx, nbits) - _ordered(by, nbits)))
+    return max_abs, max_ulp
+
+
+def _op_magnitude(a: Op, b: Op, outs: list[int]) -> tuple[float, int, bool] | None:
+    """Largest (abs, ULP) difference over the differing outputs, from full captures
+    when present (exact) else from the sampled values (a lower bound)."""
+    best: tuple[float, int] | None = None
+    exact = False
+    for i in outs:
+        ca, cb = a.captures.get((1, i)), b.captures.get((1, i))
+        if ca and cb:
+            d = sample_difference(ca[0], ca[1], cb[1])
+            exact = exact or d is not None
+        else:
+            ta, tb = a.outputs[i], b.outputs[i]
+            d = sample_difference(ta.meta, ta.sample or b"", tb.sample or b"") \
+                if ta.sample and tb.sample else None
+        if d is not None:
+            best = d if best is None else (max(best[0], d[0]), max(best[1], d[1]))
+    return None if best is None else (best[0], best[1], exact)
+
+
+class _Series:
+    """Bounded per-op series for the plot: merges neighbours when it grows too long."""
+
+    def __init__(self):
+        self.width = 1
+        self.points: list[list] = []  # [first seq, ops differing, max abs, max ulp, step]
+
+    def add(self, seq: int, differs: bool, mag: tuple | None, step: int) -> None:
+        bucket = seq // self.width
+        if self.points and self.points[-1][0] // self.width == bucket:
+            p = self.points[-1]
+            p[1] += int(differs)
+            if mag:
+                p[2] = max(p[2], mag[0])
+                p[3] = max(p[3], mag[1])
+            return
+        self.points.append([seq, int(differs), mag[0] if mag else 0.0, mag[1] if mag else 0, step])
+        if len(self.points) > _MAX_SERIES:
+            self.width *= 2
+            merged: list[list] = []
+            for p in self.points:
+                if merged and merged[-1][0] // self.width == p[0] // self.width:
+                    m = merged[-1]
+                    m[1] += p[1]
+                    m[2] = max(m[2], p[2])
+                    m[3] = max(m[3], p[3])
+                else:
+                    merged.append(list(p))
+            self.points = merged
+
+
+def _diff_indices(xs, ys) -> list[int]:
+    return [i for i, (x, y) in enumerate(zip(xs, ys))
+            if x.digest is not None and y.digest is not None and x.digest != y.digest]
+
+
+def _external_kind(op: Op, t_flags: int, framework: str) -> str:
+    if t_flags & IS_PARAM:
+        return "initializer"
+    if op.phase == "data" or t_flags & IS_MODEL_INPUT:
+        return "data"
+    return "python"
+
+
+def _same_program(ha: dict, hb: dict) -> bool:
+    pa, pb = ha.get("program") or {}, hb.get("program") or {}
+    sa, sb = pa.get("script"), pb.get("script")
+    return not (sa and sb and sa != sb)
+
+
+def compare(a: str, b: str, *, context: int = 3) -> Report:
+    """Compare trace files ``a`` and ``b``.
+
+    Raises:
+        FileFormatError: a file is not a trace / unknown version / damaged header.
+    """
+    from .. import environment
+    from . import _explain
+
+    ra, rb = TraceReader(a), TraceReader(b)
+    ha, hb = ra.header, rb.header
+    framework = (ha.get("frameworks") or ["?"])[0]
+    env = [d.to_dict() for d in environment.diff(ha.get("environment") or {},
+                                                    hb.get("environment") or {})]
+    report = Report(a=a, b=b, framework=framework, reproducible=True, kind="reproducible",
+                    ops_a=0, ops_b=0, environment=env,
+                    programs=(ha.get("program"), hb.get("program")))
+    if ha.get("level") == "sequence" or hb.get("level") == "sequence":
+        report.notes.append("a trace was recorded at level 'sequence': only the op sequence "
+                            "is compared (no digests)")
+    if not _same_program(ha, hb):
+        report.notes.append(f"the traces come from different programs: "
+                            f"{(ha.get('program') or {}).get('script')} vs "
+                            f"{(hb.get('program') or {}).get('script')}")
+    hist_a: collections.deque = collections.deque(maxlen=context)
+    hist_b: collections.deque = collections.deque(maxlen=context)
+    produced: set[int] = set()
+    series = _Series()
+    first: Divergence | None = None
+    differing_after = 0
+    per_step: dict[int, int] = {}
+    peak: list = [0.0, 0, None]
+    it_a, it_b = iter(ra), iter(rb)
+    n = 0
+    structural_later = None
+    for opa, opb in zip(it_a, it_b):
+        n += 1
+        if opa.signature() != opb.signature():
+            if first is None:
+                first = Divergence(
+                    kind="structural", seq=opa.seq, step=opa.step, op=opa.name, module=opa.module,
+                    phase=opa.phase, location=opa.location, node=opa.node, device=opa.device,
+                    detail=f"run A executes {opa.name}{_shapes(opa)} where run B executes "
+                           f"{opb.name}{_shapes(opb)}")
+                first.a_context = [o.describe() for o in hist_a] + ["> " + opa.describe()] + \
+                    [o.describe() for o in itertools.islice(it_a, context)]
+                first.b_context = [o.describe() for o in hist_b] + ["> " + opb.describe()] + \
+                    [o.describe() for o in itertools.islice(it_b, context)]
+            else:
+                structural_later = opa.seq
+            break
+        ins = _diff_indices(opa.inputs, opb.inputs)
+        outs = _diff_indices(opa.outputs, opb.outputs)
+        if first is None:
+            if ins or outs:
+                first = _classify(opa, opb, ins, outs, produced, framework)
+                mag = _op_magnitude(opa, opb, outs)
+                if mag:
+                    first.magnitude = {"max_abs": mag[0], "max_ulp": mag[1],
+                                       "exact": mag[2]}
+                series.add(opa.seq, True, mag, opa.step)
+                peak = [mag[0], mag[1], opa.seq] if mag else peak
+                differing_after = 1
+                per_step[opa.step] = 1
+            else:
+                if len(produced) > _MAX_PROVENANCE:
+                    produced.clear()
+                for t in opa.outputs:
+                    if t.digest is not None:
+                        produced.add(t.digest)
+                hist_a.append(opa)
+                hist_b.append(opb)
+                series.add(opa.seq, False, None, opa.step)
+        else:
+            mag = _op_magnitude(opa, opb, outs) if outs else None
+            if outs:
+                differing_after += 1
+                per_step[opa.step] = per_step.get(opa.step, 0) + 1
+                if mag and mag[0] >= peak[0]:
+                    peak = [mag[0], mag[1], opa.seq]
+            series.add(opa.seq, bool(outs), mag, opa.step)
+    rest_a = sum(1 for _ in it_a)
+    rest_b = sum(1 for _ in it_b)
+    report.ops_a = ra.ops_read
+    report.ops_b = rb.ops_read
+    for name, r in (("A", ra), ("B", rb)):
+        if r.truncated:
+            report.notes.append(f"trace {name} ({r.path}) {r.truncated}; compared up to its "
+                                f"last complete record ({r.ops_read} ops)")
+        elif r.end and r.end.get("completed") is False:
+            report.notes.append(f"run {name} raised an exception inside the recorded block "
+                                f"(trace ends after {r.ops_read} ops)")
+    if first is None and (rest_a or rest_b) and not (ra.truncated or rb.truncated):
+        longer = "A" if rest_a else "B"
+        first = Divergence(kind="structural", seq=n, step=-1, op="(end of run)", module="",
+                           phase="", location="", node="", device="",
+                           detail=f"run {longer} executes {rest_a or rest_b} more ops after op #{n - 1}")
+    if structural_later is not None:
+        report.notes.append(f"the op sequences diverge later, at op #{structural_later} "
+                            f"(control flow or shapes changed); the spread stops there")
+    if first is not None:
+        report.reproducible = False
+        report.kind = first.kind
+        first.explanation = _explain.explain(first, report, ha, hb)
+        if first.kind == "structural" and first.seq == 0 and not _same_program(ha, hb):
+            first.detail = "the traces come from different programs; " + first.detail
+    if env and not report.reproducible:
+        report.kind = "environment"
+    report.first = first
+    report.spread = {
+        "ops_compared": n, "ops_differing": differing_after,
+        "first_seq": first.seq if first else None,
+        "steps_differing": {str(k): v for k, v in sorted(per_step.items())},
+        "peak": {"max_abs": peak[0], "max_ulp": peak[1], "seq": peak[2]},
+        "series_bucket_ops": series.width,
+        "series": series.points,
+        "magnitude_source": "4 sampled values per float output (a lower bound), or full "
+                            "tensors where captured",
+    }
+    return report
+
+
+def _shapes(op: Op) -> str:
+    return "(" + ", ".join(t.meta for t in op.inputs) + ") -> (" + \
+        ", ".join(t.meta for t in op.outputs) + ")"
+
+
+def _classify(a: Op, b: Op, ins: list[int], outs: list[int], produced: set[int],
+              framework: str) -> Divergence:
+    d = Divergence(kind="culprit", seq=a.seq, step=a.step, op=a.name, module=a.module,
+                   phase=a.phase, location=a.location, node=a.node, device=a.device,
+                   inputs_differ=ins, outputs_differ=outs)
+    if not ins:
+        if a.node == "random" or _is_tf_random(a.name):
+            d.kind, d.source = "external", "rng"
+            d.detail = (f"{a.name} draws from a random generator whose state differs between "
+                        f"the runs (its inputs are identical)")
+        else:
+            d.detail = (f"all {len(a.inputs)} inputs of {a.name} are bit-identical in both runs "
+                        f"but output(s) {outs} differ: the op is nondeterministic")
+        return d
+    d.kind = "external"
+    t = a.inputs[ins[0]]
+    if _is_tf_random(a.name) or a.node == "random":
+        d.source = "seed"
+        d.detail = (f"the seed/state input {ins[0]} of the random op {a.name} differs; it was "
+                    f"not produced by any recorded op")
+    else:
+        d.source = _external_kind(a, t.flags, framework)
+        known = "" if t.digest not in produced else \
+            " (its value matches an earlier op's output in run A, so the data flow differs)"
+        what = {"initializer": "a parameter", "data": "the model's input batch",
+                "python": "a value"}.get(d.source, "a value")
+        d.detail = (f"input {ins[0]} of {a.name} ({t.meta}) is {what} that differs between the "
+                    f"runs and was not produced by any recorded op{known}: it entered from "
+                    f"outside the recorded ops")
+    return d
+
+
+def _is_tf_random(name: str) -> bool:
+    return name.startswith(("Random", "StatelessRandom", "StatefulRandom", "StatelessTruncated",
+                            "TruncatedNormal", "StatelessMultinomial", "Multinomial",
+                            "RandomShuffle", "StatelessShuffle"))

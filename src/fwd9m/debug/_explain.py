@@ -1,0 +1,151 @@
+"""Turn a classified divergence into an explanation: catalog entries, likely causes, the
+fix to paste. Op facts come from :mod:`fwd9m.catalog` (no op list is kept here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._log import logger
+
+__all__ = ["explain"]
+
+#: external kinds -> (headline, likely causes, catalog entry ids, fallback fix per framework)
+_EXTERNAL: dict[str, tuple[str, list[str], list[str], dict[str, str]]] = {
+    "rng": (
+        "random-number generator state differs between the runs",
+        ["the framework's global RNG is not seeded, or seeded differently (e.g. from the clock)",
+         "a generator is consumed a different number of times before this op"],
+        ["python.time-seed", "tensorflow.op-seed-counter"],
+        {"torch": "import fwd9m\nfwd9m.seed_everything(0)  # or: torch.manual_seed(0) before any random op",
+         "tensorflow": "import keras\nkeras.utils.set_random_seed(0)  # seeds Python, NumPy and TF"},
+    ),
+    "seed": (
+        "the seed of a random op (an initializer) differs between the runs",
+        ["an unseeded initializer: Keras 3 initializers and layers draw their seeds from "
+         "Keras' own SeedGenerator, which tf.random.set_seed does not seed",
+         "Python's random module (used to make seeds) is not seeded"],
+        ["keras.seed-generator", "tensorflow.op-seed-counter"],
+        {"tensorflow": "import keras\nkeras.utils.set_random_seed(0)  # seeds Python, NumPy, TF and Keras",
+         "torch": "import fwd9m\nfwd9m.seed_everything(0)"},
+    ),
+    "initializer": (
+        "model parameters differ before their first use (unseeded initializer or different weights loaded)",
+        ["the model was built before the RNG was seeded (or not seeded at all)",
+         "weights were loaded from a different file/checkpoint"],
+        ["keras.seed-generator"],
+        {"torch": "import fwd9m\nfwd9m.seed_everything(0)  # before building the model",
+         "tensorflow": "import keras\nkeras.utils.set_random_seed(0)  # before building the model"},
+    ),
+    "data": (
+        "the input batch differs between the runs (data pipeline: order or content)",
+        ["data shuffled with an unseeded generator (random.shuffle, np.random.permutation, "
+         "DataLoader(shuffle=True) without generator=..., tf.data shuffle without seed)",
+         "files listed in directory order (os.listdir / glob are unordered)",
+         "DataLoader workers seeded differently, or augmentation with an unseeded RNG",
+         "set/dict iteration order under a random PYTHONHASHSEED"],
+        ["torch.dataloader-worker-seeding", "tensorflow.data-shuffle-seed",
+         "python.listdir-order", "python.set-iteration-order"],
+        {"torch": "import fwd9m, torch\nfwd9m.seed_everything(0)\n"
+                  "loader = torch.utils.data.DataLoader(ds, shuffle=True,\n"
+                  "    generator=torch.Generator().manual_seed(0))  # and sort file lists",
+         "tensorflow": "import keras\nkeras.utils.set_random_seed(0)\n"
+                       "ds = ds.shuffle(buffer_size, seed=0)  # and sort file lists"},
+    ),
+    "python": (
+        "a value built outside the framework (Python/NumPy) differs between the runs",
+        ["Python's random or NumPy's global RNG is not seeded",
+         "set or dict-of-set iteration order changes with PYTHONHASHSEED (random per process)",
+         "a file read differs (directory order, a file changed between the runs)"],
+        ["python.hash-seed", "python.set-iteration-order", "python.listdir-order"],
+        {"torch": "import fwd9m\nfwd9m.seed_everything(0)   # Python, NumPy, torch\n"
+                  "# and: export PYTHONHASHSEED=0, iterate sorted(set_), sorted(os.listdir(...))",
+         "tensorflow": "import keras\nkeras.utils.set_random_seed(0)\n"
+                       "# and: export PYTHONHASHSEED=0, iterate sorted(set_), sorted(os.listdir(...))"},
+    ),
+}
+
+
+def _catalog():
+    try:
+        from .. import catalog
+    except ImportError:  # the catalog is optional for debug
+        return None
+    return catalog
+
+
+def _entry_dict(e) -> dict[str, Any]:
+    return {"id": e.id, "title": e.title, "kind": e.kind, "fix": getattr(e, "fix", ""),
+            "summary": e.summary.strip(), "references": list(e.references),
+            "behaviour": getattr(e, "behaviour", None)}
+
+
+def _entries_for_op(framework: str, op: str, version: str | None, device: str) -> list[dict]:
+    cat = _catalog()
+    if cat is None:
+        return []
+    fw = "tensorflow" if framework == "keras" else framework
+    dev = "gpu" if device.startswith("cuda") or "GPU" in device.upper() else "cpu"
+    try:
+        found = cat.for_op(fw, op, version=version, device=None)
+    except Exception as exc:  # noqa: BLE001 - a catalog problem must not hide the finding
+        logger.debug("catalog.for_op(%s, %s) failed: %s", fw, op, exc)
+        return []
+    # entries for this device first
+    found = sorted(found, key=lambda e: dev not in getattr(e, "devices", (dev,)))
+    return [_entry_dict(e) for e in found]
+
+
+def _entries_by_id(ids: list[str]) -> list[dict]:
+    cat = _catalog()
+    out = []
+    if cat is None:
+        return out
+    for i in ids:
+        try:
+            out.append(_entry_dict(cat.get(i)))
+        except Exception:  # noqa: BLE001 - entry not (yet) in the catalog
+            continue
+    return out
+
+
+def explain(first, report, ha: dict, hb: dict) -> dict[str, Any]:
+    """What to tell the user about ``first`` (a Divergence): headline, causes, catalog
+    entries (id, title, fix, references), and the fix to paste."""
+    framework = report.framework
+    env = ha.get("environment") or {}
+    version = ((env.get("frameworks") or {}).get(framework) or {}).get("version") \
+        or (env.get("packages") or {}).get(framework)
+    if first.kind == "culprit":
+        entries = _entries_for_op(framework, first.op, version, first.device)
+        if entries:
+            fix = entries[0]["fix"]
+            headline = f"{first.op} is nondeterministic here: {entries[0]['title']}"
+        else:
+            headline = (f"{first.op} gave different outputs from identical inputs; it is not "
+                        f"in fwd9m's catalog (please report it)")
+            fix = ("import fwd9m\nfwd9m.enable_determinism(seed=0)  # switch on the framework's "
+                   "deterministic kernels,\n# then run `fwd9m debug` again to see if it persists")
+        causes = ["the kernel accumulates in a run-dependent order (atomics or threads)"]
+        if framework == "torch":
+            threads = ((env.get("frameworks") or {}).get("torch") or {}).get("intra_op_threads")
+            if threads and threads > 1 and not first.device.startswith("cuda"):
+                causes.append(f"torch runs {threads} intra-op threads; "
+                              f"torch.set_num_threads(1) is a (slow) workaround on CPU")
+        return {"headline": headline, "causes": causes, "catalog": entries, "fix": fix}
+    if first.kind == "external":
+        headline, causes, ids, fixes = _EXTERNAL[first.source or "python"]
+        causes = list(causes)
+        hs = (env.get("env") or {}).get("PYTHONHASHSEED")
+        if first.source in ("python", "data") and hs in (None, "random"):
+            causes.append("PYTHONHASHSEED is not set in the recorded runs, so set/dict order "
+                          "could differ: rerun with PYTHONHASHSEED=0 to test")
+        fix = fixes.get(framework, fixes.get("torch", ""))
+        return {"headline": headline, "causes": causes, "catalog": _entries_by_id(ids), "fix": fix}
+    if first.kind == "structural":
+        return {"headline": "the two runs execute different ops (control flow or shapes differ)",
+                "causes": ["a branch depends on a value that differs (data, RNG, time)",
+                           "the runs are different programs or got different arguments",
+                           "a run stopped early (crash, kill, different number of steps)"],
+                "catalog": [], "fix": "# make the inputs of the branch reproducible first; "
+                                      "see the ops shown for both runs"}
+    return {}

@@ -1,0 +1,300 @@
+"""Record every aten op PyTorch runs (forward, backward, optimizer) into a trace.
+
+A dispatch mode (:mod:`fwd9m._torch_dispatch`) sees each op; global module hooks
+(``torch.nn.modules.module.register_module_forward_pre_hook`` / ``..._forward_hook``,
+https://pytorch.org/docs/stable/generated/torch.nn.modules.module.register_module_forward_pre_hook.html)
+give the module path; global optimizer hooks
+(``torch.optim.optimizer.register_optimizer_step_pre_hook`` / ``..._post_hook``,
+https://pytorch.org/docs/stable/optim.html) give the optimizer phase and the step
+count; the autograd node being executed marks backward ops; a patch of the
+DataLoader iterator's ``__next__`` (restored on exit) marks the data phase.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import fingerprint as fp
+from ._common import Recording, user_location
+from ._store import HAS_SAMPLE, IS_MODEL_INPUT, IS_PARAM
+
+__all__ = ["TorchRecorder"]
+
+#: ops whose output is uninitialised memory: its bytes are not part of the program's
+#: result, so they are not digested (they differ run to run by design).
+UNINITIALISED_OUTPUT = frozenset({
+    "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
+    "aten::new_empty_strided", "aten::empty_permuted", "aten::resize_", "aten::set_",
+})
+#: in-place ops that overwrite their first argument without reading it.
+OVERWRITES_SELF = frozenset({
+    "aten::copy_", "aten::zero_", "aten::fill_", "aten::normal_", "aten::uniform_",
+    "aten::random_", "aten::bernoulli_", "aten::exponential_", "aten::geometric_",
+    "aten::cauchy_", "aten::log_normal_", "aten::randperm", "aten::randint",
+})
+
+
+class _OpInfo:
+    __slots__ = ("name_id", "name", "random", "out_args", "skip_self", "skip_out")
+
+
+class TorchRecorder:
+    """Installs the hooks for one ``record()`` block; :meth:`start` / :meth:`stop`."""
+
+    framework = "torch"
+
+    def __init__(self, rec: Recording):
+        import torch
+
+        from .. import _torch_dispatch
+
+        self.torch = torch
+        self.rec = rec
+        self._dispatch = _torch_dispatch
+        self._infos: dict[Any, _OpInfo] = {}
+        self._modules: list[Any] = []  # stack of entered modules
+        self._paths: dict[int, str] = {}
+        self._model_inputs: set[int] = set()
+        self._phase_stack: list[str] = []
+        self._handles: list[Any] = []
+        self._mode = None
+        self._patched: list[tuple[Any, str, Any]] = []
+        self._float_dtypes = {torch.float16, torch.bfloat16, torch.float32, torch.float64}
+        self._pending: list[tuple] = []  # ops waiting for device digests
+        self._partials: list[Any] = []
+
+    # ------------------------------------------------------------------ hooks
+    def _path_of(self, module) -> str:
+        p = self._paths.get(id(module))
+        if p is None:
+            root = self._modules[0] if self._modules else module
+            base = type(root).__name__
+            for name, sub in root.named_modules():
+                self._paths[id(sub)] = f"{base}.{name}" if name else base
+            p = self._paths.get(id(module))
+            if p is None:
+                parent = self._path_of(self._modules[-1]) if self._modules else ""
+                p = self._paths[id(module)] = f"{parent}.{type(module).__name__}".lstrip(".")
+        return p
+
+    def _pre_hook(self, module, args):
+        if not self._modules:
+            self._model_inputs = {id(a) for a in args if isinstance(a, self.torch.Tensor)}
+        self._modules.append(module)
+
+    def _post_hook(self, module, args, output):
+        if self._modules and self._modules[-1] is module:
+            self._modules.pop()
+        elif module in self._modules:  # an exception skipped a post hook
+            del self._modules[self._modules.index(module):]
+        if not self._modules:
+            self._model_inputs = set()
+
+    def _opt_pre(self, optimizer, args, kwargs):
+        self._phase_stack.append("optimizer")
+
+    def _opt_post(self, optimizer, args, kwargs):
+        if self._phase_stack:
+            self._phase_stack.pop()
+        self.rec.step += 1
+
+    def _patch_dataloader(self) -> None:
+        try:
+            from torch.utils.data import dataloader as dl
+        except ImportError:  # pragma: no cover
+            return
+        phase_stack = self._phase_stack
+        for cls, attr in ((dl._BaseDataLoaderIter, "__next__"), (dl.DataLoader, "__iter__")):
+            original = cls.__dict__.get(attr)
+            if original is None:
+                continue
+
+            def wrapper(*a, __orig=original, **k):
+                phase_stack.append("data")
+                try:
+                    return __orig(*a, **k)
+                finally:
+                    phase_stack.pop()
+
+            setattr(cls, attr, wrapper)
+            self._patched.append((cls, attr, original))
+
+    def start(self) -> None:
+        import torch.optim.optimizer as opt
+        from torch.nn.modules import module as mod
+
+        self._handles = [
+            mod.register_module_forward_pre_hook(self._pre_hook),
+            mod.register_module_forward_hook(self._post_hook, always_call=True),
+            opt.register_optimizer_step_pre_hook(self._opt_pre),
+            opt.register_optimizer_step_post_hook(self._opt_post),
+        ]
+        self._patch_dataloader()
+        self._mode = self._dispatch.dispatch_mode(self._on_op)
+        self._mode.__enter__()
+
+    def stop(self) -> None:
+        if self._mode is not None:
+            self._mode.__exit__(None, None, None)
+            self._mode = None
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        for cls, attr, original in reversed(self._patched):
+            setattr(cls, attr, original)
+        self._patched = []
+        self.flush()
+
+    # ------------------------------------------------------------------ ops
+    def _info(self, func) -> _OpInfo:
+        info = _OpInfo()
+        s = self._dispatch.op_schema_info(func)
+        info.name = s["name"]
+        info.name_id = self.rec.writer.string(s["name"])
+        info.random = s["random"]
+        info.out_args = s["out_args"]
+        info.skip_self = s["name"] in OVERWRITES_SELF
+        info.skip_out = s["name"] in UNINITIALISED_OUTPUT
+        self._infos[func] = info
+        return info
+
+    def _tensor(self, t, flags: int, digest: bool, want_sample: bool):
+        """One tensor's record tuple; digests CPU tensors now, others later."""
+        rec = self.rec
+        dtype = t.dtype
+        meta = rec.meta_id(str(dtype).replace("torch.", ""), tuple(t.shape))
+        if not digest:
+            return (meta, flags & ~HAS_SAMPLE, None, None, None)
+        if t.device.type == "cpu":
+            try:
+                u8 = fp._torch_cpu_bytes(t)
+            except (RuntimeError, TypeError):  # sparse, quantized, meta...
+                return (meta, flags, None, None, None)
+            dig = fp.finalize(fp._numpy_partial(fp._bytes_to_words(u8)), u8.size)
+            sample = None
+            if want_sample and dtype in self._float_dtypes and u8.size:
+                sample = rec.sample(u8, t.element_size())
+                flags |= HAS_SAMPLE
+            return (meta, flags, dig, sample, None)
+        if t.is_sparse or t.layout != self.torch.strided or t.device.type == "meta":
+            return (meta, flags, None, None, None)
+        partial, nbytes = fp.torch_partial(t)
+        self._partials.append(partial)
+        return (meta, flags, ("partial", len(self._partials) - 1, nbytes), None, None)
+
+    def _collect(self, args, kwargs, info: _OpInfo, digest: bool):
+        torch = self.torch
+        Tensor = torch.Tensor
+        Parameter = torch.nn.Parameter
+        model_inputs = self._model_inputs
+        out = []
+        first = True
+        for a in args:
+            if isinstance(a, Tensor):
+                if not (first and info.skip_self):
+                    flags = (IS_PARAM if isinstance(a, Parameter) else 0) | \
+                        (IS_MODEL_INPUT if id(a) in model_inputs else 0)
+                    out.append((a, flags))
+            elif isinstance(a, (list, tuple)):
+                for x in a:
+                    if isinstance(x, Tensor):
+                        out.append((x, (IS_PARAM if isinstance(x, Parameter) else 0)
+                                    | (IS_MODEL_INPUT if id(x) in model_inputs else 0)))
+            first = False
+        for k, a in kwargs.items():
+            if k in info.out_args:
+                continue
+            if isinstance(a, Tensor):
+                out.append((a, IS_PARAM if isinstance(a, Parameter) else 0))
+            elif isinstance(a, (list, tuple)):
+                out.extend((x, 0) for x in a if isinstance(x, Tensor))
+        return out
+
+    def _on_op(self, func, args, kwargs):
+        info = self._infos.get(func)
+        if info is None:
+            info = self._info(func)
+        rec = self.rec
+        digest = rec.digests
+        seq = rec.writer.ops + len(self._pending)
+        capture = bool(rec.capture) and rec.capture.wants(seq, info.name)
+        ins = self._collect(args, kwargs, info, digest)
+        in_recs = [self._tensor(t, f, digest, False) for t, f in ins]
+        in_caps = [self._bytes(t) for t, _ in ins] if capture else None
+        result = func(*args, **kwargs)
+        Tensor = self.torch.Tensor
+        if isinstance(result, Tensor):
+            outs = [result]
+        elif isinstance(result, (list, tuple)):
+            outs = [r for r in result if isinstance(r, Tensor)]
+        else:
+            outs = []
+        odig = digest and not info.skip_out
+        out_recs = [self._tensor(t, 0, odig, True) for t in outs]
+        # context: module path, phase, location, autograd node, device
+        node = self._dispatch.current_autograd_node()
+        if node is not None:
+            phase, node_name = "backward", node.name()
+        else:
+            node_name = ""
+            if self._phase_stack:
+                phase = self._phase_stack[-1]
+            elif self._modules:
+                phase = "forward"
+            else:
+                phase = "other"
+        module = self._path_of(self._modules[-1]) if self._modules and node is None else ""
+        device = ""
+        for t in (outs or [t for t, _ in ins]):
+            device = t.device.type if t.device.index is None else str(t.device)
+            break
+        if info.random:
+            node_name = node_name or "random"
+        ctx = rec.ctx_id(module, phase, user_location(3), node_name, device)
+        entry = (info.name_id, ctx, rec.step, in_recs, out_recs,
+                 (in_caps, [self._bytes(t) for t in outs]) if capture else None)
+        if self._partials:
+            self._pending.append(entry)
+            if len(self._pending) >= 256:
+                self.flush()
+        else:
+            self._write(entry)
+        return result
+
+    def _bytes(self, t):
+        """(meta id, raw bytes) for a full capture; copies the tensor to the host."""
+        meta = self.rec.meta_id(str(t.dtype).replace("torch.", ""), tuple(t.shape))
+        try:
+            return meta, fp._torch_cpu_bytes(t.detach().cpu()).tobytes()
+        except (RuntimeError, TypeError):
+            return meta, b""
+
+    def _write(self, entry) -> None:
+        name_id, ctx, step, ins, outs, caps = entry
+        w = self.rec.writer
+        seq = w.op(name_id, ctx, step, ins, outs)
+        if caps is not None:
+            in_caps, out_caps = caps
+            for i, (meta, data) in enumerate(in_caps):
+                w.capture(seq, False, i, meta, data)
+            for i, (meta, data) in enumerate(out_caps):
+                w.capture(seq, True, i, meta, data)
+
+    def flush(self) -> None:
+        """Resolve device-side digests with one host transfer, write queued ops."""
+        if not self._pending:
+            return
+        values = []
+        if self._partials:  # called inside the dispatch handler (mode popped) or after stop
+            values = self.torch.stack([p.to("cpu") for p in self._partials]).tolist()
+
+        def fix(t):
+            d = t[2]
+            if isinstance(d, tuple):
+                return (t[0], t[1], fp.finalize(values[d[1]], d[2]), t[3], t[4])
+            return t
+
+        for name_id, ctx, step, ins, outs, caps in self._pending:
+            self._write((name_id, ctx, step, [fix(t) for t in ins], [fix(t) for t in outs], caps))
+        self._pending = []
+        self._partials = []
