@@ -1,0 +1,147 @@
+"""The import hook behind ``fwd9m run``: enable determinism for each framework as it is
+imported, in this interpreter and in every Python child that inherits the environment.
+
+``fwd9m run`` puts :func:`bootstrap_dir` first on ``PYTHONPATH``. That directory holds
+only a ``sitecustomize.py``, which Python's :mod:`site` imports at start-up
+(https://docs.python.org/3/library/site.html): it calls :func:`install` and then
+imports the ``sitecustomize`` that it shadows (a distribution's or the user's), so
+that one still runs. Launchers such as ``torchrun`` start ranks as new interpreters
+with the same environment, so every rank gets the hook.
+
+:func:`install` adds a :data:`sys.meta_path` finder that wraps the loaders of the
+top-level ``tensorflow``, ``keras``, ``torch`` and ``jax`` modules: after a module has
+finished executing, ``fwd9m.<framework>.enable_determinism(seed)`` runs, with the seed
+from ``FWD9M_SEED``. A failure there warns :class:`~fwd9m.errors.Fwd9mWarning` and
+never breaks the user's import.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import logging
+import os
+import sys
+import warnings
+from pathlib import Path
+
+__all__ = ["install", "uninstall", "bootstrap_dir", "ENV_ENABLE", "ENV_VERBOSE", "FRAMEWORK_MODULES"]
+
+#: "1": the sitecustomize installs the hook. ``fwd9m run --no-enable`` leaves it unset.
+ENV_ENABLE = "FWD9M_RUN_ENABLE"
+#: verbosity (0, 1, 2) for the ``fwd9m`` logger in hooked processes (stderr).
+ENV_VERBOSE = "FWD9M_RUN_VERBOSE"
+#: ``warn_only`` for torch ("1"/"0").
+ENV_WARN_ONLY = "FWD9M_RUN_WARN_ONLY"
+#: top-level module -> fwd9m framework module
+FRAMEWORK_MODULES = {"tensorflow": "tensorflow", "keras": "keras", "torch": "torch", "jax": "jax"}
+
+_finder: "_EnableOnImport | None" = None
+
+
+def bootstrap_dir() -> str:
+    """The directory to put on ``PYTHONPATH`` (it contains only ``sitecustomize.py``)."""
+    return str(Path(__file__).resolve().parent / "_sitecustomize")
+
+
+def _seed_from_env() -> int | None:
+    from .seed import current_seed
+
+    return current_seed()
+
+
+def _enable(framework: str) -> None:
+    from .errors import Fwd9mWarning
+
+    try:
+        module = importlib.import_module(f"fwd9m.{FRAMEWORK_MODULES[framework]}")
+        kwargs = {}
+        if framework == "torch" and os.environ.get(ENV_WARN_ONLY) == "1":
+            kwargs["warn_only"] = True
+        module.enable_determinism(seed=_seed_from_env(), **kwargs)
+    except Exception as exc:  # never break the user's import
+        message = (f"fwd9m run: could not enable determinism for {framework}: "
+                   f"{type(exc).__name__}: {exc}")
+        logging.getLogger("fwd9m").warning("%s", message)
+        warnings.warn(message, Fwd9mWarning, stacklevel=2)
+
+
+class _ChainedLoader(importlib.abc.Loader):
+    """Runs the real loader, then the callback; the module keeps the real loader."""
+
+    def __init__(self, loader, name: str, callback):
+        self._loader, self._name, self._callback = loader, name, callback
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        module.__loader__ = self._loader
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = self._loader
+        self._loader.exec_module(module)
+        self._callback(self._name)
+
+    def __getattr__(self, attr):
+        return getattr(self._loader, attr)
+
+
+class _EnableOnImport(importlib.abc.MetaPathFinder):
+    def __init__(self, names, callback):
+        self.pending = set(names)
+        self._busy: set[str] = set()
+        self._callback = callback
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in self.pending or fullname in self._busy:
+            return None
+        self._busy.add(fullname)
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._busy.discard(fullname)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        spec.loader = _ChainedLoader(spec.loader, fullname, self._done)
+        return spec
+
+    def _done(self, name: str) -> None:
+        if name in self.pending:
+            self.pending.discard(name)
+            self._callback(name)
+
+
+def _configure_logging() -> None:
+    level = {"1": logging.INFO, "2": logging.DEBUG}.get(os.environ.get(ENV_VERBOSE, ""))
+    if level is None:
+        return
+    logger = logging.getLogger("fwd9m")
+    if not any(getattr(h, "_fwd9m_run", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("fwd9m run: %(message)s"))
+        handler._fwd9m_run = True
+        logger.addHandler(handler)
+    logger.setLevel(level)
+
+
+def install(callback=_enable) -> None:
+    """Install the hook (idempotent). Frameworks already imported are enabled now."""
+    global _finder
+    _configure_logging()
+    if _finder is not None and _finder in sys.meta_path:
+        return
+    names = [n for n in FRAMEWORK_MODULES if n not in sys.modules]
+    _finder = _EnableOnImport(names, callback)
+    sys.meta_path.insert(0, _finder)
+    for name in FRAMEWORK_MODULES:
+        if name in sys.modules:
+            callback(name)
+
+
+def uninstall() -> None:
+    """Remove the hook (for tests)."""
+    global _finder
+    if _finder is not None and _finder in sys.meta_path:
+        sys.meta_path.remove(_finder)
+    _finder = None

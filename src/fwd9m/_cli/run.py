@@ -1,0 +1,206 @@
+"""``fwd9m run``: run a script (or module, or launcher command) deterministically.
+
+Sets the variables that only work before start-up (``PYTHONHASHSEED``,
+``CUBLAS_WORKSPACE_CONFIG``, ``XLA_FLAGS``, TensorFlow's env switches where the
+installed version needs them, ``HOROVOD_FUSION_THRESHOLD``, thread counts), puts
+fwd9m's import hook on ``PYTHONPATH`` and replaces itself (``exec``) with a fresh
+interpreter, so the exit status and signals are the program's own. Each framework
+gets ``enable_determinism(seed)`` as it is imported; children started by launchers
+(``torchrun``) inherit all of it.
+
+    fwd9m run [--seed N] [--threads N] [--no-enable] script.py [args...]
+    fwd9m run [options] -m package.module [args...]
+    fwd9m run [options] -- torchrun --nproc-per-node 2 train.py [args...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+HELP = "run a script, module or launcher with every determinism setting, from start-up"
+DESCRIPTION = (
+    "Set the variables that only work before start-up (PYTHONHASHSEED, "
+    "CUBLAS_WORKSPACE_CONFIG, XLA_FLAGS, TF switches, HOROVOD_FUSION_THRESHOLD, threads), "
+    "then run the program in a fresh interpreter whose frameworks get "
+    "enable_determinism(seed) as they are imported. Forms: fwd9m run [opts] script.py "
+    "ARGS | fwd9m run [opts] -m module ARGS | fwd9m run [opts] -- torchrun ... train.py")
+
+#: thread-count variables set by ``--threads`` (OpenMP/MKL/OpenBLAS read them at
+#: start-up; TensorFlow reads TF_NUM_*_THREADS when its runtime starts).
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+               "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+_CHILD = "from fwd9m._cli.run import child_main; child_main()"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed for Python, NumPy and every framework, and PYTHONHASHSEED "
+                        "(default: $FWD9M_SEED, else 0)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="set OMP/MKL/OpenBLAS/TF thread counts to N")
+    p.add_argument("--no-enable", dest="enable", action="store_false",
+                   help="only set the start-up environment; no import hook, no seeding")
+    p.add_argument("--warn-only", action="store_true",
+                   help="torch: warn instead of raising on ops without a deterministic kernel")
+    p.add_argument("--show", action="store_true",
+                   help="print the environment changes and exit without running")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="format of --show")
+    p.add_argument("-m", dest="module", action="store_true",
+                   help="run a module, as python -m does")
+    p.add_argument("program", nargs=argparse.REMAINDER,
+                   help="script.py [args], or module [args] with -m, or -- command [args]")
+
+
+def plan(seed: int | None, threads: int | None = None, enable: bool = True,
+         warn_only: bool = False, verbose: int = 0, environ: dict | None = None):
+    """The environment for the child and the :class:`~fwd9m.enable.Change` records.
+
+    Imports no framework (versions from package metadata).
+
+    Raises:
+        ConfigurationError: seed outside ``[0, 2**32 - 1]`` (PYTHONHASHSEED's range,
+            https://docs.python.org/3/using/cmdline.html#envvar-PYTHONHASHSEED) or
+            threads < 1.
+    """
+    from .. import jax as fw_jax, keras as fw_keras, tensorflow as fw_tf, torch as fw_torch
+    from .._bootstrap import ENV_ENABLE, ENV_VERBOSE, ENV_WARN_ONLY, bootstrap_dir
+    from ..enable import cite, env_change
+    from ..errors import ConfigurationError
+    from ..seed import ENV_VAR, MAX_SEED, current_seed
+
+    env = dict(os.environ if environ is None else environ)
+    if seed is None:
+        seed = current_seed()
+        seed = 0 if seed is None else seed
+    if isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
+        raise ConfigurationError(f"--seed {seed} is out of range: use an int in [0, {MAX_SEED}]")
+    if threads is not None and threads < 1:
+        raise ConfigurationError(f"--threads {threads}: use a positive number of threads")
+    changes = []
+
+    def put(c):
+        if c is not None:
+            changes.append(c)
+            env[c.what[len("env:"):]] = c.new
+
+    put(env_change("python", "PYTHONHASHSEED", str(seed),
+                   "str/bytes hashes, hence set and dict-of-set iteration order, are salted "
+                   "per process; only read at interpreter start-up",
+                   cite("python.hash-seed", "python.set-iteration-order",
+                        "https://docs.python.org/3/using/cmdline.html#envvar-PYTHONHASHSEED"),
+                   environ=env))
+    put(env_change("python", "HOROVOD_FUSION_THRESHOLD", "0",
+                   "Horovod Tensor Fusion batches gradients nondeterministically",
+                   "https://github.com/horovod/horovod/pull/1130", environ=env))
+    if threads is not None:
+        for name in THREAD_VARS:
+            put(env_change("python", name, str(threads),
+                           "thread counts change reduction order on CPU",
+                           "https://www.tensorflow.org/api_docs/python/tf/config/threading",
+                           environ=env))
+    for module in (fw_tf, fw_keras, fw_torch, fw_jax):
+        for c in module.startup_env(environ=env):
+            put(c)
+    if enable:
+        put(env_change("python", ENV_VAR, str(seed), "seed for the import hook and children",
+                       "https://docs.python.org/3/library/random.html", environ=env))
+        put(env_change("python", ENV_ENABLE, "1", "enable determinism for each framework "
+                       "as it is imported", "fwd9m._bootstrap", environ=env))
+        path = env.get("PYTHONPATH", "")
+        parts = [p for p in path.split(os.pathsep) if p]
+        if bootstrap_dir() not in parts:
+            put(env_change("python", "PYTHONPATH",
+                           os.pathsep.join([bootstrap_dir(), *parts]),
+                           "start-up hook (sitecustomize) for this and every child interpreter",
+                           "https://docs.python.org/3/library/site.html", environ=env))
+        if warn_only:
+            env[ENV_WARN_ONLY] = "1"
+        if verbose:
+            env[ENV_VERBOSE] = str(min(verbose, 2))
+    else:
+        env.pop(ENV_ENABLE, None)
+    return env, changes
+
+
+def run(args) -> int:
+    from ..errors import RunError
+
+    command = list(args.program)
+    launcher = bool(command) and command[0] == "--"
+    if launcher:
+        command = command[1:]
+    if not command:
+        raise RunError("nothing to run: give a script, -m module, or -- command.\n"
+                       "Example: fwd9m run --seed 0 train.py --epochs 1")
+    env, changes = plan(args.seed, args.threads, args.enable, args.warn_only, args.verbose)
+    if args.show:
+        if args.format == "json":
+            json.dump([c.to_dict() for c in changes], sys.stdout, indent=2)
+            print()
+        else:
+            for c in changes:
+                print(c)
+        return 0
+    if args.verbose:
+        for c in changes:
+            print(f"fwd9m run: {c}", file=sys.stderr)
+    if launcher and not (command[0].endswith(".py") and os.path.isfile(command[0])):
+        exe = shutil.which(command[0], path=env.get("PATH"))
+        if exe is None:
+            raise RunError(f"command not found: {command[0]} (is it installed and on PATH?)")
+        return _exec([exe, *command[1:]], env)
+    from .._launch import resolve_target
+
+    if not args.module:
+        resolve_target(command[0])  # RunError if the script is missing
+    argv = [sys.executable, "-c", _CHILD, *(["-m"] if args.module else []), *command]
+    return _exec(argv, env)
+
+
+def _exec(argv: list[str], env: dict) -> int:
+    """Replace this process (POSIX): the program's exit status and signals are its own.
+    Elsewhere run it as a child, forward Ctrl-C/termination and return its status."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.name == "posix":
+        try:
+            os.execve(argv[0], argv, env)
+        except OSError as exc:
+            from ..errors import RunError
+
+            raise RunError(f"cannot execute {argv[0]}: {exc.strerror}") from None
+    proc = subprocess.Popen(argv, env=env)  # pragma: no cover - non-POSIX
+    while True:  # pragma: no cover
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            proc.send_signal(signal.SIGINT)
+
+
+def child_main() -> None:
+    """Entry point of the fresh interpreter: run the target as ``__main__``."""
+    from .._launch import run_as_main
+    from ..errors import Fwd9mError
+
+    argv = sys.argv[1:]
+    module = bool(argv) and argv[0] == "-m"
+    if module:
+        argv = argv[1:]
+    # `python -c` put the working directory first on sys.path; `python script.py`
+    # would not (run_as_main adds the script's or, with -m, the working directory).
+    if sys.path and sys.path[0] in ("", os.getcwd()):
+        sys.path.pop(0)
+    try:
+        code = run_as_main(argv[0], argv[1:], module=module)
+    except Fwd9mError as exc:
+        print(f"fwd9m run: error: {exc}", file=sys.stderr)
+        code = 2
+    sys.stdout.flush()
+    raise SystemExit(code)

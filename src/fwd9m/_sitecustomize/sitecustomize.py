@@ -1,0 +1,37 @@
+"""Start-up hook of ``fwd9m run`` (this directory is first on PYTHONPATH).
+
+Installs fwd9m's import hook when ``FWD9M_RUN_ENABLE=1``, then runs the
+``sitecustomize`` this file shadows (a distribution's or the user's), if any.
+"""
+
+import importlib
+import os
+import sys
+
+
+def _fwd9m_start():
+    if os.environ.get("FWD9M_RUN_ENABLE") == "1":
+        try:
+            from fwd9m._bootstrap import install
+
+            install()
+        except Exception as exc:  # fwd9m not importable here: run the program anyway
+            import warnings
+
+            warnings.warn(f"fwd9m run: import hook not installed: {type(exc).__name__}: {exc}")
+    here = os.path.dirname(os.path.abspath(__file__))
+    this = sys.modules.pop("sitecustomize", None)
+    saved = list(sys.path)
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    try:
+        importlib.import_module("sitecustomize")
+    except ModuleNotFoundError as exc:
+        if exc.name != "sitecustomize":
+            raise
+        if this is not None:
+            sys.modules["sitecustomize"] = this
+    finally:
+        sys.path[:] = saved
+
+
+_fwd9m_start()
