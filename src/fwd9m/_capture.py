@@ -1,0 +1,437 @@
+"""Child side of ``fwd9m check``: save the final state of a run, without pickle.
+
+When the environment variable :data:`ENV_DIR` names a directory, :func:`install`
+(called by the check bootstrap ``python -m fwd9m._capture``, or by the generated
+``sitecustomize.py`` for ``--enable`` and ``-- command`` runs) arranges that, when the
+script ends, this process writes into that directory:
+
+- ``capture-<pid>.npz``: every array of the final state, keys ``a0``, ``a1``, ...
+  (``numpy.savez``, read back with ``allow_pickle=False``);
+- ``capture-<pid>.json`` (written last, atomically: a capture without it is ignored):
+  the leaf paths, their framework dtypes, non-array leaves, a string-hash probe, the
+  process's argv and rank, and the environment fingerprint (``fwd9m.environment``).
+
+What is captured: every ``torch.nn.Module`` (its ``state_dict``, top-level models only)
+and ``torch.optim.Optimizer``; every Keras model or layer (weights and optimizer
+variables, top-level only); every TensorFlow variable not owned by one of those; and the
+arrays and tensors bound to global names of the script. Objects are found with
+``gc.get_objects()`` at exit. Torch modules that went out of scope before the end (a
+model local to ``main()``) are kept alive from construction by torch's global module
+registration hooks (``torch.nn.modules.module.register_module_*_registration_hook``,
+https://github.com/pytorch/pytorch/blob/main/torch/nn/modules/module.py), and the
+script's ``__main__`` globals are kept alive through the ``exec`` audit event, so both
+are still there at the end. TensorFlow and Keras objects local to a function that has
+returned are gone by then and are not captured (what they print or save still is).
+
+Nothing here raises into the user's script: a failed capture is recorded in the JSON.
+"""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import json
+import os
+import sys
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+ENV_DIR = "FWD9M_CHECK_CAPTURE"
+#: a fixed string whose ``hash()`` differs between interpreters unless PYTHONHASHSEED is set
+HASH_PROBE_TEXT = "fwd9m hash-seed probe"
+FORMAT = "fwd9m.capture"
+FORMAT_VERSION = 1
+
+_SKIP_GLOBALS = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+_state: dict[str, Any] = {"installed": False, "written": False, "mains": [], "torch": {},
+                          "started": time.time()}
+
+
+# --------------------------------------------------------------------------- install
+
+def _audit(event: str, args: tuple) -> None:
+    # runpy executes the script in a temporary __main__ module that is dropped when it
+    # returns; keep a reference so its globals are still there at the end.
+    if event == "exec":
+        main = sys.modules.get("__main__")
+        if main is not None and all(m is not main for m in _state["mains"]):
+            _state["mains"].append(main)
+
+
+def _torch_hooks() -> None:
+    """Keep every torch module that registers a parameter, buffer or submodule alive."""
+    import torch.nn.modules.module as mm
+
+    keep = _state["torch"]
+
+    def hook(module, name, value):
+        keep.setdefault(id(module), module)
+
+    for reg in ("register_module_parameter_registration_hook",
+                "register_module_buffer_registration_hook",
+                "register_module_module_registration_hook"):
+        fn = getattr(mm, reg, None)
+        if fn is not None:  # torch >= 2.0
+            fn(hook)
+
+
+class _PostImport:
+    """A meta-path finder that runs a callback after ``torch`` finishes importing."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        original = getattr(loader, "exec_module", None)
+        if original is None:
+            return None
+
+        def exec_module(module):
+            original(module)
+            try:
+                _torch_hooks()
+            except Exception as exc:  # never break the user's import
+                _state["error"] = f"torch hooks: {type(exc).__name__}: {exc}"
+
+        loader.exec_module = exec_module
+        sys.meta_path.remove(self)
+        return spec
+
+
+def install(out_dir: str | os.PathLike[str] | None = None, at_exit: bool = True) -> bool:
+    """Arrange for this process's final state to be saved in ``out_dir`` (default: the
+    directory named by :data:`ENV_DIR`). Returns False when there is nowhere to write.
+    Idempotent."""
+    out_dir = out_dir or os.environ.get(ENV_DIR)
+    if not out_dir:
+        return False
+    if _state["installed"]:
+        return True
+    _state.update(installed=True, out_dir=str(out_dir), hash_probe=hash(HASH_PROBE_TEXT))
+    sys.addaudithook(_audit)
+    if "torch" in sys.modules:
+        try:
+            _torch_hooks()
+        except Exception as exc:
+            _state["error"] = f"torch hooks: {type(exc).__name__}: {exc}"
+    else:
+        sys.meta_path.insert(0, _PostImport())
+    if at_exit:
+        atexit.register(write)
+    return True
+
+
+# --------------------------------------------------------------------------- collect
+
+def _name_of(obj: Any, names: dict[int, str]) -> str | None:
+    return names.get(id(obj))
+
+
+def _global_names() -> tuple[dict[int, str], dict[str, Any]]:
+    """id -> global name of the script's objects, and its array-like globals."""
+    names: dict[int, str] = {}
+    arrays: dict[str, Any] = {}
+    from .compare import to_numpy
+
+    mains = list(_state["mains"]) + [sys.modules.get("__main__")]
+    for main in mains:
+        g = getattr(main, "__dict__", None) or {}
+        if g.get("__name__") != "__main__" or g.get("__spec__") and g["__spec__"].name == __name__:
+            continue
+        for k, v in list(g.items()):
+            if k.startswith("__") or isinstance(v, _SKIP_GLOBALS):
+                continue
+            names.setdefault(id(v), k)
+            try:
+                if to_numpy(v) is not None:
+                    arrays[k] = v
+            except Exception:
+                pass
+    return names, arrays
+
+
+def _roots(objs: list[Any], children) -> list[Any]:
+    inner: set[int] = set()
+    for o in objs:
+        try:
+            inner.update(id(c) for c in children(o))
+        except Exception:
+            pass
+    return [o for o in objs if id(o) not in inner]
+
+
+def _label(kind: str, obj: Any, names: dict[int, str], used: dict[str, int]) -> str:
+    base = _name_of(obj, names) or f"{kind}:{type(obj).__name__}"
+    used[base] = used.get(base, 0) + 1
+    return base if used[base] == 1 else f"{base}#{used[base]}"
+
+
+def collect() -> dict[str, Any]:
+    """``{label: object}`` of everything to save, in a stable order."""
+    names, arrays = _global_names()
+    mods = sys.modules
+    torch_mods, torch_opts, keras_layers, tf_vars = [], [], [], []
+    nn = getattr(mods.get("torch"), "nn", None)
+    optim = getattr(mods.get("torch"), "optim", None)
+    layer_types = tuple(m.layers.Layer for m in (mods.get("keras"), mods.get("tf_keras"))
+                        if m is not None and hasattr(m, "layers"))
+    tf = mods.get("tensorflow")
+    tf_var = getattr(tf, "Variable", None) if tf is not None else None
+    seen: set[int] = set()
+
+    def consider(o: Any) -> None:
+        if id(o) in seen:
+            return
+        seen.add(id(o))
+        if nn is not None and isinstance(o, nn.Module):
+            torch_mods.append(o)
+        elif optim is not None and isinstance(o, optim.Optimizer):
+            torch_opts.append(o)
+        elif layer_types and isinstance(o, layer_types):
+            keras_layers.append(o)
+        elif tf_var is not None and isinstance(o, tf_var):
+            tf_vars.append(o)
+
+    for o in _state["torch"].values():
+        consider(o)
+    if nn is not None or layer_types or tf_var is not None:
+        for o in gc.get_objects():
+            consider(o)
+    used: dict[str, int] = {}
+    out: dict[str, Any] = {}
+    torch_roots = _roots(torch_mods, lambda m: list(m.modules())[1:])
+    for m in sorted(torch_roots, key=lambda m: (_name_of(m, names) is None, _name_of(m, names) or "",
+                                               type(m).__name__)):
+        if m.state_dict():
+            out[_label("torch", m, names, used)] = m
+    for o in torch_opts:
+        if o.state_dict().get("state"):
+            out[_label("torch", o, names, used)] = o
+    keras_roots = _roots(keras_layers, lambda layer: layer._flatten_layers(include_self=False))
+    owned: set[int] = set()
+    for layer in sorted(keras_roots, key=lambda m: (_name_of(m, names) is None, getattr(m, "name", ""))):
+        if not getattr(layer, "weights", None):
+            continue
+        out[_label("keras", layer, names, used)] = layer
+        variables = list(layer.weights)
+        opt = getattr(layer, "optimizer", None)
+        if opt is not None and isinstance(getattr(opt, "variables", None), list):
+            variables += opt.variables
+        for v in variables:
+            owned.add(id(v))
+            owned.add(id(getattr(v, "value", None)))
+    loose = [v for v in tf_vars if id(v) not in owned]
+    if loose:
+        out["tf.variables"] = {v.name: v for v in sorted(loose, key=lambda v: v.name)}
+    for k in sorted(arrays):
+        if arrays[k] is not None and id(arrays[k]) not in {id(v) for v in out.values()}:
+            out[f"globals.{k}"] = arrays[k]
+    return out
+
+
+# --------------------------------------------------------------------------- write / read
+
+def _jsonable(leaf: Any) -> Any:
+    if leaf is None or isinstance(leaf, (bool, int, str)):
+        return {"v": leaf}
+    if isinstance(leaf, float):
+        return {"float": leaf.hex()}
+    if isinstance(leaf, bytes):
+        import hashlib
+
+        return {"bytes_sha256": hashlib.sha256(leaf).hexdigest(), "len": len(leaf)}
+    return {"repr": repr(leaf)[:200]}
+
+
+def write(out_dir: str | os.PathLike[str] | None = None) -> Path | None:
+    """Save the final state now (runs once; also called at exit). Never raises."""
+    if _state["written"]:
+        return None
+    _state["written"] = True
+    out_dir = Path(out_dir or _state.get("out_dir") or os.environ.get(ENV_DIR, ""))
+    if not str(out_dir) or not out_dir.is_dir():
+        return None
+    pid = os.getpid()
+    manifest: dict[str, Any] = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "pid": pid,
+        "argv": list(sys.argv), "rank": os.environ.get("RANK"),
+        "started": _state["started"], "hash_probe": _state.get("hash_probe", hash(HASH_PROBE_TEXT)),
+        "hash_randomization": bool(sys.flags.hash_randomization),
+        "pythonhashseed": os.environ.get("PYTHONHASHSEED"),
+        "leaves": [], "error": _state.get("error"), "environment": None,
+    }
+    arrays: dict[str, Any] = {}
+    try:
+        from .compare import Tensor, flatten
+
+        for label, obj in collect().items():
+            try:
+                flat = flatten(obj, label)
+            except Exception as exc:
+                manifest["leaves"].append({"path": label, "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            for path, leaf in flat.items():
+                if isinstance(leaf, Tensor) and leaf.array.dtype != object:
+                    key = f"a{len(arrays)}"
+                    arrays[key] = leaf.array
+                    manifest["leaves"].append({"path": path, "dtype": leaf.dtype, "key": key})
+                else:
+                    manifest["leaves"].append({"path": path, **_jsonable(leaf)})
+    except Exception as exc:
+        manifest["error"] = f"capture failed: {type(exc).__name__}: {exc}"
+    try:
+        from . import environment
+
+        manifest["environment"] = environment.collect()
+    except Exception as exc:
+        manifest["environment_error"] = f"{type(exc).__name__}: {exc}"
+    try:
+        if arrays:
+            import numpy as np
+
+            tmp = out_dir / f"capture-{pid}.tmp.npz"
+            np.savez(tmp, **arrays)
+            os.replace(tmp, out_dir / f"capture-{pid}.npz")
+        tmp = out_dir / f"capture-{pid}.json.tmp"
+        tmp.write_text(json.dumps(manifest, default=str), encoding="utf-8")
+        os.replace(tmp, out_dir / f"capture-{pid}.json")
+    except Exception as exc:  # disk full, read-only: the parent reports no capture
+        print(f"fwd9m check: could not save the final state: {exc}", file=sys.stderr)
+        return None
+    return out_dir / f"capture-{pid}.json"
+
+
+def read(out_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every complete capture in ``out_dir``, oldest process first. Each is the JSON
+    manifest plus ``"flat"``: ``{path: leaf}`` as :func:`fwd9m.compare.flatten` gives.
+
+    Raises:
+        FileFormatError: a capture is damaged or written by a newer fwd9m.
+    """
+    from .compare import Tensor
+    from .errors import FileFormatError
+
+    out = []
+    for path in sorted(Path(out_dir).glob("capture-*.json")):
+        try:
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise FileFormatError(f"{path}: unreadable capture ({exc})") from None
+        if manifest.get("format") != FORMAT or manifest.get("format_version", 0) > FORMAT_VERSION:
+            raise FileFormatError(f"{path}: not a capture this fwd9m can read "
+                                  f"(format {manifest.get('format')!r} v{manifest.get('format_version')})")
+        npz = path.with_suffix(".npz")
+        data = None
+        flat: dict[str, Any] = {}
+        try:
+            if any("key" in leaf for leaf in manifest["leaves"]):
+                import numpy as np
+
+                data = np.load(npz, allow_pickle=False)
+            for leaf in manifest["leaves"]:
+                if "key" in leaf:
+                    flat[leaf["path"]] = Tensor(_restore_dtype(data[leaf["key"]], leaf["dtype"]), leaf["dtype"])
+                elif "float" in leaf:
+                    flat[leaf["path"]] = float.fromhex(leaf["float"])
+                elif "v" in leaf:
+                    flat[leaf["path"]] = leaf["v"]
+                elif "error" not in leaf:
+                    flat[leaf["path"]] = {k: v for k, v in leaf.items() if k != "path"}
+        except (OSError, ValueError, KeyError) as exc:
+            raise FileFormatError(f"{npz}: damaged capture ({exc})") from None
+        finally:
+            if data is not None:
+                data.close()
+        manifest["flat"] = flat
+        out.append(manifest)
+    out.sort(key=lambda m: (m.get("started", 0), m.get("pid", 0)))
+    return out
+
+
+def _restore_dtype(arr: Any, dtype: str) -> Any:
+    if arr.dtype.kind == "V" and arr.dtype.fields is None:  # ml_dtypes (bfloat16, ...) saved as raw bytes
+        try:
+            import ml_dtypes
+
+            return arr.view(getattr(ml_dtypes, dtype))
+        except (ImportError, AttributeError, TypeError, ValueError):
+            pass
+    return arr
+
+
+# --------------------------------------------------------------------------- entry points
+
+SITECUSTOMIZE = '''\
+# Written by fwd9m check: saves this process's final state, then runs the
+# sitecustomize this one shadows (if any).
+import os as _os, sys as _sys
+try:
+    import fwd9m._capture as _c
+    _c.install()
+except Exception:
+    pass
+_here = _os.path.dirname(_os.path.abspath(__file__))
+try:
+    import importlib.machinery as _m, importlib.util as _u
+    _path = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
+    _spec = _m.PathFinder.find_spec("sitecustomize", _path)
+    if _spec is not None and _spec.loader is not None:
+        _mod = _u.module_from_spec(_spec)
+        _spec.loader.exec_module(_mod)
+except Exception:
+    pass
+'''
+
+
+def write_sitecustomize(directory: str | os.PathLike[str]) -> Path:
+    """Write the ``sitecustomize.py`` that installs capture in every Python process
+    started with ``directory`` first on ``PYTHONPATH``."""
+    path = Path(directory) / "sitecustomize.py"
+    path.write_text(SITECUSTOMIZE, encoding="utf-8")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Bootstrap: ``python -m fwd9m._capture [-m] TARGET [ARGS...]``: run TARGET as
+    ``__main__`` (``fwd9m._launch.run_as_main``), then save the final state."""
+    from ._launch import run_as_main
+    from .errors import RunError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    module = bool(argv) and argv[0] == "-m"
+    if module:
+        argv = argv[1:]
+    if not argv:
+        print("usage: python -m fwd9m._capture [-m] TARGET [ARGS...]", file=sys.stderr)
+        return 2
+    # python -m put the working directory first on sys.path; `python script.py` would not
+    if sys.path and os.path.abspath(sys.path[0] or ".") == os.getcwd():
+        del sys.path[0]
+    install(at_exit=False)
+    try:
+        code = run_as_main(argv[0], argv[1:], module=module)
+    except RunError as exc:
+        print(f"fwd9m check: {exc}", file=sys.stderr)
+        return 2
+    try:
+        sys.stdout.flush()
+    except Exception:
+        pass
+    write()
+    return code
+
+
+if __name__ == "__main__":  # keep the state in the importable module, not in __main__
+    from fwd9m._capture import main as _main
+
+    raise SystemExit(_main())

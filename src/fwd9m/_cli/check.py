@@ -1,0 +1,90 @@
+"""``fwd9m check``: run a script several times in fresh interpreters and compare."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+HELP = "run a script twice (or more) in fresh interpreters and compare, bit for bit"
+DESCRIPTION = """\
+Run a training script several times, each in a fresh interpreter and its own working
+directory, and compare what it prints (numbers as numbers; timings masked), the files it
+writes (.npy/.npz/.safetensors/.h5/.keras/.pt/.ckpt and TensorFlow checkpoints tensor by
+tensor, other files by content) and the final state of its models and variables.
+
+  fwd9m check train.py --epochs 1           the script exactly as written
+  fwd9m check --enable train.py             under `fwd9m run --seed 0` settings
+  fwd9m check -m mypkg.train                a module
+  fwd9m check -- torchrun --nproc-per-node 2 train.py
+  fwd9m check --vary OMP_NUM_THREADS=1,4 train.py
+  fwd9m check --vary=--batch-size=32,64 train.py
+
+Each run starts in a fresh temporary directory that links to the entries of the
+current directory, so relative paths to data work and each run writes its own files.
+Exit status: 0 reproducible, 1 not reproducible, 2 could not run.
+"""
+
+
+def add_arguments(p) -> None:
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument("--runs", type=int, default=2, metavar="N", help="runs under the same settings (default 2)")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed passed to `fwd9m run` with --enable (default 0)")
+    p.add_argument("--timeout", type=float, default=None, metavar="SEC",
+                   help="seconds per run; the run's whole process group is killed after it")
+    p.add_argument("--env", action="append", default=[], metavar="K=V",
+                   help="set an environment variable in every run (repeatable)")
+    p.add_argument("--enable", action="store_true",
+                   help="run as `python -m fwd9m run --seed S SCRIPT` (determinism switched on)")
+    p.add_argument("--vary", action="append", default=[], metavar="NAME=V1,V2",
+                   help="one extra run per value of an environment variable, 'threads', or a script "
+                        "option (--vary=--batch-size=32,64), each compared with run 1 (repeatable)")
+    p.add_argument("--cwd", choices=("link", "empty"), default="link",
+                   help="each run's working directory: links to this directory's entries (default), "
+                        "or empty")
+    p.add_argument("--keep", action="store_true", help="keep the runs' directories and say where")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
+    p.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m MODULE")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="script.py [args] | -- command ...",
+                   help="the script and its arguments, or -- and a command line")
+
+
+def run(args) -> int:
+    from ..check import check_script, parse_vary
+    from ..errors import ConfigurationError, RunError
+
+    rest = list(args.command)
+    command = False
+    if args.module:
+        target, script_args = args.module, rest[1:] if rest[:1] == ["--"] else rest
+    else:
+        if rest[:1] == ["--"]:
+            command, rest = True, rest[1:]
+        if not rest:
+            raise RunError("nothing to check: name a script (fwd9m check train.py), a module "
+                           "(fwd9m check -m pkg.train) or a command (fwd9m check -- torchrun ... train.py)")
+        target, script_args = rest[0], rest[1:]
+    env = {}
+    for item in args.env:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise ConfigurationError(f"--env {item!r}: expected K=V, for example --env OMP_NUM_THREADS=1")
+        env[k] = v
+    if args.timeout is not None and args.timeout <= 0:
+        raise ConfigurationError(f"--timeout must be positive, got {args.timeout}")
+    start = time.monotonic()
+
+    def progress(msg: str) -> None:
+        if not args.quiet:
+            print(f"fwd9m check [{time.monotonic() - start:5.1f} s] {msg}", file=sys.stderr, flush=True)
+
+    result = check_script(target, script_args, module=bool(args.module), command=command, runs=args.runs,
+                          seed=args.seed, timeout=args.timeout, env=env, enable=args.enable,
+                          vary=parse_vary(args.vary), cwd=args.cwd, keep=args.keep, progress=progress)
+    if args.format == "json":
+        print(result.to_json())
+    else:
+        print(result.report())
+    return 0 if result else 1

@@ -1,0 +1,850 @@
+"""Is this reproducible? Run it several times and compare, bit for bit.
+
+Two entry points:
+
+- :func:`check` runs a Python function several times in this process, each time from
+  the same seeded state, and compares what it returns (:mod:`fwd9m.compare`).
+- :func:`check_script` runs a script, module or command several times, each in a fresh
+  interpreter, and compares what it prints, the files it writes and the final state of
+  its models and variables (captured by :mod:`fwd9m._capture`).
+
+Both return a :class:`CheckResult`: truthy when every run agreed, with a ranked list of
+:class:`Finding` s, a text report (:meth:`CheckResult.report`) and a JSON form
+(:meth:`CheckResult.to_dict`).
+
+Where a run works: by default each run's working directory is a fresh, empty temporary
+directory holding one symbolic link per entry of the directory ``fwd9m check`` was
+started from. Relative paths to data therefore resolve as they would for
+``python script.py``, while files the script creates land in the run's own directory,
+so runs cannot see each other's outputs (a checkpoint written by run 1 cannot be
+resumed by run 2) and the user's directory is left alone. Files written *into* an
+existing subdirectory go through the link to the real directory; they are not compared
+(``cwd="empty"`` starts from an empty directory instead).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from . import _capture
+from ._log import logger
+from .compare import (STRUCTURED_SUFFIXES, TEXT_LIMIT, TEXT_SUFFIXES, LeafDiff, Tensor, compare_flat,
+                      compare_text, file_digest, flatten, read_structured)
+from .errors import FileFormatError, NondeterminismError, RunError
+
+__all__ = ["check", "assert_reproducible", "check_script", "CheckResult", "Finding", "RunInfo",
+           "Variant", "parse_vary"]
+
+SCHEMA = "fwd9m.check"
+SCHEMA_VERSION = 1
+#: bytes of each run's stderr kept for the report
+TAIL_BYTES = 3000
+#: seconds between "still running" progress messages
+HEARTBEAT_S = 30.0
+#: seconds between SIGTERM and SIGKILL when a run times out
+KILL_GRACE_S = 5.0
+#: files never compared: bytecode caches, and TensorBoard event files (named and
+#: stamped with wall-clock time, host and pid)
+IGNORED_PARTS = ("__pycache__", ".ipynb_checkpoints")
+IGNORED_PREFIXES = ("events.out.tfevents.",)
+
+# ranking of finding sources: a crash outranks a tensor, a tensor outranks a printed line
+_SOURCE_ORDER = {"exit": 0, "timeout": 0, "hashseed": 1, "value": 2, "state": 2, "file": 3,
+                 "stdout": 4}
+
+
+@dataclass
+class Finding:
+    """One difference between a run and the first run.
+
+    ``source``: ``"exit"`` (exit status or exception), ``"timeout"``, ``"value"`` (what
+    a checked function returned), ``"state"`` (captured final state), ``"file"``,
+    ``"stdout"``, or ``"hashseed"``. ``run``: label of the run compared with run 1.
+    ``diff``: the leaf-level difference where there is one.
+    """
+
+    source: str
+    run: str
+    summary: str
+    diff: LeafDiff | None = None
+    detail: str | None = None
+
+    @property
+    def magnitude(self) -> float:
+        d = self.diff
+        if d is None or d.max_abs is None:
+            return float("inf") if d is None or d.kind not in ("values", "lines") else 0.0
+        return d.max_abs
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "run": self.run, "summary": self.summary,
+                "diff": self.diff.to_dict() if self.diff else None, "detail": self.detail}
+
+
+@dataclass
+class RunInfo:
+    """What one run did: ``seconds`` of wall-clock time, ``returncode`` (None when it
+    timed out), the end of its stderr, and the settings that made it differ."""
+
+    label: str
+    command: list[str]
+    settings: dict[str, str] = field(default_factory=dict)
+    returncode: int | None = None
+    timed_out: bool = False
+    seconds: float = 0.0
+    stdout_bytes: int = 0
+    stderr_tail: str = ""
+    error: str | None = None
+    captured: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class CheckResult:
+    """The outcome of :func:`check` or :func:`check_script`. ``bool(result)`` is True
+    when every run agreed bit for bit."""
+
+    target: str
+    runs: list[RunInfo]
+    findings: list[Finding]
+    compared: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    environment: dict[str, Any] | None = None
+    environment_diffs: list[dict[str, Any]] = field(default_factory=list)
+    next_steps: list[str] = field(default_factory=list)
+    catalog: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def reproducible(self) -> bool:
+        return not self.findings
+
+    def __bool__(self) -> bool:
+        return self.reproducible
+
+    def ranked(self) -> list[Finding]:
+        """Findings, most important first: crashes, then the hash seed, then tensors by
+        largest absolute difference, then files, then printed lines."""
+        return sorted(self.findings, key=lambda f: (_SOURCE_ORDER.get(f.source, 9), -f.magnitude))
+
+    def verdict(self) -> str:
+        n = len(self.runs)
+        what = ", ".join(f"{v} {k}" for k, v in self.compared.items() if v) or "nothing to compare"
+        if self.reproducible:
+            return f"REPRODUCIBLE: {n} runs of {self.target} agree bit for bit ({what})."
+        runs = sorted({f.run for f in self.findings}, key=lambda r: [x.label for x in self.runs].index(r)
+                      if r in [x.label for x in self.runs] else 99)
+        return (f"NOT REPRODUCIBLE: {len(self.findings)} difference(s) between runs of {self.target} "
+                f"({', '.join(runs)} vs run 1; compared {what}).")
+
+    def report(self, max_findings: int = 20) -> str:
+        """The human report: verdict, ranked differences, runs, environment, next steps."""
+        lines = [self.verdict()]
+        ranked = self.ranked()
+        if ranked:
+            lines += ["", "What differs (most important first):"]
+            for i, f in enumerate(ranked[:max_findings], 1):
+                lines.append(f"{i:>3}. [{f.source}, {f.run}] {f.summary}")
+                if f.detail:
+                    lines += [f"       {line}" for line in f.detail.splitlines()]
+            if len(ranked) > max_findings:
+                lines.append(f"     ... and {len(ranked) - max_findings} more (--format json lists all)")
+        if self.runs:
+            lines += ["", "Runs:"]
+            for r in self.runs:
+                status = ("timed out" if r.timed_out else f"exit {r.returncode}" if r.returncode is not None
+                          else r.error or "not run")
+                setting = f" [{', '.join(f'{k}={v}' for k, v in r.settings.items())}]" if r.settings else ""
+                lines.append(f"  {r.label}{setting}: {status}, {r.seconds:.1f} s")
+        for note in self.notes:
+            lines.append(f"Note: {note}")
+        if self.environment:
+            lines += ["", "Environment:", *("  " + s for s in _environment_summary(self.environment))]
+        if self.environment_diffs:
+            lines.append("Environment differences between runs:")
+            lines += [f"  {d['run']}: {d['key']}: {d['a']!r} -> {d['b']!r} ({d['reason']})"
+                      for d in self.environment_diffs[:10]]
+        if self.next_steps or self.catalog:
+            lines += ["", "Next steps:"]
+            lines += [f"  - {s}" for s in self.next_steps]
+            for e in self.catalog:
+                lines.append(f"  - catalog {e['id']}: {e['title']}")
+                if e.get("fix"):
+                    lines += [f"      {line}" for line in e["fix"].splitlines()[:3]]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "target": self.target,
+                "reproducible": self.reproducible, "verdict": self.verdict(),
+                "findings": [f.to_dict() for f in self.ranked()], "compared": self.compared,
+                "runs": [r.to_dict() for r in self.runs], "notes": self.notes,
+                "environment": self.environment, "environment_diffs": self.environment_diffs,
+                "next_steps": self.next_steps, "catalog": self.catalog}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, default=str)
+
+
+def _environment_summary(fp: dict[str, Any]) -> list[str]:
+    py = fp.get("python", {})
+    cpu = fp.get("cpu", {})
+    out = [f"python {py.get('version')} on {fp.get('os', {}).get('system')} "
+           f"{fp.get('os', {}).get('release')}; cpu {cpu.get('model')} "
+           f"({cpu.get('usable_cores')} cores usable)"]
+    gpus = fp.get("gpus") or []
+    out.append("gpus: " + (", ".join(g.get("name", "?") for g in gpus) if gpus else "none"))
+    for name, info in sorted((fp.get("frameworks") or {}).items()):
+        detail = ", ".join(f"{k}={v}" for k, v in info.items() if k != "version")
+        out.append(f"{name} {info.get('version', '')}: {detail}")
+    if not fp.get("frameworks"):
+        pk = fp.get("packages", {})
+        out.append("packages: " + ", ".join(f"{k}=={v}" for k, v in sorted(pk.items())))
+    env = {k: v for k, v in (fp.get("env") or {}).items() if v is not None}
+    thr = {k: v for k, v in (fp.get("threads") or {}).items() if v is not None}
+    out.append("set: " + (" ".join(f"{k}={v}" for k, v in {**env, **thr}.items()) or "no determinism or "
+                          "thread variables (PYTHONHASHSEED unset)"))
+    return out
+
+
+# --------------------------------------------------------------------------- seeding
+
+def _seed_all(seed: int) -> None:
+    """Seed every RNG this process uses: ``fwd9m.seed_everything`` where it exists,
+    else Python, NumPy and each framework already imported."""
+    try:
+        from .seed import seed_everything
+    except ImportError:
+        seed_everything = None
+    if seed_everything is not None:
+        seed_everything(seed)
+        return
+    import random
+
+    random.seed(seed)
+    mods = sys.modules
+    if "numpy" in mods:
+        mods["numpy"].random.seed(seed)
+    if "torch" in mods:
+        mods["torch"].manual_seed(seed)
+    if "tensorflow" in mods:
+        mods["tensorflow"].random.set_seed(seed)
+    if "keras" in mods and hasattr(mods["keras"], "utils"):
+        mods["keras"].utils.set_random_seed(seed)
+
+
+# --------------------------------------------------------------------------- in-process
+
+def _snapshot(value: Any) -> dict[str, Any]:
+    """Flatten and copy, so a later run that mutates shared tensors cannot change it."""
+    flat = flatten(value)
+    return {k: Tensor(v.array.copy(), v.dtype) if isinstance(v, Tensor) else v for k, v in flat.items()}
+
+
+def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 0,
+          **kwargs: Any) -> CheckResult:
+    """Call ``fn(*args, **kwargs)`` ``runs`` times and compare the results bit for bit.
+
+    Before each call every RNG is seeded with ``seed`` (``fwd9m.seed_everything`` when
+    available; Python, NumPy, and the imported frameworks otherwise); ``seed=None``
+    seeds nothing. The result may be any nesting of dicts, lists, tuples and
+    dataclasses holding arrays, tensors, variables, Keras models (weights and optimizer
+    state), torch modules and optimizers, JAX arrays and Python numbers
+    (see :mod:`fwd9m.compare`).
+
+    Returns:
+        A :class:`CheckResult`, truthy when every call returned the same bits. A call
+        that raises where the first did not is a finding.
+
+    Raises:
+        ValueError: ``runs < 2``.
+        RunError: the first call raised (the function cannot be checked); the
+            exception is chained.
+    """
+    if runs < 2:
+        raise ValueError(f"runs must be at least 2, got {runs}")
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+    infos: list[RunInfo] = []
+    findings: list[Finding] = []
+    first: dict[str, Any] | None = None
+    for i in range(runs):
+        label = f"run {i + 1}"
+        info = RunInfo(label, [name])
+        infos.append(info)
+        if seed is not None:
+            _seed_all(seed)
+        t0 = time.perf_counter()
+        try:
+            value = fn(*args, **kwargs)
+        except Exception as exc:
+            info.seconds = time.perf_counter() - t0
+            info.error = f"{type(exc).__name__}: {exc}"
+            if first is None:
+                raise RunError(f"{name} raised {info.error} in run 1, so its reproducibility "
+                               f"cannot be checked; fix the error first") from exc
+            findings.append(Finding("exit", label, f"raised {info.error}; run 1 returned normally"))
+            continue
+        info.seconds = time.perf_counter() - t0
+        info.returncode = 0
+        flat = _snapshot(value)
+        if first is None:
+            first = flat
+            continue
+        findings += [Finding("value", label, d.summary(), d) for d in compare_flat(first, flat)]
+        del flat, value
+    result = CheckResult(name, infos, findings, {"values": len(first or {})})
+    if findings:
+        result.next_steps.append("localise the first op that differs: "
+                                 "fwd9m.debug.localize(fn, *args) (see `fwd9m debug --help`)")
+        result.catalog = _catalog_hints(None, device=None)
+    return result
+
+
+def assert_reproducible(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 0,
+                        **kwargs: Any) -> CheckResult:
+    """:func:`check`, raising when the runs differ.
+
+    Raises:
+        NondeterminismError: the runs differ; its message is the full report.
+        RunError: the first call raised.
+    """
+    result = check(fn, *args, runs=runs, seed=seed, **kwargs)
+    if not result:
+        raise NondeterminismError(result.report())
+    return result
+
+
+# --------------------------------------------------------------------------- scripts
+
+@dataclass(frozen=True)
+class Variant:
+    """One changed setting for a ``--vary`` run: an environment variable, the shorthand
+    ``threads`` (OMP/MKL/OpenBLAS and TensorFlow intra-op thread variables), or a
+    script argument (a name starting with ``-``)."""
+
+    name: str
+    value: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}={self.value}"
+
+    def env(self) -> dict[str, str]:
+        if self.name == "threads":
+            return {k: self.value for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                            "TF_NUM_INTRAOP_THREADS")}
+        if self.name.startswith("-"):
+            return {}
+        return {self.name: self.value}
+
+    def argv(self, args: Sequence[str]) -> list[str]:
+        """``args`` with this option set to this value (replaced, or appended)."""
+        if not self.name.startswith("-"):
+            return list(args)
+        out, i, done = [], 0, False
+        args = list(args)
+        while i < len(args):
+            a = args[i]
+            if a == self.name and i + 1 < len(args):
+                out += [a, self.value]
+                i, done = i + 2, True
+                continue
+            if a.startswith(self.name + "="):
+                out.append(f"{self.name}={self.value}")
+                i, done = i + 1, True
+                continue
+            out.append(a)
+            i += 1
+        return out if done else out + [self.name, self.value]
+
+
+def parse_vary(specs: Sequence[str]) -> list[Variant]:
+    """``["OMP_NUM_THREADS=1,4", "--batch-size=32,64"]`` -> one :class:`Variant` per value.
+
+    Raises:
+        ConfigurationError: a spec without ``=`` or without values.
+    """
+    from .errors import ConfigurationError
+
+    out = []
+    for spec in specs:
+        name, sep, values = spec.partition("=")
+        vals = [v for v in values.split(",") if v != ""]
+        if not sep or not name or not vals:
+            raise ConfigurationError(f"--vary {spec!r}: expected NAME=V1,V2 (an environment variable, "
+                                     f"'threads', or a script option such as --vary=--batch-size=32,64)")
+        out += [Variant(name, v) for v in vals]
+    return out
+
+
+def _tail(path: Path, n: int = TAIL_BYTES) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - n))
+            data = f.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", "replace")
+    if size > n:
+        text = "..." + text.split("\n", 1)[-1]
+    return text.strip()
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=wait)
+            if sig == signal.SIGKILL:
+                return
+        except subprocess.TimeoutExpired:
+            continue
+        # the leader is gone; children may linger in the group
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        return
+
+
+def _prepare_cwd(cwd: Path, source: Path, mode: str) -> dict[str, tuple[int, int]]:
+    """Create the run's working directory; with mode ``link``, one symlink per entry of
+    ``source``. Returns ``{name: (size, mtime_ns)}`` of linked regular files."""
+    cwd.mkdir(parents=True)
+    linked: dict[str, tuple[int, int]] = {}
+    if mode != "link":
+        return linked
+    try:
+        entries = list(os.scandir(source))
+    except OSError:
+        return linked
+    for e in entries:
+        try:
+            os.symlink(e.path, cwd / e.name)
+            if e.is_file():
+                st = e.stat()
+                linked[e.name] = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            continue
+    return linked
+
+
+def _collect_files(cwd: Path) -> dict[str, Path]:
+    """Regular files the run created under ``cwd`` (links into the user's directory
+    are not followed), by relative path."""
+    out: dict[str, Path] = {}
+    for root, dirs, files in os.walk(cwd, followlinks=False):
+        dirs[:] = [d for d in dirs if d not in IGNORED_PARTS and not os.path.islink(os.path.join(root, d))]
+        for name in files:
+            p = Path(root, name)
+            if p.is_symlink() or name.startswith(IGNORED_PREFIXES) or name.endswith((".pyc", ".tmp")):
+                continue
+            out[p.relative_to(cwd).as_posix()] = p
+    return dict(sorted(out.items()))
+
+
+def _group_files(files: dict[str, Path]) -> dict[str, tuple[str, Path]]:
+    """``{logical name: (kind, path)}``: a TensorFlow checkpoint (``X.index`` and
+    ``X.data-*``) becomes one entry of kind ``tf``, its ``checkpoint`` state file (which
+    holds timestamps) is dropped; other files have kind ``structured``, ``text`` or
+    ``bytes``."""
+    out: dict[str, tuple[str, Path]] = {}
+    prefixes = {rel[:-len(".index")] for rel in files if rel.endswith(".index")
+                and any(o.startswith(rel[:-len(".index")] + ".data-") for o in files)}
+    tf_dirs = {str(Path(p).parent) for p in prefixes}
+    for rel, path in files.items():
+        base = rel[:-len(".index")] if rel.endswith(".index") else rel.split(".data-")[0]
+        if base in prefixes:
+            if rel.endswith(".index"):
+                out[base] = ("tf", path.with_name(Path(base).name))
+            continue
+        if Path(rel).name == "checkpoint" and str(Path(rel).parent) in tf_dirs:
+            continue
+        suffix = path.suffix.lower()
+        if suffix in STRUCTURED_SUFFIXES:
+            out[rel] = ("structured", path)
+        elif suffix in TEXT_SUFFIXES and path.stat().st_size <= TEXT_LIMIT:
+            out[rel] = ("text", path)
+        else:
+            out[rel] = ("bytes", path)
+    return out
+
+
+@dataclass
+class _Run:
+    info: RunInfo
+    root: Path
+    cwd: Path
+    stdout: Path
+    captures: list[dict[str, Any]] = field(default_factory=list)
+    files: dict[str, tuple[str, Path]] = field(default_factory=dict)
+    touched: list[str] = field(default_factory=list)
+
+    @property
+    def replacements(self) -> tuple[tuple[str, str], ...]:
+        return ((str(self.cwd), "<cwd>"), (os.path.realpath(self.cwd), "<cwd>"))
+
+
+def _launch_command(target: str, args: Sequence[str], mode: str, seed: int, python: str) -> list[str]:
+    if mode == "command":
+        exe = shutil.which(target)
+        if exe is None:
+            raise RunError(f"command not found: {target}")
+        return [target, *args]
+    module = mode == "module"
+    if mode.startswith("enable"):
+        module = mode == "enable-module"
+        return [python, "-m", "fwd9m", "run", "--seed", str(seed), *(["-m"] if module else []), target, *args]
+    return [python, "-m", "fwd9m._capture", *(["-m"] if module else []), target, *args]
+
+
+def check_script(target: str, args: Sequence[str] = (), *, module: bool = False, command: bool = False,
+                 runs: int = 2, seed: int = 0, timeout: float | None = None,
+                 env: dict[str, str] | None = None, enable: bool = False,
+                 vary: Sequence[Variant] = (), cwd: str = "link", keep: bool = False,
+                 progress: Callable[[str], None] | None = None,
+                 python: str | None = None) -> CheckResult:
+    """Run ``target`` ``runs`` times (plus once per ``vary`` setting), each in a fresh
+    interpreter and its own working directory, and compare what the runs print, write
+    and hold at exit.
+
+    Args:
+        target: a script path; a module name when ``module``; an executable when
+            ``command`` (``args`` are its arguments: ``-- torchrun ... train.py``).
+        runs: number of runs under the same settings (>= 2).
+        seed: with ``enable``, passed to ``fwd9m run --seed``; otherwise unused (the
+            script runs exactly as written).
+        timeout: seconds per run; the whole process group is killed after it.
+        env: extra environment variables for every run.
+        enable: launch each run as ``python -m fwd9m run --seed SEED target args``.
+        vary: one extra run per :class:`Variant`, compared with run 1.
+        cwd: ``"link"`` (default; see the module docstring) or ``"empty"``.
+        keep: keep the runs' directories (their path is in the notes).
+        progress: called with one-line progress messages (which run, how long).
+        python: interpreter for the runs (default: this one).
+
+    Returns:
+        A :class:`CheckResult`. The runs' standard input is closed.
+
+    Raises:
+        RunError: the script or module does not exist, or every run failed the same
+            way (crashed or timed out), so there is nothing to compare.
+        ConfigurationError: ``runs < 2``.
+    """
+    from ._launch import resolve_target
+    from .errors import ConfigurationError
+
+    if runs < 2:
+        raise ConfigurationError(f"--runs must be at least 2, got {runs}")
+    say = progress or (lambda msg: logger.info(msg))
+    python = python or sys.executable
+    invocation = Path.cwd()
+    display = " ".join([*(["-m"] if module else ["--"] if command else []), target, *args])
+    if command:
+        mode = "command"
+    else:
+        target = resolve_target(target, module)
+        if not module:
+            target = str(Path(target).resolve())
+        mode = ("enable-module" if module else "enable-script") if enable else ("module" if module else "script")
+    base_cmd = _launch_command(target, args, mode, seed, python)
+    plan: list[tuple[str, list[str], dict[str, str], dict[str, str]]] = []
+    for i in range(runs):
+        plan.append((f"run {i + 1}", base_cmd, {}, {}))
+    for v in vary:
+        cmd = base_cmd[:len(base_cmd) - len(args)] + v.argv(args)
+        plan.append((f"run with {v.label}", cmd, v.env(), {v.name: v.value}))
+
+    root = Path(tempfile.mkdtemp(prefix="fwd9m-check-"))
+    sitedir = None
+    if mode != "script" and mode != "module":  # capture in grandchildren through sitecustomize
+        sitedir = root / "site"
+        sitedir.mkdir()
+        _capture.write_sitecustomize(sitedir)
+    done: list[_Run] = []
+    try:
+        for k, (label, cmd, extra_env, settings) in enumerate(plan):
+            run = _Run(RunInfo(label, list(cmd), settings), root / f"run{k + 1}", root / f"run{k + 1}" / "cwd",
+                       root / f"run{k + 1}" / "stdout")
+            _execute(run, invocation, cwd, {**(env or {}), **extra_env}, sitedir, timeout,
+                     f"{k + 1}/{len(plan)}", say)
+            done.append(run)
+        result = _compare_runs(display, done)
+        result.notes[:0] = _run_notes(done)
+        if keep:
+            result.notes.append(f"run directories kept in {root}")
+        return result
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, str], sitedir: Path | None,
+             timeout: float | None, which: str, say: Callable[[str], None]) -> None:
+    info = run.info
+    linked = _prepare_cwd(run.cwd, invocation, cwd_mode)
+    capdir = run.root / "capture"
+    capdir.mkdir()
+    env = dict(os.environ)
+    env.update(extra_env)
+    env[_capture.ENV_DIR] = str(capdir)
+    if sitedir is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(sitedir), *filter(None, [env.get("PYTHONPATH")])])
+    stderr_path = run.root / "stderr"
+    say(f"{info.label} ({which}): starting: {' '.join(info.command)}")
+    t0 = time.monotonic()
+    with open(run.stdout, "wb") as out, open(stderr_path, "wb") as err:
+        try:
+            proc = subprocess.Popen(info.command, cwd=run.cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=err, start_new_session=True)
+        except OSError as exc:
+            info.error = f"could not start: {exc}"
+            return
+        try:
+            while True:
+                left = None if timeout is None else timeout - (time.monotonic() - t0)
+                if left is not None and left <= 0:
+                    info.timed_out = True
+                    _kill_group(proc)
+                    break
+                try:
+                    proc.wait(timeout=HEARTBEAT_S if left is None else min(left, HEARTBEAT_S))
+                    break
+                except subprocess.TimeoutExpired:
+                    say(f"{info.label}: still running ({time.monotonic() - t0:.0f} s)")
+        except BaseException:  # Ctrl-C: leave nothing running
+            _kill_group(proc)
+            raise
+        try:  # children the script left behind
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    info.seconds = time.monotonic() - t0
+    info.returncode = None if info.timed_out else proc.returncode
+    info.stdout_bytes = run.stdout.stat().st_size
+    info.stderr_tail = _tail(stderr_path)
+    status = "timed out" if info.timed_out else f"exit {proc.returncode}"
+    say(f"{info.label}: {status} after {info.seconds:.1f} s")
+    try:
+        run.captures = _capture.read(capdir)
+    except FileFormatError as exc:
+        info.error = str(exc)
+    info.captured = sum(len(c["flat"]) for c in run.captures)
+    run.files = _group_files(_collect_files(run.cwd))
+    for name, (size, mtime) in linked.items():
+        try:
+            st = (invocation / name).stat()
+        except OSError:
+            continue
+        if (st.st_size, st.st_mtime_ns) != (size, mtime):
+            run.touched.append(name)
+
+
+def _run_notes(done: list[_Run]) -> list[str]:
+    notes = []
+    touched = sorted({t for r in done for t in r.touched})
+    if touched:
+        notes.append(f"the runs rewrote existing files in your directory ({', '.join(touched[:5])}); "
+                     f"those are not compared: write outputs to new paths")
+    if done and not any(r.captures for r in done):
+        notes.append("no final state was captured (the process was killed, called os._exit, or is not "
+                     "Python); only printed output and files were compared")
+    return notes
+
+
+# --------------------------------------------------------------------------- comparing runs
+
+def _state_groups(run: _Run) -> dict[str, dict[str, Any]]:
+    """Captures with state, keyed by process: rank, or argv when several processes."""
+    groups: dict[str, dict[str, Any]] = {}
+    counts: dict[str, int] = {}
+    for cap in run.captures:
+        if not cap["flat"]:
+            continue
+        key = f"rank {cap['rank']}" if cap.get("rank") not in (None, "") else " ".join(
+            Path(a).name if i == 0 else a for i, a in enumerate(cap.get("argv") or []))
+        counts[key] = counts.get(key, 0) + 1
+        groups[key if counts[key] == 1 else f"{key} #{counts[key]}"] = cap
+    return groups
+
+
+def _hash_probe(run: _Run) -> Any:
+    caps = [c for c in run.captures if c["flat"]] or run.captures
+    return caps[-1].get("hash_probe") if caps else None
+
+
+def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding]) -> None:
+    for name in sorted(set(a.files) | set(b.files)):
+        if name not in b.files:
+            findings.append(Finding("file", label, f"{name}: written by run 1 only"))
+            continue
+        if name not in a.files:
+            findings.append(Finding("file", label, f"{name}: not written by run 1"))
+            continue
+        (kind, pa), (_, pb) = a.files[name], b.files[name]
+        if kind == "text":
+            d = compare_text(name, pa, pb, a.replacements, b.replacements)
+            if d:
+                findings.append(Finding("file", label, _text_summary(d), d))
+            continue
+        if kind in ("tf", "structured"):
+            try:
+                fa = read_structured(pa, tf_checkpoint=kind == "tf")
+                fb = read_structured(pb, tf_checkpoint=kind == "tf")
+            except FileFormatError as exc:
+                kind = "bytes"
+                detail = f"{exc}; compared by content hash"
+            else:
+                for d in compare_flat(fa, fb):
+                    d = dataclasses.replace(d, path=f"{name}:{d.path}" if d.path else name)
+                    findings.append(Finding("file", label, d.summary(), d))
+                continue
+        else:
+            detail = None
+        ha, hb = file_digest(pa), file_digest(pb)
+        if ha != hb:
+            d = LeafDiff(name, "content", "bytes", None, a=f"sha256 {ha[:12]} ({pa.stat().st_size} bytes)",
+                         b=f"sha256 {hb[:12]} ({pb.stat().st_size} bytes)")
+            findings.append(Finding("file", label, f"{name}: content differs ({d.a} vs {d.b})", d, detail))
+
+
+def _text_summary(d: LeafDiff) -> str:
+    s = f"{d.path}: {d.n_diff} of {d.size} lines differ; first at line {d.first_index[0]}"
+    if d.max_abs is not None:
+        s += f"; numbers differ by up to {d.max_abs:.3g}"
+    return s + f"\n  run 1: {d.a}\n  other: {d.b}"
+
+
+def _compare_runs(display: str, done: list[_Run]) -> CheckResult:
+    from . import environment
+
+    first = done[0]
+    infos = [r.info for r in done]
+    # nothing to compare: every run failed the same way
+    if all(r.info.timed_out for r in done):
+        raise RunError(f"every run of {display} timed out after {done[0].info.seconds:.0f} s; raise --timeout "
+                       f"or check the script for a hang (the whole process group was killed)")
+    codes = {r.info.returncode for r in done}
+    if len(codes) == 1 and 0 not in codes and not any(r.info.timed_out for r in done):
+        hint = ""
+        if "EOFError" in first.info.stderr_tail:
+            hint = ("\nThe script reads standard input, which fwd9m check closes; pass the input as a file "
+                    "or argument instead.")
+        raise RunError(f"{display} failed in every run (exit {first.info.returncode}), so there is nothing "
+                       f"to compare. End of its error output (run 1):\n{first.info.stderr_tail}{hint}")
+    findings: list[Finding] = []
+    compared = {"stdout lines": _count_lines(first.stdout), "files": len(first.files),
+                "state tensors": sum(len(g["flat"]) for g in _state_groups(first).values())}
+    probe_differs = []
+    env_diffs: list[dict[str, Any]] = []
+    base_env = next((c.get("environment") for c in first.captures if c.get("environment")), None)
+    for other in done[1:]:
+        label = other.info.label
+        a, b = first.info, other.info
+        if b.timed_out or a.timed_out:
+            slow, fast = (b, a) if b.timed_out else (a, b)
+            findings.append(Finding("timeout", label, f"{slow.label} did not finish within {slow.seconds:.0f} s; "
+                                    f"{fast.label} took {fast.seconds:.1f} s (a hang in some runs only)"))
+            continue
+        if a.returncode != b.returncode:
+            findings.append(Finding("exit", label, f"exit status {b.returncode}, run 1 exited {a.returncode}",
+                                    detail=f"run 1 stderr (end):\n{_indent(a.stderr_tail)}\n"
+                                           f"{label} stderr (end):\n{_indent(b.stderr_tail)}"))
+        d = compare_text("stdout", first.stdout, other.stdout, first.replacements, other.replacements)
+        if d:
+            findings.append(Finding("stdout", label, _text_summary(d), d))
+        _compare_files(first, other, label, findings)
+        ga, gb = _state_groups(first), _state_groups(other)
+        for key in sorted(set(ga) | set(gb)):
+            if key not in ga or key not in gb:
+                findings.append(Finding("state", label, f"final state of process '{key}' captured in "
+                                        f"{'run 1' if key in ga else label} only"))
+                continue
+            prefix = f"{key}: " if len(ga) > 1 else ""
+            for diff in compare_flat(ga[key]["flat"], gb[key]["flat"]):
+                findings.append(Finding("state", label, prefix + diff.summary(), diff))
+        pa, pb = _hash_probe(first), _hash_probe(other)
+        if pa is not None and pb is not None and pa != pb:
+            probe_differs.append(label)
+        other_env = next((c.get("environment") for c in other.captures if c.get("environment")), None)
+        if base_env and other_env:
+            for e in environment.diff(base_env, other_env):
+                env_diffs.append({"run": label, **e.to_dict()})
+    result = CheckResult(display, infos, findings, compared, environment=base_env or environment.collect(),
+                         environment_diffs=env_diffs)
+    seed_note = ("PYTHONHASHSEED differed between runs: it was unset (or 'random'), so each interpreter "
+                 "hashed strings differently, and the iteration order of sets (and of dicts built from "
+                 "them) of strings changed")
+    if probe_differs and findings:
+        findings.insert(0, Finding("hashseed", probe_differs[0], seed_note + "; a likely cause of the "
+                                   "differences below. Fix: run with PYTHONHASHSEED=0, use `fwd9m run`, or "
+                                   "sort the set before iterating (sorted(s))."))
+    elif probe_differs:
+        result.notes.append(seed_note + "; the outputs did not depend on it.")
+    if findings:
+        result.next_steps.append(f"find the first op that differs: fwd9m debug {display}")
+        if probe_differs:
+            result.next_steps.append("fix the hash seed: PYTHONHASHSEED=0 python ..., or fwd9m run --seed 0 ...")
+        device = "gpu" if (base_env or {}).get("gpus") else "cpu"
+        result.catalog = _catalog_hints(base_env, device, python=bool(probe_differs))
+    return result
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in (text or "<empty>").splitlines()[-15:])
+
+
+def _count_lines(path: Path) -> int:
+    n = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            n += block.count(b"\n")
+    return n
+
+
+def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool = False,
+                   limit: int = 6) -> list[dict[str, Any]]:
+    """Catalog entries that may explain the differences: those for the frameworks the
+    runs imported, at their versions and device. [] when the catalog is unavailable."""
+    try:
+        from . import catalog
+    except ImportError:
+        return []
+    frameworks = {}
+    if fp and fp.get("frameworks"):
+        frameworks = {n: i.get("version") for n, i in fp["frameworks"].items()}
+    else:
+        from . import _frameworks
+
+        frameworks = {n: _frameworks.installed_version(n) for n in _frameworks.imported()}
+    if python:
+        frameworks = {"python": None, **frameworks}
+    out: list[dict[str, Any]] = []
+    try:
+        for name, version in frameworks.items():
+            for e in catalog.query(framework=name, version=version, device=device):
+                if e.kind not in ("seed", "setting", "op", "system") or e.behaviour == "not-applicable":
+                    continue
+                out.append({"id": e.id, "title": e.title, "kind": e.kind, "fix": e.fix,
+                            "references": list(e.references)})
+    except Exception as exc:  # a catalog still being built must not break a check
+        logger.debug("catalog query failed: %s", exc)
+    order = {"seed": 0, "setting": 1, "op": 2, "system": 3}
+    out.sort(key=lambda e: order.get(e["kind"], 9))
+    return out[:limit]

@@ -1,0 +1,20 @@
+"""Sum many values into few buckets with ``index_put_(accumulate=True)`` on 2 threads.
+
+On CPU, PyTorch accumulates float32 values in parallel when the problem is large and
+more than one thread runs, so the rounding depends on thread timing. ``--deterministic``
+calls ``torch.use_deterministic_algorithms(True)``, which selects a serial path.
+Nothing is printed: ``fwd9m check`` compares the global tensor ``out`` it captures.
+"""
+import sys
+
+import torch
+
+torch.set_num_threads(2)
+if "--deterministic" in sys.argv:
+    torch.use_deterministic_algorithms(True)
+torch.manual_seed(0)
+index = torch.randint(0, 10, (100_000,))
+values = torch.randn(100_000, 16)
+out = torch.zeros(10, 16)
+for _ in range(3):
+    out.index_put_((index,), values, accumulate=True)
