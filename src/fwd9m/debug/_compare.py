@@ -233,6 +233,7 @@ def compare(a: str, b: str, *, context: int = 3) -> Report:
     it_a, it_b = iter(ra), iter(rb)
     n = 0
     structural_later = None
+    entering: set = set()
     for opa, opb in zip(it_a, it_b):
         n += 1
         if opa.signature() != opb.signature():
@@ -254,6 +255,8 @@ def compare(a: str, b: str, *, context: int = 3) -> Report:
         if first is None:
             if ins or outs:
                 first = _classify(opa, opb, ins, outs, produced, framework)
+                if first.source == "python":
+                    entering = {t.digest for t in (*opa.outputs, *(opa.inputs[i] for i in ins))}
                 mag = _op_magnitude(opa, opb, outs)
                 if mag:
                     first.magnitude = {"max_abs": mag[0], "max_ulp": mag[1],
@@ -272,6 +275,14 @@ def compare(a: str, b: str, *, context: int = 3) -> Report:
                 hist_b.append(opb)
                 series.add(opa.seq, False, None, opa.step)
         else:
+            if entering and opa.step == first.step and first.source == "python":
+                for t in opa.inputs:
+                    if t.flags & IS_MODEL_INPUT and t.digest in entering:
+                        first.source = "data"
+                        first.detail += (f"; it is fed to the model as its input batch at op "
+                                         f"#{opa.seq} ({opa.name} in {opa.module or '?'})")
+                        entering = set()
+                        break
             mag = _op_magnitude(opa, opb, outs) if outs else None
             if outs:
                 differing_after += 1
