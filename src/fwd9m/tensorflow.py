@@ -256,10 +256,9 @@ def enable_determinism(seed: int | None = None, *, _simulate_version: str | None
         if step.kind == "env":
             set_env("tensorflow", step.name, step.value, step.why, step.source, changes=changes)
         elif step.kind == "op_determinism":
-            cfg = tf.config.experimental
-            old = cfg.is_op_determinism_enabled() if hasattr(cfg, "is_op_determinism_enabled") else None
+            old = _op_determinism_enabled(tf)
             if old is not True:
-                cfg.enable_op_determinism()
+                tf.config.experimental.enable_op_determinism()
                 _record(changes, Change("tensorflow", step.name, old, True, step.why, step.source))
         elif step.kind == "patch":
             for target, old in _apply_patches(tf):
@@ -280,6 +279,19 @@ def enable_determinism(seed: int | None = None, *, _simulate_version: str | None
     return changes
 
 
+def _op_determinism_enabled(tf) -> bool | None:
+    """Whether op determinism is on (None if this TF cannot say). The query is not
+    exported under tf.config in TF 2.21; Keras 3 reads the same private function
+    (``model_supports_jit`` in keras/src/trainers/trainer.py)."""
+    query = getattr(tf.config.experimental, "is_op_determinism_enabled", None)
+    if query is None:
+        try:
+            from tensorflow.python.framework.config import is_op_determinism_enabled as query
+        except ImportError:
+            return None
+    return bool(query())
+
+
 def _record(changes: Changes, change: Change) -> None:
     logger.info("%s", change)
     changes.append(change)
@@ -287,7 +299,7 @@ def _record(changes: Changes, change: Change) -> None:
 
 # --- legacy entry point ----------------------------------------------------------------
 
-def patch() -> Changes:
+def patch(*, _simulate_version: str | None = None) -> Changes:
     """Deprecated: use :func:`enable_determinism`.
 
     Kept for scripts written for ``tfdeterminism.patch()``. On TF 1.14-2.0 it applies
@@ -296,23 +308,27 @@ def patch() -> Changes:
     containers it runs :func:`enable_determinism` instead. Always warns
     :class:`LegacyAPIWarning`.
 
+    Args:
+        _simulate_version: testing only, as in :func:`enable_determinism`.
+
     Raises:
         UnsupportedVersionError: TensorFlow older than 1.14, naming the version and the fix.
     """
     import tensorflow as tf
 
-    plan = recipe(tf.version.VERSION)  # raises for unsupported versions, naming the fix
+    version = _simulate_version or tf.version.VERSION
+    plan = recipe(version)  # raises for unsupported versions, naming the fix
     if plan.name == "cudnn-deterministic+patch":
         msg = ("patch() is deprecated; applying the TF 1.14-2.0 patch recipe. Use "
                "fwd9m.tensorflow.enable_determinism(seed=...) instead, which also seeds "
                "and keeps working on newer TensorFlow.")
     else:
-        msg = (f"patch() is deprecated and has no meaning for TensorFlow {tf.version.VERSION}; "
+        msg = (f"patch() is deprecated and has no meaning for TensorFlow {version}; "
                "ran fwd9m.tensorflow.enable_determinism() instead. Replace the call with "
                "fwd9m.tensorflow.enable_determinism(seed=...).")
     warnings.warn(msg, LegacyAPIWarning, stacklevel=_stacklevel())
     logger.warning("%s", msg)
-    return enable_determinism()
+    return enable_determinism(_simulate_version=_simulate_version)
 
 
 def _stacklevel() -> int:
@@ -320,7 +336,7 @@ def _stacklevel() -> int:
     frame, level = sys._getframe(2), 2
     while frame is not None and frame.f_globals.get("__name__", "").startswith("tfdeterminism"):
         frame, level = frame.f_back, level + 1
-    return level + 1
+    return level
 
 
 # --- the TF 1.14-2.0 patches -------------------------------------------------------------
