@@ -179,4 +179,17 @@ def query(text: str | None = None, *, framework: str | None = None, device: str 
         found = [e for e in found if e.kind == kind]
     for w in words:
         found = [e for e in found if w in _haystack(e)]
+    if words:  # best matches first: exact op/symbol names, then id/title, then prose
+        found.sort(key=lambda e: -sum(_score(e, w) for w in words))
     return _resolve(_version_filter(found, version, device), version)
+
+
+def _score(e: Entry, word: str) -> int:
+    key = normalize_op(word)
+    names = {normalize_op(o) for o in e.ops}
+    names |= {normalize_op(s.rsplit(".", 1)[-1]) for s in e.symbols}
+    if key in names:
+        return 3
+    if word in " ".join([e.id, e.title, *e.symbols, *e.ops]).lower():
+        return 2
+    return 1
