@@ -1,0 +1,233 @@
+"""RNG state capture/restore, the file format and its failure modes, seeded()."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import zipfile
+
+import pytest
+
+np = pytest.importorskip("numpy")
+
+import fwd9m  # noqa: E402
+from fwd9m import rng  # noqa: E402
+from fwd9m.errors import ConfigurationError, FileFormatError  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _clean_registry():
+    yield
+    for name in list(rng.registered()):
+        rng.unregister(name)
+
+
+def _draw_globals():
+    out = [random.random(), float(np.random.rand())]
+    torch = pytest.importorskip("torch")
+    out.append(torch.rand(2).tolist())
+    return out
+
+
+def test_roundtrip_all_frameworks(tmp_path):
+    torch = pytest.importorskip("torch")
+    tf = pytest.importorskip("tensorflow")
+    keras = pytest.importorskip("keras")
+    g = rng.register(np.random.default_rng(1), "np")
+    tg = rng.register(torch.Generator().manual_seed(3), "torch_gen")
+    r = rng.register(random.Random(5), "pyrand")
+    tfg = rng.register(tf.random.Generator.from_seed(4), "tfgen")
+    sg = rng.register(keras.random.SeedGenerator(7), "sg")
+    rs = rng.register(np.random.RandomState(2), "legacy")
+    fwd9m.seed_everything(11)
+
+    def draw():
+        return (random.random(), np.random.rand(), torch.rand(2).tolist(),
+                tf.random.uniform([2]).numpy().tolist(),  # eager op seed from context._rng
+                keras.random.uniform([2]).numpy().tolist(),  # global SeedGenerator
+                g.random(), torch.rand(1, generator=tg).item(), r.random(),
+                tfg.uniform([1]).numpy().tolist(),
+                keras.random.uniform([1], seed=sg).numpy().tolist(), rs.rand())
+
+    draw()
+    state = rng.capture_rng_state()
+    assert {"python", "numpy", "torch", "tensorflow", "keras", "user.np", "user.torch_gen",
+            "user.pyrand", "user.tfgen", "user.sg", "user.legacy"} <= set(state)
+    a = draw()
+    assert draw() != a
+    report = rng.restore_rng_state(state)
+    assert not report.missing and draw() == a
+    # through the file format
+    path = rng.save_rng_state(tmp_path / "s.npz", state)
+    draw()
+    loaded = fwd9m.load_rng_state(path)
+    assert draw() == a
+    assert set(loaded) == set(state)
+
+
+def test_keras_model_seed_generators_by_path():
+    keras = pytest.importorskip("keras")
+    import fwd9m.rng as r
+
+    def make():
+        return keras.Sequential([keras.Input((4,)), keras.layers.Dropout(0.5),
+                                 keras.layers.GaussianNoise(0.1)])
+
+    m = rng.register(make(), "model")
+    x = np.ones((2, 4), "float32")
+    st = rng.capture_rng_state(["user.model"])["user.model"]
+    assert len(st) == 2 and all("seed_generator" in p for p in st)
+    a = np.asarray(m(x, training=True))
+    r.restore_rng_state({"user.model": st})
+    assert (np.asarray(m(x, training=True)) == a).all()
+
+
+def test_torch_state_dict_weights_only(tmp_path):
+    torch = pytest.importorskip("torch")
+    fwd9m.seed_everything(3)
+    sd = rng.state_dict()
+    torch.save({"rng": sd}, tmp_path / "ck.pt")
+    a = _draw_globals()
+    rng.load_state_dict(torch.load(tmp_path / "ck.pt", weights_only=True)["rng"])
+    assert _draw_globals() == a
+
+
+def test_missing_sources_tolerated_and_reported(caplog):
+    st = rng.capture_rng_state(["python"])
+    st["user.gone"] = {"state": {}}
+    st["frobnicator"] = {}
+    report = rng.restore_rng_state(st)
+    assert report.missing == ["user.gone", "frobnicator"]
+    assert "python" in report.restored and "numpy" in report.not_in_state
+    assert "nothing to restore" in caplog.text
+    with pytest.raises(ConfigurationError, match="register"):
+        rng.restore_rng_state(st, strict=True)
+
+
+def test_failed_restore_rolls_back():
+    torch = pytest.importorskip("torch")
+    fwd9m.seed_everything(1)
+    good = rng.capture_rng_state()
+    fwd9m.seed_everything(2)
+    before = _draw_globals()
+    fwd9m.seed_everything(2)
+    bad = dict(good)
+    # passes the structural check but numpy refuses it, after torch was already set
+    bad["numpy"] = {"bit_generator": "PCG64", "state": {"state": 1, "inc": 1},
+                    "has_uint32": 0, "uinteger": 0}
+    with pytest.raises(Exception):
+        rng.restore_rng_state(bad)
+    assert _draw_globals() == before
+    assert torch is not None
+
+
+# ------------------------------------------------------------------ file format
+
+def _write(tmp_path, data: bytes, name="s.npz"):
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "empty", "flip"])
+def test_bad_file_clear_error_and_no_rng_change(tmp_path, damage):
+    pytest.importorskip("torch")
+    fwd9m.seed_everything(5)
+    blob = rng.to_bytes()
+    data = {"truncate": blob[: len(blob) // 2], "garbage": b"hello world" * 10,
+            "empty": b"", "flip": blob[:200] + bytes([blob[200] ^ 0xFF]) + blob[201:]}[damage]
+    p = _write(tmp_path, data)
+    fwd9m.seed_everything(9)
+    before = rng.capture_rng_state()
+    with pytest.raises(FileFormatError) as exc:
+        fwd9m.load_rng_state(p)
+    assert str(p) in str(exc.value) and "Fix" in str(exc.value)
+    after = rng.capture_rng_state()
+    assert rng.to_bytes(after) == rng.to_bytes(before)
+
+
+def _npz(**arrays) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def _header(**over):
+    h = {"format": rng.FORMAT, "version": rng.FORMAT_VERSION, "sources": {}, "versions": {}}
+    h.update(over)
+    return np.frombuffer(json.dumps(h).encode(), dtype=np.uint8)
+
+
+def test_unknown_version_and_foreign_files(tmp_path):
+    with pytest.raises(FileFormatError, match="format version 99"):
+        rng.from_bytes(_npz(__fwd9m_header__=_header(version=99)))
+    with pytest.raises(FileFormatError, match="not an fwd9m RNG-state file"):
+        rng.from_bytes(_npz(weights=np.zeros(3)))
+    with pytest.raises(FileFormatError, match="expected 'fwd9m.rng-state'"):
+        rng.from_bytes(_npz(__fwd9m_header__=_header(format="other")))
+    with pytest.raises(FileFormatError, match="missing array"):
+        rng.from_bytes(_npz(__fwd9m_header__=_header(sources={"x": {"__array__": "a9"}})))
+    # object arrays would need pickle: refused
+    with pytest.raises(FileFormatError):
+        rng.from_bytes(_npz(__fwd9m_header__=_header(), a0=np.array([{}], dtype=object)))
+    assert rng.from_bytes(_npz(__fwd9m_header__=_header())) == {}
+    with pytest.raises(FileNotFoundError):
+        fwd9m.load_rng_state(tmp_path / "nope.npz")
+
+
+def test_file_has_no_pickle(tmp_path):
+    p = rng.save_rng_state(tmp_path / "s.npz")
+    with zipfile.ZipFile(p) as z:
+        for name in z.namelist():
+            with z.open(name) as f:
+                arr = np.lib.format.read_array(f, allow_pickle=False)  # plain .npy
+                assert arr.dtype != object
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+# ------------------------------------------------------------------ seeded, JAX
+
+def test_seeded_restores_state_and_env(monkeypatch):
+    monkeypatch.setenv("FWD9M_SEED", "77")
+    random.seed(123)
+    np.random.seed(123)
+    with fwd9m.seeded(3) as s:
+        a = (random.random(), np.random.rand())
+        assert s == 3 and os.environ["FWD9M_SEED"] == "3"
+    after = (random.random(), np.random.rand())
+    random.seed(123)
+    np.random.seed(123)
+    assert after == (random.random(), np.random.rand())
+    with fwd9m.seeded(3):
+        assert (random.random(), np.random.rand()) == a
+    assert os.environ["FWD9M_SEED"] == "77"
+    with pytest.raises(KeyError):
+        with fwd9m.seeded(3):
+            raise KeyError("x")
+    assert os.environ["FWD9M_SEED"] == "77"
+
+
+def test_jax_key_holder():
+    jax = pytest.importorskip("jax")
+    k = rng.register(rng.JaxKey(1), "jaxkey")
+    k.next()
+    st = rng.capture_rng_state(["user.jaxkey"])
+    a = jax.random.key_data(k.next())
+    rng.restore_rng_state(st)
+    assert (jax.random.key_data(k.next()) == a).all()
+    blob = rng.to_bytes(st)
+    rng.restore_rng_state(rng.from_bytes(blob))
+    assert (jax.random.key_data(k.next()) == a).all()
+
+
+def test_register_rejects_unknown_and_weakrefs():
+    with pytest.raises(TypeError, match="cannot register"):
+        rng.register(object(), "x")
+    r = rng.register(random.Random(1), "tmp")
+    assert "tmp" in rng.registered()
+    del r
+    import gc
+    gc.collect()
+    assert "tmp" not in rng.registered()
