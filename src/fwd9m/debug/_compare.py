@@ -275,6 +275,13 @@ def compare(a: str, b: str, *, context: int = 3) -> Report:
                 hist_b.append(opb)
                 series.add(opa.seq, False, None, opa.step)
         else:
+            if (entering and first.source == "python" and opa.seq - first.seq <= 64
+                    and ins and (opa.node == "random" or _is_tf_random(opa.name))):
+                first.source = "seed"
+                first.detail += (f"; it becomes the seed of the random op {opa.name} at op "
+                                 f"#{opa.seq}{' in ' + opa.module if opa.module else ''} "
+                                 f"(an initializer)")
+                entering = set()
             if entering and opa.step == first.step and first.source == "python":
                 for t in opa.inputs:
                     if t.flags & IS_MODEL_INPUT and t.digest in entering:

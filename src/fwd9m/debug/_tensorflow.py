@@ -1,0 +1,270 @@
+"""Record every TensorFlow op, eager and inside ``tf.function`` graphs, into a trace.
+
+Uses TensorFlow's op callbacks (``tensorflow.python.framework.op_callbacks``), as
+tfdbg2 does in ``tensorflow/python/debug/lib/dumping_callback.py``
+(https://github.com/tensorflow/tensorflow/blob/master/tensorflow/python/debug/lib/dumping_callback.py):
+
+* eager ops: the callback runs after the op with concrete inputs and outputs, which
+  are digested at once (CPU: zero-copy NumPy view; GPU: TF ops on the device);
+* graph construction inside ``tf.function``: the callback instruments the graph it is
+  building, so the program that runs is the compiled function itself, not an eager
+  imitation. For each op it adds one stateful ``tf.numpy_function`` that receives the
+  op's outputs (on a GPU: their 8-byte partial digests computed in the graph by
+  :func:`fwd9m.fingerprint.tf_partial`); in TF2 function graphs stateful ops run
+  through automatic control dependencies, as tfdbg's ``DebugIdentityV2`` ops do. The
+  graph's ops are written in construction order (execution order inside a graph can
+  vary between runs) when the eager call of the function returns. Ops TF's own
+  debugger skips (``op_callbacks_common.OP_CALLBACK_SKIP_OPS``: Identity, control
+  flow, partitioned calls) are not instrumented; an Identity passes its input's
+  digest through. ``tf.data`` functions are not instrumented (their ops appear as
+  eager ``*Dataset`` ops in the data phase).
+
+Keras layer/module path: the TF name scope (``tf.get_current_name_scope()`` eagerly,
+the op name in graphs), which Keras 3 sets to the layer path. Phase: backward inside
+``tf.GradientTape.gradient`` (and graph ops under ``gradient_tape/``), optimizer
+inside Keras' ``Optimizer.apply`` (both patched for the duration, then restored),
+data for dataset/iterator ops, forward inside a name scope, else other. The step
+counts optimizer applications.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from .. import fingerprint as fp
+from ._common import Recording, user_location
+from ._store import HAS_SAMPLE
+
+__all__ = ["TFRecorder"]
+
+_FUNCTION_PREFIXES = ("__inference_", "__forward_", "__backward_")
+_NOT_DIGESTED = ("resource", "variant", "string")
+
+
+def _is_function(op_type: str) -> bool:
+    return op_type.startswith(_FUNCTION_PREFIXES)
+
+
+class TFRecorder:
+    framework = "tensorflow"
+
+    def __init__(self, rec: Recording):
+        import tensorflow as tf
+        from tensorflow.python.debug.lib import op_callbacks_common
+        from tensorflow.python.framework import op_callbacks
+
+        self.tf = tf
+        self.rec = rec
+        self._op_callbacks = op_callbacks
+        self._skip = {s.decode() for s in op_callbacks_common.OP_CALLBACK_SKIP_OPS}
+        self._phase: list[str] = []
+        self._patched: list[tuple[Any, str, Any]] = []
+        self._on_gpu = bool(tf.config.list_logical_devices("GPU"))
+        # graph instrumentation state (bounded by the size of the traced programs)
+        self._gops: list[tuple] = []  # static info per instrumented graph op
+        self._src: dict[tuple, tuple[int, int] | None] = {}  # (graph id, tensor name) -> (gop, slot)
+        self._vals: dict[int, list[int | None]] = {}  # gop -> output digests of the current call
+        self._float = {"float16", "bfloat16", "float32", "float64"}
+
+    # ------------------------------------------------------------- install
+    def _wrap_phase(self, cls, attr: str, phase: str, step: bool = False) -> None:
+        owner = next((k for k in cls.__mro__ if attr in k.__dict__), None)
+        if owner is None:
+            return
+        cls, original = owner, owner.__dict__[attr]
+        stack, rec = self._phase, self.rec
+
+        @functools.wraps(original)
+        def wrapper(*a, **k):
+            stack.append(phase)
+            try:
+                return original(*a, **k)
+            finally:
+                stack.pop()
+                if step and self.tf.executing_eagerly():
+                    rec.step += 1
+
+        setattr(cls, attr, wrapper)
+        self._patched.append((cls, attr, original))
+
+    def start(self) -> None:
+        tf = self.tf
+        self._wrap_phase(tf.GradientTape, "gradient", "backward")
+        try:
+            import keras
+
+            if keras.backend.backend() == "tensorflow":
+                self._wrap_phase(keras.optimizers.Optimizer, "apply", "optimizer", step=True)
+        except (ImportError, AttributeError):
+            pass
+        self._op_callbacks.add_op_callback(self._callback)
+
+    def stop(self) -> None:
+        self._op_callbacks.remove_op_callback(self._callback)
+        for cls, attr, original in reversed(self._patched):
+            setattr(cls, attr, original)
+        self._patched = []
+        self._flush_graph()
+
+    # ------------------------------------------------------------- helpers
+    def _phase_of(self, op_type: str, scope: str) -> str:
+        if self._phase:
+            return self._phase[-1]
+        if op_type.endswith("Dataset") or "Iterator" in op_type:
+            return "data"
+        if scope.startswith("gradient_tape") or "/gradient_tape/" in scope or scope.startswith("gradients"):
+            return "backward"
+        return "forward" if scope else "other"
+
+    def _eager_tensor(self, t, want_sample: bool):
+        rec = self.rec
+        dtype = t.dtype.name
+        meta = rec.meta_id(dtype, tuple(t.shape))
+        if not rec.digests or dtype in _NOT_DIGESTED:
+            return (meta, 0, None, None, None)
+        try:
+            if self._on_gpu and "GPU" in (t.device or ""):
+                s, nbytes = fp.tf_partial(t)
+                return (meta, 0, fp.finalize(int(s.numpy()), int(nbytes)), None, None)
+            a = t.numpy()
+        except (TypeError, ValueError, AttributeError, self.tf.errors.OpError):
+            return (meta, 0, None, None, None)
+        return self._array_tensor(meta, dtype, a, want_sample)
+
+    def _array_tensor(self, meta: int, dtype: str, a, want_sample: bool):
+        import numpy as np
+
+        a = np.ascontiguousarray(a)
+        if a.dtype.hasobject:
+            return (meta, 0, None, None, None)
+        u8 = a.reshape(-1).view(np.uint8)
+        dig = fp.finalize(fp._numpy_partial(fp._bytes_to_words(u8)), u8.size)
+        if want_sample and self.rec.samples and dtype in self._float and u8.size:
+            return (meta, HAS_SAMPLE, dig, self.rec.sample(u8, a.itemsize), None)
+        return (meta, 0, dig, None, None)
+
+    # ------------------------------------------------------------- callback
+    def _callback(self, op_type, inputs, attrs, outputs, op_name=None, graph=None):
+        if graph is not None:
+            return self._instrument(op_type, inputs, outputs, op_name or "", graph)
+        if _is_function(op_type):
+            self._flush_graph()
+            return None
+        if op_type in self._skip:
+            return None
+        rec = self.rec
+        seq = rec.writer.ops
+        capture = bool(rec.capture) and rec.capture.wants(seq, op_type)
+        scope = self.tf.get_current_name_scope()
+        ins = [self._eager_tensor(t, False) for t in inputs]
+        outs = [self._eager_tensor(t, True) for t in (outputs or ())]
+        dev = ""
+        for t in (outputs or inputs or ()):
+            dev = (t.device or "").rsplit("device:", 1)[-1]
+            break
+        ctx = rec.ctx_id(scope.rstrip("/"), self._phase_of(op_type, scope),
+                         user_location(2), "", dev)
+        seq = rec.writer.op(rec.name_id(op_type, op_type), ctx, rec.step, ins, outs)
+        if capture:
+            for is_out, ts in ((False, inputs), (True, outputs or ())):
+                for i, t in enumerate(ts):
+                    try:
+                        data = t.numpy().tobytes()
+                    except (TypeError, ValueError, AttributeError):
+                        continue
+                    rec.writer.capture(seq, is_out, i, rec.meta_id(t.dtype.name, tuple(t.shape)), data)
+        return None
+
+    def _instrument(self, op_type, inputs, outputs, op_name: str, graph):
+        """Graph construction: register the op and add its digest side effect."""
+        tf = self.tf
+        gname = getattr(graph, "name", "") or ""
+        if gname.startswith("Dataset_") or not hasattr(graph, "outer_graph"):
+            return None  # tf.data function / TF1 graph: not instrumented
+        gid = id(graph)
+        outputs = list(outputs or ())
+        if op_type in self._skip:
+            if op_type == "Identity" and inputs and outputs:
+                self._src[(gid, outputs[0].name)] = self._src.get((id(inputs[0].graph), inputs[0].name))
+            return None
+        rec = self.rec
+        in_refs = []
+        for t in inputs:
+            ref = self._src.get((id(t.graph), t.name))
+            in_refs.append((rec.meta_id(t.dtype.name, _shape(t)), ref))
+        out_meta = [(rec.meta_id(t.dtype.name, _shape(t)), t.dtype.name) for t in outputs]
+        scope = op_name.rsplit("/", 1)[0] if "/" in op_name else ""
+        if self._phase:
+            phase = self._phase[-1]
+        else:
+            phase = self._phase_of(op_type, op_name if "/" in op_name else "")
+        ctx = rec.ctx_id(scope, phase, user_location(2), "", "")
+        idx = len(self._gops)
+        digestable = [i for i, t in enumerate(outputs) if t.dtype.name not in _NOT_DIGESTED
+                      and t.dtype.is_numpy_compatible] if rec.digests else []
+        self._gops.append((rec.name_id(op_type, op_type), ctx, in_refs, out_meta, digestable, phase))
+        for i, t in enumerate(outputs):
+            self._src[(gid, t.name)] = (idx, i)
+        if not outputs:
+            return None
+        args = [outputs[i] for i in digestable]
+        if self._on_gpu and args:
+            parts = []
+            for t in args:
+                s, n = fp.tf_partial(t)
+                parts += [s, tf.cast(n, tf.int64)]
+            args = parts
+        tf.numpy_function(functools.partial(self._graph_values, idx), args, Tout=[],
+                          stateful=True, name="fwd9m_digest")
+        return None
+
+    def _graph_values(self, idx: int, *arrays) -> None:
+        """Runs inside the graph (numpy_function): digests of op ``idx``'s outputs."""
+        _, _, _, out_meta, digestable, _ = self._gops[idx]
+        vals: list = [None] * len(out_meta)
+        if self._on_gpu:
+            for j, i in enumerate(digestable):
+                vals[i] = ("partial", int(arrays[2 * j]), int(arrays[2 * j + 1]))
+        else:
+            for j, i in enumerate(digestable):
+                vals[i] = (arrays[j], out_meta[i][1])
+        self._vals[idx] = vals
+
+    def _flush_graph(self) -> None:
+        """After a function call: write the ops that ran, in construction order."""
+        if not self._vals:
+            return
+        rec = self.rec
+        vals, self._vals = self._vals, {}
+        digests: dict[int, list] = {}
+        optimizer = False
+        for idx in sorted(vals):
+            name_id, ctx, in_refs, out_meta, _, phase = self._gops[idx]
+            outs = []
+            for (meta, dtype), v in zip(out_meta, vals[idx]):
+                if v is None:
+                    outs.append((meta, 0, None, None, None))
+                elif isinstance(v[0], str):
+                    outs.append((meta, 0, fp.finalize(v[1], v[2]), None, None))
+                else:
+                    outs.append(self._array_tensor(meta, dtype, v[0], True))
+            digests[idx] = [o[2] for o in outs]
+            ins = []
+            for meta, ref in in_refs:
+                d = None
+                if ref is not None:
+                    src = digests.get(ref[0])
+                    d = src[ref[1]] if src is not None and ref[1] < len(src) else None
+                ins.append((meta, 0, d, None, None))
+            rec.writer.op(name_id, ctx, rec.step, ins, outs)
+            optimizer = optimizer or phase == "optimizer"
+        if optimizer:
+            rec.step += 1
+
+
+def _shape(t) -> tuple:
+    try:
+        return tuple(-1 if d is None else d for d in t.shape.as_list())
+    except ValueError:  # unknown rank
+        return ("?",)
