@@ -83,6 +83,10 @@ class _PostImport:
     def find_spec(self, name, path=None, target=None):
         if name != "torch":
             return None
+        try:  # first, so that finders asked below cannot re-enter
+            sys.meta_path.remove(self)
+        except ValueError:
+            return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
@@ -104,7 +108,6 @@ class _PostImport:
                 _state["error"] = f"torch hooks: {type(exc).__name__}: {exc}"
 
         loader.exec_module = exec_module
-        sys.meta_path.remove(self)
         return spec
 
 
@@ -220,8 +223,8 @@ def collect() -> dict[str, Any]:
     keras_roots = _roots(keras_layers, lambda layer: layer._flatten_layers(include_self=False))
     owned: set[int] = set()
     for layer in sorted(keras_roots, key=lambda m: (_name_of(m, names) is None, getattr(m, "name", ""))):
-        if not getattr(layer, "weights", None):
-            continue
+        if not getattr(layer, "weights", None) or all(id(v) in owned for v in layer.weights):
+            continue  # Sequential's inner Functional shares the Sequential's weights
         out[_label("keras", layer, names, used)] = layer
         variables = list(layer.weights)
         opt = getattr(layer, "optimizer", None)

@@ -60,7 +60,7 @@ IGNORED_PARTS = ("__pycache__", ".ipynb_checkpoints")
 IGNORED_PREFIXES = ("events.out.tfevents.",)
 
 # ranking of finding sources: a crash outranks a tensor, a tensor outranks a printed line
-_SOURCE_ORDER = {"exit": 0, "timeout": 0, "hashseed": 1, "value": 2, "state": 2, "file": 3,
+_SOURCE_ORDER = {"exit": 0, "timeout": 0, "value": 2, "state": 2, "file": 3,
                  "stdout": 4}
 
 
@@ -70,7 +70,7 @@ class Finding:
 
     ``source``: ``"exit"`` (exit status or exception), ``"timeout"``, ``"value"`` (what
     a checked function returned), ``"state"`` (captured final state), ``"file"``,
-    ``"stdout"``, or ``"hashseed"``. ``run``: label of the run compared with run 1.
+    or ``"stdout"``. ``run``: label of the run compared with run 1.
     ``diff``: the leaf-level difference where there is one.
     """
 
@@ -82,10 +82,12 @@ class Finding:
 
     @property
     def magnitude(self) -> float:
+        """Ranking key within a source: the largest absolute difference; structural
+        differences (shape, dtype, missing) rank first, opaque ones (hashes) last."""
         d = self.diff
-        if d is None or d.max_abs is None:
-            return float("inf") if d is None or d.kind not in ("values", "lines") else 0.0
-        return d.max_abs
+        if d is None or d.kind in ("shape", "dtype", "type", "only_a", "only_b"):
+            return float("inf")
+        return d.max_abs if d.max_abs is not None else -1.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "run": self.run, "summary": self.summary,
@@ -126,6 +128,8 @@ class CheckResult:
     environment_diffs: list[dict[str, Any]] = field(default_factory=list)
     next_steps: list[str] = field(default_factory=list)
     catalog: list[dict[str, Any]] = field(default_factory=list)
+    #: possible causes seen while running (the string-hash seed differed)
+    causes: list[str] = field(default_factory=list)
 
     @property
     def reproducible(self) -> bool:
@@ -161,6 +165,9 @@ class CheckResult:
                     lines += [f"       {line}" for line in f.detail.splitlines()]
             if len(ranked) > max_findings:
                 lines.append(f"     ... and {len(ranked) - max_findings} more (--format json lists all)")
+        if self.causes:
+            lines += ["", "Possible causes:"]
+            lines += [f"  - {c}" for c in self.causes]
         if self.runs:
             lines += ["", "Runs:"]
             for r in self.runs:
@@ -191,7 +198,7 @@ class CheckResult:
                 "findings": [f.to_dict() for f in self.ranked()], "compared": self.compared,
                 "runs": [r.to_dict() for r in self.runs], "notes": self.notes,
                 "environment": self.environment, "environment_diffs": self.environment_diffs,
-                "next_steps": self.next_steps, "catalog": self.catalog}
+                "causes": self.causes, "next_steps": self.next_steps, "catalog": self.catalog}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, default=str)
@@ -585,7 +592,7 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
             _execute(run, invocation, cwd, {**(env or {}), **extra_env}, sitedir, timeout,
                      f"{k + 1}/{len(plan)}", say)
             done.append(run)
-        result = _compare_runs(display, done)
+        result = _compare_runs(display, done, target, module, command)
         result.notes[:0] = _run_notes(done)
         if keep:
             result.notes.append(f"run directories kept in {root}")
@@ -660,8 +667,8 @@ def _run_notes(done: list[_Run]) -> list[str]:
     notes = []
     touched = sorted({t for r in done for t in r.touched})
     if touched:
-        notes.append(f"the runs rewrote existing files in your directory ({', '.join(touched[:5])}); "
-                     f"those are not compared: write outputs to new paths")
+        notes.append(f"files in your directory changed while the runs went on ({', '.join(touched[:5])}); "
+                     f"if the script rewrites them, they were not compared: write outputs to new paths")
     if done and not any(r.captures for r in done):
         notes.append("no final state was captured (the process was killed, called os._exit, or is not "
                      "Python); only printed output and files were compared")
@@ -731,7 +738,7 @@ def _text_summary(d: LeafDiff) -> str:
     return s + f"\n  run 1: {d.a}\n  other: {d.b}"
 
 
-def _compare_runs(display: str, done: list[_Run]) -> CheckResult:
+def _compare_runs(display: str, done: list[_Run], target: str, module: bool, command: bool) -> CheckResult:
     from . import environment
 
     first = done[0]
@@ -792,17 +799,18 @@ def _compare_runs(display: str, done: list[_Run]) -> CheckResult:
                  "hashed strings differently, and the iteration order of sets (and of dicts built from "
                  "them) of strings changed")
     if probe_differs and findings:
-        findings.insert(0, Finding("hashseed", probe_differs[0], seed_note + "; a likely cause of the "
-                                   "differences below. Fix: run with PYTHONHASHSEED=0, use `fwd9m run`, or "
-                                   "sort the set before iterating (sorted(s))."))
+        result.causes.append(seed_note + ". Fix: run with PYTHONHASHSEED=0 (or `fwd9m run`), or iterate "
+                             "in a fixed order (sorted(s)).")
     elif probe_differs:
-        result.notes.append(seed_note + "; the outputs did not depend on it.")
+        result.notes.append("PYTHONHASHSEED differed between runs (string hashing was randomised); "
+                            "the outputs did not depend on it this time.")
     if findings:
         result.next_steps.append(f"find the first op that differs: fwd9m debug {display}")
         if probe_differs:
             result.next_steps.append("fix the hash seed: PYTHONHASHSEED=0 python ..., or fwd9m run --seed 0 ...")
         device = "gpu" if (base_env or {}).get("gpus") else "cpu"
-        result.catalog = _catalog_hints(base_env, device, python=bool(probe_differs))
+        source = None if (module or command) else target
+        result.catalog = _catalog_hints(base_env, device, python=bool(probe_differs), source=source)
     return result
 
 
@@ -818,33 +826,52 @@ def _count_lines(path: Path) -> int:
     return n
 
 
+def _source_words(path: str | None) -> set[str]:
+    """Identifiers in a script's source (empty when unreadable)."""
+    import re
+
+    if not path:
+        return set()
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return set()
+    return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+
+
 def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool = False,
-                   limit: int = 6) -> list[dict[str, Any]]:
-    """Catalog entries that may explain the differences: those for the frameworks the
-    runs imported, at their versions and device. [] when the catalog is unavailable."""
+                   source: str | None = None, limit: int = 5) -> list[dict[str, Any]]:
+    """Catalog entries that may explain the differences, likeliest first: entries for
+    the frameworks the runs imported (at their versions and device), ranked up when
+    the script's source names one of their symbols, and Python's hash-seed entries
+    when the hash seed differed. [] when the catalog is unavailable."""
     try:
         from . import catalog
     except ImportError:
         return []
-    frameworks = {}
     if fp and fp.get("frameworks"):
         frameworks = {n: i.get("version") for n, i in fp["frameworks"].items()}
     else:
         from . import _frameworks
 
         frameworks = {n: _frameworks.installed_version(n) for n in _frameworks.imported()}
-    if python:
-        frameworks = {"python": None, **frameworks}
-    out: list[dict[str, Any]] = []
+    frameworks["python"] = None
+    words = _source_words(source)
+    scored: list[tuple[int, str, Any]] = []
     try:
         for name, version in frameworks.items():
             for e in catalog.query(framework=name, version=version, device=device):
-                if e.kind not in ("seed", "setting", "op", "system") or e.behaviour == "not-applicable":
+                if e.behaviour == "not-applicable":
                     continue
-                out.append({"id": e.id, "title": e.title, "kind": e.kind, "fix": e.fix,
-                            "references": list(e.references)})
+                short = {sym.rsplit(".", 1)[-1] for sym in e.symbols}
+                named = any(w in words for w in short if not w.startswith("__") and (len(w) > 5 or "_" in w))
+                score = (4 + 2 * (e.kind == "op")) * named + 3 * (python and "PYTHONHASHSEED" in e.env)
+                if name == "python" and not score:
+                    continue
+                score += {"op": 0, "setting": 1, "seed": 1}.get(e.kind, 0)
+                scored.append((score, e.id, e))
     except Exception as exc:  # a catalog still being built must not break a check
         logger.debug("catalog query failed: %s", exc)
-    order = {"seed": 0, "setting": 1, "op": 2, "system": 3}
-    out.sort(key=lambda e: order.get(e["kind"], 9))
-    return out[:limit]
+    scored.sort(key=lambda t: (-t[0], t[1]))
+    return [{"id": e.id, "title": e.title, "kind": e.kind, "fix": e.fix, "references": list(e.references)}
+            for score, _, e in scored[:limit] if score > 0]

@@ -616,6 +616,8 @@ def compare_text(path: str, file_a: str | os.PathLike[str], file_b: str | os.Pat
             open(file_b, encoding="utf-8", errors="replace") as fb:
         for la, lb in itertools.zip_longest(_lines(fa), _lines(fb)):
             total += 1
+            if la == lb:
+                continue
             if la is not None and lb is not None:
                 na, nb = normalize_line(la, replace_a), normalize_line(lb, replace_b)
                 if na == nb:
@@ -692,6 +694,7 @@ def _read_safetensors(path: Path) -> dict[str, Any]:
             label = _SAFETENSORS_DTYPES.get(info["dtype"], info["dtype"])
             try:
                 dt = _np_dtype(label)
+                label = dt.name
             except (ImportError, AttributeError, TypeError):
                 dt = np.dtype(f"V{max(1, len(buf) // max(1, math.prod(info['shape'])))}")
             out[name] = Tensor(np.frombuffer(buf, dtype=dt).reshape(info["shape"]), label.lower())
@@ -727,13 +730,26 @@ def _read_keras(path: Path) -> dict[str, Any]:
     with zipfile.ZipFile(path) as z:
         names = z.namelist()
         if "config.json" in names:
-            out["config.json"] = z.read("config.json").decode("utf-8", "replace")
+            import json
+
+            out.update(flatten(_drop_ids(json.loads(z.read("config.json"))), "config.json"))
         for name in names:
             if name.endswith(".h5"):
                 out.update(flatten(_read_h5(io.BytesIO(z.read(name))), name))
             elif name.endswith(".npz"):
                 out.update(flatten(_read_npz(io.BytesIO(z.read(name))), name))
     return out
+
+
+def _drop_ids(config: Any) -> Any:
+    """A Keras config without ``shared_object_id`` (Keras writes ``id(obj)`` there, a
+    memory address: keras/src/saving/serialization_lib.py,
+    https://github.com/keras-team/keras/blob/master/keras/src/saving/serialization_lib.py)."""
+    if isinstance(config, dict):
+        return {k: _drop_ids(v) for k, v in config.items() if k != "shared_object_id"}
+    if isinstance(config, list):
+        return [_drop_ids(v) for v in config]
+    return config
 
 
 def _read_npz(source: Any) -> dict[str, Any]:
@@ -751,8 +767,20 @@ def _read_torch(path: Path) -> Any:
 
 
 def _read_tf_checkpoint(prefix: Path) -> dict[str, Any]:
-    if "tensorflow" not in sys.modules and not _installed("tensorflow"):
-        raise ImportError("TensorFlow is not installed")
+    if "tensorflow" not in sys.modules:
+        if not _installed("tensorflow"):
+            raise ImportError("TensorFlow is not installed")
+        # keep TensorFlow's start-up log lines off our stderr; restore the variable so
+        # that later runs inherit the user's environment unchanged
+        saved = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        try:
+            import tensorflow  # noqa: F401
+        finally:
+            if saved is None:
+                os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
+            else:
+                os.environ["TF_CPP_MIN_LOG_LEVEL"] = saved
     import tensorflow as tf
 
     reader = tf.train.load_checkpoint(str(prefix))

@@ -47,7 +47,7 @@ def add_arguments(p) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
     p.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m MODULE")
-    p.add_argument("command", nargs=argparse.REMAINDER, metavar="script.py [args] | -- command ...",
+    p.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py [args] | -- command ...",
                    help="the script and its arguments, or -- and a command line")
 
 
@@ -55,7 +55,7 @@ def run(args) -> int:
     from ..check import check_script, parse_vary
     from ..errors import ConfigurationError, RunError
 
-    rest = list(args.command)
+    rest = list(args.program)
     command = False
     if args.module:
         target, script_args = args.module, rest[1:] if rest[:1] == ["--"] else rest

@@ -31,3 +31,7 @@ class Scale(keras.layers.Layer):
 model = keras.Sequential([keras.Input((3,)), Scale(name="scale")])
 y = model(np.ones((2, 3), dtype="float32"))
 print("output sum:", float(tf.reduce_sum(y)))
+
+if "--save" in sys.argv:  # also compare saved files, tensor by tensor
+    model.save("model.keras")
+    tf.train.Checkpoint(kernel=model.layers[-1].kernel.value).write("ckpt/weights")

@@ -1,0 +1,3 @@
+"""Asks for input, as an interactive script would."""
+name = input("experiment name: ")
+print("running", name)
