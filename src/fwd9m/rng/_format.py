@@ -1,0 +1,186 @@
+"""The RNG-state file format (npz + JSON header, no pickle) and the torch state_dict pair."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from ..errors import ConfigurationError, FileFormatError
+from ._adapters import _np
+from ._state import (RestoreReport, State, _copy_tree, _validate, capture_rng_state,
+                     restore_rng_state)
+
+FORMAT = "fwd9m.rng-state"
+FORMAT_VERSION = 1
+_HEADER = "__fwd9m_header__"
+
+
+# --------------------------------------------------------------------------- file format
+
+def _framework_versions() -> dict[str, str]:
+    from .._frameworks import FRAMEWORKS, installed_version
+
+    out = {"python": sys.version.split()[0]}
+    for name in ["numpy", *FRAMEWORKS]:
+        if name in sys.modules:
+            out[name] = str(getattr(sys.modules[name], "__version__", None)
+                            or installed_version(name))
+    return out
+
+
+def _split(tree, arrays: dict, path: str):
+    np = _np()
+    if isinstance(tree, dict):
+        return {k: _split(v, arrays, f"{path}/{k}") for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_split(v, arrays, f"{path}/{i}") for i, v in enumerate(tree)]
+    if isinstance(tree, np.ndarray):
+        key = f"a{len(arrays)}"
+        arrays[key] = tree
+        return {"__array__": key}
+    if tree is None or isinstance(tree, (bool, int, float, str)):
+        return tree
+    raise TypeError(f"cannot save {type(tree).__name__} at {path} in an RNG state")
+
+
+def _join(tree, arrays):
+    if isinstance(tree, dict):
+        if set(tree) == {"__array__"}:
+            return arrays[tree["__array__"]]
+        return {k: _join(v, arrays) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_join(v, arrays) for v in tree]
+    return tree
+
+
+def to_bytes(state: State | None = None) -> bytes:
+    """Serialise ``state`` (default: :func:`capture_rng_state`) to the file format."""
+    np = _np()
+    state = capture_rng_state() if state is None else state
+    arrays: dict = {}
+    sources = _split(_copy_tree(state), arrays, "")
+    header = {"format": FORMAT, "version": FORMAT_VERSION, "sources": sources,
+              "versions": _framework_versions()}
+    blob = json.dumps(header, sort_keys=True).encode("utf-8")
+    buf = io.BytesIO()
+    np.savez(buf, **{_HEADER: np.frombuffer(blob, dtype=np.uint8)}, **arrays)
+    return buf.getvalue()
+
+
+def from_bytes(data: bytes, *, origin: str = "<bytes>") -> State:
+    """Parse the file format; raises FileFormatError on anything unexpected."""
+    import zipfile
+
+    np = _np()
+    fix = "Fix: point to a file written by fwd9m.save_rng_state, or re-save the state."
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"expected bytes, got {type(data).__name__}")
+    if bytes(data[:4]) != b"PK\x03\x04":
+        raise FileFormatError(f"{origin} is not an fwd9m RNG-state file (it is not a "
+                              f"zip/npz archive; {len(data)} bytes). {fix}")
+    try:
+        with np.load(io.BytesIO(bytes(data)), allow_pickle=False) as z:
+            if _HEADER not in z.files:
+                raise FileFormatError(f"{origin} is an npz archive but has no "
+                                      f"{_HEADER} entry: not an fwd9m RNG-state file. {fix}")
+            header = json.loads(z[_HEADER].tobytes().decode("utf-8"))
+            if not isinstance(header, dict) or header.get("format") != FORMAT:
+                got = header.get("format") if isinstance(header, dict) else header
+                raise FileFormatError(f"{origin}: header format is {got!r}, "
+                                      f"expected {FORMAT!r}. {fix}")
+            version = header.get("version")
+            if version != FORMAT_VERSION:
+                raise FileFormatError(
+                    f"{origin} was written in RNG-state format version {version!r}; this "
+                    f"fwd9m reads version {FORMAT_VERSION}. Fix: use the fwd9m version that "
+                    f"wrote it (pip install -U framework-determinism for newer files).")
+            arrays = {k: z[k] for k in z.files if k != _HEADER}
+    except FileFormatError:
+        raise
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError,
+            UnicodeDecodeError) as exc:
+        raise FileFormatError(f"{origin} is truncated or corrupted ({type(exc).__name__}: "
+                              f"{exc}). {fix}") from exc
+    try:
+        state = _join(header["sources"], arrays)
+    except (KeyError, TypeError) as exc:
+        raise FileFormatError(f"{origin}: the header refers to a missing array ({exc}). "
+                              f"{fix}") from exc
+    if not isinstance(state, dict):
+        raise FileFormatError(f"{origin}: sources is not a mapping. {fix}")
+    try:
+        _validate(state)
+    except ConfigurationError as exc:
+        raise FileFormatError(f"{origin}: {exc}. {fix}") from exc
+    return state
+
+
+def save_rng_state(path: str | os.PathLike, state: State | None = None) -> Path:
+    """Write ``state`` (default: capture now) to ``path`` atomically (temp + rename).
+
+    Returns:
+        the path written. The file is an ``.npz`` archive (see the module docstring);
+        a few KiB plus the registered generators' state.
+    """
+    path = Path(path)
+    data = to_bytes(state)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def load_rng_state(path: str | os.PathLike, *, restore: bool = True,
+                   strict: bool = False) -> State:
+    """Read an RNG-state file and (by default) restore it.
+
+    The whole file is read and checked before any RNG changes: a truncated, corrupted
+    or unknown-version file raises and leaves every RNG as it was.
+
+    Returns:
+        the state dict.
+
+    Raises:
+        FileFormatError: unreadable, truncated, not an RNG-state file, or unknown
+            format version.
+        FileNotFoundError: no such file.
+    """
+    path = Path(path)
+    state = from_bytes(path.read_bytes(), origin=str(path))
+    if restore:
+        restore_rng_state(state, strict=strict)
+    return state
+
+
+def state_dict(sources: list[str] | None = None) -> dict:
+    """RNG state for a PyTorch checkpoint: ``{"format": ..., "data": uint8 tensor}``.
+
+    Safe with ``torch.load(..., weights_only=True)`` (a str, an int and a tensor).
+    Pair: :func:`load_state_dict`.
+    """
+    import torch
+
+    blob = to_bytes(capture_rng_state(sources))
+    return {"format": FORMAT, "version": FORMAT_VERSION,
+            "data": torch.frombuffer(bytearray(blob), dtype=torch.uint8)}
+
+
+def load_state_dict(sd: dict, *, strict: bool = False) -> RestoreReport:
+    """Restore from :func:`state_dict` output. Raises FileFormatError when malformed."""
+    if not isinstance(sd, dict) or "data" not in sd:
+        raise FileFormatError("not an fwd9m RNG state_dict (no 'data' entry)")
+    data = sd["data"]
+    raw = data.numpy().tobytes() if hasattr(data, "numpy") else bytes(data)
+    return restore_rng_state(from_bytes(raw, origin="state_dict"), strict=strict)
