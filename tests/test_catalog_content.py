@@ -103,9 +103,12 @@ _BUILTINS = {"hash", "set", "frozenset", "dict", "id", "sorted", "iter", "list"}
 def _resolve(symbol: str):
     import builtins
 
-    if symbol in _BUILTINS:
-        return getattr(builtins, symbol)
     head, _, rest = symbol.partition(".")
+    if head in _BUILTINS or (hasattr(builtins, head) and importlib.util.find_spec(head) is None):
+        obj = getattr(builtins, head)
+        for attr in rest.split(".") if rest else ():
+            obj = getattr(obj, attr)
+        return obj
     parts = (_TOP.get(head, head) + ("." + rest if rest else "")).split(".")
     obj = importlib.import_module(parts[0])
     for i, attr in enumerate(parts[1:], start=2):
@@ -118,9 +121,12 @@ def _resolve(symbol: str):
 
 def _external(symbol: str) -> bool:
     """Symbols of packages that are not installed here (tfa, horovod, ...)."""
-    top = _TOP.get(symbol.split(".")[0], symbol.split(".")[0]).split(".")[0]
+    import builtins
+
+    head = symbol.split(".")[0]
+    top = _TOP.get(head, head).split(".")[0]
     return top not in ("tensorflow", "keras", "torch", "jax", "numpy") and \
-        importlib.util.find_spec(top) is None and symbol not in _BUILTINS
+        importlib.util.find_spec(top) is None and not hasattr(builtins, head)
 
 
 @pytest.mark.parametrize("framework", catalog.FRAMEWORKS)
