@@ -11,7 +11,8 @@ with the same environment, so every rank gets the hook.
 :func:`install` adds a :data:`sys.meta_path` finder that wraps the loaders of the
 top-level ``tensorflow``, ``keras``, ``torch`` and ``jax`` modules: after a module has
 finished executing, ``fwd9m.<framework>.enable_determinism(seed)`` runs, with the seed
-from ``FWD9M_SEED``. A failure there warns :class:`~fwd9m.errors.Fwd9mWarning` and
+from ``FWD9M_SEED``; Python's ``random`` is seeded at start-up and NumPy's global RNG
+when NumPy is imported, so scripts that use them before any framework repeat too. A failure there warns :class:`~fwd9m.errors.Fwd9mWarning` and
 never breaks the user's import.
 """
 
@@ -54,6 +55,11 @@ def _seed_from_env() -> int | None:
 def _enable(framework: str) -> None:
     from .errors import Fwd9mWarning
 
+    if framework == "numpy":  # not a framework: only its legacy global RNG to seed
+        seed = _seed_from_env()
+        if seed is not None:
+            sys.modules["numpy"].random.seed(seed)
+        return
     try:
         module = importlib.import_module(f"fwd9m.{FRAMEWORK_MODULES[framework]}")
         kwargs = {}
@@ -126,15 +132,22 @@ def _configure_logging() -> None:
 
 
 def install(callback=_enable) -> None:
-    """Install the hook (idempotent). Frameworks already imported are enabled now."""
+    """Install the hook (idempotent): seed Python's ``random`` now, NumPy's global RNG
+    when NumPy is imported, and enable each framework when it is imported (those
+    already imported: now)."""
     global _finder
     _configure_logging()
     if _finder is not None and _finder in sys.meta_path:
         return
-    names = [n for n in FRAMEWORK_MODULES if n not in sys.modules]
+    seed = _seed_from_env()
+    if seed is not None:
+        import random
+
+        random.seed(seed)
+    names = [n for n in (*FRAMEWORK_MODULES, "numpy") if n not in sys.modules]
     _finder = _EnableOnImport(names, callback)
     sys.meta_path.insert(0, _finder)
-    for name in FRAMEWORK_MODULES:
+    for name in (*FRAMEWORK_MODULES, "numpy"):
         if name in sys.modules:
             callback(name)
 

@@ -193,9 +193,9 @@ def child_main() -> None:
     module = bool(argv) and argv[0] == "-m"
     if module:
         argv = argv[1:]
-    # `python -c` put the working directory first on sys.path; `python script.py`
-    # would not (run_as_main adds the script's or, with -m, the working directory).
-    if sys.path and sys.path[0] in ("", os.getcwd()):
+    # `python -c` put the working directory first on sys.path, as `python -m` does;
+    # `python script.py` would not (run_as_main adds the script's directory).
+    if not module and sys.path and sys.path[0] in ("", os.getcwd()):
         sys.path.pop(0)
     try:
         code = run_as_main(argv[0], argv[1:], module=module)

@@ -1,0 +1,174 @@
+"""``fwd9m run``: start-up environment, fresh interpreter, import hook, pass-through."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import textwrap
+
+import pytest
+
+
+# A script that knows nothing about fwd9m. Its output depends on set iteration order of
+# strings (PYTHONHASHSEED), on Python/NumPy/torch global RNGs and on a CPU kernel that
+# is nondeterministic without torch's switch.
+UNMODIFIED = textwrap.dedent('''
+    import random, sys
+    words = {"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
+             "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa"}
+    print("set", ",".join(words))
+    print("random", random.random())
+    if "--torch" in sys.argv:
+        import numpy as np
+        import torch
+        torch.set_num_threads(2)
+        print("numpy", np.random.rand())
+        print("torch", torch.nn.Linear(3, 2).weight.detach().numpy().tobytes().hex())
+        idx = torch.randint(0, 10, (1_000_000,))
+        vals = torch.randn(1_000_000)
+        sums = {torch.zeros(10).index_put_((idx,), vals, accumulate=True).numpy().tobytes()
+                for _ in range(5)}
+        print("index_put distinct", len(sums), torch.are_deterministic_algorithms_enabled())
+''')
+
+
+@pytest.fixture
+def script(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(UNMODIFIED)
+    return path
+
+
+def _clean_env(**extra):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONHASHSEED", "FWD9M_SEED", "FWD9M_RUN_ENABLE", "PYTHONPATH")}
+    env.update(extra)
+    return env
+
+
+def _run(*args, **kw):
+    import subprocess
+
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=300, **kw)
+
+
+def run_fwd9m(*args, env, cwd=None):
+    """``python -m fwd9m ARGS`` with exactly ``env`` (no inherited FWD9M_SEED etc.)."""
+    return _run(sys.executable, "-m", "fwd9m", *args, env=env, cwd=cwd)
+
+
+def test_unmodified_script_is_reproducible_under_run(script):
+    pytest.importorskip("torch")
+    env = _clean_env()
+    plain = [_run(sys.executable, str(script), env=env).stdout for _ in range(2)]
+    assert plain[0].splitlines()[0] != plain[1].splitlines()[0], "set order already fixed?"
+    runs = [_run(sys.executable, "-m", "fwd9m", "run", "--seed", "0", str(script), "--torch",
+                 env=env) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-3000:]
+    assert runs[0].stdout == runs[1].stdout
+    assert "index_put distinct 1 True" in runs[0].stdout
+
+
+def test_show_lists_startup_environment_as_json():
+    out = run_fwd9m("run", "--seed", "7", "--threads", "2", "--show", "--format", "json",
+                    "train.py", env=_clean_env())
+    assert out.returncode == 0, out.stderr
+    changes = {c["what"]: c for c in json.loads(out.stdout)}
+    assert changes["env:PYTHONHASHSEED"]["new"] == "7"
+    assert changes["env:FWD9M_SEED"]["new"] == "7"
+    assert changes["env:HOROVOD_FUSION_THRESHOLD"]["new"] == "0"
+    assert changes["env:OMP_NUM_THREADS"]["new"] == "2"
+    assert "--xla_gpu_deterministic_ops=true" in changes["env:XLA_FLAGS"]["new"]
+    assert changes["env:CUBLAS_WORKSPACE_CONFIG"]["new"] == ":4096:8"
+    assert all(c["source"] and c["why"] for c in changes.values())
+    no_enable = run_fwd9m("run", "--no-enable", "--show", "train.py", env=_clean_env())
+    assert "PYTHONHASHSEED" in no_enable.stdout and "FWD9M_RUN_ENABLE" not in no_enable.stdout
+
+
+def test_plan_keeps_pythonpath_and_checks_ranges():
+    from fwd9m._bootstrap import bootstrap_dir
+    from fwd9m._cli.run import plan
+    from fwd9m.errors import ConfigurationError
+
+    env, _ = plan(3, environ={"PYTHONPATH": "/a:/b", "XLA_FLAGS": "--xla_foo=1"})
+    assert env["PYTHONPATH"].split(os.pathsep) == [bootstrap_dir(), "/a", "/b"]
+    assert env["XLA_FLAGS"] == "--xla_foo=1 --xla_gpu_deterministic_ops=true"
+    again, changes = plan(3, environ=env)
+    assert again["PYTHONPATH"] == env["PYTHONPATH"]
+    assert "env:PYTHONPATH" not in {c.what for c in changes}
+    for bad in (-1, 2**32):
+        with pytest.raises(ConfigurationError):
+            plan(bad, environ={})
+    with pytest.raises(ConfigurationError):
+        plan(0, threads=0, environ={})
+
+
+def test_startup_env_of_simulated_tensorflow_versions():
+    """TF 2.5 cannot be installed here: its start-up variables come from the recipe."""
+    from fwd9m import tensorflow as fw_tf
+
+    names = {c.what: c.new for c in fw_tf.startup_env(version="2.5.0", environ={})}
+    assert names["env:TF_DETERMINISTIC_OPS"] == "1"
+    assert names["env:TF_CUDNN_USE_FRONTEND"] == "1"
+    assert "env:TF_DETERMINISTIC_OPS" not in {c.what for c in fw_tf.startup_env("2.21.0", {})}
+
+
+def test_argv_exit_code_module_and_user_sitecustomize(tmp_path):
+    """One fresh interpreter per form: argv and __name__, exit status, -m, and a user
+    sitecustomize that fwd9m's start-up hook shadows but still runs."""
+    (tmp_path / "prog.py").write_text(textwrap.dedent('''
+        import os, sys
+        print(__name__, sys.argv, os.environ["PYTHONHASHSEED"], sys.path[0] == os.path.dirname(os.path.abspath(__file__)))
+        import sitecustomize
+        print("user sitecustomize ran:", getattr(sitecustomize, "USER", False))
+        raise SystemExit(int(sys.argv[1]))
+    '''))
+    user = tmp_path / "user_site"
+    user.mkdir()
+    (user / "sitecustomize.py").write_text("USER = True\n")
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "tool.py").write_text("import sys\nprint('module', __name__, sys.argv)\n")
+    env = _clean_env(PYTHONPATH=str(user))
+    out = run_fwd9m("run", "--seed", "5", str(tmp_path / "prog.py"), "7", "--flag", env=env)
+    assert out.returncode == 7, out.stderr
+    assert f"__main__ ['{tmp_path / 'prog.py'}', '7', '--flag'] 5 True" in out.stdout
+    assert "user sitecustomize ran: True" in out.stdout
+    out = run_fwd9m("run", "-m", "pkg.tool", "x", cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "module __main__" in out.stdout and "'x'" in out.stdout
+
+
+def test_signal_passes_through(tmp_path):
+    (tmp_path / "die.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n")
+    out = run_fwd9m("run", str(tmp_path / "die.py"), env=_clean_env())
+    assert out.returncode == -signal.SIGTERM
+
+
+def test_usage_errors_exit_2_without_traceback(tmp_path):
+    for args in (("run", str(tmp_path / "missing.py")), ("run",), ("run", "--", "no-such-cmd-x"),
+                 ("run", "--seed", "-3", "x.py")):
+        out = run_fwd9m(*args, env=_clean_env())
+        assert out.returncode == 2, (args, out.stderr)
+        assert "Traceback" not in out.stderr
+
+
+def test_launcher_ranks_inherit_determinism(tmp_path):
+    """`fwd9m run -- LAUNCHER`: torch's own launcher starts 2 ranks as new interpreters;
+    each gets the environment and the import hook."""
+    pytest.importorskip("torch")
+    (tmp_path / "rank.py").write_text(textwrap.dedent('''
+        import os, torch
+        print("rank", os.environ.get("RANK"), os.environ.get("PYTHONHASHSEED"),
+              torch.are_deterministic_algorithms_enabled(), torch.initial_seed(), flush=True)
+    '''))
+    out = run_fwd9m("run", "--seed", "11", "--", sys.executable, "-m", "torch.distributed.run",
+                    "--standalone", "--nproc-per-node", "2", str(tmp_path / "rank.py"),
+                    env=_clean_env(OMP_NUM_THREADS="1"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = sorted(line for line in out.stdout.splitlines() if line.startswith("rank"))
+    assert lines == ["rank 0 11 True 11", "rank 1 11 True 11"], out.stdout
