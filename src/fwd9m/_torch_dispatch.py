@@ -46,8 +46,12 @@ def op_schema_info(func) -> dict[str, Any]:
     (``aten::index_put_``), whether it draws from a Generator (a random op), which
     positional/keyword arguments it only writes (``out=`` tensors), and which
     arguments it mutates (``Tensor(a!)``)."""
+    import torch
+
     schema = func._schema
-    random = any("Generator" in str(a.type) for a in schema.arguments)
+    # ops tagged nondeterministic_seeded draw from the RNG (native_functions.yaml tags)
+    random = torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()) or \
+        any("Generator" in str(a.type) for a in schema.arguments)
     out_args = {a.name for a in schema.arguments if getattr(a, "is_out", False)}
     mutated = [i for i, a in enumerate(schema.arguments)
                if a.alias_info is not None and a.alias_info.is_write]

@@ -230,6 +230,7 @@ class TraceReader:
             self.header = json.loads(payload)
         except ValueError:
             raise FileFormatError(f"{self.path}: the trace header is not valid JSON") from None
+        self.header_bytes = self._offset  #: bytes before the first record frame
         self.end: dict[str, Any] | None = None
         self.truncated: str | None = None
         self.ops_read = 0
