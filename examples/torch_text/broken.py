@@ -1,5 +1,6 @@
-"""A bag-of-words text classifier in PyTorch: an embedding, then a scatter-style sum of
-the token vectors of each document with ``index_put_(..., accumulate=True)``.
+"""A small text classifier in PyTorch: word embeddings averaged per document, plus one
+round of message passing on the document-word graph, each a scatter-style sum with
+``index_put_(..., accumulate=True)`` over duplicate document and token ids.
 
 The "text" is scikit-learn's digits written as words: each ink pixel becomes a token
 such as ``"c5:3"`` (row c, column 5, intensity 3), so nothing is downloaded.
@@ -38,23 +39,35 @@ def digits_as_text():
     return docs, digits.target
 
 
-class BagOfWords(torch.nn.Module):
+class WordDocGraph(torch.nn.Module):
+    """Bag of words plus one round of message passing on the document-word graph (as in
+    TextGCN): each word gathers the documents it occurs in, each document then gathers
+    its words. Both gathers are scatter-adds over duplicate indices."""
+
     def __init__(self, vocab_size, dim=32, classes=10):
         super().__init__()
+        self.vocab_size = vocab_size
         self.embedding = torch.nn.Embedding(vocab_size, dim)
-        self.classifier = torch.nn.Linear(dim, classes)
+        self.classifier = torch.nn.Linear(2 * dim, classes)
 
-    def forward(self, token_ids, doc_ids, n_docs, lengths):
-        vectors = self.embedding(token_ids)                        # [tokens, dim]
-        docs = vectors.new_zeros(n_docs, vectors.shape[1])
-        docs = docs.index_put_((doc_ids,), vectors, accumulate=True)  # MISTAKE 2 (sum per doc)
-        return self.classifier(docs / lengths[:, None])
+    @staticmethod
+    def scatter_mean(values, index, size):
+        total = values.new_zeros(size, values.shape[1])
+        total = total.index_put_((index,), values, accumulate=True)  # MISTAKE 2
+        count = torch.bincount(index, minlength=size).clamp(min=1)
+        return total / count[:, None]
+
+    def forward(self, token_ids, doc_ids, n_docs):
+        docs = self.scatter_mean(self.embedding(token_ids), doc_ids, n_docs)
+        words = self.scatter_mean(docs[doc_ids], token_ids, self.vocab_size)
+        context = self.scatter_mean(words[token_ids], doc_ids, n_docs)
+        return self.classifier(torch.cat([docs, context], dim=1))
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", help="save the final weights to this .npz file")
-    parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument("--steps", type=int, default=10)
     args = parser.parse_args()
 
     docs, labels = digits_as_text()
@@ -62,15 +75,14 @@ def main():
 
     token_ids = torch.tensor([vocab[t] for doc in docs for t in doc])
     doc_ids = torch.tensor([d for d, doc in enumerate(docs) for _ in doc])
-    lengths = torch.tensor([len(doc) for doc in docs], dtype=torch.float32)
     targets = torch.tensor(labels)
 
-    model = BagOfWords(len(vocab))
+    model = WordDocGraph(len(vocab))
     optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
     for _ in range(args.steps):
         optimizer.zero_grad()
         loss = torch.nn.functional.cross_entropy(
-            model(token_ids, doc_ids, len(docs), lengths), targets)
+            model(token_ids, doc_ids, len(docs)), targets)
         loss.backward()
         optimizer.step()
 
