@@ -106,3 +106,26 @@ def test_committed_status_docs_are_up_to_date():
              if not (REPO / "docs" / "status" / name).exists()
              or (REPO / "docs" / "status" / name).read_text(encoding="utf-8") != text]
     assert not stale, f"run scripts/gen-docs: stale pages {stale}"
+
+
+def test_catalog_cli_imports_no_framework():
+    """`fwd9m catalog --status` reads versions from package metadata, never imports."""
+    import subprocess
+    import sys
+
+    code = ("import runpy, sys\nsys.argv = ['fwd9m', 'catalog', '--status', '--format', 'json']\n"
+            "try:\n    runpy.run_module('fwd9m', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "mods = ('tensorflow', 'torch', 'jax', 'keras', 'jaxlib')\n"
+            "sys.stderr.write('IMPORTED:' + ','.join(m for m in mods if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stderr.strip().endswith("IMPORTED:"), out.stderr[-500:]
+
+
+def test_unsolved_matches_behaviour():
+    for e in catalog.unsolved("torch", "2.13.0", "gpu"):
+        assert e.behaviour in ("raises", "nondeterministic") and "gpu" in e.devices
+    ids = {e.id for e in catalog.unsolved("tensorflow", "2.6.0", "gpu")}
+    assert "tensorflow.segment-reduction" in ids  # raised in 2.5-2.6
+    assert "tensorflow.segment-reduction" not in {e.id for e in catalog.unsolved("tensorflow", "2.21.0")}
+    with pytest.raises(CatalogError):
+        catalog.unsolved("caffe")
