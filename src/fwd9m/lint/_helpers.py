@@ -1,0 +1,91 @@
+"""Small AST helpers shared by the rules."""
+
+from __future__ import annotations
+
+import ast
+
+__all__ = ["kwarg", "arg", "literal", "is_const", "call_name", "names_in", "calls_in",
+           "SEED_CALLS", "FRAMEWORK_SEED_CALLS", "FRAMEWORK_ROOTS"]
+
+_MISSING = object()
+
+#: top-level modules that count as "a framework" for ordering rules
+FRAMEWORK_ROOTS = frozenset({"tensorflow", "torch", "jax", "keras", "tf_keras", "flax"})
+
+#: calls that seed one framework's global generator
+FRAMEWORK_SEED_CALLS = frozenset({
+    "tensorflow.random.set_seed", "tensorflow.set_random_seed",
+    "tensorflow.compat.v1.set_random_seed", "tensorflow.compat.v1.random.set_random_seed",
+    "torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed",
+    "torch.cuda.manual_seed_all",
+})
+#: calls that seed Python, NumPy and the backend at once
+ALL_SEED_CALLS = frozenset({
+    "keras.utils.set_random_seed", "tensorflow.keras.utils.set_random_seed",
+    "tf_keras.utils.set_random_seed", "keras.src.utils.rng_utils.set_random_seed",
+    "lightning.seed_everything", "pytorch_lightning.seed_everything",
+    "lightning.pytorch.seed_everything", "lightning.fabric.seed_everything",
+    "transformers.set_seed", "fwd9m.seed_everything", "fwd9m.seed.seed_everything",
+    "fwd9m.enable_determinism", "fwd9m.tensorflow.enable_determinism",
+    "fwd9m.torch.enable_determinism", "fwd9m.jax.enable_determinism",
+    "fwd9m.keras.enable_determinism",
+})
+PYTHON_SEED_CALLS = frozenset({"random.seed"})
+NUMPY_SEED_CALLS = frozenset({"numpy.random.seed"})
+#: every call that seeds a global generator
+SEED_CALLS = FRAMEWORK_SEED_CALLS | ALL_SEED_CALLS | PYTHON_SEED_CALLS | NUMPY_SEED_CALLS
+
+
+def kwarg(call: ast.Call, name: str, default=None):
+    """The value node of keyword ``name`` in ``call``, else ``default``."""
+    for k in call.keywords:
+        if k.arg == name:
+            return k.value
+    return default
+
+
+def arg(call: ast.Call, index: int, name: str | None = None):
+    """Positional argument ``index`` or keyword ``name`` of ``call``, else None."""
+    if name is not None:
+        v = kwarg(call, name)
+        if v is not None:
+            return v
+    if len(call.args) > index and not any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
+        return call.args[index]
+    return None
+
+
+def literal(node, default=_MISSING):
+    """The Python value of a constant node (also ``-1``), else ``default`` (a sentinel)."""
+    if type(node) is ast.Constant:
+        return node.value
+    if type(node) is ast.UnaryOp and type(node.op) is ast.USub and type(node.operand) is ast.Constant:
+        v = node.operand.value
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return -v
+    return default
+
+
+def is_const(node, value) -> bool:
+    v = literal(node)
+    return v is not _MISSING and type(v) is type(value) and v == value
+
+
+def call_name(call: ast.Call) -> str | None:
+    """The last name of the callee: ``f`` for ``f(...)`` and ``a.b.f(...)``."""
+    f = call.func
+    if type(f) is ast.Attribute:
+        return f.attr
+    if type(f) is ast.Name:
+        return f.id
+    return None
+
+
+def names_in(node) -> set[str]:
+    """Names loaded anywhere under ``node``."""
+    return {n.id for n in ast.walk(node) if type(n) is ast.Name}
+
+
+def calls_in(node):
+    """Every call node under ``node`` (``node`` included)."""
+    return [n for n in ast.walk(node) if type(n) is ast.Call]

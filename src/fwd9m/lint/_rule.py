@@ -1,0 +1,70 @@
+"""The rule base class and the registry of rules.
+
+A rule is one class: its docstring is its documentation (sections "What it does",
+"Why is this bad", "Example", "Fix"), ``valid`` and ``invalid`` hold code examples that
+the test suite lints (each invalid one must give this rule's code, each valid one must
+not), and ``visit_<NodeType>`` methods receive the nodes of the one pass over the tree
+(``visit_Call(node, qn)`` also gets the call's resolved qualified name, or None).
+``finish()`` runs after the pass, for rules that decide from facts about the whole file.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._engine import FileContext
+
+__all__ = ["Rule", "register", "REGISTRY", "SECTIONS"]
+
+#: the headings every rule docstring has, in this order
+SECTIONS = ("What it does", "Why is this bad", "Example", "Fix")
+
+#: code -> rule class, filled by :func:`register`
+REGISTRY: dict[str, type[Rule]] = {}
+
+
+class Rule:
+    code: ClassVar[str] = ""
+    name: ClassVar[str] = ""  #: kebab-case, unique
+    message: ClassVar[str] = ""  #: default one-line message
+    default: ClassVar[bool] = True  #: in the default selection
+    #: substrings of which at least one must occur in a file's text for the rule to run
+    #: (an empty tuple: always runs). A prefilter, so no rule can fire without them.
+    triggers: ClassVar[tuple[str, ...]] = ()
+    references: ClassVar[tuple[str, ...]] = ()
+    valid: ClassVar[tuple[str, ...]] = ()
+    invalid: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, ctx: FileContext):
+        self.ctx = ctx
+
+    def report(self, node: ast.AST | None, message: str | None = None, *, line: int | None = None,
+               col: int | None = None) -> None:
+        self.ctx.add(self, node, message or self.message, line=line, col=col)
+
+    def finish(self) -> None:
+        """Called once after the pass over the file."""
+
+    @classmethod
+    def doc(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def summary(cls) -> str:
+        """First line of the "What it does" section."""
+        text = cls.doc()
+        body = text.split("## What it does", 1)[-1].strip().split("\n\n", 1)[0]
+        return " ".join(body.split())
+
+
+def register(cls: type[Rule]) -> type[Rule]:
+    """Class decorator: add a rule to :data:`REGISTRY` (codes and names must be unique)."""
+    if cls.code in REGISTRY:
+        raise ValueError(f"duplicate rule code {cls.code}")
+    if any(r.name == cls.name for r in REGISTRY.values()):
+        raise ValueError(f"duplicate rule name {cls.name}")
+    REGISTRY[cls.code] = cls
+    return cls

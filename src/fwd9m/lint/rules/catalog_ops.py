@@ -1,0 +1,328 @@
+"""FWD7xx: calls to APIs the catalog lists as nondeterministic, generated from
+:mod:`fwd9m.catalog` (no op list is written here).
+
+One rule per framework: FWD701 TensorFlow, FWD702 Keras, FWD703 PyTorch, FWD704 JAX.
+Each matches the public symbols of the framework's catalog entries of kind "op" that
+apply to the installed version of the framework (package metadata, no import; every
+version when it is not installed):
+
+* an entry whose behaviour under the determinism switch is "raises" or
+  "nondeterministic" is reported at every call, with the catalog's fix;
+* an entry the switch makes deterministic is reported once per file, at its first
+  call, when the file seeds (so it wants repeatable runs) but never turns the switch on.
+
+A symbol ``torch.Tensor.index_add_`` matches method calls ``x.index_add_(...)`` in
+files that import the framework; ``tf.math.unsorted_segment_sum`` matches the call
+however TensorFlow was imported. Simple argument conditions from the catalog
+(``accumulate=True``, ``reduce='sum' or reduce='mean'``, ``mode in (...)``) are checked
+against literal keyword arguments; an absent keyword counts as its usual default only
+for False/None. PyTorch keeps tensors on the CPU unless moved, so GPU-only PyTorch
+entries are reported only in files that use CUDA in code (``torch.cuda.*``, ``.cuda()``,
+a ``"cuda..."`` string).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from .._helpers import literal
+from .._rule import Rule, register
+from ._common import SEED_CALLS, SWITCH_ON_CALLS
+
+#: framework -> (code, import roots, the display name)
+FRAMEWORK_CODES = {
+    "tensorflow": ("FWD701", ("tensorflow",), "TensorFlow"),
+    "keras": ("FWD702", ("keras", "tensorflow", "tf_keras"), "Keras"),
+    "torch": ("FWD703", ("torch",), "PyTorch"),
+    "jax": ("FWD704", ("jax",), "JAX"),
+}
+_SWITCH_FOR = {
+    "tensorflow": ("tensorflow.config.experimental.enable_op_determinism",
+                   "tensorflow.python.framework.config.enable_op_determinism"),
+    "keras": ("tensorflow.config.experimental.enable_op_determinism",),
+    "torch": ("torch.use_deterministic_algorithms",),
+    "jax": (),  # the switch is an XLA flag: found in the text
+}
+_KW_EQ = re.compile(r"^\s*(\w+)\s*=\s*(.+?)\s*$")
+_KW_GIVEN = re.compile(r"^\s*(\w+)\s+given\b")
+_KW_IN = re.compile(r"^\s*(\w+)\s+in\s+\((.+)\)\s*$")
+_MISSING = object()
+
+
+def _parse_condition(text: str | None):
+    """[(keyword, {allowed value spellings})] or None when not machine-checkable."""
+    if not text:
+        return []
+    m = _KW_GIVEN.match(text)
+    if m:
+        return [(m.group(1), {"<given>"})]
+    m = _KW_IN.match(text)
+    if m:
+        values = {v.strip().strip("'\"") for v in m.group(2).split(",") if v.strip()}
+        return [(m.group(1), values)]
+    out = []
+    for part in re.split(r"\s+or\s+", text):
+        m = _KW_EQ.match(part)
+        if not m:
+            return None
+        out.append((m.group(1), {m.group(2).strip().strip("'\"")}))
+    return out
+
+
+def _spelling(node) -> str:
+    v = literal(node, _MISSING)
+    if v is not _MISSING:
+        return str(v)
+    try:
+        return ast.unparse(node)
+    except Exception:  # noqa: BLE001 - unparse of odd nodes
+        return ""
+
+
+def _condition_met(call: ast.Call, cond) -> bool | None:
+    """True / False, or None when it cannot be told statically."""
+    if cond is None:
+        return None
+    if not cond:
+        return True
+    for key, values in cond:
+        node = next((k.value for k in call.keywords if k.arg == key), None)
+        if values == {"<given>"}:
+            if node is not None and literal(node, 0) is not None:
+                return True
+            if len(call.args) > 1:
+                return None  # maybe passed by position
+            continue
+        if node is None:
+            if values & {"False", "None"}:
+                return True
+            continue
+        if literal(node, _MISSING) is _MISSING and type(node) is not ast.Attribute:
+            return None
+        spelled = _spelling(node)
+        if any(spelled == v or spelled.endswith("." + v.rsplit(".", 1)[-1]) for v in values):
+            return True
+    return False
+
+
+class _Index:
+    """Symbol lookup tables for one framework, built once from the catalog."""
+
+    def __init__(self, framework: str):
+        from ... import catalog
+        from ...catalog import normalize_symbol
+
+        version = catalog.installed_version(framework)
+        self.version = version
+        self.functions: dict[str, list] = {}
+        self.methods: dict[str, list] = {}
+        self.entries = []
+        for e in catalog.entries(framework):
+            if e.kind != "op":
+                continue
+            if version is not None and not e.applies_to(version):
+                continue
+            behaviour = e.behaviour_at(version)
+            if behaviour == "not-applicable":
+                continue
+            item = (e, behaviour, _parse_condition(e.condition))
+            self.entries.append(item)
+            for sym in e.symbols:
+                norm = normalize_symbol(sym)
+                last = norm.rsplit(".", 1)[-1]
+                if last.startswith("__"):
+                    continue
+                if ".Tensor." in norm or ".Variable." in norm:
+                    self.methods.setdefault(last, []).append(item)
+                else:
+                    self.functions.setdefault(norm, []).append(item)
+        self.words = tuple(sorted({s.rsplit(".", 1)[-1] for s in (*self.functions, *self.methods)}))
+
+
+_INDEXES: dict[str, _Index] = {}
+
+
+def _index(framework: str) -> _Index:
+    if framework not in _INDEXES:
+        _INDEXES[framework] = _Index(framework)
+    return _INDEXES[framework]
+
+
+class CatalogOpRule(Rule):
+    framework = ""
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.index = _index(self.framework)
+        self.switch_sites: dict[str, ast.Call] = {}
+        self.pending: list = []
+        self.gpu_seen = False
+        _, self.roots, _ = FRAMEWORK_CODES[self.framework]
+
+    def visit_Call(self, node, qn):
+        from ...catalog import normalize_symbol
+
+        idx = self.index
+        items = None
+        if qn is not None:
+            items = idx.functions.get(normalize_symbol(qn))
+        elif type(node.func) is ast.Attribute and node.func.attr in idx.methods and \
+                self.ctx.imports_any(*self.roots):
+            items = idx.methods[node.func.attr]
+        if not items:
+            return
+        worst = None
+        for e, behaviour, cond in items:
+            met = _condition_met(node, cond)
+            if met is False:
+                continue
+            if behaviour in ("raises", "nondeterministic"):
+                if worst is None or worst[1] == "deterministic":
+                    worst = (e, behaviour, met)
+            elif behaviour == "deterministic" and e.id not in self.switch_sites:
+                self.switch_sites[e.id] = node
+        if worst is not None:
+            self.pending.append((node, worst))
+
+    def visit_Constant(self, node):
+        if type(node.value) is str and node.value.startswith("cuda"):
+            self.gpu_seen = True
+
+    def _gpu_used(self) -> bool:
+        ctx = self.ctx
+        return self.gpu_seen or "cuda" in ctx.methods or any(qn.startswith("torch.cuda.") for qn in ctx.calls)
+
+    def _skip(self, e) -> bool:
+        """PyTorch keeps tensors on the CPU unless moved: GPU-only entries need CUDA use."""
+        return self.framework == "torch" and e.devices == ("gpu",) and not self._gpu_used()
+
+    def finish(self):
+        for node, (e, behaviour, met) in self.pending:
+            if self._skip(e):
+                continue
+            how = ("raises under the determinism switch" if behaviour == "raises"
+                   else "stays nondeterministic even under the determinism switch")
+            where = "/".join(e.devices) or "any device"
+            cond = f" (when {e.condition})" if e.condition and met is None else ""
+            version = f" {self.index.version}" if self.index.version else ""
+            self.ctx.add(self, node, f"{e.title}: on {where} this{cond} {how} in "
+                         f"{self.framework}{version} [catalog {e.id}]; fix: "
+                         f"{e.fix or (e.solutions[0].text if e.solutions else 'see fwd9m catalog')}",
+                         fix=e.fix)
+        if not self.switch_sites:
+            return
+        ctx = self.ctx
+        if any(ctx.calls.get(s) for s in _SWITCH_FOR[self.framework]) \
+                or ctx.called(["fwd9m.enable_determinism", f"fwd9m.{self.framework}.enable_determinism"]) \
+                or (self.framework == "jax" and "xla_gpu_deterministic_ops" in ctx.text):
+            return
+        if not ctx.called(sorted(SEED_CALLS)) and not ctx.calls.get("jax.random.key") \
+                and not ctx.calls.get("jax.random.PRNGKey"):
+            return
+        from ... import catalog
+
+        switch = catalog.switch(self.framework) if self.framework != "keras" else catalog.switch("tensorflow")
+        code = switch.code if switch else ""
+        for entry_id, node in self.switch_sites.items():
+            e = next(e for e, _, _ in self.index.entries if e.id == entry_id)
+            if self._skip(e):
+                continue
+            where = "/".join(e.devices) or "any device"
+            self.ctx.add(self, node, f"{e.title}: nondeterministic on {where} unless the determinism "
+                         f"switch is on, and this file seeds but never turns it on [catalog {e.id}]; "
+                         f"fix: {code or e.fix}", fix=code or e.fix)
+
+
+_DOC = """Calls a {name} API that the catalog lists as nondeterministic.
+
+## What it does
+Flags calls to {name} functions, layers and tensor methods that `fwd9m catalog`
+lists as nondeterministic (kind "op") for the installed {name} version (every
+version when it is not installed). Generated from `src/fwd9m/catalog/data/{framework}.toml`;
+currently {count} entries: {ids}.
+
+## Why is this bad
+These ops accumulate in an order that changes between runs (GPU atomics, parallel
+reductions), so the same inputs give slightly different outputs, and the difference
+grows during training. Some stay nondeterministic, or raise, even with the framework's
+determinism switch on.
+
+## Example
+```python
+{example}
+```
+
+## Fix
+The catalog entry's fix, printed with each finding: usually turn the determinism switch
+on (`{switch}`), or replace the op with a deterministic formulation. `fwd9m catalog
+ENTRY-ID` shows the details and sources.
+"""
+
+
+def _examples(framework: str, idx: _Index, switch_code: str):
+    roots = {"tensorflow": "import tensorflow as tf", "keras": "import tensorflow as tf",
+             "torch": "import torch\nx = x.cuda()", "jax": "import jax\nimport jax.numpy as jnp"}[framework]
+    seed = {"tensorflow": "tf.random.set_seed(0)", "keras": "tf.random.set_seed(0)",
+            "torch": "torch.manual_seed(0)", "jax": "key = jax.random.key(0)"}[framework]
+    invalid, valid = [], []
+    for e, behaviour, cond in idx.entries:
+        if cond:
+            continue
+        fn = next((s for s in (e.symbols or ()) if ".Tensor." not in s and
+                   not s.rsplit(".", 1)[-1].startswith("_")), None)
+        if fn is None:
+            continue
+        call = f"y = {fn}(x)"
+        if behaviour in ("raises", "nondeterministic") and len(invalid) < 2:
+            invalid.append(f"{roots}\n{call}\n")
+        elif behaviour == "deterministic" and switch_code and not valid:
+            invalid.append(f"{roots}\n{seed}\n{call}\n")
+            valid.append(f"{roots}\n{seed}\n{switch_code}\n{call}\n")
+    valid.append(f"{roots}\ny = x + 1\n")
+    return tuple(invalid), tuple(valid)
+
+
+def _switch_code(framework: str) -> str:
+    from ... import catalog
+
+    sw = catalog.switch("tensorflow" if framework == "keras" else framework)
+    if sw is None:
+        return ""
+    if framework == "jax":
+        return "import os\n" + sw.code
+    return sw.code
+
+
+_GENERATED = False
+
+
+def generate() -> None:
+    """Create and register the FWD7xx rule classes (once)."""
+    global _GENERATED
+    if _GENERATED:
+        return
+    _GENERATED = True
+    for framework, (code, _, display) in FRAMEWORK_CODES.items():
+        try:
+            idx = _index(framework)
+        except Exception:  # noqa: BLE001 - a broken catalog must not break the linter
+            from ..._log import logger
+
+            logger.warning("catalog for %s unreadable; rule %s matches nothing", framework, code,
+                           exc_info=True)
+            _INDEXES[framework] = idx = _Index.__new__(_Index)
+            idx.version, idx.functions, idx.methods, idx.entries, idx.words = None, {}, {}, [], ()
+        switch = _switch_code(framework) if idx.entries else ""
+        invalid, valid = _examples(framework, idx, switch)
+        ids = ", ".join(f"`{e.id}`" for e, _, _ in idx.entries) or "none"
+        example = invalid[0].strip() if invalid else "# (no catalog entries)"
+        doc = _DOC.format(name=display, framework=framework, count=len(idx.entries), ids=ids,
+                          example=example, switch=switch or "see the catalog")
+        cls = type(f"Catalog{display}Op", (CatalogOpRule,), {
+            "__doc__": doc, "__module__": __name__, "code": code,
+            "name": f"catalog-{framework}-op", "framework": framework,
+            "triggers": idx.words or ("<no catalog entries>",), "invalid": invalid, "valid": valid,
+            "references": ("https://github.com/NVIDIA/framework-reproducibility",),
+        })
+        register(cls)

@@ -1,0 +1,620 @@
+"""FWD2xx: configuration that defeats determinism."""
+
+from __future__ import annotations
+
+import ast
+
+from .._helpers import arg, kwarg, literal
+from .._rule import Rule, register
+from ._common import SEED_CALLS, SWITCH_ON_CALLS, TORCH_SEED_CALLS, env_writes, seeds
+
+TORCH_DET = "https://docs.pytorch.org/docs/stable/generated/torch.use_deterministic_algorithms.html"
+TORCH_REPRO = "https://docs.pytorch.org/docs/stable/notes/randomness.html"
+TF_DET = "https://www.tensorflow.org/api_docs/python/tf/config/experimental/enable_op_determinism"
+SEED_README = "https://github.com/NVIDIA/framework-reproducibility/blob/master/doc/d9m/tensorflow.md"
+
+
+@register
+class CudnnBenchmark(Rule):
+    """Turns on cuDNN autotuning (`torch.backends.cudnn.benchmark = True`).
+
+    ## What it does
+    Flags assignments of a true value to `torch.backends.cudnn.benchmark`, however the
+    module is imported (`from torch.backends import cudnn`), and
+    `torch.backends.cudnn.flags(benchmark=True)`.
+
+    ## Why is this bad
+    With benchmarking on, cuDNN times several convolution algorithms at the first call
+    and keeps the fastest; the winner can differ between runs (timing noise, other load),
+    and different algorithms give different floating-point results.
+
+    ## Example
+    ```python
+    torch.backends.cudnn.benchmark = True
+    ```
+
+    ## Fix
+    `torch.backends.cudnn.benchmark = False` (the default), together with
+    `torch.use_deterministic_algorithms(True)`.
+    """
+
+    code, name = "FWD201", "cudnn-benchmark"
+    triggers = ("benchmark",)
+    fix_code = "torch.backends.cudnn.benchmark = False"
+    references = (TORCH_REPRO,)
+    invalid = ("import torch\ntorch.backends.cudnn.benchmark = True\n",
+               "from torch.backends import cudnn\ncudnn.benchmark = True\n",
+               "import torch.backends.cudnn as C\nC.benchmark = 1\n")
+    valid = ("import torch\ntorch.backends.cudnn.benchmark = False\n",
+             "benchmark = True\n")
+
+    def visit_Assign(self, node):
+        if literal(node.value, True) in (False, 0, None):
+            return
+        for t in node.targets:
+            if type(t) is ast.Attribute and self.ctx.qualname(t) == "torch.backends.cudnn.benchmark":
+                self.report(node, "cudnn.benchmark = True lets cuDNN pick convolution algorithms by "
+                            "timing, which can differ between runs; set it to False")
+
+    def visit_Call(self, node, qn):
+        if qn == "torch.backends.cudnn.flags" and literal(kwarg(node, "benchmark"), False) not in (False, 0, None):
+            self.report(node, "cudnn.flags(benchmark=True) lets cuDNN pick algorithms by timing")
+
+
+@register
+class DeterminismSwitchedOff(Rule):
+    """Switches determinism off in a file that seeds.
+
+    ## What it does
+    Flags `torch.use_deterministic_algorithms(False)`,
+    `torch.backends.cudnn.deterministic = False`,
+    `torch.set_deterministic_debug_mode(0)` and
+    `tf.config.experimental.disable_op_determinism()` in a file that also sets a seed.
+
+    ## Why is this bad
+    Seeding makes the random numbers repeatable, but with determinism off GPU kernels
+    that accumulate with atomics (scatter, index_add, some convolution backward passes,
+    ...) still give different results from run to run. The seed suggests the author
+    wants a repeatable run; the switch prevents it.
+
+    ## Example
+    ```python
+    torch.manual_seed(0)
+    torch.use_deterministic_algorithms(False)
+    ```
+
+    ## Fix
+    `torch.use_deterministic_algorithms(True)` /
+    `tf.config.experimental.enable_op_determinism()`, or `fwd9m.enable_determinism(seed)`.
+    """
+
+    code, name = "FWD202", "determinism-switched-off"
+    triggers = ("deterministic", "determinism")
+    fix_code = "torch.use_deterministic_algorithms(True)"
+    references = (TORCH_DET, TF_DET)
+    invalid = ("import torch\ntorch.manual_seed(0)\ntorch.use_deterministic_algorithms(False)\n",
+               "import torch\ntorch.manual_seed(0)\ntorch.backends.cudnn.deterministic = False\n",
+               "import tensorflow as tf\ntf.random.set_seed(0)\ntf.config.experimental.disable_op_determinism()\n")
+    valid = ("import torch\ntorch.manual_seed(0)\ntorch.use_deterministic_algorithms(True)\n",
+             "import torch\ntorch.use_deterministic_algorithms(False)\n")
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.sites = []
+
+    def visit_Assign(self, node):
+        if literal(node.value, True) in (False, 0):
+            for t in node.targets:
+                if type(t) is ast.Attribute and self.ctx.qualname(t) == "torch.backends.cudnn.deterministic":
+                    self.sites.append((node, "torch.backends.cudnn.deterministic = False"))
+
+    def visit_Call(self, node, qn):
+        if qn == "torch.use_deterministic_algorithms" and literal(arg(node, 0, "mode"), True) in (False, 0):
+            self.sites.append((node, "torch.use_deterministic_algorithms(False)"))
+        elif qn in ("tensorflow.config.experimental.disable_op_determinism",
+                    "tensorflow.python.framework.config.disable_op_determinism"):
+            self.sites.append((node, "disable_op_determinism()"))
+        elif qn == "torch.set_deterministic_debug_mode" and literal(arg(node, 0, "debug_mode"), 1) in (0, "default"):
+            self.sites.append((node, "set_deterministic_debug_mode(0)"))
+
+    def finish(self):
+        if not seeds(self.ctx, SEED_CALLS):
+            return
+        for node, what in self.sites:
+            self.report(node, f"{what} in a file that seeds: the seed makes random numbers "
+                        "repeatable but nondeterministic kernels still differ between runs")
+
+
+_LATE_ENV = {
+    "CUBLAS_WORKSPACE_CONFIG": "cuBLAS reads it when PyTorch/TensorFlow create their cuBLAS handle",
+    "XLA_FLAGS": "XLA parses it once, when the framework first initialises its XLA backend",
+    "TF_DETERMINISTIC_OPS": "TensorFlow reads it when its kernels are first created",
+    "TF_CUDNN_DETERMINISTIC": "TensorFlow reads it when its kernels are first created",
+    "TF_ENABLE_ONEDNN_OPTS": "TensorFlow decides whether to use oneDNN when it is imported",
+    "HOROVOD_FUSION_THRESHOLD": "Horovod reads it in hvd.init()",
+    "CUDA_VISIBLE_DEVICES": "CUDA reads it when it initialises",
+}
+
+
+@register
+class EnvSetTooLate(Rule):
+    """Sets a framework's environment variable after importing the framework.
+
+    ## What it does
+    Flags `os.environ["CUBLAS_WORKSPACE_CONFIG"] = ...` (also `XLA_FLAGS`,
+    `TF_DETERMINISTIC_OPS`, `TF_CUDNN_DETERMINISTIC`, `TF_ENABLE_ONEDNN_OPTS`,
+    `CUDA_VISIBLE_DEVICES`, `HOROVOD_FUSION_THRESHOLD`) and the equivalent
+    `setdefault`/`update`/`putenv` calls when they come after a line that imports
+    TensorFlow, PyTorch, JAX or Keras.
+
+    ## Why is this bad
+    Frameworks read these variables once, when they initialise the library that uses
+    them (TensorFlow reads `TF_ENABLE_ONEDNN_OPTS` at import; cuBLAS and XLA when first
+    used). After the import it depends on what already ran whether the setting takes
+    effect, so a harmless-looking refactor (an earlier import, a first op at import
+    time) silently turns it off.
+
+    ## Example
+    ```python
+    import torch
+    os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+    ```
+
+    ## Fix
+    Set the variable in the shell or launcher (`CUBLAS_WORKSPACE_CONFIG=:4096:8 python
+    train.py`), or at the very top of the entry script before any framework import, or
+    use `fwd9m run` / `fwd9m.enable_determinism()`, which warn when it is too late.
+    """
+
+    code, name = "FWD203", "env-set-too-late"
+    triggers = ("environ", "putenv")
+    references = ("https://docs.nvidia.com/cuda/cublas/index.html#results-reproducibility",
+                  TORCH_REPRO, SEED_README)
+    invalid = ("import os\nimport torch\nos.environ['CUBLAS_WORKSPACE_CONFIG'] = ':4096:8'\n",
+               "import os\nimport jax\nos.environ.update({'XLA_FLAGS': '--xla_gpu_deterministic_ops=true'})\n")
+    valid = ("import os\nos.environ['CUBLAS_WORKSPACE_CONFIG'] = ':4096:8'\nimport torch\n",
+             "import os\nimport torch\nos.environ['MY_APP_SETTING'] = '1'\n")
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.sites = []
+
+    def visit_Assign(self, node):
+        self.sites.extend(env_writes(self.ctx, node))
+
+    def visit_Call(self, node, qn):
+        if qn and qn.startswith("os."):
+            self.sites.extend(env_writes(self.ctx, node))
+
+    def finish(self):
+        first = self.ctx.first_framework_import()
+        if first is None:
+            return
+        for key, node in self.sites:
+            if key in _LATE_ENV and node.lineno > first:
+                self.report(node, f"{key} is set after the framework import on line {first}; "
+                            f"{_LATE_ENV[key]}, so it may have no effect. Set it before any "
+                            "framework import or in the launching shell")
+
+
+@register
+class PythonHashSeedInProcess(Rule):
+    """Sets `PYTHONHASHSEED` from inside the running program.
+
+    ## What it does
+    Flags `os.environ["PYTHONHASHSEED"] = ...` (and `setdefault`/`update`/`putenv`) in
+    a file that does not start a child interpreter afterwards.
+
+    ## Why is this bad
+    The hash seed of `str`/`bytes` is fixed when the interpreter starts. Setting the
+    variable later changes nothing for the current process (set iteration order and
+    `hash()` stay randomised); it only reaches child processes.
+
+    ## Example
+    ```python
+    os.environ["PYTHONHASHSEED"] = "0"
+    ```
+
+    ## Fix
+    Set it before Python starts: `PYTHONHASHSEED=0 python train.py`, or use
+    `fwd9m run train.py`, which starts the script in a fresh interpreter with it set.
+    """
+
+    code, name = "FWD204", "pythonhashseed-in-process"
+    triggers = ("PYTHONHASHSEED",)
+    fix_code = "PYTHONHASHSEED=0 python train.py"
+    references = ("https://docs.python.org/3/using/cmdline.html#envvar-PYTHONHASHSEED",)
+    invalid = ("import os\nos.environ['PYTHONHASHSEED'] = '0'\n",)
+    valid = ("import os, subprocess, sys\nos.environ['PYTHONHASHSEED'] = '0'\n"
+             "subprocess.run([sys.executable, 'train.py'])\n",)
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.sites = []
+
+    def visit_Assign(self, node):
+        self.sites.extend(s for s in env_writes(self.ctx, node) if s[0] == "PYTHONHASHSEED")
+
+    def visit_Call(self, node, qn):
+        if qn and qn.startswith("os."):
+            self.sites.extend(s for s in env_writes(self.ctx, node) if s[0] == "PYTHONHASHSEED")
+
+    def finish(self):
+        if any(qn.startswith(("subprocess.", "os.exec", "os.spawn", "multiprocessing.")) or
+               qn in ("os.system", "os.posix_spawn") for qn in self.ctx.calls):
+            return
+        for _, node in self.sites:
+            self.report(node, "PYTHONHASHSEED set inside the process has no effect on it: string "
+                        "hashing was randomised at start-up. Set it before Python starts "
+                        "(PYTHONHASHSEED=0 python ..., or fwd9m run)")
+
+
+_SWITCHES = {
+    "tensorflow.config.experimental.enable_op_determinism": "tf.config.experimental.enable_op_determinism()",
+    "torch.use_deterministic_algorithms": "torch.use_deterministic_algorithms(True)",
+    "fwd9m.enable_determinism": "fwd9m.enable_determinism(seed)",
+    "tensorflow.random.set_seed": "tf.random.set_seed(seed)",
+    "torch.manual_seed": "torch.manual_seed(seed)",
+    "keras.utils.set_random_seed": "keras.utils.set_random_seed(seed)",
+    "tensorflow.keras.utils.set_random_seed": "tf.keras.utils.set_random_seed(seed)",
+}
+
+
+@register
+class SwitchNotCalled(Rule):
+    """Names a determinism or seeding function without calling it.
+
+    ## What it does
+    Flags a statement that is only a reference such as
+    `tf.config.experimental.enable_op_determinism` or `torch.use_deterministic_algorithms`
+    (no parentheses), and the same functions used as the condition of an `if`.
+
+    ## Why is this bad
+    Referencing a function does nothing; the line reads like it turns determinism on,
+    but the run stays nondeterministic.
+
+    ## Example
+    ```python
+    tf.config.experimental.enable_op_determinism
+    ```
+
+    ## Fix
+    Call it: `tf.config.experimental.enable_op_determinism()`.
+    """
+
+    code, name = "FWD205", "switch-not-called"
+    triggers = ("determinism", "deterministic", "seed")
+    references = (TF_DET, TORCH_DET)
+    invalid = ("import tensorflow as tf\ntf.config.experimental.enable_op_determinism\n",
+               "import torch\nif torch.use_deterministic_algorithms:\n    pass\n")
+    valid = ("import tensorflow as tf\ntf.config.experimental.enable_op_determinism()\n",
+             "import torch\nf = torch.use_deterministic_algorithms\nf(True)\n")
+
+    def _check(self, expr):
+        if type(expr) in (ast.Attribute, ast.Name):
+            qn = self.ctx.qualname(expr)
+            if qn in _SWITCHES:
+                self.report(expr, f"{qn} is referenced but not called, so it does nothing; "
+                            f"call it: {_SWITCHES[qn]}")
+
+    def visit_Expr(self, node):
+        self._check(node.value)
+
+    def visit_If(self, node):
+        self._check(node.test)
+
+
+@register
+class JitCompileWithOpDeterminism(Rule):
+    """Asks Keras for XLA (`jit_compile=True`) in a file that enables TF op determinism.
+
+    ## What it does
+    Flags `model.compile(..., jit_compile=True)` when the file calls
+    `tf.config.experimental.enable_op_determinism()`.
+
+    ## Why is this bad
+    Keras 3 on TensorFlow turns XLA off when op determinism is on, "since not all ops
+    are supported by XLA with determinism enabled" (`model_supports_jit` in
+    `keras/src/trainers/trainer.py`), and only warns. If `compile` runs before
+    `enable_op_determinism()`, XLA stays on and the compiled step is outside what the
+    switch guarantees. Either way the program does not do what it says.
+
+    ## Example
+    ```python
+    tf.config.experimental.enable_op_determinism()
+    model.compile(optimizer="adam", loss="mse", jit_compile=True)
+    ```
+
+    ## Fix
+    Drop `jit_compile=True` (or pass `jit_compile=False`) when you need determinism,
+    and enable determinism before building and compiling the model.
+    """
+
+    code, name = "FWD206", "jit-compile-with-op-determinism"
+    triggers = ("jit_compile",)
+    references = ("https://github.com/keras-team/keras/blob/master/keras/src/trainers/trainer.py", TF_DET)
+    invalid = ("import tensorflow as tf\ntf.config.experimental.enable_op_determinism()\n"
+               "model.compile(loss='mse', jit_compile=True)\n",)
+    valid = ("import tensorflow as tf\ntf.config.experimental.enable_op_determinism()\n"
+             "model.compile(loss='mse')\n", "model.compile(loss='mse', jit_compile=True)\n")
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.sites = []
+
+    def visit_Call(self, node, qn):
+        if type(node.func) is ast.Attribute and node.func.attr == "compile":
+            if literal(kwarg(node, "jit_compile"), None) is True:
+                self.sites.append(node)
+
+    def finish(self):
+        if self.ctx.called(["tensorflow.config.experimental.enable_op_determinism",
+                            "tensorflow.python.framework.config.enable_op_determinism"]):
+            for node in self.sites:
+                self.report(node, "jit_compile=True with TF op determinism: Keras turns XLA off "
+                            "when determinism is on (or, if compile runs first, XLA runs outside "
+                            "the switch); drop jit_compile=True")
+
+
+@register
+class WhileLoopParallelIterations(Rule):
+    """`tf.while_loop` with `parallel_iterations` above 1 (the default is 10).
+
+    ## What it does
+    Flags `tf.while_loop(...)` without `parallel_iterations=1`, and
+    `tf.autograph.experimental.set_loop_options(parallel_iterations=N)` with N > 1.
+
+    ## Why is this bad
+    In a graph (`tf.function`), iterations that run in parallel can execute their ops in
+    a different order from run to run, which may change accumulated floating-point
+    results (NVIDIA's TensorFlow determinism notes list `tf.while_loop` with
+    `parallel_iterations > 1` as a source of nondeterminism).
+
+    ## Example
+    ```python
+    tf.while_loop(cond, body, loop_vars)
+    ```
+
+    ## Fix
+    `tf.while_loop(cond, body, loop_vars, parallel_iterations=1)`; in AutoGraph loops,
+    `tf.autograph.experimental.set_loop_options(parallel_iterations=1)`.
+    """
+
+    code, name = "FWD207", "while-loop-parallel-iterations"
+    triggers = ("while_loop", "set_loop_options")
+    references = (SEED_README, "https://www.tensorflow.org/api_docs/python/tf/while_loop")
+    invalid = ("import tensorflow as tf\ntf.while_loop(c, b, [i])\n",
+               "import tensorflow as tf\ntf.while_loop(c, b, [i], parallel_iterations=4)\n")
+    valid = ("import tensorflow as tf\ntf.while_loop(c, b, [i], parallel_iterations=1)\n",)
+    _LOOPS = frozenset({"tensorflow.while_loop", "tensorflow.compat.v1.while_loop",
+                        "tensorflow.compat.v2.while_loop"})
+
+    def visit_Call(self, node, qn):
+        if qn in self._LOOPS:
+            p = kwarg(node, "parallel_iterations")
+            if p is None and len(node.args) > 3 and type(node.args[3]) is not ast.Starred:
+                p = node.args[3]
+            value = literal(p, None) if p is not None else 10
+            if value is None or (isinstance(value, int) and value > 1):
+                self.report(node, f"tf.while_loop runs up to {value or 'N'} iterations in parallel "
+                            "(default 10), which can reorder ops between runs; pass "
+                            "parallel_iterations=1")
+        elif qn == "tensorflow.autograph.experimental.set_loop_options":
+            value = literal(kwarg(node, "parallel_iterations"), 1)
+            if isinstance(value, int) and value > 1:
+                self.report(node, "set_loop_options(parallel_iterations>1) can reorder ops between "
+                            "runs; use parallel_iterations=1")
+
+
+@register
+class GateGradientsNone(Rule):
+    """Computes TF1 gradients without gating (`gate_gradients=GATE_NONE`).
+
+    ## What it does
+    Flags `gate_gradients=tf.compat.v1.train.Optimizer.GATE_NONE` (or `0`) in
+    `minimize`/`compute_gradients`, and `gate_gradients=False` passed explicitly to
+    `tf.gradients`.
+
+    ## Why is this bad
+    TensorFlow documents `GATE_NONE` as computing and applying gradients in parallel
+    "at the cost of some non-reproducibility in the results".
+
+    ## Example
+    ```python
+    opt.minimize(loss, gate_gradients=tf.compat.v1.train.Optimizer.GATE_NONE)
+    ```
+
+    ## Fix
+    Keep the default `GATE_OP`, or `GATE_GRAPH` if nondeterminism remains.
+    """
+
+    code, name = "FWD208", "gate-gradients-none"
+    triggers = ("gate_gradients",)
+    references = ("https://www.tensorflow.org/api_docs/python/tf/compat/v1/train/Optimizer", SEED_README)
+    invalid = ("import tensorflow as tf\nopt.minimize(loss, gate_gradients=tf.compat.v1.train.Optimizer.GATE_NONE)\n",
+               "opt.compute_gradients(loss, gate_gradients=0)\n")
+    valid = ("import tensorflow as tf\nopt.minimize(loss, gate_gradients=tf.compat.v1.train.Optimizer.GATE_GRAPH)\n",)
+
+    def visit_Call(self, node, qn):
+        g = kwarg(node, "gate_gradients")
+        if g is None:
+            return
+        # GATE_NONE is 0, so False means the same (tf.gradients: explicit False)
+        if (type(g) is ast.Attribute and g.attr == "GATE_NONE") or literal(g, None) in (0, False):
+            self.report(g, "gradients computed without gating may be applied in a different order "
+                        "each run (TF: 'at the cost of some non-reproducibility'); use GATE_OP or GATE_GRAPH")
+
+
+@register
+class HorovodTensorFusion(Rule):
+    """Uses Horovod without disabling Tensor Fusion.
+
+    ## What it does
+    Flags `hvd.init()` in a file that never mentions `HOROVOD_FUSION_THRESHOLD`.
+
+    ## Why is this bad
+    Tensor Fusion batches small allreduce operations into buffers whose make-up depends
+    on timing, which can change the order of the reduction and so the summed gradients
+    (NVIDIA's determinism notes; Horovod PR 1130).
+
+    ## Example
+    ```python
+    import horovod.tensorflow as hvd
+    hvd.init()
+    ```
+
+    ## Fix
+    Launch with `HOROVOD_FUSION_THRESHOLD=0` (or set `os.environ["HOROVOD_FUSION_THRESHOLD"] = "0"`
+    before `hvd.init()`).
+    """
+
+    code, name = "FWD209", "horovod-tensor-fusion"
+    triggers = ("horovod",)
+    fix_code = 'os.environ["HOROVOD_FUSION_THRESHOLD"] = "0"'
+    references = (SEED_README, "https://github.com/horovod/horovod/pull/1130")
+    invalid = ("import horovod.torch as hvd\nhvd.init()\n",)
+    valid = ("import os\nos.environ['HOROVOD_FUSION_THRESHOLD'] = '0'\nimport horovod.torch as hvd\nhvd.init()\n",)
+
+    def visit_Call(self, node, qn):
+        if qn and qn.startswith("horovod.") and qn.endswith(".init") and \
+                "HOROVOD_FUSION_THRESHOLD" not in self.ctx.text:
+            self.report(node, "Horovod Tensor Fusion is on: the fused allreduce can sum gradients "
+                        "in a different order each run; set HOROVOD_FUSION_THRESHOLD=0")
+
+
+@register
+class TorchCompileRng(Rule):
+    """`torch.compile` in a file that seeds PyTorch and expects eager random numbers.
+
+    ## What it does
+    Flags `torch.compile(...)` (call or decorator) in a file that calls
+    `torch.manual_seed` and never sets `torch._inductor.config.fallback_random`.
+
+    ## Why is this bad
+    TorchInductor generates its own kernels for random ops (dropout, `torch.rand`), so
+    under the same seed a compiled function draws different numbers from the eager one;
+    results change when `torch.compile` is switched on or off, or when graph breaks
+    move. `fallback_random = True` makes Inductor use the eager random ops
+    (`torch/_inductor/config.py`).
+
+    ## Example
+    ```python
+    torch.manual_seed(0)
+    model = torch.compile(model)
+    ```
+
+    ## Fix
+    `torch._inductor.config.fallback_random = True` before compiling, when you need the
+    compiled run to match the eager one.
+    """
+
+    code, name = "FWD210", "torch-compile-rng"
+    triggers = ("compile",)
+    fix_code = "torch._inductor.config.fallback_random = True"
+    references = ("https://github.com/pytorch/pytorch/blob/main/torch/_inductor/config.py",
+                  "https://docs.pytorch.org/docs/stable/generated/torch.compile.html")
+    invalid = ("import torch\ntorch.manual_seed(0)\nm = torch.compile(torch.nn.Linear(2, 2))\n",
+               "import torch\ntorch.manual_seed(0)\n@torch.compile\ndef f(x):\n    return x\n")
+    valid = ("import torch\nimport torch._inductor.config\ntorch._inductor.config.fallback_random = True\n"
+             "torch.manual_seed(0)\nm = torch.compile(torch.nn.Linear(2, 2))\n",)
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.sites = []
+
+    def visit_Call(self, node, qn):
+        if qn == "torch.compile":
+            self.sites.append(node)
+
+    def visit_FunctionDef(self, node):
+        for d in node.decorator_list:
+            if type(d) is not ast.Call and self.ctx.qualname(d) == "torch.compile":
+                self.sites.append(d)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def finish(self):
+        if "fallback_random" in self.ctx.text or not seeds(self.ctx, TORCH_SEED_CALLS):
+            return
+        for node in self.sites:
+            self.report(node, "torch.compile draws random numbers with Inductor's own kernels, so "
+                        "the seeded run differs from eager; set "
+                        "torch._inductor.config.fallback_random = True for eager parity")
+
+
+@register
+class DeterministicWarnOnly(Rule):
+    """Turns on PyTorch determinism in warn-only mode.
+
+    ## What it does
+    Flags `torch.use_deterministic_algorithms(True, warn_only=True)` and
+    `torch.set_deterministic_debug_mode("warn")` / `(1)`.
+
+    ## Why is this bad
+    In warn-only mode an op without a deterministic implementation only emits a warning
+    and runs its nondeterministic kernel, so the run can differ while the code looks
+    protected; the warning is easy to miss in a long log.
+
+    ## Example
+    ```python
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    ```
+
+    ## Fix
+    `torch.use_deterministic_algorithms(True)`, so such ops raise; fix or replace the op
+    that raises (see `fwd9m catalog`).
+    """
+
+    code, name = "FWD211", "deterministic-warn-only"
+    triggers = ("warn_only", "set_deterministic_debug_mode")
+    fix_code = "torch.use_deterministic_algorithms(True)"
+    references = (TORCH_DET,)
+    invalid = ("import torch\ntorch.use_deterministic_algorithms(True, warn_only=True)\n",
+               "import torch\ntorch.set_deterministic_debug_mode('warn')\n")
+    valid = ("import torch\ntorch.use_deterministic_algorithms(True)\n",
+             "import torch\ntorch.set_deterministic_debug_mode('error')\n")
+
+    def visit_Call(self, node, qn):
+        if qn == "torch.use_deterministic_algorithms" and literal(arg(node, 0, "mode"), None) is True \
+                and literal(kwarg(node, "warn_only"), None) is True:
+            self.report(node, "warn_only=True runs nondeterministic ops after a warning; drop it so "
+                        "they raise")
+        elif qn == "torch.set_deterministic_debug_mode" and literal(arg(node, 0, "debug_mode"), None) in (1, "warn"):
+            self.report(node, "debug mode 'warn' runs nondeterministic ops after a warning; use 'error'")
+
+
+@register
+class FillUninitializedMemoryOff(Rule):
+    """Turns off PyTorch's filling of uninitialised memory under determinism.
+
+    ## What it does
+    Flags `torch.utils.deterministic.fill_uninitialized_memory = False`.
+
+    ## Why is this bad
+    With deterministic algorithms on, PyTorch fills memory from `torch.empty` and
+    similar with NaN (floats) or the largest integer, so results cannot depend on what
+    the memory held before. Turning that off lets garbage from earlier allocations leak
+    into results, which differs from run to run.
+
+    ## Example
+    ```python
+    torch.utils.deterministic.fill_uninitialized_memory = False
+    ```
+
+    ## Fix
+    Leave it at its default `True`.
+    """
+
+    code, name = "FWD212", "fill-uninitialized-memory-off"
+    triggers = ("fill_uninitialized_memory",)
+    references = ("https://docs.pytorch.org/docs/stable/deterministic.html", TORCH_DET)
+    invalid = ("import torch\ntorch.utils.deterministic.fill_uninitialized_memory = False\n",)
+    valid = ("import torch\ntorch.utils.deterministic.fill_uninitialized_memory = True\n",)
+
+    def visit_Assign(self, node):
+        if literal(node.value, True) in (False, 0):
+            for t in node.targets:
+                if type(t) is ast.Attribute and self.ctx.qualname(t) == \
+                        "torch.utils.deterministic.fill_uninitialized_memory":
+                    self.report(node, "fill_uninitialized_memory = False lets uninitialised memory "
+                                "reach results under deterministic mode; leave it True")

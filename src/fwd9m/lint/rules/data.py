@@ -1,0 +1,522 @@
+"""FWD3xx: data pipelines."""
+
+from __future__ import annotations
+
+import ast
+
+from .._helpers import arg, call_name, kwarg, literal
+from .._rule import Rule, register
+from ._common import SWITCH_ON_CALLS, TORCH_SEED_CALLS, is_stateful_random, seeds
+
+TF_DATA_DET = "https://www.tensorflow.org/api_docs/python/tf/data/Options#deterministic"
+TF_DET = "https://www.tensorflow.org/api_docs/python/tf/config/experimental/enable_op_determinism"
+TORCH_REPRO = "https://docs.pytorch.org/docs/stable/notes/randomness.html#dataloader"
+SEED_README = "https://github.com/NVIDIA/framework-reproducibility/blob/master/doc/d9m/tensorflow.md"
+_TF_DATA_METHODS = frozenset({"map", "interleave", "batch", "padded_batch", "parallel_interleave",
+                              "map_and_batch", "ragged_batch", "parallel_map", "flat_map"})
+
+
+def _is_tf_file(ctx) -> bool:
+    return ctx.imports_any("tensorflow", "keras", "tf_keras")
+
+
+@register
+class TfDataNondeterministic(Rule):
+    """Allows tf.data to return elements out of order (`deterministic=False`).
+
+    ## What it does
+    Flags `deterministic=False` passed to `Dataset.map`, `interleave`, `batch`,
+    `padded_batch` and friends, `options.deterministic = False`,
+    `options.experimental_deterministic = False`, and `sloppy=True` in
+    `tf.data.experimental.parallel_interleave`.
+
+    ## Why is this bad
+    With determinism off, parallel tf.data transformations may hand out elements in
+    the order they finish rather than the input order, so the order of training
+    examples, and hence the trained weights, changes between runs.
+
+    ## Example
+    ```python
+    ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+    ```
+
+    ## Fix
+    Remove `deterministic=False` (the default follows `tf.data.Options.deterministic`,
+    which is True) and call `tf.config.experimental.enable_op_determinism()`.
+    """
+
+    code, name = "FWD301", "tf-data-nondeterministic"
+    triggers = ("deterministic", "sloppy")
+    references = (TF_DATA_DET, "https://www.tensorflow.org/api_docs/python/tf/data/Dataset#map")
+    invalid = ("ds = ds.map(f, num_parallel_calls=4, deterministic=False)\n",
+               "import tensorflow as tf\noptions = tf.data.Options()\noptions.experimental_deterministic = False\n",
+               "import tensorflow as tf\noptions = tf.data.Options()\noptions.deterministic = False\n")
+    valid = ("ds = ds.map(f, num_parallel_calls=4)\n",
+             "import torch\ntorch.backends.cudnn.deterministic = False\n")
+
+    def visit_Call(self, node, qn):
+        name = call_name(node)
+        if name in _TF_DATA_METHODS and literal(kwarg(node, "deterministic"), None) is False:
+            self.report(node, f"{name}(deterministic=False) lets tf.data return elements out of "
+                        "order; remove it")
+        elif name == "parallel_interleave" and literal(kwarg(node, "sloppy"), None) is True:
+            self.report(node, "parallel_interleave(sloppy=True) returns elements out of order; "
+                        "use sloppy=False")
+
+    def visit_Assign(self, node):
+        if literal(node.value, None) is not False:
+            return
+        for t in node.targets:
+            if type(t) is ast.Attribute and t.attr in ("experimental_deterministic", "deterministic"):
+                qn = self.ctx.qualname(t)
+                if qn and qn.startswith("torch."):
+                    continue
+                if t.attr == "deterministic" and not _is_tf_file(self.ctx):
+                    continue
+                self.report(node, f"tf.data.Options.{t.attr} = False lets the pipeline return "
+                            "elements out of order; remove it")
+
+
+@register
+class RandomOpInParallelMap(Rule):
+    """Stateful random ops inside a parallel `Dataset.map`.
+
+    ## What it does
+    Flags `Dataset.map(fn, num_parallel_calls=...)` where `fn` (a lambda, or a function
+    of this file, followed one call deep) uses a stateful random op such as
+    `tf.random.uniform`, `tf.image.random_crop` or `np.random.*`, in a file that does not
+    enable TF op determinism.
+
+    ## Why is this bad
+    Stateful random ops share one generator; with parallel calls, elements reach it in
+    a different order each run, so each element gets different random numbers. Under
+    `enable_op_determinism()` tf.data runs such maps sequentially (much slower), per
+    its documentation.
+
+    ## Example
+    ```python
+    ds.map(lambda x: tf.image.random_crop(x, [8, 8, 1]), num_parallel_calls=tf.data.AUTOTUNE)
+    ```
+
+    ## Fix
+    Use stateless random ops with a per-element seed
+    (`tf.image.stateless_random_crop(x, size, seed=seed)`, seeds from
+    `tf.data.Dataset.random(seed=...)` zipped in or from a `tf.random.Generator`
+    split per element), or run the map with `num_parallel_calls=None`.
+    """
+
+    code, name = "FWD302", "random-op-in-parallel-map"
+    triggers = ("num_parallel_calls",)
+    references = (TF_DET, "https://www.tensorflow.org/guide/random_numbers#stateless_rngs",
+                  "https://www.tensorflow.org/api_docs/python/tf/data/Dataset#map")
+    invalid = (
+        "import tensorflow as tf\nds = ds.map(lambda x: tf.image.random_crop(x, [8, 8, 1]), num_parallel_calls=4)\n",
+        "import tensorflow as tf\ndef aug(x):\n    return x + tf.random.uniform([3])\n"
+        "ds = ds.map(lambda x, y: (aug(x), y), num_parallel_calls=tf.data.AUTOTUNE)\n",
+    )
+    valid = (
+        "import tensorflow as tf\nds = ds.map(lambda x: tf.image.random_crop(x, [8, 8, 1]))\n",
+        "import tensorflow as tf\ndef aug(x, s):\n    return tf.image.stateless_random_crop(x, [8, 8, 1], seed=s)\n"
+        "ds = ds.map(aug, num_parallel_calls=4)\n",
+        "import tensorflow as tf\ntf.config.experimental.enable_op_determinism()\n"
+        "ds = ds.map(lambda x: tf.image.random_crop(x, [8, 8, 1]), num_parallel_calls=4)\n",
+    )
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.maps = []
+        self.random_lines: list[tuple[int, str]] = []
+        self.functions: dict[str, ast.AST] = {}
+
+    def visit_FunctionDef(self, node):
+        self.functions.setdefault(node.name, node)
+
+    def visit_Call(self, node, qn):
+        if is_stateful_random(qn):
+            self.random_lines.append((node.lineno, qn))
+        elif call_name(node) == "map" and type(node.func) is ast.Attribute and node.args:
+            p = kwarg(node, "num_parallel_calls")
+            if p is not None and literal(p, 2) not in (None, 1):
+                self.maps.append((node, node.args[0]))
+
+    def _random_in(self, fn, depth=0):
+        lo, hi = fn.lineno, getattr(fn, "end_lineno", fn.lineno)
+        for line, qn in self.random_lines:
+            if lo <= line <= hi:
+                return qn
+        if depth == 0:
+            body = fn.body if type(fn) is ast.Lambda else fn
+            for n in ast.walk(body):
+                if type(n) is ast.Call and type(n.func) is ast.Name and n.func.id in self.functions:
+                    inner = self.functions[n.func.id]
+                    if inner is not fn:
+                        hit = self._random_in(inner, 1)
+                        if hit:
+                            return hit
+        return None
+
+    def finish(self):
+        if self.ctx.called(sorted(SWITCH_ON_CALLS)):
+            return
+        for node, fn in self.maps:
+            target = fn if type(fn) is ast.Lambda else \
+                self.functions.get(fn.id) if type(fn) is ast.Name else None
+            hit = self._random_in(target) if target is not None else None
+            if hit:
+                self.report(node, f"parallel map calls stateful random op {hit}: elements reach the "
+                            "shared generator in a different order each run; use stateless random "
+                            "ops with per-element seeds")
+
+
+def _tf_global_seed(ctx) -> bool:
+    return bool(ctx.called(["tensorflow.random.set_seed", "keras.utils.set_random_seed",
+                            "tensorflow.keras.utils.set_random_seed", "tensorflow.compat.v1.set_random_seed",
+                            "tensorflow.set_random_seed"]))
+
+
+@register
+class ShuffleWithoutSeed(Rule):
+    """`Dataset.shuffle` without a `seed`.
+
+    ## What it does
+    Flags `ds.shuffle(buffer_size)` and `tf.random.shuffle(x)` without a `seed` argument
+    in files that use TensorFlow or Keras.
+
+    ## Why is this bad
+    Without an op seed the shuffle order comes from the global seed combined with a
+    counter of ops created so far: with no global seed it changes every run, and with
+    one it still changes when ops are added or removed before it, or when a run
+    resumes from a checkpoint and rebuilds the pipeline. NVIDIA's TensorFlow
+    determinism notes: "the seed parameter of the shuffle method should always be set".
+
+    ## Example
+    ```python
+    ds = ds.shuffle(10_000)
+    ```
+
+    ## Fix
+    `ds = ds.shuffle(10_000, seed=seed)` (add `reshuffle_each_iteration=True` for a
+    new, still reproducible, order each epoch).
+    """
+
+    code, name = "FWD303", "shuffle-without-seed"
+    triggers = ("shuffle",)
+    references = ("https://www.tensorflow.org/api_docs/python/tf/data/Dataset#shuffle",
+                  "https://www.tensorflow.org/api_docs/python/tf/random/set_seed", SEED_README)
+    invalid = ("import tensorflow as tf\nds = tf.data.Dataset.range(10).shuffle(10)\n",
+               "import tensorflow as tf\nx = tf.random.shuffle(x)\n")
+    valid = ("import tensorflow as tf\nds = tf.data.Dataset.range(10).shuffle(10, seed=1)\n",
+             "import random\nrandom.shuffle(x)\n",
+             "import tensorflow as tf\nds = ds.shuffle(10, 1)\n")
+
+    def visit_Call(self, node, qn):
+        f = node.func
+        if type(f) is not ast.Attribute or f.attr != "shuffle" or not _is_tf_file(self.ctx):
+            return
+        if qn is not None and qn not in ("tensorflow.random.shuffle", "tensorflow.compat.v1.random.shuffle"):
+            return  # random.shuffle, np.random.shuffle ...: other rules
+        if kwarg(node, "seed") is not None or len(node.args) >= 2:
+            return
+        if not node.args and kwarg(node, "buffer_size") is None and qn is None:
+            return
+        self.report(node, "shuffle without seed=: the order depends on the global seed and on how "
+                    "many ops were created before it; pass seed=")
+
+
+@register
+class ListFilesShuffled(Rule):
+    """`tf.data.Dataset.list_files` shuffles by default.
+
+    ## What it does
+    Flags `tf.data.Dataset.list_files(pattern)` without `shuffle=False` and without
+    `seed=`.
+
+    ## Why is this bad
+    `list_files` shuffles the file names by default ("shuffle: defaults to True"),
+    seeded like any op without a seed, so the order of files (and of examples) changes
+    between runs or when the program changes.
+
+    ## Example
+    ```python
+    files = tf.data.Dataset.list_files("data/*.tfrecord")
+    ```
+
+    ## Fix
+    `tf.data.Dataset.list_files(pattern, shuffle=False)` and shuffle later with a seed,
+    or `list_files(pattern, seed=seed)`.
+    """
+
+    code, name = "FWD304", "list-files-shuffled"
+    triggers = ("list_files",)
+    references = ("https://www.tensorflow.org/api_docs/python/tf/data/Dataset#list_files",)
+    invalid = ("import tensorflow as tf\nfiles = tf.data.Dataset.list_files('d/*.rec')\n",)
+    valid = ("import tensorflow as tf\nfiles = tf.data.Dataset.list_files('d/*.rec', shuffle=False)\n",
+             "import tensorflow as tf\nfiles = tf.data.Dataset.list_files('d/*.rec', seed=3)\n")
+
+    def visit_Call(self, node, qn):
+        if qn in ("tensorflow.data.Dataset.list_files", "tensorflow.compat.v1.data.Dataset.list_files"):
+            shuffle, seed = arg(node, 1, "shuffle"), arg(node, 2, "seed")
+            if literal(shuffle, True) in (False, 0) or (seed is not None and literal(seed, 0) is not None):
+                return
+            self.report(node, "list_files shuffles file names by default without a seed; pass "
+                        "shuffle=False (then shuffle with a seed) or seed=")
+
+
+def _unseeded_shuffle_in_chain(node) -> ast.Call | None:
+    """The unseeded ``.shuffle(...)``/``list_files(...)`` call in the receiver chain."""
+    cur = node.func.value if type(node.func) is ast.Attribute else None
+    while type(cur) is ast.Call and type(cur.func) is ast.Attribute:
+        name = cur.func.attr
+        if name == "shuffle" and kwarg(cur, "seed") is None and len(cur.args) < 2:
+            return cur
+        if name == "list_files" and kwarg(cur, "seed") is None and \
+                literal(arg(cur, 1, "shuffle"), True) not in (False, 0):
+            return cur
+        cur = cur.func.value
+    return None
+
+
+@register
+class ShardAfterUnseededShuffle(Rule):
+    """`Dataset.shard` after an unseeded shuffle.
+
+    ## What it does
+    Flags `.shard(num_shards, index)` whose input pipeline (the method chain it is
+    called on) shuffles without a seed (`.shuffle(n)`, `list_files(pattern)`).
+
+    ## Why is this bad
+    Each worker shuffles with its own unseeded order and then keeps every n-th element,
+    so workers see overlapping and missing examples, differently in every run.
+
+    ## Example
+    ```python
+    ds = tf.data.Dataset.list_files(pattern).shard(num_workers, index)
+    ```
+
+    ## Fix
+    Shard first, then shuffle; or give the shuffle the same seed on every worker:
+    `list_files(pattern, shuffle=False).shard(n, i).shuffle(buf, seed=seed)`.
+    """
+
+    code, name = "FWD305", "shard-after-unseeded-shuffle"
+    triggers = ("shard",)
+    references = ("https://www.tensorflow.org/api_docs/python/tf/data/Dataset#shard",)
+    invalid = ("import tensorflow as tf\nds = tf.data.Dataset.list_files('d/*').shard(4, 0)\n",
+               "ds = ds.shuffle(100).shard(4, 0)\n")
+    valid = ("import tensorflow as tf\nds = tf.data.Dataset.list_files('d/*', shuffle=False).shard(4, 0)\n",
+             "ds = ds.shuffle(100, seed=1).shard(4, 0)\n")
+
+    def visit_Call(self, node, qn):
+        if type(node.func) is ast.Attribute and node.func.attr == "shard":
+            inner = _unseeded_shuffle_in_chain(node)
+            if inner is not None:
+                self.report(node, f"shard after an unseeded {inner.func.attr}() on line {inner.lineno}: "
+                            "each worker shuffles differently, so shards overlap; shard first or "
+                            "seed the shuffle")
+
+
+_DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+
+
+def _uses_randomness(ctx) -> int | None:
+    for qn, calls in ctx.calls.items():
+        if is_stateful_random(qn) or qn in ("torch.rand", "torch.randn", "torch.randint", "torch.randperm",
+                                            "torch.rand_like", "torch.randn_like", "torch.bernoulli"):
+            return calls[0].lineno
+    return None
+
+
+@register
+class DataLoaderWorkersUnseeded(Rule):
+    """`DataLoader(num_workers>0)` over random augmentation, with nothing seeding the workers.
+
+    ## What it does
+    Flags `torch.utils.data.DataLoader(..., num_workers=N)` (N not 0) without
+    `worker_init_fn=` or `generator=`, in a file that draws random numbers (Python
+    `random`, `np.random`, `torch.rand*`) and never calls `torch.manual_seed`.
+
+    ## Why is this bad
+    Each worker process seeds PyTorch, Python's `random` and NumPy's global generator
+    from a base seed drawn from the main process's generator (or the loader's
+    `generator`) (`torch/utils/data/_utils/worker.py`). When that generator is not
+    seeded, every run's workers draw different augmentations.
+
+    ## Example
+    ```python
+    loader = DataLoader(AugmentedSet(), batch_size=32, num_workers=4)
+    ```
+
+    ## Fix
+    Give the loader a seeded generator, and seed per-worker state you create yourself:
+    `DataLoader(ds, num_workers=4, generator=torch.Generator().manual_seed(seed),
+    worker_init_fn=seed_worker)`.
+    """
+
+    code, name = "FWD306", "dataloader-workers-unseeded"
+    triggers = ("num_workers",)
+    references = (TORCH_REPRO, "https://github.com/pytorch/pytorch/blob/main/torch/utils/data/_utils/worker.py")
+    invalid = ("import random, torch\nfrom torch.utils.data import DataLoader\n"
+               "class D(torch.utils.data.Dataset):\n    def __getitem__(self, i):\n        return random.random()\n"
+               "loader = DataLoader(D(), num_workers=4)\n",)
+    valid = ("import random, torch\nfrom torch.utils.data import DataLoader\ntorch.manual_seed(0)\n"
+             "class D(torch.utils.data.Dataset):\n    def __getitem__(self, i):\n        return random.random()\n"
+             "loader = DataLoader(D(), num_workers=4)\n",
+             "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=4)\n")
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.sites = []
+
+    def visit_Call(self, node, qn):
+        if qn in _DATALOADERS:
+            w = kwarg(node, "num_workers")
+            if w is not None and literal(w, 1) not in (0, None) and kwarg(node, "worker_init_fn") is None \
+                    and kwarg(node, "generator") is None:
+                self.sites.append(node)
+
+    def finish(self):
+        if not self.sites or seeds(self.ctx, TORCH_SEED_CALLS):
+            return
+        line = _uses_randomness(self.ctx)
+        if line is None:
+            return
+        for node in self.sites:
+            self.report(node, f"DataLoader workers draw random numbers (line {line}) from seeds based "
+                        "on the unseeded torch generator; pass generator=torch.Generator().manual_seed(seed) "
+                        "and a worker_init_fn")
+
+
+_SAMPLERS = frozenset({"torch.utils.data.RandomSampler", "torch.utils.data.SubsetRandomSampler",
+                       "torch.utils.data.WeightedRandomSampler", "torch.utils.data.random_split",
+                       "torch.utils.data.sampler.RandomSampler", "torch.utils.data.dataset.random_split"})
+
+
+@register
+class ShuffleWithoutGenerator(Rule):
+    """`DataLoader(shuffle=True)` or a random sampler without its own `generator`.
+
+    ## What it does
+    Flags `DataLoader(..., shuffle=True)`, `RandomSampler`, `SubsetRandomSampler`,
+    `WeightedRandomSampler` and `random_split` without `generator=`.
+
+    ## Why is this bad
+    They then draw the order from PyTorch's global generator: unseeded it differs every
+    run, and seeded it still depends on every earlier draw (weight initialisation,
+    dropout), so adding a layer or changing the model changes the data order, and a
+    resumed run does not see the same batches.
+
+    ## Example
+    ```python
+    loader = DataLoader(ds, batch_size=32, shuffle=True)
+    ```
+
+    ## Fix
+    `DataLoader(ds, batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(seed))`.
+    """
+
+    code, name = "FWD307", "shuffle-without-generator"
+    triggers = ("shuffle", "Sampler", "random_split")
+    fix_code = "generator=torch.Generator().manual_seed(seed)"
+    references = (TORCH_REPRO, "https://docs.pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader")
+    invalid = ("from torch.utils.data import DataLoader\nloader = DataLoader(ds, shuffle=True)\n",
+               "import torch\ns = torch.utils.data.RandomSampler(ds)\n")
+    valid = ("import torch\nfrom torch.utils.data import DataLoader\n"
+             "loader = DataLoader(ds, shuffle=True, generator=torch.Generator().manual_seed(0))\n",
+             "from torch.utils.data import DataLoader\nloader = DataLoader(ds)\n")
+
+    def visit_Call(self, node, qn):
+        if kwarg(node, "generator") is not None or any(k.arg is None for k in node.keywords):
+            return
+        if qn in _DATALOADERS:
+            if literal(kwarg(node, "shuffle"), None) is True or \
+                    (len(node.args) >= 3 and literal(node.args[2], None) is True):
+                self.report(node, "DataLoader(shuffle=True) without generator= draws the order from "
+                            "the global torch generator; pass generator=torch.Generator().manual_seed(seed)")
+        elif qn in _SAMPLERS:
+            self.report(node, f"{qn.rsplit('.', 1)[1]} without generator= draws from the global torch "
+                        "generator; pass generator=torch.Generator().manual_seed(seed)")
+
+
+_KERAS_LOOPS = frozenset({"fit", "fit_generator", "evaluate", "predict", "evaluate_generator",
+                          "predict_generator", "__init__"})
+
+
+@register
+class KerasWorkersMultiprocessing(Rule):
+    """Keras `workers > 1` or `use_multiprocessing=True` with a Python data generator.
+
+    ## What it does
+    Flags `fit`/`evaluate`/`predict` (Keras 2) and `PyDataset.__init__` (Keras 3) calls
+    with `workers=N` (N > 1) or `use_multiprocessing=True`.
+
+    ## Why is this bad
+    Batches are then produced by several threads or processes. A `Sequence`/`PyDataset`
+    or generator that draws random numbers or keeps state (augmentation, an epoch
+    counter) sees calls in a different order, or in copies of its state, in each run.
+
+    ## Example
+    ```python
+    model.fit(train_seq, epochs=5, workers=4, use_multiprocessing=True)
+    ```
+
+    ## Fix
+    Keep `workers=1` and `use_multiprocessing=False` for reproducible runs, or make
+    `__getitem__` a pure function of the index (derive each batch's seed from
+    `(seed, epoch, index)`).
+    """
+
+    code, name = "FWD308", "keras-workers-multiprocessing"
+    triggers = ("workers", "use_multiprocessing")
+    references = ("https://keras.io/api/utils/python_utils/#pydataset-class",
+                  "https://www.tensorflow.org/versions/r2.15/api_docs/python/tf/keras/Model#fit")
+    invalid = ("model.fit(seq, epochs=2, workers=4)\n",
+               "class S(keras.utils.PyDataset):\n    def __init__(self):\n"
+               "        super().__init__(workers=2, use_multiprocessing=True)\n")
+    valid = ("model.fit(seq, epochs=2)\n", "model.fit(seq, workers=1)\n")
+
+    def visit_Call(self, node, qn):
+        if call_name(node) not in _KERAS_LOOPS:
+            return
+        w = literal(kwarg(node, "workers"), 1)
+        mp = literal(kwarg(node, "use_multiprocessing"), False)
+        if (isinstance(w, int) and not isinstance(w, bool) and w > 1) or mp is True:
+            self.report(node, "workers>1 / use_multiprocessing=True runs a stateful data generator "
+                        "in several threads or processes, in a different order each run; use workers=1")
+
+
+@register
+class ShardByWorkerCount(Rule):
+    """`Dataset.shard` ties the data each worker sees to the number of workers.
+
+    ## What it does
+    Flags every `.shard(num_shards, index)` call on a dataset in a TensorFlow file (off
+    by default: select `FWD309` to use it when reviewing distributed input pipelines).
+
+    ## Why is this bad
+    Which examples each worker sees, and so how batches are formed and gradients
+    averaged, depends on `num_shards`. Results of a run are only reproducible on the
+    same number of workers, and changing the worker count mid-training (resuming on a
+    different cluster) changes the data order.
+
+    ## Example
+    ```python
+    ds = ds.shard(num_workers, worker_index)
+    ```
+
+    ## Fix
+    Record the worker count with the run's configuration and resume on the same
+    count, or shard by a fixed number of virtual shards assigned to workers.
+    """
+
+    code, name = "FWD309", "shard-by-worker-count"
+    default = False
+    triggers = ("shard",)
+    references = ("https://www.tensorflow.org/api_docs/python/tf/data/Dataset#shard",)
+    invalid = ("import tensorflow as tf\nds = ds.shard(n, i)\n",)
+    valid = ("import tensorflow as tf\nds = ds.batch(8)\n",)
+
+    def visit_Call(self, node, qn):
+        if type(node.func) is ast.Attribute and node.func.attr == "shard" and len(node.args) == 2 \
+                and _is_tf_file(self.ctx):
+            self.report(node, "shard() makes each worker's data depend on the number of workers; "
+                        "results are reproducible only on the same worker count")

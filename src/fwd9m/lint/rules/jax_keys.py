@@ -1,0 +1,285 @@
+"""FWD6xx: JAX PRNG keys.
+
+Key tracking runs per function body (and the module body), statement by statement,
+when the engine's pass reaches the ``def``: keys are names bound from
+``jax.random.key/PRNGKey/split/fold_in`` or parameters passed to ``jax.random``
+functions. A key is consumed when it is passed to a ``jax.random`` sampler or
+``split``, or to any other call (a function that draws from it), except
+``fold_in`` and inspection helpers. Branches of an ``if`` are exclusive; a key
+consumed inside a loop (or comprehension) but bound outside it is consumed again on
+every iteration.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .._rule import Rule, register
+
+JAX_PRNG = "https://docs.jax.dev/en/latest/random-numbers.html"
+JAX_SHARP = "https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html#random-numbers"
+
+_MAKERS = frozenset({"PRNGKey", "key", "split", "fold_in", "clone", "wrap_key_data"})
+_NON_CONSUMING = frozenset({"fold_in", "key_data", "key_impl", "wrap_key_data", "clone", "PRNGKey", "key",
+                            "print", "len", "isinstance", "type", "repr", "str", "id", "hash",
+                            "debug", "info", "warning", "assert_equal", "device_put", "block_until_ready"})
+
+
+class _KeyAnalysis:
+    """Shared by FWD601 and FWD602: finds every reuse once per function."""
+
+    def __init__(self, ctx, fn):
+        self.ctx = ctx
+        self.fn = fn
+        self.found: list[tuple[str, ast.AST, str]] = []  # (kind, node, message)
+        self.params: set[str] = set()
+        if type(fn) in (ast.FunctionDef, ast.AsyncFunctionDef):
+            a = fn.args
+            names = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+            self.params = {n for n in names if self._passed_to_jax_random(fn, n)}
+
+    def _is_jax_random(self, call: ast.Call) -> str | None:
+        qn = self.ctx.qualname(call.func)
+        if qn and (qn.startswith("jax.random.") or qn.startswith("jax._src.random.")):
+            return qn.rsplit(".", 1)[1]
+        return None
+
+    def _passed_to_jax_random(self, fn, name) -> bool:
+        for n in ast.walk(fn):
+            if type(n) is ast.Call and self._is_jax_random(n) and n.args and \
+                    type(n.args[0]) is ast.Name and n.args[0].id == name:
+                return True
+        return False
+
+    # -- expression scanning -------------------------------------------------------------
+    def _uses(self, expr, keys, in_loop=False):
+        """(name, node, how, looped) for each key consumed in ``expr``, in source order."""
+        out = []
+        stack = [(expr, in_loop)]
+        while stack:
+            node, looped = stack.pop()
+            t = type(node)
+            if t in (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+                continue
+            if t is ast.Call:
+                fname = self._is_jax_random(node)
+                callee = fname or (node.func.attr if type(node.func) is ast.Attribute else
+                                   node.func.id if type(node.func) is ast.Name else None)
+                if callee not in _NON_CONSUMING:
+                    args = [*node.args, *(k.value for k in node.keywords)]
+                    for a in args:
+                        for leaf in ([a] if type(a) is ast.Name else
+                                     a.values if type(a) is ast.Dict else ()):
+                            if type(leaf) is ast.Name and leaf.id in keys:
+                                out.append((leaf.id, leaf, fname or callee or "a call", looped))
+            if t in (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp):
+                for g in node.generators:
+                    stack.append((g.iter, looped))
+                for child in ast.iter_child_nodes(node):
+                    if type(child) is not ast.comprehension:
+                        stack.append((child, True))
+                continue
+            for child in ast.iter_child_nodes(node):
+                stack.append((child, looped))
+        out.sort(key=lambda u: (u[1].lineno, u[1].col_offset))
+        return out
+
+    def _consume(self, state, name, node, how, looped, loop_line=None):
+        if looped:
+            self.found.append(("reuse", node, f"key {name!r} is consumed by {how} on every iteration "
+                               f"of a loop{f' (line {loop_line})' if loop_line else ''} without being "
+                               "split or replaced; split a fresh key per iteration (or fold_in the step)"))
+            state[name] = ("used", node.lineno, how)
+            return
+        prev = state.get(name)
+        if prev is not None and prev[0] == "used":
+            kind = "split-after-use" if how == "split" and prev[2] != "split" else "reuse"
+            if kind == "split-after-use":
+                msg = (f"key {name!r} is split on line {node.lineno} after it was used by {prev[2]} on "
+                       f"line {prev[1]}: the new keys are correlated with that draw; split first and "
+                       "use only the new keys")
+            else:
+                msg = (f"key {name!r} is used again by {how} after {prev[2]} on line {prev[1]}: both "
+                       "get the same random bits; split it and use each key once")
+            self.found.append((kind, node, msg))
+        state[name] = ("used", node.lineno, how)
+
+    def _bind(self, state, targets, value):
+        is_maker = type(value) is ast.Call and self._is_jax_random(value) in _MAKERS or \
+            type(value) is ast.Subscript and type(value.value) is ast.Call and \
+            self._is_jax_random(value.value) in _MAKERS
+        for t in targets:
+            for n in ast.walk(t):
+                if type(n) is ast.Name:
+                    if is_maker:
+                        state[n.id] = ("fresh", n.lineno, "")
+                    else:
+                        state.pop(n.id, None)
+
+    # -- statements ----------------------------------------------------------------------
+    def run(self):
+        state = {p: ("fresh", self.fn.lineno, "") for p in self.params}
+        self._block(self.fn.body, state, None)
+        return self.found
+
+    def _stmt_exprs(self, s):
+        t = type(s)
+        if t in (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return):
+            return [s.value] if s.value is not None else []
+        if t in (ast.If, ast.While):
+            return [s.test]
+        if t in (ast.For, ast.AsyncFor):
+            return [s.iter]
+        if t in (ast.With, ast.AsyncWith):
+            return [i.context_expr for i in s.items]
+        return []
+
+    def _block(self, stmts, state, loop):
+        for s in stmts:
+            t = type(s)
+            if t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+                state.pop(s.name, None)
+                continue
+            keys = set(state)
+            if keys:
+                for expr in self._stmt_exprs(s):
+                    for name, node, how, looped in self._uses(expr, keys):
+                        if loop is not None and name not in loop[1]:
+                            self._consume(state, name, node, how, True, loop[0])
+                        else:
+                            self._consume(state, name, node, how, looped)
+            if t is ast.Assign:
+                self._bind(state, s.targets, s.value)
+            elif t in (ast.AugAssign, ast.AnnAssign) and s.value is not None:
+                self._bind(state, [s.target], s.value)
+            elif t is ast.If:
+                a, b = dict(state), dict(state)
+                self._block(s.body, a, loop)
+                self._block(s.orelse, b, loop)
+                state.clear()
+                for name in set(a) | set(b):
+                    va, vb = a.get(name), b.get(name)
+                    state[name] = va if va and va[0] == "used" else vb if vb else va
+            elif t in (ast.For, ast.AsyncFor, ast.While):
+                assigned = {n.id for st in s.body for n in ast.walk(st)
+                            if type(n) is ast.Name and type(n.ctx) is ast.Store}
+                if t is not ast.While:
+                    assigned |= {n.id for n in ast.walk(s.target) if type(n) is ast.Name}
+                    self._bind(state, [s.target], None)
+                self._block(s.body, state, (s.lineno, assigned))
+                self._block(s.orelse, state, loop)
+            elif t in (ast.With, ast.AsyncWith):
+                self._block(s.body, state, loop)
+            elif t is ast.Try or t.__name__ == "TryStar":
+                self._block(s.body, state, loop)
+                for h in s.handlers:
+                    self._block(h.body, dict(state), loop)
+                self._block(s.orelse, state, loop)
+                self._block(s.finalbody, state, loop)
+
+
+class _JaxRule(Rule):
+    kind = ""
+    triggers = ("jax",)
+    references = (JAX_PRNG, JAX_SHARP)
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.bodies = []
+
+    def visit_FunctionDef(self, node):
+        self.bodies.append(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+    visit_Module = visit_FunctionDef
+
+    def finish(self):
+        # after the pass: every import is known (names resolve in the module scope)
+        if not self.ctx.imports_any("jax"):
+            return
+        cache = self.ctx.__dict__.setdefault("_jax_key_analysis", {})
+        for fn in self.bodies:
+            if id(fn) not in cache:
+                cache[id(fn)] = _KeyAnalysis(self.ctx, fn).run()
+            for kind, node, msg in cache[id(fn)]:
+                if kind == self.kind:
+                    self.report(node, msg)
+
+
+@register
+class KeyReuse(_JaxRule):
+    """Uses the same JAX PRNG key twice.
+
+    ## What it does
+    Flags a key passed to a second `jax.random` function (or to any function that draws
+    from it) without being split in between, including a key bound outside a loop and
+    consumed inside it on every iteration.
+
+    ## Why is this bad
+    JAX random functions are pure: the same key gives the same bits. Two draws from one
+    key are identical or correlated (the same dropout mask every step, the same noise
+    for two layers), which is a silent modelling bug and makes results depend on how
+    the code happens to reuse keys.
+
+    ## Example
+    ```python
+    key = jax.random.key(0)
+    params = init(key)
+    for step in range(steps):
+        params = train_step(params, key)
+    ```
+
+    ## Fix
+    Split before each use: `key, sub = jax.random.split(key)` and pass `sub`; in a loop,
+    `step_key = jax.random.fold_in(key, step)`.
+    """
+
+    code, name = "FWD601", "jax-key-reuse"
+    kind = "reuse"
+    invalid = (
+        "import jax\nkey = jax.random.key(0)\na = jax.random.normal(key, (3,))\nb = jax.random.uniform(key, (3,))\n",
+        "import jax\ndef f(steps):\n    key = jax.random.PRNGKey(0)\n    for _ in range(steps):\n"
+        "        x = jax.random.normal(key, (3,))\n",
+        "import jax\nkey = jax.random.key(0)\nxs = [jax.random.normal(key) for _ in range(3)]\n",
+    )
+    valid = (
+        "import jax\nkey = jax.random.key(0)\nkey, sub = jax.random.split(key)\na = jax.random.normal(sub)\n"
+        "key, sub = jax.random.split(key)\nb = jax.random.normal(sub)\n",
+        "import jax\ndef f(key, steps):\n    for i in range(steps):\n        k = jax.random.fold_in(key, i)\n"
+        "        x = jax.random.normal(k)\n",
+        "import jax\ndef f(key, train):\n    if train:\n        return jax.random.normal(key)\n"
+        "    else:\n        return jax.random.uniform(key)\n",
+        "import jax\ndef f(key, n):\n    for _ in range(n):\n        key, sub = jax.random.split(key)\n"
+        "        x = jax.random.normal(sub)\n",
+    )
+
+
+@register
+class KeyUsedThenSplit(_JaxRule):
+    """Splits a JAX PRNG key after already drawing from it.
+
+    ## What it does
+    Flags `jax.random.split(key)` when `key` was already passed to a sampler or another
+    function that draws from it.
+
+    ## Why is this bad
+    The keys produced by the split are derived from the same key as the earlier draw,
+    so that draw and later ones are not independent; JAX's guidance is to never reuse
+    a key, and to split it before using it.
+
+    ## Example
+    ```python
+    x = jax.random.normal(key, (3,))
+    key, sub = jax.random.split(key)
+    ```
+
+    ## Fix
+    Split first: `key, sub = jax.random.split(key)`, then `jax.random.normal(sub, ...)`.
+    """
+
+    code, name = "FWD602", "jax-key-used-then-split"
+    kind = "split-after-use"
+    invalid = ("import jax\nkey = jax.random.key(0)\nx = jax.random.normal(key, (3,))\n"
+               "key, sub = jax.random.split(key)\n",)
+    valid = ("import jax\nkey = jax.random.key(0)\nkey, sub = jax.random.split(key)\n"
+             "x = jax.random.normal(sub, (3,))\n",)

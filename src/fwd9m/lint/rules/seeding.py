@@ -1,0 +1,642 @@
+"""FWD1xx: seeding."""
+
+from __future__ import annotations
+
+import ast
+
+from .._helpers import arg, call_name, kwarg, literal
+from .._rule import Rule, register
+from ._common import (ALL_SEED_CALLS, FRAMEWORK_SEED_CALLS, NUMPY_SEED_CALLS, PYTHON_SEED_CALLS,
+                      SEED_CALLS, TF_SEED_CALLS, TORCH_SEED_CALLS, seeds, uses_numpy_global_random,
+                      uses_python_random)
+
+KERAS_SEED_DOC = "https://keras.io/api/utils/python_utils/#setrandomseed-function"
+TORCH_REPRO = "https://docs.pytorch.org/docs/stable/notes/randomness.html"
+
+
+@register
+class SeedsOneLibrary(Rule):
+    """Seeds one framework but not Python, NumPy or Keras, which the file also uses.
+
+    ## What it does
+    Flags `tf.random.set_seed(...)` or `torch.manual_seed(...)` in a file that also
+    draws from Python's `random` or NumPy's global `np.random` generator (or, for
+    TensorFlow, uses Keras 3) without seeding them.
+
+    ## Why is this bad
+    Each library keeps its own generator. `tf.random.set_seed` seeds TensorFlow only and
+    `torch.manual_seed` seeds PyTorch only; Python's `random` and NumPy's global generator
+    start from OS entropy in every process, and Keras 3 draws the default seeds of its
+    initializers and layers from Python's `random`
+    (`keras/src/random/seed_generator.py`, `make_default_seed`). Anything drawn from the
+    unseeded ones changes from run to run.
+
+    ## Example
+    ```python
+    import numpy as np, tensorflow as tf
+    tf.random.set_seed(0)
+    noise = np.random.normal(size=10)
+    ```
+
+    ## Fix
+    Seed every generator at once: `keras.utils.set_random_seed(0)` (Python, NumPy and
+    the backend) or `fwd9m.seed_everything(0)`; or add `random.seed(0)` and
+    `np.random.seed(0)`.
+    """
+
+    code, name = "FWD101", "seeds-one-library"
+    triggers = ("seed",)
+    fix_code = "fwd9m.seed_everything(0)"
+    references = (KERAS_SEED_DOC, TORCH_REPRO,
+                  "https://github.com/keras-team/keras/blob/master/keras/src/random/seed_generator.py")
+    invalid = (
+        "import random, torch\ntorch.manual_seed(0)\nx = random.random()\n",
+        "import numpy as np\nimport tensorflow as tf\ntf.random.set_seed(0)\nx = np.random.rand(3)\n",
+        "import tensorflow as tf\nimport keras\ntf.random.set_seed(1)\nm = keras.layers.Dense(3)\n",
+    )
+    valid = (
+        "import torch\ntorch.manual_seed(0)\nx = torch.rand(3)\n",
+        "import random, torch\nimport numpy as np\nrandom.seed(0)\nnp.random.seed(0)\n"
+        "torch.manual_seed(0)\nx = random.random() + np.random.rand()\n",
+        "import keras, numpy as np\nkeras.utils.set_random_seed(0)\nx = np.random.rand(3)\n",
+    )
+
+    def finish(self):
+        ctx = self.ctx
+        framework_seeds = ctx.called(sorted(FRAMEWORK_SEED_CALLS))
+        if not framework_seeds or seeds(ctx, ALL_SEED_CALLS):
+            return
+        missing = []
+        py = uses_python_random(ctx)
+        if py and not seeds(ctx, PYTHON_SEED_CALLS):
+            missing.append(f"Python's random (used on line {py[0].lineno})")
+        npy = uses_numpy_global_random(ctx)
+        if npy and not seeds(ctx, NUMPY_SEED_CALLS):
+            missing.append(f"NumPy's global generator (used on line {npy[0].lineno})")
+        tf_only = all(ctx.qualname(c.func) in TF_SEED_CALLS for c in framework_seeds)
+        if tf_only and ctx.imports_any("keras") and not seeds(ctx, PYTHON_SEED_CALLS):
+            missing.append("Keras 3, which draws its default seeds from Python's random")
+        if missing:
+            first = framework_seeds[0]
+            what = ctx.qualname(first.func)
+            self.report(first, f"{what} seeds one library only; not seeded: {'; '.join(missing)}. "
+                        "Seed all at once with keras.utils.set_random_seed(SEED) or "
+                        "fwd9m.seed_everything(SEED)")
+
+
+#: calls that draw from a framework's global generator or create state that does
+_TF_CONSUMER_PREFIXES = ("tensorflow.keras.layers.", "keras.layers.", "tensorflow.keras.initializers.",
+                         "keras.initializers.", "keras.random.", "tensorflow.data.Dataset.")
+_TF_CONSUMERS = frozenset({"tensorflow.keras.Sequential", "tensorflow.keras.Model", "keras.Sequential",
+                           "keras.Model", "tensorflow.Variable", "keras.models.Sequential",
+                           "tensorflow.keras.models.Sequential", "keras.applications"})
+_TORCH_RANDOM = frozenset({"torch.rand", "torch.randn", "torch.randint", "torch.randperm",
+                           "torch.normal", "torch.bernoulli", "torch.multinomial",
+                           "torch.rand_like", "torch.randn_like", "torch.randint_like",
+                           "torch.utils.data.random_split"})
+
+
+def _consumer(qn: str | None, seed_qn: str) -> bool:
+    if not qn:
+        return False
+    if seed_qn in TF_SEED_CALLS or seed_qn in ALL_SEED_CALLS:
+        if qn in _TF_CONSUMERS or qn.startswith(_TF_CONSUMER_PREFIXES) and qn.rsplit(".", 1)[1][:1].isupper():
+            return True
+        if qn.startswith(("tensorflow.random.", "keras.random.")) and "seed" not in qn:
+            return True
+    if seed_qn in TORCH_SEED_CALLS:
+        if qn in _TORCH_RANDOM:
+            return True
+        if qn.startswith("torch.nn.") and qn.count(".") == 2 and qn.rsplit(".", 1)[1][:1].isupper():
+            return True
+    if seed_qn in NUMPY_SEED_CALLS or seed_qn in ALL_SEED_CALLS:
+        if qn.startswith("numpy.random.") and qn.count(".") == 2 and \
+                qn.rsplit(".", 1)[1] not in ("seed", "default_rng", "RandomState", "SeedSequence",
+                                             "Generator", "get_state", "set_state"):
+            return True
+    if seed_qn in PYTHON_SEED_CALLS or seed_qn in ALL_SEED_CALLS:
+        if qn.startswith("random.") and qn.count(".") == 1 and \
+                qn not in ("random.seed", "random.Random", "random.getstate", "random.setstate",
+                           "random.SystemRandom"):
+            return True
+    return False
+
+
+@register
+class SeedAfterUse(Rule):
+    """Sets a seed after the model, layers, dataset or random draws that needed it.
+
+    ## What it does
+    Flags a global seed call (`tf.random.set_seed`, `keras.utils.set_random_seed`,
+    `torch.manual_seed`, `np.random.seed`, `random.seed`) that comes after, in the same
+    function or module body, a call that already drew from that generator: building
+    layers or a model, creating a dataset, drawing random numbers, or calling a function
+    of this file that does.
+
+    ## Why is this bad
+    A seed only fixes what is drawn after it. Layers built before the seed got their
+    initial weights (Keras 3: their default seeds, drawn from Python's `random`) from an
+    unseeded generator, so they differ from run to run although the file "sets the seed".
+
+    ## Example
+    ```python
+    model = build_model()
+    keras.utils.set_random_seed(0)
+    ```
+
+    ## Fix
+    Seed first, at the top of the program, before building anything:
+    `keras.utils.set_random_seed(0)` then `model = build_model()`.
+    """
+
+    code, name = "FWD102", "seed-after-use"
+    triggers = ("seed",)
+    references = (KERAS_SEED_DOC, TORCH_REPRO)
+    invalid = (
+        "import torch\nnet = torch.nn.Linear(3, 3)\ntorch.manual_seed(0)\n",
+        "import keras\ndef build():\n    return keras.Sequential([keras.layers.Dense(3)])\n"
+        "def main():\n    m = build()\n    keras.utils.set_random_seed(0)\n",
+        "import numpy as np\nx = np.random.rand(3)\nnp.random.seed(0)\n",
+    )
+    valid = (
+        "import torch\ntorch.manual_seed(0)\nnet = torch.nn.Linear(3, 3)\n",
+        "import keras\ndef build():\n    return keras.Sequential([keras.layers.Dense(3)])\n"
+        "def main():\n    keras.utils.set_random_seed(0)\n    m = build()\n",
+        "import torch\ndef f():\n    return torch.nn.Linear(3, 3)\ntorch.manual_seed(0)\n",
+    )
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.seeds = []  # (scope, call, qn)
+        self.calls = []  # (scope, call, qn) of resolved calls and local-function calls
+        self.functions: dict[str, ast.AST] = {}
+
+    def visit_FunctionDef(self, node):
+        if not self.ctx.function_stack:  # a module-level def (handlers run before its scope)
+            self.functions.setdefault(node.name, node)
+
+    def visit_Call(self, node, qn):
+        scope = self.ctx.function_stack[-1] if self.ctx.function_stack else None
+        if qn in SEED_CALLS:
+            self.seeds.append((scope, node, qn))
+        elif qn is not None or type(node.func) is ast.Name:
+            self.calls.append((scope, node, qn))
+
+    def _function_consumes(self, name: str, seed_qn: str):
+        fn = self.functions.get(name)
+        if fn is None:
+            return None
+        for scope, call, qn in self.calls:
+            if scope is fn and _consumer(qn, seed_qn):
+                return call
+        return None
+
+    def finish(self):
+        for scope, seed, seed_qn in self.seeds:
+            for cscope, call, qn in self.calls:
+                if cscope is not scope or call.lineno >= seed.lineno:
+                    continue
+                hit = None
+                if _consumer(qn, seed_qn):
+                    hit = f"{qn} on line {call.lineno}"
+                elif qn is None or qn not in SEED_CALLS:
+                    name = call.func.id if type(call.func) is ast.Name else None
+                    inner = self._function_consumes(name, seed_qn) if name else None
+                    if inner is not None:
+                        hit = (f"{name}() on line {call.lineno} (which calls "
+                               f"{self.ctx.qualname(inner.func)} on line {inner.lineno})")
+                if hit:
+                    self.report(seed, f"{seed_qn} comes after {hit} already drew from the "
+                                "unseeded generator; seed first, before building models, "
+                                "layers or datasets")
+                    break
+
+
+_UNSEEDED_WHEN_NO_ARG = {
+    "numpy.random.default_rng": "seed", "numpy.random.RandomState": "seed",
+    "numpy.random.SeedSequence": "entropy", "numpy.random.PCG64": "seed",
+    "numpy.random.PCG64DXSM": "seed", "numpy.random.Philox": "seed",
+    "numpy.random.MT19937": "seed", "numpy.random.SFC64": "seed", "random.Random": "x",
+}
+_ALWAYS_ENTROPY = {
+    "random.SystemRandom": "random.SystemRandom draws from os.urandom and cannot be seeded",
+    "secrets.SystemRandom": "secrets.SystemRandom draws from os.urandom and cannot be seeded",
+    "tensorflow.random.Generator.from_non_deterministic_state":
+        "tf.random.Generator.from_non_deterministic_state() takes its seed from the OS",
+    "tensorflow.random.experimental.Generator.from_non_deterministic_state":
+        "tf.random.experimental.Generator.from_non_deterministic_state() takes its seed from the OS",
+    "torch.seed": "torch.seed() re-seeds PyTorch with a non-deterministic random number",
+    "torch.random.seed": "torch.random.seed() re-seeds PyTorch with a non-deterministic random number",
+    "torch.cuda.seed": "torch.cuda.seed() seeds the GPU generator with a non-deterministic number",
+    "torch.cuda.seed_all": "torch.cuda.seed_all() seeds every GPU generator with a "
+                           "non-deterministic number",
+}
+
+
+@register
+class UnseededGenerator(Rule):
+    """Creates a random generator without a seed.
+
+    ## What it does
+    Flags `np.random.default_rng()`, `np.random.RandomState()`, `random.Random()` and
+    NumPy bit generators created without a seed, generators that always take OS entropy
+    (`random.SystemRandom`, `tf.random.Generator.from_non_deterministic_state()`,
+    `torch.seed()`, `Generator.seed()`), and `torch.Generator()` that is never given
+    `manual_seed`.
+
+    ## Why is this bad
+    Without a seed, NumPy and Python take fresh OS entropy for each new generator, so
+    every run draws different numbers; no global `np.random.seed` reaches them. A
+    `torch.Generator()` instead starts from the fixed default seed 67280421310721
+    (`c10/core/GeneratorImpl.h`), so it is not reached by `torch.manual_seed` and every
+    unseeded generator repeats the same stream.
+
+    ## Example
+    ```python
+    rng = np.random.default_rng()
+    ```
+
+    ## Fix
+    Pass a seed, derived from your run's seed: `np.random.default_rng(seed)`,
+    `random.Random(seed)`, `torch.Generator().manual_seed(seed)`,
+    `tf.random.Generator.from_seed(seed)`.
+    """
+
+    code, name = "FWD103", "unseeded-generator"
+    triggers = ("default_rng", "RandomState", "Random", "SeedSequence", "PCG64", "Philox",
+                "MT19937", "SFC64", "non_deterministic_state", "Generator", "seed")
+    fix_code = "rng = np.random.default_rng(seed)"
+    references = (
+        "https://numpy.org/doc/stable/reference/random/generator.html#numpy.random.default_rng",
+        "https://docs.python.org/3/library/random.html#random.SystemRandom",
+        "https://www.tensorflow.org/api_docs/python/tf/random/Generator",
+        "https://docs.pytorch.org/docs/stable/generated/torch.seed.html",
+        "https://github.com/pytorch/pytorch/blob/main/c10/core/GeneratorImpl.h",
+    )
+    invalid = (
+        "import numpy as np\nrng = np.random.default_rng()\n",
+        "from numpy.random import default_rng\nrng = default_rng(None)\n",
+        "import random\nr = random.Random()\n",
+        "import tensorflow as tf\ng = tf.random.Generator.from_non_deterministic_state()\n",
+        "import torch\ng = torch.Generator()\nx = torch.rand(3, generator=g)\n",
+        "import torch\ng = torch.Generator()\ng.seed()\n",
+    )
+    valid = (
+        "import numpy as np\nrng = np.random.default_rng(0)\n",
+        "import random\nr = random.Random(42)\n",
+        "import torch\ng = torch.Generator()\ng.manual_seed(0)\n",
+        "import torch\ng = torch.Generator().manual_seed(0)\n",
+        "import tensorflow as tf\ng = tf.random.Generator.from_seed(1)\n",
+    )
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.seeded_inline: set[int] = set()
+        self.torch_generators: dict[str, ast.Call] = {}
+        self.pending: list[tuple[str | None, ast.Call]] = []
+
+    def visit_Assign(self, node):
+        v = node.value
+        if type(v) is ast.Call and self.ctx.qualname(v.func) == "torch.Generator":
+            for t in node.targets:
+                if type(t) is ast.Name:
+                    self.torch_generators[t.id] = v
+
+    def visit_Call(self, node, qn):
+        f = node.func
+        if type(f) is ast.Attribute and f.attr == "manual_seed" and type(f.value) is ast.Call:
+            self.seeded_inline.add(id(f.value))
+        if qn in _UNSEEDED_WHEN_NO_ARG:
+            a = arg(node, 0, _UNSEEDED_WHEN_NO_ARG[qn])
+            if (a is None or literal(a, 0) is None) and not any(k.arg is None for k in node.keywords) \
+                    and not any(type(x) is ast.Starred for x in node.args):
+                self.report(node, f"{qn}() without a seed takes fresh OS entropy every run; "
+                            "pass a seed derived from the run's seed")
+        elif qn in _ALWAYS_ENTROPY:
+            self.report(node, _ALWAYS_ENTROPY[qn] + "; use a seeded generator instead")
+        elif qn == "torch.Generator":
+            self.pending.append((None, node))
+        elif type(f) is ast.Attribute and f.attr == "seed" and not node.args and not node.keywords \
+                and type(f.value) is ast.Name and f.value.id in self.torch_generators:
+            self.report(node, f"{f.value.id}.seed() re-seeds the torch.Generator with a "
+                        "non-deterministic number; use .manual_seed(seed)")
+
+    def finish(self):
+        seeded_names = {c.func.value.id for c in self.ctx.methods.get("manual_seed", ())
+                        if type(c.func.value) is ast.Name}
+        by_call = {id(v): k for k, v in self.torch_generators.items()}
+        for _, node in self.pending:
+            if id(node) in self.seeded_inline:
+                continue
+            name = by_call.get(id(node))
+            if name is not None and name in seeded_names:
+                continue
+            self.report(node, "torch.Generator() is never given manual_seed: it starts from the "
+                        "fixed default seed, apart from torch.manual_seed, so every unseeded "
+                        "generator repeats one stream; use torch.Generator().manual_seed(seed)")
+
+
+_ENTROPY = frozenset({
+    "time.time", "time.time_ns", "time.perf_counter", "time.perf_counter_ns", "time.monotonic",
+    "time.monotonic_ns", "time.process_time", "time.process_time_ns", "datetime.datetime.now",
+    "datetime.datetime.utcnow", "datetime.datetime.today", "datetime.date.today", "os.urandom",
+    "os.getpid", "uuid.uuid1", "uuid.uuid4", "secrets.randbits", "secrets.token_bytes",
+    "secrets.token_hex", "secrets.randbelow", "hash", "id", "random.SystemRandom",
+})
+_SEED_TAKERS = SEED_CALLS | {
+    "numpy.random.default_rng", "numpy.random.RandomState", "numpy.random.SeedSequence",
+    "random.Random", "jax.random.PRNGKey", "jax.random.key", "tensorflow.random.Generator.from_seed",
+    "tensorflow.random.experimental.Generator.from_seed", "keras.random.SeedGenerator",
+    "numpy.random.PCG64", "numpy.random.Philox", "numpy.random.MT19937",
+}
+_SEED_KWARGS = ("seed", "random_state", "random_seed")
+
+
+@register
+class SeedFromEntropy(Rule):
+    """Derives a seed from the clock, OS entropy, a process id or `hash()`.
+
+    ## What it does
+    Flags seeds (passed to a seeding call, a generator constructor or a `seed=` /
+    `random_state=` argument) computed from `time.time()`, `datetime.now()`,
+    `os.urandom`, `os.getpid()`, `uuid.uuid4()`, `secrets`, `id()` or the builtin
+    `hash()`, directly or through a variable assigned in the same scope.
+
+    ## Why is this bad
+    These values differ on every run (`hash()` of a `str` or `bytes` is salted per
+    process unless `PYTHONHASHSEED` is set before the interpreter starts), so the
+    "seeded" run is not repeatable, and the seed is usually not logged.
+
+    ## Example
+    ```python
+    seed = int(time.time())
+    np.random.seed(seed)
+    ```
+
+    ## Fix
+    Use a fixed seed from your configuration, or derive one deterministically:
+    `fwd9m.derive_seed(base_seed, "worker", rank)`. If you want a fresh seed per run,
+    draw it once, print or save it, and pass it in.
+    """
+
+    code, name = "FWD104", "seed-from-entropy"
+    triggers = ("time", "urandom", "getpid", "uuid", "secrets", "hash(", "id(", "SystemRandom",
+                "datetime")
+    references = ("https://docs.python.org/3/reference/datamodel.html#object.__hash__",
+                  "https://docs.python.org/3/library/os.html#os.urandom")
+    invalid = (
+        "import time, numpy as np\nnp.random.seed(int(time.time()))\n",
+        "import time, torch\nseed = int(time.time())\ntorch.manual_seed(seed)\n",
+        "import random\nrandom.seed(hash('run-1'))\n",
+        "from sklearn.model_selection import train_test_split\nimport os\n"
+        "a, b = train_test_split([1, 2], random_state=os.getpid())\n",
+    )
+    valid = (
+        "import numpy as np\nnp.random.seed(1234)\n",
+        "import time, torch\nstart = time.time()\ntorch.manual_seed(0)\n",
+    )
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.tainted: dict[tuple[int, str], int] = {}  # (scope id, name) -> line
+
+    def _scope(self):
+        return id(self.ctx.function_stack[-1]) if self.ctx.function_stack else 0
+
+    def _entropy_in(self, node) -> str | None:
+        for n in ast.walk(node):
+            if type(n) is ast.Call:
+                qn = self.ctx.qualname(n.func)
+                if qn in _ENTROPY:
+                    return f"{qn}()"
+            elif type(n) is ast.Name and (self._scope(), n.id) in self.tainted:
+                return f"{n.id} (set from entropy on line {self.tainted[(self._scope(), n.id)]})"
+        return None
+
+    def visit_Assign(self, node):
+        if type(node.value) in (ast.Constant, ast.Name, ast.Attribute, ast.List, ast.Dict):
+            return
+        src = self._entropy_in(node.value)
+        for t in node.targets:
+            if type(t) is ast.Name:
+                key = (self._scope(), t.id)
+                if src:
+                    self.tainted[key] = node.lineno
+                else:
+                    self.tainted.pop(key, None)
+
+    def visit_Call(self, node, qn):
+        if qn in _SEED_TAKERS or (type(node.func) is ast.Attribute and node.func.attr == "manual_seed"):
+            candidates = [*node.args[:1], *(k.value for k in node.keywords if k.arg in _SEED_KWARGS)]
+        else:
+            candidates = [k.value for k in node.keywords if k.arg in _SEED_KWARGS]
+        for value in candidates:
+            src = self._entropy_in(value)
+            if src:
+                where = qn or call_name(node) or "the call"
+                self.report(value, f"seed for {where} comes from {src}, which differs on every "
+                            "run; use a fixed seed or fwd9m.derive_seed(seed, ...)")
+                return
+
+
+_INITIALIZER_ROOTS = ("keras.initializers.", "tensorflow.keras.initializers.", "tf_keras.initializers.",
+                      "tensorflow.initializers.", "keras.src.initializers.")
+
+
+@register
+class SharedInitializer(Rule):
+    """Passes one initializer instance to several layers.
+
+    ## What it does
+    Flags a Keras initializer object (`keras.initializers.GlorotUniform(...)`, ...)
+    assigned to a variable and then passed as `*_initializer=` to two or more layers or
+    `add_weight` calls in the same scope.
+
+    ## Why is this bad
+    A Keras 3 initializer seeded with an integer or left unseeded "will produce the same
+    random values across multiple calls" (its docstring): every layer sharing the
+    instance gets identical initial weights (for equal shapes), which silently changes
+    the model, and adding or reordering a layer changes which values each layer gets.
+
+    ## Example
+    ```python
+    init = keras.initializers.GlorotUniform(seed=1)
+    a = keras.layers.Dense(8, kernel_initializer=init)
+    b = keras.layers.Dense(8, kernel_initializer=init)
+    ```
+
+    ## Fix
+    Create one initializer per layer, each with its own seed (or pass
+    `keras.random.SeedGenerator(seed)` as the seed), e.g.
+    `kernel_initializer=keras.initializers.GlorotUniform(seed=seed + i)`.
+    """
+
+    code, name = "FWD105", "shared-initializer"
+    triggers = ("initializers",)
+    references = ("https://github.com/keras-team/keras/blob/master/keras/src/initializers/random_initializers.py",
+                  "https://keras.io/api/layers/initializers/")
+    invalid = (
+        "import keras\ninit = keras.initializers.GlorotUniform(seed=1)\n"
+        "a = keras.layers.Dense(8, kernel_initializer=init)\n"
+        "b = keras.layers.Dense(8, kernel_initializer=init)\n",
+    )
+    valid = (
+        "import keras\na = keras.layers.Dense(8, kernel_initializer=keras.initializers.GlorotUniform(1))\n"
+        "b = keras.layers.Dense(8, kernel_initializer=keras.initializers.GlorotUniform(2))\n",
+        "import keras\ninit = keras.initializers.Zeros()\n"
+        "a = keras.layers.Dense(8, bias_initializer=init)\nb = keras.layers.Dense(8, bias_initializer=init)\n",
+    )
+    _CONSTANT = frozenset({"Zeros", "Ones", "Constant", "Identity", "zeros", "ones", "constant"})
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.instances: dict[tuple[int, str], int] = {}
+        self.uses: dict[tuple[int, str], int] = {}
+
+    def _scope(self):
+        return id(self.ctx.function_stack[-1]) if self.ctx.function_stack else 0
+
+    def visit_Assign(self, node):
+        v = node.value
+        if type(v) is not ast.Call:
+            return
+        qn = self.ctx.qualname(v.func)
+        if qn and qn.startswith(_INITIALIZER_ROOTS) and qn.rsplit(".", 1)[1] not in self._CONSTANT:
+            for t in node.targets:
+                if type(t) is ast.Name:
+                    self.instances[(self._scope(), t.id)] = node.lineno
+
+    def visit_Call(self, node, qn):
+        for k in node.keywords:
+            if k.arg and (k.arg.endswith("_initializer") or (k.arg == "initializer" and call_name(node) == "add_weight")) \
+                    and type(k.value) is ast.Name:
+                key = (self._scope(), k.value.id)
+                if key in self.instances:
+                    self.uses[key] = self.uses.get(key, 0) + 1
+                    if self.uses[key] == 2:
+                        self.report(k.value, f"initializer {k.value.id!r} (line {self.instances[key]}) "
+                                    "is shared by several layers, which then get the same initial "
+                                    "values; create one initializer per layer with its own seed")
+
+
+_RANDOM_LAYERS = frozenset({
+    "Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
+    "GaussianDropout", "AlphaDropout", "RandomFlip", "RandomRotation", "RandomZoom",
+    "RandomCrop", "RandomTranslation", "RandomContrast", "RandomBrightness", "RandomHeight",
+    "RandomWidth", "RandomErasing", "RandomGrayscale", "RandomHue", "RandomSaturation",
+    "RandomSharpness", "RandomShear", "RandomColorJitter", "RandomColorDegeneration",
+    "RandomPosterization", "RandomPerspective", "RandomGaussianBlur", "RandomInvert",
+    "RandomElasticTransform",
+})
+_KERAS_ROOTS = ("keras.", "tensorflow.keras.", "tf_keras.")
+
+
+@register
+class RandomLayerWithoutSeed(Rule):
+    """A Keras dropout, noise or augmentation layer without `seed=` in a file that
+    otherwise relies on op-level seeds.
+
+    ## What it does
+    Flags `keras.layers.Dropout(...)`, `GaussianNoise`, `RandomFlip`, `RandomRotation`
+    and the other random layers created without `seed=` when the same file passes
+    `seed=` to other calls (so it relies on per-op seeds rather than one global seed).
+
+    ## Why is this bad
+    A layer without a seed draws its seed from the global state at construction time
+    (Keras 3: Python's `random` via `make_default_seed`), so it is only reproducible if
+    the global seed is set before it and nothing else changes the order of draws. A file
+    that seeds each op (and sets no global seed) but forgets one layer is not
+    reproducible. Files that set a global seed are not flagged.
+
+    ## Example
+    ```python
+    dense = keras.layers.Dense(8, kernel_initializer=keras.initializers.GlorotUniform(seed=1))
+    drop = keras.layers.Dropout(0.5)
+    ```
+
+    ## Fix
+    Give every random layer its own seed: `keras.layers.Dropout(0.5, seed=2)`.
+    """
+
+    code, name = "FWD106", "random-layer-without-seed"
+    triggers = ("Dropout", "Noise", "Random")
+    references = ("https://keras.io/api/layers/regularization_layers/dropout/",
+                  "https://github.com/keras-team/keras/blob/master/keras/src/random/seed_generator.py")
+    invalid = (
+        "import keras\nd = keras.layers.Dense(8, kernel_initializer=keras.initializers.GlorotUniform(seed=1))\n"
+        "drop = keras.layers.Dropout(0.5)\n",
+    )
+    valid = (
+        "import keras\nd = keras.layers.Dense(8, kernel_initializer=keras.initializers.GlorotUniform(seed=1))\n"
+        "drop = keras.layers.Dropout(0.5, seed=2)\n",
+        "import keras\nkeras.utils.set_random_seed(0)\ndrop = keras.layers.Dropout(0.5)\n",
+        "import keras\nkeras.utils.set_random_seed(0)\nd = keras.layers.Dense(8, kernel_initializer="
+        "keras.initializers.GlorotUniform(seed=1))\ndrop = keras.layers.Dropout(0.5)\n",
+    )
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.candidates = []
+        self.op_seeds = 0
+
+    def visit_Call(self, node, qn):
+        seed = None
+        for k in node.keywords:
+            if k.arg == "seed":
+                seed = k.value
+        if qn and qn.startswith(_KERAS_ROOTS) and qn.rsplit(".", 1)[1] in _RANDOM_LAYERS:
+            if seed is None:
+                self.candidates.append((node, qn))
+        elif seed is not None and literal(seed, 0) is not None:
+            self.op_seeds += 1
+
+    def finish(self):
+        if not self.op_seeds or seeds(self.ctx, TF_SEED_CALLS):
+            return  # no op-level seeds, or a global seed covers the layers
+        for node, qn in self.candidates:
+            self.report(node, f"{qn} has no seed= although this file seeds other ops; its seed "
+                        "comes from the global state at construction time. Pass seed=")
+
+
+@register
+class CudaSeedOnly(Rule):
+    """Seeds the GPU generator but not PyTorch's CPU generator.
+
+    ## What it does
+    Flags `torch.cuda.manual_seed(...)` / `torch.cuda.manual_seed_all(...)` in a file
+    that never calls `torch.manual_seed(...)` (or a helper that seeds everything).
+
+    ## Why is this bad
+    `torch.cuda.manual_seed` seeds only the CUDA generator (of the current device;
+    `manual_seed_all` of every device). Weight initialisation, `DataLoader` shuffling and
+    everything else drawn on the CPU still come from the unseeded CPU generator.
+    `torch.manual_seed` seeds the CPU and every CUDA device.
+
+    ## Example
+    ```python
+    torch.cuda.manual_seed_all(0)
+    model = torch.nn.Linear(3, 3)
+    ```
+
+    ## Fix
+    `torch.manual_seed(0)` (it seeds all devices).
+    """
+
+    code, name = "FWD107", "cuda-seed-only"
+    triggers = ("manual_seed",)
+    fix_code = "torch.manual_seed(0)"
+    references = ("https://docs.pytorch.org/docs/stable/generated/torch.manual_seed.html",
+                  "https://docs.pytorch.org/docs/stable/generated/torch.cuda.manual_seed.html")
+    invalid = ("import torch\ntorch.cuda.manual_seed_all(0)\nm = torch.nn.Linear(3, 3)\n",)
+    valid = ("import torch\ntorch.manual_seed(0)\ntorch.cuda.manual_seed_all(0)\n",)
+
+    def finish(self):
+        ctx = self.ctx
+        cuda = ctx.called(["torch.cuda.manual_seed", "torch.cuda.manual_seed_all"])
+        if cuda and not seeds(ctx, TORCH_SEED_CALLS):
+            self.report(cuda[0], "seeds the CUDA generator only; CPU draws (weight init, "
+                        "shuffling) stay unseeded. Use torch.manual_seed(seed), which seeds all devices")
+
+
+__all__ = ["SeedsOneLibrary", "SeedAfterUse", "UnseededGenerator", "SeedFromEntropy",
+           "SharedInitializer", "RandomLayerWithoutSeed", "CudaSeedOnly", "kwarg"]

@@ -1,0 +1,178 @@
+"""FWD5xx: checkpoints and RNG state."""
+
+from __future__ import annotations
+
+import ast
+
+from .._helpers import call_name
+from .._rule import Rule, register
+from ._common import is_stateful_random
+
+_RNG_STATE_CALLS = frozenset({
+    "torch.get_rng_state", "torch.random.get_rng_state", "torch.cuda.get_rng_state",
+    "torch.cuda.get_rng_state_all", "numpy.random.get_state", "random.getstate",
+    "fwd9m.capture_rng_state", "fwd9m.rng.capture_rng_state",
+})
+_RNG_STATE_METHODS = frozenset({"get_rng_state", "get_state", "getstate", "get_rng_state_all",
+                                "capture_rng_state"})
+_RNG_WORDS = ("rng", "random", "generator", "seed")
+_PICKLERS = frozenset({"pickle.dump", "pickle.dumps", "cloudpickle.dump", "cloudpickle.dumps",
+                       "dill.dump", "dill.dumps", "joblib.dump", "_pickle.dump", "_pickle.dumps"})
+
+
+def _mentions_rng(ctx, node) -> bool:
+    for n in ast.walk(node):
+        t = type(n)
+        if t is ast.Constant and isinstance(n.value, str) and any(w in n.value.lower() for w in _RNG_WORDS):
+            return True
+        if t is ast.Name and any(w in n.id.lower() for w in _RNG_WORDS):
+            return True
+        if t is ast.Attribute and (n.attr in ("bit_generator", "state") or
+                                   any(w in n.attr.lower() for w in _RNG_WORDS)):
+            return True
+        if t is ast.Call and (ctx.qualname(n.func) in _RNG_STATE_CALLS or call_name(n) in _RNG_STATE_METHODS):
+            return True
+        if t is ast.keyword and n.arg and any(w in n.arg.lower() for w in _RNG_WORDS):
+            return True
+    return False
+
+
+@register
+class CheckpointWithoutRngState(Rule):
+    """Saves a training checkpoint without the random-number generator state.
+
+    ## What it does
+    Flags `torch.save({...})` of a dict literal that holds an optimizer's state (a
+    `*optim*` key or an `optimizer.state_dict()` value) but nothing about RNG state, and
+    `tf.train.Checkpoint(optimizer=..., ...)` that tracks no `tf.random.Generator` in a
+    file that draws from TensorFlow's global random state (stateful random ops, a
+    `shuffle` without seed).
+
+    ## Why is this bad
+    A run resumed from such a checkpoint restarts every generator from its seed (or
+    from fresh entropy), so it replays dropout masks, augmentations and shuffles of the
+    first epochs instead of continuing them: the resumed run does not match an
+    uninterrupted one.
+
+    ## Example
+    ```python
+    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, path)
+    ```
+
+    ## Fix
+    Save the generators too, without pickle:
+    `{"model": ..., "optimizer": ..., "rng": fwd9m.capture_rng_state()}` and restore them
+    with `fwd9m.restore_rng_state(...)`; in TensorFlow, track a `tf.random.Generator`
+    in the checkpoint (`tf.train.Checkpoint(..., rng=generator)`) and draw from it.
+    """
+
+    code, name = "FWD501", "checkpoint-without-rng-state"
+    triggers = ("optim",)
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.tf_checkpoints = []
+
+    references = ("https://docs.pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html",
+                  "https://www.tensorflow.org/guide/random_numbers#interaction_with_tftrainCheckpoint")
+    invalid = ("import torch\ntorch.save({'model': m.state_dict(), 'optimizer': opt.state_dict()}, 'c.pt')\n",
+               "import tensorflow as tf\nds = ds.shuffle(100)\nckpt = tf.train.Checkpoint(model=model, optimizer=opt)\n")
+    valid = ("import torch\ntorch.save({'model': m.state_dict(), 'optimizer': opt.state_dict(),\n"
+             "            'rng': torch.get_rng_state()}, 'c.pt')\n",
+             "import torch\ntorch.save(m.state_dict(), 'w.pt')\n",
+             "import tensorflow as tf\nckpt = tf.train.Checkpoint(model=model, optimizer=opt, rng=gen)\n",
+             "import tensorflow as tf\nx = tf.random.stateless_uniform([2], seed=[1, 2])\n"
+             "ckpt = tf.train.Checkpoint(model=model, optimizer=opt)\n")
+
+    def visit_Call(self, node, qn):
+        if qn == "torch.save" and node.args and type(node.args[0]) is ast.Dict:
+            d = node.args[0]
+            optim = any((type(k) is ast.Constant and isinstance(k.value, str) and "optim" in k.value.lower())
+                        for k in d.keys) or any(
+                type(v) is ast.Call and type(v.func) is ast.Attribute and v.func.attr == "state_dict"
+                and "optim" in ast.unparse(v.func.value).lower() for v in d.values)
+            if optim and not _mentions_rng(self.ctx, d):
+                self.report(node, "training checkpoint without RNG state: a resumed run restarts the "
+                            "generators; add 'rng': fwd9m.capture_rng_state()")
+        elif qn in ("tensorflow.train.Checkpoint", "tensorflow.compat.v2.train.Checkpoint") and \
+                any(k.arg == "optimizer" for k in node.keywords) and not _mentions_rng(self.ctx, node):
+            self.tf_checkpoints.append(node)
+
+    def finish(self):
+        # TF: only when the file draws from hidden global state (stateful random ops,
+        # unseeded shuffles); stateless ops and Keras 3 SeedGenerators need no extra state
+        if not self.tf_checkpoints:
+            return
+        stateful = next((c for qn, calls in self.ctx.calls.items() if is_stateful_random(qn)
+                         for c in calls), None)
+        if stateful is None:
+            stateful = next((c for c in self.ctx.methods.get("shuffle", ())
+                             if not any(k.arg == "seed" for k in c.keywords) and len(c.args) < 2), None)
+        if stateful is None:
+            return
+        for node in self.tf_checkpoints:
+            self.report(node, f"tf.train.Checkpoint without random state while line {stateful.lineno} "
+                        "draws from the global generator: a resumed run replays the first epochs' "
+                        "randomness; use a tf.random.Generator tracked in the checkpoint (rng=generator) "
+                        "or stateless ops seeded by (seed, epoch)")
+
+
+@register
+class RngStatePickled(Rule):
+    """Saves random-number generator state with pickle.
+
+    ## What it does
+    Flags `pickle.dump`/`dumps` (also `cloudpickle`, `dill`, `joblib.dump`) of a value
+    that contains RNG state: `torch.get_rng_state()`, `np.random.get_state()`,
+    `random.getstate()`, `rng.bit_generator.state`, or a variable assigned from one.
+
+    ## Why is this bad
+    A pickle ties the state to the classes and module layout of the library version
+    that wrote it, so it may not load (or load differently) after an upgrade, and
+    loading a pickle runs arbitrary code, which many checkpoint loaders now refuse
+    (`torch.load(weights_only=True)` is the default since PyTorch 2.6).
+
+    ## Example
+    ```python
+    pickle.dump({"numpy": np.random.get_state()}, f)
+    ```
+
+    ## Fix
+    `fwd9m.save_rng_state(path)` / `fwd9m.load_rng_state(path)` (a plain, versioned
+    format), or store the state arrays with `np.savez` / safetensors.
+    """
+
+    code, name = "FWD502", "rng-state-pickled"
+    triggers = ("pickle", "joblib", "dill")
+    fix_code = "fwd9m.save_rng_state(path)"
+    references = ("https://docs.python.org/3/library/pickle.html",
+                  "https://docs.pytorch.org/docs/stable/generated/torch.load.html")
+    invalid = ("import pickle, random\npickle.dump(random.getstate(), f)\n",
+               "import pickle, numpy as np\nstate = {'np': np.random.get_state()}\npickle.dump(state, f)\n")
+    valid = ("import pickle\npickle.dump({'epoch': 3}, f)\n",)
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.tainted: set[str] = set()
+
+    def _has_state(self, node) -> bool:
+        for n in ast.walk(node):
+            if type(n) is ast.Call and (self.ctx.qualname(n.func) in _RNG_STATE_CALLS or
+                                        call_name(n) in ("get_rng_state", "get_rng_state_all",
+                                                         "capture_rng_state")):
+                return True
+            if type(n) is ast.Attribute and n.attr == "state" and type(n.value) is ast.Attribute \
+                    and n.value.attr == "bit_generator":
+                return True
+            if type(n) is ast.Name and n.id in self.tainted:
+                return True
+        return False
+
+    def visit_Assign(self, node):
+        if self._has_state(node.value):
+            self.tainted.update(t.id for t in node.targets if type(t) is ast.Name)
+
+    def visit_Call(self, node, qn):
+        if qn in _PICKLERS and node.args and self._has_state(node.args[0]):
+            self.report(node, "RNG state saved with pickle: version-bound and unsafe to load; use "
+                        "fwd9m.save_rng_state(path) or np.savez")
