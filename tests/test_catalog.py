@@ -129,3 +129,17 @@ def test_unsolved_matches_behaviour():
     assert "tensorflow.segment-reduction" not in {e.id for e in catalog.unsolved("tensorflow", "2.21.0")}
     with pytest.raises(CatalogError):
         catalog.unsolved("caffe")
+
+
+def test_switch_and_advice_follow_version():
+    sw = catalog.switch("tensorflow")
+    assert sw.code_for("2.21") == sw.code == "tf.config.experimental.enable_op_determinism()"
+    assert "TF_DETERMINISTIC_OPS" in sw.code_for("2.6.2")
+    assert sw.code_for("1.15") is None
+    assert catalog.switch("python") is None
+    seg = catalog.get("tensorflow.segment-reduction")
+    fix = catalog.advice(seg, "2.6")
+    assert "2.7" in fix.text and "tensorflow>=2.7" in fix.code and "TF_DETERMINISTIC_OPS" in fix.code
+    assert catalog.advice(seg, "2.21").code == sw.code
+    put = catalog.get("torch.put-accumulate-cuda")
+    assert catalog.advice(put, "2.13") == put.solutions[0]

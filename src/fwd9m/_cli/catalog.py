@@ -46,24 +46,40 @@ def _status(args) -> int:
         sw = catalog.switch(fw)
         report.append((fw, version, sw, found))
     if args.format == "json":
-        json.dump([{"framework": fw, "version": v, "switch": sw.code if sw else None,
-                    "unsolved": [e.to_dict() for e in found]} for fw, v, sw, found in report],
+        def _item(e, v):
+            fix = catalog.advice(e, v)
+            return {**e.to_dict(), "advice": {"text": fix.text, "code": fix.code} if fix else None}
+
+        json.dump([{"framework": fw, "version": v, "switch": sw.code_for(v) if sw else None,
+                    "unsolved": [_item(e, v) for e in found]} for fw, v, sw, found in report],
                   sys.stdout, indent=2)
         print()
     else:
         md = args.format == "markdown"
         for fw, version, sw, found in report:
-            print(f"{'## ' if md else ''}{fw} {version}: {len(found)} known source(s) the "
+            print(f"{'## ' if md else ''}{fw} {version}: {len(found)} known source(s) that the "
                   "determinism switch does not fix")
-            if sw:
-                print(f"  switch: {sw.code}")
-            for e in found:
-                device = ",".join(e.devices) or "-"
-                print(f"{'- ' if md else '  '}[{e.behaviour}] {e.id} ({device}): {e.title}")
-                if e.solutions:
-                    print(f"      fix: {e.solutions[0].text}")
-                    for line in e.fix.splitlines():
-                        print(f"        {line}")
+            code = sw.code_for(version) if sw else None
+            if code:
+                print(f"Turn the switch on first: `{code}`" if md
+                      else f"  Turn the switch on first: {code}")
+            elif sw:
+                print(f"  {fw} {version} has no determinism switch ({sw.name} needs {sw.since}+)")
+            groups = (("raises", "Raise under the switch: replace, move to another device, or avoid"),
+                      ("nondeterministic", "Not fixed by the switch: apply the fix"))
+            for behaviour, heading in groups:
+                group = [e for e in found if e.behaviour == behaviour]
+                if not group:
+                    continue
+                print(f"{'### ' if md else '  '}{heading} ({len(group)})")
+                for e in group:
+                    device = ",".join(e.devices) or "-"
+                    print(f"{'- ' if md else '    '}{e.id} [{device}]: {e.title}")
+                    fix = catalog.advice(e, version)
+                    if fix:
+                        print(f"{'  ' if md else '      '}fix: {fix.text}")
+                        for line in fix.code.splitlines():
+                            print(f"{'      ' if md else '        '}{line}")
             print()
         if not report:
             print("no known framework is installed here")

@@ -25,8 +25,11 @@ __all__ = [
     "FRAMEWORKS", "KINDS", "BEHAVIOURS", "DEVICES", "DIRECTIONS",
     "Entry", "Solution", "Switch",
     "entries", "get", "query", "for_op", "for_symbol", "switch", "installed_version",
-    "normalize_op", "normalize_symbol", "unsolved",
+    "normalize_op", "normalize_symbol", "unsolved", "advice",
 ]
+
+#: pip distribution to upgrade, per catalog framework
+_DIST = {"tensorflow": "tensorflow", "keras": "keras", "torch": "torch", "jax": "jax[cuda12]"}
 
 
 def unsolved(framework: str, version: str | None = None, device: str | None = None) -> list[Entry]:
@@ -44,3 +47,23 @@ def unsolved(framework: str, version: str | None = None, device: str | None = No
             raise CatalogError(f"{framework} is not installed here; pass a version")
     found = _version_filter(entries(framework), version, device)
     return [e.at(version) for e in found if e.behaviour_at(version) in ("raises", "nondeterministic")]
+
+
+def advice(entry: Entry, version: str | None = None) -> Solution | None:
+    """What to do about ``entry`` at framework ``version``: its first solution, except
+    when that solution is just the determinism switch and the switch only fixes the
+    entry in a later release (``deterministic_since``); then: upgrade."""
+    from ._model import parse_version
+
+    sw = switch(entry.framework)
+    first = entry.solutions[0] if entry.solutions else None
+    since = entry.deterministic_since
+    if (version is not None and since is not None and first is not None and sw is not None
+            and first.code == sw.code and entry.behaviour_at(version) != "deterministic"
+            and parse_version(version) < parse_version(since)):
+        dist = _DIST.get(entry.framework, entry.framework)
+        return Solution(
+            text=f"Upgrade to {entry.framework} {since} or newer, where the determinism switch "
+                 f"fixes this; then turn the switch on.",
+            code=f"pip install '{dist}>={since}'\n{sw.code_for(since) or sw.code}")
+    return first

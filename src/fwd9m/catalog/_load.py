@@ -54,13 +54,29 @@ _OPTIONAL = ("symbols", "ops", "direction", "devices", "behaviour", "timeline",
 
 @dataclass(frozen=True)
 class Switch:
-    """A framework's determinism switch: what to call and since which version."""
+    """A framework's determinism switch: what to call and since which version.
+    ``older`` lists the earlier spellings as ``(since, until, code)``, newest first
+    (e.g. TF_DETERMINISTIC_OPS=1 for TF 2.1-2.7)."""
 
     framework: str
     name: str
     code: str
     since: str | None
     references: tuple[str, ...]
+    older: tuple[tuple[str, str, str], ...] = ()
+
+    def code_for(self, version: str | None) -> str | None:
+        """The switch's code at ``version`` (None: newest); None if that version has none.
+        CatalogError if ``version`` is malformed."""
+        if version is None:
+            return self.code
+        v = parse_version(version)
+        if self.since is None or v >= parse_version(self.since):
+            return self.code
+        for since, until, code in self.older:
+            if parse_version(since) <= v < parse_version(until):
+                return code
+        return None
 
 
 def _check_framework(framework: str) -> str:
@@ -186,5 +202,6 @@ def switch(framework: str) -> Switch | None:
     raw = _read(_check_framework(framework)).get("switch")
     if not raw:
         return None
+    older = tuple((o["since"], o["until"], o["code"].strip()) for o in raw.get("older", ()))
     return Switch(framework, raw["name"], raw["code"].strip(), raw.get("since"),
-                  tuple(raw.get("references", ())))
+                  tuple(raw.get("references", ())), older)
