@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -875,3 +876,15 @@ def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool =
     scored.sort(key=lambda t: (-t[0], t[1]))
     return [{"id": e.id, "title": e.title, "kind": e.kind, "fix": e.fix, "references": list(e.references)}
             for score, _, e in scored[:limit] if score > 0]
+
+
+class _CallableModule(types.ModuleType):
+    """``fwd9m.check`` is both this module and the function :func:`check`: importing
+    the submodule binds the name ``check`` on the package to the module, so the module
+    itself is made callable and ``fwd9m.check(fn, ...)`` always works."""
+
+    def __call__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> CheckResult:
+        return check(fn, *args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -766,28 +766,38 @@ def _read_torch(path: Path) -> Any:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
-def _read_tf_checkpoint(prefix: Path) -> dict[str, Any]:
-    if "tensorflow" not in sys.modules:
-        if not _installed("tensorflow"):
-            raise ImportError("TensorFlow is not installed")
-        # keep TensorFlow's start-up log lines off our stderr; restore the variable so
-        # that later runs inherit the user's environment unchanged
-        saved = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
-        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
-        try:
-            import tensorflow  # noqa: F401
-        finally:
-            if saved is None:
-                os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
-            else:
-                os.environ["TF_CPP_MIN_LOG_LEVEL"] = saved
-    import tensorflow as tf
+class _QuietStderr:
+    """Send file descriptor 2 to /dev/null while TensorFlow's C++ runtime starts (it
+    logs start-up lines there whatever ``TF_CPP_MIN_LOG_LEVEL`` says)."""
 
-    reader = tf.train.load_checkpoint(str(prefix))
-    out: dict[str, Any] = {}
-    for name in sorted(reader.get_variable_to_dtype_map()):
-        value = _np().asarray(reader.get_tensor(name))
-        out[name] = Tensor(value, value.dtype.name) if value.dtype != object else value.tolist()
+    def __enter__(self):
+        try:
+            sys.stderr.flush()
+            self._saved = os.dup(2)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 2)
+            os.close(null)
+        except OSError:
+            self._saved = None
+        return self
+
+    def __exit__(self, *exc):
+        if self._saved is not None:
+            os.dup2(self._saved, 2)
+            os.close(self._saved)
+
+
+def _read_tf_checkpoint(prefix: Path) -> dict[str, Any]:
+    if "tensorflow" not in sys.modules and not _installed("tensorflow"):
+        raise ImportError("TensorFlow is not installed")
+    with _QuietStderr():
+        import tensorflow as tf
+
+        reader = tf.train.load_checkpoint(str(prefix))
+        out: dict[str, Any] = {}
+        for name in sorted(reader.get_variable_to_dtype_map()):
+            value = _np().asarray(reader.get_tensor(name))
+            out[name] = Tensor(value, value.dtype.name) if value.dtype != object else value.tolist()
     return out
 
 

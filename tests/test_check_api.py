@@ -1,0 +1,136 @@
+"""fwd9m.check / assert_reproducible in-process, and the pytest plugin."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+import fwd9m
+from fwd9m.errors import NondeterminismError, RunError
+
+pytest_plugins = ["pytester"]
+
+
+def test_seeded_function_is_reproducible_and_result_is_truthy():
+    def step(n):
+        rng = np.random.default_rng(random.randrange(2 ** 32))  # seeded through `random`
+        return {"w": rng.standard_normal(n).astype(np.float32), "loss": float(n)}
+
+    result = fwd9m.check(step, 8, runs=3, seed=1)
+    assert result and result.reproducible
+    assert result.report().startswith("REPRODUCIBLE: 3 runs")
+    data = json.loads(result.to_json())
+    assert data["reproducible"] is True and data["findings"] == [] and data["schema"] == "fwd9m.check"
+
+
+def test_unseeded_function_differs_with_named_leaf():
+    counter = iter(range(10))
+
+    def step():
+        return {"weights": np.full(3, float(next(counter)), dtype=np.float32), "const": 1}
+
+    result = fwd9m.check(step, runs=2)
+    assert not result
+    (finding,) = result.findings
+    assert finding.source == "value" and finding.diff.path == "weights" and finding.diff.n_diff == 3
+    assert "weights (float32, 3): 3 of 3 elements differ" in result.report()
+    assert "NOT REPRODUCIBLE" in result.report()
+    data = result.to_dict()
+    assert data["findings"][0]["diff"]["max_abs"] == 1.0
+
+
+def test_assert_reproducible_raises_with_report_and_crashes_are_findings():
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) == 2:
+            raise ValueError("boom")
+        return 1.0
+
+    with pytest.raises(NondeterminismError, match="raised ValueError: boom"):
+        fwd9m.assert_reproducible(flaky, runs=3)
+
+    def broken():
+        raise KeyError("x")
+
+    with pytest.raises(RunError, match="raised KeyError"):
+        fwd9m.check(broken)
+    with pytest.raises(ValueError):
+        fwd9m.check(lambda: 1, runs=1)
+
+
+def _index_put_sum(deterministic: bool):
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(2)
+    torch.use_deterministic_algorithms(deterministic)
+    try:
+        g = torch.Generator().manual_seed(0)
+        index = torch.randint(0, 10, (100_000,), generator=g)
+        values = torch.randn(100_000, 16, generator=g)
+        out = torch.zeros(10, 16)
+        out.index_put_((index,), values, accumulate=True)
+        return out
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_torch_index_put_accumulate_on_two_threads():
+    """index_put_(accumulate=True) on CPU adds float32 values in parallel when more than
+    one thread runs and the problem is large (aten/src/ATen/native/cpu/IndexKernel.cpp,
+    https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/cpu/IndexKernel.cpp);
+    with deterministic algorithms it takes the serial path."""
+    torch = pytest.importorskip("torch")
+    threads = torch.get_num_threads()
+    try:
+        flaky = fwd9m.check(_index_put_sum, False, runs=4)
+        assert not flaky
+        assert flaky.findings[0].diff.dtype == "float32" and flaky.findings[0].diff.max_ulp >= 1
+        assert fwd9m.check(_index_put_sum, True, runs=4)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_keras_model_returned_from_a_training_step():
+    keras = pytest.importorskip("keras")
+
+    def train():
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2), keras.layers.Dropout(0.5),
+                                  keras.layers.Dense(1)])
+        model.compile(optimizer="sgd", loss="mse")
+        model.fit(np.ones((8, 3)), np.ones((8, 1)), epochs=2, verbose=0)
+        return model
+
+    assert fwd9m.check(train, runs=2, seed=3)
+
+
+def test_pytest_marker_and_fixture(pytester):
+    pytester.makepyfile(
+        """
+        import itertools
+        import numpy as np
+        import pytest
+
+        counter = itertools.count()
+
+        @pytest.mark.reproducible(runs=3)
+        def test_seeded_step():
+            return {"w": np.random.rand(3)}      # numpy's global RNG is seeded each run
+
+        @pytest.mark.reproducible
+        def test_drifting_step():
+            return {"w": np.full(2, next(counter), dtype=np.float32)}
+
+        def test_fixture(fwd9m_check):
+            fwd9m_check(lambda n: np.random.rand(n), 4, runs=2)
+
+        def test_fixture_fails(fwd9m_check):
+            fwd9m_check(lambda: next(counter) * 1.0)
+        """
+    )
+    result = pytester.runpytest("-q", "-p", "no:randomly")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines(["*NondeterminismError*", "*w (float32, 2): 2 of 2 elements differ*"])

@@ -1,0 +1,200 @@
+"""fwd9m.compare: bitwise comparison of nested values, text and files."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from collections import namedtuple
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from fwd9m.compare import compare, compare_text, flatten, read_structured
+from fwd9m.errors import FileFormatError
+
+
+def one(diffs):
+    assert len(diffs) == 1, [d.summary() for d in diffs]
+    return diffs[0]
+
+
+def test_identical_nested_values_have_no_differences():
+    Point = namedtuple("Point", "x y")
+
+    @dataclasses.dataclass
+    class State:
+        w: np.ndarray
+        step: int
+
+    value = {"a": [1, 2.5, "s", None, b"x"], "p": Point(np.ones(3), 0.1), "s": State(np.arange(4), 3)}
+    assert compare(value, value) == []
+    assert list(flatten(value)) == ["a[0]", "a[1]", "a[2]", "a[3]", "a[4]", "p.x", "p.y", "s.w", "s.step"]
+
+
+def test_differing_leaf_reports_path_counts_magnitudes_and_first_index():
+    a = {"model": {"w": np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)}}
+    b = {"model": {"w": np.array([[1.0, 2.0], [3.0, np.nextafter(np.float32(4), np.float32(5))]],
+                                 dtype=np.float32)}}
+    d = one(compare(a, b))
+    assert (d.path, d.dtype, d.shape, d.n_diff, d.size) == ("model.w", "float32", (2, 2), 1, 4)
+    assert d.max_ulp == 1 and d.first_index == (1, 1)
+    assert d.max_abs == pytest.approx(4.76837158203125e-07)
+    assert "1 of 4 elements differ" in d.summary() and "max 1 ULP" in d.summary()
+
+
+def test_nan_with_same_bits_is_equal_and_signed_zero_is_not():
+    nan = np.array([np.nan, 1.0])
+    assert compare(nan, nan.copy()) == []
+    other_nan = nan.copy()
+    other_nan.view(np.uint64)[0] ^= 1  # a NaN with a different payload
+    d = one(compare(nan, other_nan))
+    assert d.n_diff == 1 and d.max_abs == 0.0
+    d = one(compare(np.array([0.0]), np.array([-0.0])))
+    assert d.n_diff == 1 and d.max_abs == 0.0
+    assert compare(float("nan"), float("nan")) == []
+    assert one(compare(0.0, -0.0)).kind == "values"
+
+
+def test_ulps_cross_zero_and_float64_extremes_are_exact():
+    d = one(compare(np.array([np.float64(5e-324)]), np.array([-np.float64(5e-324)])))
+    assert d.max_ulp == 2
+    d = one(compare(np.array([np.inf]), np.array([-np.inf])))
+    assert d.max_ulp == 2 * 0x7FF0000000000000 and d.max_abs == float("inf")
+    assert one(compare(1.0, 1.0 + 2 ** -52)).max_ulp == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(hnp.arrays(np.float32, hnp.array_shapes(max_dims=2, max_side=5),
+                  elements=st.floats(width=32, allow_nan=False, allow_infinity=False)),
+       st.integers(0, 1000))
+def test_ulp_distance_matches_nextafter_steps(arr, steps):
+    """Moving one element ``steps`` representable floats up gives exactly ``steps`` ULPs."""
+    moved = arr.copy()
+    x = moved.reshape(-1)[0]
+    for _ in range(steps):
+        x = np.nextafter(x, np.float32(np.inf))
+    moved.reshape(-1)[0] = x
+    diffs = compare(arr, moved)
+    if arr.reshape(-1)[0] == 0 and steps and np.signbit(arr.reshape(-1)[0]):
+        return  # -0.0 -> +0.0 -> ...: the sign flip is one more ULP by bit pattern
+    if steps == 0:
+        assert diffs == []
+    else:
+        assert one(diffs).max_ulp == steps and one(diffs).first_index[:1] == (0,) * min(1, arr.ndim)
+
+
+def test_structure_differences():
+    diffs = compare({"a": np.zeros(2), "b": 1}, {"a": np.zeros(3), "c": 1})
+    kinds = {d.path: d.kind for d in diffs}
+    assert kinds == {"a": "shape", "b": "only_a", "c": "only_b"}
+    assert one(compare(np.zeros(2, np.float32), np.zeros(2, np.float64))).kind == "dtype"
+    assert one(compare({"x": {"p", "q"}}, {"x": {"p"}})).kind == "value"
+    assert compare({"x": {"p", "q"}}, {"x": {"q", "p"}}) == []
+    assert one(compare([1, 2], [1, 3])).max_abs == 1.0
+    assert one(compare("abc", "abd")).kind == "value"
+
+
+def test_complex_bool_and_int_arrays():
+    assert one(compare(np.array([1 + 1j]), np.array([1 + 2j]))).n_diff == 1
+    assert one(compare(np.array([True, False]), np.array([True, True]))).max_abs is None
+    d = one(compare(np.array([2 ** 62], np.int64), np.array([2 ** 62 + 3], np.int64)))
+    assert d.max_abs == pytest.approx(3.0, abs=1024) and d.max_ulp is None
+
+
+def test_large_equal_arrays_take_the_fast_path():
+    a = np.random.default_rng(0).random(3_000_000, dtype=np.float32)
+    assert compare(a, a.copy()) == []
+    b = a.copy()
+    b[-1] += 1
+    assert one(compare(a, b)).first_index == (2_999_999,)
+
+
+def test_plain_data_imports_no_framework():
+    code = ("import sys, numpy as np; from fwd9m.compare import compare; "
+            "compare({'a': np.ones(2), 'b': [1.0]}, {'a': np.ones(2), 'b': [2.0]}); "
+            "print(sorted(m for m in ('torch', 'tensorflow', 'jax', 'keras') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_torch_modules_optimizers_and_bfloat16():
+    torch = pytest.importorskip("torch")
+
+    def train(seed):
+        torch.manual_seed(seed)
+        model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+        opt = torch.optim.Adam(model.parameters())
+        model(torch.randn(5, 3)).sum().backward()
+        opt.step()
+        return {"model": model, "opt": opt}
+
+    assert compare(train(0), train(0)) == []
+    paths = {d.path for d in compare(train(0), train(1))}
+    assert {"model.0.weight", "model.1.running_mean", "opt.state.0.exp_avg"} <= paths
+    a = torch.tensor([1.0, 2.0], dtype=torch.bfloat16)
+    b = torch.tensor([1.0, 2.015625], dtype=torch.bfloat16)  # the next bfloat16 after 2.0
+    d = one(compare(a, b))
+    assert d.dtype == "bfloat16" and d.max_ulp == 1
+
+
+def test_tensorflow_keras_and_jax_values():
+    tf = pytest.importorskip("tensorflow")
+    keras = pytest.importorskip("keras")
+
+    def build(seed):
+        keras.utils.set_random_seed(seed)
+        m = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+        m.compile(optimizer="adam", loss="mse")
+        m.fit(np.ones((4, 3)), np.ones((4, 2)), verbose=0)
+        return m
+
+    # a second model built in one process is named dense_1: leaves pair up by position
+    assert compare(build(0), build(0)) == []
+    paths = [d.path for d in compare(build(0), build(1))]
+    assert any(p.endswith("kernel") for p in paths) and any("optimizer/" in p for p in paths)
+    d = one(compare(tf.Variable([1.0, 2.0]), tf.constant([1.0, 2.5])))
+    assert d.first_index == (1,)
+    jax = pytest.importorskip("jax")
+    diffs = compare({"key": jax.random.key(0), "x": jax.numpy.ones(2)},
+                    {"key": jax.random.key(1), "x": jax.numpy.ones(2)})
+    assert one(diffs).path == "key" and one(diffs).dtype.startswith("key<")
+
+
+def test_compare_text_numbers_as_numbers_and_volatile_parts(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_text("epoch 1 loss 0.50 took 3.2s\n5/5 - 1s 12ms/step - acc 1.0\nat 0x7f00aa11bb22\nend\n")
+    b.write_text("epoch 1 loss 0.5 took 4.7s\n5/5 - 2s 30ms/step - acc 1.00\nat 0x7f00cc33dd44\nend\n")
+    assert compare_text("stdout", a, b) is None
+    b.write_text("epoch 1 loss 0.51 took 4.7s\n5/5 - 2s 30ms/step - acc 1.0\nat 0x7f00cc33dd44\nfin\n")
+    d = compare_text("stdout", a, b)
+    assert d.n_diff == 2 and d.first_index == (1,) and d.max_abs == pytest.approx(0.01)
+    b.write_text("epoch 1 loss 0.50 took 3.2s\n")
+    d = compare_text("stdout", a, b)
+    assert d.first_index == (2,) and d.b.startswith("<no line")
+
+
+def test_read_structured_files(tmp_path):
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.save(tmp_path / "w.npy", w)
+    np.savez(tmp_path / "p.npz", w=w, b=np.ones(2))
+    assert set(read_structured(tmp_path / "p.npz")) == {"w", "b"}
+    assert read_structured(tmp_path / "w.npy")[""].array.tolist() == w.tolist()
+    safetensors = pytest.importorskip("safetensors.numpy")
+    safetensors.save_file({"w": w}, str(tmp_path / "p.safetensors"))
+    leaf = read_structured(tmp_path / "p.safetensors")["w"]
+    assert leaf.dtype == "float32" and leaf.array.tolist() == w.tolist()
+    (tmp_path / "bad.npy").write_bytes(b"not numpy")
+    with pytest.raises(FileFormatError, match="bad.npy"):
+        read_structured(tmp_path / "bad.npy")
+
+
+def test_read_safetensors_bfloat16_without_a_framework(tmp_path):
+    torch = pytest.importorskip("torch")
+    st_torch = pytest.importorskip("safetensors.torch")
+    st_torch.save_file({"w": torch.tensor([1.0, 2.0], dtype=torch.bfloat16)}, str(tmp_path / "b.safetensors"))
+    leaf = read_structured(tmp_path / "b.safetensors")["w"]
+    assert leaf.dtype == "bfloat16" and [float(x) for x in leaf.array] == [1.0, 2.0]
