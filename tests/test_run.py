@@ -121,7 +121,8 @@ def test_argv_exit_code_module_and_user_sitecustomize(tmp_path):
     sitecustomize that fwd9m's start-up hook shadows but still runs."""
     (tmp_path / "prog.py").write_text(textwrap.dedent('''
         import os, sys
-        print(__name__, sys.argv, os.environ["PYTHONHASHSEED"], sys.path[0] == os.path.dirname(os.path.abspath(__file__)))
+        here = os.path.dirname(os.path.abspath(__file__))
+        print(__name__, sys.argv, os.environ["PYTHONHASHSEED"], sys.path[0] == here)
         import sitecustomize
         print("user sitecustomize ran:", getattr(sitecustomize, "USER", False))
         raise SystemExit(int(sys.argv[1]))

@@ -12,8 +12,9 @@ with the same environment, so every rank gets the hook.
 top-level ``tensorflow``, ``keras``, ``torch`` and ``jax`` modules: after a module has
 finished executing, ``fwd9m.<framework>.enable_determinism(seed)`` runs, with the seed
 from ``FWD9M_SEED``; Python's ``random`` is seeded at start-up and NumPy's global RNG
-when NumPy is imported, so scripts that use them before any framework repeat too. A failure there warns :class:`~fwd9m.errors.Fwd9mWarning` and
-never breaks the user's import.
+when NumPy is imported, so scripts that use them before any framework repeat too.
+A failure there warns :class:`~fwd9m.errors.Fwd9mWarning` and never breaks the
+user's import.
 """
 
 from __future__ import annotations

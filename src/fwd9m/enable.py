@@ -29,7 +29,7 @@ from . import _frameworks
 from ._log import logger
 from .errors import TooLateWarning
 
-__all__ = ["Change", "Changes", "enable_determinism", "set_env", "cite", "seed_change",
+__all__ = ["Change", "Changes", "enable_determinism", "set_env", "env_change", "cite", "seed_change",
            "is_fully_imported", "too_late"]
 
 _UNSET = "<unset>"
@@ -123,21 +123,13 @@ def cite(*ids_or_urls: str) -> str:
 def set_env(framework: str, name: str, value: str, why: str, source: str,
             *, append_flag: bool = False, changes: list | None = None) -> Change | None:
     """Set ``os.environ[name]`` (or append the flag ``value`` to a flag list such as
-    ``XLA_FLAGS`` when ``append_flag``) and return the Change, or None when it was
-    already so."""
-    old = os.environ.get(name)
-    if append_flag:
-        flag_name = value.split("=", 1)[0]
-        present = (old or "").split()
-        if any(f == value or f.split("=", 1)[0] == flag_name for f in present):
-            return None
-        new = " ".join([*present, value])
-    else:
-        if old == value:
-            return None
-        new = value
-    os.environ[name] = new
-    change = Change(framework, f"env:{name}", old, new, why, source)
+    ``XLA_FLAGS`` when ``append_flag``), log it, append it to ``changes`` and return
+    the Change; None (and nothing done) when it was already so."""
+    change = env_change(framework, name, value, why, source, append_flag=append_flag,
+                        environ=os.environ)
+    if change is None:
+        return None
+    os.environ[name] = change.new
     logger.info("%s", change)
     if changes is not None:
         changes.append(change)
@@ -146,9 +138,10 @@ def set_env(framework: str, name: str, value: str, why: str, source: str,
 
 def env_change(framework: str, name: str, value: str, why: str, source: str,
                *, append_flag: bool = False, environ: dict | None = None) -> Change | None:
-    """Like :func:`set_env` but on ``environ`` (a dict, default a copy of os.environ)
-    and without logging: what ``startup_env`` reports for ``fwd9m run``."""
-    environ = dict(os.environ) if environ is None else environ
+    """The Change that setting ``name`` in ``environ`` (default: os.environ) would make,
+    or None when it is already so; changes nothing. With ``append_flag``, ``value`` is a
+    ``--flag=value`` added to a space-separated list unless that flag is present."""
+    environ = os.environ if environ is None else environ
     old = environ.get(name)
     if append_flag:
         flag_name = value.split("=", 1)[0]
