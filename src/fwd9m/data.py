@@ -49,23 +49,27 @@ __all__ = ["worker_init_fn", "torch_generator", "reseed_dataset_generators",
 
 # ------------------------------------------------------------------------- PyTorch
 
+def _generator_types() -> tuple[type, ...]:
+    import random
+
+    types: list[type] = [random.Random]
+    if "numpy" in sys.modules:
+        np = sys.modules["numpy"]
+        types += [np.random.Generator, np.random.RandomState]
+    if "torch" in sys.modules:
+        types.append(sys.modules["torch"].Generator)
+    return tuple(types)
+
+
 def _generator_attrs(obj: Any) -> Iterator[tuple[str, Any]]:
     """(path, generator) for generator attributes of ``obj`` and its ``.dataset`` chain."""
-    from .rng import _adapter_for
-
+    types = _generator_types()
     seen: set[int] = set()
     prefix = ""
     while obj is not None and id(obj) not in seen:
         seen.add(id(obj))
         for name, value in sorted(getattr(obj, "__dict__", {}).items()):
-            if name == "dataset":
-                continue
-            try:
-                kind = _adapter_for(value).kind
-            except TypeError:
-                continue
-            if kind in ("random.Random", "numpy.random.Generator",
-                        "numpy.random.RandomState", "torch.Generator"):
+            if name != "dataset" and isinstance(value, types):
                 yield prefix + name, value
         obj = getattr(obj, "dataset", None)
         prefix += "dataset."
@@ -130,13 +134,27 @@ class SampleSeeded:
     ``iter(loader)``; with ``persistent_workers=True`` use
     ``ResumableSampler(with_epoch=True)``, whose ``(epoch, index)`` indices carry it).
 
-    Cost: one capture/seed/restore of three RNGs per sample (see
-    ``benchmarks/bench_rng.py``).
+    Args:
+        dataset: a map-style dataset.
+        seed: base seed.
+        seed_globals: which global RNGs to seed per sample; drop those your
+            augmentation does not use to save time.
+
+    Cost: seeding the globals per sample, plus saving and restoring them when
+    ``num_workers=0`` (then they belong to the training loop): about 0.4 ms per
+    sample there, most of it NumPy's ``get_state``/``set_state`` of the legacy global
+    RNG; in workers nothing is restored (``benchmarks/bench_rng.py``).
     """
 
-    def __init__(self, dataset: Any, seed: int) -> None:
+    def __init__(self, dataset: Any, seed: int, *,
+                 seed_globals: tuple[str, ...] = ("python", "numpy", "torch")) -> None:
+        unknown = set(seed_globals) - {"python", "numpy", "torch"}
+        if unknown:
+            raise ConfigurationError(f"seed_globals: unknown {sorted(unknown)}; choose from "
+                                     f"'python', 'numpy', 'torch'")
         self.dataset = dataset
         self.seed = int(seed)
+        self.seed_globals = tuple(seed_globals)
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -155,7 +173,7 @@ class SampleSeeded:
         if isinstance(index, tuple) and len(index) == 2:
             epoch, index = index
         s = derive_seed(self.seed, "fwd9m.sample", int(epoch), int(index))
-        with _globals_seeded(s):
+        with _globals_seeded(s, self.seed_globals):
             reseed_dataset_generators(self.dataset, s)
             return self.dataset[index]
 
@@ -163,21 +181,32 @@ class SampleSeeded:
 class _globals_seeded:
     """Seed Python/NumPy/torch globals (imported ones) with ``s``; restore on exit."""
 
-    def __init__(self, s: int) -> None:
+    def __init__(self, s: int, which: tuple[str, ...]) -> None:
         self.s = s
+        self.which = which
 
     def __enter__(self) -> None:
         import random
 
-        self.saved = [("python", random.getstate())]
-        random.seed(self.s)
-        np = sys.modules.get("numpy")
+        np = sys.modules.get("numpy") if "numpy" in self.which else None
+        torch = sys.modules.get("torch") if "torch" in self.which else None
+        # In a DataLoader worker nothing else uses these globals between samples (each
+        # sample reseeds them), so only the main process (num_workers=0) pays to restore.
+        in_worker = torch is not None and torch.utils.data.get_worker_info() is not None
+        self.saved: list = []
+        py = "python" in self.which
+        if not in_worker:
+            if py:
+                self.saved.append(("python", random.getstate()))
+            if np is not None:
+                self.saved.append(("numpy", np.random.get_state()))
+            if torch is not None:
+                self.saved.append(("torch", torch.get_rng_state()))
+        if py:
+            random.seed(self.s)
         if np is not None:
-            self.saved.append(("numpy", np.random.get_state()))
             np.random.seed(self.s & 0xFFFFFFFF)
-        torch = sys.modules.get("torch")
         if torch is not None:
-            self.saved.append(("torch", torch.get_rng_state()))
             torch.default_generator.manual_seed(self.s)
 
     def __exit__(self, *exc: Any) -> None:

@@ -198,8 +198,18 @@ def seed_everything(seed: int | None = None,
     return seed
 
 
+_PACK_LEN = struct.Struct(">Q").pack
+
+
 def _encode_key(key: Any) -> bytes:
     """Typed, length-prefixed encoding: distinct key tuples give distinct bytes."""
+    t = type(key)
+    if t is int:  # fast paths for the common key types (same bytes as the general path)
+        payload = key.to_bytes((key.bit_length() + 8) // 8, "big", signed=True)
+        return b"i" + _PACK_LEN(len(payload)) + payload
+    if t is str:
+        payload = key.encode("utf-8")
+        return b"s" + _PACK_LEN(len(payload)) + payload
     if isinstance(key, bool):
         tag, payload = b"b", b"\x01" if key else b"\x00"
     elif hasattr(key, "__index__") and not isinstance(key, (str, bytes)):
@@ -218,7 +228,7 @@ def _encode_key(key: Any) -> bytes:
         raise TypeError(
             f"derive_seed keys must be int, str, bytes, bool, None or tuples of them; "
             f"got {type(key).__name__} {key!r}")
-    return tag + struct.pack(">Q", len(payload)) + payload
+    return tag + _PACK_LEN(len(payload)) + payload
 
 
 def derive_seed(seed: int, *keys: Any, bits: int = 64) -> int:
@@ -247,7 +257,8 @@ def derive_seed(seed: int, *keys: Any, bits: int = 64) -> int:
         TypeError: a key of another type, or a non-int seed.
         ConfigurationError: negative seed or ``bits`` outside 1..256.
     """
-    seed = _check_seed(seed, maximum=None)
+    if type(seed) is not int or seed < 0:
+        seed = _check_seed(seed, maximum=None)
     if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 256:
         raise ConfigurationError(f"bits={bits!r} must be an int in 1..256")
     h = hashlib.blake2b(digest_size=32, person=_DERIVE_PERSON)
