@@ -7,6 +7,7 @@ is ignored, pre-releases count as their release line.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -25,6 +26,7 @@ DIRECTIONS = ("forward", "backward", "both")
 _DEVICE_ALIASES = {"cuda": "gpu", "rocm": "gpu", "gpu": "gpu", "cpu": "cpu", "tpu": "tpu"}
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_version(text: str) -> Version:
     """PEP 440 version without its local part; :class:`CatalogError` if malformed."""
     try:

@@ -7,6 +7,7 @@ newest known version.
 
 from __future__ import annotations
 
+import functools
 import platform
 import re
 
@@ -24,8 +25,12 @@ _QUERY_KEYS = ("framework", "device", "version", "symbol", "op", "kind", "id")
 
 def installed_version(framework: str) -> str | None:
     """Installed version of a catalog framework from package metadata (no import);
-    for "python", the running interpreter's version."""
-    _check_framework(framework)
+    for "python", the running interpreter's version. Cached per process."""
+    return _installed_version(_check_framework(framework))
+
+
+@functools.lru_cache(maxsize=None)
+def _installed_version(framework: str) -> str | None:
     if framework == "python":
         return platform.python_version()
     from .._frameworks import installed_version as _iv
@@ -33,16 +38,18 @@ def installed_version(framework: str) -> str | None:
     return _iv(framework)
 
 
+@functools.lru_cache(maxsize=8192)
+def _at(entry: Entry, version: str) -> Entry:
+    return entry.at(version)
+
+
 def _resolve(entries, version: str | None) -> list[Entry]:
-    cache: dict[str, str | None] = {}
+    """Entries with behaviour resolved for ``version``, else each framework's installed
+    version, else left at the newest known."""
     out = []
     for e in entries:
-        v = version
-        if v is None:
-            if e.framework not in cache:
-                cache[e.framework] = installed_version(e.framework)
-            v = cache[e.framework]
-        out.append(e.at(v) if v is not None else e)
+        v = version if version is not None else _installed_version(e.framework)
+        out.append(_at(e, v) if v is not None else e)
     return out
 
 
@@ -100,14 +107,37 @@ def _version_filter(found, version: str | None, device: str | None):
     return [e for e in found if e.applies_to(version, device)]
 
 
+@functools.lru_cache(maxsize=None)
+def _op_index(framework: str) -> dict[str, tuple[Entry, ...]]:
+    index: dict[str, list[Entry]] = {}
+    for e in load(framework):
+        for key in dict.fromkeys(normalize_op(o) for o in e.ops):
+            index.setdefault(key, []).append(e)
+    return {k: tuple(v) for k, v in index.items()}
+
+
+@functools.lru_cache(maxsize=None)
+def _symbol_index() -> dict[str, tuple[Entry, ...]]:
+    index: dict[str, list[Entry]] = {}
+    for e in _all(None):
+        for key in dict.fromkeys(normalize_symbol(s) for s in e.symbols):
+            index.setdefault(key, []).append(e)
+    return {k: tuple(v) for k, v in index.items()}
+
+
 def for_op(framework: str, op_name: str, version: str | None = None,
            device: str | None = None) -> list[Entry]:
     """Entries whose low-level ops include ``op_name`` as a trace shows it: TF op type
     ("UnsortedSegmentSum"), aten op ("aten::index_put_", "index_put_",
-    "aten.index_put_.default"), JAX primitive ("scatter-add")."""
-    key = normalize_op(op_name)
-    found = [e for e in _all(framework) if any(normalize_op(o) == key for o in e.ops)]
-    return _resolve(_version_filter(found, version, device), version)
+    "aten.index_put_.default"), JAX primitive ("scatter-add"). Indexed and memoised:
+    a repeated look-up costs one cache hit."""
+    return list(_for_op(framework, op_name, version, device))
+
+
+@functools.lru_cache(maxsize=4096)
+def _for_op(framework: str, op_name: str, version: str | None, device: str | None):
+    found = _op_index(_check_framework(str(framework).lower())).get(normalize_op(op_name), ())
+    return tuple(_resolve(_version_filter(found, version, device), version))
 
 
 def for_symbol(qualified_name: str, version: str | None = None,
@@ -115,8 +145,7 @@ def for_symbol(qualified_name: str, version: str | None = None,
     """Entries reached through public symbol ``qualified_name`` ("torch.index_add",
     "torch.Tensor.index_add_", "tf.math.unsorted_segment_sum"; "tensorflow." is
     accepted for "tf.")."""
-    key = normalize_symbol(qualified_name)
-    found = [e for e in _all(None) if key in (normalize_symbol(s) for s in e.symbols)]
+    found = _symbol_index().get(normalize_symbol(qualified_name), ())
     return _resolve(_version_filter(found, version, device), version)
 
 

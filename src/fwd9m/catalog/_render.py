@@ -24,10 +24,15 @@ def _since(e: Entry) -> str:
     return e.deterministic_since or ""
 
 
-def table(entries: list[Entry], width: int = 100) -> str:
-    """A plain-text table: id, devices, behaviour (for the resolved version), title."""
+def table(entries: list[Entry], width: int | None = None) -> str:
+    """A plain-text table: id, devices, behaviour (for the resolved version), title; lines
+    cut at ``width`` characters (default: the terminal's, at least 100)."""
     if not entries:
         return "no matching catalog entries"
+    if width is None:
+        import shutil
+
+        width = max(100, shutil.get_terminal_size((120, 24)).columns)
     rows = [("ID", "DEVICES", "UNDER SWITCH", "TITLE")]
     for e in entries:
         rows.append((e.id, ",".join(e.devices) or "-", e.behaviour, e.title))
@@ -36,6 +41,9 @@ def table(entries: list[Entry], width: int = 100) -> str:
     for r in rows:
         line = "  ".join(c.ljust(w) for c, w in zip(r[:3], widths)) + "  " + r[3]
         lines.append(line if len(line) <= width else line[: width - 1] + "…")
+    versions = sorted({(e.framework, e.resolved_for or "newest known") for e in entries})
+    lines.append("UNDER SWITCH is for " + ", ".join(f"{fw} {v}" for fw, v in versions)
+                 + " (--version to ask about another)")
     return "\n".join(lines)
 
 
