@@ -93,3 +93,54 @@ def test_keras_resume_is_bitwise(tmp_path):
     unrestored = _run(script, 0, tmp_path / "ctrl", 0)
     assert _digest(resumed) == ref
     assert _digest(unrestored) != ref, "control run matched: the test has no teeth"
+
+
+def _tiny_model(keras):
+    m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4),
+                          keras.layers.Dropout(0.5), keras.layers.Dense(1)])
+    m.compile(optimizer="sgd", loss="mse")
+    return m
+
+
+def test_callback_per_epoch_files_and_restore(tmp_path):
+    """In-process: {epoch} file names (as ModelCheckpoint), restore_from, epoch_variable."""
+    import numpy as np
+    import keras
+    from fwd9m import rng
+    from fwd9m.callbacks import RngStateCheckpoint
+
+    x, y = np.ones((8, 4), "float32"), np.ones((8, 1), "float32")
+    m = _tiny_model(keras)
+    cb = RngStateCheckpoint(tmp_path / "rng-{epoch:02d}.npz")
+    m.fit(x, y, epochs=2, batch_size=4, verbose=0, callbacks=[cb])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rng-01.npz", "rng-02.npz"]
+    state = rng.from_bytes((tmp_path / "rng-01.npz").read_bytes())
+    assert state["fwd9m.progress"] == {"epoch": 1} and len(state["keras.model"]) == 1
+    cb2 = RngStateCheckpoint(tmp_path / "rng-{epoch:02d}.npz",
+                             restore_from=tmp_path / "rng-01.npz")
+    v = cb2.epoch_variable
+    m.fit(x, y, epochs=2, initial_epoch=1, batch_size=4, verbose=0, callbacks=[cb2])
+    assert cb2.initial_epoch == 1 and int(v.numpy()) == 1
+    sg_path = next(iter(state["keras.model"]))
+    # the model's dropout seed state continued from the restored one
+    restored = state["keras.model"][sg_path]["state"]
+    final = rng.from_bytes((tmp_path / "rng-02.npz").read_bytes())["keras.model"][sg_path]
+    assert final["state"][1] > restored[1]
+
+
+def test_callback_corrupt_file_fails_and_changes_nothing(tmp_path):
+    import keras
+    import numpy as np
+    from fwd9m import rng
+    from fwd9m.callbacks import RngStateCheckpoint
+    from fwd9m.errors import FileFormatError
+
+    bad = tmp_path / "rng.npz"
+    good = rng.to_bytes()
+    bad.write_bytes(good[: len(good) // 3])
+    m = _tiny_model(keras)
+    before = rng.to_bytes(rng.capture_rng_state())
+    with pytest.raises(FileFormatError, match="truncated or corrupted"):
+        m.fit(np.ones((4, 4)), np.ones((4, 1)), epochs=1, verbose=0,
+              callbacks=[RngStateCheckpoint(bad)])
+    assert rng.to_bytes(rng.capture_rng_state()) == before

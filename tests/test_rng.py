@@ -49,11 +49,13 @@ def test_roundtrip_all_frameworks(tmp_path):
                 keras.random.uniform([2]).numpy().tolist(),  # global SeedGenerator
                 g.random(), torch.rand(1, generator=tg).item(), r.random(),
                 tfg.uniform([1]).numpy().tolist(),
+                tf.random.get_global_generator().normal([1]).numpy().tolist(),
                 keras.random.uniform([1], seed=sg).numpy().tolist(), rs.rand())
 
     draw()
     state = rng.capture_rng_state()
-    assert {"python", "numpy", "torch", "tensorflow", "keras", "user.np", "user.torch_gen",
+    assert {"python", "numpy", "torch", "tensorflow", "tensorflow.global_generator", "keras",
+            "user.np", "user.torch_gen",
             "user.pyrand", "user.tfgen", "user.sg", "user.legacy"} <= set(state)
     a = draw()
     assert draw() != a
@@ -231,3 +233,17 @@ def test_register_rejects_unknown_and_weakrefs():
     import gc
     gc.collect()
     assert "tmp" not in rng.registered()
+
+
+def test_register_dataloader_without_generator_warns():
+    torch = pytest.importorskip("torch")
+    from fwd9m.errors import Fwd9mWarning
+
+    with pytest.warns(Fwd9mWarning, match="generator=None"):
+        rng.register(torch.utils.data.DataLoader(range(4), shuffle=True), "loader")
+    loader = rng.register(torch.utils.data.DataLoader(
+        range(4), shuffle=True, generator=torch.Generator().manual_seed(1)), "loader")
+    st = rng.capture_rng_state(["user.loader"])
+    a = list(loader)
+    rng.restore_rng_state(st)
+    assert list(loader) == a

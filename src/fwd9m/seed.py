@@ -190,7 +190,12 @@ def seed_everything(seed: int | None = None,
         np.random.seed(seed)
     for name in _ORDER:
         if name in names:
-            _SEEDERS[name](seed)
+            try:
+                _SEEDERS[name](seed)
+            except ImportError as exc:
+                raise ConfigurationError(
+                    f"seed_everything: framework {name!r} was named but cannot be imported "
+                    f"({exc}). Fix: install it, or leave it out of frameworks=") from exc
     # Keras' set_random_seed reseeded python/numpy with the same seed: harmless.
     os.environ[ENV_VAR] = str(seed)
     logger.info("seed_everything(%d): python, numpy%s", seed,
