@@ -20,9 +20,7 @@ user's import.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.util
-import logging
 import os
 import sys
 import warnings
@@ -48,9 +46,14 @@ def bootstrap_dir() -> str:
 
 
 def _seed_from_env() -> int | None:
-    from .seed import current_seed
-
-    return current_seed()
+    """``FWD9M_SEED`` as an int (None if unset). Parsed here rather than through
+    :func:`fwd9m.seed.current_seed` to keep interpreter start-up light; ``fwd9m run``
+    validated the value before setting it."""
+    raw = os.environ.get("FWD9M_SEED", "").strip()
+    try:
+        return int(raw) if raw else None
+    except ValueError:
+        return None
 
 
 def _enable(framework: str) -> None:
@@ -68,13 +71,17 @@ def _enable(framework: str) -> None:
             kwargs["warn_only"] = True
         module.enable_determinism(seed=_seed_from_env(), **kwargs)
     except Exception as exc:  # never break the user's import
+        import logging
+
         message = (f"fwd9m run: could not enable determinism for {framework}: "
                    f"{type(exc).__name__}: {exc}")
         logging.getLogger("fwd9m").warning("%s", message)
         warnings.warn(message, Fwd9mWarning, stacklevel=2)
 
 
-class _ChainedLoader(importlib.abc.Loader):
+# The finder and loader below follow the importlib.abc protocols without subclassing
+# them: importing importlib.abc costs start-up time in every hooked interpreter.
+class _ChainedLoader:
     """Runs the real loader, then the callback; the module keeps the real loader."""
 
     def __init__(self, loader, name: str, callback):
@@ -94,7 +101,7 @@ class _ChainedLoader(importlib.abc.Loader):
         return getattr(self._loader, attr)
 
 
-class _EnableOnImport(importlib.abc.MetaPathFinder):
+class _EnableOnImport:
     def __init__(self, names, callback):
         self.pending = set(names)
         self._busy: set[str] = set()
@@ -120,9 +127,11 @@ class _EnableOnImport(importlib.abc.MetaPathFinder):
 
 
 def _configure_logging() -> None:
-    level = {"1": logging.INFO, "2": logging.DEBUG}.get(os.environ.get(ENV_VERBOSE, ""))
-    if level is None:
+    if os.environ.get(ENV_VERBOSE, "") not in ("1", "2"):
         return
+    import logging
+
+    level = {"1": logging.INFO, "2": logging.DEBUG}[os.environ[ENV_VERBOSE]]
     logger = logging.getLogger("fwd9m")
     if not any(getattr(h, "_fwd9m_run", False) for h in logger.handlers):
         handler = logging.StreamHandler(sys.stderr)
