@@ -191,7 +191,6 @@ def test_tensorflow_ngc_version_read_from_environment(clean_env):
 # --- TensorFlow, real ---------------------------------------------------------------
 
 def test_tensorflow_enable_is_idempotent_and_disables_keras_auto_xla(tf_state):
-    tf = tf_state
     import fwd9m.tensorflow as fw_tf
     from tensorflow.python.framework.config import is_op_determinism_enabled
 

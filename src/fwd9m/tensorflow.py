@@ -270,9 +270,9 @@ def enable_determinism(seed: int | None = None, *, _simulate_version: str | None
     if plan.name != "op-determinism" and is_fully_imported("tensorflow"):
         changes.note("TensorFlow reads TF_DETERMINISTIC_OPS/TF_CUDNN_* when ops first run; "
                      "call this before building the model, or launch with `fwd9m run`")
-    frameworks = ["tensorflow"]
-    if is_fully_imported("keras") or is_fully_imported("tf_keras"):
-        frameworks.insert(0, "keras")
+    # Keras 3 must be seeded itself (Python random); tf_keras (Keras 2) initializers use
+    # TF's global seed, which seeding "tensorflow" covers. Never import Keras here.
+    frameworks = ["keras", "tensorflow"] if is_fully_imported("keras") else ["tensorflow"]
     change = seed_change("tensorflow", seed, frameworks)
     if change:
         changes.append(change)

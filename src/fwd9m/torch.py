@@ -27,8 +27,9 @@ DETERMINISTIC_ALGORITHMS_SINCE = Version("1.8")
 #: ``warn_only=`` keyword, PR 66233 (Oct 2021, first in 1.11):
 #: https://github.com/pytorch/pytorch/pull/66233
 WARN_ONLY_SINCE = Version("1.11")
-#: ``torch.utils.deterministic.fill_uninitialized_memory`` (docs page created
-#: 2023-10-26, so first in 2.2; the attribute is also detected with hasattr):
+#: ``torch.utils.deterministic.fill_uninitialized_memory``: docs page created
+#: 2023-10-26, so first in 2.2 -- inferred from that date, not verified; the code
+#: detects the attribute with hasattr instead of relying on this constant:
 #: https://docs.pytorch.org/docs/stable/deterministic.html
 FILL_UNINITIALIZED_MEMORY_SINCE = Version("2.2")
 #: Value for cuBLAS reproducibility with several streams (cuBLAS docs, "Results
@@ -82,6 +83,9 @@ def enable_determinism(seed: int | None = None, warn_only: bool = False) -> Chan
     Returns:
         :class:`~fwd9m.enable.Changes`.
 
+    Raises:
+        UnsupportedVersionError: torch without ``use_deterministic_algorithms`` (< 1.8).
+
     Warns:
         TooLateWarning: CUDA is already initialised and ``CUBLAS_WORKSPACE_CONFIG`` was
             not set before: cuBLAS handles created so far keep their workspace setting.
@@ -90,6 +94,12 @@ def enable_determinism(seed: int | None = None, warn_only: bool = False) -> Chan
 
     changes = Changes()
     version = Version(Version(torch.__version__).public)
+    if not hasattr(torch, "use_deterministic_algorithms"):
+        from .errors import UnsupportedVersionError
+
+        raise UnsupportedVersionError(
+            f"torch {torch.__version__} predates torch.use_deterministic_algorithms "
+            f"({DETERMINISTIC_ALGORITHMS_SINCE}+).\nFix: pip install 'torch>=2.1'")
     if Version(f"{version.major}.{version.minor}") > NEWEST_KNOWN:
         changes.note(f"torch {torch.__version__} is newer than any version fwd9m knows "
                      f"(newest checked: {NEWEST_KNOWN}); applied the newest recipe")
