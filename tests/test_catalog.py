@@ -143,3 +143,28 @@ def test_switch_and_advice_follow_version():
     assert catalog.advice(seg, "2.21").code == sw.code
     put = catalog.get("torch.put-accumulate-cuda")
     assert catalog.advice(put, "2.13") == put.solutions[0]
+
+
+@pytest.mark.parametrize("bad,match", [
+    ({"id": "torch.x"}, "missing required"),
+    ({"id": "Torch X"}, "kebab"),
+    ({"kind": "weird"}, "kind"),
+    ({"affected": ">=one"}, "specifier"),
+    ({"references": ["http://example.com"]}, "https"),
+    ({"timeline": [["1.x", "raises"]]}, "version"),
+    ({"timeline": [["1.8", "sometimes"]]}, "behaviour"),
+    ({"devices": ["fpga"]}, "devices"),
+    ({"colour": "red"}, "unknown keys"),
+])
+def test_loader_rejects_malformed_entries(bad, match):
+    from fwd9m.catalog._load import _entry
+    from fwd9m.errors import FileFormatError
+
+    raw = {"id": "torch.x", "title": "t", "summary": "s", "kind": "op", "affected": "",
+           "references": ["https://example.com"], "solutions": [{"text": "fix", "code": "x"}]}
+    if match == "missing required":
+        raw = {"id": "torch.x"}
+    else:
+        raw.update(bad)
+    with pytest.raises(FileFormatError, match=match):
+        _entry("torch", raw, "test entry")

@@ -20,6 +20,10 @@ File layout::
     [[entry.solutions]]
     text = "..."; code = "..."
 
+``condition`` (optional) narrows an entry to some arguments; lint checks these forms
+against literal keyword arguments: ``kw=value``, ``kw=value or kw=value``,
+``kw in (v1, v2)``, ``kw given``; anything else is prose for people.
+
 Any problem in a file raises :class:`fwd9m.errors.FileFormatError` naming the file and
 the entry.
 """
