@@ -1,0 +1,43 @@
+"""`fwd9m debug` on the broken examples: the documented cause class (culprit op /
+external source / structural) and the right op, source and line.
+
+Each case records two (torch_text: four) instrumented runs, so these are the slowest
+end-to-end tests. JAX is not recorded by `fwd9m debug` yet, so jax_keys has no case.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from _spec import BY_NAME, DEBUG_CASES, explain, fwd9m, parse_json, require_cli, require_modules
+
+
+def _field(first: dict, name: str) -> str:
+    explanation = first.get("explanation") or {}
+    if name == "headline":
+        return str(explanation.get("headline", ""))
+    if name == "catalog":
+        return " ".join(str(c.get("id")) for c in explanation.get("catalog") or [])
+    return str(first.get(name) or "")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", DEBUG_CASES, ids=[c.id for c in DEBUG_CASES])
+def test_debug_reports_documented_cause(case):
+    require_cli("debug")
+    example = BY_NAME[case.example]
+    require_modules(example)
+    proc = fwd9m("debug", "--format", "json", *case.options, example.rel("broken"),
+                 env=case.env)
+    assert proc.returncode == 1, explain(proc)
+    report = parse_json(proc)
+    first = report.get("first") or {}
+    assert report.get("kind") == case.kind and first.get("kind") == case.kind, \
+        f"expected a {case.kind} cause, got {report.get('kind')}: {first}\n{explain(proc)}"
+    for name, expected in case.expect.items():
+        assert expected in _field(first, name), \
+            f"{name}: expected {expected!r} in {_field(first, name)!r}; first divergence: {first}"
+    if case.line:
+        where = f"{example.rel('broken')}:{example.line_of(case.line)}"
+        assert first.get("location") == where, \
+            f"expected the divergence at {where}, got {first.get('location')}: {first}"
