@@ -353,6 +353,11 @@ def _classify(a: Op, b: Op, ins: list[int], outs: list[int], produced: set[int],
             d.kind, d.source = "external", "rng"
             d.detail = (f"{a.name} draws from a random generator whose state differs between "
                         f"the runs (its inputs are identical)")
+        elif any(t.meta.startswith("resource") for t in a.inputs):
+            d.kind, d.source = "external", "python"
+            d.detail = (f"{a.name} reads state held in a variable/resource (not digested) whose "
+                        f"content differs between the runs although every recorded op before "
+                        f"agreed: it was set outside the recorded ops")
         else:
             d.detail = (f"all {len(a.inputs)} inputs of {a.name} are bit-identical in both runs "
                         f"but output(s) {outs} differ: the op is nondeterministic")
@@ -376,6 +381,7 @@ def _classify(a: Op, b: Op, ins: list[int], outs: list[int], produced: set[int],
 
 
 def _is_tf_random(name: str) -> bool:
-    return name.startswith(("Random", "StatelessRandom", "StatefulRandom", "StatelessTruncated",
+    return name.startswith(("Random", "StatelessRandom", "Rng", "StatefulUniform",
+                            "StatefulStandardNormal", "StatefulTruncatedNormal", "StatefulRandom", "StatelessTruncated",
                             "TruncatedNormal", "StatelessMultinomial", "Multinomial",
                             "RandomShuffle", "StatelessShuffle"))

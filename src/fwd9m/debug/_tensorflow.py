@@ -46,6 +46,23 @@ def _is_function(op_type: str) -> bool:
     return op_type.startswith(_FUNCTION_PREFIXES)
 
 
+class _Registry:
+    """Process-wide: graphs stay instrumented after a ``record()`` block ends (as with
+    tfdbg), so their hooks report to whichever recorder is active (none: a no-op)."""
+
+    active: "TFRecorder | None" = None
+    #: per instrumented graph op: (op type, scope, phase, location,
+    #: [(dtype, shape, producer ref)], [(dtype, shape)], digestable output slots, on_gpu)
+    ops: list[tuple] = []
+    src: dict[tuple, tuple[int, int] | None] = {}  # (graph id, tensor name) -> (op, slot)
+
+
+def _graph_hook(idx: int, *arrays) -> None:
+    rec = _Registry.active
+    if rec is not None:
+        rec._graph_values(idx, *arrays)
+
+
 class TFRecorder:
     framework = "tensorflow"
 
@@ -62,8 +79,6 @@ class TFRecorder:
         self._patched: list[tuple[Any, str, Any]] = []
         self._on_gpu = bool(tf.config.list_logical_devices("GPU"))
         # graph instrumentation state (bounded by the size of the traced programs)
-        self._gops: list[tuple] = []  # static info per instrumented graph op
-        self._src: dict[tuple, tuple[int, int] | None] = {}  # (graph id, tensor name) -> (gop, slot)
         self._vals: dict[int, list[int | None]] = {}  # gop -> output digests of the current call
         self._float = {"float16", "bfloat16", "float32", "float64"}
 
@@ -99,9 +114,12 @@ class TFRecorder:
         except (ImportError, AttributeError):
             pass
         self._op_callbacks.add_op_callback(self._callback)
+        _Registry.active = self
 
     def stop(self) -> None:
         self._op_callbacks.remove_op_callback(self._callback)
+        if _Registry.active is self:
+            _Registry.active = None
         for cls, attr, original in reversed(self._patched):
             setattr(cls, attr, original)
         self._patched = []
@@ -183,29 +201,24 @@ class TFRecorder:
         if gname.startswith("Dataset_") or not hasattr(graph, "outer_graph"):
             return None  # tf.data function / TF1 graph: not instrumented
         gid = id(graph)
+        src = _Registry.src
         outputs = list(outputs or ())
         if op_type in self._skip:
             if op_type == "Identity" and inputs and outputs:
-                self._src[(gid, outputs[0].name)] = self._src.get((id(inputs[0].graph), inputs[0].name))
+                src[(gid, outputs[0].name)] = src.get((id(inputs[0].graph), inputs[0].name))
             return None
-        rec = self.rec
-        in_refs = []
-        for t in inputs:
-            ref = self._src.get((id(t.graph), t.name))
-            in_refs.append((rec.meta_id(t.dtype.name, _shape(t)), ref))
-        out_meta = [(rec.meta_id(t.dtype.name, _shape(t)), t.dtype.name) for t in outputs]
+        ins = [(t.dtype.name, _shape(t), src.get((id(t.graph), t.name))) for t in inputs]
+        outs = [(t.dtype.name, _shape(t)) for t in outputs]
         scope = op_name.rsplit("/", 1)[0] if "/" in op_name else ""
-        if self._phase:
-            phase = self._phase[-1]
-        else:
-            phase = self._phase_of(op_type, op_name if "/" in op_name else "")
-        ctx = rec.ctx_id(scope, phase, user_location(2), "", "")
-        idx = len(self._gops)
+        phase = self._phase[-1] if self._phase else \
+            self._phase_of(op_type, op_name if "/" in op_name else "")
         digestable = [i for i, t in enumerate(outputs) if t.dtype.name not in _NOT_DIGESTED
-                      and t.dtype.is_numpy_compatible] if rec.digests else []
-        self._gops.append((rec.name_id(op_type, op_type), ctx, in_refs, out_meta, digestable, phase))
+                      and t.dtype.is_numpy_compatible] if self.rec.digests else []
+        idx = len(_Registry.ops)
+        _Registry.ops.append((op_type, scope, phase, self._graph_location(), ins, outs,
+                              digestable, self._on_gpu))
         for i, t in enumerate(outputs):
-            self._src[(gid, t.name)] = (idx, i)
+            src[(gid, t.name)] = (idx, i)
         if not outputs:
             return None
         args = [outputs[i] for i in digestable]
@@ -215,24 +228,35 @@ class TFRecorder:
                 s, n = fp.tf_partial(t)
                 parts += [s, tf.cast(n, tf.int64)]
             args = parts
-        tf.numpy_function(functools.partial(self._graph_values, idx), args, Tout=[],
+        tf.numpy_function(functools.partial(_graph_hook, idx), args, Tout=[],
                           stateful=True, name="fwd9m_digest")
         return None
 
+    def _graph_location(self) -> str:
+        """User file:line at graph construction, with autograph's generated code mapped
+        back to the user's source (``tf_stack.extract_stack`` applies autograph's source
+        map, as tfdbg2's dumping_callback does)."""
+        from tensorflow.python.util import tf_stack
+
+        from ._common import _is_library, _short
+
+        for frame in reversed(tf_stack.extract_stack()):
+            fn = frame.filename
+            if not _is_library(fn) and "__autograph_generated_file" not in fn:
+                return f"{_short(fn)}:{frame.lineno}"
+        return user_location(3)
+
     def _graph_values(self, idx: int, *arrays) -> None:
-        """Runs inside the graph (numpy_function): digests of op ``idx``'s outputs."""
-        _, _, _, out_meta, digestable, _ = self._gops[idx]
-        vals: list = [None] * len(out_meta)
-        if self._on_gpu:
-            for j, i in enumerate(digestable):
-                vals[i] = ("partial", int(arrays[2 * j]), int(arrays[2 * j + 1]))
-        else:
-            for j, i in enumerate(digestable):
-                vals[i] = (arrays[j], out_meta[i][1])
+        """Runs inside the graph (numpy_function): op ``idx``'s output values."""
+        _, _, _, _, _, outs, digestable, on_gpu = _Registry.ops[idx]
+        vals: list = [None] * len(outs)
+        for j, i in enumerate(digestable):
+            vals[i] = ("partial", int(arrays[2 * j]), int(arrays[2 * j + 1])) if on_gpu \
+                else (arrays[j],)
         self._vals[idx] = vals
 
     def _flush_graph(self) -> None:
-        """After a function call: write the ops that ran, in construction order."""
+        """After a function call: write the graph ops that ran, in construction order."""
         if not self._vals:
             return
         rec = self.rec
@@ -240,24 +264,25 @@ class TFRecorder:
         digests: dict[int, list] = {}
         optimizer = False
         for idx in sorted(vals):
-            name_id, ctx, in_refs, out_meta, _, phase = self._gops[idx]
+            op_type, scope, phase, loc, in_info, out_info, _, _ = _Registry.ops[idx]
             outs = []
-            for (meta, dtype), v in zip(out_meta, vals[idx]):
+            for (dtype, shape), v in zip(out_info, vals[idx]):
+                meta = rec.meta_id(dtype, shape)
                 if v is None:
                     outs.append((meta, 0, None, None, None))
-                elif isinstance(v[0], str):
+                elif len(v) == 3:
                     outs.append((meta, 0, fp.finalize(v[1], v[2]), None, None))
                 else:
                     outs.append(self._array_tensor(meta, dtype, v[0], True))
             digests[idx] = [o[2] for o in outs]
             ins = []
-            for meta, ref in in_refs:
+            for dtype, shape, ref in in_info:
                 d = None
-                if ref is not None:
-                    src = digests.get(ref[0])
-                    d = src[ref[1]] if src is not None and ref[1] < len(src) else None
-                ins.append((meta, 0, d, None, None))
-            rec.writer.op(name_id, ctx, rec.step, ins, outs)
+                if ref is not None and ref[0] in digests and ref[1] < len(digests[ref[0]]):
+                    d = digests[ref[0]][ref[1]]
+                ins.append((rec.meta_id(dtype, shape), 0, d, None, None))
+            ctx = rec.ctx_id(scope, phase, loc, "", "")
+            rec.writer.op(rec.name_id(op_type, op_type), ctx, rec.step, ins, outs)
             optimizer = optimizer or phase == "optimizer"
         if optimizer:
             rec.step += 1

@@ -1,0 +1,78 @@
+"""``fwd9m debug`` end to end: two fresh-process runs of real training scripts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data" / "debug"
+
+
+def test_torch_index_put_culprit(fwd9m_cli, tmp_path):
+    pytest.importorskip("torch")
+    html = tmp_path / "report.html"
+    for _ in range(3):  # the race may (rarely) produce two identical runs
+        p = fwd9m_cli("debug", "--no-hashseed-check", "--html", str(html),
+                      str(DATA / "torch_index_put.py"), cwd=tmp_path)
+        if p.returncode != 0:
+            break
+    assert p.returncode == 1, p.stdout + p.stderr
+    out = p.stdout
+    assert "CULPRIT OP" in out and "aten::index_put_" in out
+    assert "module:   Net.pool" in out and "phase:    forward" in out
+    assert "torch_index_put.py:19" in out  # out.index_put_(..., accumulate=True)
+    assert "torch.index-put-accumulate" in out and "use_deterministic_algorithms(True)" in out
+    assert "recording run 1/2" in p.stderr and "comparing" in p.stderr  # progress
+    page = html.read_text()
+    assert "<svg" in page and "first divergence" in page
+
+
+def test_data_order_is_external_at_first_batch(fwd9m_cli, tmp_path):
+    pytest.importorskip("torch")
+    p = fwd9m_cli("debug", "--format", "json", str(DATA / "torch_data_order.py"), cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    report = json.loads(p.stdout)
+    first = report["first"]
+    assert report["kind"] == "external" and first["source"] == "data", first
+    assert first["step"] == 0 and "first batch" in first["explanation"]["headline"]
+    assert "torch_data_order.py:15" in first["location"]
+    assert any("PYTHONHASHSEED=0 still diverge" in n for n in report["notes"])
+
+
+def test_keras_initializer_seeded_only_by_tf_set_seed(fwd9m_cli, tmp_path):
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("keras")
+    p = fwd9m_cli("debug", "--no-hashseed-check", str(DATA / "keras_initializer.py"),
+                  cwd=tmp_path, env={"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert p.returncode == 1, p.stdout + p.stderr
+    out = p.stdout
+    assert "EXTERNAL SOURCE (seed)" in out, out
+    assert "initializer" in out and "keras.utils.set_random_seed" in out
+    assert "keras.seed-generator" in out and "sequential/dense" in out
+
+
+def test_record_diff_and_clear_errors(fwd9m_cli, tmp_path):
+    pytest.importorskip("torch")
+    a, b = tmp_path / "a.trace", tmp_path / "b.trace"
+    p = fwd9m_cli("debug", "record", "-o", str(a), str(DATA / "torch_other_program.py"), cwd=tmp_path)
+    assert p.returncode == 0 and "recorded" in p.stdout, p.stderr
+    p = fwd9m_cli("debug", "record", "-o", str(b), str(DATA / "torch_data_order.py"), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    p = fwd9m_cli("debug", "diff", str(a), str(a))
+    assert p.returncode == 0 and "reproducible" in p.stdout
+    p = fwd9m_cli("debug", "diff", str(a), str(b))  # different programs
+    assert p.returncode == 1 and "different programs" in p.stdout
+    assert "STRUCTURAL DIFFERENCE" in p.stdout and "run A:" in p.stdout
+    cut = tmp_path / "cut.trace"
+    data = b.read_bytes()
+    cut.write_bytes(data[: len(data) - 37])
+    p = fwd9m_cli("debug", "diff", str(b), str(cut))
+    assert "mid-record" in p.stdout and "last complete record" in p.stdout
+    v9 = tmp_path / "v9.trace"
+    v9.write_bytes(data[:8] + b"\x09\x00" + data[10:])
+    p = fwd9m_cli("debug", "diff", str(a), str(v9))
+    assert p.returncode == 2 and "format version 9" in p.stderr and "Traceback" not in p.stderr
+    p = fwd9m_cli("debug", "diff", str(a))
+    assert p.returncode == 2 and "usage" in p.stderr

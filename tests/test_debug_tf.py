@@ -1,0 +1,75 @@
+"""fwd9m.debug recording TensorFlow: eager ops and instrumented tf.function graphs."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+import fwd9m.debug as dbg  # noqa: E402
+from fwd9m import fingerprint as fp  # noqa: E402
+
+
+@tf.function
+def _scatter(x, idx):
+    y = tf.math.unsorted_segment_sum(x * 2.0, idx, num_segments=8)  # graph op
+    return tf.reduce_sum(y)
+
+
+def test_graph_and_eager_ops_recorded_with_digests(tmp_path):
+    x = tf.constant(np.linspace(0, 1, 256, dtype=np.float32).reshape(64, 4))
+    idx = tf.constant(np.arange(64) % 8, dtype=tf.int32)
+    _scatter(x, idx)  # traced before recording: the callback instruments new traces only
+    path = tmp_path / "t.trace"
+
+    @tf.function
+    def fresh(x, idx):
+        return tf.reduce_sum(tf.math.unsorted_segment_sum(x * 2.0, idx, num_segments=8))  # here
+
+    with dbg.record(path, framework="tensorflow"):
+        eager = tf.exp(x)
+        fresh(x, idx)
+        fresh(x, idx)
+    ops = list(dbg.TraceReader(path))
+    names = [o.name for o in ops]
+    assert "Exp" in names
+    assert names.count("UnsortedSegmentSum") == 2  # one per call, from the graph
+    exp = ops[names.index("Exp")]
+    assert exp.outputs[0].digest == fp.numpy_digest(eager.numpy())
+    seg = ops[names.index("UnsortedSegmentSum")]
+    want = tf.math.unsorted_segment_sum(x * 2.0, idx, num_segments=8).numpy()
+    assert seg.outputs[0].digest == fp.numpy_digest(want)
+    mul = ops[names.index("Mul")]
+    assert seg.inputs[0].digest == mul.outputs[0].digest  # graph inputs resolved by reference
+    assert seg.location.endswith(f"test_debug_tf.py:{_line('# here')}"), seg.location
+
+
+def _line(marker):
+    with open(__file__) as f:
+        for i, line in enumerate(f, 1):
+            if line.rstrip().endswith(marker) and "_line(" not in line:
+                return i
+    raise AssertionError(marker)
+
+
+def test_localize_reproducible_and_rng(tmp_path):
+    x = tf.ones([4, 4])
+
+    @tf.function
+    def f():
+        return tf.matmul(x, x)
+
+    assert dbg.localize(f, framework="tensorflow", directory=str(tmp_path)).reproducible
+
+    g = tf.random.Generator.from_non_deterministic_state()
+
+    def r():
+        return g.normal([4]) + 1.0
+
+    report = dbg.localize(r, framework="tensorflow", directory=str(tmp_path))
+    assert not report.reproducible
+    assert report.kind == "external" and report.first.source == "rng", report.render()
+    assert os.path.exists(tmp_path / "run1.trace")
