@@ -1,9 +1,9 @@
 """A small Keras CNN on scikit-learn's digits (8x8 images) with random augmentation
 layers, dropout and ``model.fit(shuffle=True)``.
 
-The broken variant (broken.py) had one mistake: the seed is set after the model is built. Keras 3 layers and initializers
-created without a ``seed`` take one from Python's ``random`` module when they are
-constructed (``make_default_seed`` in
+The broken variant (broken.py) had one mistake: the seed was set after the model was
+built. Keras 3 layers and initializers created without a ``seed`` take one from
+Python's ``random`` module when they are constructed (``make_default_seed`` in
 https://github.com/keras-team/keras/blob/master/keras/src/random/seed_generator.py),
 so the initial weights, the dropout masks and the augmentations are already fixed,
 differently in every process, when ``keras.utils.set_random_seed`` runs.

@@ -18,7 +18,7 @@ import keras
 import fwd9m.tensorflow
 from sklearn.datasets import load_digits
 
-fwd9m.tensorflow.enable_determinism(seed=1)  # FIX: seeds Python, NumPy, TF and Keras; op determinism on
+fwd9m.tensorflow.enable_determinism(seed=1)  # FIX: seeds Python, NumPy, TF, Keras; op determinism
 
 
 class ScaledDense(keras.layers.Layer):

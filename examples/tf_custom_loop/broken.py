@@ -6,8 +6,8 @@ Every seed is set (``keras.utils.set_random_seed``), yet runs differ. Two mistak
    ``tf.random.uniform``) inside ``Dataset.map(num_parallel_calls=AUTOTUNE)``: the
    parallel calls draw from one shared random state in whatever order the threads
    reach it, so which image gets which crop changes from run to run
-   (``tf.config.experimental.enable_op_determinism``, section "Determinism and
-   tf.data": https://www.tensorflow.org/api_docs/python/tf/config/experimental/enable_op_determinism).
+   (section "Determinism and tf.data" of
+   https://www.tensorflow.org/api_docs/python/tf/config/experimental/enable_op_determinism).
 2. ``shuffle`` has no seed of its own and the random state of the pipeline is not in
    the checkpoint, so a resumed run replays the first epochs' order and augmentations
    instead of continuing them.
