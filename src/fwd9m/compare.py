@@ -414,7 +414,8 @@ def compare_arrays(path: str, a: Tensor, b: Tensor) -> LeafDiff | None:
     va, vb = xa.reshape(-1)[flat_first], xb.reshape(-1)[flat_first]
     max_abs = max_ulp = None
     if bits is not None and (xa.dtype.kind in "iufc" or _is_float(np, xa.dtype)):
-        da, db = xa[ne], xb[ne]
+        flat_ne = ne.reshape(-1)  # ascontiguousarray gave 0-d arrays a dimension
+        da, db = xa.reshape(-1)[flat_ne], xb.reshape(-1)[flat_ne]
         with np.errstate(all="ignore"):
             fa = da.astype(np.complex128 if xa.dtype.kind == "c" else np.float64)
             fb = db.astype(fa.dtype)
