@@ -179,8 +179,9 @@ def query(text: str | None = None, *, framework: str | None = None, device: str 
     entry's id, title, summary, symbols, ops or env; ``_`` and ``-`` and ``.`` count as
     word characters, so ``index_add`` finds ``torch.index_add``. ``text`` may also
     carry ``framework:``, ``device:``, ``version:``, ``symbol:``, ``op:``, ``kind:``,
-    ``id:`` fields. ``version`` needs a framework. Raises CatalogError for an unknown
-    framework, device or kind, a malformed version or query."""
+    ``id:`` fields. ``version`` needs a framework. With words, the best matches come
+    first (exact op or symbol name, then id/title, then prose). Raises CatalogError for an
+    unknown framework, device or kind, a malformed version or query."""
     words, keys = _parse_text(text or "")
     framework = framework or keys.get("framework")
     device = device or keys.get("device")
