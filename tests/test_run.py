@@ -21,8 +21,13 @@ UNMODIFIED = textwrap.dedent('''
     print("set", ",".join(words))
     print("random", random.random())
     if "--torch" in sys.argv:
+        random.seed(99)
+        random.random()
         import numpy as np
         import torch
+        expected = random.Random(99)
+        expected.random()
+        print("own seed kept after late import", random.random() == expected.random())
         torch.set_num_threads(2)
         print("numpy", np.random.rand())
         print("torch", torch.nn.Linear(3, 2).weight.detach().numpy().tobytes().hex())
@@ -70,6 +75,7 @@ def test_unmodified_script_is_reproducible_under_run(script):
         assert r.returncode == 0, r.stderr[-3000:]
     assert runs[0].stdout == runs[1].stdout
     assert "index_put distinct 1 True" in runs[0].stdout
+    assert "own seed kept after late import True" in runs[0].stdout
 
 
 def test_show_lists_startup_environment_as_json():

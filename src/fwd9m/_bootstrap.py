@@ -57,19 +57,27 @@ def _seed_from_env() -> int | None:
 
 
 def _enable(framework: str) -> None:
+    """Hook body: enable ``framework`` just after its import. Python's and NumPy's
+    global RNG states are restored afterwards, so that a framework imported late (a
+    lazy import mid-run) does not undo the script's own ``random.seed``."""
     from .errors import Fwd9mWarning
 
+    seed = _seed_from_env()
     if framework == "numpy":  # not a framework: only its legacy global RNG to seed
-        seed = _seed_from_env()
         if seed is not None:
             sys.modules["numpy"].random.seed(seed)
         return
+    import random
+
+    py_state = random.getstate()
+    np = sys.modules.get("numpy")
+    np_state = np.random.get_state() if np is not None else None
     try:
         module = importlib.import_module(f"fwd9m.{FRAMEWORK_MODULES[framework]}")
         kwargs = {}
         if framework == "torch" and os.environ.get(ENV_WARN_ONLY) == "1":
             kwargs["warn_only"] = True
-        module.enable_determinism(seed=_seed_from_env(), **kwargs)
+        module.enable_determinism(seed=seed, **kwargs)
     except Exception as exc:  # never break the user's import
         import logging
 
@@ -77,6 +85,10 @@ def _enable(framework: str) -> None:
                    f"{type(exc).__name__}: {exc}")
         logging.getLogger("fwd9m").warning("%s", message)
         warnings.warn(message, Fwd9mWarning, stacklevel=2)
+    finally:
+        random.setstate(py_state)
+        if np_state is not None:
+            np.random.set_state(np_state)
 
 
 # The finder and loader below follow the importlib.abc protocols without subclassing
