@@ -345,6 +345,8 @@ def test_jax_flag_key_and_cpu_backend(clean_env):
     assert "--xla_gpu_deterministic_ops=true" in os.environ["XLA_FLAGS"]
     assert (jax.random.key_data(changes.key) == jax.random.key_data(jax.random.key(3))).all()
     assert fw_jax.enable_determinism().key is None
+    front = fwd9m.enable_determinism(seed=4, frameworks=["jax"])
+    assert (jax.random.key_data(front.key) == jax.random.key_data(jax.random.key(4))).all()
     assert [c.what for c in fw_jax.enable_determinism()] == []  # flag already there
 
 

@@ -69,13 +69,17 @@ def test_unmodified_script_is_reproducible_under_run(script):
     env = _clean_env()
     plain = [_run(sys.executable, str(script), env=env).stdout for _ in range(2)]
     assert plain[0].splitlines()[0] != plain[1].splitlines()[0], "set order already fixed?"
-    runs = [_run(sys.executable, "-m", "fwd9m", "run", "--seed", "0", str(script), "--torch",
-                 env=env) for _ in range(2)]
-    for r in runs:
-        assert r.returncode == 0, r.stderr[-3000:]
-    assert runs[0].stdout == runs[1].stdout
-    assert "index_put distinct 1 True" in runs[0].stdout
-    assert "own seed kept after late import True" in runs[0].stdout
+    import subprocess
+
+    procs = [subprocess.Popen([sys.executable, "-m", "fwd9m", "run", "--seed", "0", str(script),
+                               "--torch"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    runs = [p.communicate(timeout=300) + (p.returncode,) for p in procs]
+    for stdout, stderr, code in runs:
+        assert code == 0, stderr[-3000:]
+    assert runs[0][0] == runs[1][0]
+    assert "index_put distinct 1 True" in runs[0][0]
+    assert "own seed kept after late import True" in runs[0][0]
 
 
 def test_show_lists_startup_environment_as_json():
