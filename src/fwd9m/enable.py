@@ -40,7 +40,8 @@ class Change:
     """One thing :func:`enable_determinism` (or ``fwd9m run``) changed.
 
     Attributes:
-        framework: ``"tensorflow"``, ``"keras"``, ``"torch"``, ``"jax"`` or ``"python"``.
+        framework: ``"tensorflow"``, ``"keras"``, ``"torch"``, ``"jax"`` or ``"python"``
+            (the front's single seeding: the names joined by ``+``).
         what: the setting, as code or as ``"env:NAME"`` for an environment variable.
         old: the value before (None when unset or not readable).
         new: the value after.
