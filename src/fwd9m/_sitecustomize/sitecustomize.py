@@ -19,10 +19,10 @@ def _fwd9m_start():
             import warnings
 
             warnings.warn(f"fwd9m run: import hook not installed: {type(exc).__name__}: {exc}")
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
     this = sys.modules.pop("sitecustomize", None)
     saved = list(sys.path)
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != here]
     try:
         importlib.import_module("sitecustomize")
     except ModuleNotFoundError as exc:
