@@ -68,13 +68,16 @@ SEED_ROWS = {
     14: ["tf.compat.v1.nn.fused_batch_norm"],
 }
 # The seed's "other possible sources" (files calling atomicAdd) and non-GPU sources.
-SEED_OTHER = ["tf.math.bincount", "tf.nn.depthwise_conv2d", "tf.nn.dilation2d", "tf.random.categorical",
-              "tf.scatter_nd", "tf.linalg.svd", "tf.while_loop", "tf.data.Dataset.shard",
+SEED_OTHER = ["tf.math.bincount", "tf.nn.depthwise_conv2d", "op:Dilation2DBackpropFilter",
+              "op:Multinomial", "tf.scatter_nd", "op:Svd", "op:ResourceScatterAdd",
+              "tf.while_loop", "tf.data.Dataset.shard",
               "tf.gradients", "id:tensorflow.horovod-tensor-fusion", "id:tensorflow.tensorrt",
               "id:tensorflow.mirrored-strategy-shuffle", "id:tensorflow.cpu-threads"]
 
 
 def _present(ref: str) -> bool:
+    if ref.startswith("op:"):
+        return bool(catalog.for_op("tensorflow", ref[3:]))
     if ref.startswith("id:"):
         try:
             catalog.get(ref[3:])
