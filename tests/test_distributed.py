@@ -1,0 +1,166 @@
+"""fwd9m.distributed in this process: ranks, seeds, samplers, replica reports.
+
+Multi-process launches (torchrun, MirroredStrategy) are in test_distributed_launch.py.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+
+import fwd9m.distributed as fd
+from fwd9m.distributed._replicas import compare_digests, install_from_env
+from fwd9m.errors import ConfigurationError, NondeterminismError
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ----------------------------------------------------------------------------- ranks
+
+def test_import_loads_no_framework():
+    code = ("import sys, fwd9m.distributed as fd; fd.rank_info(); "
+            "print(sorted(m for m in ('torch', 'tensorflow', 'jax', 'keras') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stderr
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({}, fd.RankInfo()),
+    ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"},
+     fd.RankInfo(1, 2, 1, 2, "torchrun")),
+    ({"HOROVOD_RANK": "3", "HOROVOD_SIZE": "4", "HOROVOD_LOCAL_RANK": "1"},
+     fd.RankInfo(3, 4, 1, None, "horovod")),
+    ({"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2"}, fd.RankInfo(0, 2, None, None, "mpi")),
+    # torchrun's variables win over an MPI launcher around it
+    ({"RANK": "1", "WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "1"},
+     fd.RankInfo(1, 2, None, None, "torchrun")),
+])
+def test_rank_info_from_launcher_variables(env, expected):
+    assert fd.rank_info(env) == expected
+
+
+def _tf_config(kind, index, chief=True):
+    cluster = {"worker": ["h:1", "h:2"], "ps": ["h:3"]}
+    if chief:
+        cluster["chief"] = ["h:0"]
+    return {"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}})}
+
+
+def test_rank_info_from_tf_config_numbers_chief_first():
+    assert fd.rank_info(_tf_config("chief", 0)) == fd.RankInfo(0, 3, None, None, "TF_CONFIG", "chief")
+    assert fd.rank_info(_tf_config("worker", 1)).rank == 2
+    assert fd.rank_info(_tf_config("worker", 1, chief=False)) == \
+        fd.RankInfo(1, 2, None, None, "TF_CONFIG", "worker")
+    assert fd.rank_info(_tf_config("ps", 0)).role == "ps"
+
+
+@pytest.mark.parametrize("env", [{"RANK": "x", "WORLD_SIZE": "2"}, {"RANK": "2", "WORLD_SIZE": "2"},
+                                 {"TF_CONFIG": "{not json"}])
+def test_rank_info_rejects_bad_settings(env):
+    with pytest.raises(ConfigurationError):
+        fd.rank_info(env)
+
+
+# ----------------------------------------------------------------------------- seeds
+
+def test_seeder_shares_what_must_be_shared(monkeypatch):
+    monkeypatch.delenv("FWD9M_SEED", raising=False)
+    r0 = fd.seeder(7, info=fd.RankInfo(0, 2))
+    r1 = fd.seeder(7, info=fd.RankInfo(1, 2))
+    assert r0.seed("init", shared=True) == r1.seed("init", shared=True)
+    assert r0.seed("dropout") != r1.seed("dropout")
+    monkeypatch.setenv("FWD9M_SEED", "7")
+    assert fd.seeder(info=fd.RankInfo(1, 2)).seed("dropout") == r1.seed("dropout")
+
+
+def test_seeder_without_any_seed_refuses_to_guess_on_several_ranks(monkeypatch):
+    monkeypatch.delenv("FWD9M_SEED", raising=False)
+    with pytest.raises(ConfigurationError, match="fwd9m run --seed"):
+        fd.seeder(info=fd.RankInfo(1, 2))
+    assert fd.seeder(info=fd.RankInfo(0, 1)).world_size == 1  # one process: a fresh seed is fine
+
+
+def test_sampler_shards_are_disjoint_and_reshuffled_each_epoch():
+    torch = pytest.importorskip("torch")
+    data = torch.utils.data.TensorDataset(torch.arange(20))
+    seeds = [fd.seeder(3, info=fd.RankInfo(r, 2)) for r in (0, 1)]
+    samplers = [fd.sampler(data, s) for s in seeds]
+    orders = []
+    for _epoch in fd.epochs(2, *samplers):
+        shards = [list(s) for s in samplers]
+        assert sorted(shards[0] + shards[1]) == list(range(20))  # a partition: same permutation
+        orders.append(shards[0])
+    assert orders[0] != orders[1]
+    # without set_epoch the sampler would repeat epoch 1's order: the bug epochs() prevents
+    assert list(samplers[0]) == orders[1]
+    loader = torch.utils.data.DataLoader(data, sampler=samplers[0])
+    assert fd.set_epoch(0, loader) == ["DistributedSampler"]
+    assert list(samplers[0]) == orders[0]
+    with pytest.raises(TypeError):
+        fd.set_epoch(0, object())
+
+
+# ----------------------------------------------------------------------------- replicas
+
+def _table(values):
+    return [(name, "parameter", "float32", (2,), d) for name, d in values]
+
+
+def test_compare_digests_groups_replicas_and_keeps_model_order():
+    diffs = compare_digests([_table([("a", 1), ("b", 2), ("c", 3)]),
+                             _table([("a", 1), ("b", 9), ("c", 4)]),
+                             _table([("a", 1), ("b", 2), ("c", 5)])])
+    assert [d.name for d in diffs] == ["b", "c"]
+    assert diffs[0].groups == ((0, 2), (1,))
+    assert "rank 1 differs from ranks 0, 2" in diffs[0].summary()
+    missing = compare_digests([_table([("a", 1)]), _table([])])
+    assert "missing on rank 1" in missing[0].summary()
+
+
+def test_report_render_and_raise():
+    diffs = compare_digests([_table([("bn.running_mean", 1)]), _table([("bn.running_mean", 2)])])
+    report = fd.ReplicaReport(3, ["rank 0", "rank 1"], 4, diffs)
+    assert not report and report.first.name == "bn.running_mean"
+    assert "REPLICAS DIFFER at step 3" in report.render()
+    assert report.to_dict()["diffs"][0]["groups"] == [[0], [1]]
+    with pytest.raises(NondeterminismError, match="bn.running_mean"):
+        report.raise_if_inconsistent()
+    assert "CONSISTENT" in fd.ReplicaReport(1, ["rank 0"], 4).render()
+
+
+def test_check_replicas_in_a_one_rank_gloo_group():
+    torch = pytest.importorskip("torch")
+    dist = torch.distributed
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+    alone = fd.check_replicas(model)  # no process group: one replica
+    assert alone and alone.checked == 7 and alone.replicas == ["rank 0"]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    try:
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+        monitor = fd.watch_replicas(ddp, opt, every=2)
+        for _ in range(4):
+            ddp(torch.randn(4, 3)).sum().backward()
+            opt.step()
+        assert (monitor.steps, monitor.checks, monitor.first) == (4, 2, None)
+        report = fd.check_replicas(ddp, step=4)
+        assert report and report.checked == 7 and report.step == 4
+        monitor.remove()
+    finally:
+        dist.destroy_process_group()
+    with pytest.raises(TypeError):
+        fd.check_replicas(object())
+
+
+def test_install_from_env_needs_the_variable():
+    pytest.importorskip("torch")
+    assert install_from_env({}) is False
+    assert install_from_env({fd.ENV_CHECK_REPLICAS: "x"}) is False
