@@ -173,19 +173,28 @@ class FileContext:
             self.bind(a.asname or a.name, full)
 
 
-def _children_in_order(node):
-    """Child nodes in evaluation order where it differs from field order (the value of
-    an assignment before its targets, a loop's iterable before its target)."""
-    t = type(node)
-    if t is ast.Assign:
-        return [node.value, *node.targets]
-    if t in (ast.AugAssign, ast.AnnAssign) and node.value is not None:
-        return [node.value, node.target]
-    if t in (ast.For, ast.AsyncFor):
-        return [node.iter, node.target, *node.body, *node.orelse]
-    if t is ast.comprehension:
-        return [node.iter, node.target, *node.ifs]
-    return ast.iter_child_nodes(node)
+#: fields that never hold nodes a rule needs (``ctx``/``op`` singletons, names, flags)
+_SKIP_FIELDS = frozenset({"ctx", "op", "id", "attr", "name", "arg", "module", "level", "kind",
+                          "type_comment", "is_async", "conversion", "names", "kwd_attrs", "rest",
+                          "lineno", "col_offset", "end_lineno", "end_col_offset"})
+#: evaluation order where it differs from field order
+_ORDER = {ast.Assign: ("value", "targets"), ast.AugAssign: ("value", "target"),
+          ast.AnnAssign: ("value", "target", "annotation"), ast.For: ("iter", "target", "body", "orelse"),
+          ast.AsyncFor: ("iter", "target", "body", "orelse"), ast.comprehension: ("iter", "target", "ifs"),
+          ast.NamedExpr: ("value", "target")}
+
+
+def _child_fields(t: type) -> tuple[str, ...]:
+    if t in _ORDER:
+        return _ORDER[t]
+    if t is ast.Constant:
+        return ()
+    if t is ast.alias:
+        return ()
+    return tuple(f for f in t._fields if f not in _SKIP_FIELDS)
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 class _Walker:
@@ -210,12 +219,15 @@ class _Walker:
 
     def walk(self, tree: ast.Module) -> None:
         ctx, dispatch = self.ctx, self.dispatch
+        AST = ast.AST
         Call, Import, ImportFrom, Name, Store = ast.Call, ast.Import, ast.ImportFrom, ast.Name, ast.Store
         fdefs = (ast.FunctionDef, ast.AsyncFunctionDef)
         stack: list = [tree]
         pop, push, extend = stack.pop, stack.append, stack.extend
         while stack:
             node = pop()
+            if node is None:  # a hole in a list field (Dict.keys for **d, kw_defaults)
+                continue
             if node is _EXIT:
                 ctx.scopes.pop()
                 f = pop()
@@ -275,7 +287,18 @@ class _Walker:
                         if p is not None:
                             ctx.scopes[-1][p.arg] = None
                 continue
-            extend(reversed(list(_children_in_order(node))))
+            fields = _FIELDS.get(t)
+            if fields is None:
+                fields = _FIELDS[t] = _child_fields(t)
+            for name in reversed(fields):
+                v = getattr(node, name, None)
+                if v is None:
+                    continue
+                if type(v) is list:
+                    if v:
+                        extend(reversed(v))
+                elif isinstance(v, AST):
+                    push(v)
 
 
 def _decode(data: bytes) -> str:
@@ -308,13 +331,13 @@ def lint_source(text: str, path: str, rule_classes: list[type[Rule]], *,
                 trigger_re: re.Pattern | None = None, tree: ast.Module | None = None) -> list[Finding]:
     """Findings of ``rule_classes`` on source ``text`` (already decoded), sorted.
 
-    ``trigger_re`` (a regex of the rules' trigger words) skips rules, and parsing, when
-    none of their words occurs in the text; ``tree`` is a tree already parsed from
+    ``trigger_re`` (a regex that finds identifiers) skips rules, and parsing, when
+    none of their trigger words occurs in the text as an identifier; ``tree`` is a tree already parsed from
     ``text`` (the flake8 adapter passes flake8's)."""
     if trigger_re is not None:
-        found = set(trigger_re.findall(text))
+        words = set(trigger_re.findall(text))
         rule_classes = [r for r in rule_classes
-                        if not r.triggers or any(w in found for w in r.triggers)]
+                        if not r.triggers or not words.isdisjoint(r.triggers)]
     ctx = FileContext(path, text)
     if not rule_classes:
         return []

@@ -31,9 +31,9 @@ class Rule:
     name: ClassVar[str] = ""  #: kebab-case, unique
     message: ClassVar[str] = ""  #: default one-line message
     default: ClassVar[bool] = True  #: in the default selection
-    #: substrings of which at least one must occur in a file's text for the rule to run
-    #: (an empty tuple: always runs). A prefilter, so no rule can fire without them.
-    triggers: ClassVar[tuple[str, ...]] = ()
+    #: identifiers of which at least one must occur in a file's text for the rule to run
+    #: (an empty tuple: always runs). A prefilter: list every name the rule can match.
+    triggers: ClassVar[frozenset[str] | tuple[str, ...]] = ()
     references: ClassVar[tuple[str, ...]] = ()
     valid: ClassVar[tuple[str, ...]] = ()
     invalid: ClassVar[tuple[str, ...]] = ()

@@ -6,10 +6,12 @@ Each matches the public symbols of the framework's catalog entries of kind "op" 
 apply to the installed version of the framework (package metadata, no import; every
 version when it is not installed):
 
+* only in files that ask for repeatable runs (they seed, turn a determinism switch on,
+  create a JAX key or import fwd9m): library code that never asks is not reported;
 * an entry whose behaviour under the determinism switch is "raises" or
   "nondeterministic" is reported at every call, with the catalog's fix;
 * an entry the switch makes deterministic is reported once per file, at its first
-  call, when the file seeds (so it wants repeatable runs) but never turns the switch on.
+  call, when the file never turns the switch on.
 
 A symbol ``torch.Tensor.index_add_`` matches method calls ``x.index_add_(...)`` in
 files that import the framework; ``tf.math.unsorted_segment_sum`` matches the call
@@ -46,6 +48,12 @@ _SWITCH_FOR = {
 }
 _KW_EQ = re.compile(r"^\s*(\w+)\s*=\s*(.+?)\s*$")
 _KW_GIVEN = re.compile(r"^\s*(\w+)\s+given\b")
+_CUDA_STRING = re.compile(r"""['"]cuda""")
+#: tensor methods whose names NumPy arrays, pandas objects or queues share: a method call
+#: ``x.put(...)`` says nothing about ``x`` being a tensor, so only the function spellings
+#: (``torch.cumsum``) are matched for these
+_AMBIGUOUS_METHODS = frozenset({"put", "get", "cumsum", "median", "take", "repeat", "sum", "mean",
+                                "resize_", "sort", "copy", "index", "scatter", "gather"})
 _KW_IN = re.compile(r"^\s*(\w+)\s+in\s+\((.+)\)\s*$")
 _MISSING = object()
 
@@ -81,9 +89,11 @@ def _spelling(node) -> str:
 
 
 def _condition_met(call: ast.Call, cond) -> bool | None:
-    """True / False, or None when it cannot be told statically."""
+    """True / False, or None when it cannot be told statically (then reported with the
+    condition spelled out). A condition the linter cannot read at all (``cond`` None,
+    e.g. "quantized tensor") counts as not met: precision over recall."""
     if cond is None:
-        return None
+        return False
     if not cond:
         return True
     for key, values in cond:
@@ -106,12 +116,22 @@ def _condition_met(call: ast.Call, cond) -> bool | None:
     return False
 
 
+#: catalog spellings -> the qualified names the engine resolves calls to
+_SHORT = (("tf.", "tensorflow."), ("jnp.", "jax.numpy."), ("np.", "numpy."))
+
+
+def _resolved(symbol: str) -> str:
+    for short, full in _SHORT:
+        if symbol.startswith(short):
+            return full + symbol[len(short):]
+    return symbol
+
+
 class _Index:
     """Symbol lookup tables for one framework, built once from the catalog."""
 
     def __init__(self, framework: str):
         from ... import catalog
-        from ...catalog import normalize_symbol
 
         version = catalog.installed_version(framework)
         self.version = version
@@ -129,12 +149,13 @@ class _Index:
             item = (e, behaviour, _parse_condition(e.condition))
             self.entries.append(item)
             for sym in e.symbols:
-                norm = normalize_symbol(sym)
+                norm = _resolved(sym)
                 last = norm.rsplit(".", 1)[-1]
                 if last.startswith("__"):
                     continue
                 if ".Tensor." in norm or ".Variable." in norm:
-                    self.methods.setdefault(last, []).append(item)
+                    if last not in _AMBIGUOUS_METHODS:
+                        self.methods.setdefault(last, []).append(item)
                 else:
                     self.functions.setdefault(norm, []).append(item)
         self.words = tuple(sorted({s.rsplit(".", 1)[-1] for s in (*self.functions, *self.methods)}))
@@ -157,16 +178,14 @@ class CatalogOpRule(Rule):
         self.index = _index(self.framework)
         self.switch_sites: dict[str, ast.Call] = {}
         self.pending: list = []
-        self.gpu_seen = False
+        self.gpu_seen: bool | None = None
         _, self.roots, _ = FRAMEWORK_CODES[self.framework]
 
     def visit_Call(self, node, qn):
-        from ...catalog import normalize_symbol
-
         idx = self.index
         items = None
         if qn is not None:
-            items = idx.functions.get(normalize_symbol(qn))
+            items = idx.functions.get(qn)
         elif type(node.func) is ast.Attribute and node.func.attr in idx.methods and \
                 self.ctx.imports_any(*self.roots):
             items = idx.methods[node.func.attr]
@@ -185,19 +204,27 @@ class CatalogOpRule(Rule):
         if worst is not None:
             self.pending.append((node, worst))
 
-    def visit_Constant(self, node):
-        if type(node.value) is str and node.value.startswith("cuda"):
-            self.gpu_seen = True
-
     def _gpu_used(self) -> bool:
         ctx = self.ctx
-        return self.gpu_seen or "cuda" in ctx.methods or any(qn.startswith("torch.cuda.") for qn in ctx.calls)
+        if self.gpu_seen is None:
+            self.gpu_seen = "cuda" in ctx.methods or any(qn.startswith("torch.cuda.") for qn in ctx.calls) \
+                or _CUDA_STRING.search(ctx.text) is not None
+        return self.gpu_seen
 
     def _skip(self, e) -> bool:
         """PyTorch keeps tensors on the CPU unless moved: GPU-only entries need CUDA use."""
         return self.framework == "torch" and e.devices == ("gpu",) and not self._gpu_used()
 
+    def _intent(self) -> bool:
+        """The file asks for reproducible runs: it seeds, turns a switch on or uses fwd9m."""
+        ctx = self.ctx
+        return bool(ctx.called(sorted(SEED_CALLS)) or ctx.called(sorted(SWITCH_ON_CALLS))
+                    or ctx.calls.get("jax.random.key") or ctx.calls.get("jax.random.PRNGKey")
+                    or ctx.imports_any("fwd9m"))
+
     def finish(self):
+        if (not self.pending and not self.switch_sites) or not self._intent():
+            return
         for node, (e, behaviour, met) in self.pending:
             if self._skip(e):
                 continue
@@ -216,9 +243,6 @@ class CatalogOpRule(Rule):
         if any(ctx.calls.get(s) for s in _SWITCH_FOR[self.framework]) \
                 or ctx.called(["fwd9m.enable_determinism", f"fwd9m.{self.framework}.enable_determinism"]) \
                 or (self.framework == "jax" and "xla_gpu_deterministic_ops" in ctx.text):
-            return
-        if not ctx.called(sorted(SEED_CALLS)) and not ctx.calls.get("jax.random.key") \
-                and not ctx.calls.get("jax.random.PRNGKey"):
             return
         from ... import catalog
 
@@ -267,7 +291,7 @@ def _examples(framework: str, idx: _Index, switch_code: str):
             "torch": "torch.manual_seed(0)", "jax": "key = jax.random.key(0)"}[framework]
     invalid, valid = [], []
     for e, behaviour, cond in idx.entries:
-        if cond:
+        if cond is None or cond:
             continue
         fn = next((s for s in (e.symbols or ()) if ".Tensor." not in s and
                    not s.rsplit(".", 1)[-1].startswith("_")), None)
@@ -275,7 +299,9 @@ def _examples(framework: str, idx: _Index, switch_code: str):
             continue
         call = f"y = {fn}(x)"
         if behaviour in ("raises", "nondeterministic") and len(invalid) < 2:
-            invalid.append(f"{roots}\n{call}\n")
+            invalid.append(f"{roots}\n{seed}\n{call}\n")
+            if len(valid) < 1:  # the same call in a file that never asks for repeatable runs
+                valid.append(f"{roots}\n{call}\n")
         elif behaviour == "deterministic" and switch_code and not valid:
             invalid.append(f"{roots}\n{seed}\n{call}\n")
             valid.append(f"{roots}\n{seed}\n{switch_code}\n{call}\n")

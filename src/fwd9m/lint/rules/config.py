@@ -89,7 +89,8 @@ class DeterminismSwitchedOff(Rule):
     """
 
     code, name = "FWD202", "determinism-switched-off"
-    triggers = ("deterministic", "determinism")
+    triggers = ("use_deterministic_algorithms", "deterministic", "disable_op_determinism",
+                "set_deterministic_debug_mode")
     fix_code = "torch.use_deterministic_algorithms(True)"
     references = (TORCH_DET, TF_DET)
     invalid = ("import torch\ntorch.manual_seed(0)\ntorch.use_deterministic_algorithms(False)\n",
@@ -283,7 +284,7 @@ class SwitchNotCalled(Rule):
     """
 
     code, name = "FWD205", "switch-not-called"
-    triggers = ("determinism", "deterministic", "seed")
+    triggers = frozenset(q.rsplit(".", 1)[-1] for q in _SWITCHES)
     references = (TF_DET, TORCH_DET)
     invalid = ("import tensorflow as tf\ntf.config.experimental.enable_op_determinism\n",
                "import torch\nif torch.use_deterministic_algorithms:\n    pass\n")

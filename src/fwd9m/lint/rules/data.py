@@ -46,7 +46,7 @@ class TfDataNondeterministic(Rule):
     """
 
     code, name = "FWD301", "tf-data-nondeterministic"
-    triggers = ("deterministic", "sloppy")
+    triggers = ("deterministic", "experimental_deterministic", "sloppy")
     references = (TF_DATA_DET, "https://www.tensorflow.org/api_docs/python/tf/data/Dataset#map")
     invalid = ("ds = ds.map(f, num_parallel_calls=4, deterministic=False)\n",
                "import tensorflow as tf\noptions = tf.data.Options()\noptions.experimental_deterministic = False\n",
@@ -415,7 +415,7 @@ class ShuffleWithoutGenerator(Rule):
     """
 
     code, name = "FWD307", "shuffle-without-generator"
-    triggers = ("shuffle", "Sampler", "random_split")
+    triggers = ("shuffle", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler", "random_split")
     fix_code = "generator=torch.Generator().manual_seed(seed)"
     references = (TORCH_REPRO, "https://docs.pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader")
     invalid = ("from torch.utils.data import DataLoader\nloader = DataLoader(ds, shuffle=True)\n",

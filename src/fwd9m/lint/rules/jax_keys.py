@@ -36,7 +36,7 @@ class _KeyAnalysis:
         if type(fn) in (ast.FunctionDef, ast.AsyncFunctionDef):
             a = fn.args
             names = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
-            self.params = {n for n in names if self._passed_to_jax_random(fn, n)}
+            self.params = names & self._passed_to_jax_random(fn)
 
     def _is_jax_random(self, call: ast.Call) -> str | None:
         qn = self.ctx.qualname(call.func)
@@ -44,12 +44,10 @@ class _KeyAnalysis:
             return qn.rsplit(".", 1)[1]
         return None
 
-    def _passed_to_jax_random(self, fn, name) -> bool:
-        for n in ast.walk(fn):
-            if type(n) is ast.Call and self._is_jax_random(n) and n.args and \
-                    type(n.args[0]) is ast.Name and n.args[0].id == name:
-                return True
-        return False
+    def _passed_to_jax_random(self, fn) -> set[str]:
+        """Names passed as the key (first argument) of a jax.random call in ``fn``."""
+        return {n.args[0].id for n in ast.walk(fn)
+                if type(n) is ast.Call and n.args and type(n.args[0]) is ast.Name and self._is_jax_random(n)}
 
     # -- expression scanning -------------------------------------------------------------
     def _uses(self, expr, keys, in_loop=False):
@@ -185,20 +183,20 @@ class _JaxRule(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.bodies = []
+        self.bodies: dict[int, ast.AST] = {}  # bodies that call jax.random directly
 
-    def visit_FunctionDef(self, node):
-        self.bodies.append(node)
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-    visit_Module = visit_FunctionDef
+    def visit_Call(self, node, qn):
+        if qn is not None and qn.startswith(("jax.random.", "jax._src.random.")):
+            stack = self.ctx.function_stack
+            body = stack[-1] if stack else self.ctx.tree
+            self.bodies.setdefault(id(body), body)
 
     def finish(self):
         # after the pass: every import is known (names resolve in the module scope)
-        if not self.ctx.imports_any("jax"):
+        if not self.bodies:
             return
         cache = self.ctx.__dict__.setdefault("_jax_key_analysis", {})
-        for fn in self.bodies:
+        for fn in self.bodies.values():
             if id(fn) not in cache:
                 cache[id(fn)] = _KeyAnalysis(self.ctx, fn).run()
             for kind, node, msg in cache[id(fn)]:

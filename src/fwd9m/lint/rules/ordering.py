@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .._helpers import call_name, literal
+from .._helpers import call_name
 from .._rule import Rule, register
 
 HASH_DOC = "https://docs.python.org/3/reference/datamodel.html#object.__hash__"
@@ -14,10 +14,82 @@ _LISTINGS = frozenset({
     "tensorflow.io.gfile.glob", "tensorflow.io.gfile.walk", "tensorflow.gfile.ListDirectory",
     "tensorflow.gfile.Glob", "tensorflow.compat.v1.gfile.ListDirectory", "tensorflow.compat.v1.gfile.Glob",
 })
+_WALKS = frozenset({"os.walk", "tensorflow.io.gfile.walk"})
 _LISTING_METHODS = frozenset({"iterdir", "glob", "rglob"})
-#: consumers that make the order irrelevant
-_ORDER_FREE = frozenset({"sorted", "set", "frozenset", "len", "any", "all", "sum", "max", "min",
-                         "bool", "collections.Counter", "heapq.nsmallest", "heapq.nlargest"})
+
+#: calls whose result keeps the order of an iterable argument: ids, arrays, datasets, draws
+ORDER_CONSUMERS = frozenset({
+    "enumerate", "zip", "iter", "next", "reversed", "dict.fromkeys", "itertools.cycle",
+    "itertools.islice", "numpy.array", "numpy.asarray", "numpy.stack", "numpy.concatenate",
+    "numpy.fromiter", "torch.tensor", "torch.as_tensor", "torch.stack", "torch.cat",
+    "tensorflow.constant", "tensorflow.convert_to_tensor", "tensorflow.stack", "tensorflow.concat",
+    "tensorflow.data.Dataset.from_tensor_slices", "tensorflow.data.Dataset.from_tensors",
+    "tensorflow.data.TFRecordDataset", "tensorflow.data.TextLineDataset", "jax.numpy.array",
+    "jax.numpy.asarray", "random.choice", "random.choices", "random.shuffle", "random.sample",
+    "numpy.random.choice", "numpy.random.shuffle", "numpy.random.permutation",
+})
+#: methods of the same kind (``"".join(x)``, ``rng.choice(x)``, ``rng.shuffle(x)``)
+ORDER_METHODS = frozenset({"join", "choice", "choices", "shuffle", "permutation", "sample",
+                           "from_tensor_slices"})
+#: a loop body that builds a sequence, accumulates, yields or draws depends on the order
+_BODY_METHODS = frozenset({"append", "extend", "insert", "write", "writelines", "put", "appendleft"})
+
+
+def sensitive_body(ctx, stmts) -> bool:
+    """True when a loop body's result depends on iteration order: it appends to a list,
+    writes, yields, accumulates (``+=``) or draws random numbers."""
+    from ._common import is_stateful_random
+
+    for st in stmts:
+        for n in ast.walk(st):
+            t = type(n)
+            if t in (ast.Yield, ast.YieldFrom, ast.AugAssign):
+                return True
+            if t is ast.Call:
+                f = n.func
+                if type(f) is ast.Attribute and f.attr in _BODY_METHODS:
+                    return True
+                if is_stateful_random(ctx.qualname(f)):
+                    return True
+    return False
+
+
+class _OrderUses:
+    """Where a name's order reaches something that keeps it (see ORDER_CONSUMERS):
+    collected during the pass, judged in ``finish``."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.used: set[tuple[int, str]] = set()  # names subscripted or passed to a consumer
+        self.loops: list[tuple[int, str, ast.AST]] = []  # for-loops over a name
+
+    def scope(self) -> int:
+        return id(self.ctx.function_stack[-1]) if self.ctx.function_stack else 0
+
+    def consumer(self, node, qn) -> bool:
+        f = node.func
+        return qn in ORDER_CONSUMERS or (type(f) is ast.Attribute and f.attr in ORDER_METHODS and
+                                        (qn is None or qn in ORDER_CONSUMERS))
+
+    def note_call(self, node, qn):
+        if self.consumer(node, qn):
+            for a in node.args:
+                if type(a) is ast.Name:
+                    self.used.add((self.scope(), a.id))
+
+    def note_subscript(self, node):
+        if type(node.value) is ast.Name and type(node.ctx) is ast.Load:
+            self.used.add((self.scope(), node.value.id))
+
+    def note_for(self, node):
+        if type(node.iter) is ast.Name:
+            self.loops.append((self.scope(), node.iter.id, node))
+
+    def sensitive(self, scope: int, name: str) -> bool:
+        if (scope, name) in self.used:
+            return True
+        return any(s == scope and n == name and sensitive_body(self.ctx, loop.body)
+                   for s, n, loop in self.loops)
 
 
 def _listing(ctx, node) -> str | None:
@@ -34,16 +106,97 @@ def _listing(ctx, node) -> str | None:
     return None
 
 
+def _unwrap_list(node):
+    """``x`` for ``list(x)``/``tuple(x)``, else ``node``; for a list comprehension or
+    generator, its first iterable."""
+    if type(node) is ast.Call and type(node.func) is ast.Name and node.func.id in ("list", "tuple") \
+            and len(node.args) == 1:
+        return node.args[0]
+    if type(node) in (ast.ListComp, ast.GeneratorExp):
+        return node.generators[0].iter
+    return node
+
+
+def _sorted_names(ctx) -> set[str]:
+    names = set()
+    for c in ctx.methods.get("sort", ()):
+        if type(c.func.value) is ast.Name:
+            names.add(c.func.value.id)
+    for c in ctx.calls.get("sorted", ()):
+        for a in c.args:
+            if type(a) is ast.Name:
+                names.add(a.id)
+    return names
+
+
+class _OrderRule(Rule):
+    """Shared mechanics of FWD401/FWD402: a source of arbitrary order (``self.source``)
+    is reported where its order reaches a sequence, id, accumulation or draw."""
+
+    def source(self, node) -> str | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.uses = _OrderUses(ctx)
+        self.stored: list[tuple[int, str, ast.AST, str]] = []
+        self.reported: set[int] = set()
+
+    def flag(self, node, what, how):
+        if id(node) not in self.reported:
+            self.reported.add(id(node))
+            self.report(node, self.message_for(what, how))
+
+    def visit_Assign(self, node):
+        if len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
+            inner = _unwrap_list(node.value)
+            what = self.source(inner)
+            if what:
+                self.stored.append((self.uses.scope(), node.targets[0].id, inner, what))
+
+    def visit_Subscript(self, node):
+        self.uses.note_subscript(node)
+        if type(node.ctx) is ast.Load:
+            inner = _unwrap_list(node.value)
+            what = self.source(inner)
+            if what:
+                self.flag(inner, what, "indexed")
+
+    def visit_For(self, node):
+        self.uses.note_for(node)
+        what = self.source(_unwrap_list(node.iter))
+        if what and sensitive_body(self.ctx, node.body):
+            self.flag(_unwrap_list(node.iter), what, "loop over")
+
+    visit_AsyncFor = visit_For
+
+    def visit_Call(self, node, qn):
+        self.uses.note_call(node, qn)
+        if self.uses.consumer(node, qn):
+            for a in node.args:
+                inner = _unwrap_list(a)
+                what = self.source(inner)
+                if what:
+                    self.flag(inner, what, f"{qn or node.func.attr}() over")
+
+    def finish(self):
+        sorted_names = _sorted_names(self.ctx)
+        for scope, name, node, what in self.stored:
+            if name not in sorted_names and self.uses.sensitive(scope, name):
+                self.flag(node, what, f"{name!r} (indexed, enumerated or looped over) from")
+
+
 @register
-class UnsortedDirectoryListing(Rule):
+class UnsortedDirectoryListing(_OrderRule):
     """Uses a directory listing or glob in the order the file system returns.
 
     ## What it does
     Flags `os.listdir`, `os.scandir`, `os.walk`, `glob.glob`, `glob.iglob`,
-    `Path.iterdir`, `Path.glob`, `Path.rglob` and `tf.io.gfile.listdir/glob` whose
-    result is iterated, indexed, turned into a list or stored, unless it is passed to
-    `sorted()` (or to an order-free consumer such as `set()`, `len()`, `any()`) or the
-    stored list is sorted later.
+    `Path.iterdir`, `Path.glob`, `Path.rglob` and `tf.io.gfile.listdir/glob` whose order
+    reaches something that keeps it: a loop that appends, yields, accumulates or draws
+    random numbers; `enumerate`/`zip`; an array, tensor or `tf.data` dataset; a random
+    choice; or indexing. A list that is sorted (`sorted(...)`, `.sort()`) is fine, and
+    uses where order cannot matter (`len`, `in`, deleting files) are not reported.
 
     ## Why is this bad
     These functions return entries in file-system order, which is arbitrary: it differs
@@ -53,6 +206,7 @@ class UnsortedDirectoryListing(Rule):
     ## Example
     ```python
     files = glob.glob("data/*.png")
+    dataset = tf.data.Dataset.from_tensor_slices(files)
     ```
 
     ## Fix
@@ -61,85 +215,55 @@ class UnsortedDirectoryListing(Rule):
     """
 
     code, name = "FWD401", "unsorted-directory-listing"
-    triggers = ("listdir", "scandir", "walk", "glob", "iterdir", "ListDirectory", "Glob")
+    triggers = ("listdir", "scandir", "walk", "glob", "iglob", "iterdir", "rglob", "ListDirectory", "Glob")
     references = ("https://docs.python.org/3/library/os.html#os.listdir",
                   "https://docs.python.org/3/library/glob.html#glob.glob")
-    invalid = ("import os\nfor f in os.listdir('d'):\n    print(f)\n",
-               "import glob\nfiles = glob.glob('*.png')\n",
-               "from pathlib import Path\nnames = [p.name for p in Path('d').iterdir()]\n",
-               "import os\nfor root, dirs, files in os.walk('d'):\n    print(files)\n")
-    valid = ("import os\nfor f in sorted(os.listdir('d')):\n    print(f)\n",
-             "import glob\nfiles = glob.glob('*.png')\nfiles.sort()\n",
+    invalid = ("import os\nout = []\nfor f in os.listdir('d'):\n    out.append(f)\n",
+               "import glob\nimport numpy as np\nfiles = glob.glob('*.png')\nx = np.array(files)\n",
+               "from pathlib import Path\nclasses = {p.name: i for i, p in enumerate(Path('d').iterdir())}\n",
+               "import os\nfor root, dirs, files in os.walk('d'):\n    for f in files:\n        yield f\n",
+               "import glob\nfirst = glob.glob('*.png')[0]\n")
+    valid = ("import os\nout = []\nfor f in sorted(os.listdir('d')):\n    out.append(f)\n",
+             "import glob\nfiles = glob.glob('*.png')\nfiles.sort()\nfirst = files[0]\n",
              "import glob\nn = len(glob.glob('*.png'))\n",
              "import os\nfor root, dirs, files in os.walk('d'):\n    dirs.sort()\n"
-             "    for f in sorted(files):\n        print(f)\n",
-             "import glob\nif glob.glob('*.png'):\n    pass\n")
+             "    for f in sorted(files):\n        yield f\n",
+             "import os\nfor f in os.listdir('d'):\n    os.remove(f)\n",
+             "import os\nassert 'a' in os.listdir('d')\n")
 
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self.exempt: set[int] = set()
-        self.stored: list[tuple[str, ast.Call, str]] = []
-        self.walks: list[tuple[ast.For, ast.Call]] = []
+    def source(self, node):
+        return _listing(self.ctx, node)
 
-    def _exempt_args(self, node):
-        for a in node.args:
-            self.exempt.add(id(a))
-            if type(a) is ast.Call and call_name(a) in ("list", "tuple") :
-                for b in a.args:
-                    self.exempt.add(id(b))
-            elif type(a) in (ast.GeneratorExp, ast.ListComp):
-                for g in a.generators:
-                    self.exempt.add(id(g.iter))
-
-    def visit_If(self, node):
-        self.exempt.add(id(node.test))
-
-    visit_While = visit_If
-
-    def visit_Assign(self, node):
-        v = node.value
-        what = _listing(self.ctx, v)
-        if what and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
-            self.exempt.add(id(v))
-            self.stored.append((node.targets[0].id, v, what))
+    def message_for(self, what, how):
+        return f"{how} {what}: entries come in arbitrary file-system order; wrap it in sorted(...)"
 
     def visit_For(self, node):
         what = _listing(self.ctx, node.iter)
-        if what in ("os.walk", "tensorflow.io.gfile.walk") and type(node.target) is ast.Tuple:
-            self.exempt.add(id(node.iter))
-            self.walks.append((node, node.iter))
-
-    def visit_Call(self, node, qn):
-        if qn in _ORDER_FREE or call_name(node) in ("sort", "sorted"):
-            self._exempt_args(node)
+        if what in _WALKS or what == "os.walk":
+            self.walks.append(node)
             return
-        what = _listing(self.ctx, node)
-        if what and id(node) not in self.exempt:
-            self.report(node, f"{what} returns entries in arbitrary file-system order; wrap it in "
-                        "sorted(...)")
+        super().visit_For(node)
 
-    def _sorted_names(self) -> set[str]:
-        names = set()
-        for c in self.ctx.methods.get("sort", ()):
-            if type(c.func.value) is ast.Name:
-                names.add(c.func.value.id)
-        for c in self.ctx.calls.get("sorted", ()):
-            for a in c.args:
-                if type(a) is ast.Name:
-                    names.add(a.id)
-        return names
+    visit_AsyncFor = visit_For
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.walks: list[ast.For] = []
 
     def finish(self):
-        sorted_names = self._sorted_names()
-        for name, node, what in self.stored:
-            if name not in sorted_names:
-                self.report(node, f"{what} returns entries in arbitrary file-system order and "
-                            f"{name!r} is never sorted; wrap it in sorted(...)")
-        for loop, call in self.walks:
-            elts = [e.id for e in loop.target.elts if type(e) is ast.Name]
-            if len(elts) == 3 and not {elts[1], elts[2]} & sorted_names:
-                self.report(call, "os.walk yields directories and files in file-system order; sort "
-                            "them (dirs.sort(); for f in sorted(files))")
+        super().finish()
+        sorted_names = _sorted_names(self.ctx)
+        for loop in self.walks:
+            t = loop.target
+            elts = [e.id if type(e) is ast.Name else None for e in t.elts] if type(t) is ast.Tuple else []
+            if len(elts) != 3 or {elts[1], elts[2]} & sorted_names:
+                continue
+            files = elts[2]
+            body_uses_files = any(type(n) is ast.For and type(n.iter) is ast.Name and n.iter.id == files
+                                  and sensitive_body(self.ctx, n.body)
+                                  for st in loop.body for n in ast.walk(st))
+            if body_uses_files or sensitive_body(self.ctx, loop.body):
+                self.flag(loop.iter, "os.walk", "loop over")
 
 
 def _set_expr(ctx, node) -> str | None:
@@ -167,24 +291,23 @@ def _set_expr(ctx, node) -> str | None:
     return None
 
 
-_ORDER_KEEPING = frozenset({"list", "tuple", "enumerate", "zip", "iter", "next", "reversed",
-                            "numpy.array", "numpy.asarray", "numpy.fromiter", "torch.tensor",
-                            "tensorflow.constant", "jax.numpy.array", "dict.fromkeys"})
-
-
 @register
-class SetIterationOrder(Rule):
-    """Turns a set into an ordered sequence (list, ids, loop) without sorting.
+class SetIterationOrder(_OrderRule):
+    """Turns a set into ids, arrays, sequences or random draws without sorting.
 
     ## What it does
-    Flags `list(set(...))`, `tuple(...)`, `enumerate(...)`, `zip(...)`, `"".join(...)`,
-    `np.array(...)` of a set, and `for` loops and comprehensions that iterate directly
-    over a set expression (`set(...)`, a set literal or comprehension, `a | b`).
+    Flags a set expression (`set(...)`, a set literal or comprehension, `a | b`) whose
+    iteration order reaches something that keeps it: `enumerate`/`zip`, `"".join`, an
+    array or tensor, a `tf.data` dataset, a random choice, indexing
+    (`list(set(x))[0]`), a loop that appends, yields, accumulates or draws, or a
+    `list(set(...))` stored in a variable that is later used that way. Sets of small
+    ints (`set(range(n))`, `{1, 2}`) are not reported.
 
     ## Why is this bad
     A set's iteration order follows the hashes of its elements; for `str` and `bytes`
-    those are salted per process (unless `PYTHONHASHSEED` is fixed), so the order,
-    and any vocabulary, class ids or random draws built from it, changes between runs.
+    those are salted per process (unless `PYTHONHASHSEED` is fixed), and for most
+    objects they come from memory addresses, so the order, and any vocabulary, class
+    ids, batches or random draws built from it, changes between runs.
 
     ## Example
     ```python
@@ -192,41 +315,34 @@ class SetIterationOrder(Rule):
     ```
 
     ## Fix
-    Sort first: `enumerate(sorted(set(words)))`; or keep insertion order with
+    Sort first: `enumerate(sorted(set(words)))`; or keep first-seen order with
     `dict.fromkeys(words)`.
     """
 
     code, name = "FWD402", "set-iteration-order"
-    triggers = ("set(", "{")
+    triggers = ()  # set literals and comprehensions have no name: always runs
     references = (HASH_DOC, "https://docs.python.org/3/using/cmdline.html#envvar-PYTHONHASHSEED")
     invalid = ("vocab = {w: i for i, w in enumerate(set(words))}\n",
-               "ids = list(set(names))\n",
-               "for label in {'cat', 'dog'}:\n    print(label)\n",
-               "x = [w for w in set(a) | set(b)]\n")
+               "ids = list(set(names))\nfirst = ids[0]\n",
+               "out = []\nfor label in {'cat', 'dog'}:\n    out.append(label)\n",
+               "import random\npick = random.choice(list(set(a) | set(b)))\n",
+               "s = ''.join(set(chars))\n")
     valid = ("vocab = {w: i for i, w in enumerate(sorted(set(words)))}\n",
              "n = len(set(names))\n",
-             "for i in {1, 2, 3}:\n    print(i)\n",
-             "ok = 'a' in set(names)\n")
+             "out = []\nfor i in {1, 2, 3}:\n    out.append(i)\n",
+             "ok = 'a' in set(names)\n",
+             "names = list(set(names))\nassert 'a' in names\n",
+             "for k in set(a) | set(b):\n    d.pop(k, None)\n")
 
-    def _check(self, node, how):
-        what = _set_expr(self.ctx, node)
-        if what:
-            self.report(node, f"{how} {what}: set order depends on string hashing, which changes "
-                        "between runs; sort it first (sorted(...))")
+    def source(self, node):
+        return _set_expr(self.ctx, node)
 
-    def visit_Call(self, node, qn):
-        name = qn or (node.func.attr if type(node.func) is ast.Attribute else None)
-        if name in _ORDER_KEEPING or name == "join" or name == "fromkeys":
-            for a in node.args:
-                self._check(a, f"{name}() over")
-
-    def visit_For(self, node):
-        self._check(node.iter, "loop over")
+    def message_for(self, what, how):
+        return (f"{how} {what}: set order depends on hashing (salted per process for strings), "
+                "so it changes between runs; sort it first (sorted(...))")
 
     def visit_comprehension(self, node):
-        self._check(node.iter, "comprehension over")
-
-
+        pass  # a comprehension's order matters only where its result goes (consumers, stores)
 _SEED_WORDS = ("seed", "random_state")
 
 
@@ -255,7 +371,7 @@ class HashForIds(Rule):
     """
 
     code, name = "FWD403", "hash-for-ids"
-    triggers = ("hash(",)
+    triggers = ("hash",)
     references = (HASH_DOC, "https://docs.python.org/3/library/hashlib.html")
     invalid = ("bucket = hash(token) % 100\n", "i = abs(hash(name))\n",
                "import numpy as np\nrng = np.random.default_rng(hash('a'))\n")

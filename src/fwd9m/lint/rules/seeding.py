@@ -45,7 +45,7 @@ class SeedsOneLibrary(Rule):
     """
 
     code, name = "FWD101", "seeds-one-library"
-    triggers = ("seed",)
+    triggers = frozenset(q.rsplit(".", 1)[-1] for q in FRAMEWORK_SEED_CALLS)
     fix_code = "fwd9m.seed_everything(0)"
     references = (KERAS_SEED_DOC, TORCH_REPRO,
                   "https://github.com/keras-team/keras/blob/master/keras/src/random/seed_generator.py")
@@ -150,7 +150,7 @@ class SeedAfterUse(Rule):
     """
 
     code, name = "FWD102", "seed-after-use"
-    triggers = ("seed",)
+    triggers = frozenset(q.rsplit(".", 1)[-1] for q in SEED_CALLS)
     references = (KERAS_SEED_DOC, TORCH_REPRO)
     invalid = (
         "import torch\nnet = torch.nn.Linear(3, 3)\ntorch.manual_seed(0)\n",
@@ -263,8 +263,9 @@ class UnseededGenerator(Rule):
     """
 
     code, name = "FWD103", "unseeded-generator"
-    triggers = ("default_rng", "RandomState", "Random", "SeedSequence", "PCG64", "Philox",
-                "MT19937", "SFC64", "non_deterministic_state", "Generator", "seed")
+    triggers = frozenset({"default_rng", "RandomState", "Random", "SeedSequence", "PCG64", "PCG64DXSM",
+                          "Philox", "MT19937", "SFC64", "from_non_deterministic_state", "Generator",
+                          "seed", "seed_all", "SystemRandom"})
     fix_code = "rng = np.random.default_rng(seed)"
     references = (
         "https://numpy.org/doc/stable/reference/random/generator.html#numpy.random.default_rng",
@@ -341,7 +342,7 @@ _ENTROPY = frozenset({
     "time.monotonic_ns", "time.process_time", "time.process_time_ns", "datetime.datetime.now",
     "datetime.datetime.utcnow", "datetime.datetime.today", "datetime.date.today", "os.urandom",
     "os.getpid", "uuid.uuid1", "uuid.uuid4", "secrets.randbits", "secrets.token_bytes",
-    "secrets.token_hex", "secrets.randbelow", "hash", "id", "random.SystemRandom",
+    "secrets.token_hex", "secrets.randbelow", "hash", "random.SystemRandom",
 })
 _SEED_TAKERS = SEED_CALLS | {
     "numpy.random.default_rng", "numpy.random.RandomState", "numpy.random.SeedSequence",
@@ -359,7 +360,7 @@ class SeedFromEntropy(Rule):
     ## What it does
     Flags seeds (passed to a seeding call, a generator constructor or a `seed=` /
     `random_state=` argument) computed from `time.time()`, `datetime.now()`,
-    `os.urandom`, `os.getpid()`, `uuid.uuid4()`, `secrets`, `id()` or the builtin
+    `os.urandom`, `os.getpid()`, `uuid.uuid4()`, `secrets` or the builtin
     `hash()`, directly or through a variable assigned in the same scope.
 
     ## Why is this bad
@@ -380,8 +381,7 @@ class SeedFromEntropy(Rule):
     """
 
     code, name = "FWD104", "seed-from-entropy"
-    triggers = ("time", "urandom", "getpid", "uuid", "secrets", "hash(", "id(", "SystemRandom",
-                "datetime")
+    triggers = frozenset(q.rsplit(".", 1)[-1] for q in _ENTROPY)
     references = ("https://docs.python.org/3/reference/datamodel.html#object.__hash__",
                   "https://docs.python.org/3/library/os.html#os.urandom")
     invalid = (
@@ -399,6 +399,7 @@ class SeedFromEntropy(Rule):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.tainted: dict[tuple[int, str], int] = {}  # (scope id, name) -> line
+        self.assign: ast.Assign | None = None
 
     def _scope(self):
         return id(self.ctx.function_stack[-1]) if self.ctx.function_stack else 0
@@ -414,18 +415,19 @@ class SeedFromEntropy(Rule):
         return None
 
     def visit_Assign(self, node):
-        if type(node.value) in (ast.Constant, ast.Name, ast.Attribute, ast.List, ast.Dict):
-            return
-        src = self._entropy_in(node.value)
+        # the pass visits the value right after this: an entropy call inside it taints
+        # the targets (see visit_Call); a plain reassignment clears them
+        self.assign = node
         for t in node.targets:
             if type(t) is ast.Name:
-                key = (self._scope(), t.id)
-                if src:
-                    self.tainted[key] = node.lineno
-                else:
-                    self.tainted.pop(key, None)
+                self.tainted.pop((self._scope(), t.id), None)
 
     def visit_Call(self, node, qn):
+        a = self.assign
+        if qn in _ENTROPY and a is not None and a.value.lineno <= node.lineno <= a.value.end_lineno:
+            for t in a.targets:
+                if type(t) is ast.Name:
+                    self.tainted[(self._scope(), t.id)] = a.lineno
         if qn in _SEED_TAKERS or (type(node.func) is ast.Attribute and node.func.attr == "manual_seed"):
             candidates = [*node.args[:1], *(k.value for k in node.keywords if k.arg in _SEED_KWARGS)]
         else:
@@ -559,7 +561,7 @@ class RandomLayerWithoutSeed(Rule):
     """
 
     code, name = "FWD106", "random-layer-without-seed"
-    triggers = ("Dropout", "Noise", "Random")
+    triggers = _RANDOM_LAYERS
     references = ("https://keras.io/api/layers/regularization_layers/dropout/",
                   "https://github.com/keras-team/keras/blob/master/keras/src/random/seed_generator.py")
     invalid = (
@@ -623,7 +625,7 @@ class CudaSeedOnly(Rule):
     """
 
     code, name = "FWD107", "cuda-seed-only"
-    triggers = ("manual_seed",)
+    triggers = ("manual_seed", "manual_seed_all")
     fix_code = "torch.manual_seed(0)"
     references = ("https://docs.pytorch.org/docs/stable/generated/torch.manual_seed.html",
                   "https://docs.pytorch.org/docs/stable/generated/torch.cuda.manual_seed.html")

@@ -67,7 +67,7 @@ class CheckpointWithoutRngState(Rule):
     """
 
     code, name = "FWD501", "checkpoint-without-rng-state"
-    triggers = ("optim",)
+    triggers = ("save", "Checkpoint")
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -143,7 +143,7 @@ class RngStatePickled(Rule):
     """
 
     code, name = "FWD502", "rng-state-pickled"
-    triggers = ("pickle", "joblib", "dill")
+    triggers = ("pickle", "cloudpickle", "_pickle", "joblib", "dill")
     fix_code = "fwd9m.save_rng_state(path)"
     references = ("https://docs.python.org/3/library/pickle.html",
                   "https://docs.pytorch.org/docs/stable/generated/torch.load.html")
