@@ -76,6 +76,7 @@ def _digest(proc, expect=0):
     return [ln for ln in out.splitlines() if ln.startswith("DIGEST:")][-1]
 
 
+@pytest.mark.slow  # five fresh interpreters
 def test_keras_resume_is_bitwise(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)

@@ -111,6 +111,7 @@ def _wait(proc, expect=0):
     return [ln for ln in out.splitlines() if ln.startswith("DIGEST:")][-1] if not expect else None
 
 
+@pytest.mark.slow  # five fresh interpreters
 @pytest.mark.parametrize("mode,crash_at", [("epoch", "2.0"), ("mid", "2.3")])
 def test_torch_resume_is_bitwise(tmp_path, mode, crash_at):
     script = tmp_path / "train.py"
