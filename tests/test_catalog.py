@@ -168,3 +168,11 @@ def test_loader_rejects_malformed_entries(bad, match):
         raw.update(bad)
     with pytest.raises(FileFormatError, match=match):
         _entry("torch", raw, "test entry")
+
+
+def test_no_switch_before_its_first_release():
+    """An undated 'raises' entry cannot raise in a release that had no switch at all."""
+    e = catalog.get("torch.histc-cuda")
+    assert e.switch_since == "1.7"
+    assert e.behaviour_at("1.5") == "nondeterministic" and e.behaviour_at("2.0") == "raises"
+    assert catalog.get("python.hash-seed").switch_since is None

@@ -114,6 +114,14 @@ def _strs(value, where: str, key: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _switch_since(framework: str) -> str | None:
+    """Earliest release with any spelling of the framework's switch (None: no switch)."""
+    sw = switch(framework)
+    if sw is None or sw.since is None:
+        return None
+    return min([sw.since, *(o[0] for o in sw.older)], key=parse_version)
+
+
 def _entry(framework: str, raw: dict, where: str) -> Entry:
     unknown = set(raw) - set(_REQUIRED) - set(_OPTIONAL)
     if unknown:
@@ -174,7 +182,7 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
         references=refs, uncertain=_squash(raw.get("uncertain")),
         condition=raw.get("condition"),
         env=_strs(raw.get("env", []), where, "env"), ngc=raw.get("ngc"),
-        timeline=tuple(timeline),
+        timeline=tuple(timeline), switch_since=_switch_since(framework),
     )
     return entry
 

@@ -99,6 +99,9 @@ class Entry:
     ngc: str | None = None  #: NGC TF container versions (specifier) with the solution
     timeline: tuple[tuple[str, str], ...] = ()
     resolved_for: str | None = None  #: version ``behaviour`` was resolved for
+    #: first release with any spelling of the framework's switch; before it, an entry whose
+    #: data gives no dated timeline cannot be fixed by (or raise under) a switch
+    switch_since: str | None = None
     _spec: SpecifierSet = field(default=None, repr=False, compare=False)  # type: ignore
 
     def __post_init__(self):
@@ -124,6 +127,9 @@ class Entry:
         if version is None:
             return self.timeline[-1][1]
         v = parse_version(version)
+        undated = len(self.timeline) == 1 and self.timeline[0][0] == "0"
+        if undated and self.switch_since and v < parse_version(self.switch_since):
+            return "nondeterministic"  # no switch in this release
         current = "nondeterministic"
         for since, behaviour in self.timeline:
             if v >= parse_version(since):
