@@ -188,15 +188,27 @@ def _adapter_for(obj) -> _Adapter:
         if isinstance(obj, keras.layers.Layer):
             return _Adapter("keras.Layer", _keras_layer_get, _keras_layer_set,
                             _keras_layer_reseed)
+    reseeder = _duck_reseed(obj)
     if hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict"):
-        return _Adapter("state_dict", _stateful_get, _stateful_set,
-                        getattr(obj, "set_seed", None) and (lambda o, s: o.set_seed(s))
-                        or _no_reseed)
+        return _Adapter("state_dict", _stateful_get, _stateful_set, reseeder)
+    for get, put in (("get_state", "set_state"), ("getstate", "setstate")):
+        if callable(getattr(obj, get, None)) and callable(getattr(obj, put, None)):
+            return _Adapter(f"{get}/{put}", lambda o, g=get: {"state": getattr(o, g)()},
+                            lambda o, s, p=put: getattr(o, p)(s["state"]), reseeder)
     raise TypeError(
         f"cannot register {type(obj).__name__}: supported are random.Random, "
         f"numpy.random.Generator/RandomState, torch.Generator, torch DataLoader, "
         f"tf.random.Generator, keras.random.SeedGenerator, Keras layers/models, "
-        f"fwd9m.rng.JaxKey, and objects with state_dict()/load_state_dict()")
+        f"fwd9m.rng.JaxKey, and objects with state_dict()/load_state_dict(), "
+        f"get_state()/set_state() or getstate()/setstate() (reseeded through "
+        f"set_seed/manual_seed/seed)")
+
+
+def _duck_reseed(obj) -> Callable[[Any, int], None]:
+    for name in ("set_seed", "manual_seed", "seed"):
+        if callable(getattr(obj, name, None)):
+            return lambda o, s, n=name: getattr(o, n)(s)
+    return _no_reseed
 
 
 def reseed(obj: Any, seed: int) -> None:

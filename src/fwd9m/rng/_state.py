@@ -40,7 +40,9 @@ def register(obj: Any, name: str | None = None) -> Any:
     ``torch.Generator``, ``torch.utils.data.DataLoader`` (its own, its sampler's and its
     batch sampler's generators), ``tf.random.Generator``, ``keras.random.SeedGenerator``,
     a Keras layer or model (every ``SeedGenerator`` inside it, keyed by variable path),
-    :class:`JaxKey`, and any object with ``state_dict()``/``load_state_dict()``.
+    :class:`JaxKey`, and any object with ``state_dict()``/``load_state_dict()``,
+    ``get_state()``/``set_state()`` or ``getstate()``/``setstate()`` (reseeded, for
+    :class:`fwd9m.Seeder`, through its ``set_seed``, ``manual_seed`` or ``seed``).
 
     Objects that support weak references are held weakly (a collected one drops out);
     others (NumPy ``Generator``) are held until :func:`unregister`.
