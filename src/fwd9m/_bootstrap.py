@@ -78,6 +78,10 @@ def _enable(framework: str) -> None:
         if framework == "torch" and os.environ.get(ENV_WARN_ONLY) == "1":
             kwargs["warn_only"] = True
         module.enable_determinism(seed=seed, **kwargs)
+        if framework == "torch" and os.environ.get("FWD9M_CHECK_REPLICAS"):
+            from .distributed._replicas import install_from_env  # fwd9m run --check-replicas
+
+            install_from_env()
     except Exception as exc:  # never break the user's import
         import logging
 

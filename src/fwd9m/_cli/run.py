@@ -48,6 +48,10 @@ def add_arguments(p) -> None:
                    help="only set the start-up environment; no import hook, no seeding")
     p.add_argument("--warn-only", action="store_true",
                    help="torch: warn instead of raising on ops without a deterministic kernel")
+    p.add_argument("--check-replicas", type=int, default=None, metavar="N",
+                   help="torch.distributed: after every N-th optimizer step, compare every rank's "
+                        "parameters and buffers and stop at the first that differs "
+                        "(fwd9m.distributed.check_replicas)")
     p.add_argument("--show", action="store_true",
                    help="print the environment changes and exit without running")
     p.add_argument("--format", choices=("text", "json"), default="text",
@@ -140,6 +144,14 @@ def run(args) -> int:
         raise RunError("nothing to run: give a script, -m module, or -- command.\n"
                        "Example: fwd9m run --seed 0 train.py --epochs 1")
     env, changes = plan(args.seed, args.threads, args.enable, args.warn_only, args.verbose)
+    if args.check_replicas is not None:
+        from ..distributed._replicas import ENV_CHECK_REPLICAS
+        from ..errors import ConfigurationError
+
+        if args.check_replicas < 1 or not args.enable:
+            raise ConfigurationError("--check-replicas N needs N >= 1 and the import hook "
+                                     "(drop --no-enable)")
+        env[ENV_CHECK_REPLICAS] = str(args.check_replicas)
     if args.show:
         if args.format == "json":
             json.dump([c.to_dict() for c in changes], sys.stdout, indent=2)
