@@ -222,8 +222,22 @@ def torch_digest(tensor) -> int:
     return finalize(int(s.item()), nbytes)
 
 
-def _torch_cpu_bytes(tensor):
-    """Zero-copy uint8 NumPy view of a CPU tensor's bytes (copies a non-contiguous one)."""
+def _dense_permuted(shape, stride) -> bool:
+    """True when the strides are a permutation of a contiguous layout (no gaps, no
+    overlap, no broadcasting)."""
+    expected = 1
+    for size, st in sorted((p for p in zip(shape, stride) if p[0] != 1), key=lambda p: p[1]):
+        if st != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _torch_cpu_bytes(tensor, memory_order: bool = False):
+    """Zero-copy uint8 NumPy view of a CPU tensor's bytes in row-major order (a
+    non-contiguous tensor is copied), or, with ``memory_order``, of a dense permuted
+    tensor's bytes in memory order (no copy; used by ``fwd9m debug``, where both runs
+    have the same layouts)."""
     import torch
 
     t = tensor.detach()
@@ -231,12 +245,17 @@ def _torch_cpu_bytes(tensor):
         t = t.resolve_conj()
     if t.is_neg():
         t = t.resolve_neg()
-    if not t.is_contiguous():
-        t = t.contiguous()
     if t.numel() == 0:
         import numpy as np
 
         return np.zeros(0, np.uint8)
+    if not t.is_contiguous():
+        if memory_order and _dense_permuted(t.shape, t.stride()):
+            # a permuted layout (e.g. channels_last, a transpose): digest the bytes in
+            # memory order without a copy; the same layout gives the same digest
+            t = t.as_strided((t.numel(),), (1,), t.storage_offset())
+        else:
+            t = t.contiguous()
     flat = t.reshape(-1)
     if flat.dtype == torch.bool:
         flat = flat.view(torch.uint8)

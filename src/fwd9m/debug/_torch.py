@@ -167,7 +167,7 @@ class TorchRecorder:
             return (meta, flags & ~HAS_SAMPLE, None, None, None)
         if t.device.type == "cpu":
             try:
-                u8 = fp._torch_cpu_bytes(t)
+                u8 = fp._torch_cpu_bytes(t, memory_order=True)
             except (RuntimeError, TypeError):  # sparse, quantized, meta...
                 return (meta, flags, None, None, None)
             dig = fp.finalize(fp._numpy_partial(fp._bytes_to_words(u8)), u8.size)
