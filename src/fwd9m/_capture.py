@@ -18,7 +18,9 @@ arrays and tensors bound to global names of the script. Objects are found with
 ``gc.get_objects()`` at exit. Torch modules that went out of scope before the end (a
 model local to ``main()``) are kept alive from construction by torch's global module
 registration hooks (``torch.nn.modules.module.register_module_*_registration_hook``,
-https://github.com/pytorch/pytorch/blob/main/torch/nn/modules/module.py), and the
+https://github.com/pytorch/pytorch/blob/main/torch/nn/modules/module.py; they run at
+construction, not at every forward call), optimizers by the global step hook
+(``torch.optim.optimizer.register_optimizer_step_post_hook``), and the
 script's ``__main__`` globals are kept alive through the ``exec`` audit event, so both
 are still there at the end. TensorFlow and Keras objects local to a function that has
 returned are gone by then and are not captured (what they print or save still is).
@@ -75,6 +77,13 @@ def _torch_hooks() -> None:
         fn = getattr(mm, reg, None)
         if fn is not None:  # torch >= 2.0
             fn(hook)
+    import torch.optim.optimizer as oo
+
+    def step_hook(optimizer, args, kwargs):  # one dict lookup per optimizer step
+        keep.setdefault(id(optimizer), optimizer)
+
+    if hasattr(oo, "register_optimizer_step_post_hook"):  # torch >= 2.0
+        oo.register_optimizer_step_post_hook(step_hook)
 
 
 class _PostImport:
@@ -417,8 +426,9 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:
         print("usage: python -m fwd9m._capture [-m] TARGET [ARGS...]", file=sys.stderr)
         return 2
-    # python -m put the working directory first on sys.path; `python script.py` would not
-    if sys.path and os.path.abspath(sys.path[0] or ".") == os.getcwd():
+    # python -m put the working directory first on sys.path: right for a module (as
+    # `python -m module` would have it), wrong for a script (`python script.py` would not)
+    if not module and sys.path and os.path.abspath(sys.path[0] or ".") == os.getcwd():
         del sys.path[0]
     install(at_exit=False)
     try:

@@ -566,10 +566,15 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
     display = " ".join([*(["-m"] if module else ["--"] if command else []), target, *args])
     if command:
         mode = "command"
+    elif module:  # found as `python -m` would: the working directory first on sys.path
+        sys.path.insert(0, str(invocation))
+        try:
+            resolve_target(target, module=True)
+        finally:
+            sys.path.remove(str(invocation))
     else:
-        target = resolve_target(target, module)
-        if not module:
-            target = str(Path(target).resolve())
+        target = str(Path(resolve_target(target)).resolve())
+    if not command:
         mode = ("enable-module" if module else "enable-script") if enable else ("module" if module else "script")
     base_cmd = _launch_command(target, args, mode, seed, python)
     plan: list[tuple[str, list[str], dict[str, str], dict[str, str]]] = []

@@ -1,0 +1,215 @@
+"""``fwd9m check`` end to end: real scripts in fresh interpreters (CPU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import run_fwd9m
+
+DATA = Path(__file__).resolve().parent / "data" / "check"
+
+
+def check(*args, cwd=None, env=None, timeout=300):
+    """``fwd9m check -q ARGS`` with PYTHONHASHSEED unset (as on a user's machine)."""
+    full = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    full.update(env or {})
+    out = subprocess.run([sys.executable, "-m", "fwd9m", "check", *args], cwd=cwd, env=full,
+                         capture_output=True, text=True, timeout=timeout)
+    # never a traceback from fwd9m itself (the user's script's own tracebacks are quoted)
+    assert "fwd9m/cli.py" not in out.stderr and "fwd9m/check.py" not in out.stderr, out.stderr
+    return out
+
+
+def test_python_set_order_not_reproducible_and_hash_seed_named():
+    out = check(str(DATA / "python_set_order.py"))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stdout.startswith("NOT REPRODUCIBLE")
+    assert "PYTHONHASHSEED differed between runs" in out.stdout
+    assert "stdout: 2 of 2 lines differ" in out.stdout or "stdout: 1 of 2 lines differ" in out.stdout
+    assert "python.hash-seed" in out.stdout or "catalog" not in out.stdout
+    # progress on stderr: which run, how long
+    assert "run 1 (1/2): starting" in out.stderr and "run 2: exit 0 after" in out.stderr
+    fixed = check("--env", "PYTHONHASHSEED=0", str(DATA / "python_set_order.py"))
+    assert fixed.returncode == 0 and fixed.stdout.startswith("REPRODUCIBLE"), fixed.stdout
+
+
+def test_torch_index_put_accumulate():
+    """Verified on torch 2.13 CPU with 2 threads: the parallel accumulation rounds
+    differently from run to run; deterministic algorithms fix it."""
+    pytest.importorskip("torch")
+    out = check("-q", str(DATA / "torch_index_put.py"), "--save")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "[state, run 2] globals.out (float32, 10x16)" in out.stdout
+    assert "sums.pt:sums (float32, 10x16)" in out.stdout
+    assert "fwd9m debug" in out.stdout and "torch.index-put-accumulate" in out.stdout
+    fixed = check("-q", str(DATA / "torch_index_put.py"), "--deterministic")
+    assert fixed.returncode == 0, fixed.stdout
+    assert "3 state tensors" in fixed.stdout.splitlines()[0]
+
+
+def test_torch_index_put_under_enable():
+    pytest.importorskip("torch")
+    pytest.importorskip("fwd9m._cli.run", reason="fwd9m run is built by the enable helper")
+    out = check("-q", "--enable", str(DATA / "torch_index_put.py"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "deterministic_algorithms=True" in out.stdout
+
+
+def test_keras_custom_layer_weights_named():
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("keras")
+    out = check("-q", str(DATA / "keras_custom_layer.py"), "--save")
+    assert out.returncode == 1, out.stdout + out.stderr
+    text = out.stdout
+    assert "model.sequential/scale/kernel (float32, 3x4)" in text
+    assert "model.sequential/scale/offset (float32, 4)" in text
+    assert "model.keras:" in text and "ckpt/weights:kernel/.ATTRIBUTES/VARIABLE_VALUE" in text
+    assert "output sum" in text  # the first differing printed line
+    assert "config.json" not in text  # Keras's shared_object_id (an address) is ignored
+
+
+def test_keras_custom_layer_fixed_with_enable_determinism():
+    pytest.importorskip("tensorflow")
+    tfmod = pytest.importorskip("fwd9m.tensorflow")
+    if not hasattr(tfmod, "enable_determinism"):
+        pytest.skip("fwd9m.tensorflow.enable_determinism is built by the enable helper")
+    out = check("-q", str(DATA / "keras_custom_layer.py"), "--fixed")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith("REPRODUCIBLE")
+
+
+def test_torch_model_local_to_main_is_captured(tmp_path):
+    pytest.importorskip("torch")
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "def main():\n"
+        "    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 1))\n"
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n"
+        "    model(torch.ones(2, 4)).sum().backward()\n"
+        "    opt.step()\n"
+        "if __name__ == '__main__':\n"
+        "    main()\n")
+    out = check("-q", "--format", "json", str(script))
+    assert out.returncode == 1, out.stdout + out.stderr
+    data = json.loads(out.stdout)
+    paths = {f["diff"]["path"] for f in data["findings"] if f["diff"]}
+    assert "torch:Sequential.0.weight" in paths and "torch:Sequential.2.bias" in paths
+    assert any(p.startswith("torch:SGD.state") for p in paths)
+    assert data["reproducible"] is False and data["compared"]["state tensors"] >= 4
+    assert data["environment"]["schema"] == "fwd9m.environment"
+
+
+def test_files_compared_tensor_by_tensor_and_by_hash():
+    out = check("-q", str(DATA / "writes_files.py"), "--random")
+    assert out.returncode == 1, out.stdout + out.stderr
+    text = out.stdout
+    for name in ("out/params.npz:w (float32, 4x3)", "out/w.npy (float32, 4x3)", "out/metrics.json",
+                 "out/blob.bin: content differs"):
+        assert name in text, name
+    if "out/params.h5" in text:
+        assert "out/params.h5:layer/w (float32, 4x3)" in text
+    assert "damaged.npy: not readable as .npy" in text and "compared by content hash" in text
+    assert "out/params.npz:b" not in text  # the integer tensor is the same in both runs
+    same = check("-q", str(DATA / "writes_files.py"))
+    assert same.returncode == 0, same.stdout
+    assert "files" in same.stdout.splitlines()[0]
+
+
+def test_crash_in_one_run_is_a_finding_with_both_error_tails(tmp_path):
+    marker = tmp_path / "marker"
+    out = check("-q", str(DATA / "flaky_crash.py"), str(marker))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "[exit, run 2] exit status 1, run 1 exited 0" in out.stdout
+    assert "RuntimeError: the second run hit a flaky failure" in out.stdout
+    assert "run 1 stderr (end)" in out.stdout
+
+
+def test_failing_everywhere_missing_script_and_stdin_reader(tmp_path):
+    out = check(str(tmp_path / "nope.py"))
+    assert out.returncode == 2 and "script not found" in out.stderr and "Traceback" not in out.stderr
+    out = check("-q", str(DATA / "reads_stdin.py"))
+    assert out.returncode == 2
+    assert "EOFError" in out.stderr and "reads standard input" in out.stderr
+    out = check("-q", "--runs", "1", str(DATA / "python_set_order.py"))
+    assert out.returncode == 2 and "at least 2" in out.stderr
+    out = check("-q", "--vary", "NOVALUES", str(DATA / "python_set_order.py"))
+    assert out.returncode == 2 and "NAME=V1,V2" in out.stderr
+    out = check("-q")
+    assert out.returncode == 2 and "nothing to check" in out.stderr
+
+
+def test_hang_is_killed_with_its_process_group(tmp_path):
+    pidfile = tmp_path / "child.pid"
+    t0 = time.monotonic()
+    out = check("-q", "--timeout", "3", str(DATA / "hang.py"), str(pidfile))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "timed out" in out.stderr and time.monotonic() - t0 < 60
+    pid = int(pidfile.read_text())
+    time.sleep(0.2)
+    assert _gone(pid), f"the script's child {pid} survived the timeout"
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or a zombie waiting for init to reap it."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True
+    return "State:\tZ" in status
+
+
+def test_enormous_output_with_bounded_memory():
+    # VmHWM: this process's peak resident memory (ru_maxrss would include the pytest
+    # process it was forked from: Linux keeps the maximum across exec)
+    code = ("import re, sys; from fwd9m.cli import main; "
+            "rc = main(['check', '-q', sys.argv[1], '1000000']); "
+            "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1); "
+            "print('RC', rc, 'PEAK_KB', hwm)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    out = subprocess.run([sys.executable, "-c", code, str(DATA / "many_lines.py")], capture_output=True,
+                         text=True, timeout=300, env=env)
+    last = out.stdout.strip().splitlines()[-1].split()
+    assert last[:2] == ["RC", "0"], out.stdout[-2000:] + out.stderr[-2000:]
+    # each run printed ~30 MB; the comparison streams it
+    assert int(last[3]) < 100_000, last
+    timed = check("-q", str(DATA / "many_lines.py"), "2000", "--timed")
+    assert timed.returncode == 0, timed.stdout  # the timings differ, and are masked
+    assert "2000 stdout lines" in timed.stdout.splitlines()[0]
+
+
+def test_vary_settings_names_the_setting_that_breaks_it():
+    out = check("-q", "--env", "PYTHONHASHSEED=0", "--vary", "MODE=a,b", "--vary=--scale=1,2",
+                str(DATA / "vary_settings.py"))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "[stdout, run with MODE=b]" in out.stdout
+    assert "[stdout, run with --scale=2]" in out.stdout
+    assert "run with MODE=a]" not in out.stdout and "run with --scale=1]" not in out.stdout
+    assert "run with MODE=b [MODE=b]: exit 0" in out.stdout
+
+
+def test_module_and_command_forms(tmp_path):
+    (tmp_path / "setmod.py").write_text((DATA / "python_set_order.py").read_text())
+    (tmp_path / "data.txt").write_text("3.5\n")
+    (tmp_path / "reader.py").write_text("print(float(open('data.txt').read()) * 2)\n"
+                                        "open('result.txt', 'w').write('done')\n")
+    out = check("-q", "-m", "setmod", cwd=tmp_path)
+    assert out.returncode == 1 and "PYTHONHASHSEED differed" in out.stdout, out.stdout + out.stderr
+    # relative paths to data next to the script work; its outputs stay in the run's directory
+    out = check("-q", "--", sys.executable, "reader.py", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 files" in out.stdout.splitlines()[0]
+    assert not (tmp_path / "result.txt").exists()
+    # a command's Python processes are captured through sitecustomize on PYTHONPATH
+    (tmp_path / "randarr.py").write_text("import numpy as np\nx = np.random.rand(3)\n")
+    out = check("-q", "--", sys.executable, "randarr.py", cwd=tmp_path)
+    assert out.returncode == 1 and "[state, run 2] globals.x (float64, 3)" in out.stdout, out.stdout
+    out = check("-q", "--", "no-such-program-fwd9m")
+    assert out.returncode == 2 and "command not found" in out.stderr
