@@ -28,7 +28,8 @@ def _cap_tensorflow():
 def _set_tensorflow(s):
     import tensorflow as tf
 
-    if s["global_seed"] is None:
+    if s["global_seed"] is None:  # back to unseeded (op seeds from fresh entropy)
+        tf.random.set_seed(None)
         return
     tf.random.set_seed(int(s["global_seed"]))
     if s["op_seed_rng"] is not None:
@@ -92,7 +93,8 @@ def _global_sources() -> dict[str, tuple[Callable[[], Any], Callable[[Any], None
     import random
 
     out: dict[str, tuple[Callable[[], Any], Callable[[Any], None]]] = {
-        "python": (lambda: _py_get(random._inst), lambda s: _py_set(random._inst, s)),
+        # the random module's getstate/setstate act on its hidden global Random
+        "python": (lambda: _py_get(random), lambda s: _py_set(random, s)),
     }
     mods = sys.modules
     if "numpy" in mods:
