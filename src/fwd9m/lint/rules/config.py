@@ -133,7 +133,6 @@ _LATE_ENV = {
     "TF_CUDNN_DETERMINISTIC": "TensorFlow reads it when its kernels are first created",
     "TF_ENABLE_ONEDNN_OPTS": "TensorFlow decides whether to use oneDNN when it is imported",
     "HOROVOD_FUSION_THRESHOLD": "Horovod reads it in hvd.init()",
-    "CUDA_VISIBLE_DEVICES": "CUDA reads it when it initialises",
 }
 
 
@@ -144,7 +143,7 @@ class EnvSetTooLate(Rule):
     ## What it does
     Flags `os.environ["CUBLAS_WORKSPACE_CONFIG"] = ...` (also `XLA_FLAGS`,
     `TF_DETERMINISTIC_OPS`, `TF_CUDNN_DETERMINISTIC`, `TF_ENABLE_ONEDNN_OPTS`,
-    `CUDA_VISIBLE_DEVICES`, `HOROVOD_FUSION_THRESHOLD`) and the equivalent
+    `HOROVOD_FUSION_THRESHOLD`) and the equivalent
     `setdefault`/`update`/`putenv` calls when they come after a line that imports
     TensorFlow, PyTorch, JAX or Keras.
 

@@ -174,6 +174,14 @@ def _tf_global_seed(ctx) -> bool:
                             "tensorflow.set_random_seed"]))
 
 
+def _looks_like_rng(receiver) -> bool:
+    """``rng``, ``self._rng``, ``random_state``, ``np_random``...: a generator object."""
+    name = receiver.attr if type(receiver) is ast.Attribute else \
+        receiver.id if type(receiver) is ast.Name else ""
+    low = name.lower()
+    return "rng" in low or "random" in low or low in ("gen", "generator", "rs", "r", "prng")
+
+
 @register
 class ShuffleWithoutSeed(Rule):
     """`Dataset.shuffle` without a `seed`.
@@ -206,6 +214,7 @@ class ShuffleWithoutSeed(Rule):
     invalid = ("import tensorflow as tf\nds = tf.data.Dataset.range(10).shuffle(10)\n",
                "import tensorflow as tf\nx = tf.random.shuffle(x)\n")
     valid = ("import tensorflow as tf\nds = tf.data.Dataset.range(10).shuffle(10, seed=1)\n",
+             "import tensorflow as tf\nimport numpy as np\nrng = np.random.default_rng(0)\nrng.shuffle(idx)\n",
              "import random\nrandom.shuffle(x)\n",
              "import tensorflow as tf\nds = ds.shuffle(10, 1)\n")
 
@@ -215,6 +224,8 @@ class ShuffleWithoutSeed(Rule):
             return
         if qn is not None and qn not in ("tensorflow.random.shuffle", "tensorflow.compat.v1.random.shuffle"):
             return  # random.shuffle, np.random.shuffle ...: other rules
+        if qn is None and _looks_like_rng(f.value):
+            return  # rng.shuffle(array): a NumPy/Python generator, not tf.data
         if kwarg(node, "seed") is not None or len(node.args) >= 2:
             return
         if not node.args and kwarg(node, "buffer_size") is None and qn is None:

@@ -20,6 +20,7 @@ JAX_PRNG = "https://docs.jax.dev/en/latest/random-numbers.html"
 JAX_SHARP = "https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html#random-numbers"
 
 _MAKERS = frozenset({"PRNGKey", "key", "split", "fold_in", "clone", "wrap_key_data"})
+_SEED_TAKING = ("PRNGKey", "key", "wrap_key_data", "key_data", "key_impl", "default_prng_impl")
 _NON_CONSUMING = frozenset({"fold_in", "key_data", "key_impl", "wrap_key_data", "clone", "PRNGKey", "key",
                             "print", "len", "isinstance", "type", "repr", "str", "id", "hash",
                             "debug", "info", "warning", "assert_equal", "device_put", "block_until_ready"})
@@ -40,22 +41,24 @@ class _KeyAnalysis:
 
     def _is_jax_random(self, call: ast.Call) -> str | None:
         qn = self.ctx.qualname(call.func)
-        if qn and (qn.startswith("jax.random.") or qn.startswith("jax._src.random.")):
+        if qn and qn.startswith("jax.random."):
             return qn.rsplit(".", 1)[1]
         return None
 
     def _passed_to_jax_random(self, fn) -> set[str]:
-        """Names passed as the key (first argument) of a jax.random call in ``fn``."""
+        """Names passed as the key (first argument) of a jax.random sampler or split in
+        ``fn`` (not a seed passed to ``key``/``PRNGKey``)."""
         return {n.args[0].id for n in ast.walk(fn)
-                if type(n) is ast.Call and n.args and type(n.args[0]) is ast.Name and self._is_jax_random(n)}
+                if type(n) is ast.Call and n.args and type(n.args[0]) is ast.Name
+                and self._is_jax_random(n) not in (None, *_SEED_TAKING)}
 
     # -- expression scanning -------------------------------------------------------------
     def _uses(self, expr, keys, in_loop=False):
         """(name, node, how, looped) for each key consumed in ``expr``, in source order."""
         out = []
-        stack = [(expr, in_loop)]
+        stack = [(expr, in_loop, keys)]
         while stack:
-            node, looped = stack.pop()
+            node, looped, keys = stack.pop()
             t = type(node)
             if t in (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
                 continue
@@ -71,14 +74,17 @@ class _KeyAnalysis:
                             if type(leaf) is ast.Name and leaf.id in keys:
                                 out.append((leaf.id, leaf, fname or callee or "a call", looped))
             if t in (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp):
+                bound = {n.id for g in node.generators for n in ast.walk(g.target) if type(n) is ast.Name}
+                inner = keys - bound  # a comprehension target shadows an outer key
                 for g in node.generators:
-                    stack.append((g.iter, looped))
+                    stack.append((g.iter, looped, keys))
+                    stack.extend((c, True, inner) for c in g.ifs)
                 for child in ast.iter_child_nodes(node):
                     if type(child) is not ast.comprehension:
-                        stack.append((child, True))
+                        stack.append((child, True, inner))
                 continue
             for child in ast.iter_child_nodes(node):
-                stack.append((child, looped))
+                stack.append((child, looped, keys))
         out.sort(key=lambda u: (u[1].lineno, u[1].col_offset))
         return out
 
@@ -186,7 +192,7 @@ class _JaxRule(Rule):
         self.bodies: dict[int, ast.AST] = {}  # bodies that call jax.random directly
 
     def visit_Call(self, node, qn):
-        if qn is not None and qn.startswith(("jax.random.", "jax._src.random.")):
+        if qn is not None and qn.startswith("jax.random."):
             stack = self.ctx.function_stack
             body = stack[-1] if stack else self.ctx.tree
             self.bodies.setdefault(id(body), body)

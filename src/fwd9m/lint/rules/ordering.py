@@ -141,8 +141,14 @@ class _OrderRule(Rule):
         self.uses = _OrderUses(ctx)
         self.stored: list[tuple[int, str, ast.AST, str]] = []
         self.reported: set[int] = set()
+        self.raises: list[tuple[int, int]] = []
+
+    def visit_Raise(self, node):
+        self.raises.append((node.lineno, node.end_lineno or node.lineno))
 
     def flag(self, node, what, how):
+        if any(lo <= node.lineno <= hi for lo, hi in self.raises):
+            return  # the text of an error message
         if id(node) not in self.reported:
             self.reported.add(id(node))
             self.report(node, self.message_for(what, how))
@@ -283,7 +289,9 @@ def _set_expr(ctx, node) -> str | None:
     if t is ast.SetComp:
         return "a set comprehension"
     if t is ast.Set:
-        if all(type(e) is ast.Constant and isinstance(e.value, int) for e in node.elts):
+        # one element, or only ints/None/bools/floats (hashes that do not vary): fixed order
+        if len(node.elts) <= 1 or all(type(e) is ast.Constant and not isinstance(e.value, (str, bytes))
+                                      for e in node.elts):
             return None
         return "a set literal"
     if t is ast.BinOp and type(node.op) in (ast.BitOr, ast.BitAnd, ast.Sub, ast.BitXor):

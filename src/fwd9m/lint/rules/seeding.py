@@ -163,6 +163,7 @@ class SeedAfterUse(Rule):
         "import keras\ndef build():\n    return keras.Sequential([keras.layers.Dense(3)])\n"
         "def main():\n    keras.utils.set_random_seed(0)\n    m = build()\n",
         "import torch\ndef f():\n    return torch.nn.Linear(3, 3)\ntorch.manual_seed(0)\n",
+        "import random\nseed = random.randint(0, 100)\nrandom.seed(seed)\n",
     )
 
     def __init__(self, ctx):
@@ -170,6 +171,22 @@ class SeedAfterUse(Rule):
         self.seeds = []  # (scope, call, qn)
         self.calls = []  # (scope, call, qn) of resolved calls and local-function calls
         self.functions: dict[str, ast.AST] = {}
+        self.assigns: list[tuple[int, int, set[str]]] = []  # value line span, target names
+
+    def visit_Assign(self, node):
+        names = {t.id for t in node.targets if type(t) is ast.Name}
+        if names:
+            self.assigns.append((node.value.lineno, node.value.end_lineno, names))
+
+    def _feeds(self, call, seed) -> bool:
+        """``s = random.randint(...); random.seed(s)``: the draw only makes the seed."""
+        used = {n.id for a in (*seed.args, *(k.value for k in seed.keywords)) for n in ast.walk(a)
+                if type(n) is ast.Name}
+        if not used:
+            return False
+        if any(call is n for a in seed.args for n in ast.walk(a)):
+            return True
+        return any(lo <= call.lineno <= hi and names & used for lo, hi, names in self.assigns)
 
     def visit_FunctionDef(self, node):
         if not self.ctx.function_stack:  # a module-level def (handlers run before its scope)
@@ -194,7 +211,7 @@ class SeedAfterUse(Rule):
     def finish(self):
         for scope, seed, seed_qn in self.seeds:
             for cscope, call, qn in self.calls:
-                if cscope is not scope or call.lineno >= seed.lineno:
+                if cscope is not scope or call.lineno >= seed.lineno or self._feeds(call, seed):
                     continue
                 hit = None
                 if _consumer(qn, seed_qn):
