@@ -65,6 +65,20 @@ def test_bad_env_and_unknown_framework(monkeypatch):
         seed_everything(1, frameworks=["caffe"])
 
 
+def test_named_framework_not_installed(monkeypatch):
+    """Simulated absence (installed_version patched): the error comes before any seeding."""
+    import fwd9m.seed as seed_mod
+
+    name = next((n for n in ("tensorflow", "keras", "torch") if n not in sys.modules), None)
+    if name is None:
+        pytest.skip("every framework is already imported in this process")
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.setattr(seed_mod, "installed_version", lambda n: None)
+    with pytest.raises(ConfigurationError, match="not installed"):
+        seed_everything(1, frameworks=[name])
+    assert ENV_VAR not in os.environ
+
+
 _CHILD = r"""
 import sys, json, random
 import fwd9m

@@ -178,6 +178,12 @@ def seed_everything(seed: int | None = None,
     seed = _check_seed(seed)
     names = resolve(list(frameworks) if frameworks is not None
                     and not isinstance(frameworks, str) else frameworks)
+    absent = [n for n in names if n != "jax" and n not in sys.modules
+              and installed_version(n) is None]
+    if absent:  # checked before anything is seeded
+        raise ConfigurationError(
+            f"seed_everything: frameworks {absent} were named but are not installed. "
+            f"Fix: install them, or leave them out of frameworks=")
 
     import random
 
