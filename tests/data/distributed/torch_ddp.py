@@ -7,10 +7,12 @@ Launch: python -m torch.distributed.run --nproc-per-node 2 torch_ddp.py [options
 --seed-from time     every rank seeds from the clock (the bug)
 --drift STEP         rank 1 updates the 'norm.shift' buffer differently at STEP (planted drift)
 --check-every N      fwd9m.distributed.watch_replicas(model, opt, every=N, on_mismatch="record")
-Prints one line per rank with the final loss and writes rank<r>.pt (the final weights).
+--report PATH        rank 0 writes the monitor's first divergence there (JSON; null if none)
+Rank 0 prints the final loss of every rank and writes rank<r>.pt (the final weights).
 """
 
 import argparse
+import json
 import time
 
 import torch
@@ -24,6 +26,7 @@ p.add_argument("--seed-from", choices=("seeder", "time"), default="seeder")
 p.add_argument("--steps", type=int, default=6)
 p.add_argument("--drift", type=int, default=None)
 p.add_argument("--check-every", type=int, default=None)
+p.add_argument("--report", default=None, help="rank 0 writes the first replica divergence (JSON) here")
 args = p.parse_args()
 
 dist.init_process_group("gloo")
@@ -81,9 +84,15 @@ for _epoch in fd.epochs(100, loader):
             break
     if step >= args.steps:
         break
-print(f"rank {rank} loss {loss.item():.8f}", flush=True)
+losses = [None, None]  # rank 0 prints for both: lines from two processes interleave at random
+dist.all_gather_object(losses, f"{loss.item():.8f}")
+if rank == 0:
+    print(f"final loss per rank: {losses}", flush=True)
 torch.save({k: v.detach().clone() for k, v in net.state_dict().items()}, f"rank{rank}.pt")
 if monitor is not None and rank == 0:
     print(monitor.first.render() if monitor.first is not None else f"replicas consistent after {monitor.checks} checks",
           flush=True)
+if monitor is not None and rank == 0 and args.report:
+    with open(args.report, "w") as f:
+        json.dump(monitor.first.to_dict() if monitor.first is not None else None, f)
 dist.destroy_process_group()

@@ -1,0 +1,115 @@
+"""Distributed runs for real, on the CPU: several local processes, loopback only.
+
+- 2-rank DDP (gloo) launched by ``python -m torch.distributed.run``: reproducible across
+  two launches under ``fwd9m run``; not reproducible when ranks seed from the clock,
+  reported rank by rank by ``fwd9m check``; a planted buffer drift on rank 1 is caught
+  by the replica check with its step and tensor name (API, and ``fwd9m run
+  --check-replicas``).
+- 2-replica ``tf.distribute.MirroredStrategy`` Keras training on two logical CPU
+  devices: reproducible across two runs with ``enable_determinism``; the replica check
+  names a planted drift, and Keras' unsynchronised BatchNormalization statistics.
+
+Each torchrun launch costs a few seconds of interpreter start-up per process; the
+launches are shared between assertions to stay within the test budget.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import run_fwd9m
+
+DATA = Path(__file__).parent / "data" / "distributed"
+TIMEOUT = 300
+
+
+def _torchrun(port: int) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+            "--master-addr", "127.0.0.1", "--master-port", str(port)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env() -> dict[str, str]:
+    # loopback only; one thread per rank (torchrun sets OMP_NUM_THREADS=1 as well)
+    return {"MASTER_ADDR": "127.0.0.1", "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
+
+
+@pytest.fixture(scope="module")
+def torch_available():
+    pytest.importorskip("torch")
+
+
+def test_ddp_reproducible_under_fwd9m_run(torch_available, tmp_path):
+    report = tmp_path / "replicas.json"
+    out = run_fwd9m("check", "--format", "json", "-q", "--timeout", str(TIMEOUT), "--",
+                    sys.executable, "-m", "fwd9m", "run", "--seed", "5", "--",
+                    *_torchrun(_free_port()), str(DATA / "torch_ddp.py"), "--check-every", "1",
+                    "--report", str(report), cwd=tmp_path, env=_env(), timeout=3 * TIMEOUT)
+    result = json.loads(out.stdout)
+    assert out.returncode == 0, result["verdict"] + "\n" + out.stderr[-3000:]
+    assert result["reproducible"] and [r["returncode"] for r in result["runs"]] == [0, 0]
+    assert result["compared"]["state tensors"] >= 10  # both ranks' models were captured
+    assert result["compared"]["files"] == 2  # rank0.pt, rank1.pt
+    assert json.loads(report.read_text()) is None  # replicas identical after every step
+
+
+def test_ddp_seeded_from_time_differs_per_rank_and_drift_is_named(torch_available, tmp_path):
+    report = tmp_path / "replicas.json"
+    out = run_fwd9m("check", "--format", "json", "-q", "--timeout", str(TIMEOUT), "--",
+                    *_torchrun(_free_port()), str(DATA / "torch_ddp.py"), "--seed-from", "time",
+                    "--drift", "3", "--check-every", "1", "--report", str(report),
+                    cwd=tmp_path, env=_env(), timeout=3 * TIMEOUT)
+    result = json.loads(out.stdout)
+    assert out.returncode == 1, out.stderr[-3000:]
+    state = [f["summary"] for f in result["findings"] if f["source"] == "state"]
+    for rank in (0, 1):  # each rank's final weights are compared with the same rank's
+        assert any(s.startswith(f"rank {rank}: model.module.fc1.weight") for s in state), state
+    first = json.loads(report.read_text())  # the planted drift, found by the replica check
+    assert first["step"] == 3 and first["consistent"] is False
+    assert [(d["name"], d["kind"], d["groups"]) for d in first["diffs"]] == [("shift", "buffer", [[0], [1]])]
+    assert first["diffs"][0]["max_abs"] == pytest.approx(1e-3)
+
+
+@pytest.mark.slow
+def test_run_check_replicas_flag_stops_at_the_drift(torch_available, tmp_path):
+    out = run_fwd9m("run", "--check-replicas", "1", "--", *_torchrun(_free_port()),
+                    str(DATA / "torch_ddp.py"), "--drift", "4", cwd=tmp_path, env=_env(),
+                    timeout=TIMEOUT)
+    assert out.returncode != 0
+    text = out.stdout + out.stderr
+    assert "REPLICAS DIFFER at step 4" in text and "buffer 'shift'" in text, text[-3000:]
+    assert not (tmp_path / "rank0.pt").exists()  # training stopped at the first divergence
+
+
+def test_keras_mirrored_strategy_reproducible_and_replica_drift(tmp_path):
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("keras")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONHASHSEED": "0", "KERAS_BACKEND": "tensorflow"}
+    cmd = [sys.executable, str(DATA / "keras_mirrored.py"), "--enable", "--drift"]
+    procs = [subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]  # two runs at once: two cores
+    outs = [p.communicate(timeout=TIMEOUT) for p in procs]
+    for p, (stdout, stderr) in zip(procs, outs):
+        assert p.returncode == 0, stderr[-3000:]
+    lines = [stdout.splitlines() for stdout, _ in outs]
+    assert lines[0] == lines[1]  # weights digest, replica checks: identical runs
+    text = outs[0][0]
+    assert "replicas: 2" in text
+    # Keras 3 BatchNormalization(synchronized=False), the default, updates its moving
+    # statistics from each replica's own batch: the check finds them at the first check
+    assert "first divergence: ReplicaReport(step=2" in text and "moving_mean" in text
+    assert "REPLICAS DIFFER at step 8" in text
+    assert "first: variable 'sequential/dense/kernel'" in text
+    assert "replica 1 differs from replica 0 (max |difference| 0.001)" in text
