@@ -19,7 +19,7 @@ _LISTING_METHODS = frozenset({"iterdir", "glob", "rglob"})
 
 #: calls whose result keeps the order of an iterable argument: ids, arrays, datasets, draws
 ORDER_CONSUMERS = frozenset({
-    "enumerate", "zip", "iter", "next", "reversed", "dict.fromkeys", "itertools.cycle",
+    "enumerate", "zip", "reversed", "dict.fromkeys", "itertools.cycle",
     "itertools.islice", "numpy.array", "numpy.asarray", "numpy.stack", "numpy.concatenate",
     "numpy.fromiter", "torch.tensor", "torch.as_tensor", "torch.stack", "torch.cat",
     "tensorflow.constant", "tensorflow.convert_to_tensor", "tensorflow.stack", "tensorflow.concat",
@@ -43,8 +43,10 @@ def sensitive_body(ctx, stmts) -> bool:
     for st in stmts:
         for n in ast.walk(st):
             t = type(n)
-            if t in (ast.Yield, ast.YieldFrom, ast.AugAssign):
+            if t in (ast.Yield, ast.YieldFrom):
                 return True
+            if t is ast.AugAssign and type(n.target) is not ast.Subscript:
+                return True  # total += x accumulates in order; counts[x] += 1 does not
             if t is ast.Call:
                 f = n.func
                 if type(f) is ast.Attribute and f.attr in _BODY_METHODS:
@@ -60,7 +62,8 @@ class _OrderUses:
 
     def __init__(self, ctx):
         self.ctx = ctx
-        self.used: set[tuple[int, str]] = set()  # names subscripted or passed to a consumer
+        self.used: set[tuple[int, str]] = set()  # names passed to a consumer
+        self.subscripted: set[tuple[int, str]] = set()
         self.loops: list[tuple[int, str, ast.AST]] = []  # for-loops over a name
 
     def scope(self) -> int:
@@ -79,14 +82,14 @@ class _OrderUses:
 
     def note_subscript(self, node):
         if type(node.value) is ast.Name and type(node.ctx) is ast.Load:
-            self.used.add((self.scope(), node.value.id))
+            self.subscripted.add((self.scope(), node.value.id))
 
     def note_for(self, node):
         if type(node.iter) is ast.Name:
             self.loops.append((self.scope(), node.iter.id, node))
 
-    def sensitive(self, scope: int, name: str) -> bool:
-        if (scope, name) in self.used:
+    def sensitive(self, scope: int, name: str, subscripts: bool = True) -> bool:
+        if (scope, name) in self.used or (subscripts and (scope, name) in self.subscripted):
             return True
         return any(s == scope and n == name and sensitive_body(self.ctx, loop.body)
                    for s, n, loop in self.loops)
@@ -158,7 +161,10 @@ class _OrderRule(Rule):
             inner = _unwrap_list(node.value)
             what = self.source(inner)
             if what:
-                self.stored.append((self.uses.scope(), node.targets[0].id, inner, what))
+                # a stored set (not a list made from it) cannot be indexed: only its
+                # consumers and order-sensitive loops count (see finish)
+                as_list = inner is not node.value
+                self.stored.append((self.uses.scope(), node.targets[0].id, inner, what, as_list))
 
     def visit_Subscript(self, node):
         self.uses.note_subscript(node)
@@ -187,8 +193,8 @@ class _OrderRule(Rule):
 
     def finish(self):
         sorted_names = _sorted_names(self.ctx)
-        for scope, name, node, what in self.stored:
-            if name not in sorted_names and self.uses.sensitive(scope, name):
+        for scope, name, node, what, as_list in self.stored:
+            if name not in sorted_names and self.uses.sensitive(scope, name, subscripts=as_list):
                 self.flag(node, what, f"{name!r} (indexed, enumerated or looped over) from")
 
 
@@ -272,6 +278,16 @@ class UnsortedDirectoryListing(_OrderRule):
                 self.flag(loop.iter, "os.walk", "loop over")
 
 
+def _fixed_hash(node) -> bool:
+    if type(node) is ast.Constant:
+        return not isinstance(node.value, (str, bytes))
+    if type(node) is ast.UnaryOp and type(node.operand) is ast.Constant:
+        return True
+    if type(node) is ast.Tuple:
+        return all(_fixed_hash(e) for e in node.elts)
+    return False
+
+
 def _set_expr(ctx, node) -> str | None:
     """'set(...)' etc. when ``node`` evaluates to a set whose order may vary."""
     t = type(node)
@@ -289,9 +305,9 @@ def _set_expr(ctx, node) -> str | None:
     if t is ast.SetComp:
         return "a set comprehension"
     if t is ast.Set:
-        # one element, or only ints/None/bools/floats (hashes that do not vary): fixed order
-        if len(node.elts) <= 1 or all(type(e) is ast.Constant and not isinstance(e.value, (str, bytes))
-                                      for e in node.elts):
+        # one element, or only numbers/None/bools and tuples of them (hashes that do not
+        # vary between runs): a fixed order
+        if len(node.elts) <= 1 or all(_fixed_hash(e) for e in node.elts):
             return None
         return "a set literal"
     if t is ast.BinOp and type(node.op) in (ast.BitOr, ast.BitAnd, ast.Sub, ast.BitXor):
