@@ -130,10 +130,10 @@ def _resolved(symbol: str) -> str:
 class _Index:
     """Symbol lookup tables for one framework, built once from the catalog."""
 
-    def __init__(self, framework: str):
+    def __init__(self, framework: str, version_independent: bool = False):
         from ... import catalog
 
-        version = catalog.installed_version(framework)
+        version = None if version_independent else catalog.installed_version(framework)
         self.version = version
         self.functions: dict[str, list] = {}
         self.methods: dict[str, list] = {}
@@ -263,8 +263,10 @@ _DOC = """Calls a {name} API that the catalog lists as nondeterministic.
 ## What it does
 Flags calls to {name} functions, layers and tensor methods that `fwd9m catalog`
 lists as nondeterministic (kind "op") for the installed {name} version (every
-version when it is not installed). Generated from `src/fwd9m/catalog/data/{framework}.toml`;
-currently {count} entries: {ids}.
+version when it is not installed), in files that ask for repeatable runs.
+
+Generated from `src/fwd9m/catalog/data/{framework}.toml`, which has {count} such
+entries: {ids}.
 
 ## Why is this bad
 These ops accumulate in an order that changes between runs (GPU atomics, parallel
@@ -341,9 +343,16 @@ def generate() -> None:
             idx.version, idx.functions, idx.methods, idx.entries, idx.words = None, {}, {}, [], ()
         switch = _switch_code(framework) if idx.entries else ""
         invalid, valid = _examples(framework, idx, switch)
-        ids = ", ".join(f"`{e.id}`" for e, _, _ in idx.entries) or "none"
-        example = invalid[0].strip() if invalid else "# (no catalog entries)"
-        doc = _DOC.format(name=display, framework=framework, count=len(idx.entries), ids=ids,
+        # the page shows every op entry and an example at the newest known behaviour, so
+        # docs/rules.md does not depend on the versions installed here
+        try:
+            doc_idx = _Index(framework, version_independent=True)
+        except Exception:  # noqa: BLE001
+            doc_idx = idx
+        ids = ", ".join(f"`{e.id}`" for e, _, _ in doc_idx.entries) or "none"
+        doc_invalid, _ = _examples(framework, doc_idx, switch)
+        example = doc_invalid[0].strip() if doc_invalid else "# (no catalog entries)"
+        doc = _DOC.format(name=display, framework=framework, count=len(doc_idx.entries), ids=ids,
                           example=example, switch=switch or "see the catalog")
         cls = type(f"Catalog{display}Op", (CatalogOpRule,), {
             "__doc__": doc, "__module__": __name__, "code": code,
