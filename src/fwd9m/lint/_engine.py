@@ -308,13 +308,13 @@ def _decode(data: bytes) -> str:
 
 
 def _noqa_filter(findings: list[Finding], text: str) -> list[Finding]:
-    if "noqa" not in text:
+    if not findings or "noqa" not in text.lower():
         return findings
     lines = text.splitlines()
     out = []
     for f in findings:
         line = lines[f.line - 1] if 0 < f.line <= len(lines) else ""
-        m = _NOQA.search(line) if "noqa" in line else None
+        m = _NOQA.search(line) if "noqa" in line.lower() else None
         if m is None:
             out.append(f)
             continue

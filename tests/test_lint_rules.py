@@ -1,0 +1,87 @@
+"""Every lint rule's own examples (invalid ones must give its code, valid ones must not),
+its documentation, the rule families, and the generated docs page."""
+
+from __future__ import annotations
+
+import pytest
+
+from fwd9m import lint
+from fwd9m.lint import Config, SECTIONS
+
+RULES = lint.all_rules()
+
+
+def _cases():
+    for code, rule in RULES.items():
+        for i, src in enumerate(rule.invalid):
+            yield pytest.param(code, src, True, id=f"{code}-invalid-{i}")
+        for i, src in enumerate(rule.valid):
+            yield pytest.param(code, src, False, id=f"{code}-valid-{i}")
+
+
+@pytest.mark.parametrize("code,source,flagged", list(_cases()))
+def test_rule_examples(code, source, flagged):
+    found = [f for f in lint.lint_source(source, "example.py", Config(select=[code])) if f.code == code]
+    if flagged:
+        assert found, f"{code} missed its invalid example:\n{source}"
+        assert all(f.message and f.line >= 1 and f.col >= 1 for f in found)
+    else:
+        assert not found, f"{code} flagged its valid example:\n{source}\n{found}"
+
+
+def test_at_least_30_rules_in_every_family():
+    assert len(RULES) >= 30
+    families = {code[:4] for code in RULES}
+    assert families >= {"FWD1", "FWD2", "FWD3", "FWD4", "FWD5", "FWD6", "FWD7"}
+    names = [r.name for r in RULES.values()]
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("code", list(RULES))
+def test_rule_documented(code):
+    rule = RULES[code]
+    doc = rule.doc()
+    positions = [doc.find(f"## {s}") for s in SECTIONS]
+    assert all(p >= 0 for p in positions), f"{code} docstring lacks a section of {SECTIONS}"
+    assert positions == sorted(positions)
+    assert rule.summary()
+    assert all(u.startswith("https://") for u in rule.references)
+    catalog_rule_without_entries = code.startswith("FWD7") and "has 0 such" in doc
+    if not catalog_rule_without_entries:
+        assert rule.invalid, f"{code} has no invalid example"
+    assert rule.valid, f"{code} has no valid example"
+
+
+def test_docs_page_is_up_to_date():
+    from fwd9m.lint import docs
+
+    assert docs.DEFAULT_PATH.exists(), "run `python -m fwd9m.lint.docs`"
+    assert docs.DEFAULT_PATH.read_text(encoding="utf-8") == docs.render(), \
+        "docs/rules.md is out of date: run `python -m fwd9m.lint.docs`"
+
+
+def test_catalog_rules_are_generated_from_the_catalog():
+    """FWD7xx match exactly the catalog's op symbols: no op list is written by hand."""
+    from fwd9m import catalog
+    from fwd9m.lint.rules import catalog_ops
+
+    for framework, (code, _, _) in catalog_ops.FRAMEWORK_CODES.items():
+        idx = catalog_ops._index(framework)
+        version = catalog.installed_version(framework)
+        expected = set()
+        for e in catalog.entries(framework):
+            if e.kind == "op" and (version is None or e.applies_to(version)) \
+                    and e.behaviour_at(version) != "not-applicable":
+                expected |= {catalog_ops._resolved(s).rsplit(".", 1)[-1] for s in e.symbols
+                             if not s.rsplit(".", 1)[-1].startswith("__")}
+        assert set(RULES[code].triggers) <= expected | {"<no catalog entries>"}
+        assert {s.rsplit(".", 1)[-1] for s in idx.functions} | set(idx.methods) <= expected
+
+
+def test_catalog_finding_carries_the_catalog_fix():
+    src = "import torch\ntorch.manual_seed(0)\nx = x.cuda()\ny = torch.index_add(x, 0, i, s)\n"
+    (f,) = [f for f in lint.lint_source(src, "t.py") if f.code == "FWD703"]
+    assert "catalog torch.index-add" in f.message
+    assert f.fix == "torch.use_deterministic_algorithms(True)"
+    enabled = src.replace("torch.manual_seed(0)\n", "torch.manual_seed(0)\ntorch.use_deterministic_algorithms(True)\n")
+    assert not [f for f in lint.lint_source(enabled, "t.py") if f.code == "FWD703"]
