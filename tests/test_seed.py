@@ -32,10 +32,10 @@ def test_seed_everything_python_numpy_and_env(monkeypatch):
     assert seed_everything(123, frameworks=[]) == 123
     a = (random.random(), np.random.rand())
     assert os.environ[ENV_VAR] == "123"
-    seed_everything(123, frameworks=[])
+    seed_everything(123, frameworks=[])  # noqa: FWD102  (reseeding on purpose)
     assert (random.random(), np.random.rand()) == a
     # no argument: reuses the exported seed (what a child process does)
-    assert seed_everything(frameworks=[]) == 123
+    assert seed_everything(frameworks=[]) == 123  # noqa: FWD102  (reseeding on purpose)
     assert (random.random(), np.random.rand()) == a
 
 

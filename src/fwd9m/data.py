@@ -115,9 +115,7 @@ def torch_generator(seed: int, *keys: Any) -> Any:
     """
     import torch
 
-    g = torch.Generator()
-    g.manual_seed(derive_seed(seed, "fwd9m.loader", *keys))
-    return g
+    return torch.Generator().manual_seed(derive_seed(seed, "fwd9m.loader", *keys))
 
 
 class SampleSeeded:

@@ -102,8 +102,7 @@ def from_bytes(data: bytes, *, origin: str = "<bytes>") -> State:
             arrays = {k: z[k] for k in z.files if k != _HEADER}
     except FileFormatError:
         raise
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError,
-            UnicodeDecodeError) as exc:
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
         raise FileFormatError(f"{origin} is truncated or corrupted ({type(exc).__name__}: "
                               f"{exc}). {fix}") from exc
     try:
