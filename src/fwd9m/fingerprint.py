@@ -46,6 +46,7 @@ _MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 _ROW_OFFSET = 0x632BE59BD9B4E5D
 _LEN_MULT = 0xC2B2AE3D27D4EB4F
+_K0 = _ROW_OFFSET | 1  # K[0]
 
 _cache: dict[Any, Any] = {}
 
@@ -107,20 +108,18 @@ def _numpy_partial(words) -> int:
     import numpy as np
 
     n = words.size
-    if n == 0:
-        return 0
     m = word_multipliers()
+    if n <= ROW_WORDS:  # one row: the common case of small tensors, two NumPy calls
+        return (int(np.dot(words, m[:n])) * _K0) & _MASK if n else 0
     rows = n // ROW_WORDS
-    total = 0
-    if rows:
-        full = words[: rows * ROW_WORDS].reshape(rows, ROW_WORDS)
-        row_sums = np.einsum("ij,j->i", full, m)  # int64, wraps
-        total = int(np.einsum("i,i->", row_sums, row_multipliers(rows)))
+    full = words[: rows * ROW_WORDS].reshape(rows, ROW_WORDS)
+    # int64 multiply-accumulate (int32 words are widened); both wrap modulo 2**64
+    row_sums = np.dot(full, m) if rows <= 64 else np.einsum("ij,j->i", full, m)
+    total = int(np.dot(row_sums, row_multipliers(rows)))
     tail = n - rows * ROW_WORDS
     if tail:
-        t = int(np.dot(words[rows * ROW_WORDS:].astype(np.int64), m[:tail]))
-        k = int(row_multipliers(rows + 1)[rows])
-        total += t * k
+        t = int(np.dot(words[rows * ROW_WORDS:], m[:tail]))
+        total += t * int(row_multipliers(rows + 1)[rows])
     return total & _MASK
 
 
@@ -222,6 +221,17 @@ def torch_digest(tensor) -> int:
     return finalize(int(s.item()), nbytes)
 
 
+def _numpy_dtypes():
+    d = _cache.get("torch_np_dtypes")
+    if d is None:
+        import torch
+
+        d = _cache["torch_np_dtypes"] = frozenset({
+            torch.float16, torch.float32, torch.float64, torch.int8, torch.uint8, torch.int16,
+            torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128})
+    return d
+
+
 def _dense_permuted(shape, stride) -> bool:
     """True when the strides are a permutation of a contiguous layout (no gaps, no
     overlap, no broadcasting)."""
@@ -240,6 +250,15 @@ def _torch_cpu_bytes(tensor, memory_order: bool = False):
     have the same layouts)."""
     import torch
 
+    if tensor.is_contiguous() and tensor.dtype in _numpy_dtypes():
+        try:
+            a = tensor.numpy(force=True)  # detach + resolve conj/neg; zero-copy on CPU
+        except (RuntimeError, TypeError):
+            pass
+        else:
+            import numpy as np
+
+            return a.reshape(-1).view(np.uint8)
     t = tensor.detach()
     if t.is_conj():
         t = t.resolve_conj()

@@ -12,6 +12,8 @@ DataLoader iterator's ``__next__`` (restored on exit) marks the data phase.
 
 from __future__ import annotations
 
+import functools
+import weakref
 from typing import Any
 
 from .. import fingerprint as fp
@@ -34,8 +36,14 @@ OVERWRITES_SELF = frozenset({
 })
 
 
+def _forget(known: dict, key: tuple, ref) -> None:
+    entry = known.get(key)
+    if entry is not None and entry[0] is ref:
+        del known[key]
+
+
 class _OpInfo:
-    __slots__ = ("name_id", "name", "random", "out_args", "skip_self", "skip_out")
+    __slots__ = ("name_id", "name", "random", "out_args", "skip_self", "skip_out", "mutates")
 
 
 class TorchRecorder:
@@ -62,6 +70,7 @@ class TorchRecorder:
         self._float_dtypes = {torch.float16, torch.bfloat16, torch.float32, torch.float64}
         self._pending: list[tuple] = []  # ops waiting for device digests
         self._partials: list[Any] = []
+        self._known: dict[tuple, tuple] = {}  # (data_ptr, nbytes, dtype) -> (ref, version, digest, sample)
 
     # ------------------------------------------------------------------ hooks
     def _path_of(self, module) -> str:
@@ -155,26 +164,60 @@ class TorchRecorder:
         info.out_args = s["out_args"]
         info.skip_self = s["name"] in OVERWRITES_SELF
         info.skip_out = s["name"] in UNINITIALISED_OUTPUT
+        info.mutates = bool(s["mutated"])
         self._infos[func] = info
         return info
 
-    def _tensor(self, t, flags: int, digest: bool, want_sample: bool):
-        """One tensor's record tuple; digests CPU tensors now, others later."""
+    def _tensor(self, t, flags: int, digest: bool, want_sample: bool, cache: bool = True):
+        """One tensor's record tuple; digests CPU tensors now, others later.
+
+        A dense tensor's digest covers its bytes in memory order, so it depends only on
+        the memory span (data pointer, byte length) and its content. Spans already
+        digested are remembered while the tensor that was digested is alive and its
+        version counter (shared by all views, bumped by every in-place write) is
+        unchanged: inputs that are earlier outputs, views and unchanged parameters are
+        not read again. Outputs of mutating ops bypass the cache (``cache=False``):
+        autograd bumps the version counter only after the kernel returns.
+        """
         rec = self.rec
         dtype = t.dtype
         meta = rec.meta_id(str(dtype).replace("torch.", ""), tuple(t.shape))
         if not digest:
             return (meta, flags & ~HAS_SAMPLE, None, None, None)
         if t.device.type == "cpu":
+            want_sample = want_sample and dtype in self._float_dtypes
+            key = version = None
+            if cache:
+                try:
+                    key = (t.data_ptr(), t.numel() * t.element_size(), dtype)
+                    version = t._version
+                except (RuntimeError, TypeError, AttributeError):  # sparse, inference tensors
+                    key = None
+            if key is not None:
+                hit = self._known.get(key)
+                if hit is not None and hit[1] == version and hit[0]() is not None \
+                        and (hit[3] is not None or not want_sample):
+                    if want_sample:
+                        return (meta, flags | HAS_SAMPLE, hit[2], hit[3], None)
+                    return (meta, flags, hit[2], None, None)
             try:
                 u8 = fp._torch_cpu_bytes(t, memory_order=True)
             except (RuntimeError, TypeError):  # sparse, quantized, meta...
                 return (meta, flags, None, None, None)
             dig = fp.finalize(fp._numpy_partial(fp._bytes_to_words(u8)), u8.size)
             sample = None
-            if want_sample and dtype in self._float_dtypes and u8.size:
+            if want_sample and u8.size:
                 sample = rec.sample(u8, t.element_size())
                 flags |= HAS_SAMPLE
+            if key is not None and (t.is_contiguous() or fp._dense_permuted(t.shape, t.stride())):
+                try:
+                    ref = weakref.ref(t, functools.partial(_forget, self._known, key))
+                except TypeError:
+                    ref = None
+                if ref is not None:
+                    if len(self._known) > 100_000:
+                        self._known.clear()
+                    self._known[key] = (ref, version, dig, sample)
             return (meta, flags, dig, sample, None)
         if t.is_sparse or t.layout != self.torch.strided or t.device.type == "meta":
             return (meta, flags, None, None, None)
@@ -230,7 +273,7 @@ class TorchRecorder:
         else:
             outs = []
         odig = digest and not info.skip_out
-        out_recs = [self._tensor(t, 0, odig, True) for t in outs]
+        out_recs = [self._tensor(t, 0, odig, True, not info.mutates) for t in outs]
         # context: module path, phase, location, autograd node, device
         node = self._dispatch.current_autograd_node()
         if node is not None:

@@ -1,0 +1,162 @@
+"""Cost of ``fwd9m.debug.record`` (digests of every op's inputs and outputs).
+
+Cases (ratios of the same workload timed in the same run, interleaved; ``_harness``):
+
+* recording overhead: N training steps inside ``record()`` vs the same N steps
+  uninstrumented, for a small CNN and a small transformer block, in PyTorch and in
+  Keras 3 (TF backend, compiled ``train_on_batch``). Target <= 1.5x.
+* against the frameworks' own tools on the same workloads: PyTorch's
+  ``torch.utils._debug_mode.DebugMode`` with ``log_tensor_hashes(hash_inputs=True)``
+  and TF's ``tf.debugging.experimental.enable_dump_debug_info(...,
+  tensor_debug_mode="FULL_TENSOR")``. Reported as their time / ours; target >= 10x.
+
+Keras graphs stay instrumented once traced under a recorder (as with tfdbg), so the
+uninstrumented baseline uses a separate, identical model traced outside any recording.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+from _harness import Case
+
+TMP = tempfile.mkdtemp(prefix="fwd9m-bench-debug-")
+
+
+def _torch_cases(quick: bool):
+    import torch
+    from torch import nn
+
+    import fwd9m.debug as dbg
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)  # a shared 2-core machine: keep the measurement stable
+    steps = 3 if quick else 10
+    repeat = 3 if quick else 5
+
+    def cnn():
+        model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                              nn.Flatten(), nn.Linear(32, 10))
+        return model, torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
+
+    def block():
+        model = nn.Sequential(nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True),
+                              nn.Flatten(), nn.Linear(64 * 32, 10))
+        return model, torch.randn(16, 32, 64), torch.randint(0, 10, (16,))
+
+    out = []
+    for name, make in (("small CNN", cnn), ("transformer block", block)):
+        model, x, y = make()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+        def train(model=model, x=x, y=y, opt=opt):
+            for _ in range(steps):
+                opt.zero_grad()
+                nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+
+        def recorded(train=train, name=name):
+            with dbg.record(os.path.join(TMP, f"torch-{name}.trace"), framework="torch"):
+                train()
+
+        def debug_mode(train=train):
+            from torch.utils._debug_mode import DebugMode
+
+            with DebugMode() as dm, DebugMode.log_tensor_hashes(hash_inputs=True):
+                train()
+            return dm
+
+        out.append(Case(f"torch record {name} ({steps} steps)", train, recorded,
+                        baseline_name="uninstrumented", target=1.5, repeat=repeat,
+                        note="includes opening the trace and the environment fingerprint"))
+        out.append(Case(f"torch DebugMode(hash_inputs) / record, {name}", recorded, debug_mode,
+                        baseline_name="fwd9m record", target=10.0, higher_is_better=True,
+                        repeat=repeat))
+    return out
+
+
+def _keras_cases(quick: bool):
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    import fwd9m.debug as dbg
+
+    if keras.backend.backend() != "tensorflow":
+        raise ImportError("Keras benchmarks need KERAS_BACKEND=tensorflow")
+    steps = 3 if quick else 10
+    repeat = 3 if quick else 5
+    rng = np.random.default_rng(0)
+
+    def cnn():
+        m = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Conv2D(16, 3, activation="relu"),
+                              keras.layers.MaxPooling2D(), keras.layers.Conv2D(32, 3, activation="relu"),
+                              keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
+        return m, rng.standard_normal((32, 32, 32, 3)).astype("float32")
+
+    def block():
+        inp = keras.Input((32, 64))
+        att = keras.layers.MultiHeadAttention(4, 16)(inp, inp)
+        h = keras.layers.LayerNormalization()(inp + att)
+        h = keras.layers.LayerNormalization()(h + keras.layers.Dense(64)(keras.layers.Dense(128, activation="relu")(h)))
+        out = keras.layers.Dense(10)(keras.layers.Flatten()(h))
+        return keras.Model(inp, out), rng.standard_normal((16, 32, 64)).astype("float32")
+
+    out = []
+    for name, make in (("small CNN", cnn), ("transformer block", block)):
+        models = []
+        for _ in range(3):  # plain / recorded / tfdbg: separate traces
+            keras.utils.set_random_seed(0)
+            m, x = make()
+            m.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            models.append(m)
+        y = rng.integers(0, 10, len(x))
+        plain_m, rec_m, dump_m = models
+
+        def train(m, x=x, y=y):
+            for _ in range(steps):
+                m.train_on_batch(x, y)
+
+        def plain(train=train, m=plain_m):
+            train(m)
+
+        def recorded(train=train, m=rec_m, name=name):
+            with dbg.record(os.path.join(TMP, f"keras-{name}.trace"), framework="tensorflow"):
+                train(m)
+
+        def dumped(train=train, m=dump_m, name=name):
+            root = os.path.join(TMP, f"tfdbg-{name}")
+            shutil.rmtree(root, ignore_errors=True)
+            tf.debugging.experimental.enable_dump_debug_info(root, tensor_debug_mode="FULL_TENSOR",
+                                                             circular_buffer_size=-1)
+            try:
+                train(m)
+            finally:
+                tf.debugging.experimental.disable_dump_debug_info()
+
+        out.append(Case(f"keras record {name} ({steps} steps)", plain, recorded,
+                        baseline_name="uninstrumented", target=1.5, repeat=repeat,
+                        note="graph ops instrumented with one numpy_function each"))
+        out.append(Case(f"tfdbg FULL_TENSOR / record, keras {name}", recorded, dumped,
+                        baseline_name="fwd9m record", target=10.0, higher_is_better=True,
+                        repeat=repeat))
+    return out
+
+
+def cases(quick: bool):
+    out = []
+    try:
+        out += _torch_cases(quick)
+    except ImportError:
+        pass
+    try:
+        out += _keras_cases(quick)
+    except ImportError:
+        pass
+    if not out:
+        raise ImportError("neither torch nor keras/tensorflow is installed")
+    return out
