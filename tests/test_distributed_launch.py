@@ -101,7 +101,7 @@ def test_keras_mirrored_strategy_reproducible_and_replica_drift(tmp_path):
     procs = [subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(2)]  # two runs at once: two cores
     outs = [p.communicate(timeout=TIMEOUT) for p in procs]
-    for p, (stdout, stderr) in zip(procs, outs):
+    for p, (_, stderr) in zip(procs, outs):
         assert p.returncode == 0, stderr[-3000:]
     lines = [stdout.splitlines() for stdout, _ in outs]
     assert lines[0] == lines[1]  # weights digest, replica checks: identical runs
