@@ -221,17 +221,6 @@ def torch_digest(tensor) -> int:
     return finalize(int(s.item()), nbytes)
 
 
-def _numpy_dtypes():
-    d = _cache.get("torch_np_dtypes")
-    if d is None:
-        import torch
-
-        d = _cache["torch_np_dtypes"] = frozenset({
-            torch.float16, torch.float32, torch.float64, torch.int8, torch.uint8, torch.int16,
-            torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128})
-    return d
-
-
 def _dense_permuted(shape, stride) -> bool:
     """True when the strides are a permutation of a contiguous layout (no gaps, no
     overlap, no broadcasting)."""
@@ -243,30 +232,35 @@ def _dense_permuted(shape, stride) -> bool:
     return True
 
 
+class _RawBytes:
+    """Exposes a contiguous CPU tensor's bytes to NumPy by address; NumPy keeps this
+    object, and so the tensor, alive as the array's ``base``."""
+
+    def __init__(self, t) -> None:
+        self._tensor = t
+        self.__array_interface__ = {"shape": (t.numel() * t.element_size(),), "typestr": "|u1",
+                                    "data": (t.data_ptr(), True), "version": 3}
+
+
 def _torch_cpu_bytes(tensor, memory_order: bool = False):
     """Zero-copy uint8 NumPy view of a CPU tensor's bytes in row-major order (a
     non-contiguous tensor is copied), or, with ``memory_order``, of a dense permuted
     tensor's bytes in memory order (no copy; used by ``fwd9m debug``, where both runs
-    have the same layouts)."""
-    import torch
+    have the same layouts).
 
-    if tensor.is_contiguous() and tensor.dtype in _numpy_dtypes():
-        try:
-            a = tensor.numpy(force=True)  # detach + resolve conj/neg; zero-copy on CPU
-        except (RuntimeError, TypeError):
-            pass
-        else:
-            import numpy as np
+    The view goes through the data pointer, not ``Tensor.numpy()``: that call marks
+    the tensor's storage non-resizable for good (``set_resizable(false)`` in
+    https://github.com/pytorch/pytorch/blob/main/torch/csrc/utils/tensor_numpy.cpp),
+    so a later ``resize_`` of a digested tensor (``torch.distributed.all_gather_object``
+    does one) would fail with "Trying to resize storage that is not resizable"."""
+    import numpy as np
 
-            return a.reshape(-1).view(np.uint8)
     t = tensor.detach()
     if t.is_conj():
         t = t.resolve_conj()
     if t.is_neg():
         t = t.resolve_neg()
     if t.numel() == 0:
-        import numpy as np
-
         return np.zeros(0, np.uint8)
     if not t.is_contiguous():
         if memory_order and _dense_permuted(t.shape, t.stride()):
@@ -275,10 +269,7 @@ def _torch_cpu_bytes(tensor, memory_order: bool = False):
             t = t.as_strided((t.numel(),), (1,), t.storage_offset())
         else:
             t = t.contiguous()
-    flat = t.reshape(-1)
-    if flat.dtype == torch.bool:
-        flat = flat.view(torch.uint8)
-    return flat.view(torch.uint8).numpy()
+    return np.asarray(_RawBytes(t))
 
 
 # ------------------------------------------------------------------------ TensorFlow
