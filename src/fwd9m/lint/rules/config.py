@@ -49,8 +49,8 @@ class CudnnBenchmark(Rule):
              "benchmark = True\n")
 
     def visit_Assign(self, node):
-        if literal(node.value, True) in (False, 0, None):
-            return
+        if literal(node.value, None) not in (True, 1):
+            return  # only a literal True: a computed value may well be False
         for t in node.targets:
             if type(t) is ast.Attribute and self.ctx.qualname(t) == "torch.backends.cudnn.benchmark":
                 self.report(node, "cudnn.benchmark = True lets cuDNN pick convolution algorithms by "
@@ -488,7 +488,9 @@ class TorchCompileRng(Rule):
 
     ## What it does
     Flags `torch.compile(...)` (call or decorator) in a file that calls
-    `torch.manual_seed` and never sets `torch._inductor.config.fallback_random`.
+    `torch.manual_seed` and never sets `torch._inductor.config.fallback_random`. Opt-in
+    (select `FWD210`): a compiled run is repeatable on its own; the rule is for code
+    that compares, or switches between, compiled and eager runs.
 
     ## Why is this bad
     TorchInductor generates its own kernels for random ops (dropout, `torch.rand`), so
@@ -509,6 +511,7 @@ class TorchCompileRng(Rule):
     """
 
     code, name = "FWD210", "torch-compile-rng"
+    default = False  # parity with eager is an assumption the source does not show
     triggers = ("compile",)
     fix_code = "torch._inductor.config.fallback_random = True"
     references = ("https://github.com/pytorch/pytorch/blob/main/torch/_inductor/config.py",

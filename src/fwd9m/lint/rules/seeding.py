@@ -305,6 +305,8 @@ class UnseededGenerator(Rule):
         "import torch\ng = torch.Generator()\ng.manual_seed(0)\n",
         "import torch\ng = torch.Generator().manual_seed(0)\n",
         "import tensorflow as tf\ng = tf.random.Generator.from_seed(1)\n",
+        "import random\nclass S:\n    def __init__(self):\n        self._rng = random.Random()\n"
+        "    def set_seed(self, s):\n        self._rng.seed(s)\n",
     )
 
     def __init__(self, ctx):
@@ -312,12 +314,18 @@ class UnseededGenerator(Rule):
         self.seeded_inline: set[int] = set()
         self.torch_generators: dict[str, ast.Call] = {}
         self.pending: list[tuple[str | None, ast.Call]] = []
+        self.unseeded: list[tuple[ast.Call, str]] = []
+        self.targets: dict[int, str] = {}  # id(call) -> name or attribute it is assigned to
 
     def visit_Assign(self, node):
         v = node.value
-        if type(v) is ast.Call and self.ctx.qualname(v.func) == "torch.Generator":
-            for t in node.targets:
-                if type(t) is ast.Name:
+        if type(v) is not ast.Call:
+            return
+        for t in node.targets:
+            name = t.id if type(t) is ast.Name else t.attr if type(t) is ast.Attribute else None
+            if name:
+                self.targets[id(v)] = name
+                if type(t) is ast.Name and self.ctx.qualname(v.func) == "torch.Generator":
                     self.torch_generators[t.id] = v
 
     def visit_Call(self, node, qn):
@@ -328,8 +336,7 @@ class UnseededGenerator(Rule):
             a = arg(node, 0, _UNSEEDED_WHEN_NO_ARG[qn])
             if (a is None or literal(a, 0) is None) and not any(k.arg is None for k in node.keywords) \
                     and not any(type(x) is ast.Starred for x in node.args):
-                self.report(node, f"{qn}() without a seed takes fresh OS entropy every run; "
-                            "pass a seed derived from the run's seed")
+                self.unseeded.append((node, qn))
         elif qn in _ALWAYS_ENTROPY:
             self.report(node, _ALWAYS_ENTROPY[qn] + "; use a seeded generator instead")
         elif qn == "torch.Generator":
@@ -339,7 +346,26 @@ class UnseededGenerator(Rule):
             self.report(node, f"{f.value.id}.seed() re-seeds the torch.Generator with a "
                         "non-deterministic number; use .manual_seed(seed)")
 
+    def _reseeded(self) -> set[str]:
+        """Names and attributes later given a seed: ``rng.seed(s)``, ``self._rng.seed(s)``."""
+        out = set()
+        for method in ("seed", "manual_seed", "setstate", "set_state"):
+            for c in self.ctx.methods.get(method, ()):
+                if not c.args and not c.keywords:
+                    continue  # .seed() with no argument draws from the OS
+                r = c.func.value
+                name = r.id if type(r) is ast.Name else r.attr if type(r) is ast.Attribute else None
+                if name:
+                    out.add(name)
+        return out
+
     def finish(self):
+        reseeded = self._reseeded()
+        for node, qn in self.unseeded:
+            if self.targets.get(id(node)) in reseeded:
+                continue
+            self.report(node, f"{qn}() without a seed takes fresh OS entropy every run; "
+                        "pass a seed derived from the run's seed")
         seeded_names = {c.func.value.id for c in self.ctx.methods.get("manual_seed", ())
                         if type(c.func.value) is ast.Name}
         by_call = {id(v): k for k, v in self.torch_generators.items()}
