@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_fwd9m
-
 DATA = Path(__file__).resolve().parent / "data" / "check"
 
 

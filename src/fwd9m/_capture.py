@@ -222,8 +222,10 @@ def collect() -> dict[str, Any]:
     used: dict[str, int] = {}
     out: dict[str, Any] = {}
     torch_roots = _roots(torch_mods, lambda m: list(m.modules())[1:])
-    for m in sorted(torch_roots, key=lambda m: (_name_of(m, names) is None, _name_of(m, names) or "",
-                                               type(m).__name__)):
+    def by_name(m):
+        return _name_of(m, names) is None, _name_of(m, names) or "", type(m).__name__
+
+    for m in sorted(torch_roots, key=by_name):
         if m.state_dict():
             out[_label("torch", m, names, used)] = m
     for o in torch_opts:

@@ -83,11 +83,15 @@ class Finding:
 
     @property
     def magnitude(self) -> float:
-        """Ranking key within a source: the largest absolute difference; structural
-        differences (shape, dtype, missing) rank first, opaque ones (hashes) last."""
+        """Ranking key within a source: the largest distance in ULPs (a relative
+        measure, so a large-valued metric does not outrank a weight), else the largest
+        absolute difference; structural differences (shape, dtype, missing) rank
+        first, opaque ones (hashes) last."""
         d = self.diff
         if d is None or d.kind in ("shape", "dtype", "type", "only_a", "only_b"):
             return float("inf")
+        if d.max_ulp is not None:
+            return float(d.max_ulp)
         return d.max_abs if d.max_abs is not None else -1.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -675,6 +679,12 @@ def _run_notes(done: list[_Run]) -> list[str]:
     if touched:
         notes.append(f"files in your directory changed while the runs went on ({', '.join(touched[:5])}); "
                      f"if the script rewrites them, they were not compared: write outputs to new paths")
+    errors = sorted({f"{r.info.label}: {c['error']}" for r in done for c in r.captures if c.get("error")}
+                    | {f"{r.info.label}: {leaf['path']}: {leaf['error']}" for r in done for c in r.captures
+                       for leaf in c.get("leaves", ()) if leaf.get("error")}
+                    | {f"{r.info.label}: {r.info.error}" for r in done if r.info.error})
+    if errors:
+        notes.append("the final state was only partly captured: " + "; ".join(errors[:3]))
     if done and not any(r.captures for r in done):
         notes.append("no final state was captured (the process was killed, called os._exit, or is not "
                      "Python); only printed output and files were compared")
@@ -801,12 +811,11 @@ def _compare_runs(display: str, done: list[_Run], target: str, module: bool, com
                 env_diffs.append({"run": label, **e.to_dict()})
     result = CheckResult(display, infos, findings, compared, environment=base_env or environment.collect(),
                          environment_diffs=env_diffs)
-    seed_note = ("PYTHONHASHSEED differed between runs: it was unset (or 'random'), so each interpreter "
-                 "hashed strings differently, and the iteration order of sets (and of dicts built from "
-                 "them) of strings changed")
     if probe_differs and findings:
-        result.causes.append(seed_note + ". Fix: run with PYTHONHASHSEED=0 (or `fwd9m run`), or iterate "
-                             "in a fixed order (sorted(s)).")
+        result.causes.append("PYTHONHASHSEED differed between runs (it was unset or 'random'), so each "
+                             "interpreter hashed strings differently: anything that iterates over a set of "
+                             "strings (or a dict built from one) saw a different order. Fix: run with "
+                             "PYTHONHASHSEED=0 (or `fwd9m run`), or iterate in a fixed order (sorted(s)).")
     elif probe_differs:
         result.notes.append("PYTHONHASHSEED differed between runs (string hashing was randomised); "
                             "the outputs did not depend on it this time.")

@@ -328,8 +328,8 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 # --------------------------------------------------------------------------- compare
 
 def _bits_dtype(np: Any, dtype: Any) -> Any:
-    if dtype.kind in "biuf" or dtype.kind == "c" or (dtype.kind == "V" and dtype.itemsize in (1, 2, 4, 8)
-                                                      and dtype.fields is None):
+    raw = dtype.kind == "V" and dtype.itemsize in (1, 2, 4, 8) and dtype.fields is None  # ml_dtypes
+    if dtype.kind in "biufc" or raw:
         if dtype.kind == "b":
             return np.dtype(np.uint8)
         size = dtype.itemsize // 2 if dtype.kind == "c" else dtype.itemsize
@@ -566,8 +566,6 @@ def compare(a: Any, b: Any, prefix: str = "") -> list[LeafDiff]:
 
 
 # --------------------------------------------------------------------------- text
-
-
 
 #: Parts of printed lines that change from run to run without meaning a different
 #: result: memory addresses, wall-clock timestamps, durations and rates (Keras's
