@@ -10,7 +10,6 @@ from ._engine import ENGINE_CODES, Finding
 
 __all__ = ["render_text", "render_json", "render_sarif", "render_statistics"]
 
-DOCS_URL = "https://github.com/fwd9m/framework-determinism/blob/main/docs/rules.md"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
@@ -42,10 +41,6 @@ def render_json(findings: list[Finding], files: int) -> str:
                        "statistics": dict(sorted(counts.items()))}, indent=2)
 
 
-def _anchor(code: str, name: str) -> str:
-    return f"{DOCS_URL}#{code.lower()}-{name}"
-
-
 def render_sarif(findings: list[Finding], rule_classes) -> str:
     """A SARIF 2.1.0 log with one run; rules carry their docs, results 1-based regions."""
     descriptors, index = [], {}
@@ -60,7 +55,6 @@ def render_sarif(findings: list[Finding], rule_classes) -> str:
             "shortDescription": {"text": r.summary()},
             "fullDescription": {"text": r.summary()},
             "help": {"text": r.doc(), "markdown": r.doc()},
-            "helpUri": _anchor(r.code, r.name),
             "defaultConfiguration": {"level": "warning"},
             "properties": {"tags": ["reproducibility"], "default": r.default},
         })
@@ -85,7 +79,7 @@ def render_sarif(findings: list[Finding], rule_classes) -> str:
     log = {
         "$schema": SARIF_SCHEMA, "version": "2.1.0",
         "runs": [{"tool": {"driver": {"name": "fwd9m lint", "version": __version__,
-                                      "informationUri": DOCS_URL, "rules": descriptors}},
+                                      "rules": descriptors}},
                   "results": results}],
     }
     return json.dumps(log, indent=2)
