@@ -3,6 +3,7 @@
     fwd9m debug script.py [ARGS...]              record two fresh runs, compare, report
     fwd9m debug record -o run.trace script.py    record one run
     fwd9m debug diff a.trace b.trace             compare two traces (also across machines)
+    fwd9m debug diff runA/ runB/                 rank by rank (fwd9m run --record-ranks runA -- torchrun ...)
 """
 
 from __future__ import annotations
@@ -24,8 +25,12 @@ def add_arguments(p) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--html", metavar="REPORT.html", help="also write an HTML report with a plot")
     p.add_argument("-o", "--output", metavar="RUN.trace", help="record: the trace file to write")
-    p.add_argument("--level", choices=("sequence", "digests", "full"), default="digests",
-                   help="detail recorded per op (default: digests)")
+    p.add_argument("--level", choices=("modules", "sequence", "digests", "full"), default="digests",
+                   help="detail recorded per op (default: digests; modules: PyTorch module-level)")
+    p.add_argument("--steps", metavar="A:B", help="PyTorch: record ops only in optimizer steps A..B")
+    p.add_argument("--fast", action="store_true",
+                   help="PyTorch: a module-level pass first, then op-level recording of the "
+                        "first diverging step only (for long or large runs)")
     p.add_argument("--capture", metavar="OPS",
                    help="store full tensors for these ops: names (index_put_,MatMul) or "
                         "SEQ:RADIUS windows, comma-separated")
@@ -44,16 +49,29 @@ def _progress(msg: str) -> None:
     print(f"fwd9m debug: {msg}", file=sys.stderr, flush=True)
 
 
+def _steps(text: str | None) -> str:
+    from ..errors import ConfigurationError
+
+    if not text:
+        return "-"
+    a, _, b = text.partition(":")
+    try:
+        lo, hi = int(a), int(b or a)
+    except ValueError:
+        raise ConfigurationError(f"--steps {text!r}: use A:B, e.g. --steps 3:3") from None
+    return f"{lo},{hi}"
+
+
 def _record(args, target: str, script_args: list[str], out: str, env: dict | None = None,
-            label: str = "") -> int:
+            label: str = "", level: str | None = None, steps: str | None = None) -> int:
     from .._launch import resolve_target
     from ..errors import RunError
 
     resolve_target(target, args.module)
     frameworks = ",".join("tensorflow" if f == "keras" else f for f in args.framework) \
         if args.framework else "-"
-    cmd = [sys.executable, "-m", "fwd9m.debug._child", out, args.level, args.capture or "-",
-           frameworks, "1" if args.module else "0", target, *script_args]
+    cmd = [sys.executable, "-m", "fwd9m.debug._child", out, level or args.level,
+           args.capture or "-", steps or _steps(args.steps), frameworks, "1" if args.module else "0", target, *script_args]
     t0 = time.perf_counter()
     _progress(f"recording {label or target} -> {out}")
     try:
@@ -88,6 +106,12 @@ def run(args) -> int:
     if args.target == "diff":
         if len(args.args) != 2:
             raise ConfigurationError("usage: fwd9m debug diff A.trace B.trace")
+        if all(os.path.isdir(p) for p in args.args):  # one trace per rank: rank r vs rank r
+            from ..distributed import diff_ranks
+
+            ranks = diff_ranks(*args.args)
+            print(ranks.render("json" if args.format == "json" else "text"))
+            return 0 if ranks.reproducible else 1
         return _emit(debug.diff(*args.args), args)
     if args.target == "record":
         rest = list(args.args)
@@ -108,10 +132,33 @@ def run(args) -> int:
     os.makedirs(directory, exist_ok=True)
     try:
         paths = [os.path.join(directory, f"run{i}.trace") for i in (1, 2)]
+        first_pass = None
+        if args.fast:
+            mpaths = [os.path.join(directory, f"modules{i}.trace") for i in (1, 2)]
+            for i, p in enumerate(mpaths, 1):
+                _record(args, args.target, args.args, p, label=f"module-level run {i}/2",
+                        level="modules")
+            first_pass = debug.diff(*mpaths)
+            if first_pass.reproducible or first_pass.first is None or first_pass.first.step < 0:
+                return _emit(first_pass, args)
+            s = first_pass.first.step
+            _progress(f"module-level pass: first divergence in step {s} "
+                      f"({first_pass.first.op} {first_pass.first.module}); op-level runs of step {s}")
+            args.steps = f"{s}:{s}"
         codes = [_record(args, args.target, args.args, p, label=f"run {i}/2")
                  for i, p in enumerate(paths, 1)]
         _progress("comparing")
         report = debug.diff(*paths)
+        if first_pass is not None:
+            f0 = first_pass.first
+            report.notes.insert(0, f"module-level pass: first divergence at {f0.op} in "
+                                   f"{f0.module or '-'} (step {f0.step}); ops recorded for step "
+                                   f"{f0.step} only")
+            if report.reproducible:
+                report.notes.append("the op-level runs of that step agreed (a race that did "
+                                    "not recur); showing the module-level finding")
+                first_pass.notes.extend(report.notes)
+                report = first_pass
         for i, c in enumerate(codes, 1):
             if c:
                 report.notes.append(f"run {i} exited with status {c}")

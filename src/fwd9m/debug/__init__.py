@@ -75,7 +75,8 @@ def _header(frameworks: list[str], level: str, program: dict | None) -> dict[str
 @contextlib.contextmanager
 def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[str] | None = None,
            level: str = "digests", capture: str | list[str] | None = None,
-           samples: bool = True, program: dict | None = None) -> Iterator[Trace]:
+           samples: bool = True, program: dict | None = None,
+           steps: tuple[int, int] | None = None) -> Iterator[Trace]:
     """Record every op executed in the block into a trace file.
 
     Args:
@@ -88,6 +89,12 @@ def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[
         capture: op names and/or ``SEQ:RADIUS`` windows whose full input and output
             tensors are stored (any level but "sequence").
         samples: store 4 sampled values per float output (for magnitudes in reports).
+        steps: PyTorch: record ops only in optimizer steps ``steps[0]..steps[1]``
+            (inclusive; step 0 is before the first ``optimizer.step()``); outside the
+            window no dispatch mode is installed, so those steps run at full speed.
+            Level "modules" (PyTorch) records one entry per module call, gradient and
+            parameter update instead of every op: the cheap first pass of
+            ``fwd9m debug --fast``.
     Yields:
         :class:`Trace`; the file is complete when the block exits (also on error).
     Raises:
@@ -102,7 +109,7 @@ def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[
     path = os.fspath(path)
     spec = CaptureSpec(capture)
     writer = TraceWriter(path, _header(names, level, program))
-    rec = Recording(writer, level=level, capture=spec, samples=samples)
+    rec = Recording(writer, level=level, capture=spec, samples=samples, steps=steps)
     recorders = []
     for n in names:
         if n == "torch":

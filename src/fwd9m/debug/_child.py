@@ -1,7 +1,7 @@
 """Child process of ``fwd9m debug``: record a script run as ``__main__`` into a trace.
 
-``python -m fwd9m.debug._child OUT LEVEL CAPTURE FRAMEWORKS MODULE TARGET [ARGS...]``
-(CAPTURE/FRAMEWORKS: comma-separated or "-"; MODULE: "1" for ``-m``). Exits with the
+``python -m fwd9m.debug._child OUT LEVEL CAPTURE STEPS FRAMEWORKS MODULE TARGET [ARGS...]``
+(CAPTURE/FRAMEWORKS: comma-separated or "-"; STEPS: "A,B" or "-"; MODULE: "1" for ``-m``). Exits with the
 script's exit status.
 """
 
@@ -39,7 +39,7 @@ def detect_frameworks(target: str, module: bool) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    out, level, capture, frameworks, module, target, *args = argv
+    out, level, capture, steps, frameworks, module, target, *args = argv
     from .. import _launch
     from . import record
 
@@ -53,7 +53,8 @@ def main(argv: list[str]) -> int:
         __import__("tensorflow" if n == "tensorflow" else n)
     program = {"script": target, "argv": args, "module": module_flag}
     with record(out, framework=names, level=level,
-                capture=None if capture == "-" else capture, program=program):
+                capture=None if capture == "-" else capture, program=program,
+                steps=None if steps == "-" else tuple(int(x) for x in steps.split(","))):
         code = _launch.run_as_main(target, args, module=module_flag)
     return code
 

@@ -12,10 +12,11 @@ from ._store import HAS_SAMPLE, NO_STRING, SEP, TraceWriter
 
 __all__ = ["LEVELS", "PHASES", "CaptureSpec", "Recording", "user_location"]
 
-#: Detail levels, like tfdbg2's tensor_debug_mode: op sequence only; + digests of
-#: every tensor (and 4 sampled values of each float output); + full tensors of the
-#: ops that ``capture`` selects.
-LEVELS = ("sequence", "digests", "full")
+#: Detail levels, like tfdbg2's tensor_debug_mode: "modules" (PyTorch: one record per
+#: module call, gradient and parameter update, no per-op recording: the cheap first
+#: pass); op sequence only; + digests of every tensor (and 4 sampled values of each
+#: float output); + full tensors of the ops that ``capture`` selects.
+LEVELS = ("modules", "sequence", "digests", "full")
 PHASES = ("forward", "backward", "optimizer", "data", "other")
 SAMPLES = 4
 
@@ -108,7 +109,7 @@ class Recording:
     """State shared by a framework's hooks during one ``record()`` block."""
 
     def __init__(self, writer: TraceWriter, level: str = "digests", capture=None,
-                 samples: bool = True):
+                 samples: bool = True, steps: tuple[int, int] | None = None):
         if level not in LEVELS:
             raise ConfigurationError(f"unknown detail level {level!r}; use one of {', '.join(LEVELS)}")
         self.writer = writer
@@ -119,6 +120,8 @@ class Recording:
             raise ConfigurationError("level 'full' needs capture=... (op names or SEQ:RADIUS "
                                      "windows): full tensors of every op would not be bounded")
         self.samples = samples and self.digests
+        #: record ops only while ``steps[0] <= step <= steps[1]`` (None: always)
+        self.steps = steps
         self.step = 0
         self.phase_override: str | None = None
         self._ctx: dict[tuple, int] = {}

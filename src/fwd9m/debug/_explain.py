@@ -115,6 +115,16 @@ def explain(first, report, ha: dict, hb: dict) -> dict[str, Any]:
     env = ha.get("environment") or {}
     version = ((env.get("frameworks") or {}).get(framework) or {}).get("version") \
         or (env.get("packages") or {}).get(framework)
+    if first.kind == "culprit" and first.op.split(":", 1)[0] in ("module", "grad", "param"):
+        what = {"module": f"module {first.module} (forward)",
+                "grad": f"the gradient of {first.module}.{first.op.split(':', 1)[1]} (backward)",
+                "param": f"the update of {first.module}.{first.op.split(':', 1)[1]} (optimizer)"}
+        return {"headline": f"module-level pass: {what[first.op.split(':', 1)[0]]} is the first "
+                            f"to differ from identical inputs in step {first.step}",
+                "causes": ["a nondeterministic op inside it; record that step op by op to name it"],
+                "catalog": [],
+                "fix": f"fwd9m debug --steps {first.step}:{first.step} SCRIPT  "
+                       f"# op-level recording of step {first.step} only"}
     if first.kind == "culprit":
         entries = _entries_for_op(framework, first.op, version, first.device)
         if entries:

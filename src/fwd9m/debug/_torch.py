@@ -58,6 +58,7 @@ class TorchRecorder:
 
         self.torch = torch
         self.rec = rec
+        self._module_level = rec.level == "modules"
         self._dispatch = _torch_dispatch
         self._infos: dict[Any, _OpInfo] = {}
         self._modules: list[Any] = []  # stack of entered modules
@@ -70,6 +71,7 @@ class TorchRecorder:
         self._float_dtypes = {torch.float16, torch.bfloat16, torch.float32, torch.float64}
         self._pending: list[tuple] = []  # ops waiting for device digests
         self._partials: list[Any] = []
+        self._param_paths: dict[int, tuple[str, str]] = {}  # id(param) -> (module path, name)
         self._known: dict[tuple, tuple] = {}  # (data_ptr, nbytes, dtype) -> (ref, version, digest, sample)
 
     # ------------------------------------------------------------------ hooks
@@ -80,6 +82,8 @@ class TorchRecorder:
             base = type(root).__name__
             for name, sub in root.named_modules():
                 self._paths[id(sub)] = f"{base}.{name}" if name else base
+            for name, prm in root.named_parameters():
+                self._param_paths[id(prm)] = (f"{base}.{name}".rsplit(".", 1)[0], name.rsplit(".", 1)[-1])
             p = self._paths.get(id(module))
             if p is None:
                 parent = self._path_of(self._modules[-1]) if self._modules else ""
@@ -92,6 +96,8 @@ class TorchRecorder:
         self._modules.append(module)
 
     def _post_hook(self, module, args, output):
+        if self._module_level and self._modules:
+            self._record_module(module, args, output)
         if self._modules and self._modules[-1] is module:
             self._modules.pop()
         elif module in self._modules:  # an exception skipped a post hook
@@ -100,12 +106,63 @@ class TorchRecorder:
             self._model_inputs = set()
 
     def _opt_pre(self, optimizer, args, kwargs):
+        if self._module_level:
+            self._record_params(optimizer, grads=True)
         self._phase_stack.append("optimizer")
 
     def _opt_post(self, optimizer, args, kwargs):
         if self._phase_stack:
             self._phase_stack.pop()
+        if self._module_level:
+            self._record_params(optimizer, grads=False)
         self.rec.step += 1
+        self._window()
+
+    # ------------------------------------------------------------------ step window
+    def _window(self) -> None:
+        """Enter the dispatch mode while the step is inside ``rec.steps``."""
+        if self._module_level:
+            return
+        steps = self.rec.steps
+        inside = steps is None or steps[0] <= self.rec.step <= steps[1]
+        if inside and self._mode is None:
+            self._mode = self._dispatch.dispatch_mode(self._on_op)
+            self._mode.__enter__()
+        elif not inside and self._mode is not None:
+            self.flush()
+            self._mode.__exit__(None, None, None)
+            self._mode = None
+
+    # ------------------------------------------------------------------ module level
+    def _record_module(self, module, args, output) -> None:
+        """Level "modules": one record per module call (inputs and outputs)."""
+        torch = self.torch
+        rec = self.rec
+        ins = [(a, IS_MODEL_INPUT if len(self._modules) == 1 else 0)
+               for a in args if isinstance(a, torch.Tensor)]
+        outs = [output] if isinstance(output, torch.Tensor) else \
+            [o for o in output if isinstance(o, torch.Tensor)] if isinstance(output, (tuple, list)) else []
+        name = type(module).__name__
+        ctx = rec.ctx_id(self._path_of(module), "forward", user_location(3), "", "")
+        rec.writer.op(rec.name_id(("module", name), f"module:{name}"), ctx, rec.step,
+                      [self._tensor(t, f, True, False) for t, f in ins],
+                      [self._tensor(t, 0, True, True) for t in outs])
+
+    def _record_params(self, optimizer, grads: bool) -> None:
+        """Level "modules": gradients before the optimizer step (phase backward) and
+        parameters after it (phase optimizer), one record per parameter."""
+        rec = self.rec
+        loc = user_location(3)
+        for group in optimizer.param_groups:
+            for prm in group["params"]:
+                t = prm.grad if grads else prm
+                if t is None:
+                    continue
+                path, pname = self._param_paths.get(id(prm), ("", "param"))
+                ctx = rec.ctx_id(path, "backward" if grads else "optimizer", loc, "", "")
+                kind = "grad" if grads else "param"
+                rec.writer.op(rec.name_id((kind, pname), f"{kind}:{pname}"), ctx, rec.step, [],
+                              [self._tensor(t.detach(), IS_PARAM, True, True)])
 
     def _patch_dataloader(self) -> None:
         try:
@@ -139,8 +196,7 @@ class TorchRecorder:
             opt.register_optimizer_step_post_hook(self._opt_post),
         ]
         self._patch_dataloader()
-        self._mode = self._dispatch.dispatch_mode(self._on_op)
-        self._mode.__enter__()
+        self._window()
 
     def stop(self) -> None:
         if self._mode is not None:
