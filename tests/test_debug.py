@@ -261,3 +261,15 @@ def test_module_level_pass_and_step_window(tmp_path, two_threads):
             break
     assert report.first.op == "module:Pool" and report.first.module == "Net.pool", report.render()
     assert "--steps" in report.first.explanation["fix"]
+
+
+def test_backward_ops_attributed_to_forward_module(tmp_path):
+    torch.manual_seed(0)
+    model = Net(64)
+    with dbg.record(tmp_path / "b.trace", framework="torch"):
+        _train(model, torch.randn(64, 4))
+    ops = list(dbg.TraceReader(tmp_path / "b.trace"))
+    back = [o for o in ops if o.phase == "backward" and o.node == "IndexPutBackward0"]
+    assert back and back[0].module == "Net.pool"
+    assert back[0].location.endswith(f":{_line('the culprit line')}")
+    assert any(o.phase == "backward" and o.module == "Net.proj" for o in ops)

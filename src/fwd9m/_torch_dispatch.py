@@ -12,13 +12,19 @@ this file so a torch upgrade breaks one place:
   executed by the engine on this thread, or None outside backward. Used by
   ``torch.utils._debug_mode`` for the same purpose. Source:
   https://github.com/pytorch/pytorch/blob/main/torch/csrc/autograd/python_engine.cpp
+* ``torch._C._autograd._get_sequence_nr()``: the thread-local autograd sequence
+  number, which the next autograd ``Node`` created on this thread will take
+  (``Node._sequence_nr()``); autograd creates an op's node before dispatching the op
+  below autograd, so inside the dispatch handler of a forward op ``value - 1`` is the
+  node that op created (the profiler links forward and backward ops the same way).
+  Source: https://github.com/pytorch/pytorch/blob/main/torch/csrc/autograd/function.h
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["dispatch_mode", "current_autograd_node", "op_schema_info"]
+__all__ = ["dispatch_mode", "current_autograd_node", "next_sequence_nr", "op_schema_info"]
 
 
 def dispatch_mode(handler: Callable[[Any, tuple, dict], Any]):
@@ -39,6 +45,13 @@ def current_autograd_node():
     import torch
 
     return torch._C._current_autograd_node()
+
+
+def next_sequence_nr() -> int:
+    """The sequence number the next autograd node on this thread will get."""
+    import torch
+
+    return torch._C._autograd._get_sequence_nr()
 
 
 def op_schema_info(func) -> dict[str, Any]:

@@ -71,6 +71,7 @@ class TorchRecorder:
         self._float_dtypes = {torch.float16, torch.bfloat16, torch.float32, torch.float64}
         self._pending: list[tuple] = []  # ops waiting for device digests
         self._partials: list[Any] = []
+        self._node_modules: dict[int, tuple[str, str]] = {}  # autograd seq nr -> (module, line)
         self._param_paths: dict[int, tuple[str, str]] = {}  # id(param) -> (module path, name)
         self._known: dict[tuple, tuple] = {}  # (data_ptr, nbytes, dtype) -> (ref, version, digest, sample)
 
@@ -332,8 +333,10 @@ class TorchRecorder:
         out_recs = [self._tensor(t, 0, odig, True, not info.mutates) for t in outs]
         # context: module path, phase, location, autograd node, device
         node = self._dispatch.current_autograd_node()
+        loc = None
         if node is not None:
             phase, node_name = "backward", node.name()
+            module, loc = self._node_modules.get(node._sequence_nr(), ("", None))
         else:
             node_name = ""
             if self._phase_stack:
@@ -342,14 +345,23 @@ class TorchRecorder:
                 phase = "forward"
             else:
                 phase = "other"
-        module = self._path_of(self._modules[-1]) if self._modules and node is None else ""
+            module = self._path_of(self._modules[-1]) if self._modules else ""
+        if loc is None:
+            loc = user_location(3)
+        if node is None and module:
+            # remember which module/line created the autograd node of this op (if any),
+            # so its backward ops are attributed to them; first writer wins
+            nodes = self._node_modules
+            if len(nodes) > 500_000:
+                nodes.clear()
+            nodes.setdefault(self._dispatch.next_sequence_nr() - 1, (module, loc))
         device = ""
         for t in (outs or [t for t, _ in ins]):
             device = t.device.type if t.device.index is None else str(t.device)
             break
         if info.random:
             node_name = node_name or "random"
-        ctx = rec.ctx_id(module, phase, user_location(3), node_name, device)
+        ctx = rec.ctx_id(module, phase, loc, node_name, device)
         entry = (info.name_id, ctx, rec.step, in_recs, out_recs,
                  (in_caps, [self._bytes(t) for t in outs]) if capture else None)
         if self._partials:
