@@ -21,6 +21,13 @@ def _field(first: dict, name: str) -> str:
     return str(first.get(name) or "")
 
 
+def _brief(first: dict) -> str:
+    """The first divergence without its long parts, for assertion messages."""
+    keep = ("kind", "op", "module", "phase", "location", "source", "detail")
+    return str({k: first.get(k) for k in keep} | {"headline": _field(first, "headline"),
+                                                  "catalog": _field(first, "catalog")})
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", DEBUG_CASES, ids=[c.id for c in DEBUG_CASES])
 def test_debug_reports_documented_cause(case):
@@ -32,12 +39,13 @@ def test_debug_reports_documented_cause(case):
     assert proc.returncode == 1, explain(proc)
     report = parse_json(proc)
     first = report.get("first") or {}
-    assert report.get("kind") == case.kind and first.get("kind") == case.kind, \
-        f"expected a {case.kind} cause, got {report.get('kind')}: {first}\n{explain(proc)}"
+    kinds = case.kind.split("|")
+    assert report.get("kind") in kinds and first.get("kind") in kinds, \
+        f"expected a {case.kind} cause, got {report.get('kind')}: {_brief(first)}"
     for name, expected in case.expect.items():
         assert expected in _field(first, name), \
-            f"{name}: expected {expected!r} in {_field(first, name)!r}; first divergence: {first}"
+            f"{name}: expected {expected!r} in {_field(first, name)!r}: {_brief(first)}"
     if case.line:
         where = f"{example.rel('broken')}:{example.line_of(case.line)}"
         assert first.get("location") == where, \
-            f"expected the divergence at {where}, got {first.get('location')}: {first}"
+            f"expected the divergence at {where}, got {first.get('location')}: {_brief(first)}"
