@@ -176,7 +176,9 @@ class FileContext:
 #: fields that never hold nodes a rule needs (``ctx``/``op`` singletons, names, flags)
 _SKIP_FIELDS = frozenset({"ctx", "op", "id", "attr", "name", "arg", "module", "level", "kind",
                           "type_comment", "is_async", "conversion", "names", "kwd_attrs", "rest",
-                          "lineno", "col_offset", "end_lineno", "end_col_offset"})
+                          "lineno", "col_offset", "end_lineno", "end_col_offset",
+                          # annotations never run at training time: no rule looks inside them
+                          "annotation", "returns", "type_params", "type_ignores"})
 #: evaluation order where it differs from field order
 _ORDER = {ast.Assign: ("value", "targets"), ast.AugAssign: ("value", "target"),
           ast.AnnAssign: ("value", "target", "annotation"), ast.For: ("iter", "target", "body", "orelse"),
@@ -270,8 +272,6 @@ class _Walker:
                         children = [*node.bases, *node.keywords, *node.body]
                     else:
                         children = [node.args, *node.body]
-                        if node.returns is not None:
-                            children.append(node.returns)
                 else:
                     children = [node.args, node.body]
                 is_fn = t in fdefs
