@@ -164,6 +164,7 @@ class SeedAfterUse(Rule):
         "def main():\n    keras.utils.set_random_seed(0)\n    m = build()\n",
         "import torch\ndef f():\n    return torch.nn.Linear(3, 3)\ntorch.manual_seed(0)\n",
         "import random\nseed = random.randint(0, 100)\nrandom.seed(seed)\n",
+        "import numpy as np\nnp.random.seed(1)\na = np.random.rand()\nnp.random.seed(1)\nb = np.random.rand()\n",
     )
 
     def __init__(self, ctx):
@@ -213,6 +214,9 @@ class SeedAfterUse(Rule):
             for cscope, call, qn in self.calls:
                 if cscope is not scope or call.lineno >= seed.lineno or self._feeds(call, seed):
                     continue
+                if any(s_scope is scope and s_qn == seed_qn and s.lineno < call.lineno
+                       for s_scope, s, s_qn in self.seeds):
+                    continue  # drawn after an earlier seed: re-seeding, not seeding late
                 hit = None
                 if _consumer(qn, seed_qn):
                     hit = f"{qn} on line {call.lineno}"
@@ -258,15 +262,17 @@ class UnseededGenerator(Rule):
     Flags `np.random.default_rng()`, `np.random.RandomState()`, `random.Random()` and
     NumPy bit generators created without a seed, generators that always take OS entropy
     (`random.SystemRandom`, `tf.random.Generator.from_non_deterministic_state()`,
-    `torch.seed()`, `Generator.seed()`), and `torch.Generator()` that is never given
-    `manual_seed`.
+    `torch.seed()`, `Generator.seed()`), and, in a file that calls `torch.manual_seed`,
+    a `torch.Generator()` that is never given `manual_seed`. A generator assigned to a
+    name or attribute that is later seeded (`rng.seed(s)`, `g.manual_seed(s)`) is fine.
 
     ## Why is this bad
     Without a seed, NumPy and Python take fresh OS entropy for each new generator, so
     every run draws different numbers; no global `np.random.seed` reaches them. A
     `torch.Generator()` instead starts from the fixed default seed 67280421310721
-    (`c10/core/GeneratorImpl.h`), so it is not reached by `torch.manual_seed` and every
-    unseeded generator repeats the same stream.
+    (`c10/core/GeneratorImpl.h`): repeatable, but `torch.manual_seed` does not reach it,
+    so changing the run's seed leaves that stream unchanged, and every unseeded generator
+    repeats the same numbers.
 
     ## Example
     ```python
@@ -296,7 +302,7 @@ class UnseededGenerator(Rule):
         "from numpy.random import default_rng\nrng = default_rng(None)\n",
         "import random\nr = random.Random()\n",
         "import tensorflow as tf\ng = tf.random.Generator.from_non_deterministic_state()\n",
-        "import torch\ng = torch.Generator()\nx = torch.rand(3, generator=g)\n",
+        "import torch\ntorch.manual_seed(0)\ng = torch.Generator()\nx = torch.rand(3, generator=g)\n",
         "import torch\ng = torch.Generator()\ng.seed()\n",
     )
     valid = (
@@ -304,6 +310,7 @@ class UnseededGenerator(Rule):
         "import random\nr = random.Random(42)\n",
         "import torch\ng = torch.Generator()\ng.manual_seed(0)\n",
         "import torch\ng = torch.Generator().manual_seed(0)\n",
+        "import torch\ng = torch.Generator()\nx = torch.rand(3, generator=g)\n",
         "import tensorflow as tf\ng = tf.random.Generator.from_seed(1)\n",
         "import random\nclass S:\n    def __init__(self):\n        self._rng = random.Random()\n"
         "    def set_seed(self, s):\n        self._rng.seed(s)\n",
@@ -366,14 +373,11 @@ class UnseededGenerator(Rule):
                 continue
             self.report(node, f"{qn}() without a seed takes fresh OS entropy every run; "
                         "pass a seed derived from the run's seed")
-        seeded_names = {c.func.value.id for c in self.ctx.methods.get("manual_seed", ())
-                        if type(c.func.value) is ast.Name}
-        by_call = {id(v): k for k, v in self.torch_generators.items()}
+        if not seeds(self.ctx, TORCH_SEED_CALLS):
+            return  # a generator on the fixed default seed is repeatable; it only surprises
+            # code that seeds torch and expects the seed to reach every generator
         for _, node in self.pending:
-            if id(node) in self.seeded_inline:
-                continue
-            name = by_call.get(id(node))
-            if name is not None and name in seeded_names:
+            if id(node) in self.seeded_inline or self.targets.get(id(node)) in reseeded:
                 continue
             self.report(node, "torch.Generator() is never given manual_seed: it starts from the "
                         "fixed default seed, apart from torch.manual_seed, so every unseeded "
