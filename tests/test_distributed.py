@@ -164,3 +164,45 @@ def test_install_from_env_needs_the_variable():
     pytest.importorskip("torch")
     assert install_from_env({}) is False
     assert install_from_env({fd.ENV_CHECK_REPLICAS: "x"}) is False
+
+
+# ----------------------------------------------------------------------------- debug per rank
+
+def test_record_rank_traces_collectives_and_diff_ranks(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    from conftest import run_fwd9m
+
+    dist = torch.distributed
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    try:
+        for run, seed in (("a", 1), ("b", 1), ("c", 2)):
+            torch.manual_seed(seed)
+            with fd.record_rank(tmp_path / run, framework="torch"):
+                x = torch.randn(4)
+                dist.all_reduce(x)
+                (x * 2).sum()
+    finally:
+        dist.destroy_process_group()
+    from fwd9m.debug import TraceReader
+
+    names = [op.name for op in TraceReader(str(tmp_path / "a" / "rank0.trace"))]
+    assert "c10d::allreduce_" in names  # a collective is an op like any other
+    assert fd.diff_ranks(tmp_path / "a", tmp_path / "b").reproducible
+    differ = fd.diff_ranks(tmp_path / "a", tmp_path / "c")
+    assert not differ.reproducible and differ.first_rank == 0
+    assert "rank 0 diverges first" in differ.render()
+    out = run_fwd9m("debug", "diff", str(tmp_path / "a"), str(tmp_path / "c"), timeout=120)
+    assert out.returncode == 1 and "=== rank 0 ===" in out.stdout, out.stderr
+    with pytest.raises(ConfigurationError):
+        fd.diff_ranks(tmp_path, tmp_path / "a")
+
+
+def test_launchers_do_not_record_themselves():
+    from fwd9m.distributed._debug import _is_launcher
+
+    assert _is_launcher(["python", "-m", "torch.distributed.run", "--nproc-per-node", "2", "t.py"])
+    assert _is_launcher(["python", "/venv/bin/torchrun", "t.py"])
+    assert not _is_launcher(["python", "-u", "train.py"])
+    assert not _is_launcher(["python", "-m", "fwd9m", "run", "train.py"])

@@ -113,3 +113,26 @@ def test_keras_mirrored_strategy_reproducible_and_replica_drift(tmp_path):
     assert "REPLICAS DIFFER at step 8" in text
     assert "first: variable 'sequential/dense/kernel'" in text
     assert "replica 1 differs from replica 0 (max |difference| 0.001)" in text
+
+
+@pytest.mark.slow
+def test_record_ranks_then_debug_diff_rank_by_rank(torch_available, tmp_path):
+    port = _free_port()
+    for run in ("a", "b"):
+        out = run_fwd9m("run", "--record-ranks", str(tmp_path / run), "--", *_torchrun(port),
+                        str(DATA / "torch_ddp.py"), "--seed-from", "time", cwd=tmp_path, env=_env(),
+                        timeout=TIMEOUT)
+        assert out.returncode == 0, out.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["rank0.trace", "rank1.trace"]
+    from fwd9m.debug import TraceReader
+
+    ops = list(TraceReader(str(tmp_path / "a" / "rank1.trace")))
+    allreduce = [op for op in ops if op.name == "c10d::allreduce_"]
+    assert len(allreduce) == 6 and {op.phase for op in allreduce} == {"backward"}  # DDP's gradient sync
+    out = run_fwd9m("debug", "--format", "json", "diff", str(tmp_path / "a"), str(tmp_path / "b"))
+    assert out.returncode == 1, out.stderr
+    result = json.loads(out.stdout)
+    assert result["first_rank"] in (0, 1)
+    for rank in ("0", "1"):  # the clock-seeded dataset, on each rank
+        first = result["ranks"][rank]["first"]
+        assert first["op"] == "aten::randn" and first["source"] == "rng", first

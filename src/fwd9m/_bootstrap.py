@@ -82,6 +82,10 @@ def _enable(framework: str) -> None:
             from .distributed._replicas import install_from_env  # fwd9m run --check-replicas
 
             install_from_env()
+        if framework == "torch" and os.environ.get("FWD9M_RECORD_RANKS"):
+            from .distributed._debug import record_from_env  # fwd9m run --record-ranks
+
+            record_from_env()
     except Exception as exc:  # never break the user's import
         import logging
 

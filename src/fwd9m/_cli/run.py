@@ -52,6 +52,10 @@ def add_arguments(p) -> None:
                    help="torch.distributed: after every N-th optimizer step, compare every rank's "
                         "parameters and buffers and stop at the first that differs "
                         "(fwd9m.distributed.check_replicas)")
+    p.add_argument("--record-ranks", metavar="DIR", default=None,
+                   help="record every op (collectives included) of each process that imports "
+                        "torch into DIR/rank<r>.trace; compare two launches with "
+                        "`fwd9m debug diff DIR_A DIR_B`")
     p.add_argument("--show", action="store_true",
                    help="print the environment changes and exit without running")
     p.add_argument("--format", choices=("text", "json"), default="text",
@@ -152,6 +156,13 @@ def run(args) -> int:
             raise ConfigurationError("--check-replicas N needs N >= 1 and the import hook "
                                      "(drop --no-enable)")
         env[ENV_CHECK_REPLICAS] = str(args.check_replicas)
+    if args.record_ranks is not None:
+        from ..distributed._debug import ENV_RECORD_RANKS
+        from ..errors import ConfigurationError
+
+        if not args.enable:
+            raise ConfigurationError("--record-ranks needs the import hook (drop --no-enable)")
+        env[ENV_RECORD_RANKS] = os.path.abspath(args.record_ranks)
     if args.show:
         if args.format == "json":
             json.dump([c.to_dict() for c in changes], sys.stdout, indent=2)

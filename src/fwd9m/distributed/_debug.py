@@ -1,0 +1,170 @@
+"""``fwd9m debug`` per rank: one trace per rank, rank r of run A against rank r of run B.
+
+Collectives are dispatched as ops (``c10d::allreduce_``, ``c10d::broadcast_``,
+``c10d::allgather_``: ``ProcessGroup`` calls them through the dispatcher,
+https://github.com/pytorch/pytorch/blob/main/torch/csrc/distributed/c10d/ProcessGroup.hpp),
+so :func:`fwd9m.debug.record` sees them like any aten op, including the gradient
+all-reduce that DDP's reducer issues during backward; a reduction whose inputs agree but
+whose output differs is named as the culprit op.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from .._log import logger
+from ..errors import ConfigurationError
+from ._ranks import rank_info
+
+__all__ = ["record_rank", "diff_ranks", "RankDiff", "ENV_RECORD_RANKS", "record_from_env"]
+
+#: ``fwd9m run --record-ranks DIR`` sets it: every process that imports torch records
+#: its ops into ``DIR/rank<r>.trace`` until it exits.
+ENV_RECORD_RANKS = "FWD9M_RECORD_RANKS"
+_TRACE = re.compile(r"^rank(\d+)\.trace$")
+
+
+def trace_path(directory: str | os.PathLike[str], rank: int | None = None) -> str:
+    """``directory/rank<r>.trace`` for this process's rank (or ``rank``)."""
+    r = rank_info().rank if rank is None else rank
+    return os.path.join(os.fspath(directory), f"rank{r}.trace")
+
+
+@contextlib.contextmanager
+def record_rank(directory: str | os.PathLike[str], **kwargs: Any) -> Iterator[Any]:
+    """``fwd9m.debug.record`` into ``directory/rank<r>.trace`` (the directory is
+    created); keyword arguments go to ``record``. Yields its :class:`~fwd9m.debug.Trace`."""
+    from .. import debug
+
+    os.makedirs(directory, exist_ok=True)
+    info = rank_info()
+    kwargs.setdefault("program", {"argv": list(sys.argv), "rank": info.rank, "world_size": info.world_size})
+    with debug.record(trace_path(directory, info.rank), **kwargs) as trace:
+        yield trace
+
+
+def record_from_env(environ: dict | None = None) -> bool:
+    """Start recording this process into ``$FWD9M_RECORD_RANKS/rank<r>.trace`` until it
+    exits (called by ``fwd9m run``'s import hook once torch is imported). Returns True
+    when recording started."""
+    directory = (os.environ if environ is None else environ).get(ENV_RECORD_RANKS)
+    if not directory:
+        return False
+    if rank_info().source == "single" and _is_launcher(getattr(sys, "orig_argv", sys.argv)):
+        return False  # torchrun's agent imports torch too; its ranks record themselves
+    cm = record_rank(directory, framework="torch")
+    cm.__enter__()
+
+    def stop() -> None:
+        try:
+            cm.__exit__(None, None, None)
+        except Exception as exc:  # the process is ending; the trace says it is incomplete
+            logger.warning("could not close the trace in %s: %s", directory, exc)
+
+    atexit.register(stop)
+    return True
+
+
+#: programs that start ranks rather than being one: ``torchrun``, ``horovodrun``,
+#: ``python -m torch.distributed.run`` / ``torch.distributed.launch``
+_LAUNCHER_SCRIPTS = ("torchrun", "horovodrun")
+_LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+
+
+def _is_launcher(argv: list[str]) -> bool:
+    """From the interpreter's original command line (``sys.orig_argv``: while
+    ``python -m torch.distributed.run`` imports torch, ``sys.argv[0]`` is still "-m")."""
+    args = list(argv)
+    for i, a in enumerate(args[1:], 1):
+        if a == "-m":
+            return i + 1 < len(args) and args[i + 1] in _LAUNCHER_MODULES
+        if not a.startswith("-"):
+            return os.path.basename(a) in _LAUNCHER_SCRIPTS
+    return False
+
+
+@dataclass
+class RankDiff:
+    """Per-rank comparison of two directories of traces (``rank<r>.trace``).
+
+    ``reports``: rank -> :class:`fwd9m.debug.Report`; ``missing``: ranks with a trace
+    in one directory only; ``first_rank``: the rank whose first divergence comes
+    earliest (training step, then op number), None when every rank is reproducible.
+    """
+
+    a: str
+    b: str
+    reports: dict[int, Any] = field(default_factory=dict)
+    missing: list[int] = field(default_factory=list)
+
+    @property
+    def reproducible(self) -> bool:
+        return not self.missing and all(r.reproducible for r in self.reports.values())
+
+    @property
+    def first_rank(self) -> int | None:
+        bad = [(r.first.step if r.first else 0, r.first.seq if r.first else 0, k)
+               for k, r in self.reports.items() if not r.reproducible]
+        return min(bad)[2] if bad else None
+
+    def render(self, fmt: str = "text") -> str:
+        if fmt == "json":
+            import json
+
+            return json.dumps({"a": self.a, "b": self.b, "reproducible": self.reproducible,
+                               "first_rank": self.first_rank, "missing": self.missing,
+                               "ranks": {str(k): json.loads(r.render("json")) for k, r in self.reports.items()}},
+                              indent=2, default=str)
+        lines = []
+        first = self.first_rank
+        if self.reproducible:
+            lines.append(f"REPRODUCIBLE: every rank's trace agrees ({len(self.reports)} ranks).")
+        else:
+            bad = [k for k, r in self.reports.items() if not r.reproducible]
+            lines.append(f"NOT REPRODUCIBLE: ranks {', '.join(map(str, bad)) or '-'} diverge"
+                         + (f"; rank {first} diverges first" if first is not None else "") + ".")
+        if self.missing:
+            lines.append(f"traces of ranks {', '.join(map(str, self.missing))} exist in one directory only")
+        order = sorted(self.reports, key=lambda k: (k != first, k))
+        for k in order:
+            lines += ["", f"=== rank {k} ===", self.reports[k].render("text")]
+        return "\n".join(lines)
+
+
+def _traces(directory: str) -> dict[int, str]:
+    out = {}
+    for p in Path(directory).iterdir():
+        m = _TRACE.match(p.name)
+        if m:
+            out[int(m.group(1))] = str(p)
+    return out
+
+
+def diff_ranks(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> RankDiff:
+    """Compare rank r of run ``a`` with rank r of run ``b`` (directories of
+    ``rank<r>.trace`` files, as :func:`record_rank` and ``fwd9m run --record-ranks``
+    write them).
+
+    Raises:
+        ConfigurationError: a directory holds no ``rank<r>.trace``.
+        FileFormatError: a trace is damaged (from :func:`fwd9m.debug.diff`).
+    """
+    from .. import debug
+
+    a, b = os.fspath(a), os.fspath(b)
+    ta, tb = _traces(a), _traces(b)
+    for d, t in ((a, ta), (b, tb)):
+        if not t:
+            raise ConfigurationError(f"{d} holds no rank<r>.trace files; record them with "
+                                     f"`fwd9m run --record-ranks {d} -- torchrun ...`")
+    result = RankDiff(a, b, missing=sorted(set(ta) ^ set(tb)))
+    for rank in sorted(set(ta) & set(tb)):
+        result.reports[rank] = debug.diff(ta[rank], tb[rank])
+    return result
