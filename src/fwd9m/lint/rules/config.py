@@ -309,8 +309,9 @@ class JitCompileWithOpDeterminism(Rule):
     """Asks Keras for XLA (`jit_compile=True`) in a file that enables TF op determinism.
 
     ## What it does
-    Flags `model.compile(..., jit_compile=True)` when the file calls
-    `tf.config.experimental.enable_op_determinism()`.
+    Flags `model.compile(..., jit_compile=True)` when
+    `tf.config.experimental.enable_op_determinism()` is called at module level or in the
+    same function.
 
     ## Why is this bad
     Keras 3 on TensorFlow turns XLA off when op determinism is on, "since not all ops
@@ -336,21 +337,30 @@ class JitCompileWithOpDeterminism(Rule):
     invalid = ("import tensorflow as tf\ntf.config.experimental.enable_op_determinism()\n"
                "model.compile(loss='mse', jit_compile=True)\n",)
     valid = ("import tensorflow as tf\ntf.config.experimental.enable_op_determinism()\n"
-             "model.compile(loss='mse')\n", "model.compile(loss='mse', jit_compile=True)\n")
+             "model.compile(loss='mse')\n", "model.compile(loss='mse', jit_compile=True)\n",
+             "import tensorflow as tf\ndef a():\n    tf.config.experimental.enable_op_determinism()\n"
+             "def b(model):\n    model.compile(loss='mse', jit_compile=True)\n")
 
     def __init__(self, ctx):
         super().__init__(ctx)
         self.sites = []
+        self.enabled: set = set()
 
     def visit_Call(self, node, qn):
+        scope = self.ctx.function_stack[-1] if self.ctx.function_stack else None
         if type(node.func) is ast.Attribute and node.func.attr == "compile":
             if literal(kwarg(node, "jit_compile"), None) is True:
-                self.sites.append(node)
+                self.sites.append((scope, node))
+        elif qn in ("tensorflow.config.experimental.enable_op_determinism",
+                    "tensorflow.python.framework.config.enable_op_determinism",
+                    "fwd9m.enable_determinism", "fwd9m.tensorflow.enable_determinism",
+                    "fwd9m.keras.enable_determinism"):
+            self.enabled.add(scope)
 
     def finish(self):
-        if self.ctx.called(["tensorflow.config.experimental.enable_op_determinism",
-                            "tensorflow.python.framework.config.enable_op_determinism"]):
-            for node in self.sites:
+        # determinism on at module level covers everything; in a function, that function
+        for scope, node in self.sites:
+            if None in self.enabled or scope in self.enabled:
                 self.report(node, "jit_compile=True with TF op determinism: Keras turns XLA off "
                             "when determinism is on (or, if compile runs first, XLA runs outside "
                             "the switch); drop jit_compile=True")
