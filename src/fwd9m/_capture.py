@@ -200,19 +200,19 @@ def collect() -> dict[str, Any]:
     tf = mods.get("tensorflow")
     tf_var = getattr(tf, "Variable", None) if tf is not None else None
     seen: set[int] = set()
+    buckets = [(nn.Module if nn is not None else None, torch_mods),
+               (optim.Optimizer if optim is not None else None, torch_opts),
+               (layer_types or None, keras_layers), (tf_var, tf_vars)]
+    kinds: dict[type, list | None] = {}  # one issubclass test per type, not per object
 
     def consider(o: Any) -> None:
-        if id(o) in seen:
-            return
-        seen.add(id(o))
-        if nn is not None and isinstance(o, nn.Module):
-            torch_mods.append(o)
-        elif optim is not None and isinstance(o, optim.Optimizer):
-            torch_opts.append(o)
-        elif layer_types and isinstance(o, layer_types):
-            keras_layers.append(o)
-        elif tf_var is not None and isinstance(o, tf_var):
-            tf_vars.append(o)
+        t = type(o)
+        if t not in kinds:
+            kinds[t] = next((bucket for cls, bucket in buckets if cls is not None and issubclass(t, cls)), None)
+        bucket = kinds[t]
+        if bucket is not None and id(o) not in seen:
+            seen.add(id(o))
+            bucket.append(o)
 
     for o in _state["torch"].values():
         consider(o)
@@ -222,6 +222,7 @@ def collect() -> dict[str, Any]:
     used: dict[str, int] = {}
     out: dict[str, Any] = {}
     torch_roots = _roots(torch_mods, lambda m: list(m.modules())[1:])
+
     def by_name(m):
         return _name_of(m, names) is None, _name_of(m, names) or "", type(m).__name__
 
@@ -247,8 +248,11 @@ def collect() -> dict[str, Any]:
     loose = [v for v in tf_vars if id(v) not in owned]
     if loose:
         out["tf.variables"] = {v.name: v for v in sorted(loose, key=lambda v: v.name)}
+    taken = {id(v) for v in out.values()} | {id(v) for v in loose} | owned
+    for m in torch_roots:
+        taken.update(id(t) for t in (*m.parameters(), *m.buffers()))
     for k in sorted(arrays):
-        if arrays[k] is not None and id(arrays[k]) not in {id(v) for v in out.values()}:
+        if id(arrays[k]) not in taken:
             out[f"globals.{k}"] = arrays[k]
     return out
 
