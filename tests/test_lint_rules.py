@@ -85,3 +85,20 @@ def test_catalog_finding_carries_the_catalog_fix():
     assert f.fix == "torch.use_deterministic_algorithms(True)"
     enabled = src.replace("torch.manual_seed(0)\n", "torch.manual_seed(0)\ntorch.use_deterministic_algorithms(True)\n")
     assert not [f for f in lint.lint_source(enabled, "t.py") if f.code == "FWD703"]
+
+
+def test_catalog_rules_follow_the_installed_version(monkeypatch):
+    """Entries are filtered by the installed framework version; with none installed,
+    every version counts."""
+    from fwd9m import catalog
+    from fwd9m.lint.rules import catalog_ops
+
+    entries = [e for e in catalog.entries("torch") if e.kind == "op"]
+    monkeypatch.setattr(catalog, "installed_version", lambda fw: None)
+    everything = catalog_ops._Index("torch")
+    assert everything.version is None
+    assert {e.id for e, _, _ in everything.entries} == {e.id for e in entries}
+    monkeypatch.setattr(catalog, "installed_version", lambda fw: "0.1")  # before any entry's range
+    old = catalog_ops._Index("torch")
+    assert {e.id for e, _, _ in old.entries} == {e.id for e in entries if e.applies_to("0.1")
+                                                 and e.behaviour_at("0.1") != "not-applicable"}
