@@ -133,8 +133,8 @@ def test_crash_in_one_run_is_a_finding_with_both_error_tails(tmp_path):
 def test_failing_everywhere_missing_script_and_stdin_reader(tmp_path):
     out = check(str(tmp_path / "nope.py"))
     assert out.returncode == 2 and "script not found" in out.stderr and "Traceback" not in out.stderr
-    out = check("-q", str(DATA / "reads_stdin.py"))
-    assert out.returncode == 2
+    out = check("-q", "--format", "json", str(DATA / "reads_stdin.py"))
+    assert out.returncode == 2 and json.loads(out.stdout)["reproducible"] is None
     assert "EOFError" in out.stderr and "reads standard input" in out.stderr
     out = check("-q", "--runs", "1", str(DATA / "python_set_order.py"))
     assert out.returncode == 2 and "at least 2" in out.stderr

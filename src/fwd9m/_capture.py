@@ -129,7 +129,7 @@ def install(out_dir: str | os.PathLike[str] | None = None, at_exit: bool = True)
         return False
     if _state["installed"]:
         return True
-    _state.update(installed=True, out_dir=str(out_dir), hash_probe=hash(HASH_PROBE_TEXT))
+    _state.update(installed=True, out_dir=str(out_dir), hash_probe=hash(HASH_PROBE_TEXT), pid=os.getpid())
     sys.addaudithook(_audit)
     if "torch" in sys.modules:
         try:
@@ -273,8 +273,8 @@ def _jsonable(leaf: Any) -> Any:
 
 def write(out_dir: str | os.PathLike[str] | None = None) -> Path | None:
     """Save the final state now (runs once; also called at exit). Never raises."""
-    if _state["written"]:
-        return None
+    if _state["written"] or _state.get("pid", os.getpid()) != os.getpid():
+        return None  # already written, or a forked child (its parent writes the state)
     _state["written"] = True
     out_dir = Path(out_dir or _state.get("out_dir") or os.environ.get(ENV_DIR, ""))
     if not str(out_dir) or not out_dir.is_dir():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
@@ -80,9 +81,17 @@ def run(args) -> int:
         if not args.quiet:
             print(f"fwd9m check [{time.monotonic() - start:5.1f} s] {msg}", file=sys.stderr, flush=True)
 
-    result = check_script(target, script_args, module=bool(args.module), command=command, runs=args.runs,
-                          seed=args.seed, timeout=args.timeout, env=env, enable=args.enable,
-                          vary=parse_vary(args.vary), cwd=args.cwd, keep=args.keep, progress=progress)
+    try:
+        result = check_script(target, script_args, module=bool(args.module), command=command, runs=args.runs,
+                              seed=args.seed, timeout=args.timeout, env=env, enable=args.enable,
+                              vary=parse_vary(args.vary), cwd=args.cwd, keep=args.keep, progress=progress)
+    except RunError as exc:
+        if args.format == "json":  # CI parses stdout: say why there is no verdict
+            from ..check import SCHEMA, SCHEMA_VERSION
+
+            print(json.dumps({"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "reproducible": None,
+                              "error": str(exc)}, indent=2))
+        raise
     if args.format == "json":
         print(result.to_json())
     else:
