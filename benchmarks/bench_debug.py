@@ -117,7 +117,8 @@ def _keras_cases(quick: bool):
         inp = keras.Input((32, 64))
         att = keras.layers.MultiHeadAttention(4, 16)(inp, inp)
         h = keras.layers.LayerNormalization()(inp + att)
-        h = keras.layers.LayerNormalization()(h + keras.layers.Dense(64)(keras.layers.Dense(128, activation="relu")(h)))
+        ff = keras.layers.Dense(64)(keras.layers.Dense(128, activation="relu")(h))
+        h = keras.layers.LayerNormalization()(h + ff)
         out = keras.layers.Dense(10)(keras.layers.Flatten()(h))
         return keras.Model(inp, out), rng.standard_normal((16, 32, 64)).astype("float32")
 

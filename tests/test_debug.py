@@ -24,7 +24,7 @@ class Pool(nn.Module):
 
     def forward(self, x):
         out = torch.zeros(8, x.shape[1])
-        out.index_put_((self.index,), x, accumulate=True)  # the culprit line
+        out.index_put_((self.index,), x, accumulate=True)  # the culprit line  # noqa: FWD703
         return out
 
 

@@ -174,6 +174,19 @@ def _torch_const(name: str, device):
     return t
 
 
+def _torch_rows(rows: int, device):
+    """``K[:rows]`` as an int64 tensor on ``device``, cached (grown by doubling) so that
+    repeated digests do not copy it from the host."""
+    key = ("K", str(device))
+    k = _cache.get(key)
+    if k is None or k.numel() < rows:
+        import torch
+
+        n = max(rows, 2 * (k.numel() if k is not None else 2048))
+        k = _cache[key] = torch.from_numpy(row_multipliers(n).copy()).to(device)
+    return k[:rows]
+
+
 def torch_partial(tensor):
     """``(S, nbytes)`` for a torch tensor, with ``S`` a 0-d int64 tensor on the tensor's
     device (no host transfer; call ``finalize(int(S), nbytes)`` later, batching the
@@ -202,8 +215,7 @@ def torch_partial(tensor):
     if rows:
         full = words[: rows * ROW_WORDS].view(rows, ROW_WORDS).to(torch.int64)
         row_sums = (full * m).sum(1)
-        k = torch.from_numpy(row_multipliers(rows).copy()).to(words.device)
-        total = (row_sums * k).sum()
+        total = (row_sums * _torch_rows(rows, words.device)).sum()
     tail = n - rows * ROW_WORDS
     if tail:
         ts = (words[rows * ROW_WORDS:].to(torch.int64) * m[:tail]).sum()

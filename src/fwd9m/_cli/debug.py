@@ -71,7 +71,8 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
     frameworks = ",".join("tensorflow" if f == "keras" else f for f in args.framework) \
         if args.framework else "-"
     cmd = [sys.executable, "-m", "fwd9m.debug._child", out, level or args.level,
-           args.capture or "-", steps or _steps(args.steps), frameworks, "1" if args.module else "0", target, *script_args]
+           args.capture or "-", steps or _steps(args.steps), frameworks,
+           "1" if args.module else "0", target, *script_args]
     t0 = time.perf_counter()
     _progress(f"recording {label or target} -> {out}")
     try:

@@ -64,10 +64,16 @@ def _frameworks(framework) -> list[str]:
     return ["tensorflow" if n == "keras" else n for n in names]
 
 
+_ENV_CACHE: dict[tuple, dict] = {}
+
+
 def _header(frameworks: list[str], level: str, program: dict | None) -> dict[str, Any]:
     from .. import environment
 
-    env = environment.collect(import_frameworks=True, frameworks=frameworks)
+    key = (tuple(frameworks), os.environ.get("PYTHONHASHSEED"))
+    env = _ENV_CACHE.get(key)
+    if env is None:  # collected once per process (package metadata reads cost ~20-50 ms)
+        env = _ENV_CACHE[key] = environment.collect(import_frameworks=True, frameworks=frameworks)
     return {"frameworks": frameworks, "level": level, "created": time.time(),
             "program": program or {"argv": list(sys.argv)}, "environment": env}
 

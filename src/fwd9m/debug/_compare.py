@@ -211,7 +211,7 @@ def compare(a: str, b: str, *, context: int = 3) -> Report:
     ha, hb = ra.header, rb.header
     framework = (ha.get("frameworks") or ["?"])[0]
     env = [d.to_dict() for d in environment.diff(ha.get("environment") or {},
-                                                    hb.get("environment") or {})]
+                                                 hb.get("environment") or {})]
     report = Report(a=a, b=b, framework=framework, reproducible=True, kind="reproducible",
                     ops_a=0, ops_b=0, environment=env,
                     programs=(ha.get("program"), hb.get("program")))
@@ -382,6 +382,7 @@ def _classify(a: Op, b: Op, ins: list[int], outs: list[int], produced: set[int],
 
 def _is_tf_random(name: str) -> bool:
     return name.startswith(("Random", "StatelessRandom", "Rng", "StatefulUniform",
-                            "StatefulStandardNormal", "StatefulTruncatedNormal", "StatefulRandom", "StatelessTruncated",
+                            "StatefulStandardNormal", "StatefulTruncatedNormal", "StatefulRandom",
+                            "StatelessTruncated",
                             "TruncatedNormal", "StatelessMultinomial", "Multinomial",
                             "RandomShuffle", "StatelessShuffle"))

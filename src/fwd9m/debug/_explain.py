@@ -151,7 +151,8 @@ def explain(first, report, ha: dict, hb: dict) -> dict[str, Any]:
                           "could differ: rerun with PYTHONHASHSEED=0 to test")
         fix = fixes.get(framework, fixes.get("torch", ""))
         if first.source == "data":
-            headline += f" at {'the first batch' if first.step == 0 else 'batch ' + str(first.step)} (step {first.step})"
+            batch = "the first batch" if first.step == 0 else f"batch {first.step}"
+            headline += f" at {batch} (step {first.step})"
         return {"headline": headline, "causes": causes, "catalog": _entries_by_id(ids), "fix": fix}
     if first.kind == "structural":
         return {"headline": "the two runs execute different ops (control flow or shapes differ)",

@@ -97,7 +97,8 @@ class Op:
     def describe(self) -> str:
         where = f" in {self.module}" if self.module else ""
         node = f" ({self.node})" if self.node else ""
-        return f"#{self.seq} {self.name}{node}{where} [{self.phase}, step {self.step}] at {self.location or '?'}"
+        return (f"#{self.seq} {self.name}{node}{where} [{self.phase}, step {self.step}] "
+                f"at {self.location or '?'}")
 
 
 class TraceWriter:

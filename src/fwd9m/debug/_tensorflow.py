@@ -55,6 +55,7 @@ class _Registry:
     #: [(dtype, shape, producer ref)], [(dtype, shape)], digestable output slots, on_gpu)
     ops: list[tuple] = []
     src: dict[tuple, tuple[int, int] | None] = {}  # (graph id, tensor name) -> (op, slot)
+    optimizer_graphs: set[str] = set()  # outermost function graphs that apply an optimizer
 
 
 def _graph_hook(idx: int, *arrays) -> None:
@@ -168,8 +169,11 @@ class TFRecorder:
             return self._instrument(op_type, inputs, outputs, op_name or "", graph)
         if _is_function(op_type):
             self._flush_graph()
+            name = op_type.split("_", 3)[-1].rsplit("_", 1)[0]  # __inference_NAME_123
+            if name in _Registry.optimizer_graphs:
+                self.rec.step += 1
             return None
-        if op_type in self._skip:
+        if op_type in self._skip or not self._in_window():
             return None
         rec = self.rec
         seq = rec.writer.ops
@@ -214,6 +218,11 @@ class TFRecorder:
             self._phase_of(op_type, op_name if "/" in op_name else "")
         digestable = [i for i, t in enumerate(outputs) if t.dtype.name not in _NOT_DIGESTED
                       and t.dtype.is_numpy_compatible] if self.rec.digests else []
+        if phase == "optimizer":
+            outer = graph
+            while getattr(getattr(outer, "outer_graph", None), "outer_graph", None) is not None:
+                outer = outer.outer_graph
+            _Registry.optimizer_graphs.add(outer.name)
         idx = len(_Registry.ops)
         _Registry.ops.append((op_type, scope, phase, self._graph_location(), ins, outs,
                               digestable, self._on_gpu))
@@ -246,8 +255,14 @@ class TFRecorder:
                 return f"{_short(fn)}:{frame.lineno}"
         return user_location(3)
 
+    def _in_window(self) -> bool:
+        steps = self.rec.steps
+        return steps is None or steps[0] <= self.rec.step <= steps[1]
+
     def _graph_values(self, idx: int, *arrays) -> None:
         """Runs inside the graph (numpy_function): op ``idx``'s output values."""
+        if not self._in_window():
+            return
         _, _, _, _, _, outs, digestable, on_gpu = _Registry.ops[idx]
         vals: list = [None] * len(outs)
         for j, i in enumerate(digestable):
@@ -262,7 +277,6 @@ class TFRecorder:
         rec = self.rec
         vals, self._vals = self._vals, {}
         digests: dict[int, list] = {}
-        optimizer = False
         for idx in sorted(vals):
             op_type, scope, phase, loc, in_info, out_info, _, _ = _Registry.ops[idx]
             outs = []
@@ -283,9 +297,6 @@ class TFRecorder:
                 ins.append((rec.meta_id(dtype, shape), 0, d, None, None))
             ctx = rec.ctx_id(scope, phase, loc, "", "")
             rec.writer.op(rec.name_id(op_type, op_type), ctx, rec.step, ins, outs)
-            optimizer = optimizer or phase == "optimizer"
-        if optimizer:
-            rec.step += 1
 
 
 def _shape(t) -> tuple:

@@ -397,7 +397,14 @@ class TorchRecorder:
             return
         values = []
         if self._partials:  # called inside the dispatch handler (mode popped) or after stop
-            values = self.torch.stack([p.to("cpu") for p in self._partials]).tolist()
+            by_device: dict = {}
+            for i, p in enumerate(self._partials):
+                by_device.setdefault(p.device, []).append(i)
+            values = [0] * len(self._partials)
+            for idxs in by_device.values():  # one transfer per device
+                got = self.torch.stack([self._partials[i] for i in idxs]).cpu().tolist()
+                for i, v in zip(idxs, got):
+                    values[i] = v
 
         def fix(t):
             d = t[2]
