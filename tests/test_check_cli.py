@@ -200,6 +200,9 @@ def test_module_and_command_forms(tmp_path):
                                         "open('result.txt', 'w').write('done')\n")
     out = check("-q", "-m", "setmod", cwd=tmp_path)
     assert out.returncode == 1 and "PYTHONHASHSEED differed" in out.stdout, out.stdout + out.stderr
+    (tmp_path / "varymod.py").write_text((DATA / "vary_settings.py").read_text())
+    out = check("-q", "-m", "varymod", "--scale", "2", cwd=tmp_path)  # the module's own options
+    assert out.returncode == 0 and "-m varymod --scale 2 agree" in out.stdout, out.stdout + out.stderr
     # relative paths to data next to the script work; its outputs stay in the run's directory
     out = check("-q", "--", sys.executable, "reader.py", cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr

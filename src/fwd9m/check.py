@@ -342,7 +342,11 @@ def assert_reproducible(fn: Callable[..., Any], *args: Any, runs: int = 2, seed:
 @dataclass(frozen=True)
 class Variant:
     """One changed setting for a ``--vary`` run: an environment variable, the shorthand
-    ``threads`` (OMP/MKL/OpenBLAS and TensorFlow intra-op thread variables), or a
+    ``threads`` (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` and
+    TensorFlow's ``TF_NUM_INTRAOP_THREADS``, read at start-up by
+    tensorflow/core/common_runtime/process_util.cc,
+    https://github.com/tensorflow/tensorflow/blob/master/tensorflow/core/common_runtime/process_util.cc;
+    the name is present in the installed TF 2.21 ``libtensorflow_framework.so.2``), or a
     script argument (a name starting with ``-``)."""
 
     name: str
@@ -819,7 +823,16 @@ def _compare_runs(display: str, done: list[_Run], target: str, module: bool, com
     elif probe_differs:
         result.notes.append("PYTHONHASHSEED differed between runs (string hashing was randomised); "
                             "the outputs did not depend on it this time.")
-    if findings:
+    ranks = [k for k in _state_groups(first) if k.startswith("rank ")]  # a distributed launch
+    if ranks:
+        counts = [(k, sum(f.source == "state" and f.summary.startswith(k + ":") for f in findings))
+                  for k in sorted(ranks, key=lambda k: (len(k), k))]
+        result.notes.append("final state compared rank by rank (rank r of each run with rank r of run 1): "
+                            + ", ".join(f"{k}: {n} difference(s)" for k, n in counts))
+    if findings and ranks and command:
+        result.next_steps.append(f"find the first op that differs, rank by rank: fwd9m run --record-ranks runA "
+                                 f"{display} (and again into runB), then fwd9m debug diff runA runB")
+    elif findings:
         result.next_steps.append(f"find the first op that differs: fwd9m debug {display}")
         if probe_differs:
             result.next_steps.append("fix the hash seed: PYTHONHASHSEED=0 python ..., or fwd9m run --seed 0 ...")

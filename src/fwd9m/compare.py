@@ -568,10 +568,11 @@ def compare(a: Any, b: Any, prefix: str = "") -> list[LeafDiff]:
 # --------------------------------------------------------------------------- text
 
 #: Parts of printed lines that change from run to run without meaning a different
-#: result: memory addresses, wall-clock timestamps, durations and rates (Keras's
-#: ``0s 12ms/step``, tqdm's ``3.2it/s``). They are masked before comparing.
+#: result: memory addresses, temporary file names, wall-clock timestamps, durations and
+#: rates (Keras's ``0s 12ms/step``, tqdm's ``3.2it/s``). They are masked before comparing.
 VOLATILE = (
     (re.compile(r"0x[0-9a-fA-F]{6,}"), "<addr>"),
+    (re.compile(r"\btmp[a-z0-9_]{8}\b"), "<tmpname>"),  # tempfile.mkdtemp()/mkstemp() names
     (re.compile(r"\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), "<time>"),
     (re.compile(r"\bETA:?\s*\d+(?::\d+)*(?:\.\d+)?\s*[a-z]*"), "<eta>"),
     (re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:ms|us|µs|ns|s|sec|secs|seconds|min|h)"

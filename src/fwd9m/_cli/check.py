@@ -47,9 +47,10 @@ def add_arguments(p) -> None:
     p.add_argument("--keep", action="store_true", help="keep the runs' directories and say where")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
-    p.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m MODULE")
-    p.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py [args] | -- command ...",
-                   help="the script and its arguments, or -- and a command line")
+    p.add_argument("-m", dest="module", action="store_true",
+                   help="the program is a module: fwd9m check -m MODULE [args], as python -m MODULE")
+    p.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py [args] | -m module [args] | -- command ...",
+                   help="the script and its arguments, a module (with -m), or -- and a command line")
 
 
 def run(args) -> int:
@@ -58,15 +59,12 @@ def run(args) -> int:
 
     rest = list(args.program)
     command = False
-    if args.module:
-        target, script_args = args.module, rest[1:] if rest[:1] == ["--"] else rest
-    else:
-        if rest[:1] == ["--"]:
-            command, rest = True, rest[1:]
-        if not rest:
-            raise RunError("nothing to check: name a script (fwd9m check train.py), a module "
-                           "(fwd9m check -m pkg.train) or a command (fwd9m check -- torchrun ... train.py)")
-        target, script_args = rest[0], rest[1:]
+    if rest[:1] == ["--"]:
+        command, rest = not args.module, rest[1:]
+    if not rest:
+        raise RunError("nothing to check: name a script (fwd9m check train.py), a module "
+                       "(fwd9m check -m pkg.train) or a command (fwd9m check -- torchrun ... train.py)")
+    target, script_args = rest[0], rest[1:]
     env = {}
     for item in args.env:
         k, sep, v = item.partition("=")
