@@ -35,6 +35,11 @@ ORDER_METHODS = frozenset({"join", "choice", "choices", "shuffle", "permutation"
 _BODY_METHODS = frozenset({"append", "extend", "insert", "write", "writelines", "put", "appendleft"})
 
 
+#: calls whose arguments are text for people: the order there changes no result
+_MESSAGE_CALLS = frozenset({"print", "warnings.warn", "repr", "str", "format"})
+_LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log"})
+
+
 def sensitive_body(ctx, stmts) -> bool:
     """True when a loop body's result depends on iteration order: it appends to a list,
     writes, yields, accumulates (``+=``) or draws random numbers."""
@@ -146,11 +151,18 @@ class _OrderRule(Rule):
         self.reported: set[int] = set()
         self.raises: list[tuple[int, int]] = []
 
-    def visit_Raise(self, node):
+    def _message_span(self, node):
         self.raises.append((node.lineno, node.end_lineno or node.lineno))
 
+    visit_Raise = _message_span
+    visit_JoinedStr = _message_span  # f"...{', '.join(s)}..." is text for people
+    visit_Assert = _message_span
+
+    def _in_message(self, node) -> bool:
+        return any(lo <= node.lineno <= hi for lo, hi in self.raises)
+
     def flag(self, node, what, how):
-        if any(lo <= node.lineno <= hi for lo, hi in self.raises):
+        if self._in_message(node):
             return  # the text of an error message
         if id(node) not in self.reported:
             self.reported.add(id(node))
@@ -183,6 +195,12 @@ class _OrderRule(Rule):
     visit_AsyncFor = visit_For
 
     def visit_Call(self, node, qn):
+        if qn in _MESSAGE_CALLS or (qn and qn.startswith(("logging.", "warnings."))) or \
+                (type(node.func) is ast.Attribute and node.func.attr in _LOG_METHODS):
+            self._message_span(node)
+            return
+        if self._in_message(node):
+            return
         self.uses.note_call(node, qn)
         if self.uses.consumer(node, qn):
             for a in node.args:
@@ -356,7 +374,9 @@ class SetIterationOrder(_OrderRule):
              "out = []\nfor i in {1, 2, 3}:\n    out.append(i)\n",
              "ok = 'a' in set(names)\n",
              "names = list(set(names))\nassert 'a' in names\n",
-             "for k in set(a) | set(b):\n    d.pop(k, None)\n")
+             "for k in set(a) | set(b):\n    d.pop(k, None)\n",
+             "keys = set(d)\nif 'x' not in keys:\n    raise KeyError(f\"known: {', '.join(keys)}\")\n",
+             "import logging\nlogging.info('tags: %s', ','.join(set(tags)))\n")
 
     def source(self, node):
         return _set_expr(self.ctx, node)
