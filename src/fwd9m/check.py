@@ -572,16 +572,22 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
     python = python or sys.executable
     invocation = Path.cwd()
     display = " ".join([*(["-m"] if module else ["--"] if command else []), target, *args])
+    source = None
     if command:
         mode = "command"
     elif module:  # found as `python -m` would: the working directory first on sys.path
+        import importlib.util
+
         sys.path.insert(0, str(invocation))
         try:
             resolve_target(target, module=True)
+            source = getattr(importlib.util.find_spec(target), "origin", None)
+        except (ImportError, ValueError):
+            source = None
         finally:
             sys.path.remove(str(invocation))
     else:
-        target = str(Path(resolve_target(target)).resolve())
+        target = source = str(Path(resolve_target(target)).resolve())
     if not command:
         mode = ("enable-module" if module else "enable-script") if enable else ("module" if module else "script")
     base_cmd = _launch_command(target, args, mode, seed, python)
@@ -606,7 +612,7 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
             _execute(run, invocation, cwd, {**(env or {}), **extra_env}, sitedir, timeout,
                      f"{k + 1}/{len(plan)}", say)
             done.append(run)
-        result = _compare_runs(display, done, target, module, command)
+        result = _compare_runs(display, done, source, command)
         result.notes[:0] = _run_notes(done)
         if keep:
             result.notes.append(f"run directories kept in {root}")
@@ -758,7 +764,7 @@ def _text_summary(d: LeafDiff) -> str:
     return s + f"\n  run 1: {d.a}\n  other: {d.b}"
 
 
-def _compare_runs(display: str, done: list[_Run], target: str, module: bool, command: bool) -> CheckResult:
+def _compare_runs(display: str, done: list[_Run], source: str | None, command: bool = False) -> CheckResult:
     from . import environment
 
     first = done[0]
@@ -837,7 +843,6 @@ def _compare_runs(display: str, done: list[_Run], target: str, module: bool, com
         if probe_differs:
             result.next_steps.append("fix the hash seed: PYTHONHASHSEED=0 python ..., or fwd9m run --seed 0 ...")
         device = "gpu" if (base_env or {}).get("gpus") else "cpu"
-        source = None if (module or command) else target
         result.catalog = _catalog_hints(base_env, device, python=bool(probe_differs), source=source)
     return result
 
