@@ -125,13 +125,13 @@ def _keras_cases(quick: bool):
     out, last = [], []
     for name, make in (("small CNN", cnn), ("transformer block", block)):
         models = []
-        for _ in range(3):  # plain / recorded / tfdbg: separate traces
+        for _ in range(4):  # plain / recorded / tfdbg / layer-level: separate traces
             keras.utils.set_random_seed(0)
             m, x = make()
             m.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
             models.append(m)
         y = rng.integers(0, 10, len(x))
-        plain_m, rec_m, dump_m = models
+        plain_m, rec_m, dump_m, layer_m = models
 
         def train(m, x=x, y=y):
             for _ in range(steps):
@@ -154,6 +154,14 @@ def _keras_cases(quick: bool):
                 circular_buffer_size=-1)
             train(m)
 
+        def layers(train=train, m=layer_m, name=name):
+            with dbg.record(os.path.join(TMP, f"keras-l-{name}.trace"), framework="tensorflow",
+                            level="modules"):
+                train(m)
+
+        out.append(Case(f"keras record level=modules {name} ({steps} steps)", plain, layers,
+                        baseline_name="uninstrumented", target=1.5, repeat=repeat,
+                        note="--fast first pass: layer calls, grads, variables"))
         out.append(Case(f"keras record {name} ({steps} steps)", plain, recorded,
                         baseline_name="uninstrumented", target=1.5, repeat=repeat,
                         note="graph ops instrumented with one numpy_function each"))

@@ -73,3 +73,23 @@ def test_localize_reproducible_and_rng(tmp_path):
     assert not report.reproducible
     assert report.kind == "external" and report.first.source == "rng", report.render()
     assert os.path.exists(tmp_path / "run1.trace")
+
+
+def test_keras_layer_level_pass(tmp_path):
+    keras = pytest.importorskip("keras")
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("needs KERAS_BACKEND=tensorflow")
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.ones((8, 4), np.float32)
+    y = np.ones((8, 1), np.float32)
+    path = tmp_path / "layers.trace"
+    with dbg.record(path, framework="tensorflow", level="modules"):
+        model.train_on_batch(x, y)
+        model.train_on_batch(x, y)
+    ops = list(dbg.TraceReader(path))
+    names = {(o.name, o.phase) for o in ops}
+    assert {("layer:Dense", "forward"), ("grad", "backward"), ("param", "optimizer")} <= names
+    assert {o.step for o in ops} == {0, 1}
+    assert all(t.digest is not None for o in ops for t in o.outputs)

@@ -104,8 +104,98 @@ class TFRecorder:
         setattr(cls, attr, wrapper)
         self._patched.append((cls, attr, original))
 
+    # ------------------------------------------------------------- layer level
+    def _patch_layers(self) -> None:
+        """Level "modules": one record per Keras layer call, per gradient and per
+        variable update, instead of every op (the cheap first pass)."""
+        import keras
+
+        tf = self.tf
+        layer_cls = keras.layers.Layer
+        owner = next(k for k in layer_cls.__mro__ if "__call__" in k.__dict__)
+        original = owner.__dict__["__call__"]
+        stack: list[str] = []
+        rec = self
+
+        def is_tf(t):
+            return isinstance(t, (tf.Tensor, tf.Variable))
+
+        def flat(x):
+            return [t for t in tf.nest.flatten(x) if is_tf(t)]
+
+        @functools.wraps(original)
+        def call(layer, *args, **kwargs):
+            stack.append(layer.name)
+            try:
+                out = original(layer, *args, **kwargs)
+            finally:
+                path = "/".join(stack)
+                stack.pop()
+            ins, outs = flat(args), flat(out)
+            if outs:
+                rec._pseudo_op(f"layer:{type(layer).__name__}", path, "forward",
+                               ins if not stack else [], outs)
+            return out
+
+        owner.__call__ = call
+        self._patched.append((owner, "__call__", original))
+        opt_owner = next(k for k in keras.optimizers.Optimizer.__mro__ if "apply" in k.__dict__)
+        apply = opt_owner.__dict__["apply"]
+
+        @functools.wraps(apply)
+        def apply_wrapper(optimizer, grads, trainable_variables=None, *a, **k):
+            variables = list(trainable_variables if trainable_variables is not None
+                             else optimizer._trainable_variables)
+            grads = list(grads)
+            for g, v in zip(grads, variables):
+                if g is not None and is_tf(g):
+                    rec._pseudo_op("grad", getattr(v, "path", v.name), "backward", [], [g])
+            self._phase.append("optimizer")
+            try:
+                result = apply(optimizer, grads, variables, *a, **k)
+            finally:
+                self._phase.pop()
+            for v in variables:
+                rec._pseudo_op("param", getattr(v, "path", v.name), "optimizer", [],
+                               [tf.convert_to_tensor(v)])
+            if tf.executing_eagerly():
+                rec.rec.step += 1
+            return result
+
+        opt_owner.apply = apply_wrapper
+        self._patched.append((opt_owner, "apply", apply))
+
+    def _pseudo_op(self, op_type: str, scope: str, phase: str, inputs, outputs) -> None:
+        tf = self.tf
+        if tf.executing_eagerly():
+            if not self._in_window():
+                return
+            rec = self.rec
+            ctx = rec.ctx_id(scope, phase, user_location(3), "", "")
+            rec.writer.op(rec.name_id(op_type, op_type), ctx, rec.step,
+                          [self._eager_tensor(t, False) for t in inputs],
+                          [self._eager_tensor(t, True) for t in outputs])
+            return
+        graph = outputs[0].graph
+        if (getattr(graph, "name", "") or "").startswith("Dataset_"):
+            return
+        self._register(op_type, scope, phase, inputs, outputs, graph)
+
+    def _flush_only(self, op_type, inputs, attrs, outputs, op_name=None, graph=None):
+        """Level "modules": the op callback only marks function calls."""
+        if graph is None and _is_function(op_type):
+            return self._callback(op_type, inputs, attrs, outputs)
+        return None
+
     def start(self) -> None:
         tf = self.tf
+        if self.rec.level == "modules":
+            self._patch_layers()
+            self._op_callbacks.add_op_callback(self._flush_only)
+            self._installed = self._flush_only
+            _Registry.active = self
+            return
+        self._installed = self._callback
         self._wrap_phase(tf.GradientTape, "gradient", "backward")
         try:
             import keras
@@ -118,7 +208,7 @@ class TFRecorder:
         _Registry.active = self
 
     def stop(self) -> None:
-        self._op_callbacks.remove_op_callback(self._callback)
+        self._op_callbacks.remove_op_callback(self._installed)
         if _Registry.active is self:
             _Registry.active = None
         for cls, attr, original in reversed(self._patched):
@@ -200,7 +290,6 @@ class TFRecorder:
 
     def _instrument(self, op_type, inputs, outputs, op_name: str, graph):
         """Graph construction: register the op and add its digest side effect."""
-        tf = self.tf
         gname = getattr(graph, "name", "") or ""
         if gname.startswith("Dataset_") or not hasattr(graph, "outer_graph"):
             return None  # tf.data function / TF1 graph: not instrumented
@@ -211,11 +300,18 @@ class TFRecorder:
             if op_type == "Identity" and inputs and outputs:
                 src[(gid, outputs[0].name)] = src.get((id(inputs[0].graph), inputs[0].name))
             return None
-        ins = [(t.dtype.name, _shape(t), src.get((id(t.graph), t.name))) for t in inputs]
-        outs = [(t.dtype.name, _shape(t)) for t in outputs]
         scope = op_name.rsplit("/", 1)[0] if "/" in op_name else ""
         phase = self._phase[-1] if self._phase else \
             self._phase_of(op_type, op_name if "/" in op_name else "")
+        return self._register(op_type, scope, phase, inputs, outputs, graph)
+
+    def _register(self, op_type: str, scope: str, phase: str, inputs, outputs, graph):
+        """Register a graph op (or a layer's outputs) and add its digest hook."""
+        tf = self.tf
+        gid = id(graph)
+        src = _Registry.src
+        ins = [(t.dtype.name, _shape(t), src.get((id(t.graph), t.name))) for t in inputs]
+        outs = [(t.dtype.name, _shape(t)) for t in outputs]
         digestable = [i for i, t in enumerate(outputs) if t.dtype.name not in _NOT_DIGESTED
                       and t.dtype.is_numpy_compatible] if self.rec.digests else []
         if phase == "optimizer":
