@@ -139,7 +139,7 @@ def load_config(pyproject: Path | None) -> Config:
         return Config()
     try:
         data = _toml().loads(Path(pyproject).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError, TOMLDecodeError are ValueErrors
         raise FileFormatError(f"cannot read {pyproject}: {exc}") from exc
     table = data.get("tool", {}).get("fwd9m", {}).get("lint", {})
     cfg = Config(root=Path(pyproject).parent)

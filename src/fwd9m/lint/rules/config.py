@@ -6,7 +6,7 @@ import ast
 
 from .._helpers import arg, kwarg, literal
 from .._rule import Rule, register
-from ._common import SEED_CALLS, SWITCH_ON_CALLS, TORCH_SEED_CALLS, env_writes, seeds
+from ._common import SEED_CALLS, TORCH_SEED_CALLS, env_writes, seeds
 
 TORCH_DET = "https://docs.pytorch.org/docs/stable/generated/torch.use_deterministic_algorithms.html"
 TORCH_REPRO = "https://docs.pytorch.org/docs/stable/notes/randomness.html"
