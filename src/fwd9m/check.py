@@ -839,12 +839,23 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
         result.next_steps.append(f"find the first op that differs, rank by rank: fwd9m run --record-ranks runA "
                                  f"{display} (and again into runB), then fwd9m debug diff runA runB")
     elif findings:
-        result.next_steps.append(f"find the first op that differs: fwd9m debug {display}")
+        result.next_steps.append(f"find the first op that differs: fwd9m debug {_debug_args(display, command)}")
         if probe_differs:
             result.next_steps.append("fix the hash seed: PYTHONHASHSEED=0 python ..., or fwd9m run --seed 0 ...")
         device = "gpu" if (base_env or {}).get("gpus") else "cpu"
         result.catalog = _catalog_hints(base_env, device, python=bool(probe_differs), source=source)
     return result
+
+
+def _debug_args(display: str, command: bool) -> str:
+    """``fwd9m debug`` arguments for what was checked: a command ``python X.py ARGS``
+    becomes ``X.py ARGS``; other commands are named as the script they run."""
+    if not command:
+        return display
+    parts = display.split()[1:]  # drop "--"
+    if parts and Path(parts[0]).name.startswith("python") and len(parts) > 1:
+        return " ".join(parts[1:])
+    return "SCRIPT.py [ARGS] (the Python script this command runs)"
 
 
 def _indent(text: str) -> str:
