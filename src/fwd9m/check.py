@@ -835,11 +835,12 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
                   for k in sorted(ranks, key=lambda k: (len(k), k))]
         result.notes.append("final state compared rank by rank (rank r of each run with rank r of run 1): "
                             + ", ".join(f"{k}: {n} difference(s)" for k, n in counts))
-    if findings and ranks and command:
-        result.next_steps.append(f"find the first op that differs, rank by rank: fwd9m run --record-ranks runA "
-                                 f"{display} (and again into runB), then fwd9m debug diff runA runB")
-    elif findings:
-        result.next_steps.append(f"find the first op that differs: fwd9m debug {_debug_args(display, command)}")
+    if findings:
+        if ranks and command:
+            result.next_steps.append(f"find the first op that differs, rank by rank: fwd9m run --record-ranks "
+                                     f"runA {display} (and again into runB), then fwd9m debug diff runA runB")
+        else:
+            result.next_steps.append(f"find the first op that differs: fwd9m debug {_debug_args(display, command)}")
         if probe_differs:
             result.next_steps.append("fix the hash seed: PYTHONHASHSEED=0 python ..., or fwd9m run --seed 0 ...")
         device = "gpu" if (base_env or {}).get("gpus") else "cpu"
