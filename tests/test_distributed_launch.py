@@ -77,7 +77,7 @@ def test_ddp_seeded_from_time_differs_per_rank_and_drift_is_named(torch_availabl
     for rank in (0, 1):  # each rank's final weights are compared with the same rank's
         assert any(s.startswith(f"rank {rank}: model.module.fc1.weight") for s in state), state
     assert any(n.startswith("final state compared rank by rank") and "rank 1: " in n for n in result["notes"])
-    assert any("--record-ranks" in s for s in result["next_steps"])
+    assert any("--record-ranks" in s for s in result["next_steps"]) and result["catalog"]
     first = json.loads(report.read_text())  # the planted drift, found by the replica check
     assert first["step"] == 3 and first["consistent"] is False
     assert [(d["name"], d["kind"], d["groups"]) for d in first["diffs"]] == [("shift", "buffer", [[0], [1]])]
