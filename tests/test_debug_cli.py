@@ -76,3 +76,14 @@ def test_record_diff_and_clear_errors(fwd9m_cli, tmp_path):
     assert p.returncode == 2 and "format version 9" in p.stderr and "Traceback" not in p.stderr
     p = fwd9m_cli("debug", "diff", str(a))
     assert p.returncode == 2 and "usage" in p.stderr
+
+
+def test_fast_two_pass(fwd9m_cli, tmp_path):
+    pytest.importorskip("torch")
+    p = fwd9m_cli("debug", "--fast", "--no-hashseed-check", "--format", "json",
+                  str(DATA / "torch_data_order.py"), cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    report = json.loads(p.stdout)
+    assert "module-level run 1/2" in p.stderr and "op-level runs of step 0" in p.stderr
+    assert report["notes"][0].startswith("module-level pass: first divergence")
+    assert report["kind"] == "external" and report["first"]["source"] == "data"

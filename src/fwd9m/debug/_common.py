@@ -12,9 +12,9 @@ from ._store import HAS_SAMPLE, NO_STRING, SEP, TraceWriter
 
 __all__ = ["LEVELS", "PHASES", "CaptureSpec", "Recording", "user_location"]
 
-#: Detail levels, like tfdbg2's tensor_debug_mode: "modules" (PyTorch: one record per
-#: module call, gradient and parameter update, no per-op recording: the cheap first
-#: pass); op sequence only; + digests of every tensor (and 4 sampled values of each
+#: Detail levels, like tfdbg2's tensor_debug_mode: "modules" (one record per PyTorch
+#: module / Keras layer call, per gradient and per parameter update, no per-op
+#: recording: the cheap first pass of ``fwd9m debug --fast``); op sequence only; + digests of every tensor (and 4 sampled values of each
 #: float output); + full tensors of the ops that ``capture`` selects.
 LEVELS = ("modules", "sequence", "digests", "full")
 PHASES = ("forward", "backward", "optimizer", "data", "other")

@@ -24,7 +24,12 @@ the op name in graphs), which Keras 3 sets to the layer path. Phase: backward in
 ``tf.GradientTape.gradient`` (and graph ops under ``gradient_tape/``), optimizer
 inside Keras' ``Optimizer.apply`` (both patched for the duration, then restored),
 data for dataset/iterator ops, forward inside a name scope, else other. The step
-counts optimizer applications.
+counts optimizer applications (calls of functions whose graph applies the optimizer;
+Keras' train and test functions share a Python name, so evaluation calls may count too).
+
+Level "modules" patches Keras' ``Layer.__call__`` and ``Optimizer.apply`` instead of
+hooking every op: one record per layer call (its outputs), per gradient and per
+variable after the update, eagerly or through the same graph hooks.
 """
 
 from __future__ import annotations
