@@ -206,7 +206,7 @@ def test_module_and_command_forms(tmp_path):
     # relative paths to data next to the script work; its outputs stay in the run's directory
     out = check("-q", "--", sys.executable, "reader.py", cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "1 files" in out.stdout.splitlines()[0]
+    assert "1 file)" in out.stdout.splitlines()[0]
     assert not (tmp_path / "result.txt").exists()
     # a command's Python processes are captured through sitecustomize on PYTHONPATH
     (tmp_path / "randarr.py").write_text("import numpy as np\nx = np.random.rand(3)\n")

@@ -150,7 +150,8 @@ class CheckResult:
 
     def verdict(self) -> str:
         n = len(self.runs)
-        what = ", ".join(f"{v} {k}" for k, v in self.compared.items() if v) or "nothing to compare"
+        what = ", ".join(f"{v} {k[:-1] if v == 1 and k.endswith('s') else k}"
+                         for k, v in self.compared.items() if v) or "nothing to compare"
         if self.reproducible:
             return f"REPRODUCIBLE: {n} runs of {self.target} agree bit for bit ({what})."
         runs = sorted({f.run for f in self.findings}, key=lambda r: [x.label for x in self.runs].index(r)
@@ -821,6 +822,10 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
                 env_diffs.append({"run": label, **e.to_dict()})
     result = CheckResult(display, infos, findings, compared, environment=base_env or environment.collect(),
                          environment_diffs=env_diffs)
+    if not any(compared.values()) and not findings:
+        result.notes.append("nothing was compared: the script printed nothing, wrote no file in its working "
+                            "directory, and held no model, variable or array at exit; print or save the "
+                            "result you care about, or return it from a function and use fwd9m.check(fn)")
     if probe_differs and findings:
         result.causes.append("PYTHONHASHSEED differed between runs (it was unset or 'random'), so each "
                              "interpreter hashed strings differently: anything that iterates over a set of "
