@@ -150,19 +150,27 @@ class _OrderRule(Rule):
         self.stored: list[tuple[int, str, ast.AST, str]] = []
         self.reported: set[int] = set()
         self.raises: list[tuple[int, int]] = []
+        self.msg_end = (0, 0)
 
     def _message_span(self, node):
         self.raises.append((node.lineno, node.end_lineno or node.lineno))
+        end = (node.end_lineno or node.lineno, node.end_col_offset or 0)
+        if end > self.msg_end:
+            self.msg_end = end
 
     visit_Raise = _message_span
     visit_JoinedStr = _message_span  # f"...{', '.join(s)}..." is text for people
     visit_Assert = _message_span
 
     def _in_message(self, node) -> bool:
+        """During the pass (source order): inside the last message node entered."""
+        return (node.lineno, node.col_offset) <= self.msg_end
+
+    def _in_any_message(self, node) -> bool:
         return any(lo <= node.lineno <= hi for lo, hi in self.raises)
 
     def flag(self, node, what, how):
-        if self._in_message(node):
+        if self._in_any_message(node):
             return  # the text of an error message
         if id(node) not in self.reported:
             self.reported.add(id(node))
