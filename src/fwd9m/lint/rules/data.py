@@ -243,9 +243,10 @@ class ListFilesShuffled(Rule):
     `seed=`.
 
     ## Why is this bad
-    `list_files` shuffles the file names by default ("shuffle: defaults to True"),
-    seeded like any op without a seed, so the order of files (and of examples) changes
-    between runs or when the program changes.
+    Its documentation: "The default behavior of this method is to return filenames in
+    a non-deterministic random shuffled order. Pass a `seed` or `shuffle=False` to get
+    results in a deterministic order." The order of files, and so of examples, changes
+    between runs.
 
     ## Example
     ```python
