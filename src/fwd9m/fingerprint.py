@@ -114,13 +114,38 @@ def _numpy_partial(words) -> int:
     rows = n // ROW_WORDS
     full = words[: rows * ROW_WORDS].reshape(rows, ROW_WORDS)
     # int64 multiply-accumulate (int32 words are widened); both wrap modulo 2**64
-    row_sums = np.dot(full, m) if rows <= 64 else np.einsum("ij,j->i", full, m)
+    if rows <= 64:
+        row_sums = np.dot(full, m)
+    elif rows < _PARALLEL_ROWS:
+        row_sums = np.einsum("ij,j->i", full, m)
+    else:  # large: rows in parallel (NumPy releases the GIL); integer sums are exact
+        row_sums = _parallel_rows(full, m)
     total = int(np.dot(row_sums, row_multipliers(rows)))
     tail = n - rows * ROW_WORDS
     if tail:
         t = int(np.dot(words[rows * ROW_WORDS:], m[:tail]))
         total += t * int(row_multipliers(rows + 1)[rows])
     return total & _MASK
+
+
+_PARALLEL_ROWS = 1024  # 4 MiB and more
+
+
+def _parallel_rows(full, m):
+    import numpy as np
+
+    pool = _cache.get("pool")
+    if pool is None:
+        import os
+        from concurrent.futures import ThreadPoolExecutor
+
+        workers = max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                             else (os.cpu_count() or 1)))
+        pool = _cache["pool"] = ThreadPoolExecutor(workers, thread_name_prefix="fwd9m-digest")
+    rows = full.shape[0]
+    step = max(256, -(-rows // pool._max_workers))
+    futures = [pool.submit(np.einsum, "ij,j->i", full[i:i + step], m) for i in range(0, rows, step)]
+    return np.concatenate([f.result() for f in futures])
 
 
 def _bytes_to_words(u8):

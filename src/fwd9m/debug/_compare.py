@@ -26,6 +26,7 @@ from __future__ import annotations
 import collections
 import itertools
 import math
+import os
 import struct
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -195,7 +196,8 @@ def _external_kind(op: Op, t_flags: int, framework: str) -> str:
 def _same_program(ha: dict, hb: dict) -> bool:
     pa, pb = ha.get("program") or {}, hb.get("program") or {}
     sa, sb = pa.get("script"), pb.get("script")
-    return not (sa and sb and sa != sb)
+    # by file name: the same script may be named by different paths on two machines
+    return not (sa and sb and os.path.basename(str(sa)) != os.path.basename(str(sb)))
 
 
 def compare(a: str, b: str, *, context: int = 3) -> Report:
