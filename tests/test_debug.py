@@ -273,3 +273,22 @@ def test_backward_ops_attributed_to_forward_module(tmp_path):
     assert back and back[0].module == "Net.pool"
     assert back[0].location.endswith(f":{_line('the culprit line')}")
     assert any(o.phase == "backward" and o.module == "Net.proj" for o in ops)
+
+
+def test_unseeded_dataloader_shuffle_is_data(tmp_path):
+    from torch.utils.data import DataLoader, TensorDataset
+
+    ds = TensorDataset(torch.arange(32.0).reshape(16, 2), torch.arange(16.0))
+    paths = []
+    for i in range(2):
+        torch.manual_seed(0)
+        model = nn.Linear(2, 1)
+        torch.seed()  # the loader's shuffle now draws from an unseeded generator
+        paths.append(tmp_path / f"dl{i}.trace")
+        with dbg.record(paths[-1], framework="torch"):
+            for xb, _ in DataLoader(ds, batch_size=4, shuffle=True):
+                model(xb).sum().backward()
+    report = dbg.diff(*paths)
+    f = report.first
+    assert report.kind == "external" and f.source == "data" and f.phase == "data", report.render()
+    assert f.step == 0 and "generator=torch.Generator().manual_seed(0)" in f.explanation["fix"]

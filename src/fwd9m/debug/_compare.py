@@ -355,6 +355,9 @@ def _classify(a: Op, b: Op, ins: list[int], outs: list[int], produced: set[int],
             d.kind, d.source = "external", "rng"
             d.detail = (f"{a.name} draws from a random generator whose state differs between "
                         f"the runs (its inputs are identical)")
+            if a.phase == "data":  # e.g. DataLoader(shuffle=True) drawing its sampler seed
+                d.source = "data"
+                d.detail += "; it runs in the data pipeline, so the data order changes"
         elif any(t.meta.startswith("resource") for t in a.inputs):
             d.kind, d.source = "external", "python"
             d.detail = (f"{a.name} reads state held in a variable/resource (not digested) whose "
