@@ -200,3 +200,16 @@ def test_read_safetensors_bfloat16_without_a_framework(tmp_path):
     st_torch.save_file({"w": torch.tensor([1.0, 2.0], dtype=torch.bfloat16)}, str(tmp_path / "b.safetensors"))
     leaf = read_structured(tmp_path / "b.safetensors")["w"]
     assert leaf.dtype == "bfloat16" and [float(x) for x in leaf.array] == [1.0, 2.0]
+
+
+def test_compare_text_progress_bars_redraw_like_a_terminal(tmp_path):
+    """Keras's progress bar redraws a line with \\r a timing-dependent number of times,
+    pads with backspaces and colours with ANSI escapes; only the finished line counts."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_text("\x1b[1m1/8\x1b[0m 104ms/step - loss: 6.24\x08\x08\x08\r\x1b[1m8/8\x1b[0m 9ms/step - loss: 5.59  \n",
+                 newline="")
+    b.write_text("\x1b[1m1/8\x1b[0m 12ms/step - loss: 6.24\x08\x08\r\x1b[1m4/8\x1b[0m 3ms/step - loss: 5.9\x08\r"
+                 "\x1b[1m8/8\x1b[0m 10ms/step - loss: 5.59 \n", newline="")
+    assert compare_text("stdout", a, b) is None
+    b.write_text("\x1b[1m8/8\x1b[0m 10ms/step - loss: 5.58 \n", newline="")
+    assert compare_text("stdout", a, b).max_abs == pytest.approx(0.01)

@@ -583,12 +583,18 @@ _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?!
                      r"|(?<![\w])[-+]?(?:nan|inf|infinity)(?![\w])", re.IGNORECASE)
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x08]")
+
+
 def normalize_line(line: str, replacements: tuple[tuple[str, str], ...] = ()) -> str:
-    """What a terminal shows (text after the last carriage return), with
+    """What a terminal shows once the line is finished: the text after the last
+    carriage return (progress bars redraw themselves with ``\\r`` a varying number of
+    times), without colour escapes, backspaces and trailing blanks, with
     ``replacements`` (such as the run's working directory) and :data:`VOLATILE` masked."""
     line = line.rstrip("\n").rstrip("\r")
     if "\r" in line:
         line = line.rsplit("\r", 1)[1]
+    line = _ANSI.sub("", line).rstrip()
     for old, new in replacements:
         if old:
             line = line.replace(old, new)
@@ -644,8 +650,9 @@ def compare_text(path: str, file_a: str | os.PathLike[str], file_b: str | os.Pat
     n_diff = total = 0
     first = None
     max_abs: float | None = None
-    with open(file_a, encoding="utf-8", errors="replace") as fa, \
-            open(file_b, encoding="utf-8", errors="replace") as fb:
+    # lines end at "\n" only: a "\r" redraws the line, as on a terminal
+    with open(file_a, encoding="utf-8", errors="replace", newline="\n") as fa, \
+            open(file_b, encoding="utf-8", errors="replace", newline="\n") as fb:
         for la, lb in itertools.zip_longest(_lines(fa), _lines(fb)):
             total += 1
             if la == lb:
