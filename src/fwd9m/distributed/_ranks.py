@@ -106,6 +106,10 @@ def rank_info(environ: Mapping[str, str] | None = None) -> RankInfo:
     Horovod, Open MPI), then ``TF_CONFIG`` (MultiWorkerMirroredStrategy); otherwise a
     single process (rank 0 of 1). Imports nothing.
 
+    Args:
+        environ: variables to read instead of ``os.environ`` (then an initialised
+            ``torch.distributed`` is not consulted either).
+
     Raises:
         ConfigurationError: a variable is not an integer, TF_CONFIG is malformed, or
             the rank is outside ``[0, world_size)``.
