@@ -206,3 +206,12 @@ def test_launchers_do_not_record_themselves():
     assert _is_launcher(["python", "/venv/bin/torchrun", "t.py"])
     assert not _is_launcher(["python", "-u", "train.py"])
     assert not _is_launcher(["python", "-m", "fwd9m", "run", "train.py"])
+
+
+def test_run_flags_need_the_import_hook():
+    from conftest import run_fwd9m
+
+    out = run_fwd9m("run", "--check-replicas", "0", "--", sys.executable, "-c", "pass", timeout=60)
+    assert out.returncode == 2 and "--check-replicas N needs N >= 1" in out.stderr
+    out = run_fwd9m("run", "--no-enable", "--record-ranks", "d", "--", sys.executable, "-c", "pass", timeout=60)
+    assert out.returncode == 2 and "drop --no-enable" in out.stderr
