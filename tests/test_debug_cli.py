@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -31,14 +32,28 @@ def test_torch_index_put_culprit(fwd9m_cli, tmp_path):
 
 def test_data_order_is_external_at_first_batch(fwd9m_cli, tmp_path):
     pytest.importorskip("torch")
-    p = fwd9m_cli("debug", "--format", "json", str(DATA / "torch_data_order.py"), cwd=tmp_path)
+    p = fwd9m_cli("debug", "--no-hashseed-check", "--format", "json",
+                  str(DATA / "torch_data_order.py"), cwd=tmp_path)
     assert p.returncode == 1, p.stderr
     report = json.loads(p.stdout)
     first = report["first"]
     assert report["kind"] == "external" and first["source"] == "data", first
     assert first["step"] == 0 and "first batch" in first["explanation"]["headline"]
     assert "torch_data_order.py:15" in first["location"]
-    assert any("PYTHONHASHSEED=0 still diverge" in n for n in report["notes"])
+
+
+def test_hash_order_confirmed_by_pythonhashseed_runs(fwd9m_cli, tmp_path):
+    pytest.importorskip("torch")
+    if os.environ.get("PYTHONHASHSEED"):
+        pytest.skip("PYTHONHASHSEED is fixed in this environment")
+    p = fwd9m_cli("debug", "--format", "json", str(DATA / "torch_set_vocab.py"), cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    report = json.loads(p.stdout)
+    first = report["first"]
+    assert first["source"] == "hashseed", first
+    assert "torch_set_vocab.py:8" in first["location"]  # torch.tensor([...]) of the ids
+    assert "PYTHONHASHSEED=0" in first["explanation"]["fix"]
+    assert "python.hash-seed" in [e["id"] for e in first["explanation"]["catalog"]]
 
 
 def test_keras_initializer_seeded_only_by_tf_set_seed(fwd9m_cli, tmp_path):

@@ -173,12 +173,11 @@ def run(args) -> int:
                         label=f"run {i}/2 with PYTHONHASHSEED=0")
             again = debug.diff(*fixed)
             if again.reproducible or (again.first and again.first.seq > f.seq):
-                f.source = "python"
-                f.explanation["headline"] = (
-                    "PYTHONHASHSEED: with PYTHONHASHSEED=0 the divergence at this op goes away, "
-                    "so set/dict iteration order (string hashing) makes the value")
-                f.explanation["fix"] = ("export PYTHONHASHSEED=0   # or iterate sorted(...) "
-                                        "instead of a set / dict of sets")
+                from ..debug import _explain, _store
+
+                f.source = "hashseed"
+                f.explanation = _explain.explain(f, report, _store.read_header(paths[0]),
+                                                 _store.read_header(paths[1]))
                 report.notes.append("confirmed by two extra runs with PYTHONHASHSEED=0")
             else:
                 report.notes.append("two extra runs with PYTHONHASHSEED=0 still diverge here: "

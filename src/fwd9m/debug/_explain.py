@@ -51,6 +51,15 @@ _EXTERNAL: dict[str, tuple[str, list[str], list[str], dict[str, str]]] = {
          "tensorflow": "import keras\nkeras.utils.set_random_seed(0)\n"
                        "ds = ds.shuffle(buffer_size, seed=0)  # and sort file lists"},
     ),
+    "hashseed": (
+        "PYTHONHASHSEED: string hashing is salted per process, so set (and dict-of-set) "
+        "iteration order changes the value",
+        ["a set of strings is iterated to build ids, a vocabulary, a file list or batches",
+         "confirmed: with PYTHONHASHSEED=0 in both runs the divergence at this op goes away"],
+        ["python.hash-seed", "python.set-iteration-order"],
+        {"torch": "export PYTHONHASHSEED=0   # before Python starts; or iterate sorted(the_set)",
+         "tensorflow": "export PYTHONHASHSEED=0   # before Python starts; or iterate sorted(the_set)"},
+    ),
     "python": (
         "a value built outside the framework (Python/NumPy) differs between the runs",
         ["Python's random or NumPy's global RNG is not seeded",
