@@ -213,3 +213,18 @@ def test_compare_text_progress_bars_redraw_like_a_terminal(tmp_path):
     assert compare_text("stdout", a, b) is None
     b.write_text("\x1b[1m8/8\x1b[0m 10ms/step - loss: 5.58 \n", newline="")
     assert compare_text("stdout", a, b).max_abs == pytest.approx(0.01)
+
+
+def test_saved_model_fingerprint_ignores_the_per_save_uuid(tmp_path):
+    """fingerprint.pb: field 1 saved_model_checksum (varint), field 7 uuid (string),
+    written here in protobuf wire format by hand."""
+    def message(checksum: int, uuid: bytes) -> bytes:
+        return bytes([0x08, checksum]) + bytes([0x3A, len(uuid)]) + uuid
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "fingerprint.pb").write_bytes(message(5, b"1234"))
+    (tmp_path / "b" / "fingerprint.pb").write_bytes(message(5, b"9876"))
+    fa = read_structured(tmp_path / "a" / "fingerprint.pb")
+    assert fa == {"saved_model_checksum": 5}
+    assert fa == read_structured(tmp_path / "b" / "fingerprint.pb")

@@ -853,6 +853,46 @@ def _read_tf_checkpoint(prefix: Path) -> dict[str, Any]:
     return out
 
 
+#: fields of TensorFlow's SavedModel ``fingerprint.pb`` (``FingerprintDef``,
+#: https://github.com/tensorflow/tensorflow/blob/master/tensorflow/core/protobuf/fingerprint.proto;
+#: numbers checked against the installed TF 2.21 ``fingerprint_pb2``). Field 7, ``uuid``,
+#: is random for every save and is skipped.
+_FINGERPRINT_FIELDS = {1: "saved_model_checksum", 2: "graph_def_program_hash", 3: "signature_def_hash",
+                       4: "saved_object_graph_hash", 5: "checkpoint_hash", 6: "version"}
+
+
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        b = buf[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, i
+        shift += 7
+
+
+def _read_saved_model_fingerprint(path: Path) -> dict[str, Any]:
+    """The hashes in a SavedModel's ``fingerprint.pb`` (protobuf wire format, read
+    without TensorFlow), without its per-save ``uuid``."""
+    buf = path.read_bytes()
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(buf):
+        key, i = _varint(buf, i)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = _varint(buf, i)
+        elif wire == 2:
+            n, i = _varint(buf, i)
+            value, i = buf[i:i + n], i + n
+        else:
+            raise ValueError(f"unexpected protobuf wire type {wire}")
+        if number in _FINGERPRINT_FIELDS:
+            out[_FINGERPRINT_FIELDS[number]] = value
+    return out
+
+
 def _installed(module: str) -> bool:
     import importlib.util
 
@@ -877,6 +917,8 @@ def read_structured(path: str | os.PathLike[str], tf_checkpoint: bool = False) -
     try:
         if tf_checkpoint:
             return _read_tf_checkpoint(p)
+        if p.name == "fingerprint.pb":
+            return _read_saved_model_fingerprint(p)
         if suffix == ".npy":
             arr = _np().load(p, allow_pickle=False)
             return {"": Tensor(arr, arr.dtype.name)}
