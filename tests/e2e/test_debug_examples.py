@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from _spec import BY_NAME, DEBUG_CASES, explain, fwd9m, parse_json, require_cli, require_modules
+from _examples_spec import BY_NAME, DEBUG_CASES, explain, fwd9m, parse_json, require_cli, require_modules
 
 
 def _field(first: dict, name: str) -> str:
@@ -29,7 +29,10 @@ def _brief(first: dict) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", DEBUG_CASES, ids=[c.id for c in DEBUG_CASES])
+@pytest.mark.parametrize("case", [
+    pytest.param(c, id=c.id,
+                 marks=[pytest.mark.xfail(reason=c.flaky, strict=False)] if c.flaky else [])
+    for c in DEBUG_CASES])
 def test_debug_reports_documented_cause(case):
     require_cli("debug")
     example = BY_NAME[case.example]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from _spec import EXAMPLES, explain, fwd9m, ids, parse_json, require_cli
+from _examples_spec import EXAMPLES, explain, fwd9m, ids, parse_json, require_cli
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from _spec import EXAMPLES, explain, ids, python, require_fwd9m, require_modules
+from _examples_spec import EXAMPLES, explain, ids, python, require_fwd9m, require_modules
 
 RESUMABLE = [e for e in EXAMPLES if e.resume]
 
