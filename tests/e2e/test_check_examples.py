@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from _examples_spec import EXAMPLES, explain, fwd9m, ids, require_cli, require_fwd9m, require_modules
+from _examples_spec import (EXAMPLES, explain, fwd9m, ids, require_cli, require_fwd9m,
+                            require_modules)
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=ids())

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from _examples_spec import BY_NAME, DEBUG_CASES, explain, fwd9m, parse_json, require_cli, require_modules
+from _examples_spec import (BY_NAME, DEBUG_CASES, explain, fwd9m, parse_json, require_cli,
+                            require_modules)
 
 
 def _field(first: dict, name: str) -> str:
