@@ -134,3 +134,20 @@ def test_pytest_marker_and_fixture(pytester):
     result = pytester.runpytest("-q", "-p", "no:randomly")
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines(["*NondeterminismError*", "*w (float32, 2): 2 of 2 elements differ*"])
+
+
+def test_vary_specs():
+    from fwd9m.check import Variant, parse_vary
+    from fwd9m.errors import ConfigurationError
+
+    variants = parse_vary(["threads=1,4", "--batch-size=32,64", "TF_ENABLE_ONEDNN_OPTS=0"])
+    assert [v.label for v in variants] == ["threads=1", "threads=4", "--batch-size=32", "--batch-size=64",
+                                           "TF_ENABLE_ONEDNN_OPTS=0"]
+    assert variants[0].env()["OMP_NUM_THREADS"] == "1" and variants[0].env()["TF_NUM_INTRAOP_THREADS"] == "1"
+    bs = Variant("--batch-size", "64")
+    assert bs.env() == {}
+    assert bs.argv(["--epochs", "1", "--batch-size", "32"]) == ["--epochs", "1", "--batch-size", "64"]
+    assert bs.argv(["--batch-size=32"]) == ["--batch-size=64"]
+    assert bs.argv(["--epochs", "1"]) == ["--epochs", "1", "--batch-size", "64"]
+    with pytest.raises(ConfigurationError, match="NAME=V1,V2"):
+        parse_vary(["OMP_NUM_THREADS="])
