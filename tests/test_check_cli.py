@@ -190,7 +190,8 @@ def test_vary_settings_names_the_setting_that_breaks_it():
     assert "[stdout, run with MODE=b]" in out.stdout
     assert "[stdout, run with --scale=2]" in out.stdout
     assert "run with MODE=a]" not in out.stdout and "run with --scale=1]" not in out.stdout
-    assert "run with MODE=b [MODE=b]: exit 0" in out.stdout
+    assert "run with MODE=b: exit 0" in out.stdout and "run with MODE=a: exit 0" in out.stdout
+    assert "NOT REPRODUCIBLE ACROSS SETTINGS" in out.stdout and "MODE=b, --scale=2 changes" in out.stdout
 
 
 def test_module_and_command_forms(tmp_path):

@@ -156,6 +156,11 @@ class CheckResult:
             return f"REPRODUCIBLE: {n} runs of {self.target} agree bit for bit ({what})."
         runs = sorted({f.run for f in self.findings}, key=lambda r: [x.label for x in self.runs].index(r)
                       if r in [x.label for x in self.runs] else 99)
+        varied = {r.label: r for r in self.runs if r.settings}
+        if varied and all(r in varied for r in runs):
+            broken = ", ".join(", ".join(f"{k}={v}" for k, v in varied[r].settings.items()) for r in runs)
+            return (f"NOT REPRODUCIBLE ACROSS SETTINGS: runs of {self.target} under the same settings agree, "
+                    f"but {broken} changes the result ({len(self.findings)} difference(s); compared {what}).")
         return (f"NOT REPRODUCIBLE: {len(self.findings)} difference(s) between runs of {self.target} "
                 f"({', '.join(runs)} vs run 1; compared {what}).")
 
@@ -179,8 +184,11 @@ class CheckResult:
             for r in self.runs:
                 status = ("timed out" if r.timed_out else f"exit {r.returncode}" if r.returncode is not None
                           else r.error or "not run")
-                setting = f" [{', '.join(f'{k}={v}' for k, v in r.settings.items())}]" if r.settings else ""
-                lines.append(f"  {r.label}{setting}: {status}, {r.seconds:.1f} s")
+                same = ""
+                if r.label != "run 1" and not r.timed_out and r.returncode is not None:
+                    n = sum(f.run == r.label for f in self.findings)
+                    same = f"; {n} difference(s) from run 1" if n else "; same as run 1"
+                lines.append(f"  {r.label}: {status}, {r.seconds:.1f} s{same}")
         for note in self.notes:
             lines.append(f"Note: {note}")
         if self.environment:
