@@ -18,8 +18,12 @@ started from. Relative paths to data therefore resolve as they would for
 ``python script.py``, while files the script creates land in the run's own directory,
 so runs cannot see each other's outputs (a checkpoint written by run 1 cannot be
 resumed by run 2) and the user's directory is left alone. Files written *into* an
-existing subdirectory go through the link to the real directory; they are not compared
-(``cwd="empty"`` starts from an empty directory instead).
+existing subdirectory (or over an existing file) go through the link to the real
+directory, as ``python script.py`` would write them: fwd9m watches up to
+:data:`WATCH_LIMIT` entries of that directory, copies what each run changed there
+(files up to :data:`COPY_LIMIT` bytes) and compares the copies, and the report notes it,
+since a later run could then see an earlier run's files. ``cwd="empty"`` starts each run
+in an empty directory instead.
 """
 
 from __future__ import annotations
@@ -448,26 +452,48 @@ def _kill_group(proc: subprocess.Popen) -> None:
         return
 
 
+#: entries of the user's directory watched for writes through the run's links
+WATCH_LIMIT = 5000
+#: files (bytes) written through a link that are copied after the run to be compared
+COPY_LIMIT = 1 << 30
+
+
+def _snapshot_tree(source: Path, limit: int = WATCH_LIMIT) -> dict[str, tuple[int, int]]:
+    """``{relative path: (size, mtime_ns)}`` of up to ``limit`` entries under ``source``
+    (directories included: their mtime changes when a file is created in them; hidden
+    entries, which tools such as git and editors rewrite on their own, excluded)."""
+    out: dict[str, tuple[int, int]] = {}
+    for root, dirs, files in os.walk(source):  # hidden entries (.git, .venv, editor state) skipped
+        dirs[:] = sorted(d for d in dirs if d not in IGNORED_PARTS and not d.startswith("."))
+        for name in [*dirs, *(f for f in files if not f.startswith("."))]:
+            if len(out) >= limit:
+                return out
+            p = os.path.join(root, name)
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            out[os.path.relpath(p, source)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
 def _prepare_cwd(cwd: Path, source: Path, mode: str) -> dict[str, tuple[int, int]]:
     """Create the run's working directory; with mode ``link``, one symlink per entry of
-    ``source``. Returns ``{name: (size, mtime_ns)}`` of linked regular files."""
+    ``source``. Returns a snapshot (:func:`_snapshot_tree`) of ``source`` to detect
+    writes that went through the links."""
     cwd.mkdir(parents=True)
-    linked: dict[str, tuple[int, int]] = {}
     if mode != "link":
-        return linked
+        return {}
     try:
         entries = list(os.scandir(source))
     except OSError:
-        return linked
+        return {}
     for e in entries:
         try:
             os.symlink(e.path, cwd / e.name)
-            if e.is_file():
-                st = e.stat()
-                linked[e.name] = (st.st_size, st.st_mtime_ns)
         except OSError:
             continue
-    return linked
+    return _snapshot_tree(source)
 
 
 def _collect_files(cwd: Path) -> dict[str, Path]:
@@ -683,22 +709,29 @@ def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, st
     except FileFormatError as exc:
         info.error = str(exc)
     info.captured = sum(len(c["flat"]) for c in run.captures)
-    run.files = _group_files(_collect_files(run.cwd))
-    for name, (size, mtime) in linked.items():
-        try:
-            st = (invocation / name).stat()
-        except OSError:
-            continue
-        if (st.st_size, st.st_mtime_ns) != (size, mtime):
-            run.touched.append(name)
+    after = _snapshot_tree(invocation) if linked else {}
+    changed = [rel for rel, sig in after.items() if linked.get(rel) != sig
+               and (rel in linked or len(linked) < WATCH_LIMIT)]
+    run.touched = sorted({rel.split(os.sep)[0] for rel in changed})
+    files = _collect_files(run.cwd)
+    for rel in changed:  # written through a link into the user's directory: keep a copy
+        src = invocation / rel
+        if src.is_file() and not src.is_symlink() and src.stat().st_size <= COPY_LIMIT:
+            dst = run.root / "through" / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+            files.setdefault(Path(rel).as_posix(), dst)
+    run.files = _group_files(dict(sorted(files.items())))
 
 
 def _run_notes(done: list[_Run]) -> list[str]:
     notes = []
     touched = sorted({t for r in done for t in r.touched})
     if touched:
-        notes.append(f"files in your directory changed while the runs went on ({', '.join(touched[:5])}); "
-                     f"if the script rewrites them, they were not compared: write outputs to new paths")
+        notes.append(f"these entries of your directory changed while the runs went on: {', '.join(touched[:5])}. "
+                     f"A script that writes into an existing directory or file writes through the run's link "
+                     f"into yours: each run's files there were copied and compared, but a later run could "
+                     f"see an earlier run's files (a checkpoint to resume from); --cwd empty avoids this")
     errors = sorted({f"{r.info.label}: {c['error']}" for r in done for c in r.captures if c.get("error")}
                     | {f"{r.info.label}: {leaf['path']}: {leaf['error']}" for r in done for c in r.captures
                        for leaf in c.get("leaves", ()) if leaf.get("error")}
