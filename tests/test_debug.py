@@ -292,3 +292,17 @@ def test_unseeded_dataloader_shuffle_is_data(tmp_path):
     f = report.first
     assert report.kind == "external" and f.source == "data" and f.phase == "data", report.render()
     assert f.step == 0 and "generator=torch.Generator().manual_seed(0)" in f.explanation["fix"]
+
+
+@pytest.mark.gpu
+def test_cuda_ops_recorded_with_device_digests(tmp_path):
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    from fwd9m import fingerprint as fp
+
+    x = torch.randn(1000, device="cuda")
+    with dbg.record(tmp_path / "cuda.trace", framework="torch"):
+        y = (x * 2).exp()
+    ops = [o for o in dbg.TraceReader(tmp_path / "cuda.trace") if o.name == "aten::exp"]
+    assert ops and ops[0].device.startswith("cuda")
+    assert ops[0].outputs[0].digest == fp.numpy_digest(y.cpu().numpy())

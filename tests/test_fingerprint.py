@@ -92,3 +92,15 @@ def test_digest_dispatch():
     assert fp.digest(b"xyz") == fp.digest_bytes(b"xyz")
     with pytest.raises(TypeError):
         fp.numpy_digest(np.array([object()]))
+
+
+@pytest.mark.gpu
+def test_torch_cuda_partial_matches_numpy():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    for a in _arrays():
+        t = torch.from_numpy(a.copy()).cuda()
+        s, nbytes = fp.torch_partial(t)
+        assert s.device.type == "cuda"  # reduced on the device, 8 bytes come back
+        assert fp.finalize(int(s), nbytes) == fp.numpy_digest(a)

@@ -7,7 +7,7 @@ from torch import nn
 torch.manual_seed(0)
 data = np.linspace(-1, 1, 64 * 3, dtype=np.float32).reshape(64, 3)
 target = data.sum(1, keepdims=True)
-order = np.random.default_rng().permutation(len(data))  # unseeded: differs per run
+order = np.random.default_rng().permutation(len(data))  # unseeded: differs per run  # noqa: FWD103
 model = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(4):

@@ -16,7 +16,7 @@ class Pool(nn.Module):
 
     def forward(self, x):
         out = torch.zeros(8, x.shape[1])
-        out.index_put_((self.index,), x, accumulate=True)
+        out.index_put_((self.index,), x, accumulate=True)  # noqa: FWD703 (the bug under test)
         return out / x.shape[0]
 
 
@@ -35,7 +35,7 @@ model = Net()
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x = torch.randn(60000, 4)
 y = torch.randn(8, 1)
-for step in range(2):
+for _step in range(2):
     opt.zero_grad()
     loss = ((model(x) - y) ** 2).mean()
     loss.backward()
