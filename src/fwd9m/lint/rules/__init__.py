@@ -17,7 +17,7 @@ __all__ = ["all_rules"]
 @functools.lru_cache(maxsize=1)
 def all_rules() -> dict[str, type[Rule]]:
     """code -> rule class, in code order (imports the rule modules on first call)."""
-    from . import catalog_ops, config, data, jax_keys, ordering, seeding, state  # noqa: F401
+    from . import catalog_ops, config, data, distributed, jax_keys, ordering, seeding, state  # noqa: F401
 
     catalog_ops.generate()
     return dict(sorted(REGISTRY.items()))
