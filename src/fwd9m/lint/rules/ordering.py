@@ -439,13 +439,13 @@ class HashForIds(Rule):
 
     def visit_BinOp(self, node):
         if type(node.op) in (ast.Mod, ast.BitAnd) and self._is_hash(node.left) and self._ok_scope():
-            self.report(node.left, "hash() of str/bytes changes between runs (salted per process); "
-                        "use hashlib or zlib.crc32 for stable buckets and ids")
+            self.report(node.left, "hash() changes between runs (salted per process for str/bytes, from the "
+                        "address for objects without their own __hash__); use hashlib or zlib.crc32 for stable buckets and ids")
 
     def visit_Call(self, node, qn):
         if qn in ("abs", "int", "str") and node.args and self._is_hash(node.args[0]) and self._ok_scope():
-            self.report(node.args[0], "hash() of str/bytes changes between runs (salted per process); "
-                        "use hashlib or zlib.crc32 for stable ids")
+            self.report(node.args[0], "hash() changes between runs (salted per process for str/bytes, from the "
+                        "address for objects without their own __hash__); use hashlib or zlib.crc32 for stable ids")
             return
         for k in node.keywords:
             if k.arg in _SEED_WORDS and self._is_hash(k.value):
