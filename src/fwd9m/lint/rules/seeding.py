@@ -587,8 +587,9 @@ class RandomLayerWithoutSeed(Rule):
 
     ## What it does
     Flags `keras.layers.Dropout(...)`, `GaussianNoise`, `RandomFlip`, `RandomRotation`
-    and the other random layers created without `seed=` when the same file passes
-    `seed=` to other calls (so it relies on per-op seeds rather than one global seed).
+    and the other random layers created without `seed=` when the same function (or the
+    module level) passes `seed=` to other calls, so it relies on per-op seeds rather
+    than one global seed.
 
     ## Why is this bad
     A layer without a seed draws its seed from the global state at construction time
@@ -626,23 +627,26 @@ class RandomLayerWithoutSeed(Rule):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.candidates = []
-        self.op_seeds = 0
+        self.op_seeds: set = set()  # scopes (function or None for module) that seed ops
 
     def visit_Call(self, node, qn):
         seed = None
         for k in node.keywords:
             if k.arg == "seed":
                 seed = k.value
+        scope = self.ctx.function_stack[-1] if self.ctx.function_stack else None
         if qn and qn.startswith(_KERAS_ROOTS) and qn.rsplit(".", 1)[1] in _RANDOM_LAYERS:
             if seed is None:
-                self.candidates.append((node, qn))
+                self.candidates.append((node, qn, scope))
         elif seed is not None and literal(seed, 0) is not None:
-            self.op_seeds += 1
+            self.op_seeds.add(scope)
 
     def finish(self):
         if not self.op_seeds or seeds(self.ctx, TF_SEED_CALLS):
             return  # no op-level seeds, or a global seed covers the layers
-        for node, qn in self.candidates:
+        for node, qn, scope in self.candidates:
+            if scope not in self.op_seeds and None not in self.op_seeds:
+                continue  # op seeds elsewhere (another function) say nothing about this one
             self.report(node, f"{qn} has no seed= although this file seeds other ops; its seed "
                         "comes from the global state at construction time. Pass seed=")
 
@@ -677,11 +681,21 @@ class CudaSeedOnly(Rule):
     references = ("https://docs.pytorch.org/docs/stable/generated/torch.manual_seed.html",
                   "https://docs.pytorch.org/docs/stable/generated/torch.cuda.manual_seed.html")
     invalid = ("import torch\ntorch.cuda.manual_seed_all(0)\nm = torch.nn.Linear(3, 3)\n",)
-    valid = ("import torch\ntorch.manual_seed(0)\ntorch.cuda.manual_seed_all(0)\n",)
+    valid = ("import torch\ntorch.manual_seed(0)\ntorch.cuda.manual_seed_all(0)\n",
+             "import torch\ndef manual_seed(s):  # a seeding helper itself\n    torch.cuda.manual_seed_all(s)\n")
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.defs = []
+
+    def visit_FunctionDef(self, node):
+        self.defs.append(node)
 
     def finish(self):
         ctx = self.ctx
-        cuda = ctx.called(["torch.cuda.manual_seed", "torch.cuda.manual_seed_all"])
+        cuda = [c for c in ctx.called(["torch.cuda.manual_seed", "torch.cuda.manual_seed_all"])
+                if not any(getattr(d, "name", "") in ("manual_seed", "seed") and
+                           d.lineno <= c.lineno <= d.end_lineno for d in self.defs)]
         if cuda and not seeds(ctx, TORCH_SEED_CALLS):
             self.report(cuda[0], "seeds the CUDA generator only; CPU draws (weight init, "
                         "shuffling) stay unseeded. Use torch.manual_seed(seed), which seeds all devices")
