@@ -12,10 +12,19 @@ from pathlib import Path
 import pytest
 
 DATA = Path(__file__).resolve().parent / "data" / "check"
+EMPTY: Path = Path(".")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _empty_cwd(tmp_path_factory):
+    global EMPTY
+    EMPTY = tmp_path_factory.mktemp("cwd")
 
 
 def check(*args, cwd=None, env=None, timeout=300):
-    """``fwd9m check -q ARGS`` with PYTHONHASHSEED unset (as on a user's machine)."""
+    """``fwd9m check ARGS`` with PYTHONHASHSEED unset (as on a user's machine), started
+    from an empty directory unless ``cwd`` (the checkout changes under parallel work)."""
+    cwd = cwd or EMPTY
     full = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
     full.update(env or {})
     out = subprocess.run([sys.executable, "-m", "fwd9m", "check", *args], cwd=cwd, env=full,
@@ -173,7 +182,7 @@ def test_enormous_output_with_bounded_memory():
             "print('RC', rc, 'PEAK_KB', hwm)")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
     out = subprocess.run([sys.executable, "-c", code, str(DATA / "many_lines.py")], capture_output=True,
-                         text=True, timeout=300, env=env)
+                         text=True, timeout=300, env=env, cwd=EMPTY)
     last = out.stdout.strip().splitlines()[-1].split()
     assert last[:2] == ["RC", "0"], out.stdout[-2000:] + out.stderr[-2000:]
     # each run printed ~30 MB; the comparison streams it

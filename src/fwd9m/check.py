@@ -21,8 +21,10 @@ resumed by run 2) and the user's directory is left alone. Files written *into* a
 existing subdirectory (or over an existing file) go through the link to the real
 directory, as ``python script.py`` would write them: fwd9m watches up to
 :data:`WATCH_LIMIT` entries of that directory, copies what each run changed there
-(files up to :data:`COPY_LIMIT` bytes) and compares the copies, and the report notes it,
-since a later run could then see an earlier run's files. ``cwd="empty"`` starts each run
+(files up to :data:`COPY_LIMIT` bytes, not source files) and compares the copies of
+files that changed during both runs (a file changed during one run only was edited by
+someone else), and the report notes it, since a later run could then see an earlier
+run's files. ``cwd="empty"`` starts each run
 in an empty directory instead.
 """
 
@@ -456,6 +458,8 @@ def _kill_group(proc: subprocess.Popen) -> None:
 WATCH_LIMIT = 5000
 #: files (bytes) written through a link that are copied after the run to be compared
 COPY_LIMIT = 1 << 30
+#: changed files never taken for outputs (someone editing the project during the check)
+SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb", ".c", ".cc", ".cpp", ".h", ".toml", ".cfg", ".md", ".rst")
 
 
 def _snapshot_tree(source: Path, limit: int = WATCH_LIMIT) -> dict[str, tuple[int, int]]:
@@ -547,6 +551,7 @@ class _Run:
     captures: list[dict[str, Any]] = field(default_factory=list)
     files: dict[str, tuple[str, Path]] = field(default_factory=dict)
     touched: list[str] = field(default_factory=list)
+    through: set[str] = field(default_factory=set)  #: files copied from the user's directory
 
     @property
     def replacements(self) -> tuple[tuple[str, str], ...]:
@@ -716,11 +721,14 @@ def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, st
     files = _collect_files(run.cwd)
     for rel in changed:  # written through a link into the user's directory: keep a copy
         src = invocation / rel
-        if src.is_file() and not src.is_symlink() and src.stat().st_size <= COPY_LIMIT:
-            dst = run.root / "through" / rel
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst)
-            files.setdefault(Path(rel).as_posix(), dst)
+        if src.suffix in SOURCE_SUFFIXES or not src.is_file() or src.is_symlink() \
+                or src.stat().st_size > COPY_LIMIT:
+            continue
+        dst = run.root / "through" / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+        files.setdefault(Path(rel).as_posix(), dst)
+        run.through.add(Path(rel).as_posix())
     run.files = _group_files(dict(sorted(files.items())))
 
 
@@ -767,6 +775,8 @@ def _hash_probe(run: _Run) -> Any:
 
 def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding]) -> None:
     for name in sorted(set(a.files) | set(b.files)):
+        if (name in a.through) != (name in b.through) and (name not in a.files or name not in b.files):
+            continue  # changed in the user's directory during one run only: not the script's output
         if name not in b.files:
             findings.append(Finding("file", label, f"{name}: written by run 1 only"))
             continue
@@ -882,6 +892,13 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
                   for k in sorted(ranks, key=lambda k: (len(k), k))]
         result.notes.append("final state compared rank by rank (rank r of each run with rank r of run 1): "
                             + ", ".join(f"{k}: {n} difference(s)" for k, n in counts))
+        shuffled = [r.info.label for r in done[1:] if len(ranks) > 1 and _same_bytes_reordered(first.stdout, r.stdout)]
+        if shuffled:
+            result.causes.append(f"{len(ranks)} ranks write to the same standard output: {', '.join(shuffled)} "
+                                 f"printed the same characters as run 1 in another order, as lines (and parts of "
+                                 f"lines) from different processes interleave. Fix: print on rank 0 only (if "
+                                 f"fwd9m.distributed.rank_info().is_main: print(...)); the final state is "
+                                 f"compared rank by rank anyway.")
     if findings:
         if ranks and command:
             result.next_steps.append(f"find the first op that differs, rank by rank: fwd9m run --record-ranks "
@@ -904,6 +921,19 @@ def _debug_args(display: str, command: bool) -> str:
     if parts and Path(parts[0]).name.startswith("python") and len(parts) > 1:
         return " ".join(parts[1:])
     return "SCRIPT.py [ARGS] (the Python script this command runs)"
+
+
+def _same_bytes_reordered(a: Path, b: Path, limit: int = 1 << 24) -> bool:
+    """True when two files hold the same bytes in a different order (concurrent writers)."""
+    import collections
+
+    try:
+        if a.stat().st_size != b.stat().st_size or a.stat().st_size > limit:
+            return False
+        da, db = a.read_bytes(), b.read_bytes()
+    except OSError:
+        return False
+    return da != db and collections.Counter(da) == collections.Counter(db)
 
 
 def _indent(text: str) -> str:
