@@ -657,7 +657,8 @@ class CudaSeedOnly(Rule):
 
     ## What it does
     Flags `torch.cuda.manual_seed(...)` / `torch.cuda.manual_seed_all(...)` in a file
-    that never calls `torch.manual_seed(...)` (or a helper that seeds everything).
+    that never calls `torch.manual_seed(...)` (or a helper that seeds everything),
+    outside functions whose name contains "seed" (seeding helpers themselves).
 
     ## Why is this bad
     `torch.cuda.manual_seed` seeds only the CUDA generator (of the current device;
