@@ -9,6 +9,7 @@ import json
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -215,3 +216,17 @@ def test_run_flags_need_the_import_hook():
     assert out.returncode == 2 and "--check-replicas N needs N >= 1" in out.stderr
     out = run_fwd9m("run", "--no-enable", "--record-ranks", "d", "--", sys.executable, "-c", "pass", timeout=60)
     assert out.returncode == 2 and "drop --no-enable" in out.stderr
+
+
+def test_check_explains_ranks_interleaving_their_output(tmp_path):
+    from conftest import run_fwd9m
+
+    work = tmp_path / "work"
+    work.mkdir()
+    out = run_fwd9m("check", "--format", "json", "-q", "--", sys.executable,
+                    str(Path(__file__).parent / "data" / "distributed" / "two_printers.py"),
+                    cwd=work, env={"ORDER_FILE": str(tmp_path / "order")}, timeout=300)
+    result = json.loads(out.stdout)
+    assert out.returncode == 1 and [f["source"] for f in result["findings"]] == ["stdout"], out.stdout
+    assert any("ranks write to the same standard output" in c for c in result["causes"]), result["causes"]
+    assert any("rank 0: 0 difference(s), rank 1: 0 difference(s)" in n for n in result["notes"])
