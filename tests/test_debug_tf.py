@@ -93,3 +93,24 @@ def test_keras_layer_level_pass(tmp_path):
     assert {("layer:Dense", "forward"), ("grad", "backward"), ("param", "optimizer")} <= names
     assert {o.step for o in ops} == {0, 1}
     assert all(t.digest is not None for o in ops for t in o.outputs)
+
+
+def test_keras_tf_data_order_is_data_at_first_batch(tmp_path):
+    keras = pytest.importorskip("keras")
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("needs KERAS_BACKEND=tensorflow")
+    x = np.linspace(-1, 1, 64 * 4, dtype=np.float32).reshape(64, 4)
+    y = x.sum(1, keepdims=True)
+    paths = []
+    for shuffle_seed in (1, 2):  # stands for an unseeded shuffle
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(1)])
+        model.compile(optimizer="sgd", loss="mse")
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(64, seed=shuffle_seed).batch(16)
+        paths.append(tmp_path / f"s{shuffle_seed}.trace")
+        with dbg.record(paths[-1], framework="tensorflow"):
+            model.fit(ds, epochs=1, verbose=0)
+    report = dbg.diff(*paths)
+    f = report.first
+    assert report.kind == "external" and f.source == "data", report.render()
+    assert f.step == 0 and f.op.startswith("IteratorGetNext")

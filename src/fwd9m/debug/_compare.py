@@ -358,11 +358,15 @@ def _classify(a: Op, b: Op, ins: list[int], outs: list[int], produced: set[int],
             if a.phase == "data":  # e.g. DataLoader(shuffle=True) drawing its sampler seed
                 d.source = "data"
                 d.detail += "; it runs in the data pipeline, so the data order changes"
-        elif any(t.meta.startswith("resource") for t in a.inputs):
+        elif any(t.meta.startswith(("resource", "variant")) for t in a.inputs):
             d.kind, d.source = "external", "python"
             d.detail = (f"{a.name} reads state held in a variable/resource (not digested) whose "
                         f"content differs between the runs although every recorded op before "
                         f"agreed: it was set outside the recorded ops")
+            if "Iterator" in a.name or a.phase == "data":
+                d.source = "data"
+                d.detail = (f"{a.name} yields a batch that differs between the runs: the input "
+                            f"pipeline (tf.data, not recorded op by op) produced it")
         else:
             d.detail = (f"all {len(a.inputs)} inputs of {a.name} are bit-identical in both runs "
                         f"but output(s) {outs} differ: the op is nondeterministic")
