@@ -201,12 +201,12 @@ def test_record_rank_traces_collectives_and_diff_ranks(tmp_path, monkeypatch):
 
 
 def test_launchers_do_not_record_themselves():
-    from fwd9m.distributed._debug import _is_launcher
+    from fwd9m.distributed._debug import is_launcher
 
-    assert _is_launcher(["python", "-m", "torch.distributed.run", "--nproc-per-node", "2", "t.py"])
-    assert _is_launcher(["python", "/venv/bin/torchrun", "t.py"])
-    assert not _is_launcher(["python", "-u", "train.py"])
-    assert not _is_launcher(["python", "-m", "fwd9m", "run", "train.py"])
+    assert is_launcher(["python", "-m", "torch.distributed.run", "--nproc-per-node", "2", "t.py"])
+    assert is_launcher(["python", "/venv/bin/torchrun", "t.py"])
+    assert not is_launcher(["python", "-u", "train.py"])
+    assert not is_launcher(["python", "-m", "fwd9m", "run", "train.py"])
 
 
 def test_run_flags_need_the_import_hook():

@@ -57,7 +57,7 @@ def record_from_env(environ: dict | None = None) -> bool:
     directory = (os.environ if environ is None else environ).get(ENV_RECORD_RANKS)
     if not directory:
         return False
-    if rank_info().source == "single" and _is_launcher(getattr(sys, "orig_argv", sys.argv)):
+    if rank_info().source == "single" and is_launcher():
         return False  # torchrun's agent imports torch too; its ranks record themselves
     cm = record_rank(directory, framework="torch")
     cm.__enter__()
@@ -78,10 +78,11 @@ _LAUNCHER_SCRIPTS = ("torchrun", "horovodrun")
 _LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
 
-def _is_launcher(argv: list[str]) -> bool:
-    """From the interpreter's original command line (``sys.orig_argv``: while
-    ``python -m torch.distributed.run`` imports torch, ``sys.argv[0]`` is still "-m")."""
-    args = list(argv)
+def is_launcher(argv: list[str] | None = None) -> bool:
+    """Whether this interpreter is a launcher that starts ranks (torchrun's agent), from
+    its original command line (``sys.orig_argv``: while ``python -m
+    torch.distributed.run`` imports torch, ``sys.argv[0]`` is still "-m")."""
+    args = list(getattr(sys, "orig_argv", sys.argv) if argv is None else argv)
     for i, a in enumerate(args[1:], 1):
         if a == "-m":
             return i + 1 < len(args) and args[i + 1] in _LAUNCHER_MODULES
