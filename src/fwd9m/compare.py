@@ -389,13 +389,6 @@ def _short(x: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _values(x: Any) -> Any:
-    try:
-        return x.item()
-    except Exception:
-        return x
-
-
 def _magnitudes(np: Any, da: Any, db: Any, bits: Any, is_float: bool) -> tuple[float, int | None]:
     """Largest absolute difference (float64) and, for floats, largest ULP distance
     (NaN pairs excluded) between 1-d arrays of differing elements."""
