@@ -114,3 +114,16 @@ def test_keras_tf_data_order_is_data_at_first_batch(tmp_path):
     f = report.first
     assert report.kind == "external" and f.source == "data", report.render()
     assert f.step == 0 and f.op.startswith("IteratorGetNext")
+
+
+def test_xla_function_recorded_as_one_op(tmp_path):
+    @tf.function(jit_compile=True)
+    def compiled(v):
+        return tf.reduce_sum(tf.exp(v) * 2.0)
+
+    v = tf.ones([4])
+    with dbg.record(tmp_path / "xla.trace", framework="tensorflow"):
+        out = compiled(v)
+    ops = [o for o in dbg.TraceReader(tmp_path / "xla.trace") if o.name.startswith("xla:")]
+    assert [o.name for o in ops] == ["xla:compiled"]
+    assert ops[0].outputs[0].digest == fp.numpy_digest(out.numpy())

@@ -14,8 +14,9 @@ __all__ = ["LEVELS", "PHASES", "CaptureSpec", "Recording", "user_location"]
 
 #: Detail levels, like tfdbg2's tensor_debug_mode: "modules" (one record per PyTorch
 #: module / Keras layer call, per gradient and per parameter update, no per-op
-#: recording: the cheap first pass of ``fwd9m debug --fast``); op sequence only; + digests of every tensor (and 4 sampled values of each
-#: float output); + full tensors of the ops that ``capture`` selects.
+#: recording: the cheap first pass of ``fwd9m debug --fast``); op sequence only;
+#: + digests of every tensor (and 4 sampled values of each float output); + full
+#: tensors of the ops that ``capture`` selects.
 LEVELS = ("modules", "sequence", "digests", "full")
 PHASES = ("forward", "backward", "optimizer", "data", "other")
 SAMPLES = 4

@@ -38,6 +38,7 @@ import functools
 from typing import Any
 
 from .. import fingerprint as fp
+from .._log import logger
 from ._common import Recording, user_location
 from ._store import HAS_SAMPLE
 
@@ -61,6 +62,7 @@ class _Registry:
     ops: list[tuple] = []
     src: dict[tuple, tuple[int, int] | None] = {}  # (graph id, tensor name) -> (op, slot)
     optimizer_graphs: set[str] = set()  # outermost function graphs that apply an optimizer
+    xla_graphs: set[str] = set()  # XLA-compiled functions: recorded as one op per call
 
 
 def _graph_hook(idx: int, *arrays) -> None:
@@ -265,6 +267,12 @@ class TFRecorder:
         if _is_function(op_type):
             self._flush_graph()
             name = op_type.split("_", 3)[-1].rsplit("_", 1)[0]  # __inference_NAME_123
+            if name in _Registry.xla_graphs and self._in_window():
+                rec = self.rec
+                ctx = rec.ctx_id(name, self._phase_of(op_type, ""), user_location(2), "xla", "")
+                rec.writer.op(rec.name_id(("xla", name), f"xla:{name}"), ctx, rec.step,
+                              [self._eager_tensor(t, False) for t in inputs],
+                              [self._eager_tensor(t, True) for t in (outputs or ())])
             if name in _Registry.optimizer_graphs:
                 self.rec.step += 1
             return None
@@ -311,19 +319,30 @@ class TFRecorder:
         return self._register(op_type, scope, phase, inputs, outputs, graph)
 
     def _register(self, op_type: str, scope: str, phase: str, inputs, outputs, graph):
-        """Register a graph op (or a layer's outputs) and add its digest hook."""
+        """Register a graph op (or a layer's outputs) and add its digest hook. Graphs
+        compiled by XLA (``jit_compile=True``) cannot run Python hooks: they are
+        recorded as one op per call instead (``xla:NAME``)."""
         tf = self.tf
+        from tensorflow.python.ops import control_flow_util
+
+        outer = graph
+        while getattr(getattr(outer, "outer_graph", None), "outer_graph", None) is not None:
+            outer = outer.outer_graph
+        if phase == "optimizer":
+            _Registry.optimizer_graphs.add(outer.name)
+        if control_flow_util.GraphOrParentsInXlaContext(graph):
+            if outer.name not in _Registry.xla_graphs:
+                _Registry.xla_graphs.add(outer.name)
+                logger.info("fwd9m.debug: %s is compiled by XLA (jit_compile=True): recorded as "
+                            "one op per call; compile it with jit_compile=False to see its ops",
+                            outer.name)
+            return None
         gid = id(graph)
         src = _Registry.src
         ins = [(t.dtype.name, _shape(t), src.get((id(t.graph), t.name))) for t in inputs]
         outs = [(t.dtype.name, _shape(t)) for t in outputs]
         digestable = [i for i, t in enumerate(outputs) if t.dtype.name not in _NOT_DIGESTED
                       and t.dtype.is_numpy_compatible] if self.rec.digests else []
-        if phase == "optimizer":
-            outer = graph
-            while getattr(getattr(outer, "outer_graph", None), "outer_graph", None) is not None:
-                outer = outer.outer_graph
-            _Registry.optimizer_graphs.add(outer.name)
         idx = len(_Registry.ops)
         _Registry.ops.append((op_type, scope, phase, self._graph_location(), ins, outs,
                               digestable, self._on_gpu))
