@@ -33,8 +33,10 @@ def test_graph_and_eager_ops_recorded_with_digests(tmp_path):
         eager = tf.exp(x)
         fresh(x, idx)
         fresh(x, idx)
+        _scatter(x, idx)  # traced before: one op per call
     ops = list(dbg.TraceReader(path))
     names = [o.name for o in ops]
+    assert names[-1] == "function:_scatter" and ops[-1].outputs[0].digest is not None
     assert "Exp" in names
     assert names.count("UnsortedSegmentSum") == 2  # one per call, from the graph
     exp = ops[names.index("Exp")]

@@ -63,6 +63,7 @@ class _Registry:
     src: dict[tuple, tuple[int, int] | None] = {}  # (graph id, tensor name) -> (op, slot)
     optimizer_graphs: set[str] = set()  # outermost function graphs that apply an optimizer
     xla_graphs: set[str] = set()  # XLA-compiled functions: recorded as one op per call
+    instrumented: set[str] = set()  # outermost function graphs with hooks
 
 
 def _graph_hook(idx: int, *arrays) -> None:
@@ -267,10 +268,12 @@ class TFRecorder:
         if _is_function(op_type):
             self._flush_graph()
             name = op_type.split("_", 3)[-1].rsplit("_", 1)[0]  # __inference_NAME_123
-            if name in _Registry.xla_graphs and self._in_window():
+            if name not in _Registry.instrumented and self._in_window():
+                # XLA-compiled, or traced before recording started: one op per call
+                kind = "xla" if name in _Registry.xla_graphs else "function"
                 rec = self.rec
-                ctx = rec.ctx_id(name, self._phase_of(op_type, ""), user_location(2), "xla", "")
-                rec.writer.op(rec.name_id(("xla", name), f"xla:{name}"), ctx, rec.step,
+                ctx = rec.ctx_id(name, self._phase_of(op_type, ""), user_location(2), kind, "")
+                rec.writer.op(rec.name_id((kind, name), f"{kind}:{name}"), ctx, rec.step,
                               [self._eager_tensor(t, False) for t in inputs],
                               [self._eager_tensor(t, True) for t in (outputs or ())])
             if name in _Registry.optimizer_graphs:
@@ -337,6 +340,7 @@ class TFRecorder:
                             "one op per call; compile it with jit_compile=False to see its ops",
                             outer.name)
             return None
+        _Registry.instrumented.add(outer.name)
         gid = id(graph)
         src = _Registry.src
         ins = [(t.dtype.name, _shape(t), src.get((id(t.graph), t.name))) for t in inputs]
