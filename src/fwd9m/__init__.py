@@ -46,6 +46,13 @@ _LAZY: dict[str, str] = {
     "torch": ".torch",
     "jax": ".jax",
     "keras": ".keras",
+    "rng": ".rng",
+    "seed": ".seed",
+    "data": ".data",
+    "callbacks": ".callbacks",
+    "distributed": ".distributed",
+    "fingerprint": ".fingerprint",
+    "compare": ".compare",
 }
 
 __all__ = sorted([*_LAZY, "__version__", "Fwd9mError", "ConfigurationError",
