@@ -286,7 +286,7 @@ def test_unseeded_dataloader_shuffle_is_data(tmp_path):
         torch.seed()  # the loader's shuffle now draws from an unseeded generator
         paths.append(tmp_path / f"dl{i}.trace")
         with dbg.record(paths[-1], framework="torch"):
-            for xb, _ in DataLoader(ds, batch_size=4, shuffle=True):
+            for xb, _ in DataLoader(ds, batch_size=4, shuffle=True):  # noqa: FWD307 (the bug under test)
                 model(xb).sum().backward()
     report = dbg.diff(*paths)
     f = report.first
