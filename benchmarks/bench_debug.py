@@ -90,6 +90,10 @@ def _torch_cases(quick: bool):
         out.append(Case(f"torch DebugMode(hash_inputs) / record, {name}", recorded, debug_mode,
                         baseline_name="fwd9m record", target=10.0, higher_is_better=True,
                         repeat=repeat))
+        out.append(Case(f"torch DebugMode(hash_inputs) / record modules, {name}", modules,
+                        debug_mode, baseline_name="fwd9m record level=modules", target=10.0,
+                        higher_is_better=True, repeat=repeat,
+                        note="total times; compare overheads via the uninstrumented case"))
     return out
 
 
@@ -168,6 +172,9 @@ def _keras_cases(quick: bool):
         last.append(Case(f"tfdbg FULL_TENSOR / record, keras {name}", recorded, dumped,
                          baseline_name="fwd9m record", target=10.0, higher_is_better=True,
                          repeat=repeat))
+        last.append(Case(f"tfdbg FULL_TENSOR / record modules, keras {name}", layers, dumped,
+                         baseline_name="fwd9m record level=modules", target=10.0,
+                         higher_is_better=True, repeat=repeat))
     return out + last
 
 
