@@ -15,8 +15,9 @@ at import time:
 >>> monitor = fd.watch_replicas(model, optimizer, every=10)
 >>> for epoch in fd.epochs(3, loader): ...
 
-Launch with ``fwd9m run --seed 0 -- torchrun --nproc-per-node 2 train.py``
-(``--check-replicas N`` checks every rank's replicas each ``N`` optimizer steps), and
+Launch with ``fwd9m run --seed 0 -- torchrun --nproc-per-node 2 train.py`` (or inside each
+rank: ``torchrun --nproc-per-node 2 -m fwd9m run --seed 0 train.py``;
+``--check-replicas N`` checks every rank's replicas each ``N`` optimizer steps), and
 check a launch with ``fwd9m check -- torchrun --nproc-per-node 2 train.py`` (the final
 state is compared rank by rank). To find the first op where two launches diverge, record
 one trace per rank (``fwd9m run --record-ranks runA -- torchrun ...``, or
