@@ -107,6 +107,12 @@ def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[
         ConfigurationError: unknown level/framework, or level "full" without capture.
     """
     names = _frameworks(framework)
+    for n in names:
+        try:
+            __import__(n)
+        except ImportError:
+            raise ConfigurationError(f"debug.record(framework={n!r}): {n} is not installed here; "
+                                     f"pip install it, or record the framework you use") from None
     if level not in LEVELS:
         raise ConfigurationError(f"unknown detail level {level!r}; use one of {', '.join(LEVELS)}")
     if path is None:
