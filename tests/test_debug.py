@@ -248,7 +248,7 @@ def test_module_level_pass_and_step_window(tmp_path, two_threads):
     run(tmp_path / "m.trace", level="modules")
     ops = list(dbg.TraceReader(tmp_path / "m.trace"))
     names = {o.name for o in ops}
-    assert {"module:Net", "module:Pool", "grad:weight", "param:weight"} <= names
+    assert {"module:Net", "module:Pool", "grads", "params"} <= names
     assert any(o.module == "Net.pool" and o.phase == "forward" for o in ops)
     run(tmp_path / "w.trace", steps=(1, 1))
     ops = list(dbg.TraceReader(tmp_path / "w.trace"))

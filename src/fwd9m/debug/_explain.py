@@ -124,11 +124,15 @@ def explain(first, report, ha: dict, hb: dict) -> dict[str, Any]:
     env = ha.get("environment") or {}
     version = ((env.get("frameworks") or {}).get(framework) or {}).get("version") \
         or (env.get("packages") or {}).get(framework)
-    if first.kind == "culprit" and first.op.split(":", 1)[0] in ("module", "grad", "param"):
+    coarse = first.op.split(":", 1)[0]
+    if first.kind == "culprit" and coarse in ("module", "layer", "grad", "grads", "param", "params"):
         what = {"module": f"module {first.module} (forward)",
-                "grad": f"the gradient of {first.module}.{first.op.split(':', 1)[1]} (backward)",
-                "param": f"the update of {first.module}.{first.op.split(':', 1)[1]} (optimizer)"}
-        return {"headline": f"module-level pass: {what[first.op.split(':', 1)[0]]} is the first "
+                "layer": f"layer {first.module} (forward)",
+                "grad": f"the gradient of {first.module} (backward)",
+                "grads": f"the gradients of {first.module} (backward)",
+                "param": f"the update of {first.module} (optimizer)",
+                "params": f"the update of {first.module}'s parameters (optimizer)"}
+        return {"headline": f"module-level pass: {what[coarse]} is the first "
                             f"to differ from identical inputs in step {first.step}",
                 "causes": ["a nondeterministic op inside it; record that step op by op to name it"],
                 "catalog": [],

@@ -151,19 +151,23 @@ class TorchRecorder:
 
     def _record_params(self, optimizer, grads: bool) -> None:
         """Level "modules": gradients before the optimizer step (phase backward) and
-        parameters after it (phase optimizer), one record per parameter."""
+        parameters after it (phase optimizer), one record per module (``grads`` /
+        ``params``, outputs in the module's parameter order)."""
         rec = self.rec
         loc = user_location(3)
+        by_module: dict[str, list] = {}
         for group in optimizer.param_groups:
             for prm in group["params"]:
                 t = prm.grad if grads else prm
-                if t is None:
-                    continue
-                path, pname = self._param_paths.get(id(prm), ("", "param"))
-                ctx = rec.ctx_id(path, "backward" if grads else "optimizer", loc, "", "")
-                kind = "grad" if grads else "param"
-                rec.writer.op(rec.name_id((kind, pname), f"{kind}:{pname}"), ctx, rec.step, [],
-                              [self._tensor(t.detach(), IS_PARAM, True, True)])
+                if t is not None:
+                    path = self._param_paths.get(id(prm), ("", "param"))[0]
+                    by_module.setdefault(path, []).append(t.detach())
+        kind = "grads" if grads else "params"
+        name_id = rec.name_id(kind, kind)
+        for path, tensors in by_module.items():
+            ctx = rec.ctx_id(path, "backward" if grads else "optimizer", loc, "", "")
+            rec.writer.op(name_id, ctx, rec.step, [],
+                          [self._tensor(t, IS_PARAM, True, True) for t in tensors])
 
     def _patch_dataloader(self) -> None:
         try:
