@@ -351,7 +351,10 @@ def tf_digest(tensor) -> int:
     dev = getattr(tensor, "device", "") or ""
     if "GPU" not in dev.upper() and "TPU" not in dev.upper():
         try:
-            return numpy_digest(tensor.numpy())
+            import numpy as np
+
+            # np.asarray shares the eager tensor's host buffer; .numpy() copies it
+            return numpy_digest(np.asarray(tensor))
         except (TypeError, ValueError, AttributeError):
             pass
     s, nbytes = tf_partial(tensor)

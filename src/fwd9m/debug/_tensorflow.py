@@ -235,6 +235,8 @@ class TFRecorder:
         return "forward" if scope else "other"
 
     def _eager_tensor(self, t, want_sample: bool):
+        import numpy as np
+
         rec = self.rec
         dtype = t.dtype.name
         meta = rec.meta_id(dtype, tuple(t.shape))
@@ -244,7 +246,7 @@ class TFRecorder:
             if self._on_gpu and "GPU" in (t.device or ""):
                 s, nbytes = fp.tf_partial(t)
                 return (meta, 0, fp.finalize(int(s.numpy()), int(nbytes)), None, None)
-            a = t.numpy()
+            a = np.asarray(t)  # zero-copy view of a host tensor (.numpy() copies)
         except (TypeError, ValueError, AttributeError, self.tf.errors.OpError):
             return (meta, 0, None, None, None)
         return self._array_tensor(meta, dtype, a, want_sample)
