@@ -880,9 +880,10 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
                             "result you care about, or return it from a function and use fwd9m.check(fn)")
     if probe_differs and findings:
         result.causes.append("PYTHONHASHSEED differed between runs (it was unset or 'random'), so each "
-                             "interpreter hashed strings differently: anything that iterates over a set of "
-                             "strings (or a dict built from one) saw a different order. Fix: run with "
-                             "PYTHONHASHSEED=0 (or `fwd9m run`), or iterate in a fixed order (sorted(s)).")
+                             "interpreter hashed strings differently: if the script iterates over a set of "
+                             "strings (or a dict built from one), it saw a different order. Fix: run with "
+                             "PYTHONHASHSEED=0 (or `fwd9m run`), or iterate in a fixed order (sorted(s)). "
+                             "To tell whether this is the cause: fwd9m check --env PYTHONHASHSEED=0 ...")
     elif probe_differs:
         result.notes.append("PYTHONHASHSEED differed between runs (string hashing was randomised); "
                             "the outputs did not depend on it this time.")

@@ -345,13 +345,18 @@ class DataLoaderWorkersUnseeded(Rule):
     ## What it does
     Flags `torch.utils.data.DataLoader(..., num_workers=N)` (N not 0) without
     `worker_init_fn=` or `generator=`, in a file that draws random numbers (Python
-    `random`, `np.random`, `torch.rand*`) and never calls `torch.manual_seed`.
+    `random`, `np.random`, `torch.rand*`) and never calls `torch.manual_seed`; and,
+    seeded or not, such a loader without `worker_init_fn=` in a file that creates
+    generator objects (`np.random.default_rng`, `np.random.RandomState`,
+    `random.Random`), which a dataset usually holds.
 
     ## Why is this bad
     Each worker process seeds PyTorch, Python's `random` and NumPy's global generator
     from a base seed drawn from the main process's generator (or the loader's
     `generator`) (`torch/utils/data/_utils/worker.py`). When that generator is not
-    seeded, every run's workers draw different augmentations.
+    seeded, every run's workers draw different augmentations. Generator objects held by
+    the dataset are not reseeded at all: each worker gets a copy in the same state and
+    repeats the same stream (and an unseeded one differs from run to run).
 
     ## Example
     ```python
@@ -373,20 +378,42 @@ class DataLoaderWorkersUnseeded(Rule):
     valid = ("import random, torch\nfrom torch.utils.data import DataLoader\ntorch.manual_seed(0)\n"
              "class D(torch.utils.data.Dataset):\n    def __getitem__(self, i):\n        return random.random()\n"
              "loader = DataLoader(D(), num_workers=4)\n",
-             "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=4)\n")
+             "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=4)\n",
+             "import numpy as np, torch\nfrom torch.utils.data import DataLoader\n"
+             "class D(torch.utils.data.Dataset):\n    def __init__(self):\n"
+             "        self.rng = np.random.default_rng(0)\n"
+             "loader = DataLoader(D(), num_workers=2, worker_init_fn=init)\n")
+    invalid = invalid + (
+        "import numpy as np, torch\nfrom torch.utils.data import DataLoader\ntorch.manual_seed(0)\n"
+        "class D(torch.utils.data.Dataset):\n    def __init__(self):\n        self.rng = np.random.default_rng(0)\n"
+        "loader = DataLoader(D(), num_workers=2, generator=torch.Generator().manual_seed(0))\n",)
+
+    _GENERATOR_OBJECTS = frozenset({"numpy.random.default_rng", "numpy.random.RandomState",
+                                    "numpy.random.Generator", "random.Random"})
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.sites = []
+        self.sites = []  # loaders with workers and neither worker_init_fn nor generator
+        self.no_init = []  # loaders with workers and no worker_init_fn
+        self.generator_line = None
 
     def visit_Call(self, node, qn):
+        if qn in self._GENERATOR_OBJECTS and self.generator_line is None:
+            self.generator_line = node.lineno
         if qn in _DATALOADERS:
             w = kwarg(node, "num_workers")
-            if w is not None and literal(w, 1) not in (0, None) and kwarg(node, "worker_init_fn") is None \
-                    and kwarg(node, "generator") is None:
-                self.sites.append(node)
+            if w is not None and literal(w, 1) not in (0, None) and kwarg(node, "worker_init_fn") is None:
+                self.no_init.append(node)
+                if kwarg(node, "generator") is None:
+                    self.sites.append(node)
 
     def finish(self):
+        if self.no_init and self.generator_line is not None:
+            for node in self.no_init:
+                self.report(node, f"the generator object made on line {self.generator_line} is copied into "
+                            "every DataLoader worker in the same state, so workers repeat one stream; "
+                            "reseed it per worker: worker_init_fn=fwd9m.data.worker_init_fn")
+            return
         if not self.sites or seeds(self.ctx, TORCH_SEED_CALLS):
             return
         line = _uses_randomness(self.ctx)
