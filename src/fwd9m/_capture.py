@@ -1,8 +1,8 @@
 """Child side of ``fwd9m check``: save the final state of a run, without pickle.
 
 When the environment variable :data:`ENV_DIR` names a directory, :func:`install`
-(called by the check bootstrap ``python -m fwd9m._capture``, or by the generated
-``sitecustomize.py`` for ``--enable`` and ``-- command`` runs) arranges that, when the
+(called by the check bootstrap ``python -m fwd9m._capture``, or by the start-up hook
+``fwd9m/_sitecustomize`` when :data:`ENV_SITE` is set, for ``--enable`` and ``-- command`` runs) arranges that, when the
 script ends, this process writes into that directory:
 
 - ``capture-<pid>.npz``: every array of the final state, keys ``a0``, ``a1``, ...
@@ -389,34 +389,10 @@ def _restore_dtype(arr: Any, dtype: str) -> Any:
 
 # --------------------------------------------------------------------------- entry points
 
-SITECUSTOMIZE = '''\
-# Written by fwd9m check: saves this process's final state, then runs the
-# sitecustomize this one shadows (if any).
-import os as _os, sys as _sys
-try:
-    import fwd9m._capture as _c
-    _c.install()
-except Exception:
-    pass
-_here = _os.path.dirname(_os.path.abspath(__file__))
-try:
-    import importlib.machinery as _m, importlib.util as _u
-    _path = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
-    _spec = _m.PathFinder.find_spec("sitecustomize", _path)
-    if _spec is not None and _spec.loader is not None:
-        _mod = _u.module_from_spec(_spec)
-        _spec.loader.exec_module(_mod)
-except Exception:
-    pass
-'''
-
-
-def write_sitecustomize(directory: str | os.PathLike[str]) -> Path:
-    """Write the ``sitecustomize.py`` that installs capture in every Python process
-    started with ``directory`` first on ``PYTHONPATH``."""
-    path = Path(directory) / "sitecustomize.py"
-    path.write_text(SITECUSTOMIZE, encoding="utf-8")
-    return path
+#: Set (to "1") in the environment of a check run of a command: the start-up hook
+#: (``fwd9m/_sitecustomize``, first on PYTHONPATH) then installs capture in every
+#: Python process the command starts.
+ENV_SITE = "FWD9M_CAPTURE_SITE"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -640,17 +640,15 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
         plan.append((f"run with {v.label}", cmd, v.env(), {v.name: v.value}))
 
     root = Path(tempfile.mkdtemp(prefix="fwd9m-check-"))
-    sitedir = None
-    if mode != "script" and mode != "module":  # capture in grandchildren through sitecustomize
-        sitedir = root / "site"
-        sitedir.mkdir()
-        _capture.write_sitecustomize(sitedir)
+    # a command (or `fwd9m run`) starts other interpreters: capture in each through the
+    # start-up hook that fwd9m run uses too
+    site = mode not in ("script", "module")
     done: list[_Run] = []
     try:
         for k, (label, cmd, extra_env, settings) in enumerate(plan):
             run = _Run(RunInfo(label, list(cmd), settings), root / f"run{k + 1}", root / f"run{k + 1}" / "cwd",
                        root / f"run{k + 1}" / "stdout")
-            _execute(run, invocation, cwd, {**(env or {}), **extra_env}, sitedir, timeout,
+            _execute(run, invocation, cwd, {**(env or {}), **extra_env}, site, timeout,
                      f"{k + 1}/{len(plan)}", say)
             done.append(run)
         result = _compare_runs(display, done, source, command)
@@ -663,7 +661,7 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
             shutil.rmtree(root, ignore_errors=True)
 
 
-def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, str], sitedir: Path | None,
+def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, str], site: bool,
              timeout: float | None, which: str, say: Callable[[str], None]) -> None:
     info = run.info
     linked = _prepare_cwd(run.cwd, invocation, cwd_mode)
@@ -672,8 +670,12 @@ def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, st
     env = dict(os.environ)
     env.update(extra_env)
     env[_capture.ENV_DIR] = str(capdir)
-    if sitedir is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(sitedir), *filter(None, [env.get("PYTHONPATH")])])
+    if site:
+        from ._bootstrap import bootstrap_dir
+
+        env[_capture.ENV_SITE] = "1"
+        parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env["PYTHONPATH"] = os.pathsep.join([bootstrap_dir(), *(p for p in parts if p != bootstrap_dir())])
     stderr_path = run.root / "stderr"
     say(f"{info.label} ({which}): starting: {' '.join(info.command)}")
     t0 = time.monotonic()

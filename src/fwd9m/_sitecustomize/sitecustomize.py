@@ -1,6 +1,8 @@
-"""Start-up hook of ``fwd9m run`` (this directory is first on PYTHONPATH).
+"""Start-up hook of ``fwd9m run`` and ``fwd9m check`` (this directory is first on
+PYTHONPATH), so that it reaches every interpreter a launcher starts.
 
-Installs fwd9m's import hook when ``FWD9M_RUN_ENABLE=1``, then runs the
+Installs fwd9m's import hook when ``FWD9M_RUN_ENABLE=1`` (``fwd9m run``) and final-state
+capture when ``FWD9M_CAPTURE_SITE=1`` (``fwd9m check`` of a command), then runs the
 ``sitecustomize`` this file shadows (a distribution's or the user's), if any.
 """
 
@@ -19,6 +21,15 @@ def _fwd9m_start():
             import warnings
 
             warnings.warn(f"fwd9m run: import hook not installed: {type(exc).__name__}: {exc}")
+    if os.environ.get("FWD9M_CAPTURE_SITE") == "1":
+        try:
+            from fwd9m._capture import install as install_capture
+
+            install_capture()
+        except Exception as exc:  # never break the user's program
+            import warnings
+
+            warnings.warn(f"fwd9m check: state capture not installed: {type(exc).__name__}: {exc}")
     here = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
     this = sys.modules.pop("sitecustomize", None)
     saved = list(sys.path)
