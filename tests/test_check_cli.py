@@ -230,3 +230,15 @@ def test_module_and_command_forms(tmp_path):
     assert out.returncode == 1 and "[state, run 2] globals.x (float64, 3)" in out.stdout, out.stdout
     out = check("-q", "--", "no-such-program-fwd9m")
     assert out.returncode == 2 and "command not found" in out.stderr
+
+
+def test_unreadable_tf_checkpoint_falls_back_to_hash_of_its_files(tmp_path):
+    # a checkpoint prefix is no file: its fallback hash covers X.index and X.data-*
+    script = tmp_path / "fake_ckpt.py"
+    script.write_text("import os\n"
+                      "open('model.ckpt.index', 'wb').write(os.urandom(64))\n"
+                      "open('model.ckpt.data-00000-of-00001', 'wb').write(os.urandom(64))\n")
+    out = check("-q", "--cwd", "empty", str(script))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "model.ckpt: content differs" in out.stdout and "(128 bytes)" in out.stdout
+    assert "compared by content hash" in out.stdout

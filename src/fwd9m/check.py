@@ -786,6 +786,7 @@ def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding]) -> Non
             findings.append(Finding("file", label, f"{name}: not written by run 1"))
             continue
         (kind, pa), (_, pb) = a.files[name], b.files[name]
+        tf = kind == "tf"  # pa, pb: a checkpoint prefix, no file of its own
         if kind == "text":
             d = compare_text(name, pa, pb, a.replacements, b.replacements)
             if d:
@@ -805,11 +806,26 @@ def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding]) -> Non
                 continue
         else:
             detail = None
-        ha, hb = file_digest(pa), file_digest(pb)
+        (ha, sa), (hb, sb) = _content_digest(pa, tf), _content_digest(pb, tf)
         if ha != hb:
-            d = LeafDiff(name, "content", "bytes", None, a=f"sha256 {ha[:12]} ({pa.stat().st_size} bytes)",
-                         b=f"sha256 {hb[:12]} ({pb.stat().st_size} bytes)")
+            d = LeafDiff(name, "content", "bytes", None, a=f"sha256 {ha[:12]} ({sa} bytes)",
+                         b=f"sha256 {hb[:12]} ({sb} bytes)")
             findings.append(Finding("file", label, f"{name}: content differs ({d.a} vs {d.b})", d, detail))
+
+
+def _content_digest(path: Path, tf: bool = False) -> tuple[str, int]:
+    """SHA-256 and size of a file, or, for a TensorFlow checkpoint prefix (which is no
+    file itself), of its ``.index`` and ``.data-*`` files together."""
+    if not tf:
+        return file_digest(path), path.stat().st_size
+    import hashlib
+
+    parts = sorted(p for p in path.parent.iterdir()
+                   if p.name == path.name + ".index" or p.name.startswith(path.name + ".data-"))
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(f"{p.name[len(path.name):]}\0{file_digest(p)}\0".encode())
+    return h.hexdigest(), sum(p.stat().st_size for p in parts)
 
 
 def _text_summary(d: LeafDiff) -> str:
