@@ -73,7 +73,9 @@ def test_reproducible_function_and_trace_content(tmp_path):
     phases = {o.phase for o in ops}
     assert {"forward", "backward", "optimizer"} <= phases
     assert any(o.phase == "backward" and o.node.endswith("Backward0") for o in ops)
-    assert {o.step for o in ops} == {0, 1, 2}
+    # two optimizer steps: ops of step 0 and step 1 (the profiler annotation that closed
+    # each optimizer.step is not recorded, so nothing is left over for a step 2)
+    assert {o.step for o in ops} == {0, 1}
     fwd = [o for o in ops if o.name == "aten::index_put_"]
     assert fwd and fwd[0].module == "Net.pool" and fwd[0].location.endswith(
         f"test_debug.py:{_line('the culprit line')}")

@@ -28,6 +28,13 @@ UNINITIALISED_OUTPUT = frozenset({
     "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
     "aten::new_empty_strided", "aten::empty_permuted", "aten::resize_", "aten::set_",
 })
+#: ops that are not recorded at all: profiler annotations carry no values, and in the
+#: data phase, tensors arriving from DataLoader worker processes are rebuilt from shared
+#: memory with empty + set_, a number of times that depends on how many batches the
+#: workers had prefetched (timing), not on the program. The batch's values are still
+#: seen, as the inputs of the first op that uses them.
+NOT_RECORDED = ("profiler::",)
+NOT_RECORDED_IN_DATA = frozenset({"aten::empty", "aten::set_"})
 #: in-place ops that overwrite their first argument without reading it.
 OVERWRITES_SELF = frozenset({
     "aten::copy_", "aten::zero_", "aten::fill_", "aten::normal_", "aten::uniform_",
@@ -43,7 +50,8 @@ def _forget(known: dict, key: tuple, ref) -> None:
 
 
 class _OpInfo:
-    __slots__ = ("name_id", "name", "random", "out_args", "skip_self", "skip_out", "mutates")
+    __slots__ = ("name_id", "name", "random", "out_args", "skip_self", "skip_out", "mutates", "ignore",
+                 "ignore_in_data")
 
 
 class TorchRecorder:
@@ -226,6 +234,8 @@ class TorchRecorder:
         info.skip_self = s["name"] in OVERWRITES_SELF
         info.skip_out = s["name"] in UNINITIALISED_OUTPUT
         info.mutates = bool(s["mutated"])
+        info.ignore = s["name"].startswith(NOT_RECORDED)
+        info.ignore_in_data = s["name"] in NOT_RECORDED_IN_DATA
         self._infos[func] = info
         return info
 
@@ -318,6 +328,8 @@ class TorchRecorder:
         info = self._infos.get(func)
         if info is None:
             info = self._info(func)
+        if info.ignore or (info.ignore_in_data and self._phase_stack and self._phase_stack[-1] == "data"):
+            return func(*args, **kwargs)
         rec = self.rec
         digest = rec.digests
         seq = rec.writer.ops + len(self._pending)
