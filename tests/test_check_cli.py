@@ -151,6 +151,8 @@ def test_failing_everywhere_missing_script_and_stdin_reader(tmp_path):
     assert out.returncode == 2 and "NAME=V1,V2" in out.stderr
     out = check("-q")
     assert out.returncode == 2 and "nothing to check" in out.stderr
+    out = check("-q", "--timeout", "nan", str(DATA / "python_set_order.py"))
+    assert out.returncode == 2 and "--timeout must be positive" in out.stderr
 
 
 def test_hang_is_killed_with_its_process_group(tmp_path):

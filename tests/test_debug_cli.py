@@ -102,3 +102,24 @@ def test_fast_two_pass(fwd9m_cli, tmp_path):
     assert "module-level run 1/2" in p.stderr and "op-level runs of step 0" in p.stderr
     assert report["notes"][0].startswith("module-level pass: first divergence")
     assert report["kind"] == "external" and report["first"]["source"] == "data"
+
+
+def test_timeout_kills_the_whole_process_group(fwd9m_cli, tmp_path):
+    import time
+
+    pytest.importorskip("torch")
+    pidfile = tmp_path / "child.pid"
+    hang = Path(__file__).parent / "data" / "check" / "hang.py"  # starts a sleeping child, then hangs
+    p = fwd9m_cli("debug", "--timeout", "8", "--framework", "torch", str(hang), str(pidfile), cwd=tmp_path)
+    assert p.returncode == 2 and "did not finish within 8 s" in p.stderr, p.stderr
+    assert "--keep DIR keeps the partial trace" in p.stderr and "Traceback" not in p.stderr
+    pid = int(pidfile.read_text())
+    time.sleep(0.2)
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        state = "gone"
+    assert state == "gone" or "State:\tZ" in state, f"the script's child {pid} survived the timeout"
+    for bad in ("0", "-1", "nan"):
+        p = fwd9m_cli("debug", "--timeout", bad, str(hang), str(pidfile), cwd=tmp_path)
+        assert p.returncode == 2 and "--timeout must be a positive number" in p.stderr, p.stderr

@@ -71,7 +71,7 @@ def run(args) -> int:
         if not sep or not k:
             raise ConfigurationError(f"--env {item!r}: expected K=V, for example --env OMP_NUM_THREADS=1")
         env[k] = v
-    if args.timeout is not None and args.timeout <= 0:
+    if args.timeout is not None and not args.timeout > 0:  # nan too
         raise ConfigurationError(f"--timeout must be positive, got {args.timeout}")
     start = time.monotonic()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -75,12 +76,26 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
            "1" if args.module else "0", target, *script_args]
     t0 = time.perf_counter()
     _progress(f"recording {label or target} -> {out}")
+    from ..check import _kill_group
+
+    # its own process group, so that a timeout or Ctrl-C ends the children it started too
+    proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, start_new_session=True,
+                            stdout=subprocess.DEVNULL if args.format == "json" else None)
     try:
-        proc = subprocess.run(cmd, env={**os.environ, **(env or {})}, timeout=args.timeout,
-                              stdout=subprocess.DEVNULL if args.format == "json" else None)
+        proc.wait(timeout=args.timeout)
     except subprocess.TimeoutExpired:
-        raise RunError(f"{target} did not finish within {args.timeout:g} s; the partial trace "
-                       f"is in {out}") from None
+        _kill_group(proc)
+        kept = args.target == "record" or args.keep
+        raise RunError(f"{target} did not finish within {args.timeout:g} s (its whole process group was "
+                       f"killed); " + (f"the partial trace is in {out}" if kept else
+                                       "--keep DIR keeps the partial trace")) from None
+    except BaseException:  # Ctrl-C: leave nothing running
+        _kill_group(proc)
+        raise
+    try:  # children the script left behind
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
     size = os.path.getsize(out) if os.path.exists(out) else 0
     _progress(f"  done in {time.perf_counter() - t0:.1f} s, exit status {proc.returncode}, "
               f"trace {size / 1024:.0f} KiB")
@@ -104,6 +119,8 @@ def run(args) -> int:
     from .. import debug
     from ..errors import ConfigurationError
 
+    if args.timeout is not None and not args.timeout > 0:  # nan too
+        raise ConfigurationError(f"--timeout must be a positive number of seconds, got {args.timeout}")
     if args.target == "diff":
         if len(args.args) != 2:
             raise ConfigurationError("usage: fwd9m debug diff A.trace B.trace")
