@@ -123,3 +123,23 @@ def test_timeout_kills_the_whole_process_group(fwd9m_cli, tmp_path):
     for bad in ("0", "-1", "nan"):
         p = fwd9m_cli("debug", "--timeout", bad, str(hang), str(pidfile), cwd=tmp_path)
         assert p.returncode == 2 and "--timeout must be a positive number" in p.stderr, p.stderr
+
+
+def test_runs_that_fail_or_end_abruptly_get_no_reproducible_verdict(fwd9m_cli, tmp_path):
+    pytest.importorskip("torch")
+    head = "import os\nimport sys\nimport torch\ntorch.manual_seed(0)\nx = torch.randn(4, 4) @ torch.randn(4, 4)\n"
+    counter = tmp_path / "n"
+    flaky = tmp_path / "flaky.py"  # the second run fails after the same ops
+    flaky.write_text(head + f"p = {str(counter)!r}\nn = int(open(p).read()) if os.path.exists(p) else 0\n"
+                     "open(p, 'w').write(str(n + 1))\nsys.exit(3 if n else 0)\n")
+    p = fwd9m_cli("debug", "--timeout", "120", str(flaky), cwd=tmp_path)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "NOT REPRODUCIBLE: run 1 exited with status 0, run 2 with status 3" in p.stdout
+    both = tmp_path / "both.py"
+    both.write_text(head + "sys.exit(3)\n")
+    p = fwd9m_cli("debug", "--timeout", "120", str(both), cwd=tmp_path)
+    assert p.returncode == 2 and "failed in both runs (exit status 3)" in p.stderr, p.stdout + p.stderr
+    abrupt = tmp_path / "abrupt.py"  # unseeded, but os._exit loses the trace's last frame
+    abrupt.write_text("import os\nimport torch\nprint(torch.randn(3).sum().item(), flush=True)\nos._exit(0)\n")
+    p = fwd9m_cli("debug", "--timeout", "120", str(abrupt), cwd=tmp_path)
+    assert p.returncode == 2 and "no end record" in p.stderr and "Traceback" not in p.stderr, p.stderr

@@ -199,6 +199,23 @@ def run(args) -> int:
             else:
                 report.notes.append("two extra runs with PYTHONHASHSEED=0 still diverge here: "
                                     "not hash randomization")
+        if report.reproducible:  # the recorded ops agree: did both runs finish alike?
+            cut = [i for i, p in enumerate(paths, 1)
+                   if any(n.startswith(f"trace {'AB'[i - 1]} ({p}) ") for n in report.notes)]
+            if codes[0] != codes[1]:
+                report.reproducible, report.kind = False, "exit"
+                report.notes.insert(0, f"NOT REPRODUCIBLE: run 1 exited with status {codes[0]}, run 2 with "
+                                       f"status {codes[1]}; the ops both runs recorded agree")
+            elif codes[0] or cut:
+                from ..errors import RunError
+
+                _emit(report, args)
+                why = (f"{args.target} failed in both runs (exit status {codes[0]})" if codes[0] else
+                       (f"the trace of run {cut[0]} has" if len(cut) == 1 else "the traces of both runs have")
+                       + " no end record (the process was killed or called os._exit, and the ops of its last, "
+                         "unwritten frame are lost)")
+                raise RunError(f"{why}, so only the ops recorded before that were compared; no verdict on "
+                               f"the whole run")
         return _emit(report, args)
     finally:
         if not args.keep:
