@@ -85,6 +85,7 @@ def test_record_diff_and_clear_errors(fwd9m_cli, tmp_path):
     cut.write_bytes(data[: len(data) - 37])
     p = fwd9m_cli("debug", "diff", str(b), str(cut))
     assert "mid-record" in p.stdout and "last complete record" in p.stdout
+    assert p.returncode == 2 and "no verdict on the whole run" in p.stderr  # agreeing so far is no verdict
     v9 = tmp_path / "v9.trace"
     v9.write_bytes(data[:8] + b"\x09\x00" + data[10:])
     p = fwd9m_cli("debug", "diff", str(a), str(v9))

@@ -105,6 +105,13 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
     return proc.returncode
 
 
+def _cut_traces(report, paths) -> list[str]:
+    """The traces among ``paths`` (A, B) that the comparison says stop early (cut off,
+    damaged, or without an end record)."""
+    return [p for name, p in zip("AB", paths)
+            if p is not None and any(n.startswith(f"trace {name} ({p}) ") for n in report.notes)]
+
+
 def _emit(report, args) -> int:
     out = report.render("json" if args.format == "json" else "text")
     print(out)
@@ -130,7 +137,15 @@ def run(args) -> int:
             ranks = diff_ranks(*args.args)
             print(ranks.render("json" if args.format == "json" else "text"))
             return 0 if ranks.reproducible else 1
-        return _emit(debug.diff(*args.args), args)
+        report = debug.diff(*args.args)
+        cut = _cut_traces(report, args.args)
+        if report.reproducible and cut:  # agreeing up to where a trace stops is no verdict
+            from ..errors import RunError
+
+            _emit(report, args)
+            raise RunError(f"{' and '.join(cut)} {'is' if len(cut) == 1 else 'are'} incomplete (see the notes), "
+                           f"so only the ops before that were compared; no verdict on the whole run")
+        return _emit(report, args)
     if args.target == "record":
         rest = list(args.args)
         if rest[:1] in (["-o"], ["--output"]) and len(rest) >= 2:
@@ -200,8 +215,7 @@ def run(args) -> int:
                 report.notes.append("two extra runs with PYTHONHASHSEED=0 still diverge here: "
                                     "not hash randomization")
         if report.reproducible:  # the recorded ops agree: did both runs finish alike?
-            cut = [i for i, p in enumerate(paths, 1)
-                   if any(n.startswith(f"trace {'AB'[i - 1]} ({p}) ") for n in report.notes)]
+            cut = [i for i, p in enumerate(paths, 1) if _cut_traces(report, [p] if i == 1 else [None, p])]
             if codes[0] != codes[1]:
                 report.reproducible, report.kind = False, "exit"
                 report.notes.insert(0, f"NOT REPRODUCIBLE: run 1 exited with status {codes[0]}, run 2 with "
