@@ -96,6 +96,10 @@ def test_show_lists_startup_environment_as_json():
     assert all(c["source"] and c["why"] for c in changes.values())
     no_enable = run_fwd9m("run", "--no-enable", "--show", "train.py", env=_clean_env())
     assert "PYTHONHASHSEED" in no_enable.stdout and "FWD9M_RUN_ENABLE" not in no_enable.stdout
+    alone = run_fwd9m("run", "--seed", "3", "--show", env=_clean_env())  # no program needed to list
+    assert alone.returncode == 0 and "PYTHONHASHSEED: <unset> -> '3'" in alone.stdout, alone.stderr
+    nothing = run_fwd9m("run", "--seed", "3", env=_clean_env())
+    assert nothing.returncode == 2 and "nothing to run" in nothing.stderr
 
 
 def test_plan_keeps_pythonpath_and_checks_ranges():

@@ -144,7 +144,7 @@ def run(args) -> int:
     launcher = bool(command) and command[0] == "--"
     if launcher:
         command = command[1:]
-    if not command:
+    if not command and not args.show:  # --show alone lists what would be set
         raise RunError("nothing to run: give a script, -m module, or -- command.\n"
                        "Example: fwd9m run --seed 0 train.py --epochs 1")
     env, changes = plan(args.seed, args.threads, args.enable, args.warn_only, args.verbose)
