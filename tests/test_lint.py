@@ -224,3 +224,20 @@ def test_examples_broken_flagged_fixed_clean(example):
     if fixed.exists():
         found = lint.lint_paths([fixed], Config()).findings
         assert not found, "\n".join(f"{f.line}: {f.code} {f.message}" for f in found)
+
+
+def test_cli_explain_empty_or_prefix_is_a_usage_error(capsys):
+    for code, says in (("", "needs a rule code"), ("FWD1", "matches 7 rules"), ("fwd", "name one")):
+        assert cli_main(["lint", "--explain", code]) == 2, code
+        assert says in capsys.readouterr().err, code
+
+
+def test_pipes_and_devices_are_not_read(tmp_path, capsys):
+    import os
+
+    (tmp_path / "a.py").write_text("import random\n")
+    os.mkfifo(tmp_path / "pipe.py")  # reading it would block forever
+    assert cli_main(["lint", str(tmp_path)]) == 0
+    assert cli_main(["lint", str(tmp_path / "pipe.py")]) == 2
+    assert "not a regular file or folder" in capsys.readouterr().err
+    assert cli_main(["lint", os.devnull]) == 2

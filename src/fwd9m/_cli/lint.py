@@ -61,7 +61,7 @@ def run(args) -> int:
     from ..lint._config import Config, expand_codes
     from ..lint._report import render_json, render_sarif, render_statistics, render_text
 
-    if args.explain:
+    if args.explain is not None:  # --explain "" is an unknown rule, not "lint ."
         return _explain(args.explain)
     paths = args.paths or ["."]
     if args.isolated:

@@ -43,7 +43,15 @@ def all_rules() -> dict[str, type[Rule]]:
 
 def get_rule(code: str) -> type[Rule]:
     """The rule for a code or name; ConfigurationError (with a suggestion) if unknown."""
-    (found,) = expand_codes([code], "--explain") or {None}
+    if not str(code).strip():
+        raise ConfigurationError("--explain needs a rule code or name, e.g. --explain FWD101 "
+                                 "(`--explain ALL` lists the rules)")
+    matches = sorted(expand_codes([code], "--explain"))
+    if len(matches) > 1:  # a prefix (FWD1) or ALL
+        shown = ", ".join(matches[:8]) + (", ..." if len(matches) > 8 else "")
+        raise ConfigurationError(f"{code!r} matches {len(matches)} rules ({shown}); name one, or "
+                                 f"list them all with `fwd9m lint --explain ALL`")
+    found = matches[0] if matches else None
     if found is None or found not in all_rules():
         raise ConfigurationError(f"{code!r} is an engine diagnostic, not a rule: "
                                  f"{ENGINE_CODES.get(found, ('', ''))[1]}")
@@ -100,14 +108,29 @@ def iter_files(paths: Iterable[str | os.PathLike], exclude: Iterable[str] = ()) 
             yield p
             continue
         if not p.is_dir():
+            if p.exists():  # a pipe, socket or device: reading it could block or never end
+                raise ConfigurationError(f"{raw} is not a regular file or folder; "
+                                         f"pipe source code in with `fwd9m lint -`")
             raise FileNotFoundError(f"no such file or folder: {raw}")
         for root, dirs, files in os.walk(p):
             rel_root = os.path.relpath(root, p)
             dirs[:] = sorted(d for d in dirs
                              if not _excluded(d, os.path.join(rel_root, d), patterns))
             for f in sorted(files):
-                if f.endswith(".py") and not _excluded(f, os.path.join(rel_root, f), patterns):
+                if f.endswith(".py") and not _excluded(f, os.path.join(rel_root, f), patterns) \
+                        and not _special(os.path.join(root, f)):
                     yield Path(root, f)
+
+
+def _special(path: str) -> bool:
+    """A pipe, socket or device named ``*.py`` (skipped: reading it could block); a file
+    that cannot be stat'ed (a dangling link) is not special: reading it reports why."""
+    import stat
+
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 @dataclass
