@@ -241,3 +241,18 @@ def test_pipes_and_devices_are_not_read(tmp_path, capsys):
     assert cli_main(["lint", str(tmp_path / "pipe.py")]) == 2
     assert "not a regular file or folder" in capsys.readouterr().err
     assert cli_main(["lint", os.devnull]) == 2
+
+
+@pytest.mark.parametrize("text, says", [
+    ("[tool.fwd9m.lint]\nselect = 5\n", "select in"),
+    ("[tool.fwd9m.lint]\nexclude = [1]\n", "exclude in"),
+    ('[tool.fwd9m.lint]\nper-file-ignores = {"a" = 5}\n', "per-file-ignores in"),
+    ("[tool.fwd9m.lint]\nmax-file-size = true\n", "max-file-size in"),
+    ("tool = 3\n", "[tool] in"),
+    ('[tool.fwd9m]\nlint = [1]\n', "[tool.fwd9m.lint] in"),
+])
+def test_pyproject_values_of_the_wrong_type_are_configuration_errors(tmp_path, text, says):
+    (tmp_path / "pyproject.toml").write_text(text)
+    with pytest.raises(ConfigurationError) as info:
+        lint.load_config(tmp_path / "pyproject.toml")
+    assert says in str(info.value)

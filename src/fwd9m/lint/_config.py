@@ -132,6 +132,10 @@ def _toml():
     return tomllib
 
 
+def _strings(value) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
 def load_config(pyproject: Path | None) -> Config:
     """Config from ``pyproject`` (None: defaults). FileFormatError if unreadable,
     ConfigurationError for unknown keys or codes."""
@@ -141,7 +145,12 @@ def load_config(pyproject: Path | None) -> Config:
         data = _toml().loads(Path(pyproject).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:  # UnicodeDecodeError, TOMLDecodeError are ValueErrors
         raise FileFormatError(f"cannot read {pyproject}: {exc}") from exc
-    table = data.get("tool", {}).get("fwd9m", {}).get("lint", {})
+    table, names = data, []
+    for part in ("tool", "fwd9m", "lint"):
+        table = table.get(part, {})
+        names.append(part)
+        if not isinstance(table, dict):
+            raise ConfigurationError(f"[{'.'.join(names)}] in {pyproject} must be a table")
     cfg = Config(root=Path(pyproject).parent)
     allowed = {"select", "ignore", "extend_select", "per_file_ignores", "exclude", "max_file_size"}
     for key, value in table.items():
@@ -154,12 +163,18 @@ def load_config(pyproject: Path | None) -> Config:
             if not isinstance(value, dict):
                 raise ConfigurationError(f"per-file-ignores in {pyproject} must be a table "
                                          '"glob" = ["FWD4"]')
-            value = {k: [v] if isinstance(v, str) else list(v) for k, v in value.items()}
+            value = {k: [v] if isinstance(v, str) else v for k, v in value.items()}
+            if not all(_strings(v) for v in value.values()):
+                raise ConfigurationError(f"per-file-ignores in {pyproject}: each value must be a code or a "
+                                         'list of codes, "glob" = ["FWD4"]')
         elif norm == "max_file_size":
-            if not isinstance(value, int) or value < 0:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigurationError(f"max-file-size in {pyproject} must be a byte count")
         elif isinstance(value, str):
             value = [value]
+        if norm in ("select", "ignore", "extend_select", "exclude") and not _strings(value):
+            raise ConfigurationError(f"{key} in {pyproject} must be a string or a list of strings, "
+                                     f"for example {key} = [\"{'build/*' if norm == 'exclude' else 'FWD1'}\"]")
         setattr(cfg, norm, value)
     # validate codes now, so a typo is reported once, before any file is read
     cfg.rules()
