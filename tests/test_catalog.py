@@ -176,3 +176,20 @@ def test_no_switch_before_its_first_release():
     assert e.switch_since == "1.7"
     assert e.behaviour_at("1.5") == "nondeterministic" and e.behaviour_at("2.0") == "raises"
     assert catalog.get("python.hash-seed").switch_since is None
+
+
+def test_query_conflicting_or_empty_fields_are_errors():
+    with pytest.raises(CatalogError, match="given twice"):
+        catalog.query("framework:jax", framework="torch")  # was: silently the torch entries
+    with pytest.raises(CatalogError, match="empty"):
+        catalog.query(framework="torch", version="")  # was: silently no version filter
+    assert catalog.query("framework:torch index_put", framework="TORCH")  # the same twice is fine
+    assert catalog.query("device:cuda", device="gpu")  # aliases are not a conflict
+
+
+def test_cli_status_framework_field_narrows_like_the_option():
+    out = run_fwd9m("catalog", "--status", "--format", "json", "framework:python")
+    assert out.returncode in (0, 1), out.stderr
+    assert [r["framework"] for r in json.loads(out.stdout)] == ["python"]
+    out = run_fwd9m("catalog", "--status", "framework:nope")
+    assert out.returncode == 2 and "unknown framework" in out.stderr and "Traceback" not in out.stderr

@@ -29,6 +29,14 @@ def add_arguments(p) -> None:
 def _status(args) -> int:
     from .. import catalog
 
+    if args.query and not args.framework:  # framework:NAME in the query narrows --status like --framework
+        from ..catalog._query import _parse_text
+
+        args.framework = _parse_text(" ".join(args.query))[1].get("framework")
+    if args.framework:
+        from ..catalog._query import _check_framework
+
+        args.framework = _check_framework(args.framework.lower())
     frameworks = [args.framework] if args.framework else list(catalog.FRAMEWORKS)
     report = []
     for fw in frameworks:

@@ -183,6 +183,15 @@ def query(text: str | None = None, *, framework: str | None = None, device: str 
     first (exact op or symbol name, then id/title, then prose). Raises CatalogError for an
     unknown framework, device or kind, a malformed version or query."""
     words, keys = _parse_text(text or "")
+    given = {"framework": framework, "device": device, "version": version, "symbol": symbol, "op": op,
+             "kind": kind}
+    for name, value in given.items():
+        if value is not None and not str(value).strip():
+            raise CatalogError(f"{name} is empty; give a value or leave it out")
+        if (value is not None and name != "device" and keys.get(name) is not None  # (devices have aliases)
+                and keys[name].lower() != str(value).lower()):
+            raise CatalogError(f"{name} given twice, as {value!r} and in the query as "
+                               f"{name}:{keys[name]}; keep one")
     framework = framework or keys.get("framework")
     device = device or keys.get("device")
     version = version or keys.get("version")
