@@ -70,6 +70,10 @@ def test_cli_json_and_diff(tmp_path):
     ('{"schema": "something-else"}', "not an environment fingerprint"),
     ('{"schema": "fwd9m.environment", "schema_version": 99}', "schema version 99"),
     (b"\xff\xfe\x00bad", "not a JSON"),
+    ("[" * 100000 + "]" * 100000, "not a JSON"),  # was a RecursionError traceback
+    ('{"a": ' + "9" * 5000 + "}", "not a JSON"),  # int too long to convert
+    ('{"schema": "fwd9m.environment"}', "without a valid schema_version"),
+    ('{"schema": "fwd9m.environment", "schema_version": "x"}', "without a valid schema_version"),
 ])
 def test_bad_fingerprint_files(tmp_path, content, message):
     p = tmp_path / "f.json"

@@ -295,7 +295,7 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
         data = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise FileFormatError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or JSON, huge ints
         raise FileFormatError(f"{p}: not a JSON environment fingerprint ({exc}); "
                               f"write one with: fwd9m env --format json > {p.name}") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
@@ -303,7 +303,10 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
                               f"(expected \"schema\": \"{SCHEMA}\"); "
                               f"write one with: fwd9m env --format json")
     version = data.get("schema_version")
-    if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise FileFormatError(f"{p}: fingerprint without a valid schema_version ({version!r}); "
+                              f"write it again with: fwd9m env --format json")
+    if version > SCHEMA_VERSION:
         raise FileFormatError(f"{p}: fingerprint schema version {version!r}; this fwd9m reads "
                               f"versions 1..{SCHEMA_VERSION}: upgrade fwd9m "
                               f"(pip install -U framework-determinism)")
