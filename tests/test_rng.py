@@ -280,3 +280,40 @@ def test_duck_typed_generator_registered_and_reseeded(tmp_path):
     a = d.draw()
     fwd9m.load_rng_state(rng.save_rng_state(tmp_path / "d.npz", st))
     assert d.draw() == a
+
+
+def _edited_file(tmp_path, edit):
+    """An RNG-state file of the current Python and NumPy state whose header ``edit`` changed."""
+    blob = rng.to_bytes(rng.capture_rng_state(["python", "numpy"]))
+    with np.load(io.BytesIO(blob), allow_pickle=False) as z:
+        header = json.loads(z["__fwd9m_header__"].tobytes())
+        arrays = {k: z[k] for k in z.files if k != "__fwd9m_header__"}
+    edit(header)
+    raw = json.dumps(header).encode() if isinstance(header, dict) else header
+    return _write(tmp_path, _npz(__fwd9m_header__=np.frombuffer(raw, dtype=np.uint8), **arrays))
+
+
+def _set_pos(h, pos):
+    h["sources"]["numpy"]["state"]["pos"] = pos
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda h: _set_pos(h, 999999), "position 999999"),  # NumPy would read key[999999]: a crash
+    (lambda h: _set_pos(h, -1), "position -1"),
+    (lambda h: h["sources"]["python"].update(version=-5), "does not fit its generator"),  # was ValueError
+    (lambda h: h.update(sources=[[[[]]]] * 2), "not a mapping"),
+])
+def test_state_a_generator_would_misread_or_refuse_changes_nothing(tmp_path, edit, says):
+    p = _edited_file(tmp_path, edit)
+    random.seed(9)
+    np.random.seed(9)
+    before = (random.getstate(), np.random.get_state()[1].tobytes(), np.random.get_state()[2])
+    with pytest.raises(FileFormatError, match=says):
+        fwd9m.load_rng_state(p)
+    assert before == (random.getstate(), np.random.get_state()[1].tobytes(), np.random.get_state()[2])
+
+
+def test_deeply_nested_header_is_a_file_format_error():
+    deep = b'{"format": "fwd9m.rng-state", "version": 1, "sources": ' + b"[" * 50000 + b"]" * 50000 + b"}"
+    with pytest.raises(FileFormatError):  # was a RecursionError
+        rng.from_bytes(_npz(__fwd9m_header__=np.frombuffer(deep, dtype=np.uint8)))

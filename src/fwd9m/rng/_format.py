@@ -102,11 +102,13 @@ def from_bytes(data: bytes, *, origin: str = "<bytes>") -> State:
             arrays = {k: z[k] for k in z.files if k != _HEADER}
     except FileFormatError:
         raise
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, RecursionError) as exc:
         raise FileFormatError(f"{origin} is truncated or corrupted ({type(exc).__name__}: "
                               f"{exc}). {fix}") from exc
     try:
         state = _join(header["sources"], arrays)
+    except RecursionError:
+        raise FileFormatError(f"{origin}: the header is nested too deeply. {fix}") from None
     except (KeyError, TypeError) as exc:
         raise FileFormatError(f"{origin}: the header refers to a missing array ({exc}). "
                               f"{fix}") from exc
@@ -159,8 +161,24 @@ def load_rng_state(path: str | os.PathLike, *, restore: bool = True,
     path = Path(path)
     state = from_bytes(path.read_bytes(), origin=str(path))
     if restore:
-        restore_rng_state(state, strict=strict)
+        _restore(state, strict, str(path))
     return state
+
+
+def _restore(state: State, strict: bool, origin: str) -> RestoreReport:
+    """restore_rng_state, with a state the generator itself refuses (a Python state of
+    another version, an out-of-range word) as FileFormatError: nothing was changed
+    (restore_rng_state rolls back)."""
+    from ..errors import Fwd9mError
+
+    try:
+        return restore_rng_state(state, strict=strict)
+    except Fwd9mError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
+        raise FileFormatError(f"{origin}: a saved RNG state does not fit its generator "
+                              f"({type(exc).__name__}: {exc}); no RNG was changed. Fix: point to a "
+                              f"file written by fwd9m.save_rng_state, or re-save the state.") from exc
 
 
 def state_dict(sources: list[str] | None = None) -> dict:
@@ -182,4 +200,4 @@ def load_state_dict(sd: dict, *, strict: bool = False) -> RestoreReport:
         raise FileFormatError("not an fwd9m RNG state_dict (no 'data' entry)")
     data = sd["data"]
     raw = data.numpy().tobytes() if hasattr(data, "numpy") else bytes(data)
-    return restore_rng_state(from_bytes(raw, origin="state_dict"), strict=strict)
+    return _restore(from_bytes(raw, origin="state_dict"), strict, "state_dict")

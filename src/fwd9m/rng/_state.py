@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import numbers
 import os
 import sys
 import weakref
@@ -221,6 +222,27 @@ def _validate(state: State) -> None:
     if n is not None:
         need(isinstance(n, dict) and "bit_generator" in n and "state" in n, "numpy",
              "expected numpy.random.get_state(legacy=False)")
+    for name, sub in state.items():
+        _check_mt19937(sub, name, need)
+
+
+def _check_mt19937(tree, src, need, depth: int = 0) -> None:
+    """NumPy's MT19937 takes any ``pos`` it is given and then reads ``key[pos]`` out of
+    bounds (a crash, or garbage numbers): check every MT19937 state in ``tree``."""
+    if depth > 8:
+        return
+    if isinstance(tree, dict):
+        if tree.get("bit_generator") == "MT19937" and isinstance(tree.get("state"), dict):
+            pos = tree["state"].get("pos")
+            need(isinstance(pos, numbers.Integral) and not isinstance(pos, bool) and 0 <= pos <= 624, src,
+                 f"MT19937 position {pos!r} is outside 0..624")
+            need(_np().asarray(tree["state"].get("key")).shape == (624,), src,
+                 "expected 624 MT19937 key words")
+        for v in tree.values():
+            _check_mt19937(v, src, need, depth + 1)
+    elif isinstance(tree, list):
+        for v in tree:
+            _check_mt19937(v, src, need, depth + 1)
 
 
 def _copy_tree(x):
