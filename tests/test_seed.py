@@ -190,6 +190,8 @@ def test_derive_seed_types_and_bits():
         derive_seed(-1)
     with pytest.raises(TypeError):
         derive_seed(1, 1.5)
+    # a lone surrogate (a file name from os.fsdecode) is a key, distinct from its neighbours
+    assert derive_seed(1, "\udcff") != derive_seed(1, "\udcfe") != derive_seed(1, "")
 
 
 _key = st.one_of(st.integers(), st.text(max_size=8), st.binary(max_size=8), st.booleans(),

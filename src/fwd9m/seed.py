@@ -213,13 +213,14 @@ _PACK_LEN = struct.Struct(">Q").pack
 
 
 def _encode_key(key: Any) -> bytes:
-    """Typed, length-prefixed encoding: distinct key tuples give distinct bytes."""
+    """Typed, length-prefixed encoding: distinct key tuples give distinct bytes. Strings
+    are UTF-8 (``surrogatepass``: a lone surrogate, as from ``os.fsdecode``, is a key too)."""
     t = type(key)
     if t is int:  # fast paths for the common key types (same bytes as the general path)
         payload = key.to_bytes((key.bit_length() + 8) // 8, "big", signed=True)
         return b"i" + _PACK_LEN(len(payload)) + payload
     if t is str:
-        payload = key.encode("utf-8")
+        payload = key.encode("utf-8", "surrogatepass")
         return b"s" + _PACK_LEN(len(payload)) + payload
     if isinstance(key, bool):
         tag, payload = b"b", b"\x01" if key else b"\x00"
@@ -228,7 +229,7 @@ def _encode_key(key: Any) -> bytes:
         length = (value.bit_length() + 8) // 8  # room for the sign bit
         tag, payload = b"i", value.to_bytes(length, "big", signed=True)
     elif isinstance(key, str):
-        tag, payload = b"s", key.encode("utf-8")
+        tag, payload = b"s", key.encode("utf-8", "surrogatepass")
     elif isinstance(key, (bytes, bytearray, memoryview)):
         tag, payload = b"y", bytes(key)
     elif key is None:
