@@ -141,6 +141,8 @@ class CheckResult:
     catalog: list[dict[str, Any]] = field(default_factory=list)
     #: possible causes seen while running (the string-hash seed differed)
     causes: list[str] = field(default_factory=list)
+    #: the string-hash seed differed between runs that differ (a suspect until confirmed)
+    hash_seed_suspect: bool = False
 
     @property
     def reproducible(self) -> bool:
@@ -462,13 +464,16 @@ COPY_LIMIT = 1 << 30
 SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb", ".c", ".cc", ".cpp", ".h", ".toml", ".cfg", ".md", ".rst")
 
 
-def _snapshot_tree(source: Path, limit: int = WATCH_LIMIT) -> dict[str, tuple[int, int]]:
+def _snapshot_tree(source: Path, limit: int = WATCH_LIMIT, own: Path | None = None) -> dict[str, tuple[int, int]]:
     """``{relative path: (size, mtime_ns)}`` of up to ``limit`` entries under ``source``
     (directories included: their mtime changes when a file is created in them; hidden
-    entries, which tools such as git and editors rewrite on their own, excluded)."""
+    entries, which tools such as git and editors rewrite on their own, excluded; so is
+    ``own``, the check's own temporary directory when it lies under ``source``)."""
     out: dict[str, tuple[int, int]] = {}
+    own_path = str(own) if own is not None else None
     for root, dirs, files in os.walk(source):  # hidden entries (.git, .venv, editor state) skipped
-        dirs[:] = sorted(d for d in dirs if d not in IGNORED_PARTS and not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if d not in IGNORED_PARTS and not d.startswith(".")
+                         and os.path.join(root, d) != own_path)
         for name in [*dirs, *(f for f in files if not f.startswith("."))]:
             if len(out) >= limit:
                 return out
@@ -492,12 +497,15 @@ def _prepare_cwd(cwd: Path, source: Path, mode: str) -> dict[str, tuple[int, int
         entries = list(os.scandir(source))
     except OSError:
         return {}
+    own = cwd.parent.parent  # the check's temporary root (under source when run from TMPDIR)
     for e in entries:
+        if os.path.abspath(e.path) == str(own):
+            continue
         try:
             os.symlink(e.path, cwd / e.name)
         except OSError:
             continue
-    return _snapshot_tree(source)
+    return _snapshot_tree(source, own=own)
 
 
 def _collect_files(cwd: Path) -> dict[str, Path]:
@@ -576,7 +584,7 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
                  env: dict[str, str] | None = None, enable: bool = False,
                  vary: Sequence[Variant] = (), cwd: str = "link", keep: bool = False,
                  progress: Callable[[str], None] | None = None,
-                 python: str | None = None) -> CheckResult:
+                 python: str | None = None, hashseed_check: bool = True) -> CheckResult:
     """Run ``target`` ``runs`` times (plus once per ``vary`` setting), each in a fresh
     interpreter and its own working directory, and compare what the runs print, write
     and hold at exit.
@@ -595,6 +603,9 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
         keep: keep the runs' directories (their path is in the notes).
         progress: called with one-line progress messages (which run, how long).
         python: interpreter for the runs (default: this one).
+        hashseed_check: when the runs differ and so did their string-hash seed
+            (PYTHONHASHSEED unset), run twice more with ``PYTHONHASHSEED=0`` to tell
+            whether hash order is the cause, and report it as confirmed or ruled out.
 
     Returns:
         A :class:`CheckResult`. The runs' standard input is closed.
@@ -653,6 +664,22 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
             done.append(run)
         result = _compare_runs(display, done, source, command)
         result.notes[:0] = _run_notes(done)
+        if hashseed_check and result.hash_seed_suspect:
+            say("runs differ and so did their string-hash seed: two more runs with PYTHONHASHSEED=0 "
+                "tell whether hash order is the cause")
+            extra = []
+            for k in range(2):
+                d = root / f"hashseed{k + 1}"
+                run = _Run(RunInfo(f"PYTHONHASHSEED=0 run {k + 1}", list(base_cmd), {"PYTHONHASHSEED": "0"}),
+                           d, d / "cwd", d / "stdout")
+                _execute(run, invocation, cwd, {**(env or {}), "PYTHONHASHSEED": "0"}, site, timeout,
+                         f"{k + 1}/2", say)
+                extra.append(run)
+            try:
+                agree = bool(_compare_runs(display, extra, source, command))
+            except RunError:
+                agree = None
+            _settle_hash_seed(result, agree, source)
         if keep:
             result.notes.append(f"run directories kept in {root}")
         return result
@@ -716,7 +743,7 @@ def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, st
     except FileFormatError as exc:
         info.error = str(exc)
     info.captured = sum(len(c["flat"]) for c in run.captures)
-    after = _snapshot_tree(invocation) if linked else {}
+    after = _snapshot_tree(invocation, own=run.root.parent) if linked else {}
     changed = [rel for rel, sig in after.items() if linked.get(rel) != sig
                and (rel in linked or len(linked) < WATCH_LIMIT)]
     run.touched = sorted({rel.split(os.sep)[0] for rel in changed})
@@ -897,6 +924,7 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
                             "directory, and held no model, variable or array at exit; print or save the "
                             "result you care about, or return it from a function and use fwd9m.check(fn)")
     if probe_differs and findings:
+        result.hash_seed_suspect = True
         result.causes.append("PYTHONHASHSEED differed between runs (it was unset or 'random'), so each "
                              "interpreter hashed strings differently: if the script iterates over a set of "
                              "strings (or a dict built from one), it saw a different order. Fix: run with "
@@ -922,13 +950,48 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
         if ranks and command:
             result.next_steps.append(f"find the first op that differs, rank by rank: fwd9m run --record-ranks "
                                      f"runA {display} (and again into runB), then fwd9m debug diff runA runB")
-        else:
+        elif _debug_can_record(base_env):
             result.next_steps.append(f"find the first op that differs: fwd9m debug {_debug_args(display, command)}")
+        else:
+            result.next_steps.append("fwd9m debug records PyTorch and TensorFlow/Keras ops, not JAX yet: to "
+                                     "localize, check smaller pieces in Python with fwd9m.check(fn, ...) "
+                                     "(e.g. one training step from a fixed state)")
         if probe_differs:
-            result.next_steps.append("fix the hash seed: PYTHONHASHSEED=0 python ..., or fwd9m run --seed 0 ...")
+            result.next_steps.append(_HASH_SEED_STEP)
         device = "gpu" if (base_env or {}).get("gpus") else "cpu"
         result.catalog = _catalog_hints(base_env, device, python=bool(probe_differs), source=source)
     return result
+
+
+_HASH_SEED_STEP = "fix the hash seed: PYTHONHASHSEED=0 python ..., or fwd9m run --seed 0 ..."
+
+
+def _settle_hash_seed(result: CheckResult, agree: bool | None, source: str | None) -> None:
+    """Turn the hash-seed suspicion into a finding after two more runs with
+    ``PYTHONHASHSEED=0``: ``agree`` True (they matched: confirmed), False (they still
+    differed: ruled out as the only cause) or None (they did not run to the end)."""
+    result.causes = [c for c in result.causes if not c.startswith("PYTHONHASHSEED differed")]
+    if agree:
+        result.causes.insert(0, "PYTHONHASHSEED (confirmed): two more runs with PYTHONHASHSEED=0 agreed bit "
+                                "for bit, so the differences come from string hashing: iteration over a set "
+                                "of strings (or a dict built from one), or hash() of strings. Fix: iterate in "
+                                "a fixed order (sorted(s)), or run with PYTHONHASHSEED=0 (fwd9m run does).")
+        return
+    if agree is False:
+        result.next_steps = [s for s in result.next_steps if s != _HASH_SEED_STEP]
+        result.notes.append("the string-hash seed differed too, but two more runs with PYTHONHASHSEED=0 still "
+                            "differed: hash order is not the cause (or not the only one)")
+        device = "gpu" if (result.environment or {}).get("gpus") else "cpu"
+        result.catalog = _catalog_hints(result.environment, device, python=False, source=source)
+    else:
+        result.notes.append("the string-hash seed differed; the PYTHONHASHSEED=0 runs meant to test it did not "
+                            "complete, so it remains a possible cause")
+
+
+def _debug_can_record(fp: dict[str, Any] | None) -> bool:
+    """False when the runs used JAX and neither framework ``fwd9m debug`` records."""
+    names = set(((fp or {}).get("frameworks") or {}))
+    return not ("jax" in names and not names & {"torch", "tensorflow", "keras"})
 
 
 def _debug_args(display: str, command: bool) -> str:

@@ -45,6 +45,9 @@ def add_arguments(p) -> None:
                    help="each run's working directory: links to this directory's entries (default), "
                         "or empty")
     p.add_argument("--keep", action="store_true", help="keep the runs' directories and say where")
+    p.add_argument("--no-hashseed-check", dest="hashseed_check", action="store_false",
+                   help="when runs differ and their string-hash seed did too, do not run twice more "
+                        "with PYTHONHASHSEED=0 to tell whether it is the cause")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
     p.add_argument("-m", dest="module", action="store_true",
@@ -82,7 +85,8 @@ def run(args) -> int:
     try:
         result = check_script(target, script_args, module=bool(args.module), command=command, runs=args.runs,
                               seed=args.seed, timeout=args.timeout, env=env, enable=args.enable,
-                              vary=parse_vary(args.vary), cwd=args.cwd, keep=args.keep, progress=progress)
+                              vary=parse_vary(args.vary), cwd=args.cwd, keep=args.keep, progress=progress,
+                              hashseed_check=args.hashseed_check)
     except RunError as exc:
         if args.format == "json":  # CI parses stdout: say why there is no verdict
             from ..check import SCHEMA, SCHEMA_VERSION
