@@ -112,7 +112,9 @@ def run(args) -> int:
                 print(_render.details(e))
     else:
         print(_render.table(found))
-        if len(found) == 1:
+        if found and (len(found) == 1 or args.query):  # a search: the best match in full
             print()
             print(_render.details(found[0]))
+        if len(found) > 1:
+            print(f"\n{len(found)} entries; details and the fix for one: fwd9m catalog {found[-1].id}")
     return 0
