@@ -115,13 +115,19 @@ def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[
                                      f"pip install it, or record the framework you use") from None
     if level not in LEVELS:
         raise ConfigurationError(f"unknown detail level {level!r}; use one of {', '.join(LEVELS)}")
-    if path is None:
+    spec = CaptureSpec(capture)
+    made = path is None
+    if made:
         fd, path = tempfile.mkstemp(suffix=".trace", prefix="fwd9m-")
         os.close(fd)
     path = os.fspath(path)
-    spec = CaptureSpec(capture)
-    writer = TraceWriter(path, _header(names, level, program))
-    rec = Recording(writer, level=level, capture=spec, samples=samples, steps=steps)
+    try:
+        writer = TraceWriter(path, _header(names, level, program))
+        rec = Recording(writer, level=level, capture=spec, samples=samples, steps=steps)
+    except BaseException:
+        if made:  # nothing recorded: leave no empty temporary file behind
+            os.unlink(path)
+        raise
     recorders = []
     for n in names:
         if n == "torch":
