@@ -7,7 +7,7 @@ import ast
 from .._helpers import arg, call_name, kwarg, literal
 from .._rule import Rule, register
 from ._common import (ALL_SEED_CALLS, FRAMEWORK_SEED_CALLS, NUMPY_SEED_CALLS, PYTHON_SEED_CALLS,
-                      SEED_CALLS, TF_SEED_CALLS, TORCH_SEED_CALLS, seeds, uses_numpy_global_random,
+                      SEED_CALLS, SWITCH_ON_CALLS, TF_SEED_CALLS, TORCH_SEED_CALLS, seeds, uses_numpy_global_random,
                       uses_python_random)
 
 KERAS_SEED_DOC = "https://keras.io/api/utils/python_utils/#setrandomseed-function"
@@ -702,5 +702,91 @@ class CudaSeedOnly(Rule):
                         "shuffling) stay unseeded. Use torch.manual_seed(seed), which seeds all devices")
 
 
+_TRAINING_METHODS = ("backward", "fit", "train_on_batch")
+_TRAINING_CALLS = ("jax.grad", "jax.value_and_grad")
+_JAX_KEYS = frozenset({"jax.random.PRNGKey", "jax.random.key", "jax.random.wrap_key_data"})
+_TEST_MAINS = frozenset({"main", "run"})  # unittest.main(), tf.test.main(), absltest.main(), pytest.main()
+
+
+def _main_block(tree):
+    """The ``if __name__ == "__main__":`` statement of a module, if any."""
+    for stmt in getattr(tree, "body", ()):
+        if type(stmt) is ast.If and type(stmt.test) is ast.Compare and \
+                type(stmt.test.left) is ast.Name and stmt.test.left.id == "__name__":
+            return stmt
+    return None
+
+
+@register
+class TrainsWithoutSeed(Rule):
+    """A training script that never seeds anything.
+
+    ## What it does
+    Flags the first training call (`loss.backward()`, `model.fit(...)`,
+    `train_on_batch`, `jax.grad`/`jax.value_and_grad`) in a script that imports a
+    framework and calls no seeding function at all (`torch.manual_seed`,
+    `tf.random.set_seed`, `keras.utils.set_random_seed`, `random.seed`,
+    `np.random.seed`, `fwd9m.seed_everything`, `fwd9m.enable_determinism`, a JAX key
+    from `jax.random.key`/`PRNGKey`, ...). Only
+    scripts count: files that train at module level or in an `if __name__ == "__main__":`
+    block that is not a test runner (`unittest.main()`, `tf.test.main()`).
+
+    ## Why is this bad
+    Weight initialisation, dropout masks, data shuffling and augmentation then start
+    from fresh OS entropy in every run, so no two runs train the same model.
+
+    ## Example
+    ```python
+    model = torch.nn.Linear(4, 1)
+    loss = model(x).sum()
+    loss.backward()
+    ```
+
+    ## Fix
+    Once, before the model and data exist: `fwd9m.enable_determinism(seed=0)` (or
+    `fwd9m.seed_everything(0)`); or run the unmodified script with `fwd9m run --seed 0`.
+    """
+
+    code, name = "FWD108", "trains-without-seed"
+    triggers = ("backward", "fit", "train_on_batch", "grad", "value_and_grad")
+    fix_code = "fwd9m.enable_determinism(seed=0)"
+    references = ("https://docs.pytorch.org/docs/stable/notes/randomness.html",
+                  "https://keras.io/api/utils/python_utils/#setrandomseed-function")
+    invalid = ("import torch\nmodel = torch.nn.Linear(4, 1)\nmodel(torch.ones(2, 4)).sum().backward()\n",
+               "import keras\ndef main():\n    model.fit(x, y)\n\nif __name__ == '__main__':\n    main()\n")
+    valid = ("import torch\ntorch.manual_seed(0)\nmodel = torch.nn.Linear(4, 1)\n"
+             "model(torch.ones(2, 4)).sum().backward()\n",
+             "import keras\ndef train(model):\n    model.fit(x, y)\n",  # a library function
+             "import tensorflow as tf\nclass T(tf.test.TestCase):\n    def test_fit(self):\n"
+             "        model.fit(x, y)\n\nif __name__ == '__main__':\n    tf.test.main()\n",
+             "import fwd9m, torch\nfwd9m.enable_determinism(seed=0)\nloss.backward()\n")
+
+    def finish(self):
+        ctx = self.ctx
+        if not any(m in ctx.imports or m.split(".")[0] in {i.split(".")[0] for i in ctx.imports}
+                   for m in ("torch", "tensorflow", "keras", "jax")):
+            return
+        if seeds(ctx, SEED_CALLS | SWITCH_ON_CALLS | _JAX_KEYS):  # JAX: an explicit key is the seed
+            return
+        calls = [c for m in _TRAINING_METHODS for c in ctx.methods.get(m, ())]
+        calls += [c for qn in _TRAINING_CALLS for c in ctx.calls.get(qn, ())]
+        if not calls:
+            return
+        tree = ctx.tree
+        main = _main_block(tree)
+        top = {id(n) for stmt in getattr(tree, "body", ()) if type(stmt) not in (ast.FunctionDef,
+               ast.AsyncFunctionDef, ast.ClassDef) and stmt is not main for n in ast.walk(stmt)}
+        is_script = any(id(c) in top for c in calls)
+        if main is not None and not is_script:
+            runners = [c for c in ast.walk(main) if type(c) is ast.Call and
+                       type(c.func) is ast.Attribute and c.func.attr in _TEST_MAINS]
+            is_script = not runners
+        if is_script:
+            first = min(calls, key=lambda c: (c.lineno, c.col_offset))
+            self.report(first, "this script trains but seeds nothing: weights, dropout and data order "
+                        "differ in every run; call fwd9m.enable_determinism(seed=0) before building the "
+                        "model (or run it with fwd9m run --seed 0)")
+
+
 __all__ = ["SeedsOneLibrary", "SeedAfterUse", "UnseededGenerator", "SeedFromEntropy",
-           "SharedInitializer", "RandomLayerWithoutSeed", "CudaSeedOnly", "kwarg"]
+           "SharedInitializer", "RandomLayerWithoutSeed", "CudaSeedOnly", "TrainsWithoutSeed", "kwarg"]
