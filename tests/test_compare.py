@@ -228,3 +228,11 @@ def test_saved_model_fingerprint_ignores_the_per_save_uuid(tmp_path):
     fa = read_structured(tmp_path / "a" / "fingerprint.pb")
     assert fa == {"saved_model_checksum": 5}
     assert fa == read_structured(tmp_path / "b" / "fingerprint.pb")
+
+
+def test_differing_keys_are_differences_not_a_renaming():
+    # only a framework's auto-numbering (dense, dense_1, ...) pairs leaves by position
+    assert [(d.path, d.kind) for d in compare({0: 1.0}, {1: 1.0})] == [("0", "only_a"), ("1", "only_b")]
+    assert len(compare({"epoch3": 1}, {"epoch4": 1})) == 2
+    assert compare({"net/dense/kernel": 1, "adam/dense_1_kernel_m": 2},
+                   {"net_1/dense_2/kernel": 1, "adam/dense_3_kernel_m": 2}) == []

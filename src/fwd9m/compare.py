@@ -507,10 +507,18 @@ def _compare_leaf(path: str, a: Any, b: Any) -> LeafDiff | None:
     return LeafDiff(path, "value", type(a).__name__, a=_short(a), b=_short(b))
 
 
+#: the counter a framework appends to a repeated name (Keras: dense, dense_1, dense_2_kernel)
+_AUTO_SUFFIX = re.compile(r"_\d+(?=[\W_]|$)")
+
+
 def _aligned(fa: Mapping[str, Any], fb: Mapping[str, Any]) -> bool:
     """Same leaves under different names (Keras's auto-numbered ``dense_1`` in a second
-    model built in one process): same count, and pairwise the same kind of leaf."""
+    model built in one process): same count, the same paths but for such counters, and
+    pairwise the same kind of leaf. Paths that differ otherwise (``{0: x}`` vs ``{1: x}``)
+    are a difference, not a renaming."""
     if len(fa) != len(fb) or fa.keys() == fb.keys():
+        return False
+    if [_AUTO_SUFFIX.sub("", k) for k in fa] != [_AUTO_SUFFIX.sub("", k) for k in fb]:
         return False
     for a, b in zip(fa.values(), fb.values()):
         if type(a) is not type(b) or _describe(a) != _describe(b):
