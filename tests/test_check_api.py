@@ -151,3 +151,11 @@ def test_vary_specs():
     assert bs.argv(["--epochs", "1"]) == ["--epochs", "1", "--batch-size", "64"]
     with pytest.raises(ConfigurationError, match="NAME=V1,V2"):
         parse_vary(["OMP_NUM_THREADS="])
+
+
+def test_values_compared_by_type_only_or_nothing_at_all_are_noted():
+    gen = fwd9m.check(lambda: (i for i in range(3)))
+    assert gen and "compared by type only" in gen.report() and "generator" in gen.report()
+    empty = fwd9m.check(lambda: (lambda: 1))
+    assert empty and "returned nothing fwd9m can compare" in empty.report()
+    assert not fwd9m.check(lambda: 3.0).notes

@@ -46,7 +46,7 @@ from typing import Any, Callable, Sequence
 
 from . import _capture
 from ._log import logger
-from .compare import (STRUCTURED_SUFFIXES, TEXT_LIMIT, TEXT_SUFFIXES, LeafDiff, Tensor, compare_flat,
+from .compare import (STRUCTURED_SUFFIXES, TEXT_LIMIT, TEXT_SUFFIXES, LeafDiff, Tensor, _Opaque, compare_flat,
                       compare_text, file_digest, flatten, read_structured)
 from .errors import FileFormatError, NondeterminismError, RunError
 
@@ -333,6 +333,14 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
         findings += [Finding("value", label, d.summary(), d) for d in compare_flat(first, flat)]
         del flat, value
     result = CheckResult(name, infos, findings, {"values": len(first or {})})
+    opaque = [f"{k}: {v!r}" for k, v in (first or {}).items() if isinstance(v, _Opaque)]
+    if opaque:  # an agreement on these says little
+        result.notes.append(f"{len(opaque)} returned value(s) fwd9m cannot look into were compared by type "
+                            f"only: {', '.join(opaque[:3])}{', ...' if len(opaque) > 3 else ''}; return "
+                            f"arrays, tensors, numbers or models instead")
+    elif first == {}:
+        result.notes.append(f"{name} returned nothing fwd9m can compare (an empty container, or an "
+                            f"object without data attributes such as a function); return what it computes")
     if findings:
         result.next_steps.append("localise the first op that differs: "
                                  "fwd9m.debug.localize(fn, *args) (see `fwd9m debug --help`)")
