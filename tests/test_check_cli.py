@@ -166,6 +166,7 @@ def test_hang_is_killed_with_its_process_group(tmp_path):
     out = check("-q", "--timeout", "3", str(DATA / "hang.py"), str(pidfile))
     assert out.returncode == 2, out.stdout + out.stderr
     assert "timed out" in out.stderr and time.monotonic() - t0 < 60
+    assert "(--timeout 3 s)" in out.stderr  # the limit asked for, not the time the kill took
     pid = int(pidfile.read_text())
     time.sleep(0.2)
     assert _gone(pid), f"the script's child {pid} survived the timeout"

@@ -670,6 +670,9 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
             _execute(run, invocation, cwd, {**(env or {}), **extra_env}, site, timeout,
                      f"{k + 1}/{len(plan)}", say)
             done.append(run)
+        if timeout is not None and all(r.info.timed_out for r in done):
+            raise RunError(f"every run of {display} timed out (--timeout {timeout:g} s); raise --timeout "
+                           f"or check the script for a hang (the whole process group was killed)")
         result = _compare_runs(display, done, source, command)
         result.notes[:0] = _run_notes(done)
         if hashseed_check and result.hash_seed_suspect:
@@ -1069,6 +1072,8 @@ def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool =
         frameworks = {n: _frameworks.installed_version(n) for n in _frameworks.imported()}
     frameworks["python"] = None
     words = _source_words(source)
+    # a script that seeds nothing at all: the global-seed entries come first
+    unseeded = bool(words) and not any("seed" in w.lower() or w == "enable_determinism" for w in words)
     scored: list[tuple[int, str, Any]] = []
     try:
         for name, version in frameworks.items():
@@ -1077,7 +1082,8 @@ def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool =
                     continue
                 short = {sym.rsplit(".", 1)[-1] for sym in e.symbols}
                 named = any(w in words for w in short if not w.startswith("__") and (len(w) > 5 or "_" in w))
-                score = (4 + 2 * (e.kind == "op")) * named + 3 * (python and "PYTHONHASHSEED" in e.env)
+                score = (4 + 2 * (e.kind == "op")) * named + 3 * (python and "PYTHONHASHSEED" in e.env) \
+                    + 6 * (unseeded and e.kind == "seed" and name != "python")
                 if name == "python" and not score:
                     continue
                 score += {"op": 0, "setting": 1, "seed": 1}.get(e.kind, 0)
