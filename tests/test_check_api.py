@@ -159,3 +159,15 @@ def test_values_compared_by_type_only_or_nothing_at_all_are_noted():
     empty = fwd9m.check(lambda: (lambda: 1))
     assert empty and "returned nothing fwd9m can compare" in empty.report()
     assert not fwd9m.check(lambda: 3.0).notes
+
+
+def test_catalog_hints_put_global_seed_first_for_a_script_that_seeds_nothing(tmp_path):
+    from fwd9m.check import _catalog_hints
+
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nm = torch.nn.Linear(4, 1)\nm(torch.randn(2, 4)).sum().backward()\n")
+    fp = {"frameworks": {"torch": {"version": "2.13.0"}}}
+    hints = _catalog_hints(fp, "cpu", source=str(script))
+    assert hints and hints[0]["id"] == "torch.global-seed", [h["id"] for h in hints]
+    script.write_text("import torch\ntorch.manual_seed(0)\nm = torch.nn.Linear(4, 1)\n")
+    assert all(h["id"] != "torch.global-seed" or i > 0 for i, h in enumerate(_catalog_hints(fp, "cpu", source=str(script))))
