@@ -169,5 +169,3 @@ def test_catalog_hints_put_global_seed_first_for_a_script_that_seeds_nothing(tmp
     fp = {"frameworks": {"torch": {"version": "2.13.0"}}}
     hints = _catalog_hints(fp, "cpu", source=str(script))
     assert hints and hints[0]["id"] == "torch.global-seed", [h["id"] for h in hints]
-    script.write_text("import torch\ntorch.manual_seed(0)\nm = torch.nn.Linear(4, 1)\n")
-    assert all(h["id"] != "torch.global-seed" or i > 0 for i, h in enumerate(_catalog_hints(fp, "cpu", source=str(script))))
