@@ -250,3 +250,10 @@ def test_unreadable_tf_checkpoint_falls_back_to_hash_of_its_files(tmp_path):
     assert out.returncode == 1, out.stdout + out.stderr
     assert "model.ckpt: content differs" in out.stdout and "(128 bytes)" in out.stdout
     assert "compared by content hash" in out.stdout
+
+
+def test_a_fifo_the_script_leaves_is_not_read(tmp_path):
+    script = tmp_path / "fifo.py"  # reading the pipe would block the check forever
+    script.write_text("import os\nos.mkfifo('out.fifo')\nprint('ok')\n")
+    out = check("-q", "--cwd", "empty", str(script), timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -524,7 +524,8 @@ def _collect_files(cwd: Path) -> dict[str, Path]:
         dirs[:] = [d for d in dirs if d not in IGNORED_PARTS and not os.path.islink(os.path.join(root, d))]
         for name in files:
             p = Path(root, name)
-            if p.is_symlink() or name.startswith(IGNORED_PREFIXES) or name.endswith((".pyc", ".tmp")):
+            if p.is_symlink() or not p.is_file() or name.startswith(IGNORED_PREFIXES) \
+                    or name.endswith((".pyc", ".tmp")):  # not a FIFO or socket: reading it blocks
                 continue
             out[p.relative_to(cwd).as_posix()] = p
     return dict(sorted(out.items()))
