@@ -257,3 +257,11 @@ def test_a_fifo_the_script_leaves_is_not_read(tmp_path):
     script.write_text("import os\nos.mkfifo('out.fifo')\nprint('ok')\n")
     out = check("-q", "--cwd", "empty", str(script), timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_output_without_a_final_newline_is_counted(tmp_path):
+    script = tmp_path / "no_newline.py"  # one long line and no newline: printed all the same
+    script.write_text("import sys\nsys.stdout.write('x' * 200000)\n")
+    out = check("-q", "--cwd", "empty", str(script))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "(1 stdout line)" in out.stdout and "nothing was compared" not in out.stdout

@@ -1035,11 +1035,14 @@ def _indent(text: str) -> str:
 
 
 def _count_lines(path: Path) -> int:
-    n = 0
+    """Lines, the last one counted also without its newline (output that ends without
+    one was printed all the same)."""
+    n, last = 0, b"\n"
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             n += block.count(b"\n")
-    return n
+            last = block[-1:]
+    return n + (last != b"\n")
 
 
 def _source_words(path: str | None) -> set[str]:
