@@ -265,3 +265,20 @@ def test_output_without_a_final_newline_is_counted(tmp_path):
     out = check("-q", "--cwd", "empty", str(script))
     assert out.returncode == 0, out.stdout + out.stderr
     assert "(1 stdout line)" in out.stdout and "nothing was compared" not in out.stdout
+
+
+@pytest.mark.parametrize("manifest", [
+    "[1, 2]",
+    '{"format": "fwd9m.capture", "format_version": "1", "leaves": []}',
+    '{"format": "fwd9m.capture", "format_version": 1, "leaves": ["x"]}',
+    '{"format": "fwd9m.capture", "format_version": 1, "leaves": [{"path": "p", "float": 5}]}',
+    '{"format": "fwd9m.capture", "format_version": 1, "leaves": [], "started": "x"}',
+    '{"format": "fwd9m.capture", "format_version": 1, "leaves": [], "argv": [1]}',
+])
+def test_damaged_capture_files_are_a_format_error(tmp_path, manifest):
+    from fwd9m import _capture
+    from fwd9m.errors import FileFormatError
+
+    (tmp_path / "capture-1.json").write_text(manifest)  # a script can write into the capture folder
+    with pytest.raises(FileFormatError):  # was AttributeError/TypeError: a traceback from fwd9m check
+        _capture.read(tmp_path)

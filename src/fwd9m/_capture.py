@@ -343,11 +343,15 @@ def read(out_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     for path in sorted(Path(out_dir).glob("capture-*.json")):
         try:
             manifest = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise FileFormatError(f"{path}: unreadable capture ({exc})") from None
-        if manifest.get("format") != FORMAT or manifest.get("format_version", 0) > FORMAT_VERSION:
+        if not isinstance(manifest, dict):
+            raise FileFormatError(f"{path}: not a capture this fwd9m can read (not a JSON object)")
+        version = manifest.get("format_version", 0)
+        if manifest.get("format") != FORMAT or not isinstance(version, int) or version > FORMAT_VERSION:
             raise FileFormatError(f"{path}: not a capture this fwd9m can read "
-                                  f"(format {manifest.get('format')!r} v{manifest.get('format_version')})")
+                                  f"(format {manifest.get('format')!r} v{version!r})")
+        _check_manifest(manifest, path)
         npz = path.with_suffix(".npz")
         data = None
         flat: dict[str, Any] = {}
@@ -365,7 +369,7 @@ def read(out_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
                     flat[leaf["path"]] = leaf["v"]
                 elif "error" not in leaf:
                     flat[leaf["path"]] = {k: v for k, v in leaf.items() if k != "path"}
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, TypeError) as exc:
             raise FileFormatError(f"{npz}: damaged capture ({exc})") from None
         finally:
             if data is not None:
@@ -374,6 +378,25 @@ def read(out_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
         out.append(manifest)
     out.sort(key=lambda m: (m.get("started", 0), m.get("pid", 0)))
     return out
+
+
+def _check_manifest(m: dict[str, Any], path: Path) -> None:
+    """The types the comparison relies on (a script can write into the capture
+    directory, so what is there is not necessarily what :func:`write` wrote)."""
+    from .errors import FileFormatError
+
+    leaves = m.get("leaves")
+    argv = m.get("argv")
+    bad = ("leaves" if not isinstance(leaves, list) or not all(
+               isinstance(leaf, dict) and isinstance(leaf.get("path"), str) for leaf in leaves)
+           else "argv" if argv is not None and not (isinstance(argv, list) and all(isinstance(a, str) for a in argv))
+           else next((k for k in ("started", "pid") if not isinstance(m.get(k, 0), (int, float))
+                      or isinstance(m.get(k, 0), bool)), None)
+           or next((k for k in ("rank", "error") if m.get(k) is not None and not isinstance(m[k], str)), None)
+           or ("environment" if m.get("environment") is not None and not isinstance(m["environment"], dict)
+               else None))
+    if bad:
+        raise FileFormatError(f"{path}: damaged capture (malformed {bad!r})")
 
 
 def _restore_dtype(arr: Any, dtype: str) -> Any:
