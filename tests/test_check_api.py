@@ -151,6 +151,9 @@ def test_vary_specs():
     assert bs.argv(["--epochs", "1"]) == ["--epochs", "1", "--batch-size", "64"]
     with pytest.raises(ConfigurationError, match="NAME=V1,V2"):
         parse_vary(["OMP_NUM_THREADS="])
+    for bad in ("threads=abc", "threads=0,1", "threads=-1"):  # fwd9m run --threads refuses these too
+        with pytest.raises(ConfigurationError, match="positive integers"):
+            parse_vary([bad])
 
 
 def test_values_compared_by_type_only_or_nothing_at_all_are_noted():

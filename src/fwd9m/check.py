@@ -425,6 +425,9 @@ def parse_vary(specs: Sequence[str]) -> list[Variant]:
         if not sep or not name or not vals:
             raise ConfigurationError(f"--vary {spec!r}: expected NAME=V1,V2 (an environment variable, "
                                      f"'threads', or a script option such as --vary=--batch-size=32,64)")
+        if name == "threads" and not all(v.isdigit() and int(v) > 0 for v in vals):
+            raise ConfigurationError(f"--vary {spec!r}: thread counts must be positive integers, "
+                                     f"for example --vary threads=1,4")
         out += [Variant(name, v) for v in vals]
     return out
 
