@@ -144,3 +144,8 @@ def test_runs_that_fail_or_end_abruptly_get_no_reproducible_verdict(fwd9m_cli, t
     abrupt.write_text("import os\nimport torch\nprint(torch.randn(3).sum().item(), flush=True)\nos._exit(0)\n")
     p = fwd9m_cli("debug", "--timeout", "120", str(abrupt), cwd=tmp_path)
     assert p.returncode == 2 and "no end record" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_record_with_an_option_after_record_says_where_it_goes(fwd9m_cli, tmp_path):
+    p = fwd9m_cli("debug", "record", "-o", str(tmp_path / "a.trace"), "--timeout", "5", "x.py", cwd=tmp_path)
+    assert p.returncode == 2 and "before 'record'" in p.stderr, p.stderr  # was: script not found: --timeout

@@ -152,6 +152,9 @@ def run(args) -> int:
             args.output, rest = rest[1], rest[2:]
         if rest[:1] == ["-m"]:
             args.module, rest = True, rest[1:]
+        if rest[:1] and rest[0].startswith("-") and rest[0] != "-":  # argparse left it to us
+            raise ConfigurationError(f"{rest[0]}: put options other than -o and -m before 'record': "
+                                     f"fwd9m debug {rest[0]} ... record -o RUN.trace script.py [ARGS...]")
         if not args.output or not rest:
             raise ConfigurationError("usage: fwd9m debug record -o RUN.trace script.py [ARGS...]")
         code = _record(args, rest[0], rest[1:], args.output)
