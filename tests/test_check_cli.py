@@ -282,3 +282,22 @@ def test_damaged_capture_files_are_a_format_error(tmp_path, manifest):
     (tmp_path / "capture-1.json").write_text(manifest)  # a script can write into the capture folder
     with pytest.raises(FileFormatError):  # was AttributeError/TypeError: a traceback from fwd9m check
         _capture.read(tmp_path)
+
+
+def test_sigterm_to_fwd9m_check_kills_the_runs_process_group(tmp_path):
+    import signal
+
+    pidfile = tmp_path / "child.pid"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    proc = subprocess.Popen([sys.executable, "-m", "fwd9m", "check", "-q", "--timeout", "120",
+                             str(DATA / "hang.py"), str(pidfile)], cwd=EMPTY, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    while not pidfile.exists() and time.monotonic() - t0 < 60:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)  # `timeout`, a cancelled CI job
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
+    pid = int(pidfile.read_text())
+    time.sleep(0.2)
+    assert _gone(pid), f"the script's child {pid} survived fwd9m check being terminated"

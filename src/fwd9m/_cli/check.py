@@ -56,6 +56,21 @@ def add_arguments(p) -> None:
                    help="the script and its arguments, a module (with -m), or -- and a command line")
 
 
+def exit_on_sigterm() -> None:
+    """Make SIGTERM (``timeout``, a CI job being cancelled) unwind like Ctrl-C, so that
+    the runs' process groups (started in sessions of their own) are killed on the way
+    out instead of being left running."""
+    import signal
+    import threading
+
+    def _term(signum, frame):
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is threading.main_thread() \
+            and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _term)
+
+
 def run(args) -> int:
     from ..check import check_script, parse_vary
     from ..errors import ConfigurationError, RunError
@@ -82,6 +97,7 @@ def run(args) -> int:
         if not args.quiet:
             print(f"fwd9m check [{time.monotonic() - start:5.1f} s] {msg}", file=sys.stderr, flush=True)
 
+    exit_on_sigterm()
     try:
         result = check_script(target, script_args, module=bool(args.module), command=command, runs=args.runs,
                               seed=args.seed, timeout=args.timeout, env=env, enable=args.enable,

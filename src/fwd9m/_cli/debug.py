@@ -128,6 +128,9 @@ def run(args) -> int:
 
     if args.timeout is not None and not args.timeout > 0:  # nan too
         raise ConfigurationError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    from .check import exit_on_sigterm
+
+    exit_on_sigterm()
     if args.target == "diff":
         if len(args.args) != 2:
             raise ConfigurationError("usage: fwd9m debug diff A.trace B.trace")
