@@ -308,3 +308,48 @@ def test_cuda_ops_recorded_with_device_digests(tmp_path):
     ops = [o for o in dbg.TraceReader(tmp_path / "cuda.trace") if o.name == "aten::exp"]
     assert ops and ops[0].device.startswith("cuda")
     assert ops[0].outputs[0].digest == fp.numpy_digest(y.cpu().numpy())
+
+
+def test_one_extra_op_at_the_end_is_a_structural_divergence(tmp_path):
+    """Regression: the comparison used zip(), which dropped run A's extra last op."""
+    x = torch.ones(3)
+    for name, n in (("a", 2), ("b", 1)):
+        with dbg.record(str(tmp_path / f"{name}.trace"), framework="torch"):
+            for _ in range(n):
+                x.add(1)
+    for a, b in (("a", "b"), ("b", "a")):
+        report = dbg.diff(tmp_path / f"{a}.trace", tmp_path / f"{b}.trace")
+        assert not report.reproducible and report.kind == "structural", report.render()
+        assert "1 more ops" in report.first.detail
+
+
+@pytest.mark.parametrize("header", [b"[1, 2]", b'{"format": "fwd9m.trace", "version": 1, "program": 5}',
+                                    b'{"format": "other", "version": 1}',
+                                    b'{"format": "fwd9m.trace", "version": 7}'])
+def test_foreign_or_edited_header_is_a_clear_error(tmp_path, header):
+    """A header that is JSON but not ours (or edited) is a FileFormatError, not a traceback."""
+    good = tmp_path / "good.trace"
+    with dbg.record(str(good), framework="torch"):
+        torch.ones(2).add(1)
+    raw = good.read_bytes()
+    start = len(_store.MAGIC) + 4
+    (n,) = struct.unpack_from("<I", raw, start)
+    bad = tmp_path / "bad.trace"
+    import zlib
+
+    frame = struct.pack("<I", len(header)) + header + struct.pack("<I", zlib.crc32(header))
+    bad.write_bytes(raw[:start] + frame + raw[start + 8 + n:])
+    with pytest.raises(FileFormatError, match="not a fwd9m trace header|not valid JSON"):
+        list(_store.TraceReader(bad))
+
+
+def test_framework_detection_reads_every_import_statement(tmp_path):
+    from fwd9m.debug._child import detect_frameworks
+
+    script = tmp_path / "s.py"
+    script.write_text("import os, torch\n")
+    assert detect_frameworks(str(script), False) == ["torch"]
+    script.write_text("def main():\n    from keras import layers\n")
+    assert detect_frameworks(str(script), False) == ["tensorflow"]
+    script.write_text("import torchvision_like_name\n")
+    assert detect_frameworks(str(script), False) == []

@@ -75,3 +75,15 @@ def test_cli_help_and_usage_errors():
 def test_version():
     out = run_fwd9m("--version")
     assert out.returncode == 0 and fwd9m.__version__ in out.stdout
+
+
+def test_output_write_error_is_a_clear_message_not_a_traceback():
+    """``fwd9m catalog > /dev/full``: the write fails with ENOSPC."""
+    import os
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    with open("/dev/full", "w") as full:
+        out = subprocess.run([sys.executable, "-m", "fwd9m", "catalog"], stdout=full,
+                             stderr=subprocess.PIPE, text=True, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr and "error" in out.stderr, out.stderr

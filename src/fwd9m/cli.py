@@ -73,6 +73,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as exc:  # e.g. writing the report failed (disk full, closed stream)
+        try:
+            print(f"fwd9m {args.command}: error: {exc} ({type(exc).__name__}); check disk space, "
+                  f"permissions and where the output goes", file=sys.stderr)
+        except OSError:
+            pass
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover

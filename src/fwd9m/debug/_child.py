@@ -27,9 +27,20 @@ def detect_frameworks(target: str, module: bool) -> list[str]:
         path = os.path.join(target, "__main__.py")
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            found = set(_IMPORT.findall(f.read()))
+            text = f.read()
     except OSError:
         return []
+    found = set(_IMPORT.findall(text))
+    try:  # every import statement, also `import os, torch` and imports inside functions
+        import ast
+
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                found.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found.add(node.module.split(".")[0])
+    except (SyntaxError, ValueError, RecursionError):
+        pass  # the script fails on its own when run; the regex result stands
     out = []
     if "torch" in found:
         out.append("torch")

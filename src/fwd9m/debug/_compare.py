@@ -236,7 +236,12 @@ def compare(a: str, b: str, *, context: int = 3) -> Report:
     n = 0
     structural_later = None
     entering: set = set()
-    for opa, opb in zip(it_a, it_b):
+    extra_a = extra_b = 0
+    # zip_longest, not zip: zip drops the op it took from A when B has just ended
+    for opa, opb in itertools.zip_longest(it_a, it_b):
+        if opa is None or opb is None:
+            extra_a, extra_b = int(opa is not None), int(opb is not None)
+            break
         n += 1
         if opa.signature() != opb.signature():
             if first is None:
@@ -299,8 +304,8 @@ def compare(a: str, b: str, *, context: int = 3) -> Report:
                 if mag and mag[0] >= peak[0]:
                     peak = [mag[0], mag[1], opa.seq]
             series.add(opa.seq, bool(outs), mag, opa.step)
-    rest_a = sum(1 for _ in it_a)
-    rest_b = sum(1 for _ in it_b)
+    rest_a = extra_a + sum(1 for _ in it_a)
+    rest_b = extra_b + sum(1 for _ in it_b)
     report.ops_a = ra.ops_read
     report.ops_b = rb.ops_read
     for name, r in (("A", ra), ("B", rb)):

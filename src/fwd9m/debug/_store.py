@@ -228,9 +228,16 @@ class TraceReader:
             self._f.close()
             raise FileFormatError(f"{self.path} is truncated inside its header; record it again")
         try:
-            self.header = json.loads(payload)
-        except ValueError:
+            header = json.loads(payload)
+        except (ValueError, RecursionError):
             raise FileFormatError(f"{self.path}: the trace header is not valid JSON") from None
+        if not isinstance(header, dict) or header.get("format") != "fwd9m.trace" \
+                or header.get("version") != FORMAT_VERSION \
+                or not all(isinstance(header.get(k), (dict, type(None))) for k in ("program", "environment")):
+            self._f.close()
+            raise FileFormatError(f"{self.path}: the trace header is not a fwd9m trace header of format "
+                                  f"version {FORMAT_VERSION} (damaged or edited); record it again")
+        self.header = header
         self.header_bytes = self._offset  #: bytes before the first record frame
         self.end: dict[str, Any] | None = None
         self.truncated: str | None = None
@@ -310,7 +317,14 @@ class TraceReader:
                             pending.captures[(is_out, idx)] = (strings[meta], data)
                     elif kind == b"E":
                         (ln,) = struct.unpack_from("<I", payload, i + 1)
-                        self.end = json.loads(bytes(mv[i + 5:i + 5 + ln]))
+                        try:
+                            end = json.loads(bytes(mv[i + 5:i + 5 + ln]))
+                        except (ValueError, RecursionError):
+                            end = None
+                        if not isinstance(end, dict):
+                            self.truncated = f"damaged end record at byte {self._offset}"
+                            return
+                        self.end = end
                         i += 5 + ln
                     else:
                         self.truncated = f"unknown record type {kind!r} at byte {self._offset}"
