@@ -323,7 +323,12 @@ def test_torch_too_late_after_cuda_context():
         assert any(issubclass(x.category, TooLateWarning) for x in w), w
         print("OK")
     """)
-    env = {k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"}
+    _run_child_ok(code, without="CUBLAS_WORKSPACE_CONFIG")
+
+
+def _run_child_ok(code: str, without: str) -> None:
+    """Run ``code`` in a fresh interpreter with ``without`` unset; it must print OK."""
+    env = {k: v for k, v in os.environ.items() if k != without}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300, env=env)
     assert out.returncode == 0 and "OK" in out.stdout, out.stderr
@@ -371,10 +376,7 @@ def test_jax_too_late_after_gpu_backend():
         assert any(issubclass(x.category, TooLateWarning) for x in w), w
         print("OK")
     """)
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300, env=env)
-    assert out.returncode == 0 and "OK" in out.stdout, out.stderr
+    _run_child_ok(code, without="XLA_FLAGS")
 
 
 # --- Keras and the front --------------------------------------------------------------
