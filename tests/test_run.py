@@ -177,13 +177,16 @@ def test_launcher_ranks_inherit_determinism(tmp_path):
     each gets the environment and the import hook."""
     pytest.importorskip("torch")
     (tmp_path / "rank.py").write_text(textwrap.dedent('''
-        import os, torch
-        print("rank", os.environ.get("RANK"), os.environ.get("PYTHONHASHSEED"),
-              torch.are_deterministic_algorithms_enabled(), torch.initial_seed(), flush=True)
+        import os, pathlib, torch
+        # One file per rank: two ranks printing to one pipe can interleave ("rankrank").
+        fields = ("rank", os.environ.get("RANK"), os.environ.get("PYTHONHASHSEED"),
+                  torch.are_deterministic_algorithms_enabled(), torch.initial_seed())
+        out = pathlib.Path(__file__).with_name("rank" + os.environ["RANK"] + ".txt")
+        out.write_text(" ".join(map(str, fields)))
     '''))
     out = run_fwd9m("run", "--seed", "11", "--", sys.executable, "-m", "torch.distributed.run",
                     "--standalone", "--nproc-per-node", "2", str(tmp_path / "rank.py"),
                     env=_clean_env(OMP_NUM_THREADS="1"))
     assert out.returncode == 0, out.stderr[-3000:]
-    lines = sorted(line for line in out.stdout.splitlines() if line.startswith("rank"))
+    lines = [(tmp_path / f"rank{r}.txt").read_text() for r in (0, 1)]
     assert lines == ["rank 0 11 True 11", "rank 1 11 True 11"], out.stdout
