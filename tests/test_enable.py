@@ -127,8 +127,10 @@ def test_every_cited_catalog_entry_exists():
 
     src = Path(fwd9m.__file__).parent
     cited = set()
-    for rel in ("enable.py", "tensorflow.py", "torch.py", "jax.py", "keras.py", "_cli/run.py"):
-        for node in ast.walk(ast.parse((src / rel).read_text())):
+    files = [src / rel for rel in ("enable.py", "torch.py", "jax.py", "keras.py", "_cli/run.py")]
+    files += sorted((src / "tensorflow").glob("*.py"))
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "cite":
                 cited |= {a.value for a in node.args if isinstance(a, ast.Constant)
                           and not a.value.startswith("https://")}

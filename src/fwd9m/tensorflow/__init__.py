@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 
 from packaging.version import InvalidVersion, Version
 
-from . import _frameworks
-from ._log import logger
-from .enable import Change, Changes, cite, env_change, is_fully_imported, seed_change, set_env
-from .errors import ConfigurationError, Fwd9mWarning, UnsupportedVersionError
+from .. import _frameworks
+from .._log import logger
+from ..enable import Change, Changes, cite, env_change, is_fully_imported, seed_change, set_env
+from ..errors import ConfigurationError, Fwd9mWarning, UnsupportedVersionError
 
 __all__ = ["enable_determinism", "startup_env", "recipe", "Recipe", "patch",
            "LegacyAPIWarning", "OP_DETERMINISM_SINCE", "DETERMINISTIC_OPS_ENV_SINCE",
