@@ -30,7 +30,7 @@ def check(*args, cwd=None, env=None, timeout=300):
     out = subprocess.run([sys.executable, "-m", "fwd9m", "check", *args], cwd=cwd, env=full,
                          capture_output=True, text=True, timeout=timeout)
     # never a traceback from fwd9m itself (the user's script's own tracebacks are quoted)
-    assert "fwd9m/cli.py" not in out.stderr and "fwd9m/check.py" not in out.stderr, out.stderr
+    assert "fwd9m/cli.py" not in out.stderr and "fwd9m/check/" not in out.stderr, out.stderr
     return out
 
 

@@ -1,0 +1,194 @@
+"""What a check found: :class:`Finding` s, :class:`RunInfo` s and the :class:`CheckResult`
+that ranks them and renders the text report and the JSON form."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..compare import LeafDiff
+
+SCHEMA = "fwd9m.check"
+SCHEMA_VERSION = 1
+
+# ranking of finding sources: a crash outranks a tensor, a tensor outranks a printed line
+_SOURCE_ORDER = {"exit": 0, "timeout": 0, "value": 2, "state": 2, "file": 3,
+                 "stdout": 4}
+
+
+@dataclass
+class Finding:
+    """One difference between a run and the first run.
+
+    ``source``: ``"exit"`` (exit status or exception), ``"timeout"``, ``"value"`` (what
+    a checked function returned), ``"state"`` (captured final state), ``"file"``,
+    or ``"stdout"``. ``run``: label of the run compared with run 1.
+    ``diff``: the leaf-level difference where there is one.
+    """
+
+    source: str
+    run: str
+    summary: str
+    diff: LeafDiff | None = None
+    detail: str | None = None
+
+    @property
+    def magnitude(self) -> float:
+        """Ranking key within a source: the largest distance in ULPs (a relative
+        measure, so a large-valued metric does not outrank a weight), else the largest
+        absolute difference; structural differences (shape, dtype, missing) rank
+        first, opaque ones (hashes) last."""
+        d = self.diff
+        if d is None or d.kind in ("shape", "dtype", "type", "only_a", "only_b"):
+            return float("inf")
+        if d.max_ulp is not None:
+            return float(d.max_ulp)
+        return d.max_abs if d.max_abs is not None else -1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "run": self.run, "summary": self.summary,
+                "diff": self.diff.to_dict() if self.diff else None, "detail": self.detail}
+
+
+@dataclass
+class RunInfo:
+    """What one run did: ``seconds`` of wall-clock time, ``returncode`` (None when it
+    timed out), the end of its stderr, and the settings that made it differ."""
+
+    label: str
+    command: list[str]
+    settings: dict[str, str] = field(default_factory=dict)
+    returncode: int | None = None
+    timed_out: bool = False
+    seconds: float = 0.0
+    stdout_bytes: int = 0
+    stderr_tail: str = ""
+    error: str | None = None
+    captured: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class CheckResult:
+    """The outcome of :func:`check` or :func:`check_script`. ``bool(result)`` is True
+    when every run agreed bit for bit."""
+
+    target: str
+    runs: list[RunInfo]
+    findings: list[Finding]
+    compared: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    environment: dict[str, Any] | None = None
+    environment_diffs: list[dict[str, Any]] = field(default_factory=list)
+    next_steps: list[str] = field(default_factory=list)
+    catalog: list[dict[str, Any]] = field(default_factory=list)
+    #: possible causes seen while running (the string-hash seed differed)
+    causes: list[str] = field(default_factory=list)
+    #: the string-hash seed differed between runs that differ (a suspect until confirmed)
+    hash_seed_suspect: bool = False
+
+    @property
+    def reproducible(self) -> bool:
+        return not self.findings
+
+    def __bool__(self) -> bool:
+        return self.reproducible
+
+    def ranked(self) -> list[Finding]:
+        """Findings, most important first: crashes, then the hash seed, then tensors by
+        largest absolute difference, then files, then printed lines."""
+        return sorted(self.findings, key=lambda f: (_SOURCE_ORDER.get(f.source, 9), -f.magnitude))
+
+    def verdict(self) -> str:
+        n = len(self.runs)
+        what = ", ".join(f"{v} {k[:-1] if v == 1 and k.endswith('s') else k}"
+                         for k, v in self.compared.items() if v) or "nothing to compare"
+        if self.reproducible:
+            return f"REPRODUCIBLE: {n} runs of {self.target} agree bit for bit ({what})."
+        runs = sorted({f.run for f in self.findings}, key=lambda r: [x.label for x in self.runs].index(r)
+                      if r in [x.label for x in self.runs] else 99)
+        varied = {r.label: r for r in self.runs if r.settings}
+        if varied and all(r in varied for r in runs):
+            broken = ", ".join(", ".join(f"{k}={v}" for k, v in varied[r].settings.items()) for r in runs)
+            return (f"NOT REPRODUCIBLE ACROSS SETTINGS: runs of {self.target} under the same settings agree, "
+                    f"but {broken} changes the result ({len(self.findings)} difference(s); compared {what}).")
+        return (f"NOT REPRODUCIBLE: {len(self.findings)} difference(s) between runs of {self.target} "
+                f"({', '.join(runs)} vs run 1; compared {what}).")
+
+    def report(self, max_findings: int = 20) -> str:
+        """The human report: verdict, ranked differences, runs, environment, next steps."""
+        lines = [self.verdict()]
+        ranked = self.ranked()
+        if ranked:
+            lines += ["", "What differs (most important first):"]
+            for i, f in enumerate(ranked[:max_findings], 1):
+                lines.append(f"{i:>3}. [{f.source}, {f.run}] {f.summary}")
+                if f.detail:
+                    lines += [f"       {line}" for line in f.detail.splitlines()]
+            if len(ranked) > max_findings:
+                lines.append(f"     ... and {len(ranked) - max_findings} more (--format json lists all)")
+        if self.causes:
+            lines += ["", "Possible causes:"]
+            lines += [f"  - {c}" for c in self.causes]
+        if self.runs:
+            lines += ["", "Runs:"]
+            for r in self.runs:
+                status = ("timed out" if r.timed_out else f"exit {r.returncode}" if r.returncode is not None
+                          else r.error or "not run")
+                same = ""
+                if r.label != "run 1" and not r.timed_out and r.returncode is not None:
+                    n = sum(f.run == r.label for f in self.findings)
+                    same = f"; {n} difference(s) from run 1" if n else "; same as run 1"
+                lines.append(f"  {r.label}: {status}, {r.seconds:.1f} s{same}")
+        for note in self.notes:
+            lines.append(f"Note: {note}")
+        if self.environment:
+            lines += ["", "Environment:", *("  " + s for s in _environment_summary(self.environment))]
+        if self.environment_diffs:
+            lines.append("Environment differences between runs:")
+            lines += [f"  {d['run']}: {d['key']}: {d['a']!r} -> {d['b']!r} ({d['reason']})"
+                      for d in self.environment_diffs[:10]]
+        if self.next_steps or self.catalog:
+            lines += ["", "Next steps:"]
+            lines += [f"  - {s}" for s in self.next_steps]
+            for e in self.catalog:
+                lines.append(f"  - catalog {e['id']}: {e['title']}")
+                if e.get("fix"):
+                    lines += [f"      {line}" for line in e["fix"].splitlines()[:3]]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "target": self.target,
+                "reproducible": self.reproducible, "verdict": self.verdict(),
+                "findings": [f.to_dict() for f in self.ranked()], "compared": self.compared,
+                "runs": [r.to_dict() for r in self.runs], "notes": self.notes,
+                "environment": self.environment, "environment_diffs": self.environment_diffs,
+                "causes": self.causes, "next_steps": self.next_steps, "catalog": self.catalog}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, default=str)
+
+
+def _environment_summary(fp: dict[str, Any]) -> list[str]:
+    py = fp.get("python", {})
+    cpu = fp.get("cpu", {})
+    out = [f"python {py.get('version')} on {fp.get('os', {}).get('system')} "
+           f"{fp.get('os', {}).get('release')}; cpu {cpu.get('model')} "
+           f"({cpu.get('usable_cores')} cores usable)"]
+    gpus = fp.get("gpus") or []
+    out.append("gpus: " + (", ".join(g.get("name", "?") for g in gpus) if gpus else "none"))
+    for name, info in sorted((fp.get("frameworks") or {}).items()):
+        detail = ", ".join(f"{k}={v}" for k, v in info.items() if k != "version")
+        out.append(f"{name} {info.get('version', '')}: {detail}")
+    if not fp.get("frameworks"):
+        pk = fp.get("packages", {})
+        out.append("packages: " + ", ".join(f"{k}=={v}" for k, v in sorted(pk.items())))
+    env = {k: v for k, v in (fp.get("env") or {}).items() if v is not None}
+    thr = {k: v for k, v in (fp.get("threads") or {}).items() if v is not None}
+    out.append("set: " + (" ".join(f"{k}={v}" for k, v in {**env, **thr}.items()) or "no determinism or "
+                          "thread variables (PYTHONHASHSEED unset)"))
+    return out

@@ -1,0 +1,247 @@
+"""Comparing finished runs of a script: output, files and final state, the hash-seed
+suspicion, and notes on distributed launches."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from ..compare import LeafDiff, compare_flat, compare_text, file_digest, read_structured
+from ..errors import FileFormatError, RunError
+from ._hints import _catalog_hints, _debug_args, _debug_can_record
+from ._process import _Run
+from ._result import CheckResult, Finding
+
+
+def _state_groups(run: _Run) -> dict[str, dict[str, Any]]:
+    """Captures with state, keyed by process: rank, or argv when several processes."""
+    groups: dict[str, dict[str, Any]] = {}
+    counts: dict[str, int] = {}
+    for cap in run.captures:
+        if not cap["flat"]:
+            continue
+        key = f"rank {cap['rank']}" if cap.get("rank") not in (None, "") else " ".join(
+            Path(a).name if i == 0 else a for i, a in enumerate(cap.get("argv") or []))
+        counts[key] = counts.get(key, 0) + 1
+        groups[key if counts[key] == 1 else f"{key} #{counts[key]}"] = cap
+    return groups
+
+
+def _hash_probe(run: _Run) -> Any:
+    caps = [c for c in run.captures if c["flat"]] or run.captures
+    return caps[-1].get("hash_probe") if caps else None
+
+
+def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding]) -> None:
+    for name in sorted(set(a.files) | set(b.files)):
+        if (name in a.through) != (name in b.through) and (name not in a.files or name not in b.files):
+            continue  # changed in the user's directory during one run only: not the script's output
+        if name not in b.files:
+            findings.append(Finding("file", label, f"{name}: written by run 1 only"))
+            continue
+        if name not in a.files:
+            findings.append(Finding("file", label, f"{name}: not written by run 1"))
+            continue
+        (kind, pa), (_, pb) = a.files[name], b.files[name]
+        tf = kind == "tf"  # pa, pb: a checkpoint prefix, no file of its own
+        if kind == "text":
+            d = compare_text(name, pa, pb, a.replacements, b.replacements)
+            if d:
+                findings.append(Finding("file", label, _text_summary(d), d))
+            continue
+        if kind in ("tf", "structured"):
+            try:
+                fa = read_structured(pa, tf_checkpoint=kind == "tf")
+                fb = read_structured(pb, tf_checkpoint=kind == "tf")
+            except FileFormatError as exc:
+                kind = "bytes"
+                detail = f"{exc}; compared by content hash"
+            else:
+                for d in compare_flat(fa, fb):
+                    d = dataclasses.replace(d, path=f"{name}:{d.path}" if d.path else name)
+                    findings.append(Finding("file", label, d.summary(), d))
+                continue
+        else:
+            detail = None
+        (ha, sa), (hb, sb) = _content_digest(pa, tf), _content_digest(pb, tf)
+        if ha != hb:
+            d = LeafDiff(name, "content", "bytes", None, a=f"sha256 {ha[:12]} ({sa} bytes)",
+                         b=f"sha256 {hb[:12]} ({sb} bytes)")
+            findings.append(Finding("file", label, f"{name}: content differs ({d.a} vs {d.b})", d, detail))
+
+
+def _content_digest(path: Path, tf: bool = False) -> tuple[str, int]:
+    """SHA-256 and size of a file, or, for a TensorFlow checkpoint prefix (which is no
+    file itself), of its ``.index`` and ``.data-*`` files together."""
+    if not tf:
+        return file_digest(path), path.stat().st_size
+    import hashlib
+
+    parts = sorted(p for p in path.parent.iterdir()
+                   if p.name == path.name + ".index" or p.name.startswith(path.name + ".data-"))
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(f"{p.name[len(path.name):]}\0{file_digest(p)}\0".encode())
+    return h.hexdigest(), sum(p.stat().st_size for p in parts)
+
+
+def _text_summary(d: LeafDiff) -> str:
+    s = f"{d.path}: {d.n_diff} of {d.size} lines differ; first at line {d.first_index[0]}"
+    if d.max_abs is not None:
+        s += f"; numbers differ by up to {d.max_abs:.3g}"
+    return s + f"\n  run 1: {d.a}\n  other: {d.b}"
+
+
+def _compare_runs(display: str, done: list[_Run], source: str | None, command: bool = False) -> CheckResult:
+    from .. import environment
+
+    first = done[0]
+    infos = [r.info for r in done]
+    # nothing to compare: every run failed the same way
+    if all(r.info.timed_out for r in done):
+        raise RunError(f"every run of {display} timed out after {done[0].info.seconds:.0f} s; raise --timeout "
+                       f"or check the script for a hang (the whole process group was killed)")
+    codes = {r.info.returncode for r in done}
+    if len(codes) == 1 and 0 not in codes and not any(r.info.timed_out for r in done):
+        hint = ""
+        if "EOFError" in first.info.stderr_tail:
+            hint = ("\nThe script reads standard input, which fwd9m check closes; pass the input as a file "
+                    "or argument instead.")
+        raise RunError(f"{display} failed in every run (exit {first.info.returncode}), so there is nothing "
+                       f"to compare. End of its error output (run 1):\n{first.info.stderr_tail}{hint}")
+    findings: list[Finding] = []
+    compared = {"stdout lines": _count_lines(first.stdout), "files": len(first.files),
+                "state tensors": sum(len(g["flat"]) for g in _state_groups(first).values())}
+    probe_differs = []
+    env_diffs: list[dict[str, Any]] = []
+    base_env = next((c.get("environment") for c in first.captures if c.get("environment")), None)
+    for other in done[1:]:
+        label = other.info.label
+        a, b = first.info, other.info
+        if b.timed_out or a.timed_out:
+            slow, fast = (b, a) if b.timed_out else (a, b)
+            findings.append(Finding("timeout", label, f"{slow.label} did not finish within {slow.seconds:.0f} s; "
+                                    f"{fast.label} took {fast.seconds:.1f} s (a hang in some runs only)"))
+            continue
+        if a.returncode != b.returncode:
+            findings.append(Finding("exit", label, f"exit status {b.returncode}, run 1 exited {a.returncode}",
+                                    detail=f"run 1 stderr (end):\n{_indent(a.stderr_tail)}\n"
+                                           f"{label} stderr (end):\n{_indent(b.stderr_tail)}"))
+        d = compare_text("stdout", first.stdout, other.stdout, first.replacements, other.replacements)
+        if d:
+            findings.append(Finding("stdout", label, _text_summary(d), d))
+        _compare_files(first, other, label, findings)
+        ga, gb = _state_groups(first), _state_groups(other)
+        for key in sorted(set(ga) | set(gb)):
+            if key not in ga or key not in gb:
+                findings.append(Finding("state", label, f"final state of process '{key}' captured in "
+                                        f"{'run 1' if key in ga else label} only"))
+                continue
+            prefix = f"{key}: " if len(ga) > 1 else ""
+            for diff in compare_flat(ga[key]["flat"], gb[key]["flat"]):
+                findings.append(Finding("state", label, prefix + diff.summary(), diff))
+        pa, pb = _hash_probe(first), _hash_probe(other)
+        if pa is not None and pb is not None and pa != pb:
+            probe_differs.append(label)
+        other_env = next((c.get("environment") for c in other.captures if c.get("environment")), None)
+        if base_env and other_env:
+            for e in environment.diff(base_env, other_env):
+                env_diffs.append({"run": label, **e.to_dict()})
+    result = CheckResult(display, infos, findings, compared, environment=base_env or environment.collect(),
+                         environment_diffs=env_diffs)
+    if not any(compared.values()) and not findings:
+        result.notes.append("nothing was compared: the script printed nothing, wrote no file in its working "
+                            "directory, and held no model, variable or array at exit; print or save the "
+                            "result you care about, or return it from a function and use fwd9m.check(fn)")
+    if probe_differs and findings:
+        result.hash_seed_suspect = True
+        result.causes.append("PYTHONHASHSEED differed between runs (it was unset or 'random'), so each "
+                             "interpreter hashed strings differently: if the script iterates over a set of "
+                             "strings (or a dict built from one), it saw a different order. Fix: run with "
+                             "PYTHONHASHSEED=0 (or `fwd9m run`), or iterate in a fixed order (sorted(s)). "
+                             "To tell whether this is the cause: fwd9m check --env PYTHONHASHSEED=0 ...")
+    elif probe_differs:
+        result.notes.append("PYTHONHASHSEED differed between runs (string hashing was randomised); "
+                            "the outputs did not depend on it this time.")
+    ranks = [k for k in _state_groups(first) if k.startswith("rank ")]  # a distributed launch
+    if ranks:
+        counts = [(k, sum(f.source == "state" and f.summary.startswith(k + ":") for f in findings))
+                  for k in sorted(ranks, key=lambda k: (len(k), k))]
+        result.notes.append("final state compared rank by rank (rank r of each run with rank r of run 1): "
+                            + ", ".join(f"{k}: {n} difference(s)" for k, n in counts))
+        shuffled = [r.info.label for r in done[1:] if len(ranks) > 1 and _same_bytes_reordered(first.stdout, r.stdout)]
+        if shuffled:
+            result.causes.append(f"{len(ranks)} ranks write to the same standard output: {', '.join(shuffled)} "
+                                 f"printed the same characters as run 1 in another order, as lines (and parts of "
+                                 f"lines) from different processes interleave. Fix: print on rank 0 only (if "
+                                 f"fwd9m.distributed.rank_info().is_main: print(...)); the final state is "
+                                 f"compared rank by rank anyway.")
+    if findings:
+        if ranks and command:
+            result.next_steps.append(f"find the first op that differs, rank by rank: fwd9m run --record-ranks "
+                                     f"runA {display} (and again into runB), then fwd9m debug diff runA runB")
+        elif _debug_can_record(base_env):
+            result.next_steps.append(f"find the first op that differs: fwd9m debug {_debug_args(display, command)}")
+        else:
+            result.next_steps.append("fwd9m debug records PyTorch and TensorFlow/Keras ops, not JAX yet: to "
+                                     "localize, check smaller pieces in Python with fwd9m.check(fn, ...) "
+                                     "(e.g. one training step from a fixed state)")
+        if probe_differs:
+            result.next_steps.append(_HASH_SEED_STEP)
+        device = "gpu" if (base_env or {}).get("gpus") else "cpu"
+        result.catalog = _catalog_hints(base_env, device, python=bool(probe_differs), source=source)
+    return result
+
+
+_HASH_SEED_STEP = "fix the hash seed: PYTHONHASHSEED=0 python ..., or fwd9m run --seed 0 ..."
+
+
+def _settle_hash_seed(result: CheckResult, agree: bool | None, source: str | None) -> None:
+    """Turn the hash-seed suspicion into a finding after two more runs with
+    ``PYTHONHASHSEED=0``: ``agree`` True (they matched: confirmed), False (they still
+    differed: ruled out as the only cause) or None (they did not run to the end)."""
+    result.causes = [c for c in result.causes if not c.startswith("PYTHONHASHSEED differed")]
+    if agree:
+        result.causes.insert(0, "PYTHONHASHSEED (confirmed): two more runs with PYTHONHASHSEED=0 agreed bit "
+                                "for bit, so the differences come from string hashing: iteration over a set "
+                                "of strings (or a dict built from one), or hash() of strings. Fix: iterate in "
+                                "a fixed order (sorted(s)), or run with PYTHONHASHSEED=0 (fwd9m run does).")
+        return
+    if agree is False:
+        result.next_steps = [s for s in result.next_steps if s != _HASH_SEED_STEP]
+        result.notes.append("the string-hash seed differed too, but two more runs with PYTHONHASHSEED=0 still "
+                            "differed: hash order is not the cause (or not the only one)")
+        device = "gpu" if (result.environment or {}).get("gpus") else "cpu"
+        result.catalog = _catalog_hints(result.environment, device, python=False, source=source)
+    else:
+        result.notes.append("the string-hash seed differed; the PYTHONHASHSEED=0 runs meant to test it did not "
+                            "complete, so it remains a possible cause")
+
+
+def _same_bytes_reordered(a: Path, b: Path, limit: int = 1 << 24) -> bool:
+    """True when two files hold the same bytes in a different order (concurrent writers)."""
+    import collections
+
+    try:
+        if a.stat().st_size != b.stat().st_size or a.stat().st_size > limit:
+            return False
+        da, db = a.read_bytes(), b.read_bytes()
+    except OSError:
+        return False
+    return da != db and collections.Counter(da) == collections.Counter(db)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in (text or "<empty>").splitlines()[-15:])
+
+
+def _count_lines(path: Path) -> int:
+    """Lines, the last one counted also without its newline (output that ends without
+    one was printed all the same)."""
+    n, last = 0, b"\n"
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            n += block.count(b"\n")
+            last = block[-1:]
+    return n + (last != b"\n")

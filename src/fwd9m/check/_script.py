@@ -1,0 +1,210 @@
+"""Whole-program checks: :func:`check_script` runs a script, module or command several
+times, each in a fresh interpreter, and compares the runs."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from .._log import logger
+from ..errors import RunError
+from ._process import _execute, _Run, _run_notes
+from ._result import CheckResult, RunInfo
+from ._runs import _compare_runs, _settle_hash_seed
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One changed setting for a ``--vary`` run: an environment variable, the shorthand
+    ``threads`` (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` and
+    TensorFlow's ``TF_NUM_INTRAOP_THREADS``, read at start-up by
+    tensorflow/core/common_runtime/process_util.cc,
+    https://github.com/tensorflow/tensorflow/blob/master/tensorflow/core/common_runtime/process_util.cc;
+    the name is present in the installed TF 2.21 ``libtensorflow_framework.so.2``), or a
+    script argument (a name starting with ``-``)."""
+
+    name: str
+    value: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}={self.value}"
+
+    def env(self) -> dict[str, str]:
+        if self.name == "threads":
+            return {k: self.value for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                            "TF_NUM_INTRAOP_THREADS")}
+        if self.name.startswith("-"):
+            return {}
+        return {self.name: self.value}
+
+    def argv(self, args: Sequence[str]) -> list[str]:
+        """``args`` with this option set to this value (replaced, or appended)."""
+        if not self.name.startswith("-"):
+            return list(args)
+        out, i, done = [], 0, False
+        args = list(args)
+        while i < len(args):
+            a = args[i]
+            if a == self.name and i + 1 < len(args):
+                out += [a, self.value]
+                i, done = i + 2, True
+                continue
+            if a.startswith(self.name + "="):
+                out.append(f"{self.name}={self.value}")
+                i, done = i + 1, True
+                continue
+            out.append(a)
+            i += 1
+        return out if done else out + [self.name, self.value]
+
+
+def parse_vary(specs: Sequence[str]) -> list[Variant]:
+    """``["OMP_NUM_THREADS=1,4", "--batch-size=32,64"]`` -> one :class:`Variant` per value.
+
+    Raises:
+        ConfigurationError: a spec without ``=`` or without values.
+    """
+    from ..errors import ConfigurationError
+
+    out = []
+    for spec in specs:
+        name, sep, values = spec.partition("=")
+        vals = [v for v in values.split(",") if v != ""]
+        if not sep or not name or not vals:
+            raise ConfigurationError(f"--vary {spec!r}: expected NAME=V1,V2 (an environment variable, "
+                                     f"'threads', or a script option such as --vary=--batch-size=32,64)")
+        if name == "threads" and not all(v.isdigit() and int(v) > 0 for v in vals):
+            raise ConfigurationError(f"--vary {spec!r}: thread counts must be positive integers, "
+                                     f"for example --vary threads=1,4")
+        out += [Variant(name, v) for v in vals]
+    return out
+
+
+def _launch_command(target: str, args: Sequence[str], mode: str, seed: int, python: str) -> list[str]:
+    if mode == "command":
+        exe = shutil.which(target)
+        if exe is None:
+            raise RunError(f"command not found: {target}")
+        return [target, *args]
+    module = mode == "module"
+    if mode.startswith("enable"):
+        module = mode == "enable-module"
+        return [python, "-m", "fwd9m", "run", "--seed", str(seed), *(["-m"] if module else []), target, *args]
+    return [python, "-m", "fwd9m._capture", *(["-m"] if module else []), target, *args]
+
+
+def check_script(target: str, args: Sequence[str] = (), *, module: bool = False, command: bool = False,
+                 runs: int = 2, seed: int = 0, timeout: float | None = None,
+                 env: dict[str, str] | None = None, enable: bool = False,
+                 vary: Sequence[Variant] = (), cwd: str = "link", keep: bool = False,
+                 progress: Callable[[str], None] | None = None,
+                 python: str | None = None, hashseed_check: bool = True) -> CheckResult:
+    """Run ``target`` ``runs`` times (plus once per ``vary`` setting), each in a fresh
+    interpreter and its own working directory, and compare what the runs print, write
+    and hold at exit.
+
+    Args:
+        target: a script path; a module name when ``module``; an executable when
+            ``command`` (``args`` are its arguments: ``-- torchrun ... train.py``).
+        runs: number of runs under the same settings (>= 2).
+        seed: with ``enable``, passed to ``fwd9m run --seed``; otherwise unused (the
+            script runs exactly as written).
+        timeout: seconds per run; the whole process group is killed after it.
+        env: extra environment variables for every run.
+        enable: launch each run as ``python -m fwd9m run --seed SEED target args``.
+        vary: one extra run per :class:`Variant`, compared with run 1.
+        cwd: ``"link"`` (default; see the module docstring) or ``"empty"``.
+        keep: keep the runs' directories (their path is in the notes).
+        progress: called with one-line progress messages (which run, how long).
+        python: interpreter for the runs (default: this one).
+        hashseed_check: when the runs differ and so did their string-hash seed
+            (PYTHONHASHSEED unset), run twice more with ``PYTHONHASHSEED=0`` to tell
+            whether hash order is the cause, and report it as confirmed or ruled out.
+
+    Returns:
+        A :class:`CheckResult`. The runs' standard input is closed.
+
+    Raises:
+        RunError: the script or module does not exist, or every run failed the same
+            way (crashed or timed out), so there is nothing to compare.
+        ConfigurationError: ``runs < 2``.
+    """
+    from .._launch import resolve_target
+    from ..errors import ConfigurationError
+
+    if runs < 2:
+        raise ConfigurationError(f"--runs must be at least 2, got {runs}")
+    say = progress or (lambda msg: logger.info(msg))
+    python = python or sys.executable
+    invocation = Path.cwd()
+    display = " ".join([*(["-m"] if module else ["--"] if command else []), target, *args])
+    source = None
+    if command:
+        mode = "command"
+    elif module:  # found as `python -m` would: the working directory first on sys.path
+        import importlib.util
+
+        sys.path.insert(0, str(invocation))
+        try:
+            resolve_target(target, module=True)
+            source = getattr(importlib.util.find_spec(target), "origin", None)
+        except (ImportError, ValueError):
+            source = None
+        finally:
+            sys.path.remove(str(invocation))
+    else:
+        target = source = str(Path(resolve_target(target)).resolve())
+    if not command:
+        mode = ("enable-module" if module else "enable-script") if enable else ("module" if module else "script")
+    base_cmd = _launch_command(target, args, mode, seed, python)
+    plan: list[tuple[str, list[str], dict[str, str], dict[str, str]]] = []
+    for i in range(runs):
+        plan.append((f"run {i + 1}", base_cmd, {}, {}))
+    for v in vary:
+        cmd = base_cmd[:len(base_cmd) - len(args)] + v.argv(args)
+        plan.append((f"run with {v.label}", cmd, v.env(), {v.name: v.value}))
+
+    root = Path(tempfile.mkdtemp(prefix="fwd9m-check-"))
+    # a command (or `fwd9m run`) starts other interpreters: capture in each through the
+    # start-up hook that fwd9m run uses too
+    site = mode not in ("script", "module")
+    done: list[_Run] = []
+    try:
+        for k, (label, cmd, extra_env, settings) in enumerate(plan):
+            run = _Run(RunInfo(label, list(cmd), settings), root / f"run{k + 1}", root / f"run{k + 1}" / "cwd",
+                       root / f"run{k + 1}" / "stdout")
+            _execute(run, invocation, cwd, {**(env or {}), **extra_env}, site, timeout,
+                     f"{k + 1}/{len(plan)}", say)
+            done.append(run)
+        if timeout is not None and all(r.info.timed_out for r in done):
+            raise RunError(f"every run of {display} timed out (--timeout {timeout:g} s); raise --timeout "
+                           f"or check the script for a hang (the whole process group was killed)")
+        result = _compare_runs(display, done, source, command)
+        result.notes[:0] = _run_notes(done)
+        if hashseed_check and result.hash_seed_suspect:
+            say("runs differ and so did their string-hash seed: two more runs with PYTHONHASHSEED=0 "
+                "tell whether hash order is the cause")
+            extra = []
+            for k in range(2):
+                d = root / f"hashseed{k + 1}"
+                run = _Run(RunInfo(f"PYTHONHASHSEED=0 run {k + 1}", list(base_cmd), {"PYTHONHASHSEED": "0"}),
+                           d, d / "cwd", d / "stdout")
+                _execute(run, invocation, cwd, {**(env or {}), "PYTHONHASHSEED": "0"}, site, timeout,
+                         f"{k + 1}/2", say)
+                extra.append(run)
+            try:
+                agree = bool(_compare_runs(display, extra, source, command))
+            except RunError:
+                agree = None
+            _settle_hash_seed(result, agree, source)
+        if keep:
+            result.notes.append(f"run directories kept in {root}")
+        return result
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
