@@ -3,30 +3,101 @@
 Shared by ``fwd9m run`` (after it has set the environment and import hooks), by the
 child processes of ``fwd9m check`` (state capture at exit) and ``fwd9m debug``
 (recording). Each caller installs its hooks first, then calls :func:`run_as_main`.
+:func:`require_regular_file` is the one check, before opening, of every path fwd9m
+reads whole (scripts, traces, fingerprints): a named pipe or a device is refused.
 """
 
 from __future__ import annotations
 
 import os
 import runpy
+import stat
 import sys
 from pathlib import Path
 
-from .errors import RunError
+from .errors import FileFormatError, RunError
 
-__all__ = ["run_as_main", "resolve_target"]
+__all__ = ["run_as_main", "resolve_target", "check_module_name", "require_regular_file"]
+
+
+def shown(path: str | os.PathLike[str]) -> str:
+    """``path`` as a message shows it: quoted when it is empty or has spaces around it,
+    which a plain print hides (``fwd9m run "$SCRIPT"`` with an unset variable)."""
+    text = os.fspath(path)
+    return repr(text) if not text or text != text.strip() else text
+
+
+_KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def require_regular_file(path: str | os.PathLike[str], what: str, hint: str,
+                         error: type[Exception] = FileFormatError) -> None:
+    """Check, without opening it, that ``path`` is a readable regular file (symbolic
+    links followed). A named pipe blocks until something writes to it, and a device
+    such as ``/dev/zero`` never ends, so fwd9m refuses them before reading.
+
+    Args:
+        what: what the file should be, for the message ("trace", "fingerprint").
+        hint: the fix to paste, appended to the message.
+        error: the :class:`~fwd9m.errors.Fwd9mError` subclass to raise.
+
+    Raises:
+        error: ``path`` is missing, a directory, not a regular file, or not readable.
+    """
+    name = shown(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise error(f"{what} not found: {name} (no such file); {hint}") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
+        raise error(f"cannot read {what} {name}: {getattr(exc, 'strerror', None) or exc}; "
+                    f"{hint}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise error(f"{name} is a directory, not a {what} file; {hint}")
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
+        raise error(f"{name} is {kind}, not a regular {what} file (reading a pipe blocks until "
+                    f"something writes to it; a device may never end); {hint}")
+    if not os.access(path, os.R_OK):
+        raise error(f"cannot read {what} {name}: permission denied; give yourself read "
+                    f"access (chmod u+r {name}) or run as its owner")
+
+
+def check_module_name(name: str) -> None:
+    """Reject a ``-m`` name that cannot be a module, without importing anything.
+
+    Raises:
+        RunError: the name is empty, a file path, or not dotted Python identifiers.
+    """
+    if not name.strip():
+        raise RunError(f"the module name after -m is empty ({shown(name)}; an unset shell "
+                       f"variable?); name one, e.g. -m package.module")
+    if name.endswith(".py") or os.sep in name:
+        dotted = name[:-3].replace(os.sep, ".") if name.endswith(".py") else "package.module"
+        raise RunError(f"-m {shown(name)}: -m takes a module name (package.module), not a file path; "
+                       + (f"drop -m to run the script: {name}" if os.path.exists(name) else
+                          f"write it as -m {dotted}"))
+    if not all(part.isidentifier() for part in name.split(".")):
+        raise RunError(f"-m {name!r} is not a module name (dotted Python identifiers, "
+                       f"e.g. -m package.module)")
 
 
 def resolve_target(target: str, module: bool = False) -> str:
     """Check that ``target`` exists (a script path, or a module name when ``module``).
 
+    A module name is checked for its form first, without importing, then looked up
+    (``importlib.util.find_spec``, which imports the parent packages).
+
     Raises:
-        RunError: the script does not exist or is a directory without ``__main__.py``,
-            or the module cannot be found.
+        RunError: the name is empty; the script does not exist, is a directory without
+            ``__main__.py``, is not a regular file (a named pipe or device would block
+            or never end) or is not readable; or the module cannot be found.
     """
     if module:
         import importlib.util
 
+        check_module_name(target)
         try:
             spec = importlib.util.find_spec(target)
         except (ImportError, ValueError):
@@ -35,11 +106,21 @@ def resolve_target(target: str, module: bool = False) -> str:
             raise RunError(f"no module named {target!r} (python -m {target} would fail too); "
                            f"check the name and that its package is installed or on PYTHONPATH")
         return target
+    if not target.strip():
+        raise RunError(f"the script name is empty ({shown(target)}; an unset shell variable?); "
+                       f"name a Python script or a directory with __main__.py, e.g. train.py")
     path = Path(target)
     if not path.exists():
-        raise RunError(f"script not found: {target}")
-    if path.is_dir() and not (path / "__main__.py").exists():
-        raise RunError(f"{target} is a directory without __main__.py; name the script to run")
+        near = target.strip()
+        hint = (f"; the name has spaces around it: did you mean {near}?"
+                if near != target and Path(near).exists() else "")
+        raise RunError(f"script not found: {shown(target)}{hint}")
+    if path.is_dir():
+        if not (path / "__main__.py").is_file():
+            raise RunError(f"{shown(target)} is a directory without __main__.py; name the script to run")
+        return str(path)
+    require_regular_file(target, "script", "save the script to a .py file and name that file",
+                         error=RunError)
     return str(path)
 
 

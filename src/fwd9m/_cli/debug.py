@@ -64,11 +64,35 @@ def _steps(text: str | None) -> str:
 
 
 def _record(args, target: str, script_args: list[str], out: str, env: dict | None = None,
-            label: str = "", level: str | None = None, steps: str | None = None) -> int:
+            label: str = "", level: str | None = None, steps: str | None = None,
+            quiet: bool = False) -> int:
+    """Record one run into ``out``; returns the script's exit status.
+
+    The script's standard output goes to our stderr, so that stdout carries the report
+    only. With ``quiet`` (the runs ``fwd9m debug`` starts on its own; not with ``-v``),
+    the script's stdout and stderr go to a log file beside the trace instead and are
+    shown, their last lines, only when the run fails: TensorFlow's C++ runtime logs its
+    start-up lines (oneDNN, CPU features) to stderr, and in TF 2.21 the oneDNN line comes
+    before logging is initialised, so TF_CPP_MIN_LOG_LEVEL does not hide it (see
+    https://github.com/abseil/abseil-cpp/pull/1718). The child's environment is the
+    user's: nothing is added that could change what is recorded.
+
+    Raises:
+        RunError: the target is missing, the run timed out, or it failed before the
+            trace was opened.
+    """
     from .._launch import resolve_target
     from ..errors import RunError
 
     resolve_target(target, args.module)
+    if not args.framework and not args.module:
+        from ..debug._child import detect_frameworks
+        from ..errors import ConfigurationError
+
+        if not detect_frameworks(target, False):
+            raise ConfigurationError(f"{target} imports neither torch nor tensorflow/keras (read from its "
+                                     f"import statements); name the framework it uses: fwd9m debug "
+                                     f"--framework torch|tensorflow ...")
     frameworks = ",".join("tensorflow" if f == "keras" else f for f in args.framework) \
         if args.framework else "-"
     cmd = [sys.executable, "-m", "fwd9m.debug._child", out, level or args.level,
@@ -78,13 +102,31 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
     _progress(f"recording {label or target} -> {out}")
     from ..check import _kill_group
 
-    # its own process group, so that a timeout or Ctrl-C ends the children it started too
-    proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, start_new_session=True,
-                            stdout=subprocess.DEVNULL if args.format == "json" else None)
+    log = os.path.splitext(out)[0] + ".log" if quiet and not getattr(args, "verbose", 0) else None
+    sink = open(log, "wb") if log else None
+    try:
+        to_stderr = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # no real stderr (embedded use)
+        to_stderr = subprocess.DEVNULL
+    try:
+        # its own process group, so that a timeout or Ctrl-C ends the children it started too
+        proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, start_new_session=True,
+                                stdout=sink or to_stderr, stderr=sink)
+    finally:
+        if sink:
+            sink.close()
+
+    def show_log(why: str) -> None:
+        text = _tail(log) if log else ""
+        if text:
+            _progress(f"  {why}; the end of its output" + (f" ({log})" if args.keep else "") + ":")
+            print("\n".join(f"    | {line}" for line in text.splitlines()), file=sys.stderr, flush=True)
+
     try:
         proc.wait(timeout=args.timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
+        show_log(f"{label or target} timed out")
         kept = args.target == "record" or args.keep
         raise RunError(f"{target} did not finish within {args.timeout:g} s (its whole process group was "
                        f"killed); " + (f"the partial trace is in {out}" if kept else
@@ -99,10 +141,46 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
     size = os.path.getsize(out) if os.path.exists(out) else 0
     _progress(f"  done in {time.perf_counter() - t0:.1f} s, exit status {proc.returncode}, "
               f"trace {size / 1024:.0f} KiB")
+    if proc.returncode or size == 0:
+        show_log(f"{label or target} exited with status {proc.returncode}")
     if size == 0:
         raise RunError(f"recording {target} failed before the trace was opened "
                        f"(exit status {proc.returncode}); see the messages above")
     return proc.returncode
+
+
+def _tail(path: str, limit: int = 3000) -> str:
+    """The last ``limit`` bytes of a log, from a line start, as text ("" if unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - limit))
+            data = f.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", "replace")
+    return ("..." + text.split("\n", 1)[-1] if size > limit else text).strip()
+
+
+def _check_output(out: str) -> None:
+    """Refuse a trace path that cannot be written as a file: a directory, a named pipe
+    (opening it to write blocks until a reader comes) or a device, or a missing folder."""
+    import stat
+
+    from .._launch import shown
+    from ..errors import ConfigurationError
+
+    try:
+        mode = os.stat(out).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise ConfigurationError(f"-o {shown(out)} is {'a directory' if stat.S_ISDIR(mode) else 'not a regular file'}"
+                                 f"; name the trace file to write, e.g. -o run.trace")
+    folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(folder):
+        raise ConfigurationError(f"-o {shown(out)}: the folder {folder} does not exist; create it first "
+                                 f"(mkdir -p {folder})")
 
 
 def _cut_traces(report, paths) -> list[str]:
@@ -134,7 +212,15 @@ def run(args) -> int:
     if args.target == "diff":
         if len(args.args) != 2:
             raise ConfigurationError("usage: fwd9m debug diff A.trace B.trace")
-        if all(os.path.isdir(p) for p in args.args):  # one trace per rank: rank r vs rank r
+        dirs = [os.path.isdir(p) for p in args.args]
+        if any(dirs) and not all(dirs):
+            from .._launch import shown
+
+            d, f = (args.args if dirs[0] else args.args[::-1])
+            raise ConfigurationError(f"{shown(d)} is a directory but {shown(f)} is not: compare two trace "
+                                     f"files (fwd9m debug diff a.trace b.trace) or two directories of "
+                                     f"rank traces (fwd9m debug diff runA/ runB/)")
+        if all(dirs):  # one trace per rank: rank r vs rank r
             from ..distributed import diff_ranks
 
             ranks = diff_ranks(*args.args)
@@ -160,6 +246,7 @@ def run(args) -> int:
                                      f"fwd9m debug {rest[0]} ... record -o RUN.trace script.py [ARGS...]")
         if not args.output or not rest:
             raise ConfigurationError("usage: fwd9m debug record -o RUN.trace script.py [ARGS...]")
+        _check_output(args.output)
         code = _record(args, rest[0], rest[1:], args.output)
         r = debug.TraceReader(args.output)
         n = sum(1 for _ in r)
@@ -167,6 +254,11 @@ def run(args) -> int:
               + (f"; the script exited with status {code}" if code else ""))
         return 0 if code == 0 else 2
     # record twice, compare
+    if args.keep and os.path.exists(args.keep) and not os.path.isdir(args.keep):
+        from .._launch import shown
+
+        raise ConfigurationError(f"--keep {shown(args.keep)} is a file; --keep names a folder for the two "
+                                 f"traces, e.g. --keep traces/")
     directory = args.keep or tempfile.mkdtemp(prefix="fwd9m-debug-")
     os.makedirs(directory, exist_ok=True)
     try:
@@ -176,7 +268,7 @@ def run(args) -> int:
             mpaths = [os.path.join(directory, f"modules{i}.trace") for i in (1, 2)]
             for i, p in enumerate(mpaths, 1):
                 _record(args, args.target, args.args, p, label=f"module-level run {i}/2",
-                        level="modules")
+                        level="modules", quiet=True)
             first_pass = debug.diff(*mpaths)
             if first_pass.reproducible or first_pass.first is None or first_pass.first.step < 0:
                 return _emit(first_pass, args)
@@ -184,7 +276,7 @@ def run(args) -> int:
             _progress(f"module-level pass: first divergence in step {s} "
                       f"({first_pass.first.op} {first_pass.first.module}); op-level runs of step {s}")
             args.steps = f"{s}:{s}"
-        codes = [_record(args, args.target, args.args, p, label=f"run {i}/2")
+        codes = [_record(args, args.target, args.args, p, label=f"run {i}/2", quiet=True)
                  for i, p in enumerate(paths, 1)]
         _progress("comparing")
         report = debug.diff(*paths)
@@ -208,7 +300,7 @@ def run(args) -> int:
             fixed = [os.path.join(directory, f"hashseed{i}.trace") for i in (1, 2)]
             for i, p in enumerate(fixed, 1):
                 _record(args, args.target, args.args, p, env={"PYTHONHASHSEED": "0"},
-                        label=f"run {i}/2 with PYTHONHASHSEED=0")
+                        label=f"run {i}/2 with PYTHONHASHSEED=0", quiet=True)
             again = debug.diff(*fixed)
             if again.reproducible or (again.first and again.first.seq > f.seq):
                 from ..debug import _explain, _store

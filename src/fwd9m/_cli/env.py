@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 HELP = "show the environment fingerprint, or compare two (--diff A.json B.json)"
+
+#: a fingerprint is a few KiB; a file this large is not one (and would be read whole)
+MAX_FINGERPRINT_BYTES = 16 << 20
 
 
 def add_arguments(p) -> None:
@@ -13,15 +17,37 @@ def add_arguments(p) -> None:
     p.add_argument("--import", dest="import_frameworks", action="store_true",
                    help="also import installed frameworks to ask for threads, CUDA and devices")
     p.add_argument("--framework", action="append", dest="frameworks",
-                   help="with --import: only this framework (repeatable)")
+                   help="import this framework and ask it (implies --import, for this one "
+                        "only; repeatable)")
     p.add_argument("--diff", nargs=2, metavar=("A.json", "B.json"),
                    help="list differences that can change results, likeliest first; exit 1 if any")
 
 
+def _check_fingerprint_file(path: str) -> None:
+    """Refuse, before reading, what cannot be a fingerprint: a named pipe or device
+    (reading would block or never end) or a file far larger than any fingerprint."""
+    from .._launch import require_regular_file, shown
+    from ..errors import FileFormatError
+
+    hint = "write one with: fwd9m env --format json > env.json"
+    require_regular_file(path, "fingerprint", hint)
+    size = os.path.getsize(path)
+    if size > MAX_FINGERPRINT_BYTES:
+        raise FileFormatError(f"{shown(path)} is {size / 2**20:.0f} MiB; an environment fingerprint is a "
+                              f"few KiB, so this is another file; {hint}")
+
+
 def run(args) -> int:
     from .. import environment
+    from ..errors import ConfigurationError
 
     if args.diff:
+        if args.import_frameworks or args.frameworks:
+            raise ConfigurationError("--import and --framework describe this machine, and --diff compares "
+                                     "two saved files: write each with fwd9m env --import --format json "
+                                     "> A.json, then run fwd9m env --diff A.json B.json")
+        for path in args.diff:
+            _check_fingerprint_file(path)
         a, b = (environment.load(p) for p in args.diff)
         diffs = environment.diff(a, b)
         if args.format == "json":
@@ -30,6 +56,15 @@ def run(args) -> int:
         else:
             print(environment.render_diff(diffs))
         return 1 if diffs else 0
+    if args.frameworks:  # naming a framework is asking about it: import that one
+        from .. import _frameworks
+
+        names = _frameworks.resolve([n.strip().lower() for n in args.frameworks])
+        missing = [n for n in names if _frameworks.installed_version(n) is None]
+        if missing:
+            raise ConfigurationError(f"--framework {', '.join(missing)}: not installed in this Python "
+                                     f"({sys.executable}); install it, or drop --framework")
+        args.frameworks, args.import_frameworks = names, True
     fp = environment.collect(import_frameworks=args.import_frameworks, frameworks=args.frameworks)
     print(environment.dump(fp) if args.format == "json" else environment.render_text(fp))
     return 0

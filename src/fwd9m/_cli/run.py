@@ -175,14 +175,19 @@ def run(args) -> int:
         for c in changes:
             print(f"fwd9m run: {c}", file=sys.stderr)
     if launcher and not (command[0].endswith(".py") and os.path.isfile(command[0])):
-        exe = shutil.which(command[0], path=env.get("PATH"))
-        if exe is None:
-            raise RunError(f"command not found: {command[0]} (is it installed and on PATH?)")
-        return _exec([exe, *command[1:]], env)
-    from .._launch import resolve_target
+        from .._launch import shown
 
-    if not args.module:
-        resolve_target(command[0])  # RunError if the script is missing
+        exe = shutil.which(command[0], path=env.get("PATH")) if command[0].strip() else None
+        if exe is None:
+            raise RunError(f"command not found: {shown(command[0])} (is it installed and on PATH?); "
+                           f"e.g. fwd9m run -- torchrun --nproc-per-node 2 train.py")
+        return _exec([exe, *command[1:]], env)
+    from .._launch import check_module_name, resolve_target
+
+    if args.module:  # the form only: finding it would import its packages here
+        check_module_name(command[0])
+    else:
+        resolve_target(command[0])  # RunError if the script is missing or unreadable
     argv = [sys.executable, "-c", _CHILD, *(["-m"] if args.module else []), *command]
     return _exec(argv, env)
 

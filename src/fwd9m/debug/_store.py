@@ -197,11 +197,17 @@ class TraceReader:
     when the writer died) and ``truncated`` a sentence saying where reading stopped.
 
     Raises:
-        FileFormatError: not a trace, an unknown format version, or a damaged header.
+        FileFormatError: missing, unreadable, not a regular file (a named pipe or a
+            device is refused before opening: it would block or never end), not a
+            trace, an unknown format version, or a damaged header.
     """
 
     def __init__(self, path: str | os.PathLike[str]):
+        from .._launch import require_regular_file
+
         self.path = os.fspath(path)
+        require_regular_file(self.path, "trace", "give a trace written by: "
+                             "fwd9m debug record -o run.trace script.py")
         try:
             self._f = open(self.path, "rb")
         except OSError as exc:
