@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -172,3 +174,25 @@ def test_catalog_hints_put_global_seed_first_for_a_script_that_seeds_nothing(tmp
     fp = {"frameworks": {"torch": {"version": "2.13.0"}}}
     hints = _catalog_hints(fp, "cpu", source=str(script))
     assert hints and hints[0]["id"] == "torch.global-seed", [h["id"] for h in hints]
+
+
+def test_framework_imported_inside_the_function_is_seeded_before_run_1():
+    """A function that imports torch itself on its first call: run 1 used to run with
+    torch unseeded (check seeded only the frameworks already in sys.modules) and check
+    reported a false difference. Run in a fresh interpreter, where torch is not yet
+    imported."""
+    pytest.importorskip("torch")
+    code = (
+        "import sys, fwd9m\n"
+        "assert 'torch' not in sys.modules\n"
+        "def fn():\n"
+        "    import torch\n"
+        "    return torch.randn(4)\n"
+        "r = fwd9m.check(fn, runs=2)\n"
+        "print(r.report())\n"
+        "sys.exit(0 if r else 1)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "REPRODUCIBLE: 2 runs" in out.stdout
+    assert "torch was imported during run 1" in out.stdout, out.stdout  # said so in a note

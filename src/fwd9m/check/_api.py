@@ -3,40 +3,22 @@ state and compares what it returns."""
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any, Callable
 
+from .. import _frameworks
 from ..compare import Tensor, _Opaque, compare_flat, flatten
 from ..errors import NondeterminismError, RunError
+from ..seed import seed_everything
 from ._hints import _catalog_hints
 from ._result import CheckResult, Finding, RunInfo
 
 
 # --------------------------------------------------------------------------- seeding
 
-def _seed_all(seed: int) -> None:
-    """Seed every RNG this process uses: ``fwd9m.seed_everything`` where it exists,
-    else Python, NumPy and each framework already imported."""
-    try:
-        from ..seed import seed_everything
-    except ImportError:
-        seed_everything = None
-    if seed_everything is not None:
-        seed_everything(seed)
-        return
-    import random
-
-    random.seed(seed)
-    mods = sys.modules
-    if "numpy" in mods:
-        mods["numpy"].random.seed(seed)
-    if "torch" in mods:
-        mods["torch"].manual_seed(seed)
-    if "tensorflow" in mods:
-        mods["tensorflow"].random.set_seed(seed)
-    if "keras" in mods and hasattr(mods["keras"], "utils"):
-        mods["keras"].utils.set_random_seed(seed)
+def _seeded_frameworks() -> set[str]:
+    """The imported frameworks that ``seed_everything`` seeds (JAX has no global RNG)."""
+    return {n for n in _frameworks.imported() if n != "jax"}
 
 
 # --------------------------------------------------------------------------- in-process
@@ -51,9 +33,12 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
           **kwargs: Any) -> CheckResult:
     """Call ``fn(*args, **kwargs)`` ``runs`` times and compare the results bit for bit.
 
-    Before each call every RNG is seeded with ``seed`` (``fwd9m.seed_everything`` when
-    available; Python, NumPy, and the imported frameworks otherwise); ``seed=None``
-    seeds nothing. The result may be any nesting of dicts, lists, tuples and
+    Before each call every RNG is seeded with ``seed`` (:func:`fwd9m.seed_everything`:
+    Python, NumPy and the frameworks imported at that moment); ``seed=None`` seeds
+    nothing. A framework that ``fn`` imports itself during its first call was not seeded
+    before that call, so when run 1 imports TensorFlow, Keras or PyTorch, run 1 is
+    discarded and repeated with them seeded (``fn`` is then called ``runs + 1`` times;
+    the result's notes say so). The result may be any nesting of dicts, lists, tuples and
     dataclasses holding arrays, tensors, variables, Keras models (weights and optimizer
     state), torch modules and optimizers, JAX arrays and Python numbers
     (see :mod:`fwd9m.compare`).
@@ -73,12 +58,14 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
     infos: list[RunInfo] = []
     findings: list[Finding] = []
     first: dict[str, Any] | None = None
-    for i in range(runs):
+    late: list[str] = []  # frameworks imported by run 1 itself, so unseeded during it
+    i = 0
+    while i < runs:
         label = f"run {i + 1}"
         info = RunInfo(label, [name])
-        infos.append(info)
         if seed is not None:
-            _seed_all(seed)
+            seed_everything(seed)
+        before = _seeded_frameworks()
         t0 = time.perf_counter()
         try:
             value = fn(*args, **kwargs)
@@ -88,10 +75,19 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
             if first is None:
                 raise RunError(f"{name} raised {info.error} in run 1, so its reproducibility "
                                f"cannot be checked; fix the error first") from exc
+            infos.append(info)
             findings.append(Finding("exit", label, f"raised {info.error}; run 1 returned normally"))
+            i += 1
             continue
         info.seconds = time.perf_counter() - t0
         info.returncode = 0
+        new = sorted(_seeded_frameworks() - before) if seed is not None and first is None else []
+        if new and len(late) < len(_frameworks.FRAMEWORKS):  # bounded: each repeat needs a new import
+            late += new
+            del value
+            continue  # run 1 again, every framework it uses now seeded before it
+        infos.append(info)
+        i += 1
         flat = _snapshot(value)
         if first is None:
             first = flat
@@ -99,6 +95,12 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
         findings += [Finding("value", label, d.summary(), d) for d in compare_flat(first, flat)]
         del flat, value
     result = CheckResult(name, infos, findings, {"values": len(first or {})})
+    if late:
+        names = ", ".join(late)
+        result.notes.append(f"{names} {'was' if len(late) == 1 else 'were'} imported during run 1 (by {name} "
+                            f"itself), so run 1 ran with {'it' if len(late) == 1 else 'them'} unseeded; it was "
+                            f"discarded and repeated with every framework seeded (import frameworks before "
+                            f"fwd9m.check to avoid the extra call)")
     opaque = [f"{k}: {v!r}" for k, v in (first or {}).items() if isinstance(v, _Opaque)]
     if opaque:  # an agreement on these says little
         result.notes.append(f"{len(opaque)} returned value(s) fwd9m cannot look into were compared by type "
