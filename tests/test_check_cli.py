@@ -301,3 +301,29 @@ def test_sigterm_to_fwd9m_check_kills_the_runs_process_group(tmp_path):
     pid = int(pidfile.read_text())
     time.sleep(0.2)
     assert _gone(pid), f"the script's child {pid} survived fwd9m check being terminated"
+
+
+def test_script_escape_sequences_are_shown_escaped_not_sent_to_the_terminal(tmp_path):
+    """A script's colours and control characters, quoted in the report (a differing
+    stdout line, the end of stderr), must not act on the user's terminal."""
+    script = tmp_path / "colour.py"
+    marker = tmp_path / "ran-once"
+    script.write_text(
+        "import os, random, sys\n"
+        "print('\\x1b[31mred\\x1b[0m', random.random())\n"
+        f"if os.path.exists({str(marker)!r}):\n"
+        "    sys.stderr.write('\\x1b]0;title\\x07 \\x1b[2J boom\\n')\n"
+        "    sys.exit(3)\n"
+        f"open({str(marker)!r}, 'w').close()\n"
+    )
+    out = check("-q", "--no-hashseed-check", str(script))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "stdout: 1 of 1 lines differ" in out.stdout and "exit status 3" in out.stdout
+    assert "\x1b" not in out.stdout and "\x07" not in out.stdout, repr(out.stdout)
+    assert "\\x1b[31mred\\x1b[0m" in out.stdout and "\\x1b]0;title\\x07" in out.stdout
+    # every run fails: the error message quotes the end of stderr, escaped too
+    failing = tmp_path / "fails.py"
+    failing.write_text("import sys\nsys.stderr.write('\\x1b[2J\\x1b[31mfatal\\n')\nsys.exit(1)\n")
+    out = check("-q", str(failing))
+    assert out.returncode == 2 and "failed in every run" in out.stderr, out.stderr
+    assert "\x1b" not in out.stderr and "\\x1b[31mfatal" in out.stderr, repr(out.stderr)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,19 @@ SCHEMA_VERSION = 1
 # ranking of finding sources: a crash outranks a tensor, a tensor outranks a printed line
 _SOURCE_ORDER = {"exit": 0, "timeout": 0, "value": 2, "state": 2, "file": 3,
                  "stdout": 4}
+
+
+# control characters (C0 but tab and newline, DEL, C1) and bidirectional overrides, which
+# a terminal would act on (colours, cursor moves, window titles, reordered text)
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print to a terminal: the script's own output quoted in a report
+    (a coloured line, a progress bar's carriage return) shows its escape sequences as
+    ``\\x1b``, ``\\r``, ... instead of acting on the user's terminal. Newlines and tabs
+    are kept; text already escaped is left as it is."""
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 @dataclass
@@ -159,7 +173,7 @@ class CheckResult:
                 lines.append(f"  - catalog {e['id']}: {e['title']}")
                 if e.get("fix"):
                     lines += [f"      {line}" for line in e["fix"].splitlines()[:3]]
-        return "\n".join(lines)
+        return printable("\n".join(lines))
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "target": self.target,

@@ -11,7 +11,7 @@ from ..compare import LeafDiff, compare_flat, compare_text, file_digest, read_st
 from ..errors import FileFormatError, RunError
 from ._hints import _catalog_hints, _debug_args, _debug_can_record
 from ._process import _Run
-from ._result import CheckResult, Finding
+from ._result import CheckResult, Finding, printable
 
 
 def _state_groups(run: _Run) -> dict[str, dict[str, Any]]:
@@ -109,7 +109,7 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
             hint = ("\nThe script reads standard input, which fwd9m check closes; pass the input as a file "
                     "or argument instead.")
         raise RunError(f"{display} failed in every run (exit {first.info.returncode}), so there is nothing "
-                       f"to compare. End of its error output (run 1):\n{first.info.stderr_tail}{hint}")
+                       f"to compare. End of its error output (run 1):\n{printable(first.info.stderr_tail)}{hint}")
     findings: list[Finding] = []
     compared = {"stdout lines": _count_lines(first.stdout), "files": len(first.files),
                 "state tensors": sum(len(g["flat"]) for g in _state_groups(first).values())}
