@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import itertools
+import struct
 import subprocess
 import sys
 from collections import namedtuple
@@ -13,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from fwd9m.compare import compare, compare_text, flatten, read_structured
+import fwd9m
+from fwd9m.compare import NamedPath, compare, compare_flat, compare_text, flatten, read_structured
 from fwd9m.errors import FileFormatError
 
 
@@ -155,9 +159,15 @@ def test_tensorflow_keras_and_jax_values():
         return m
 
     # a second model built in one process is named dense_1: leaves pair up by position
-    assert compare(build(0), build(0)) == []
+    first, second = build(0), build(0)
+    assert compare(first, second) == []
     paths = [d.path for d in compare(build(0), build(1))]
     assert any(p.endswith("kernel") for p in paths) and any("optimizer/" in p for p in paths)
+    # ... but only below the user's own keys, which must match exactly
+    flat = flatten({"step_0": first})
+    assert all(isinstance(k, NamedPath) and k.start == len("step_0") for k in flat), list(flat)
+    diffs = compare({"step_0": first}, {"step_1": second})
+    assert {d.kind for d in diffs} == {"only_a", "only_b"} and len(diffs) == 2 * len(flat)
     d = one(compare(tf.Variable([1.0, 2.0]), tf.constant([1.0, 2.5])))
     assert d.first_index == (1,)
     jax = pytest.importorskip("jax")
@@ -231,8 +241,118 @@ def test_saved_model_fingerprint_ignores_the_per_save_uuid(tmp_path):
 
 
 def test_differing_keys_are_differences_not_a_renaming():
-    # only a framework's auto-numbering (dense, dense_1, ...) pairs leaves by position
+    """Regression: ``{"step_0": x}`` and ``{"step_1": x}`` were paired by position as one
+    leaf (auto-numbering was guessed from the key text) and reported identical."""
     assert [(d.path, d.kind) for d in compare({0: 1.0}, {1: 1.0})] == [("0", "only_a"), ("1", "only_b")]
     assert len(compare({"epoch3": 1}, {"epoch4": 1})) == 2
-    assert compare({"net/dense/kernel": 1, "adam/dense_1_kernel_m": 2},
-                   {"net_1/dense_2/kernel": 1, "adam/dense_3_kernel_m": 2}) == []
+    diffs = compare({"step_0": 1.0}, {"step_1": 1.0})
+    assert [(d.path, d.kind) for d in diffs] == [("step_0", "only_a"), ("step_1", "only_b")]
+    assert diffs[0].summary() == "step_0: only in the first run (float), not in the other"
+    assert diffs[1].summary() == "step_1: only in the other run (float), not in the first"
+    # keys that look like Keras names are still the user's keys
+    assert len(compare({"net/dense/kernel": 1, "adam/dense_1_kernel_m": 2},
+                       {"net_1/dense_2/kernel": 1, "adam/dense_3_kernel_m": 2})) == 4
+
+
+def test_only_names_a_framework_made_up_pair_up():
+    """NamedPath marks where Keras/TF names begin (flatten sets it; here by hand)."""
+    w = 1.0
+    a = {NamedPath("m.seq/dense/kernel", 1): w, NamedPath("m.seq/dense_1/kernel", 1): w + 1}
+    b = {NamedPath("m.seq_1/dense_2/kernel", 1): w, NamedPath("m.seq_1/dense_3/kernel", 1): w + 1}
+    assert compare_flat(a, b) == []
+    d = one(compare_flat(a, {**b, NamedPath("m.seq_1/dense_3/kernel", 1): w}))
+    assert d.path == "m.seq/dense_1/kernel" and d.kind == "values"  # named as in run 1
+    # an extra layer in one run: counts differ, nothing is paired by position
+    extra = {**b, NamedPath("m.seq_1/dense_4/kernel", 1): w}
+    assert {d.kind for d in compare_flat(a, extra)} == {"only_a", "only_b"}
+    # the user's part of the path (before start) must match exactly
+    c = {NamedPath("n.seq_1/dense_2/kernel", 1): w, NamedPath("n.seq_1/dense_3/kernel", 1): w + 1}
+    assert len(compare_flat(a, c)) == 4
+    # a plain key that would collide with a new name: no renaming at all
+    mixed = {**b, "m.seq/dense/kernel": w}
+    assert compare_flat(a, mixed) != []
+    assert NamedPath("x.d_1", 1) == "x.d_1" and {NamedPath("x.d_1", 1): 0}["x.d_1"] == 0
+    import pickle
+
+    back = pickle.loads(pickle.dumps(NamedPath("x.d_1", 1)))
+    assert isinstance(back, NamedPath) and back.generic == "x.d"
+
+
+@dataclasses.dataclass
+class _A:
+    lr: float
+
+
+@dataclasses.dataclass
+class _B:
+    rate: float
+
+
+@pytest.mark.parametrize("a, b, kinds", [
+    ([1.0, 2.0], [1.0, 2.0, 3.0], {"only_b"}),                     # list lengths
+    ({"x": 1}, {"x": 1.0}, {"type"}),                             # int vs float
+    ({"x": True}, {"x": 1}, {"type"}),                            # bool vs int
+    ({"x": np.zeros(2)}, {"x": None}, {"type"}),                  # array vs None
+    ({"x": _A(0.1)}, {"x": _B(0.1)}, {"only_a", "only_b"}),       # dataclass fields
+    ({"x": np.zeros(2, np.float32)}, {"x": np.zeros(2, np.float64)}, {"dtype"}),
+    ({"x": np.zeros((2, 1))}, {"x": np.zeros((1, 2))}, {"shape"}),
+    ({"x": [], "y": 1}, {"y": 1}, {"only_a"}),                     # an empty container is a leaf
+    ({"x": {}}, {"y": {}}, {"only_a", "only_b"}),
+    ({"x": []}, {"x": {}}, {"type"}),
+    ({"x": []}, {"x": [0]}, {"only_a", "only_b"}),
+])
+def test_structural_differences_are_never_the_same_leaf(a, b, kinds):
+    diffs = compare(a, b)
+    assert diffs and {d.kind for d in diffs} == kinds, [d.summary() for d in diffs]
+    assert compare(b, a) and compare(a, a) == [] and compare(b, b) == []
+    assert all(d.summary() for d in diffs)
+
+
+_KEYS = st.sampled_from(["x", "x_1", "x_2", "y"])
+_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(0, 2), st.sampled_from([0.0, -0.0, 1.0, float("nan")]),
+                    st.sampled_from(["s", ""]),
+                    hnp.arrays(st.sampled_from([np.float32, np.float64, np.int32]),
+                               hnp.array_shapes(min_dims=0, max_dims=2, max_side=2), elements=st.integers(0, 1)))
+_VALUES = st.recursive(_LEAVES, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
+                       max_leaves=6)
+
+
+def _same(a, b) -> bool:
+    """Strict equality: same types, keys, lengths, dtypes, shapes and bits."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    if isinstance(a, float):
+        return struct.pack("<d", a) == struct.pack("<d", b)
+    return a == b
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_KEYS, _VALUES, min_size=1, max_size=3), st.dictionaries(_KEYS, _VALUES, min_size=1, max_size=3))
+def test_no_difference_exactly_when_strictly_equal(a, b):
+    """Property: compare() finds nothing exactly when the two values are strictly equal,
+    for nested dicts (keys that differ only by a number) and lists of mixed leaves."""
+    assert (compare(a, b) == []) == _same(a, b), (a, b, [d.summary() for d in compare(a, b)])
+    assert compare(a, copy.deepcopy(a)) == []
+
+
+def test_check_reports_structural_differences_end_to_end():
+    """fwd9m.check(fn) in-process: each of these returns a different structure per call."""
+    calls = itertools.count()
+    keys = fwd9m.check(lambda: {f"step_{next(calls)}": 1.0})
+    assert not keys and "step_0: only in the first run" in keys.report()
+    calls = itertools.count()
+    grows = fwd9m.check(lambda: [1.0] * (1 + next(calls)))
+    assert not grows and "[1]: only in the other run" in grows.report()
+    calls = itertools.count()
+    types = fwd9m.check(lambda: {"loss": 1 if next(calls) == 0 else 1.0, "w": None if next(calls) > 1 else np.ones(2)})
+    assert not types and {d.kind for d in (f.diff for f in types.findings)} == {"type"}
+    calls = itertools.count()
+    dtypes = fwd9m.check(lambda: np.zeros(2, np.float32 if next(calls) == 0 else np.float64), runs=3)
+    assert not dtypes and len(dtypes.findings) == 2
+    assert fwd9m.check(lambda: {"step_0": [1.0, {"a": []}], "x": np.arange(3)})

@@ -31,7 +31,7 @@ saved tensors and checkpoints).
 from ._bits import CHUNK, LeafDiff, compare, compare_arrays, compare_flat  # noqa: F401
 from ._files import STRUCTURED_SUFFIXES, TEXT_LIMIT, TEXT_SUFFIXES, file_digest, read_structured  # noqa: F401
 from ._text import VOLATILE, _clip, compare_text, normalize_line  # noqa: F401
-from ._values import MAX_DEPTH, Tensor, _Opaque, flatten, to_numpy  # noqa: F401
+from ._values import MAX_DEPTH, NamedPath, Tensor, _Opaque, flatten, to_numpy  # noqa: F401
 
-__all__ = ["LeafDiff", "Tensor", "compare", "compare_arrays", "compare_flat", "compare_text", "file_digest",
-           "flatten", "normalize_line", "read_structured", "to_numpy"]
+__all__ = ["LeafDiff", "NamedPath", "Tensor", "compare", "compare_arrays", "compare_flat", "compare_text",
+           "file_digest", "flatten", "normalize_line", "read_structured", "to_numpy"]

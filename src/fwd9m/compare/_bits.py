@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._values import Tensor, _Opaque, _np, flatten
+from ._values import NamedPath, Tensor, _Empty, _Opaque, _np, flatten
 
 #: elements compared per chunk in the fast equality test (bounds temporary memory)
 CHUNK = 1 << 22
@@ -64,8 +63,8 @@ class LeafDiff:
                 parts.append(f"{self.a} vs {self.b}")
             return f"{self.path} ({self.dtype}, {shape}): " + "; ".join(parts)
         if self.kind in ("only_a", "only_b"):
-            which = "first" if self.kind == "only_a" else "second"
-            return f"{self.path}: only in the {which} run ({self.a or self.b})"
+            which, other = ("the first run", "the other") if self.kind == "only_a" else ("the other run", "the first")
+            return f"{self.path}: only in {which} ({self.a or self.b}), not in {other}"
         return f"{self.path}: {self.kind} differs: {self.a} vs {self.b}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -221,13 +220,8 @@ def _float_bits(x: float) -> bytes:
 def _compare_leaf(path: str, a: Any, b: Any) -> LeafDiff | None:
     if isinstance(a, Tensor) and isinstance(b, Tensor):
         return compare_arrays(path, a, b)
-    if type(a) is not type(b) and not (isinstance(a, Tensor) or isinstance(b, Tensor)) \
-            and not (isinstance(a, _Opaque) and isinstance(b, _Opaque)):
-        return LeafDiff(path, "type", a=type(a).__name__, b=type(b).__name__)
-    if isinstance(a, Tensor) or isinstance(b, Tensor):
-        ta = a.dtype if isinstance(a, Tensor) else type(a).__name__
-        tb = b.dtype if isinstance(b, Tensor) else type(b).__name__
-        return LeafDiff(path, "type", a=ta, b=tb)
+    if type(a) is not type(b) or isinstance(a, (_Opaque, _Empty)) and a.type is not b.type:
+        return LeafDiff(path, "type", a=_describe(a), b=_describe(b))
     if isinstance(a, float):
         if _float_bits(a) == _float_bits(b):
             return None
@@ -242,8 +236,8 @@ def _compare_leaf(path: str, a: Any, b: Any) -> LeafDiff | None:
         if _float_bits(a.real) + _float_bits(a.imag) == _float_bits(b.real) + _float_bits(b.imag):
             return None
         return LeafDiff(path, "values", "complex", (), 1, 1, abs(a - b), None, (), repr(a), repr(b))
-    if isinstance(a, _Opaque):
-        return None if a.type is b.type else LeafDiff(path, "type", a=repr(a), b=repr(b))
+    if isinstance(a, (_Opaque, _Empty)):
+        return None  # the same type
     try:
         same = a == b
         same = bool(same)
@@ -256,31 +250,35 @@ def _compare_leaf(path: str, a: Any, b: Any) -> LeafDiff | None:
     return LeafDiff(path, "value", type(a).__name__, a=_short(a), b=_short(b))
 
 
-#: the counter a framework appends to a repeated name (Keras: dense, dense_1, dense_2_kernel)
-_AUTO_SUFFIX = re.compile(r"_\d+(?=[\W_]|$)")
-
-
-def _aligned(fa: Mapping[str, Any], fb: Mapping[str, Any]) -> bool:
-    """Same leaves under different names (Keras's auto-numbered ``dense_1`` in a second
-    model built in one process): same count, the same paths but for such counters, and
-    pairwise the same kind of leaf. Paths that differ otherwise (``{0: x}`` vs ``{1: x}``)
-    are a difference, not a renaming."""
-    if len(fa) != len(fb) or fa.keys() == fb.keys():
-        return False
-    if [_AUTO_SUFFIX.sub("", k) for k in fa] != [_AUTO_SUFFIX.sub("", k) for k in fb]:
-        return False
-    for a, b in zip(fa.values(), fb.values()):
-        if type(a) is not type(b) or _describe(a) != _describe(b):
-            return False
-    return True
+def _renamed(fa: Mapping[str, Any], fb: Mapping[str, Any]) -> dict[str, str]:
+    """``{path in fb: path in fa}`` for leaves that differ only in names a framework
+    made up (:class:`~fwd9m.compare.NamedPath`: Keras's ``dense_1`` for a
+    second model built in one process). Leaves with the same generic path pair up in
+    order when both runs have as many of them; any other difference in paths (a user's
+    own keys, list lengths, dataclass fields) is a difference, never a renaming."""
+    groups: dict[str, tuple[list[str], list[str]]] = {}
+    for side, flat in enumerate((fa, fb)):
+        for k in flat:
+            if isinstance(k, NamedPath):
+                groups.setdefault(k.generic, ([], []))[side].append(k)
+    out: dict[str, str] = {}
+    for ka, kb in groups.values():
+        if len(ka) == len(kb) and ka != kb:
+            out.update((b, a) for a, b in zip(ka, kb) if a != b)
+    return out
 
 
 def compare_flat(fa: Mapping[str, Any], fb: Mapping[str, Any]) -> list[LeafDiff]:
     """Compare two :func:`flatten` results; differences in ``fa``'s order, then
-    leaves only in ``fb``. When the paths differ but the leaves match one to one in
-    order, count, dtype and shape, leaves are paired by position and named by ``fa``."""
-    if _aligned(fa, fb):
-        fb = dict(zip(fa.keys(), fb.values()))
+    leaves only in ``fb``. A path in one only is a difference (kind ``"only_a"`` or
+    ``"only_b"``), except weights whose names Keras or TensorFlow numbered differently
+    (see :class:`~fwd9m.compare.NamedPath`); those pair up and are named by
+    ``fa``."""
+    renamed = _renamed(fa, fb)
+    if renamed:
+        moved = {renamed.get(k, k): v for k, v in fb.items()}
+        if len(moved) == len(fb):  # no new name collides with one already there
+            fb = moved
     out = []
     for path, a in fa.items():
         if path not in fb:
@@ -296,9 +294,12 @@ def compare_flat(fa: Mapping[str, Any], fb: Mapping[str, Any]) -> list[LeafDiff]
 
 
 def _describe(leaf: Any) -> str:
+    """What kind of leaf: ``"float32 3x4"`` for an array, ``"<empty list>"``, a type name."""
     if isinstance(leaf, Tensor):
         shape = "x".join(map(str, getattr(leaf.array, "shape", ()))) or "scalar"
         return f"{leaf.dtype} {shape}"
+    if isinstance(leaf, (_Opaque, _Empty)):
+        return repr(leaf)
     return type(leaf).__name__
 
 

@@ -11,6 +11,7 @@ imported (``sys.modules``), so walking plain data imports nothing.
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -145,8 +146,10 @@ def to_numpy(value: Any) -> Tensor | None:
     return None
 
 
-def _expand(value: Any) -> Any:
-    """Framework containers (modules, models, optimizers) as a mapping; else None."""
+def _expand(value: Any) -> tuple[Mapping[str, Any], bool] | None:
+    """Framework containers (modules, models, optimizers) as a mapping, and whether its
+    keys are names the framework made up (Keras layer and variable names, TF variable
+    names) rather than attribute names (a torch ``state_dict``); None for anything else."""
     root = _root(value)
     if root is None:
         return None
@@ -155,14 +158,14 @@ def _expand(value: Any) -> Any:
 
         if isinstance(value, (torch.nn.Module, torch.optim.Optimizer)) or (
                 callable(getattr(value, "state_dict", None)) and not isinstance(value, torch.Tensor)):
-            return value.state_dict()
+            return value.state_dict(), False
     if root in ("keras", "tf_keras", "tensorflow"):
         layer_types = []
         for mod in ("keras", "tf_keras"):
             if mod in sys.modules:
                 layer_types.append(sys.modules[mod].layers.Layer)
         if layer_types and isinstance(value, tuple(layer_types)):
-            return _keras_weights(value)
+            return _keras_weights(value), True
         if root == "tensorflow":
             import tensorflow as tf
 
@@ -171,7 +174,7 @@ def _expand(value: Any) -> Any:
                 for i, v in enumerate(value.variables):
                     key = v.name if v.name not in out else f"{v.name}#{i}"
                     out[key] = v
-                return out
+                return out, True
     return None
 
 
@@ -181,40 +184,80 @@ def _join(prefix: str, key: Any) -> str:
     return f"{prefix}.{key}" if prefix else str(key)
 
 
-def _walk(value: Any, path: str, depth: int, seen: set[int]) -> Iterator[tuple[str, Any]]:
+def _walk(value: Any, path: str, depth: int, seen: set[int], named: int | None) -> Iterator[tuple[str, Any]]:
+    """``(path, leaf)`` pairs; ``named``: where in ``path`` names a framework made up
+    begin (None: nowhere), for :class:`NamedPath`."""
     if value is None or type(value) in _SCALARS:
-        yield path, value
+        yield _path(path, named), value
         return
     if depth > MAX_DEPTH or id(value) in seen:
-        yield path, _Opaque(type(value))
+        yield _path(path, named), _Opaque(type(value))
         return
     arr = to_numpy(value)
     if arr is not None:
-        yield path, arr
+        yield _path(path, named), arr
         return
+    kind = type(value)
     expanded = _expand(value)
     if expanded is not None:
-        value = expanded
+        value, by_framework = expanded
+        if by_framework and named is None:
+            named = len(path)
     seen = seen | {id(value)}
     if isinstance(value, Mapping):
-        for k, v in value.items():
-            yield from _walk(v, _join(path, k if isinstance(k, str) else str(k)), depth + 1, seen)
+        children = ((k if isinstance(k, str) else str(k), v) for k, v in value.items())
     elif isinstance(value, (list, tuple)):
         fields = getattr(value, "_fields", None)  # namedtuple
-        for i, v in enumerate(value):
-            yield from _walk(v, _join(path, fields[i] if fields else i), depth + 1, seen)
+        children = ((fields[i] if fields else i, v) for i, v in enumerate(value))
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for f in dataclasses.fields(value):
-            yield from _walk(getattr(value, f.name), _join(path, f.name), depth + 1, seen)
-    elif isinstance(value, (set, frozenset)):
-        yield path, value
-    elif type(value).__eq__ is not object.__eq__:
-        yield path, value  # compared with ==
+        children = ((f.name, getattr(value, f.name)) for f in dataclasses.fields(value))
+    elif isinstance(value, (set, frozenset)) or type(value).__eq__ is not object.__eq__:
+        yield _path(path, named), value  # compared with ==
+        return
     elif hasattr(value, "__dict__") and not isinstance(value, type):
-        for k, v in vars(value).items():
-            yield from _walk(v, _join(path, k), depth + 1, seen)
+        children = iter(vars(value).items())
     else:
-        yield path, _Opaque(type(value))
+        yield _path(path, named), _Opaque(type(value))
+        return
+    empty = True
+    for key, child in children:
+        empty = False
+        yield from _walk(child, _join(path, key), depth + 1, seen, named)
+    if empty and depth:  # {"a": []} and {} differ; an empty result still flattens to {}
+        yield _path(path, named), _Empty(kind)
+
+
+#: the counter a framework appends to a name it made up for the second, third, ... object
+#: of a kind in one process (Keras: ``dense``, ``dense_1``, ``adam/dense_2_kernel_momentum``)
+_AUTO_SUFFIX = re.compile(r"_\d+(?=[\W_]|$)")
+
+
+class NamedPath(str):
+    """A leaf path whose tail, from index ``start``, holds names a framework made up.
+
+    Keras numbers the layers, models and optimizers built in one process (``dense``,
+    ``dense_1``, ...), so a model built twice in one process (``fwd9m.check(fn)``) has
+    differently named weights. :func:`~fwd9m.compare.compare_flat` pairs such leaves
+    when their :attr:`generic` paths (those counters removed from the tail) agree; the
+    part of the path from the user's own keys must match exactly. A plain ``str`` for
+    every other use (hashing, equality, JSON).
+    """
+
+    start: int
+    generic: str
+
+    def __new__(cls, path: str, start: int) -> NamedPath:
+        self = super().__new__(cls, path)
+        self.start = start
+        self.generic = path[:start] + _AUTO_SUFFIX.sub("", path[start:])
+        return self
+
+    def __reduce__(self):
+        return NamedPath, (str(self), self.start)
+
+
+def _path(path: str, named: int | None) -> str:
+    return path if named is None else NamedPath(path, named)
 
 
 @dataclass(frozen=True)
@@ -227,18 +270,34 @@ class _Opaque:
         return f"<{self.type.__module__}.{self.type.__qualname__}>"
 
 
+@dataclass(frozen=True)
+class _Empty:
+    """An empty container below the top level (a dict, list, tuple or dataclass without
+    items), so that ``{"a": []}``, ``{"a": {}}`` and ``{}`` differ."""
+
+    type: type
+
+    def __repr__(self) -> str:
+        return f"<empty {self.type.__qualname__}>"
+
+
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     """``{path: leaf}`` for every leaf of ``value``, in traversal order.
 
     Array-like leaves become :class:`Tensor`; Python scalars, strings, bytes, sets and
-    objects with their own ``__eq__`` stay as they are. Paths join mapping keys with
-    ``.`` and sequence indices with ``[i]``: ``"model.fc.weight"``, ``"history[3]"``.
+    objects with their own ``__eq__`` stay as they are; an empty container inside
+    ``value`` is a leaf of its own, objects fwd9m cannot look into are leaves compared
+    by type. Paths join mapping keys with ``.`` and sequence indices with ``[i]``:
+    ``"model.fc.weight"``, ``"history[3]"``; weights named by Keras or TensorFlow have a
+    :class:`NamedPath`.
     """
     out: dict[str, Any] = {}
-    for path, leaf in _walk(value, prefix, 0, set()):
+    for path, leaf in _walk(value, prefix, 0, set(), None):
         key, n = path or "<value>", 1
         while key in out:  # two leaves that render to one path
             n += 1
             key = f"{path}#{n}"
+            if isinstance(path, NamedPath):
+                key = NamedPath(key, path.start)
         out[key] = leaf
     return out
