@@ -88,7 +88,7 @@ def test_cli_query_status_and_errors():
     assert out.returncode == 0
     assert {e["framework"] for e in json.loads(out.stdout)} == {"tensorflow"}
     out = run_fwd9m("catalog", "--status", "--format", "json")
-    assert out.returncode in (0, 1), out.stderr
+    assert out.returncode == 0, out.stderr  # a listing is a report, even with entries
     report = json.loads(out.stdout)
     assert {r["framework"] for r in report} >= {"python"}
     for args in (("--framework", "caffe"), ("foo:bar",), ("-f", "torch", "-V", "x.y")):
@@ -189,7 +189,21 @@ def test_query_conflicting_or_empty_fields_are_errors():
 
 def test_cli_status_framework_field_narrows_like_the_option():
     out = run_fwd9m("catalog", "--status", "--format", "json", "framework:python")
-    assert out.returncode in (0, 1), out.stderr
+    assert out.returncode == 0, out.stderr
     assert [r["framework"] for r in json.loads(out.stdout)] == ["python"]
     out = run_fwd9m("catalog", "--status", "framework:nope")
     assert out.returncode == 2 and "unknown framework" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_status_is_a_report_and_fail_on_unsolved_is_the_gate(capsys):
+    """--status exited 1 whenever anything was listed, which is always (every release
+    has unsolved sources): a listing now exits 0, and --fail-on-unsolved makes it a check."""
+    from fwd9m.cli import main
+
+    assert catalog.unsolved("python", "3.11")  # so the gate below has something to fail on
+    assert main(["catalog", "--status", "-f", "python"]) == 0
+    assert "known source(s)" in capsys.readouterr().out
+    assert main(["catalog", "--status", "--fail-on-unsolved", "-f", "python"]) == 1
+    assert main(["catalog", "--status", "--fail-on-unsolved", "-f", "python", "no-such-word-xyz"]) == 0
+    assert main(["catalog", "--fail-on-unsolved", "index_add"]) == 2
+    assert "applies to --status only" in capsys.readouterr().err

@@ -59,11 +59,14 @@ def test_hash_order_confirmed_by_pythonhashseed_runs(fwd9m_cli, tmp_path):
 def test_keras_initializer_seeded_only_by_tf_set_seed(fwd9m_cli, tmp_path):
     pytest.importorskip("tensorflow")
     pytest.importorskip("keras")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     p = fwd9m_cli("debug", "--no-hashseed-check", str(DATA / "keras_initializer.py"),
-                  cwd=tmp_path, env={"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"})
+                  cwd=tmp_path, env={**env, "KERAS_BACKEND": "tensorflow"})
     assert p.returncode == 1, p.stdout + p.stderr
     out = p.stdout
-    assert "EXTERNAL SOURCE (seed)" in out, out
+    assert out.startswith("EXTERNAL SOURCE (seed)"), out  # the script's own prints are not in the report
+    # TensorFlow's C++ start-up lines (oneDNN, cpu_feature_guard, absl) stay in the runs' logs
+    assert "oneDNN" not in p.stdout + p.stderr and "absl" not in p.stderr, p.stderr
     assert "initializer" in out and "keras.utils.set_random_seed" in out
     assert "keras.seed-generator" in out and "sequential/dense" in out
 
@@ -137,9 +140,10 @@ def test_runs_that_fail_or_end_abruptly_get_no_reproducible_verdict(fwd9m_cli, t
     assert p.returncode == 1, p.stdout + p.stderr
     assert "NOT REPRODUCIBLE: run 1 exited with status 0, run 2 with status 3" in p.stdout
     both = tmp_path / "both.py"
-    both.write_text(head + "sys.exit(3)\n")
+    both.write_text(head + "print('it broke: marker', file=sys.stderr)\nsys.exit(3)\n")
     p = fwd9m_cli("debug", "--timeout", "120", str(both), cwd=tmp_path)
     assert p.returncode == 2 and "failed in both runs (exit status 3)" in p.stderr, p.stdout + p.stderr
+    assert "exited with status 3; the end of its output:\n    | it broke: marker" in p.stderr  # a failing run's log
     abrupt = tmp_path / "abrupt.py"  # unseeded, but os._exit loses the trace's last frame
     abrupt.write_text("import os\nimport torch\nprint(torch.randn(3).sum().item(), flush=True)\nos._exit(0)\n")
     p = fwd9m_cli("debug", "--timeout", "120", str(abrupt), cwd=tmp_path)
@@ -149,3 +153,72 @@ def test_runs_that_fail_or_end_abruptly_get_no_reproducible_verdict(fwd9m_cli, t
 def test_record_with_an_option_after_record_says_where_it_goes(fwd9m_cli, tmp_path):
     p = fwd9m_cli("debug", "record", "-o", str(tmp_path / "a.trace"), "--timeout", "5", "x.py", cwd=tmp_path)
     assert p.returncode == 2 and "before 'record'" in p.stderr, p.stderr  # was: script not found: --timeout
+
+
+def _cli(capsys, *args):
+    """``fwd9m ARGS`` in this process, for errors raised before any run starts."""
+    import signal
+
+    from fwd9m.cli import main
+
+    handler = signal.getsignal(signal.SIGTERM)  # fwd9m debug installs its own
+    try:
+        code = main(list(args))
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err
+    return code, out.err
+
+
+def test_traces_must_be_regular_files(capsys, tmp_path):
+    """`debug diff a.trace FIFO` blocked forever in open(); /dev/zero was read; a directory
+    beside a file said 'Is a directory'. Each is refused before opening."""
+    from fwd9m.debug import TraceReader
+    from fwd9m.errors import FileFormatError
+
+    fifo = tmp_path / "pipe.trace"
+    os.mkfifo(fifo)
+    trace = tmp_path / "a.trace"
+    trace.write_bytes(os.urandom(4096))  # binary junk
+    for path, message in ((fifo, "is a named pipe, not a regular trace file"),
+                          ("/dev/zero", "is a character device"), (tmp_path, "is a directory"),
+                          (tmp_path / "none.trace", "trace not found"), (trace, "is not a fwd9m trace")):
+        with pytest.raises(FileFormatError, match=message):
+            TraceReader(path)
+        code, err = _cli(capsys, "debug", "diff", str(path), str(trace))
+        assert code == 2 and message in err, (path, err)
+        assert "fwd9m debug record -o" in err or "two directories of rank traces" in err, err
+
+
+def test_bad_outputs_and_targets_fail_before_any_run(capsys, tmp_path):
+    script = tmp_path / "plain.py"
+    script.write_text("print(1)\n")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for args, message in (((str(fifo),), "is not a regular file"), ((str(tmp_path),), "is a directory"),
+                          ((str(tmp_path / "no" / "a.trace"),), "does not exist; create it first")):
+        code, err = _cli(capsys, "debug", "record", "-o", *args, str(script))
+        assert code == 2 and message in err, (args, err)
+    code, err = _cli(capsys, "debug", "--keep", str(script), str(script))
+    assert code == 2 and "--keep names a folder" in err
+    code, err = _cli(capsys, "debug", str(script))  # was: a run started just to say so
+    assert code == 2 and "imports neither torch nor tensorflow/keras" in err and "--framework" in err
+    code, err = _cli(capsys, "debug", " ")
+    assert code == 2 and "the script name is empty (' '" in err
+    for args, message in ((("--steps", "5:3"), "0 <= A <= B"), (("--steps", "-1"), "0 <= A <= B"),
+                          (("--capture", ",,"), "selects no op"),
+                          (("--html", str(tmp_path / "no" / "r.html")), "does not exist"),
+                          (("--html", str(tmp_path)), "--html report.html")):
+        code, err = _cli(capsys, "debug", *args, str(script))  # was: found after two runs, or never
+        assert code == 2 and message in err, (args, err)
+
+
+def test_runs_that_record_no_op_get_no_verdict(fwd9m_cli, tmp_path):
+    """--steps past the end of the run recorded nothing, and two empty traces were
+    'reproducible: all 0 recorded ops agree'."""
+    pytest.importorskip("torch")
+    script = tmp_path / "one_step.py"
+    script.write_text("import torch\ntorch.manual_seed(0)\nprint(torch.randn(3).sum().item())\n")
+    p = fwd9m_cli("debug", "--steps", "7:9", str(script), cwd=tmp_path)
+    assert p.returncode == 2 and "neither run" in p.stderr and "no verdict" in p.stderr, p.stdout + p.stderr

@@ -85,3 +85,41 @@ def test_bad_fingerprint_files(tmp_path, content, message):
         environment.load(p)
     out = run_fwd9m("env", "--diff", str(p), str(p))
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
+
+
+def _cli(capsys, *args):
+    from fwd9m.cli import main
+
+    code = main(list(args))
+    return code, capsys.readouterr().err
+
+
+def test_framework_option_implies_import_and_rejects_what_it_cannot_do(capsys):
+    """`env --framework torch` without --import was silently ignored (no torch runtime
+    line); naming a framework is asking about it, so it imports that one."""
+    pytest.importorskip("torch")
+    out = run_fwd9m("env", "--framework", "torch", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    assert list(json.loads(out.stdout)["frameworks"]) == ["torch"]
+    code, err = _cli(capsys, "env", "--framework", "caffe")
+    assert code == 2 and "unknown framework 'caffe'" in err
+    code, err = _cli(capsys, "env", "--framework", "torch", "--diff", "a.json", "b.json")
+    assert code == 2 and "--diff compares two saved files" in err
+
+
+def test_diff_refuses_pipes_devices_directories_and_huge_files(capsys, tmp_path):
+    """A named pipe as a --diff input blocked forever; /dev/zero never ended."""
+    import os
+
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as f:  # sparse: no disk used
+        f.truncate(17 << 20)
+    cases = [(fifo, "is a named pipe, not a regular fingerprint file"),
+             ("/dev/zero", "is a character device"),
+             (tmp_path, "is a directory, not a fingerprint file"),
+             (huge, "17 MiB; an environment fingerprint is a few KiB")]
+    for path, message in cases:
+        code, err = _cli(capsys, "env", "--diff", str(path), str(path))
+        assert code == 2 and message in err and "env --format json" in err, (path, err)

@@ -190,3 +190,71 @@ def test_launcher_ranks_inherit_determinism(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     lines = [(tmp_path / f"rank{r}.txt").read_text() for r in (0, 1)]
     assert lines == ["rank 0 11 True 11", "rank 1 11 True 11"], out.stdout
+
+
+def _cli(capsys, *args):
+    """``fwd9m ARGS`` in this process (usage errors never reach exec); (exit, stderr)."""
+    from fwd9m.cli import main
+
+    handler = signal.getsignal(signal.SIGTERM)  # fwd9m debug installs its own
+    try:
+        code = main(list(args))
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+    return code, capsys.readouterr().err
+
+
+@pytest.fixture
+def fifo(tmp_path):
+    path = tmp_path / "pipe"
+    os.mkfifo(path)
+    return str(path)
+
+
+def test_empty_blank_and_non_file_targets_are_clear_usage_errors(capsys, tmp_path, fifo):
+    """An empty name (``fwd9m run "$SCRIPT"`` with the variable unset) said "' is a
+    directory without __main__.py' (Path('') is the current folder); a named pipe or
+    /dev/zero as the script blocked or never ended."""
+    (tmp_path / "s.py").write_text("print(1)\n")
+    cases = [(("run", ""), "the script name is empty (''"),
+             (("run", " "), "the script name is empty (' '"),
+             (("run", "-m", ""), "the module name after -m is empty"),
+             (("run", "-m", " "), "the module name after -m is empty"),
+             (("run", "-m", str(tmp_path / "s.py")), "drop -m to run the script"),
+             (("run", "-m", "a b"), "'a b' is not a module name"),
+             (("run", "--", ""), "command not found: ''"),
+             (("run", f" {tmp_path / 's.py'}"), "did you mean"),
+             (("run", fifo), "is a named pipe, not a regular script file"),
+             (("run", "/dev/zero"), "is a character device"),
+             (("run", str(tmp_path)), "a directory without __main__.py"),
+             (("debug", ""), "the script name is empty")]
+    for args, message in cases:
+        code, err = _cli(capsys, *args)
+        assert code == 2 and message in err and "Traceback" not in err, (args, err)
+
+
+def test_resolve_target_is_the_one_check_for_run_check_and_debug(tmp_path, fifo):
+    from fwd9m._launch import check_module_name, resolve_target
+    from fwd9m.errors import RunError
+
+    for bad, message in (("", "is empty"), ("  ", "is empty"), (fifo, "named pipe"),
+                         ("/dev/null", "character device"), (str(tmp_path / "no.py"), "not found")):
+        with pytest.raises(RunError, match=message):
+            resolve_target(bad)
+    with pytest.raises(RunError, match="after -m is empty"):
+        resolve_target("", module=True)
+    with pytest.raises(RunError, match="write it as -m pkg.mod"):
+        check_module_name("pkg/mod.py")
+    check_module_name("torch.distributed.run")  # only the form: nothing imported
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__main__.py").write_text("")
+    assert resolve_target(str(tmp_path / "pkg")) == str(tmp_path / "pkg")
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root reads files without permission")
+def test_unreadable_script_is_a_clear_error(capsys, tmp_path):
+    path = tmp_path / "locked.py"
+    path.write_text("print(1)\n")
+    path.chmod(0)
+    code, err = _cli(capsys, "run", str(path))
+    assert code == 2 and "permission denied" in err and "chmod u+r" in err, err

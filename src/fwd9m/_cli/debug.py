@@ -59,7 +59,10 @@ def _steps(text: str | None) -> str:
     try:
         lo, hi = int(a), int(b or a)
     except ValueError:
-        raise ConfigurationError(f"--steps {text!r}: use A:B, e.g. --steps 3:3") from None
+        lo = hi = -1
+    if not 0 <= lo <= hi:  # an empty range records no op: a vacuous "reproducible"
+        raise ConfigurationError(f"--steps {text!r}: use A:B with 0 <= A <= B (optimizer steps, "
+                                 f"counted from 0), e.g. --steps 3:3")
     return f"{lo},{hi}"
 
 
@@ -162,9 +165,10 @@ def _tail(path: str, limit: int = 3000) -> str:
     return ("..." + text.split("\n", 1)[-1] if size > limit else text).strip()
 
 
-def _check_output(out: str) -> None:
-    """Refuse a trace path that cannot be written as a file: a directory, a named pipe
-    (opening it to write blocks until a reader comes) or a device, or a missing folder."""
+def _check_output(out: str, option: str = "-o", example: str = "run.trace") -> None:
+    """Refuse, before any run, an output path that cannot be written as a file: a
+    directory, a named pipe (opening it to write blocks until a reader comes) or a
+    device, or one in a missing folder."""
     import stat
 
     from .._launch import shown
@@ -175,12 +179,30 @@ def _check_output(out: str) -> None:
     except OSError:
         mode = None
     if mode is not None and not stat.S_ISREG(mode):
-        raise ConfigurationError(f"-o {shown(out)} is {'a directory' if stat.S_ISDIR(mode) else 'not a regular file'}"
-                                 f"; name the trace file to write, e.g. -o run.trace")
+        raise ConfigurationError(f"{option} {shown(out)} is {'a directory' if stat.S_ISDIR(mode) else 'not a regular file'}"
+                                 f"; name the file to write, e.g. {option} {example}")
     folder = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(folder):
-        raise ConfigurationError(f"-o {shown(out)}: the folder {folder} does not exist; create it first "
+        raise ConfigurationError(f"{option} {shown(out)}: the folder {folder} does not exist; create it first "
                                  f"(mkdir -p {folder})")
+
+
+def _check_options(args) -> None:
+    """The options every recording shares, checked once before the first run starts
+    (a mistake found by the child costs a framework import; one found at the end, two runs)."""
+    from ..errors import ConfigurationError
+
+    if args.timeout is not None and not args.timeout > 0:  # nan too
+        raise ConfigurationError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    _steps(args.steps)
+    if args.capture is not None:
+        from ..debug._common import CaptureSpec
+
+        if not CaptureSpec(args.capture):
+            raise ConfigurationError(f"--capture {args.capture!r} selects no op; name ops (index_put_,MatMul) "
+                                     f"or SEQ:RADIUS windows (1200:5)")
+    if args.html:
+        _check_output(args.html, "--html", "report.html")
 
 
 def _cut_traces(report, paths) -> list[str]:
@@ -204,8 +226,7 @@ def run(args) -> int:
     from .. import debug
     from ..errors import ConfigurationError
 
-    if args.timeout is not None and not args.timeout > 0:  # nan too
-        raise ConfigurationError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    _check_options(args)
     from .check import exit_on_sigterm
 
     exit_on_sigterm()
@@ -312,6 +333,14 @@ def run(args) -> int:
             else:
                 report.notes.append("two extra runs with PYTHONHASHSEED=0 still diverge here: "
                                     "not hash randomization")
+        if report.reproducible and not (report.ops_a or report.ops_b or any(codes)):
+            from ..errors import RunError
+
+            raise RunError(f"neither run of {args.target} recorded any op"
+                           + (f" in optimizer steps {args.steps}" if args.steps else "")
+                           + ", so nothing was compared and there is no verdict; check that it runs "
+                             "ops of the framework recorded (--framework torch|tensorflow)"
+                           + (" and that --steps names steps it reaches" if args.steps else ""))
         if report.reproducible:  # the recorded ops agree: did both runs finish alike?
             cut = [i for i, p in enumerate(paths, 1) if _cut_traces(report, [p] if i == 1 else [None, p])]
             if codes[0] != codes[1]:
