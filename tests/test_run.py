@@ -75,7 +75,7 @@ def test_unmodified_script_is_reproducible_under_run(script):
                                "--torch"], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     runs = [p.communicate(timeout=300) + (p.returncode,) for p in procs]
-    for stdout, stderr, code in runs:
+    for _stdout, stderr, code in runs:
         assert code == 0, stderr[-3000:]
     assert runs[0][0] == runs[1][0]
     assert "index_put distinct 1 True" in runs[0][0]

@@ -179,8 +179,9 @@ def _check_output(out: str, option: str = "-o", example: str = "run.trace") -> N
     except OSError:
         mode = None
     if mode is not None and not stat.S_ISREG(mode):
-        raise ConfigurationError(f"{option} {shown(out)} is {'a directory' if stat.S_ISDIR(mode) else 'not a regular file'}"
-                                 f"; name the file to write, e.g. {option} {example}")
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise ConfigurationError(f"{option} {shown(out)} is {kind}; name the file to write, e.g. "
+                                 f"{option} {example}")
     folder = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(folder):
         raise ConfigurationError(f"{option} {shown(out)}: the folder {folder} does not exist; create it first "
