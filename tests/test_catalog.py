@@ -207,3 +207,14 @@ def test_status_is_a_report_and_fail_on_unsolved_is_the_gate(capsys):
     assert main(["catalog", "--status", "--fail-on-unsolved", "-f", "python", "no-such-word-xyz"]) == 0
     assert main(["catalog", "--fail-on-unsolved", "index_add"]) == 2
     assert "applies to --status only" in capsys.readouterr().err
+
+
+def test_status_version_needs_one_framework_and_a_value(capsys):
+    """`--status -V 2.13` applied 2.13 to every framework (python 2.13 ...); an empty
+    -V silently meant the installed version."""
+    from fwd9m.cli import main
+
+    for args, message in ((("-V", "2.13"), "needs a framework"), (("-f", "torch", "-V", ""), "--version is empty")):
+        assert main(["catalog", "--status", *args]) == 2
+        assert message in capsys.readouterr().err
+    assert main(["catalog", "--status", "-V", "3.11", "framework:python"]) == 0

@@ -41,6 +41,15 @@ def _status(args) -> int:
         from ..catalog._query import _check_framework
 
         args.framework = _check_framework(args.framework.lower())
+    if args.fw_version is not None:  # one version for every framework would mean nothing
+        from ..errors import CatalogError
+
+        if not args.fw_version.strip():
+            raise CatalogError("--version is empty; give a value (e.g. -V 2.13) or leave it out to "
+                               "use the installed version")
+        if not args.framework:
+            raise CatalogError(f"--version {args.fw_version} needs a framework (versions differ per "
+                               f"framework): fwd9m catalog --status -f torch -V {args.fw_version}")
     frameworks = [args.framework] if args.framework else list(catalog.FRAMEWORKS)
     report = []
     for fw in frameworks:
