@@ -6,7 +6,6 @@ Multi-process launches (torchrun, MirroredStrategy) are in test_distributed_laun
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +17,10 @@ from fwd9m.distributed._replicas import compare_digests, install_from_env
 from fwd9m.errors import ConfigurationError, NondeterminismError
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def file_store(tmp_path_factory) -> str:
+    """An ``init_method`` for a one-rank group that needs no port: a free port found
+    first and bound later by the group's store can be taken in between (a race)."""
+    return "file://" + str(tmp_path_factory.mktemp("store") / "store")
 
 
 # ----------------------------------------------------------------------------- ranks
@@ -137,13 +136,13 @@ def test_report_render_and_raise():
     assert "CONSISTENT" in fd.ReplicaReport(1, ["rank 0"], 4).render()
 
 
-def test_check_replicas_in_a_one_rank_gloo_group():
+def test_check_replicas_in_a_one_rank_gloo_group(tmp_path_factory):
     torch = pytest.importorskip("torch")
     dist = torch.distributed
     model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
     alone = fd.check_replicas(model)  # no process group: one replica
     assert alone and alone.checked == 7 and alone.replicas == ["rank 0"]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    dist.init_process_group("gloo", init_method=file_store(tmp_path_factory), rank=0, world_size=1)
     try:
         ddp = torch.nn.parallel.DistributedDataParallel(model)
         opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
@@ -169,14 +168,14 @@ def test_install_from_env_needs_the_variable():
 
 # ----------------------------------------------------------------------------- debug per rank
 
-def test_record_rank_traces_collectives_and_diff_ranks(tmp_path, monkeypatch):
+def test_record_rank_traces_collectives_and_diff_ranks(tmp_path, tmp_path_factory, monkeypatch):
     torch = pytest.importorskip("torch")
     from conftest import run_fwd9m
 
     dist = torch.distributed
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "1")
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    dist.init_process_group("gloo", init_method=file_store(tmp_path_factory), rank=0, world_size=1)
     try:
         for run, seed in (("a", 1), ("b", 1), ("c", 2)):
             torch.manual_seed(seed)

@@ -15,6 +15,7 @@ launches are shared between assertions to stay within the test budget.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -35,10 +36,18 @@ def _torchrun(port: int) -> list[str]:
             "--master-addr", "127.0.0.1", "--master-port", str(port)]
 
 
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports: every socket stays open until all are chosen (closed one
+    at a time, the kernel may hand the same port out twice)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+
+
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return _free_ports(1)[0]
 
 
 def _env() -> dict[str, str]:
@@ -141,7 +150,7 @@ def test_record_ranks_then_debug_diff_rank_by_rank(torch_available, tmp_path):
 
 
 def _multiworker_launch(tmp_path: Path) -> list[str]:
-    ports = [_free_port(), _free_port()]
+    ports = _free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     procs = []
     for i in range(2):
