@@ -227,7 +227,9 @@ def test_empty_blank_and_non_file_targets_are_clear_usage_errors(capsys, tmp_pat
              (("run", fifo), "is a named pipe, not a regular script file"),
              (("run", "/dev/zero"), "is a character device"),
              (("run", str(tmp_path)), "a directory without __main__.py"),
-             (("debug", ""), "the script name is empty")]
+             (("debug", ""), "the script name is empty"),
+             (("run", "--record-ranks", "", "x.py"), "name a folder for the rank traces"),
+             (("run", "--record-ranks", str(tmp_path / "s.py"), "x.py"), "name a folder")]
     for args, message in cases:
         code, err = _cli(capsys, *args)
         assert code == 2 and message in err and "Traceback" not in err, (args, err)

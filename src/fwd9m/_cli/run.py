@@ -162,7 +162,15 @@ def run(args) -> int:
 
         if not args.enable:
             raise ConfigurationError("--record-ranks needs the import hook (drop --no-enable)")
-        env[ENV_RECORD_RANKS] = os.path.abspath(args.record_ranks)
+        folder = args.record_ranks
+        if not folder.strip() or (os.path.exists(folder) and not os.path.isdir(folder)):
+            from .._launch import shown
+
+            # was: '' recorded into the working folder; a file made each rank's torch
+            # set-up fail with a warning, so determinism was not enabled at all
+            raise ConfigurationError(f"--record-ranks {shown(folder)}: name a folder for the rank traces "
+                                     f"(created if missing), e.g. --record-ranks runA")
+        env[ENV_RECORD_RANKS] = os.path.abspath(folder)
     if args.show:
         if args.format == "json":
             json.dump([c.to_dict() for c in changes], sys.stdout, indent=2)
