@@ -74,11 +74,14 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
     The script's standard output goes to our stderr, so that stdout carries the report
     only. With ``quiet`` (the runs ``fwd9m debug`` starts on its own; not with ``-v``),
     the script's stdout and stderr go to a log file beside the trace instead and are
-    shown, their last lines, only when the run fails: TensorFlow's C++ runtime logs its
-    start-up lines (oneDNN, CPU features) to stderr, and in TF 2.21 the oneDNN line comes
-    before logging is initialised, so TF_CPP_MIN_LOG_LEVEL does not hide it (see
-    https://github.com/abseil/abseil-cpp/pull/1718). The child's environment is the
-    user's: nothing is added that could change what is recorded.
+    shown, their last lines, only when the run fails. TensorFlow's C++ runtime logs
+    start-up lines (oneDNN, CPU features, "All log messages before absl::InitializeLog()")
+    to stderr. TF_CPP_MIN_LOG_LEVEL only filters messages of TF's own logger
+    (https://github.com/tensorflow/tensorflow/blob/master/third_party/xla/xla/tsl/platform/default/logging.cc,
+    ``LogMessage::~LogMessage``), and TF 2.21 prints the oneDNN and absl lines even with
+    TF_CPP_MIN_LOG_LEVEL=3 (checked here; abseil logs before ``InitializeLog`` whatever the
+    threshold: https://github.com/abseil/abseil-cpp/pull/1718), so setting it would not
+    make the report readable. The child's environment stays the user's: nothing is added.
 
     Raises:
         RunError: the target is missing, the run timed out, or it failed before the
