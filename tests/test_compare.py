@@ -78,10 +78,14 @@ def test_ulps_cross_zero_and_float64_extremes_are_exact():
                   elements=st.floats(width=32, allow_nan=False, allow_infinity=False)),
        st.integers(0, 1000))
 def test_ulp_distance_matches_nextafter_steps(arr, steps):
-    """Moving one element ``steps`` representable floats up gives exactly ``steps`` ULPs."""
+    """Moving one element ``steps`` representable floats up gives exactly ``steps`` ULPs
+    (fewer steps when it reaches infinity, where nextafter stops)."""
     moved = arr.copy()
     x = moved.reshape(-1)[0]
-    for _ in range(steps):
+    for taken in range(steps):
+        if np.isinf(x):
+            steps = taken
+            break
         x = np.nextafter(x, np.float32(np.inf))
     moved.reshape(-1)[0] = x
     diffs = compare(arr, moved)
@@ -356,3 +360,35 @@ def test_check_reports_structural_differences_end_to_end():
     dtypes = fwd9m.check(lambda: np.zeros(2, np.float32 if next(calls) == 0 else np.float64), runs=3)
     assert not dtypes and len(dtypes.findings) == 2
     assert fwd9m.check(lambda: {"step_0": [1.0, {"a": []}], "x": np.arange(3)})
+
+
+def test_differing_lines_show_control_characters_as_escapes(tmp_path):
+    """A differing line is shown as written but with ESC, BEL, tabs, carriage returns and
+    bidi overrides escaped (a report printed to a terminal must not recolour or clear
+    it); other unicode is kept, and a long line is clipped without cutting an escape."""
+    from fwd9m.compare import _clip, escape_control
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_text("\x1b[31mred 1\x1b[0m\a\tµ 日本 \u202eevil\n", newline="")
+    b.write_text("\x1b[31mred 2\x1b[0m\a\tµ 日本 \u202eevil\n", newline="")
+    d = compare_text("stdout", a, b)
+    assert d.a == "\\x1b[31mred 1\\x1b[0m\\x07\\tµ 日本 \\u202eevil"
+    assert "\x1b" not in d.summary() and "red 2" in d.b
+    assert _clip("\x1b" * 100, 20) == "\\x1b" * 4 + "..."
+    assert _clip("\r\n") == "" and _clip("x" * 160) == "x" * 160 and len(_clip("x" * 161)) == 160
+    assert escape_control("C:\\temp\x00\x9b\u2028") == "C:\\temp\\x00\\x9b\\u2028"
+    diffs = compare({"\x1b[2Jkey": 1}, {"key": 1})
+    assert all("\x1b" not in d.summary() for d in diffs) and "\\x1b[2Jkey" in diffs[0].summary()
+
+
+def test_check_script_report_has_no_raw_escape(tmp_path):
+    """End to end: a script printing a colour code and its process id (different in
+    every run) is not reproducible, and the report shows the code escaped."""
+    script = tmp_path / "colour.py"
+    script.write_text("import os\nprint('\\x1b[31mred\\x1b[0m', os.getpid())\n")
+    from fwd9m.check import check_script
+
+    result = check_script(str(script))
+    report = result.report()
+    assert not result and "\\x1b[31mred" in report and "\x1b" not in report, report
+    assert "\x1b" not in result.to_json()

@@ -24,14 +24,15 @@ is compared through a bit-exact NumPy view).
 
 Modules: ``_values`` (walking nested values to leaves), ``_bits`` (bitwise comparison
 and :class:`LeafDiff`), ``_text`` (printed output line by line), ``_files`` (reading
-saved tensors and checkpoints).
+saved tensors and checkpoints), ``_escape`` (a user's text made safe to print).
 """
 
 # names the rest of fwd9m imports from here, constants and private helpers included
 from ._bits import CHUNK, LeafDiff, compare, compare_arrays, compare_flat  # noqa: F401
+from ._escape import clip as _clip, escape_control  # noqa: F401
 from ._files import STRUCTURED_SUFFIXES, TEXT_LIMIT, TEXT_SUFFIXES, file_digest, read_structured  # noqa: F401
-from ._text import VOLATILE, _clip, compare_text, normalize_line  # noqa: F401
+from ._text import VOLATILE, compare_text, normalize_line  # noqa: F401
 from ._values import MAX_DEPTH, NamedPath, Tensor, _Opaque, flatten, to_numpy  # noqa: F401
 
 __all__ = ["LeafDiff", "NamedPath", "Tensor", "compare", "compare_arrays", "compare_flat", "compare_text",
-           "file_digest", "flatten", "normalize_line", "read_structured", "to_numpy"]
+           "escape_control", "file_digest", "flatten", "normalize_line", "read_structured", "to_numpy"]

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._escape import escape_control
 from ._values import NamedPath, Tensor, _Empty, _Opaque, _np, flatten
 
 #: elements compared per chunk in the fast equality test (bounds temporary memory)
@@ -48,7 +49,11 @@ class LeafDiff:
     b: str | None = None
 
     def summary(self) -> str:
-        """One line: what differs and by how much."""
+        """One line: what differs and by how much; control characters in paths and
+        values (a user's dict key, a printed line) are escaped, so printing it is safe."""
+        return escape_control(self._summary())
+
+    def _summary(self) -> str:
         if self.kind == "values":
             parts = [f"{self.n_diff} of {self.size} elements differ"]
             if self.max_abs is not None:

@@ -10,6 +10,7 @@ import re
 from typing import Iterator
 
 from ._bits import LeafDiff
+from ._escape import clip
 
 #: Parts of printed lines that change from run to run without meaning a different
 #: result: memory addresses, temporary file names, wall-clock timestamps, durations and
@@ -84,8 +85,9 @@ def compare_text(path: str, file_a: str | os.PathLike[str], file_b: str | os.Pat
 
     The returned ``LeafDiff`` has kind ``"lines"``: ``n_diff`` differing lines out of
     ``size``; ``first_index``: ``(line number,)`` 1-based; ``a``/``b`` that line in each
-    run; ``max_abs``: the largest difference between numbers on lines that differ
-    only in their numbers (None if no line does).
+    run as written (colour codes included), control characters escaped (``\\x1b``),
+    clipped to 160 characters; ``max_abs``: the largest difference between numbers on
+    lines that differ only in their numbers (None if no line does).
     """
     import itertools
 
@@ -114,7 +116,7 @@ def compare_text(path: str, file_a: str | os.PathLike[str], file_b: str | os.Pat
                         max_abs = d if max_abs is None else max(max_abs, d)
             n_diff += 1
             if first is None:
-                first = (total, _clip(la), _clip(lb))
+                first = (total, clip(la), clip(lb))
     if not n_diff:
         return None
     line, a, b = first
@@ -132,10 +134,3 @@ def _same_bytes(file_a: str | os.PathLike[str], file_b: str | os.PathLike[str]) 
                 return False
             if not ba:
                 return True
-
-
-def _clip(line: str | None, width: int = 160) -> str:
-    if line is None:
-        return "<no line: output ended>"
-    line = line.rstrip("\r\n")
-    return line if len(line) <= width else line[:width - 3] + "..."
