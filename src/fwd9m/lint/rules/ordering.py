@@ -40,9 +40,21 @@ _MESSAGE_CALLS = frozenset({"print", "warnings.warn", "repr", "str", "format"})
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log"})
 
 
+def _numbers_in_order(value, table) -> bool:
+    """True when ``value`` hands out the next id: ``len(table)`` of the mapping being
+    filled, or ``next(counter)``."""
+    for c in ast.walk(value):
+        if type(c) is ast.Call and type(c.func) is ast.Name and len(c.args) == 1:
+            if c.func.id == "next" or (c.func.id == "len" and table is not None and
+                                       _name_key(c.args[0]) == table):
+                return True
+    return False
+
+
 def sensitive_body(ctx, stmts) -> bool:
     """True when a loop body's result depends on iteration order: it appends to a list,
-    writes, yields, accumulates (``+=``) or draws random numbers."""
+    writes, yields, accumulates (``+=``), draws random numbers, or numbers the items
+    (``ids[w] = len(ids)``, ``ids.setdefault(w, len(ids))``, ``ids[w] = next(counter)``)."""
     from ._common import is_stateful_random
 
     for st in stmts:
@@ -52,52 +64,90 @@ def sensitive_body(ctx, stmts) -> bool:
                 return True
             if t is ast.AugAssign and type(n.target) is not ast.Subscript:
                 return True  # total += x accumulates in order; counts[x] += 1 does not
+            if t is ast.Assign and any(type(g) is ast.Subscript and _numbers_in_order(n.value, _name_key(g.value))
+                                       for g in n.targets):
+                return True
             if t is ast.Call:
                 f = n.func
                 if type(f) is ast.Attribute and f.attr in _BODY_METHODS:
+                    return True
+                if type(f) is ast.Attribute and f.attr == "setdefault" and len(n.args) == 2 \
+                        and _numbers_in_order(n.args[1], _name_key(f.value)):
                     return True
                 if is_stateful_random(ctx.qualname(f)):
                     return True
     return False
 
 
+def _name_key(node) -> str | None:
+    """``"x"`` for a name, ``"self.x"`` for an attribute of a name (one level), else None."""
+    if type(node) is ast.Name:
+        return node.id
+    if type(node) is ast.Attribute and type(node.value) is ast.Name:
+        return f"{node.value.id}.{node.attr}"
+    return None
+
+
+def _call_inputs(node: ast.Call):
+    """The argument nodes of a call: positional ones, then keyword values (``data=``)."""
+    return [*node.args, *(k.value for k in node.keywords if k.arg is not None)]
+
+
 class _OrderUses:
     """Where a name's order reaches something that keeps it (see ORDER_CONSUMERS):
-    collected during the pass, judged in ``finish``."""
+    collected during the pass, judged in ``finish``. Names are keys of :func:`_name_key`;
+    ``self.x`` attributes are one name for the whole file (methods share them)."""
+
+    FILE = 0  #: the scope of attribute keys
 
     def __init__(self, ctx):
         self.ctx = ctx
-        self.used: set[tuple[int, str]] = set()  # names passed to a consumer
-        self.subscripted: set[tuple[int, str]] = set()
+        self.used: dict[tuple[int, str], ast.AST] = {}  # names passed to a consumer -> first call
+        self.subscripted: dict[tuple[int, str], ast.AST] = {}
         self.loops: list[tuple[int, str, ast.AST]] = []  # for-loops over a name
 
-    def scope(self) -> int:
+    def scope(self, key: str | None = None) -> int:
+        if key is not None and "." in key:
+            return self.FILE
         return id(self.ctx.function_stack[-1]) if self.ctx.function_stack else 0
 
     def consumer(self, node, qn) -> bool:
         f = node.func
+        if type(f) is ast.Attribute and f.attr == "join" and type(f.value) is ast.Constant \
+                and isinstance(f.value.value, str) and any(c in f.value.value for c in (", ", "; ", "\n")):
+            return False  # ", ".join(names): a list for people to read
         return qn in ORDER_CONSUMERS or (type(f) is ast.Attribute and f.attr in ORDER_METHODS and
                                         (qn is None or qn in ORDER_CONSUMERS))
 
     def note_call(self, node, qn):
         if self.consumer(node, qn):
-            for a in node.args:
-                if type(a) is ast.Name:
-                    self.used.add((self.scope(), a.id))
+            for a in _call_inputs(node):
+                key = _name_key(_unwrap_list(a))
+                if key:
+                    self.used.setdefault((self.scope(key), key), node)
 
     def note_subscript(self, node):
-        if type(node.value) is ast.Name and type(node.ctx) is ast.Load:
-            self.subscripted.add((self.scope(), node.value.id))
+        key = _name_key(node.value)
+        if key and type(node.ctx) is ast.Load:
+            self.subscripted.setdefault((self.scope(key), key), node)
 
     def note_for(self, node):
-        if type(node.iter) is ast.Name:
-            self.loops.append((self.scope(), node.iter.id, node))
+        key = _name_key(_unwrap_list(node.iter))
+        if key and not self.ctx.in_function("__iter__"):  # a container yielding its items
+            self.loops.append((self.scope(key), key, node))
+
+    def first_use(self, scope: int, name: str, subscripts: bool = True) -> ast.AST | None:
+        """The first node where the order of ``name`` is kept, or None."""
+        found = [self.used.get((scope, name))]
+        if subscripts:
+            found.append(self.subscripted.get((scope, name)))
+        found += [loop.iter for s, n, loop in self.loops
+                  if s == scope and n == name and sensitive_body(self.ctx, loop.body)]
+        found = [f for f in found if f is not None]
+        return min(found, key=lambda f: (f.lineno, f.col_offset)) if found else None
 
     def sensitive(self, scope: int, name: str, subscripts: bool = True) -> bool:
-        if (scope, name) in self.used or (subscripts and (scope, name) in self.subscripted):
-            return True
-        return any(s == scope and n == name and sensitive_body(self.ctx, loop.body)
-                   for s, n, loop in self.loops)
+        return self.first_use(scope, name, subscripts) is not None
 
 
 def _listing(ctx, node) -> str | None:
@@ -114,26 +164,42 @@ def _listing(ctx, node) -> str | None:
     return None
 
 
+_PASS_ORDER = frozenset({"list", "tuple", "iter", "map", "filter"})
+
+
 def _unwrap_list(node):
-    """``x`` for ``list(x)``/``tuple(x)``, else ``node``; for a list comprehension or
-    generator, its first iterable."""
-    if type(node) is ast.Call and type(node.func) is ast.Name and node.func.id in ("list", "tuple") \
-            and len(node.args) == 1:
-        return node.args[0]
-    if type(node) in (ast.ListComp, ast.GeneratorExp):
-        return node.generators[0].iter
+    """The iterable whose order ``node`` keeps: ``x`` for ``list(x)``, ``tuple(x)``,
+    ``iter(x)``, ``[*x]``, ``map(f, x)`` and ``filter(f, x)`` (also nested); for a list
+    comprehension or generator, its first iterable; else ``node``."""
+    for _ in range(8):
+        t = type(node)
+        if t is ast.Call and type(node.func) is ast.Name and node.func.id in _PASS_ORDER \
+                and not node.keywords:
+            want = 2 if node.func.id in ("map", "filter") else 1
+            if len(node.args) != want or type(node.args[-1]) is ast.Starred:
+                return node
+            node = node.args[-1]
+        elif t in (ast.List, ast.Tuple) and len(node.elts) == 1 and type(node.elts[0]) is ast.Starred:
+            node = node.elts[0].value
+        elif t in (ast.ListComp, ast.GeneratorExp):
+            node = node.generators[0].iter
+        else:
+            return node
     return node
 
 
 def _sorted_names(ctx) -> set[str]:
+    """Name keys sorted somewhere in the file (``x.sort()``, ``sorted(x)``)."""
     names = set()
     for c in ctx.methods.get("sort", ()):
-        if type(c.func.value) is ast.Name:
-            names.add(c.func.value.id)
+        key = _name_key(c.func.value)
+        if key:
+            names.add(key)
     for c in ctx.calls.get("sorted", ()):
         for a in c.args:
-            if type(a) is ast.Name:
-                names.add(a.id)
+            key = _name_key(a)
+            if key:
+                names.add(key)
     return names
 
 
@@ -144,10 +210,18 @@ class _OrderRule(Rule):
     def source(self, node) -> str | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def annotated(self, annotation) -> str | None:
+        """What an annotation says a name holds, when that has no fixed order."""
+        return None
+
     def __init__(self, ctx):
         super().__init__(ctx)
         self.uses = _OrderUses(ctx)
-        self.stored: list[tuple[int, str, ast.AST, str]] = []
+        #: (scope, name key, source node or None (report at the first use), what, indexable)
+        self.stored: list[tuple[int, str, ast.AST | None, str, bool]] = []
+        #: (scope, name key) -> (node, what, indexable) of names bound to a source, for
+        #: copies such as ``itos = list(vocab_set)``
+        self.holders: dict[tuple[int, str], tuple[ast.AST | None, str, bool]] = {}
         self.reported: set[int] = set()
         self.raises: list[tuple[int, int]] = []
         self.msg_end = (0, 0)
@@ -176,15 +250,50 @@ class _OrderRule(Rule):
             self.reported.add(id(node))
             self.report(node, self.message_for(what, how))
 
+    def _bind(self, key: str, node, what: str, as_list: bool) -> None:
+        scope = self.uses.scope(key)
+        self.holders[(scope, key)] = (node, what, as_list)
+        self.stored.append((scope, key, node, what, as_list))
+
+    def _store(self, target, value) -> None:
+        key = _name_key(target)
+        if key is None:
+            return
+        inner = _unwrap_list(value)
+        # a stored set (not a list made from it) cannot be indexed: only its
+        # consumers and order-sensitive loops count (see finish)
+        as_list = inner is not value
+        what = self.source(inner)
+        if what:
+            self._bind(key, inner, what, as_list)
+            return
+        held_key = _name_key(inner)
+        held = self.holders.get((self.uses.scope(held_key), held_key)) if held_key else None
+        if held is not None:  # a copy of a name bound to a source: ``itos = list(vocab_set)``
+            self._bind(key, held[0], held[1], as_list or held[2])
+        else:
+            self.holders.pop((self.uses.scope(key), key), None)  # bound to something else now
+
     def visit_Assign(self, node):
-        if len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
-            inner = _unwrap_list(node.value)
-            what = self.source(inner)
-            if what:
-                # a stored set (not a list made from it) cannot be indexed: only its
-                # consumers and order-sensitive loops count (see finish)
-                as_list = inner is not node.value
-                self.stored.append((self.uses.scope(), node.targets[0].id, inner, what, as_list))
+        if len(node.targets) == 1:
+            self._store(node.targets[0], node.value)
+
+    def visit_AnnAssign(self, node):
+        what = self.annotated(node.annotation)
+        if what == "":
+            return  # ``ids: set[int] = set()``: its order is the same in every run
+        key = _name_key(node.target)
+        if what and key and (node.value is None or not self.source(_unwrap_list(node.value))):
+            # ``names: set[str] = load()``: reported where the value comes in, or, for a
+            # bare declaration, where its order is first kept
+            self._bind(key, node.value, f"a value annotated {what}", False)
+        elif node.value is not None:
+            self._store(node.target, node.value)
+
+    def visit_arg(self, node):
+        what = self.annotated(node.annotation)
+        if what:  # a parameter: reported where its order is first kept
+            self._bind(node.arg, None, f"parameter {node.arg!r}, annotated {what}", False)
 
     def visit_Subscript(self, node):
         self.uses.note_subscript(node)
@@ -211,7 +320,7 @@ class _OrderRule(Rule):
             return
         self.uses.note_call(node, qn)
         if self.uses.consumer(node, qn):
-            for a in node.args:
+            for a in _call_inputs(node):
                 inner = _unwrap_list(a)
                 what = self.source(inner)
                 if what:
@@ -220,8 +329,12 @@ class _OrderRule(Rule):
     def finish(self):
         sorted_names = _sorted_names(self.ctx)
         for scope, name, node, what, as_list in self.stored:
-            if name not in sorted_names and self.uses.sensitive(scope, name, subscripts=as_list):
-                self.flag(node, what, f"{name!r} (indexed, enumerated or looped over) from")
+            if name in sorted_names:
+                continue
+            use = self.uses.first_use(scope, name, subscripts=as_list)
+            if use is not None:
+                self.flag(use if node is None else node, what,
+                          f"{name!r} (indexed, enumerated or looped over) from")
 
 
 @register
@@ -323,8 +436,9 @@ def _set_expr(ctx, node) -> str | None:
             if node.args and type(node.args[0]) is ast.Call and call_name(node.args[0]) == "range":
                 return None  # small ints hash to themselves
             return f"{qn}(...)"
-        if type(node.func) is ast.Attribute and node.func.attr in ("union", "intersection", "difference",
-                                                                    "symmetric_difference") \
+        if qn in _SET_CLASS_METHODS:
+            return f"{qn}(...)"
+        if type(node.func) is ast.Attribute and node.func.attr in _SET_METHODS \
                 and _set_expr(ctx, node.func.value):
             return "a set"
         return None
@@ -333,11 +447,56 @@ def _set_expr(ctx, node) -> str | None:
     if t is ast.Set:
         # one element, or only numbers/None/bools and tuples of them (hashes that do not
         # vary between runs): a fixed order
-        if len(node.elts) <= 1 or all(_fixed_hash(e) for e in node.elts):
+        if (len(node.elts) <= 1 and not any(type(e) is ast.Starred for e in node.elts)) \
+                or all(_fixed_hash(e) for e in node.elts):
             return None
         return "a set literal"
     if t is ast.BinOp and type(node.op) in (ast.BitOr, ast.BitAnd, ast.Sub, ast.BitXor):
-        return _set_expr(ctx, node.left) or _set_expr(ctx, node.right)
+        found = _set_expr(ctx, node.left) or _set_expr(ctx, node.right)
+        if not found and (_dict_view(node.left) or _dict_view(node.right)):
+            return "a set of dict keys"  # d.keys() - e.keys(): a set, not a view
+        return found
+    return None
+
+
+def _dict_view(node) -> bool:
+    return type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr in ("keys", "items") \
+        and not node.args and not node.keywords
+
+
+_SET_METHODS = ("union", "intersection", "difference", "symmetric_difference")
+#: ``set.union(*sets)``: the unbound methods, called on the class
+_SET_CLASS_METHODS = frozenset(f"{cls}.{m}" for cls in ("set", "frozenset") for m in _SET_METHODS)
+_NUMBER_TYPES = frozenset({"int", "bool", "float", "complex"})
+_SET_TYPES = frozenset({"set", "frozenset", "typing.Set", "typing.FrozenSet", "typing.AbstractSet",
+                        "typing.MutableSet", "collections.abc.Set", "collections.abc.MutableSet"})
+
+
+def _fixed_hash_type(ctx, node) -> bool:
+    """An element annotation whose values hash the same in every run (numbers, tuples of them)."""
+    if type(node) is ast.Subscript and ctx.qualname(node.value) in ("tuple", "typing.Tuple"):
+        elts = node.slice.elts if type(node.slice) is ast.Tuple else [node.slice]
+        return all(type(e) is ast.Constant and e.value is Ellipsis or _fixed_hash_type(ctx, e) for e in elts)
+    return ctx.qualname(node) in _NUMBER_TYPES
+
+
+def _set_annotation(ctx, node) -> str | None:
+    """The annotation's text when it says "a set of strings or objects" (``set[str]``,
+    ``typing.AbstractSet[Path]``, ``frozenset``, ``set[str] | None``); ``""`` for a set of
+    numbers (``set[int]``), whose order is the same in every run; else None."""
+    t = type(node)
+    if t is ast.BinOp and type(node.op) is ast.BitOr:
+        sides = (_set_annotation(ctx, node.left), _set_annotation(ctx, node.right))
+        return max(sides, key=lambda w: -1 if w is None else len(w))
+    if t is ast.Subscript:
+        base = ctx.qualname(node.value)
+        if base == "typing.Optional":
+            return _set_annotation(ctx, node.slice)
+        if base in _SET_TYPES:
+            return "" if _fixed_hash_type(ctx, node.slice) else ast.unparse(node)
+        return None
+    if ctx.qualname(node) in _SET_TYPES:
+        return ast.unparse(node)
     return None
 
 
@@ -346,12 +505,19 @@ class SetIterationOrder(_OrderRule):
     """Turns a set into ids, arrays, sequences or random draws without sorting.
 
     ## What it does
-    Flags a set expression (`set(...)`, a set literal or comprehension, `a | b`) whose
-    iteration order reaches something that keeps it: `enumerate`/`zip`, `"".join`, an
-    array or tensor, a `tf.data` dataset, a random choice, indexing
-    (`list(set(x))[0]`), a loop that appends, yields, accumulates or draws, or a
-    `list(set(...))` stored in a variable that is later used that way. Sets of small
-    ints (`set(range(n))`, `{1, 2}`) are not reported.
+    Flags a set expression (`set(...)`, a set literal or comprehension, `a | b`,
+    `set.union(*sets)`, `d.keys() - e.keys()`) whose iteration order reaches something
+    that keeps it: `enumerate`/`zip`, `"".join`, an array or tensor (`np.array`,
+    `torch.tensor`, `tf.constant`, also through `list(...)`, `[*s]`, `map(f, s)` or a
+    keyword such as `data=`), a `tf.data` dataset, a random choice, indexing
+    (`list(set(x))[0]`), or a loop that appends, yields, accumulates, draws, or numbers
+    the items (`ids[w] = len(ids)`, `ids.setdefault(w, len(ids))`, `next(counter)`).
+    The set may also be held in a variable, an attribute (`self.words`), a copy
+    (`itos = list(vocab_set)`) or a parameter or variable annotated as a set
+    (`tags: set[str]`); then the binding is reported (a parameter: its first use).
+    Sets of small ints (`set(range(n))`, `{1, 2}`, `set[int]`), text for people (error
+    messages, logging, `", ".join(...)`) and a container's own `__iter__` are not
+    reported.
 
     ## Why is this bad
     A set's iteration order follows the hashes of its elements; for `str` and `bytes`
@@ -376,7 +542,20 @@ class SetIterationOrder(_OrderRule):
                "ids = list(set(names))\nfirst = ids[0]\n",
                "out = []\nfor label in {'cat', 'dog'}:\n    out.append(label)\n",
                "import random\npick = random.choice(list(set(a) | set(b)))\n",
-               "s = ''.join(set(chars))\n")
+               "s = ''.join(set(chars))\n",
+               "text = ' '.join(set(words))\n",
+               # a set held in a variable, through list(...)
+               "import numpy as np\nset_of_strings = set(words)\nx = np.array(list(set_of_strings))\n",
+               "import torch\nt = torch.tensor(data=list(set(labels)))\n",
+               "import tensorflow as tf\nc = tf.constant([*set(words)])\n",
+               # vocabularies: a copy of the set, a loop numbering the items, an attribute
+               "uniq = set(words)\nitos = list(uniq)\nstoi = {s: i for i, s in enumerate(itos)}\n",
+               "vocab = {}\nfor w in set(words):\n    vocab[w] = len(vocab)\n",
+               "class Vocab:\n    def __init__(self, words):\n        self.words = set(words)\n"
+               "        self.ids = {w: i for i, w in enumerate(self.words)}\n",
+               # a parameter annotated as a set of strings
+               "import numpy as np\ndef encode(tags: set[str]):\n    return np.array(list(tags))\n",
+               "import numpy as np\nx = np.array(list(a.keys() - b.keys()))\n")
     valid = ("vocab = {w: i for i, w in enumerate(sorted(set(words)))}\n",
              "n = len(set(names))\n",
              "out = []\nfor i in {1, 2, 3}:\n    out.append(i)\n",
@@ -384,10 +563,22 @@ class SetIterationOrder(_OrderRule):
              "names = list(set(names))\nassert 'a' in names\n",
              "for k in set(a) | set(b):\n    d.pop(k, None)\n",
              "keys = set(d)\nif 'x' not in keys:\n    raise KeyError(f\"known: {', '.join(keys)}\")\n",
-             "import logging\nlogging.info('tags: %s', ','.join(set(tags)))\n")
+             "import logging\nlogging.info('tags: %s', ','.join(set(tags)))\n",
+             "names = [str(n) for n in set(nodes)]\nmsg = ', '.join(names)\n",
+             "class Bag:\n    def __init__(self, items):\n        self.items = set(items)\n"
+             "    def __iter__(self):\n        for x in self.items:\n            yield x\n",
+             "import numpy as np\nset_of_strings = set(words)\nx = np.array(sorted(set_of_strings))\n",
+             "uniq = set(words)\nitos = sorted(uniq)\nstoi = {s: i for i, s in enumerate(itos)}\n",
+             "lengths = {}\nfor w in set(words):\n    lengths[w] = len(w)\n",
+             "import numpy as np\ndef encode(ids: set[int]):\n    return np.array(list(ids))\n",
+             "def known(tags: set[str]):\n    return 'a' in tags\n",
+             "import numpy as np\nx = np.array(list({word}))\n")
 
     def source(self, node):
         return _set_expr(self.ctx, node)
+
+    def annotated(self, annotation):
+        return _set_annotation(self.ctx, annotation) if annotation is not None else None
 
     def message_for(self, what, how):
         return (f"{how} {what}: set order depends on hashing (salted per process for strings), "
