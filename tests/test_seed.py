@@ -67,7 +67,7 @@ def test_bad_env_and_unknown_framework(monkeypatch):
 
 def test_named_framework_not_installed(monkeypatch):
     """Simulated absence (installed_version patched): the error comes before any seeding."""
-    import fwd9m.seed as seed_mod
+    import fwd9m.seed._everything as seed_mod
 
     name = "keras"
     # hidden for the duration of the test (restored by monkeypatch); the error is raised

@@ -1,0 +1,198 @@
+"""``seed_everything``: one seed for Python, NumPy and every imported framework.
+
+Seeds Python's :mod:`random`, NumPy's legacy global RNG and each framework that is
+already imported (or named), and exports the seed in the ``FWD9M_SEED`` environment
+variable so that child processes (DataLoader workers, ``multiprocessing``, distributed
+ranks) can find it. It never imports a framework the caller did not import or name.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from typing import Any, Callable, Iterable
+
+from .._frameworks import installed_version, resolve
+from .._log import logger
+from ..errors import ConfigurationError
+
+#: Environment variable that carries the seed to child processes.
+ENV_VAR = "FWD9M_SEED"
+
+#: Largest seed ``seed_everything`` accepts. NumPy's legacy global RNG
+#: (``numpy.random.seed``) takes integers in ``[0, 2**32 - 1]``
+#: (https://numpy.org/doc/stable/reference/random/generated/numpy.random.seed.html,
+#: "Must be convertible to 32 bit unsigned integers"), the narrowest range of the
+#: sources seeded here: ``torch.manual_seed`` takes up to ``2**64 - 1``
+#: (https://github.com/pytorch/pytorch/blob/main/torch/random.py) and TensorFlow
+#: truncates seeds modulo ``2**31 - 1`` (``_truncate_seed`` in
+#: https://github.com/tensorflow/tensorflow/blob/master/tensorflow/python/framework/random_seed.py).
+MAX_SEED = 2**32 - 1
+
+_DERIVE_PERSON = b"fwd9m-seed-v1"  # BLAKE2b personalisation: versions the derivation
+
+
+def _check_seed(seed: Any, *, name: str = "seed", maximum: int | None = MAX_SEED) -> int:
+    if isinstance(seed, bool) or not hasattr(seed, "__index__"):
+        raise TypeError(f"{name} must be an int, got {type(seed).__name__} {seed!r}")
+    value = int(seed.__index__())
+    if maximum is None:
+        if value < 0:
+            raise ConfigurationError(f"{name}={value} must be a non-negative int")
+        return value
+    if not 0 <= value <= maximum:
+        raise ConfigurationError(
+            f"{name}={value} is out of range: seeds must be in [0, {maximum}] "
+            f"(NumPy's global RNG accepts only 32-bit unsigned seeds).\n"
+            f"Fix: pass a smaller seed, or fold a large one: "
+            f"fwd9m.derive_seed({value}, bits=32)")
+    return value
+
+
+def current_seed() -> int | None:
+    """The seed exported by the last ``seed_everything`` in this or a parent process.
+
+    Reads ``FWD9M_SEED``; returns None when it is unset.
+
+    Raises:
+        ConfigurationError: the variable is set but is not an integer in range.
+    """
+    raw = os.environ.get(ENV_VAR)
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConfigurationError(
+            f"environment variable {ENV_VAR}={raw!r} is not an integer.\n"
+            f"Fix: export {ENV_VAR}=<int in [0, {MAX_SEED}]> or unset it") from None
+    return _check_seed(value, name=ENV_VAR)
+
+
+def _seed_tensorflow(seed: int) -> None:
+    import tensorflow as tf
+
+    # Sets the graph/eager global seed and resets the eager op-seed counter
+    # (context._set_global_seed makes a new random.Random(seed) and clears the
+    # kernel cache): tensorflow/python/eager/context.py in
+    # https://github.com/tensorflow/tensorflow/blob/master/tensorflow/python/eager/context.py
+    tf.random.set_seed(seed)
+
+
+def _seed_keras(seed: int) -> None:
+    import keras
+
+    if "tensorflow" in sys.modules or installed_version("tensorflow") is None:
+        # keras.utils.set_random_seed seeds random, numpy, TF (if importable) and torch
+        # (torch backend), stores the global seed and drops the global SeedGenerator:
+        # https://github.com/keras-team/keras/blob/master/keras/src/utils/rng_utils.py
+        keras.utils.set_random_seed(seed)
+        return
+    # set_random_seed would import TensorFlow (its `tf.available` check imports it);
+    # do the Keras-only part of it without that import. Private API, same module.
+    from keras.src.backend.common import global_state
+    from keras.src.random import seed_generator
+    from keras.src.utils import rng_utils
+
+    global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
+    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
+
+
+def _seed_torch(seed: int) -> None:
+    import torch
+
+    # Seeds the CPU generator and every CUDA/MPS/XPU device ("Sets the seed for
+    # generating random numbers on all devices"):
+    # https://github.com/pytorch/pytorch/blob/main/torch/random.py
+    torch.manual_seed(seed)
+
+
+def _seed_jax(seed: int) -> None:
+    # JAX has no global RNG state: randomness comes from explicit keys
+    # (https://docs.jax.dev/en/latest/random-numbers.html). Nothing to seed;
+    # use fwd9m.seed.jax_key(seed) for a key.
+    return None
+
+
+_SEEDERS: dict[str, Callable[[int], None]] = {
+    "tensorflow": _seed_tensorflow,
+    "keras": _seed_keras,
+    "torch": _seed_torch,
+    "jax": _seed_jax,
+}
+# Order matters: Keras' set_random_seed reseeds TF and torch too, so run it first and
+# let the framework-specific calls have the last word.
+_ORDER = ("keras", "tensorflow", "torch", "jax")
+
+
+def seed_everything(seed: int | None = None,
+                    frameworks: str | Iterable[str] | None = None) -> int:
+    """Seed Python, NumPy and every imported (or named) framework; return the seed.
+
+    Seeds, in this order: Python's :mod:`random` (``random.seed(seed)``), NumPy's legacy
+    global RNG (``numpy.random.seed(seed)``, when NumPy is installed; it is not a
+    framework), then each framework in ``frameworks``: Keras
+    (``keras.utils.set_random_seed``, which also resets Keras' global
+    ``SeedGenerator``), TensorFlow (``tf.random.set_seed``), PyTorch
+    (``torch.manual_seed``: CPU and every accelerator device). JAX has no global RNG:
+    nothing is seeded; make keys with :func:`jax_key`.
+
+    Finally sets ``os.environ["FWD9M_SEED"] = str(seed)`` so child processes find it
+    (``seed_everything()`` in a child with no argument reuses it).
+
+    Args:
+        seed: int in ``[0, 2**32 - 1]``. ``None``: the ``FWD9M_SEED`` environment
+            variable if set, else a fresh random seed (logged, and returned so that you
+            can record it).
+        frameworks: ``None`` (default) for the frameworks already imported in this
+            process (``sys.modules``); or names among ``"tensorflow"``, ``"keras"``,
+            ``"torch"``, ``"jax"``, which are imported if needed.
+
+    Returns:
+        The seed used (int).
+
+    Raises:
+        ConfigurationError: seed out of range, unknown framework name, or a malformed
+            ``FWD9M_SEED``.
+        TypeError: seed is not an int (``bool`` is rejected).
+    """
+    if seed is None:
+        seed = current_seed()
+        if seed is None:
+            seed = secrets.randbelow(MAX_SEED + 1)
+            logger.warning("seed_everything: no seed given and %s unset; using fresh "
+                           "random seed %d. Pass seed=%d to repeat this run.",
+                           ENV_VAR, seed, seed)
+    seed = _check_seed(seed)
+    names = resolve(list(frameworks) if frameworks is not None
+                    and not isinstance(frameworks, str) else frameworks)
+    absent = [n for n in names if n != "jax" and n not in sys.modules
+              and installed_version(n) is None]
+    if absent:  # checked before anything is seeded
+        raise ConfigurationError(
+            f"seed_everything: frameworks {absent} were named but are not installed. "
+            f"Fix: install them, or leave them out of frameworks=")
+
+    import random
+
+    random.seed(seed)
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy ships with every framework
+        np = None
+    if np is not None:
+        np.random.seed(seed)
+    for name in _ORDER:
+        if name in names:
+            try:
+                _SEEDERS[name](seed)
+            except ImportError as exc:
+                raise ConfigurationError(
+                    f"seed_everything: framework {name!r} was named but cannot be imported "
+                    f"({exc}). Fix: install it, or leave it out of frameworks=") from exc
+    # Keras' set_random_seed reseeded python/numpy with the same seed: harmless.
+    os.environ[ENV_VAR] = str(seed)
+    logger.info("seed_everything(%d): python, numpy%s", seed,
+                "".join(", " + n for n in _ORDER if n in names))
+    return seed
