@@ -337,14 +337,6 @@ def run(args) -> int:
             else:
                 report.notes.append("two extra runs with PYTHONHASHSEED=0 still diverge here: "
                                     "not hash randomization")
-        if report.reproducible and not (report.ops_a or report.ops_b or any(codes)):
-            from ..errors import RunError
-
-            raise RunError(f"neither run of {args.target} recorded any op"
-                           + (f" in optimizer steps {args.steps}" if args.steps else "")
-                           + ", so nothing was compared and there is no verdict; check that it runs "
-                             "ops of the framework recorded (--framework torch|tensorflow)"
-                           + (" and that --steps names steps it reaches" if args.steps else ""))
         if report.reproducible:  # the recorded ops agree: did both runs finish alike?
             cut = [i for i, p in enumerate(paths, 1) if _cut_traces(report, [p] if i == 1 else [None, p])]
             if codes[0] != codes[1]:
@@ -361,6 +353,14 @@ def run(args) -> int:
                          "unwritten frame are lost)")
                 raise RunError(f"{why}, so only the ops recorded before that were compared; no verdict on "
                                f"the whole run")
+            elif not (report.ops_a or report.ops_b):  # two empty traces agree: no verdict either
+                from ..errors import RunError
+
+                raise RunError(f"neither run of {args.target} recorded any op"
+                               + (f" in optimizer steps {args.steps}" if args.steps else "")
+                               + ", so nothing was compared and there is no verdict; check that it runs "
+                                 "ops of the framework recorded (--framework torch|tensorflow)"
+                               + (" and that --steps names steps it reaches" if args.steps else ""))
         return _emit(report, args)
     finally:
         if not args.keep:
