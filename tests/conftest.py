@@ -34,6 +34,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _fwd9m_seed_stays_in_its_test():
+    """``seed_everything`` exports FWD9M_SEED; without this, one test's seed reaches
+    every later test and every process they start (results would depend on test order)."""
+    saved = os.environ.get("FWD9M_SEED")
+    yield
+    if saved is None:
+        os.environ.pop("FWD9M_SEED", None)
+    else:
+        os.environ["FWD9M_SEED"] = saved
+
+
 def run_fwd9m(*args: str, cwd=None, env=None, timeout: float = 600, input: str | None = None):
     """Run ``python -m fwd9m ARGS`` in a fresh interpreter; returns CompletedProcess."""
     full_env = dict(os.environ)
