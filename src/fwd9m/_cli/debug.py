@@ -4,6 +4,10 @@
     fwd9m debug record -o run.trace script.py    record one run
     fwd9m debug diff a.trace b.trace             compare two traces (also across machines)
     fwd9m debug diff runA/ runB/                 rank by rank (fwd9m run --record-ranks runA -- torchrun ...)
+
+The report goes to stdout. The script's own output (and TensorFlow's start-up log
+lines) is kept out of it: shown only, its last lines, when a run fails; fwd9m -v debug
+shows it as it runs. debug record passes it through on stderr.
 """
 
 from __future__ import annotations
