@@ -39,10 +39,13 @@ def test_seed_everything_python_numpy_and_env(monkeypatch):
     assert (random.random(), np.random.rand()) == a
 
 
-def test_seed_everything_fresh_seed_is_returned(monkeypatch):
+def test_seed_everything_fresh_seed_is_returned(monkeypatch, caplog):
     monkeypatch.delenv(ENV_VAR, raising=False)
-    s = seed_everything(frameworks=[])
+    with caplog.at_level("WARNING", logger="fwd9m"):
+        s = seed_everything(frameworks=[])
     assert 0 <= s < 2**32 and os.environ[ENV_VAR] == str(s)
+    assert f"seed_everything: no seed given and {ENV_VAR} unset; using fresh random " \
+           f"seed {s}. Pass seed={s} to repeat this run." in caplog.text
 
 
 @pytest.mark.parametrize("bad", [-1, 2**32, 10**30])

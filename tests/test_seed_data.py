@@ -37,6 +37,21 @@ def test_seeder_ranks_and_shared(monkeypatch):
     assert s_golden() == derive_seed(5, "fwd9m.Seeder", "drop", 1, None, 1, None)
 
 
+def test_seeder_without_seed_uses_env_else_warns_a_fresh_one(monkeypatch, caplog):
+    """The same fallback as seed_everything (one function): FWD9M_SEED, else fresh."""
+    monkeypatch.setenv("FWD9M_SEED", "77")
+    assert Seeder().base_seed == 77
+    monkeypatch.setenv("FWD9M_SEED", "not-an-int")
+    with pytest.raises(ConfigurationError, match="FWD9M_SEED"):
+        Seeder()
+    monkeypatch.delenv("FWD9M_SEED")
+    with caplog.at_level("WARNING", logger="fwd9m"):
+        s = Seeder()
+    assert 0 <= s.base_seed < 2**32
+    assert f"Seeder: no seed given and FWD9M_SEED unset; using fresh random seed " \
+           f"{s.base_seed}. Pass seed={s.base_seed}" in caplog.text
+
+
 def s_golden():
     return Seeder(5, rank=1, world_size=2).seed("drop", epoch=1)
 

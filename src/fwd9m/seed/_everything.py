@@ -70,6 +70,24 @@ def current_seed() -> int | None:
     return _check_seed(value, name=ENV_VAR)
 
 
+def _seed_or_default(seed: Any, caller: str) -> Any:
+    """``seed`` unchanged unless it is None; then ``FWD9M_SEED`` if set, else a fresh
+    random seed in ``[0, MAX_SEED]``, logged as a warning that names ``caller`` and
+    says how to repeat the run. The caller still validates the result.
+
+    Raises:
+        ConfigurationError: ``FWD9M_SEED`` is set but malformed (:func:`current_seed`).
+    """
+    if seed is not None:
+        return seed
+    seed = current_seed()
+    if seed is None:
+        seed = secrets.randbelow(MAX_SEED + 1)
+        logger.warning("%s: no seed given and %s unset; using fresh random seed %d. "
+                       "Pass seed=%d to repeat this run.", caller, ENV_VAR, seed, seed)
+    return seed
+
+
 def _seed_tensorflow(seed: int) -> None:
     import tensorflow as tf
 
@@ -157,14 +175,7 @@ def seed_everything(seed: int | None = None,
             ``FWD9M_SEED``.
         TypeError: seed is not an int (``bool`` is rejected).
     """
-    if seed is None:
-        seed = current_seed()
-        if seed is None:
-            seed = secrets.randbelow(MAX_SEED + 1)
-            logger.warning("seed_everything: no seed given and %s unset; using fresh "
-                           "random seed %d. Pass seed=%d to repeat this run.",
-                           ENV_VAR, seed, seed)
-    seed = _check_seed(seed)
+    seed = _check_seed(_seed_or_default(seed, "seed_everything"))
     names = resolve(list(frameworks) if frameworks is not None
                     and not isinstance(frameworks, str) else frameworks)
     absent = [n for n in names if n != "jax" and n not in sys.modules

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import secrets
 from typing import Any, Iterable
 
-from .._log import logger
 from ..errors import ConfigurationError
 from ._derive import derive_seed, jax_key
-from ._everything import ENV_VAR, MAX_SEED, _check_seed, current_seed, seed_everything
+from ._everything import _check_seed, _seed_or_default, seed_everything
 
 
 def _env_int(names: tuple[str, ...], default: int) -> int:
@@ -50,12 +48,7 @@ class Seeder:
 
     def __init__(self, seed: int | None = None, *, rank: int | None = None,
                  world_size: int | None = None) -> None:
-        if seed is None:
-            seed = current_seed()
-            if seed is None:
-                seed = secrets.randbelow(MAX_SEED + 1)
-                logger.warning("Seeder: no seed given and %s unset; using %d", ENV_VAR, seed)
-        self.base_seed = _check_seed(seed, maximum=None)
+        self.base_seed = _check_seed(_seed_or_default(seed, "Seeder"), maximum=None)
         self.rank = _env_int(("RANK",), 0) if rank is None else int(rank)
         self.world_size = _env_int(("WORLD_SIZE",), 1) if world_size is None else int(world_size)
         if not 0 <= self.rank < self.world_size:
