@@ -228,7 +228,9 @@ def _walk(value: Any, path: str, depth: int, seen: set[int], named: int | None) 
 
 
 #: the counter a framework appends to a name it made up for the second, third, ... object
-#: of a kind in one process (Keras: ``dense``, ``dense_1``, ``adam/dense_2_kernel_momentum``)
+#: of a kind in one process (Keras: ``dense``, ``dense_1``, ``adam/dense_2_kernel_momentum``;
+#: Keras 3 ``uniquify`` in keras/src/utils/naming.py,
+#: https://github.com/keras-team/keras/blob/master/keras/src/utils/naming.py)
 _AUTO_SUFFIX = re.compile(r"_\d+(?=[\W_]|$)")
 
 
