@@ -86,6 +86,29 @@ def test_keras_model_seed_generators_by_path():
     assert (np.asarray(m(x, training=True)) == a).all()
 
 
+def test_keras_private_api_matches_installed_keras():
+    """fwd9m._keras_private's facts hold for the installed Keras: where
+    keras.utils.set_random_seed stores the seed, that it drops the global SeedGenerator,
+    that keras.random recreates it, and that a model's seed generators are found."""
+    keras = pytest.importorskip("keras")
+    from fwd9m import _keras_private as kp
+
+    keras.utils.set_random_seed(5)
+    assert kp.global_seed() == 5 and kp.global_seed_generator() is None
+    keras.random.uniform([1])  # no seed: uses (and creates) the global SeedGenerator
+    gen = kp.global_seed_generator()
+    assert isinstance(gen, keras.random.SeedGenerator)
+    kp.set_global_seed(6)
+    kp.set_global_seed_generator(None)
+    assert kp.global_seed() == 6 and kp.global_seed_generator() is None
+    kp.set_global_seed_generator(gen)
+    assert kp.global_seed_generator() is gen
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dropout(0.5),
+                              keras.Sequential([keras.layers.GaussianNoise(0.1)])])
+    assert len(kp.layer_seed_generators(model)) == 2
+    assert kp.layer_seed_generators(keras.layers.Dense(2)) == []
+
+
 def test_torch_state_dict_weights_only(tmp_path):
     torch = pytest.importorskip("torch")
     fwd9m.seed_everything(3)

@@ -6,6 +6,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .. import _keras_private
 from ..errors import ConfigurationError
 
 
@@ -82,13 +83,7 @@ def _keras_sg_reseed(sg, seed):
 
 def _keras_layer_gens(layer) -> dict:
     """Every keras.random.SeedGenerator under ``layer``, keyed by its state's path."""
-    out = {}
-    layers = (layer._flatten_layers(include_self=True, recursive=True)
-              if hasattr(layer, "_flatten_layers") else [layer])
-    for lay in layers:
-        for sg in getattr(lay, "_seed_generators", ()):  # Keras 3 private; no public list
-            out[sg.state.path] = sg
-    return out
+    return {sg.state.path: sg for sg in _keras_private.layer_seed_generators(layer)}
 
 
 def _keras_layer_get(layer):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
+from .. import _keras_private
 from ..errors import ConfigurationError
 from ._adapters import _keras_sg_get, _keras_sg_set, _np, _py_get, _py_set, _tfgen_get, _tfgen_set
 
@@ -42,30 +43,23 @@ def _tf_global_generator():
 
 
 def _cap_keras():
-    # Private modules: Keras 3 has no public getter for these (keras/src/utils/
-    # rng_utils.py and keras/src/random/seed_generator.py in keras-team/keras).
-    from keras.src.backend.common import global_state
-    from keras.src.random import seed_generator
-    from keras.src.utils import rng_utils
-
-    gen = global_state.get_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR)
-    return {"global_seed": rng_utils.get_random_seed(),
+    # Keras 3 has no public getter for its global seed and seed generator.
+    gen = _keras_private.global_seed_generator()
+    return {"global_seed": _keras_private.global_seed(),
             "global_seed_generator": None if gen is None else _keras_sg_get(gen)}
 
 
 def _set_keras(s):
-    from keras.src.backend.common import global_state
-    from keras.src.random import seed_generator
-    from keras.src.utils import rng_utils
-
-    global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, s["global_seed"])
+    _keras_private.set_global_seed(s["global_seed"])
     if s["global_seed_generator"] is None:
-        global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
+        _keras_private.set_global_seed_generator(None)
         return
-    gen = global_state.get_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR)
+    gen = _keras_private.global_seed_generator()
     if gen is None:
-        gen = seed_generator.SeedGenerator(seed=0)
-        global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, gen)
+        import keras
+
+        gen = keras.random.SeedGenerator(seed=0)
+        _keras_private.set_global_seed_generator(gen)
     _keras_sg_set(gen, s["global_seed_generator"])
 
 

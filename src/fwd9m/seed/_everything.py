@@ -13,6 +13,7 @@ import secrets
 import sys
 from typing import Any, Callable, Iterable
 
+from .. import _keras_private
 from .._frameworks import installed_version, resolve
 from .._log import logger
 from ..errors import ConfigurationError
@@ -108,13 +109,9 @@ def _seed_keras(seed: int) -> None:
         keras.utils.set_random_seed(seed)
         return
     # set_random_seed would import TensorFlow (its `tf.available` check imports it);
-    # do the Keras-only part of it without that import. Private API, same module.
-    from keras.src.backend.common import global_state
-    from keras.src.random import seed_generator
-    from keras.src.utils import rng_utils
-
-    global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
-    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
+    # do the Keras-only part of it without that import (Keras-private API).
+    _keras_private.set_global_seed(seed)
+    _keras_private.set_global_seed_generator(None)
 
 
 def _seed_torch(seed: int) -> None:
