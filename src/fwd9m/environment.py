@@ -146,9 +146,9 @@ def _framework_runtime(name: str) -> dict[str, Any]:
             info["cuda"] = build.get("cuda_version")
             info["cudnn"] = build.get("cudnn_version")
             info["gpus"] = len(tf.config.list_physical_devices("GPU"))
-            from tensorflow.python.framework import config as _tf_config  # noqa: PLC0415
+            from .tensorflow._enable import _op_determinism_enabled  # the one private read
 
-            info["op_determinism"] = bool(_tf_config.is_op_determinism_enabled())
+            info["op_determinism"] = _op_determinism_enabled(tf)
         elif name == "jax":
             import jax
 
