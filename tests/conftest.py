@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,23 @@ def _fwd9m_seed_stays_in_its_test():
         os.environ.pop("FWD9M_SEED", None)
     else:
         os.environ["FWD9M_SEED"] = saved
+
+
+def process_gone(pid: int, wait: float = 10.0) -> bool:
+    """Whether process ``pid`` has gone (no such process, or a zombie awaiting its reaper)
+    within ``wait`` seconds; polls, since a killed process can take a moment to die on a
+    loaded machine."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return True
+        if "State:\tZ" in status:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
 
 
 def run_fwd9m(*args: str, cwd=None, env=None, timeout: float = 600, input: str | None = None):

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import process_gone
+
 DATA = Path(__file__).resolve().parent / "data" / "check"
 EMPTY: Path = Path(".")
 
@@ -168,17 +170,7 @@ def test_hang_is_killed_with_its_process_group(tmp_path):
     assert "timed out" in out.stderr and time.monotonic() - t0 < 60
     assert "(--timeout 3 s)" in out.stderr  # the limit asked for, not the time the kill took
     pid = int(pidfile.read_text())
-    time.sleep(0.2)
-    assert _gone(pid), f"the script's child {pid} survived the timeout"
-
-
-def _gone(pid: int) -> bool:
-    """No such process, or a zombie waiting for init to reap it."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return True
-    return "State:\tZ" in status
+    assert process_gone(pid), f"the script's child {pid} survived the timeout"
 
 
 def test_enormous_output_with_bounded_memory():
@@ -295,12 +287,12 @@ def test_sigterm_to_fwd9m_check_kills_the_runs_process_group(tmp_path):
     t0 = time.monotonic()
     while not pidfile.exists() and time.monotonic() - t0 < 60:
         time.sleep(0.1)
+    assert pidfile.exists(), "hang.py did not start within 60 s"
     proc.send_signal(signal.SIGTERM)  # `timeout`, a cancelled CI job
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
     pid = int(pidfile.read_text())
-    time.sleep(0.2)
-    assert _gone(pid), f"the script's child {pid} survived fwd9m check being terminated"
+    assert process_gone(pid), f"the script's child {pid} survived fwd9m check being terminated"
 
 
 def test_script_escape_sequences_are_shown_escaped_not_sent_to_the_terminal(tmp_path):

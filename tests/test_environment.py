@@ -32,9 +32,9 @@ def test_collect_with_import_asks_torch():
 def test_diff_ranks_hashseed_first():
     a = environment.collect()
     b = json.loads(json.dumps(a))
-    b["env"]["PYTHONHASHSEED"] = "1"
+    b["env"]["PYTHONHASHSEED"] = "7919"  # values no CI machine sets, so there is a difference
     b["os"]["release"] = "other"
-    b["threads"]["OMP_NUM_THREADS"] = "4"
+    b["threads"]["OMP_NUM_THREADS"] = "4093"
     diffs = environment.diff(a, b)
     assert [d.key for d in diffs] == ["env.PYTHONHASHSEED", "threads.OMP_NUM_THREADS", "os.release"]
     assert "set" in diffs[0].reason

@@ -21,7 +21,7 @@ class Pool(nn.Module):
 
 
 class Net(nn.Module):
-    def __init__(self, n=60000):
+    def __init__(self, n=400000):
         super().__init__()
         self.proj = nn.Linear(4, 4)
         self.pool = Pool(n)
@@ -33,7 +33,7 @@ class Net(nn.Module):
 
 model = Net()
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x = torch.randn(60000, 4)
+x = torch.randn(400000, 4)
 y = torch.randn(8, 1)
 for _step in range(2):
     opt.zero_grad()
