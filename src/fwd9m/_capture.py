@@ -40,6 +40,8 @@ import types
 from pathlib import Path
 from typing import Any
 
+from . import _keras_private
+
 ENV_DIR = "FWD9M_CHECK_CAPTURE"
 #: a fixed string whose ``hash()`` differs between interpreters unless PYTHONHASHSEED is set
 HASH_PROBE_TEXT = "fwd9m hash-seed probe"
@@ -232,7 +234,7 @@ def collect() -> dict[str, Any]:
     for o in torch_opts:
         if o.state_dict().get("state"):
             out[_label("torch", o, names, used)] = o
-    keras_roots = _roots(keras_layers, lambda layer: layer._flatten_layers(include_self=False))
+    keras_roots = _roots(keras_layers, _keras_private.sublayers)
     owned: set[int] = set()
     for layer in sorted(keras_roots, key=lambda m: (_name_of(m, names) is None, getattr(m, "name", ""))):
         if not getattr(layer, "weights", None) or all(id(v) in owned for v in layer.weights):

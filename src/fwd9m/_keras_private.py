@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["global_seed", "set_global_seed", "global_seed_generator",
-           "set_global_seed_generator", "layer_seed_generators"]
+           "set_global_seed_generator", "layer_seed_generators", "sublayers"]
 
 
 def global_seed() -> int | None:
@@ -70,9 +70,17 @@ def set_global_seed_generator(generator: Any) -> None:
     global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, generator)
 
 
+def sublayers(layer: Any, include_self: bool = False) -> list:
+    """``layer``'s sublayers, recursively, in Keras' layer order (and ``layer`` first
+    when ``include_self``); ``[]`` (or ``[layer]``) for an object that is not a Keras
+    layer."""
+    if not hasattr(layer, "_flatten_layers"):
+        return [layer] if include_self else []
+    return list(layer._flatten_layers(include_self=include_self, recursive=True))
+
+
 def layer_seed_generators(layer: Any) -> list:
     """Every ``keras.random.SeedGenerator`` tracked by ``layer`` and its sublayers
     (Keras keeps no public list of them), in Keras' layer order."""
-    layers = (layer._flatten_layers(include_self=True, recursive=True)
-              if hasattr(layer, "_flatten_layers") else [layer])
+    layers = sublayers(layer, include_self=True)
     return [sg for lay in layers for sg in getattr(lay, "_seed_generators", ())]
