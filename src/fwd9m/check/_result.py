@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..compare import LeafDiff
+from ..compare import LeafDiff, escape_control
 
 SCHEMA = "fwd9m.check"
 SCHEMA_VERSION = 1
@@ -19,17 +18,12 @@ _SOURCE_ORDER = {"exit": 0, "timeout": 0, "value": 2, "state": 2, "file": 3,
                  "stdout": 4}
 
 
-# control characters (C0 but tab and newline, DEL, C1) and bidirectional overrides, which
-# a terminal would act on (colours, cursor moves, window titles, reordered text)
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
 def printable(text: str) -> str:
     """``text`` safe to print to a terminal: the script's own output quoted in a report
     (a coloured line, a progress bar's carriage return) shows its escape sequences as
     ``\\x1b``, ``\\r``, ... instead of acting on the user's terminal. Newlines and tabs
     are kept; text already escaped is left as it is."""
-    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
+    return escape_control(text, keep="\n\t")
 
 
 @dataclass

@@ -20,11 +20,13 @@ def _escape(ch: str) -> str:
     return _NAMED.get(ch) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 
 
-def escape_control(text: str) -> str:
+def escape_control(text: str, keep: str = "") -> str:
     """``text`` with every control character written as an escape (``\\x1b``, ``\\t``,
     ``\\u202e``), the way Python's ``repr`` writes it; other characters unchanged.
-    A backslash already in ``text`` is kept as it is."""
-    return _CONTROL.sub(lambda m: _escape(m.group()), text)
+    Characters in ``keep`` (e.g. ``"\\n\\t"`` for a multi-line block) stay as they
+    are. A backslash already in ``text`` is kept as it is, so escaping twice changes
+    nothing."""
+    return _CONTROL.sub(lambda m: m.group() if m.group() in keep else _escape(m.group()), text)
 
 
 def clip(line: str | None, width: int = 160) -> str:

@@ -31,8 +31,6 @@ ENV_VAR = "FWD9M_SEED"
 #: https://github.com/tensorflow/tensorflow/blob/master/tensorflow/python/framework/random_seed.py).
 MAX_SEED = 2**32 - 1
 
-_DERIVE_PERSON = b"fwd9m-seed-v1"  # BLAKE2b personalisation: versions the derivation
-
 
 def _check_seed(seed: Any, *, name: str = "seed", maximum: int | None = MAX_SEED) -> int:
     if isinstance(seed, bool) or not hasattr(seed, "__index__"):
