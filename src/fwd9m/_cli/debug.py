@@ -38,7 +38,7 @@ def add_arguments(p) -> None:
     p.add_argument("--capture", metavar="OPS",
                    help="store full tensors for these ops: names (index_put_,MatMul) or "
                         "SEQ:RADIUS windows, comma-separated")
-    p.add_argument("--framework", action="append", choices=("torch", "tensorflow", "keras"),
+    p.add_argument("--framework", action="append", choices=("torch", "tensorflow", "keras", "jax"),
                    help="framework(s) to record (default: from the script's imports)")
     p.add_argument("-m", dest="module", action="store_true", help="TARGET is a module (python -m)")
     p.add_argument("--keep", metavar="DIR", help="keep the two traces in DIR")
@@ -102,9 +102,9 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
         from ..errors import ConfigurationError
 
         if not detect_frameworks(target, False):
-            raise ConfigurationError(f"{target} imports neither torch nor tensorflow/keras (read from its "
-                                     f"import statements); name the framework it uses: fwd9m debug "
-                                     f"--framework torch|tensorflow ...")
+            raise ConfigurationError(f"{target} imports neither torch nor tensorflow/keras nor jax (read "
+                                     f"from its import statements); name the framework it uses: fwd9m debug "
+                                     f"--framework torch|tensorflow|jax ...")
     frameworks = ",".join("tensorflow" if f == "keras" else f for f in args.framework) \
         if args.framework else "-"
     cmd = [sys.executable, "-m", "fwd9m.debug._child", out, level or args.level,
@@ -188,7 +188,7 @@ def _settle(report, codes: list[int], paths: list[str], args) -> None:
         raise RunError(f"neither run of {args.target} recorded any op"
                        + (f" in optimizer steps {args.steps}" if args.steps else "")
                        + ", so nothing was compared and there is no verdict; check that it runs "
-                         "ops of the framework recorded (--framework torch|tensorflow)"
+                         "ops of the framework recorded (--framework torch|tensorflow|jax)"
                        + (" and that --steps names steps it reaches" if args.steps else ""))
 
 

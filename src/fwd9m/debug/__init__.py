@@ -7,7 +7,8 @@
 >>> print(report.render())                                       # doctest: +SKIP
 
 ``record`` streams every op the block executes (PyTorch aten ops in forward, backward
-and the optimizer; TensorFlow ops eagerly and inside ``tf.function`` graphs) with its
+and the optimizer; TensorFlow ops eagerly and inside ``tf.function`` graphs; JAX
+primitives executed eagerly and each top-level ``jax.jit`` call as one op) with its
 module/layer, phase, user file:line, shapes, dtypes and an exact digest
 (:mod:`fwd9m.fingerprint`) of every input and output into a trace file
 (:mod:`fwd9m.debug._store`). ``diff`` aligns two traces and classifies the first
@@ -52,15 +53,18 @@ def _frameworks(framework) -> list[str]:
         found = [f for f in ("torch", "tensorflow") if f in sys.modules]
         if "keras" in sys.modules and "tensorflow" not in found:
             found.append("tensorflow")
+        if not found and "jax" in sys.modules:  # Keras 3 imports jax even on the TF backend
+            found.append("jax")
         if not found:
             raise ConfigurationError(
-                "record() found no framework imported; import torch or tensorflow first, "
-                "or pass framework='torch' / 'tensorflow'")
+                "record() found no framework imported; import torch, tensorflow or jax first, "
+                "or pass framework='torch' / 'tensorflow' / 'jax'")
         return found
     names = [framework] if isinstance(framework, str) else list(framework)
     for n in names:
-        if n not in ("torch", "tensorflow", "keras"):
-            raise ConfigurationError(f"debug.record supports torch and tensorflow/keras, not {n!r}")
+        if n not in ("torch", "tensorflow", "keras", "jax"):
+            raise ConfigurationError(f"debug.record supports torch, tensorflow/keras and jax, "
+                                     f"not {n!r}")
     return ["tensorflow" if n == "keras" else n for n in names]
 
 
@@ -87,8 +91,9 @@ def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[
 
     Args:
         path: trace file to write (default: a new temporary file; see ``Trace.path``).
-        framework: "torch", "tensorflow" (Keras 3 on TF included) or a list; default:
-            those already imported.
+        framework: "torch", "tensorflow" (Keras 3 on TF included), "jax" (see
+            :mod:`fwd9m.debug._jax`: a jitted call is one op) or a list; default: those
+            already imported.
         level: "sequence" (ops, shapes, dtypes), "digests" (default: + a 64-bit digest
             of every input and output and 4 sampled values of each float output), or
             "full" (+ full tensors of the ops ``capture`` selects).
@@ -105,6 +110,8 @@ def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[
         :class:`Trace`; the file is complete when the block exits (also on error).
     Raises:
         ConfigurationError: unknown level/framework, or level "full" without capture.
+        UnsupportedVersionError: JAX only: the installed jax lacks a private function the
+            recorder hooks (:mod:`fwd9m._jax_private`).
     """
     names = _frameworks(framework)
     for n in names:
@@ -134,6 +141,10 @@ def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[
             from ._torch import TorchRecorder
 
             recorders.append(TorchRecorder(rec))
+        elif n == "jax":
+            from ._jax import JaxRecorder
+
+            recorders.append(JaxRecorder(rec))
         else:
             from ._tensorflow import TFRecorder
 

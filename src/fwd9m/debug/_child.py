@@ -11,12 +11,12 @@ import os
 import re
 import sys
 
-_IMPORT = re.compile(r"^\s*(?:import|from)\s+(torch|tensorflow|keras|tf_keras)\b", re.M)
+_IMPORT = re.compile(r"^\s*(?:import|from)\s+(torch|tensorflow|keras|tf_keras|jax)\b", re.M)
 
 
 def detect_frameworks(target: str, module: bool) -> list[str]:
-    """Frameworks a script imports at top level (by reading its source), torch and/or
-    tensorflow; Keras counts as tensorflow (Keras 3 on the TF backend)."""
+    """Frameworks a script imports (by reading its source): torch, tensorflow and/or
+    jax; Keras counts as tensorflow (Keras 3 on the TF backend)."""
     path = target
     if module:
         import importlib.util
@@ -46,6 +46,8 @@ def detect_frameworks(target: str, module: bool) -> list[str]:
         out.append("torch")
     if found & {"tensorflow", "keras", "tf_keras"}:
         out.append("tensorflow")
+    if "jax" in found:
+        out.append("jax")
     return out
 
 
@@ -57,8 +59,8 @@ def main(argv: list[str]) -> int:
     module_flag = module == "1"
     names = frameworks.split(",") if frameworks != "-" else detect_frameworks(target, module_flag)
     if not names:
-        sys.stderr.write(f"fwd9m debug: {target} imports neither torch nor tensorflow/keras at "
-                         f"top level; pass --framework torch|tensorflow\n")
+        sys.stderr.write(f"fwd9m debug: {target} imports neither torch nor tensorflow/keras nor jax "
+                         f"at top level; pass --framework torch|tensorflow|jax\n")
         return 2
     for n in names:
         __import__("tensorflow" if n == "tensorflow" else n)

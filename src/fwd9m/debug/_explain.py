@@ -9,6 +9,11 @@ from .._log import logger
 
 __all__ = ["explain"]
 
+#: JAX has no global RNG: every random value comes from a key
+#: (https://docs.jax.dev/en/latest/random-numbers.html)
+_JAX_KEY = ("import jax\nkey = jax.random.key(0)   # a fixed seed, not the clock or an unseeded NumPy draw\n"
+            "init_key, step_key = jax.random.split(key)   # a new key per use (split / fold_in)")
+
 #: external kinds -> (headline, likely causes, catalog entry ids, fallback fix per framework)
 _EXTERNAL: dict[str, tuple[str, list[str], list[str], dict[str, str]]] = {
     "rng": (
@@ -17,7 +22,8 @@ _EXTERNAL: dict[str, tuple[str, list[str], list[str], dict[str, str]]] = {
          "a generator is consumed a different number of times before this op"],
         ["python.time-seed", "tensorflow.op-seed-counter"],
         {"torch": "import fwd9m\nfwd9m.seed_everything(0)  # or: torch.manual_seed(0) before any random op",
-         "tensorflow": "import keras\nkeras.utils.set_random_seed(0)  # seeds Python, NumPy and TF"},
+         "tensorflow": "import keras\nkeras.utils.set_random_seed(0)  # seeds Python, NumPy and TF",
+         "jax": _JAX_KEY},
     ),
     "seed": (
         "the seed of a random op (an initializer) differs between the runs",
@@ -26,7 +32,8 @@ _EXTERNAL: dict[str, tuple[str, list[str], list[str], dict[str, str]]] = {
          "Python's random module (used to make seeds) is not seeded"],
         ["keras.seed-generator", "tensorflow.op-seed-counter"],
         {"tensorflow": "import keras\nkeras.utils.set_random_seed(0)  # seeds Python, NumPy, TF and Keras",
-         "torch": "import fwd9m\nfwd9m.seed_everything(0)"},
+         "torch": "import fwd9m\nfwd9m.seed_everything(0)",
+         "jax": _JAX_KEY},
     ),
     "initializer": (
         "model parameters differ before their first use (unseeded initializer or different weights loaded)",
@@ -34,7 +41,8 @@ _EXTERNAL: dict[str, tuple[str, list[str], list[str], dict[str, str]]] = {
          "weights were loaded from a different file/checkpoint"],
         ["keras.seed-generator"],
         {"torch": "import fwd9m\nfwd9m.seed_everything(0)  # before building the model",
-         "tensorflow": "import keras\nkeras.utils.set_random_seed(0)  # before building the model"},
+         "tensorflow": "import keras\nkeras.utils.set_random_seed(0)  # before building the model",
+         "jax": _JAX_KEY},
     ),
     "data": (
         "the input batch differs between the runs (data pipeline: order or content)",
@@ -49,7 +57,10 @@ _EXTERNAL: dict[str, tuple[str, list[str], list[str], dict[str, str]]] = {
                   "loader = torch.utils.data.DataLoader(ds, shuffle=True,\n"
                   "    generator=torch.Generator().manual_seed(0))  # and sort file lists",
          "tensorflow": "import keras\nkeras.utils.set_random_seed(0)\n"
-                       "ds = ds.shuffle(buffer_size, seed=0)  # and sort file lists"},
+                       "ds = ds.shuffle(buffer_size, seed=0)  # and sort file lists",
+         "jax": "import fwd9m, numpy as np\n"
+                "batches = np.random.default_rng(fwd9m.derive_seed(0, \"batches\"))  "
+                "# a seed for every NumPy generator\n# and sort file lists"},
     ),
     "hashseed": (
         "PYTHONHASHSEED: string hashing is salted per process, so set (and dict-of-set) "
@@ -58,7 +69,8 @@ _EXTERNAL: dict[str, tuple[str, list[str], list[str], dict[str, str]]] = {
          "confirmed: with PYTHONHASHSEED=0 in both runs the divergence at this op goes away"],
         ["python.hash-seed", "python.set-iteration-order"],
         {"torch": "export PYTHONHASHSEED=0   # before Python starts; or iterate sorted(the_set)",
-         "tensorflow": "export PYTHONHASHSEED=0   # before Python starts; or iterate sorted(the_set)"},
+         "tensorflow": "export PYTHONHASHSEED=0   # before Python starts; or iterate sorted(the_set)",
+         "jax": "export PYTHONHASHSEED=0   # before Python starts; or iterate sorted(the_set)"},
     ),
     "python": (
         "a value built outside the framework (Python/NumPy) differs between the runs",
@@ -69,9 +81,41 @@ _EXTERNAL: dict[str, tuple[str, list[str], list[str], dict[str, str]]] = {
         {"torch": "import fwd9m\nfwd9m.seed_everything(0)   # Python, NumPy, torch\n"
                   "# and: export PYTHONHASHSEED=0, iterate sorted(set_), sorted(os.listdir(...))",
          "tensorflow": "import keras\nkeras.utils.set_random_seed(0)\n"
-                       "# and: export PYTHONHASHSEED=0, iterate sorted(set_), sorted(os.listdir(...))"},
+                       "# and: export PYTHONHASHSEED=0, iterate sorted(set_), sorted(os.listdir(...))",
+         "jax": "import fwd9m, numpy as np\nfwd9m.seed_everything(0)   # Python's random, NumPy's global RNG\n"
+                "rng = np.random.default_rng(fwd9m.derive_seed(0, \"name\"))  # each Generator its own seed\n"
+                "# and: export PYTHONHASHSEED=0, iterate sorted(set_), sorted(os.listdir(...))"},
     ),
 }
+
+
+#: JAX: the entries shown for an external source (the torch/TF ids above do not apply)
+_JAX_IDS = {"rng": ["jax.prng-key-reuse"], "seed": ["jax.prng-key-reuse"],
+            "initializer": ["jax.prng-key-reuse"], "data": ["python.numpy-unseeded"],
+            "python": ["python.numpy-unseeded"]}
+
+
+def _jit_culprit(first, version: str | None) -> dict[str, Any]:
+    """A ``jit(NAME)`` call (:mod:`fwd9m.debug._jax`) whose inputs agree and outputs
+    differ: the ops inside it were not recorded one by one."""
+    dev = "gpu" if "gpu" in first.device or "cuda" in first.device else "cpu"
+    cat = _catalog()
+    entries = []
+    if cat is not None:
+        try:
+            entries = [_entry_dict(e) for e in cat.query(framework="jax", device=dev, version=version)
+                       if e.kind in ("op", "compiler", "system")]
+        except Exception as exc:  # noqa: BLE001 - a catalog problem must not hide the finding
+            logger.debug("catalog.query(jax) failed: %s", exc)
+    return {"headline": f"{first.op} gave different outputs from identical inputs: an op inside this "
+                        f"compiled function is nondeterministic (ops inside a jit are recorded as one)",
+            "causes": ["an XLA kernel that accumulates in a run-dependent order (scatter-add, "
+                       "atomics-based reductions on GPU, autotuning)",
+                       "to name the op: call the function's body without jax.jit while debugging "
+                       "(a different program, so the op may behave differently)"],
+            "catalog": entries,
+            "fix": "import fwd9m\nfwd9m.enable_determinism(seed=0)  # before JAX starts: "
+                   "XLA_FLAGS=--xla_gpu_deterministic_ops=true"}
 
 
 def _catalog():
@@ -138,6 +182,8 @@ def explain(first, report, ha: dict, hb: dict) -> dict[str, Any]:
                 "catalog": [],
                 "fix": f"fwd9m debug --steps {first.step}:{first.step} SCRIPT  "
                        f"# op-level recording of step {first.step} only"}
+    if first.kind == "culprit" and framework == "jax" and first.node == "jit":
+        return _jit_culprit(first, version)
     if first.kind == "culprit":
         entries = _entries_for_op(framework, first.op, version, first.device)
         if entries:
@@ -163,6 +209,8 @@ def explain(first, report, ha: dict, hb: dict) -> dict[str, Any]:
             causes.append("PYTHONHASHSEED is not set in the recorded runs, so set/dict order "
                           "could differ: rerun with PYTHONHASHSEED=0 to test")
         fix = fixes.get(framework, fixes.get("torch", ""))
+        if framework == "jax":
+            ids = _JAX_IDS.get(first.source or "python", []) + [i for i in ids if i.startswith("python.")]
         if first.source == "data":
             batch = "the first batch" if first.step == 0 else f"batch {first.step}"
             headline += f" at {batch} (step {first.step})"

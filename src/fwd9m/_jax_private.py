@@ -1,0 +1,147 @@
+"""The one module that touches JAX's private dispatch API (as :mod:`fwd9m._torch_dispatch`
+is for torch).
+
+Everything here is private to JAX and may change between releases; keep its use in
+this file so a JAX upgrade breaks one place. Checked against jax 0.10.2 (source:
+``jax/_src/core.py`` and ``jax/_src/pjit.py`` of the installed package):
+
+* ``jax._src.core.EvalTrace.process_primitive(self, primitive, args, params)``: every
+  primitive bound outside any transformation or trace (eager execution) reaches this
+  method with concrete arguments; it runs ``primitive.impl``. A primitive bound under
+  an eager transformation (``jax.grad`` outside ``jit``) reaches it too, after the
+  transformation rewrote it. Source:
+  https://github.com/jax-ml/jax/blob/main/jax/_src/core.py
+* ``jax._src.core.trace_state_clean()``: True when no trace or transformation is
+  active (the call is top level). Same source.
+* ``jax._src.pjit._run_python_pjit(p, args_flat, fun, args, kwargs)``: the Python path
+  of a call to a ``jax.jit`` function; when the trace state is clean it runs the
+  compiled executable of the whole function (``_pjit_call_impl_python``) and returns
+  a tuple whose second item is the flat list of outputs; ``p.params["name"]`` is the
+  function's name. ``_cpp_pjit``'s ``cache_miss`` looks it up as a module global.
+  Source: https://github.com/jax-ml/jax/blob/main/jax/_src/pjit.py
+* ``jax._src.pjit._get_fastpath_data(...)``: what the C++ ``jit`` dispatcher caches to
+  run later calls without Python; when it returns None, later calls with the same
+  signature come back to the Python path (``cache_miss``). Same source.
+
+A call of a jitted function whose signature is already in the C++ cache never enters
+Python. While :func:`eager_hooks` is active, its thread runs under a JAX user context
+(public: ``jax.make_user_context``, part of the jit cache key,
+https://docs.jax.dev/en/latest/_autosummary/jax.make_user_context.html), so the first
+call of each jitted function there misses the C++ cache: JAX traces and compiles the
+whole function again (the same jaxpr, the same program) and, because the fast-path
+data is withheld under that context, every later call there goes through Python and
+is seen. Programs are never run op by op.
+
+Every function imports JAX when called: importing this module imports no framework.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Callable, Iterator
+
+__all__ = ["CHECKED_VERSION", "eager_hooks", "op_name"]
+
+#: The jax release whose private functions above were read.
+CHECKED_VERSION = "0.10.2"
+
+_TOKEN = "fwd9m.debug.record"
+_user_context = None
+_local = threading.local()
+
+#: handler(name, inputs, run, fun) -> result: ``inputs`` the flat list of argument
+#: values, ``run()`` executes the op and returns (result to return, flat outputs),
+#: ``fun`` the user's Python function for a jit call (None for a primitive).
+Handler = Callable[[str, list, Callable[[], tuple[Any, list]], Any], Any]
+
+
+def op_name(primitive_name: str, params: dict) -> str:
+    """``jit(train_step)`` for a call primitive with a ``name`` param, else the
+    primitive's name (``scatter-add``)."""
+    name = params.get("name") if "jaxpr" in params else None
+    return f"{primitive_name}({name})" if name else primitive_name
+
+
+def _context():
+    global _user_context
+    if _user_context is None:  # once per process: make_user_context is not thread-safe
+        import jax
+
+        _user_context = jax.make_user_context(default_value=None)
+    return _user_context
+
+
+@contextlib.contextmanager
+def eager_hooks(handler: Handler) -> Iterator[None]:
+    """Call ``handler`` for every top-level primitive and jit call on the calling thread.
+
+    Ops that run inside a handled op (the primitives a jit call traces on a cache
+    miss, the jit that executes an eager primitive) are not handled again.
+
+    Raises:
+        UnsupportedVersionError: the installed JAX lacks a function listed above.
+    """
+    import jax
+
+    from .errors import UnsupportedVersionError
+
+    try:
+        from jax._src import core, pjit
+
+        orig_process = core.EvalTrace.__dict__["process_primitive"]
+        orig_run = pjit._run_python_pjit
+        orig_fast = pjit._get_fastpath_data
+        clean = core.trace_state_clean
+        jit_name = pjit.jit_p.name
+    except (ImportError, AttributeError, KeyError) as exc:
+        raise UnsupportedVersionError(
+            f"fwd9m.debug cannot hook jax {jax.__version__} ({exc}); it was written against "
+            f"jax {CHECKED_VERSION}: record with that version, or report this") from None
+    ctx = _context()
+    depth = _local
+    owner = threading.get_ident()
+
+    def process_primitive(self, primitive, args, params, /):
+        if getattr(depth, "n", 0) or type(self) is not core.EvalTrace \
+                or threading.get_ident() != owner:
+            return orig_process(self, primitive, args, params)
+        depth.n = 1
+        try:
+            def run():
+                out = orig_process(self, primitive, args, params)
+                return out, (list(out) if primitive.multiple_results else [out])
+
+            return handler(op_name(primitive.name, params), list(args), run, None)
+        finally:
+            depth.n = 0
+
+    def run_python_pjit(p, args_flat, fun, args, kwargs):
+        if getattr(depth, "n", 0) or threading.get_ident() != owner or not clean():
+            return orig_run(p, args_flat, fun, args, kwargs)
+        depth.n = 1
+        try:
+            def run():
+                res = orig_run(p, args_flat, fun, args, kwargs)
+                return res, list(res[1])
+
+            name = f"{jit_name}({p.params.get('name', '?')})"
+            return handler(name, list(args_flat), run, fun)
+        finally:
+            depth.n = 0
+
+    def get_fastpath_data(*a, **k):
+        if ctx.value == _TOKEN:
+            return None
+        return orig_fast(*a, **k)
+
+    core.EvalTrace.process_primitive = process_primitive
+    pjit._run_python_pjit = run_python_pjit
+    pjit._get_fastpath_data = get_fastpath_data
+    try:
+        with ctx(_TOKEN):
+            yield
+    finally:
+        core.EvalTrace.process_primitive = orig_process
+        pjit._run_python_pjit = orig_run
+        pjit._get_fastpath_data = orig_fast

@@ -1,0 +1,184 @@
+"""Record the ops JAX executes eagerly, and each top-level call of a jitted function,
+into a trace.
+
+The hooks (:mod:`fwd9m._jax_private`, the one place for JAX-private API) see:
+
+* every primitive executed eagerly (``lax.add`` on concrete arrays, the primitives of
+  ``jnp`` functions that are not jitted, ``jax.grad`` evaluated outside ``jit``): one
+  op named after the primitive (``add``, ``gather``, ``scatter-add``, ``random_bits``),
+  the names the catalog lists under ``ops`` (``src/fwd9m/catalog/data/jax.toml``);
+* every call of a ``jax.jit`` function from outside any trace: ONE op named
+  ``jit(NAME)`` (``jit(train_step)``; ``jnp`` functions are jitted too, e.g.
+  ``jit(matmul)``), with a digest of every input and output leaf.
+
+Ops inside a jitted function are not recorded individually: XLA compiles the function
+as a whole, and running it op by op (``jax.disable_jit``) or re-tracing it with an
+interpreter would be a different program, the same reason TF graphs are instrumented
+rather than run eagerly. So when a jitted call gets identical inputs in both runs and
+returns different outputs, that call is reported as the culprit at that granularity
+(``jit(train_step)``); to see inside it, call its body without ``jax.jit`` while
+debugging, accepting that this is another program. The first call of each jitted
+function inside a recording is traced and compiled again (the same jaxpr), and every
+call goes through JAX's Python dispatch, which is slower than the C++ fast path.
+
+Digests use :mod:`fwd9m.fingerprint` on a host view of each array: zero-copy for CPU
+arrays (``numpy.asarray`` of a CPU ``jax.Array``); arrays on an accelerator are
+copied to the host first (a known limit: slower, no device-side digest yet). Typed
+PRNG key arrays (``jax.random.key``) are digested through ``jax.random.key_data``
+(https://docs.jax.dev/en/latest/_autosummary/jax.random.key_data.html).
+
+JAX has no modules and no optimizer hooks: the module field is empty, the location is
+the user's file:line, and the phase is "other". An input that is a host NumPy array
+with at least one dimension (a batch, or batch indices, handed to JAX) is flagged as a
+model input, so a difference entering there is classified as data; a differing scalar
+stays a Python value. The step counts completed calls of jitted functions defined in
+the user's code (a training loop's ``train_step``; an evaluation step counts too).
+Level "modules" records the top-level jitted calls only (the cheap first pass).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from .. import fingerprint as fp
+from ._common import Recording, _is_library, user_location
+from ._store import HAS_SAMPLE, IS_MODEL_INPUT
+
+__all__ = ["JaxRecorder"]
+
+#: primitives that draw random bits from (or make) a PRNG key: marked "random" so that a
+#: differing key input is classified as a seed, not a data value.
+RANDOM_PRIMITIVES = frozenset({
+    "random_bits", "random_seed", "random_split", "random_fold_in", "random_wrap",
+    "threefry2x32",
+})
+
+
+class JaxRecorder:
+    """Installs the hooks for one ``record()`` block; :meth:`start` / :meth:`stop`."""
+
+    framework = "jax"
+
+    def __init__(self, rec: Recording):
+        import jax
+        import numpy as np
+
+        from .. import _jax_private
+
+        self.jax = jax
+        self.np = np
+        self.rec = rec
+        self._private = _jax_private
+        self._jit_only = rec.level == "modules"
+        self._stack: contextlib.ExitStack | None = None
+        self._array_types = (jax.Array, np.ndarray, np.generic)
+        self._user_fun: dict[Any, bool] = {}
+
+    def start(self) -> None:
+        self._stack = contextlib.ExitStack()
+        self._stack.enter_context(self._private.eager_hooks(self._on_op))
+
+    def stop(self) -> None:
+        if self._stack is not None:
+            stack, self._stack = self._stack, None
+            stack.close()
+
+    # ------------------------------------------------------------------ ops
+    def _in_window(self) -> bool:
+        steps = self.rec.steps
+        return steps is None or steps[0] <= self.rec.step <= steps[1]
+
+    def _is_user(self, fun) -> bool:
+        key = getattr(fun, "__code__", None)
+        known = self._user_fun.get(key)
+        if known is None:
+            known = self._user_fun[key] = key is not None and not _is_library(key.co_filename)
+        return known
+
+    def _on_op(self, name: str, inputs: list, run, fun):
+        rec = self.rec
+        if not self._in_window() or (self._jit_only and fun is None):
+            result, _ = run()
+            if fun is not None and self._is_user(fun):
+                rec.step += 1
+            return result
+        seq = rec.writer.ops
+        capture = bool(rec.capture) and rec.capture.wants(seq, name)
+        ins = [x for x in inputs if isinstance(x, self._array_types) or type(x) in (bool, int, float, complex)]
+        # digested before the call: a jit call may donate (delete) its input buffers
+        in_recs = [self._tensor(x, False, True) for x in ins]
+        in_caps = [self._bytes(x) for x in ins] if capture else None
+        loc = user_location(3)
+        result, outputs = run()
+        outs = [x for x in outputs if isinstance(x, self._array_types)]
+        out_recs = [self._tensor(x, True, False) for x in outs]
+        device = ""
+        for x in outs or ins:
+            device = self._device(x)
+            break
+        node = "random" if name in RANDOM_PRIMITIVES else ("jit" if fun is not None else "")
+        ctx = rec.ctx_id("", "other", loc, node, device)
+        w = rec.writer
+        seq = w.op(rec.name_id(name, name), ctx, rec.step, in_recs, out_recs)
+        if capture:
+            for i, (meta, data) in enumerate(in_caps):
+                w.capture(seq, False, i, meta, data)
+            for i, x in enumerate(outs):
+                meta, data = self._bytes(x)
+                w.capture(seq, True, i, meta, data)
+        if fun is not None and self._is_user(fun):
+            rec.step += 1
+        return result
+
+    @staticmethod
+    def _device(x) -> str:
+        try:
+            d = next(iter(x.devices()))
+        except (AttributeError, StopIteration, TypeError, RuntimeError):
+            return "" if not hasattr(x, "dtype") else "cpu"  # NumPy / Python value: host
+        return f"{d.platform}:{d.id}"
+
+    def _host(self, x):
+        """(dtype name, shape, host NumPy array or None, is a host input)."""
+        np = self.np
+        if isinstance(x, (bool, int, float, complex)):
+            a = np.asarray(x)
+            return a.dtype.name, (), a, False
+        host = isinstance(x, (np.ndarray, np.generic))
+        dtype = x.dtype
+        shape = tuple(x.shape)
+        if not host and self.jax.dtypes.issubdtype(dtype, self.jax.dtypes.prng_key):
+            data = self.jax.random.key_data(x)  # runs inside the hook: not recorded
+            return str(dtype), shape, np.asarray(data), False
+        name = str(dtype)
+        if not self.rec.digests:
+            return name, shape, None, host
+        try:
+            a = np.asarray(x)  # CPU jax.Array: a zero-copy host view; accelerator: a copy
+        except (TypeError, ValueError, RuntimeError):  # deleted (donated) buffer, ...
+            return name, shape, None, host
+        return name, shape, a, host
+
+    def _tensor(self, x, want_sample: bool, is_input: bool):
+        np = self.np
+        rec = self.rec
+        dtype, shape, a, host = self._host(x)
+        meta = rec.meta_id(dtype, shape)
+        flags = IS_MODEL_INPUT if (is_input and host and len(shape) >= 1) else 0
+        if a is None or not rec.digests or a.dtype.hasobject:
+            return (meta, flags, None, None, None)
+        a = np.ascontiguousarray(a)
+        u8 = a.reshape(-1).view(np.uint8)
+        dig = fp.finalize(fp._numpy_partial(fp._bytes_to_words(u8)), u8.size)
+        if want_sample and rec.samples and (a.dtype.kind == "f" or dtype == "bfloat16") and u8.size:
+            return (meta, flags | HAS_SAMPLE, dig, rec.sample(u8, a.itemsize), None)
+        return (meta, flags, dig, None, None)
+
+    def _bytes(self, x):
+        """(meta id, raw bytes) for a full capture (copies to the host)."""
+        dtype, shape, a, _ = self._host(x)
+        meta = self.rec.meta_id(dtype, shape)
+        if a is None or a.dtype.hasobject:
+            return meta, b""
+        return meta, self.np.ascontiguousarray(a).tobytes()
