@@ -33,7 +33,8 @@ with at least one dimension (a batch, or batch indices, handed to JAX) is flagge
 model input, so a difference entering there is classified as data; a differing scalar
 stays a Python value. The step counts completed calls of jitted functions defined in
 the user's code (a training loop's ``train_step``; an evaluation step counts too).
-Level "modules" records the top-level jitted calls only (the cheap first pass).
+Level "modules" records only the top-level calls of jitted functions defined in the
+user's code (the cheap first pass of ``fwd9m debug --fast``).
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ class JaxRecorder:
 
     def _on_op(self, name: str, inputs: list, run, fun):
         rec = self.rec
-        if not self._in_window() or (self._jit_only and fun is None):
+        if not self._in_window() or (self._jit_only and not (fun is not None and self._is_user(fun))):
             result, _ = run()
             if fun is not None and self._is_user(fun):
                 rec.step += 1

@@ -1,0 +1,184 @@
+"""fwd9m.debug on real JAX (CPU, in-process): eager primitives and jitted calls recorded,
+sources of divergence classified, hooks removed after the block."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+import jax.numpy as jnp  # noqa: E402
+
+import fwd9m.debug as dbg  # noqa: E402
+from fwd9m import fingerprint as fp  # noqa: E402
+from fwd9m.debug._child import detect_frameworks  # noqa: E402
+
+
+def _ops(path):
+    return list(dbg.TraceReader(path))
+
+
+def _line(fn, text: str) -> int:
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, s in enumerate(lines) if text in s)
+
+
+@jax.jit
+def scale_step(w, x):
+    h = x * w  # inside the jit: not recorded on its own
+    return w - 0.1 * jnp.mean(h), jnp.sum(h)
+
+
+def _train(seed):
+    """A toy loop: batch indices from a NumPy generator, a jitted step."""
+    rng = np.random.default_rng(seed)
+    w = jnp.ones(4)
+    x = jnp.arange(32.0).reshape(8, 4)
+    for _ in range(3):
+        idx = rng.choice(8, 4, replace=False)
+        w, _ = scale_step(w, x[idx])  # the batch enters here
+    return w
+
+
+def test_identical_runs_are_reproducible(tmp_path):
+    report = dbg.localize(_train, 0, directory=str(tmp_path))
+    assert report.reproducible and report.kind == "reproducible"
+    assert report.framework == "jax" and report.ops_a == report.ops_b > 3
+
+
+def test_unseeded_numpy_batch_order_is_an_external_data_source(tmp_path):
+    report = dbg.localize(_train, None, directory=str(tmp_path))  # default_rng(None): fresh entropy
+    first = report.first
+    assert report.kind == "external" and first.source == "data", report.render()
+    assert first.step == 0 and first.inputs_differ
+    assert first.location.endswith(f"test_debug_jax.py:{_line(_train, 'the batch enters here')}")
+    assert "default_rng(fwd9m.derive_seed" in first.explanation["fix"]
+    assert first.explanation["catalog"][0]["id"] == "python.numpy-unseeded"
+
+
+def test_jitted_call_is_one_op_named_after_the_function(tmp_path):
+    path = tmp_path / "t.trace"
+    w, x = jnp.ones(4), jnp.arange(8.0).reshape(2, 4)
+    scale_step(w, x)  # compiled and in the C++ fast-path cache before recording
+    with dbg.record(path, framework="jax") as trace:
+        out = scale_step(w, x)
+        scale_step(w, x)
+    ops = _ops(path)
+    names = [o.name for o in ops]
+    assert names == ["jit(scale_step)", "jit(scale_step)"], names
+    assert trace.ops == 2
+    op = ops[0]
+    assert op.node == "jit" and op.phase == "other" and op.device == "cpu:0"
+    assert [t.meta for t in op.inputs] == ["float32[4]", "float32[2,4]"]
+    assert [t.meta for t in op.outputs] == ["float32[4]", "float32[]"]
+    assert [t.digest for t in op.inputs] == [fp.numpy_digest(np.asarray(w)), fp.numpy_digest(np.asarray(x))]
+    assert op.outputs[0].digest == fp.numpy_digest(np.asarray(out[0]))
+    assert op.step == 0 and ops[1].step == 1  # a call of a jitted user function ends a step
+
+
+def test_eager_primitives_are_recorded_by_primitive_name(tmp_path):
+    path = tmp_path / "t.trace"
+    a = jnp.zeros(4)
+    with dbg.record(path, framework="jax"):
+        jax.lax.add(a, a)
+        a.at[np.array([0, 0, 1])].add(1.0)  # the primitives of an eager scatter
+    names = [o.name for o in _ops(path)]
+    assert names[0] == "add" and "scatter-add" in names, names
+    from fwd9m import catalog
+
+    assert catalog.for_op("jax", "scatter-add")  # the trace's name finds the catalog entry
+
+
+def test_prng_keys_are_digested_through_key_data(tmp_path):
+    path = tmp_path / "t.trace"
+    key = jax.random.key(3)
+    with dbg.record(path, framework="jax"):
+        jax.random.split(key)
+    op = next(o for o in _ops(path) if o.name == "random_split")
+    assert op.node == "random" and op.inputs[0].meta.startswith("key<fry>")
+    assert op.inputs[0].digest == fp.numpy_digest(np.asarray(jax.random.key_data(key)))
+
+
+def test_key_from_unseeded_numpy_is_a_seed_source(tmp_path):
+    def init():
+        seed = int(np.random.default_rng().integers(2**31))  # MISTAKE: a key from fresh entropy
+        return jax.random.normal(jax.random.key(seed), (3,))
+
+    report = dbg.localize(init, directory=str(tmp_path))
+    assert report.kind == "external" and report.first.source == "seed", report.render()
+    assert "random_seed" in report.first.op + report.first.detail  # the seed enters the key
+    assert "jax.random.key(0)" in report.first.explanation["fix"]
+    assert report.first.explanation["catalog"][0]["id"] == "jax.prng-key-reuse"
+
+
+def test_nondeterministic_jitted_call_is_the_culprit_at_jit_granularity(tmp_path):
+    """A host callback inside a jit returns fresh entropy: identical inputs, different
+    outputs, and the first such call is reported (ops inside are not recorded)."""
+    shape = jax.ShapeDtypeStruct((3,), jnp.float32)
+
+    @jax.jit
+    def noisy(x):
+        return x + jax.pure_callback(lambda: np.random.default_rng().random(3, dtype=np.float32), shape)
+
+    x = jnp.ones(3)
+    report = dbg.localize(noisy, x, directory=str(tmp_path))
+    first = report.first
+    assert report.kind == "culprit" and first.op == "jit(noisy)", report.render()
+    assert "recorded as one" in first.explanation["headline"]
+    assert "enable_determinism" in first.explanation["fix"]
+
+
+def test_hooks_are_removed_and_fast_path_restored(tmp_path):
+    from jax._src import core, pjit
+
+    before = (core.EvalTrace.__dict__["process_primitive"], pjit._run_python_pjit,
+              pjit._get_fastpath_data)
+    path = tmp_path / "t.trace"
+    w, x = jnp.ones(4), jnp.ones((2, 4))
+    with pytest.raises(RuntimeError, match="user error"):
+        with dbg.record(path, framework="jax"):
+            scale_step(w, x)
+            raise RuntimeError("user error")
+    assert (core.EvalTrace.__dict__["process_primitive"], pjit._run_python_pjit,
+            pjit._get_fastpath_data) == before
+    r = dbg.TraceReader(path)
+    assert [o.name for o in r] == ["jit(scale_step)"] and r.end["completed"] is False
+
+
+def test_steps_window_and_modules_level(tmp_path):
+    path = tmp_path / "w.trace"
+    with dbg.record(path, framework="jax", steps=(1, 1)):
+        _train(0)
+    ops = _ops(path)
+    assert ops and {o.step for o in ops} == {1}
+    path = tmp_path / "m.trace"
+    with dbg.record(path, framework="jax", level="modules"):
+        _train(0)
+    assert [o.name for o in _ops(path)] == ["jit(scale_step)"] * 3  # jitted user functions only
+
+
+def test_truncated_trace_still_readable(tmp_path):
+    path = tmp_path / "t.trace"
+    with dbg.record(path, framework="jax"):
+        a = jnp.ones(4)
+        for _ in range(3000):  # several frames of eager adds
+            a = jax.lax.add(a, a)
+    data = path.read_bytes()
+    full = len(_ops(path))
+    cut = tmp_path / "cut.trace"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    r = dbg.TraceReader(cut)
+    n = sum(1 for _ in r)
+    assert 0 < n < full and r.truncated
+    report = dbg.diff(path, cut)
+    assert any("last complete record" in note for note in report.notes)
+
+
+def test_framework_detection(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("import os\nimport jax.numpy as jnp\n")
+    assert detect_frameworks(str(script), False) == ["jax"]
+    script.write_text("from jax import random\n")
+    assert detect_frameworks(str(script), False) == ["jax"]
