@@ -4,7 +4,8 @@ Cases (ratios of the same workload timed in the same run, interleaved; ``_harnes
 
 * recording overhead: N training steps inside ``record()`` vs the same N steps
   uninstrumented, for a small CNN and a small transformer block, in PyTorch and in
-  Keras 3 (TF backend, compiled ``train_on_batch``). Target <= 1.5x.
+  Keras 3 (TF backend, compiled ``train_on_batch``), and JAX (a jitted MLP step:
+  target <= 1.5x; the same step eagerly, every primitive recorded). Target <= 1.5x.
 * against the frameworks' own tools on the same workloads: PyTorch's
   ``torch.utils._debug_mode.DebugMode`` with ``log_tensor_hashes(hash_inputs=True)``
   and TF's ``tf.debugging.experimental.enable_dump_debug_info(...,
@@ -178,6 +179,56 @@ def _keras_cases(quick: bool):
     return out + last
 
 
+def _jax_cases(quick: bool):
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import fwd9m.debug as dbg
+
+    steps = 10 if quick else 50
+    repeat = 3 if quick else 5
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.standard_normal((4096, 256)), dtype=jnp.float32)
+    y = jnp.asarray(rng.integers(0, 10, 4096))
+    k1, k2 = jax.random.split(jax.random.key(0))
+    params0 = [jax.random.normal(k1, (256, 1024)) * 0.05, jax.random.normal(k2, (1024, 10)) * 0.05]
+
+    def loss(params, xb, yb):
+        logits = jnp.tanh(xb @ params[0]) @ params[1]
+        return -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(len(yb)), yb])
+
+    def step(params, xb, yb):
+        grads = jax.grad(loss)(params, xb, yb)
+        return [p - 0.1 * g for p, g in zip(params, grads)]
+
+    jit_step = jax.jit(step)
+
+    def loop(fn):
+        params = params0
+        for i in range(steps):
+            idx = rng.choice(4096, 512, replace=False)
+            params = fn(params, x[idx], y[idx])
+        jax.block_until_ready(params)
+
+    out = []
+    for name, fn, note in (
+            ("jitted MLP step", jit_step, "each jit call one op; the first recorded call "
+                                          "recompiles (not in the best-of time)"),
+            ("eager MLP step (jax.grad, no jit)", step, "every primitive recorded")):
+        def plain(fn=fn):
+            loop(fn)
+
+        def recorded(fn=fn, name=name):
+            with dbg.record(os.path.join(TMP, f"jax-{name[:5]}.trace"), framework="jax"):
+                loop(fn)
+
+        out.append(Case(f"jax record {name} ({steps} steps)", plain, recorded,
+                        baseline_name="uninstrumented", target=1.5 if fn is jit_step else None,
+                        repeat=repeat, note=note))
+    return out
+
+
 def cases(quick: bool):
     out = []
     try:
@@ -188,6 +239,10 @@ def cases(quick: bool):
         out += _keras_cases(quick)
     except ImportError:
         pass
+    try:
+        out += _jax_cases(quick)
+    except ImportError:
+        pass
     if not out:
-        raise ImportError("neither torch nor keras/tensorflow is installed")
+        raise ImportError("none of torch, keras/tensorflow, jax is installed")
     return out

@@ -23,6 +23,11 @@ this file so a JAX upgrade breaks one place. Checked against jax 0.10.2 (source:
   run later calls without Python; when it returns None, later calls with the same
   signature come back to the Python path (``cache_miss``). Same source.
 
+* ``jax._src.array.ArrayImpl._npy_value``: where ``numpy.asarray`` of a ``jax.Array``
+  keeps the host copy it had to make (an array on an accelerator, or one sharded over
+  several devices); a CPU array is viewed without a copy and nothing is kept. Source:
+  https://github.com/jax-ml/jax/blob/main/jax/_src/array.py
+
 A call of a jitted function whose signature is already in the C++ cache never enters
 Python. While :func:`eager_hooks` is active, its thread runs under a JAX user context
 (public: ``jax.make_user_context``, part of the jit cache key,
@@ -41,7 +46,7 @@ import contextlib
 import threading
 from typing import Any, Callable, Iterator
 
-__all__ = ["CHECKED_VERSION", "eager_hooks", "op_name"]
+__all__ = ["CHECKED_VERSION", "eager_hooks", "host_array", "op_name"]
 
 #: The jax release whose private functions above were read.
 CHECKED_VERSION = "0.10.2"
@@ -61,6 +66,26 @@ def op_name(primitive_name: str, params: dict) -> str:
     primitive's name (``scatter-add``)."""
     name = params.get("name") if "jaxpr" in params else None
     return f"{primitive_name}({name})" if name else primitive_name
+
+
+def host_array(x):
+    """``numpy.asarray(x)`` of a ``jax.Array`` without leaving a host copy cached on it:
+    a zero-copy view for a CPU array; for an accelerator array a copy that lives only
+    as long as the caller holds it (JAX would otherwise keep it as long as the array).
+
+    Raises:
+        RuntimeError: the array was deleted (donated to a jit call).
+    """
+    import numpy as np
+
+    had = getattr(x, "_npy_value", None) is not None
+    a = np.asarray(x)
+    if not had and getattr(x, "_npy_value", None) is not None:
+        try:
+            x._npy_value = None
+        except AttributeError:  # pragma: no cover - a future Array without the slot
+            pass
+    return a
 
 
 def _context():

@@ -23,7 +23,8 @@ call goes through JAX's Python dispatch, which is slower than the C++ fast path.
 
 Digests use :mod:`fwd9m.fingerprint` on a host view of each array: zero-copy for CPU
 arrays (``numpy.asarray`` of a CPU ``jax.Array``); arrays on an accelerator are
-copied to the host first (a known limit: slower, no device-side digest yet). Typed
+copied to the host first, a copy dropped after digesting (a known limit: slower, no
+device-side digest yet; :func:`fwd9m._jax_private.host_array`). Typed
 PRNG key arrays (``jax.random.key``) are digested through ``jax.random.key_data``
 (https://docs.jax.dev/en/latest/_autosummary/jax.random.key_data.html).
 
@@ -40,6 +41,7 @@ user's code (the cheap first pass of ``fwd9m debug --fast``).
 from __future__ import annotations
 
 import contextlib
+import weakref
 from typing import Any
 
 from .. import fingerprint as fp
@@ -75,6 +77,7 @@ class JaxRecorder:
         self._stack: contextlib.ExitStack | None = None
         self._array_types = (jax.Array, np.ndarray, np.generic)
         self._user_fun: dict[Any, bool] = {}
+        self._known: dict[int, tuple] = {}  # id(jax.Array) -> (weakref, digest, sample)
 
     def start(self) -> None:
         self._stack = contextlib.ExitStack()
@@ -156,12 +159,36 @@ class JaxRecorder:
         if not self.rec.digests:
             return name, shape, None, host
         try:
-            a = np.asarray(x)  # CPU jax.Array: a zero-copy host view; accelerator: a copy
+            # CPU jax.Array: a zero-copy host view; accelerator: a copy, not kept on the array
+            a = np.asarray(x) if host else self._private.host_array(x)
         except (TypeError, ValueError, RuntimeError):  # deleted (donated) buffer, ...
             return name, shape, None, host
         return name, shape, a, host
 
     def _tensor(self, x, want_sample: bool, is_input: bool):
+        """One array's record tuple. A ``jax.Array`` is immutable, so its digest is
+        remembered while it lives: parameters and data passed again are not re-read."""
+        np = self.np
+        rec = self.rec
+        cached = rec.digests and isinstance(x, self.jax.Array)
+        if cached:
+            hit = self._known.get(id(x))
+            if hit is not None and hit[0]() is x and (hit[3] is not None or not want_sample):
+                if want_sample and hit[3]:
+                    return (hit[1], HAS_SAMPLE, hit[2], hit[3], None)
+                return (hit[1], 0, hit[2], None, None)
+        out = self._digest(x, want_sample, is_input)
+        if cached and out[2] is not None:
+            try:
+                ref = weakref.ref(x, lambda _, k=id(x), known=self._known: known.pop(k, None))
+            except TypeError:
+                return out
+            if len(self._known) > 100_000:
+                self._known.clear()
+            self._known[id(x)] = (ref, out[0], out[2], out[3])
+        return out
+
+    def _digest(self, x, want_sample: bool, is_input: bool):
         np = self.np
         rec = self.rec
         dtype, shape, a, host = self._host(x)
