@@ -206,7 +206,7 @@ def _jax_cases(quick: bool):
 
     def loop(fn):
         params = params0
-        for i in range(steps):
+        for _ in range(steps):
             idx = rng.choice(4096, 512, replace=False)
             params = fn(params, x[idx], y[idx])
         jax.block_until_ready(params)

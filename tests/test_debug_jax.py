@@ -103,7 +103,7 @@ def test_prng_keys_are_digested_through_key_data(tmp_path):
 
 def test_key_from_unseeded_numpy_is_a_seed_source(tmp_path):
     def init():
-        seed = int(np.random.default_rng().integers(2**31))  # MISTAKE: a key from fresh entropy
+        seed = int(np.random.default_rng().integers(2**31))  # noqa: FWD103 - the point
         return jax.random.normal(jax.random.key(seed), (3,))
 
     report = dbg.localize(init, directory=str(tmp_path))
@@ -120,7 +120,8 @@ def test_nondeterministic_jitted_call_is_the_culprit_at_jit_granularity(tmp_path
 
     @jax.jit
     def noisy(x):
-        return x + jax.pure_callback(lambda: np.random.default_rng().random(3, dtype=np.float32), shape)
+        return x + jax.pure_callback(
+            lambda: np.random.default_rng().random(3, dtype=np.float32), shape)  # noqa: FWD103
 
     x = jnp.ones(3)
     report = dbg.localize(noisy, x, directory=str(tmp_path))

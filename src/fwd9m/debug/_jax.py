@@ -168,7 +168,6 @@ class JaxRecorder:
     def _tensor(self, x, want_sample: bool, is_input: bool):
         """One array's record tuple. A ``jax.Array`` is immutable, so its digest is
         remembered while it lives: parameters and data passed again are not re-read."""
-        np = self.np
         rec = self.rec
         cached = rec.digests and isinstance(x, self.jax.Array)
         if cached:
