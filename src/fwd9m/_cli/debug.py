@@ -30,8 +30,10 @@ def add_arguments(p) -> None:
     p.add_argument("--html", metavar="REPORT.html", help="also write an HTML report with a plot")
     p.add_argument("-o", "--output", metavar="RUN.trace", help="record: the trace file to write")
     p.add_argument("--level", choices=("modules", "sequence", "digests", "full"), default="digests",
-                   help="detail recorded per op (default: digests; modules: PyTorch module-level)")
-    p.add_argument("--steps", metavar="A:B", help="PyTorch: record ops only in optimizer steps A..B")
+                   help="detail recorded per op (default: digests; modules: PyTorch modules, Keras "
+                        "layers, JAX jitted user functions)")
+    p.add_argument("--steps", metavar="A:B", help="PyTorch: record ops only in optimizer steps A..B "
+                                                  "(JAX: steps end at calls of jitted user functions)")
     p.add_argument("--fast", action="store_true",
                    help="PyTorch: a module-level pass first, then op-level recording of the "
                         "first diverging step only (for long or large runs)")

@@ -93,7 +93,8 @@ def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[
         path: trace file to write (default: a new temporary file; see ``Trace.path``).
         framework: "torch", "tensorflow" (Keras 3 on TF included), "jax" (see
             :mod:`fwd9m.debug._jax`: a jitted call is one op) or a list; default: those
-            already imported.
+            already imported (jax only when neither torch nor TF/Keras is: Keras 3
+            imports jax whatever its backend).
         level: "sequence" (ops, shapes, dtypes), "digests" (default: + a 64-bit digest
             of every input and output and 4 sampled values of each float output), or
             "full" (+ full tensors of the ops ``capture`` selects).
