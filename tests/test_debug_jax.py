@@ -183,3 +183,29 @@ def test_framework_detection(tmp_path):
     assert detect_frameworks(str(script), False) == ["jax"]
     script.write_text("from jax import random\n")
     assert detect_frameworks(str(script), False) == ["jax"]
+
+
+def test_jitted_call_names_the_catalog_primitives_inside(tmp_path):
+    """The node of a jit op lists the primitives inside it that the catalog knows
+    (scatter-add, nondeterministic on GPU), which a jit-level culprit then shows. The
+    trace is real; the divergence on a GPU is simulated (no GPU here): a Divergence
+    object built from the recorded op with device "gpu:0"."""
+    @jax.jit
+    def segment(x, idx):
+        return jnp.zeros(4).at[idx].add(x) * 2.0
+
+    path = tmp_path / "t.trace"
+    x, idx = jnp.ones(6), jnp.array([0, 1, 1, 2, 3, 3])
+    with dbg.record(path, framework="jax"):
+        segment(x, idx)
+    op, = _ops(path)
+    assert op.name == "jit(segment)" and op.node == "jit:scatter-add", op.node
+    from fwd9m.debug import _compare, _explain
+
+    first = _compare.Divergence(kind="culprit", seq=0, step=0, op=op.name, module="", phase="other",
+                                location=op.location, node=op.node, device="gpu:0", outputs_differ=[0])
+    report = _compare.Report(a="", b="", framework="jax", reproducible=False, kind="culprit",
+                             ops_a=1, ops_b=1)
+    told = _explain.explain(first, report, {}, {})
+    assert "scatter-add" in told["headline"]
+    assert told["catalog"][0]["id"] == "jax.xla-gpu-scatter"

@@ -12,7 +12,10 @@ this file so a JAX upgrade breaks one place. Checked against jax 0.10.2 (source:
   transformation rewrote it. Source:
   https://github.com/jax-ml/jax/blob/main/jax/_src/core.py
 * ``jax._src.core.trace_state_clean()``: True when no trace or transformation is
-  active (the call is top level). Same source.
+  active (the call is top level). ``jax._src.core.jaxprs_in_params(params)``: the
+  jaxprs an equation's params hold (a nested jit, a scan body, cond branches); with
+  ``ClosedJaxpr.jaxpr``, ``Jaxpr.eqns`` and ``eqn.primitive.name`` it lists the
+  primitives inside a jitted function. Same source.
 * ``jax._src.pjit._run_python_pjit(p, args_flat, fun, args, kwargs)``: the Python path
   of a call to a ``jax.jit`` function; when the trace state is clean it runs the
   compiled executable of the whole function (``_pjit_call_impl_python``) and returns
@@ -46,7 +49,7 @@ import contextlib
 import threading
 from typing import Any, Callable, Iterator
 
-__all__ = ["CHECKED_VERSION", "eager_hooks", "host_array", "op_name"]
+__all__ = ["CHECKED_VERSION", "eager_hooks", "host_array", "op_name", "primitive_names"]
 
 #: The jax release whose private functions above were read.
 CHECKED_VERSION = "0.10.2"
@@ -55,10 +58,11 @@ _TOKEN = "fwd9m.debug.record"
 _user_context = None
 _local = threading.local()
 
-#: handler(name, inputs, run, fun) -> result: ``inputs`` the flat list of argument
-#: values, ``run()`` executes the op and returns (result to return, flat outputs),
-#: ``fun`` the user's Python function for a jit call (None for a primitive).
-Handler = Callable[[str, list, Callable[[], tuple[Any, list]], Any], Any]
+#: handler(name, inputs, run, fun, jaxpr) -> result: ``inputs`` the flat list of
+#: argument values, ``run()`` executes the op and returns (result to return, flat
+#: outputs), ``fun`` the user's Python function for a jit call (else None), ``jaxpr``
+#: the ClosedJaxpr a call primitive runs (else None; see :func:`primitive_names`).
+Handler = Callable[[str, list, Callable[[], tuple[Any, list]], Any, Any], Any]
 
 
 def op_name(primitive_name: str, params: dict) -> str:
@@ -66,6 +70,25 @@ def op_name(primitive_name: str, params: dict) -> str:
     primitive's name (``scatter-add``)."""
     name = params.get("name") if "jaxpr" in params else None
     return f"{primitive_name}({name})" if name else primitive_name
+
+
+def primitive_names(closed_jaxpr) -> frozenset[str]:
+    """Names of every primitive in ``closed_jaxpr`` and the jaxprs nested in it
+    (``scatter-add``, ``dot_general``, ...)."""
+    from jax._src import core
+
+    names: set[str] = set()
+    todo = [closed_jaxpr.jaxpr if hasattr(closed_jaxpr, "consts") else closed_jaxpr]
+    seen: set[int] = set()
+    while todo:
+        jaxpr = todo.pop()
+        if id(jaxpr) in seen:
+            continue
+        seen.add(id(jaxpr))
+        for eqn in jaxpr.eqns:
+            names.add(eqn.primitive.name)
+            todo.extend(core.jaxprs_in_params(eqn.params))
+    return frozenset(names)
 
 
 def host_array(x):
@@ -137,7 +160,8 @@ def eager_hooks(handler: Handler) -> Iterator[None]:
                 out = orig_process(self, primitive, args, params)
                 return out, (list(out) if primitive.multiple_results else [out])
 
-            return handler(op_name(primitive.name, params), list(args), run, None)
+            return handler(op_name(primitive.name, params), list(args), run, None,
+                           params.get("jaxpr") if primitive.name == jit_name else None)
         finally:
             depth.n = 0
 
@@ -151,7 +175,7 @@ def eager_hooks(handler: Handler) -> Iterator[None]:
                 return res, list(res[1])
 
             name = f"{jit_name}({p.params.get('name', '?')})"
-            return handler(name, list(args_flat), run, fun)
+            return handler(name, list(args_flat), run, fun, p.params.get("jaxpr"))
         finally:
             depth.n = 0
 

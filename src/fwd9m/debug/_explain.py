@@ -100,15 +100,21 @@ def _jit_culprit(first, version: str | None) -> dict[str, Any]:
     differ: the ops inside it were not recorded one by one."""
     dev = "gpu" if "gpu" in first.device or "cuda" in first.device else "cpu"
     cat = _catalog()
+    suspects = [s for s in first.node.partition(":")[2].split(",") if s]  # _jax._jit_node
     entries = []
-    if cat is not None:
+    for s in suspects:
+        entries += [e for e in _entries_for_op("jax", s, version, first.device)
+                    if e["id"] not in {x["id"] for x in entries}]
+    inside = f"; inside it the catalog lists {', '.join(suspects)}" if suspects else ""
+    if not entries and cat is not None:  # no listed suspect: what the catalog has for this device
         try:
             entries = [_entry_dict(e) for e in cat.query(framework="jax", device=dev, version=version)
                        if e.kind in ("op", "compiler", "system")]
         except Exception as exc:  # noqa: BLE001 - a catalog problem must not hide the finding
             logger.debug("catalog.query(jax) failed: %s", exc)
     return {"headline": f"{first.op} gave different outputs from identical inputs: an op inside this "
-                        f"compiled function is nondeterministic (ops inside a jit are recorded as one)",
+                        f"compiled function is nondeterministic (ops inside a jit are recorded as one)"
+                        f"{inside}",
             "causes": ["an XLA kernel that accumulates in a run-dependent order (scatter-add, "
                        "atomics-based reductions on GPU, autotuning)",
                        "to name the op: call the function's body without jax.jit while debugging "
@@ -182,7 +188,7 @@ def explain(first, report, ha: dict, hb: dict) -> dict[str, Any]:
                 "catalog": [],
                 "fix": f"fwd9m debug --steps {first.step}:{first.step} SCRIPT  "
                        f"# op-level recording of step {first.step} only"}
-    if first.kind == "culprit" and framework == "jax" and first.node == "jit":
+    if first.kind == "culprit" and framework == "jax" and first.node.partition(":")[0] == "jit":
         return _jit_culprit(first, version)
     if first.kind == "culprit":
         entries = _entries_for_op(framework, first.op, version, first.device)

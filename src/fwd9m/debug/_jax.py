@@ -78,6 +78,8 @@ class JaxRecorder:
         self._array_types = (jax.Array, np.ndarray, np.generic)
         self._user_fun: dict[Any, bool] = {}
         self._known: dict[int, tuple] = {}  # id(jax.Array) -> (weakref, digest, sample)
+        self._inner: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # jaxpr -> node
+        self._catalog_ops: frozenset[str] | None = None
 
     def start(self) -> None:
         self._stack = contextlib.ExitStack()
@@ -100,7 +102,36 @@ class JaxRecorder:
             known = self._user_fun[key] = key is not None and not _is_library(key.co_filename)
         return known
 
-    def _on_op(self, name: str, inputs: list, run, fun):
+    def _jit_node(self, jaxpr) -> str:
+        """``jit`` plus the primitives inside the jitted function that the catalog lists
+        (``jit:scatter-add``), so a jit-level culprit can still name its suspects."""
+        if jaxpr is None:
+            return "jit"
+        try:
+            node = self._inner.get(jaxpr)
+        except TypeError:
+            return "jit"
+        if node is None:
+            if self._catalog_ops is None:
+                try:
+                    from .. import catalog
+
+                    self._catalog_ops = frozenset(catalog.normalize_op(o)
+                                                  for e in catalog.entries("jax") for o in e.ops)
+                except Exception:  # noqa: BLE001 - the catalog is optional for recording
+                    self._catalog_ops = frozenset()
+            try:
+                inside = self._private.primitive_names(jaxpr)
+            except (AttributeError, TypeError):  # another jax: no suspects, still recorded
+                inside = frozenset()
+            from ..catalog import normalize_op
+
+            suspects = sorted(n for n in inside if normalize_op(n) in self._catalog_ops)
+            node = "jit:" + ",".join(suspects) if suspects else "jit"
+            self._inner[jaxpr] = node
+        return node
+
+    def _on_op(self, name: str, inputs: list, run, fun, jaxpr=None):
         rec = self.rec
         if not self._in_window() or (self._jit_only and not (fun is not None and self._is_user(fun))):
             result, _ = run()
@@ -121,7 +152,8 @@ class JaxRecorder:
         for x in outs or ins:
             device = self._device(x)
             break
-        node = "random" if name in RANDOM_PRIMITIVES else ("jit" if fun is not None else "")
+        node = "random" if name in RANDOM_PRIMITIVES else \
+            self._jit_node(jaxpr) if (fun is not None or jaxpr is not None) else ""
         ctx = rec.ctx_id("", "other", loc, node, device)
         w = rec.writer
         seq = w.op(rec.name_id(name, name), ctx, rec.step, in_recs, out_recs)
