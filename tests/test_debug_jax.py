@@ -43,13 +43,14 @@ def _train(seed):
 
 
 def test_identical_runs_are_reproducible(tmp_path):
-    report = dbg.localize(_train, 0, directory=str(tmp_path))
+    report = dbg.localize(_train, 0, framework="jax", directory=str(tmp_path))
     assert report.reproducible and report.kind == "reproducible"
     assert report.framework == "jax" and report.ops_a == report.ops_b > 3
 
 
 def test_unseeded_numpy_batch_order_is_an_external_data_source(tmp_path):
-    report = dbg.localize(_train, None, directory=str(tmp_path))  # default_rng(None): fresh entropy
+    # default_rng(None): fresh entropy in each run
+    report = dbg.localize(_train, None, framework="jax", directory=str(tmp_path))
     first = report.first
     assert report.kind == "external" and first.source == "data", report.render()
     assert first.step == 0 and first.inputs_differ
@@ -106,7 +107,7 @@ def test_key_from_unseeded_numpy_is_a_seed_source(tmp_path):
         seed = int(np.random.default_rng().integers(2**31))  # noqa: FWD103 - the point
         return jax.random.normal(jax.random.key(seed), (3,))
 
-    report = dbg.localize(init, directory=str(tmp_path))
+    report = dbg.localize(init, framework="jax", directory=str(tmp_path))
     assert report.kind == "external" and report.first.source == "seed", report.render()
     assert "random_seed" in report.first.op + report.first.detail  # the seed enters the key
     assert "jax.random.key(0)" in report.first.explanation["fix"]
@@ -124,7 +125,7 @@ def test_nondeterministic_jitted_call_is_the_culprit_at_jit_granularity(tmp_path
             lambda: np.random.default_rng().random(3, dtype=np.float32), shape)  # noqa: FWD103
 
     x = jnp.ones(3)
-    report = dbg.localize(noisy, x, directory=str(tmp_path))
+    report = dbg.localize(noisy, x, framework="jax", directory=str(tmp_path))
     first = report.first
     assert report.kind == "culprit" and first.op == "jit(noisy)", report.render()
     assert "recorded as one" in first.explanation["headline"]
