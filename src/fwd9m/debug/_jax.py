@@ -112,10 +112,10 @@ class JaxRecorder:
         except TypeError:
             return "jit"
         if node is None:
+            from .. import catalog
+
             if self._catalog_ops is None:
                 try:
-                    from .. import catalog
-
                     self._catalog_ops = frozenset(catalog.normalize_op(o)
                                                   for e in catalog.entries("jax") for o in e.ops)
                 except Exception:  # noqa: BLE001 - the catalog is optional for recording
@@ -124,9 +124,7 @@ class JaxRecorder:
                 inside = self._private.primitive_names(jaxpr)
             except (AttributeError, TypeError):  # another jax: no suspects, still recorded
                 inside = frozenset()
-            from ..catalog import normalize_op
-
-            suspects = sorted(n for n in inside if normalize_op(n) in self._catalog_ops)
+            suspects = sorted(n for n in inside if catalog.normalize_op(n) in self._catalog_ops)
             node = "jit:" + ",".join(suspects) if suspects else "jit"
             self._inner[jaxpr] = node
         return node
