@@ -123,3 +123,13 @@ def test_diff_refuses_pipes_devices_directories_and_huge_files(capsys, tmp_path)
     for path, message in cases:
         code, err = _cli(capsys, "env", "--diff", str(path), str(path))
         assert code == 2 and message in err and "env --format json" in err, (path, err)
+
+
+def test_env_import_keeps_tensorflow_startup_lines_out():
+    """TF's C++ runtime logs start-up lines on descriptor 2 whatever TF_CPP_MIN_LOG_LEVEL
+    says; `fwd9m env --import` silences them while it imports a framework."""
+    pytest.importorskip("tensorflow")
+    out = run_fwd9m("env", "--framework", "tensorflow")
+    assert out.returncode == 0, out.stderr
+    assert "runtime    tensorflow" in out.stdout
+    assert "oneDNN" not in out.stderr and "absl" not in out.stderr, out.stderr

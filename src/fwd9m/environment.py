@@ -200,8 +200,24 @@ def collect(import_frameworks: bool = False, frameworks: list[str] | None = None
         "env": {k: os.environ.get(k) for k in DETERMINISM_ENV_VARS},
         "threads": {k: os.environ.get(k) for k in THREAD_ENV_VARS},
         "container": {k: os.environ[k] for k in CONTAINER_ENV_VARS if k in os.environ},
-        "frameworks": {n: _framework_runtime(n) for n in sorted(names)},
+        "frameworks": _runtimes(sorted(names)),
     }
+
+
+def _runtimes(names: list[str]) -> dict[str, dict[str, Any]]:
+    """:func:`_framework_runtime` for each name; a framework imported here for the first
+    time starts with its native start-up log lines silenced (they are not about the
+    user's program, and would mix with ``fwd9m env``'s output)."""
+    from ._quiet import QuietNativeStderr
+
+    out = {}
+    for n in names:
+        if n in sys.modules:
+            out[n] = _framework_runtime(n)
+        else:
+            with QuietNativeStderr():
+                out[n] = _framework_runtime(n)
+    return out
 
 
 @dataclass(frozen=True)

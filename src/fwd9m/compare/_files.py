@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .._quiet import QuietNativeStderr
 from ._values import Tensor, _np, flatten
 
 #: File name suffixes read tensor by tensor; anything else is compared by content hash
@@ -132,31 +133,10 @@ def _read_torch(path: Path) -> Any:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
-class _QuietStderr:
-    """Send file descriptor 2 to /dev/null while TensorFlow's C++ runtime starts (it
-    logs start-up lines there whatever ``TF_CPP_MIN_LOG_LEVEL`` says)."""
-
-    def __enter__(self):
-        try:
-            sys.stderr.flush()
-            self._saved = os.dup(2)
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, 2)
-            os.close(null)
-        except OSError:
-            self._saved = None
-        return self
-
-    def __exit__(self, *exc):
-        if self._saved is not None:
-            os.dup2(self._saved, 2)
-            os.close(self._saved)
-
-
 def _read_tf_checkpoint(prefix: Path) -> dict[str, Any]:
     if "tensorflow" not in sys.modules and not _installed("tensorflow"):
         raise ImportError("TensorFlow is not installed")
-    with _QuietStderr():
+    with QuietNativeStderr():
         import tensorflow as tf
 
         reader = tf.train.load_checkpoint(str(prefix))
