@@ -196,3 +196,23 @@ def test_framework_imported_inside_the_function_is_seeded_before_run_1():
     assert out.returncode == 0, out.stdout + out.stderr
     assert "REPRODUCIBLE: 2 runs" in out.stdout
     assert "torch was imported during run 1" in out.stdout, out.stdout  # said so in a note
+
+
+def test_catalog_hints_need_the_symbols_an_entry_is_about(tmp_path):
+    """Entries about torch.compile or torch.empty are not hinted for a script that uses
+    neither (a word in a comment does not count); general ones (seeding, threads) are."""
+    from fwd9m.check import _catalog_hints
+
+    fp = {"frameworks": {"torch": {"version": "2.13.0"}}}
+    plain = tmp_path / "plain.py"
+    plain.write_text("# we do not torch.compile or torch.empty here\nimport torch\nfrom torch import nn\n"
+                     "torch.manual_seed(0)\nm = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))\n")
+    ids = [h["id"] for h in _catalog_hints(fp, "cpu", source=str(plain))]
+    assert "torch.inductor-rng" not in ids and "torch.fill-uninitialized-memory" not in ids, ids
+    assert "torch.global-seed" in ids and "torch.cpu-threads" in ids, ids
+    compiled = tmp_path / "compiled.py"
+    compiled.write_text("import torch\nfrom torch import nn\nm = torch.compile(nn.Dropout(0.5))\n"
+                        "x = torch.empty(3)\nout = torch.zeros(3)\nout.index_put_((x.long(),), x, accumulate=True)\n")
+    ids = [h["id"] for h in _catalog_hints(fp, "cpu", source=str(compiled), limit=20)]
+    for expected in ("torch.inductor-rng", "torch.fill-uninitialized-memory", "torch.index-put-accumulate"):
+        assert expected in ids, ids

@@ -30,21 +30,100 @@ def _source_words(path: str | None) -> set[str]:
     """Identifiers in a script's source (empty when unreadable)."""
     import re
 
+    text = _read(path)
+    return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text)) if text else set()
+
+
+def _read(path: str | None) -> str:
     if not path:
-        return set()
+        return ""
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        return Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return set()
-    return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+        return ""
+
+
+#: module names as the catalog spells them (``tf.data.Dataset``, ``numpy.random``)
+_ROOTS = {"tensorflow": "tf"}
+
+
+def _used_names(path: str | None) -> tuple[set[str], set[str]]:
+    """What a script calls or names, from its syntax tree (comments and strings do not
+    count): ``(qualified, methods)``. ``qualified``: dotted names resolved through the
+    script's imports (``import torch.nn as nn`` makes ``nn.Dropout`` ``torch.nn.Dropout``;
+    ``from torch.utils.data import DataLoader`` makes ``DataLoader`` its full name) and
+    builtins used by name (``set``); ``methods``: attributes taken from something that is
+    not an imported module (``out.index_put_``, ``model.compile``). Both empty when the
+    source is unreadable or not Python."""
+    import ast
+
+    text = _read(path)
+    try:
+        tree = ast.parse(text) if text else None
+    except (SyntaxError, ValueError):
+        tree = None
+    if tree is None:
+        return set(), set()
+    alias: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                alias[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                alias[a.asname or a.name] = f"{node.module}.{a.name}"
+    qualified: set[str] = set()
+    methods: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            parts, base = [node.attr], node.value
+            while isinstance(base, ast.Attribute):
+                parts.append(base.attr)
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in alias:
+                full = ".".join([alias[base.id], *reversed(parts)])
+                root, _, rest = full.partition(".")
+                qualified.add(f"{_ROOTS.get(root, root)}.{rest}" if rest else _ROOTS.get(root, root))
+            else:
+                methods.add(node.attr)
+        elif isinstance(node, ast.Name):
+            full = alias.get(node.id, node.id)
+            root, _, rest = full.partition(".")
+            qualified.add(f"{_ROOTS.get(root, root)}.{rest}" if rest else _ROOTS.get(root, root))
+    return qualified, methods
+
+
+def _names_symbol(symbol: str, qualified: set[str], methods: set[str]) -> bool:
+    """Whether the script uses ``symbol`` (a catalog symbol such as ``torch.compile`` or
+    ``torch.Tensor.index_put_``): by its full name, or, for a method of a class
+    (``Tensor.index_put_``, ``Model.compile``), called on any object."""
+    if symbol in qualified or any(q.startswith(symbol + ".") for q in qualified):
+        return True
+    parts = symbol.split(".")
+    return len(parts) > 2 and parts[-2][:1].isupper() and parts[-1] in methods
+
+
+def _general(e: Any, python: bool) -> bool:
+    """Entries worth showing for any difference, whatever the script names: seeding
+    (an entry about a framework's seed functions), CPU threads, and, when the string-hash
+    seed differed between the runs, the hash-seed entries."""
+    if python and "PYTHONHASHSEED" in e.env:
+        return True
+    if e.id.endswith("cpu-threads"):
+        return True
+    return e.kind == "seed" and any("seed" in s.rsplit(".", 1)[-1].lower() for s in e.symbols)
 
 
 def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool = False,
                    source: str | None = None, limit: int = 5) -> list[dict[str, Any]]:
     """Catalog entries that may explain the differences, likeliest first: entries for
-    the frameworks the runs imported (at their versions and device), ranked up when
-    the script's source names one of their symbols, and Python's hash-seed entries
-    when the hash seed differed. [] when the catalog is unavailable."""
+    the frameworks the runs imported (at their versions and device) whose symbols the
+    script's source uses (``torch.compile``, ``x.index_put_(...)``; see
+    :func:`_used_names`), then the general ones (:func:`_general`: seeding, threads,
+    and the hash-seed entries when the hash seed differed), global-seed entries first
+    when the script seeds nothing. An entry the script gives no reason for
+    (``torch.inductor-rng`` without ``torch.compile``) is not shown. [] when the
+    catalog is unavailable."""
     try:
         from .. import catalog
     except ImportError:
@@ -57,6 +136,7 @@ def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool =
         frameworks = {n: _frameworks.installed_version(n) for n in _frameworks.imported()}
     frameworks["python"] = None
     words = _source_words(source)
+    qualified, methods = _used_names(source)
     # a script that seeds nothing at all: the global-seed entries come first
     unseeded = bool(words) and not any("seed" in w.lower() or w == "enable_determinism" for w in words)
     scored: list[tuple[int, str, Any]] = []
@@ -65,16 +145,21 @@ def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool =
             for e in catalog.query(framework=name, version=version, device=device):
                 if e.behaviour == "not-applicable":
                     continue
-                short = {sym.rsplit(".", 1)[-1] for sym in e.symbols}
-                named = any(w in words for w in short if not w.startswith("__") and (len(w) > 5 or "_" in w))
+                used = [_names_symbol(s, qualified, methods) for s in e.symbols]
+                # a compiler entry needs its compiler (the first symbol: torch.compile) and,
+                # when it lists more, one of them too (torch.compile with a Dropout)
+                named = (used[0] and (len(used) == 1 or any(used[1:]))) if e.kind == "compiler" and used \
+                    else any(used)
+                if not (named or _general(e, python)):
+                    continue
                 score = (4 + 2 * (e.kind == "op")) * named + 3 * (python and "PYTHONHASHSEED" in e.env) \
                     + 6 * (unseeded and e.kind == "seed" and name != "python")
                 if name == "python" and not score:
                     continue
-                score += {"op": 0, "setting": 1, "seed": 1}.get(e.kind, 0)
+                score += {"op": 0, "setting": 1, "seed": 1}.get(e.kind, 0) + 1
                 scored.append((score, e.id, e))
     except Exception as exc:  # a catalog still being built must not break a check
         logger.debug("catalog query failed: %s", exc)
     scored.sort(key=lambda t: (-t[0], t[1]))
     return [{"id": e.id, "title": e.title, "kind": e.kind, "fix": e.fix, "references": list(e.references)}
-            for score, _, e in scored[:limit] if score > 0]
+            for score, _, e in scored[:limit]]
