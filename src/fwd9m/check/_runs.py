@@ -197,26 +197,63 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
 _HASH_SEED_STEP = "fix the hash seed: PYTHONHASHSEED=0 python ..., or fwd9m run --seed 0 ..."
 
 
-def _settle_hash_seed(result: CheckResult, agree: bool | None, source: str | None) -> None:
-    """Turn the hash-seed suspicion into a finding after two more runs with
-    ``PYTHONHASHSEED=0``: ``agree`` True (they matched: confirmed), False (they still
-    differed: ruled out as the only cause) or None (they did not run to the end)."""
+def _finding_key(f: Finding) -> str:
+    """Where a finding is (``state:globals.perm``, ``stdout:stdout``), whatever its size."""
+    return f"{f.source}:{f.diff.path if f.diff else f.summary.split(':', 1)[0]}"
+
+
+def _hash_seed_experiment(display: str, extra: list[_Run], source: str | None,
+                          command: bool) -> tuple[bool | None, set[str]]:
+    """Read the three runs of the hash-seed experiment (``PYTHONHASHSEED`` 0, 0 and 1).
+
+    Returns ``(zeros_agree, moved)``: whether the two 0-runs agree bit for bit (None when
+    they did not run to the end), and where (:func:`_finding_key`) the 1-run differs from
+    the first 0-run (empty when it agrees)."""
+    try:
+        zeros = _compare_runs(display, extra[:2], source, command)
+    except RunError:
+        return None, set()
+    try:
+        one = _compare_runs(display, [extra[0], extra[2]], source, command)
+    except RunError:
+        return None, set()
+    return bool(zeros), {_finding_key(f) for f in one.findings}
+
+
+def _settle_hash_seed(result: CheckResult, outcome: tuple[bool | None, set[str]], source: str | None) -> None:
+    """Turn the hash-seed suspicion into a conclusion from the controlled experiment of
+    :func:`_hash_seed_experiment`: confirmed only when the 0-runs agree and the 1-run
+    differs (in the places the check found, ideally); not recurring when all three agree
+    (intermittent: not the hash seed); ruled out as the only cause when the 0-runs differ."""
+    zeros_agree, moved = outcome
     result.causes = [c for c in result.causes if not c.startswith("PYTHONHASHSEED differed")]
-    if agree:
-        result.causes.insert(0, "PYTHONHASHSEED (confirmed): two more runs with PYTHONHASHSEED=0 agreed bit "
-                                "for bit, so the differences come from string hashing: iteration over a set "
-                                "of strings (or a dict built from one), or hash() of strings. Fix: iterate in "
-                                "a fixed order (sorted(s)), or run with PYTHONHASHSEED=0 (fwd9m run does).")
+    if zeros_agree is None:
+        result.notes.append("the string-hash seed differed; the runs with PYTHONHASHSEED=0 and 1 meant to test it "
+                            "did not complete, so it remains a possible cause")
         return
-    if agree is False:
-        result.next_steps = [s for s in result.next_steps if s != _HASH_SEED_STEP]
+    device = "gpu" if (result.environment or {}).get("gpus") else "cpu"
+    if zeros_agree and moved:
+        found = {_finding_key(f) for f in result.findings}
+        where = ("in the same places" if moved & found else
+                 "though in other places than those found first (hash order moves values around)")
+        result.causes.insert(0, f"PYTHONHASHSEED (confirmed): two more runs with PYTHONHASHSEED=0 agreed bit for "
+                                f"bit and one with PYTHONHASHSEED=1 differed from them, {where}: the result depends "
+                                f"on string hashing (iterating over a set of strings, or a dict built from one, or "
+                                f"hash() of strings). Fix: iterate in a fixed order (sorted(s)), or run with "
+                                f"PYTHONHASHSEED=0 (fwd9m run does).")
+        return
+    result.next_steps = [s for s in result.next_steps if s != _HASH_SEED_STEP]
+    result.catalog = _catalog_hints(result.environment, device, python=False, source=source)
+    if zeros_agree is False:
         result.notes.append("the string-hash seed differed too, but two more runs with PYTHONHASHSEED=0 still "
                             "differed: hash order is not the cause (or not the only one)")
-        device = "gpu" if (result.environment or {}).get("gpus") else "cpu"
-        result.catalog = _catalog_hints(result.environment, device, python=False, source=source)
-    else:
-        result.notes.append("the string-hash seed differed; the PYTHONHASHSEED=0 runs meant to test it did not "
-                            "complete, so it remains a possible cause")
+        return
+    result.causes.insert(0, "the difference did not recur: three more runs (PYTHONHASHSEED=0, 0 and 1) all agreed, "
+                            "so it is not the string-hash seed. The script differs only sometimes: a race between "
+                            "threads or processes, or something from outside it (the time, a file an earlier run "
+                            "left, the network).")
+    runs = len([r for r in result.runs if not r.settings])
+    result.next_steps.insert(0, f"see how often it differs: fwd9m check --runs {max(4, 2 * runs)} {result.target}")
 
 
 def _same_bytes_reordered(a: Path, b: Path, limit: int = 1 << 24) -> bool:

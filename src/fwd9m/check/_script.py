@@ -14,7 +14,7 @@ from .._log import logger
 from ..errors import RunError
 from ._process import _execute, _Run, _run_notes
 from ._result import CheckResult, RunInfo
-from ._runs import _compare_runs, _settle_hash_seed
+from ._runs import _compare_runs, _hash_seed_experiment, _settle_hash_seed
 
 
 @dataclass(frozen=True)
@@ -123,8 +123,11 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
         progress: called with one-line progress messages (which run, how long).
         python: interpreter for the runs (default: this one).
         hashseed_check: when the runs differ and so did their string-hash seed
-            (PYTHONHASHSEED unset), run twice more with ``PYTHONHASHSEED=0`` to tell
-            whether hash order is the cause, and report it as confirmed or ruled out.
+            (PYTHONHASHSEED unset), run three times more, with ``PYTHONHASHSEED`` 0, 0
+            and 1, a controlled experiment: hash order is confirmed as the cause only
+            when the two 0-runs agree and the 1-run differs from them; when all three
+            agree the difference did not recur (intermittent, not the hash seed); when
+            the 0-runs differ, hash order is ruled out as the only cause.
 
     Returns:
         A :class:`CheckResult`. The runs' standard input is closed.
@@ -187,21 +190,17 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
         result = _compare_runs(display, done, source, command)
         result.notes[:0] = _run_notes(done)
         if hashseed_check and result.hash_seed_suspect:
-            say("runs differ and so did their string-hash seed: two more runs with PYTHONHASHSEED=0 "
-                "tell whether hash order is the cause")
+            say("runs differ and so did their string-hash seed: three more runs, with PYTHONHASHSEED=0, "
+                "0 and 1, tell whether hash order is the cause")
             extra = []
-            for k in range(2):
+            for k, seed_value in enumerate(("0", "0", "1")):
                 d = root / f"hashseed{k + 1}"
-                run = _Run(RunInfo(f"PYTHONHASHSEED=0 run {k + 1}", list(base_cmd), {"PYTHONHASHSEED": "0"}),
-                           d, d / "cwd", d / "stdout")
-                _execute(run, invocation, cwd, {**(env or {}), "PYTHONHASHSEED": "0"}, site, timeout,
-                         f"{k + 1}/2", say)
+                run = _Run(RunInfo(f"PYTHONHASHSEED={seed_value} run {k + 1}", list(base_cmd),
+                                   {"PYTHONHASHSEED": seed_value}), d, d / "cwd", d / "stdout")
+                _execute(run, invocation, cwd, {**(env or {}), "PYTHONHASHSEED": seed_value}, site, timeout,
+                         f"{k + 1}/3", say)
                 extra.append(run)
-            try:
-                agree = bool(_compare_runs(display, extra, source, command))
-            except RunError:
-                agree = None
-            _settle_hash_seed(result, agree, source)
+            _settle_hash_seed(result, _hash_seed_experiment(display, extra, source, command), source)
         if keep:
             result.notes.append(f"run directories kept in {root}")
         return result
