@@ -113,7 +113,8 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
            args.capture or "-", steps or _steps(args.steps), frameworks,
            "1" if args.module else "0", target, *script_args]
     t0 = time.perf_counter()
-    _progress(f"recording {label or target} -> {out}")
+    kept = args.target == "record" or args.keep
+    _progress(f"recording {label or target}" + (f" -> {out}" if kept else ""))
     from ..check._process import _kill_group, _kill_leftovers, _tail
     from ..check._result import printable
 
@@ -143,7 +144,6 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         show_log(f"{label or target} timed out")
-        kept = args.target == "record" or args.keep
         raise RunError(f"{target} did not finish within {args.timeout:g} s (its whole process group was "
                        f"killed); " + (f"the partial trace is in {out}" if kept else
                                        "--keep DIR keeps the partial trace")) from None
@@ -242,7 +242,63 @@ def _cut_traces(report, paths) -> list[str]:
             if p is not None and any(n.startswith(f"trace {name} ({p}) ") for n in report.notes)]
 
 
+def _agree_at(a: str, b: str, seq: int) -> bool:
+    """Whether traces ``a`` and ``b`` agree up to and including op ``seq``."""
+    from .. import debug
+
+    again = debug.diff(a, b)
+    return again.reproducible or (again.first is not None and again.first.seq > seq)
+
+
+def _hash_seed_experiment(args, directory: str, report, paths: list[str]) -> None:
+    """Test whether the string-hash seed causes the first divergence (an external
+    ``python`` or ``data`` source): two reruns with ``PYTHONHASHSEED=0`` must agree at that
+    op, and a run with ``PYTHONHASHSEED=1`` must differ from them there; only then is the
+    cause confirmed. Updates ``report.first`` (source, explanation) and its notes."""
+    from ..debug import _explain, _store
+
+    f = report.first
+    _progress("testing hash randomization: two more runs with PYTHONHASHSEED=0")
+    fixed = [os.path.join(directory, f"hashseed0{i}.trace") for i in "ab"]
+    for i, p in enumerate(fixed, 1):
+        _record(args, args.target, args.args, p, env={"PYTHONHASHSEED": "0"},
+                label=f"run {i}/2 with PYTHONHASHSEED=0", quiet=True)
+    if not _agree_at(*fixed, f.seq):
+        outcome = "ruled-out"
+        report.notes.append("two extra runs with PYTHONHASHSEED=0 still diverge here: not hash "
+                            "randomization")
+    else:
+        _progress("they agree; one more run with PYTHONHASHSEED=1 (it must differ for a confirmation)")
+        other = os.path.join(directory, "hashseed1.trace")
+        _record(args, args.target, args.args, other, env={"PYTHONHASHSEED": "1"},
+                label="run with PYTHONHASHSEED=1", quiet=True)
+        if _agree_at(fixed[0], other, f.seq):
+            outcome = "intermittent"
+            report.notes.append("two extra runs with PYTHONHASHSEED=0 agree here, but so does a run "
+                                "with PYTHONHASHSEED=1: the difference did not recur, so hash "
+                                "randomization is not the cause (intermittent, not confirmed)")
+        else:
+            outcome = "confirmed"
+            f.source = "hashseed"
+            report.notes.append("hash randomization confirmed: two extra runs with PYTHONHASHSEED=0 "
+                                "agree here and a run with PYTHONHASHSEED=1 differs from them")
+    f.explanation = _explain.explain(f, report, _store.read_header(paths[0]),
+                                     _store.read_header(paths[1]), hashseed=outcome)
+
+
+def _hide_deleted(report, directory: str | None) -> None:
+    """Traces in a temporary folder are deleted on exit: name them by file name only and
+    say how to keep them."""
+    if not directory:
+        return
+    prefix = os.path.join(directory, "")
+    report.a, report.b = (os.path.basename(x) if x.startswith(prefix) else x for x in (report.a, report.b))
+    report.notes = [n.replace(prefix, "") for n in report.notes]
+    report.notes.append("the traces are deleted on exit; --keep DIR keeps the traces")
+
+
 def _emit(report, args) -> int:
+    _hide_deleted(report, getattr(args, "deleted_dir", None))
     out = report.render("json" if args.format == "json" else "text")
     print(out)
     if args.html:
@@ -312,6 +368,7 @@ def run(args) -> int:
                                  f"traces, e.g. --keep traces/")
     directory = args.keep or tempfile.mkdtemp(prefix="fwd9m-debug-")
     os.makedirs(directory, exist_ok=True)
+    args.deleted_dir = None if args.keep else directory
     try:
         paths = [os.path.join(directory, f"run{i}.trace") for i in (1, 2)]
         first_pass = None
@@ -347,22 +404,7 @@ def run(args) -> int:
         f = report.first
         if (f is not None and f.kind == "external" and f.source in ("python", "data")
                 and "PYTHONHASHSEED" not in os.environ and not args.no_hashseed_check):
-            _progress("testing hash randomization: two more runs with PYTHONHASHSEED=0")
-            fixed = [os.path.join(directory, f"hashseed{i}.trace") for i in (1, 2)]
-            for i, p in enumerate(fixed, 1):
-                _record(args, args.target, args.args, p, env={"PYTHONHASHSEED": "0"},
-                        label=f"run {i}/2 with PYTHONHASHSEED=0", quiet=True)
-            again = debug.diff(*fixed)
-            if again.reproducible or (again.first and again.first.seq > f.seq):
-                from ..debug import _explain, _store
-
-                f.source = "hashseed"
-                f.explanation = _explain.explain(f, report, _store.read_header(paths[0]),
-                                                 _store.read_header(paths[1]))
-                report.notes.append("confirmed by two extra runs with PYTHONHASHSEED=0")
-            else:
-                report.notes.append("two extra runs with PYTHONHASHSEED=0 still diverge here: "
-                                    "not hash randomization")
+            _hash_seed_experiment(args, directory, report, paths)
         _settle(report, codes, paths, args)
         return _emit(report, args)
     finally:

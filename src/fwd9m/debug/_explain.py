@@ -55,7 +55,8 @@ _EXTERNAL: dict[str, tuple[str, list[str], list[str], dict[str, str]]] = {
          "python.listdir-order", "python.set-iteration-order"],
         {"torch": "import fwd9m, torch\nfwd9m.seed_everything(0)\n"
                   "loader = torch.utils.data.DataLoader(ds, shuffle=True,\n"
-                  "    generator=torch.Generator().manual_seed(0))  # and sort file lists",
+                  "    generator=torch.Generator().manual_seed(0))  # and sort file lists\n"
+                  "# and a seed for every generator the dataset holds: self.rng = np.random.default_rng(seed)",
          "tensorflow": "import keras\nkeras.utils.set_random_seed(0)\n"
                        "ds = ds.shuffle(buffer_size, seed=0)  # and sort file lists",
          "jax": "import fwd9m, numpy as np\n"
@@ -66,7 +67,8 @@ _EXTERNAL: dict[str, tuple[str, list[str], list[str], dict[str, str]]] = {
         "PYTHONHASHSEED: string hashing is salted per process, so set (and dict-of-set) "
         "iteration order changes the value",
         ["a set of strings is iterated to build ids, a vocabulary, a file list or batches",
-         "confirmed: with PYTHONHASHSEED=0 in both runs the divergence at this op goes away"],
+         "confirmed: two reruns with PYTHONHASHSEED=0 agree at this op, and a run with "
+         "PYTHONHASHSEED=1 differs from them here"],
         ["python.hash-seed", "python.set-iteration-order"],
         {"torch": "export PYTHONHASHSEED=0   # before Python starts; or iterate sorted(the_set)",
          "tensorflow": "export PYTHONHASHSEED=0   # before Python starts; or iterate sorted(the_set)",
@@ -88,6 +90,21 @@ _EXTERNAL: dict[str, tuple[str, list[str], list[str], dict[str, str]]] = {
     ),
 }
 
+
+#: torch data fix when the script's DataLoader has worker processes: each worker gets a
+#: copy of the dataset and its generators; fwd9m.data.worker_init_fn reseeds them per
+#: worker from the loader's seed (https://pytorch.org/docs/stable/notes/randomness.html#dataloader)
+_TORCH_WORKERS_FIX = (
+    "import fwd9m, fwd9m.data, torch\nfwd9m.seed_everything(0)\n"
+    "loader = torch.utils.data.DataLoader(ds, shuffle=True, num_workers=N,\n"
+    "    generator=torch.Generator().manual_seed(0),   # the shuffle order and the workers' seeds\n"
+    "    worker_init_fn=fwd9m.data.worker_init_fn)     # reseeds generators the dataset holds\n"
+    "#   (self.rng = np.random.default_rng(...)) in each worker, from that worker's seed\n"
+    "# and sort file lists")
+
+#: catalog entries and causes about string hashing or directory order: dropped once
+#: reruns with a fixed PYTHONHASHSEED rule hash randomization out
+_HASH_IDS = ("python.hash-seed", "python.set-iteration-order", "python.listdir-order")
 
 #: JAX: the entries shown for an external source (the torch/TF ids above do not apply)
 _JAX_IDS = {"rng": ["jax.prng-key-reuse"], "seed": ["jax.prng-key-reuse"],
@@ -154,12 +171,22 @@ def _entries_for_op(framework: str, op: str, version: str | None, device: str) -
     return [_entry_dict(e) for e in found]
 
 
-def _entries_by_id(ids: list[str]) -> list[dict]:
+def _frameworks(ha: dict) -> set[str]:
+    """Catalog frameworks that fit a trace: those it recorded (Keras with TensorFlow)
+    and Python."""
+    names = {"tensorflow" if n == "keras" else n for n in ha.get("frameworks") or ()}
+    return names | ({"keras"} if "tensorflow" in names else set()) | {"python"}
+
+
+def _entries_by_id(ids: list[str], frameworks: set[str] | None = None) -> list[dict]:
+    """Catalog entries by id, those of other frameworks than ``frameworks`` left out."""
     cat = _catalog()
     out = []
     if cat is None:
         return out
     for i in ids:
+        if frameworks is not None and i.split(".", 1)[0] not in frameworks:
+            continue
         try:
             out.append(_entry_dict(cat.get(i)))
         except Exception:  # noqa: BLE001 - entry not (yet) in the catalog
@@ -167,9 +194,30 @@ def _entries_by_id(ids: list[str]) -> list[dict]:
     return out
 
 
-def explain(first, report, ha: dict, hb: dict) -> dict[str, Any]:
+def _script(ha: dict) -> str | None:
+    """The script a trace recorded (None for ``-m module`` or a foreign trace)."""
+    program = ha.get("program") or {}
+    script = program.get("script")
+    return None if program.get("module") or not isinstance(script, str) else script
+
+
+def _lint(ha: dict, cause: str, hashseed: str | None) -> list[dict]:
+    from .. import _lint_hints
+
+    exclude = _lint_hints.HASH_CODES if hashseed in ("ruled-out", "intermittent") else ()
+    return _lint_hints.findings(_script(ha), cause, exclude=exclude)
+
+
+def explain(first, report, ha: dict, hb: dict, hashseed: str | None = None) -> dict[str, Any]:
     """What to tell the user about ``first`` (a Divergence): headline, causes, catalog
-    entries (id, title, fix, references), and the fix to paste."""
+    entries (id, title, fix, references), the fix to paste, and ``lint``: the findings
+    of fwd9m's lint rules on the recorded script that fit the cause (path, line, code,
+    message, fix; see :mod:`fwd9m._lint_hints`).
+
+    ``hashseed`` is what reruns with a fixed PYTHONHASHSEED showed: None (not tested),
+    ``"ruled-out"`` (they still diverge), ``"intermittent"`` (they agree, but so does a
+    run with another hash seed) or ``"confirmed"``; once tested, the advice to test it
+    goes, and when not confirmed so do the hash-order causes and catalog entries."""
     framework = report.framework
     env = ha.get("environment") or {}
     version = ((env.get("frameworks") or {}).get(framework) or {}).get("version") \
@@ -206,21 +254,36 @@ def explain(first, report, ha: dict, hb: dict) -> dict[str, Any]:
             if threads and threads > 1 and not first.device.startswith("cuda"):
                 causes.append(f"torch runs {threads} intra-op threads; "
                               f"torch.set_num_threads(1) is a (slow) workaround on CPU")
-        return {"headline": headline, "causes": causes, "catalog": entries, "fix": fix}
+        return {"headline": headline, "causes": causes, "catalog": entries, "fix": fix,
+                "lint": _lint(ha, "op", hashseed)}
     if first.kind == "external":
-        headline, causes, ids, fixes = _EXTERNAL[first.source or "python"]
+        source = first.source or "python"
+        headline, causes, ids, fixes = _EXTERNAL[source]
         causes = list(causes)
         hs = (env.get("env") or {}).get("PYTHONHASHSEED")
-        if first.source in ("python", "data") and hs in (None, "random"):
+        if source in ("python", "data") and hs in (None, "random") and hashseed is None:
             causes.append("PYTHONHASHSEED is not set in the recorded runs, so set/dict order "
                           "could differ: rerun with PYTHONHASHSEED=0 to test")
         fix = fixes.get(framework, fixes.get("torch", ""))
+        if framework == "torch" and source == "data":
+            from .._lint_hints import uses_loader_workers
+
+            if uses_loader_workers(_script(ha)):
+                fix = _TORCH_WORKERS_FIX
         if framework == "jax":
-            ids = _JAX_IDS.get(first.source or "python", []) + [i for i in ids if i.startswith("python.")]
-        if first.source == "data":
+            ids = _JAX_IDS.get(source, []) + [i for i in ids if i.startswith("python.")]
+        if hashseed in ("ruled-out", "intermittent") and source != "hashseed":
+            causes = [c for c in causes if "PYTHONHASHSEED" not in c]
+            ids = [i for i in ids if i not in _HASH_IDS]
+            fix = "\n".join(line for line in fix.splitlines() if "PYTHONHASHSEED" not in line)
+        if hashseed == "intermittent":
+            causes.append("the divergence did not recur in the reruns (intermittent): something that "
+                          "varies only now and then, such as a race between threads or processes")
+        if source == "data":
             batch = "the first batch" if first.step == 0 else f"batch {first.step}"
             headline += f" at {batch} (step {first.step})"
-        return {"headline": headline, "causes": causes, "catalog": _entries_by_id(ids), "fix": fix}
+        return {"headline": headline, "causes": causes, "catalog": _entries_by_id(ids, _frameworks(ha)),
+                "fix": fix, "lint": _lint(ha, source, hashseed)}
     if first.kind == "structural":
         return {"headline": "the two runs execute different ops (control flow or shapes differ)",
                 "causes": ["a branch depends on a value that differs (data, RNG, time)",

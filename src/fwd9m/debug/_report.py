@@ -80,6 +80,14 @@ def text(report) -> str:
         if ex.get("causes"):
             add("  likely causes:")
             lines.extend(f"    {i}. {c}" for i, c in enumerate(ex["causes"], 1))
+        if ex.get("lint"):
+            add("  in your code (fwd9m lint):")
+            for x in ex["lint"][:8]:
+                add(f"    {x['path']}:{x['line']} {x['code']} {x['message']}")
+                if x.get("fix"):
+                    add(f"      fix: {x['fix']}")
+            if len(ex["lint"]) > 8:
+                add(f"    ... {len(ex['lint']) - 8} more (fwd9m lint)")
         for e in ex.get("catalog", [])[:3]:
             ref = e["references"][0] if e.get("references") else ""
             add(f"  catalog: {e['id']}: {e['title']}" + (f"  <{ref}>" if ref else ""))
