@@ -161,8 +161,7 @@ def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool =
     except Exception as exc:  # a catalog still being built must not break a check
         logger.debug("catalog query failed: %s", exc)
     scored.sort(key=lambda t: (-t[0], t[1]))
-    from .._lint_hints import check_hints  # the script's lines that fwd9m lint flags come first
+    from .._lint_hints import check_hints  # then the script's lines that fwd9m lint flags
 
-    return check_hints(source, hash_seed=python) + [
-        {"id": e.id, "title": e.title, "kind": e.kind, "fix": e.fix, "references": list(e.references)}
-        for score, _, e in scored[:limit]]
+    return [{"id": e.id, "title": e.title, "kind": e.kind, "fix": e.fix, "references": list(e.references)}
+            for score, _, e in scored[:limit]] + check_hints(source, hash_seed=python)
