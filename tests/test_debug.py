@@ -360,3 +360,146 @@ def test_framework_detection_reads_every_import_statement(tmp_path):
     assert detect_frameworks(str(script), False) == ["tensorflow"]
     script.write_text("import torchvision_like_name\n")
     assert detect_frameworks(str(script), False) == []
+
+
+# --- explanations that point at the code (fwd9m._lint_hints), hash-seed experiment, paths ---
+
+_LOADER_SCRIPT = '''import numpy as np
+import torch
+
+
+class Noisy(torch.utils.data.Dataset):
+    def __init__(self):
+        self.rng = np.random.default_rng()  # augmentation generator, unseeded
+
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        return torch.tensor([float(i) + self.rng.uniform()])
+
+
+loader = torch.utils.data.DataLoader(Noisy(), batch_size=4, shuffle=True, num_workers=2)
+'''
+
+
+def _data_traces(tmp_path, seeds, script=None, names=None):
+    """Traces of a tiny model fed by a shuffling DataLoader whose generator is seeded
+    with each of ``seeds`` (equal seeds: agreeing traces; different: an external data
+    source at the first batch). ``script`` is recorded as the program (for lint)."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    ds = TensorDataset(torch.arange(32.0).reshape(16, 2), torch.arange(16.0))
+    program = {"script": str(script), "argv": [], "module": False} if script else None
+    paths = []
+    for s, name in zip(seeds, names or [f"t{i}.trace" for i in range(len(seeds))]):
+        torch.manual_seed(0)
+        model = nn.Linear(2, 1)
+        paths.append(str(tmp_path / name))
+        with dbg.record(paths[-1], framework="torch", program=program):
+            for xb, _ in DataLoader(ds, batch_size=4, shuffle=True,
+                                    generator=torch.Generator().manual_seed(s)):
+                model(xb).sum().backward()
+    return paths
+
+
+def test_external_data_source_points_at_the_lines_lint_flags(tmp_path):
+    """The dataset's unseeded generator (FWD103) and the loader without worker_init_fn
+    (FWD306) are named with file and line; the fix names worker_init_fn; no catalog
+    entry of a framework the trace did not record (tensorflow.data-shuffle-seed)."""
+    script = tmp_path / "train.py"
+    script.write_text(_LOADER_SCRIPT)
+    report = dbg.diff(*_data_traces(tmp_path, [1, 2], script))
+    f = report.first
+    assert f.kind == "external" and f.source == "data", report.render()
+    lint = {x["code"]: x for x in f.explanation["lint"]}
+    assert lint["FWD103"]["line"] == 7 and lint["FWD103"]["path"].endswith("train.py")
+    assert "FWD306" in lint and "FWD307" in lint and "FWD501" not in lint
+    assert "worker_init_fn=fwd9m.data.worker_init_fn" in f.explanation["fix"]
+    ids = [e["id"] for e in f.explanation["catalog"]]
+    assert ids and not [i for i in ids if i.split(".")[0] not in ("torch", "python")], ids
+    text = report.render()
+    assert "in your code (fwd9m lint):" in text and "train.py:7 FWD103" in text
+    assert "fix: rng = np.random.default_rng(seed)" in text
+
+
+def test_lint_hints_cause_classes_and_check_hints(tmp_path):
+    from fwd9m import _lint_hints
+
+    script = tmp_path / "train.py"
+    script.write_text(_LOADER_SCRIPT + "import helpers\n")
+    (tmp_path / "helpers.py").write_text("import random\nr = random.Random()\n")
+    codes = [(os.path.basename(x["path"]), x["code"]) for x in _lint_hints.findings(script, "data")]
+    assert ("helpers.py", "FWD103") in codes and ("train.py", "FWD103") in codes  # a local module too
+    assert _lint_hints.findings(script, "hashseed") == []
+    assert _lint_hints.findings(tmp_path / "missing.py", "data") == []
+    assert _lint_hints.uses_loader_workers(script)
+    hints = _lint_hints.check_hints(script)
+    assert hints[0]["kind"] == "lint" and hints[0]["title"].startswith("in your code: ")
+
+
+def test_hash_seed_ruled_out_drops_hash_causes(tmp_path):
+    """After reruns with PYTHONHASHSEED=0 still diverge, nothing in the explanation
+    suggests the hash seed (causes, catalog links, fix)."""
+    from fwd9m.debug import _explain
+
+    paths = _data_traces(tmp_path, [1, 2])
+    report = dbg.diff(*paths)
+    ha, hb = _store.read_header(paths[0]), _store.read_header(paths[1])
+    ha.setdefault("environment", {}).setdefault("env", {})["PYTHONHASHSEED"] = None
+    before = _explain.explain(report.first, report, ha, hb)
+    assert any("rerun with PYTHONHASHSEED=0" in c for c in before["causes"])
+    assert "python.set-iteration-order" in [e["id"] for e in before["catalog"]]
+    for outcome in ("ruled-out", "intermittent"):
+        after = _explain.explain(report.first, report, ha, hb, hashseed=outcome)
+        assert not [c for c in after["causes"] if "PYTHONHASHSEED" in c], after["causes"]
+        assert not {e["id"] for e in after["catalog"]} & {"python.hash-seed", "python.set-iteration-order",
+                                                          "python.listdir-order"}
+        assert "PYTHONHASHSEED" not in after["fix"]
+
+
+@pytest.mark.parametrize("seeds, outcome", [
+    ({"0": [1, 2], "1": [1]}, "ruled-out"),      # the PYTHONHASHSEED=0 runs still differ
+    ({"0": [3, 3], "1": [3]}, "intermittent"),   # they agree, and so does PYTHONHASHSEED=1
+    ({"0": [3, 3], "1": [4]}, "confirmed"),      # they agree, PYTHONHASHSEED=1 differs
+])
+def test_hash_seed_experiment_is_controlled(tmp_path, monkeypatch, seeds, outcome):
+    """``fwd9m debug``'s hash-seed test: confirmed only when two PYTHONHASHSEED=0 runs agree
+    and a PYTHONHASHSEED=1 run differs from them. The reruns are in-process recordings
+    whose loader seed stands in for the hash seed (a subprocess per rerun is slow)."""
+    import types
+
+    from fwd9m._cli import debug as cli
+
+    paths = _data_traces(tmp_path, [1, 2], names=["run1.trace", "run2.trace"])
+    report = dbg.diff(*paths)
+    queue = {k: list(v) for k, v in seeds.items()}
+
+    def fake_record(args, target, script_args, out, env=None, **kw):
+        _data_traces(tmp_path, [queue[env["PYTHONHASHSEED"]].pop(0)], names=[os.path.basename(out)])
+        return 0
+
+    monkeypatch.setattr(cli, "_record", fake_record)
+    cli._hash_seed_experiment(types.SimpleNamespace(target="x.py", args=[]), str(tmp_path), report, paths)
+    f = report.first
+    notes = " ".join(report.notes)
+    if outcome == "confirmed":
+        assert f.source == "hashseed" and "confirmed" in notes
+        assert "PYTHONHASHSEED=1" in " ".join(f.explanation["causes"])
+    else:
+        assert f.source == "data" and "confirmed" not in notes.replace("not confirmed", "")
+        assert not [c for c in f.explanation["causes"] if "PYTHONHASHSEED" in c]
+        assert ("intermittent, not confirmed" in notes) == (outcome == "intermittent")
+    assert queue["1"] == ([1] if outcome == "ruled-out" else [])  # =1 run only after =0 runs agree
+
+
+def test_deleted_trace_paths_are_not_shown(tmp_path):
+    from fwd9m._cli import debug as cli
+
+    paths = _data_traces(tmp_path, [1, 2], names=["run1.trace", "run2.trace"])
+    report = dbg.diff(*paths)
+    report.notes.append(f"trace A ({paths[0]}) ends early")
+    cli._hide_deleted(report, str(tmp_path))
+    text = report.render()
+    assert str(tmp_path) not in text and str(tmp_path) not in report.render("json")
+    assert report.a == "run1.trace" and "--keep DIR keeps the traces" in text

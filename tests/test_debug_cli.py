@@ -42,6 +42,7 @@ def test_data_order_is_external_at_first_batch(fwd9m_cli, tmp_path):
     assert report["kind"] == "external" and first["source"] == "data", first
     assert first["step"] == 0 and "first batch" in first["explanation"]["headline"]
     assert "torch_data_order.py:15" in first["location"]
+    assert report["a"] == "run1.trace" and "--keep DIR keeps the traces" in " ".join(report["notes"])
 
 
 def test_hash_order_confirmed_by_pythonhashseed_runs(fwd9m_cli, tmp_path):
@@ -231,3 +232,45 @@ def test_fast_pass_that_agrees_still_needs_both_runs_to_finish(fwd9m_cli, tmp_pa
     assert p.returncode == 2 and "failed in both runs (exit status 3)" in p.stderr, p.stdout + p.stderr
     p = fwd9m_cli("debug", "--steps", "", str(script), cwd=tmp_path)
     assert p.returncode == 2 and "--steps is empty" in p.stderr and "module-level" not in p.stderr
+
+
+_AUGMENTED = """import numpy as np
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Noisy(torch.utils.data.Dataset):
+    def __init__(self):
+        self.x = np.linspace(-1, 1, 48, dtype=np.float32).reshape(16, 3)
+        self.rng = np.random.default_rng()
+
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        return torch.from_numpy(self.x[i] + self.rng.uniform(-0.1, 0.1, 3).astype(np.float32))
+
+
+model = nn.Linear(3, 1)
+for xb in torch.utils.data.DataLoader(Noisy(), batch_size=4):
+    model(xb).sum().backward()
+"""
+
+
+@pytest.mark.slow
+def test_external_source_fix_from_lint_makes_the_script_reproducible(fwd9m_cli, tmp_path):
+    """The report names the dataset's unseeded generator with its line (fwd9m lint's
+    FWD103) and its fix; applying that fix makes the next debug reproducible (the same
+    generic fix is not printed again)."""
+    pytest.importorskip("torch")
+    script = tmp_path / "train.py"
+    script.write_text(_AUGMENTED)
+    p = fwd9m_cli("debug", "--no-hashseed-check", str(script), cwd=tmp_path)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "EXTERNAL SOURCE" in p.stdout and "train.py:11 FWD103" in p.stdout, p.stdout
+    assert "fix: rng = np.random.default_rng(seed)" in p.stdout
+    script.write_text(_AUGMENTED.replace("default_rng()", "default_rng(0)"))
+    p = fwd9m_cli("debug", "--no-hashseed-check", str(script), cwd=tmp_path)
+    assert p.returncode == 0 and "reproducible" in p.stdout, p.stdout + p.stderr
