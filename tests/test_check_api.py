@@ -216,3 +216,34 @@ def test_catalog_hints_need_the_symbols_an_entry_is_about(tmp_path):
     ids = [h["id"] for h in _catalog_hints(fp, "cpu", source=str(compiled), limit=20)]
     for expected in ("torch.inductor-rng", "torch.fill-uninitialized-memory", "torch.index-put-accumulate"):
         assert expected in ids, ids
+
+
+def test_integer_leaves_rank_first_and_a_max_ulp_across_zero_says_signs_differ():
+    """A permutation from an unseeded generator is the cause of the float differences
+    after it: integer and bool leaves rank before float ones. A float32 pair on both
+    sides of zero lies ~2e9 ULP apart, which says only that the signs differ."""
+    calls = iter(range(5))
+
+    def step():
+        i = next(calls)
+        sign = (-1) ** i
+        return {"loss": np.float32(0.5 + i), "weights": np.array([1e-3 * sign, 2.0], np.float32),
+                "perm": np.random.default_rng(i).permutation(512), "mask": np.array([True, i == 0]),
+                # the largest distance is the same-sign pair, though the other pair crosses zero
+                "same": np.array([1e-30 * (1 + i), -1e-45 * sign], np.float32)}
+
+    result = fwd9m.check(step)
+    ranked = [f.diff.path for f in result.ranked()]
+    assert set(ranked[:2]) == {"perm", "mask"} and set(ranked[2:]) == {"loss", "weights", "same"}, ranked
+    report = result.report()
+    assert "integer values first: they are usually causes" in report
+    by_path = {f.diff.path: f for f in result.findings}
+    assert by_path["weights"].signs_differ and "signs differ" in by_path["weights"].summary
+    assert " ULP" not in by_path["weights"].summary and by_path["weights"].diff.max_ulp > 1_900_000_000
+    assert not by_path["same"].signs_differ and "ULP" in by_path["same"].summary
+    assert not by_path["loss"].signs_differ and "max 12582912 ULP" in by_path["loss"].summary
+    data = {f["diff"]["path"]: f for f in result.to_dict()["findings"]}
+    assert data["weights"]["signs_differ"] is True
+    assert data["weights"]["diff"]["max_ulp"] == by_path["weights"].diff.max_ulp  # the number kept in JSON
+    floats = fwd9m.check(lambda: -0.25 if next(calls) == 2 else 0.25)  # Python floats too
+    assert floats.findings[0].signs_differ

@@ -45,6 +45,8 @@ def test_python_set_order_not_reproducible_and_hash_seed_named():
     assert "in the same places" in out.stdout
     assert "three more runs, with PYTHONHASHSEED=0, 0 and 1" in out.stderr
     assert "stdout: 2 of 2 lines differ" in out.stdout or "stdout: 1 of 2 lines differ" in out.stdout
+    # the first differing line of each run, labelled with the run's name
+    assert "\n  run 1: " in out.stdout and "\n  run 2: " in out.stdout and "other:" not in out.stdout
     assert "python.hash-seed" in out.stdout or "catalog" not in out.stdout
     # progress on stderr: which run, how long
     assert "run 1 (1/2): starting" in out.stderr and "run 2: exit 0 after" in out.stderr

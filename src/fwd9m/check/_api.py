@@ -11,7 +11,7 @@ from ..compare import Tensor, _Opaque, compare_flat, flatten
 from ..errors import NondeterminismError, RunError
 from ..seed import seed_everything
 from ._hints import _catalog_hints
-from ._result import CheckResult, Finding, RunInfo
+from ._result import CheckResult, Finding, RunInfo, leaf_finding
 
 
 # --------------------------------------------------------------------------- seeding
@@ -92,7 +92,7 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
         if first is None:
             first = flat
             continue
-        findings += [Finding("value", label, d.summary(), d) for d in compare_flat(first, flat)]
+        findings += [leaf_finding("value", label, d, first, flat) for d in compare_flat(first, flat)]
         del flat, value
     result = CheckResult(name, infos, findings, {"values": len(first or {})})
     if late:

@@ -41,6 +41,17 @@ class Finding:
     summary: str
     diff: LeafDiff | None = None
     detail: str | None = None
+    #: the pair of elements at the largest ULP distance has different signs (the
+    #: distance then counts every float between them, across zero: the summary says
+    #: "signs differ" instead; ``diff.max_ulp`` keeps the number)
+    signs_differ: bool = False
+
+    @property
+    def integer(self) -> bool:
+        """An integer or bool leaf (indices, a permutation, a mask, a count) that differs
+        in value: usually a cause upstream of the float leaves that differ."""
+        d = self.diff
+        return d is not None and d.kind == "values" and (d.dtype or "").startswith(("int", "uint", "bool"))
 
     @property
     def magnitude(self) -> float:
@@ -57,7 +68,62 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "run": self.run, "summary": self.summary,
-                "diff": self.diff.to_dict() if self.diff else None, "detail": self.detail}
+                "diff": self.diff.to_dict() if self.diff else None, "detail": self.detail,
+                "signs_differ": self.signs_differ}
+
+
+def leaf_finding(source: str, run: str, d: LeafDiff, fa: Any, fb: Any, prefix: str = "",
+                 path: str | None = None) -> Finding:
+    """The :class:`Finding` for a differing leaf ``d`` of the flattened values ``fa`` and
+    ``fb`` (``{path: Tensor | number}``), saying "signs differ" instead of "max N ULP"
+    when the pair at the largest ULP distance lies on both sides of zero (a distance
+    such as 2077627293 ULP in float32 then only says the values cross zero). ``path``:
+    the leaf's name in the report, when not ``d.path`` (a tensor in a file: ``file:key``)."""
+    signs = d.max_ulp is not None and _max_ulp_signs_differ(fa.get(d.path), fb.get(d.path))
+    if path is not None:
+        d = dataclasses.replace(d, path=path)
+    summary = d.summary()
+    if signs:
+        summary = summary.replace(f"; max {d.max_ulp} ULP", "; signs differ")
+    return Finding(source, run, prefix + summary, d, signs_differ=signs)
+
+
+def _max_ulp_signs_differ(a: Any, b: Any) -> bool:
+    """Whether the elements of ``a`` and ``b`` (two :class:`~fwd9m.compare.Tensor` s of one
+    float dtype and shape, or two floats) that lie furthest apart in ULPs have different
+    signs. NaN pairs are left out, as in the ULP distance itself; False when unknown."""
+    import math
+
+    from ..compare import Tensor
+    from ..compare._bits import _bits_dtype, _ordered
+
+    if isinstance(a, float) and isinstance(b, float):
+        return math.copysign(1, a) != math.copysign(1, b)
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+        return False
+    import numpy as np
+
+    xa, xb = np.asarray(a.array), np.asarray(b.array)
+    bits = _bits_dtype(np, xa.dtype)
+    if bits is None or xa.shape != xb.shape or xa.dtype != xb.dtype or xa.dtype.kind in "iubc":
+        return False
+    ba, bb = np.ascontiguousarray(xa).reshape(-1).view(bits), np.ascontiguousarray(xb).reshape(-1).view(bits)
+    ne = ba != bb
+    try:
+        with np.errstate(all="ignore"):
+            ne &= ~(np.isnan(xa.reshape(-1)) | np.isnan(xb.reshape(-1)))
+    except TypeError:  # a dtype NumPy cannot test for NaN
+        return False
+    da, db = ba[ne], bb[ne]
+    if not da.size:
+        return False
+    oa, ob = _ordered(np, da, bits.itemsize), _ordered(np, db, bits.itemsize)
+    if bits.itemsize == 8:  # the distance fits in uint64, not in int64
+        hi = np.maximum(oa, ob).view(np.uint64) - np.minimum(oa, ob).view(np.uint64)
+    else:
+        hi = np.abs(oa.astype(np.int64) - ob.astype(np.int64))
+    i = int(np.argmax(hi))
+    return bool((oa[i] < 0) != (ob[i] < 0))  # ordered values below zero are the negative floats
 
 
 @dataclass
@@ -107,9 +173,16 @@ class CheckResult:
         return self.reproducible
 
     def ranked(self) -> list[Finding]:
-        """Findings, most important first: crashes, then the hash seed, then tensors by
-        largest absolute difference, then files, then printed lines."""
-        return sorted(self.findings, key=lambda f: (_SOURCE_ORDER.get(f.source, 9), -f.magnitude))
+        """Findings, most important first: crashes, then returned values and final state,
+        then files, then printed lines; within each, structural differences (shape,
+        dtype, a missing leaf), then integer and bool leaves (indices, permutations,
+        masks, counts: usually the cause of the float differences that follow), then
+        float leaves by largest distance in ULPs."""
+        def key(f: Finding) -> tuple[int, int, float]:
+            structural = f.magnitude == float("inf") and (f.diff is None or f.diff.kind != "values")
+            return _SOURCE_ORDER.get(f.source, 9), 0 if structural else 1 if f.integer else 2, -f.magnitude
+
+        return sorted(self.findings, key=key)
 
     def verdict(self) -> str:
         n = len(self.runs)
@@ -132,7 +205,9 @@ class CheckResult:
         lines = [self.verdict()]
         ranked = self.ranked()
         if ranked:
-            lines += ["", "What differs (most important first):"]
+            order = "most important first" + ("; integer values first: they are usually causes"
+                                              if any(f.integer for f in ranked) else "")
+            lines += ["", f"What differs ({order}):"]
             for i, f in enumerate(ranked[:max_findings], 1):
                 lines.append(f"{i:>3}. [{f.source}, {f.run}] {f.summary}")
                 if f.detail:

@@ -3,7 +3,6 @@ suspicion, and notes on distributed launches."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,7 @@ from ..compare import LeafDiff, compare_flat, compare_text, file_digest, read_st
 from ..errors import FileFormatError, RunError
 from ._hints import _catalog_hints, _debug_args, _debug_can_record
 from ._process import _Run
-from ._result import CheckResult, Finding, printable
+from ._result import CheckResult, Finding, leaf_finding, printable
 
 
 def _state_groups(run: _Run) -> dict[str, dict[str, Any]]:
@@ -48,7 +47,7 @@ def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding]) -> Non
         if kind == "text":
             d = compare_text(name, pa, pb, a.replacements, b.replacements)
             if d:
-                findings.append(Finding("file", label, _text_summary(d), d))
+                findings.append(Finding("file", label, _text_summary(d, a.info.label, label), d))
             continue
         if kind in ("tf", "structured"):
             try:
@@ -59,8 +58,8 @@ def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding]) -> Non
                 detail = f"{exc}; compared by content hash"
             else:
                 for d in compare_flat(fa, fb):
-                    d = dataclasses.replace(d, path=f"{name}:{d.path}" if d.path else name)
-                    findings.append(Finding("file", label, d.summary(), d))
+                    findings.append(leaf_finding("file", label, d, fa, fb,
+                                                 path=f"{name}:{d.path}" if d.path else name))
                 continue
         else:
             detail = None
@@ -86,11 +85,14 @@ def _content_digest(path: Path, tf: bool = False) -> tuple[str, int]:
     return h.hexdigest(), sum(p.stat().st_size for p in parts)
 
 
-def _text_summary(d: LeafDiff) -> str:
+def _text_summary(d: LeafDiff, label_a: str, label_b: str) -> str:
+    """The summary of differing printed lines, with the first differing line of each
+    run labelled by the run's name (``run 1:``, ``run 2:``)."""
     s = f"{d.path}: {d.n_diff} of {d.size} lines differ; first at line {d.first_index[0]}"
     if d.max_abs is not None:
         s += f"; numbers differ by up to {d.max_abs:.3g}"
-    return s + f"\n  run 1: {d.a}\n  other: {d.b}"
+    width = max(len(label_a), len(label_b)) + 1
+    return s + f"\n  {label_a + ':':<{width}} {d.a}\n  {label_b + ':':<{width}} {d.b}"
 
 
 def _compare_runs(display: str, done: list[_Run], source: str | None, command: bool = False) -> CheckResult:
@@ -130,7 +132,7 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
                                            f"{label} stderr (end):\n{_indent(b.stderr_tail)}"))
         d = compare_text("stdout", first.stdout, other.stdout, first.replacements, other.replacements)
         if d:
-            findings.append(Finding("stdout", label, _text_summary(d), d))
+            findings.append(Finding("stdout", label, _text_summary(d, first.info.label, label), d))
         _compare_files(first, other, label, findings)
         ga, gb = _state_groups(first), _state_groups(other)
         for key in sorted(set(ga) | set(gb)):
@@ -140,7 +142,7 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
                 continue
             prefix = f"{key}: " if len(ga) > 1 else ""
             for diff in compare_flat(ga[key]["flat"], gb[key]["flat"]):
-                findings.append(Finding("state", label, prefix + diff.summary(), diff))
+                findings.append(leaf_finding("state", label, diff, ga[key]["flat"], gb[key]["flat"], prefix))
         pa, pb = _hash_probe(first), _hash_probe(other)
         if pa is not None and pb is not None and pa != pb:
             probe_differs.append(label)
