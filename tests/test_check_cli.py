@@ -247,7 +247,8 @@ def test_module_and_command_forms(tmp_path):
     (tmp_path / "into.py").write_text("import numpy as np\nnp.save('ckpt/w.npy', np.random.rand(3))\n")
     out = check("-q", "--", sys.executable, "into.py", cwd=tmp_path)
     assert out.returncode == 1 and "[file, run 2] ckpt/w.npy (float64, 3)" in out.stdout, out.stdout
-    assert "changed while the runs went on: ckpt" in out.stdout
+    assert "the runs changed ckpt/w.npy in your directory" in out.stdout
+    assert f"fwd9m check --cwd empty -- {sys.executable} into.py" in out.stdout
     # a command's Python processes are captured through sitecustomize on PYTHONPATH
     (tmp_path / "randarr.py").write_text("import numpy as np\nx = np.random.rand(3)\n")
     out = check("-q", "--", sys.executable, "randarr.py", cwd=tmp_path)

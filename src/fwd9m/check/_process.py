@@ -254,14 +254,16 @@ def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, st
     run.files = _group_files(dict(sorted(files.items())))
 
 
-def _run_notes(done: list[_Run]) -> list[str]:
+def _run_notes(done: list[_Run], display: str = "SCRIPT.py") -> list[str]:
     notes = []
-    touched = sorted({t for r in done for t in r.touched})
+    # the files copied from the user's directory, else the top-level entries that changed
+    touched = sorted({t for r in done for t in r.through}) or sorted({t for r in done for t in r.touched})
     if touched:
-        notes.append(f"these entries of your directory changed while the runs went on: {', '.join(touched[:5])}. "
-                     f"A script that writes into an existing directory or file writes through the run's link "
-                     f"into yours: each run's files there were copied and compared, but a later run could "
-                     f"see an earlier run's files (a checkpoint to resume from); --cwd empty avoids this")
+        names = ", ".join(touched[:5]) + (f" and {len(touched) - 5} more" if len(touched) > 5 else "")
+        notes.append(f"the runs changed {names} in your directory (a run's directory links to your files, so "
+                     f"writing into an existing file or folder writes into yours). A later run may have read what "
+                     f"an earlier one left there, such as a checkpoint to resume from. To keep the runs apart: "
+                     f"fwd9m check --cwd empty {display}")
     errors = sorted({f"{r.info.label}: {c['error']}" for r in done for c in r.captures if c.get("error")}
                     | {f"{r.info.label}: {leaf['path']}: {leaf['error']}" for r in done for c in r.captures
                        for leaf in c.get("leaves", ()) if leaf.get("error")}

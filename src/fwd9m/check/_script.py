@@ -188,7 +188,7 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
             raise RunError(f"every run of {display} timed out (--timeout {timeout:g} s); raise --timeout "
                            f"or check the script for a hang (the whole process group was killed)")
         result = _compare_runs(display, done, source, command)
-        result.notes[:0] = _run_notes(done)
+        result.notes[:0] = _run_notes(done, display)
         if hashseed_check and result.hash_seed_suspect:
             say("runs differ and so did their string-hash seed: three more runs, with PYTHONHASHSEED=0, "
                 "0 and 1, tell whether hash order is the cause")
