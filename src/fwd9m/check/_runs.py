@@ -4,7 +4,7 @@ suspicion, and notes on distributed launches."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..compare import LeafDiff, compare_flat, compare_text, file_digest, read_structured
 from ..errors import FileFormatError, RunError
@@ -204,22 +204,22 @@ def _finding_key(f: Finding) -> str:
     return f"{f.source}:{f.diff.path if f.diff else f.summary.split(':', 1)[0]}"
 
 
-def _hash_seed_experiment(display: str, extra: list[_Run], source: str | None,
+def _hash_seed_experiment(display: str, run: Callable[[int, str], _Run], source: str | None,
                           command: bool) -> tuple[bool | None, set[str]]:
-    """Read the three runs of the hash-seed experiment (``PYTHONHASHSEED`` 0, 0 and 1).
+    """The hash-seed experiment: two runs with ``PYTHONHASHSEED=0`` and, when they agree,
+    one with ``PYTHONHASHSEED=1`` (``run(k, value)`` starts the k-th, 1-based).
 
     Returns ``(zeros_agree, moved)``: whether the two 0-runs agree bit for bit (None when
     they did not run to the end), and where (:func:`_finding_key`) the 1-run differs from
-    the first 0-run (empty when it agrees)."""
+    the first 0-run (empty when it agrees or did not run)."""
+    zeros = [run(1, "0"), run(2, "0")]
     try:
-        zeros = _compare_runs(display, extra[:2], source, command)
+        if not _compare_runs(display, zeros, source, command):
+            return False, set()
+        one = _compare_runs(display, [zeros[0], run(3, "1")], source, command)
     except RunError:
         return None, set()
-    try:
-        one = _compare_runs(display, [extra[0], extra[2]], source, command)
-    except RunError:
-        return None, set()
-    return bool(zeros), {_finding_key(f) for f in one.findings}
+    return True, {_finding_key(f) for f in one.findings}
 
 
 def _settle_hash_seed(result: CheckResult, outcome: tuple[bool | None, set[str]], source: str | None) -> None:

@@ -123,11 +123,12 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
         progress: called with one-line progress messages (which run, how long).
         python: interpreter for the runs (default: this one).
         hashseed_check: when the runs differ and so did their string-hash seed
-            (PYTHONHASHSEED unset), run three times more, with ``PYTHONHASHSEED`` 0, 0
-            and 1, a controlled experiment: hash order is confirmed as the cause only
-            when the two 0-runs agree and the 1-run differs from them; when all three
-            agree the difference did not recur (intermittent, not the hash seed); when
-            the 0-runs differ, hash order is ruled out as the only cause.
+            (PYTHONHASHSEED unset), run twice more with ``PYTHONHASHSEED=0`` and, when
+            they agree, once with ``PYTHONHASHSEED=1``, a controlled experiment: hash
+            order is confirmed as the cause only when the 0-runs agree and the 1-run
+            differs from them; when all three agree the difference did not recur
+            (intermittent, not the hash seed); when the 0-runs differ, hash order is
+            ruled out as the only cause.
 
     Returns:
         A :class:`CheckResult`. The runs' standard input is closed.
@@ -190,17 +191,18 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
         result = _compare_runs(display, done, source, command)
         result.notes[:0] = _run_notes(done, display)
         if hashseed_check and result.hash_seed_suspect:
-            say("runs differ and so did their string-hash seed: three more runs, with PYTHONHASHSEED=0, "
-                "0 and 1, tell whether hash order is the cause")
-            extra = []
-            for k, seed_value in enumerate(("0", "0", "1")):
-                d = root / f"hashseed{k + 1}"
-                run = _Run(RunInfo(f"PYTHONHASHSEED={seed_value} run {k + 1}", list(base_cmd),
+            say("runs differ and so did their string-hash seed: two more runs with PYTHONHASHSEED=0 and, "
+                "if they agree, one with PYTHONHASHSEED=1 tell whether hash order is the cause")
+
+            def hash_run(k: int, seed_value: str) -> _Run:
+                d = root / f"hashseed{k}"
+                run = _Run(RunInfo(f"PYTHONHASHSEED={seed_value} run {k}", list(base_cmd),
                                    {"PYTHONHASHSEED": seed_value}), d, d / "cwd", d / "stdout")
                 _execute(run, invocation, cwd, {**(env or {}), "PYTHONHASHSEED": seed_value}, site, timeout,
-                         f"{k + 1}/3", say)
-                extra.append(run)
-            _settle_hash_seed(result, _hash_seed_experiment(display, extra, source, command), source)
+                         f"{k}/3", say)
+                return run
+
+            _settle_hash_seed(result, _hash_seed_experiment(display, hash_run, source, command), source)
         if keep:
             result.notes.append(f"run directories kept in {root}")
         return result
