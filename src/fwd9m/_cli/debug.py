@@ -43,10 +43,12 @@ def add_arguments(p) -> None:
     p.add_argument("--framework", action="append", choices=("torch", "tensorflow", "keras", "jax"),
                    help="framework(s) to record (default: from the script's imports)")
     p.add_argument("-m", dest="module", action="store_true", help="TARGET is a module (python -m)")
-    p.add_argument("--keep", metavar="DIR", help="keep the two traces in DIR")
+    p.add_argument("--keep", metavar="DIR", help="keep the traces in DIR (without it they are "
+                                                 "deleted on exit)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per run")
     p.add_argument("--no-hashseed-check", action="store_true",
-                   help="do not rerun with PYTHONHASHSEED=0 to test hash-order sources")
+                   help="do not test hash-order sources (two reruns with PYTHONHASHSEED=0 "
+                        "that must agree, then one with PYTHONHASHSEED=1 that must differ)")
     p.add_argument("target", help="script.py (or 'record' / 'diff')")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
 
