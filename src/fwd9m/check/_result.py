@@ -84,7 +84,7 @@ def leaf_finding(source: str, run: str, d: LeafDiff, fa: Any, fb: Any, prefix: s
         d = dataclasses.replace(d, path=path)
     summary = d.summary()
     if signs:
-        summary = summary.replace(f"; max {d.max_ulp} ULP", "; signs differ")
+        summary = summary.replace(f"; max {d.max_ulp} ULP", "; max ULP across zero: signs differ")
     return Finding(source, run, prefix + summary, d, signs_differ=signs)
 
 
