@@ -48,6 +48,8 @@ def test_python_set_order_not_reproducible_and_hash_seed_named():
     # the first differing line of each run, labelled with the run's name
     assert "\n  run 1: " in out.stdout and "\n  run 2: " in out.stdout and "other:" not in out.stdout
     assert "python.hash-seed" in out.stdout or "catalog" not in out.stdout
+    # the script imports no framework: fwd9m debug would refuse it, so it is not suggested
+    assert "imported no framework that fwd9m debug records" in out.stdout
     # progress on stderr: which run, how long
     assert "run 1 (1/2): starting" in out.stderr and "run 2: exit 0 after" in out.stderr
     fixed = check("--env", "PYTHONHASHSEED=0", str(DATA / "python_set_order.py"))

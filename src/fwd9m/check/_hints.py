@@ -10,9 +10,11 @@ from .._log import logger
 
 
 def _debug_can_record(fp: dict[str, Any] | None) -> bool:
-    """False when the runs used JAX and neither framework ``fwd9m debug`` records."""
-    names = set(((fp or {}).get("frameworks") or {}))
-    return not ("jax" in names and not names & {"torch", "tensorflow", "keras"})
+    """Whether the runs imported a framework ``fwd9m debug`` records (PyTorch,
+    TensorFlow/Keras, JAX); True when the runs' fingerprint is unknown."""
+    if fp is None:
+        return True
+    return bool(set(fp.get("frameworks") or {}) & {"torch", "tensorflow", "keras", "jax"})
 
 
 def _debug_args(display: str, command: bool) -> str:

@@ -239,7 +239,8 @@ class CheckResult:
             lines += ["", "Next steps:"]
             lines += [f"  - {s}" for s in self.next_steps]
             for e in self.catalog:
-                lines.append(f"  - catalog {e['id']}: {e['title']}")
+                label = "fwd9m lint" if e.get("kind") == "lint" else "catalog"
+                lines.append(f"  - {label} {e['id']}: {e['title']}")
                 if e.get("fix"):
                     lines += [f"      {line}" for line in e["fix"].splitlines()[:3]]
         return printable("\n".join(lines))

@@ -186,9 +186,9 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
         elif _debug_can_record(base_env):
             result.next_steps.append(f"find the first op that differs: fwd9m debug {_debug_args(display, command)}")
         else:
-            result.next_steps.append("fwd9m debug records PyTorch and TensorFlow/Keras ops, not JAX yet: to "
-                                     "localize, check smaller pieces in Python with fwd9m.check(fn, ...) "
-                                     "(e.g. one training step from a fixed state)")
+            result.next_steps.append("the runs imported no framework that fwd9m debug records (PyTorch, "
+                                     "TensorFlow/Keras, JAX): to localize, check smaller pieces in Python "
+                                     "with fwd9m.check(fn, ...)")
         if probe_differs:
             result.next_steps.append(_HASH_SEED_STEP)
         device = "gpu" if (base_env or {}).get("gpus") else "cpu"
