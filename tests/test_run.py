@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import textwrap
 
@@ -260,3 +261,16 @@ def test_unreadable_script_is_a_clear_error(capsys, tmp_path):
     path.chmod(0)
     code, err = _cli(capsys, "run", str(path))
     assert code == 2 and "permission denied" in err and "chmod u+r" in err, err
+
+
+def test_module_target_is_looked_up_in_the_current_directory(tmp_path):
+    """`python -m pkg.train` finds a local package through the current directory; the
+    console script `fwd9m` does not have it on sys.path, so resolve_target adds it."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "train.py").write_text("print('hi')\n")
+    code = ("import os, sys; sys.path[:] = [p for p in sys.path if p not in ('', os.getcwd())]\n"
+            "from fwd9m._launch import resolve_target\n"
+            "print(resolve_target('pkg.train', module=True), os.getcwd() in sys.path)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.split() == ["pkg.train", "False"], out.stderr

@@ -98,10 +98,17 @@ def resolve_target(target: str, module: bool = False) -> str:
         import importlib.util
 
         check_module_name(target)
+        # `python -m` puts the current directory first on sys.path: look there too
+        added = os.getcwd() not in sys.path
+        if added:
+            sys.path.insert(0, os.getcwd())
         try:
             spec = importlib.util.find_spec(target)
         except (ImportError, ValueError):
             spec = None
+        finally:
+            if added:
+                sys.path.remove(os.getcwd())
         if spec is None:
             raise RunError(f"no module named {target!r} (python -m {target} would fail too); "
                            f"check the name and that its package is installed or on PYTHONPATH")
