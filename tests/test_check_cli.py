@@ -259,6 +259,21 @@ def test_module_and_command_forms(tmp_path):
     assert out.returncode == 2 and "command not found" in out.stderr
 
 
+def test_fwd9m_own_output_file_in_cwd_is_not_compared(tmp_path):
+    """``fwd9m check ok.py > out.txt 2> err.txt`` in the script's folder: the runs link
+    to out.txt and err.txt, which fwd9m's own progress lines grow while they run; they
+    are fwd9m's output, not files the script wrote, so they are not compared."""
+    (tmp_path / "ok.py").write_text("print(1)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    with open(tmp_path / "out.txt", "w") as out, open(tmp_path / "err.txt", "w") as err:
+        code = subprocess.run([sys.executable, "-m", "fwd9m", "check", "ok.py"], cwd=tmp_path, env=env,
+                              stdout=out, stderr=err, timeout=300).returncode
+    report = (tmp_path / "out.txt").read_text()
+    assert code == 0 and report.startswith("REPRODUCIBLE"), report + (tmp_path / "err.txt").read_text()
+    assert "run 2: exit 0" in (tmp_path / "err.txt").read_text()
+    assert "out.txt" not in report and "err.txt" not in report, report
+
+
 def test_unreadable_tf_checkpoint_falls_back_to_hash_of_its_files(tmp_path):
     # a checkpoint prefix is no file: its fallback hash covers X.index and X.data-*
     script = tmp_path / "fake_ckpt.py"

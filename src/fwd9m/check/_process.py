@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -101,6 +102,32 @@ def _snapshot_tree(source: Path, limit: int = WATCH_LIMIT, own: Path | None = No
                 continue
             out[os.path.relpath(p, source)] = (st.st_size, st.st_mtime_ns)
     return out
+
+
+def _own_outputs() -> set[tuple[int, int]]:
+    """``(st_dev, st_ino)`` of the regular files this process's stdout and stderr (file
+    descriptors 1 and 2) write to: ``fwd9m check x.py > out.txt 2>&1`` in the directory
+    the runs link to makes fwd9m's own progress lines grow ``out.txt`` while they run,
+    which is no output of the script's."""
+    out = set()
+    for fd in (1, 2):
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            out.add((st.st_dev, st.st_ino))
+    return out
+
+
+def _is_own_output(path: Path, own: set[tuple[int, int]]) -> bool:
+    if not own:
+        return False
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) in own
 
 
 def _prepare_cwd(cwd: Path, source: Path, mode: str) -> dict[str, tuple[int, int]]:
@@ -237,8 +264,9 @@ def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, st
         info.error = str(exc)
     info.captured = sum(len(c["flat"]) for c in run.captures)
     after = _snapshot_tree(invocation, own=run.root.parent) if linked else {}
+    own = _own_outputs() if linked else set()
     changed = [rel for rel, sig in after.items() if linked.get(rel) != sig
-               and (rel in linked or len(linked) < WATCH_LIMIT)]
+               and (rel in linked or len(linked) < WATCH_LIMIT) and not _is_own_output(invocation / rel, own)]
     run.touched = sorted({rel.split(os.sep)[0] for rel in changed})
     files = _collect_files(run.cwd)
     for rel in changed:  # written through a link into the user's directory: keep a copy
