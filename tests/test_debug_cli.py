@@ -230,6 +230,7 @@ def test_fast_pass_that_agrees_still_needs_both_runs_to_finish(fwd9m_cli, tmp_pa
                       "print(m(torch.ones(1, 3)).sum().item())\nsys.exit(3)\n")
     p = fwd9m_cli("debug", "--fast", "--no-hashseed-check", str(script), cwd=tmp_path)
     assert p.returncode == 2 and "failed in both runs (exit status 3)" in p.stderr, p.stdout + p.stderr
+    assert "reproducible" not in p.stdout.lower() and "ops recorded before that were compared (they agree)" in p.stderr
     p = fwd9m_cli("debug", "--steps", "", str(script), cwd=tmp_path)
     assert p.returncode == 2 and "--steps is empty" in p.stderr and "module-level" not in p.stderr
 
@@ -274,3 +275,14 @@ def test_external_source_fix_from_lint_makes_the_script_reproducible(fwd9m_cli, 
     script.write_text(_AUGMENTED.replace("default_rng()", "default_rng(0)"))
     p = fwd9m_cli("debug", "--no-hashseed-check", str(script), cwd=tmp_path)
     assert p.returncode == 0 and "reproducible" in p.stdout, p.stdout + p.stderr
+
+
+def test_report_escapes_control_characters_in_names(fwd9m_cli, tmp_path):
+    """A script whose file name holds an escape sequence and a bidi override: the text
+    report shows them escaped (they would recolour or reorder the user's terminal)."""
+    pytest.importorskip("torch")
+    script = tmp_path / "g\x1b[31mx\u202e.py"
+    script.write_text("import torch\nprint(torch.randn(2).sum().item())\n")  # unseeded
+    p = fwd9m_cli("debug", "--no-hashseed-check", str(script), cwd=tmp_path)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "\x1b" not in p.stdout and "\u202e" not in p.stdout and "\\x1b[31m" in p.stdout, p.stdout

@@ -179,13 +179,14 @@ def _settle(report, codes: list[int], paths: list[str], args) -> None:
     elif codes[0] or cut:
         from ..errors import RunError
 
-        _emit(report, args)
+        # no report on stdout: its headline would read "reproducible"
         why = (f"{args.target} failed in both runs (exit status {codes[0]})" if codes[0] else
                (f"the trace of run {cut[0]} has" if len(cut) == 1 else "the traces of both runs have")
                + " no end record (the process was killed or called os._exit, and the ops of its last, "
                  "unwritten frame are lost)")
-        raise RunError(f"{why}, so only the ops recorded before that were compared; no verdict on "
-                       f"the whole run")
+        n = max(report.ops_a, report.ops_b)
+        raise RunError(f"{why}, so only the {n} ops recorded before that were compared (they agree); "
+                       f"no verdict on the whole run")
     elif not (report.ops_a or report.ops_b):  # two empty traces agree: no verdict either
         from ..errors import RunError
 
@@ -302,6 +303,10 @@ def _hide_deleted(report, directory: str | None) -> None:
 def _emit(report, args) -> int:
     _hide_deleted(report, getattr(args, "deleted_dir", None))
     out = report.render("json" if args.format == "json" else "text")
+    if args.format != "json":  # names and text from the user's program: show escapes, do not obey them
+        from ..compare import escape_control
+
+        out = escape_control(out, keep="\n\t")
     print(out)
     if args.html:
         with open(args.html, "w", encoding="utf-8") as f:
