@@ -438,6 +438,20 @@ def test_lint_hints_cause_classes_and_check_hints(tmp_path):
     assert hints[0]["kind"] == "lint" and hints[0]["title"].startswith("in your code: ")
 
 
+def test_lint_hints_survive_a_bad_lint_configuration(tmp_path, caplog):
+    """A broken [tool.fwd9m.lint] table: the hints still point at the line (default
+    rules), and a warning says the configuration was not used."""
+    from fwd9m import _lint_hints
+
+    (tmp_path / "pyproject.toml").write_text("[tool.fwd9m.lint]\nselect = 5\n")
+    script = tmp_path / "train.py"
+    script.write_text("import numpy as np\nrng = np.random.default_rng()\nprint(rng.random())\n")
+    with caplog.at_level("WARNING", logger="fwd9m"):
+        found = _lint_hints.findings(script, "data")
+    assert [(x["line"], x["code"]) for x in found] == [(2, "FWD103")]
+    assert "is invalid" in caplog.text and "default rules" in caplog.text
+
+
 def test_hash_seed_ruled_out_drops_hash_causes(tmp_path):
     """After reruns with PYTHONHASHSEED=0 still diverge, nothing in the explanation
     suggests the hash seed (causes, catalog links, fix)."""

@@ -90,14 +90,24 @@ def findings(script: str | os.PathLike | None, cause: str | None = None, *,
     paste, "" when the message says it). The project's lint configuration
     (``[tool.fwd9m.lint]`` in the nearest pyproject.toml, ``# noqa``) applies. Codes
     starting with an entry of ``exclude`` are left out. Never raises: [] when the script
-    is missing (a trace from another machine), unreadable, or the configuration is bad."""
+    is missing (a trace from another machine) or unreadable; a bad configuration is logged
+    as a warning and the default rules are used."""
     if not script or not Path(script).is_file():
         return []
     try:
         from .lint import find_pyproject, lint_paths, load_config
 
+        from .errors import ConfigurationError, FileFormatError
+
         files = [Path(script), *local_modules(script)]
-        report = lint_paths([str(f) for f in files], load_config(find_pyproject(Path(script))))
+        pyproject = find_pyproject(Path(script))
+        try:
+            config = load_config(pyproject)
+        except (ConfigurationError, FileFormatError) as exc:  # say so, and still point at the lines
+            logger.warning("fwd9m lint configuration in %s is invalid (%s); the 'in your code' "
+                           "hints use the default rules", pyproject, str(exc).splitlines()[0])
+            config = load_config(None)
+        report = lint_paths([str(f) for f in files], config)
     except Exception as exc:  # noqa: BLE001 - a lint problem must not hide the runtime finding
         logger.debug("lint of %s for hints failed: %s", script, exc)
         return []
