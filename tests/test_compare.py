@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import itertools
@@ -144,7 +145,7 @@ def test_torch_modules_optimizers_and_bfloat16():
 
     assert compare(train(0), train(0)) == []
     paths = {d.path for d in compare(train(0), train(1))}
-    assert {"model.0.weight", "model.1.running_mean", "opt.state.0.exp_avg"} <= paths
+    assert {"model.0.weight", "model.1.running_mean", "opt.state[0].exp_avg"} <= paths  # int keys in brackets
     a = torch.tensor([1.0, 2.0], dtype=torch.bfloat16)
     b = torch.tensor([1.0, 2.015625], dtype=torch.bfloat16)  # the next bfloat16 after 2.0
     d = one(compare(a, b))
@@ -247,7 +248,7 @@ def test_saved_model_fingerprint_ignores_the_per_save_uuid(tmp_path):
 def test_differing_keys_are_differences_not_a_renaming():
     """Regression: ``{"step_0": x}`` and ``{"step_1": x}`` were paired by position as one
     leaf (auto-numbering was guessed from the key text) and reported identical."""
-    assert [(d.path, d.kind) for d in compare({0: 1.0}, {1: 1.0})] == [("0", "only_a"), ("1", "only_b")]
+    assert [(d.path, d.kind) for d in compare({0: 1.0}, {1: 1.0})] == [("[0]", "only_a"), ("[1]", "only_b")]
     assert len(compare({"epoch3": 1}, {"epoch4": 1})) == 2
     diffs = compare({"step_0": 1.0}, {"step_1": 1.0})
     assert [(d.path, d.kind) for d in diffs] == [("step_0", "only_a"), ("step_1", "only_b")]
@@ -292,18 +293,33 @@ class _B:
     rate: float
 
 
+_P = collections.namedtuple("_P", "u v")
+
+
 @pytest.mark.parametrize("a, b, kinds", [
     ([1.0, 2.0], [1.0, 2.0, 3.0], {"only_b"}),                     # list lengths
     ({"x": 1}, {"x": 1.0}, {"type"}),                             # int vs float
     ({"x": True}, {"x": 1}, {"type"}),                            # bool vs int
     ({"x": np.zeros(2)}, {"x": None}, {"type"}),                  # array vs None
-    ({"x": _A(0.1)}, {"x": _B(0.1)}, {"only_a", "only_b"}),       # dataclass fields
+    ({"x": _A(0.1)}, {"x": _B(0.1)}, {"type", "only_a", "only_b"}),  # dataclass class and fields
     ({"x": np.zeros(2, np.float32)}, {"x": np.zeros(2, np.float64)}, {"dtype"}),
     ({"x": np.zeros((2, 1))}, {"x": np.zeros((1, 2))}, {"shape"}),
     ({"x": [], "y": 1}, {"y": 1}, {"only_a"}),                     # an empty container is a leaf
     ({"x": {}}, {"y": {}}, {"only_a", "only_b"}),
     ({"x": []}, {"x": {}}, {"type"}),
     ({"x": []}, {"x": [0]}, {"only_a", "only_b"}),
+    ({1: 0}, {"1": 0}, {"only_a", "only_b"}),                     # int vs str key
+    ({"x": {1: 5}}, {"x": {"1": 5}}, {"only_a", "only_b"}),       # nested
+    ({1.0: 0}, {1: 0}, {"only_a", "only_b"}),                     # float vs int key
+    ({True: 0}, {1: 0}, {"only_a", "only_b"}),                    # bool vs int key
+    ({None: 0}, {"None": 0}, {"only_a", "only_b"}),
+    ({(1, 2): 0}, {"(1, 2)": 0}, {"only_a", "only_b"}),
+    ((1, 2), [1, 2], {"type"}),                                   # container type
+    ({"x": (1,)}, {"x": [1]}, {"type"}),
+    ({"x": [[1]]}, {"x": [(1,)]}, {"type"}),
+    ([0], {0: 0}, {"type"}),                                      # a list and an int-keyed dict
+    ((), [], {"type"}),                                           # empty, as the whole value
+    ({"x": _P(1, 2)}, {"x": (1, 2)}, {"type", "only_a", "only_b"}),  # named tuple fields vs indices
 ])
 def test_structural_differences_are_never_the_same_leaf(a, b, kinds):
     diffs = compare(a, b)
@@ -312,22 +328,36 @@ def test_structural_differences_are_never_the_same_leaf(a, b, kinds):
     assert all(d.summary() for d in diffs)
 
 
+def test_key_and_container_notation():
+    """String keys keep their dotted paths; any other key is its repr in brackets, and a
+    container of another kind at one path is one "type" difference, listed first."""
+    assert list(flatten({"a": {"b": 1, 2: 3, (4, "5"): 6, None: 7}, "c": [8]})) == \
+        ["a.b", "a[2]", "a[(4, '5')]", "a[None]", "c[0]"]
+    assert flatten({"a": (1, [2]), "b": {}}).containers == {"<value>": "dict", "a": "tuple", "a[1]": "list"}
+    assert flatten(collections.OrderedDict(x=1)).containers == {"<value>": "dict"}  # any mapping is a dict
+    assert compare(collections.OrderedDict(x=1), collections.defaultdict(int, x=1)) == []
+    (d, *rest) = compare({"w": (1.0, 2.0)}, {"w": [1.0, 2.5]})
+    assert d.summary() == "w: type differs: tuple vs list" and rest[0].path == "w[1]"
+    assert compare(1, 1) == [] and compare((), ()) == [] and compare([], [])[:1] == []
+
+
 _KEYS = st.sampled_from(["x", "x_1", "x_2", "y"])
 _LEAVES = st.one_of(st.none(), st.booleans(), st.integers(0, 2), st.sampled_from([0.0, -0.0, 1.0, float("nan")]),
                     st.sampled_from(["s", ""]),
                     hnp.arrays(st.sampled_from([np.float32, np.float64, np.int32]),
                                hnp.array_shapes(min_dims=0, max_dims=2, max_side=2), elements=st.integers(0, 1)))
-_VALUES = st.recursive(_LEAVES, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
-                       max_leaves=6)
+_ANY_KEYS = _KEYS | st.sampled_from([0, 1, "0", "1", 1.0, True, None, "None", (1,), "(1,)"])
+_VALUES = st.recursive(_LEAVES, lambda inner: st.lists(inner, max_size=3) | st.lists(inner, max_size=3).map(tuple)
+                       | st.dictionaries(_ANY_KEYS, inner, max_size=3), max_leaves=6)
 
 
 def _same(a, b) -> bool:
     """Strict equality: same types, keys, lengths, dtypes, shapes and bits."""
     if type(a) is not type(b):
         return False
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list):
+    if isinstance(a, dict):  # keys of one type each: 1 == 1.0 == True as dict keys
+        return {(type(k), k) for k in a} == {(type(k), k) for k in b} and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(map(_same, a, b))
     if isinstance(a, np.ndarray):
         return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
@@ -340,7 +370,8 @@ def _same(a, b) -> bool:
 @given(st.dictionaries(_KEYS, _VALUES, min_size=1, max_size=3), st.dictionaries(_KEYS, _VALUES, min_size=1, max_size=3))
 def test_no_difference_exactly_when_strictly_equal(a, b):
     """Property: compare() finds nothing exactly when the two values are strictly equal,
-    for nested dicts (keys that differ only by a number) and lists of mixed leaves."""
+    for nested dicts (keys that differ only by a number, or by type: 1, "1", 1.0, True),
+    lists and tuples of mixed leaves."""
     assert (compare(a, b) == []) == _same(a, b), (a, b, [d.summary() for d in compare(a, b)])
     assert compare(a, copy.deepcopy(a)) == []
 

@@ -7,7 +7,7 @@ import time
 from typing import Any, Callable
 
 from .. import _frameworks
-from ..compare import Tensor, _Opaque, compare_flat, flatten
+from ..compare import Flat, Tensor, _Opaque, compare_flat, flatten
 from ..errors import NondeterminismError, RunError
 from ..seed import seed_everything
 from ._hints import _catalog_hints
@@ -26,7 +26,8 @@ def _seeded_frameworks() -> set[str]:
 def _snapshot(value: Any) -> dict[str, Any]:
     """Flatten and copy, so a later run that mutates shared tensors cannot change it."""
     flat = flatten(value)
-    return {k: Tensor(v.array.copy(), v.dtype) if isinstance(v, Tensor) else v for k, v in flat.items()}
+    return Flat(((k, Tensor(v.array.copy(), v.dtype) if isinstance(v, Tensor) else v) for k, v in flat.items()),
+                containers=flat.containers)
 
 
 def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 0,

@@ -32,7 +32,7 @@ from ._bits import CHUNK, LeafDiff, compare, compare_arrays, compare_flat  # noq
 from ._escape import clip as _clip, escape_control  # noqa: F401
 from ._files import STRUCTURED_SUFFIXES, TEXT_LIMIT, TEXT_SUFFIXES, file_digest, read_structured  # noqa: F401
 from ._text import VOLATILE, compare_text, normalize_line  # noqa: F401
-from ._values import MAX_DEPTH, NamedPath, Tensor, _Opaque, flatten, to_numpy  # noqa: F401
+from ._values import MAX_DEPTH, Flat, NamedPath, Tensor, _Opaque, flatten, to_numpy  # noqa: F401
 
-__all__ = ["LeafDiff", "NamedPath", "Tensor", "compare", "compare_arrays", "compare_flat", "compare_text",
+__all__ = ["Flat", "LeafDiff", "NamedPath", "Tensor", "compare", "compare_arrays", "compare_flat", "compare_text",
            "escape_control", "file_digest", "flatten", "normalize_line", "read_structured", "to_numpy"]

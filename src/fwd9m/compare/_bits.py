@@ -273,18 +273,31 @@ def _renamed(fa: Mapping[str, Any], fb: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+def _container_diffs(fa: Mapping[str, Any], fb: Mapping[str, Any]) -> list[LeafDiff]:
+    """A ``"type"`` difference per path where both values hold a container of a
+    different kind (a tuple and a list, a dict and a list); needs both to be
+    :class:`~fwd9m.compare.Flat` (a plain mapping records no containers)."""
+    ca, cb = getattr(fa, "containers", None), getattr(fb, "containers", None)
+    if not ca or not cb:
+        return []
+    return [LeafDiff(path, "type", a=kind, b=cb[path]) for path, kind in ca.items()
+            if path in cb and cb[path] != kind]
+
+
 def compare_flat(fa: Mapping[str, Any], fb: Mapping[str, Any]) -> list[LeafDiff]:
-    """Compare two :func:`flatten` results; differences in ``fa``'s order, then
-    leaves only in ``fb``. A path in one only is a difference (kind ``"only_a"`` or
-    ``"only_b"``), except weights whose names Keras or TensorFlow numbered differently
-    (see :class:`~fwd9m.compare.NamedPath`); those pair up and are named by
-    ``fa``."""
+    """Compare two :func:`flatten` results; containers of a different kind at the same
+    path first (kind ``"type"``: ``(1, 2)`` and ``[1, 2]``, when both are
+    :class:`~fwd9m.compare.Flat`), then leaves in ``fa``'s order, then leaves only in
+    ``fb``. A path in one only is a difference (kind ``"only_a"`` or ``"only_b"``;
+    ``{1: 0}`` and ``{"1": 0}`` have the paths ``[1]`` and ``1``), except weights whose
+    names Keras or TensorFlow numbered differently (see
+    :class:`~fwd9m.compare.NamedPath`); those pair up and are named by ``fa``."""
+    out = _container_diffs(fa, fb)
     renamed = _renamed(fa, fb)
     if renamed:
         moved = {renamed.get(k, k): v for k, v in fb.items()}
         if len(moved) == len(fb):  # no new name collides with one already there
             fb = moved
-    out = []
     for path, a in fa.items():
         if path not in fb:
             out.append(LeafDiff(path, "only_a", a=_describe(a)))

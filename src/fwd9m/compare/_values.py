@@ -179,14 +179,31 @@ def _expand(value: Any) -> tuple[Mapping[str, Any], bool] | None:
 
 
 def _join(prefix: str, key: Any) -> str:
-    if isinstance(key, int):
-        return f"{prefix}[{key}]"
-    return f"{prefix}.{key}" if prefix else str(key)
+    """A string key (a dict key, a field or attribute name) joins with ``.``; any other key
+    (a sequence index, a dict's int, float, tuple or None key) is shown as its ``repr``
+    in brackets, so ``{1: 0}`` (``[1]``) and ``{"1": 0}`` (``1``) have different paths."""
+    if isinstance(key, str):
+        return f"{prefix}.{key}" if prefix else key
+    return f"{prefix}[{key!r}]"
 
 
-def _walk(value: Any, path: str, depth: int, seen: set[int], named: int | None) -> Iterator[tuple[str, Any]]:
+def _container_kind(value: Any, kind: type) -> str:
+    """What ``value`` (``kind``: its type before a framework container was expanded) is
+    as a container: ``dict`` for every mapping (``OrderedDict``, ``defaultdict``), ``list``
+    and ``tuple`` for their subclasses, the class name for named tuples, dataclasses,
+    plain objects and framework containers."""
+    if isinstance(value, Mapping) and kind is type(value):
+        return "dict"
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return "list" if isinstance(value, list) else "tuple"
+    return kind.__qualname__
+
+
+def _walk(value: Any, path: str, depth: int, seen: set[int], named: int | None,
+          containers: dict[str, str]) -> Iterator[tuple[str, Any]]:
     """``(path, leaf)`` pairs; ``named``: where in ``path`` names a framework made up
-    begin (None: nowhere), for :class:`NamedPath`."""
+    begin (None: nowhere), for :class:`NamedPath`; ``containers`` gets ``{path: kind}``
+    (:func:`_container_kind`) of every non-empty container outside such names."""
     if value is None or type(value) in _SCALARS:
         yield _path(path, named), value
         return
@@ -205,7 +222,7 @@ def _walk(value: Any, path: str, depth: int, seen: set[int], named: int | None) 
             named = len(path)
     seen = seen | {id(value)}
     if isinstance(value, Mapping):
-        children = ((k if isinstance(k, str) else str(k), v) for k, v in value.items())
+        children = iter(value.items())
     elif isinstance(value, (list, tuple)):
         fields = getattr(value, "_fields", None)  # namedtuple
         children = ((fields[i] if fields else i, v) for i, v in enumerate(value))
@@ -221,8 +238,12 @@ def _walk(value: Any, path: str, depth: int, seen: set[int], named: int | None) 
         return
     empty = True
     for key, child in children:
+        if empty and named is None:  # recorded before its leaves (a non-empty container)
+            containers[path or "<value>"] = _container_kind(value, kind)
         empty = False
-        yield from _walk(child, _join(path, key), depth + 1, seen, named)
+        yield from _walk(child, _join(path, key), depth + 1, seen, named, containers)
+    if empty and not depth and named is None:  # () vs [] as the whole result
+        containers["<value>"] = _container_kind(value, kind)
     if empty and depth:  # {"a": []} and {} differ; an empty result still flattens to {}
         yield _path(path, named), _Empty(kind)
 
@@ -283,18 +304,32 @@ class _Empty:
         return f"<empty {self.type.__qualname__}>"
 
 
-def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """``{path: leaf}`` for every leaf of ``value``, in traversal order.
+class Flat(dict):
+    """:func:`flatten`'s result: ``{path: leaf}``, plus :attr:`containers`,
+    ``{path: kind}`` of the containers the leaves sit in (``"dict"``, ``"list"``,
+    ``"tuple"``, or a class name; ``"<value>"`` for the value itself), so that
+    :func:`~fwd9m.compare.compare_flat` sees ``(1, 2)`` and ``[1, 2]`` differ."""
+
+    def __init__(self, *args: Any, containers: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.containers: dict[str, str] = dict(containers or {})
+
+
+def flatten(value: Any, prefix: str = "") -> Flat:
+    """``{path: leaf}`` for every leaf of ``value``, in traversal order (a :class:`Flat`,
+    which also records each container's kind).
 
     Array-like leaves become :class:`Tensor`; Python scalars, strings, bytes, sets and
     objects with their own ``__eq__`` stay as they are; an empty container inside
     ``value`` is a leaf of its own, objects fwd9m cannot look into are leaves compared
-    by type. Paths join mapping keys with ``.`` and sequence indices with ``[i]``:
-    ``"model.fc.weight"``, ``"history[3]"``; weights named by Keras or TensorFlow have a
-    :class:`NamedPath`.
+    by type. Paths join string keys (mapping keys, fields, attributes) with ``.``; any
+    other key, a sequence index or a dict's int, float, tuple or None key, is its
+    ``repr`` in brackets: ``"model.fc.weight"``, ``"history[3]"``, ``"opt.state[0].step"``
+    (a torch optimizer's int key); ``{"1": 0}`` flattens to ``"1"``, ``{1: 0}`` to
+    ``"[1]"``. Weights named by Keras or TensorFlow have a :class:`NamedPath`.
     """
-    out: dict[str, Any] = {}
-    for path, leaf in _walk(value, prefix, 0, set(), None):
+    out = Flat()
+    for path, leaf in _walk(value, prefix, 0, set(), None, out.containers):
         key, n = path or "<value>", 1
         while key in out:  # two leaves that render to one path
             n += 1
