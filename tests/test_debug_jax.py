@@ -4,6 +4,7 @@ sources of divergence classified, hooks removed after the block."""
 from __future__ import annotations
 
 import inspect
+from functools import partial
 
 import numpy as np
 import pytest
@@ -72,9 +73,10 @@ def test_jitted_call_is_one_op_named_after_the_function(tmp_path):
     assert trace.ops == 2
     op = ops[0]
     assert op.node == "jit" and op.phase == "other" and op.device == "cpu:0"
-    assert [t.meta for t in op.inputs] == ["float32[4]", "float32[2,4]"]
+    assert [t.meta for t in op.inputs] == ["float32[4]", "float32[2,4]", "jaxpr[]"]  # + program
     assert [t.meta for t in op.outputs] == ["float32[4]", "float32[]"]
-    assert [t.digest for t in op.inputs] == [fp.numpy_digest(np.asarray(w)), fp.numpy_digest(np.asarray(x))]
+    assert [t.digest for t in op.inputs[:2]] == [fp.numpy_digest(np.asarray(w)), fp.numpy_digest(np.asarray(x))]
+    assert op.inputs[2].digest == ops[1].inputs[2].digest is not None  # the same program
     assert op.outputs[0].digest == fp.numpy_digest(np.asarray(out[0]))
     assert op.step == 0 and ops[1].step == 1  # a call of a jitted user function ends a step
 
@@ -128,8 +130,128 @@ def test_nondeterministic_jitted_call_is_the_culprit_at_jit_granularity(tmp_path
     report = dbg.localize(noisy, x, framework="jax", directory=str(tmp_path))
     first = report.first
     assert report.kind == "culprit" and first.op == "jit(noisy)", report.render()
-    assert "recorded as one" in first.explanation["headline"]
-    assert "enable_determinism" in first.explanation["fix"]
+    told = first.explanation
+    assert "recorded as one" in told["headline"]
+    # the host callback is the first suspect, before any XLA kernel
+    assert first.node == "jit:pure_callback" and "pure_callback" in told["headline"]
+    assert "host callback" in told["causes"][0] and "XLA kernel" in told["causes"][1]
+    assert "default_rng(fwd9m.derive_seed" in told["fix"]
+    assert told["catalog"][0]["id"] == "python.numpy-unseeded"
+    text = report.render()
+    assert "op:       jit(noisy)  (contains: pure_callback)" in text and "autograd" not in text
+
+
+def test_callbacks_come_before_catalog_primitives_in_the_node(tmp_path):
+    """A jit holding both a host callback and a catalog primitive (scatter-add) lists the
+    callback first; its explanation still names the scatter's catalog entry."""
+    shape = jax.ShapeDtypeStruct((4,), jnp.float32)
+
+    @jax.jit
+    def both(x, idx):
+        y = jax.pure_callback(lambda v: np.asarray(v), shape, x)
+        return jnp.zeros(4).at[idx].add(y)
+
+    path = tmp_path / "t.trace"
+    x, idx = jnp.ones(4), jnp.array([0, 1, 1, 2])
+    with dbg.record(path, framework="jax"):
+        both(x, idx)
+    op, = _ops(path)
+    assert op.node == "jit:pure_callback,scatter-add", op.node
+    from fwd9m.debug import _compare, _explain
+
+    first = _compare.Divergence(kind="culprit", seq=0, step=0, op=op.name, module="", phase="other",
+                                location=op.location, node=op.node, device="gpu:0", outputs_differ=[0])
+    report = _compare.Report(a="", b="", framework="jax", reproducible=False, kind="culprit",
+                             ops_a=1, ops_b=1)
+    told = _explain.explain(first, report, {}, {})
+    assert "pure_callback" in told["headline"] and "scatter-add" in told["headline"]
+    assert [e["id"] for e in told["catalog"]][:2] == ["python.numpy-unseeded", "jax.xla-gpu-scatter"]
+
+
+def _scale_with(lr):
+    """A jitted step with a static learning rate, called like a training loop."""
+    x = jnp.ones(4)
+    for _ in range(2):
+        x = _static_scale(x, lr)  # the program changes here
+    return x
+
+
+@partial(jax.jit, static_argnums=1)
+def _static_scale(x, lr):
+    return x * lr
+
+
+def _external_program(report, fn, line_text):
+    first = report.first
+    assert report.kind == "external" and first.source == "python", report.render()
+    assert first.op.startswith("jit(") and first.step == 0
+    assert "(jaxpr[])" in first.detail  # the program input differs, no data input
+    assert first.location.endswith(f"test_debug_jax.py:{_line(fn, line_text)}")
+    told = first.explanation
+    assert "the compiled program of" in told["headline"]
+    assert "static argument or captured value" in told["headline"]
+    assert "static argument" in told["causes"][0] and "global" in told["causes"][1]
+    assert "traced argument" in told["fix"]
+    text = report.render()
+    assert "CULPRIT" not in text and "XLA" not in text and "autograd" not in text
+    assert "model input" not in text
+
+
+def test_static_argument_that_changes_is_external_not_a_culprit(tmp_path):
+    """``lr`` from unseeded Python random (two values, one per run) is a static argument:
+    it is compiled into the program, so the call is external (python), not a culprit."""
+    values = iter([0.25, 0.5])
+    report = dbg.localize(lambda: _scale_with(next(values)), framework="jax",
+                          directory=str(tmp_path))
+    _external_program(report, _scale_with, "the program changes here")
+
+
+def test_same_static_argument_is_reproducible(tmp_path):
+    report = dbg.localize(_scale_with, 0.25, framework="jax", directory=str(tmp_path))
+    assert report.reproducible, report.render()
+
+
+_LR = [0.1]
+
+
+def _global_step():
+    @jax.jit
+    def step(x):
+        return x * _LR[0]  # a captured Python value, read when JAX traces step
+
+    x = jnp.ones(4)
+    for _ in range(2):
+        x = step(x)  # the captured value enters here
+    return x
+
+
+def test_captured_global_that_changes_is_external(tmp_path):
+    values = iter([0.1, 0.3])
+
+    def run():
+        _LR[0] = next(values)
+        return _global_step()
+
+    report = dbg.localize(run, framework="jax", directory=str(tmp_path))
+    _external_program(report, _global_step, "the captured value enters here")
+
+
+def test_captured_array_constant_that_changes_is_external(tmp_path):
+    """A closed-over NumPy array is a const of the jaxpr (not in its text): its bytes
+    are part of the program digest."""
+    consts = iter([np.arange(4.0), np.arange(4.0) + 1e-6])
+
+    def run():
+        table = next(consts)
+
+        @jax.jit
+        def add_table(x):
+            return x + table
+
+        return add_table(jnp.ones(4))
+
+    report = dbg.localize(run, framework="jax", directory=str(tmp_path))
+    assert report.kind == "external" and "(jaxpr[])" in report.first.detail, report.render()
 
 
 def test_hooks_are_removed_and_fast_path_restored(tmp_path):

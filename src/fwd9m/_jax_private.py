@@ -15,7 +15,17 @@ this file so a JAX upgrade breaks one place. Checked against jax 0.10.2 (source:
   active (the call is top level). ``jax._src.core.jaxprs_in_params(params)``: the
   jaxprs an equation's params hold (a nested jit, a scan body, cond branches); with
   ``ClosedJaxpr.jaxpr``, ``Jaxpr.eqns`` and ``eqn.primitive.name`` it lists the
-  primitives inside a jitted function. Same source.
+  primitives inside a jitted function. Same source. ``jax._src.core.Literal``: a
+  constant written into an equation (a static argument or a captured Python scalar
+  becomes one); its text is ``str(value.item())`` for a scalar but ``[...]`` for an
+  array. ``str(Jaxpr)`` (``pp_jaxpr``) writes ``0xXXXX`` for object addresses in
+  equation params (``pp_kv_pair``), so equal programs print equal text in two
+  processes. Same source.
+* Host callbacks are primitives named ``pure_callback`` and ``io_callback``
+  (``jax/_src/callback.py``) and ``buffer_callback`` (``jax/_src/buffer_callback.py``):
+  they run Python during the compiled program and their results are its values.
+  ``debug_callback`` (``jax/_src/debugging.py``) returns nothing to the program.
+  Source: https://github.com/jax-ml/jax/blob/main/jax/_src/callback.py
 * ``jax._src.pjit._run_python_pjit(p, args_flat, fun, args, kwargs)``: the Python path
   of a call to a ``jax.jit`` function; when the trace state is clean it runs the
   compiled executable of the whole function (``_pjit_call_impl_python``) and returns
@@ -46,13 +56,19 @@ Every function imports JAX when called: importing this module imports no framewo
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from typing import Any, Callable, Iterator
 
-__all__ = ["CHECKED_VERSION", "eager_hooks", "host_array", "op_name", "primitive_names"]
+__all__ = ["CALLBACK_PRIMITIVES", "CHECKED_VERSION", "eager_hooks", "host_array", "op_name",
+           "primitive_names", "program_parts"]
 
 #: The jax release whose private functions above were read.
 CHECKED_VERSION = "0.10.2"
+
+#: primitives that run Python inside a compiled program and return its values (names of
+#: jax 0.10.2, see above); a culprit jit holding one is most likely that callback.
+CALLBACK_PRIMITIVES = ("pure_callback", "io_callback", "buffer_callback")
 
 _TOKEN = "fwd9m.debug.record"
 _user_context = None
@@ -72,23 +88,59 @@ def op_name(primitive_name: str, params: dict) -> str:
     return f"{primitive_name}({name})" if name else primitive_name
 
 
-def primitive_names(closed_jaxpr) -> frozenset[str]:
-    """Names of every primitive in ``closed_jaxpr`` and the jaxprs nested in it
-    (``scatter-add``, ``dot_general``, ...)."""
+def _jaxprs(closed_jaxpr) -> Iterator[tuple[Any, list]]:
+    """(Jaxpr, its consts) for ``closed_jaxpr`` (a ClosedJaxpr or Jaxpr) and every jaxpr
+    nested in its equations' params, each once."""
     from jax._src import core
 
-    names: set[str] = set()
-    todo = [closed_jaxpr.jaxpr if hasattr(closed_jaxpr, "consts") else closed_jaxpr]
+    todo = [closed_jaxpr]
     seen: set[int] = set()
     while todo:
-        jaxpr = todo.pop()
+        j = todo.pop()
+        consts = list(j.consts) if isinstance(j, core.ClosedJaxpr) else []
+        jaxpr = j.jaxpr if isinstance(j, core.ClosedJaxpr) else j
         if id(jaxpr) in seen:
             continue
         seen.add(id(jaxpr))
+        yield jaxpr, consts
         for eqn in jaxpr.eqns:
-            names.add(eqn.primitive.name)
-            todo.extend(core.jaxprs_in_params(eqn.params))
-    return frozenset(names)
+            for val in eqn.params.values():
+                for v in (val if isinstance(val, tuple) else (val,)):
+                    if isinstance(v, (core.Jaxpr, core.ClosedJaxpr)):
+                        todo.append(v)
+
+
+def primitive_names(closed_jaxpr) -> frozenset[str]:
+    """Names of every primitive in ``closed_jaxpr`` and the jaxprs nested in it
+    (``scatter-add``, ``dot_general``, ...)."""
+    return frozenset(eqn.primitive.name for jaxpr, _ in _jaxprs(closed_jaxpr)
+                     for eqn in jaxpr.eqns)
+
+
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")
+
+
+def program_parts(closed_jaxpr) -> tuple[str, list]:
+    """What a compiled program is made of: (its jaxpr's text, the values that text does
+    not spell out). Two calls run the same program when both parts are equal.
+
+    The text holds every equation, its params and its scalar literals, exactly (a
+    static argument ``lr=0.5`` reads ``mul a 0.5:f32[]``); object addresses are masked.
+    The values are the consts of the jaxpr and of the jaxprs nested in it (arrays a
+    function closes over) and every non-scalar literal (printed ``[...]``), in a fixed
+    order: NumPy arrays, ``jax.Array`` s or Python scalars.
+    """
+    import numpy as np
+    from jax._src import core
+
+    values: list = []
+    for jaxpr, consts in _jaxprs(closed_jaxpr):
+        values += consts
+        for eqn in jaxpr.eqns:
+            values += [v.val for v in eqn.invars if isinstance(v, core.Literal) and np.ndim(v.val)]
+        values += [v.val for v in jaxpr.outvars if isinstance(v, core.Literal) and np.ndim(v.val)]
+    jaxpr = closed_jaxpr.jaxpr if isinstance(closed_jaxpr, core.ClosedJaxpr) else closed_jaxpr
+    return _ADDRESS.sub("0x?", str(jaxpr)), values
 
 
 def host_array(x):

@@ -112,16 +112,53 @@ _JAX_IDS = {"rng": ["jax.prng-key-reuse"], "seed": ["jax.prng-key-reuse"],
             "python": ["python.numpy-unseeded"]}
 
 
-def _jit_culprit(first, version: str | None) -> dict[str, Any]:
+#: JAX: a jit op whose program input (``_jax.PROGRAM_META``) differs: a static argument
+#: or a captured global changed the program (https://docs.jax.dev/en/latest/_autosummary/jax.jit.html,
+#: https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html)
+_JAX_PROGRAM_CAUSES = [
+    "a static argument (static_argnums / static_argnames) has another value in each run: "
+    "each value is compiled into its own program",
+    "the jitted function reads a global or closed-over Python/NumPy value that differs between "
+    "the runs: JAX bakes it into the program as a constant when it traces the function"]
+_JAX_PROGRAM_FIX = (
+    "# a static argument, or a global the jitted function reads, must be the same in every run:\n"
+    "lr = 0.01   # a fixed value, or one drawn from a seeded generator (below)\n"
+    "# or pass it as a traced argument (not static), so it is an input of the call")
+
+#: JAX: a host callback inside a culprit jit (``_jax_private.CALLBACK_PRIMITIVES``)
+_JAX_CALLBACK_FIX = (
+    "import fwd9m, numpy as np\n"
+    "# inside the callback: a seeded generator, not np.random.* or default_rng()\n"
+    "rng = np.random.default_rng(fwd9m.derive_seed(0, \"callback\"))\n"
+    "# or draw the noise with jax.random from a key passed to the jitted function")
+
+
+def _jit_culprit(first, version: str | None, ha: dict, hashseed: str | None) -> dict[str, Any]:
     """A ``jit(NAME)`` call (:mod:`fwd9m.debug._jax`) whose inputs agree and outputs
-    differ: the ops inside it were not recorded one by one."""
+    differ: the ops inside it were not recorded one by one. Host callbacks inside it
+    come first among the suspects (Python code run by the program)."""
+    from .._jax_private import CALLBACK_PRIMITIVES
+
     dev = "gpu" if "gpu" in first.device or "cuda" in first.device else "cpu"
     cat = _catalog()
-    suspects = [s for s in first.node.partition(":")[2].split(",") if s]  # _jax._jit_node
+    suspects = [s for s in first.node.partition(":")[2].split(",") if s]  # _jax._program
+    callbacks = [s for s in suspects if s in CALLBACK_PRIMITIVES]
+    suspects = [s for s in suspects if s not in CALLBACK_PRIMITIVES]
     entries = []
     for s in suspects:
         entries += [e for e in _entries_for_op("jax", s, version, first.device)
                     if e["id"] not in {x["id"] for x in entries}]
+    if callbacks:
+        cbs = ", ".join(callbacks)
+        also = f"; inside it the catalog also lists {', '.join(suspects)}" if suspects else ""
+        return {"headline": f"{first.op} gave different outputs from identical inputs: it calls back "
+                            f"into Python ({cbs}), and that Python code can return different values in "
+                            f"each run (ops inside a jit are recorded as one){also}",
+                "causes": [f"a host callback inside the function ({cbs}) returns values computed in "
+                           f"Python: an unseeded NumPy or Python RNG, the clock or a file makes them "
+                           f"differ, and JAX does not see inside it"] + _JIT_CAUSES,
+                "catalog": _entries_by_id(["python.numpy-unseeded"]) + entries,
+                "fix": _JAX_CALLBACK_FIX, "lint": _lint(ha, "python", hashseed)}
     inside = f"; inside it the catalog lists {', '.join(suspects)}" if suspects else ""
     if not entries and cat is not None:  # no listed suspect: what the catalog has for this device
         try:
@@ -132,13 +169,16 @@ def _jit_culprit(first, version: str | None) -> dict[str, Any]:
     return {"headline": f"{first.op} gave different outputs from identical inputs: an op inside this "
                         f"compiled function is nondeterministic (ops inside a jit are recorded as one)"
                         f"{inside}",
-            "causes": ["an XLA kernel that accumulates in a run-dependent order (scatter-add, "
-                       "atomics-based reductions on GPU, autotuning)",
-                       "to name the op: call the function's body without jax.jit while debugging "
-                       "(a different program, so the op may behave differently)"],
+            "causes": list(_JIT_CAUSES),
             "catalog": entries,
             "fix": "import fwd9m\nfwd9m.enable_determinism(seed=0)  # before JAX starts: "
                    "XLA_FLAGS=--xla_gpu_deterministic_ops=true"}
+
+
+_JIT_CAUSES = ["an XLA kernel that accumulates in a run-dependent order (scatter-add, "
+               "atomics-based reductions on GPU, autotuning)",
+               "to name the op: call the function's body without jax.jit while debugging "
+               "(a different program, so the op may behave differently)"]
 
 
 def _catalog():
@@ -237,7 +277,7 @@ def explain(first, report, ha: dict, hb: dict, hashseed: str | None = None) -> d
                 "fix": f"fwd9m debug --steps {first.step}:{first.step} SCRIPT  "
                        f"# op-level recording of step {first.step} only"}
     if first.kind == "culprit" and framework == "jax" and first.node.partition(":")[0] == "jit":
-        return _jit_culprit(first, version)
+        return _jit_culprit(first, version, ha, hashseed)
     if first.kind == "culprit":
         entries = _entries_for_op(framework, first.op, version, first.device)
         if entries:
@@ -272,6 +312,14 @@ def explain(first, report, ha: dict, hb: dict, hashseed: str | None = None) -> d
                 fix = _TORCH_WORKERS_FIX
         if framework == "jax":
             ids = _JAX_IDS.get(source, []) + [i for i in ids if i.startswith("python.")]
+            from ._jax import PROGRAM_META
+
+            # _compare names the first differing input's meta in the detail
+            if source == "python" and f"({PROGRAM_META})" in first.detail:
+                headline = (f"the compiled program of {first.op} differs between the runs (static "
+                            f"argument or captured value): a Python value baked into it changed")
+                causes = _JAX_PROGRAM_CAUSES + causes
+                fix = _JAX_PROGRAM_FIX + "\n" + fix
         if hashseed in ("ruled-out", "intermittent") and source != "hashseed":
             causes = [c for c in causes if "PYTHONHASHSEED" not in c]
             ids = [i for i in ids if i not in _HASH_IDS]

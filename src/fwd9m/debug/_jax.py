@@ -9,17 +9,29 @@ The hooks (:mod:`fwd9m._jax_private`, the one place for JAX-private API) see:
   the names the catalog lists under ``ops`` (``src/fwd9m/catalog/data/jax.toml``);
 * every call of a ``jax.jit`` function from outside any trace: ONE op named
   ``jit(NAME)`` (``jit(train_step)``; ``jnp`` functions are jitted too, e.g.
-  ``jit(matmul)``), with a digest of every input and output leaf.
+  ``jit(matmul)``), with a digest of every input and output leaf, and one more input,
+  last: the digest of the compiled program (meta ``jaxpr[]``: the jaxpr's text and the
+  arrays it closes over, :func:`fwd9m._jax_private.program_parts`). A static argument
+  (``static_argnums``) and a global the function reads are baked into the program when
+  JAX traces it (static arguments are part of the compilation cache key,
+  https://docs.jax.dev/en/latest/_autosummary/jax.jit.html; a global is read at trace
+  time, https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html), so such a
+  value that differs shows as this input differing: a value from outside the recorded
+  ops (external, ``python``), not a nondeterministic op. The digest is computed once
+  per jaxpr object (JAX caches the jaxpr of each function and signature).
 
 Ops inside a jitted function are not recorded individually: XLA compiles the function
 as a whole, and running it op by op (``jax.disable_jit``) or re-tracing it with an
 interpreter would be a different program, the same reason TF graphs are instrumented
-rather than run eagerly. So when a jitted call gets identical inputs in both runs and
-returns different outputs, that call is reported as the culprit at that granularity
-(``jit(train_step)``); to see inside it, call its body without ``jax.jit`` while
-debugging, accepting that this is another program. The first call of each jitted
-function inside a recording is traced and compiled again (the same jaxpr), and every
-call goes through JAX's Python dispatch, which is slower than the C++ fast path.
+rather than run eagerly. So when a jitted call gets identical inputs (program included)
+in both runs and returns different outputs, that call is reported as the culprit at
+that granularity (``jit(train_step)``), naming as suspects the host callbacks inside it
+(``pure_callback``, ``io_callback``: Python run by the program, first) and the
+primitives the catalog lists (the node field: ``jit:pure_callback,scatter-add``). To
+see inside it, call its body without ``jax.jit`` while debugging, accepting that this
+is another program. The first call of each jitted function inside a recording is
+traced and compiled again (the same jaxpr), and every call goes through JAX's Python
+dispatch, which is slower than the C++ fast path.
 
 Digests use :mod:`fwd9m.fingerprint` on a host view of each array: zero-copy for CPU
 arrays (``numpy.asarray`` of a CPU ``jax.Array``); arrays on an accelerator are
@@ -41,6 +53,7 @@ user's code (the cheap first pass of ``fwd9m debug --fast``).
 from __future__ import annotations
 
 import contextlib
+import struct
 import weakref
 from typing import Any
 
@@ -48,7 +61,12 @@ from .. import fingerprint as fp
 from ._common import Recording, _is_library, user_location
 from ._store import HAS_SAMPLE, IS_MODEL_INPUT
 
-__all__ = ["JaxRecorder"]
+__all__ = ["JaxRecorder", "PROGRAM_DTYPE", "PROGRAM_META"]
+
+#: the dtype name of a jit op's last input, the digest of its compiled program (its
+#: jaxpr and the values baked into it); its meta reads ``jaxpr[]``
+PROGRAM_DTYPE = "jaxpr"
+PROGRAM_META = PROGRAM_DTYPE + "[]"
 
 #: primitives that draw random bits from (or make) a PRNG key: marked "random" so that a
 #: differing key input is classified as a seed, not a data value.
@@ -78,7 +96,7 @@ class JaxRecorder:
         self._array_types = (jax.Array, np.ndarray, np.generic)
         self._user_fun: dict[Any, bool] = {}
         self._known: dict[int, tuple] = {}  # id(jax.Array) -> (weakref, digest, sample)
-        self._inner: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # jaxpr -> node
+        self._inner: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # jaxpr -> (node, digest)
         self._catalog_ops: frozenset[str] | None = None
 
     def start(self) -> None:
@@ -102,32 +120,56 @@ class JaxRecorder:
             known = self._user_fun[key] = key is not None and not _is_library(key.co_filename)
         return known
 
-    def _jit_node(self, jaxpr) -> str:
-        """``jit`` plus the primitives inside the jitted function that the catalog lists
-        (``jit:scatter-add``), so a jit-level culprit can still name its suspects."""
-        if jaxpr is None:
-            return "jit"
-        try:
-            node = self._inner.get(jaxpr)
-        except TypeError:
-            return "jit"
-        if node is None:
-            from .. import catalog
+    def _program(self, jaxpr) -> tuple[str, int | None]:
+        """(node, program digest) of a jit call's ClosedJaxpr, computed once per jaxpr.
 
-            if self._catalog_ops is None:
-                try:
-                    self._catalog_ops = frozenset(catalog.normalize_op(o)
-                                                  for e in catalog.entries("jax") for o in e.ops)
-                except Exception:  # noqa: BLE001 - the catalog is optional for recording
-                    self._catalog_ops = frozenset()
+        node: ``jit`` plus the host callbacks inside the function, then the primitives
+        inside it that the catalog lists (``jit:pure_callback,scatter-add``), so a
+        jit-level culprit can still name its suspects. digest: of the program's text and
+        the values it holds (:func:`fwd9m._jax_private.program_parts`), recorded as one
+        more input of the op, so a static argument or a captured value that changes the
+        compiled program shows as an input that differs (None at level "sequence")."""
+        if jaxpr is None:
+            return "jit", None
+        try:
+            hit = self._inner.get(jaxpr)
+        except TypeError:
+            return "jit", None
+        if hit is not None:
+            return hit
+        from .. import catalog
+
+        if self._catalog_ops is None:
             try:
-                inside = self._private.primitive_names(jaxpr)
-            except (AttributeError, TypeError):  # another jax: no suspects, still recorded
-                inside = frozenset()
-            suspects = sorted(n for n in inside if catalog.normalize_op(n) in self._catalog_ops)
-            node = "jit:" + ",".join(suspects) if suspects else "jit"
-            self._inner[jaxpr] = node
-        return node
+                self._catalog_ops = frozenset(catalog.normalize_op(o)
+                                              for e in catalog.entries("jax") for o in e.ops)
+            except Exception:  # noqa: BLE001 - the catalog is optional for recording
+                self._catalog_ops = frozenset()
+        private = self._private
+        try:
+            inside = private.primitive_names(jaxpr)
+        except (AttributeError, TypeError):  # another jax: no suspects, still recorded
+            inside = frozenset()
+        suspects = [n for n in private.CALLBACK_PRIMITIVES if n in inside] + \
+            sorted(n for n in inside if n not in private.CALLBACK_PRIMITIVES
+                   and catalog.normalize_op(n) in self._catalog_ops)
+        node = "jit:" + ",".join(suspects) if suspects else "jit"
+        digest = None
+        if self.rec.digests:
+            try:
+                text, values = private.program_parts(jaxpr)
+            except (AttributeError, TypeError):  # another jax: the program is not compared
+                text, values = None, []
+            if text is not None:
+                words = [fp.digest_bytes(text.encode())]
+                for v in values:
+                    d = self._digest(v, False, False)[2] \
+                        if isinstance(v, self._array_types) or type(v) in (bool, int, float, complex) \
+                        else fp.digest_bytes(type(v).__qualname__.encode())
+                    words.append(d if d is not None else 0)
+                digest = fp.digest_bytes(struct.pack(f"<{len(words)}Q", *words))
+        self._inner[jaxpr] = node, digest
+        return node, digest
 
     def _on_op(self, name: str, inputs: list, run, fun, jaxpr=None):
         rec = self.rec
@@ -150,8 +192,11 @@ class JaxRecorder:
         for x in outs or ins:
             device = self._device(x)
             break
-        node = "random" if name in RANDOM_PRIMITIVES else \
-            self._jit_node(jaxpr) if (fun is not None or jaxpr is not None) else ""
+        node = "random" if name in RANDOM_PRIMITIVES else ""
+        if fun is not None or jaxpr is not None:
+            node, program = self._program(jaxpr)
+            if jaxpr is not None:  # the compiled program: one more input (see _program)
+                in_recs.append((rec.meta_id(PROGRAM_DTYPE, ()), 0, program, None, None))
         ctx = rec.ctx_id("", "other", loc, node, device)
         w = rec.writer
         seq = w.op(rec.name_id(name, name), ctx, rec.step, in_recs, out_recs)

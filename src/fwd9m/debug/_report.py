@@ -38,6 +38,17 @@ def _fmt_mag(m: dict) -> str:
     return f"max abs diff {m['max_abs']:.3g}, {m['max_ulp']} ULP ({src})"
 
 
+def _node(framework: str, node: str) -> str:
+    """The op line's suffix: the autograd node (torch, TF); for a JAX jit op the suspects
+    inside it (``jit:pure_callback,scatter-add``, see fwd9m.debug._jax)."""
+    if not node or node == "random":
+        return ""
+    if framework == "jax":
+        inside = node.partition(":")[2]
+        return f"  (contains: {inside.replace(',', ', ')})" if inside else ""
+    return f"  (autograd node {node})"
+
+
 def text(report) -> str:
     lines: list[str] = []
     add = lines.append
@@ -63,7 +74,7 @@ def text(report) -> str:
         add(f"{title}: first divergence at op #{f.seq} of {report.ops_a} (step {f.step})")
         if ex.get("headline"):
             add(f"  {ex['headline']}")
-        add(f"  op:       {f.op}" + (f"  (autograd node {f.node})" if f.node and f.node != "random" else ""))
+        add(f"  op:       {f.op}" + _node(report.framework, f.node))
         if f.module:
             add(f"  module:   {f.module}")
         add(f"  phase:    {f.phase or '-'}    device: {f.device or '-'}")
