@@ -248,3 +248,63 @@ def test_integer_leaves_rank_first_and_a_max_ulp_across_zero_says_signs_differ()
     assert data["weights"]["diff"]["max_ulp"] == by_path["weights"].diff.max_ulp  # the number kept in JSON
     floats = fwd9m.check(lambda: -0.25 if next(calls) == 2 else 0.25)  # Python floats too
     assert floats.findings[0].signs_differ
+
+
+class _BadEq:
+    """A result whose == raises (a user's class, or a pandas DataFrame of objects)."""
+
+    def __eq__(self, other):
+        raise ValueError("eq boom")
+
+    __hash__ = object.__hash__
+
+
+def test_a_result_whose_equality_raises_cannot_be_checked():
+    """Regression: `== raised` read "value differs: <_BadEq object at 0x...> vs ...", a
+    difference made up from two memory addresses."""
+    with pytest.raises(RunError, match=r"cannot compare what .* returns: comparing x \(a _BadEq\) between two "
+                                       r"runs with == raised ValueError: eq boom.*state_dict\(\)"):
+        fwd9m.check(lambda: {"x": _BadEq(), "y": 1.0})
+    calls = iter(range(3))  # another leaf differs: a finding, and the uncomparable one a note
+    both = fwd9m.check(lambda: {"x": _BadEq(), "y": float(next(calls))})
+    assert not both and [f.diff.path for f in both.findings] == ["y"]
+    assert any("x: cannot be compared: == on a _BadEq raised ValueError: eq boom" in n for n in both.notes)
+
+
+def test_type_changes_in_the_result_are_findings():
+    """Regression: {1: 0} vs {"1": 0} and (1, 2) vs [1, 2] were REPRODUCIBLE."""
+    def alternate(a, b):
+        calls = iter(range(3))
+        return lambda: a if next(calls) == 0 else b
+
+    for a, b, expected in [({1: 0}, {"1": 0}, "[1]: only in the first run"),
+                           ({"x": {1: 5}}, {"x": {"1": 5}}, "x[1]: only in the first run"),
+                           ((1, 2), [1, 2], "<value>: type differs: tuple vs list"),
+                           ({"h": (1.0,)}, {"h": [1.0]}, "h: type differs: tuple vs list")]:
+        result = fwd9m.check(alternate(a, b))
+        assert not result and expected in result.report(), (a, b, result.report())
+    assert fwd9m.check(lambda: {1: (0.5, [2]), "1": {None: 3}})
+
+
+def test_repeat_of_run_1_that_raises_is_a_failing_second_call():
+    """fn imports torch on its first call (so check repeats run 1 with torch seeded) and
+    raises when called again: the user's first call returned normally, so this reads as
+    run 2 raising (as when torch is imported before check), not "raised in run 1"."""
+    pytest.importorskip("torch")
+    code = (
+        "import itertools, sys, fwd9m\n"
+        "calls = itertools.count()\n"
+        "def fn():\n"
+        "    import torch\n"
+        "    if next(calls) == 1:\n"
+        "        raise RuntimeError('second call fails')\n"
+        "    return torch.ones(2)\n"
+        "r = fwd9m.check(fn)\n"
+        "print(r.report())\n"
+        "sys.exit(0 if r else 1)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1 and "RunError" not in out.stderr, out.stdout + out.stderr
+    assert "[exit, run 2] raised RuntimeError: second call fails; run 1 returned normally " \
+           "(this call repeated run 1 with torch seeded)" in out.stdout, out.stdout
+    assert "that call (run 2 above) raised: fn fails when called again" in out.stdout

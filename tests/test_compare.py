@@ -341,6 +341,18 @@ def test_key_and_container_notation():
     assert compare(1, 1) == [] and compare((), ()) == [] and compare([], [])[:1] == []
 
 
+def test_a_leaf_whose_equality_raises_is_an_error_not_a_value_difference():
+    class BadEq:
+        def __eq__(self, other):
+            raise ValueError("eq \x1b[2J boom")
+
+        __hash__ = object.__hash__
+
+    d = one(compare({"m": BadEq()}, {"m": BadEq()}))
+    assert d.kind == "error" and d.dtype.endswith("BadEq") and "0x" not in d.summary()
+    assert d.summary().startswith("m: cannot be compared: == on a ") and "ValueError: eq \\x1b[2J boom" in d.summary()
+
+
 _KEYS = st.sampled_from(["x", "x_1", "x_2", "y"])
 _LEAVES = st.one_of(st.none(), st.booleans(), st.integers(0, 2), st.sampled_from([0.0, -0.0, 1.0, float("nan")]),
                     st.sampled_from(["s", ""]),

@@ -7,7 +7,7 @@ import time
 from typing import Any, Callable
 
 from .. import _frameworks
-from ..compare import Flat, Tensor, _Opaque, compare_flat, flatten
+from ..compare import Flat, LeafDiff, Tensor, _Opaque, compare_flat, escape_control, flatten
 from ..errors import NondeterminismError, RunError
 from ..seed import seed_everything
 from ._hints import _catalog_hints
@@ -46,12 +46,17 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
 
     Returns:
         A :class:`CheckResult`, truthy when every call returned the same bits. A call
-        that raises where the first did not is a finding.
+        that raises where the first did not is a finding; so is a repeat of run 1
+        (above) that raises although the first call returned normally: ``fn`` fails
+        when called again, as it would in run 2 had the framework been imported before
+        ``check``. Checking then stops, as there is no seeded run 1 to compare with.
 
     Raises:
         ValueError: ``runs < 2``.
-        RunError: the first call raised (the function cannot be checked); the
-            exception is chained.
+        RunError: the first call raised (the function cannot be checked; the
+            exception is chained), or the result holds an object whose ``==`` raises
+            (such as a ``__eq__`` that raises, or a pandas DataFrame of objects), so no
+            run can be compared with another.
     """
     if runs < 2:
         raise ValueError(f"runs must be at least 2, got {runs}")
@@ -60,6 +65,8 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
     findings: list[Finding] = []
     first: dict[str, Any] | None = None
     late: list[str] = []  # frameworks imported by run 1 itself, so unseeded during it
+    discarded: RunInfo | None = None  # run 1's first call, made before those were seeded
+    uncomparable: list[LeafDiff] = []  # leaves whose == raised
     i = 0
     while i < runs:
         label = f"run {i + 1}"
@@ -73,9 +80,17 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
         except Exception as exc:
             info.seconds = time.perf_counter() - t0
             info.error = f"{type(exc).__name__}: {exc}"
-            if first is None:
+            if first is None and discarded is None:
                 raise RunError(f"{name} raised {info.error} in run 1, so its reproducibility "
                                f"cannot be checked; fix the error first") from exc
+            if first is None:  # the repeat of run 1, while the user's first call returned normally:
+                # reported as run 2, as it would be had the framework been imported before check
+                info.label = "run 2"
+                infos += [discarded, info]
+                findings.append(Finding("exit", info.label, f"raised {info.error}; run 1 returned normally "
+                                                            f"(this call repeated run 1 with {', '.join(late)} "
+                                                            f"seeded)"))
+                break
             infos.append(info)
             findings.append(Finding("exit", label, f"raised {info.error}; run 1 returned normally"))
             i += 1
@@ -85,6 +100,7 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
         new = sorted(_seeded_frameworks() - before) if seed is not None and first is None else []
         if new and len(late) < len(_frameworks.FRAMEWORKS):  # bounded: each repeat needs a new import
             late += new
+            discarded = info
             del value
             continue  # run 1 again, every framework it uses now seeded before it
         infos.append(info)
@@ -93,10 +109,31 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
         if first is None:
             first = flat
             continue
-        findings += [leaf_finding("value", label, d, first, flat) for d in compare_flat(first, flat)]
+        for d in compare_flat(first, flat):
+            if d.kind == "error":
+                uncomparable.append(d)
+            else:
+                findings.append(leaf_finding("value", label, d, first, flat))
         del flat, value
+    if uncomparable and not findings:
+        d = uncomparable[0]
+        more = f" (and {len(uncomparable) - 1} more value(s))" if len(uncomparable) > 1 else ""
+        raise RunError(escape_control(
+            f"fwd9m.check cannot compare what {name} returns: comparing {d.path} (a {d.dtype}) between "
+            f"two runs with == raised {d.a}{more}, so whether the runs agree is unknown. Return the "
+            f"arrays, tensors or numbers it computes, or a model's state_dict(), instead"))
     result = CheckResult(name, infos, findings, {"values": len(first or {})})
-    if late:
+    if uncomparable:
+        result.notes.append(f"{len(uncomparable)} returned value(s) could not be compared: "
+                            f"{uncomparable[0].summary()}")
+    if late and first is None:
+        names = ", ".join(late)
+        result.notes.append(f"{names} {'was' if len(late) == 1 else 'were'} imported during run 1 (by {name} "
+                            f"itself), so run 1 ran with {'it' if len(late) == 1 else 'them'} unseeded; "
+                            f"fwd9m called {name} again to repeat run 1 with every framework seeded, and "
+                            f"that call (run 2 above) raised: {name} fails when called again in one process, "
+                            f"so nothing was compared")
+    elif late:
         names = ", ".join(late)
         result.notes.append(f"{names} {'was' if len(late) == 1 else 'were'} imported during run 1 (by {name} "
                             f"itself), so run 1 ran with {'it' if len(late) == 1 else 'them'} unseeded; it was "

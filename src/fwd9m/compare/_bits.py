@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._escape import escape_control
+from ._escape import clip, escape_control
 from ._values import NamedPath, Tensor, _Empty, _Opaque, _np, flatten
 
 #: elements compared per chunk in the fast equality test (bounds temporary memory)
@@ -28,7 +28,9 @@ class LeafDiff:
 
     ``kind``: ``"values"`` (same dtype and shape, some elements differ), ``"shape"``,
     ``"dtype"``, ``"type"``, ``"only_a"`` / ``"only_b"`` (the leaf exists in one run
-    only), or ``"value"`` (a non-array leaf such as a string differs).
+    only), ``"value"`` (a non-array leaf such as a string differs), or ``"error"``
+    (comparing a non-array leaf with ``==`` raised, so whether it differs is unknown:
+    ``dtype`` is its type's name and ``a`` the exception).
     ``n_diff``: number of differing elements out of ``size``; ``max_abs``: largest
     absolute difference among them (float64; ``inf`` when one side is NaN or inf and
     the other is not); ``max_ulp``: largest distance in units in the last place of the
@@ -67,6 +69,9 @@ class LeafDiff:
             if self.first_index == ():
                 parts.append(f"{self.a} vs {self.b}")
             return f"{self.path} ({self.dtype}, {shape}): " + "; ".join(parts)
+        if self.kind == "error":
+            return (f"{self.path}: cannot be compared: == on a {self.dtype} raised {self.a} "
+                    f"(return arrays, numbers or a state_dict instead)")
         if self.kind in ("only_a", "only_b"):
             which, other = ("the first run", "the other") if self.kind == "only_a" else ("the other run", "the first")
             return f"{self.path}: only in {which} ({self.a or self.b}), not in {other}"
@@ -244,10 +249,9 @@ def _compare_leaf(path: str, a: Any, b: Any) -> LeafDiff | None:
     if isinstance(a, (_Opaque, _Empty)):
         return None  # the same type
     try:
-        same = a == b
-        same = bool(same)
-    except Exception:
-        same = repr(a) == repr(b)
+        same = bool(a == b)
+    except Exception as exc:  # a's __eq__ raised, or returned something without a truth value
+        return LeafDiff(path, "error", type(a).__qualname__, a=clip(f"{type(exc).__name__}: {exc}", 200))
     if same:
         return None
     if isinstance(a, int) and not isinstance(a, bool):
