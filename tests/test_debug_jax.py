@@ -141,6 +141,26 @@ def test_nondeterministic_jitted_call_is_the_culprit_at_jit_granularity(tmp_path
     assert "op:       jit(noisy)  (contains: pure_callback)" in text and "autograd" not in text
 
 
+def test_eager_host_callback_is_explained_as_a_callback(tmp_path):
+    """pure_callback bound outside any jit is recorded as its own op; fresh entropy in
+    it is a host callback's doing, not an uncatalogued kernel."""
+    shape = jax.ShapeDtypeStruct((3,), jnp.float32)
+    x = jnp.ones(3)
+
+    def run():
+        return jax.pure_callback(
+            lambda v: np.asarray(v) + np.random.default_rng().random(3, dtype=np.float32),  # noqa: FWD103
+            shape, x)
+
+    report = dbg.localize(run, framework="jax", directory=str(tmp_path))
+    first = report.first
+    assert report.kind == "culprit" and first.op == "pure_callback", report.render()
+    told = first.explanation
+    assert "host callback" in told["headline"] and "not in fwd9m's catalog" not in told["headline"]
+    assert len(told["causes"]) == 1 and "XLA" not in report.render()
+    assert told["catalog"][0]["id"] == "python.numpy-unseeded"
+
+
 def test_callbacks_come_before_catalog_primitives_in_the_node(tmp_path):
     """A jit holding both a host callback and a catalog primitive (scatter-add) lists the
     callback first; its explanation still names the scatter's catalog entry."""

@@ -149,16 +149,9 @@ def _jit_culprit(first, version: str | None, ha: dict, hashseed: str | None) -> 
         entries += [e for e in _entries_for_op("jax", s, version, first.device)
                     if e["id"] not in {x["id"] for x in entries}]
     if callbacks:
-        cbs = ", ".join(callbacks)
         also = f"; inside it the catalog also lists {', '.join(suspects)}" if suspects else ""
-        return {"headline": f"{first.op} gave different outputs from identical inputs: it calls back "
-                            f"into Python ({cbs}), and that Python code can return different values in "
-                            f"each run (ops inside a jit are recorded as one){also}",
-                "causes": [f"a host callback inside the function ({cbs}) returns values computed in "
-                           f"Python: an unseeded NumPy or Python RNG, the clock or a file makes them "
-                           f"differ, and JAX does not see inside it"] + _JIT_CAUSES,
-                "catalog": _entries_by_id(["python.numpy-unseeded"]) + entries,
-                "fix": _JAX_CALLBACK_FIX, "lint": _lint(ha, "python", hashseed)}
+        return _callback_culprit(first, callbacks, ha, hashseed, entries,
+                                 "(ops inside a jit are recorded as one)" + also)
     inside = f"; inside it the catalog lists {', '.join(suspects)}" if suspects else ""
     if not entries and cat is not None:  # no listed suspect: what the catalog has for this device
         try:
@@ -173,6 +166,23 @@ def _jit_culprit(first, version: str | None, ha: dict, hashseed: str | None) -> 
             "catalog": entries,
             "fix": "import fwd9m\nfwd9m.enable_determinism(seed=0)  # before JAX starts: "
                    "XLA_FLAGS=--xla_gpu_deterministic_ops=true"}
+
+
+def _callback_culprit(first, callbacks: list[str], ha: dict, hashseed: str | None,
+                      entries: list[dict], note: str = "") -> dict[str, Any]:
+    """A JAX culprit that runs a host callback: a jit holding one, or the callback
+    primitive itself run eagerly (``callbacks == [first.op]``)."""
+    cbs = ", ".join(callbacks)
+    eager = callbacks == [first.op]
+    where = "it is a host callback" if eager else f"it calls back into Python ({cbs})"
+    note = f" {note}" if note else ""
+    return {"headline": f"{first.op} gave different outputs from identical inputs: {where}, and that "
+                        f"Python code can return different values in each run{note}",
+            "causes": [f"a host callback ({cbs}) returns values computed in Python: an unseeded NumPy "
+                       f"or Python RNG, the clock or a file makes them differ, and JAX does not see "
+                       f"inside it"] + ([] if eager else _JIT_CAUSES),
+            "catalog": _entries_by_id(["python.numpy-unseeded"]) + entries,
+            "fix": _JAX_CALLBACK_FIX, "lint": _lint(ha, "python", hashseed)}
 
 
 _JIT_CAUSES = ["an XLA kernel that accumulates in a run-dependent order (scatter-add, "
@@ -278,6 +288,11 @@ def explain(first, report, ha: dict, hb: dict, hashseed: str | None = None) -> d
                        f"# op-level recording of step {first.step} only"}
     if first.kind == "culprit" and framework == "jax" and first.node.partition(":")[0] == "jit":
         return _jit_culprit(first, version, ha, hashseed)
+    if first.kind == "culprit" and framework == "jax":
+        from .._jax_private import CALLBACK_PRIMITIVES
+
+        if first.op in CALLBACK_PRIMITIVES:  # run eagerly, outside any jit
+            return _callback_culprit(first, [first.op], ha, hashseed, [])
     if first.kind == "culprit":
         entries = _entries_for_op(framework, first.op, version, first.device)
         if entries:
