@@ -46,8 +46,9 @@ def add_arguments(p) -> None:
                         "or empty")
     p.add_argument("--keep", action="store_true", help="keep the runs' directories and say where")
     p.add_argument("--no-hashseed-check", dest="hashseed_check", action="store_false",
-                   help="when runs differ and their string-hash seed did too, do not run twice more "
-                        "with PYTHONHASHSEED=0 and once with 1 to tell whether hash order is the cause")
+                   help="when runs differ and their string-hash seed did too, do not run the hash-seed "
+                        "experiment (up to 6 more runs: PYTHONHASHSEED=0 twice, then 1, 2, 3 until one "
+                        "differs, and that seed again) that tells whether hash order is the cause")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
     p.add_argument("-m", dest="module", action="store_true",

@@ -47,8 +47,8 @@ def add_arguments(p) -> None:
                                                  "deleted on exit)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per run")
     p.add_argument("--no-hashseed-check", action="store_true",
-                   help="do not test hash-order sources (two reruns with PYTHONHASHSEED=0 "
-                        "that must agree, then one with PYTHONHASHSEED=1 that must differ)")
+                   help="do not test hash-order sources (up to 6 reruns: PYTHONHASHSEED=0 "
+                        "twice, then 1, 2, 3 until one differs, and that seed again)")
     p.add_argument("target", help="script.py (or 'record' / 'diff')")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
 
@@ -255,38 +255,32 @@ def _agree_at(a: str, b: str, seq: int) -> bool:
 
 def _hash_seed_experiment(args, directory: str, report, paths: list[str]) -> None:
     """Test whether the string-hash seed causes the first divergence (an external
-    ``python`` or ``data`` source): two reruns with ``PYTHONHASHSEED=0`` must agree at that
-    op, and a run with ``PYTHONHASHSEED=1`` must differ from them there; only then is the
-    cause confirmed. Updates ``report.first`` (source, explanation) and its notes."""
+    ``python`` or ``data`` source) with the controlled experiment ``fwd9m check`` runs
+    too (:func:`fwd9m._hashseed.experiment`): runs agree when their traces agree up to
+    and including that op. Confirmed or likely: the source becomes ``hashseed``. Updates
+    ``report.first`` (source, explanation) and its notes."""
+    from .. import _hashseed
     from ..debug import _explain, _store
 
     f = report.first
-    _progress("testing hash randomization: two more runs with PYTHONHASHSEED=0")
-    fixed = [os.path.join(directory, f"hashseed0{i}.trace") for i in "ab"]
-    for i, p in enumerate(fixed, 1):
-        _record(args, args.target, args.args, p, env={"PYTHONHASHSEED": "0"},
-                label=f"run {i}/2 with PYTHONHASHSEED=0", quiet=True)
-    if not _agree_at(*fixed, f.seq):
-        outcome = "ruled-out"
-        report.notes.append("two extra runs with PYTHONHASHSEED=0 still diverge here: not hash "
-                            "randomization")
+    ha = _store.read_header(paths[0])
+
+    def run(seed: int, k: int) -> str:
+        out = os.path.join(directory, f"hashseed{k}.trace")
+        _record(args, args.target, args.args, out, env={"PYTHONHASHSEED": str(seed)},
+                label=f"run {k} with PYTHONHASHSEED={seed}", quiet=True)
+        return out
+
+    outcome = _hashseed.experiment(run, lambda a, b: _agree_at(a, b, f.seq), script=_explain._script(ha),
+                                   target=" ".join([*(["-m"] if getattr(args, "module", False) else []),
+                                                    args.target]),
+                                   progress=_progress)
+    if outcome.hash_order:
+        f.source = "hashseed"  # the explanation's causes say what the experiment showed
     else:
-        _progress("they agree; one more run with PYTHONHASHSEED=1 (it must differ for a confirmation)")
-        other = os.path.join(directory, "hashseed1.trace")
-        _record(args, args.target, args.args, other, env={"PYTHONHASHSEED": "1"},
-                label="run with PYTHONHASHSEED=1", quiet=True)
-        if _agree_at(fixed[0], other, f.seq):
-            outcome = "intermittent"
-            report.notes.append("two extra runs with PYTHONHASHSEED=0 agree here, but so does a run "
-                                "with PYTHONHASHSEED=1: the difference did not recur, so hash "
-                                "randomization is not the cause (intermittent, not confirmed)")
-        else:
-            outcome = "confirmed"
-            f.source = "hashseed"
-            report.notes.append("hash randomization confirmed: two extra runs with PYTHONHASHSEED=0 "
-                                "agree here and a run with PYTHONHASHSEED=1 differs from them")
-    f.explanation = _explain.explain(f, report, _store.read_header(paths[0]),
-                                     _store.read_header(paths[1]), hashseed=outcome)
+        report.notes.append(outcome.message())
+    f.explanation = _explain.explain(f, report, ha, _store.read_header(paths[1]), hashseed=outcome.verdict,
+                                     hashseed_note=outcome.message())
 
 
 def _hide_deleted(report, directory: str | None) -> None:

@@ -4,8 +4,9 @@ suspicion, and notes on distributed launches."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from .._hashseed import INCOMPLETE, RULED_OUT, Outcome
 from ..compare import LeafDiff, compare_flat, compare_text, file_digest, read_structured
 from ..errors import FileFormatError, RunError
 from ._hints import _catalog_hints, _debug_args, _debug_can_record
@@ -204,56 +205,30 @@ def _finding_key(f: Finding) -> str:
     return f"{f.source}:{f.diff.path if f.diff else f.summary.split(':', 1)[0]}"
 
 
-def _hash_seed_experiment(display: str, run: Callable[[int, str], _Run], source: str | None,
-                          command: bool) -> tuple[bool | None, set[str]]:
-    """The hash-seed experiment: two runs with ``PYTHONHASHSEED=0`` and, when they agree,
-    one with ``PYTHONHASHSEED=1`` (``run(k, value)`` starts the k-th, 1-based).
-
-    Returns ``(zeros_agree, moved)``: whether the two 0-runs agree bit for bit (None when
-    they did not run to the end), and where (:func:`_finding_key`) the 1-run differs from
-    the first 0-run (empty when it agrees or did not run)."""
-    zeros = [run(1, "0"), run(2, "0")]
-    try:
-        if not _compare_runs(display, zeros, source, command):
-            return False, set()
-        one = _compare_runs(display, [zeros[0], run(3, "1")], source, command)
-    except RunError:
-        return None, set()
-    return True, {_finding_key(f) for f in one.findings}
-
-
-def _settle_hash_seed(result: CheckResult, outcome: tuple[bool | None, set[str]], source: str | None) -> None:
-    """Turn the hash-seed suspicion into a conclusion from the controlled experiment of
-    :func:`_hash_seed_experiment`: confirmed only when the 0-runs agree and the 1-run
-    differs (in the places the check found, ideally); not recurring when all three agree
-    (intermittent: not the hash seed); ruled out as the only cause when the 0-runs differ."""
-    zeros_agree, moved = outcome
+def _settle_hash_seed(result: CheckResult, outcome: Outcome, moved: set[str], source: str | None) -> None:
+    """Turn the hash-seed suspicion into the conclusion of the controlled experiment
+    (:func:`fwd9m._hashseed.experiment`, the policy ``fwd9m debug`` uses too). ``moved``:
+    where (:func:`_finding_key`) the first run with the seed that differed differs from
+    the first run with seed 0."""
     result.causes = [c for c in result.causes if not c.startswith("PYTHONHASHSEED differed")]
-    if zeros_agree is None:
-        result.notes.append("the string-hash seed differed; the runs with PYTHONHASHSEED=0 and 1 meant to test it "
-                            "did not complete, so it remains a possible cause")
+    if outcome.verdict == INCOMPLETE:
+        result.notes.append(outcome.message())
         return
     device = "gpu" if (result.environment or {}).get("gpus") else "cpu"
-    if zeros_agree and moved:
+    if outcome.hash_order:
         found = {_finding_key(f) for f in result.findings}
-        where = ("in the same places" if moved & found else
+        where = ("in the same places as the first runs" if moved & found else
                  "though in other places than those found first (hash order moves values around)")
-        result.causes.insert(0, f"PYTHONHASHSEED (confirmed): two more runs with PYTHONHASHSEED=0 agreed bit for "
-                                f"bit and one with PYTHONHASHSEED=1 differed from them, {where}: the result depends "
-                                f"on string hashing (iterating over a set of strings, or a dict built from one, or "
-                                f"hash() of strings). Fix: iterate in a fixed order (sorted(s)), or run with "
-                                f"PYTHONHASHSEED=0 (fwd9m run does).")
+        result.causes.insert(0, f"{outcome.message()} The seeds' results differ {where}.")
+        # the hash seed explains it: not "different hardware or software between runs"
+        result.catalog = [h for h in result.catalog if h.get("id") != "python.environment-differences"]
         return
     result.next_steps = [s for s in result.next_steps if s != _HASH_SEED_STEP]
     result.catalog = _catalog_hints(result.environment, device, python=False, source=source)
-    if zeros_agree is False:
-        result.notes.append("the string-hash seed differed too, but two more runs with PYTHONHASHSEED=0 still "
-                            "differed: hash order is not the cause (or not the only one)")
+    if outcome.verdict == RULED_OUT:
+        result.notes.append(outcome.message())
         return
-    result.causes.insert(0, "the difference did not recur: three more runs (PYTHONHASHSEED=0, 0 and 1) all agreed, "
-                            "so it is not the string-hash seed. The script differs only sometimes: a race between "
-                            "threads or processes, or something from outside it (the time, a file an earlier run "
-                            "left, the network).")
+    result.causes.insert(0, outcome.message())
     runs = len([r for r in result.runs if not r.settings])
     result.next_steps.insert(0, f"see how often it differs: fwd9m check --runs {max(4, 2 * runs)} {result.target}")
 

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from .._hashseed import MAX_RUNS, experiment
 from .._log import logger
 from ..errors import RunError
 from ._process import _execute, _Run, _run_notes
 from ._result import CheckResult, RunInfo
-from ._runs import _compare_runs, _hash_seed_experiment, _settle_hash_seed
+from ._runs import _compare_runs, _finding_key, _settle_hash_seed
 
 
 @dataclass(frozen=True)
@@ -123,12 +124,13 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
         progress: called with one-line progress messages (which run, how long).
         python: interpreter for the runs (default: this one).
         hashseed_check: when the runs differ and so did their string-hash seed
-            (PYTHONHASHSEED unset), run twice more with ``PYTHONHASHSEED=0`` and, when
-            they agree, once with ``PYTHONHASHSEED=1``, a controlled experiment: hash
-            order is confirmed as the cause only when the 0-runs agree and the 1-run
-            differs from them; when all three agree the difference did not recur
-            (intermittent, not the hash seed); when the 0-runs differ, hash order is
-            ruled out as the only cause.
+            (PYTHONHASHSEED unset), run the controlled experiment of
+            :mod:`fwd9m._hashseed` (at most 6 more runs: seed 0 twice, seeds 1, 2, 3
+            until one differs, that seed again): hash order is "confirmed" only when
+            the runs point at it and fwd9m lint finds hash-order code in the script,
+            "likely" when only the runs do; "not confirmed" when seeds 0-3 agree,
+            "intermittent" when a seed disagrees with itself, ruled out as the only
+            cause when the two 0-runs differ.
 
     Returns:
         A :class:`CheckResult`. The runs' standard input is closed.
@@ -191,18 +193,24 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
         result = _compare_runs(display, done, source, command)
         result.notes[:0] = _run_notes(done, display)
         if hashseed_check and result.hash_seed_suspect:
-            say("runs differ and so did their string-hash seed: two more runs with PYTHONHASHSEED=0 and, "
-                "if they agree, one with PYTHONHASHSEED=1 tell whether hash order is the cause")
+            moved: set[str] = set()
 
-            def hash_run(k: int, seed_value: str) -> _Run:
+            def hash_run(seed: int, k: int) -> _Run:
                 d = root / f"hashseed{k}"
-                run = _Run(RunInfo(f"PYTHONHASHSEED={seed_value} run {k}", list(base_cmd),
-                                   {"PYTHONHASHSEED": seed_value}), d, d / "cwd", d / "stdout")
-                _execute(run, invocation, cwd, {**(env or {}), "PYTHONHASHSEED": seed_value}, site, timeout,
-                         f"{k}/3", say)
+                run = _Run(RunInfo(f"PYTHONHASHSEED={seed} run {k}", list(base_cmd),
+                                   {"PYTHONHASHSEED": str(seed)}), d, d / "cwd", d / "stdout")
+                _execute(run, invocation, cwd, {**(env or {}), "PYTHONHASHSEED": str(seed)}, site, timeout,
+                         f"{k}/{MAX_RUNS} at most", say)
                 return run
 
-            _settle_hash_seed(result, _hash_seed_experiment(display, hash_run, source, command), source)
+            def agree(a: _Run, b: _Run) -> bool:
+                found = _compare_runs(display, [a, b], source, command).findings
+                if a.info.settings.get("PYTHONHASHSEED") == "0" and not moved:
+                    moved.update(_finding_key(f) for f in found)
+                return not found
+
+            outcome = experiment(hash_run, agree, script=source, target=display, progress=say, errors=(RunError,))
+            _settle_hash_seed(result, outcome, moved, source)
         if keep:
             result.notes.append(f"run directories kept in {root}")
         return result

@@ -66,9 +66,7 @@ _EXTERNAL: dict[str, tuple[str, list[str], list[str], dict[str, str]]] = {
     "hashseed": (
         "PYTHONHASHSEED: string hashing is salted per process, so set (and dict-of-set) "
         "iteration order changes the value",
-        ["a set of strings is iterated to build ids, a vocabulary, a file list or batches",
-         "confirmed: two reruns with PYTHONHASHSEED=0 agree at this op, and a run with "
-         "PYTHONHASHSEED=1 differs from them here"],
+        ["a set of strings is iterated to build ids, a vocabulary, a file list or batches"],
         ["python.hash-seed", "python.set-iteration-order"],
         {"torch": "export PYTHONHASHSEED=0   # before Python starts; or iterate sorted(the_set)",
          "tensorflow": "export PYTHONHASHSEED=0   # before Python starts; or iterate sorted(the_set)",
@@ -105,6 +103,8 @@ _TORCH_WORKERS_FIX = (
 #: catalog entries and causes about string hashing or directory order: dropped once
 #: reruns with a fixed PYTHONHASHSEED rule hash randomization out
 _HASH_IDS = ("python.hash-seed", "python.set-iteration-order", "python.listdir-order")
+#: verdicts of the hash-seed experiment (fwd9m._hashseed) that drop the hash-order advice
+_NOT_HASH = ("ruled-out", "intermittent", "not-confirmed")
 
 #: JAX: the entries shown for an external source (the torch/TF ids above do not apply)
 _JAX_IDS = {"rng": ["jax.prng-key-reuse"], "seed": ["jax.prng-key-reuse"],
@@ -254,20 +254,23 @@ def _script(ha: dict) -> str | None:
 def _lint(ha: dict, cause: str, hashseed: str | None) -> list[dict]:
     from .. import _lint_hints
 
-    exclude = _lint_hints.HASH_CODES if hashseed in ("ruled-out", "intermittent") else ()
+    exclude = _lint_hints.HASH_CODES if hashseed in _NOT_HASH else ()
     return _lint_hints.findings(_script(ha), cause, exclude=exclude)
 
 
-def explain(first, report, ha: dict, hb: dict, hashseed: str | None = None) -> dict[str, Any]:
+def explain(first, report, ha: dict, hb: dict, hashseed: str | None = None,
+            hashseed_note: str | None = None) -> dict[str, Any]:
     """What to tell the user about ``first`` (a Divergence): headline, causes, catalog
     entries (id, title, fix, references), the fix to paste, and ``lint``: the findings
     of fwd9m's lint rules on the recorded script that fit the cause (path, line, code,
     message, fix; see :mod:`fwd9m._lint_hints`).
 
-    ``hashseed`` is what reruns with a fixed PYTHONHASHSEED showed: None (not tested),
-    ``"ruled-out"`` (they still diverge), ``"intermittent"`` (they agree, but so does a
-    run with another hash seed) or ``"confirmed"``; once tested, the advice to test it
-    goes, and when not confirmed so do the hash-order causes and catalog entries."""
+    ``hashseed`` is the verdict of the controlled hash-seed experiment
+    (:mod:`fwd9m._hashseed`): None (not tested), ``"ruled-out"``, ``"not-confirmed"``,
+    ``"intermittent"``, ``"incomplete"``, ``"likely"`` or ``"confirmed"``, and
+    ``hashseed_note`` its message (shown among the causes of a ``hashseed`` source);
+    once tested, the advice to test it goes, and when ruled out, not confirmed or
+    intermittent so do the hash-order causes and catalog entries."""
     framework = report.framework
     env = ha.get("environment") or {}
     version = ((env.get("frameworks") or {}).get(framework) or {}).get("version") \
@@ -335,13 +338,16 @@ def explain(first, report, ha: dict, hb: dict, hashseed: str | None = None) -> d
                             f"argument or captured value): a Python value baked into it changed")
                 causes = _JAX_PROGRAM_CAUSES + causes
                 fix = _JAX_PROGRAM_FIX + "\n" + fix
-        if hashseed in ("ruled-out", "intermittent") and source != "hashseed":
+        if source == "hashseed" and hashseed_note:
+            causes.append(hashseed_note)
+        if hashseed in _NOT_HASH and source != "hashseed":
             causes = [c for c in causes if "PYTHONHASHSEED" not in c]
             ids = [i for i in ids if i not in _HASH_IDS]
             fix = "\n".join(line for line in fix.splitlines() if "PYTHONHASHSEED" not in line)
-        if hashseed == "intermittent":
-            causes.append("the divergence did not recur in the reruns (intermittent): something that "
-                          "varies only now and then, such as a race between threads or processes")
+        if hashseed in ("intermittent", "not-confirmed"):
+            causes.append("the divergence did not recur in reruns with a fixed hash seed, or came and went "
+                          "under one (intermittent): something that varies only now and then, such as a race "
+                          "between threads or processes")
         if source == "data":
             batch = "the first batch" if first.step == 0 else f"batch {first.step}"
             headline += f" at {batch} (step {first.step})"

@@ -1,0 +1,83 @@
+"""The controlled hash-seed experiment shared by ``fwd9m check`` and ``fwd9m debug``
+(fwd9m._hashseed): pure policy tests with stand-in runs; the commands' own tests run it
+for real (tests/test_check_cli.py, tests/test_debug.py, tests/test_debug_cli.py)."""
+
+import itertools
+
+import pytest
+
+from fwd9m import _hashseed as hs
+from fwd9m.errors import RunError
+
+_FLAGGED = 'words = {"alpha", "beta", "gamma"}\nids = {w: i for i, w in enumerate(words)}\nprint(ids)\n'
+
+
+def _run_from(results):
+    """A ``run`` that returns the next of ``results`` (any seed) and logs the seeds."""
+    it, seeds = iter(results), []
+
+    def run(seed, k):
+        seeds.append(seed)
+        assert k == len(seeds) <= hs.MAX_RUNS
+        return next(it)
+    return run, seeds
+
+
+def _same(a, b):
+    return a == b
+
+
+def test_every_coin_flip_sequence_is_at_most_likely(tmp_path):
+    """Whatever a coin-flip script prints (every sequence of results), an experiment on
+    a script without hash-order code never says "confirmed"."""
+    script = tmp_path / "coin.py"
+    script.write_text("import os\nprint(os.urandom(1)[0] < 128)\n")
+    verdicts = set()
+    for results in itertools.product("AB", repeat=hs.MAX_RUNS):
+        run, _ = _run_from(results)
+        verdicts.add(hs.experiment(run, _same, script=str(script)).verdict)
+    assert hs.CONFIRMED not in verdicts
+    assert verdicts == {hs.RULED_OUT, hs.NOT_CONFIRMED, hs.INTERMITTENT, hs.LIKELY}
+
+
+@pytest.mark.parametrize("flagged, verdict", [(False, hs.LIKELY), (True, hs.CONFIRMED)])
+def test_two_seeds_that_agree_do_not_clear_hash_order(tmp_path, flagged, verdict):
+    """A two-element set: seeds 0 and 1 give one order, 2 and 3 the other; seed 2 is
+    tried and run twice, and lint corroboration decides between likely and confirmed."""
+    script = tmp_path / "two.py"
+    script.write_text(_FLAGGED if flagged else 'print(list({"a", "b"}))\n')
+    order = {0: "ab", 1: "ab", 2: "ba", 3: "ba"}
+    seeds = []
+    out = hs.experiment(lambda s, k: seeds.append(s) or order[s], _same, script=str(script), target="two.py")
+    assert (out.verdict, out.seed, seeds) == (verdict, 2, [0, 0, 1, 2, 2])
+    text = out.message()
+    assert text.startswith(f"PYTHONHASHSEED ({verdict})") and "not hash" not in text
+    if flagged:
+        assert "two.py:1 FWD402" in text
+    else:
+        assert "made 5 runs agree" in text and "fwd9m check --runs 4 --env PYTHONHASHSEED=0 two.py" in text
+
+
+@pytest.mark.parametrize("results, verdict, made", [
+    ("AB", hs.RULED_OUT, 2),
+    ("AAAAA", hs.NOT_CONFIRMED, 5),
+    ("AABA", hs.INTERMITTENT, 4),
+    ("AABB", hs.LIKELY, 4),
+])
+def test_verdicts_and_run_budget(results, verdict, made):
+    run, seeds = _run_from(results)
+    out = hs.experiment(run, _same)  # no script (a module or command): never confirmed
+    assert (out.verdict, out.runs, len(seeds)) == (verdict, made, made)
+    assert out.hash_order == (verdict == hs.LIKELY)
+    if verdict == hs.NOT_CONFIRMED:
+        assert "hash seeds 0-3 all gave the same result" in out.message()
+        assert "ruled out" not in out.message()
+
+
+def test_a_run_that_does_not_complete_leaves_it_untested():
+    def run(seed, k):
+        if k == 2:
+            raise RunError("timed out")
+        return "A"
+    out = hs.experiment(run, _same, errors=(RunError,))
+    assert out.verdict == hs.INCOMPLETE and "remains a possible cause" in out.message()
