@@ -75,6 +75,11 @@ RANDOM_PRIMITIVES = frozenset({
     "threefry2x32",
 })
 
+#: ClosedJaxpr -> (node, program digest or None), shared by every recording of the
+#: process: both are functions of the (immutable) jaxpr, which JAX keeps per function
+#: and signature, so a later recording of the same functions does not print them again
+_PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
 
 class JaxRecorder:
     """Installs the hooks for one ``record()`` block; :meth:`start` / :meth:`stop`."""
@@ -96,7 +101,7 @@ class JaxRecorder:
         self._array_types = (jax.Array, np.ndarray, np.generic)
         self._user_fun: dict[Any, bool] = {}
         self._known: dict[int, tuple] = {}  # id(jax.Array) -> (weakref, digest, sample)
-        self._inner: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # jaxpr -> (node, digest)
+        self._inner = _PROGRAMS
         self._catalog_ops: frozenset[str] | None = None
 
     def start(self) -> None:
@@ -121,7 +126,8 @@ class JaxRecorder:
         return known
 
     def _program(self, jaxpr) -> tuple[str, int | None]:
-        """(node, program digest) of a jit call's ClosedJaxpr, computed once per jaxpr.
+        """(node, program digest) of a jit call's ClosedJaxpr, computed once per jaxpr
+        object in the process (:data:`_PROGRAMS`).
 
         node: ``jit`` plus the host callbacks inside the function, then the primitives
         inside it that the catalog lists (``jit:pure_callback,scatter-add``), so a
@@ -135,7 +141,7 @@ class JaxRecorder:
             hit = self._inner.get(jaxpr)
         except TypeError:
             return "jit", None
-        if hit is not None:
+        if hit is not None and (hit[1] is not None or not self.rec.digests):
             return hit
         from .. import catalog
 
