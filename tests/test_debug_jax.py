@@ -81,6 +81,25 @@ def test_jitted_call_is_one_op_named_after_the_function(tmp_path):
     assert op.step == 0 and ops[1].step == 1  # a call of a jitted user function ends a step
 
 
+def test_pytree_with_more_leaves_than_an_op_holds_is_folded(tmp_path):
+    """A trace op holds 255 inputs/outputs; the leaves past them are one record."""
+    @jax.jit
+    def double(ps):
+        return [p * 2 for p in ps]
+
+    ps = [jnp.full(2, float(i)) for i in range(300)]
+    path = tmp_path / "t.trace"
+    with dbg.record(path, framework="jax"):
+        double(ps)
+        double(ps[:-1] + [ps[-1] + 1])
+    a, b = [o for o in _ops(path) if o.name == "jit(double)"]
+    assert len(a.inputs) == len(a.outputs) == 255
+    assert [t.meta for t in a.inputs[-2:]] == ["leaves[47]", "jaxpr[]"]
+    assert a.outputs[-1].meta == "leaves[46]"
+    assert a.inputs[-2].digest != b.inputs[-2].digest  # the last leaf, folded, differs
+    assert a.inputs[:-2] == b.inputs[:-2] and a.inputs[-1] == b.inputs[-1]
+
+
 def test_eager_primitives_are_recorded_by_primitive_name(tmp_path):
     path = tmp_path / "t.trace"
     a = jnp.zeros(4)

@@ -18,7 +18,9 @@ The hooks (:mod:`fwd9m._jax_private`, the one place for JAX-private API) see:
   time, https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html), so such a
   value that differs shows as this input differing: a value from outside the recorded
   ops (external, ``python``), not a nondeterministic op. The digest is computed once
-  per jaxpr object (JAX caches the jaxpr of each function and signature).
+  per jaxpr object (JAX caches the jaxpr of each function and signature). A trace op
+  holds at most 255 inputs and 255 outputs: the leaves past those are folded into one
+  record ``leaves[N]`` whose digest covers theirs.
 
 Ops inside a jitted function are not recorded individually: XLA compiles the function
 as a whole, and running it op by op (``jax.disable_jit``) or re-tracing it with an
@@ -62,6 +64,9 @@ from ._common import Recording, _is_library, user_location
 from ._store import HAS_SAMPLE, IS_MODEL_INPUT
 
 __all__ = ["JaxRecorder", "PROGRAM_DTYPE", "PROGRAM_META"]
+
+#: inputs (and outputs) one trace op holds (a u8 count, :mod:`fwd9m.debug._store`)
+MAX_TENSORS = 255
 
 #: the dtype name of a jit op's last input, the digest of its compiled program (its
 #: jaxpr and the values baked into it); its meta reads ``jaxpr[]``
@@ -189,7 +194,7 @@ class JaxRecorder:
         ins = [x for x in inputs if isinstance(x, self._array_types) or type(x) in (bool, int, float, complex)]
         # digested before the call: a jit call may donate (delete) its input buffers
         in_recs = [self._tensor(x, False, True) for x in ins]
-        in_caps = [self._bytes(x) for x in ins] if capture else None
+        in_caps = [self._bytes(x) for x in ins[:MAX_TENSORS - 1]] if capture else None
         loc = user_location(3)
         result, outputs = run()
         outs = [x for x in outputs if isinstance(x, self._array_types)]
@@ -202,19 +207,37 @@ class JaxRecorder:
         if fun is not None or jaxpr is not None:
             node, program = self._program(jaxpr)
             if jaxpr is not None:  # the compiled program: one more input (see _program)
+                in_recs = self._fold(in_recs, MAX_TENSORS - 1)
                 in_recs.append((rec.meta_id(PROGRAM_DTYPE, ()), 0, program, None, None))
+        in_recs = self._fold(in_recs, MAX_TENSORS)
+        out_recs = self._fold(out_recs, MAX_TENSORS)
         ctx = rec.ctx_id("", "other", loc, node, device)
         w = rec.writer
         seq = w.op(rec.name_id(name, name), ctx, rec.step, in_recs, out_recs)
         if capture:
             for i, (meta, data) in enumerate(in_caps):
                 w.capture(seq, False, i, meta, data)
-            for i, x in enumerate(outs):
+            for i, x in enumerate(outs[:MAX_TENSORS - 1]):
                 meta, data = self._bytes(x)
                 w.capture(seq, True, i, meta, data)
         if fun is not None and self._is_user(fun):
             rec.step += 1
         return result
+
+    def _fold(self, recs: list, limit: int) -> list:
+        """At most ``limit`` records: the leaves from ``limit - 1`` on become one record
+        ``leaves[N]`` whose digest covers theirs (None when one is missing), because a
+        trace op holds at most 255 inputs and 255 outputs (a pytree of parameters and
+        optimizer state can have more leaves)."""
+        if len(recs) <= limit:
+            return recs
+        keep, rest = recs[:limit - 1], recs[limit - 1:]
+        digs = [t[2] for t in rest]
+        dig = None if None in digs else fp.digest_bytes(struct.pack(f"<{len(digs)}Q", *digs))
+        flags = 0
+        for t in rest:
+            flags |= t[1] & IS_MODEL_INPUT
+        return keep + [(self.rec.meta_id("leaves", (len(rest),)), flags, dig, None, None)]
 
     @staticmethod
     def _device(x) -> str:
