@@ -534,3 +534,21 @@ def test_deleted_trace_paths_are_not_shown(tmp_path):
     text = report.render()
     assert str(tmp_path) not in text and str(tmp_path) not in report.render("json")
     assert report.a == "run1.trace" and "--keep DIR keeps the traces" in text
+
+
+def test_op_over_more_tensors_than_a_record_holds_is_folded(tmp_path):
+    """An op record holds at most 255 inputs and 255 outputs (one byte each); a
+    ``_foreach_*`` op over 300 tensors (an optimizer step over every parameter) is
+    recorded with the extra tensors folded into one ``leaves[N]`` tensor, and a change in
+    a folded tensor still shows."""
+    def run(path, bump):
+        xs = [torch.full((2,), float(i)) for i in range(300)]
+        with dbg.record(path, framework="torch"):
+            torch._foreach_add_(xs, [torch.full((2,), 1.0 + bump * (i == 299)) for i in range(300)])
+        return [op for op in dbg.TraceReader(path) if "foreach" in op.name]
+
+    ops = run(tmp_path / "a.trace", 0)
+    assert len(ops) == 1 and len(ops[0].inputs) == _store.MAX_TENSORS
+    assert ops[0].inputs[-1].meta == "leaves[346]"  # 300 + 300 inputs: 254 kept, 346 folded
+    run(tmp_path / "b.trace", 1)
+    assert not dbg.diff(tmp_path / "a.trace", tmp_path / "b.trace").reproducible

@@ -61,12 +61,11 @@ from typing import Any
 
 from .. import fingerprint as fp
 from ._common import Recording, _is_library, user_location
-from ._store import HAS_SAMPLE, IS_MODEL_INPUT
+from ._store import HAS_SAMPLE, IS_MODEL_INPUT, MAX_TENSORS, fold
 
 __all__ = ["JaxRecorder", "PROGRAM_DTYPE", "PROGRAM_META"]
 
 #: inputs (and outputs) one trace op holds (a u8 count, :mod:`fwd9m.debug._store`)
-MAX_TENSORS = 255
 
 #: the dtype name of a jit op's last input, the digest of its compiled program (its
 #: jaxpr and the values baked into it); its meta reads ``jaxpr[]``
@@ -225,19 +224,10 @@ class JaxRecorder:
         return result
 
     def _fold(self, recs: list, limit: int) -> list:
-        """At most ``limit`` records: the leaves from ``limit - 1`` on become one record
-        ``leaves[N]`` whose digest covers theirs (None when one is missing), because a
-        trace op holds at most 255 inputs and 255 outputs (a pytree of parameters and
-        optimizer state can have more leaves)."""
+        """:func:`_store.fold` with a ``leaves[N]`` meta record."""
         if len(recs) <= limit:
             return recs
-        keep, rest = recs[:limit - 1], recs[limit - 1:]
-        digs = [t[2] for t in rest]
-        dig = None if None in digs else fp.digest_bytes(struct.pack(f"<{len(digs)}Q", *digs))
-        flags = 0
-        for t in rest:
-            flags |= t[1] & IS_MODEL_INPUT
-        return keep + [(self.rec.meta_id("leaves", (len(rest),)), flags, dig, None, None)]
+        return fold(recs, limit, self.rec.meta_id("leaves", (len(recs) - limit + 1,)))
 
     @staticmethod
     def _device(x) -> str:

@@ -101,6 +101,29 @@ class Op:
                 f"at {self.location or '?'}")
 
 
+#: Tensors per op side (inputs, outputs): the count is one byte in an op record.
+MAX_TENSORS = 255
+
+
+def fold(recs: list[tuple], limit: int, meta_id: int) -> list[tuple]:
+    """At most ``limit`` tensor records: the ones from ``limit - 1`` on become one record
+    (meta ``meta_id``, e.g. the string ``"leaves[N]"``) whose digest covers theirs in
+    order (None when one is missing), and which is flagged as model input if any of them
+    was. An optimizer's ``_foreach_*`` op over every parameter, or a JAX pytree, can
+    have more tensors than an op record holds."""
+    if len(recs) <= limit:
+        return recs
+    from ..fingerprint import digest_bytes
+
+    keep, rest = recs[:limit - 1], recs[limit - 1:]
+    digs = [t[2] for t in rest]
+    dig = None if None in digs else digest_bytes(struct.pack(f"<{len(digs)}Q", *digs))
+    flags = 0
+    for t in rest:
+        flags |= t[1] & IS_MODEL_INPUT
+    return keep + [(meta_id, flags, dig, None, None)]
+
+
 class TraceWriter:
     """Streams records to ``path``. Use as a context manager or call :meth:`close`.
 
@@ -145,7 +168,12 @@ class TraceWriter:
     def op(self, name_id: int, ctx_id: int, step: int,
            inputs: list[tuple], outputs: list[tuple]) -> int:
         """Append one op. Each tensor is ``(meta_id, flags, digest or None, sample bytes
-        or None, ref or None)``. Returns the op's sequence index."""
+        or None, ref or None)``; more than :data:`MAX_TENSORS` on a side are folded
+        (:func:`fold`). Returns the op's sequence index."""
+        if len(inputs) > MAX_TENSORS:
+            inputs = fold(inputs, MAX_TENSORS, self.string(f"leaves[{len(inputs) - MAX_TENSORS + 1}]"))
+        if len(outputs) > MAX_TENSORS:
+            outputs = fold(outputs, MAX_TENSORS, self.string(f"leaves[{len(outputs) - MAX_TENSORS + 1}]"))
         buf = self._buf
         buf += _OP.pack(b"O", name_id, ctx_id, step, len(inputs), len(outputs))
         for t in (*inputs, *outputs):
