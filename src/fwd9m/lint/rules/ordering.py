@@ -51,10 +51,11 @@ def _numbers_in_order(value, table) -> bool:
     return False
 
 
-def sensitive_body(ctx, stmts) -> bool:
+def sensitive_body(ctx, stmts, augassign: bool = True) -> bool:
     """True when a loop body's result depends on iteration order: it appends to a list,
-    writes, yields, accumulates (``+=``), draws random numbers, or numbers the items
-    (``ids[w] = len(ids)``, ``ids.setdefault(w, len(ids))``, ``ids[w] = next(counter)``)."""
+    writes, yields, accumulates (``+=``; only when ``augassign``), draws random numbers,
+    or numbers the items (``ids[w] = len(ids)``, ``ids.setdefault(w, len(ids))``,
+    ``ids[w] = next(counter)``)."""
     from ._common import is_stateful_random
 
     for st in stmts:
@@ -62,7 +63,7 @@ def sensitive_body(ctx, stmts) -> bool:
             t = type(n)
             if t in (ast.Yield, ast.YieldFrom):
                 return True
-            if t is ast.AugAssign and type(n.target) is not ast.Subscript:
+            if augassign and t is ast.AugAssign and type(n.target) is not ast.Subscript:
                 return True  # total += x accumulates in order; counts[x] += 1 does not
             if t is ast.Assign and any(type(g) is ast.Subscript and _numbers_in_order(n.value, _name_key(g.value))
                                        for g in n.targets):
@@ -100,11 +101,14 @@ class _OrderUses:
 
     FILE = 0  #: the scope of attribute keys
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, in_order):
         self.ctx = ctx
+        #: ``in_order(loop, scope_node)``: whether a loop's effect depends on its order
+        self.in_order = in_order
         self.used: dict[tuple[int, str], ast.AST] = {}  # names passed to a consumer -> first call
         self.subscripted: dict[tuple[int, str], ast.AST] = {}
-        self.loops: list[tuple[int, str, ast.AST]] = []  # for-loops over a name
+        #: for-loops over a name, with the function (or module) they are in
+        self.loops: list[tuple[int, str, ast.AST, ast.AST | None]] = []
 
     def scope(self, key: str | None = None) -> int:
         if key is not None and "." in key:
@@ -134,15 +138,16 @@ class _OrderUses:
     def note_for(self, node):
         key = _name_key(_unwrap_list(node.iter))
         if key and not self.ctx.in_function("__iter__"):  # a container yielding its items
-            self.loops.append((self.scope(key), key, node))
+            fn = self.ctx.function_stack[-1] if self.ctx.function_stack else self.ctx.tree
+            self.loops.append((self.scope(key), key, node, fn))
 
     def first_use(self, scope: int, name: str, subscripts: bool = True) -> ast.AST | None:
         """The first node where the order of ``name`` is kept, or None."""
         found = [self.used.get((scope, name))]
         if subscripts:
             found.append(self.subscripted.get((scope, name)))
-        found += [loop.iter for s, n, loop in self.loops
-                  if s == scope and n == name and sensitive_body(self.ctx, loop.body)]
+        found += [loop.iter for s, n, loop, fn in self.loops
+                  if s == scope and n == name and self.in_order(loop, fn)]
         found = [f for f in found if f is not None]
         return min(found, key=lambda f: (f.lineno, f.col_offset)) if found else None
 
@@ -214,9 +219,14 @@ class _OrderRule(Rule):
         """What an annotation says a name holds, when that has no fixed order."""
         return None
 
+    def in_order(self, loop, scope_node) -> bool:
+        """Whether the effect of ``loop`` (over a source) depends on its order;
+        ``scope_node`` is the function (or module) it is in."""
+        return sensitive_body(self.ctx, loop.body)
+
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.uses = _OrderUses(ctx)
+        self.uses = _OrderUses(ctx, self.in_order)
         #: (scope, name key, source node or None (report at the first use), what, indexable)
         self.stored: list[tuple[int, str, ast.AST | None, str, bool]] = []
         #: (scope, name key) -> (node, what, indexable) of names bound to a source, for
@@ -306,7 +316,8 @@ class _OrderRule(Rule):
     def visit_For(self, node):
         self.uses.note_for(node)
         what = self.source(_unwrap_list(node.iter))
-        if what and sensitive_body(self.ctx, node.body):
+        if what and self.in_order(node, self.ctx.function_stack[-1] if self.ctx.function_stack
+                                  else self.ctx.tree):
             self.flag(_unwrap_list(node.iter), what, "loop over")
 
     visit_AsyncFor = visit_For
@@ -459,6 +470,170 @@ def _set_expr(ctx, node) -> str | None:
     return None
 
 
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _local_nodes(stmts):
+    """The nodes of ``stmts`` outside nested functions and classes (in no set order)."""
+    todo = list(stmts)
+    while todo:
+        n = todo.pop()
+        yield n
+        todo.extend(c for c in ast.iter_child_nodes(n) if not isinstance(c, _NESTED))
+
+
+def _loads(node) -> set[str]:
+    """Name keys read in ``node`` (``x``, ``self.x``)."""
+    out = set()
+    for c in ast.walk(node):
+        if type(c) is ast.Name and type(c.ctx) is ast.Load:
+            out.add(c.id)
+        elif type(c) is ast.Attribute and type(c.ctx) is ast.Load and type(c.value) is ast.Name:
+            out.add(f"{c.value.id}.{c.attr}")
+    return out
+
+
+def _store_keys(target) -> set[str]:
+    """Name keys bound by an assignment or loop target (through tuples and ``*rest``)."""
+    if type(target) in (ast.Tuple, ast.List):
+        return set().union(*(_store_keys(e) for e in target.elts)) if target.elts else set()
+    if type(target) is ast.Starred:
+        return _store_keys(target.value)
+    key = _name_key(target)
+    return {key} if key else set()
+
+
+def _own_breaks(stmts) -> bool:
+    """A ``break`` of this loop (not of a loop nested in it)."""
+    for st in stmts:
+        t = type(st)
+        if t is ast.Break:
+            return True
+        if t in (ast.For, ast.AsyncFor, ast.While) or isinstance(st, _NESTED):
+            if _own_breaks(st.orelse):
+                return True
+            continue
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(st, field, None)
+            if block and type(block) is list and _own_breaks(block):
+                return True
+    return False
+
+
+def _is_print(ctx, node) -> bool:
+    return type(node) is ast.Call and ctx.qualname(node.func) == "print"
+
+
+def _printed(ctx, node) -> set[str]:
+    """Name keys read by the arguments of a ``print(...)`` call (not ``file=``, ``sep=``)."""
+    return set().union(*(_loads(a) for a in node.args)) if node.args else set()
+
+
+def _first_wins_or_output(ctx, loop) -> bool:
+    """A loop whose effect depends on which element comes first: it prints the elements,
+    returns one (``return w``), or keeps one and stops (``found = w; break``). Conditions
+    alone (``if w in other: return False``) do not count."""
+    element = _store_keys(loop.target)
+    derived = set(element)
+    assigns = [n for n in _local_nodes(loop.body) if type(n) in (ast.Assign, ast.AnnAssign, ast.AugAssign)
+               and n.value is not None]
+    for _ in range(2):  # names computed from the element (``name = w.upper()``)
+        for n in assigns:
+            if _loads(n.value) & derived:
+                for g in (n.targets if type(n) is ast.Assign else [n.target]):
+                    derived |= _store_keys(g)
+    for n in _local_nodes(loop.body):
+        if type(n) is ast.Return and n.value is not None and _loads(n.value) & derived:
+            return True
+        if _is_print(ctx, n) and _printed(ctx, n) & derived:
+            return True
+    return _own_breaks(loop.body) and bool(derived - element)
+
+
+#: an accumulated value of one of these types depends on the order of the terms
+_ORDERED_TYPES = frozenset({"float", "str", "list", "bytes", "complex"})
+
+
+def _ordered_type(node) -> bool:
+    """``node`` (an increment or a starting value) is a float, string or list expression:
+    a float or string literal, a true division, an f-string, a list or ``float(...)``."""
+    for c in ast.walk(node):
+        t = type(c)
+        if t is ast.Constant and isinstance(c.value, (float, complex, str, bytes)):
+            return True
+        if t in (ast.JoinedStr, ast.List, ast.ListComp) or (t is ast.BinOp and type(c.op) is ast.Div):
+            return True
+        if t is ast.Call and type(c.func) is ast.Name and c.func.id in _ORDERED_TYPES:
+            return True
+    return False
+
+
+def _binop_leaves(node):
+    """The operands of a tree of binary operations (``a * 1.1 + b / 7`` -> a, 1.1, b, 7)."""
+    if type(node) is ast.BinOp:
+        return [*_binop_leaves(node.left), *_binop_leaves(node.right)]
+    return [node]
+
+
+def _accumulations(loop):
+    """(name key, increments) of each ``x += ...`` and ``x = x <op> ...`` in a loop body,
+    for names that are not the loop's own target (``counts[w] += 1`` is not one)."""
+    element = _store_keys(loop.target)
+    for n in _local_nodes(loop.body):
+        t = type(n)
+        if t is ast.AugAssign:
+            key = _name_key(n.target)
+            if key and key not in element:
+                yield key, [n.value]
+        elif t is ast.Assign and len(n.targets) == 1 and type(n.value) is ast.BinOp:
+            key = _name_key(n.targets[0])
+            leaves = _binop_leaves(n.value)
+            if key and key not in element and any(_name_key(v) == key for v in leaves):
+                yield key, [v for v in leaves if _name_key(v) != key]
+
+
+def _ordered_accumulation(ctx, loop, scope_node) -> bool:
+    """A loop that accumulates a float, string or list: ``total += w / 7``,
+    ``text = text + w``, ``total = total * 1.1 + len(w)``. Integer counts
+    (``n += 1``, ``n += len(w)``) add up to the same in any order and are not reported;
+    when the type is unknown, the accumulator counts when it starts as a float, string or
+    list (``total = 0.0``) or is printed in the same function."""
+    found = list(_accumulations(loop))
+    if not found:
+        return False
+    if any(_ordered_type(v) for _, incs in found for v in incs):
+        return True
+    keys = {k for k, _ in found}
+    inside = range(loop.lineno, (loop.end_lineno or loop.lineno) + 1)
+    for n in _local_nodes(getattr(scope_node, "body", None) or ()):
+        t = type(n)
+        if t in (ast.Assign, ast.AnnAssign) and n.value is not None and n.lineno not in inside:
+            targets = n.targets if t is ast.Assign else [n.target]
+            if any(_name_key(g) in keys for g in targets) and _ordered_type(n.value):
+                return True
+        elif _is_print(ctx, n) and _printed(ctx, n) & keys:
+            return True
+    return False
+
+
+def _one_or_worklist(scope_node, key: str, node) -> bool:
+    """Whether taking "the first" element of set ``key`` at ``node`` picks no order: the
+    function checks the set holds one element (``len(s) == 1``, ``if len(s) > 1: raise``),
+    or ``node`` is in ``while s:`` draining the set as a work list."""
+    for n in _local_nodes(getattr(scope_node, "body", None) or ()):
+        t = type(n)
+        if t is ast.Compare:
+            sides = [n.left, *n.comparators]
+            if any(type(c) is ast.Constant and c.value in (1, 2) and type(c.value) is int for c in sides) \
+                    and any(type(c) is ast.Call and type(c.func) is ast.Name and c.func.id == "len"
+                            and len(c.args) == 1 and _name_key(c.args[0]) == key for c in sides):
+                return True
+        elif t is ast.While and key in _loads(n.test) and \
+                n.lineno <= node.lineno <= (n.end_lineno or n.lineno):
+            return True
+    return False
+
+
 def _dict_view(node) -> bool:
     return type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr in ("keys", "items") \
         and not node.args and not node.keywords
@@ -510,14 +685,23 @@ class SetIterationOrder(_OrderRule):
     that keeps it: `enumerate`/`zip`, `"".join`, an array or tensor (`np.array`,
     `torch.tensor`, `tf.constant`, also through `list(...)`, `[*s]`, `map(f, s)` or a
     keyword such as `data=`), a `tf.data` dataset, a random choice, indexing
-    (`list(set(x))[0]`), or a loop that appends, yields, accumulates, draws, or numbers
-    the items (`ids[w] = len(ids)`, `ids.setdefault(w, len(ids))`, `next(counter)`).
+    (`list(set(x))[0]`), or a loop that appends, writes, yields, draws, or numbers the
+    items (`ids[w] = len(ids)`, `ids.setdefault(w, len(ids))`, `next(counter)`).
+    Also flagged: a loop that prints the elements, returns one (`return w`), keeps one and
+    stops (`found = w; break`), or accumulates a float, string or list (`total += w / 7`,
+    `total = total * 1.1 + len(w)`, `text += w`; an accumulator of unknown type counts
+    when it starts as one, `total = 0.0`, or is printed); `next(iter(s))` and `s.pop()`
+    (which element comes first, unless the function checks `len(s) == 1` or drains the
+    set in `while s:`); `print(s)`, `print(list(s))`; and `list(s)`, `tuple(s)` or
+    `[*s]` returned or written (`f.write`, `json.dump`).
     The set may also be held in a variable, an attribute (`self.words`), a copy
     (`itos = list(vocab_set)`) or a parameter or variable annotated as a set
     (`tags: set[str]`); then the binding is reported (a parameter: its first use).
     Sets of small ints (`set(range(n))`, `{1, 2}`, `set[int]`), text for people (error
     messages, logging, `", ".join(...)`) and a container's own `__iter__` are not
-    reported.
+    reported, nor are loops whose effect is the same in any order: integer counts
+    (`if w in other: n += 1`, `n += len(w)`), conditions alone (`if not w: return False`),
+    filling a dict or deleting keys.
 
     ## Why is this bad
     A set's iteration order follows the hashes of its elements; for `str` and `bytes`
@@ -555,7 +739,19 @@ class SetIterationOrder(_OrderRule):
                "        self.ids = {w: i for i, w in enumerate(self.words)}\n",
                # a parameter annotated as a set of strings
                "import numpy as np\ndef encode(tags: set[str]):\n    return np.array(list(tags))\n",
-               "import numpy as np\nx = np.array(list(a.keys() - b.keys()))\n")
+               "import numpy as np\nx = np.array(list(a.keys() - b.keys()))\n",
+               # the order reaches the output: float accumulation, first element, printing
+               "words = {'alpha', 'beta', 'gamma'}\ntotal = 0.0\nfor w in words:\n"
+               "    total = total * 1.1 + len(w) / 7\n",
+               "words = {'alpha', 'beta'}\nprint('first word:', next(iter(words)))\n",
+               "print(list({'a', 'b'}))\n",
+               "s = set(names)\nfirst = s.pop()\n",
+               "text = ''\nfor w in set(words):\n    text += w\n",
+               "def f(items):\n    for w in set(items):\n        print(w)\n",
+               "def f(items):\n    for w in set(items):\n        if w.startswith('a'):\n            return w\n",
+               "found = None\nfor w in set(items):\n    if w.endswith('x'):\n        found = w\n        break\n",
+               "def f(tags: set[str]):\n    return list(tags)\n",
+               "import json\njson.dump([*set(words)], fp)\n")
     valid = ("vocab = {w: i for i, w in enumerate(sorted(set(words)))}\n",
              "n = len(set(names))\n",
              "out = []\nfor i in {1, 2, 3}:\n    out.append(i)\n",
@@ -572,13 +768,97 @@ class SetIterationOrder(_OrderRule):
              "lengths = {}\nfor w in set(words):\n    lengths[w] = len(w)\n",
              "import numpy as np\ndef encode(ids: set[int]):\n    return np.array(list(ids))\n",
              "def known(tags: set[str]):\n    return 'a' in tags\n",
-             "import numpy as np\nx = np.array(list({word}))\n")
+             "import numpy as np\nx = np.array(list({word}))\n",
+             # effects that are the same in any order: int counts, conditions, int sets
+             "count = 0\nfor w in {'a', 'b'}:\n    if w in other:\n        count += 1\n",
+             "n = 0\nfor w in set(words):\n    n += len(w)\n",
+             "def f(items):\n    for w in set(items):\n        if not w:\n            return False\n"
+             "    return True\n",
+             "for w in set(items):\n    if w in bad:\n        ok = False\n        break\n",
+             "print(list({1, 2, 3}))\n",
+             "def f(ids: set[int]):\n    return list(ids)\n",
+             "def f(items):\n    return set(items)\n",
+             "s = set(names)\nprint(sorted(s), len(s))\n",
+             "s = list(set(names))\ns.sort()\nprint(s.pop())\n",
+             "total = 0.0\nfor w in set(words):\n    assert w, 'empty'\n",
+             # the one element of a set checked to hold one; a set drained as a work list
+             "devices = {p.device for p in params}\nif len(devices) > 1:\n"
+             "    raise ValueError('mixed')\ndevice = next(iter(devices))\n",
+             "todo = set(roots)\nseen = set()\nwhile todo:\n    n = todo.pop()\n    seen.add(n)\n")
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        #: (node, name key or None, what, how, function or module) where an order reaches
+        #: output: judged in finish
+        self.outputs: list[tuple[ast.AST, str | None, str, str, ast.AST | None]] = []
+        self.errors: list[tuple[int, int]] = []  # raise and assert statements
+
+    def _error_span(self, node):
+        self.errors.append((node.lineno, node.end_lineno or node.lineno))
+        self._message_span(node)
+
+    visit_Raise = visit_Assert = _error_span
 
     def source(self, node):
         return _set_expr(self.ctx, node)
 
     def annotated(self, annotation):
         return _set_annotation(self.ctx, annotation) if annotation is not None else None
+
+    def in_order(self, loop, scope_node):
+        # ``+=`` counts only for floats, strings and lists: an int count is the same in any order
+        return sensitive_body(self.ctx, loop.body, augassign=False) \
+            or _first_wins_or_output(self.ctx, loop) or _ordered_accumulation(self.ctx, loop, scope_node)
+
+    def _set_like(self, node):
+        """(what, name key or None, is a list copy) when ``node`` is a set expression or a
+        name bound to one (or to a list made from one), else None."""
+        what = self.source(node)
+        if what:
+            return what, None, False
+        key = _name_key(node)
+        held = self.holders.get((self.uses.scope(key), key)) if key else None
+        return (held[1], key, held[2]) if held else None
+
+    def _output(self, node, how, ordered_only: bool) -> None:
+        """Note ``node`` when it hands a set's order on; with ``ordered_only``, only as a
+        sequence (``list(s)``, ``tuple(s)``, ``[*s]``, a list copy), not the set itself."""
+        inner = _unwrap_list(node)
+        found = self._set_like(inner)
+        if found and (not ordered_only or inner is not node or found[2]):
+            fn = self.ctx.function_stack[-1] if self.ctx.function_stack else self.ctx.tree
+            self.outputs.append((inner, found[1], found[0], how, fn))
+
+    def visit_Call(self, node, qn):
+        f = node.func
+        if qn == "next" and node.args and type(node.args[0]) is ast.Call and len(node.args[0].args) == 1 \
+                and self.ctx.qualname(node.args[0].func) == "iter":
+            self._output(node.args[0].args[0], "next(iter(...)) takes whichever element comes first in", False)
+        elif type(f) is ast.Attribute and f.attr == "pop" and not node.args and not node.keywords:
+            self._output(f.value, "pop() takes whichever element comes first in", False)
+        elif qn == "print":
+            for a in node.args:
+                self._output(a, "print() shows the order of", False)
+        elif (type(f) is ast.Attribute and f.attr in ("write", "writelines")) or qn in ("json.dump", "json.dumps"):
+            for a in node.args[:1]:
+                self._output(a, "writes the order of", f.attr != "writelines" if type(f) is ast.Attribute else True)
+        super().visit_Call(node, qn)
+
+    def visit_Return(self, node):
+        if node.value is not None and not self.ctx.in_function("__iter__"):
+            self._output(node.value, "returns the order of", True)
+
+    def finish(self):
+        super().finish()
+        sorted_names = _sorted_names(self.ctx)
+        for node, key, what, how, fn in self.outputs:
+            if key in sorted_names or any(lo <= node.lineno <= hi for lo, hi in self.errors):
+                continue
+            if key is not None and how.startswith(("next", "pop")) and _one_or_worklist(fn, key, node):
+                continue
+            if id(node) not in self.reported:
+                self.reported.add(id(node))
+                self.report(node, self.message_for(what if key is None else f"{key!r}, bound to {what}", how))
 
     def message_for(self, what, how):
         return (f"{how} {what}: set order depends on hashing (salted per process for strings), "
