@@ -64,6 +64,24 @@ def process_gone(pid: int, wait: float = 10.0) -> bool:
         time.sleep(0.1)
 
 
+def cli_in_process(capsys, *args: str) -> tuple[int, str]:
+    """``fwd9m ARGS`` in this process, for errors raised before any run starts (no
+    traceback allowed); returns (exit status, stderr). Restores the SIGTERM handler
+    that ``fwd9m debug``/``check`` install."""
+    import signal
+
+    from fwd9m.cli import main
+
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        code = main(list(args))
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return code, err
+
+
 def run_fwd9m(*args: str, cwd=None, env=None, timeout: float = 600, input: str | None = None):
     """Run ``python -m fwd9m ARGS`` in a fresh interpreter; returns CompletedProcess."""
     full_env = dict(os.environ)

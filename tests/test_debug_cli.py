@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import process_gone
+from conftest import cli_in_process, process_gone
 
 DATA = Path(__file__).parent / "data" / "debug"
 
@@ -156,20 +156,7 @@ def test_record_with_an_option_after_record_says_where_it_goes(fwd9m_cli, tmp_pa
     assert p.returncode == 2 and "before 'record'" in p.stderr, p.stderr  # was: script not found: --timeout
 
 
-def _cli(capsys, *args):
-    """``fwd9m ARGS`` in this process, for errors raised before any run starts."""
-    import signal
-
-    from fwd9m.cli import main
-
-    handler = signal.getsignal(signal.SIGTERM)  # fwd9m debug installs its own
-    try:
-        code = main(list(args))
-    finally:
-        signal.signal(signal.SIGTERM, handler)
-    out = capsys.readouterr()
-    assert "Traceback" not in out.err
-    return code, out.err
+_cli = cli_in_process
 
 
 def test_traces_must_be_regular_files(capsys, tmp_path):

@@ -11,6 +11,8 @@ import textwrap
 
 import pytest
 
+from conftest import cli_in_process
+
 
 # A script that knows nothing about fwd9m. Its output depends on set iteration order of
 # strings (PYTHONHASHSEED), on Python/NumPy/torch global RNGs and on a CPU kernel that
@@ -193,16 +195,7 @@ def test_launcher_ranks_inherit_determinism(tmp_path):
     assert lines == ["rank 0 11 True 11", "rank 1 11 True 11"], out.stdout
 
 
-def _cli(capsys, *args):
-    """``fwd9m ARGS`` in this process (usage errors never reach exec); (exit, stderr)."""
-    from fwd9m.cli import main
-
-    handler = signal.getsignal(signal.SIGTERM)  # fwd9m debug installs its own
-    try:
-        code = main(list(args))
-    finally:
-        signal.signal(signal.SIGTERM, handler)
-    return code, capsys.readouterr().err
+_cli = cli_in_process
 
 
 @pytest.fixture
