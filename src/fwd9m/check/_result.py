@@ -187,7 +187,7 @@ class CheckResult:
     def verdict(self) -> str:
         n = len(self.runs)
         what = ", ".join(f"{v} {k[:-1] if v == 1 and k.endswith('s') else k}"
-                         for k, v in self.compared.items() if v) or "nothing to compare"
+                         for k, v in self.compared.items() if v) or "no values"
         if self.reproducible:
             return f"REPRODUCIBLE: {n} runs of {self.target} agree bit for bit ({what})."
         runs = sorted({f.run for f in self.findings}, key=lambda r: [x.label for x in self.runs].index(r)
