@@ -3,6 +3,8 @@ its documentation, the rule families, and the generated docs page."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from fwd9m import lint
@@ -102,3 +104,15 @@ def test_catalog_rules_follow_the_installed_version(monkeypatch):
     old = catalog_ops._Index("torch")
     assert {e.id for e, _, _ in old.entries} == {e.id for e in entries if e.applies_to("0.1")
                                                  and e.behaviour_at("0.1") != "not-applicable"}
+
+
+def test_set_order_reaching_output_is_flagged_where_it_happens():
+    """FWD402 on the scripts that ``fwd9m check`` and ``fwd9m debug`` run: the float
+    accumulation over a set of strings is reported at the set, ``next(iter(words))``
+    inside ``print`` where it is; the set in the vocabulary script keeps its ``# noqa``."""
+    data = Path(__file__).parent / "data"
+    only = Config(select=["FWD402"])
+    found = lint.lint_paths([data / "check" / "python_set_order.py"], only).findings
+    assert [(f.code, f.line) for f in found] == [("FWD402", 3), ("FWD402", 7)], found
+    assert "next(iter(...))" in found[1].message and "'words'" in found[1].message
+    assert not lint.lint_paths([data / "debug" / "torch_set_vocab.py"], only).findings
