@@ -509,8 +509,10 @@ def _own_breaks(stmts) -> bool:
         t = type(st)
         if t is ast.Break:
             return True
-        if t in (ast.For, ast.AsyncFor, ast.While) or isinstance(st, _NESTED):
-            if _own_breaks(st.orelse):
+        if isinstance(st, _NESTED):
+            continue
+        if t in (ast.For, ast.AsyncFor, ast.While):
+            if _own_breaks(st.orelse):  # the else of an inner loop is still this loop's
                 return True
             continue
         for field in ("body", "orelse", "finalbody", "handlers", "cases"):
@@ -524,7 +526,7 @@ def _is_print(ctx, node) -> bool:
     return type(node) is ast.Call and ctx.qualname(node.func) == "print"
 
 
-def _printed(ctx, node) -> set[str]:
+def _printed(node) -> set[str]:
     """Name keys read by the arguments of a ``print(...)`` call (not ``file=``, ``sep=``)."""
     return set().union(*(_loads(a) for a in node.args)) if node.args else set()
 
@@ -545,7 +547,7 @@ def _first_wins_or_output(ctx, loop) -> bool:
     for n in _local_nodes(loop.body):
         if type(n) is ast.Return and n.value is not None and _loads(n.value) & derived:
             return True
-        if _is_print(ctx, n) and _printed(ctx, n) & derived:
+        if _is_print(ctx, n) and _printed(n) & derived:
             return True
     return _own_breaks(loop.body) and bool(derived - element)
 
@@ -556,16 +558,20 @@ _ORDERED_TYPES = frozenset({"float", "str", "list", "bytes", "complex"})
 
 def _ordered_type(node) -> bool:
     """``node`` (an increment or a starting value) is a float, string or list expression:
-    a float or string literal, a true division, an f-string, a list or ``float(...)``."""
-    for c in ast.walk(node):
-        t = type(c)
-        if t is ast.Constant and isinstance(c.value, (float, complex, str, bytes)):
-            return True
-        if t in (ast.JoinedStr, ast.List, ast.ListComp) or (t is ast.BinOp and type(c.op) is ast.Div):
-            return True
-        if t is ast.Call and type(c.func) is ast.Name and c.func.id in _ORDERED_TYPES:
-            return True
-    return False
+    a float or string literal, a true division, an f-string, a list or ``float(...)``,
+    alone or in arithmetic (not inside other calls or subscripts: ``len(d["k"])`` is an int)."""
+    t = type(node)
+    if t is ast.BinOp:
+        return type(node.op) is ast.Div or _ordered_type(node.left) or _ordered_type(node.right)
+    if t is ast.UnaryOp:
+        return _ordered_type(node.operand)
+    if t is ast.IfExp:
+        return _ordered_type(node.body) or _ordered_type(node.orelse)
+    if t is ast.Constant:
+        return isinstance(node.value, (float, complex, str, bytes))
+    if t is ast.Call:
+        return type(node.func) is ast.Name and node.func.id in _ORDERED_TYPES
+    return t in (ast.JoinedStr, ast.List, ast.ListComp)
 
 
 def _binop_leaves(node):
@@ -611,7 +617,7 @@ def _ordered_accumulation(ctx, loop, scope_node) -> bool:
             targets = n.targets if t is ast.Assign else [n.target]
             if any(_name_key(g) in keys for g in targets) and _ordered_type(n.value):
                 return True
-        elif _is_print(ctx, n) and _printed(ctx, n) & keys:
+        elif _is_print(ctx, n) and _printed(n) & keys:
             return True
     return False
 
