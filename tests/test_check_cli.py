@@ -41,9 +41,9 @@ def test_python_set_order_not_reproducible_and_hash_seed_named():
     assert out.returncode == 1, out.stdout + out.stderr
     assert out.stdout.startswith("NOT REPRODUCIBLE")
     # the controlled experiment points at hash order (seed 0 twice agrees, another seed
-    # differs and agrees with itself), but fwd9m lint does not flag this loop: "likely"
-    assert "PYTHONHASHSEED (likely)" in out.stdout and "gave another result than 0" in out.stdout
-    assert "in the same places" in out.stdout and "--runs 4 under --env PYTHONHASHSEED=0" in out.stdout
+    # differs and agrees with itself), and fwd9m lint flags the loop over the set: "confirmed"
+    assert "PYTHONHASHSEED (confirmed)" in out.stdout and "differed from them" in out.stdout
+    assert "in the same places" in out.stdout and "python_set_order.py:3 FWD402" in out.stdout
     assert "python.environment-differences" not in out.stdout
     assert "two more runs with PYTHONHASHSEED=0 (they must agree), then seeds 1, 2, 3" in out.stderr
     assert "stdout: 2 of 2 lines differ" in out.stdout or "stdout: 1 of 2 lines differ" in out.stdout
@@ -300,7 +300,7 @@ def test_module_and_command_forms(tmp_path):
     (tmp_path / "reader.py").write_text("print(float(open('data.txt').read()) * 2)\n"
                                         "open('result.txt', 'w').write('done')\n")
     out = check("-q", "-m", "setmod", cwd=tmp_path)
-    assert out.returncode == 1 and "PYTHONHASHSEED (likely)" in out.stdout, out.stdout + out.stderr
+    assert out.returncode == 1 and "PYTHONHASHSEED (confirmed)" in out.stdout, out.stdout + out.stderr
     (tmp_path / "varymod.py").write_text((DATA / "vary_settings.py").read_text())
     out = check("-q", "-m", "varymod", "--scale", "2", cwd=tmp_path)  # the module's own options
     assert out.returncode == 0 and "-m varymod --scale 2 agree" in out.stdout, out.stdout + out.stderr

@@ -45,7 +45,7 @@ def test_two_seeds_that_agree_do_not_clear_hash_order(tmp_path, flagged, verdict
     """A two-element set: seeds 0 and 1 give one order, 2 and 3 the other; seed 2 is
     tried and run twice, and lint corroboration decides between likely and confirmed."""
     script = tmp_path / "two.py"
-    script.write_text(_FLAGGED if flagged else 'print(list({"a", "b"}))\n')
+    script.write_text(_FLAGGED if flagged else 'print(sorted({"a", "b"}))\n')  # lint: no hash order
     order = {0: "ab", 1: "ab", 2: "ba", 3: "ba"}
     seeds = []
     out = hs.experiment(lambda s, k: seeds.append(s) or order[s], _same, script=str(script), target="two.py")
