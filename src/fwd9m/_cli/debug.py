@@ -118,7 +118,7 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
     kept = args.target == "record" or args.keep
     _progress(f"recording {label or target}" + (f" -> {out}" if kept else ""))
     from ..check._process import _kill_group, _kill_leftovers, _tail
-    from ..check._result import printable
+    from ..compare import printable
 
     log = os.path.splitext(out)[0] + ".log" if quiet and not getattr(args, "verbose", 0) else None
     sink = open(log, "wb") if log else None
@@ -298,9 +298,9 @@ def _emit(report, args) -> int:
     _hide_deleted(report, getattr(args, "deleted_dir", None))
     out = report.render("json" if args.format == "json" else "text")
     if args.format != "json":  # names and text from the user's program: show escapes, do not obey them
-        from ..compare import escape_control
+        from ..compare import printable
 
-        out = escape_control(out, keep="\n\t")
+        out = printable(out)
     print(out)
     if args.html:
         with open(args.html, "w", encoding="utf-8") as f:

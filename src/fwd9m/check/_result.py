@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..compare import LeafDiff, escape_control
+from ..compare import LeafDiff, printable
 
 SCHEMA = "fwd9m.check"
 SCHEMA_VERSION = 1
@@ -16,14 +16,6 @@ SCHEMA_VERSION = 1
 # ranking of finding sources: a crash outranks a tensor, a tensor outranks a printed line
 _SOURCE_ORDER = {"exit": 0, "timeout": 0, "value": 2, "state": 2, "file": 3,
                  "stdout": 4}
-
-
-def printable(text: str) -> str:
-    """``text`` safe to print to a terminal: the script's own output quoted in a report
-    (a coloured line, a progress bar's carriage return) shows its escape sequences as
-    ``\\x1b``, ``\\r``, ... instead of acting on the user's terminal. Newlines and tabs
-    are kept; text already escaped is left as it is."""
-    return escape_control(text, keep="\n\t")
 
 
 @dataclass

@@ -29,6 +29,13 @@ def escape_control(text: str, keep: str = "") -> str:
     return _CONTROL.sub(lambda m: m.group() if m.group() in keep else _escape(m.group()), text)
 
 
+def printable(text: str) -> str:
+    """A block of a program's text (several lines) safe to print to a terminal: its
+    escape sequences show as ``\\x1b``, ``\\r``, ... instead of acting on the user's
+    terminal; newlines and tabs are kept; text already escaped is left as it is."""
+    return escape_control(text, keep="\n\t")
+
+
 def clip(line: str | None, width: int = 160) -> str:
     """One line of a program's output for a report: without its line ending, control
     characters escaped (:func:`escape_control`), at most ``width`` characters (an
