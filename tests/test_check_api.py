@@ -167,13 +167,43 @@ def test_values_compared_by_type_only_or_nothing_at_all_are_noted():
 
 
 def test_catalog_hints_put_global_seed_first_for_a_script_that_seeds_nothing(tmp_path):
+    """The script's own line comes first (lint FWD108: it seeds nothing); without a
+    readable script, the global-seed entry does."""
     from fwd9m.check import _catalog_hints
 
     script = tmp_path / "train.py"
     script.write_text("import torch\nm = torch.nn.Linear(4, 1)\nm(torch.randn(2, 4)).sum().backward()\n")
     fp = {"frameworks": {"torch": {"version": "2.13.0"}}}
     hints = _catalog_hints(fp, "cpu", source=str(script))
+    assert hints and hints[0]["id"] == "FWD108" and hints[0]["kind"] == "lint", [h["id"] for h in hints]
+    lib = tmp_path / "lib.py"
+    lib.write_text("import torch\ndef train(): return torch.nn.Linear(4, 1)\n")
+    hints = [h for h in _catalog_hints(fp, "cpu", source=str(lib)) if h["kind"] != "lint"]
     assert hints and hints[0]["id"] == "torch.global-seed", [h["id"] for h in hints]
+
+
+def test_catalog_hints_only_for_frameworks_the_script_trains_with(tmp_path):
+    """JAX imported by another library (and so in the runs' fingerprint) is not the
+    script's JAX; a library built on a framework counts as that framework; the script's
+    own lint findings come before any catalog entry, and a general seeding entry is left
+    out when lint points at the script's seeding line."""
+    from fwd9m.check import _catalog_hints
+
+    fp = {"frameworks": {"torch": {"version": "2.13.0"}, "jax": {"version": "0.10.2"},
+                         "keras": {"version": "3.15.1", "backend": "tensorflow"},
+                         "tensorflow": {"version": "2.21.0"}}}
+    lit = tmp_path / "lit.py"
+    lit.write_text("import pytorch_lightning as pl\nmodel = pl.LightningModule()\n")
+    ids = [h["id"] for h in _catalog_hints(fp, "cpu", source=str(lit), limit=20)]
+    assert ids and all(i.split(".")[0] in ("torch", "python") for i in ids), ids
+    ks = tmp_path / "ks.py"
+    ks.write_text("import numpy as np\nimport keras\nm = keras.Sequential([keras.layers.Dense(2)])\n"
+                  "keras.utils.set_random_seed(0)\n")
+    hints = _catalog_hints(fp, "cpu", source=str(ks), limit=20)
+    ids = [h["id"] for h in hints]
+    assert not [i for i in ids if i.startswith(("jax.", "torch."))], ids
+    assert hints[0]["kind"] == "lint" and hints[0]["id"] == "FWD102", ids
+    assert "tensorflow.op-seed-counter" not in ids, ids  # general seeding: the lint line says it
 
 
 def test_framework_imported_inside_the_function_is_seeded_before_run_1():
@@ -209,7 +239,11 @@ def test_catalog_hints_need_the_symbols_an_entry_is_about(tmp_path):
                      "torch.manual_seed(0)\nm = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))\n")
     ids = [h["id"] for h in _catalog_hints(fp, "cpu", source=str(plain))]
     assert "torch.inductor-rng" not in ids and "torch.fill-uninitialized-memory" not in ids, ids
-    assert "torch.global-seed" in ids and "torch.cpu-threads" in ids, ids
+    assert "torch.global-seed" in ids, ids
+    # two runs with one thread count: threads cannot explain their difference
+    assert "torch.cpu-threads" not in ids, ids
+    ids = [h["id"] for h in _catalog_hints(fp, "cpu", source=str(plain), threads_differ=True)]
+    assert "torch.cpu-threads" in ids, ids
     compiled = tmp_path / "compiled.py"
     compiled.write_text("import torch\nfrom torch import nn\nm = torch.compile(nn.Dropout(0.5))\n"
                         "x = torch.empty(3)\nout = torch.zeros(3)\nout.index_put_((x.long(),), x, accumulate=True)\n")

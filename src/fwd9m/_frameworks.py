@@ -10,7 +10,8 @@ import importlib.metadata as _md
 import sys
 from dataclasses import dataclass
 
-__all__ = ["FRAMEWORKS", "Framework", "installed_version", "is_imported", "imported", "resolve"]
+__all__ = ["FRAMEWORKS", "Framework", "installed_version", "is_imported", "imported", "of_module",
+           "resolve"]
 
 
 @dataclass(frozen=True)
@@ -18,18 +19,33 @@ class Framework:
     name: str  #: fwd9m's name, also the module name under ``fwd9m``
     module: str  #: top-level import name
     distributions: tuple[str, ...]  #: distribution names that provide it, in preference order
+    #: top-level modules of libraries that train through it (a script importing
+    #: ``pytorch_lightning`` uses torch even if it never imports torch itself)
+    libraries: tuple[str, ...] = ()
 
 
 FRAMEWORKS: dict[str, Framework] = {
     f.name: f
     for f in (
         Framework("tensorflow", "tensorflow",
-                  ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-macos")),
-        Framework("keras", "keras", ("keras", "keras-nightly")),
-        Framework("torch", "torch", ("torch",)),
-        Framework("jax", "jax", ("jax",)),
+                  ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-macos"),
+                  ("tf_keras", "tensorflow_datasets", "tensorflow_hub", "tensorflow_addons")),
+        Framework("keras", "keras", ("keras", "keras-nightly"), ("keras_hub", "keras_nlp", "keras_cv")),
+        Framework("torch", "torch", ("torch",),
+                  ("torchvision", "torchaudio", "torchtext", "torchmetrics", "pytorch_lightning", "lightning",
+                   "accelerate", "transformers", "timm", "deepspeed")),
+        Framework("jax", "jax", ("jax",), ("flax", "optax", "orbax", "haiku", "equinox", "chex", "jraph")),
     )
 }
+
+
+def of_module(module: str) -> str | None:
+    """The framework a top-level module belongs to or trains through (``torch``,
+    ``pytorch_lightning`` -> ``"torch"``; ``flax`` -> ``"jax"``), None for others."""
+    for f in FRAMEWORKS.values():
+        if module == f.module or module in f.libraries:
+            return f.name
+    return None
 
 
 def _lookup(name: str) -> Framework:

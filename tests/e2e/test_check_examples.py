@@ -30,9 +30,24 @@ def test_check_says_broken_is_not_reproducible(example):
     extra = [] if example.name == DEMO else ["--no-hashseed-check"]
     proc = fwd9m("check", *_options(example), *extra, example.rel("broken"), *example.args)
     assert proc.returncode == 1, explain(proc)
+    steps = _next_steps(proc.stdout)
+    # the cause in the user's own code comes first, and no catalog entry is about a
+    # framework the script does not import
+    assert steps and steps[0].startswith("fwd9m lint ") \
+        and steps[0].split()[2].rstrip(":") in example.lint_codes, explain(proc)
+    for step in steps:
+        if step.startswith("catalog "):
+            framework = step.split()[1].split(".")[0]
+            assert framework == "python" or framework in example.modules, explain(proc)
     if example.name == DEMO:
         # the README's headline demo: the report names the layer weights that differ
         assert "hidden" in proc.stdout and "kernel" in proc.stdout, explain(proc)
+
+
+def _next_steps(report: str) -> list[str]:
+    """The entries of a report's "Next steps:" block (without their fix lines)."""
+    block = report.split("\nNext steps:\n", 1)[-1] if "\nNext steps:\n" in report else ""
+    return [line[4:] for line in block.splitlines() if line.startswith("  - ")]
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=ids())

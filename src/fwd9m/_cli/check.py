@@ -114,5 +114,5 @@ def run(args) -> int:
     if args.format == "json":
         print(result.to_json())
     else:
-        print(result.report())
+        print(result.report(max_findings=None if getattr(args, "verbose", 0) else 5))
     return 0 if result else 1

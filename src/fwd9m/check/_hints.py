@@ -105,27 +105,69 @@ def _names_symbol(symbol: str, qualified: set[str], methods: set[str]) -> bool:
     return len(parts) > 2 and parts[-2][:1].isupper() and parts[-1] in methods
 
 
-def _general(e: Any, python: bool) -> bool:
+def _general(e: Any, python: bool, threads_differ: bool) -> bool:
     """Entries worth showing for any difference, whatever the script names: seeding
-    (an entry about a framework's seed functions), CPU threads, and, when the string-hash
-    seed differed between the runs, the hash-seed entries."""
+    (an entry about a framework's seed functions), CPU threads when the runs' thread
+    settings differed (two runs on one machine with the same settings share a thread
+    count, so it cannot explain their difference), and, when the string-hash seed
+    differed between the runs, the hash-seed entries."""
     if python and "PYTHONHASHSEED" in e.env:
         return True
     if e.id.endswith("cpu-threads"):
-        return True
+        return threads_differ
     return e.kind == "seed" and any("seed" in s.rsplit(".", 1)[-1].lower() for s in e.symbols)
 
 
+def _script_frameworks(source: str | None, fp: dict[str, Any] | None) -> set[str] | None:
+    """The frameworks the script (and the local modules it imports) trains with: those it
+    imports, or imports a library of (``pytorch_lightning`` -> torch, ``flax`` -> jax), plus
+    Keras' active backend when it imports Keras. None when that cannot be told (no
+    readable source, or no import of a known framework or library): then every framework
+    the runs imported counts."""
+    import ast
+
+    from .. import _frameworks
+    from .._lint_hints import local_modules
+
+    if not source or not Path(source).is_file():
+        return None
+    used: set[str] = set()
+    for path in [Path(source), *local_modules(source)]:
+        try:
+            tree = ast.parse(path.read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                roots = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                roots = [node.module.split(".")[0]]
+            else:
+                continue
+            used.update(n for n in map(_frameworks.of_module, roots) if n)
+    if not used:
+        return None
+    if "keras" in used:
+        backend = ((fp or {}).get("frameworks") or {}).get("keras", {}).get("backend")
+        used.add(backend if backend in _frameworks.FRAMEWORKS else "tensorflow")
+    return used
+
+
 def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool = False,
-                   source: str | None = None, limit: int = 5) -> list[dict[str, Any]]:
+                   source: str | None = None, limit: int = 5,
+                   threads_differ: bool = False) -> list[dict[str, Any]]:
     """Catalog entries that may explain the differences, likeliest first: entries for
     the frameworks the runs imported (at their versions and device) whose symbols the
     script's source uses (``torch.compile``, ``x.index_put_(...)``; see
-    :func:`_used_names`), then the general ones (:func:`_general`: seeding, threads,
-    and the hash-seed entries when the hash seed differed), global-seed entries first
-    when the script seeds nothing. An entry the script gives no reason for
-    (``torch.inductor-rng`` without ``torch.compile``) is not shown. [] when the
-    catalog is unavailable."""
+    :func:`_used_names`), then the general ones (:func:`_general`: seeding, threads
+    when the runs' thread settings differed (``threads_differ``), and the hash-seed
+    entries when the hash seed differed), global-seed entries first when the script
+    seeds nothing. Only frameworks the script trains with count
+    (:func:`_script_frameworks`: JAX imported by a library is not the script's JAX). An
+    entry the script gives no reason for (``torch.inductor-rng`` without
+    ``torch.compile``) is not shown, nor a general seeding entry when fwd9m lint points
+    at the script's own seeding lines (they say the same, for the line). The script's
+    lint findings come first. [] when the catalog is unavailable."""
     try:
         from .. import catalog
     except ImportError:
@@ -136,7 +178,14 @@ def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool =
         from .. import _frameworks
 
         frameworks = {n: _frameworks.installed_version(n) for n in _frameworks.imported()}
+    used_frameworks = _script_frameworks(source, fp)
+    if used_frameworks is not None:
+        frameworks = {n: v for n, v in frameworks.items() if n in used_frameworks}
     frameworks["python"] = None
+    from .._lint_hints import check_hints  # the script's lines that fwd9m lint flags
+
+    lint = check_hints(source, hash_seed=python)
+    seeding_lines = any(h["id"].startswith("FWD1") for h in lint)
     words = _source_words(source)
     qualified, methods = _used_names(source)
     # a script that seeds nothing at all: the global-seed entries come first
@@ -152,7 +201,8 @@ def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool =
                 # when it lists more, one of them too (torch.compile with a Dropout)
                 named = (used[0] and (len(used) == 1 or any(used[1:]))) if e.kind == "compiler" and used \
                     else any(used)
-                if not (named or _general(e, python)):
+                general = _general(e, python, threads_differ) and not (seeding_lines and e.kind == "seed")
+                if not (named or general):
                     continue
                 score = (4 + 2 * (e.kind == "op")) * named + 3 * (python and "PYTHONHASHSEED" in e.env) \
                     + 6 * (unseeded and e.kind == "seed" and name != "python")
@@ -163,7 +213,5 @@ def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool =
     except Exception as exc:  # a catalog still being built must not break a check
         logger.debug("catalog query failed: %s", exc)
     scored.sort(key=lambda t: (-t[0], t[1]))
-    from .._lint_hints import check_hints  # then the script's lines that fwd9m lint flags
-
-    return [{"id": e.id, "title": e.title, "kind": e.kind, "fix": e.fix, "references": list(e.references)}
-            for score, _, e in scored[:limit]] + check_hints(source, hash_seed=python)
+    return lint + [{"id": e.id, "title": e.title, "kind": e.kind, "fix": e.fix, "references": list(e.references)}
+                   for score, _, e in scored[:limit]]

@@ -192,20 +192,24 @@ class CheckResult:
         return (f"NOT REPRODUCIBLE: {len(self.findings)} difference(s) between runs of {self.target} "
                 f"({', '.join(runs)} vs run 1; compared {what}).")
 
-    def report(self, max_findings: int = 20) -> str:
-        """The human report: verdict, ranked differences, runs, environment, next steps."""
+    def report(self, max_findings: int | None = 5) -> str:
+        """The human report: verdict, ranked differences (the first ``max_findings``;
+        None for all), runs, environment, next steps (the script's own lines that fwd9m
+        lint flags first, then commands to run, then catalog entries)."""
         lines = [self.verdict()]
         ranked = self.ranked()
         if ranked:
             order = "most important first" + ("; integer values first: they are usually causes"
                                               if any(f.integer for f in ranked) else "")
             lines += ["", f"What differs ({order}):"]
-            for i, f in enumerate(ranked[:max_findings], 1):
+            shown = ranked if max_findings is None else ranked[:max_findings]
+            for i, f in enumerate(shown, 1):
                 lines.append(f"{i:>3}. [{f.source}, {f.run}] {f.summary}")
                 if f.detail:
                     lines += [f"       {line}" for line in f.detail.splitlines()]
-            if len(ranked) > max_findings:
-                lines.append(f"     ... and {len(ranked) - max_findings} more (--format json lists all)")
+            if len(ranked) > len(shown):
+                lines.append(f"     ... and {len(ranked) - len(shown)} more (fwd9m -v check lists all; "
+                             f"so does --format json)")
         if self.causes:
             lines += ["", "Possible causes:"]
             lines += [f"  - {c}" for c in self.causes]
@@ -229,12 +233,10 @@ class CheckResult:
                       for d in self.environment_diffs[:10]]
         if self.next_steps or self.catalog:
             lines += ["", "Next steps:"]
+            lint = [e for e in self.catalog if e.get("kind") == "lint"]
+            lines += _hint_lines(lint)
             lines += [f"  - {s}" for s in self.next_steps]
-            for e in self.catalog:
-                label = "fwd9m lint" if e.get("kind") == "lint" else "catalog"
-                lines.append(f"  - {label} {e['id']}: {e['title']}")
-                if e.get("fix"):
-                    lines += [f"      {line}" for line in e["fix"].splitlines()[:3]]
+            lines += _hint_lines([e for e in self.catalog if e.get("kind") != "lint"])
         return printable("\n".join(lines))
 
     def to_dict(self) -> dict[str, Any]:
@@ -247,6 +249,18 @@ class CheckResult:
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, default=str)
+
+
+def _hint_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """Next-step lines for lint findings (``fwd9m lint FWD102: in your code: ...``) and
+    catalog entries, each with up to 3 lines of its fix."""
+    lines = []
+    for e in entries:
+        label = "fwd9m lint" if e.get("kind") == "lint" else "catalog"
+        lines.append(f"  - {label} {e['id']}: {e['title']}")
+        if e.get("fix"):
+            lines += [f"      {line}" for line in e["fix"].splitlines()[:3]]
+    return lines
 
 
 def _environment_summary(fp: dict[str, Any]) -> list[str]:

@@ -193,8 +193,16 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
         if probe_differs:
             result.next_steps.append(_HASH_SEED_STEP)
         device = "gpu" if (base_env or {}).get("gpus") else "cpu"
-        result.catalog = _catalog_hints(base_env, device, python=bool(probe_differs), source=source)
+        result.catalog = _catalog_hints(base_env, device, python=bool(probe_differs), source=source,
+                                        threads_differ=_threads_differ(result))
     return result
+
+
+def _threads_differ(result: CheckResult) -> bool:
+    """Whether the runs' thread settings differed (an environment difference about
+    threads, or a run under --vary threads=...)."""
+    return any("thread" in str(d.get("key", "")).lower() for d in result.environment_diffs) \
+        or any("thread" in k.lower() for r in result.runs for k in r.settings)
 
 
 _HASH_SEED_STEP = "fix the hash seed: PYTHONHASHSEED=0 python ..., or fwd9m run --seed 0 ..."
@@ -224,7 +232,8 @@ def _settle_hash_seed(result: CheckResult, outcome: Outcome, moved: set[str], so
         result.catalog = [h for h in result.catalog if h.get("id") != "python.environment-differences"]
         return
     result.next_steps = [s for s in result.next_steps if s != _HASH_SEED_STEP]
-    result.catalog = _catalog_hints(result.environment, device, python=False, source=source)
+    result.catalog = _catalog_hints(result.environment, device, python=False, source=source,
+                                    threads_differ=_threads_differ(result))
     if outcome.verdict == RULED_OUT:
         result.notes.append(outcome.message())
         return
