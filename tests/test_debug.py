@@ -552,3 +552,29 @@ def test_op_over_more_tensors_than_a_record_holds_is_folded(tmp_path):
     assert ops[0].inputs[-1].meta == "leaves[346]"  # 300 + 300 inputs: 254 kept, 346 folded
     run(tmp_path / "b.trace", 1)
     assert not dbg.diff(tmp_path / "a.trace", tmp_path / "b.trace").reproducible
+
+
+def test_fix_fits_a_script_that_already_calls_the_seeding_function(tmp_path):
+    """The general fix for an unseeded Keras initializer is keras.utils.set_random_seed;
+    to a script that already calls it (too late), debug says so and gives lint's fix for
+    that line (move it above the first draw) instead of the call it already has."""
+    from fwd9m.debug._explain import _situated_fix
+
+    script = tmp_path / "train.py"
+    script.write_text("import keras\nm = keras.Sequential([keras.layers.Dense(2)])\n"
+                      "keras.utils.set_random_seed(0)\n")
+    lint = [{"path": "train.py", "line": 3, "code": "FWD102", "message": "...",
+             "fix": "# move line 3 (keras.utils.set_random_seed) above line 2"}]
+    fix = _situated_fix("keras.utils.set_random_seed(0)", lint, str(script))
+    assert "already calls keras.utils.set_random_seed" in fix and "move line 3" in fix, fix
+    assert "keras.utils.set_random_seed(0)" not in fix.splitlines()
+    other = tmp_path / "other.py"
+    other.write_text("import keras\nm = keras.Sequential([keras.layers.Dense(2)])\n")
+    assert _situated_fix("keras.utils.set_random_seed(0)", [], str(other)) == "keras.utils.set_random_seed(0)"
+
+
+def test_steps_with_differences_say_how_many_past_ten():
+    from fwd9m.debug._report import _steps_list
+
+    assert _steps_list([str(i) for i in range(16)]).endswith("... (16 steps, last 15)")
+    assert _steps_list(["0", "3"]) == "0, 3" and _steps_list([]) == "-"

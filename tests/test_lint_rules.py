@@ -116,3 +116,13 @@ def test_set_order_reaching_output_is_flagged_where_it_happens():
     assert [(f.code, f.line) for f in found] == [("FWD402", 3), ("FWD402", 7)], found
     assert "next(iter(...))" in found[1].message and "'words'" in found[1].message
     assert not lint.lint_paths([data / "debug" / "torch_set_vocab.py"], only).findings
+
+
+def test_seed_after_use_says_which_line_to_move_where():
+    """FWD102's fix is written for the line: move the seeding call above the first draw."""
+    from fwd9m.lint import lint_source
+
+    src = ("import keras\ndef build():\n    return keras.Sequential([keras.layers.Dense(3)])\n"
+           "def main():\n    m = build()\n    keras.utils.set_random_seed(0)\n")
+    found = [f for f in lint_source(src, "t.py") if f.code == "FWD102"]
+    assert found and found[0].fix == "# move line 6 (keras.utils.set_random_seed) above line 5", found

@@ -202,7 +202,7 @@ class CheckResult:
             order = "most important first" + ("; integer values first: they are usually causes"
                                               if any(f.integer for f in ranked) else "")
             lines += ["", f"What differs ({order}):"]
-            shown = ranked if max_findings is None else ranked[:max_findings]
+            shown = ranked if max_findings is None else _shown_findings(ranked, max_findings)
             for i, f in enumerate(shown, 1):
                 lines.append(f"{i:>3}. [{f.source}, {f.run}] {f.summary}")
                 if f.detail:
@@ -249,6 +249,19 @@ class CheckResult:
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, default=str)
+
+
+def _shown_findings(ranked: list[Finding], limit: int) -> list[Finding]:
+    """The first ``limit`` of ``ranked``, but with the first finding of each source
+    (state, file, stdout, ...) among them, so that a short report still says that the
+    printed output (or a file) differs too; in ranked order."""
+    firsts = list({f.source: f for f in reversed(ranked)}.values())[::-1]
+    keep = set(map(id, firsts[:limit]))
+    for f in ranked:
+        if len(keep) >= limit:
+            break
+        keep.add(id(f))
+    return [f for f in ranked if id(f) in keep]
 
 
 def _hint_lines(entries: list[dict[str, Any]]) -> list[str]:

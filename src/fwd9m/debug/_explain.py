@@ -251,6 +251,29 @@ def _script(ha: dict) -> str | None:
     return None if program.get("module") or not isinstance(script, str) else script
 
 
+def _situated_fix(fix: str, lint: list[dict], script: str | None) -> str:
+    """``fix`` (a general fix such as ``keras.utils.set_random_seed(0)``) fitted to the
+    script: when the script already calls what the fix calls, pasting it again changes
+    nothing, so the fix is the lint findings' fixes for their lines ("move line 45 above
+    line 44"), or a note that the call is there but does not take effect."""
+    import re
+
+    from ..check._hints import _used_names
+
+    calls = set(re.findall(r"\b([A-Za-z_][\w.]*\.[A-Za-z_]\w*)\(", fix))
+    if not calls or not script:
+        return fix
+    qualified, _ = _used_names(script)
+    done = sorted(c for c in calls if c in qualified or ("tf." + c.split(".", 1)[-1]) in qualified
+                  and c.startswith("tensorflow."))
+    if not done:
+        return fix
+    own = [f"{x['fix']}  # {x['path']}:{x['line']} ({x['code']})" for x in lint if x.get("fix")]
+    head = (f"# the script already calls {', '.join(done)}, but it does not take effect where the "
+            f"values are drawn (too late, or on another path)")
+    return "\n".join([head, *own] if own else [head, fix])
+
+
 def _lint(ha: dict, cause: str, hashseed: str | None) -> list[dict]:
     from .. import _lint_hints
 
@@ -351,8 +374,9 @@ def explain(first, report, ha: dict, hb: dict, hashseed: str | None = None,
         if source == "data":
             batch = "the first batch" if first.step == 0 else f"batch {first.step}"
             headline += f" at {batch} (step {first.step})"
+        lint = _lint(ha, source, hashseed)
         return {"headline": headline, "causes": causes, "catalog": _entries_by_id(ids, _frameworks(ha)),
-                "fix": fix, "lint": _lint(ha, source, hashseed)}
+                "fix": _situated_fix(fix, lint, _script(ha)), "lint": lint}
     if first.kind == "structural":
         return {"headline": "the two runs execute different ops (control flow or shapes differ)",
                 "causes": ["a branch depends on a value that differs (data, RNG, time)",

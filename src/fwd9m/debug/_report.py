@@ -109,8 +109,7 @@ def text(report) -> str:
         if sp.get("ops_compared"):
             peak = sp.get("peak") or {}
             add(f"spread: {sp['ops_differing']} of {sp['ops_compared'] - f.seq} ops from the first "
-                f"divergence on differ; steps with differences: "
-                f"{', '.join(list(sp['steps_differing'])[:10]) or '-'}")
+                f"divergence on differ; steps with differences: {_steps_list(list(sp['steps_differing']))}")
             if peak.get("seq") is not None:
                 add(f"  largest difference: {peak['max_abs']:.3g} abs, {peak['max_ulp']} ULP at "
                     f"op #{peak['seq']} (sampled values; --capture for exact)")
@@ -178,3 +177,12 @@ def to_html(report) -> str:
             "differ; dashed line: the first divergence.</p>"
             f"{_svg(report)}<h2>Summary</h2><pre>{body}</pre>"
             f"<h2>Data</h2><pre>{html.escape(to_json(report))}</pre></body></html>")
+
+
+def _steps_list(steps: list[str], limit: int = 10) -> str:
+    """``0, 1, 2`` or, past ``limit`` steps, ``0, 1, ... 9, ... (16 steps, last 15)``."""
+    if not steps:
+        return "-"
+    if len(steps) <= limit:
+        return ", ".join(steps)
+    return f"{', '.join(steps[:limit])}, ... ({len(steps)} steps, last {steps[-1]})"

@@ -42,8 +42,10 @@ class Rule:
         self.ctx = ctx
 
     def report(self, node: ast.AST | None, message: str | None = None, *, line: int | None = None,
-               col: int | None = None) -> None:
-        self.ctx.add(self, node, message or self.message, line=line, col=col)
+               col: int | None = None, fix: str = "") -> None:
+        """Add a finding at ``node``; ``fix``: code (or a comment) to paste for this very
+        line, when it differs from the rule's general ``fix_code``."""
+        self.ctx.add(self, node, message or self.message, line=line, col=col, fix=fix)
 
     def finish(self) -> None:
         """Called once after the pass over the file."""

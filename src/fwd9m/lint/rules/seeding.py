@@ -229,7 +229,8 @@ class SeedAfterUse(Rule):
                 if hit:
                     self.report(seed, f"{seed_qn} comes after {hit} already drew from the "
                                 "unseeded generator; seed first, before building models, "
-                                "layers or datasets")
+                                "layers or datasets",
+                                fix=f"# move line {seed.lineno} ({seed_qn}) above line {call.lineno}")
                     break
 
 
