@@ -789,5 +789,88 @@ class TrainsWithoutSeed(Rule):
                         "model (or run it with fwd9m run --seed 0)")
 
 
+def _script_calls(ctx, calls) -> list:
+    """Those of ``calls`` that a script runs: at module level (outside functions and
+    classes), or anywhere in a file whose ``if __name__ == "__main__":`` block is not a
+    test runner (``unittest.main()``); [] for a library module."""
+    tree = ctx.tree
+    main = _main_block(tree)
+    top = {id(n) for stmt in getattr(tree, "body", ()) if type(stmt) not in (ast.FunctionDef,
+           ast.AsyncFunctionDef, ast.ClassDef) and stmt is not main for n in ast.walk(stmt)}
+    at_top = [c for c in calls if id(c) in top]
+    if at_top or main is None:
+        return at_top
+    runners = [c for c in ast.walk(main) if type(c) is ast.Call and
+               type(c.func) is ast.Attribute and c.func.attr in _TEST_MAINS]
+    return [] if runners else list(calls)
+
+
+@register
+class GlobalGeneratorUnseeded(Rule):
+    """A script draws from Python's or NumPy's global generator and never seeds it.
+
+    ## What it does
+    Flags the first draw from Python's `random` module (`random.shuffle`,
+    `random.random`, ...) or NumPy's global generator (`np.random.permutation`,
+    `np.random.rand`, ...) in a script (a file that runs the draw at module level, or
+    has an `if __name__ == "__main__":` block that is not a test runner) that calls no
+    function seeding that generator (`random.seed` / `np.random.seed`, or one that seeds
+    everything: `keras.utils.set_random_seed`, `fwd9m.seed_everything`, Lightning's
+    `seed_everything`, `transformers.set_seed`, ...) and no framework seed either (a
+    file that seeds only its framework gets FWD101 instead). Library modules, whose
+    caller seeds, are not flagged.
+
+    ## Why is this bad
+    Python's `random` and NumPy's global `RandomState` start from fresh OS entropy in
+    every process (https://numpy.org/doc/stable/reference/random/legacy.html,
+    https://docs.python.org/3/library/random.html#random.seed), so a shuffle or split
+    drawn from them differs in every run, and so does everything trained on it.
+
+    ## Example
+    ```python
+    import numpy as np
+    idx = np.random.permutation(len(X))
+    ```
+
+    ## Fix
+    Seed once at the top (`np.random.seed(0)`, `random.seed(0)`, or
+    `fwd9m.seed_everything(0)` for every generator), or draw from a generator of your
+    own: `rng = np.random.default_rng(0); idx = rng.permutation(len(X))`.
+    """
+
+    code, name = "FWD109", "global-generator-unseeded"
+    fix_code = "fwd9m.seed_everything(0)  # before the first draw"
+    references = ("https://numpy.org/doc/stable/reference/random/legacy.html",
+                  "https://docs.python.org/3/library/random.html#random.seed")
+    invalid = ("import numpy as np\nidx = np.random.permutation(10)\nprint(idx)\n",
+               "import random\ndef main():\n    items = list(range(9))\n    random.shuffle(items)\n"
+               "\nif __name__ == '__main__':\n    main()\n")
+    valid = ("import numpy as np\nnp.random.seed(0)\nidx = np.random.permutation(10)\n",
+             "import numpy as np\ndef split(n):\n    return np.random.permutation(n)\n",  # a library
+             "import numpy as np\nrng = np.random.default_rng(0)\nidx = rng.permutation(10)\n",
+             "import random, fwd9m\nfwd9m.seed_everything(0)\nrandom.shuffle(x)\n",
+             "import random, torch\ntorch.manual_seed(0)\nx = random.random()\n",  # FWD101's
+             "import random, unittest\nclass T(unittest.TestCase):\n    def test(self):\n"
+             "        random.random()\n\nif __name__ == '__main__':\n    unittest.main()\n")
+
+    def finish(self):
+        ctx = self.ctx
+        if seeds(ctx, ALL_SEED_CALLS | FRAMEWORK_SEED_CALLS):
+            return
+        found = []
+        for name, draws, seed_calls in (("Python's random", uses_python_random(ctx), PYTHON_SEED_CALLS),
+                                        ("NumPy's global generator", uses_numpy_global_random(ctx),
+                                         NUMPY_SEED_CALLS)):
+            ran = _script_calls(ctx, draws) if not seeds(ctx, seed_calls) else []
+            if ran:
+                found.append((min(ran, key=lambda c: (c.lineno, c.col_offset)), name))
+        for call, name in sorted(found, key=lambda t: (t[0].lineno, t[0].col_offset))[:1]:
+            what = ctx.qualname(call.func)
+            self.report(call, f"{what} draws from {name}, which this script never seeds: it differs in "
+                        "every run; seed it once at the top (fwd9m.seed_everything(0)) or draw from a "
+                        "seeded generator of your own (np.random.default_rng(0))")
+
+
 __all__ = ["SeedsOneLibrary", "SeedAfterUse", "UnseededGenerator", "SeedFromEntropy",
-           "SharedInitializer", "RandomLayerWithoutSeed", "CudaSeedOnly", "TrainsWithoutSeed", "kwarg"]
+           "SharedInitializer", "RandomLayerWithoutSeed", "CudaSeedOnly", "TrainsWithoutSeed",
+           "GlobalGeneratorUnseeded", "kwarg"]
