@@ -85,6 +85,20 @@ def test_unmodified_script_is_reproducible_under_run(script):
     assert "own seed kept after late import True" in runs[0][0]
 
 
+def test_show_lists_the_settings_of_the_frameworks_the_script_uses(tmp_path):
+    """A JAX-only script: XLA_FLAGS is credited to JAX, and the torch setting (set all
+    the same, harmlessly) is named on one line as not for this script."""
+    script = tmp_path / "train.py"
+    script.write_text("import jax\nimport optax\nkey = jax.random.key(0)\n")
+    out = run_fwd9m("run", "--show", str(script), env=_clean_env())
+    assert out.returncode == 0, out.stderr
+    shown = [line for line in out.stdout.splitlines() if line.startswith("[")]
+    assert any(line.startswith("[jax] env:XLA_FLAGS") for line in shown), out.stdout
+    assert not any(line.startswith(("[torch]", "[tensorflow]", "[keras]")) for line in shown), out.stdout
+    assert "also set, for frameworks this script (jax) does not import" in out.stdout
+    assert "CUBLAS_WORKSPACE_CONFIG [torch]" in out.stdout
+
+
 def test_show_lists_startup_environment_as_json():
     out = run_fwd9m("run", "--seed", "7", "--threads", "2", "--show", "--format", "json",
                     "train.py", env=_clean_env())

@@ -67,8 +67,11 @@ def add_arguments(p) -> None:
 
 
 def plan(seed: int | None, threads: int | None = None, enable: bool = True,
-         warn_only: bool = False, verbose: int = 0, environ: dict | None = None):
+         warn_only: bool = False, verbose: int = 0, environ: dict | None = None,
+         first: tuple[str, ...] = ()):
     """The environment for the child and the :class:`~fwd9m.enable.Change` records.
+    ``first``: frameworks whose start-up settings come first (the script's own: a
+    variable two frameworks need, such as ``XLA_FLAGS``, is then credited to it).
 
     Imports no framework (versions from package metadata).
 
@@ -113,8 +116,9 @@ def plan(seed: int | None, threads: int | None = None, enable: bool = True,
                            "thread counts change reduction order on CPU",
                            "https://www.tensorflow.org/api_docs/python/tf/config/threading",
                            environ=env))
-    for module in (fw_tf, fw_keras, fw_torch, fw_jax):
-        for c in module.startup_env(environ=env):
+    modules = {"tensorflow": fw_tf, "keras": fw_keras, "torch": fw_torch, "jax": fw_jax}
+    for name in sorted(modules, key=lambda n: n not in first):
+        for c in modules[name].startup_env(environ=env):
             put(c)
     if enable:
         put(env_change("python", ENV_VAR, str(seed), "seed for the import hook and children",
@@ -137,6 +141,34 @@ def plan(seed: int | None, threads: int | None = None, enable: bool = True,
     return env, changes
 
 
+def _script_frameworks(script: str | None) -> set[str] | None:
+    """The frameworks a script imports (itself, its local modules, or through a library
+    built on one); None when that cannot be told."""
+    if not script or not os.path.isfile(script):
+        return None
+    from ..check._hints import _script_frameworks as frameworks
+
+    return frameworks(script, None)
+
+
+def _print_show(changes, used: set[str] | None) -> None:
+    """``--show``: the settings for Python and the frameworks the script uses, then, in
+    one line, those set for the other installed frameworks (harmless, and set anyway in
+    case a library the script imports uses them)."""
+    if used is None:
+        for c in changes:
+            print(c)
+        return
+    mine = [c for c in changes if c.framework in used or c.framework == "python"]
+    other = [c for c in changes if c not in mine]
+    for c in mine:
+        print(c)
+    if other:
+        print(f"also set, for frameworks this script ({', '.join(sorted(used))}) does not import "
+              f"(harmless; in case a library it imports uses them): "
+              + ", ".join(f"{c.what.removeprefix('env:')} [{c.framework}]" for c in other))
+
+
 def run(args) -> int:
     from ..errors import RunError
 
@@ -147,7 +179,10 @@ def run(args) -> int:
     if not command and not args.show:  # --show alone lists what would be set
         raise RunError("nothing to run: give a script, -m module, or -- command.\n"
                        "Example: fwd9m run --seed 0 train.py --epochs 1")
-    env, changes = plan(args.seed, args.threads, args.enable, args.warn_only, args.verbose)
+    script = command[0] if command and not args.module and not launcher else None
+    used = _script_frameworks(script)
+    env, changes = plan(args.seed, args.threads, args.enable, args.warn_only, args.verbose,
+                        first=tuple(sorted(used or ())))
     if args.check_replicas is not None:
         from ..distributed._replicas import ENV_CHECK_REPLICAS
         from ..errors import ConfigurationError
@@ -176,8 +211,7 @@ def run(args) -> int:
             json.dump([c.to_dict() for c in changes], sys.stdout, indent=2)
             print()
         else:
-            for c in changes:
-                print(c)
+            _print_show(changes, used)
         return 0
     if args.verbose:
         for c in changes:
