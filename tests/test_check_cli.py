@@ -426,3 +426,18 @@ def test_script_escape_sequences_are_shown_escaped_not_sent_to_the_terminal(tmp_
     out = check("-q", str(failing))
     assert out.returncode == 2 and "failed in every run" in out.stderr, out.stderr
     assert "\x1b" not in out.stderr and "\\x1b[31mfatal" in out.stderr, repr(out.stderr)
+
+
+def test_enable_says_when_no_launcher_setting_can_fix_it(tmp_path):
+    """A generator the script seeds from the clock stays different under --enable: the
+    report says no launcher setting reaches it and names the line to change, first."""
+    script = tmp_path / "gen.py"
+    script.write_text("import time\nimport numpy as np\nrng = np.random.default_rng(int(time.time_ns()))\n"
+                      "print('value', rng.random())\n")
+    out = check("-q", "--enable", "--no-hashseed-check", str(script))
+    assert out.returncode == 1, out.stdout + out.stderr
+    causes = out.stdout.split("Possible causes:\n", 1)[1]
+    assert causes.startswith("  - the runs still differ with every fwd9m run setting switched on"), causes
+    assert "gen.py:3" in causes.split("\n", 1)[0]
+    steps = out.stdout.split("Next steps:\n", 1)[1]
+    assert steps.startswith("  - fwd9m lint FWD104: in your code:"), steps

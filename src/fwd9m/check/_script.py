@@ -211,9 +211,25 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
 
             outcome = experiment(hash_run, agree, script=source, target=display, progress=say, errors=(RunError,))
             _settle_hash_seed(result, outcome, moved, source)
+        if enable and not result:
+            _enable_did_not_fix(result)
         if keep:
             result.notes.append(f"run directories kept in {root}")
         return result
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _enable_did_not_fix(result) -> None:
+    """Under ``--enable`` (``fwd9m run`` settings) the runs still differ: say that no
+    launcher setting reaches what remains, and point at the script's own lines when
+    fwd9m lint flags some (a generator the script creates, a seed drawn from the clock)."""
+    lines = [e for e in result.catalog if e.get("kind") == "lint"]
+    where = (f"; change the line{'s' if len(lines) > 1 else ''} fwd9m lint points at: "
+             + ", ".join(e["title"].removeprefix("in your code: ").split(" ", 1)[0] for e in lines[:3])
+             if lines else "; find the first op or input that differs with fwd9m debug --enable")
+    result.causes.insert(0, "the runs still differ with every fwd9m run setting switched on (--enable): "
+                            "what remains is something no launcher setting reaches, such as a generator "
+                            "the script creates or seeds itself, a seed taken from the clock, or an op "
+                            "that has no deterministic implementation" + where)
