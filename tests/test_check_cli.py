@@ -23,13 +23,15 @@ def _empty_cwd(tmp_path_factory):
     EMPTY = tmp_path_factory.mktemp("cwd")
 
 
-def check(*args, cwd=None, env=None, timeout=300):
+def check(*args, cwd=None, env=None, timeout=300, every=False):
     """``fwd9m check ARGS`` with PYTHONHASHSEED unset (as on a user's machine), started
-    from an empty directory unless ``cwd`` (the checkout changes under parallel work)."""
+    from an empty directory unless ``cwd`` (the checkout changes under parallel work).
+    ``every``: ``fwd9m -v check``, whose report lists every difference (not the first 5)."""
     cwd = cwd or EMPTY
     full = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
     full.update(env or {})
-    out = subprocess.run([sys.executable, "-m", "fwd9m", "check", *args], cwd=cwd, env=full,
+    out = subprocess.run([sys.executable, "-m", "fwd9m", *(["-v"] if every else []), "check", *args],
+                         cwd=cwd, env=full,
                          capture_output=True, text=True, timeout=timeout)
     # never a traceback from fwd9m itself (the user's script's own tracebacks are quoted)
     assert "fwd9m/cli.py" not in out.stderr and "fwd9m/check/" not in out.stderr, out.stderr
@@ -166,7 +168,7 @@ def test_torch_index_put_under_enable():
 def test_keras_custom_layer_weights_named():
     pytest.importorskip("tensorflow")
     pytest.importorskip("keras")
-    out = check("-q", str(DATA / "keras_custom_layer.py"), "--save")
+    out = check("-q", str(DATA / "keras_custom_layer.py"), "--save", every=True)
     assert out.returncode == 1, out.stdout + out.stderr
     text = out.stdout
     assert "model.sequential/scale/kernel (float32, 3x4)" in text
@@ -212,7 +214,7 @@ def test_torch_model_local_to_main_is_captured(tmp_path):
 
 
 def test_files_compared_tensor_by_tensor_and_by_hash():
-    out = check("-q", str(DATA / "writes_files.py"), "--random")
+    out = check("-q", str(DATA / "writes_files.py"), "--random", every=True)
     assert out.returncode == 1, out.stdout + out.stderr
     text = out.stdout
     for name in ("out/params.npz:w (float32, 4x3)", "out/w.npy (float32, 4x3)", "out/metrics.json",

@@ -255,17 +255,22 @@ def _situated_fix(fix: str, lint: list[dict], script: str | None) -> str:
     """``fix`` (a general fix such as ``keras.utils.set_random_seed(0)``) fitted to the
     script: when the script already calls what the fix calls, pasting it again changes
     nothing, so the fix is the lint findings' fixes for their lines ("move line 45 above
-    line 44"), or a note that the call is there but does not take effect."""
+    line 44"), or a note that the call is there but does not take effect. Only seeding
+    calls count (fwd9m lint's table of them): a fix that also names ``DataLoader`` is
+    not "already done" because the script makes a DataLoader."""
     import re
 
     from ..check._hints import _used_names
 
-    calls = set(re.findall(r"\b([A-Za-z_][\w.]*\.[A-Za-z_]\w*)\(", fix))
+    from ..lint._helpers import SEED_CALLS
+
+    calls = {c for c in re.findall(r"\b([A-Za-z_][\w.]*\.[A-Za-z_]\w*)\(", fix)
+             if c in SEED_CALLS or c.replace("tf.", "tensorflow.", 1) in SEED_CALLS}
     if not calls or not script:
         return fix
     qualified, _ = _used_names(script)
-    done = sorted(c for c in calls if c in qualified or ("tf." + c.split(".", 1)[-1]) in qualified
-                  and c.startswith("tensorflow."))
+    done = sorted(c for c in calls if c in qualified or c.replace("tensorflow.", "tf.", 1) in qualified
+                  or c.replace("tf.", "tensorflow.", 1) in qualified)
     if not done:
         return fix
     own = [f"{x['fix']}  # {x['path']}:{x['line']} ({x['code']})" for x in lint if x.get("fix")]
