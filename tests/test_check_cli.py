@@ -443,3 +443,64 @@ def test_enable_says_when_no_launcher_setting_can_fix_it(tmp_path):
     assert "gen.py:3" in causes.split("\n", 1)[0]
     steps = out.stdout.split("Next steps:\n", 1)[1]
     assert steps.startswith("  - fwd9m lint FWD104: in your code:"), steps
+
+
+def test_writes_into_a_large_directory_and_a_hidden_folder_are_seen(tmp_path):
+    """Regression: with more than 5000 entries in the directory (a data/ of 6000 files),
+    a rewrite of outputs/result.txt went unseen ("REPRODUCIBLE (no values)"); a write
+    into an existing hidden folder (.results/) was never seen."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(6000):
+        (data / f"{i:04d}.txt").write_text("x")
+    for d in ("outputs", ".results"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "outputs" / "result.txt").write_text("0\n")
+    (tmp_path / "write.py").write_text("import numpy as np\nx = np.random.rand(2)\n"
+                                       "open('outputs/result.txt', 'w').write(f'{x[0]}\\n')\n"
+                                       "np.save('.results/preds.npy', x)\ndel x\n")
+    out = check("-q", "--no-hashseed-check", "write.py", cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "[file, run 2] outputs/result.txt: 1 of 1 lines differ" in out.stdout, out.stdout
+    assert "[file, run 2] .results/preds.npy (float64, 2)" in out.stdout, out.stdout
+    assert "wrote no file" not in out.stdout
+
+
+def test_a_watch_that_stops_at_its_limit_says_so(tmp_path, monkeypatch):
+    from fwd9m.check import _process, check_script
+    from fwd9m.errors import RunError
+
+    monkeypatch.setattr(_process, "WATCH_LIMIT", 10)
+    (tmp_path / "data").mkdir()
+    for i in range(20):
+        (tmp_path / "data" / f"{i:02d}.txt").write_text("x")
+    (tmp_path / "ok.py").write_text("print(1)\n")
+    (tmp_path / "quiet.py").write_text("import os\n")
+    monkeypatch.chdir(tmp_path)
+    result = check_script("ok.py", hashseed_check=False)
+    assert result and result.notes[0].startswith("WARNING: the watch of your directory stopped at 10 entries")
+    with pytest.raises(RunError, match="the first 10 entries of your directory .the watch stopped there"):
+        check_script("quiet.py", hashseed_check=False)
+
+
+def test_nothing_to_compare_gives_no_verdict(tmp_path):
+    """Regression: `fwd9m check -- true` said REPRODUCIBLE (no values), exit 0."""
+    out = check("-q", "--", "true")
+    assert out.returncode == 2 and "nothing to compare, so there is no verdict" in out.stderr, out.stdout
+    assert "0 Python process(es) captured" in out.stderr and "print(loss)" in out.stderr
+    (tmp_path / "quiet.py").write_text("import os\n")
+    out = check("-q", "--format", "json", "--cwd", "empty", str(tmp_path / "quiet.py"))
+    assert out.returncode == 2 and json.loads(out.stdout)["reproducible"] is None, out.stdout
+    assert "written in the run's own (empty) directory" in out.stderr and "1 Python process(es) captured" in out.stderr
+
+
+def test_a_file_written_into_an_empty_starting_directory_is_seen(tmp_path):
+    """Regression: started from an empty directory, the watch was off (its empty snapshot
+    read as "not watched"), so a result written there by absolute path went unseen."""
+    start = tmp_path / "start"
+    start.mkdir()
+    (tmp_path / "report.py").write_text("import os, random, sys\n"
+                                        "open(sys.argv[1], 'w').write(f'{random.random()}\\n')\n")
+    out = check("-q", "--no-hashseed-check", str(tmp_path / "report.py"), str(start / "result.txt"), cwd=start)
+    assert out.returncode == 1 and "[file, run 2] result.txt: 1 of 1 lines differ" in out.stdout, \
+        out.stdout + out.stderr

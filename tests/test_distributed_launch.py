@@ -70,7 +70,9 @@ def test_ddp_reproducible_under_fwd9m_run(torch_available, tmp_path):
     assert out.returncode == 0, result["verdict"] + "\n" + out.stderr[-3000:]
     assert result["reproducible"] and [r["returncode"] for r in result["runs"]] == [0, 0]
     assert result["compared"]["state tensors"] >= 10  # both ranks' models were captured
-    assert result["compared"]["files"] == 2  # rank0.pt, rank1.pt
+    # rank0.pt, rank1.pt, and the report written into the directory check was started from
+    # (main missed it: an empty directory switched the watch off)
+    assert result["compared"]["files"] == 3
     assert json.loads(report.read_text()) is None  # replicas identical after every step
 
 
@@ -171,3 +173,72 @@ def test_tf_multiworker_mirrored_reproducible_across_launches(tmp_path):
     assert first[0].startswith("rank 0 of 2 (worker); replicas 2") and first[1].startswith("rank 1 of 2")
     assert first == second  # bit-identical across launches
     assert first[0].split("weights ")[1] == first[1].split("weights ")[1]  # and across workers
+
+
+EVERY_RANK = DATA / "every_rank_prints.py"
+#: accelerate on the CPU: `--multi_gpu` runs torch.distributed.run in the same process
+#: (`multi_gpu_launcher` in accelerate/commands/launch.py); `--cpu --num_processes 2`
+#: would start a single process (`simple_launcher`, mpirun only with a hostfile)
+ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+              "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+              "--main_process_port", "0"]
+
+
+def _standalone(*flags: str) -> list[str]:
+    # --standalone: the agent's own store on a port the OS picks (no port to race for)
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *flags]
+
+
+def _check_every_rank(launcher: list[str], tmp_path: Path, *script_args: str) -> tuple[int, dict, str]:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    out = run_fwd9m("check", "--format", "json", "-q", "--no-hashseed-check", "--timeout", str(TIMEOUT), "--",
+                    *launcher, str(EVERY_RANK), *script_args, cwd=work,
+                    env={**_env(), "ORDER_FILE": str(tmp_path / "order")}, timeout=3 * TIMEOUT)
+    return out.returncode, json.loads(out.stdout), out.stderr
+
+
+@pytest.mark.parametrize("launcher", [
+    pytest.param(_standalone(), id="torchrun"),
+    pytest.param(_standalone("--redirects", "3"), id="torchrun-redirects", marks=pytest.mark.slow),
+    pytest.param(ACCELERATE, id="accelerate", marks=pytest.mark.slow),
+])
+def test_every_rank_printing_is_compared_rank_by_rank(torch_available, tmp_path, launcher):
+    """Regression: a reproducible DDP run in which every rank prints was NOT REPRODUCIBLE
+    as the ranks' lines interleaved differently in torchrun's shared stdout (here the
+    order alternates for certain). Each rank's output is now captured and compared on
+    its own, also when the user passes --redirects, and under accelerate launch."""
+    if launcher is ACCELERATE:
+        pytest.importorskip("accelerate")
+    code, result, err = _check_every_rank(launcher, tmp_path)
+    assert code == 0 and result["findings"] == [], json.dumps(result["findings"]) + err[-3000:]
+    assert result["compared"]["stdout lines"] >= 6 and result["compared"]["state tensors"] >= 4
+    assert any(n.startswith("each rank's output was captured separately (2 rank(s)") for n in result["notes"])
+    assert (tmp_path / "order").read_text() == "2"  # two launches, in another order each
+
+
+def test_a_difference_in_one_rank_output_is_named_with_the_users_tee_and_log_dir(torch_available, tmp_path):
+    """The user's own --tee and --log-dir (in their directory, reached through the run's
+    link) still work: torchrun's log files (in randomly named folders) are not compared
+    as files, the shared stream's --tee copies are not compared again, and the one line
+    that differs is named on its rank."""
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "logs").mkdir()
+    code, result, err = _check_every_rank(_standalone("--tee", "3", "--log-dir", "logs"), tmp_path,
+                                          "--noisy-rank", "1")
+    assert code == 1, err[-3000:]
+    assert [f["summary"].split(":")[0] for f in result["findings"]] == ["rank 1 stdout"], result["findings"]
+    assert any("copies of each rank's own output" in n for n in result["notes"]), result["notes"]
+    assert len(list((tmp_path / "work" / "logs").glob("*/attempt_0/1/stdout.log"))) == 2  # the user's logs
+
+
+def test_a_rank_that_crashes_shows_its_own_error(torch_available, tmp_path):
+    """The workers' stderr goes to files of their own: when every run fails, the error
+    still quotes the failing rank's traceback."""
+    work = tmp_path / "work"
+    work.mkdir()
+    out = run_fwd9m("check", "-q", "--no-hashseed-check", "--timeout", str(TIMEOUT), "--", *_standalone(),
+                    str(EVERY_RANK), "--crash-rank", "1", cwd=work,
+                    env={**_env(), "ORDER_FILE": str(tmp_path / "order")}, timeout=3 * TIMEOUT)
+    assert out.returncode == 2 and "failed in every run" in out.stderr, out.stdout + out.stderr
+    assert "[rank 1 stderr]" in out.stderr and "RuntimeError: planted crash on rank 1" in out.stderr, out.stderr

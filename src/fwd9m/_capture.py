@@ -281,10 +281,14 @@ def write(out_dir: str | os.PathLike[str] | None = None) -> Path | None:
     out_dir = Path(out_dir or _state.get("out_dir") or os.environ.get(ENV_DIR, ""))
     if not str(out_dir) or not out_dir.is_dir():
         return None
+    from ._launch import RANK_VARS
+
     pid = os.getpid()
+    # the rank under torchrun, mpirun or horovodrun: state is compared rank by rank
+    rank = next((os.environ[v] for v in RANK_VARS if os.environ.get(v)), None)
     manifest: dict[str, Any] = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "pid": pid,
-        "argv": list(sys.argv), "rank": os.environ.get("RANK"),
+        "argv": list(sys.argv), "rank": rank,
         "started": _state["started"], "hash_probe": _state.get("hash_probe", hash(HASH_PROBE_TEXT)),
         "hash_randomization": bool(sys.flags.hash_randomization),
         "pythonhashseed": os.environ.get("PYTHONHASHSEED"),

@@ -5,6 +5,7 @@ child processes of ``fwd9m check`` (state capture at exit) and ``fwd9m debug``
 (recording). Each caller installs its hooks first, then calls :func:`run_as_main`.
 :func:`require_regular_file` is the one check, before opening, of every path fwd9m
 reads whole (scripts, traces, fingerprints): a named pipe or a device is refused.
+:func:`split_rank_output` gives each rank of a launcher its own output under ``fwd9m check``.
 """
 
 from __future__ import annotations
@@ -165,3 +166,70 @@ def run_as_main(target: str, argv: list[str] | tuple[str, ...] = (), module: boo
         traceback.print_exc()
         return 1
     return 0
+
+
+#: set by ``fwd9m check`` for a command: the directory where each torchrun worker's
+#: stdout and stderr go, one file per rank (see :func:`split_rank_output`)
+ENV_RANK_DIR = "FWD9M_CHECK_RANKS"
+#: ``dev:ino`` of the files the launcher's shared stdout and stderr write to
+ENV_SHARED_OUT = "FWD9M_CHECK_SHARED_OUT"
+#: set in a worker once its output is split, so that the processes it starts itself
+#: (a ``spawn`` DataLoader worker) keep writing where it does
+ENV_RANK_DONE = "FWD9M_CHECK_RANK_SPLIT"
+#: the rank variables of torchrun, Open MPI's mpirun and horovodrun, as in
+#: :data:`fwd9m.distributed._ranks.ENV_SOURCES` (where each is cited)
+RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "HOROVOD_RANK")
+
+
+def _fd_path(fd: int) -> str | None:
+    """The file a descriptor writes to (Linux ``/proc``), or None."""
+    try:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+    return path if os.path.isabs(path) and os.path.isfile(path) else None
+
+
+def split_rank_output() -> None:
+    """In a worker that torchrun started (``python -m torch.distributed.run``,
+    ``accelerate launch`` on top of it), under ``fwd9m check``: write this rank's
+    stdout and stderr to files of their own, so that the check compares rank r with
+    rank r instead of a shared stream in which the ranks' lines interleave at random.
+
+    torchrun sets ``RANK`` and ``TORCHELASTIC_RUN_ID`` for every worker (``_start_workers``
+    in torch/distributed/elastic/agent/server/local_elastic_agent.py). A descriptor that
+    still writes to the launcher's shared output is moved to ``rank<R>.stdout`` (or
+    ``.stderr``) in :data:`ENV_RANK_DIR`; one that torchrun already sends to a file of the
+    rank's own (the user's ``--redirects``/``--tee``, which write
+    ``<log_dir>/<run_id>_*/attempt_<n>/<local_rank>/stdout.log``, documented in
+    ``DefaultLogsSpecs.reify`` in torch/distributed/elastic/multiprocessing/api.py) is left
+    alone and its path recorded in ``rank<R>.stdout.path``, to be read after the run.
+    Never raises: the program runs as it would without it.
+    """
+    out_dir = os.environ.get(ENV_RANK_DIR)
+    if not out_dir or os.environ.get(ENV_RANK_DONE):
+        return
+    rank = next((os.environ[v] for v in RANK_VARS if os.environ.get(v, "").isdigit()), None)
+    if rank is None:
+        return
+    try:  # a rank of some launcher ran: its shared output interleaves several processes
+        open(os.path.join(out_dir, f"rank{int(rank)}.seen"), "a").close()
+    except OSError:
+        pass
+    if "TORCHELASTIC_RUN_ID" not in os.environ or rank != os.environ.get("RANK"):
+        return  # not a torchrun worker: its output stays where the launcher sends it
+    os.environ[ENV_RANK_DONE] = "1"
+    shared = set(os.environ.get(ENV_SHARED_OUT, "").split())
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        try:
+            st = os.fstat(fd)
+            base = os.path.join(out_dir, f"rank{int(rank)}.{name}")
+            if f"{st.st_dev}:{st.st_ino}" in shared:
+                target = os.open(base, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                os.dup2(target, fd)
+                os.close(target)
+            elif (path := _fd_path(fd)) is not None:
+                with open(base + ".path", "w", encoding="utf-8") as f:
+                    f.write(path)
+        except (OSError, ValueError):
+            continue

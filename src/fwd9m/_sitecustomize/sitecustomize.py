@@ -2,7 +2,9 @@
 PYTHONPATH), so that it reaches every interpreter a launcher starts.
 
 Installs fwd9m's import hook when ``FWD9M_RUN_ENABLE=1`` (``fwd9m run``) and final-state
-capture when ``FWD9M_CAPTURE_SITE=1`` (``fwd9m check`` of a command), then runs the
+capture when ``FWD9M_CAPTURE_SITE=1`` (``fwd9m check`` of a command), sends each torchrun
+worker's output to a file of its own when ``FWD9M_CHECK_RANKS`` names a directory
+(:func:`fwd9m._launch.split_rank_output`), then runs the
 ``sitecustomize`` this file shadows (a distribution's or the user's), if any.
 """
 
@@ -30,6 +32,13 @@ def _fwd9m_start():
             import warnings
 
             warnings.warn(f"fwd9m check: state capture not installed: {type(exc).__name__}: {exc}")
+    if os.environ.get("FWD9M_CHECK_RANKS"):
+        try:
+            from fwd9m._launch import split_rank_output
+
+            split_rank_output()  # one output file per torchrun rank
+        except Exception:  # never break the user's program
+            pass
     here = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
     this = sys.modules.pop("sitecustomize", None)
     saved = list(sys.path)

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from .. import _capture
 from ..compare import STRUCTURED_SUFFIXES, TEXT_LIMIT, TEXT_SUFFIXES
+from .._launch import ENV_RANK_DIR, ENV_SHARED_OUT
 from ..errors import FileFormatError
 from ._result import RunInfo
 
@@ -74,34 +75,67 @@ def _kill_leftovers(proc: subprocess.Popen) -> None:
         pass
 
 
-#: entries of the user's directory watched for writes through the run's links
-WATCH_LIMIT = 5000
+#: entries of the user's directory watched for writes through the run's links; past it
+#: the watch is incomplete and the report says so (each run scans the directory twice;
+#: a scan took about 3 s per 100,000 entries, measured on a loaded 2-core machine)
+WATCH_LIMIT = 200_000
 #: files (bytes) written through a link that are copied after the run to be compared
 COPY_LIMIT = 1 << 30
 #: changed files never taken for outputs (someone editing the project during the check)
 SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb", ".c", ".cc", ".cpp", ".h", ".toml", ".cfg", ".md", ".rst")
+#: folders of tools, not of the script, never watched (wherever they are): version
+#: control, virtual environments (also any folder holding a ``pyvenv.cfg``), caches of
+#: Python tools and editors
+TOOL_DIRS = frozenset((".git", ".hg", ".svn", ".venv", ".tox", ".nox", ".eggs", ".mypy_cache",
+                       ".pytest_cache", ".ruff_cache", ".hypothesis", ".idea", ".vscode", "node_modules",
+                       *IGNORED_PARTS))
 
 
-def _snapshot_tree(source: Path, limit: int = WATCH_LIMIT, own: Path | None = None) -> dict[str, tuple[int, int]]:
-    """``{relative path: (size, mtime_ns)}`` of up to ``limit`` entries under ``source``
-    (directories included: their mtime changes when a file is created in them; hidden
-    entries, which tools such as git and editors rewrite on their own, excluded; so is
-    ``own``, the check's own temporary directory when it lies under ``source``)."""
-    out: dict[str, tuple[int, int]] = {}
+@dataclass
+class _Watch:
+    """What :func:`_snapshot_tree` saw: ``{relative path: signature}`` (size, mtime,
+    ctime and inode: a rewrite in place changes the times, a replace the inode), and
+    whether it saw every entry (False when it stopped at ``limit``)."""
+
+    entries: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
+    complete: bool = True
+
+
+def _snapshot_tree(source: Path, limit: int | None = None, own: Path | None = None) -> _Watch:
+    """Every entry under ``source`` up to ``limit`` (directories included: their mtime
+    changes when a file is created in them; hidden ones too, as a script may write into
+    ``.results/``), except :data:`TOOL_DIRS` and ``own``, the check's own temporary
+    directory when it lies under ``source``. Symbolic links are not followed."""
+    limit = WATCH_LIMIT if limit is None else limit
+    watch = _Watch()
     own_path = str(own) if own is not None else None
-    for root, dirs, files in os.walk(source):  # hidden entries (.git, .venv, editor state) skipped
-        dirs[:] = sorted(d for d in dirs if d not in IGNORED_PARTS and not d.startswith(".")
-                         and os.path.join(root, d) != own_path)
-        for name in [*dirs, *(f for f in files if not f.startswith("."))]:
-            if len(out) >= limit:
-                return out
-            p = os.path.join(root, name)
+    stack = [str(source)]
+    cut = len(os.path.join(str(source), ""))  # the relative path follows "source/"
+    while stack:
+        root = stack.pop()
+        try:
+            with os.scandir(root) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue
+        if root != str(source) and any(e.name == "pyvenv.cfg" for e in entries):
+            continue  # a virtual environment (its own entry was recorded by its parent)
+        subdirs = []
+        for e in entries:
+            if e.name in TOOL_DIRS or e.path == own_path:
+                continue
+            if len(watch.entries) >= limit:
+                watch.complete = False
+                return watch
             try:
-                st = os.stat(p)
+                st = e.stat(follow_symlinks=False)
             except OSError:
                 continue
-            out[os.path.relpath(p, source)] = (st.st_size, st.st_mtime_ns)
-    return out
+            watch.entries[e.path[cut:]] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            if stat.S_ISDIR(st.st_mode):
+                subdirs.append(e.path)
+        stack.extend(reversed(subdirs))
+    return watch
 
 
 def _own_outputs() -> set[tuple[int, int]]:
@@ -130,17 +164,17 @@ def _is_own_output(path: Path, own: set[tuple[int, int]]) -> bool:
     return (st.st_dev, st.st_ino) in own
 
 
-def _prepare_cwd(cwd: Path, source: Path, mode: str) -> dict[str, tuple[int, int]]:
+def _prepare_cwd(cwd: Path, source: Path, mode: str) -> _Watch | None:
     """Create the run's working directory; with mode ``link``, one symlink per entry of
     ``source``. Returns a snapshot (:func:`_snapshot_tree`) of ``source`` to detect
     writes that went through the links."""
     cwd.mkdir(parents=True)
     if mode != "link":
-        return {}
+        return None
     try:
         entries = list(os.scandir(source))
     except OSError:
-        return {}
+        return None
     own = cwd.parent.parent  # the check's temporary root (under source when run from TMPDIR)
     for e in entries:
         if os.path.abspath(e.path) == str(own):
@@ -205,6 +239,11 @@ class _Run:
     files: dict[str, tuple[str, Path]] = field(default_factory=dict)
     touched: list[str] = field(default_factory=list)
     through: set[str] = field(default_factory=set)  #: files copied from the user's directory
+    #: each launcher rank's own output: ``{"rank 0": {"stdout": path, "stderr": path}}``
+    ranks: dict[str, dict[str, Path]] = field(default_factory=dict)
+    seen_ranks: set[int] = field(default_factory=set)  #: ranks of any launcher that ran (fwd9m._launch)
+    watched: bool = False  #: the user's directory was watched (``--cwd link``)
+    watch_complete: bool = True  #: False when the watch of the user's directory stopped at WATCH_LIMIT
 
     @property
     def replacements(self) -> tuple[tuple[str, str], ...]:
@@ -227,9 +266,15 @@ def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, st
         parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         env["PYTHONPATH"] = os.pathsep.join([bootstrap_dir(), *(p for p in parts if p != bootstrap_dir())])
     stderr_path = run.root / "stderr"
+    rankdir = run.root / "ranks"
     say(f"{info.label} ({which}): starting: {' '.join(info.command)}")
     t0 = time.monotonic()
     with open(run.stdout, "wb") as out, open(stderr_path, "wb") as err:
+        if site:  # a launcher's workers write their output to a file per rank (fwd9m._launch)
+            rankdir.mkdir()
+            env[ENV_RANK_DIR] = str(rankdir)
+            env[ENV_SHARED_OUT] = " ".join(f"{st.st_dev}:{st.st_ino}" for st in map(os.fstat, (out.fileno(),
+                                                                                             err.fileno())))
         try:
             proc = subprocess.Popen(info.command, cwd=run.cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=err, start_new_session=True)
@@ -255,7 +300,12 @@ def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, st
     info.seconds = time.monotonic() - t0
     info.returncode = None if info.timed_out else proc.returncode
     info.stdout_bytes = run.stdout.stat().st_size
+    run.ranks, run.seen_ranks, logs = _rank_outputs(rankdir)
     info.stderr_tail = _tail(stderr_path)
+    if proc.returncode and run.ranks:  # the workers' errors are in their own files now
+        info.stderr_tail += "".join(f"\n[{key} stderr]\n{_tail(out['stderr'], TAIL_BYTES // 2)}"
+                                    for key, out in run.ranks.items() if "stderr" in out and _tail(out["stderr"]))
+        info.stderr_tail = info.stderr_tail.strip()
     status = "timed out" if info.timed_out else f"exit {proc.returncode}"
     say(f"{info.label}: {status} after {info.seconds:.1f} s")
     try:
@@ -263,12 +313,18 @@ def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, st
     except FileFormatError as exc:
         info.error = str(exc)
     info.captured = sum(len(c["flat"]) for c in run.captures)
-    after = _snapshot_tree(invocation, own=run.root.parent) if linked else {}
-    own = _own_outputs() if linked else set()
-    changed = [rel for rel, sig in after.items() if linked.get(rel) != sig
-               and (rel in linked or len(linked) < WATCH_LIMIT) and not _is_own_output(invocation / rel, own)]
+    after = _snapshot_tree(invocation, own=run.root.parent) if linked is not None else _Watch()
+    run.watched = linked is not None
+    run.watch_complete = linked is None or (linked.complete and after.complete)
+    if not run.watch_complete:
+        say(f"{info.label}: WARNING: your directory has more than {WATCH_LIMIT:,} entries; writes beyond "
+            f"them are not seen (fwd9m check --cwd empty avoids the watch)")
+    own = _own_outputs() if linked is not None else set()
+    before = linked.entries if linked is not None else {}
+    changed = [rel for rel, sig in after.entries.items() if before.get(rel) != sig
+               and not _is_own_output(invocation / rel, own) and not _under(invocation / rel, logs)]
     run.touched = sorted({rel.split(os.sep)[0] for rel in changed})
-    files = _collect_files(run.cwd)
+    files = {rel: p for rel, p in _collect_files(run.cwd).items() if not _under(p, logs)}
     for rel in changed:  # written through a link into the user's directory: keep a copy
         src = invocation / rel
         if src.suffix in SOURCE_SUFFIXES or not src.is_file() or src.is_symlink() \
@@ -282,8 +338,59 @@ def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, st
     run.files = _group_files(dict(sorted(files.items())))
 
 
+def _rank_outputs(rankdir: Path) -> tuple[dict[str, dict[str, Path]], set[int], list[str]]:
+    """The per-rank output files that :func:`fwd9m._launch.split_rank_output` left in
+    ``rankdir`` (``rank<R>.stdout``, or ``rank<R>.stdout.path`` naming the file torchrun
+    itself sends that rank's output to), by ``"rank R"``, ranks in order; the ranks of any
+    launcher that ran (``rank<R>.seen``); and the
+    directories of torchrun's own logs among them, whose names are random
+    (``<run_id>_<random>/attempt_<n>/<local_rank>/stdout.log``), so that they are not
+    compared as the script's files."""
+    out: dict[str, dict[str, Path]] = {}
+    seen: set[int] = set()
+    logs: list[str] = []
+    try:
+        names = sorted(os.listdir(rankdir))
+    except OSError:
+        return out, seen, logs
+    for name in names:
+        rank, _, rest = name[len("rank"):].partition(".")
+        stream = rest.removesuffix(".path")
+        if not name.startswith("rank") or not rank.isdigit():
+            continue
+        seen.add(int(rank))
+        if stream not in ("stdout", "stderr"):
+            continue
+        path = rankdir / name
+        if rest.endswith(".path"):
+            try:
+                path = Path(path.read_text(encoding="utf-8", errors="replace")[:4096])
+                if not stat.S_ISREG(os.stat(path).st_mode):  # a pipe would block the read
+                    continue
+            except (OSError, ValueError):
+                continue
+            if path.name != f"{stream}.log" or not path.parent.parent.name.startswith("attempt_"):
+                continue  # not torchrun's own per-rank log (a file the ranks may share): compared as a file
+            logs.append(os.path.realpath(path.parents[2]))
+        out.setdefault(f"rank {int(rank)}", {})[stream] = path
+    return dict(sorted(out.items(), key=lambda kv: int(kv[0].split()[1]))), seen, logs
+
+
+def _under(path: Path, dirs: list[str]) -> bool:
+    if not dirs:
+        return False
+    real = os.path.realpath(path)
+    return any(real == d or real.startswith(d + os.sep) for d in dirs)
+
+
 def _run_notes(done: list[_Run], display: str = "SCRIPT.py") -> list[str]:
     notes = []
+    blind = [r.info.label for r in done if not r.watch_complete]
+    if blind:
+        notes.append(f"WARNING: the watch of your directory stopped at {WATCH_LIMIT:,} entries in "
+                     f"{', '.join(blind)}, so files the script wrote into existing folders there may not have "
+                     f"been seen or compared. Use fwd9m check --cwd empty {display} (outputs then land in the "
+                     f"run's own directory), or move large data out of this directory")
     # the files copied from the user's directory, else the top-level entries that changed
     touched = sorted({t for r in done for t in r.through}) or sorted({t for r in done for t in r.touched})
     if touched:

@@ -3,13 +3,15 @@ suspicion, and notes on distributed launches."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from .._hashseed import INCOMPLETE, RULED_OUT, Outcome
-from ..compare import LeafDiff, compare_flat, compare_text, file_digest, read_structured
+from ..compare import LeafDiff, compare_flat, compare_text, file_digest, normalize_line, read_structured
 from ..errors import FileFormatError, RunError
 from ._hints import _catalog_hints, _debug_args, _debug_can_record
+from . import _process
 from ._process import _Run
 from ._result import CheckResult, Finding, leaf_finding, printable
 
@@ -114,9 +116,11 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
         raise RunError(f"{display} failed in every run (exit {first.info.returncode}), so there is nothing "
                        f"to compare. End of its error output (run 1):\n{printable(first.info.stderr_tail)}{hint}")
     findings: list[Finding] = []
-    compared = {"stdout lines": _count_lines(first.stdout), "files": len(first.files),
+    rank_lines = sum(_count_lines(o["stdout"]) for o in first.ranks.values() if "stdout" in o)
+    compared = {"stdout lines": _count_lines(first.stdout) + rank_lines, "files": len(first.files),
                 "state tensors": sum(len(g["flat"]) for g in _state_groups(first).values())}
     probe_differs = []
+    interleaved: list[str] = []  # runs whose shared stdout only interleaved the ranks' lines differently
     env_diffs: list[dict[str, Any]] = []
     base_env = next((c.get("environment") for c in first.captures if c.get("environment")), None)
     for other in done[1:]:
@@ -132,8 +136,12 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
                                     detail=f"run 1 stderr (end):\n{_indent(a.stderr_tail)}\n"
                                            f"{label} stderr (end):\n{_indent(b.stderr_tail)}"))
         d = compare_text("stdout", first.stdout, other.stdout, first.replacements, other.replacements)
-        if d:
+        how = _interleaved_only(first, other) if d and _multi_rank(first, other) else None
+        if how:
+            interleaved.append(f"{label} ({how})")
+        elif d:
             findings.append(Finding("stdout", label, _text_summary(d, first.info.label, label), d))
+        _compare_rank_outputs(first, other, label, findings)
         _compare_files(first, other, label, findings)
         ga, gb = _state_groups(first), _state_groups(other)
         for key in sorted(set(ga) | set(gb)):
@@ -154,9 +162,14 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
     result = CheckResult(display, infos, findings, compared, environment=base_env or environment.collect(),
                          environment_diffs=env_diffs)
     if not any(compared.values()) and not findings:
-        result.notes.append("nothing was compared: the script printed nothing, wrote no file in its working "
-                            "directory, and held no model, variable or array at exit; print or save the "
-                            "result you care about, or return it from a function and use fwd9m.check(fn)")
+        raise RunError(_nothing_compared(display, done))
+    if first.ranks:
+        result.notes.append(f"each rank's output was captured separately ({len(first.ranks)} rank(s) of the "
+                            f"launcher) and compared rank by rank (rank r of each run with rank r of run 1)")
+    if interleaved:
+        result.notes.append("the launcher's shared standard output differs only in how the ranks' lines "
+                            "interleave in " + "; ".join(interleaved) + ": several processes write to it, "
+                            "so their lines come in a random order; that is not a difference of the training")
     if probe_differs and findings:
         result.hash_seed_suspect = True
         result.causes.append("PYTHONHASHSEED differed between runs (it was unset or 'random'), so each "
@@ -173,7 +186,9 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
                   for k in sorted(ranks, key=lambda k: (len(k), k))]
         result.notes.append("final state compared rank by rank (rank r of each run with rank r of run 1): "
                             + ", ".join(f"{k}: {n} difference(s)" for k, n in counts))
-        shuffled = [r.info.label for r in done[1:] if len(ranks) > 1 and _same_bytes_reordered(first.stdout, r.stdout)]
+        differs = {f.run for f in findings if f.source == "stdout" and f.diff is not None and f.diff.path == "stdout"}
+        shuffled = [r.info.label for r in done[1:] if len(ranks) > 1 and r.info.label in differs
+                    and _same_bytes_reordered(first.stdout, r.stdout)]
         if shuffled:
             result.causes.append(f"{len(ranks)} ranks write to the same standard output: {', '.join(shuffled)} "
                                  f"printed the same characters as run 1 in another order, as lines (and parts of "
@@ -253,6 +268,86 @@ def _same_bytes_reordered(a: Path, b: Path, limit: int = 1 << 24) -> bool:
     except OSError:
         return False
     return da != db and collections.Counter(da) == collections.Counter(db)
+
+
+def _multi_rank(*runs: _Run) -> bool:
+    """Whether several ranks of a launcher ran (so several processes shared stdout)."""
+    return any(len(r.seen_ranks | {int(k.split()[1]) for k in r.ranks}) > 1 for r in runs)
+
+
+#: a rank prefix at the start of a line: torchrun's ``--tee`` (``[default0]:``), Open
+#: MPI's ``--tag-output`` (``[1,0]<stdout>:``), horovodrun (``[0]<stdout>:``), and the
+#: usual ``[rank 0]`` / ``rank 0:`` of scripts
+_RANK_PREFIX = re.compile(r"^\s*(\[[A-Za-z_ ]*\d+(?:,\d+)*\]|rank\s*\d+\b)", re.IGNORECASE)
+
+
+def _interleaved_only(a: _Run, b: _Run, limit: int = 1 << 24) -> str | None:
+    """How two runs' shared stdout agree once the ranks' interleaving is set aside, or
+    None when they do not. When each rank's output was captured on its own (and is
+    compared on its own), lines with a rank prefix in the shared stream are torchrun's
+    ``--tee`` copies of it and are set aside; the other lines are compared as a multiset.
+    Otherwise: rank by rank in order when the lines carry a rank prefix, else as a
+    multiset of lines (an order change within one rank is then not seen, as the lines
+    cannot be told apart by rank)."""
+    import collections
+
+    try:
+        if max(a.stdout.stat().st_size, b.stdout.stat().st_size) > limit:
+            return None
+        la, lb = _normalized_lines(a.stdout, a.replacements), _normalized_lines(b.stdout, b.replacements)
+    except OSError:
+        return None
+    ga, gb = _by_rank_prefix(la), _by_rank_prefix(lb)
+    if a.ranks and b.ranks:
+        if collections.Counter(ga.pop("", [])) != collections.Counter(gb.pop("", [])):
+            return None
+        return ("its lines with a rank prefix are copies of each rank's own output, compared on their own; "
+                "the others compared as a multiset of lines")
+    if collections.Counter(la) != collections.Counter(lb):
+        return None
+    if len(ga) > 1:
+        return "compared rank by rank, by the rank prefix of each line" if ga == gb else None
+    return "compared as a multiset of lines, as they carry no rank prefix"
+
+
+def _normalized_lines(path: Path, replacements: tuple[tuple[str, str], ...]) -> list[str]:
+    with open(path, encoding="utf-8", errors="replace", newline="\n") as f:
+        return [normalize_line(line, replacements) for line in f]
+
+
+def _by_rank_prefix(lines: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for line in lines:
+        m = _RANK_PREFIX.match(line)
+        out.setdefault(re.sub(r"\s+", "", m.group(1)).lower() if m else "", []).append(line)
+    return out
+
+
+def _compare_rank_outputs(a: _Run, b: _Run, label: str, findings: list[Finding]) -> None:
+    """Rank r's own stdout in run ``b`` against rank r's in run ``a``."""
+    for key in sorted(set(a.ranks) | set(b.ranks), key=lambda k: int(k.split()[1])):
+        pa, pb = a.ranks.get(key, {}).get("stdout"), b.ranks.get(key, {}).get("stdout")
+        if pa is None or pb is None:
+            findings.append(Finding("stdout", label, f"{key} stdout: captured in "
+                                    f"{a.info.label if pb is None else label} only"))
+            continue
+        d = compare_text(f"{key} stdout", pa, pb, a.replacements, b.replacements)
+        if d:
+            findings.append(Finding("stdout", label, _text_summary(d, a.info.label, label), d))
+
+
+def _nothing_compared(display: str, done: list[_Run]) -> str:
+    """Why there is no verdict: what was looked at, and how to give the check something."""
+    first = done[0]
+    watched = ("the run's own (empty) directory" if not first.watched else
+               "your directory (through the run's links) and the run's own directory" if first.watch_complete
+               else f"the run's own directory and the first {_process.WATCH_LIMIT:,} entries of your directory "
+                    f"(the watch stopped there, so files written beyond them were not seen)")
+    return (f"nothing to compare, so there is no verdict: in {len(done)} runs of {display}, standard output "
+            f"was empty, no file was written in {watched}, and no model, variable or array was held at exit "
+            f"({len(first.captures)} Python process(es) captured). Make the script print or save the result "
+            f"you care about (print(loss), torch.save(model.state_dict(), 'model.pt'), np.save('preds.npy', "
+            f"preds)), or return it from a function and use fwd9m.check(fn)")
 
 
 def _indent(text: str) -> str:

@@ -137,7 +137,8 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
 
     Raises:
         RunError: the script or module does not exist, or every run failed the same
-            way (crashed or timed out), so there is nothing to compare.
+            way (crashed or timed out), or the runs printed, wrote and held nothing
+            fwd9m could compare: there is no verdict.
         ConfigurationError: ``runs < 2``.
     """
     from .._launch import resolve_target
