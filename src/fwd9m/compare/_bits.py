@@ -86,6 +86,11 @@ class LeafDiff:
 
 
 def _bits_dtype(np: Any, dtype: Any) -> Any:
+    """The unsigned integer dtype to compare ``dtype``'s elements through (booleans,
+    numbers, ml_dtypes' floats, datetime64/timedelta64, whose NaT is a bit pattern like
+    any other); None for strings, bytes, structured and object dtypes (see :func:`_differs`)."""
+    if dtype.kind in "Mm":
+        return np.dtype("u8")
     raw = dtype.kind == "V" and dtype.itemsize in (1, 2, 4, 8) and dtype.fields is None  # ml_dtypes
     if dtype.kind in "biufc" or raw:
         if dtype.kind == "b":
@@ -117,11 +122,42 @@ def _as_bits(np: Any, arr: Any, bits: Any) -> Any:
     return arr.view(bits)
 
 
+def _differs(np: Any, a: Any, b: Any) -> Any:
+    """Per element of two same-shape, same-dtype arrays: True where the meaningful bits
+    differ. Numbers and datetimes by their bit patterns (two NaNs or NaTs with the same
+    bits agree, ``-0.0`` and ``0.0`` do not); structured arrays field by field (padding
+    between fields is not compared); object arrays element by element with
+    :func:`compare` (a ``None`` or ``nan`` element agrees with itself); strings, bytes
+    and raw ``void`` by their bytes."""
+    shape, fa, fb = a.shape, a.reshape(-1), b.reshape(-1)
+    dtype = a.dtype
+    if not fa.size:
+        return np.zeros(shape, bool)
+    if dtype.fields is not None:
+        ne = np.zeros(fa.shape, bool)
+        for name in dtype.names:
+            sub = _differs(np, fa[name], fb[name])  # (n,) or (n, *subarray shape)
+            ne |= sub.reshape(fa.size, -1).any(axis=1) if sub.ndim > 1 else sub
+        return ne.reshape(shape)
+    if dtype.kind == "O":
+        return np.array([bool(compare(x, y)) for x, y in zip(fa, fb)], bool).reshape(shape)
+    bits = _bits_dtype(np, dtype)
+    if bits is not None:
+        ne = _as_bits(np, fa, bits) != _as_bits(np, fb, bits)
+        return (ne.reshape(fa.size, 2).any(axis=1) if dtype.kind == "c" else ne).reshape(shape)
+    if not dtype.itemsize:
+        return np.zeros(shape, bool)
+    ba = np.ascontiguousarray(fa).view(np.uint8).reshape(fa.size, dtype.itemsize)
+    bb = np.ascontiguousarray(fb).view(np.uint8).reshape(fb.size, dtype.itemsize)
+    return (ba != bb).any(axis=1).reshape(shape)
+
+
 def _equal_bits(np: Any, a: Any, b: Any) -> bool:
     """Fast bitwise equality of two same-shape, same-dtype arrays, chunked."""
     bits = _bits_dtype(np, a.dtype)
     if bits is None:
-        return bool(np.array_equal(a, b))
+        fa, fb = a.reshape(-1), b.reshape(-1)
+        return not any(_differs(np, fa[i:i + CHUNK], fb[i:i + CHUNK]).any() for i in range(0, fa.size, CHUNK))
     fa, fb = _as_bits(np, a, bits).reshape(-1), _as_bits(np, b, bits).reshape(-1)
     for start in range(0, fa.size, CHUNK):
         if not np.array_equal(fa[start:start + CHUNK], fb[start:start + CHUNK]):
@@ -143,7 +179,10 @@ def _ordered(np: Any, bits: Any, float_dtype_size: int) -> Any:
 
 
 def _short(x: Any) -> str:
-    text = repr(x.item() if hasattr(x, "item") and getattr(x, "ndim", 1) == 0 else x)
+    if getattr(getattr(x, "dtype", None), "kind", "-") in ("M", "m", "V"):  # .item() of NaT is None; of a record, a tuple
+        text = str(x)
+    else:
+        text = repr(x.item() if hasattr(x, "item") and getattr(x, "ndim", 1) == 0 else x)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -200,13 +239,7 @@ def compare_arrays(path: str, a: Tensor, b: Tensor) -> LeafDiff | None:
     if _equal_bits(np, xa, xb):
         return None
     bits = _bits_dtype(np, xa.dtype)
-    if bits is not None:
-        ba, bb = _as_bits(np, xa, bits), _as_bits(np, xb, bits)
-        ne = ba != bb
-        if xa.dtype.kind == "c":  # a complex element differs if either part does
-            ne = ne.reshape(*xa.shape, 2).any(axis=-1)
-    else:
-        ne = np.asarray(xa != xb)
+    ne = _differs(np, xa, xb)
     n_diff = int(np.count_nonzero(ne))
     flat_first = int(np.argmax(ne.reshape(-1)))
     first = tuple(int(i) for i in np.unravel_index(flat_first, xa.shape)) if xa.ndim else ()
@@ -219,8 +252,11 @@ def compare_arrays(path: str, a: Tensor, b: Tensor) -> LeafDiff | None:
             flat_ne = ne.reshape(-1)  # ascontiguousarray gave 0-d arrays a dimension
             da, db = xa.reshape(-1)[flat_ne], xb.reshape(-1)[flat_ne]  # the differing elements only
         max_abs, max_ulp = _magnitudes(np, da, db, bits, _is_float(np, xa.dtype))
+    sa, sb = _short(va), _short(vb)
+    if sa == sb and hasattr(va, "tobytes") and xa.dtype.kind != "O":  # NaN payloads: "nan" vs "nan"
+        sa, sb = (f"{s} (bits {clip(x.tobytes().hex(), 40)})" for s, x in ((sa, va), (sb, vb)))
     return LeafDiff(path, "values", a.dtype, tuple(int(s) for s in xa.shape), n_diff, int(xa.size),
-                    max_abs, max_ulp, first, _short(va), _short(vb))
+                    max_abs, max_ulp, first, sa, sb)
 
 
 def _float_bits(x: float) -> bytes:
