@@ -96,3 +96,171 @@ def test_check_script_with_nat_file_and_global_is_reproducible(tmp_path):
     out = subprocess.run([sys.executable, "-m", "fwd9m", "check", str(script)], cwd=tmp_path,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+# ----------------------------------------------------------------- the per-run folder
+
+def test_the_run_folder_is_replaced_in_paths_strings_bytes_and_string_arrays():
+    from fwd9m.compare import Tensor, replace_in_leaves
+
+    def flat(root):
+        return {f"best_k.{root}/a.ckpt": 1.0, "dirpath": f"{root}/checkpoints", "raw": f"{root}/x".encode(),
+                "hp": [f"{root}/y", {"k": f"{root}/z"}], "names": Tensor(np.array([f"{root}/n", "m"]), "str")}
+
+    fa = replace_in_leaves(flat("/tmp/c/run1/cwd"), (("/tmp/c/run1/cwd", "<cwd>"),))
+    fb = replace_in_leaves(flat("/tmp/c/run2/cwd"), (("/tmp/c/run2/cwd", "<cwd>"),))
+    assert compare_flat(fa, fb) == []
+    assert fa["dirpath"] == "<cwd>/checkpoints" and "best_k.<cwd>/a.ckpt" in fa
+    fc = replace_in_leaves({**flat("/tmp/c/run2/cwd"), "dirpath": "/elsewhere"}, (("/tmp/c/run2/cwd", "<cwd>"),))
+    assert one(compare_flat(fa, fc)).path == "dirpath"
+
+
+def test_lightning_default_checkpoint_logger_and_timer_are_reproducible(tmp_path):
+    """A real pytorch-lightning run (default ModelCheckpoint, which stores its dirpath and
+    best_model_path as absolute paths, the default TensorBoard logger, a Timer): the
+    run folder is masked, the Timer's elapsed times are listed as not compared."""
+    pytest.importorskip("pytorch_lightning")
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import os
+        import pytorch_lightning as pl
+        import torch
+        from pytorch_lightning.callbacks import Timer
+        from torch.utils.data import DataLoader, TensorDataset
+
+        pl.seed_everything(0)
+
+
+        class Tiny(pl.LightningModule):
+            def __init__(self, lr=0.1):
+                super().__init__()
+                self.save_hyperparameters()
+                self.fc = torch.nn.Linear(4, 1)
+
+            def training_step(self, batch, _):
+                x, y = batch
+                loss = torch.nn.functional.mse_loss(self.fc(x), y)
+                self.log("loss", loss)
+                return loss
+
+            def configure_optimizers(self):
+                return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+
+
+        data = TensorDataset(torch.randn(32, 4), torch.randn(32, 1))
+        trainer = pl.Trainer(max_epochs=1, deterministic=True, callbacks=[Timer()], log_every_n_steps=1,
+                             enable_progress_bar=False)
+        trainer.fit(Tiny(), DataLoader(data, batch_size=8))
+        best = trainer.checkpoint_callback.best_model_path  # the run folder in the final state
+    """))
+    out = subprocess.run([sys.executable, "-m", "fwd9m", "check", str(script)], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "3 files" in out.stdout  # the checkpoint, hparams.yaml and the event file
+    assert "callbacks.Timer.time_elapsed" in out.stdout and "wall_time" in out.stdout
+
+
+# ----------------------------------------------------------------- archives and HDF5
+
+def _lookup_model(words):
+    keras = pytest.importorskip("keras")
+    layer = keras.layers.StringLookup()
+    layer.adapt(words)
+    return keras.Sequential([keras.Input((1,), dtype="string"), layer])
+
+
+def test_keras_assets_are_compared_and_the_save_date_is_listed(tmp_path):
+    import time
+
+    model = _lookup_model(["cat", "cat", "dog"])
+    model.save(tmp_path / "a.keras")
+    time.sleep(1.1)  # date_saved has a resolution of one second
+    model.save(tmp_path / "b.keras")
+    fa, fb = read_structured(tmp_path / "a.keras"), read_structured(tmp_path / "b.keras")
+    assert compare_flat(fa, fb) == []
+    assert ("metadata.json.date_saved", "the time of the save") in fwd9m.compare.ignored(fa, fb)
+    _lookup_model(["dog", "dog", "cat"]).save(tmp_path / "c.keras")
+    paths = [d.path for d in compare_flat(fa, read_structured(tmp_path / "c.keras"))]
+    assert "assets/layers/string_lookup/vocabulary.txt" in paths
+
+
+def test_npz_and_torch_archives_compare_every_member(tmp_path):
+    import zipfile
+
+    torch = pytest.importorskip("torch")
+    np.savez(tmp_path / "a.npz", w=np.ones(2))
+    with zipfile.ZipFile(tmp_path / "a.npz", "a") as z:
+        z.writestr("notes.txt", b"one")
+    np.savez(tmp_path / "b.npz", w=np.ones(2))
+    with zipfile.ZipFile(tmp_path / "b.npz", "a") as z:
+        z.writestr("notes.txt", b"two")
+    d = one(compare_flat(read_structured(tmp_path / "a.npz"), read_structured(tmp_path / "b.npz")))
+    assert d.path == "notes.txt"
+    torch.save({"w": torch.ones(2)}, tmp_path / "a.pt")
+    fa = read_structured(tmp_path / "a.pt")
+    assert "w" in fa and "<archive>/version" in fa and not any("data.pkl" in k for k in fa)
+
+
+def test_hdf5_attributes_of_the_file_groups_and_datasets_are_compared(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    for name, acc, unit in (("a", 0.91, "m"), ("b", 0.92, "m"), ("c", 0.91, "s")):
+        with h5py.File(tmp_path / f"{name}.h5", "w") as f:
+            f["g/w"] = np.ones(3)
+            f.attrs["best_val_acc"] = acc
+            f["g/w"].attrs["unit"] = unit
+            f["g"].attrs["note"] = "x"
+    fa = read_structured(tmp_path / "a.h5")
+    assert set(fa) == {"@best_val_acc", "g@note", "g/w", "g/w@unit"}
+    assert one(compare_flat(fa, read_structured(tmp_path / "b.h5"))).path == "@best_val_acc"
+    assert one(compare_flat(fa, read_structured(tmp_path / "c.h5"))).path == "g/w@unit"
+
+
+# ----------------------------------------------------------------- TensorBoard event files
+
+def _events(folder, values):
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(folder))
+    for i, v in enumerate(values):
+        writer.add_scalar("loss", v, i)
+    writer.add_histogram("weights", np.arange(5.0), 0)
+    writer.close()
+    (path,) = folder.glob("events.out.tfevents.*")
+    return path
+
+
+def test_event_files_compare_tags_steps_and_values_not_wall_times(tmp_path):
+    pytest.importorskip("torch.utils.tensorboard")
+    import time
+
+    a = _events(tmp_path / "a", [1.0, 2.0])
+    time.sleep(1.1)  # another wall time, another file name
+    b = _events(tmp_path / "b", [1.0, 2.0])
+    c = _events(tmp_path / "c", [1.0, 2.5])
+    fa, fb = read_structured(a), read_structured(b)
+    assert a.name != b.name and compare_flat(fa, fb) == []
+    assert [k for k, _ in fwd9m.compare.ignored(fa, fb)] == ["wall_time"]
+    d = one(compare_flat(fa, read_structured(c)))
+    assert d.path == "loss/step 1" and (d.a, d.b) == ("2.0", "2.5")
+    # the same values as tensorboard's own protobuf classes read
+    from tensorboard.compat.proto import event_pb2
+
+    raw = a.read_bytes()
+    scalars, i = {}, 0
+    while i < len(raw):
+        (n,) = np.frombuffer(raw[i:i + 8], "<u8")
+        event = event_pb2.Event.FromString(raw[i + 12:i + 12 + int(n)])
+        i += 16 + int(n)
+        for v in event.summary.value:
+            if v.WhichOneof("value") == "simple_value":
+                scalars[f"{v.tag}/step {event.step}"] = v.simple_value
+    assert scalars == {k: v for k, v in fa.items() if k.startswith("loss/")}
+
+
+def test_event_files_pair_by_folder_and_order():
+    from fwd9m.compare import pair_names
+
+    names = ["logs/events.out.tfevents.1700000009.host.7.0", "logs/events.out.tfevents.1700000001.host.7.1",
+             "logs/val/events.out.tfevents.1700000005.h.9.0", "hparams.yaml"]
+    assert pair_names(names) == {names[1]: "logs/events.out.tfevents#1", names[0]: "logs/events.out.tfevents#2",
+                                 names[2]: "logs/val/events.out.tfevents#1", "hparams.yaml": "hparams.yaml"}

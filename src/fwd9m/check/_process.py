@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import _capture
-from ..compare import STRUCTURED_SUFFIXES, TEXT_LIMIT, TEXT_SUFFIXES
+from ..compare import TEXT_LIMIT, TEXT_SUFFIXES, is_structured
 from ..errors import FileFormatError
 from ._result import RunInfo
 
@@ -24,10 +24,10 @@ TAIL_BYTES = 3000
 HEARTBEAT_S = 30.0
 #: seconds between SIGTERM and SIGKILL when a run times out
 KILL_GRACE_S = 5.0
-#: files never compared: bytecode caches, and TensorBoard event files (named and
-#: stamped with wall-clock time, host and pid)
+#: files never compared: bytecode caches (TensorBoard event files, named with the
+#: wall-clock time, host and pid, are compared value by value: compare.pair_names)
 IGNORED_PARTS = ("__pycache__", ".ipynb_checkpoints")
-IGNORED_PREFIXES = ("events.out.tfevents.",)
+IGNORED_PREFIXES: tuple[str, ...] = ()
 
 
 def _tail(path: Path, n: int = TAIL_BYTES) -> str:
@@ -185,7 +185,7 @@ def _group_files(files: dict[str, Path]) -> dict[str, tuple[str, Path]]:
         if Path(rel).name == "checkpoint" and str(Path(rel).parent) in tf_dirs:
             continue
         suffix = path.suffix.lower()
-        if suffix in STRUCTURED_SUFFIXES or (path.name == "fingerprint.pb"
+        if is_structured(rel) or (path.name == "fingerprint.pb"
                                              and (path.parent / "saved_model.pb").exists()):
             out[rel] = ("structured", path)
         elif suffix in TEXT_SUFFIXES and path.stat().st_size <= TEXT_LIMIT:

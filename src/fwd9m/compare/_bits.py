@@ -333,6 +333,9 @@ def compare_flat(fa: Mapping[str, Any], fb: Mapping[str, Any]) -> list[LeafDiff]
     names Keras or TensorFlow numbered differently (see
     :class:`~fwd9m.compare.NamedPath`); those pair up and are named by ``fa``."""
     out = _container_diffs(fa, fb)
+    skip = dict(ignored(fa, fb))
+    if skip:
+        fa, fb = ({k: v for k, v in f.items() if k not in skip} for f in (fa, fb))
     renamed = _renamed(fa, fb)
     if renamed:
         moved = {renamed.get(k, k): v for k, v in fb.items()}
@@ -349,6 +352,16 @@ def compare_flat(fa: Mapping[str, Any], fb: Mapping[str, Any]) -> list[LeafDiff]
         if path not in fa:
             out.append(LeafDiff(path, "only_b", b=_describe(b)))
     return out
+
+
+def ignored(fa: Mapping[str, Any], fb: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(path, reason)`` of the leaves :func:`compare_flat` does not compare: those a
+    reader marked in either :class:`~fwd9m.compare.Flat`'s ``ignored`` (a save time
+    stamp), in ``fa``'s order, then ``fb``'s."""
+    out = dict(getattr(fa, "ignored", {}))
+    for k, v in getattr(fb, "ignored", {}).items():
+        out.setdefault(k, v)
+    return list(out.items())
 
 
 def _describe(leaf: Any) -> str:
