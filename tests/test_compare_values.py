@@ -264,3 +264,229 @@ def test_event_files_pair_by_folder_and_order():
              "logs/val/events.out.tfevents.1700000005.h.9.0", "hparams.yaml"]
     assert pair_names(names) == {names[1]: "logs/events.out.tfevents#1", names[0]: "logs/events.out.tfevents#2",
                                  names[2]: "logs/val/events.out.tfevents#1", "hparams.yaml": "hparams.yaml"}
+
+
+# ----------------------------------------------------------------- readers under bad input
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from fwd9m.errors import FileFormatError  # noqa: E402
+
+
+def _read(tmp, name: str, data: bytes):
+    path = tmp / name
+    path.write_bytes(data)
+    try:
+        return read_structured(path)
+    except FileFormatError:
+        return None
+
+
+@pytest.fixture(scope="module")
+def valid_files(tmp_path_factory):
+    """One small valid file of each format the readers parse: ``{file name: bytes}``."""
+    import io
+
+    h5py = pytest.importorskip("h5py")
+    torch = pytest.importorskip("torch")
+    from safetensors.numpy import save as st_save
+
+    tmp = tmp_path_factory.mktemp("valid")
+    out = {}
+    buf = io.BytesIO()
+    np.save(buf, np.arange(6.0).reshape(2, 3))
+    out["a.npy"] = buf.getvalue()
+    np.savez_compressed(tmp / "a.npz", w=np.ones(3), t=np.array(["x"]))
+    out["a.npz"] = (tmp / "a.npz").read_bytes()
+    out["a.safetensors"] = st_save({"w": np.ones(3, np.float32)}, metadata={"k": "v"})
+    with h5py.File(tmp / "a.h5", "w") as f:
+        f["g/w"] = np.ones(3)
+        f.attrs["acc"] = 0.5
+    out["a.h5"] = (tmp / "a.h5").read_bytes()
+    torch.save({"w": torch.ones(3), "n": 1}, tmp / "a.pt")
+    out["a.pt"] = (tmp / "a.pt").read_bytes()
+    out["events.out.tfevents.1.host.1.0"] = _events(tmp / "ev", [1.0, 2.0]).read_bytes()
+    keras_file = tmp / "a.keras"
+    _lookup_model(["a", "b"]).save(keras_file)
+    out["a.keras"] = keras_file.read_bytes()
+    return out
+
+
+_NAMES = ["a.npy", "a.npz", "a.safetensors", "a.h5", "a.pt", "events.out.tfevents.1.host.1.0", "a.keras"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(_NAMES), how=st.sampled_from(["truncate", "flip", "random"]), data=st.data())
+def test_damaged_files_fail_only_with_a_format_error(valid_files, tmp_path, name, how, data):
+    raw = bytearray(valid_files[name])
+    if how == "truncate":
+        raw = raw[:data.draw(st.integers(0, len(raw) - 1))]
+    elif how == "flip":
+        for i in data.draw(st.lists(st.integers(0, len(raw) - 1), min_size=1, max_size=8)):
+            raw[i] ^= data.draw(st.integers(1, 255))
+    else:
+        raw = bytearray(data.draw(st.binary(max_size=512)))
+    _read(tmp_path, name, bytes(raw))  # returns or raises FileFormatError, nothing else
+
+
+def test_valid_files_read(valid_files, tmp_path):
+    for name in _NAMES:
+        assert _read(tmp_path, name, valid_files[name]), name
+
+
+def _npy_header(shape, descr="<f8") -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": descr, "fortran_order": False, "shape": shape})
+    return buf.getvalue()
+
+
+def test_headers_claiming_more_than_the_file_holds_are_rejected_before_allocating(tmp_path):
+    import io
+    import json
+    import struct
+    import zipfile
+
+    h5py = pytest.importorskip("h5py")
+    huge = _npy_header((2 ** 40,)) + b"\0" * 64
+    (tmp_path / "h.npy").write_bytes(huge)
+    with pytest.raises(FileFormatError, match="claims shape"):
+        read_structured(tmp_path / "h.npy")
+    with zipfile.ZipFile(tmp_path / "h.npz", "w") as z:
+        z.writestr("w.npy", huge)
+    with pytest.raises(FileFormatError, match="claims shape"):
+        read_structured(tmp_path / "h.npz")
+    header = json.dumps({"w": {"dtype": "F64", "shape": [2 ** 40], "data_offsets": [0, 2 ** 43]}}).encode()
+    (tmp_path / "h.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 8)
+    with pytest.raises(FileFormatError, match="do not fit"):
+        read_structured(tmp_path / "h.safetensors")
+    with h5py.File(tmp_path / "h.h5", "w") as f:  # chunks never written take no space
+        f.create_dataset("x", shape=(2 ** 40,), dtype="f8", chunks=(1024,))
+    with pytest.raises(FileFormatError, match="claims"):
+        read_structured(tmp_path / "h.h5")
+    # a zip member whose central directory entry claims 4 GiB
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("notes.txt", b"x")
+    raw = bytearray(buf.getvalue())
+    cd = raw.index(b"PK\x01\x02")
+    raw[cd + 24:cd + 28] = struct.pack("<I", 0xFFFFFFF0)
+    (tmp_path / "h.keras").write_bytes(bytes(raw))
+    with pytest.raises(FileFormatError, match="claim"):
+        read_structured(tmp_path / "h.keras")
+    # an event record whose (correctly checksummed) length is 2**40
+    from fwd9m.compare._files import _masked_crc
+
+    length = struct.pack("<Q", 2 ** 40)
+    (tmp_path / "events.out.tfevents.1.h.1").write_bytes(length + struct.pack("<I", _masked_crc(length)) + b"\0" * 9)
+    with pytest.raises(FileFormatError, match="record of"):
+        read_structured(tmp_path / "events.out.tfevents.1.h.1")
+
+
+def test_pickles_in_files_are_never_run(tmp_path):
+    import pickle
+    import zipfile
+
+    pytest.importorskip("torch")
+    marker = tmp_path / "ran"
+
+    class Evil:
+        def __reduce__(self):
+            return (exec, (f"open({str(marker)!r}, 'w').close()",))
+
+    payload = pickle.dumps(Evil())
+    np.save(tmp_path / "o.npy", np.array([None, 1], dtype=object), allow_pickle=True)
+    raw = (tmp_path / "o.npy").read_bytes()
+    (tmp_path / "o.npy").write_bytes(raw[:raw.index(b"\n") + 1] + payload)
+    with zipfile.ZipFile(tmp_path / "o.npz", "w") as z:
+        z.writestr("o.npy", (tmp_path / "o.npy").read_bytes())
+    with zipfile.ZipFile(tmp_path / "o.pt", "w") as z:
+        z.writestr("archive/data.pkl", payload)
+        z.writestr("archive/version", b"3\n")
+    (tmp_path / "o.ckpt").write_bytes(payload)  # a legacy (non-zip) torch file
+    for name in ("o.npy", "o.npz", "o.pt", "o.ckpt"):
+        with pytest.raises(FileFormatError):
+            read_structured(tmp_path / name)
+    assert not marker.exists()
+
+
+# ----------------------------------------------------------------- the verdict is the bits
+
+_DTYPES = ["?", "i1", "i2", "<i4", ">i8", "u1", "u2", "u4", "u8", "<f2", "f4", ">f8", "c8", "c16",
+           "M8[D]", "M8[ns]", "m8[s]", "m8[us]", "S5", "V3", "U2",
+           [("x", "<f8"), ("y", "i1")], [("t", "M8[s]"), ("v", "<f4", (2,)), ("s", "S2")]]
+
+
+@st.composite
+def _array_pair(draw):
+    """Two arrays of one dtype from raw bytes (every NaN payload, -0.0, NaT, every
+    string byte), the second with some bytes changed or not: whether they should agree
+    is whether the bytes do (the structured dtypes above have no padding)."""
+    dtype = np.dtype(draw(st.sampled_from(_DTYPES)))
+    n = draw(st.integers(0, 6))
+    # any bytes, also in a str array (those that are no code point come from damaged files)
+    raw = bytearray(draw(st.binary(min_size=n * dtype.itemsize, max_size=n * dtype.itemsize)))
+    if n:  # random bytes seldom make these: NaN payloads, -0.0, inf, NaT
+        arr = np.frombuffer(bytes(raw), dtype).copy()
+        for i in draw(st.lists(st.integers(0, n - 1), max_size=n)):
+            for field in dtype.names or [None]:
+                view = arr[field] if field else arr
+                if view.dtype.kind in "fc":
+                    view[i] = draw(st.sampled_from([np.nan, -np.nan, -0.0, 0.0, np.inf, -np.inf]))
+                    if view.dtype.itemsize >= 4 and draw(st.booleans()):
+                        view.reshape(n, -1).view(np.uint8)[i, 0] ^= 1  # another NaN payload
+                elif view.dtype.kind in "Mm":
+                    view[i] = np.array("NaT", view.dtype)
+        raw = bytearray(arr.tobytes())
+    other = bytearray(raw)
+    if raw and draw(st.booleans()):
+        other[draw(st.integers(0, len(raw) - 1))] ^= 1 << draw(st.integers(0, 7))
+    a, b = (np.frombuffer(bytes(x), dtype).copy() for x in (raw, other))
+    return a, b, raw == other
+
+
+_OBJECTS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.text(max_size=3),
+                     st.floats(allow_nan=True, allow_infinity=True),
+                     st.integers(0, 2 ** 64 - 1).map(lambda u: float(np.array(u, np.uint64).view(np.float64))))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_array_pair(), st.sampled_from(["bare", "nested"]))
+def test_arrays_of_every_dtype_agree_exactly_when_their_bits_do(pair, how):
+    a, b, same = pair
+    if how == "nested":
+        a, b = {"x": [a, (a[:1],)]}, {"x": [b, (b[:1],)]}
+    assert (compare(a, b) == []) == same
+    for d in compare(a, b):
+        assert d.summary()  # a report can always be written
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_OBJECTS, max_size=5), st.data())
+def test_object_arrays_agree_exactly_when_their_elements_do(elements, data):
+    import struct
+
+    a = np.empty(len(elements), object)
+    a[:] = elements
+    b = a.copy()
+    same = True
+    if elements and data.draw(st.booleans()):
+        i = data.draw(st.integers(0, len(elements) - 1))
+        b[i] = data.draw(_OBJECTS)
+        x, y = a[i], b[i]
+        same = type(x) is type(y) and (struct.pack("<d", x) == struct.pack("<d", y) if isinstance(x, float)
+                                       else x == y)
+    assert (compare(a, b) == []) == same
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_array_pair(), st.sampled_from([".npy", ".npz"]))
+def test_saved_arrays_of_every_dtype_agree_exactly_when_their_bits_do(tmp_path, pair, suffix):
+    a, b, same = pair
+    for side, arr in (("a", a), ("b", b)):
+        path = tmp_path / f"{side}{suffix}"
+        np.save(path, arr) if suffix == ".npy" else np.savez(path, w=arr)
+    fa, fb = read_structured(tmp_path / f"a{suffix}"), read_structured(tmp_path / f"b{suffix}")
+    assert (compare_flat(fa, fb) == []) == same

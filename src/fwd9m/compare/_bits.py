@@ -178,6 +178,30 @@ def _ordered(np: Any, bits: Any, float_dtype_size: int) -> Any:
     return out
 
 
+def _element(arr: Any, i: int) -> Any:
+    """Element ``i`` (C order) of ``arr``, or a 1-element array where numpy cannot make
+    it a scalar (a str array holding bytes that are no code point: a damaged file)."""
+    flat = arr.reshape(-1)
+    try:
+        return flat[i]
+    except (SystemError, ValueError, UnicodeError):
+        return flat[i:i + 1]
+
+
+def _hex(x: Any) -> str:
+    try:
+        return x.tobytes().hex()
+    except (AttributeError, ValueError, TypeError):
+        return "?"
+
+
+def _shown(x: Any) -> str:
+    try:
+        return _short(x)
+    except Exception:  # a damaged element that numpy cannot turn into a value
+        return f"<bytes {clip(_hex(x), 40)}>"
+
+
 def _short(x: Any) -> str:
     if getattr(getattr(x, "dtype", None), "kind", "-") in ("M", "m", "V"):  # .item() of NaT is None; of a record, a tuple
         text = str(x)
@@ -243,7 +267,7 @@ def compare_arrays(path: str, a: Tensor, b: Tensor) -> LeafDiff | None:
     n_diff = int(np.count_nonzero(ne))
     flat_first = int(np.argmax(ne.reshape(-1)))
     first = tuple(int(i) for i in np.unravel_index(flat_first, xa.shape)) if xa.ndim else ()
-    va, vb = xa.reshape(-1)[flat_first], xb.reshape(-1)[flat_first]
+    va, vb = _element(xa, flat_first), _element(xb, flat_first)
     max_abs = max_ulp = None
     if bits is not None and (xa.dtype.kind in "iufc" or _is_float(np, xa.dtype)):
         if n_diff * 10 > xa.size * 9:  # equal elements add 0 to both maxima: skip the gather
@@ -252,9 +276,9 @@ def compare_arrays(path: str, a: Tensor, b: Tensor) -> LeafDiff | None:
             flat_ne = ne.reshape(-1)  # ascontiguousarray gave 0-d arrays a dimension
             da, db = xa.reshape(-1)[flat_ne], xb.reshape(-1)[flat_ne]  # the differing elements only
         max_abs, max_ulp = _magnitudes(np, da, db, bits, _is_float(np, xa.dtype))
-    sa, sb = _short(va), _short(vb)
-    if sa == sb and hasattr(va, "tobytes") and xa.dtype.kind != "O":  # NaN payloads: "nan" vs "nan"
-        sa, sb = (f"{s} (bits {clip(x.tobytes().hex(), 40)})" for s, x in ((sa, va), (sb, vb)))
+    sa, sb = _shown(va), _shown(vb)
+    if sa == sb and xa.dtype.kind != "O":  # NaN payloads: "nan" vs "nan"
+        sa, sb = (f"{s} (bits {clip(_hex(x), 40)})" for s, x in ((sa, va), (sb, vb)))
     return LeafDiff(path, "values", a.dtype, tuple(int(s) for s in xa.shape), n_diff, int(xa.size),
                     max_abs, max_ulp, first, sa, sb)
 

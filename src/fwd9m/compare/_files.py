@@ -277,7 +277,11 @@ def _read_torch(path: Path) -> Flat:
         raise ImportError("PyTorch is not installed")
     import torch
 
-    out = flatten(torch.load(path, map_location="cpu", weights_only=True))
+    import warnings
+
+    with warnings.catch_warnings():  # a file's pickle protocol is no message for fwd9m's user
+        warnings.simplefilter("ignore")
+        out = flatten(torch.load(path, map_location="cpu", weights_only=True))
     out.ignored.update((k, "time spent training (Lightning's Timer callback)")
                        for k in out if _LIGHTNING_TIMER.search(k))
     if zipfile.is_zipfile(path):
