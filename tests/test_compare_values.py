@@ -490,3 +490,29 @@ def test_saved_arrays_of_every_dtype_agree_exactly_when_their_bits_do(tmp_path, 
         np.save(path, arr) if suffix == ".npy" else np.savez(path, w=arr)
     fa, fb = read_structured(tmp_path / f"a{suffix}"), read_structured(tmp_path / f"b{suffix}")
     assert (compare_flat(fa, fb) == []) == same
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=60), st.lists(st.integers(0, 60), max_size=6))
+def test_the_run_folder_is_masked_in_bytes_across_block_boundaries(data, cuts):
+    from fwd9m.compare._files import _replaced
+
+    pairs = {b"/r/run1/cwd": b"<cwd>", b"/p/r/run1/cwd": b"<cwd>"}
+    data = data.replace(b"x", b"/r/run1/cwd").replace(b"y", b"/p/r/run1/cwd")
+    edges = sorted({0, len(data), *(c for c in cuts if c < len(data))})
+    blocks = [data[i:j] for i, j in zip(edges, edges[1:])]
+    expected = data.replace(b"/p/r/run1/cwd", b"<cwd>").replace(b"/r/run1/cwd", b"<cwd>")
+    assert b"".join(_replaced(iter(blocks), pairs)) == expected
+
+
+def test_check_masks_the_run_folder_in_files_compared_by_bytes_and_in_bytes_state(tmp_path):
+    script = tmp_path / "paths.py"
+    script.write_text(textwrap.dedent("""
+        import os, pickle
+        here = os.fsencode(os.path.abspath("out"))  # a bytes leaf of the final state
+        with open("paths.pkl", "wb") as f:  # compared by its bytes
+            pickle.dump({"out": os.path.abspath("out"), "n": 1}, f)
+    """))
+    out = subprocess.run([sys.executable, "-m", "fwd9m", "check", str(script)], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr

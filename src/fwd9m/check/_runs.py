@@ -77,25 +77,26 @@ def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding],
                 continue
         else:
             detail = None
-        (ha, sa), (hb, sb) = _content_digest(pa, tf), _content_digest(pb, tf)
+        (ha, sa), (hb, sb) = _content_digest(pa, tf, a.replacements), _content_digest(pb, tf, b.replacements)
         if ha != hb:
             d = LeafDiff(name, "content", "bytes", None, a=f"sha256 {ha[:12]} ({sa} bytes)",
                          b=f"sha256 {hb[:12]} ({sb} bytes)")
             findings.append(Finding("file", label, f"{name}: content differs ({d.a} vs {d.b})", d, detail))
 
 
-def _content_digest(path: Path, tf: bool = False) -> tuple[str, int]:
-    """SHA-256 and size of a file, or, for a TensorFlow checkpoint prefix (which is no
-    file itself), of its ``.index`` and ``.data-*`` files together."""
+def _content_digest(path: Path, tf: bool = False, replacements: tuple[tuple[str, str], ...] = ()) -> tuple[str, int]:
+    """SHA-256 (of the bytes with the run's folder masked: ``replacements``) and size of
+    a file, or, for a TensorFlow checkpoint prefix (which is no file itself), of its
+    ``.index`` and ``.data-*`` files together."""
     if not tf:
-        return file_digest(path), path.stat().st_size
+        return file_digest(path, replacements), path.stat().st_size
     import hashlib
 
     parts = sorted(p for p in path.parent.iterdir()
                    if p.name == path.name + ".index" or p.name.startswith(path.name + ".data-"))
     h = hashlib.sha256()
     for p in parts:
-        h.update(f"{p.name[len(path.name):]}\0{file_digest(p)}\0".encode())
+        h.update(f"{p.name[len(path.name):]}\0{file_digest(p, replacements)}\0".encode())
     return h.hexdigest(), sum(p.stat().st_size for p in parts)
 
 

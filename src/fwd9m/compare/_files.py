@@ -529,12 +529,39 @@ def read_structured(path: str | os.PathLike[str], tf_checkpoint: bool = False) -
     raise FileFormatError(f"{p.name}: no reader for {suffix!r} files")
 
 
-def file_digest(path: str | os.PathLike[str]) -> str:
-    """SHA-256 of a file's bytes, read in 1 MiB blocks."""
+def file_digest(path: str | os.PathLike[str], replacements: tuple[tuple[str, str], ...] = ()) -> str:
+    """SHA-256 of a file's bytes, read in 1 MiB blocks, with every ``(old, new)`` of
+    ``replacements`` (a run's own folder) replaced in them first (UTF-8 and file-system
+    encodings of ``old``; a pickle that holds an absolute path)."""
     import hashlib
 
+    pairs = {enc(o): n.encode() for o, n in replacements if o for enc in (str.encode, os.fsencode)}
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
+        for block in _replaced(iter(lambda: f.read(1 << 20), b""), pairs):
             h.update(block)
     return h.hexdigest()
+
+
+def _replaced(blocks: Any, pairs: dict[bytes, bytes]) -> Any:
+    """``blocks`` with every key of ``pairs`` replaced by its value, also where one
+    straddles two blocks (each block keeps back the bytes a match could still start in)."""
+    if not pairs:
+        yield from blocks
+        return
+    pattern = re.compile(b"|".join(re.escape(k) for k in sorted(pairs, key=len, reverse=True)))
+    keep = max(map(len, pairs)) - 1
+    carry = b""
+    for block in blocks:
+        buf = carry + block
+        cut, pos, out = len(buf) - keep, 0, []
+        for m in pattern.finditer(buf):
+            if m.start() >= cut:
+                break
+            out += [buf[pos:m.start()], pairs[m.group()]]
+            pos = m.end()
+        end = max(pos, cut)
+        out.append(buf[pos:end])
+        carry = buf[end:]
+        yield b"".join(out)
+    yield pattern.sub(lambda m: pairs[m.group()], carry)
