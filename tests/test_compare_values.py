@@ -105,7 +105,8 @@ def test_the_run_folder_is_replaced_in_paths_strings_bytes_and_string_arrays():
 
     def flat(root):
         return {f"best_k.{root}/a.ckpt": 1.0, "dirpath": f"{root}/checkpoints", "raw": f"{root}/x".encode(),
-                "hp": [f"{root}/y", {"k": f"{root}/z"}], "names": Tensor(np.array([f"{root}/n", "m"]), "str")}
+                "hp": [f"{root}/y", {"k": f"{root}/z"}], "names": Tensor(np.array([f"{root}/n", "m"]), "str"),
+                "big": Tensor(np.array([f"{root}/n"], ">U40"), "str"), "b": Tensor(np.array([f"{root}".encode()]), "b")}
 
     fa = replace_in_leaves(flat("/tmp/c/run1/cwd"), (("/tmp/c/run1/cwd", "<cwd>"),))
     fb = replace_in_leaves(flat("/tmp/c/run2/cwd"), (("/tmp/c/run2/cwd", "<cwd>"),))

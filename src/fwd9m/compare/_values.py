@@ -346,6 +346,13 @@ def _replace_leaf(leaf: Any, texts: tuple[tuple[str, str], ...], raw: tuple[tupl
     if isinstance(leaf, Tensor) and leaf.array.dtype.kind in "USO" and leaf.array.size:
         np = _np()
         arr = leaf.array
+        if arr.dtype.kind != "O":  # most string arrays hold no path: skip the loop over them
+            data = arr.tobytes()
+            little = arr.dtype.byteorder == "<" or (arr.dtype.byteorder in "=|" and sys.byteorder == "little")
+            codec = "utf-32-le" if little else "utf-32-be"
+            if not any((o.encode(codec) if arr.dtype.kind == "U" else o) in data
+                       for o, _ in (texts if arr.dtype.kind == "U" else raw)):
+                return leaf
         out = np.empty(arr.shape, arr.dtype)
         flat_in, flat_out = arr.reshape(-1), out.reshape(-1)
         try:
