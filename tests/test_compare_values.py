@@ -517,3 +517,40 @@ def test_check_masks_the_run_folder_in_files_compared_by_bytes_and_in_bytes_stat
     out = subprocess.run([sys.executable, "-m", "fwd9m", "check", str(script)], cwd=tmp_path,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+# ----------------------------------------------------------------- Orbax checkpoint folders
+
+_ORBAX_SCRIPT = """
+import os, sys
+import numpy as np
+import orbax.checkpoint as ocp
+
+rng = np.random.default_rng(0 if sys.argv[1:] == ["seeded"] else None)
+state = {"w": rng.standard_normal(4), "step": np.array(3)}
+ckpt = ocp.StandardCheckpointer()
+ckpt.save(os.path.abspath(os.environ.get("OUT", "ckpt")), state)
+ckpt.wait_until_finished()
+with ocp.CheckpointManager(os.path.abspath("managed")) as mgr:
+    mgr.save(1, args=ocp.args.StandardSave(state))
+    mgr.wait_until_finished()
+"""
+
+
+def test_orbax_checkpoints_compare_their_arrays_not_their_random_file_names(tmp_path):
+    """An Orbax checkpoint names its data files at random and stamps its metadata with
+    the time: it is read as one folder (arrays restored by Orbax), its time stamps listed."""
+    pytest.importorskip("orbax.checkpoint")
+    import os
+
+    script = tmp_path / "save.py"
+    script.write_text(_ORBAX_SCRIPT)
+    out = subprocess.run([sys.executable, "-m", "fwd9m", "check", "--no-hashseed-check", str(script), "seeded"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "(2 files)" in out.stdout and "ckpt:_CHECKPOINT_METADATA.commit_timestamp_nsecs" in out.stdout
+    for name in ("a", "b"):  # unseeded: the arrays differ, and that is what is reported
+        subprocess.run([sys.executable, str(script)], cwd=tmp_path, env={**os.environ, "OUT": name},
+                       check=True, capture_output=True, timeout=300)
+    diffs = compare_flat(read_structured(tmp_path / "a"), read_structured(tmp_path / "b"))
+    assert [d.path for d in diffs] == ["w"]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import _capture
-from ..compare import TEXT_LIMIT, TEXT_SUFFIXES, is_structured
+from ..compare import TEXT_LIMIT, TEXT_SUFFIXES, is_structured, orbax_roots
 from ..errors import FileFormatError
 from ._result import RunInfo
 
@@ -170,9 +170,17 @@ def _collect_files(cwd: Path) -> dict[str, Path]:
 def _group_files(files: dict[str, Path]) -> dict[str, tuple[str, Path]]:
     """``{logical name: (kind, path)}``: a TensorFlow checkpoint (``X.index`` and
     ``X.data-*``) becomes one entry of kind ``tf``, its ``checkpoint`` state file (which
-    holds timestamps) is dropped; other files have kind ``structured``, ``text`` or
-    ``bytes``."""
+    holds timestamps) is dropped; an Orbax checkpoint folder (files with random names
+    inside) becomes one entry of kind ``structured`` whose path is the folder; other
+    files have kind ``structured``, ``text`` or ``bytes``."""
     out: dict[str, tuple[str, Path]] = {}
+    roots = [r for r in orbax_roots(files) if r]
+    files = dict(files)
+    for rel, path in list(files.items()):
+        root = next((r for r in roots if rel.startswith(r + "/")), None)
+        if root is not None:
+            out.setdefault(root, ("structured", Path(str(path)[:len(str(path)) - len(rel)]) / root))
+            del files[rel]
     prefixes = {rel[:-len(".index")] for rel in files if rel.endswith(".index")
                 and any(o.startswith(rel[:-len(".index")] + ".data-") for o in files)}
     tf_dirs = {str(Path(p).parent) for p in prefixes}

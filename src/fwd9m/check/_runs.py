@@ -87,16 +87,22 @@ def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding],
 def _content_digest(path: Path, tf: bool = False, replacements: tuple[tuple[str, str], ...] = ()) -> tuple[str, int]:
     """SHA-256 (of the bytes with the run's folder masked: ``replacements``) and size of
     a file, or, for a TensorFlow checkpoint prefix (which is no file itself), of its
-    ``.index`` and ``.data-*`` files together."""
-    if not tf:
+    ``.index`` and ``.data-*`` files together, or of the files in an Orbax checkpoint
+    folder."""
+    if not tf and not path.is_dir():
         return file_digest(path, replacements), path.stat().st_size
     import hashlib
 
-    parts = sorted(p for p in path.parent.iterdir()
-                   if p.name == path.name + ".index" or p.name.startswith(path.name + ".data-"))
+    if path.is_dir():  # an Orbax checkpoint folder: every file by its name under it
+        parts = sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+        names = [p.relative_to(path).as_posix() for p in parts]
+    else:
+        parts = sorted(p for p in path.parent.iterdir()
+                       if p.name == path.name + ".index" or p.name.startswith(path.name + ".data-"))
+        names = [p.name[len(path.name):] for p in parts]
     h = hashlib.sha256()
-    for p in parts:
-        h.update(f"{p.name[len(path.name):]}\0{file_digest(p, replacements)}\0".encode())
+    for name, p in zip(names, parts):
+        h.update(f"{name}\0{file_digest(p, replacements)}\0".encode())
     return h.hexdigest(), sum(p.stat().st_size for p in parts)
 
 

@@ -31,7 +31,7 @@ saved tensors and checkpoints), ``_escape`` (a user's text made safe to print).
 from ._bits import CHUNK, LeafDiff, compare, compare_arrays, compare_flat, ignored  # noqa: F401
 from ._escape import clip as _clip, escape_control, printable  # noqa: F401
 from ._files import (STRUCTURED_SUFFIXES, TEXT_LIMIT, TEXT_SUFFIXES, file_digest, is_structured,  # noqa: F401
-                     pair_names, read_structured)
+                     orbax_roots, pair_names, read_structured)
 from ._text import VOLATILE, compare_text, normalize_line  # noqa: F401
 from ._values import MAX_DEPTH, Flat, NamedPath, Tensor, _Opaque, flatten, replace_in_leaves, to_numpy  # noqa: F401
 

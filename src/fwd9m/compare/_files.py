@@ -482,6 +482,74 @@ def _read_events(path: Path) -> Flat:
     return out
 
 
+#: An Orbax checkpoint (JAX) is a folder: ``_CHECKPOINT_METADATA`` (a step's JSON
+#: metadata) and, per saved item, ``_METADATA`` (its tree) beside its TensorStore data in
+#: files with random names (``d/<hex>``, ``ocdbt.process_0/...``), so it is read as one
+#: unit, its arrays restored with Orbax.
+ORBAX_STEP, ORBAX_ITEM = "_CHECKPOINT_METADATA", "_METADATA"
+#: fields of ``_CHECKPOINT_METADATA`` that change with every save: the ``StepMetadata``
+#: timestamps and ``performance_metrics`` ("time, memory") of
+#: orbax/checkpoint/_src/metadata/checkpoint.py,
+#: https://github.com/google/orbax/blob/main/checkpoint/orbax/checkpoint/_src/metadata/checkpoint.py
+_ORBAX_VOLATILE = {"init_timestamp_nsecs": "the time the save began", "commit_timestamp_nsecs": "the time of the save",
+                   "performance_metrics": "how long the save took"}
+
+
+def orbax_roots(names: Any) -> list[str]:
+    """The folders (relative names, ``""`` for the top) among ``names`` (relative file
+    names) that hold an Orbax checkpoint: the topmost folder with a
+    ``_CHECKPOINT_METADATA``, else with an item's ``_METADATA``."""
+    folders = {n.rpartition("/")[0] for n in names if n.rpartition("/")[2] in (ORBAX_STEP, ORBAX_ITEM)}
+    roots = []
+    for folder in sorted(folders, key=lambda f: (f.count("/") if f else -1, f)):
+        if not any(folder == r or not r or folder.startswith(r + "/") for r in roots):
+            roots.append(folder)
+    return roots
+
+
+def _read_orbax(root: Path) -> Flat:
+    """An Orbax checkpoint folder: the JSON files (``_CHECKPOINT_METADATA`` without its
+    time stamps, each item's ``_METADATA``), each item's arrays as Orbax restores them,
+    and any other file that is not TensorStore data by its bytes."""
+    out = Flat()
+    files = sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+    items = sorted({p.parent for p in files if p.name == ORBAX_ITEM})
+    for p in files:
+        rel = p.relative_to(root).as_posix()
+        if any(i in p.parents for i in items) and p.name not in (ORBAX_STEP, ORBAX_ITEM):
+            continue  # the item's data, compared as the restored arrays below
+        if p.name in (ORBAX_STEP, ORBAX_ITEM):
+            value = json.loads(p.read_bytes())
+            flat = flatten(value, rel)
+            out.update(flat)
+            if p.name == ORBAX_STEP and isinstance(value, dict):
+                for key, why in _ORBAX_VOLATILE.items():
+                    if key in value:
+                        for k in [k for k in out if k == f"{rel}.{key}" or k.startswith(f"{rel}.{key}.")]:
+                            del out[k]
+                        out.ignored[f"{rel}.{key}"] = why
+        else:
+            out[rel] = p.read_bytes()
+    if items:
+        if "orbax.checkpoint" not in sys.modules and not _installed("orbax.checkpoint"):
+            raise ImportError("orbax-checkpoint is not installed")
+        import logging
+
+        with QuietNativeStderr():
+            import orbax.checkpoint as ocp
+
+            quiet = logging.getLogger("absl")
+            level = quiet.level
+            quiet.setLevel(logging.ERROR)
+            try:
+                for item in items:
+                    rel = item.relative_to(root).as_posix()
+                    out.update(flatten(ocp.PyTreeCheckpointer().restore(item), "" if rel == "." else rel))
+            finally:
+                quiet.setLevel(level)
+    return out
+
+
 def _installed(module: str) -> bool:
     import importlib.util
 
@@ -510,6 +578,8 @@ def read_structured(path: str | os.PathLike[str], tf_checkpoint: bool = False) -
             return _read_tf_checkpoint(p)
         if p.name == "fingerprint.pb":
             return _read_saved_model_fingerprint(p)
+        if p.is_dir():
+            return _read_orbax(p)
         if p.name.startswith(EVENTS_PREFIX):
             return _read_events(p)
         if suffix == ".npy":
