@@ -193,8 +193,7 @@ def _group_files(files: dict[str, Path]) -> dict[str, tuple[str, Path]]:
         if Path(rel).name == "checkpoint" and str(Path(rel).parent) in tf_dirs:
             continue
         suffix = path.suffix.lower()
-        if is_structured(rel) or (path.name == "fingerprint.pb"
-                                             and (path.parent / "saved_model.pb").exists()):
+        if is_structured(rel) or (path.name == "fingerprint.pb" and (path.parent / "saved_model.pb").exists()):
             out[rel] = ("structured", path)
         elif suffix in TEXT_SUFFIXES and path.stat().st_size <= TEXT_LIMIT:
             out[rel] = ("text", path)

@@ -184,7 +184,7 @@ def _element(arr: Any, i: int) -> Any:
     flat = arr.reshape(-1)
     try:
         return flat[i]
-    except (SystemError, ValueError, UnicodeError):
+    except (SystemError, ValueError):  # UnicodeError is a ValueError
         return flat[i:i + 1]
 
 
@@ -203,7 +203,8 @@ def _shown(x: Any) -> str:
 
 
 def _short(x: Any) -> str:
-    if getattr(getattr(x, "dtype", None), "kind", "-") in ("M", "m", "V"):  # .item() of NaT is None; of a record, a tuple
+    # .item() of NaT is None, of a record a tuple: show them as numpy does
+    if getattr(getattr(x, "dtype", None), "kind", "-") in ("M", "m", "V"):
         text = str(x)
     else:
         text = repr(x.item() if hasattr(x, "item") and getattr(x, "ndim", 1) == 0 else x)

@@ -72,6 +72,7 @@ def pair_names(names: Any) -> dict[str, str]:
             out[name] = f"{folder + '/' if folder else ''}{EVENTS_PREFIX.rstrip('.')}#{k}"
     return out
 
+
 _SAFETENSORS_DTYPES = {"F64": "f8", "F32": "f4", "F16": "f2", "I64": "i8", "I32": "i4", "I16": "i2",
                        "I8": "i1", "U64": "u8", "U32": "u4", "U16": "u2", "U8": "u1", "BOOL": "?",
                        "BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}

@@ -359,7 +359,7 @@ def _replace_leaf(leaf: Any, texts: tuple[tuple[str, str], ...], raw: tuple[tupl
             for i, x in enumerate(flat_in):
                 x = x if arr.dtype.kind == "O" else x.item()
                 flat_out[i] = _replace_leaf(x, texts, raw, depth + 1)
-        except (SystemError, ValueError, UnicodeError):  # bytes that are no code point: left as they are
+        except (SystemError, ValueError):  # bytes that are no code point: left as they are
             return leaf
         return Tensor(out, leaf.dtype)
     return leaf
