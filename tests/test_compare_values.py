@@ -265,6 +265,13 @@ def test_event_files_pair_by_folder_and_order():
              "logs/val/events.out.tfevents.1700000005.h.9.0", "hparams.yaml"]
     assert pair_names(names) == {names[1]: "logs/events.out.tfevents#1", names[0]: "logs/events.out.tfevents#2",
                                  names[2]: "logs/val/events.out.tfevents#1", "hparams.yaml": "hparams.yaml"}
+    # folders torch's SummaryWriter names by the clock: SummaryWriter() and add_hparams()
+    run1 = ["runs/Dec01_08-22-33_vm/events.out.tfevents.1.vm.7.0",
+            "runs/Dec01_08-22-33_vm/1796112645.123/events.out.tfevents.2.vm.7.1"]
+    run2 = ["runs/Dec01_08-22-41_vm/events.out.tfevents.9.vm.8.0",
+            "runs/Dec01_08-22-41_vm/1796112653.9/events.out.tfevents.10.vm.8.1"]
+    assert list(pair_names(run1).values()) == list(pair_names(run2).values()) == [
+        "runs/<time>/events.out.tfevents#1", "runs/<time>/<time>/events.out.tfevents#1"]
 
 
 # ----------------------------------------------------------------- readers under bad input
@@ -554,3 +561,22 @@ def test_orbax_checkpoints_compare_their_arrays_not_their_random_file_names(tmp_
                        check=True, capture_output=True, timeout=300)
     diffs = compare_flat(read_structured(tmp_path / "a"), read_structured(tmp_path / "b"))
     assert [d.path for d in diffs] == ["w"]
+
+
+def test_check_pairs_summary_writer_folders_named_by_the_clock_and_compares_their_values(tmp_path):
+    pytest.importorskip("torch.utils.tensorboard")
+    script = tmp_path / "sw.py"
+    script.write_text(textwrap.dedent("""
+        import random
+        from torch.utils.tensorboard import SummaryWriter
+        w = SummaryWriter()  # runs/<month day time>_<host>
+        for i in range(3):
+            w.add_scalar("loss", 1.0 / (i + 1), i)
+        w.add_scalar("noise", random.random(), 2)
+        w.add_hparams({"lr": 0.1}, {"hparam/loss": 0.3})  # a folder named str(time.time()) inside
+        w.close()
+    """))
+    out = subprocess.run([sys.executable, "-m", "fwd9m", "check", "--no-hashseed-check", str(script)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "1 difference(s)" in out.stdout and "runs/<time>/events.out.tfevents#1:noise/step 2" in out.stdout

@@ -50,22 +50,32 @@ def is_structured(name: str) -> bool:
     return base.lower().endswith(STRUCTURED_SUFFIXES) or base.startswith(EVENTS_PREFIX)
 
 
+#: folder names TensorBoard writers make from the clock: torch's ``SummaryWriter()``
+#: default ``runs/<%b%d_%H-%M-%S>_<host><comment>`` and ``add_hparams``'s
+#: ``str(time.time())`` (torch/utils/tensorboard/writer.py,
+#: https://github.com/pytorch/pytorch/blob/main/torch/utils/tensorboard/writer.py)
+_TIMED_FOLDER = re.compile(r"[A-Z][a-z]{2}\d{2}_\d{2}-\d{2}-\d{2}_.*|\d{9,11}\.\d+")
+
+
 def pair_names(names: Any) -> dict[str, str]:
     """``{name: name to pair it with}``: TensorBoard event files, whose names hold the
     time, host name and process id, become ``<folder>/events.out.tfevents#k``, the k-th
-    in that folder by the time in its name; every other name stays as it is."""
+    in that folder by the time in its name, where a folder named by the clock (see
+    :data:`_TIMED_FOLDER`) reads ``<time>``; every other name stays as it is."""
     out: dict[str, str] = {}
     by_dir: dict[str, list[str]] = {}
     for name in names:
         folder, _, base = name.rpartition("/")
         if base.startswith(EVENTS_PREFIX):
-            by_dir.setdefault(folder, []).append(name)
+            masked = "/".join("<time>" if _TIMED_FOLDER.fullmatch(part) else part for part in folder.split("/"))
+            by_dir.setdefault(masked if folder else "", []).append(name)
         else:
             out[name] = name
 
-    def when(name: str) -> tuple[int, str]:
-        stamp = name.rpartition("/")[2][len(EVENTS_PREFIX):].split(".", 1)[0]
-        return (int(stamp) if stamp.isdigit() else -1, name)
+    def when(name: str) -> tuple[str, int, str]:
+        folder, _, base = name.rpartition("/")
+        stamp = base[len(EVENTS_PREFIX):].split(".", 1)[0]
+        return (folder, int(stamp) if stamp.isdigit() else -1, name)
 
     for folder, group in by_dir.items():
         for k, name in enumerate(sorted(group, key=when), 1):
