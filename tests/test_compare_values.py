@@ -318,10 +318,12 @@ def valid_files(tmp_path_factory):
     keras_file = tmp / "a.keras"
     _lookup_model(["a", "b"]).save(keras_file)
     out["a.keras"] = keras_file.read_bytes()
+    out["fingerprint.pb"] = bytes([8, 5, 16, 7]) + b"\x3a\x02ab"  # two hashes and a uuid
     return out
 
 
-_NAMES = ["a.npy", "a.npz", "a.safetensors", "a.h5", "a.pt", "events.out.tfevents.1.host.1.0", "a.keras"]
+_NAMES = ["a.npy", "a.npz", "a.safetensors", "a.h5", "a.pt", "events.out.tfevents.1.host.1.0", "a.keras",
+          "fingerprint.pb"]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
