@@ -132,6 +132,10 @@ def install(out_dir: str | os.PathLike[str] | None = None, at_exit: bool = True)
     if _state["installed"]:
         return True
     _state.update(installed=True, out_dir=str(out_dir), hash_probe=hash(HASH_PROBE_TEXT), pid=os.getpid())
+    try:
+        _state["cwd"] = os.getcwd()  # the run's own folder: masked in bytes leaves, as check masks it in strings
+    except OSError:
+        pass
     sys.addaudithook(_audit)
     if "torch" in sys.modules:
         try:
@@ -269,6 +273,9 @@ def _jsonable(leaf: Any) -> Any:
     if isinstance(leaf, bytes):
         import hashlib
 
+        cwd = _state.get("cwd")
+        for folder in ((cwd, os.path.realpath(cwd)) if cwd else ()):
+            leaf = leaf.replace(os.fsencode(folder), b"<cwd>")  # hashed here, so masked here
         return {"bytes_sha256": hashlib.sha256(leaf).hexdigest(), "len": len(leaf)}
     return {"repr": repr(leaf)[:200]}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import _capture
-from ..compare import STRUCTURED_SUFFIXES, TEXT_LIMIT, TEXT_SUFFIXES
+from ..compare import TEXT_LIMIT, TEXT_SUFFIXES, is_structured, orbax_roots
 from .._launch import ENV_RANK_DIR, ENV_SHARED_OUT
 from ..errors import FileFormatError
 from ._result import RunInfo
@@ -25,10 +25,10 @@ TAIL_BYTES = 3000
 HEARTBEAT_S = 30.0
 #: seconds between SIGTERM and SIGKILL when a run times out
 KILL_GRACE_S = 5.0
-#: files never compared: bytecode caches, and TensorBoard event files (named and
-#: stamped with wall-clock time, host and pid)
+#: files never compared: bytecode caches (TensorBoard event files, named with the
+#: wall-clock time, host and pid, are compared value by value: compare.pair_names)
 IGNORED_PARTS = ("__pycache__", ".ipynb_checkpoints")
-IGNORED_PREFIXES = ("events.out.tfevents.",)
+IGNORED_PREFIXES: tuple[str, ...] = ()
 
 
 def _tail(path: Path, n: int = TAIL_BYTES) -> str:
@@ -204,9 +204,17 @@ def _collect_files(cwd: Path) -> dict[str, Path]:
 def _group_files(files: dict[str, Path]) -> dict[str, tuple[str, Path]]:
     """``{logical name: (kind, path)}``: a TensorFlow checkpoint (``X.index`` and
     ``X.data-*``) becomes one entry of kind ``tf``, its ``checkpoint`` state file (which
-    holds timestamps) is dropped; other files have kind ``structured``, ``text`` or
-    ``bytes``."""
+    holds timestamps) is dropped; an Orbax checkpoint folder (files with random names
+    inside) becomes one entry of kind ``structured`` whose path is the folder; other
+    files have kind ``structured``, ``text`` or ``bytes``."""
     out: dict[str, tuple[str, Path]] = {}
+    roots = [r for r in orbax_roots(files) if r]
+    files = dict(files)
+    for rel, path in list(files.items()):
+        root = next((r for r in roots if rel.startswith(r + "/")), None)
+        if root is not None:
+            out.setdefault(root, ("structured", Path(str(path)[:len(str(path)) - len(rel)]) / root))
+            del files[rel]
     prefixes = {rel[:-len(".index")] for rel in files if rel.endswith(".index")
                 and any(o.startswith(rel[:-len(".index")] + ".data-") for o in files)}
     tf_dirs = {str(Path(p).parent) for p in prefixes}
@@ -219,8 +227,7 @@ def _group_files(files: dict[str, Path]) -> dict[str, tuple[str, Path]]:
         if Path(rel).name == "checkpoint" and str(Path(rel).parent) in tf_dirs:
             continue
         suffix = path.suffix.lower()
-        if suffix in STRUCTURED_SUFFIXES or (path.name == "fingerprint.pb"
-                                             and (path.parent / "saved_model.pb").exists()):
+        if is_structured(rel) or (path.name == "fingerprint.pb" and (path.parent / "saved_model.pb").exists()):
             out[rel] = ("structured", path)
         elif suffix in TEXT_SUFFIXES and path.stat().st_size <= TEXT_LIMIT:
             out[rel] = ("text", path)

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from .._hashseed import INCOMPLETE, RULED_OUT, Outcome
-from ..compare import LeafDiff, compare_flat, compare_text, file_digest, normalize_line, read_structured
+from ..compare import (LeafDiff, compare_flat, compare_text, escape_control, file_digest, ignored, normalize_line,
+                       pair_names, read_structured, replace_in_leaves)
 from ..errors import FileFormatError, RunError
 from ._hints import _catalog_hints, _debug_args, _debug_can_record
 from . import _process
@@ -35,17 +36,27 @@ def _hash_probe(run: _Run) -> Any:
     return caps[-1].get("hash_probe") if caps else None
 
 
-def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding]) -> None:
-    for name in sorted(set(a.files) | set(b.files)):
-        if (name in a.through) != (name in b.through) and (name not in a.files or name not in b.files):
+def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding],
+                   skipped: dict[str, str] | None = None) -> None:
+    """Findings for the files of run ``b`` that differ from run ``a``'s; ``skipped`` gets
+    ``{file:leaf path: reason}`` of what was not compared (a save time stamp). Files
+    named by the time and process that wrote them (TensorBoard's) pair up by
+    :func:`~fwd9m.compare.pair_names`."""
+    names_a, names_b = pair_names(a.files), pair_names(b.files)
+    files_a = {names_a[k]: v for k, v in a.files.items()}
+    files_b = {names_b[k]: v for k, v in b.files.items()}
+    through_a = {names_a.get(k, k) for k in a.through}
+    through_b = {names_b.get(k, k) for k in b.through}
+    for name in sorted(set(files_a) | set(files_b)):
+        if (name in through_a) != (name in through_b) and (name not in files_a or name not in files_b):
             continue  # changed in the user's directory during one run only: not the script's output
-        if name not in b.files:
+        if name not in files_b:
             findings.append(Finding("file", label, f"{name}: written by run 1 only"))
             continue
-        if name not in a.files:
+        if name not in files_a:
             findings.append(Finding("file", label, f"{name}: not written by run 1"))
             continue
-        (kind, pa), (_, pb) = a.files[name], b.files[name]
+        (kind, pa), (_, pb) = files_a[name], files_b[name]
         tf = kind == "tf"  # pa, pb: a checkpoint prefix, no file of its own
         if kind == "text":
             d = compare_text(name, pa, pb, a.replacements, b.replacements)
@@ -54,38 +65,57 @@ def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding]) -> Non
             continue
         if kind in ("tf", "structured"):
             try:
-                fa = read_structured(pa, tf_checkpoint=kind == "tf")
-                fb = read_structured(pb, tf_checkpoint=kind == "tf")
+                fa = replace_in_leaves(read_structured(pa, tf_checkpoint=kind == "tf"), a.replacements)
+                fb = replace_in_leaves(read_structured(pb, tf_checkpoint=kind == "tf"), b.replacements)
             except FileFormatError as exc:
                 kind = "bytes"
                 detail = f"{exc}; compared by content hash"
             else:
+                if skipped is not None:
+                    skipped.update((f"{name}:{path}", why) for path, why in ignored(fa, fb))
                 for d in compare_flat(fa, fb):
                     findings.append(leaf_finding("file", label, d, fa, fb,
                                                  path=f"{name}:{d.path}" if d.path else name))
                 continue
         else:
             detail = None
-        (ha, sa), (hb, sb) = _content_digest(pa, tf), _content_digest(pb, tf)
+        (ha, sa), (hb, sb) = _content_digest(pa, tf, a.replacements), _content_digest(pb, tf, b.replacements)
         if ha != hb:
             d = LeafDiff(name, "content", "bytes", None, a=f"sha256 {ha[:12]} ({sa} bytes)",
                          b=f"sha256 {hb[:12]} ({sb} bytes)")
             findings.append(Finding("file", label, f"{name}: content differs ({d.a} vs {d.b})", d, detail))
 
 
-def _content_digest(path: Path, tf: bool = False) -> tuple[str, int]:
-    """SHA-256 and size of a file, or, for a TensorFlow checkpoint prefix (which is no
-    file itself), of its ``.index`` and ``.data-*`` files together."""
-    if not tf:
-        return file_digest(path), path.stat().st_size
+def _content_digest(path: Path, tf: bool = False, replacements: tuple[tuple[str, str], ...] = ()) -> tuple[str, int]:
+    """SHA-256 (of the bytes with the run's folder masked: ``replacements``) and size of
+    a file, or, for a TensorFlow checkpoint prefix (which is no file itself), of its
+    ``.index`` and ``.data-*`` files together, or of the files in an Orbax checkpoint
+    folder."""
+    if not tf and not path.is_dir():
+        return file_digest(path, replacements), path.stat().st_size
     import hashlib
 
-    parts = sorted(p for p in path.parent.iterdir()
-                   if p.name == path.name + ".index" or p.name.startswith(path.name + ".data-"))
+    if path.is_dir():  # an Orbax checkpoint folder: every file by its name under it
+        parts = sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+        names = [p.relative_to(path).as_posix() for p in parts]
+    else:
+        parts = sorted(p for p in path.parent.iterdir()
+                       if p.name == path.name + ".index" or p.name.startswith(path.name + ".data-"))
+        names = [p.name[len(path.name):] for p in parts]
     h = hashlib.sha256()
-    for p in parts:
-        h.update(f"{p.name[len(path.name):]}\0{file_digest(p)}\0".encode())
+    for name, p in zip(names, parts):
+        h.update(f"{name}\0{file_digest(p, replacements)}\0".encode())
     return h.hexdigest(), sum(p.stat().st_size for p in parts)
+
+
+def _ignored_summary(skipped: dict[str, str]) -> str:
+    """``file:path (reason)`` per file and reason, with how many more leaves of that file
+    the reason covers."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for path, why in skipped.items():
+        groups.setdefault((path.split(":", 1)[0], why), []).append(path)
+    return "; ".join(escape_control(paths[0]) + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")
+                     + f" ({why})" for (_, why), paths in groups.items())
 
 
 def _text_summary(d: LeafDiff, label_a: str, label_b: str) -> str:
@@ -122,6 +152,7 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
     probe_differs = []
     interleaved: list[str] = []  # runs whose shared stdout only interleaved the ranks' lines differently
     env_diffs: list[dict[str, Any]] = []
+    skipped: dict[str, str] = {}
     base_env = next((c.get("environment") for c in first.captures if c.get("environment")), None)
     for other in done[1:]:
         label = other.info.label
@@ -142,7 +173,7 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
         elif d:
             findings.append(Finding("stdout", label, _text_summary(d, first.info.label, label), d))
         _compare_rank_outputs(first, other, label, findings)
-        _compare_files(first, other, label, findings)
+        _compare_files(first, other, label, findings, skipped)
         ga, gb = _state_groups(first), _state_groups(other)
         for key in sorted(set(ga) | set(gb)):
             if key not in ga or key not in gb:
@@ -150,8 +181,10 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
                                         f"{'run 1' if key in ga else label} only"))
                 continue
             prefix = f"{key}: " if len(ga) > 1 else ""
-            for diff in compare_flat(ga[key]["flat"], gb[key]["flat"]):
-                findings.append(leaf_finding("state", label, diff, ga[key]["flat"], gb[key]["flat"], prefix))
+            sa = replace_in_leaves(ga[key]["flat"], first.replacements)
+            sb = replace_in_leaves(gb[key]["flat"], other.replacements)
+            for diff in compare_flat(sa, sb):
+                findings.append(leaf_finding("state", label, diff, sa, sb, prefix))
         pa, pb = _hash_probe(first), _hash_probe(other)
         if pa is not None and pb is not None and pa != pb:
             probe_differs.append(label)
@@ -161,6 +194,8 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
                 env_diffs.append({"run": label, **e.to_dict()})
     result = CheckResult(display, infos, findings, compared, environment=base_env or environment.collect(),
                          environment_diffs=env_diffs)
+    if skipped:  # leaves a reader marked as time stamps (compare.ignored)
+        result.notes.append("not compared (they change with every save): " + _ignored_summary(skipped))
     if not any(compared.values()) and not findings:
         raise RunError(_nothing_compared(display, done))
     if first.ranks:

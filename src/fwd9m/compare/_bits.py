@@ -86,6 +86,11 @@ class LeafDiff:
 
 
 def _bits_dtype(np: Any, dtype: Any) -> Any:
+    """The unsigned integer dtype to compare ``dtype``'s elements through (booleans,
+    numbers, ml_dtypes' floats, datetime64/timedelta64, whose NaT is a bit pattern like
+    any other); None for strings, bytes, structured and object dtypes (see :func:`_differs`)."""
+    if dtype.kind in "Mm":
+        return np.dtype("u8")
     raw = dtype.kind == "V" and dtype.itemsize in (1, 2, 4, 8) and dtype.fields is None  # ml_dtypes
     if dtype.kind in "biufc" or raw:
         if dtype.kind == "b":
@@ -117,11 +122,42 @@ def _as_bits(np: Any, arr: Any, bits: Any) -> Any:
     return arr.view(bits)
 
 
+def _differs(np: Any, a: Any, b: Any) -> Any:
+    """Per element of two same-shape, same-dtype arrays: True where the meaningful bits
+    differ. Numbers and datetimes by their bit patterns (two NaNs or NaTs with the same
+    bits agree, ``-0.0`` and ``0.0`` do not); structured arrays field by field (padding
+    between fields is not compared); object arrays element by element with
+    :func:`compare` (a ``None`` or ``nan`` element agrees with itself); strings, bytes
+    and raw ``void`` by their bytes."""
+    shape, fa, fb = a.shape, a.reshape(-1), b.reshape(-1)
+    dtype = a.dtype
+    if not fa.size:
+        return np.zeros(shape, bool)
+    if dtype.fields is not None:
+        ne = np.zeros(fa.shape, bool)
+        for name in dtype.names:
+            sub = _differs(np, fa[name], fb[name])  # (n,) or (n, *subarray shape)
+            ne |= sub.reshape(fa.size, -1).any(axis=1) if sub.ndim > 1 else sub
+        return ne.reshape(shape)
+    if dtype.kind == "O":
+        return np.array([bool(compare(x, y)) for x, y in zip(fa, fb)], bool).reshape(shape)
+    bits = _bits_dtype(np, dtype)
+    if bits is not None:
+        ne = _as_bits(np, fa, bits) != _as_bits(np, fb, bits)
+        return (ne.reshape(fa.size, 2).any(axis=1) if dtype.kind == "c" else ne).reshape(shape)
+    if not dtype.itemsize:
+        return np.zeros(shape, bool)
+    ba = np.ascontiguousarray(fa).view(np.uint8).reshape(fa.size, dtype.itemsize)
+    bb = np.ascontiguousarray(fb).view(np.uint8).reshape(fb.size, dtype.itemsize)
+    return (ba != bb).any(axis=1).reshape(shape)
+
+
 def _equal_bits(np: Any, a: Any, b: Any) -> bool:
     """Fast bitwise equality of two same-shape, same-dtype arrays, chunked."""
     bits = _bits_dtype(np, a.dtype)
     if bits is None:
-        return bool(np.array_equal(a, b))
+        fa, fb = a.reshape(-1), b.reshape(-1)
+        return not any(_differs(np, fa[i:i + CHUNK], fb[i:i + CHUNK]).any() for i in range(0, fa.size, CHUNK))
     fa, fb = _as_bits(np, a, bits).reshape(-1), _as_bits(np, b, bits).reshape(-1)
     for start in range(0, fa.size, CHUNK):
         if not np.array_equal(fa[start:start + CHUNK], fb[start:start + CHUNK]):
@@ -142,8 +178,36 @@ def _ordered(np: Any, bits: Any, float_dtype_size: int) -> Any:
     return out
 
 
+def _element(arr: Any, i: int) -> Any:
+    """Element ``i`` (C order) of ``arr``, or a 1-element array where numpy cannot make
+    it a scalar (a str array holding bytes that are no code point: a damaged file)."""
+    flat = arr.reshape(-1)
+    try:
+        return flat[i]
+    except (SystemError, ValueError):  # UnicodeError is a ValueError
+        return flat[i:i + 1]
+
+
+def _hex(x: Any) -> str:
+    try:
+        return x.tobytes().hex()
+    except (AttributeError, ValueError, TypeError):
+        return "?"
+
+
+def _shown(x: Any) -> str:
+    try:
+        return _short(x)
+    except Exception:  # a damaged element that numpy cannot turn into a value
+        return f"<bytes {clip(_hex(x), 40)}>"
+
+
 def _short(x: Any) -> str:
-    text = repr(x.item() if hasattr(x, "item") and getattr(x, "ndim", 1) == 0 else x)
+    # .item() of NaT is None, of a record a tuple: show them as numpy does
+    if getattr(getattr(x, "dtype", None), "kind", "-") in ("M", "m", "V"):
+        text = str(x)
+    else:
+        text = repr(x.item() if hasattr(x, "item") and getattr(x, "ndim", 1) == 0 else x)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -200,17 +264,11 @@ def compare_arrays(path: str, a: Tensor, b: Tensor) -> LeafDiff | None:
     if _equal_bits(np, xa, xb):
         return None
     bits = _bits_dtype(np, xa.dtype)
-    if bits is not None:
-        ba, bb = _as_bits(np, xa, bits), _as_bits(np, xb, bits)
-        ne = ba != bb
-        if xa.dtype.kind == "c":  # a complex element differs if either part does
-            ne = ne.reshape(*xa.shape, 2).any(axis=-1)
-    else:
-        ne = np.asarray(xa != xb)
+    ne = _differs(np, xa, xb)
     n_diff = int(np.count_nonzero(ne))
     flat_first = int(np.argmax(ne.reshape(-1)))
     first = tuple(int(i) for i in np.unravel_index(flat_first, xa.shape)) if xa.ndim else ()
-    va, vb = xa.reshape(-1)[flat_first], xb.reshape(-1)[flat_first]
+    va, vb = _element(xa, flat_first), _element(xb, flat_first)
     max_abs = max_ulp = None
     if bits is not None and (xa.dtype.kind in "iufc" or _is_float(np, xa.dtype)):
         if n_diff * 10 > xa.size * 9:  # equal elements add 0 to both maxima: skip the gather
@@ -219,8 +277,11 @@ def compare_arrays(path: str, a: Tensor, b: Tensor) -> LeafDiff | None:
             flat_ne = ne.reshape(-1)  # ascontiguousarray gave 0-d arrays a dimension
             da, db = xa.reshape(-1)[flat_ne], xb.reshape(-1)[flat_ne]  # the differing elements only
         max_abs, max_ulp = _magnitudes(np, da, db, bits, _is_float(np, xa.dtype))
+    sa, sb = _shown(va), _shown(vb)
+    if sa == sb and xa.dtype.kind != "O":  # NaN payloads: "nan" vs "nan"
+        sa, sb = (f"{s} (bits {clip(_hex(x), 40)})" for s, x in ((sa, va), (sb, vb)))
     return LeafDiff(path, "values", a.dtype, tuple(int(s) for s in xa.shape), n_diff, int(xa.size),
-                    max_abs, max_ulp, first, _short(va), _short(vb))
+                    max_abs, max_ulp, first, sa, sb)
 
 
 def _float_bits(x: float) -> bytes:
@@ -297,6 +358,9 @@ def compare_flat(fa: Mapping[str, Any], fb: Mapping[str, Any]) -> list[LeafDiff]
     names Keras or TensorFlow numbered differently (see
     :class:`~fwd9m.compare.NamedPath`); those pair up and are named by ``fa``."""
     out = _container_diffs(fa, fb)
+    skip = dict(ignored(fa, fb))
+    if skip:
+        fa, fb = ({k: v for k, v in f.items() if k not in skip} for f in (fa, fb))
     renamed = _renamed(fa, fb)
     if renamed:
         moved = {renamed.get(k, k): v for k, v in fb.items()}
@@ -313,6 +377,16 @@ def compare_flat(fa: Mapping[str, Any], fb: Mapping[str, Any]) -> list[LeafDiff]
         if path not in fa:
             out.append(LeafDiff(path, "only_b", b=_describe(b)))
     return out
+
+
+def ignored(fa: Mapping[str, Any], fb: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(path, reason)`` of the leaves :func:`compare_flat` does not compare: those a
+    reader marked in either :class:`~fwd9m.compare.Flat`'s ``ignored`` (a save time
+    stamp), in ``fa``'s order, then ``fb``'s."""
+    out = dict(getattr(fa, "ignored", {}))
+    for k, v in getattr(fb, "ignored", {}).items():
+        out.setdefault(k, v)
+    return list(out.items())
 
 
 def _describe(leaf: Any) -> str:

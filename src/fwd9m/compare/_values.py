@@ -308,11 +308,84 @@ class Flat(dict):
     """:func:`flatten`'s result: ``{path: leaf}``, plus :attr:`containers`,
     ``{path: kind}`` of the containers the leaves sit in (``"dict"``, ``"list"``,
     ``"tuple"``, or a class name; ``"<value>"`` for the value itself), so that
-    :func:`~fwd9m.compare.compare_flat` sees ``(1, 2)`` and ``[1, 2]`` differ."""
+    :func:`~fwd9m.compare.compare_flat` sees ``(1, 2)`` and ``[1, 2]`` differ, and
+    :attr:`ignored`, ``{path: reason}`` of leaves that are not compared (a save time
+    stamp in a checkpoint's metadata): :func:`~fwd9m.compare.compare_flat` skips them
+    and :func:`~fwd9m.compare.ignored` lists them."""
 
-    def __init__(self, *args: Any, containers: dict[str, str] | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, containers: dict[str, str] | None = None,
+                 ignored: dict[str, str] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.containers: dict[str, str] = dict(containers or {})
+        self.ignored: dict[str, str] = dict(ignored or {})
+
+
+def _replace(text: Any, replacements: tuple[tuple[Any, Any], ...]) -> Any:
+    for old, new in replacements:
+        if old:
+            text = text.replace(old, new)
+    return text
+
+
+def _replace_leaf(leaf: Any, texts: tuple[tuple[str, str], ...], raw: tuple[tuple[bytes, bytes], ...],
+                  depth: int = 0) -> Any:
+    """``leaf`` with ``texts`` replaced in its strings (``raw`` in its bytes), also inside
+    lists, tuples and dicts (an HDF5 string dataset, a captured ``repr``) and in string,
+    bytes and object arrays, which keep their dtype."""
+    if isinstance(leaf, str):
+        return _replace(leaf, texts)
+    if isinstance(leaf, bytes):
+        return _replace(leaf, raw)
+    if depth > MAX_DEPTH:
+        return leaf
+    if isinstance(leaf, (list, tuple)) and type(leaf) in (list, tuple):
+        return type(leaf)(_replace_leaf(x, texts, raw, depth + 1) for x in leaf)
+    if type(leaf) is dict:
+        return {_replace_leaf(k, texts, raw, depth + 1): _replace_leaf(v, texts, raw, depth + 1)
+                for k, v in leaf.items()}
+    if isinstance(leaf, Tensor) and leaf.array.dtype.kind in "USO" and leaf.array.size:
+        np = _np()
+        arr = leaf.array
+        if arr.dtype.kind != "O":  # most string arrays hold no path: skip the loop over them
+            data = arr.tobytes()
+            little = arr.dtype.byteorder == "<" or (arr.dtype.byteorder in "=|" and sys.byteorder == "little")
+            codec = "utf-32-le" if little else "utf-32-be"
+            if not any((o.encode(codec) if arr.dtype.kind == "U" else o) in data
+                       for o, _ in (texts if arr.dtype.kind == "U" else raw)):
+                return leaf
+        out = np.empty(arr.shape, arr.dtype)
+        flat_in, flat_out = arr.reshape(-1), out.reshape(-1)
+        try:
+            for i, x in enumerate(flat_in):
+                x = x if arr.dtype.kind == "O" else x.item()
+                flat_out[i] = _replace_leaf(x, texts, raw, depth + 1)
+        except (SystemError, ValueError):  # bytes that are no code point: left as they are
+            return leaf
+        return Tensor(out, leaf.dtype)
+    return leaf
+
+
+def replace_in_leaves(flat: Mapping[str, Any], replacements: tuple[tuple[str, str], ...]) -> Flat:
+    """``flat`` with every ``(old, new)`` of ``replacements`` (a run's own folder:
+    ``fwd9m check`` runs each run in a folder of its own) replaced in every path and
+    every string and bytes leaf (bytes: the UTF-8 and file-system encodings of ``old``),
+    as :func:`~fwd9m.compare.normalize_line` does for printed lines. A Lightning
+    checkpoint stores its ``dirpath`` and ``best_model_path`` as absolute paths."""
+    import os
+
+    texts = tuple((o, n) for o, n in replacements if o)
+    if not texts:
+        return flat if isinstance(flat, Flat) else Flat(flat)
+    raw = tuple(dict.fromkeys((enc(o), n.encode()) for o, n in texts
+                              for enc in (str.encode, os.fsencode)))
+    out = Flat(containers={_replace(k, texts): v for k, v in getattr(flat, "containers", {}).items()},
+               ignored={_replace(k, texts): v for k, v in getattr(flat, "ignored", {}).items()})
+    for path, leaf in flat.items():
+        key = _replace(str(path), texts)
+        if isinstance(path, NamedPath):
+            key = NamedPath(key, len(_replace(str(path)[:path.start], texts)))
+        out[key] = _replace_leaf(leaf, texts, raw)
+    return out
 
 
 def flatten(value: Any, prefix: str = "") -> Flat:
