@@ -6,8 +6,10 @@ and names what differs; debug names the cause where the framework is recorded). 
 scripts call no fwd9m API and run plainly too (``test_runs_without_fwd9m``, slow).
 
 Every run uses ``--cwd empty`` and absolute paths (a launcher such as torchrun is given
-the script's path as an argument, which fwd9m cannot rewrite). Broken variants skip the
-hash-seed experiment (``--no-hashseed-check``): it is covered by tests/test_hashseed.py.
+the script's path as an argument, which fwd9m cannot rewrite). Every check skips the
+hash-seed experiment (``--no-hashseed-check``; it is covered by tests/test_hashseed.py):
+on a broken variant it only adds runs, and on an ok variant it never starts when the
+runs agree.
 
 A case marked ``xfail`` is one where today's fwd9m gives the wrong verdict; its reason
 names the mechanism. The test asserts the right behaviour and passes once it is fixed.
@@ -95,9 +97,11 @@ STACKS_TABLE = (
           broken_catalog=("python.numpy-unseeded",)),
     Stack("tf_image", ("tensorflow",),
           broken_finds=("model.sequential/conv2d/kernel", "final.weights.h5:layers/conv2d")),
-    Stack("flax", ("flax", "optax", "jax"), broken_finds=("params.msgpack",)),
+    Stack("flax", ("flax", "optax", "jax"), broken_finds=("globals.order", "params.msgpack"),
+          broken_catalog=("python.numpy-unseeded",)),
     Stack("torchrun_ddp", ("torch",), launcher=_torchrun, ok_xfail=INTERLEAVED,
-          broken_finds=("rank 0: torch:", "model.pt:")),
+          broken_finds=("rank 0: torch:DistributedDataParallel.module.0.weight",
+                        "rank 1: torch:DistributedDataParallel.module.0.weight", "model.pt:0.weight")),
     Stack("tf_mirrored", ("tensorflow",), broken_finds=("mirrored.weights.h5:",)),
 )
 BY_NAME = {s.name: s for s in STACKS_TABLE}
@@ -111,9 +115,8 @@ def _require(stack: Stack) -> None:
 
 
 def _check(stack: Stack, variant: str, *options: str):
-    extra = ("--no-hashseed-check",) if variant == "broken" else ()
-    return fwd9m("check", "-q", "--cwd", "empty", "--timeout", "300", "--format", "json", *extra,
-                 *options, *stack.command(variant), env=ENV, timeout=TIMEOUT)
+    return fwd9m("check", "-q", "--cwd", "empty", "--timeout", "300", "--format", "json",
+                 "--no-hashseed-check", *options, *stack.command(variant), env=ENV, timeout=TIMEOUT)
 
 
 def _summaries(report: dict) -> str:
@@ -172,12 +175,35 @@ def test_check_ignores_timings_and_lists_them():
     values it ignored (so a user can see that nothing else was masked)."""
     _require(TIMING)
     script = str(STACKS / "timing_ok.py")
-    proc = fwd9m("check", "-q", "--cwd", "empty", "--timeout", "300", script, env=ENV, timeout=TIMEOUT)
+    proc = fwd9m("check", "-q", "--cwd", "empty", "--timeout", "300", "--no-hashseed-check", script,
+                 env=ENV, timeout=TIMEOUT)
     assert proc.returncode == 0, explain(proc)
     report = proc.stdout.lower()
     assert "ignored" in report or "masked" in report, explain(proc)
     for value in ("runtime", "started at", "took"):
         assert value in report, f"the report does not list the ignored {value!r}:\n{explain(proc)}"
+
+
+# -- final state held in pytrees -------------------------------------------------------
+
+FLAX_TRAINSTATE = Stack("flax_trainstate", ("flax", "optax", "jax"))
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(reason=(
+    "_capture.py _global_names keeps a global only when to_numpy(v) is an array, and "
+    "collect() knows torch modules/optimizers, Keras layers and tf.Variables: a TrainState "
+    "(a flax.struct pytree of params and optimizer state) or a params dict is never "
+    "captured, so the clock-seeded weights go unseen and check says REPRODUCIBLE"), strict=False)
+def test_check_compares_flax_trainstate():
+    """The script prints only its progress: its result is the final TrainState, whose
+    parameters differ in every run. check must compare it (the README: "the final state of
+    its models") and say NOT REPRODUCIBLE."""
+    _require(FLAX_TRAINSTATE)
+    proc = _check(FLAX_TRAINSTATE, "broken")
+    report = parse_json(proc)
+    assert proc.returncode == 1, f"{report.get('verdict')}\n{explain(proc)}"
+    assert "params" in _summaries(report), _summaries(report)
 
 
 # -- the scripts are ordinary user scripts ---------------------------------------------
@@ -189,7 +215,8 @@ def _plain(stack: Stack, variant: str) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", ["ok", "broken"])
-@pytest.mark.parametrize("stack", [pytest.param(s, id=s.name) for s in (*STACKS_TABLE, TIMING)])
+@pytest.mark.parametrize("stack", [pytest.param(s, id=s.name)
+                                   for s in (*STACKS_TABLE, TIMING, FLAX_TRAINSTATE)])
 def test_runs_without_fwd9m(stack, variant, tmp_path):
     """Each script runs plainly, in an empty folder, without fwd9m (no fwd9m import in it)."""
     missing = [m for m in stack.modules if importlib.util.find_spec(m) is None]

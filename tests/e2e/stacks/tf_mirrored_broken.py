@@ -6,7 +6,6 @@ import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
-tf.config.experimental.enable_op_determinism()
 
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 GLOBAL_BATCH = 16
