@@ -3,7 +3,7 @@
 Each stack in ``tests/e2e/stacks/`` has a reproducible variant (``<name>_ok.py``: check
 exits 0) and one with a real nondeterminism source (``<name>_broken.py``: check exits 1
 and names what differs; debug names the cause where the framework is recorded). The
-scripts call no fwd9m API and run plainly too (``test_runs_without_fwd9m``, slow).
+scripts call no fwd9m API and run plainly too (``test_runs_without_fwd9m``, opt-in).
 
 Every run uses ``--cwd empty`` and absolute paths (a launcher such as torchrun is given
 the script's path as an argument, which fwd9m cannot rewrite). Every check skips the
@@ -18,14 +18,14 @@ names the mechanism. The test asserts the right behaviour and passes once it is 
 from __future__ import annotations
 
 import importlib.util
-import shutil
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from _examples_spec import clean_env, explain, fwd9m, parse_json, require_cli, run
+from _examples_spec import explain, fwd9m, parse_json, require_cli, run
 
 STACKS = Path(__file__).resolve().parent / "stacks"
 #: seconds a single fwd9m command may take before the test fails (not the budget)
@@ -102,7 +102,9 @@ STACKS_TABLE = (
     Stack("torchrun_ddp", ("torch",), launcher=_torchrun, ok_xfail=INTERLEAVED,
           broken_finds=("rank 0: torch:DistributedDataParallel.module.0.weight",
                         "rank 1: torch:DistributedDataParallel.module.0.weight", "model.pt:0.weight")),
-    Stack("tf_mirrored", ("tensorflow",), broken_finds=("mirrored.weights.h5:",)),
+    Stack("tf_mirrored", ("tensorflow",),
+          broken_finds=("model.sequential/dense/kernel", "kernel/replica_1", "mirrored.weights.h5:"),
+          broken_catalog=("tensorflow.data-shuffle-seed",)),
 )
 BY_NAME = {s.name: s for s in STACKS_TABLE}
 
@@ -218,7 +220,11 @@ def _plain(stack: Stack, variant: str) -> list[str]:
 @pytest.mark.parametrize("stack", [pytest.param(s, id=s.name)
                                    for s in (*STACKS_TABLE, TIMING, FLAX_TRAINSTATE)])
 def test_runs_without_fwd9m(stack, variant, tmp_path):
-    """Each script runs plainly, in an empty folder, without fwd9m (no fwd9m import in it)."""
+    """Each script runs plainly, in an empty folder, without fwd9m (no fwd9m import in it).
+    Opt-in (FWD9M_STACKS_PLAIN=1): the checks above run every script anyway, and these 19
+    extra runs would double the module's time."""
+    if os.environ.get("FWD9M_STACKS_PLAIN") != "1":
+        pytest.skip("set FWD9M_STACKS_PLAIN=1 to run the scripts without fwd9m too")
     missing = [m for m in stack.modules if importlib.util.find_spec(m) is None]
     if missing:
         pytest.skip(f"{stack.name} needs {', '.join(missing)} (not installed)")
@@ -279,6 +285,15 @@ DEBUG_STACKS = (
                       "RecursionError, raised into the user's Trainer.train (both runs exit 1). "
                       "Today's report from the truncated traces also points into modeling_bert.py:59 "
                       "(not the user's line) and hints python.time-seed (no clock is involved)")),
+    # no global seed: the first random op (a weight initializer) differs
+    DebugStack("tf_mirrored", "external", {},
+               xfail=("debug/_tensorflow.py TFRecorder.__init__ calls "
+                      "tf.config.list_logical_devices('GPU'), which initialises the TF runtime "
+                      "(its docstring: 'triggers the runtime to configure any PhysicalDevice ..., "
+                      "thereby preventing further configuration'); the script's "
+                      "tf.config.set_logical_device_configuration then raises 'Virtual devices "
+                      "cannot be modified after being initialized' in both recorded runs (exit 2, "
+                      "no verdict)")),
 )
 
 
