@@ -125,10 +125,13 @@ def _summaries(report: dict) -> str:
     return "\n".join(f"[{f.get('source')}] {f.get('summary')}" for f in report.get("findings") or [])
 
 
-def _params(variant: str):
+def _params(variant: str) -> list:
+    out = []
     for s in STACKS_TABLE:
         reason = s.ok_xfail if variant == "ok" else s.broken_xfail
-        yield pytest.param(s, id=s.name, marks=[pytest.mark.xfail(reason=reason, strict=False)] if reason else [])
+        out.append(pytest.param(s, id=s.name,
+                                marks=[pytest.mark.xfail(reason=reason, strict=False)] if reason else []))
+    return out
 
 
 @pytest.mark.slow
