@@ -8,6 +8,7 @@ from typing import Any
 
 from .._hashseed import INCOMPLETE, RULED_OUT, Outcome
 from ..compare import LeafDiff, compare_flat, compare_text, file_digest, read_structured
+from ..compare._text import IgnoredValues
 from ..errors import FileFormatError, RunError
 from ._hints import _catalog_hints, _debug_args, _debug_can_record
 from ._process import _Run
@@ -33,7 +34,8 @@ def _hash_probe(run: _Run) -> Any:
     return caps[-1].get("hash_probe") if caps else None
 
 
-def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding]) -> None:
+def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding], strict: bool = False,
+                   ignored: IgnoredValues | None = None) -> None:
     for name in sorted(set(a.files) | set(b.files)):
         if (name in a.through) != (name in b.through) and (name not in a.files or name not in b.files):
             continue  # changed in the user's directory during one run only: not the script's output
@@ -46,7 +48,7 @@ def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding]) -> Non
         (kind, pa), (_, pb) = a.files[name], b.files[name]
         tf = kind == "tf"  # pa, pb: a checkpoint prefix, no file of its own
         if kind == "text":
-            d = compare_text(name, pa, pb, a.replacements, b.replacements)
+            d = compare_text(name, pa, pb, a.replacements, b.replacements, strict=strict, ignored=ignored)
             if d:
                 findings.append(Finding("file", label, _text_summary(d, a.info.label, label), d))
             continue
@@ -90,13 +92,18 @@ def _text_summary(d: LeafDiff, label_a: str, label_b: str) -> str:
     """The summary of differing printed lines, with the first differing line of each
     run labelled by the run's name (``run 1:``, ``run 2:``)."""
     s = f"{d.path}: {d.n_diff} of {d.size} lines differ; first at line {d.first_index[0]}"
-    if d.max_abs is not None:
+    if d.max_abs == 0:
+        s += "; numbers differ only in sign (0.0 vs -0.0)"
+    elif d.max_abs is not None:
         s += f"; numbers differ by up to {d.max_abs:.3g}"
     width = max(len(label_a), len(label_b)) + 1
     return s + f"\n  {label_a + ':':<{width}} {d.a}\n  {label_b + ':':<{width}} {d.b}"
 
 
-def _compare_runs(display: str, done: list[_Run], source: str | None, command: bool = False) -> CheckResult:
+def _compare_runs(display: str, done: list[_Run], source: str | None, command: bool = False,
+                  strict: bool = False) -> CheckResult:
+    """Compare each run with the first. Printed output and text files are compared with
+    timing values masked (each one listed in ``result.ignored``), unless ``strict``."""
     from .. import environment
 
     first = done[0]
@@ -119,6 +126,7 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
     probe_differs = []
     env_diffs: list[dict[str, Any]] = []
     base_env = next((c.get("environment") for c in first.captures if c.get("environment")), None)
+    ignored = IgnoredValues()
     for other in done[1:]:
         label = other.info.label
         a, b = first.info, other.info
@@ -131,10 +139,13 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
             findings.append(Finding("exit", label, f"exit status {b.returncode}, run 1 exited {a.returncode}",
                                     detail=f"run 1 stderr (end):\n{_indent(a.stderr_tail)}\n"
                                            f"{label} stderr (end):\n{_indent(b.stderr_tail)}"))
-        d = compare_text("stdout", first.stdout, other.stdout, first.replacements, other.replacements)
+        pair = IgnoredValues()  # counted per pair of runs, merged as the largest count
+        d = compare_text("stdout", first.stdout, other.stdout, first.replacements, other.replacements,
+                         strict=strict, ignored=pair)
         if d:
             findings.append(Finding("stdout", label, _text_summary(d, first.info.label, label), d))
-        _compare_files(first, other, label, findings)
+        _compare_files(first, other, label, findings, strict, pair)
+        ignored.merge(pair)
         ga, gb = _state_groups(first), _state_groups(other)
         for key in sorted(set(ga) | set(gb)):
             if key not in ga or key not in gb:
@@ -152,7 +163,7 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
             for e in environment.diff(base_env, other_env):
                 env_diffs.append({"run": label, **e.to_dict()})
     result = CheckResult(display, infos, findings, compared, environment=base_env or environment.collect(),
-                         environment_diffs=env_diffs)
+                         environment_diffs=env_diffs, ignored=ignored.to_list())
     if not any(compared.values()) and not findings:
         result.notes.append("nothing was compared: the script printed nothing, wrote no file in its working "
                             "directory, and held no model, variable or array at exit; print or save the "

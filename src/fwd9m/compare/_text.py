@@ -54,7 +54,7 @@ MASKS = (
         r"\b\d{4}-\d{2}-\d{2}(?:[ T_]\d{2}[:-]\d{2}(?:[:-]\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b")),
     _Mask("timestamp", "timestamp", re.compile(
         r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) " + _MONTH + r" [ \d]\d \d{2}:\d{2}:\d{2} \d{4}\b")),
-    _Mask("timestamp", "timestamp", re.compile(r"\b" + _MONTH + r"\d{2}_\d{2}-\d{2}-\d{2}\b")),  # runs/Dec01_07-45-28
+    _Mask("timestamp", "timestamp", re.compile(r"\b" + _MONTH + r"\d{2}_\d{2}-\d{2}-\d{2}(?!\d)")),  # runs/Dec01_07-45-28
     _Mask("timing", "elapsed (progress bar)", re.compile(r"(?<=\[)" + _CLOCK + r"(?=[<,\]])")),
     _Mask("timing", "remaining (progress bar)", re.compile(r"(?<=<)(?:" + _CLOCK + r"|\?)(?=[,\]])")),
     _Mask("timing", "{unit} (progress bar)", re.compile(
