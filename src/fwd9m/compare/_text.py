@@ -42,36 +42,56 @@ class _Mask(NamedTuple):
     kind: str  #: "timing", "timestamp", "address", "temporary name"
     name: str  #: the name listed in the report; "{unit}" is filled from the match
     pattern: re.Pattern[str]
+    #: for :data:`MASKS`, a pattern a line must contain for a match (a fast test first);
+    #: for :data:`NUMBER_MASKS`, the characters that may not come just before the match
+    #: (or a string the text before it must end with, when it starts with "=")
+    before: re.Pattern[str] | str
 
 
-#: Patterns of values that change from run to run without meaning a different result,
-#: in order of precedence (the first pattern to claim a stretch of a line wins). The
-#: named group ``v``, where present, is the masked part; ``unit`` names the value.
+#: Values that change from run to run without meaning a different result and do not
+#: start with a digit. The named group ``v``, where present, is the masked part.
 MASKS = (
-    _Mask("address", "address", re.compile(r"(?:\bat |\bid[=:] ?)(?P<v>0x[0-9a-fA-F]+)\b")),
-    _Mask("temporary name", "temporary name", re.compile(r"\b(?:tmp|pymp-)[a-z0-9_]{8}\b")),
+    _Mask("address", "address", re.compile(r"(?:\bat |\bid[=:] ?)(?P<v>0x[0-9a-fA-F]+)\b"), re.compile("0x")),
+    _Mask("temporary name", "temporary name", re.compile(r"\b(?:tmp|pymp-)[a-z0-9_]{8}\b"),
+          re.compile("tmp|pymp-")),
+    _Mask("timestamp", "timestamp", re.compile(  # time.ctime()
+        r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) " + _MONTH + r" [ \d]\d \d{2}:\d{2}:\d{2} \d{4}\b"),
+          re.compile(r"\d:\d\d \d{4}")),
+    _Mask("timestamp", "timestamp", re.compile(r"\b" + _MONTH + r"\d{2}_\d{2}-\d{2}-\d{2}(?!\d)"),  # runs/Dec01_07-45-28
+          re.compile(r"[a-z]\d\d_\d")),
+    _Mask("timing", "{unit}", re.compile(r"(?<![\w.])\? ?(?P<unit>[^\s,\]]+/s)(?![\w/])"), re.compile(r"\?")),
+    _Mask("timing", "duration", re.compile(r"-:--:--"), re.compile("-:--")),  # rich: time remaining unknown
+)
+#: Values that start with a digit, tried (anchored) where a number starts; ``unit``
+#: names a rate or a per-step duration.
+NUMBER_MASKS = (
     _Mask("timestamp", "timestamp", re.compile(
-        r"\b\d{4}-\d{2}-\d{2}(?:[ T_]\d{2}[:-]\d{2}(?:[:-]\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b")),
-    _Mask("timestamp", "timestamp", re.compile(
-        r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) " + _MONTH + r" [ \d]\d \d{2}:\d{2}:\d{2} \d{4}\b")),
-    _Mask("timestamp", "timestamp", re.compile(r"\b" + _MONTH + r"\d{2}_\d{2}-\d{2}-\d{2}(?!\d)")),  # runs/Dec01_07-45-28
-    _Mask("timing", "elapsed (progress bar)", re.compile(r"(?<=\[)" + _CLOCK + r"(?=[<,\]])")),
-    _Mask("timing", "remaining (progress bar)", re.compile(r"(?<=<)(?:" + _CLOCK + r"|\?)(?=[,\]])")),
+        r"\d{4}-\d{2}-\d{2}(?:[ T_]\d{2}[:-]\d{2}(?:[:-]\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)"), "\\w"),
+    _Mask("timing", "elapsed (progress bar)", re.compile(_CLOCK + r"(?=[<,\]])"), "=["),
+    _Mask("timing", "remaining (progress bar)", re.compile(_CLOCK + r"(?=[,\]])"), "=<"),
     _Mask("timing", "{unit} (progress bar)", re.compile(
-        r"(?<=, )(?P<v>(?:" + _NUM + r"[kMGTPEZY]?|\?) ?(?P<unit>[^\s,\]]+/s|s/[^\s,\]]+))(?=[,\]])")),
-    _Mask("timing", "{unit}", re.compile(
-        r"(?<![\w.])(?:" + _NUM + r"[kMGTPEZY]?|\?) ?(?P<unit>" + _COUNT_UNITS + r"/s)(?![\w/])")),
+        r"(?:" + _NUM + r")[kMGTPEZY]? ?(?P<unit>[^\s,\]]+/s|s/[^\s,\]]+)(?=[,\]])"), "=, "),
     _Mask("timing", "duration", re.compile(  # a timedelta: 0:00:00.010084, 1 day, 0:00:01
-        r"(?<![\w.:])(?:\d+ days?, )?\d{1,3}:\d{2}:\d{2}(?:\.\d+)?(?![\w:])|-:--:--")),
+        r"(?:\d+ days?, )?\d{1,3}:\d{2}:\d{2}(?:\.\d+)?(?![\w:])"), "\\w.:"),
     _Mask("timing", "duration", re.compile(  # 3m45s, 1h 2m, 2m 3.5s
-        r"(?<![\w.])\d+(?:\.\d+)?(?:ms|d|h|m|s)(?: ?\d+(?:\.\d+)?(?:ms|d|h|m|s))+(?![\w/])")),
+        r"\d+(?:\.\d+)?(?:ms|d|h|m|s)(?: ?\d+(?:\.\d+)?(?:ms|d|h|m|s))+(?![\w/])"), "\\w."),
+    _Mask("timing", "{unit}", re.compile(
+        _NUM + r"[kMGTPEZY]? ?(?P<unit>" + _COUNT_UNITS + r"/s)(?![\w/])"), "\\w."),
     _Mask("timing", "{unit}", re.compile(  # 3.8e-06s, 0.53 minutes, 12ms/step, 1.42s/it
-        r"(?<![\w.])" + _NUM + r" ?(?P<unit>" + _TIME_UNITS + r"(?:/(?:step|it|epoch|sample|batch|token))?)(?![\w/])")),
+        _NUM + r" ?(?P<unit>" + _TIME_UNITS + r"(?:/(?:step|it|epoch|sample|batch|token))?)(?![\w/])"), "\\w."),
 )
 #: kept for callers of the former API: each pattern with the text that replaces it
-VOLATILE = tuple((m.pattern, f"<{m.kind}>") for m in MASKS)
+VOLATILE = tuple((m.pattern, f"<{m.kind}>") for m in MASKS + NUMBER_MASKS)
+#: where a value of :data:`NUMBER_MASKS` may start: a number followed by "-", ":", ",",
+#: "]", "<", a letter or " day" (a fast test: a number followed by a blank and a digit
+#: or by nothing starts none)
+_CANDIDATE = re.compile(r"\d[\d.]*(?:[eE][-+]?\d+)?(?:[-:,\]<]| ?[A-Za-zµμ?])")
+_NUMBER_MASKS_ALL: re.Pattern[str]  # set below, once _combined is defined
+#: a line without any of these holds no timing name (a fast test before looking for keys)
+_TIMING_HINTS = ("time", "elapsed", "duration", "date", "created", "eta", "sec", "ms", "us", "ns", "throughput",
+                 "/s", "timing")
 
-_KEY = re.compile(r"(?P<q>['\"]?)(?P<key>[A-Za-z_][\w.\-/]*)(?P=q)[ \t]*[:=][ \t]*")
+_KEY = re.compile(r"(?<![\w.\-/'\"])(?P<q>['\"]?)(?P<key>[A-Za-z_][\w.\-/]*)(?P=q)[ \t]*[:=][ \t]*")
 _VALUE = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|[^\s,;}\])]+")
 _NUMBER = re.compile(r"(?<![\w.])[-+]?0[xX][0-9a-fA-F]+(?![\w.])"
                      r"|(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])"
@@ -166,11 +186,16 @@ class _Tokens(NamedTuple):
 
 
 def _mask_spans(line: str, columns: dict[int, str] | None, delimiter: str) -> list[tuple[int, int, str, str]]:
+    """The stretches of ``line`` to mask, in order: (start, end, kind, name). The first
+    to claim a stretch wins: CSV timing columns, timing names, then :data:`MASKS`, then
+    :data:`NUMBER_MASKS` where a number starts."""
     spans: list[tuple[int, int, str, str]] = []
 
-    def claim(start: int, end: int, kind: str, name: str) -> None:
+    def claim(start: int, end: int, kind: str, name: str) -> bool:
         if start < end and all(end <= s or start >= e for s, e, _, _ in spans):
             spans.append((start, end, kind, name))
+            return True
+        return False
 
     if columns and '"' not in line:  # a CSV row: the timing columns named by its header
         pos = 0
@@ -178,25 +203,66 @@ def _mask_spans(line: str, columns: dict[int, str] | None, delimiter: str) -> li
             if i in columns:
                 claim(pos, pos + len(cell), "timing", columns[i])
             pos += len(cell) + 1
-    for m in _KEY.finditer(line):
-        if timing_name(m.group("key")):
-            v = _VALUE.match(line, m.end())
-            if v:
-                claim(v.start(), v.end(), "timing", m.group("key"))
+    low = line.lower()
+    if ("=" in line or ":" in line) and any(h in low for h in _TIMING_HINTS):
+        for m in _KEY.finditer(line):
+            if timing_name(m.group("key")):
+                v = _VALUE.match(line, m.end())
+                if v:
+                    claim(v.start(), v.end(), "timing", m.group("key"))
     for mask in MASKS:
-        for m in mask.pattern.finditer(line):
-            g = "v" if "v" in mask.pattern.groupindex else 0
-            name = mask.name
-            if "{unit}" in name:  # a rate by its unit (it/s, ms/step); a plain duration as such
-                unit = m.group("unit")
-                name = name.replace("{unit}", unit) if "/" in unit else "duration"
-            claim(m.start(g), m.end(g), mask.kind, name)
+        if mask.before.search(line):
+            for m in mask.pattern.finditer(line):
+                g = "v" if "v" in mask.pattern.groupindex else 0
+                claim(m.start(g), m.end(g), mask.kind, _mask_name(mask, m))
+    until = 0
+    for d in _CANDIDATE.finditer(line):
+        p = d.start()
+        if p < until:
+            continue
+        m = _NUMBER_MASKS_ALL.match(line, p)  # one anchored try of every mask, then check the one that matched
+        first = int(m.lastgroup[1:]) if m else len(NUMBER_MASKS)
+        for i in range(first, len(NUMBER_MASKS)):
+            mask = NUMBER_MASKS[i]
+            if not _may_start(mask.before, line, p):
+                continue
+            mm = m if i == first else mask.pattern.match(line, p)
+            if mm and claim(p, mm.end(), mask.kind, _mask_name(mask, mm)):
+                until = mm.end()
+                break
     return sorted(spans)
 
 
+def _may_start(before: str, line: str, p: int) -> bool:
+    """Whether a :data:`NUMBER_MASKS` value may start at ``line[p]``, by what precedes it."""
+    if before.startswith("="):
+        return line.endswith(before[1:], 0, p)
+    if not p:
+        return True
+    prev = line[p - 1]
+    return not (prev in before or before.startswith("\\w") and (prev.isalnum() or prev == "_"))
+
+
+def _combined(masks: tuple[_Mask, ...]) -> re.Pattern[str]:
+    """The masks' patterns as one: group ``n{i}`` is mask ``i`` (``unit`` groups renamed
+    ``unit{i}``; :func:`_mask_name` reads either)."""
+    return re.compile("|".join(f"(?P<n{i}>{m.pattern.pattern.replace('(?P<unit>', f'(?P<unit{i}>')})"
+                               for i, m in enumerate(masks)))
+
+
+def _mask_name(mask: _Mask, m: re.Match[str]) -> str:
+    if "{unit}" not in mask.name:
+        return mask.name
+    unit = m.group("unit") if "unit" in m.re.groupindex else m.group(f"unit{NUMBER_MASKS.index(mask)}")  # a rate by its unit (it/s, ms/step); a plain duration as such
+    return mask.name.replace("{unit}", unit) if "/" in unit else "duration"
+
+
+_NUMBER_MASKS_ALL = _combined(NUMBER_MASKS)
+_DIGIT = re.compile(r"\d")
+
+
 def _tokens(line: str, strict: bool, columns: dict[int, str] | None = None, delimiter: str = ",") -> _Tokens:
-    spans = [] if strict or not any(c.isdigit() for c in line) and not columns else \
-        _mask_spans(line, columns, delimiter)
+    spans = [] if strict or not columns and not _DIGIT.search(line) else _mask_spans(line, columns, delimiter)
     parts: list[str] = []
     numbers: list[str] = []
     masked: list[tuple[str, str, str]] = []
