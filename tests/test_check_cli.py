@@ -426,3 +426,40 @@ def test_script_escape_sequences_are_shown_escaped_not_sent_to_the_terminal(tmp_
     out = check("-q", str(failing))
     assert out.returncode == 2 and "failed in every run" in out.stderr, out.stderr
     assert "\x1b" not in out.stderr and "\\x1b[31mfatal" in out.stderr, repr(out.stderr)
+
+
+def test_timings_are_masked_and_listed_and_strict_compares_them(tmp_path):
+    """Regression: a tqdm bar on stdout (3000 redraws, one line over 64 KiB) and a
+    Trainer-style dict with timings as quoted strings made a reproducible script NOT
+    REPRODUCIBLE. Every masked value is now listed as ignored; --strict compares them."""
+    pytest.importorskip("tqdm")
+    script = DATA / "timings.py"
+    out = check("-q", "--no-hashseed-check", str(script))
+    assert out.returncode == 0, out.stdout + out.stderr
+    head = out.stdout.splitlines()[0]
+    assert head.startswith("REPRODUCIBLE") and "masked values not compared, listed below" in head, head
+    assert "Ignored (masked before comparing; fwd9m check --strict compares them):" in out.stdout
+    for name in ("train_runtime (timing)", "train_samples_per_second (timing)", "it/s (progress bar) (timing)",
+                 "duration (timing)"):
+        assert f"  - {name}: " in out.stdout, (name, out.stdout)
+    assert "in stdout, metrics.json" in out.stdout and "train_loss (" not in out.stdout
+    js = check("-q", "--no-hashseed-check", "--format", "json", str(script))
+    data = json.loads(js.stdout)
+    assert data["reproducible"] is True
+    ignored = {(e["source"], e["name"]): e for e in data["ignored"]}
+    runtime = ignored[("stdout", "train_runtime")]
+    assert runtime["kind"] == "timing" and runtime["count"] == 1 and runtime["where"] == "stdout line 3"
+    assert ("metrics.json", "train_runtime") in ignored and not any(n == "train_loss" for _, n in ignored)
+    strict = check("-q", "--no-hashseed-check", "--strict", str(script))
+    assert strict.returncode == 1 and "Ignored" not in strict.stdout, strict.stdout
+    assert "stdout:" in strict.stdout and "metrics.json" in strict.stdout and "--strict: " in strict.stdout
+
+
+def test_a_changed_checksum_in_hex_or_past_2_53_is_a_difference(tmp_path):
+    """Regression: 0x1a2b3c00 vs 0x1a2b3c02 was masked as a memory address, and
+    2**62 vs 2**62 + 2 compared equal as floats."""
+    pytest.importorskip("tqdm")
+    out = check("-q", "--no-hashseed-check", str(DATA / "timings.py"), "--flip-checksum", str(tmp_path / "m"))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "stdout: 1 of 4 lines differ; first at line 4; numbers differ by up to 2" in out.stdout, out.stdout
+    assert "0x1a2b3c02 checksum 4611686018427387906" in out.stdout

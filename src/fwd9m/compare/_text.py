@@ -174,9 +174,9 @@ class IgnoredValues:
                 mine.count, mine.differed = max(mine.count, e.count), max(mine.differed, e.differed)
 
     def to_list(self) -> list[dict[str, Any]]:
-        """Entries, those that differed first."""
-        return [e.to_dict() for e in sorted(self.entries.values(), key=lambda e: (not e.differed, e.source,
-                                                                                  e.kind, e.name))]
+        """Entries, those that differed first, then stdout's first."""
+        return [e.to_dict() for e in sorted(self.entries.values(), key=lambda e: (
+            not e.differed, e.source != "stdout", e.source, e.kind, e.name))]
 
 
 class _Tokens(NamedTuple):
