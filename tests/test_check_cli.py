@@ -463,3 +463,20 @@ def test_a_changed_checksum_in_hex_or_past_2_53_is_a_difference(tmp_path):
     assert out.returncode == 1, out.stdout + out.stderr
     assert "stdout: 1 of 4 lines differ; first at line 4; numbers differ by up to 2" in out.stdout, out.stdout
     assert "0x1a2b3c02 checksum 4611686018427387906" in out.stdout
+
+
+@pytest.mark.slow
+def test_a_reproducible_transformers_trainer_run_is_reproducible():
+    """Regression: the Trainer prints {'train_runtime': '0.1976', 'train_samples_per_second':
+    '647.9', ...} (timings as quoted strings) and writes eval_runtime & co. into
+    trainer_state.json: a reproducible run was NOT REPRODUCIBLE. Its losses, grad norms,
+    learning rates and epochs are still compared; the timings are listed as ignored."""
+    pytest.importorskip("transformers")
+    out = check("-q", "--no-hashseed-check", "--format", "json", str(DATA / "hf_trainer.py"), timeout=600)
+    data = json.loads(out.stdout)
+    assert data["reproducible"] is True, out.stdout[-3000:] + out.stderr[-3000:]
+    names = {e["name"]: e for e in data["ignored"]}
+    assert {"train_runtime", "train_samples_per_second", "train_steps_per_second", "eval_runtime",
+            "eval_samples_per_second", "eval_steps_per_second"} <= set(names), names
+    assert not set(names) & {"loss", "grad_norm", "learning_rate", "epoch", "train_loss", "eval_loss", "total_flos"}
+    assert any(e["source"].endswith("trainer_state.json") for e in data["ignored"])

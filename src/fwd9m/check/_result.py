@@ -271,7 +271,7 @@ def ignored_lines(ignored: list[dict[str, Any]], limit: int = 12) -> list[str]:
     for (kind, name), es in groups.items():
         count, differed = sum(e["count"] for e in es), sum(e["differed"] for e in es)
         ex = next((e for e in es if e["differed"]), es[0])
-        sources = ", ".join(dict.fromkeys(e["source"] for e in es))
+        sources = _outputs(list(dict.fromkeys(e["source"] for e in es)))
         example = (f"{ex['where']}: {ex['a']} vs {ex['b']}" if ex["differed"] else f"{ex['where']}: {ex['a']}")
         rows.append((not differed, f"  - {name} ({kind}): {count} value{'s' * (count != 1)} in {sources}, "
                                    f"{differed or 'none'} differed; e.g. {example}"))
@@ -280,6 +280,14 @@ def ignored_lines(ignored: list[dict[str, Any]], limit: int = 12) -> list[str]:
     if len(rows) > limit:
         out.append(f"  ... and {len(rows) - limit} more names (--format json lists all)")
     return out
+
+
+def _outputs(sources: list[str]) -> str:
+    """``stdout``, ``metrics.json``, ``stdout and 2 files`` (the JSON form names them all)."""
+    files = [s for s in sources if s != "stdout"]
+    if len(files) <= 1:
+        return " and ".join(sources)
+    return f"{'stdout and ' if 'stdout' in sources else ''}{len(files)} files"
 
 
 def _environment_summary(fp: dict[str, Any]) -> list[str]:

@@ -417,7 +417,8 @@ def compare_text(path: str, file_a: str | os.PathLike[str], file_b: str | os.Pat
     Values that change from run to run without meaning a different result are masked
     (:data:`MASKS`; values named like timings, ``train_runtime``, ``elapsed``, in
     ``key: value``, ``key=value``, dict reprs and JSON, and the timing columns of a
-    ``.csv``/``.tsv`` header) unless ``strict``; each one is counted in ``ignored``.
+    ``.csv``/``.tsv`` header) unless ``strict``; each one is counted in ``ignored``
+    (nothing is counted for byte-identical files: no mask was needed).
 
     The returned ``LeafDiff`` has kind ``"lines"``: ``n_diff`` differing lines out of
     ``size``; ``first_index``: ``(line number,)`` 1-based; ``a``/``b`` that line in each
