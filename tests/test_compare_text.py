@@ -26,8 +26,6 @@ def test_long_tqdm_lines_compare_by_their_last_redraw(tmp_path):
     """Regression: tqdm(range(3000), file=sys.stdout, mininterval=0) writes one line of
     ~200 KB of \\r redraws; read in 64 KiB pieces, the pieces of two runs did not line up
     and the runs were NOT REPRODUCIBLE. Redraws are now resolved while streaming."""
-
-
     tqdm = pytest.importorskip("tqdm").tqdm
 
     def bar(**kw):
@@ -47,8 +45,6 @@ def test_long_tqdm_lines_compare_by_their_last_redraw(tmp_path):
 
 
 def test_a_line_longer_than_the_limit_keeps_bounded_memory_and_compares_its_tail(tmp_path, monkeypatch):
-
-
     from fwd9m.compare import _text
 
     monkeypatch.setattr(_text, "LINE_LIMIT", 1000)
@@ -70,9 +66,12 @@ def test_a_line_longer_than_the_limit_keeps_bounded_memory_and_compares_its_tail
     ("total 1h 2m", "total 2h 15m"),
     ("5/5 - 1s 12ms/step - loss: 0.5", "5/5 - 2s 30ms/step - loss: 0.5"),
     ("step 10 (1.42s/it)", "step 10 (0.97s/it)"),
+    ("100%|##| 8/8 [00:10<00:00,  1.42s/it]", "100%|##| 8/8 [00:12<00:00,  1.61s/it]"),
+    ("100%|##| 8/8 [00:00<00:00,  5.31img/s, loss=0.5]", "100%|##| 8/8 [00:00<00:00, 12.50img/s, loss=0.5]"),
     ("Epoch 0/0 ━━━━ 4/4 0:00:00 • 0:00:00 30.67it/s v_num: 0 train_loss: 0.693",
      "Epoch 0/0 ━━━━ 4/4 0:00:01 • -:--:-- 12.1it/s v_num: 0 train_loss: 0.693"),
-    ("Map: 100%|██| 100/100 [00:00<00:00, 12345.67 examples/s]", "Map: 100%|██| 100/100 [00:01<00:00, 99.1 examples/s]"),
+    ("Map: 100%|██| 100/100 [00:00<00:00, 12345.67 examples/s]",
+     "Map: 100%|██| 100/100 [00:01<00:00, 99.1 examples/s]"),
     ("2026-12-01 07:45:28,123 INFO step 3", "2026-12-01 07:45:29,987 INFO step 3"),
     ("logging to runs/Dec01_07-45-28_host", "logging to runs/Dec01_07-46-02_host"),
     ("at Tue Dec  1 07:45:28 2026", "at Tue Dec  1 07:46:01 2026"),
@@ -154,7 +153,8 @@ def test_timing_names_are_precise(key, timing):
 
 def test_csv_timing_columns_are_masked_by_header(tmp_path):
     pa, pb = tmp_path / "a" / "metrics.csv", tmp_path / "b" / "metrics.csv"
-    pa.parent.mkdir(), pb.parent.mkdir()
+    pa.parent.mkdir()
+    pb.parent.mkdir()
     pa.write_text("epoch,step,train_loss,time,wall_time\n0,3,0.5,1.25,1733040000\n1,7,0.25,2.5,1733040001\n")
     pb.write_text("epoch,step,train_loss,time,wall_time\n0,3,0.5,1.75,1733040100\n1,7,0.25,2.75,1733040102\n")
     ignored = IgnoredValues()

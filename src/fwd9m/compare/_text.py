@@ -44,7 +44,8 @@ class _Mask(NamedTuple):
     pattern: re.Pattern[str]
     #: for :data:`MASKS`, a pattern a line must contain for a match (a fast test first);
     #: for :data:`NUMBER_MASKS`, the characters that may not come just before the match
-    #: (or a string the text before it must end with, when it starts with "=")
+    #: (``\w``: letters, digits and ``_``), or, when it starts with "=", what the text
+    #: before it must end with (blanks aside)
     before: re.Pattern[str] | str
 
 
@@ -57,7 +58,8 @@ MASKS = (
     _Mask("timestamp", "timestamp", re.compile(  # time.ctime()
         r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) " + _MONTH + r" [ \d]\d \d{2}:\d{2}:\d{2} \d{4}\b"),
           re.compile(r"\d:\d\d \d{4}")),
-    _Mask("timestamp", "timestamp", re.compile(r"\b" + _MONTH + r"\d{2}_\d{2}-\d{2}-\d{2}(?!\d)"),  # runs/Dec01_07-45-28
+    # TensorBoard's and transformers' default log folder: runs/Dec01_07-45-28_host
+    _Mask("timestamp", "timestamp", re.compile(r"\b" + _MONTH + r"\d{2}_\d{2}-\d{2}-\d{2}(?!\d)"),
           re.compile(r"[a-z]\d\d_\d")),
     _Mask("timing", "{unit}", re.compile(r"(?<![\w.])\? ?(?P<unit>[^\s,\]]+/s)(?![\w/])"), re.compile(r"\?")),
     _Mask("timing", "duration", re.compile(r"-:--:--"), re.compile("-:--")),  # rich: time remaining unknown
@@ -69,6 +71,8 @@ NUMBER_MASKS = (
         r"\d{4}-\d{2}-\d{2}(?:[ T_]\d{2}[:-]\d{2}(?:[:-]\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)"), "\\w"),
     _Mask("timing", "elapsed (progress bar)", re.compile(_CLOCK + r"(?=[<,\]])"), "=["),
     _Mask("timing", "remaining (progress bar)", re.compile(_CLOCK + r"(?=[,\]])"), "=<"),
+    # tqdm's r_bar: "| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]", where rate_fmt
+    # is f"{rate:5.2f}" + unit + "/s" or its inverse + "s/" + unit (tqdm/std.py, format_meter)
     _Mask("timing", "{unit} (progress bar)", re.compile(
         r"(?:" + _NUM + r")[kMGTPEZY]? ?(?P<unit>[^\s,\]]+/s|s/[^\s,\]]+)(?=[,\]])"), "=, "),
     _Mask("timing", "duration", re.compile(  # a timedelta: 0:00:00.010084, 1 day, 0:00:01
@@ -224,23 +228,30 @@ def _mask_spans(line: str, columns: dict[int, str] | None, delimiter: str) -> li
         first = int(m.lastgroup[1:]) if m else len(NUMBER_MASKS)
         for i in range(first, len(NUMBER_MASKS)):
             mask = NUMBER_MASKS[i]
-            if not _may_start(mask.before, line, p):
+            start = _start(mask.before, line, p)
+            if start < 0:
                 continue
             mm = m if i == first else mask.pattern.match(line, p)
-            if mm and claim(p, mm.end(), mask.kind, _mask_name(mask, mm)):
+            if mm and claim(start, mm.end(), mask.kind, _mask_name(mask, mm)):
                 until = mm.end()
                 break
     return sorted(spans)
 
 
-def _may_start(before: str, line: str, p: int) -> bool:
-    """Whether a :data:`NUMBER_MASKS` value may start at ``line[p]``, by what precedes it."""
+def _start(before: str, line: str, p: int) -> int:
+    """Where a :data:`NUMBER_MASKS` value starting with the number at ``line[p]`` starts
+    (the blanks tqdm pads a rate with, ",  1.42s/it", included), or -1 when what precedes
+    the number rules it out."""
     if before.startswith("="):
-        return line.endswith(before[1:], 0, p)
+        q = p
+        while q and line[q - 1] == " ":
+            q -= 1
+        sep = before[1:].rstrip(" ")
+        return q if line.endswith(sep, 0, q) else -1
     if not p:
-        return True
+        return p
     prev = line[p - 1]
-    return not (prev in before or before.startswith("\\w") and (prev.isalnum() or prev == "_"))
+    return -1 if prev in before or before.startswith("\\w") and (prev.isalnum() or prev == "_") else p
 
 
 def _combined(masks: tuple[_Mask, ...]) -> re.Pattern[str]:
@@ -253,7 +264,8 @@ def _combined(masks: tuple[_Mask, ...]) -> re.Pattern[str]:
 def _mask_name(mask: _Mask, m: re.Match[str]) -> str:
     if "{unit}" not in mask.name:
         return mask.name
-    unit = m.group("unit") if "unit" in m.re.groupindex else m.group(f"unit{NUMBER_MASKS.index(mask)}")  # a rate by its unit (it/s, ms/step); a plain duration as such
+    # a rate by its unit (it/s, ms/step); a plain duration as such
+    unit = m.group("unit") if "unit" in m.re.groupindex else m.group(f"unit{NUMBER_MASKS.index(mask)}")
     return mask.name.replace("{unit}", unit) if "/" in unit else "duration"
 
 
