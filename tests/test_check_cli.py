@@ -442,7 +442,7 @@ def test_timings_are_masked_and_listed_and_strict_compares_them(tmp_path):
     for name in ("train_runtime (timing)", "train_samples_per_second (timing)", "it/s (progress bar) (timing)",
                  "duration (timing)"):
         assert f"  - {name}: " in out.stdout, (name, out.stdout)
-    assert "in stdout, metrics.json" in out.stdout and "train_loss (" not in out.stdout
+    assert "in stdout and metrics.json" in out.stdout and "train_loss (" not in out.stdout
     js = check("-q", "--no-hashseed-check", "--format", "json", str(script))
     data = json.loads(js.stdout)
     assert data["reproducible"] is True
