@@ -92,8 +92,8 @@ VOLATILE = tuple((m.pattern, f"<{m.kind}>") for m in MASKS + NUMBER_MASKS)
 _CANDIDATE = re.compile(r"\d[\d.]*(?:[eE][-+]?\d+)?(?:[-:,\]<]| ?[A-Za-zµμ?])")
 _NUMBER_MASKS_ALL: re.Pattern[str]  # set below, once _combined is defined
 #: a line without any of these holds no timing name (a fast test before looking for keys)
-_TIMING_HINTS = ("time", "elapsed", "duration", "date", "created", "eta", "sec", "ms", "us", "ns", "throughput",
-                 "/s", "timing")
+_KEY_HINT = re.compile(r"(?:time|elapsed|duration|date|created|eta|sec|ms|us|ns|throughput|/s|per_s|timing)"
+                       r"[\w./\-]*['\"]?[ \t]*[:=]")  # searched in the lowercased line
 
 _KEY = re.compile(r"(?<![\w.\-/'\"])(?P<q>['\"]?)(?P<key>[A-Za-z_][\w.\-/]*)(?P=q)[ \t]*[:=][ \t]*")
 _VALUE = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|[^\s,;}\])]+")
@@ -207,8 +207,7 @@ def _mask_spans(line: str, columns: dict[int, str] | None, delimiter: str) -> li
             if i in columns:
                 claim(pos, pos + len(cell), "timing", columns[i])
             pos += len(cell) + 1
-    low = line.lower()
-    if ("=" in line or ":" in line) and any(h in low for h in _TIMING_HINTS):
+    if ("=" in line or ":" in line) and _KEY_HINT.search(line.lower()):
         for m in _KEY.finditer(line):
             if timing_name(m.group("key")):
                 v = _VALUE.match(line, m.end())
