@@ -146,9 +146,11 @@ def test_timing_values_by_name_in_dict_reprs_key_value_and_json(tmp_path):
     ("time_step", False), ("total_flos", False), ("eval_steps", False), ("update", False), ("runtimes_count", False),
 ])
 def test_timing_names_are_precise(key, timing):
-    from fwd9m.compare._text import timing_name
+    from fwd9m.compare._text import _tokens, timing_name
 
     assert timing_name(key) is timing
+    for line in (f"{key}: 1.5", f"{key}=1.5", f"'{key}': '1.5'", f'"{key}": 1.5,'):  # the fast test lets it through
+        assert bool(_tokens(line, False).masked) is timing, line
 
 
 def test_csv_timing_columns_are_masked_by_header(tmp_path):
