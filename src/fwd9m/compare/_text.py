@@ -13,6 +13,7 @@ replacements apply).
 
 from __future__ import annotations
 
+import bisect
 import csv
 import decimal
 import hashlib
@@ -193,13 +194,14 @@ def _mask_spans(line: str, columns: dict[int, str] | None, delimiter: str) -> li
     """The stretches of ``line`` to mask, in order: (start, end, kind, name). The first
     to claim a stretch wins: CSV timing columns, timing names, then :data:`MASKS`, then
     :data:`NUMBER_MASKS` where a number starts."""
-    spans: list[tuple[int, int, str, str]] = []
+    spans: list[tuple[int, int, str, str]] = []  # sorted, not overlapping
 
     def claim(start: int, end: int, kind: str, name: str) -> bool:
-        if start < end and all(end <= s or start >= e for s, e, _, _ in spans):
-            spans.append((start, end, kind, name))
-            return True
-        return False
+        i = bisect.bisect_left(spans, (start,))
+        if start >= end or i < len(spans) and spans[i][0] < end or i and spans[i - 1][1] > start:
+            return False
+        spans.insert(i, (start, end, kind, name))
+        return True
 
     if columns and '"' not in line:  # a CSV row: the timing columns named by its header
         pos = 0
@@ -234,7 +236,7 @@ def _mask_spans(line: str, columns: dict[int, str] | None, delimiter: str) -> li
             if mm and claim(start, mm.end(), mask.kind, _mask_name(mask, mm)):
                 until = mm.end()
                 break
-    return sorted(spans)
+    return spans
 
 
 def _start(before: str, line: str, p: int) -> int:
@@ -415,7 +417,7 @@ def _timing_columns(header: str | None, delimiter: str) -> dict[int, str]:
         names = next(csv.reader([header], delimiter=delimiter))
     except (csv.Error, StopIteration):
         return {}
-    return {i: n for i, n in enumerate(names) if timing_name(n)}
+    return {i: clip(n, 40) for i, n in enumerate(names) if timing_name(n)}  # a name for the report
 
 
 def compare_text(path: str, file_a: str | os.PathLike[str], file_b: str | os.PathLike[str],
