@@ -435,4 +435,3 @@ def test_check_script_report_has_no_raw_escape(tmp_path):
     report = result.report()
     assert not result and "\\x1b[31mred" in report and "\x1b" not in report, report
     assert "\x1b" not in result.to_json()
-
