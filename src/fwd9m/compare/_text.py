@@ -157,6 +157,7 @@ class IgnoredValues:
     entries: dict[tuple[str, str, str], Ignored] = field(default_factory=dict)
 
     def add(self, source: str, kind: str, name: str, line: int, a: str, b: str) -> None:
+        a, b = a.strip(), b.strip()  # tqdm's padding
         key = (source, kind, name)
         e = self.entries.get(key)
         if e is None:
