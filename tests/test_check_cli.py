@@ -504,3 +504,57 @@ def test_a_file_written_into_an_empty_starting_directory_is_seen(tmp_path):
     out = check("-q", "--no-hashseed-check", str(tmp_path / "report.py"), str(start / "result.txt"), cwd=start)
     assert out.returncode == 1 and "[file, run 2] result.txt: 1 of 1 lines differ" in out.stdout, \
         out.stdout + out.stderr
+
+
+def test_timings_are_masked_and_listed_and_strict_compares_them(tmp_path):
+    """Regression: a tqdm bar on stdout (3000 redraws, one line over 64 KiB) and a
+    Trainer-style dict with timings as quoted strings made a reproducible script NOT
+    REPRODUCIBLE. Every masked value is now listed as ignored; --strict compares them."""
+    pytest.importorskip("tqdm")
+    script = DATA / "timings.py"
+    out = check("-q", "--no-hashseed-check", str(script))
+    assert out.returncode == 0, out.stdout + out.stderr
+    head = out.stdout.splitlines()[0]
+    assert head.startswith("REPRODUCIBLE") and "masked values not compared, listed below" in head, head
+    assert "Ignored (masked before comparing; fwd9m check --strict compares them):" in out.stdout
+    for name in ("train_runtime (timing)", "train_samples_per_second (timing)", "it/s (progress bar) (timing)",
+                 "duration (timing)"):
+        assert f"  - {name}: " in out.stdout, (name, out.stdout)
+    assert "in stdout and metrics.json" in out.stdout and "train_loss (" not in out.stdout
+    js = check("-q", "--no-hashseed-check", "--format", "json", str(script))
+    data = json.loads(js.stdout)
+    assert data["reproducible"] is True
+    ignored = {(e["source"], e["name"]): e for e in data["ignored"]}
+    runtime = ignored[("stdout", "train_runtime")]
+    assert runtime["kind"] == "timing" and runtime["count"] == 1 and runtime["where"] == "stdout line 3"
+    assert ("metrics.json", "train_runtime") in ignored and not any(n == "train_loss" for _, n in ignored)
+    strict = check("-q", "--no-hashseed-check", "--strict", str(script))
+    assert strict.returncode == 1 and "Ignored" not in strict.stdout, strict.stdout
+    assert "stdout:" in strict.stdout and "metrics.json" in strict.stdout and "--strict: " in strict.stdout
+
+
+def test_a_changed_checksum_in_hex_or_past_2_53_is_a_difference(tmp_path):
+    """Regression: 0x1a2b3c00 vs 0x1a2b3c02 was masked as a memory address, and
+    2**62 vs 2**62 + 2 compared equal as floats."""
+    pytest.importorskip("tqdm")
+    out = check("-q", "--no-hashseed-check", str(DATA / "timings.py"), "--flip-checksum", str(tmp_path / "m"))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "stdout: 1 of 4 lines differ; first at line 4; numbers differ by up to 2" in out.stdout, out.stdout
+    assert "0x1a2b3c02 checksum 4611686018427387906" in out.stdout
+
+
+@pytest.mark.slow
+def test_a_reproducible_transformers_trainer_run_is_reproducible():
+    """Regression: the Trainer prints {'train_runtime': '0.1976', 'train_samples_per_second':
+    '647.9', ...} (timings as quoted strings) and writes eval_runtime & co. into
+    trainer_state.json: a reproducible run was NOT REPRODUCIBLE. Its losses, grad norms,
+    learning rates and epochs are still compared; the timings are listed as ignored."""
+    pytest.importorskip("transformers")
+    out = check("-q", "--no-hashseed-check", "--format", "json", str(DATA / "hf_trainer.py"), timeout=600)
+    data = json.loads(out.stdout)
+    assert data["reproducible"] is True, out.stdout[-3000:] + out.stderr[-3000:]
+    names = {e["name"]: e for e in data["ignored"]}
+    assert {"train_runtime", "train_samples_per_second", "train_steps_per_second", "eval_runtime",
+            "eval_samples_per_second", "eval_steps_per_second"} <= set(names), names
+    assert not set(names) & {"loss", "grad_norm", "learning_rate", "epoch", "train_loss", "eval_loss", "total_flos"}
+    assert any(e["source"].endswith("trainer_state.json") for e in data["ignored"])

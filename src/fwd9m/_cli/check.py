@@ -10,9 +10,10 @@ import time
 HELP = "run a script twice (or more) in fresh interpreters and compare, bit for bit"
 DESCRIPTION = """\
 Run a training script several times, each in a fresh interpreter and its own working
-directory, and compare what it prints (numbers as numbers; timings masked), the files it
-writes (.npy/.npz/.safetensors/.h5/.keras/.pt/.ckpt and TensorFlow checkpoints tensor by
-tensor, other files by content) and the final state of its models and variables.
+directory, and compare what it prints (numbers as numbers; timings masked and listed in
+the report, --strict compares them too), the files it writes (.npy/.npz/.safetensors/.h5/
+.keras/.pt/.ckpt and TensorFlow checkpoints tensor by tensor, other files by content) and
+the final state of its models and variables.
 
   fwd9m check train.py --epochs 1           the script exactly as written
   fwd9m check --enable train.py             under `fwd9m run --seed 0` settings
@@ -49,6 +50,10 @@ def add_arguments(p) -> None:
                    help="when runs differ and their string-hash seed did too, do not run the hash-seed "
                         "experiment (up to 6 more runs: PYTHONHASHSEED=0 twice, then 1, 2, 3 until one "
                         "differs, and that seed again) that tells whether hash order is the cause")
+    p.add_argument("--strict", action="store_true",
+                   help="compare printed output and text files with nothing masked: timings, rates, "
+                        "timestamps, addresses and temporary names too (only each run's folder path is "
+                        "rewritten); without it, every masked value is listed in the report as ignored")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
     p.add_argument("-m", dest="module", action="store_true",
@@ -103,7 +108,7 @@ def run(args) -> int:
         result = check_script(target, script_args, module=bool(args.module), command=command, runs=args.runs,
                               seed=args.seed, timeout=args.timeout, env=env, enable=args.enable,
                               vary=parse_vary(args.vary), cwd=args.cwd, keep=args.keep, progress=progress,
-                              hashseed_check=args.hashseed_check)
+                              hashseed_check=args.hashseed_check, strict=args.strict)
     except RunError as exc:
         if args.format == "json":  # CI parses stdout: say why there is no verdict
             from ..check import SCHEMA, SCHEMA_VERSION

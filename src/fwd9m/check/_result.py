@@ -156,6 +156,11 @@ class CheckResult:
     causes: list[str] = field(default_factory=list)
     #: the string-hash seed differed between runs that differ (a suspect until confirmed)
     hash_seed_suspect: bool = False
+    #: values masked in printed output and text files, not compared (timings, rates,
+    #: timestamps, addresses, temporary names): dicts with ``source``, ``kind``,
+    #: ``name``, ``where`` (first example), ``a``/``b`` (its value in each run),
+    #: ``count`` and ``differed``; empty with ``strict``
+    ignored: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def reproducible(self) -> bool:
@@ -180,6 +185,9 @@ class CheckResult:
         n = len(self.runs)
         what = ", ".join(f"{v} {k[:-1] if v == 1 and k.endswith('s') else k}"
                          for k, v in self.compared.items() if v) or "no values"
+        if self.ignored:
+            masked = sum(e["count"] for e in self.ignored)
+            what += f"; {masked} masked value{'s' * (masked != 1)} not compared, listed below"
         if self.reproducible:
             return f"REPRODUCIBLE: {n} runs of {self.target} agree bit for bit ({what})."
         runs = sorted({f.run for f in self.findings}, key=lambda r: [x.label for x in self.runs].index(r)
@@ -210,6 +218,9 @@ class CheckResult:
             if len(ranked) > len(shown):
                 lines.append(f"     ... and {len(ranked) - len(shown)} more (fwd9m -v check lists all; "
                              f"so does --format json)")
+        if self.ignored:
+            lines += ["", "Ignored (masked before comparing; fwd9m check --strict compares them):"]
+            lines += ignored_lines(self.ignored)
         if self.causes:
             lines += ["", "Possible causes:"]
             lines += [f"  - {c}" for c in self.causes]
@@ -245,7 +256,8 @@ class CheckResult:
                 "findings": [f.to_dict() for f in self.ranked()], "compared": self.compared,
                 "runs": [r.to_dict() for r in self.runs], "notes": self.notes,
                 "environment": self.environment, "environment_diffs": self.environment_diffs,
-                "causes": self.causes, "next_steps": self.next_steps, "catalog": self.catalog}
+                "causes": self.causes, "next_steps": self.next_steps, "catalog": self.catalog,
+                "ignored": self.ignored}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, default=str)
@@ -274,6 +286,35 @@ def _hint_lines(entries: list[dict[str, Any]]) -> list[str]:
         if e.get("fix"):
             lines += [f"      {line}" for line in e["fix"].splitlines()[:3]]
     return lines
+
+
+def ignored_lines(ignored: list[dict[str, Any]], limit: int = 12) -> list[str]:
+    """One line per masked name and kind (over every output it was masked in): how many
+    values, how many differed between runs, and an example, those that differed first."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for e in ignored:
+        groups.setdefault((e["kind"], e["name"]), []).append(e)
+    rows = []
+    for (kind, name), es in groups.items():
+        count, differed = sum(e["count"] for e in es), sum(e["differed"] for e in es)
+        ex = next((e for e in es if e["differed"]), es[0])
+        sources = _outputs(list(dict.fromkeys(e["source"] for e in es)))
+        example = (f"{ex['where']}: {ex['a']} vs {ex['b']}" if ex["differed"] else f"{ex['where']}: {ex['a']}")
+        rows.append((not differed, f"  - {name} ({kind}): {count} value{'s' * (count != 1)} in {sources}, "
+                                   f"{differed or 'none'} differed; e.g. {example}"))
+    rows.sort(key=lambda r: r[0])
+    out = [r for _, r in rows[:limit]]
+    if len(rows) > limit:
+        out.append(f"  ... and {len(rows) - limit} more names (--format json lists all)")
+    return out
+
+
+def _outputs(sources: list[str]) -> str:
+    """``stdout``, ``metrics.json``, ``stdout and 2 files`` (the JSON form names them all)."""
+    files = [s for s in sources if s != "stdout"]
+    if len(files) <= 1:
+        return " and ".join(sources)
+    return f"{'stdout and ' if 'stdout' in sources else ''}{len(files)} files"
 
 
 def _environment_summary(fp: dict[str, Any]) -> list[str]:

@@ -10,6 +10,7 @@ from typing import Any
 from .._hashseed import INCOMPLETE, RULED_OUT, Outcome
 from ..compare import (LeafDiff, compare_flat, compare_text, escape_control, file_digest, ignored, normalize_line,
                        pair_names, read_structured, replace_in_leaves)
+from ..compare._text import IgnoredValues
 from ..errors import FileFormatError, RunError
 from ._hints import _catalog_hints, _debug_args, _debug_can_record
 from . import _process
@@ -37,9 +38,11 @@ def _hash_probe(run: _Run) -> Any:
 
 
 def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding],
-                   skipped: dict[str, str] | None = None) -> None:
+                   skipped: dict[str, str] | None = None, strict: bool = False,
+                   masked: IgnoredValues | None = None) -> None:
     """Findings for the files of run ``b`` that differ from run ``a``'s; ``skipped`` gets
-    ``{file:leaf path: reason}`` of what was not compared (a save time stamp). Files
+    ``{file:leaf path: reason}`` of what was not compared (a save time stamp), ``masked``
+    the timing values masked in text files (none with ``strict``). Files
     named by the time and process that wrote them (TensorBoard's) pair up by
     :func:`~fwd9m.compare.pair_names`."""
     names_a, names_b = pair_names(a.files), pair_names(b.files)
@@ -59,7 +62,7 @@ def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding],
         (kind, pa), (_, pb) = files_a[name], files_b[name]
         tf = kind == "tf"  # pa, pb: a checkpoint prefix, no file of its own
         if kind == "text":
-            d = compare_text(name, pa, pb, a.replacements, b.replacements)
+            d = compare_text(name, pa, pb, a.replacements, b.replacements, strict=strict, ignored=masked)
             if d:
                 findings.append(Finding("file", label, _text_summary(d, a.info.label, label), d))
             continue
@@ -122,13 +125,18 @@ def _text_summary(d: LeafDiff, label_a: str, label_b: str) -> str:
     """The summary of differing printed lines, with the first differing line of each
     run labelled by the run's name (``run 1:``, ``run 2:``)."""
     s = f"{d.path}: {d.n_diff} of {d.size} lines differ; first at line {d.first_index[0]}"
-    if d.max_abs is not None:
+    if d.max_abs == 0:
+        s += "; numbers differ only in sign (0.0 vs -0.0)"
+    elif d.max_abs is not None:
         s += f"; numbers differ by up to {d.max_abs:.3g}"
     width = max(len(label_a), len(label_b)) + 1
     return s + f"\n  {label_a + ':':<{width}} {d.a}\n  {label_b + ':':<{width}} {d.b}"
 
 
-def _compare_runs(display: str, done: list[_Run], source: str | None, command: bool = False) -> CheckResult:
+def _compare_runs(display: str, done: list[_Run], source: str | None, command: bool = False,
+                  strict: bool = False) -> CheckResult:
+    """Compare each run with the first. Printed output and text files are compared with
+    timing values masked (each one listed in ``result.ignored``), unless ``strict``."""
     from .. import environment
 
     first = done[0]
@@ -154,6 +162,7 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
     env_diffs: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
     base_env = next((c.get("environment") for c in first.captures if c.get("environment")), None)
+    ignored_values = IgnoredValues()
     for other in done[1:]:
         label = other.info.label
         a, b = first.info, other.info
@@ -166,14 +175,17 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
             findings.append(Finding("exit", label, f"exit status {b.returncode}, run 1 exited {a.returncode}",
                                     detail=f"run 1 stderr (end):\n{_indent(a.stderr_tail)}\n"
                                            f"{label} stderr (end):\n{_indent(b.stderr_tail)}"))
-        d = compare_text("stdout", first.stdout, other.stdout, first.replacements, other.replacements)
+        pair = IgnoredValues()  # counted per pair of runs, merged as the largest count
+        d = compare_text("stdout", first.stdout, other.stdout, first.replacements, other.replacements,
+                         strict=strict, ignored=pair)
         how = _interleaved_only(first, other) if d and _multi_rank(first, other) else None
         if how:
             interleaved.append(f"{label} ({how})")
         elif d:
             findings.append(Finding("stdout", label, _text_summary(d, first.info.label, label), d))
-        _compare_rank_outputs(first, other, label, findings)
-        _compare_files(first, other, label, findings, skipped)
+        _compare_rank_outputs(first, other, label, findings, strict, pair)
+        _compare_files(first, other, label, findings, skipped, strict, pair)
+        ignored_values.merge(pair)
         ga, gb = _state_groups(first), _state_groups(other)
         for key in sorted(set(ga) | set(gb)):
             if key not in ga or key not in gb:
@@ -193,7 +205,7 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
             for e in environment.diff(base_env, other_env):
                 env_diffs.append({"run": label, **e.to_dict()})
     result = CheckResult(display, infos, findings, compared, environment=base_env or environment.collect(),
-                         environment_diffs=env_diffs)
+                         environment_diffs=env_diffs, ignored=ignored_values.to_list())
     if skipped:  # leaves a reader marked as time stamps (compare.ignored)
         result.notes.append("not compared (they change with every save): " + _ignored_summary(skipped))
     if not any(compared.values()) and not findings:
@@ -358,15 +370,17 @@ def _by_rank_prefix(lines: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def _compare_rank_outputs(a: _Run, b: _Run, label: str, findings: list[Finding]) -> None:
-    """Rank r's own stdout in run ``b`` against rank r's in run ``a``."""
+def _compare_rank_outputs(a: _Run, b: _Run, label: str, findings: list[Finding], strict: bool = False,
+                          masked: IgnoredValues | None = None) -> None:
+    """Rank r's own stdout in run ``b`` against rank r's in run ``a`` (timing values masked
+    into ``masked`` unless ``strict``)."""
     for key in sorted(set(a.ranks) | set(b.ranks), key=lambda k: int(k.split()[1])):
         pa, pb = a.ranks.get(key, {}).get("stdout"), b.ranks.get(key, {}).get("stdout")
         if pa is None or pb is None:
             findings.append(Finding("stdout", label, f"{key} stdout: captured in "
                                     f"{a.info.label if pb is None else label} only"))
             continue
-        d = compare_text(f"{key} stdout", pa, pb, a.replacements, b.replacements)
+        d = compare_text(f"{key} stdout", pa, pb, a.replacements, b.replacements, strict=strict, ignored=masked)
         if d:
             findings.append(Finding("stdout", label, _text_summary(d, a.info.label, label), d))
 

@@ -104,7 +104,7 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
                  env: dict[str, str] | None = None, enable: bool = False,
                  vary: Sequence[Variant] = (), cwd: str = "link", keep: bool = False,
                  progress: Callable[[str], None] | None = None,
-                 python: str | None = None, hashseed_check: bool = True) -> CheckResult:
+                 python: str | None = None, hashseed_check: bool = True, strict: bool = False) -> CheckResult:
     """Run ``target`` ``runs`` times (plus once per ``vary`` setting), each in a fresh
     interpreter and its own working directory, and compare what the runs print, write
     and hold at exit.
@@ -131,6 +131,10 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
             "likely" when only the runs do; "not confirmed" when seeds 0-3 agree,
             "intermittent" when a seed disagrees with itself, ruled out as the only
             cause when the two 0-runs differ.
+        strict: compare printed output and text files with nothing masked (timings,
+            timestamps, addresses, temporary names are compared too); only the runs'
+            own folder paths are still rewritten. Otherwise every masked value is listed
+            in ``result.ignored`` and the report.
 
     Returns:
         A :class:`CheckResult`. The runs' standard input is closed.
@@ -191,8 +195,11 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
         if timeout is not None and all(r.info.timed_out for r in done):
             raise RunError(f"every run of {display} timed out (--timeout {timeout:g} s); raise --timeout "
                            f"or check the script for a hang (the whole process group was killed)")
-        result = _compare_runs(display, done, source, command)
+        result = _compare_runs(display, done, source, command, strict)
         result.notes[:0] = _run_notes(done, display)
+        if strict:
+            result.notes.append("--strict: printed output and text files were compared with nothing masked "
+                                "(timings, rates, timestamps, addresses and temporary names too)")
         if hashseed_check and result.hash_seed_suspect:
             moved: set[str] = set()
 
@@ -205,7 +212,7 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
                 return run
 
             def agree(a: _Run, b: _Run) -> bool:
-                found = _compare_runs(display, [a, b], source, command).findings
+                found = _compare_runs(display, [a, b], source, command, strict).findings
                 if a.info.settings.get("PYTHONHASHSEED") == "0" and not moved:
                     moved.update(_finding_key(f) for f in found)
                 return not found

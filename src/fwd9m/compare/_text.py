@@ -1,87 +1,438 @@
-"""Line-by-line comparison of printed output and text files: numbers compared as
-numbers, volatile parts (addresses, timestamps, durations) masked, progress-bar
-redraws resolved as a terminal would."""
+"""Line-by-line comparison of printed output and text files: numbers compared by their
+exact value, volatile parts (addresses, timestamps, durations, rates, timing values by
+name) masked and listed, progress-bar redraws resolved as a terminal would.
+
+A line is split into its text, its numbers and its masked values. Two lines agree when
+their text is the same, their numbers have the same exact value and sign (``1.0`` and
+``1.00`` agree; ``2**62`` and ``2**62 + 1``, ``0.1`` and ``0.1000000000000000055``,
+``0.0`` and ``-0.0``, ``0x1a2b3c00`` and ``0x1a2b3c02`` do not), whatever the masked
+values are. Every masked value is counted in an :class:`IgnoredValues` so that a report
+can say what was not compared; ``strict=True`` masks nothing (only the per-run folder
+replacements apply).
+"""
 
 from __future__ import annotations
 
+import bisect
+import csv
+import decimal
+import hashlib
 import math
 import os
 import re
-from typing import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Iterator, NamedTuple
 
 from ._bits import LeafDiff
 from ._escape import clip
 
-#: Parts of printed lines that change from run to run without meaning a different
-#: result: memory addresses, temporary file names, wall-clock timestamps, durations and
-#: rates (Keras's ``0s 12ms/step``, tqdm's ``3.2it/s``). They are masked before comparing.
-VOLATILE = (
-    (re.compile(r"0x[0-9a-fA-F]{6,}"), "<addr>"),
-    (re.compile(r"\btmp[a-z0-9_]{8}\b"), "<tmpname>"),  # tempfile.mkdtemp()/mkstemp() names
-    (re.compile(r"\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), "<time>"),
-    (re.compile(r"\bETA:?\s*\d+(?::\d+)*(?:\.\d+)?\s*[a-z]*"), "<eta>"),
-    (re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:ms|us|µs|ns|s|sec|secs|seconds|min|h)"
-                r"(?:/(?:step|it|epoch|sample|batch))?(?![\w])"), "<duration>"),
-    (re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:it|its|step|steps|samples|examples|batches)/s(?![\w])"), "<rate>"),
+#: A longer stretch of a line (between carriage returns) keeps its first this many
+#: characters as text; the rest is compared by its SHA-256 (memory stays bounded).
+LINE_LIMIT = 1 << 20
+
+_NUM = r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_CLOCK = r"\d+:\d{2}(?::\d{2})?"
+#: units of what progress bars and loggers count per second (``it/s``, ``samples/s``)
+_COUNT_UNITS = (r"(?:it|its|steps?|batch(?:es)?|samples?|examples?|ex|tokens?|toks?|imgs?|images?|seqs?|"
+                r"sequences?|epochs?|items?|rows?|files?|frames?|bytes|[kKMGTP]?i?B|b)")
+_TIME_UNITS = r"(?:ns|us|µs|μs|ms|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?)"
+
+
+class _Mask(NamedTuple):
+    kind: str  #: "timing", "timestamp", "address", "temporary name"
+    name: str  #: the name listed in the report; "{unit}" is filled from the match
+    pattern: re.Pattern[str]
+    #: for :data:`MASKS`, a pattern a line must contain for a match (a fast test first);
+    #: for :data:`NUMBER_MASKS`, the characters that may not come just before the match
+    #: (``\w``: letters, digits and ``_``), or, when it starts with "=", what the text
+    #: before it must end with (blanks aside)
+    before: re.Pattern[str] | str
+
+
+#: Values that change from run to run without meaning a different result and do not
+#: start with a digit. The named group ``v``, where present, is the masked part.
+MASKS = (
+    _Mask("address", "address", re.compile(r"(?:\bat |\bid[=:] ?)(?P<v>0x[0-9a-fA-F]+)\b"), re.compile("0x")),
+    _Mask("temporary name", "temporary name", re.compile(r"\b(?:tmp|pymp-)[a-z0-9_]{8}\b"),
+          re.compile("tmp|pymp-")),
+    _Mask("timestamp", "timestamp", re.compile(  # time.ctime()
+        r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) " + _MONTH + r" [ \d]\d \d{2}:\d{2}:\d{2} \d{4}\b"),
+          re.compile(r"\d:\d\d \d{4}")),
+    # TensorBoard's and transformers' default log folder: runs/Dec01_07-45-28_host
+    _Mask("timestamp", "timestamp", re.compile(r"\b" + _MONTH + r"\d{2}_\d{2}-\d{2}-\d{2}(?!\d)"),
+          re.compile(r"[a-z]\d\d_\d")),
+    _Mask("timing", "{unit}", re.compile(r"(?<![\w.])\? ?(?P<unit>[^\s,\]]+/s)(?![\w/])"), re.compile(r"\?")),
+    _Mask("timing", "duration", re.compile(r"-:--:--"), re.compile("-:--")),  # rich: time remaining unknown
 )
-_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])"
+#: Values that start with a digit, tried (anchored) where a number starts; ``unit``
+#: names a rate or a per-step duration.
+NUMBER_MASKS = (
+    _Mask("timestamp", "timestamp", re.compile(
+        r"\d{4}-\d{2}-\d{2}(?:[ T_]\d{2}[:-]\d{2}(?:[:-]\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)"), "\\w"),
+    _Mask("timing", "elapsed (progress bar)", re.compile(_CLOCK + r"(?=[<,\]])"), "=["),
+    _Mask("timing", "remaining (progress bar)", re.compile(_CLOCK + r"(?=[,\]])"), "=<"),
+    # tqdm's r_bar: "| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]", where rate_fmt
+    # is f"{rate:5.2f}" + unit + "/s" or its inverse + "s/" + unit (tqdm/std.py, format_meter)
+    _Mask("timing", "{unit} (progress bar)", re.compile(
+        r"(?:" + _NUM + r")[kMGTPEZY]? ?(?P<unit>[^\s,\]]+/s|s/[^\s,\]]+)(?=[,\]])"), "=, "),
+    _Mask("timing", "duration", re.compile(  # a timedelta: 0:00:00.010084, 1 day, 0:00:01
+        r"(?:\d+ days?, )?\d{1,3}:\d{2}:\d{2}(?:\.\d+)?(?![\w:])"), "\\w.:"),
+    _Mask("timing", "duration", re.compile(  # 3m45s, 1h 2m, 2m 3.5s
+        r"\d+(?:\.\d+)?(?:ms|d|h|m|s)(?: ?\d+(?:\.\d+)?(?:ms|d|h|m|s))+(?![\w/])"), "\\w."),
+    _Mask("timing", "{unit}", re.compile(
+        _NUM + r"[kMGTPEZY]? ?(?P<unit>" + _COUNT_UNITS + r"/s)(?![\w/])"), "\\w."),
+    _Mask("timing", "{unit}", re.compile(  # 3.8e-06s, 0.53 minutes, 12ms/step, 1.42s/it
+        _NUM + r" ?(?P<unit>" + _TIME_UNITS + r"(?:/(?:step|it|epoch|sample|batch|token))?)(?![\w/])"), "\\w."),
+)
+#: kept for callers of the former API: each pattern with the text that replaces it
+VOLATILE = tuple((m.pattern, f"<{m.kind}>") for m in MASKS + NUMBER_MASKS)
+#: where a value of :data:`NUMBER_MASKS` may start: a number followed by "-", ":", ",",
+#: "]", "<", a letter or " day" (a fast test: a number followed by a blank and a digit
+#: or by nothing starts none)
+_CANDIDATE = re.compile(r"\d[\d.]*(?:[eE][-+]?\d+)?(?:[-:,\]<]| ?[A-Za-zµμ?])")
+_NUMBER_MASKS_ALL: re.Pattern[str]  # set below, once _combined is defined
+#: a line without any of these holds no timing name (a fast test before looking for keys)
+_KEY_HINT = re.compile(r"(?:time|elapsed|duration|date|created|eta|sec|ms|us|ns|throughput|/s|per_s|timing)"
+                       r"[\w./\-]*['\"]?[ \t]*[:=]")  # searched in the lowercased line
+
+_KEY = re.compile(r"(?<![\w.\-/'\"])(?P<q>['\"]?)(?P<key>[A-Za-z_][\w.\-/]*)(?P=q)[ \t]*[:=][ \t]*")
+_VALUE = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|[^\s,;}\])]+")
+_NUMBER = re.compile(r"(?<![\w.])[-+]?0[xX][0-9a-fA-F]+(?![\w.])"
+                     r"|(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])"
                      r"|(?<![\w])[-+]?(?:nan|inf|infinity)(?![\w])", re.IGNORECASE)
-
-
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x08]")
+_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+
+# names of timing and bookkeeping values: any word of the name, its last word, or a
+# per-second tail (train_samples_per_second); "timesteps" or "epoch" are not timing words
+_TIMING_WORDS = {"runtime", "elapsed", "duration", "durations", "timestamp", "timestamps", "walltime", "datetime",
+                 "eta", "created", "throughput", "timing", "timings"}
+_TIMING_LAST = {"time", "times", "date", "seconds", "secs", "sec", "ms", "us", "ns"}
+_TIME_UNIT_WORDS = {"s", "ms", "us", "ns", "sec", "secs", "seconds", "min", "mins", "minutes", "h"}
 
 
-def normalize_line(line: str, replacements: tuple[tuple[str, str], ...] = ()) -> str:
+def timing_name(key: str) -> bool:
+    """Whether ``key`` names a timing or bookkeeping value (``train_runtime``,
+    ``eval_samples_per_second``, ``time``, ``wall_time``, ``elapsed``, ``timestamp``,
+    ``created_at``, ``it/s``), by its words: ``timesteps``, ``num_timesteps``,
+    ``time_step``, ``epoch``, ``learning_rate`` are not."""
+    words = [w.lower() for w in _WORDS.findall(key)]
+    if not words:
+        return False
+    if _TIMING_WORDS.intersection(words) or words[-1] in _TIMING_LAST:
+        return True
+    if len(words) >= 2 and words[-2] == "per" and words[-1] in ("second", "sec", "s"):
+        return True
+    if key.endswith("/s") or key.lower().endswith(("persec", "per_sec")):
+        return True
+    if "time" in words:  # time_s, time_per_step
+        i = words.index("time")
+        return i + 1 < len(words) and (words[i + 1] in _TIME_UNIT_WORDS or words[i + 1] == "per")
+    return False
+
+
+@dataclass
+class Ignored:
+    """Values of one name and kind that were masked in one output, not compared."""
+
+    source: str
+    kind: str
+    name: str
+    where: str  #: the first occurrence: ``stdout line 12``
+    a: str  #: its value there in each run (escaped, clipped)
+    b: str
+    count: int = 0  #: how many values of this name were masked
+    differed: int = 0  #: how many of them differed between the runs
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "kind": self.kind, "name": self.name, "where": self.where,
+                "a": self.a, "b": self.b, "count": self.count, "differed": self.differed}
+
+
+@dataclass
+class IgnoredValues:
+    """What :func:`compare_text` masked, by (output, kind, name)."""
+
+    entries: dict[tuple[str, str, str], Ignored] = field(default_factory=dict)
+
+    def add(self, source: str, kind: str, name: str, line: int, a: str, b: str) -> None:
+        a, b = a.strip(), b.strip()  # tqdm's padding
+        key = (source, kind, name)
+        e = self.entries.get(key)
+        if e is None:
+            e = self.entries[key] = Ignored(source, kind, name, f"{source} line {line}", clip(a, 40), clip(b, 40))
+        e.count += 1
+        if a != b:
+            if not e.differed:  # show an example that differed
+                e.where, e.a, e.b = f"{source} line {line}", clip(a, 40), clip(b, 40)
+            e.differed += 1
+
+    def merge(self, other: IgnoredValues) -> None:
+        """Add ``other`` (another pair of runs): counts are the larger of the two."""
+        for key, e in other.entries.items():
+            mine = self.entries.get(key)
+            if mine is None:
+                self.entries[key] = Ignored(**e.to_dict())
+            else:
+                if e.differed and not mine.differed:
+                    mine.where, mine.a, mine.b = e.where, e.a, e.b
+                mine.count, mine.differed = max(mine.count, e.count), max(mine.differed, e.differed)
+
+    def to_list(self) -> list[dict[str, Any]]:
+        """Entries, those that differed first, then stdout's first."""
+        return [e.to_dict() for e in sorted(self.entries.values(), key=lambda e: (
+            not e.differed, e.source != "stdout", e.source, e.kind, e.name))]
+
+
+class _Tokens(NamedTuple):
+    template: str  #: the line with each number as \0N\0 and each masked value as \0M:name\0
+    numbers: list[str]
+    masked: list[tuple[str, str, str]]  #: (kind, name, text)
+
+
+def _mask_spans(line: str, columns: dict[int, str] | None, delimiter: str) -> list[tuple[int, int, str, str]]:
+    """The stretches of ``line`` to mask, in order: (start, end, kind, name). The first
+    to claim a stretch wins: CSV timing columns, timing names, then :data:`MASKS`, then
+    :data:`NUMBER_MASKS` where a number starts."""
+    spans: list[tuple[int, int, str, str]] = []  # sorted, not overlapping
+
+    def claim(start: int, end: int, kind: str, name: str) -> bool:
+        i = bisect.bisect_left(spans, (start,))
+        if start >= end or i < len(spans) and spans[i][0] < end or i and spans[i - 1][1] > start:
+            return False
+        spans.insert(i, (start, end, kind, name))
+        return True
+
+    if columns and '"' not in line:  # a CSV row: the timing columns named by its header
+        pos = 0
+        for i, cell in enumerate(line.split(delimiter)):
+            if i in columns:
+                claim(pos, pos + len(cell), "timing", columns[i])
+            pos += len(cell) + 1
+    if ("=" in line or ":" in line) and _KEY_HINT.search(line.lower()):
+        for m in _KEY.finditer(line):
+            if timing_name(m.group("key")):
+                v = _VALUE.match(line, m.end())
+                if v:
+                    claim(v.start(), v.end(), "timing", m.group("key"))
+    for mask in MASKS:
+        if mask.before.search(line):
+            for m in mask.pattern.finditer(line):
+                g = "v" if "v" in mask.pattern.groupindex else 0
+                claim(m.start(g), m.end(g), mask.kind, _mask_name(mask, m))
+    until = 0
+    for d in _CANDIDATE.finditer(line):
+        p = d.start()
+        if p < until:
+            continue
+        m = _NUMBER_MASKS_ALL.match(line, p)  # one anchored try of every mask, then check the one that matched
+        first = int(m.lastgroup[1:]) if m else len(NUMBER_MASKS)
+        for i in range(first, len(NUMBER_MASKS)):
+            mask = NUMBER_MASKS[i]
+            start = _start(mask.before, line, p)
+            if start < 0:
+                continue
+            mm = m if i == first else mask.pattern.match(line, p)
+            if mm and claim(start, mm.end(), mask.kind, _mask_name(mask, mm)):
+                until = mm.end()
+                break
+    return spans
+
+
+def _start(before: str, line: str, p: int) -> int:
+    """Where a :data:`NUMBER_MASKS` value starting with the number at ``line[p]`` starts
+    (the blanks tqdm pads a rate with, ",  1.42s/it", included), or -1 when what precedes
+    the number rules it out."""
+    if before.startswith("="):
+        q = p
+        while q and line[q - 1] == " ":
+            q -= 1
+        sep = before[1:].rstrip(" ")
+        return q if line.endswith(sep, 0, q) else -1
+    if not p:
+        return p
+    prev = line[p - 1]
+    return -1 if prev in before or before.startswith("\\w") and (prev.isalnum() or prev == "_") else p
+
+
+def _combined(masks: tuple[_Mask, ...]) -> re.Pattern[str]:
+    """The masks' patterns as one: group ``n{i}`` is mask ``i`` (``unit`` groups renamed
+    ``unit{i}``; :func:`_mask_name` reads either)."""
+    return re.compile("|".join(f"(?P<n{i}>{m.pattern.pattern.replace('(?P<unit>', f'(?P<unit{i}>')})"
+                               for i, m in enumerate(masks)))
+
+
+def _mask_name(mask: _Mask, m: re.Match[str]) -> str:
+    if "{unit}" not in mask.name:
+        return mask.name
+    # a rate by its unit (it/s, ms/step); a plain duration as such
+    unit = m.group("unit") if "unit" in m.re.groupindex else m.group(f"unit{NUMBER_MASKS.index(mask)}")
+    return mask.name.replace("{unit}", unit) if "/" in unit else "duration"
+
+
+_NUMBER_MASKS_ALL = _combined(NUMBER_MASKS)
+_DIGIT = re.compile(r"\d")
+
+
+def _tokens(line: str, strict: bool, columns: dict[int, str] | None = None, delimiter: str = ",") -> _Tokens:
+    spans = [] if strict or not columns and not _DIGIT.search(line) else _mask_spans(line, columns, delimiter)
+    parts: list[str] = []
+    numbers: list[str] = []
+    masked: list[tuple[str, str, str]] = []
+    pos = 0
+    for start, end, kind, name in [*spans, (len(line), len(line), "", "")]:
+        for m in _NUMBER.finditer(line, pos, start):
+            parts += [line[pos:m.start()], "\0N\0"]
+            numbers.append(m.group())
+            pos = m.end()
+        parts.append(line[pos:start])
+        if kind:
+            parts.append(f"\0M:{name}\0")
+            masked.append((kind, name, line[start:end]))
+        pos = end
+    return _Tokens("".join(parts), numbers, masked)
+
+
+def normalize_line(line: str, replacements: tuple[tuple[str, str], ...] = (), strict: bool = False) -> str:
     """What a terminal shows once the line is finished: the text after the last
     carriage return (progress bars redraw themselves with ``\\r`` a varying number of
     times), without colour escapes, backspaces and trailing blanks, with
-    ``replacements`` (such as the run's working directory) and :data:`VOLATILE` masked."""
+    ``replacements`` (such as the run's working directory) applied and the values of
+    :data:`MASKS` and timing names replaced by ``<kind>`` (none when ``strict``)."""
     line = line.rstrip("\n").rstrip("\r")
     if "\r" in line:
         line = line.rsplit("\r", 1)[1]
+    t = _tokens(_clean(line, replacements), strict)
+    it = iter(t.numbers)
+    kinds = iter(t.masked)
+    return re.sub(r"\0N\0|\0M:[^\0]*\0", lambda m: next(it) if m.group() == "\0N\0" else f"<{next(kinds)[0]}>",
+                  t.template)
+
+
+def _clean(line: str, replacements: tuple[tuple[str, str], ...]) -> str:
     line = _ANSI.sub("", line).rstrip()
     for old, new in replacements:
         if old:
             line = line.replace(old, new)
-    for pattern, mask in VOLATILE:
-        line = pattern.sub(mask, line)
     return line
 
 
-def _split_numbers(line: str) -> tuple[str, list[str]]:
-    return _NUMBER.sub("\0", line), _NUMBER.findall(line)
+def _number(s: str) -> tuple[str, Any]:
+    """(kind, exact value) of a number as printed: hex as an int, decimals as a
+    :class:`decimal.Decimal` (exact, whatever the number of digits)."""
+    t = s.lstrip("+-")
+    if t[:2].lower() == "0x":
+        return "hex", int(s, 16)
+    return "dec", decimal.Decimal(s)
 
 
-def _number_diff(xs: list[str], ys: list[str]) -> float | None:
-    """Largest |x - y| when the numbers differ only as numbers; 0.0 when equal as
-    numbers (``1.0`` and ``1.00``); None when they cannot be compared numerically."""
-    worst = 0.0
-    for x, y in zip(xs, ys):
-        if x == y:
-            continue
-        try:
-            fx, fy = float(x), float(y)
-        except ValueError:
-            return None
-        if fx == fy or (math.isnan(fx) and math.isnan(fy)):
-            continue
-        worst = max(worst, abs(fx - fy) if math.isfinite(fx) and math.isfinite(fy) else math.inf)
+_EXACT = decimal.Context(prec=40, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[])
+
+
+def _number_distance(x: str, y: str) -> float | None:
+    """None when ``x`` and ``y`` print the same number (same exact value and sign; two
+    NaNs of the same sign); else how far apart they are (inf when not both finite, or
+    when one is hex and the other not)."""
+    if x == y:
+        return None
+    (kx, vx), (ky, vy) = _number(x), _number(y)
+    if kx != ky:
+        return math.inf
+    if kx == "hex":
+        return None if vx == vy else float(abs(vx - vy))
+    if vx.is_signed() != vy.is_signed():
+        return math.inf if not (vx.is_finite() and vy.is_finite()) else float(_EXACT.subtract(vx, vy).copy_abs())
+    if vx.is_nan() or vy.is_nan():
+        return None if vx.is_nan() and vy.is_nan() else math.inf
+    if vx == vy:
+        return None
+    if not (vx.is_finite() and vy.is_finite()):
+        return math.inf
+    return float(_EXACT.subtract(vx, vy).copy_abs())
+
+
+def _line_distance(ta: _Tokens, tb: _Tokens) -> float | None:
+    """-1.0 when the lines agree; the largest distance between their numbers when they
+    differ only in numbers; None when their text differs."""
+    if ta.template != tb.template:
+        return None
+    worst = -1.0
+    for x, y in zip(ta.numbers, tb.numbers):
+        d = _number_distance(x, y)
+        if d is not None:
+            worst = max(worst, d)
     return worst
 
 
 def _lines(f) -> Iterator[str]:
+    """The lines of a text stream as a terminal shows them: for each line (ending at
+    ``\\n``), the last non-empty stretch after a ``\\r`` (a progress bar redraws itself
+    any number of times), read in bounded pieces however long the line is. A stretch
+    longer than :data:`LINE_LIMIT` keeps its head and the SHA-256 of the rest."""
+    last = ""
+    cur: list[str] = []
+    size = 0
+    rest: Any = None
+    rest_n = 0
+
+    def stretch() -> str:
+        s = "".join(cur)
+        if rest is not None:
+            s += f"\u2026[+{rest_n} characters, sha256 x{rest.hexdigest()[:16]}]"
+        return s
+
     while True:
-        line = f.readline(1 << 16)  # bounded: a line without newlines comes in pieces
-        if not line:
-            return
-        yield line
+        chunk = f.read(1 << 16)
+        if not chunk:
+            break
+        for piece in re.split(r"([\r\n])", chunk):
+            if piece == "\n" or piece == "\r":
+                if cur or rest is not None:
+                    last = stretch()
+                cur, size, rest, rest_n = [], 0, None, 0
+                if piece == "\n":
+                    yield last
+                    last = ""
+            elif piece:
+                room = LINE_LIMIT - size
+                if room > 0:
+                    cur.append(piece[:room])
+                    size += min(room, len(piece))
+                if len(piece) > room:
+                    if rest is None:
+                        rest = hashlib.sha256()
+                    tail = piece[max(room, 0):]
+                    rest.update(tail.encode("utf-8", "surrogatepass"))
+                    rest_n += len(tail)
+    if cur or rest is not None:
+        last = stretch()
+    if last:
+        yield last
+
+
+def _timing_columns(header: str | None, delimiter: str) -> dict[int, str]:
+    if not header:
+        return {}
+    try:
+        names = next(csv.reader([header], delimiter=delimiter))
+    except (csv.Error, StopIteration):
+        return {}
+    return {i: clip(n, 40) for i, n in enumerate(names) if timing_name(n)}  # a name for the report
 
 
 def compare_text(path: str, file_a: str | os.PathLike[str], file_b: str | os.PathLike[str],
                  replace_a: tuple[tuple[str, str], ...] = (),
-                 replace_b: tuple[tuple[str, str], ...] = ()) -> LeafDiff | None:
-    """Compare two text files line by line, numbers as numbers, reading both as streams
-    (memory does not grow with their length). None when they agree.
+                 replace_b: tuple[tuple[str, str], ...] = (), *, strict: bool = False,
+                 ignored: IgnoredValues | None = None) -> LeafDiff | None:
+    """Compare two text files line by line, numbers by their exact value, reading both
+    as streams (memory does not grow with their length). None when they agree.
+
+    Values that change from run to run without meaning a different result are masked
+    (:data:`MASKS`; values named like timings, ``train_runtime``, ``elapsed``, in
+    ``key: value``, ``key=value``, dict reprs and JSON, and the timing columns of a
+    ``.csv``/``.tsv`` header) unless ``strict``; each one is counted in ``ignored``
+    (nothing is counted for byte-identical files: no mask was needed).
 
     The returned ``LeafDiff`` has kind ``"lines"``: ``n_diff`` differing lines out of
     ``size``; ``first_index``: ``(line number,)`` 1-based; ``a``/``b`` that line in each
@@ -93,6 +444,9 @@ def compare_text(path: str, file_a: str | os.PathLike[str], file_b: str | os.Pat
 
     if _same_bytes(file_a, file_b):
         return None
+    suffix = os.fspath(path).lower().rsplit(".", 1)[-1]
+    delimiter = {"csv": ",", "tsv": "\t"}.get(suffix)
+    columns: dict[int, str] | None = None
     n_diff = total = 0
     first = None
     max_abs: float | None = None
@@ -101,19 +455,24 @@ def compare_text(path: str, file_a: str | os.PathLike[str], file_b: str | os.Pat
             open(file_b, encoding="utf-8", errors="replace", newline="\n") as fb:
         for la, lb in itertools.zip_longest(_lines(fa), _lines(fb)):
             total += 1
-            if la == lb:
-                continue
-            if la is not None and lb is not None:
-                na, nb = normalize_line(la, replace_a), normalize_line(lb, replace_b)
-                if na == nb:
+            if la is None or lb is None:
+                d = None
+            else:
+                ca, cb = _clean(la, replace_a), _clean(lb, replace_b)
+                if delimiter and columns is None:  # the header: never masked itself
+                    columns = {} if strict or ca != cb else _timing_columns(ca, delimiter)
+                    d = -1.0 if ca == cb else None
+                else:
+                    ta = _tokens(ca, strict, columns, delimiter or ",")
+                    tb = ta if cb == ca else _tokens(cb, strict, columns, delimiter or ",")
+                    d = _line_distance(ta, tb)
+                    if ignored is not None and d is not None:
+                        for (kind, name, xa), (_, _, xb) in zip(ta.masked, tb.masked):
+                            ignored.add(path, kind, name, total, xa, xb)
+                if d == -1.0:
                     continue
-                (sa, xa), (sb, xb) = _split_numbers(na), _split_numbers(nb)
-                if sa == sb:
-                    d = _number_diff(xa, xb)
-                    if d == 0.0:
-                        continue
-                    if d is not None:
-                        max_abs = d if max_abs is None else max(max_abs, d)
+                if d is not None:
+                    max_abs = d if max_abs is None else max(max_abs, d)
             n_diff += 1
             if first is None:
                 first = (total, clip(la), clip(lb))
