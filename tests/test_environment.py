@@ -119,7 +119,7 @@ def test_diff_refuses_pipes_devices_directories_and_huge_files(capsys, tmp_path)
     cases = [(fifo, "is a named pipe, not a regular fingerprint file"),
              ("/dev/zero", "is a character device"),
              (tmp_path, "is a directory, not a fingerprint file"),
-             (huge, "17 MiB; an environment fingerprint is a few KiB")]
+             (huge, "is 17 MiB, more than any fingerprint file fwd9m writes")]
     for path, message in cases:
         code, err = _cli(capsys, "env", "--diff", str(path), str(path))
         assert code == 2 and message in err and "env --format json" in err, (path, err)

@@ -4,7 +4,10 @@ Shared by ``fwd9m run`` (after it has set the environment and import hooks), by 
 child processes of ``fwd9m check`` (state capture at exit) and ``fwd9m debug``
 (recording). Each caller installs its hooks first, then calls :func:`run_as_main`.
 :func:`require_regular_file` is the one check, before opening, of every path fwd9m
-reads whole (scripts, traces, fingerprints): a named pipe or a device is refused.
+reads (scripts, traces, fingerprints, RNG-state files): a named pipe or a device is
+refused. :func:`open_regular_file` opens without blocking and checks the opened file
+again (a path swapped for a pipe after the check), and :func:`read_regular_file` reads
+a whole file of at most a given size, so a reader never hangs or fills memory.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from pathlib import Path
 
 from .errors import FileFormatError, RunError
 
-__all__ = ["run_as_main", "resolve_target", "check_module_name", "require_regular_file"]
+__all__ = ["run_as_main", "resolve_target", "check_module_name", "require_regular_file",
+           "open_regular_file", "read_regular_file"]
 
 
 def shown(path: str | os.PathLike[str]) -> str:
@@ -62,6 +66,63 @@ def require_regular_file(path: str | os.PathLike[str], what: str, hint: str,
     if not os.access(path, os.R_OK):
         raise error(f"cannot read {what} {name}: permission denied; give yourself read "
                     f"access (chmod u+r {name}) or run as its owner")
+
+
+def open_regular_file(path: str | os.PathLike[str], what: str, hint: str,
+                      error: type[Exception] = FileFormatError):
+    """:func:`require_regular_file`, then open ``path`` for binary reading. The open
+    does not block (``O_NONBLOCK``: opening a named pipe to read otherwise waits for a
+    writer), and the opened file is checked again with ``fstat``, so a path replaced by
+    a pipe or device between the check and the open is refused too.
+
+    Returns:
+        a binary file object (buffered), positioned at the start.
+
+    Raises:
+        error: as :func:`require_regular_file`, or the file cannot be opened.
+    """
+    require_regular_file(path, what, hint, error)
+    name = shown(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError) as exc:
+        raise error(f"cannot read {what} {name}: {getattr(exc, 'strerror', None) or exc}; "
+                    f"{hint}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise error(f"{name} is not a regular {what} file (it changed while fwd9m opened it); {hint}")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular_file(path: str | os.PathLike[str], what: str, hint: str, max_bytes: int,
+                      error: type[Exception] = FileFormatError) -> bytes:
+    """The whole content of ``path``, a regular file of at most ``max_bytes`` bytes
+    (:func:`open_regular_file`). A larger file is refused before it is read, and never
+    more than ``max_bytes + 1`` bytes are read (a file that grows while read).
+
+    Raises:
+        error: as :func:`open_regular_file`, or the file is larger than ``max_bytes``.
+    """
+    with open_regular_file(path, what, hint, error) as f:
+        size = os.fstat(f.fileno()).st_size
+        try:
+            data = f.read(max_bytes + 1) if size <= max_bytes else b""
+        except OSError as exc:
+            raise error(f"cannot read {what} {shown(path)}: {exc.strerror or exc}; {hint}") from None
+    if size > max_bytes or len(data) > max_bytes:
+        size = max(size, len(data))
+        raise error(f"{shown(path)} is {_size(size)}, more than any {what} file fwd9m writes "
+                    f"({_size(max_bytes)} at most), so it is another file; {hint}")
+    return data
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n} bytes"
 
 
 def check_module_name(name: str) -> None:

@@ -299,19 +299,26 @@ def dump(fingerprint: dict[str, Any]) -> str:
     return json.dumps(fingerprint, indent=2, sort_keys=True)
 
 
+#: a fingerprint is a few KiB; a file this large is not one (and would be read whole)
+MAX_FINGERPRINT_BYTES = 16 << 20
+
+
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a fingerprint written by ``fwd9m env --format json``.
 
     Raises:
-        FileFormatError: the file is missing, not JSON, not a fingerprint, or written by
-            a newer schema version.
+        FileFormatError: the file is missing, not a regular file (a pipe or device is
+            refused before reading), larger than :data:`MAX_FINGERPRINT_BYTES`, not JSON,
+            not a fingerprint, or written by a newer schema version.
     """
+    from ._launch import read_regular_file
+
     p = Path(path)
+    raw = read_regular_file(p, "fingerprint", "write one with: fwd9m env --format json > env.json",
+                            MAX_FINGERPRINT_BYTES)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileFormatError(f"{p}: no such file") from None
-    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or JSON, huge ints
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or JSON, huge ints
         raise FileFormatError(f"{p}: not a JSON environment fingerprint ({exc}); "
                               f"write one with: fwd9m env --format json > {p.name}") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
