@@ -454,3 +454,18 @@ def test_fuzz_crafted_headers(sources, arrays):
     except FileFormatError:
         assert random.getstate() == before
     random.setstate(before)
+
+
+def test_save_never_replaces_a_file_that_is_not_an_rng_state(tmp_path):
+    """save_rng_state replaced whatever was at its path (a mistyped path: the user's script)."""
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")
+    with pytest.raises(ConfigurationError, match="is not an RNG-state file fwd9m wrote.*overwrite=True"):
+        fwd9m.save_rng_state(script)
+    assert script.read_text() == "print(1)\n"
+    with pytest.raises(ConfigurationError, match="is a directory"):
+        fwd9m.save_rng_state(tmp_path)
+    p = fwd9m.save_rng_state(tmp_path / "rng.npz")
+    fwd9m.save_rng_state(p)  # a checkpoint saved again: replaced
+    fwd9m.save_rng_state(script, overwrite=True)
+    fwd9m.load_rng_state(script)

@@ -21,7 +21,7 @@ from pathlib import Path
 from .errors import FileFormatError, RunError
 
 __all__ = ["run_as_main", "resolve_target", "check_module_name", "require_regular_file",
-           "open_regular_file", "read_regular_file"]
+           "open_regular_file", "read_regular_file", "refuse_overwrite", "starts_with"]
 
 
 def shown(path: str | os.PathLike[str]) -> str:
@@ -119,6 +119,47 @@ def read_regular_file(path: str | os.PathLike[str], what: str, hint: str, max_by
         raise error(f"{shown(path)} is {_size(size)}, more than any {what} file fwd9m writes "
                     f"({_size(max_bytes)} at most), so it is another file; {hint}")
     return data
+
+
+def starts_with(path: str | os.PathLike[str], marks: tuple[bytes, ...], within: int = 256) -> bool:
+    """Whether the regular file ``path`` is empty or one of ``marks`` occurs in its first
+    ``within`` bytes: how a writer recognises a file it wrote before (a trace's
+    signature, an HTML report's title). Never blocks: a pipe or device is not one."""
+    try:
+        with open_regular_file(path, "file", "") as f:
+            head = f.read(within)
+    except (Exception, OSError):  # noqa: BLE001 - unreadable: not recognisably ours
+        return False
+    return not head or any(m in head for m in marks)
+
+
+def refuse_overwrite(path: str | os.PathLike[str], option: str, *, inputs=(), ours=None,
+                     force: bool = False, what: str = "a file", example: str = "out",
+                     force_fix: str = "add --force to replace it") -> None:
+    """Before writing ``path`` (given with ``option``): refuse, whatever ``force`` says,
+    when it is one of ``inputs`` (the same file under any name: writing it would destroy
+    what is being read); refuse an existing file that ``ours(path)`` does not recognise
+    as one fwd9m wrote, unless ``force`` (``--force``; ``force_fix`` says how to ask).
+
+    Raises:
+        ConfigurationError: what the file is, and the fix.
+    """
+    from .errors import ConfigurationError
+
+    name = shown(path)
+    if not os.path.lexists(path):
+        return
+    for inp in inputs:
+        try:
+            same = inp is not None and os.path.samefile(path, inp)
+        except (OSError, ValueError):
+            same = False
+        if same:
+            raise ConfigurationError(f"{option} {name} is also an input ({shown(inp)}); writing it would "
+                                     f"destroy it: name another file, e.g. {option} {example}")
+    if not force and not (ours is not None and os.path.isfile(path) and ours(path)):
+        raise ConfigurationError(f"{option} {name} exists and is not {what} fwd9m wrote; fwd9m "
+                                 f"does not overwrite it: name another file, or {force_fix}")
 
 
 def _size(n: int) -> str:

@@ -421,6 +421,14 @@ class TraceReader:
             self._f.close()
 
 
+def is_trace(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a regular file starting with the trace signature (or empty):
+    a file that recording may replace."""
+    from .._launch import starts_with
+
+    return starts_with(path, (MAGIC,), within=len(MAGIC))
+
+
 def _strings_or_none(value: Any) -> bool:
     return value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
 

@@ -163,14 +163,30 @@ def from_bytes(data: bytes, *, origin: str = "<bytes>") -> State:
     return state
 
 
-def save_rng_state(path: str | os.PathLike, state: State | None = None) -> Path:
+def save_rng_state(path: str | os.PathLike, state: State | None = None, *,
+                   overwrite: bool = False) -> Path:
     """Write ``state`` (default: capture now) to ``path`` atomically (temp + rename).
+
+    An existing RNG-state file is replaced (a checkpoint saved again); any other existing
+    file only with ``overwrite=True``, so a mistyped path cannot destroy a user's file.
 
     Returns:
         the path written. The file is an ``.npz`` archive (see the module docstring);
         a few KiB plus the registered generators' state.
+
+    Raises:
+        ConfigurationError: ``path`` exists and is not an RNG-state file (nor
+            ``overwrite``), or is a directory.
     """
+    from .._launch import refuse_overwrite
+
     path = Path(path)
+    if path.is_dir():
+        raise ConfigurationError(f"save_rng_state({str(path)!r}): that is a directory; name the file, "
+                                 f"e.g. {str(path / 'rng.npz')!r}")
+    refuse_overwrite(path, "save_rng_state:", ours=_is_state_file, force=overwrite,
+                     what="an RNG-state file", example="rng.npz",
+                     force_fix="pass overwrite=True to replace it")
     data = to_bytes(state)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
@@ -183,6 +199,19 @@ def save_rng_state(path: str | os.PathLike, state: State | None = None) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def _is_state_file(path: Path) -> bool:
+    """Whether ``path`` is an archive holding the fwd9m header entry (or empty)."""
+    import zipfile
+
+    try:
+        if path.stat().st_size == 0:
+            return True
+        with zipfile.ZipFile(io.BytesIO(read_file(path))) as z:
+            return _HEADER + ".npy" in z.namelist()
+    except (OSError, zipfile.BadZipFile, FileFormatError, ValueError):
+        return False
 
 
 def load_rng_state(path: str | os.PathLike, *, restore: bool = True,
