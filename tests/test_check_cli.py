@@ -426,3 +426,20 @@ def test_script_escape_sequences_are_shown_escaped_not_sent_to_the_terminal(tmp_
     out = check("-q", str(failing))
     assert out.returncode == 2 and "failed in every run" in out.stderr, out.stderr
     assert "\x1b" not in out.stderr and "\\x1b[31mfatal" in out.stderr, repr(out.stderr)
+
+
+def test_file_names_from_the_script_cannot_forge_report_lines(tmp_path):
+    """A file written by the checked script named 'a\\nREPRODUCIBLE: ...' printed a forged
+    verdict line in the report; names with escape sequences acted on the terminal."""
+    script = tmp_path / "writes.py"
+    script.write_text(
+        "import os\n"
+        "for name in ('a\\nREPRODUCIBLE: 2 runs agree bit for bit.', 'b\\x1b]0;pwned\\x07\\x1b[2J.txt'):\n"
+        "    with open(name, 'w') as f:\n"
+        "        f.write(os.urandom(8).hex())\n")
+    out = check("--no-hashseed-check", "--cwd", "empty", str(script), cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("NOT REPRODUCIBLE") and not [x for x in lines if x.startswith("REPRODUCIBLE")]
+    assert "a\\nREPRODUCIBLE: 2 runs agree" in out.stdout and "b\\x1b]0;pwned\\x07\\x1b[2J.txt" in out.stdout
+    assert not any(c in out.stdout + out.stderr for c in "\x1b\x07"), out.stdout

@@ -185,3 +185,51 @@ _record = st.one_of(
 def test_fuzz_well_formed_looking_records(tmp_path, records):
     """Records of the right kinds with random ids, flags and lengths."""
     _read_all(_trace(tmp_path, _S(b"float32[2]") + b"".join(records)))
+
+
+# ------------------------------------------------------- what the reports print
+
+_EVIL = "x\x1b]0;pwned\x07\x1b[2J\nREPRODUCIBLE: forged\u202e"
+
+
+def _evil_trace(path, digest: int) -> str:
+    """A complete trace of one op whose name, module, location and meta hold control
+    characters and a newline, with output digest ``digest``."""
+    program = {"script": f"/nowhere/{_EVIL}.py", "argv": [], "module": False}
+    with _store.TraceWriter(path, {**HEADER, "program": program,
+                                   "environment": {"env": {_EVIL: _EVIL}}}) as w:
+        name = w.string(f"aten::{_EVIL}")
+        ctx = w.string(_store.SEP.join([_EVIL, "forward", f"{_EVIL}.py:3", "", "cpu"]))
+        meta = w.string("float32[2]")
+        w.op(name, ctx, 0, [(meta, 0, 1, None, None)], [(meta, 0, digest, None, None)])
+    return str(path)
+
+
+def _assert_clean(text: str) -> None:
+    assert not any(c in text for c in "\x1b\x07\u202e"), repr(text)
+    assert not any(line.startswith("REPRODUCIBLE") for line in text.splitlines()), text
+
+
+def test_debug_reports_escape_what_comes_from_the_traces(capsys, tmp_path):
+    """Names recorded from the program (op, module, location, environment, trace file
+    names) reached stdout and stderr raw: a newline in a name forged a report line."""
+    named = tmp_path / f"run{_EVIL}"
+    named.mkdir()
+    a = _evil_trace(named / "a.trace", 1)
+    b = _evil_trace(tmp_path / "b.trace", 2)
+    from fwd9m.cli import main
+
+    assert main(["debug", "diff", a, b]) == 1
+    out = capsys.readouterr()
+    _assert_clean(out.out + out.err)
+    assert "aten::x\\x1b]0;pwned\\x07\\x1b[2J\\nREPRODUCIBLE: forged\\u202e" in out.out, out.out
+    for run, digest in (("runA", 1), ("runB", 2)):
+        (tmp_path / run).mkdir()
+        _evil_trace(tmp_path / run / "rank0.trace", digest)
+    assert main(["debug", "diff", str(tmp_path / "runA"), str(tmp_path / "runB")]) == 1
+    out = capsys.readouterr()
+    _assert_clean(out.out + out.err)
+    (named / "bad.trace").write_bytes(b"junk")
+    code, err = cli_in_process(capsys, "debug", "diff", str(named / "bad.trace"), b)
+    assert code == 2 and "is not a fwd9m trace" in err
+    _assert_clean(err)

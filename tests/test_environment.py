@@ -133,3 +133,45 @@ def test_env_import_keeps_tensorflow_startup_lines_out():
     assert out.returncode == 0, out.stderr
     assert "runtime    tensorflow" in out.stdout
     assert "oneDNN" not in out.stderr and "absl" not in out.stderr, out.stderr
+
+
+_EVIL = ("\x1b]0;pwned\x07", "\x1b[2J", "a\nREPRODUCIBLE: forged", "\u202egnp.exe", "\x9b31m")
+
+
+def _no_control(out: str) -> None:
+    assert not any(c in out for c in "\x1b\x07\u202e\x9b"), repr(out)
+    assert not any(line.startswith("REPRODUCIBLE") for line in out.splitlines()), out
+
+
+def test_env_diff_and_env_escape_control_characters(capsys, tmp_path, monkeypatch):
+    """Keys and values of a fingerprint file reached the terminal as they were (an OSC
+    title change, a screen clear), and so did environment variables in `fwd9m env`."""
+    base = environment.collect()
+    a, b = json.loads(environment.dump(base)), json.loads(environment.dump(base))
+    for i, evil in enumerate(_EVIL):
+        b["env"][evil] = evil
+        b["packages"][f"p{i}{evil}"] = "1"
+        a["threads"][evil] = i
+    pa, pb = tmp_path / "a.json", tmp_path / "b.json"
+    pa.write_text(json.dumps(a))
+    pb.write_text(json.dumps(b))
+    from fwd9m.cli import main
+
+    assert main(["env", "--diff", str(pa), str(pb)]) == 1
+    out = capsys.readouterr().out
+    _no_control(out)
+    assert "\\x1b]0;pwned\\x07" in out and "a\\nREPRODUCIBLE: forged" in out
+    monkeypatch.setenv("XLA_FLAGS", "\x1b[2J\nREPRODUCIBLE: forged")
+    monkeypatch.setenv("OMP_NUM_THREADS", "\x1b]0;pwned\x07")
+    assert main(["env"]) == 0
+    out = capsys.readouterr().out
+    _no_control(out)
+    assert "XLA_FLAGS=\\x1b[2J\\nREPRODUCIBLE: forged" in out
+
+
+def test_error_messages_escape_file_names(capsys, tmp_path):
+    bad = tmp_path / "x\x1b[2J\nREPRODUCIBLE: forged.json"
+    bad.write_text("[1]")
+    code, err = _cli(capsys, "env", "--diff", str(bad), str(bad))
+    assert code == 2 and "x\\x1b[2J\\nREPRODUCIBLE: forged.json" in err, err
+    _no_control(err)

@@ -26,9 +26,15 @@ __all__ = ["run_as_main", "resolve_target", "check_module_name", "require_regula
 
 def shown(path: str | os.PathLike[str]) -> str:
     """``path`` as a message shows it: quoted when it is empty or has spaces around it,
-    which a plain print hides (``fwd9m run "$SCRIPT"`` with an unset variable)."""
+    which a plain print hides (``fwd9m run "$SCRIPT"`` with an unset variable), and with
+    control characters escaped (a newline or an escape sequence in a file name would
+    forge a line of the message or act on the terminal)."""
+    from .compare._escape import escape_control
+
     text = os.fspath(path)
-    return repr(text) if not text or text != text.strip() else text
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    return repr(text) if not text or text != text.strip() else escape_control(text)
 
 
 _KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),

@@ -20,6 +20,7 @@ from typing import Any
 import keras
 
 from . import rng
+from ._launch import shown
 from .rng._format import read_file as _read_rng_file
 from ._log import logger
 
@@ -76,7 +77,7 @@ class RngStateCheckpoint(keras.callbacks.Callback):
     def on_train_begin(self, logs: dict | None = None) -> None:
         if not (self.restore and self.restore_from and self.restore_from.exists()):
             return
-        state = rng.from_bytes(_read_rng_file(self.restore_from), origin=str(self.restore_from))
+        state = rng.from_bytes(_read_rng_file(self.restore_from), origin=shown(self.restore_from))
         progress = state.pop(_PROGRESS, {"epoch": 0})
         model_state = state.pop(_MODEL, None)
         if model_state is not None:  # checked before any RNG changes

@@ -57,7 +57,9 @@ def add_arguments(p) -> None:
 
 
 def _progress(msg: str) -> None:
-    print(f"fwd9m debug: {msg}", file=sys.stderr, flush=True)
+    from ..compare import escape_control
+
+    print(f"fwd9m debug: {escape_control(msg)}", file=sys.stderr, flush=True)  # names the script, traces
 
 
 def _steps(text: str | None) -> str:
@@ -390,7 +392,9 @@ def run(args) -> int:
         code = _record(args, rest[0], rest[1:], args.output)
         r = debug.TraceReader(args.output)
         n = sum(1 for _ in r)
-        print(f"recorded {n} ops into {args.output} ({os.path.getsize(args.output)} bytes)"
+        from .._launch import shown
+
+        print(f"recorded {n} ops into {shown(args.output)} ({os.path.getsize(args.output)} bytes)"
               + (f"; the script exited with status {code}" if code else ""))
         return 0 if code == 0 else 2
     # record twice, compare

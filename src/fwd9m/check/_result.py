@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..compare import LeafDiff, printable
+from ..compare import LeafDiff, escape_control
 
 SCHEMA = "fwd9m.check"
 SCHEMA_VERSION = 1
@@ -235,7 +235,10 @@ class CheckResult:
                 lines.append(f"  - {label} {e['id']}: {e['title']}")
                 if e.get("fix"):
                     lines += [f"      {line}" for line in e["fix"].splitlines()[:3]]
-        return printable("\n".join(lines))
+        # one fact a line: a file name, note or hint holding a newline or an escape
+        # sequence (from the script, its files or its environment) is shown escaped, so
+        # it can neither forge a line of the report nor act on the terminal
+        return "\n".join(escape_control(line) for line in lines)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "target": self.target,

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from .._hashseed import INCOMPLETE, RULED_OUT, Outcome
-from ..compare import LeafDiff, compare_flat, compare_text, file_digest, read_structured
+from ..compare import LeafDiff, compare_flat, compare_text, file_digest, printable, read_structured
 from ..errors import FileFormatError, RunError
 from ._hints import _catalog_hints, _debug_args, _debug_can_record
 from ._process import _Run
-from ._result import CheckResult, Finding, leaf_finding, printable
+from ._result import CheckResult, Finding, leaf_finding
 
 
 def _state_groups(run: _Run) -> dict[str, dict[str, Any]]:

@@ -234,9 +234,10 @@ class TraceReader:
     """
 
     def __init__(self, path: str | os.PathLike[str]):
-        from .._launch import open_regular_file
+        from .._launch import open_regular_file, shown
 
         self.path = os.fspath(path)
+        self._name = shown(self.path)  # in messages: control characters escaped
         self._f = open_regular_file(self.path, "trace", "give a trace written by: "
                                     "fwd9m debug record -o run.trace script.py")
         self._size = os.fstat(self._f.fileno()).st_size
@@ -244,35 +245,35 @@ class TraceReader:
         if head[:8] != MAGIC:
             self._f.close()
             raise FileFormatError(
-                f"{self.path} is not a fwd9m trace (no {MAGIC.decode()} signature); "
+                f"{self._name} is not a fwd9m trace (no {MAGIC.decode()} signature); "
                 f"record one with: fwd9m debug record -o run.trace script.py")
         if len(head) < 12:
             self._f.close()
-            raise FileFormatError(f"{self.path} is truncated inside its header; record it again")
+            raise FileFormatError(f"{self._name} is truncated inside its header; record it again")
         (self.version,) = struct.unpack("<H", head[8:10])
         if self.version != FORMAT_VERSION:
             self._f.close()
             raise FileFormatError(
-                f"{self.path} uses trace format version {self.version}, but this fwd9m reads "
+                f"{self._name} uses trace format version {self.version}, but this fwd9m reads "
                 f"version {FORMAT_VERSION} only; record it again with this fwd9m, or read it "
                 f"with the fwd9m version that wrote it")
         self._offset = 12
         payload = self._frame()
         if payload is None:
             self._f.close()
-            raise FileFormatError(f"{self.path} is truncated inside its header; record it again")
+            raise FileFormatError(f"{self._name} is truncated inside its header; record it again")
         try:
             header = json.loads(payload)
         except (ValueError, RecursionError):
             self._f.close()
-            raise FileFormatError(f"{self.path}: the trace header is not valid JSON") from None
+            raise FileFormatError(f"{self._name}: the trace header is not valid JSON") from None
         if not isinstance(header, dict) or header.get("format") != "fwd9m.trace" \
                 or header.get("version") != FORMAT_VERSION \
                 or not all(isinstance(header.get(k), (dict, type(None))) for k in ("program", "environment")) \
                 or not _strings_or_none(header.get("frameworks")) \
                 or not isinstance(header.get("level"), (str, type(None))):
             self._f.close()
-            raise FileFormatError(f"{self.path}: the trace header is not a fwd9m trace header of format "
+            raise FileFormatError(f"{self._name}: the trace header is not a fwd9m trace header of format "
                                   f"version {FORMAT_VERSION} (damaged or edited); record it again")
         self.header = header
         self.header_bytes = self._offset  #: bytes before the first record frame
@@ -308,7 +309,7 @@ class TraceReader:
     def _damaged(self, what: str, at: int) -> FileFormatError:
         """The error for a frame whose checksum is right but whose records are not
         (written by another program, or edited and re-checksummed)."""
-        return FileFormatError(f"{self.path}: damaged trace (frame at byte {self._frame_at}, record at byte "
+        return FileFormatError(f"{self._name}: damaged trace (frame at byte {self._frame_at}, record at byte "
                                f"{at} of it): {what}; the frame's checksum is right, so it was written "
                                f"wrong or edited, not cut off; record it again")
 

@@ -231,9 +231,11 @@ def load_rng_state(path: str | os.PathLike, *, restore: bool = True,
             format version.
         FileNotFoundError: no such file.
     """
-    state = from_bytes(read_file(path), origin=str(path))
+    from .._launch import shown
+
+    state = from_bytes(read_file(path), origin=shown(path))
     if restore:
-        _restore(state, strict, str(path))
+        _restore(state, strict, shown(path))
     return state
 
 
