@@ -304,6 +304,7 @@ def _hash_seed_experiment(args, directory: str, report, paths: list[str]) -> Non
         return out
 
     outcome = _hashseed.experiment(run, lambda a, b: _agree_at(a, b, f.seq), script=_explain._script(ha),
+                                   argv=_explain._argv(ha),
                                    target=" ".join([*(["-m"] if getattr(args, "module", False) else []),
                                                     args.target]),
                                    progress=_progress)

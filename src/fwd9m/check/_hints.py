@@ -117,7 +117,8 @@ def _general(e: Any, python: bool) -> bool:
 
 
 def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool = False,
-                   source: str | None = None, limit: int = 5) -> list[dict[str, Any]]:
+                   source: str | None = None, limit: int = 5, argv: list[str] | None = None,
+                   env: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Catalog entries that may explain the differences, likeliest first: entries for
     the frameworks the runs imported (at their versions and device) whose symbols the
     script's source uses (``torch.compile``, ``x.index_put_(...)``; see
@@ -125,7 +126,9 @@ def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool =
     and the hash-seed entries when the hash seed differed), global-seed entries first
     when the script seeds nothing. An entry the script gives no reason for
     (``torch.inductor-rng`` without ``torch.compile``) is not shown. [] when the
-    catalog is unavailable."""
+    catalog is unavailable. ``argv``, ``env``: the runs' command line and environment
+    when every run had the same (which branches of the script ran: see
+    :func:`fwd9m._lint_hints.findings`)."""
     try:
         from .. import catalog
     except ImportError:
@@ -166,4 +169,4 @@ def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool =
     from .._lint_hints import check_hints  # then the script's lines that fwd9m lint flags
 
     return [{"id": e.id, "title": e.title, "kind": e.kind, "fix": e.fix, "references": list(e.references)}
-            for score, _, e in scored[:limit]] + check_hints(source, hash_seed=python)
+            for score, _, e in scored[:limit]] + check_hints(source, hash_seed=python, argv=argv, env=env)

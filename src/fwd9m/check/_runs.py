@@ -96,7 +96,10 @@ def _text_summary(d: LeafDiff, label_a: str, label_b: str) -> str:
     return s + f"\n  {label_a + ':':<{width}} {d.a}\n  {label_b + ':':<{width}} {d.b}"
 
 
-def _compare_runs(display: str, done: list[_Run], source: str | None, command: bool = False) -> CheckResult:
+def _compare_runs(display: str, done: list[_Run], source: str | None, command: bool = False,
+                  argv: list[str] | None = None, env: dict[str, str] | None = None) -> CheckResult:
+    """Compare each run with the first. ``argv``, ``env``: the runs' ``sys.argv`` and
+    environment when every run had the same (None: unknown), for the lint hints."""
     from .. import environment
 
     first = done[0]
@@ -193,7 +196,8 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
         if probe_differs:
             result.next_steps.append(_HASH_SEED_STEP)
         device = "gpu" if (base_env or {}).get("gpus") else "cpu"
-        result.catalog = _catalog_hints(base_env, device, python=bool(probe_differs), source=source)
+        result.catalog = _catalog_hints(base_env, device, python=bool(probe_differs), source=source,
+                                        argv=argv, env=env)
     return result
 
 
@@ -205,7 +209,8 @@ def _finding_key(f: Finding) -> str:
     return f"{f.source}:{f.diff.path if f.diff else f.summary.split(':', 1)[0]}"
 
 
-def _settle_hash_seed(result: CheckResult, outcome: Outcome, moved: set[str], source: str | None) -> None:
+def _settle_hash_seed(result: CheckResult, outcome: Outcome, moved: set[str], source: str | None,
+                      argv: list[str] | None = None, env: dict[str, str] | None = None) -> None:
     """Turn the hash-seed suspicion into the conclusion of the controlled experiment
     (:func:`fwd9m._hashseed.experiment`, the policy ``fwd9m debug`` uses too). ``moved``:
     where (:func:`_finding_key`) the first run with the seed that differed differs from
@@ -224,7 +229,7 @@ def _settle_hash_seed(result: CheckResult, outcome: Outcome, moved: set[str], so
         result.catalog = [h for h in result.catalog if h.get("id") != "python.environment-differences"]
         return
     result.next_steps = [s for s in result.next_steps if s != _HASH_SEED_STEP]
-    result.catalog = _catalog_hints(result.environment, device, python=False, source=source)
+    result.catalog = _catalog_hints(result.environment, device, python=False, source=source, argv=argv, env=env)
     if outcome.verdict == RULED_OUT:
         result.notes.append(outcome.message())
         return
