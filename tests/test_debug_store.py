@@ -233,3 +233,64 @@ def test_debug_reports_escape_what_comes_from_the_traces(capsys, tmp_path):
     code, err = cli_in_process(capsys, "debug", "diff", str(named / "bad.trace"), b)
     assert code == 2 and "is not a fwd9m trace" in err
     _assert_clean(err)
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+                     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),
+                     max_leaves=12)
+_header = st.fixed_dictionaries({}, optional={
+    "frameworks": st.one_of(_json, st.lists(st.sampled_from(["torch", "jax", "tensorflow", "x"]), max_size=2)),
+    "level": _json, "program": st.one_of(_json, st.fixed_dictionaries(
+        {}, optional={"script": _json, "argv": _json, "module": _json})),
+    "environment": st.one_of(_json, st.fixed_dictionaries(
+        {}, optional={"frameworks": _json, "packages": _json, "env": _json, "gpus": _json}))})
+
+
+@_FUZZ
+@given(ha=_header, hb=_header, digest=st.integers(0, 2))
+def test_fuzz_crafted_headers_through_the_whole_diff(tmp_path, ha, hb, digest):
+    """Headers of any shape, through reading, comparing, explaining and rendering
+    (text, JSON, HTML): FileFormatError or a report, nothing else."""
+    from fwd9m import debug
+
+    paths = []
+    for name, header, d in (("a", ha, 1), ("b", hb, digest)):
+        path = tmp_path / f"{name}.trace"
+        with _store.TraceWriter(path, header) as w:
+            meta = w.string("float32[2]")
+            w.op(w.string("aten::add"), w.string(_store.SEP.join(["m", "forward", "x.py:1", "", "cpu"])), 0,
+                 [(meta, _store.IS_MODEL_INPUT, d, None, None)], [(meta, 0, d, None, None)])
+        paths.append(str(path))
+    try:
+        report = debug.diff(*paths)
+    except FileFormatError:
+        return
+    for fmt in ("text", "json", "html"):
+        report.render(fmt)
+
+
+@_FUZZ
+@given(names=st.lists(st.sampled_from(["rank0.trace", "rank1.trace", "rank01.trace", "rank0.trace.log",
+                                        "x.trace"]), max_size=3, unique=True),
+       contents=st.lists(st.sampled_from([b"", b"junk", "good", "bad"]), min_size=3, max_size=3))
+def test_fuzz_rank_folders(tmp_path, names, contents):
+    """Rank folders holding junk, empty, damaged and good traces: a report, a
+    ConfigurationError (no rank traces) or a FileFormatError."""
+    import shutil
+
+    from fwd9m.distributed import diff_ranks
+    from fwd9m.errors import ConfigurationError
+
+    good, bad = open(_trace(tmp_path, _good_ops(), "g.trace"), "rb").read(), \
+        open(_trace(tmp_path, CRAFTED["tensor cut short"][0], "b.trace"), "rb").read()
+    for run in ("runA", "runB"):
+        shutil.rmtree(tmp_path / run, ignore_errors=True)
+        (tmp_path / run).mkdir()
+    for name, content in zip(names, contents):
+        data = {"good": good, "bad": bad}.get(content, content)
+        (tmp_path / "runA" / name).write_bytes(good)
+        (tmp_path / "runB" / name).write_bytes(data)
+    try:
+        diff_ranks(tmp_path / "runA", tmp_path / "runB").render("text")
+    except (FileFormatError, ConfigurationError):
+        pass

@@ -175,3 +175,31 @@ def test_error_messages_escape_file_names(capsys, tmp_path):
     code, err = _cli(capsys, "env", "--diff", str(bad), str(bad))
     assert code == 2 and "x\\x1b[2J\\nREPRODUCIBLE: forged.json" in err, err
     _no_control(err)
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+                     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),
+                     max_leaves=15)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=st.dictionaries(st.sampled_from(["schema", "schema_version", "env", "cpu", "gpus", "packages",
+                                            "frameworks", "threads", "x\x1b"]), _json, max_size=6),
+       raw=st.binary(max_size=200), valid=st.booleans())
+def test_fuzz_fingerprint_files(tmp_path, doc, raw, valid):
+    """Random bytes and crafted JSON: load raises FileFormatError only, and whatever
+    loads can be diffed and rendered without control characters reaching the output."""
+    if valid:
+        doc.update(schema=environment.SCHEMA, schema_version=1)
+    path = tmp_path / "fp.json"
+    for data in (raw, json.dumps(doc).encode()):
+        path.write_bytes(data)
+        try:
+            fp = environment.load(path)
+        except FileFormatError:
+            continue
+        out = environment.render_diff(environment.diff(fp, environment.collect()))
+        assert "\x1b" not in out

@@ -269,9 +269,7 @@ class TraceReader:
             raise FileFormatError(f"{self._name}: the trace header is not valid JSON") from None
         if not isinstance(header, dict) or header.get("format") != "fwd9m.trace" \
                 or header.get("version") != FORMAT_VERSION \
-                or not all(isinstance(header.get(k), (dict, type(None))) for k in ("program", "environment")) \
-                or not _strings_or_none(header.get("frameworks")) \
-                or not isinstance(header.get("level"), (str, type(None))):
+                or not _header_shape_ok(header):
             self._f.close()
             raise FileFormatError(f"{self._name}: the trace header is not a fwd9m trace header of format "
                                   f"version {FORMAT_VERSION} (damaged or edited); record it again")
@@ -432,6 +430,30 @@ def is_trace(path: str | os.PathLike[str]) -> bool:
 
 def _strings_or_none(value: Any) -> bool:
     return value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+
+
+def _mapping_of(value: Any, types: tuple) -> bool:
+    return value is None or (isinstance(value, dict) and all(isinstance(v, types) for v in value.values()))
+
+
+_NONE = type(None)
+
+
+def _header_shape_ok(header: dict) -> bool:
+    """The header fields a comparison reads have the types the writer gives them
+    (:func:`fwd9m.debug.record`'s header; the environment is a fingerprint of
+    :func:`fwd9m.environment.collect`): a header edited or written by another program
+    is refused here rather than failing later, mid-report."""
+    program, env = header.get("program"), header.get("environment")
+    if not (isinstance(program, (dict, _NONE)) and isinstance(env, (dict, _NONE))
+            and _strings_or_none(header.get("frameworks")) and isinstance(header.get("level"), (str, _NONE))):
+        return False
+    program, env = program or {}, env or {}
+    frameworks = env.get("frameworks")
+    return (isinstance(program.get("script"), (str, _NONE)) and _mapping_of(frameworks, (dict,))
+            and all(isinstance(f.get("version"), (str, _NONE)) and isinstance(f.get("intra_op_threads"), (int, _NONE))
+                    for f in (frameworks or {}).values())
+            and _mapping_of(env.get("packages"), (str, _NONE)) and _mapping_of(env.get("env"), (str, _NONE)))
 
 
 def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
