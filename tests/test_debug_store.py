@@ -99,6 +99,9 @@ def test_crafted_traces_exit_2_from_diff_and_in_rank_folders(capsys, tmp_path):
     (tmp_path / "runA" / "rank1.trace").write_bytes(open(good, "rb").read())
     code, err = cli_in_process(capsys, "debug", "diff", str(tmp_path / "runA"), str(tmp_path / "runB"))
     assert code == 2 and "rank1.trace" in err and "names string 999" in err, err
+    code, err = cli_in_process(capsys, "debug", "--html", str(tmp_path / "r.html"), "diff",
+                               str(tmp_path / "runA"), str(tmp_path / "runB"))
+    assert code == 2 and "--html writes the report of two traces" in err  # was: silently not written
 
 
 def test_frame_declaring_4_gib_is_not_allocated(tmp_path):

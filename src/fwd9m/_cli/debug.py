@@ -364,6 +364,11 @@ def run(args) -> int:
         if all(dirs):  # one trace per rank: rank r vs rank r
             from ..distributed import diff_ranks
 
+            if args.html:  # was silently not written
+                raise ConfigurationError("--html writes the report of two traces; for rank folders, compare "
+                                         "one rank's traces: fwd9m debug --html r.html diff runA/rank0.trace "
+                                         "runB/rank0.trace")
+
             ranks = diff_ranks(*args.args)
             print(ranks.render("json" if args.format == "json" else "text"))
             return 0 if ranks.reproducible else 1
