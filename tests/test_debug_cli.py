@@ -333,3 +333,20 @@ def test_outputs_fwd9m_wrote_are_replaced_and_force_replaces_others(capsys, tmp_
         assert b"<title>fwd9m debug report</title>" in html.read_bytes()
     code, _ = cli_in_process(capsys, "debug", "--force", "--html", str(mine), "diff", a, b)
     assert code == 0 and b"fwd9m debug report" in mine.read_bytes()
+
+
+def test_in_your_code_lines_are_on_branches_that_ran(fwd9m_cli, tmp_path):
+    """`seed = clock() if "noseed" in sys.argv else 7`, recorded without noseed: the "in
+    your code" lines named the clock seed (FWD104 on torch.manual_seed(seed)); the
+    arguments in the trace decide that branch, so only the unseeded generator is named."""
+    pytest.importorskip("torch")
+    script = tmp_path / "b.py"
+    script.write_text("import sys\nimport time\n\nimport numpy as np\nimport torch\n\n"
+                      "seed = int(time.time()) if 'noseed' in sys.argv else 7\n"
+                      "torch.manual_seed(seed)\n"
+                      "noise = np.random.default_rng().random()\n"
+                      "x = torch.randn(4) + torch.tensor(noise)\n"
+                      "print((x * 2).sum().item())\n")
+    p = fwd9m_cli("debug", "--no-hashseed-check", str(script), "--epochs", "1", cwd=tmp_path)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "b.py:9 FWD103" in p.stdout and "FWD104" not in p.stdout and "set from entropy" not in p.stdout, p.stdout
