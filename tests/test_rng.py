@@ -469,3 +469,21 @@ def test_save_never_replaces_a_file_that_is_not_an_rng_state(tmp_path):
     fwd9m.save_rng_state(p)  # a checkpoint saved again: replaced
     fwd9m.save_rng_state(script, overwrite=True)
     fwd9m.load_rng_state(script)
+
+
+def test_keras_checkpoint_with_a_malformed_progress_entry_changes_nothing(tmp_path):
+    """An epoch entry that is not a count raised TypeError after every RNG was restored."""
+    pytest.importorskip("keras")
+    from fwd9m import callbacks
+
+    path = tmp_path / "rng.npz"
+    for progress in ("x", {"epoch": "3"}, {"epoch": -1}, [1]):
+        random.seed(1)
+        state = rng.capture_rng_state(["python"])
+        random.seed(2)
+        state[callbacks._PROGRESS] = progress
+        rng.save_rng_state(path, state)
+        before = random.getstate()
+        with pytest.raises(FileFormatError, match="no RNG was changed"):
+            callbacks.RngStateCheckpoint(path).on_train_begin()
+        assert random.getstate() == before
