@@ -69,6 +69,7 @@ CRAFTED = {  # each was an IndexError or struct.error (exit 1 with a traceback) 
                               + _O(0, 1, [struct.pack("<IB", 2, _store.HAS_SAMPLE) + bytes([200]) + b"1234"]),
                               "declares 200 bytes of data but its frame holds 4"),
     "string past the frame": (struct.pack("<cI", b"S", 1000) + b"ab", "declares 1000 bytes"),
+    "end record past the frame": (struct.pack("<cI", b"E", 50) + b"{}", "declares 50 bytes"),
     "capture of 3 float32 bytes": (_good_ops(1) + struct.pack("<cIBBIQ", b"C", 0, 1, 0, 2, 3) + b"abc",
                                    "holds 3 bytes, not a multiple of 4"),
     "capture naming string 50": (_good_ops(1) + struct.pack("<cIBBIQ", b"C", 0, 1, 0, 50, 4) + b"abcd",

@@ -134,7 +134,7 @@ def starts_with(path: str | os.PathLike[str], marks: tuple[bytes, ...], within: 
     try:
         with open_regular_file(path, "file", "") as f:
             head = f.read(within)
-    except (Exception, OSError):  # noqa: BLE001 - unreadable: not recognisably ours
+    except Exception:  # noqa: BLE001 - unreadable: not recognisably ours
         return False
     return not head or any(m in head for m in marks)
 

@@ -399,8 +399,9 @@ class TraceReader:
                     elif kind == b"E":
                         (ln,) = struct.unpack_from("<I", payload, i + 1)
                         i += 5
+                        raw = take(ln)  # outside the try: FileFormatError is a ValueError
                         try:
-                            end = json.loads(take(ln))
+                            end = json.loads(raw)
                         except (ValueError, RecursionError):
                             end = None
                         if not isinstance(end, dict):
