@@ -253,13 +253,13 @@ def _check_overwrites(args, script: str | None, outputs: list[str], inputs: list
     """Refuse, before any run, to write over an input (the script, a trace compared) or
     over an existing file fwd9m did not write (unless --force): traces in ``outputs``
     (with the log beside each), and the --html report."""
-    from .._launch import refuse_overwrite
+    from .._launch import refuse_overwrite, shown
     from ..debug._store import is_trace
 
     ins = [p for p in (script, *inputs) if p]
     force = getattr(args, "force", False)
     for out in outputs:
-        option = "-o" if args.target == "record" else f"--keep {args.keep}:"
+        option = "-o" if args.target == "record" else f"--keep {shown(args.keep)}:"
         refuse_overwrite(out, option, inputs=ins, ours=is_trace, force=force, what="a trace",
                          example="run.trace")
         log = os.path.splitext(out)[0] + ".log"
