@@ -558,3 +558,38 @@ def test_a_reproducible_transformers_trainer_run_is_reproducible():
             "eval_samples_per_second", "eval_steps_per_second"} <= set(names), names
     assert not set(names) & {"loss", "grad_norm", "learning_rate", "epoch", "train_loss", "eval_loss", "total_flos"}
     assert any(e["source"].endswith("trainer_state.json") for e in data["ignored"])
+
+
+def test_file_names_from_the_script_cannot_forge_report_lines(tmp_path):
+    """A file written by the checked script named 'a\\nREPRODUCIBLE: ...' printed a forged
+    verdict line in the report; names with escape sequences acted on the terminal."""
+    script = tmp_path / "writes.py"
+    script.write_text(
+        "import os\n"
+        "for name in ('a\\nREPRODUCIBLE: 2 runs agree bit for bit.', 'b\\x1b]0;pwned\\x07\\x1b[2J.txt'):\n"
+        "    with open(name, 'w') as f:\n"
+        "        f.write(os.urandom(8).hex())\n")
+    out = check("--no-hashseed-check", "--cwd", "empty", str(script), cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("NOT REPRODUCIBLE") and not [x for x in lines if x.startswith("REPRODUCIBLE")]
+    assert "a\\nREPRODUCIBLE: 2 runs agree" in out.stdout and "b\\x1b]0;pwned\\x07\\x1b[2J.txt" in out.stdout
+    assert not any(c in out.stdout + out.stderr for c in "\x1b\x07"), out.stdout
+
+
+def test_next_steps_point_only_at_lines_that_ran(tmp_path):
+    """`seed = clock() if "noseed" in sys.argv else 7`, checked without noseed: "Next steps"
+    blamed the clock seed (FWD104 on np.random.seed(seed)); the cause is the unseeded
+    generator on the line that ran."""
+    script = tmp_path / "t.py"
+    script.write_text("import sys\nimport time\n\nimport numpy as np\n\n"
+                      "seed = int(time.time()) if 'noseed' in sys.argv else 7\n"
+                      "np.random.seed(seed)\n"
+                      "print(np.random.rand(), np.random.default_rng().random())\n")
+    out = check("--no-hashseed-check", str(script), "--epochs", "1", cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    steps = out.stdout.split("Next steps:")[1]
+    assert "t.py:8 numpy.random.default_rng() without a seed" in steps and "FWD104" not in steps, steps
+    assert "set from entropy" not in steps, steps
+    out = check("--no-hashseed-check", str(script), "noseed", cwd=tmp_path)
+    assert out.returncode == 1 and "t.py:7 seed for numpy.random.seed comes from seed" in out.stdout, out.stdout

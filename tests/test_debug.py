@@ -452,6 +452,81 @@ def test_lint_hints_survive_a_bad_lint_configuration(tmp_path, caplog):
     assert "is invalid" in caplog.text and "default rules" in caplog.text
 
 
+_BRANCHES = """import os
+import sys
+import time
+
+import numpy as np
+
+seed = int(time.time()) if "noseed" in sys.argv else 7
+np.random.seed(seed)
+if len(sys.argv) > 1 and sys.argv[1] == "fresh":
+    rng = np.random.default_rng()
+elif os.environ.get("AUG_SEED"):
+    rng = np.random.default_rng(int(os.environ["AUG_SEED"]))
+else:
+    rng = np.random.default_rng(int(time.time()))
+try:
+    import missing_module_for_the_test
+except ImportError:
+    backup = np.random.RandomState()
+if __name__ == "__main__":
+    gen = np.random.default_rng()
+"""
+
+
+@pytest.mark.parametrize("argv, env, expected", [
+    (["t.py"], {}, {(14, "FWD104"), (18, "FWD103", "may-not-run"), (20, "FWD103")}),
+    (["t.py", "noseed"], {}, {(8, "FWD104"), (14, "FWD104"), (18, "FWD103", "may-not-run"),
+                              (20, "FWD103")}),
+    (["t.py", "fresh"], {}, {(10, "FWD103"), (18, "FWD103", "may-not-run"), (20, "FWD103")}),
+    (["t.py"], {"AUG_SEED": "3"}, {(18, "FWD103", "may-not-run"), (20, "FWD103")}),
+    (None, None, {(8, "FWD104", "may-not-run"), (10, "FWD103", "may-not-run"),
+                  (14, "FWD104", "may-not-run"), (18, "FWD103", "may-not-run"), (20, "FWD103")}),
+])
+def test_lint_hints_only_point_at_branches_that_ran(tmp_path, argv, env, expected):
+    """`seed = clock() if "noseed" in sys.argv else 7`, run without noseed: the hint
+    blamed the clock seed (FWD104 on np.random.seed(seed)). A line on a branch the run's
+    arguments or environment did not take is no hint; one fwd9m cannot decide (an
+    except handler; unknown arguments) is marked."""
+    from fwd9m import _lint_hints
+
+    script = tmp_path / "t.py"
+    script.write_text(_BRANCHES)
+    got = {(x["line"], x["code"], x["branch"]) if x["branch"] else (x["line"], x["code"])
+           for x in _lint_hints.findings(script, None, argv=argv, env=env)}
+    assert got == expected
+    titles = [h["title"] for h in _lint_hints.check_hints(script, argv=argv, env=env)]
+    assert [t for t in titles if ":18 " in t][0].endswith("(on a branch that may not have run)")
+
+
+def test_branch_conditions_fwd9m_evaluates():
+    import ast
+
+    from fwd9m._lint_hints import MAY_NOT_RUN, NOT_TAKEN, branch
+
+    src = ("import os, sys\n"
+           "a = 1 if sys.argv[1:] == ['x'] else 2\n"
+           "b = os.getenv('K', 'd') == 'd' and f()\n"
+           "if args.flag:\n    c = 1\n"
+           "while False:\n    d = 1\n"
+           "match sys.argv:\n    case _:\n        e = 1\n"
+           "g = sys.argv[5] if True else 0\n")
+    tree = ast.parse(src)
+
+    def at(line: int, text: str) -> tuple[int, int]:  # 1-based, as lint findings
+        return line, src.splitlines()[line - 1].rindex(text) + 1
+
+    assert branch(tree, *at(2, "1 if"), argv=["s", "x"]) is None
+    assert branch(tree, *at(2, "2"), argv=["s", "x"]) == NOT_TAKEN
+    assert branch(tree, *at(2, "1 if"), argv=["s"]) == NOT_TAKEN
+    assert branch(tree, *at(3, "f()"), env={}) is None and branch(tree, *at(3, "f()"), env={"K": "v"}) == NOT_TAKEN
+    assert branch(tree, *at(3, "f()")) == MAY_NOT_RUN  # environment unknown
+    assert branch(tree, 5, 5, argv=["s"]) == MAY_NOT_RUN
+    assert branch(tree, 7, 5) == NOT_TAKEN and branch(tree, 10, 9, argv=["s"]) == MAY_NOT_RUN
+    assert branch(tree, 11, 5, argv=["s"]) is None  # the condition, not the value, decides
+
+
 def test_hash_seed_ruled_out_drops_hash_causes(tmp_path):
     """After reruns with PYTHONHASHSEED=0 still diverge, nothing in the explanation
     suggests the hash seed (causes, catalog links, fix)."""

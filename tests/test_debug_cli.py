@@ -277,3 +277,76 @@ def test_report_escapes_control_characters_in_names(fwd9m_cli, tmp_path):
     p = fwd9m_cli("debug", "--no-hashseed-check", str(script), cwd=tmp_path)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "\x1b" not in p.stdout and "\u202e" not in p.stdout and "\\x1b[31m" in p.stdout, p.stdout
+
+
+def _tiny_trace(path) -> str:
+    from fwd9m.debug._store import TraceWriter
+
+    with TraceWriter(path, {"frameworks": ["torch"], "level": "digests", "program": None,
+                            "environment": None}):
+        pass
+    return str(path)
+
+
+def test_outputs_never_overwrite_inputs_or_foreign_files(capsys, tmp_path):
+    """`debug record -o x.py x.py` replaced the script with the trace, and --html could
+    replace a trace being compared. An input is refused even with --force; another
+    existing file that fwd9m did not write needs --force; nothing is changed."""
+    script = tmp_path / "x.py"
+    script.write_text("import torch\n")
+    mine = tmp_path / "notes.txt"
+    mine.write_text("my notes\n")
+    a, b = _tiny_trace(tmp_path / "a.trace"), _tiny_trace(tmp_path / "b.trace")
+    (tmp_path / "link.py").symlink_to(script)
+    cases = [(("debug", "record", "-o", str(script), str(script)), "-o", "is also an input"),
+             (("debug", "--force", "record", "-o", str(tmp_path / "link.py"), str(script)), "-o",
+              "is also an input"),
+             (("debug", "record", "-o", str(mine), str(script)), "-o", "is not a trace fwd9m wrote"),
+             (("debug", "--html", a, "diff", a, b), "--html", "is also an input"),
+             (("debug", "--force", "--html", b, "diff", a, b), "--html", "is also an input"),
+             (("debug", "--html", str(mine), "diff", a, b), "--html", "is not an HTML report"),
+             (("debug", "--html", str(script), str(script)), "--html", "is also an input")]
+    before = {p: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    for args, option, message in cases:
+        code, err = cli_in_process(capsys, *args)
+        assert code == 2 and option in err and message in err, (args, err)
+        assert "--force" in err or "is also an input" in err
+    assert {p: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "run1.log").write_text("a log of mine\n")
+    code, err = cli_in_process(capsys, "debug", "--keep", str(keep), str(script))
+    assert code == 2 and "run1.log exists and is not a log beside a trace" in err, err
+    (keep / "run1.log").unlink()
+    (keep / "run2.trace").write_text("not a trace\n")
+    code, err = cli_in_process(capsys, "debug", "--keep", str(keep), str(script))
+    assert code == 2 and "run2.trace exists and is not a trace" in err, err
+
+
+def test_outputs_fwd9m_wrote_are_replaced_and_force_replaces_others(capsys, tmp_path):
+    a, b = _tiny_trace(tmp_path / "a.trace"), _tiny_trace(tmp_path / "b.trace")
+    report, mine = tmp_path / "r.html", tmp_path / "mine.html"
+    mine.write_text("<p>my page</p>")
+    for html in (report, report):  # the second time it is our report: replaced
+        code, _ = cli_in_process(capsys, "debug", "--html", str(html), "diff", a, b)
+        assert code == 0
+        assert b"<title>fwd9m debug report</title>" in html.read_bytes()
+    code, _ = cli_in_process(capsys, "debug", "--force", "--html", str(mine), "diff", a, b)
+    assert code == 0 and b"fwd9m debug report" in mine.read_bytes()
+
+
+def test_in_your_code_lines_are_on_branches_that_ran(fwd9m_cli, tmp_path):
+    """`seed = clock() if "noseed" in sys.argv else 7`, recorded without noseed: the "in
+    your code" lines named the clock seed (FWD104 on torch.manual_seed(seed)); the
+    arguments in the trace decide that branch, so only the unseeded generator is named."""
+    pytest.importorskip("torch")
+    script = tmp_path / "b.py"
+    script.write_text("import sys\nimport time\n\nimport numpy as np\nimport torch\n\n"
+                      "seed = int(time.time()) if 'noseed' in sys.argv else 7\n"
+                      "torch.manual_seed(seed)\n"
+                      "noise = np.random.default_rng().random()\n"
+                      "x = torch.randn(4) + torch.tensor(noise)\n"
+                      "print((x * 2).sum().item())\n")
+    p = fwd9m_cli("debug", "--no-hashseed-check", str(script), "--epochs", "1", cwd=tmp_path)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "b.py:9 FWD103" in p.stdout and "FWD104" not in p.stdout and "set from entropy" not in p.stdout, p.stdout

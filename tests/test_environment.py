@@ -119,7 +119,7 @@ def test_diff_refuses_pipes_devices_directories_and_huge_files(capsys, tmp_path)
     cases = [(fifo, "is a named pipe, not a regular fingerprint file"),
              ("/dev/zero", "is a character device"),
              (tmp_path, "is a directory, not a fingerprint file"),
-             (huge, "17 MiB; an environment fingerprint is a few KiB")]
+             (huge, "is 17 MiB, more than any fingerprint file fwd9m writes")]
     for path, message in cases:
         code, err = _cli(capsys, "env", "--diff", str(path), str(path))
         assert code == 2 and message in err and "env --format json" in err, (path, err)
@@ -133,3 +133,73 @@ def test_env_import_keeps_tensorflow_startup_lines_out():
     assert out.returncode == 0, out.stderr
     assert "runtime    tensorflow" in out.stdout
     assert "oneDNN" not in out.stderr and "absl" not in out.stderr, out.stderr
+
+
+_EVIL = ("\x1b]0;pwned\x07", "\x1b[2J", "a\nREPRODUCIBLE: forged", "\u202egnp.exe", "\x9b31m")
+
+
+def _no_control(out: str) -> None:
+    assert not any(c in out for c in "\x1b\x07\u202e\x9b"), repr(out)
+    assert not any(line.startswith("REPRODUCIBLE") for line in out.splitlines()), out
+
+
+def test_env_diff_and_env_escape_control_characters(capsys, tmp_path, monkeypatch):
+    """Keys and values of a fingerprint file reached the terminal as they were (an OSC
+    title change, a screen clear), and so did environment variables in `fwd9m env`."""
+    base = environment.collect()
+    a, b = json.loads(environment.dump(base)), json.loads(environment.dump(base))
+    for i, evil in enumerate(_EVIL):
+        b["env"][evil] = evil
+        b["packages"][f"p{i}{evil}"] = "1"
+        a["threads"][evil] = i
+    pa, pb = tmp_path / "a.json", tmp_path / "b.json"
+    pa.write_text(json.dumps(a))
+    pb.write_text(json.dumps(b))
+    from fwd9m.cli import main
+
+    assert main(["env", "--diff", str(pa), str(pb)]) == 1
+    out = capsys.readouterr().out
+    _no_control(out)
+    assert "\\x1b]0;pwned\\x07" in out and "a\\nREPRODUCIBLE: forged" in out
+    monkeypatch.setenv("XLA_FLAGS", "\x1b[2J\nREPRODUCIBLE: forged")
+    monkeypatch.setenv("OMP_NUM_THREADS", "\x1b]0;pwned\x07")
+    assert main(["env"]) == 0
+    out = capsys.readouterr().out
+    _no_control(out)
+    assert "XLA_FLAGS=\\x1b[2J\\nREPRODUCIBLE: forged" in out
+
+
+def test_error_messages_escape_file_names(capsys, tmp_path):
+    bad = tmp_path / "x\x1b[2J\nREPRODUCIBLE: forged.json"
+    bad.write_text("[1]")
+    code, err = _cli(capsys, "env", "--diff", str(bad), str(bad))
+    assert code == 2 and "x\\x1b[2J\\nREPRODUCIBLE: forged.json" in err, err
+    _no_control(err)
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+                     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),
+                     max_leaves=15)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=st.dictionaries(st.sampled_from(["schema", "schema_version", "env", "cpu", "gpus", "packages",
+                                            "frameworks", "threads", "x\x1b"]), _json, max_size=6),
+       raw=st.binary(max_size=200), valid=st.booleans())
+def test_fuzz_fingerprint_files(tmp_path, doc, raw, valid):
+    """Random bytes and crafted JSON: load raises FileFormatError only, and whatever
+    loads can be diffed and rendered without control characters reaching the output."""
+    if valid:
+        doc.update(schema=environment.SCHEMA, schema_version=1)
+    path = tmp_path / "fp.json"
+    for data in (raw, json.dumps(doc).encode()):
+        path.write_bytes(data)
+        try:
+            fp = environment.load(path)
+        except FileFormatError:
+            continue
+        out = environment.render_diff(environment.diff(fp, environment.collect()))
+        assert "\x1b" not in out

@@ -256,3 +256,17 @@ def test_pyproject_values_of_the_wrong_type_are_configuration_errors(tmp_path, t
     with pytest.raises(ConfigurationError) as info:
         lint.load_config(tmp_path / "pyproject.toml")
     assert says in str(info.value)
+
+
+def test_text_output_escapes_file_names_and_messages(tmp_path, capsys):
+    """A file named with an escape sequence or a newline reached the terminal as it was
+    (text output; JSON and SARIF escape it already)."""
+    bad = tmp_path / "a\x1b]0;pwned\x07\nREPRODUCIBLE: x\u202e.py"
+    bad.write_text("import numpy as np\nrng = np.random.default_rng()\n")  # FWD103
+    assert cli_main(["lint", str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert out and not any(c in out for c in "\x1b\x07\u202e"), repr(out)
+    assert not any(line.startswith("REPRODUCIBLE") for line in out.splitlines()), out
+    assert "a\\x1b]0;pwned\\x07\\nREPRODUCIBLE: x\\u202e.py:" in out
+    assert cli_main(["lint", "--format", "json", str(bad)]) == 1
+    assert json.loads(capsys.readouterr().out)  # JSON: escaped by JSON itself

@@ -340,3 +340,150 @@ def test_deeply_nested_header_is_a_file_format_error():
     deep = b'{"format": "fwd9m.rng-state", "version": 1, "sources": ' + b"[" * 50000 + b"]" * 50000 + b"}"
     with pytest.raises(FileFormatError):  # was a RecursionError
         rng.from_bytes(_npz(__fwd9m_header__=np.frombuffer(deep, dtype=np.uint8)))
+
+
+# ------------------------------------------------------- untrusted paths and bytes
+
+def _npz_declaring(shape) -> bytes:
+    """A ~250-byte archive whose header member declares ``shape`` of uint8 but holds 4 bytes."""
+    member = io.BytesIO()
+    head = np.lib.format.header_data_from_array_1_0(np.zeros(1, np.uint8))
+    head["shape"] = shape
+    np.lib.format.write_array_header_1_0(member, head)
+    member.write(b"\0" * 4)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr("__fwd9m_header__.npy", member.getvalue())
+    return out.getvalue()
+
+
+def test_load_refuses_devices_pipes_and_huge_files(tmp_path):
+    """/dev/zero was read until MemoryError and a FIFO hung forever; a file larger than
+    any RNG state is refused before reading. Nothing is restored."""
+    fifo = tmp_path / "rng.npz"
+    os.mkfifo(fifo)
+    huge = tmp_path / "huge.npz"
+    with open(huge, "wb") as f:  # sparse
+        f.truncate(rng._format.MAX_RNG_STATE_BYTES + 1)
+    before = random.getstate()
+    for path, message in ((fifo, "is a named pipe, not a regular RNG-state file"),
+                          ("/dev/zero", "is a character device"), (tmp_path, "is a directory"),
+                          (huge, "more than any RNG-state file")):
+        with pytest.raises(FileFormatError, match=message):
+            fwd9m.load_rng_state(path)
+    assert random.getstate() == before
+
+
+def test_npz_declaring_a_huge_shape_is_a_format_error():
+    """200 bytes declaring shape (2**40,) made np.load allocate a terabyte (MemoryError)."""
+    data = _npz_declaring((2 ** 40,))
+    assert len(data) < 300
+    with pytest.raises(FileFormatError, match=r"declares a uint8 array of shape \(1099511627776,\)"):
+        rng.from_bytes(data)
+    with pytest.raises(FileFormatError):
+        rng.from_bytes(_npz_declaring((-5,)))
+
+
+def test_keras_checkpoint_restore_refuses_a_pipe(tmp_path):
+    """RngStateCheckpoint's restore read its file with read_bytes(): a FIFO hung fit()."""
+    pytest.importorskip("keras")
+    from fwd9m.callbacks import RngStateCheckpoint
+
+    fifo = tmp_path / "rng.npz"
+    os.mkfifo(fifo)
+    with pytest.raises(FileFormatError, match="is a named pipe"):
+        RngStateCheckpoint(fifo).on_train_begin()
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _from_bytes_or_format_error(data: bytes) -> None:
+    try:
+        rng.from_bytes(data)
+    except FileFormatError:
+        pass
+
+
+@_FUZZ
+@given(cut=st.integers(min_value=0, max_value=3000),
+       flips=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=4))
+def test_fuzz_truncated_and_flipped_state_files(cut, flips):
+    random.seed(0)
+    good = bytearray(rng.to_bytes({"python": random.getstate(), "numpy": np.random.get_state()}
+                                  if False else None))
+    data = good[:max(0, len(good) - cut)]
+    for pos, x in flips:
+        if data:
+            data[pos % len(data)] ^= x
+    _from_bytes_or_format_error(bytes(data))
+
+
+@_FUZZ
+@given(data=st.binary(max_size=400))
+def test_fuzz_random_bytes(data):
+    _from_bytes_or_format_error(b"PK\x03\x04" + data)
+    _from_bytes_or_format_error(data)
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+                     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3),
+                     max_leaves=12)
+
+
+@_FUZZ
+@given(sources=st.dictionaries(st.sampled_from(["python", "numpy", "torch", "x", "__array__"]), _json,
+                               max_size=3),
+       arrays=st.dictionaries(st.sampled_from(["a0", "a1"]),
+                              st.sampled_from([np.zeros(3), np.arange(4, dtype=np.uint32),
+                                               np.array(["s"]), np.zeros((2, 0))]), max_size=2))
+def test_fuzz_crafted_headers(sources, arrays):
+    """Valid archives whose JSON header names odd sources and arrays: FileFormatError only,
+    and no RNG changed."""
+    before = random.getstate()
+    header = {"format": "fwd9m.rng-state", "version": 1, "sources": sources}
+    blob = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    buf = io.BytesIO()
+    np.savez(buf, __fwd9m_header__=blob, **arrays)
+    try:
+        state = rng.from_bytes(buf.getvalue())
+        rng._format._restore(state, False, "<fuzz>")
+    except FileFormatError:
+        assert random.getstate() == before
+    random.setstate(before)
+
+
+def test_save_never_replaces_a_file_that_is_not_an_rng_state(tmp_path):
+    """save_rng_state replaced whatever was at its path (a mistyped path: the user's script)."""
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")
+    with pytest.raises(ConfigurationError, match="is not an RNG-state file fwd9m wrote.*overwrite=True"):
+        fwd9m.save_rng_state(script)
+    assert script.read_text() == "print(1)\n"
+    with pytest.raises(ConfigurationError, match="is a directory"):
+        fwd9m.save_rng_state(tmp_path)
+    p = fwd9m.save_rng_state(tmp_path / "rng.npz")
+    fwd9m.save_rng_state(p)  # a checkpoint saved again: replaced
+    fwd9m.save_rng_state(script, overwrite=True)
+    fwd9m.load_rng_state(script)
+
+
+def test_keras_checkpoint_with_a_malformed_progress_entry_changes_nothing(tmp_path):
+    """An epoch entry that is not a count raised TypeError after every RNG was restored."""
+    pytest.importorskip("keras")
+    from fwd9m import callbacks
+
+    path = tmp_path / "rng.npz"
+    for progress in ("x", {"epoch": "3"}, {"epoch": -1}, [1]):
+        random.seed(1)
+        state = rng.capture_rng_state(["python"])
+        random.seed(2)
+        state[callbacks._PROGRESS] = progress
+        rng.save_rng_state(path, state)
+        before = random.getstate()
+        with pytest.raises(FileFormatError, match="no RNG was changed"):
+            callbacks.RngStateCheckpoint(path).on_train_begin()
+        assert random.getstate() == before

@@ -99,7 +99,8 @@ class Outcome:
 def experiment(run: Callable[[int, int], T], agree: Callable[[T, T], bool], *,
                script: str | None = None, target: str = "SCRIPT",
                progress: Callable[[str], None] | None = None,
-               errors: tuple[type[BaseException], ...] = ()) -> Outcome:
+               errors: tuple[type[BaseException], ...] = (),
+               argv: list[str] | None = None, env: dict[str, str] | None = None) -> Outcome:
     """Run the experiment of the module docstring.
 
     Args:
@@ -113,6 +114,8 @@ def experiment(run: Callable[[int, int], T], agree: Callable[[T, T], bool], *,
         progress: called with a one-line message before each stage.
         errors: exceptions of ``run``/``agree`` that mean a run did not complete
             (verdict ``"incomplete"``); others propagate.
+        argv, env: the runs' ``sys.argv`` and environment (None: unknown): only
+            hash-order code on a branch that ran confirms (:func:`fwd9m._lint_hints.findings`).
 
     Returns:
         An :class:`Outcome`.
@@ -146,5 +149,6 @@ def experiment(run: Callable[[int, int], T], agree: Callable[[T, T], bool], *,
         return Outcome(INCOMPLETE, runs=made, target=target)
     from ._lint_hints import findings
 
-    lint = tuple(findings(script, "hashseed")) if script else ()
+    # only code that ran confirms: not a line on a branch not taken, nor one that may not have run
+    lint = tuple(f for f in findings(script, "hashseed", argv=argv, env=env) if not f["branch"]) if script else ()
     return Outcome(CONFIRMED if lint else LIKELY, seed, made, lint, target)

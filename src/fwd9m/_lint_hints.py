@@ -5,18 +5,34 @@ settings, data, ordering, JAX keys and catalog ops).
 
 Only the script given and the local modules it imports by name (``import helpers`` with
 ``helpers.py`` beside it) are read: a static pass over a few files, no framework import.
+
+A hint must point at code that ran. Each flagged line is placed on its branches
+(:func:`branch`): the conditions of the ``if`` statements, conditional expressions,
+``and``/``or`` operands, ``while`` loops and ``except`` handlers around it. A condition
+on the run's own command line or environment (``"noseed" in sys.argv``,
+``os.environ.get("SEED")``, ``__name__ == "__main__"``) is evaluated with the values the
+checked runs had: a line on the branch not taken is not a hint. A condition fwd9m cannot
+evaluate (``args.noseed`` from argparse, a value computed at run time) leaves the hint
+marked "(on a branch that may not have run)". This is static, so it costs the runs
+nothing and changes nothing in them; a function that is never called is not detected.
+(Why not trace the runs: on Python 3.11 a ``sys.settrace`` hook puts every frame of the
+program on the interpreter's slow tracing path, and would displace a debugger or
+coverage tool the user runs; PEP 669's ``sys.monitoring``, Python 3.12+, could record
+the flagged lines alone at no cost and is the way to make this exact.)
 """
 
 from __future__ import annotations
 
 import ast
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from ._log import logger
 
-__all__ = ["CAUSE_CODES", "HASH_CODES", "relevant", "findings", "check_hints", "uses_loader_workers"]
+__all__ = ["CAUSE_CODES", "HASH_CODES", "relevant", "findings", "check_hints", "uses_loader_workers",
+           "branch", "MAY_NOT_RUN", "NOT_TAKEN"]
 
 #: cause class (fwd9m.debug's external sources, "op" for a culprit op, None for a check
 #: that does not know the cause) -> lint codes or code prefixes (FWD1 = every FWD1xx)
@@ -36,6 +52,172 @@ HASH_CODES = ("FWD204", "FWD402", "FWD403")
 
 #: files read at most (the script plus the local modules it imports)
 MAX_FILES = 8
+
+
+#: :func:`branch` verdicts (None: the line runs whenever the code around it runs)
+MAY_NOT_RUN, NOT_TAKEN = "may-not-run", "not-taken"
+#: appended to a hint on a branch whose condition fwd9m could not evaluate
+MAY_NOT_RUN_NOTE = "(on a branch that may not have run)"
+
+
+class _Unknown(Exception):
+    """A condition fwd9m cannot evaluate before the run."""
+
+
+_COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.In: lambda a, b: a in b,
+            ast.NotIn: lambda a, b: a not in b, ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,
+            ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b, ast.Is: lambda a, b: a is b,
+            ast.IsNot: lambda a, b: a is not b}
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return ""
+
+
+class _Condition:
+    """Evaluates the few expressions whose value is known before a run: literals,
+    ``__name__``, ``sys.argv`` (indexing, slicing, ``len``, ``in``), ``os.environ``
+    (``get``, ``[]``, ``in``) and ``os.getenv``, combined with ``not``, ``and``/``or``
+    and comparisons. Anything else raises :class:`_Unknown`."""
+
+    def __init__(self, name: str, argv: list[str] | None, env):
+        self.name, self.argv, self.env = name, argv, env
+
+    def value(self, node: ast.AST):
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return [self.value(e) for e in node.elts]
+        dotted = _dotted(node)
+        if dotted == "__name__":
+            return self.name
+        if dotted == "sys.argv":
+            return self._known(self.argv)
+        if dotted == "os.environ":
+            return self._known(self.env)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return not self.value(node.operand)
+        if isinstance(node, ast.BoolOp):
+            v = None
+            for operand in node.values:
+                v = self.value(operand)
+                if bool(v) == isinstance(node.op, ast.Or):  # short-circuit
+                    return v
+            return v
+        if isinstance(node, ast.Compare):
+            left = self.value(node.left)
+            for op, right in zip(node.ops, node.comparators):
+                r = self.value(right)
+                try:
+                    if not _COMPARE[type(op)](left, r):
+                        return False
+                except (TypeError, KeyError):
+                    raise _Unknown from None
+                left = r
+            return True
+        if isinstance(node, ast.Subscript):
+            seq, key = self.value(node.value), node.slice
+            try:
+                if isinstance(key, ast.Slice):
+                    return seq[slice(*(None if k is None else self.value(k)
+                                       for k in (key.lower, key.upper, key.step)))]
+                return seq[self.value(key)]
+            except (IndexError, KeyError, TypeError):
+                raise _Unknown from None  # the run raised there, or fwd9m cannot say
+        if isinstance(node, ast.Call) and not node.keywords:
+            f = _dotted(node.func)
+            args = [self.value(a) for a in node.args]
+            if f == "len" and len(args) == 1:
+                return len(args[0])
+            if f in ("os.environ.get", "os.getenv") and 1 <= len(args) <= 2:
+                return self._known(self.env).get(*args)
+        raise _Unknown
+
+    @staticmethod
+    def _known(value):
+        if value is None:
+            raise _Unknown
+        return value
+
+    def holds(self, node: ast.AST) -> bool | None:
+        try:
+            return bool(self.value(node))
+        except (_Unknown, RecursionError):
+            return None
+        except Exception:  # noqa: BLE001 - e.g. a comparison a user type would make: unknown
+            return None
+
+
+def _contains(node: ast.AST, pos: tuple[int, int]) -> bool:
+    end = (getattr(node, "end_lineno", None) or node.lineno, getattr(node, "end_col_offset", None) or 0)
+    return (node.lineno, node.col_offset) <= pos < end
+
+
+def _within(nodes: list[ast.AST], pos: tuple[int, int]) -> bool:
+    return any(_contains(n, pos) for n in nodes)
+
+
+def _child_at(node: ast.AST, pos: tuple[int, int]) -> ast.AST | None:
+    """The child of ``node`` that holds ``pos``; nodes without a position of their own
+    (a ``match`` case, a comprehension) are looked through."""
+    for child in ast.iter_child_nodes(node):
+        if hasattr(child, "lineno"):
+            if _contains(child, pos):
+                return child
+        else:
+            found = _child_at(child, pos)
+            if found is not None:
+                return found
+    return None
+
+
+def branch(tree: ast.AST, line: int, col: int, *, name: str = "__main__",
+           argv: list[str] | None = None, env=None) -> str | None:
+    """Whether the code at ``line``, ``col`` (1-based, as lint findings give them) of the
+    module ``tree`` runs: None when every condition on the way there holds for the run's
+    ``argv`` (``sys.argv``: the script first) and ``env`` (its environment), or there is
+    none; :data:`NOT_TAKEN` when one of them is false; :data:`MAY_NOT_RUN` when one
+    cannot be evaluated (``argv``/``env`` None: unknown). ``name``: the module's
+    ``__name__`` (``"__main__"`` for the script run)."""
+    pos = (line, max(0, col - 1))
+    cond = _Condition(name, argv, env)
+    verdict = None
+    node: ast.AST | None = tree
+    while node is not None:
+        here = _taken(node, pos, cond)
+        if here == NOT_TAKEN:
+            return NOT_TAKEN
+        verdict = verdict or here
+        node = _child_at(node, pos)
+    return verdict
+
+
+def _taken(node: ast.AST, pos: tuple[int, int], cond: _Condition) -> str | None:
+    """The verdict of ``node``'s own condition for the part of it holding ``pos``."""
+    if isinstance(node, (ast.If, ast.IfExp, ast.While)):
+        body = node.body if isinstance(node.body, list) else [node.body]
+        orelse = node.orelse if isinstance(node.orelse, list) else [node.orelse]
+        held = cond.holds(node.test)
+        if _within(body, pos):
+            return NOT_TAKEN if held is False else None if held else MAY_NOT_RUN
+        if _within(orelse, pos) and not isinstance(node, ast.While):
+            return NOT_TAKEN if held is True else None if held is False else MAY_NOT_RUN
+    elif isinstance(node, ast.BoolOp):
+        for i, operand in enumerate(node.values[1:], 1):
+            if _contains(operand, pos):
+                before = ast.BoolOp(op=node.op, values=node.values[:i])
+                held = cond.holds(before)
+                reached = held is (isinstance(node.op, ast.And))  # and: reached if true so far
+                return MAY_NOT_RUN if held is None else None if reached else NOT_TAKEN
+    elif isinstance(node, ast.ExceptHandler):
+        return MAY_NOT_RUN  # runs only when that exception is raised
+    elif isinstance(node, ast.Match):
+        return MAY_NOT_RUN if any(_within(c.body, pos) for c in node.cases) else None
+    return None
 
 
 def relevant(code: str, cause: str | None) -> bool:
@@ -84,14 +266,20 @@ def _shown(path: str) -> str:
 
 
 def findings(script: str | os.PathLike | None, cause: str | None = None, *,
-             exclude: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+             exclude: tuple[str, ...] = (), argv: list[str] | None = None,
+             env=None) -> list[dict[str, Any]]:
     """Lint findings in ``script`` (and its local modules) that fit ``cause``, in file and
     line order: dicts with ``path``, ``line``, ``code``, ``message`` and ``fix`` (code to
     paste, "" when the message says it). The project's lint configuration
     (``[tool.fwd9m.lint]`` in the nearest pyproject.toml, ``# noqa``) applies. Codes
     starting with an entry of ``exclude`` are left out. Never raises: [] when the script
     is missing (a trace from another machine) or unreadable; a bad configuration is logged
-    as a warning and the default rules are used."""
+    as a warning and the default rules are used.
+
+    ``argv`` (the runs' ``sys.argv``, script first) and ``env`` (their environment), when
+    known, decide the conditions around each line (:func:`branch`): a line on a branch
+    the runs did not take is left out, and one whose condition cannot be decided gets
+    ``"branch": "may-not-run"`` (None otherwise); ``col`` is the finding's column."""
     if not script or not Path(script).is_file():
         return []
     try:
@@ -111,19 +299,76 @@ def findings(script: str | os.PathLike | None, cause: str | None = None, *,
     except Exception as exc:  # noqa: BLE001 - a lint problem must not hide the runtime finding
         logger.debug("lint of %s for hints failed: %s", script, exc)
         return []
-    return [{"path": _shown(f.path), "line": f.line, "code": f.code, "message": f.message, "fix": f.fix}
-            for f in sorted(report.findings, key=lambda f: f.sort_key())
-            if relevant(f.code, cause) and not any(f.code.startswith(x) for x in exclude)]
+    trees: dict[str, ast.AST | None] = {}
+    out = []
+    for f in sorted(report.findings, key=lambda f: f.sort_key()):
+        if not relevant(f.code, cause) or any(f.code.startswith(x) for x in exclude):
+            continue
+        where = _branch_of(f, Path(script), trees, argv, env)
+        if where != NOT_TAKEN:
+            out.append({"path": _shown(f.path), "line": f.line, "col": f.col, "code": f.code,
+                        "message": f.message, "fix": f.fix, "branch": where})
+    return out
 
 
-def check_hints(script: str | os.PathLike | None, hash_seed: bool = True) -> list[dict[str, Any]]:
+def _branch_of(f, script: Path, trees: dict, argv, env) -> str | None:
+    """:func:`branch` for lint finding ``f`` (in ``script`` or a local module of it);
+    None when its file cannot be parsed (the hint is kept as it is)."""
+    if f.path not in trees:
+        trees[f.path] = _tree(Path(f.path))
+    tree = trees[f.path]
+    if tree is None or not f.line:
+        return None
+    try:
+        main = Path(f.path).resolve() == script.resolve()
+    except OSError:
+        main = False
+    name = "__main__" if main else Path(f.path).stem
+    try:
+        here = branch(tree, f.line, f.col or 1, name=name, argv=argv, env=env)
+        if here == NOT_TAKEN:
+            return here
+        origin = _origin(tree, f.message, name, argv, env)
+        return origin if origin == NOT_TAKEN else here or origin
+    except RecursionError:  # a pathologically nested file: say it may not have run
+        return MAY_NOT_RUN
+
+
+#: FWD104 names the line where the variable it follows was set from entropy:
+#: ``seed (set from entropy on line 6)``
+_ORIGIN = re.compile(r"\(set from entropy on line (\d+)\)")
+
+
+def _origin(tree: ast.AST, message: str, name: str, argv, env) -> str | None:
+    """The branch verdict of the entropy a finding blames on another line (FWD104:
+    ``seed = int(time.time()) if "noseed" in sys.argv else 7``, then
+    ``torch.manual_seed(seed)``): NOT_TAKEN when every entropy call on that line is on a
+    branch not taken (the seed was 7), MAY_NOT_RUN when one may not have run, else None."""
+    m = _ORIGIN.search(message)
+    if not m:
+        return None
+    from .lint.rules.seeding import _ENTROPY
+
+    line, last = int(m.group(1)), {e.rsplit(".", 1)[-1] for e in _ENTROPY}
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.lineno == line
+             and (_dotted(n.func).rsplit(".", 1)[-1] in last)]
+    verdicts = [branch(tree, c.lineno, c.col_offset + 1, name=name, argv=argv, env=env) for c in calls]
+    if verdicts and all(v == NOT_TAKEN for v in verdicts):
+        return NOT_TAKEN
+    return MAY_NOT_RUN if MAY_NOT_RUN in verdicts else None
+
+
+def check_hints(script: str | os.PathLike | None, hash_seed: bool = True,
+                argv: list[str] | None = None, env=None) -> list[dict[str, Any]]:
     """For ``fwd9m check`` when runs differ: the script's relevant lint findings shaped
     like its catalog hints (``id`` = the rule code, ``kind`` = ``"lint"``, ``title`` =
-    ``"in your code: FILE:LINE message"``). ``hash_seed`` False (the string-hash seed did
-    not differ, or was ruled out) leaves out the hash-order rules."""
-    return [{"id": f["code"], "title": f"in your code: {f['path']}:{f['line']} {f['message']}",
-             "kind": "lint", "fix": f["fix"], "references": []}
-            for f in findings(script, None, exclude=() if hash_seed else HASH_CODES)]
+    ``"in your code: FILE:LINE message"``, plus :data:`MAY_NOT_RUN_NOTE` on a branch
+    that may not have run). ``hash_seed`` False (the string-hash seed did not differ, or
+    was ruled out) leaves out the hash-order rules. ``argv``, ``env``: as :func:`findings`."""
+    return [{"id": f["code"], "title": f"in your code: {f['path']}:{f['line']} {f['message']}"
+                                       + (f" {MAY_NOT_RUN_NOTE}" if f["branch"] else ""),
+             "kind": "lint", "fix": f["fix"], "references": [], "branch": f["branch"]}
+            for f in findings(script, None, exclude=() if hash_seed else HASH_CODES, argv=argv, env=env)]
 
 
 def uses_loader_workers(script: str | os.PathLike | None) -> bool:

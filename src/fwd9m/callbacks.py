@@ -20,6 +20,8 @@ from typing import Any
 import keras
 
 from . import rng
+from ._launch import shown
+from .rng._format import _restore, read_file as _read_rng_file
 from ._log import logger
 
 __all__ = ["RngStateCheckpoint"]
@@ -75,9 +77,19 @@ class RngStateCheckpoint(keras.callbacks.Callback):
     def on_train_begin(self, logs: dict | None = None) -> None:
         if not (self.restore and self.restore_from and self.restore_from.exists()):
             return
-        state = rng.from_bytes(self.restore_from.read_bytes(), origin=str(self.restore_from))
+        origin = shown(self.restore_from)
+        state = rng.from_bytes(_read_rng_file(self.restore_from), origin=origin)
         progress = state.pop(_PROGRESS, {"epoch": 0})
         model_state = state.pop(_MODEL, None)
+        epoch = progress.get("epoch") if isinstance(progress, dict) else None
+        if not (isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= 0) \
+                or not isinstance(model_state, (dict, type(None))):
+            from .errors import FileFormatError
+
+            # checked before any RNG changes: this entry is read after the restore
+            raise FileFormatError(f"{origin}: the epoch ({progress!r:.60}) or the model's seed generators "
+                                  f"entry is malformed; no RNG was changed. Fix: point to a file written by "
+                                  f"RngStateCheckpoint, or delete it to start afresh.")
         if model_state is not None:  # checked before any RNG changes
             gens = rng._keras_layer_gens(self.model)
             missing = sorted(set(model_state) - set(gens))
@@ -87,7 +99,7 @@ class RngStateCheckpoint(keras.callbacks.Callback):
                 raise ConfigurationError(
                     f"{self.restore_from}: seed generators {missing} are not in this model "
                     f"(it has {sorted(gens)}); build the same model before fit().")
-        rng.restore_rng_state(state)
+        _restore(state, False, origin)  # a state its generator refuses: FileFormatError, nothing changed
         if model_state is not None:
             rng._keras_layer_set(self.model, model_state)
         self.initial_epoch = int(progress["epoch"])

@@ -66,7 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except Fwd9mError as exc:
-        print(f"fwd9m {args.command}: error: {exc}", file=sys.stderr)
+        from .compare._escape import printable
+
+        # a message quotes file names, values and output of the user's program: escaped
+        print(f"fwd9m {args.command}: error: {printable(str(exc))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print(f"fwd9m {args.command}: interrupted", file=sys.stderr)
@@ -75,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     except OSError as exc:  # e.g. writing the report failed (disk full, closed stream)
         try:
-            print(f"fwd9m {args.command}: error: {exc} ({type(exc).__name__}); check disk space, "
+            from .compare._escape import printable
+
+            print(f"fwd9m {args.command}: error: {printable(str(exc))} ({type(exc).__name__}); check disk space, "
                   f"permissions and where the output goes", file=sys.stderr)
         except OSError:
             pass

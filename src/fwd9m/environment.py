@@ -299,31 +299,39 @@ def dump(fingerprint: dict[str, Any]) -> str:
     return json.dumps(fingerprint, indent=2, sort_keys=True)
 
 
+#: a fingerprint is a few KiB; a file this large is not one (and would be read whole)
+MAX_FINGERPRINT_BYTES = 16 << 20
+
+
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a fingerprint written by ``fwd9m env --format json``.
 
     Raises:
-        FileFormatError: the file is missing, not JSON, not a fingerprint, or written by
-            a newer schema version.
+        FileFormatError: the file is missing, not a regular file (a pipe or device is
+            refused before reading), larger than :data:`MAX_FINGERPRINT_BYTES`, not JSON,
+            not a fingerprint, or written by a newer schema version.
     """
+    from ._launch import read_regular_file, shown
+
     p = Path(path)
+    name = shown(p)
+    raw = read_regular_file(p, "fingerprint", "write one with: fwd9m env --format json > env.json",
+                            MAX_FINGERPRINT_BYTES)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileFormatError(f"{p}: no such file") from None
-    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or JSON, huge ints
-        raise FileFormatError(f"{p}: not a JSON environment fingerprint ({exc}); "
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or JSON, huge ints
+        raise FileFormatError(f"{name}: not a JSON environment fingerprint ({exc}); "
                               f"write one with: fwd9m env --format json > {p.name}") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise FileFormatError(f"{p}: JSON, but not an environment fingerprint "
+        raise FileFormatError(f"{name}: JSON, but not an environment fingerprint "
                               f"(expected \"schema\": \"{SCHEMA}\"); "
                               f"write one with: fwd9m env --format json")
     version = data.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise FileFormatError(f"{p}: fingerprint without a valid schema_version ({version!r}); "
+        raise FileFormatError(f"{name}: fingerprint without a valid schema_version ({version!r}); "
                               f"write it again with: fwd9m env --format json")
     if version > SCHEMA_VERSION:
-        raise FileFormatError(f"{p}: fingerprint schema version {version!r}; this fwd9m reads "
+        raise FileFormatError(f"{name}: fingerprint schema version {version!r}; this fwd9m reads "
                               f"versions 1..{SCHEMA_VERSION}: upgrade fwd9m "
                               f"(pip install -U framework-determinism)")
     return data
@@ -355,12 +363,26 @@ def render_text(fp: dict[str, Any]) -> str:
     unset = [k for k, v in fp.get("env", {}).items() if v is None]
     if unset:
         lines.append(f"unset      {' '.join(unset)}")
-    return "\n".join(lines)
+    return _one_fact_a_line(lines)
+
+
+def _one_fact_a_line(lines: list[str]) -> str:
+    """``lines`` for a terminal: values and keys come from the environment (a variable's
+    value) or a fingerprint file, so control characters in them are shown escaped
+    (``\\x1b``, ``\\n``): they can neither act on the terminal nor forge a line."""
+    from .compare import escape_control
+
+    return "\n".join(escape_control(line) for line in lines)
 
 
 def render_diff(diffs: list[Difference]) -> str:
     if not diffs:
         return "no differences that can change results"
-    width = max(len(d.key) for d in diffs)
-    return "\n".join(f"{d.key:<{width}}  {d.a!r} -> {d.b!r}\n{'':<{width}}  {d.reason}"
-                     for d in diffs)
+    from .compare import escape_control
+
+    keys = [escape_control(d.key) for d in diffs]
+    width = max(len(k) for k in keys)
+    lines = []
+    for key, d in zip(keys, diffs):
+        lines += [f"{key:<{width}}  {d.a!r} -> {d.b!r}", f"{'':<{width}}  {d.reason}"]
+    return _one_fact_a_line(lines)

@@ -101,7 +101,10 @@ def run(args) -> int:
 
     def progress(msg: str) -> None:
         if not args.quiet:
-            print(f"fwd9m check [{time.monotonic() - start:5.1f} s] {msg}", file=sys.stderr, flush=True)
+            from ..compare import escape_control
+
+            print(f"fwd9m check [{time.monotonic() - start:5.1f} s] {escape_control(msg)}", file=sys.stderr,
+                  flush=True)
 
     exit_on_sigterm()
     try:

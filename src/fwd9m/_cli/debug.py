@@ -45,6 +45,9 @@ def add_arguments(p) -> None:
     p.add_argument("-m", dest="module", action="store_true", help="TARGET is a module (python -m)")
     p.add_argument("--keep", metavar="DIR", help="keep the traces in DIR (without it they are "
                                                  "deleted on exit)")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing file that is not a fwd9m trace or report (-o, --html, "
+                        "--keep); an input (the script, a trace compared) is never replaced")
     p.add_argument("--timeout", type=float, default=None, help="seconds per run")
     p.add_argument("--no-hashseed-check", action="store_true",
                    help="do not test hash-order sources (up to 6 reruns: PYTHONHASHSEED=0 "
@@ -54,7 +57,9 @@ def add_arguments(p) -> None:
 
 
 def _progress(msg: str) -> None:
-    print(f"fwd9m debug: {msg}", file=sys.stderr, flush=True)
+    from ..compare import escape_control
+
+    print(f"fwd9m debug: {escape_control(msg)}", file=sys.stderr, flush=True)  # names the script, traces
 
 
 def _steps(text: str | None) -> str:
@@ -238,6 +243,33 @@ def _check_options(args) -> None:
         _check_output(args.html, "--html", "report.html")
 
 
+def _is_report(path: str) -> bool:
+    from .._launch import starts_with
+
+    return starts_with(path, (b"<title>fwd9m debug report</title>",))
+
+
+def _check_overwrites(args, script: str | None, outputs: list[str], inputs: list[str]) -> None:
+    """Refuse, before any run, to write over an input (the script, a trace compared) or
+    over an existing file fwd9m did not write (unless --force): traces in ``outputs``
+    (with the log beside each), and the --html report."""
+    from .._launch import refuse_overwrite, shown
+    from ..debug._store import is_trace
+
+    ins = [p for p in (script, *inputs) if p]
+    force = getattr(args, "force", False)
+    for out in outputs:
+        option = "-o" if args.target == "record" else f"--keep {shown(args.keep)}:"
+        refuse_overwrite(out, option, inputs=ins, ours=is_trace, force=force, what="a trace",
+                         example="run.trace")
+        log = os.path.splitext(out)[0] + ".log"
+        refuse_overwrite(log, option, inputs=ins, force=force or (os.path.isfile(out) and is_trace(out)),
+                         ours=None, what="a log beside a trace", example="traces/")
+    if args.html:
+        refuse_overwrite(args.html, "--html", inputs=ins + outputs, ours=_is_report, force=force,
+                         what="an HTML report", example="report.html")
+
+
 def _cut_traces(report, paths) -> list[str]:
     """The traces among ``paths`` (A, B) that the comparison says stop early (cut off,
     damaged, or without an end record)."""
@@ -272,6 +304,7 @@ def _hash_seed_experiment(args, directory: str, report, paths: list[str]) -> Non
         return out
 
     outcome = _hashseed.experiment(run, lambda a, b: _agree_at(a, b, f.seq), script=_explain._script(ha),
+                                   argv=_explain._argv(ha),
                                    target=" ".join([*(["-m"] if getattr(args, "module", False) else []),
                                                     args.target]),
                                    progress=_progress)
@@ -331,9 +364,15 @@ def run(args) -> int:
         if all(dirs):  # one trace per rank: rank r vs rank r
             from ..distributed import diff_ranks
 
+            if args.html:  # was silently not written
+                raise ConfigurationError("--html writes the report of two traces; for rank folders, compare "
+                                         "one rank's traces: fwd9m debug --html r.html diff runA/rank0.trace "
+                                         "runB/rank0.trace")
+
             ranks = diff_ranks(*args.args)
             print(ranks.render("json" if args.format == "json" else "text"))
             return 0 if ranks.reproducible else 1
+        _check_overwrites(args, None, [], args.args)
         report = debug.diff(*args.args)
         cut = _cut_traces(report, args.args)
         if report.reproducible and cut:  # agreeing up to where a trace stops is no verdict
@@ -355,10 +394,13 @@ def run(args) -> int:
         if not args.output or not rest:
             raise ConfigurationError("usage: fwd9m debug record -o RUN.trace script.py [ARGS...]")
         _check_output(args.output)
+        _check_overwrites(args, rest[0] if not args.module else None, [args.output], [])
         code = _record(args, rest[0], rest[1:], args.output)
         r = debug.TraceReader(args.output)
         n = sum(1 for _ in r)
-        print(f"recorded {n} ops into {args.output} ({os.path.getsize(args.output)} bytes)"
+        from .._launch import shown
+
+        print(f"recorded {n} ops into {shown(args.output)} ({os.path.getsize(args.output)} bytes)"
               + (f"; the script exited with status {code}" if code else ""))
         return 0 if code == 0 else 2
     # record twice, compare
@@ -367,6 +409,14 @@ def run(args) -> int:
 
         raise ConfigurationError(f"--keep {shown(args.keep)} is a file; --keep names a folder for the two "
                                  f"traces, e.g. --keep traces/")
+    if args.keep:
+        from .._hashseed import MAX_RUNS
+
+        names = ["run1", "run2", "modules1", "modules2", *(f"hashseed{k}" for k in range(1, MAX_RUNS + 1))]
+        _check_overwrites(args, None if args.module else args.target,
+                          [os.path.join(args.keep, f"{n}.trace") for n in names], [])
+    elif args.html:
+        _check_overwrites(args, None if args.module else args.target, [], [])
     directory = args.keep or tempfile.mkdtemp(prefix="fwd9m-debug-")
     os.makedirs(directory, exist_ok=True)
     args.deleted_dir = None if args.keep else directory

@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 HELP = "show the environment fingerprint, or compare two (--diff A.json B.json)"
-
-#: a fingerprint is a few KiB; a file this large is not one (and would be read whole)
-MAX_FINGERPRINT_BYTES = 16 << 20
-
 
 def add_arguments(p) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -23,20 +18,6 @@ def add_arguments(p) -> None:
                    help="list differences that can change results, likeliest first; exit 1 if any")
 
 
-def _check_fingerprint_file(path: str) -> None:
-    """Refuse, before reading, what cannot be a fingerprint: a named pipe or device
-    (reading would block or never end) or a file far larger than any fingerprint."""
-    from .._launch import require_regular_file, shown
-    from ..errors import FileFormatError
-
-    hint = "write one with: fwd9m env --format json > env.json"
-    require_regular_file(path, "fingerprint", hint)
-    size = os.path.getsize(path)
-    if size > MAX_FINGERPRINT_BYTES:
-        raise FileFormatError(f"{shown(path)} is {size / 2**20:.0f} MiB; an environment fingerprint is a "
-                              f"few KiB, so this is another file; {hint}")
-
-
 def run(args) -> int:
     from .. import environment
     from ..errors import ConfigurationError
@@ -46,8 +27,6 @@ def run(args) -> int:
             raise ConfigurationError("--import and --framework describe this machine, and --diff compares "
                                      "two saved files: write each with fwd9m env --import --format json "
                                      "> A.json, then run fwd9m env --diff A.json B.json")
-        for path in args.diff:
-            _check_fingerprint_file(path)
         a, b = (environment.load(p) for p in args.diff)
         diffs = environment.diff(a, b)
         if args.format == "json":

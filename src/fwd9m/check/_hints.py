@@ -154,8 +154,8 @@ def _script_frameworks(source: str | None, fp: dict[str, Any] | None) -> set[str
 
 
 def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool = False,
-                   source: str | None = None, limit: int = 5,
-                   threads_differ: bool = False) -> list[dict[str, Any]]:
+                   source: str | None = None, limit: int = 5, threads_differ: bool = False,
+                   argv: list[str] | None = None, env: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Catalog entries that may explain the differences, likeliest first: entries for
     the frameworks the runs imported (at their versions and device) whose symbols the
     script's source uses (``torch.compile``, ``x.index_put_(...)``; see
@@ -167,7 +167,9 @@ def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool =
     entry the script gives no reason for (``torch.inductor-rng`` without
     ``torch.compile``) is not shown, nor a general seeding entry when fwd9m lint points
     at the script's own seeding lines (they say the same, for the line). The script's
-    lint findings come first. [] when the catalog is unavailable."""
+    lint findings come first. [] when the catalog is unavailable.
+    ``argv``, ``env``: the runs' command line and environment when every run had the
+    same (which branches of the script ran: see :func:`fwd9m._lint_hints.findings`)."""
     try:
         from .. import catalog
     except ImportError:
@@ -184,7 +186,7 @@ def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool =
     frameworks["python"] = None
     from .._lint_hints import check_hints  # the script's lines that fwd9m lint flags
 
-    lint = check_hints(source, hash_seed=python)
+    lint = check_hints(source, hash_seed=python, argv=argv, env=env)
     seeding_lines = any(h["id"].startswith("FWD1") for h in lint)
     words = _source_words(source)
     qualified, methods = _used_names(source)

@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..compare import LeafDiff, printable
+from ..compare import LeafDiff, escape_control
 
 SCHEMA = "fwd9m.check"
 SCHEMA_VERSION = 1
@@ -248,7 +248,10 @@ class CheckResult:
             lines += _hint_lines(lint)
             lines += [f"  - {s}" for s in self.next_steps]
             lines += _hint_lines([e for e in self.catalog if e.get("kind") != "lint"])
-        return printable("\n".join(lines))
+        # one fact a line: a file name, note or hint holding a newline or an escape
+        # sequence (from the script, its files or its environment) is shown escaped, so
+        # it can neither forge a line of the report nor act on the terminal
+        return "\n".join(escape_control(line) for line in lines)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "target": self.target,

@@ -9,13 +9,13 @@ from typing import Any
 
 from .._hashseed import INCOMPLETE, RULED_OUT, Outcome
 from ..compare import (LeafDiff, compare_flat, compare_text, escape_control, file_digest, ignored, normalize_line,
-                       pair_names, read_structured, replace_in_leaves)
+                       pair_names, printable, read_structured, replace_in_leaves)
 from ..compare._text import IgnoredValues
 from ..errors import FileFormatError, RunError
 from ._hints import _catalog_hints, _debug_args, _debug_can_record
 from . import _process
 from ._process import _Run
-from ._result import CheckResult, Finding, leaf_finding, printable
+from ._result import CheckResult, Finding, leaf_finding
 
 
 def _state_groups(run: _Run) -> dict[str, dict[str, Any]]:
@@ -134,9 +134,12 @@ def _text_summary(d: LeafDiff, label_a: str, label_b: str) -> str:
 
 
 def _compare_runs(display: str, done: list[_Run], source: str | None, command: bool = False,
-                  strict: bool = False) -> CheckResult:
+                  strict: bool = False, argv: list[str] | None = None,
+                  env: dict[str, str] | None = None) -> CheckResult:
     """Compare each run with the first. Printed output and text files are compared with
-    timing values masked (each one listed in ``result.ignored``), unless ``strict``."""
+    timing values masked (each one listed in ``result.ignored``), unless ``strict``.
+    ``argv``, ``env``: the runs' ``sys.argv`` and environment when every run had the same
+    (None: unknown), for the lint hints."""
     from .. import environment
 
     first = done[0]
@@ -256,7 +259,7 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
             result.next_steps.append(_HASH_SEED_STEP)
         device = "gpu" if (base_env or {}).get("gpus") else "cpu"
         result.catalog = _catalog_hints(base_env, device, python=bool(probe_differs), source=source,
-                                        threads_differ=_threads_differ(result))
+                                        threads_differ=_threads_differ(result), argv=argv, env=env)
     return result
 
 
@@ -275,7 +278,8 @@ def _finding_key(f: Finding) -> str:
     return f"{f.source}:{f.diff.path if f.diff else f.summary.split(':', 1)[0]}"
 
 
-def _settle_hash_seed(result: CheckResult, outcome: Outcome, moved: set[str], source: str | None) -> None:
+def _settle_hash_seed(result: CheckResult, outcome: Outcome, moved: set[str], source: str | None,
+                      argv: list[str] | None = None, env: dict[str, str] | None = None) -> None:
     """Turn the hash-seed suspicion into the conclusion of the controlled experiment
     (:func:`fwd9m._hashseed.experiment`, the policy ``fwd9m debug`` uses too). ``moved``:
     where (:func:`_finding_key`) the first run with the seed that differed differs from
@@ -295,7 +299,7 @@ def _settle_hash_seed(result: CheckResult, outcome: Outcome, moved: set[str], so
         return
     result.next_steps = [s for s in result.next_steps if s != _HASH_SEED_STEP]
     result.catalog = _catalog_hints(result.environment, device, python=False, source=source,
-                                    threads_differ=_threads_differ(result))
+                                    threads_differ=_threads_differ(result), argv=argv, env=env)
     if outcome.verdict == RULED_OUT:
         result.notes.append(outcome.message())
         return

@@ -3,6 +3,7 @@ times, each in a fresh interpreter, and compares the runs."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
@@ -195,7 +196,11 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
         if timeout is not None and all(r.info.timed_out for r in done):
             raise RunError(f"every run of {display} timed out (--timeout {timeout:g} s); raise --timeout "
                            f"or check the script for a hang (the whole process group was killed)")
-        result = _compare_runs(display, done, source, command, strict)
+        # what the runs' conditions on sys.argv / os.environ saw, for the lint hints: known
+        # when every run had the same (no --vary, no --enable start-up settings)
+        argv = None if (vary or enable or command or source is None) else [source, *args]
+        known_env = None if argv is None else {**os.environ, **(env or {})}
+        result = _compare_runs(display, done, source, command, strict, argv=argv, env=known_env)
         result.notes[:0] = _run_notes(done, display)
         if strict:
             result.notes.append("--strict: printed output and text files were compared with nothing masked "
@@ -217,8 +222,9 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
                     moved.update(_finding_key(f) for f in found)
                 return not found
 
-            outcome = experiment(hash_run, agree, script=source, target=display, progress=say, errors=(RunError,))
-            _settle_hash_seed(result, outcome, moved, source)
+            outcome = experiment(hash_run, agree, script=source, target=display, progress=say, errors=(RunError,),
+                                 argv=argv, env=known_env)
+            _settle_hash_seed(result, outcome, moved, source, argv=argv, env=known_env)
         if enable and not result:
             _enable_did_not_fix(result)
         if keep:

@@ -101,6 +101,8 @@ def sample_difference(meta: str, a: bytes, b: bytes) -> tuple[float, int] | None
     dtype ``meta`` (``"float32[...]"``); None for other dtypes or unequal lengths."""
     dtype = meta.split("[", 1)[0]
     fmt = _FLOAT_FORMATS.get(dtype)
+    if len(a) % (fmt[2] if fmt else 2):  # not whole values (TraceReader refuses such traces)
+        return None
     if fmt is None or not a or len(a) != len(b):
         if dtype == "bfloat16" and a and len(a) == len(b):
             n = len(a) // 2

@@ -279,11 +279,21 @@ def _situated_fix(fix: str, lint: list[dict], script: str | None) -> str:
     return "\n".join([head, *own] if own else [head, fix])
 
 
+def _argv(ha: dict) -> list[str] | None:
+    """The recorded run's ``sys.argv`` (script first), None when the trace does not say."""
+    program = ha.get("program") or {}
+    script, args = _script(ha), program.get("argv")
+    ok = script is not None and isinstance(args, list) and all(isinstance(a, str) for a in args)
+    return [script, *args] if ok else None
+
+
 def _lint(ha: dict, cause: str, hashseed: str | None) -> list[dict]:
     from .. import _lint_hints
 
     exclude = _lint_hints.HASH_CODES if hashseed in _NOT_HASH else ()
-    return _lint_hints.findings(_script(ha), cause, exclude=exclude)
+    # the environment of the recorded run is not in the trace (only determinism variables):
+    # conditions on os.environ stay undecided
+    return _lint_hints.findings(_script(ha), cause, exclude=exclude, argv=_argv(ha))
 
 
 def explain(first, report, ha: dict, hb: dict, hashseed: str | None = None,

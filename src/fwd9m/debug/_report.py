@@ -50,6 +50,13 @@ def _node(framework: str, node: str) -> str:
 
 
 def text(report) -> str:
+    """The human report, one fact a line. Every line is escaped
+    (:func:`~fwd9m.compare.escape_control`): op names, modules, locations, paths and
+    environment keys come from the recorded program and its files, and a name holding a
+    newline or an escape sequence must not forge a line or act on the terminal."""
+    from .._lint_hints import MAY_NOT_RUN_NOTE
+    from ..compare import escape_control
+
     lines: list[str] = []
     add = lines.append
     f = report.first
@@ -94,7 +101,8 @@ def text(report) -> str:
         if ex.get("lint"):
             add("  in your code (fwd9m lint):")
             for x in ex["lint"][:8]:
-                add(f"    {x['path']}:{x['line']} {x['code']} {x['message']}")
+                add(f"    {x['path']}:{x['line']} {x['code']} {x['message']}"
+                    + (f" {MAY_NOT_RUN_NOTE}" if x.get("branch") else ""))
                 if x.get("fix"):
                     add(f"      fix: {x['fix']}")
             if len(ex["lint"]) > 8:
@@ -115,7 +123,7 @@ def text(report) -> str:
                     f"op #{peak['seq']} (sampled values; --capture for exact)")
     for n in report.notes:
         add(f"note: {n}")
-    return "\n".join(lines)
+    return "\n".join(escape_control(line) for line in lines)
 
 
 def _svg(report, width: int = 900, height: int = 260) -> str:

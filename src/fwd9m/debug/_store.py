@@ -101,6 +101,9 @@ class Op:
                 f"at {self.location or '?'}")
 
 
+#: Bytes per value of the dtypes whose sampled or captured values a report reads as numbers.
+_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+
 #: Tensors per op side (inputs, outputs): the count is one byte in an op record.
 MAX_TENSORS = 255
 
@@ -231,51 +234,51 @@ class TraceReader:
     """
 
     def __init__(self, path: str | os.PathLike[str]):
-        from .._launch import require_regular_file
+        from .._launch import open_regular_file, shown
 
         self.path = os.fspath(path)
-        require_regular_file(self.path, "trace", "give a trace written by: "
-                             "fwd9m debug record -o run.trace script.py")
-        try:
-            self._f = open(self.path, "rb")
-        except OSError as exc:
-            raise FileFormatError(f"cannot read trace {self.path}: {exc.strerror}") from None
+        self._name = shown(self.path)  # in messages: control characters escaped
+        self._f = open_regular_file(self.path, "trace", "give a trace written by: "
+                                    "fwd9m debug record -o run.trace script.py")
+        self._size = os.fstat(self._f.fileno()).st_size
         head = self._f.read(12)
         if head[:8] != MAGIC:
             self._f.close()
             raise FileFormatError(
-                f"{self.path} is not a fwd9m trace (no {MAGIC.decode()} signature); "
+                f"{self._name} is not a fwd9m trace (no {MAGIC.decode()} signature); "
                 f"record one with: fwd9m debug record -o run.trace script.py")
         if len(head) < 12:
             self._f.close()
-            raise FileFormatError(f"{self.path} is truncated inside its header; record it again")
+            raise FileFormatError(f"{self._name} is truncated inside its header; record it again")
         (self.version,) = struct.unpack("<H", head[8:10])
         if self.version != FORMAT_VERSION:
             self._f.close()
             raise FileFormatError(
-                f"{self.path} uses trace format version {self.version}, but this fwd9m reads "
+                f"{self._name} uses trace format version {self.version}, but this fwd9m reads "
                 f"version {FORMAT_VERSION} only; record it again with this fwd9m, or read it "
                 f"with the fwd9m version that wrote it")
         self._offset = 12
         payload = self._frame()
         if payload is None:
             self._f.close()
-            raise FileFormatError(f"{self.path} is truncated inside its header; record it again")
+            raise FileFormatError(f"{self._name} is truncated inside its header; record it again")
         try:
             header = json.loads(payload)
         except (ValueError, RecursionError):
-            raise FileFormatError(f"{self.path}: the trace header is not valid JSON") from None
+            self._f.close()
+            raise FileFormatError(f"{self._name}: the trace header is not valid JSON") from None
         if not isinstance(header, dict) or header.get("format") != "fwd9m.trace" \
                 or header.get("version") != FORMAT_VERSION \
-                or not all(isinstance(header.get(k), (dict, type(None))) for k in ("program", "environment")):
+                or not _header_shape_ok(header):
             self._f.close()
-            raise FileFormatError(f"{self.path}: the trace header is not a fwd9m trace header of format "
+            raise FileFormatError(f"{self._name}: the trace header is not a fwd9m trace header of format "
                                   f"version {FORMAT_VERSION} (damaged or edited); record it again")
         self.header = header
         self.header_bytes = self._offset  #: bytes before the first record frame
         self.end: dict[str, Any] | None = None
         self.truncated: str | None = None
         self.ops_read = 0
+        self._frame_at = self._at = 0  # where the record being read is, for messages
 
     def _frame(self) -> bytes | None:
         head = self._f.read(4)
@@ -284,6 +287,9 @@ class TraceReader:
                 self.truncated = f"cut off inside a frame header at byte {self._offset}"
             return None
         (n,) = _FRAME_HEAD.unpack(head)
+        if n + 4 > self._size - self._offset - 4:  # read(n) would allocate n bytes first
+            self.truncated = f"cut off mid-record at byte {self._offset} (frame of {n} bytes incomplete)"
+            return None
         body = self._f.read(n + 4)
         if len(body) < n + 4:
             self.truncated = f"cut off mid-record at byte {self._offset} (frame of {n} bytes incomplete)"
@@ -298,23 +304,61 @@ class TraceReader:
     def close(self) -> None:
         self._f.close()
 
+    def _damaged(self, what: str, at: int) -> FileFormatError:
+        """The error for a frame whose checksum is right but whose records are not
+        (written by another program, or edited and re-checksummed)."""
+        return FileFormatError(f"{self._name}: damaged trace (frame at byte {self._frame_at}, record at byte "
+                               f"{at} of it): {what}; the frame's checksum is right, so it was written "
+                               f"wrong or edited, not cut off; record it again")
+
+    def _values(self, meta: str, data: bytes | None, what: str, at: int) -> str:
+        """``meta``, after checking that ``data`` (a sample or capture) holds whole
+        values of its dtype: a report reads them as numbers."""
+        size = _ITEMSIZE.get(meta.split("[", 1)[0])
+        if data and size and len(data) % size:
+            raise self._damaged(f"a {what} of {meta} values holds {len(data)} bytes, not a multiple "
+                                f"of {size}", at)
+        return meta
+
     def __iter__(self) -> Iterator[Op]:
+        try:
+            yield from self._records()
+        except (struct.error, IndexError) as exc:
+            raise self._damaged(f"a record is cut short or malformed ({exc})", self._at) from None
+
+    def _records(self) -> Iterator[Op]:
         strings: list[str] = []
         pending: Op | None = None
         seq = 0
         try:
             while True:
+                self._frame_at = self._offset
                 payload = self._frame()
                 if payload is None:
                     break
                 mv = memoryview(payload)
                 i, n = 0, len(payload)
+
+                def string(k: int) -> str:
+                    if k >= len(strings):
+                        raise self._damaged(f"an op record names string {k}, but only {len(strings)} "
+                                            f"are defined before it", i)
+                    return strings[k]
+
+                def take(ln: int) -> bytes:
+                    if i + ln > n:
+                        raise self._damaged(f"a record declares {ln} bytes of data but its frame "
+                                            f"holds {n - i}", i)
+                    return bytes(mv[i:i + ln])
+
                 while i < n:
+                    self._at = i
                     kind = payload[i:i + 1]
                     if kind == b"S":
                         (ln,) = struct.unpack_from("<I", payload, i + 1)
-                        strings.append(bytes(mv[i + 5:i + 5 + ln]).decode("utf-8", "replace"))
-                        i += 5 + ln
+                        i += 5
+                        strings.append(take(ln).decode("utf-8", "replace"))
+                        i += ln
                     elif kind == b"O":
                         if pending is not None:
                             yield pending
@@ -330,36 +374,41 @@ class TraceReader:
                                 i += 8
                             if flags & HAS_SAMPLE:
                                 ln = payload[i]
-                                sample = bytes(mv[i + 1:i + 1 + ln])
-                                i += 1 + ln
+                                i += 1
+                                sample = take(ln)
+                                i += ln
                             if flags & IS_REF:
                                 ref = _REF.unpack_from(payload, i)
                                 i += 5
-                            ts.append(Tensor(strings[meta], flags, dig, sample, ref))
-                        parts = strings[ctx].split(SEP)
+                            ts.append(Tensor(self._values(string(meta), sample, "sample", i), flags, dig,
+                                             sample, ref))
+                        parts = string(ctx).split(SEP)
                         parts += [""] * (5 - len(parts))
-                        pending = Op(seq, strings[name], parts[0], parts[1], parts[2], parts[3],
+                        pending = Op(seq, string(name), parts[0], parts[1], parts[2], parts[3],
                                      parts[4], step, ts[:nin], ts[nin:])
                         seq += 1
                         self.ops_read = seq
                     elif kind == b"C":
                         _, cseq, is_out, idx, meta, ln = _CAPTURE.unpack_from(payload, i)
                         i += _CAPTURE.size
-                        data = bytes(mv[i:i + ln])
+                        data = take(ln)
                         i += ln
                         if pending is not None and pending.seq == cseq:
-                            pending.captures[(is_out, idx)] = (strings[meta], data)
+                            pending.captures[(is_out, idx)] = (self._values(string(meta), data, "capture", i),
+                                                               data)
                     elif kind == b"E":
                         (ln,) = struct.unpack_from("<I", payload, i + 1)
+                        i += 5
+                        raw = take(ln)  # outside the try: FileFormatError is a ValueError
                         try:
-                            end = json.loads(bytes(mv[i + 5:i + 5 + ln]))
+                            end = json.loads(raw)
                         except (ValueError, RecursionError):
                             end = None
                         if not isinstance(end, dict):
                             self.truncated = f"damaged end record at byte {self._offset}"
                             return
                         self.end = end
-                        i += 5 + ln
+                        i += ln
                     else:
                         self.truncated = f"unknown record type {kind!r} at byte {self._offset}"
                         return
@@ -370,6 +419,42 @@ class TraceReader:
                                   "closing the trace (crash, kill or still running)")
         finally:
             self._f.close()
+
+
+def is_trace(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a regular file starting with the trace signature (or empty):
+    a file that recording may replace."""
+    from .._launch import starts_with
+
+    return starts_with(path, (MAGIC,), within=len(MAGIC))
+
+
+def _strings_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+
+
+def _mapping_of(value: Any, types: tuple) -> bool:
+    return value is None or (isinstance(value, dict) and all(isinstance(v, types) for v in value.values()))
+
+
+_NONE = type(None)
+
+
+def _header_shape_ok(header: dict) -> bool:
+    """The header fields a comparison reads have the types the writer gives them
+    (:func:`fwd9m.debug.record`'s header; the environment is a fingerprint of
+    :func:`fwd9m.environment.collect`): a header edited or written by another program
+    is refused here rather than failing later, mid-report."""
+    program, env = header.get("program"), header.get("environment")
+    if not (isinstance(program, (dict, _NONE)) and isinstance(env, (dict, _NONE))
+            and _strings_or_none(header.get("frameworks")) and isinstance(header.get("level"), (str, _NONE))):
+        return False
+    program, env = program or {}, env or {}
+    frameworks = env.get("frameworks")
+    return (isinstance(program.get("script"), (str, _NONE)) and _mapping_of(frameworks, (dict,))
+            and all(isinstance(f.get("version"), (str, _NONE)) and isinstance(f.get("intra_op_threads"), (int, _NONE))
+                    for f in (frameworks or {}).values())
+            and _mapping_of(env.get("packages"), (str, _NONE)) and _mapping_of(env.get("env"), (str, _NONE)))
 
 
 def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:

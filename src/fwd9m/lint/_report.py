@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from .. import __version__
+from ..compare._escape import escape_control
 from ._engine import ENGINE_CODES, Finding
 
 __all__ = ["render_text", "render_json", "render_sarif", "render_statistics"]
@@ -16,7 +17,8 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 def render_text(findings: list[Finding], *, show_fix: bool = True) -> str:
     lines = []
     for f in findings:
-        lines.append(f"{f.path}:{f.line}:{f.col}: {f.code} {f.message}")
+        # one line per finding: a file name or message with a newline or escape is shown escaped
+        lines.append(escape_control(f"{f.path}:{f.line}:{f.col}: {f.code} {f.message}"))
     return "\n".join(lines)
 
 

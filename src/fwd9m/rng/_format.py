@@ -18,6 +18,10 @@ from ._state import (RestoreReport, State, _copy_tree, _validate, capture_rng_st
 FORMAT = "fwd9m.rng-state"
 FORMAT_VERSION = 1
 _HEADER = "__fwd9m_header__"
+#: An RNG-state file is a few KiB plus the registered generators' state; a file, or the
+#: arrays it declares, larger than this is not one (and would be read whole).
+MAX_RNG_STATE_BYTES = 256 << 20
+_FIX = "Fix: point to a file written by fwd9m.save_rng_state, or re-save the state."
 
 
 # --------------------------------------------------------------------------- file format
@@ -72,6 +76,40 @@ def to_bytes(state: State | None = None) -> bytes:
     return buf.getvalue()
 
 
+def _check_members(archive: bytes, origin: str) -> None:
+    """Refuse, before NumPy reads them, archive members that declare more than they
+    hold: ``np.load`` allocates an array of the shape a ``.npy`` header declares before
+    reading its data (``numpy/lib/format.py``, ``read_array``: ``numpy.ndarray(count,
+    dtype=dtype)`` for a file inside a zip), so 200 bytes declaring ``(2**40,)`` would
+    ask for terabytes. Each member's declared data must fit in its uncompressed size,
+    and the sizes together stay under :data:`MAX_RNG_STATE_BYTES` (a zip bomb)."""
+    import zipfile
+
+    np = _np()
+    fmt = np.lib.format
+    with zipfile.ZipFile(io.BytesIO(archive)) as z:
+        infos = z.infolist()
+        total = sum(i.file_size for i in infos)
+        if total > MAX_RNG_STATE_BYTES:
+            raise FileFormatError(f"{origin}: its members unpack to {total} bytes, more than any "
+                                  f"RNG-state file holds ({MAX_RNG_STATE_BYTES} at most). {_FIX}")
+        for info in infos:
+            if not info.filename.endswith(".npy"):
+                continue
+            with z.open(info) as f:
+                version = fmt.read_magic(f)
+                read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+                shape, _, dtype = read(f, max_header_size=10_000)
+                count = 1
+                for dim in shape:
+                    count *= dim
+                need = count * dtype.itemsize
+                if need > info.file_size:
+                    raise FileFormatError(f"{origin}: member {info.filename!r} declares a {dtype} array "
+                                          f"of shape {shape} ({need} bytes) but holds {info.file_size} "
+                                          f"bytes. {_FIX}")
+
+
 def from_bytes(data: bytes, *, origin: str = "<bytes>") -> State:
     """Parse the file format; raises FileFormatError on anything unexpected."""
     import zipfile
@@ -84,6 +122,7 @@ def from_bytes(data: bytes, *, origin: str = "<bytes>") -> State:
         raise FileFormatError(f"{origin} is not an fwd9m RNG-state file (it is not a "
                               f"zip/npz archive; {len(data)} bytes). {fix}")
     try:
+        _check_members(bytes(data), origin)
         with np.load(io.BytesIO(bytes(data)), allow_pickle=False) as z:
             if _HEADER not in z.files:
                 raise FileFormatError(f"{origin} is an npz archive but has no "
@@ -102,7 +141,10 @@ def from_bytes(data: bytes, *, origin: str = "<bytes>") -> State:
             arrays = {k: z[k] for k in z.files if k != _HEADER}
     except FileFormatError:
         raise
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, RecursionError) as exc:
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, RecursionError,
+            NotImplementedError, SyntaxError, TypeError, OverflowError, MemoryError) as exc:
+        # NotImplementedError: an unsupported zip compression; SyntaxError/TypeError: a
+        # .npy header that is not a Python literal dict; MemoryError: last resort
         raise FileFormatError(f"{origin} is truncated or corrupted ({type(exc).__name__}: "
                               f"{exc}). {fix}") from exc
     try:
@@ -121,14 +163,30 @@ def from_bytes(data: bytes, *, origin: str = "<bytes>") -> State:
     return state
 
 
-def save_rng_state(path: str | os.PathLike, state: State | None = None) -> Path:
+def save_rng_state(path: str | os.PathLike, state: State | None = None, *,
+                   overwrite: bool = False) -> Path:
     """Write ``state`` (default: capture now) to ``path`` atomically (temp + rename).
+
+    An existing RNG-state file is replaced (a checkpoint saved again); any other existing
+    file only with ``overwrite=True``, so a mistyped path cannot destroy a user's file.
 
     Returns:
         the path written. The file is an ``.npz`` archive (see the module docstring);
         a few KiB plus the registered generators' state.
+
+    Raises:
+        ConfigurationError: ``path`` exists and is not an RNG-state file (nor
+            ``overwrite``), or is a directory.
     """
+    from .._launch import refuse_overwrite
+
     path = Path(path)
+    if path.is_dir():
+        raise ConfigurationError(f"save_rng_state({str(path)!r}): that is a directory; name the file, "
+                                 f"e.g. {str(path / 'rng.npz')!r}")
+    refuse_overwrite(path, "save_rng_state:", ours=_is_state_file, force=overwrite,
+                     what="an RNG-state file", example="rng.npz",
+                     force_fix="pass overwrite=True to replace it")
     data = to_bytes(state)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
@@ -143,6 +201,19 @@ def save_rng_state(path: str | os.PathLike, state: State | None = None) -> Path:
     return path
 
 
+def _is_state_file(path: Path) -> bool:
+    """Whether ``path`` is an archive holding the fwd9m header entry (or empty)."""
+    import zipfile
+
+    try:
+        if path.stat().st_size == 0:
+            return True
+        with zipfile.ZipFile(io.BytesIO(read_file(path))) as z:
+            return _HEADER + ".npy" in z.namelist()
+    except (OSError, zipfile.BadZipFile, FileFormatError, ValueError):
+        return False
+
+
 def load_rng_state(path: str | os.PathLike, *, restore: bool = True,
                    strict: bool = False) -> State:
     """Read an RNG-state file and (by default) restore it.
@@ -154,15 +225,34 @@ def load_rng_state(path: str | os.PathLike, *, restore: bool = True,
         the state dict.
 
     Raises:
-        FileFormatError: unreadable, truncated, not an RNG-state file, or unknown
+        FileFormatError: unreadable, not a regular file (a named pipe or device is
+            refused before reading: it would block or never end), larger than
+            :data:`MAX_RNG_STATE_BYTES`, truncated, not an RNG-state file, or unknown
             format version.
         FileNotFoundError: no such file.
     """
-    path = Path(path)
-    state = from_bytes(path.read_bytes(), origin=str(path))
+    from .._launch import shown
+
+    state = from_bytes(read_file(path), origin=shown(path))
     if restore:
-        _restore(state, strict, str(path))
+        _restore(state, strict, shown(path))
     return state
+
+
+def read_file(path: str | os.PathLike) -> bytes:
+    """The bytes of the RNG-state file ``path``, read with the checks every fwd9m reader
+    uses (:func:`fwd9m._launch.read_regular_file`).
+
+    Raises:
+        FileNotFoundError: no such file (a missing file is a fresh start for callers).
+        FileFormatError: not a regular file, unreadable, or too large.
+    """
+    from .._launch import read_regular_file
+
+    if not os.path.lexists(path):
+        raise FileNotFoundError(f"no such RNG-state file: {os.fspath(path)}")
+    return read_regular_file(path, "RNG-state", "point to a file written by fwd9m.save_rng_state",
+                             MAX_RNG_STATE_BYTES)
 
 
 def _restore(state: State, strict: bool, origin: str) -> RestoreReport:

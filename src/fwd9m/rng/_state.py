@@ -212,11 +212,12 @@ def _validate(state: State) -> None:
 
     py = state.get("python")
     if py is not None:
-        need(isinstance(py, dict) and np.asarray(py.get("words")).shape == (625,),
+        need(isinstance(py, dict) and _shape(py.get("words")) == (625,),
              "python", "expected 625 MT19937 words")
     t = state.get("torch")
     if t is not None:
-        need(np.asarray(t).dtype == np.uint8 and np.asarray(t).ndim == 1, "torch",
+        a = _array(t)
+        need(a is not None and a.dtype == np.uint8 and a.ndim == 1, "torch",
              "expected a 1-D uint8 array")
     n = state.get("numpy")
     if n is not None:
@@ -224,6 +225,20 @@ def _validate(state: State) -> None:
              "expected numpy.random.get_state(legacy=False)")
     for name, sub in state.items():
         _check_mt19937(sub, name, need)
+
+
+def _array(value):
+    """``value`` as a NumPy array; None when it is not one (a ragged list, as a crafted
+    file may hold, makes ``np.asarray`` raise)."""
+    try:
+        return _np().asarray(value)
+    except (ValueError, TypeError, OverflowError):
+        return None
+
+
+def _shape(value) -> tuple | None:
+    a = _array(value)
+    return None if a is None else a.shape
 
 
 def _check_mt19937(tree, src, need, depth: int = 0) -> None:
@@ -236,7 +251,7 @@ def _check_mt19937(tree, src, need, depth: int = 0) -> None:
             pos = tree["state"].get("pos")
             need(isinstance(pos, numbers.Integral) and not isinstance(pos, bool) and 0 <= pos <= 624, src,
                  f"MT19937 position {pos!r} is outside 0..624")
-            need(_np().asarray(tree["state"].get("key")).shape == (624,), src,
+            need(_shape(tree["state"].get("key")) == (624,), src,
                  "expected 624 MT19937 key words")
         for v in tree.values():
             _check_mt19937(v, src, need, depth + 1)
