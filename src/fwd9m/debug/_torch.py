@@ -17,7 +17,7 @@ import weakref
 from typing import Any
 
 from .. import fingerprint as fp
-from ._common import Recording, user_location
+from ._common import Recording, guarded, user_location
 from ._store import HAS_SAMPLE, IS_MODEL_INPUT, IS_PARAM
 
 __all__ = ["TorchRecorder"]
@@ -51,7 +51,7 @@ def _forget(known: dict, key: tuple, ref) -> None:
 
 class _OpInfo:
     __slots__ = ("name_id", "name", "random", "out_args", "skip_self", "skip_out", "mutates", "ignore",
-                 "ignore_in_data")
+                 "ignore_in_data", "arg_names")
 
 
 class TorchRecorder:
@@ -77,6 +77,8 @@ class TorchRecorder:
         self._mode = None
         self._patched: list[tuple[Any, str, Any]] = []
         self._float_dtypes = {torch.float16, torch.bfloat16, torch.float32, torch.float64}
+        #: argument types digested by their str (``torch.float32``, ``cpu``, ...)
+        self._str_types = (torch.dtype, torch.device, torch.layout, torch.memory_format)
         self._pending: list[tuple] = []  # ops waiting for device digests
         self._partials: list[Any] = []
         self._node_modules: dict[int, tuple[str, str]] = {}  # autograd seq nr -> (module, line)
@@ -99,11 +101,13 @@ class TorchRecorder:
                 p = self._paths[id(module)] = f"{parent}.{type(module).__name__}".lstrip(".")
         return p
 
+    @guarded("<module pre-hook>")
     def _pre_hook(self, module, args):
         if not self._modules:
             self._model_inputs = {id(a) for a in args if isinstance(a, self.torch.Tensor)}
         self._modules.append(module)
 
+    @guarded("<module hook>")
     def _post_hook(self, module, args, output):
         if self._module_level and self._modules:
             self._record_module(module, args, output)
@@ -114,11 +118,13 @@ class TorchRecorder:
         if not self._modules:
             self._model_inputs = set()
 
+    @guarded("<optimizer pre-hook>")
     def _opt_pre(self, optimizer, args, kwargs):
         if self._module_level:
             self._record_params(optimizer, grads=True)
         self._phase_stack.append("optimizer")
 
+    @guarded("<optimizer hook>")
     def _opt_post(self, optimizer, args, kwargs):
         if self._phase_stack:
             self._phase_stack.pop()
@@ -236,6 +242,7 @@ class TorchRecorder:
         info.mutates = bool(s["mutated"])
         info.ignore = s["name"].startswith(NOT_RECORDED)
         info.ignore_in_data = s["name"] in NOT_RECORDED_IN_DATA
+        info.arg_names = s["arg_names"]
         self._infos[func] = info
         return info
 
@@ -296,48 +303,101 @@ class TorchRecorder:
         self._partials.append(partial)
         return (meta, flags, ("partial", len(self._partials) - 1, nbytes), None, None)
 
-    def _collect(self, args, kwargs, info: _OpInfo, digest: bool):
+    def _collect(self, args, kwargs, info: _OpInfo):
+        """(tensor inputs with their flags, non-tensor arguments as (name, value))."""
         torch = self.torch
         Tensor = torch.Tensor
         Parameter = torch.nn.Parameter
         model_inputs = self._model_inputs
         out = []
-        first = True
-        for a in args:
+        other = []
+        names = info.arg_names
+        for i, a in enumerate(args):
             if isinstance(a, Tensor):
-                if not (first and info.skip_self):
+                if not (i == 0 and info.skip_self):
                     flags = (IS_PARAM if isinstance(a, Parameter) else 0) | \
                         (IS_MODEL_INPUT if id(a) in model_inputs else 0)
                     out.append((a, flags))
-            elif isinstance(a, (list, tuple)):
+                continue
+            if isinstance(a, (list, tuple)):
+                tensors = True
                 for x in a:
                     if isinstance(x, Tensor):
                         out.append((x, (IS_PARAM if isinstance(x, Parameter) else 0)
                                     | (IS_MODEL_INPUT if id(x) in model_inputs else 0)))
-            first = False
+                    else:
+                        tensors = False
+                if tensors and a:
+                    continue
+            other.append((names[i] if i < len(names) else str(i), a))
         for k, a in kwargs.items():
             if k in info.out_args:
                 continue
             if isinstance(a, Tensor):
                 out.append((a, IS_PARAM if isinstance(a, Parameter) else 0))
-            elif isinstance(a, (list, tuple)):
-                out.extend((x, 0) for x in a if isinstance(x, Tensor))
-        return out
+                continue
+            if isinstance(a, (list, tuple)):
+                tensors = [(x, 0) for x in a if isinstance(x, Tensor)]
+                out.extend(tensors)
+                if a and len(tensors) == len(a):
+                    continue
+            other.append((k, a))
+        return out, other
 
     def _on_op(self, func, args, kwargs):
-        info = self._infos.get(func)
-        if info is None:
-            info = self._info(func)
-        if info.ignore or (info.ignore_in_data and self._phase_stack and self._phase_stack[-1] == "data"):
+        """The dispatch handler: runs the op once, whatever happens in the recorder.
+
+        An exception of the recorder (never of the op) is caught: the op is written as
+        "not recorded" (:meth:`Recording.failed`) and the program goes on."""
+        try:
+            info = self._infos.get(func)
+            if info is None:
+                info = self._info(func)
+            if info.ignore or (info.ignore_in_data and self._phase_stack and self._phase_stack[-1] == "data"):
+                return func(*args, **kwargs)
+            pre = self._before(info, args, kwargs)
+        except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
+            self._failed(func, exc)
             return func(*args, **kwargs)
+        result = func(*args, **kwargs)
+        try:
+            self._after(info, pre, result)
+        except Exception as exc:  # noqa: BLE001
+            self._failed(func, exc)
+        return result
+
+    def _failed(self, func, exc: BaseException) -> None:
+        try:
+            name = self._infos[func].name if func in self._infos else str(func._schema.name)
+        except Exception:  # noqa: BLE001
+            name = "aten::?"
+        try:
+            name_id, ctx = self.rec.failed(name, exc)
+            entry = (name_id, ctx, self.rec.step, [], [], None)
+            if self._pending:
+                self._pending.append(entry)
+            else:
+                self._write(entry)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _before(self, info: _OpInfo, args, kwargs):
+        """Digest the inputs (before the op: it may write them)."""
         rec = self.rec
         digest = rec.digests
         seq = rec.writer.ops + len(self._pending)
         capture = bool(rec.capture) and rec.capture.wants(seq, info.name)
-        ins = self._collect(args, kwargs, info, digest)
+        ins, other = self._collect(args, kwargs, info)
         in_recs = [self._tensor(t, f, digest, False) for t, f in ins]
+        if other:  # last, after the tensors (capture indices are tensor indices)
+            in_recs.append(rec.args_record(other, self._str_types))
         in_caps = [self._bytes(t) for t, _ in ins] if capture else None
-        result = func(*args, **kwargs)
+        return ins, in_recs, in_caps, capture
+
+    def _after(self, info: _OpInfo, pre, result) -> None:
+        ins, in_recs, in_caps, capture = pre
+        rec = self.rec
+        digest = rec.digests
         Tensor = self.torch.Tensor
         if isinstance(result, Tensor):
             outs = [result]
@@ -363,7 +423,7 @@ class TorchRecorder:
                 phase = "other"
             module = self._path_of(self._modules[-1]) if self._modules else ""
         if loc is None:
-            loc = user_location(3)
+            loc = user_location(4)
         if node is None and module:
             # remember which module/line created the autograd node of this op (if any),
             # so its backward ops are attributed to them; first writer wins
@@ -386,7 +446,6 @@ class TorchRecorder:
                 self.flush()
         else:
             self._write(entry)
-        return result
 
     def _bytes(self, t):
         """(meta id, raw bytes) for a full capture; copies the tensor to the host."""
