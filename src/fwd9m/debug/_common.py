@@ -177,7 +177,11 @@ class Recording:
         """The input record of an op's non-tensor arguments ``items`` ((name, value)
         pairs): dtype :data:`ARGS_DTYPE`, digest of their canonical text
         (:func:`value_text`), the text (at most 255 bytes) as its sample."""
-        text = SEP.join(f"{n}={value_text(v, str_types)}" for n, v in items)
+        return self.text_record(SEP.join(f"{n}={value_text(v, str_types)}" for n, v in items))
+
+    def text_record(self, text: str) -> tuple:
+        """:meth:`args_record` of an already rendered text (``name=value`` items joined
+        by the separator)."""
         meta = self.meta_id(ARGS_DTYPE, ())
         if not self.digests:
             return (meta, 0, None, None, None)
