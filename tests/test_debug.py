@@ -646,3 +646,22 @@ def test_recorder_error_is_not_recorded_and_program_goes_on(tmp_path, monkeypatc
     report = dbg.diff(p, p)
     assert report.reproducible
     assert any("2 ops could not be recorded (aten::mul x1, aten::sum x1)" in n for n in report.notes)
+
+
+def test_module_level_learning_rate_is_external(tmp_path):
+    """Level "modules" (debug --fast): the optimizer's hyperparameters are an input of
+    the parameter records, so a learning rate drawn per step is external, not a
+    nondeterministic update."""
+    paths = []
+    for i, lr in enumerate((0.1, 0.2)):
+        torch.manual_seed(0)
+        model = nn.Linear(3, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=lr)
+        p = tmp_path / f"m{i}.trace"
+        with dbg.record(p, framework="torch", level="modules"):
+            model(torch.ones(4, 3)).sum().backward()
+            opt.step()
+        paths.append(p)
+    report = dbg.diff(*paths)
+    assert report.kind == "external" and report.first.source == "python", report.render()
+    assert "argument 'lr' of params: 0.1 vs 0.2" in report.first.detail

@@ -172,6 +172,7 @@ class Recording:
         self._names: dict[Any, int] = {}
         #: op name -> how many ops of that name a hook failed on (see :meth:`failed`)
         self.not_recorded: dict[str, int] = {}
+        self._args: dict[str, tuple] = {}  # text -> args record (see text_record)
 
     def args_record(self, items, str_types: tuple = ()) -> tuple:
         """The input record of an op's non-tensor arguments ``items`` ((name, value)
@@ -181,13 +182,19 @@ class Recording:
 
     def text_record(self, text: str) -> tuple:
         """:meth:`args_record` of an already rendered text (``name=value`` items joined
-        by the separator)."""
+        by the separator). Records are remembered by text (most ops repeat theirs)."""
+        hit = self._args.get(text)
+        if hit is not None:
+            return hit
         meta = self.meta_id(ARGS_DTYPE, ())
         if not self.digests:
             return (meta, 0, None, None, None)
         data = text.encode("utf-8", "replace")
         dig = int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
-        return (meta, HAS_SAMPLE, dig, data[:255], None)
+        if len(self._args) > 50_000:
+            self._args.clear()
+        out = self._args[text] = (meta, HAS_SAMPLE, dig, data[:255], None)
+        return out
 
     def failed(self, name: str, exc: BaseException) -> tuple[int, int]:
         """Count an op a hook failed on and return (name id, context id) for its

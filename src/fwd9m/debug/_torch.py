@@ -110,7 +110,7 @@ class TorchRecorder:
     @guarded("<module hook>")
     def _post_hook(self, module, args, output):
         if self._module_level and self._modules:
-            self._record_module(module, args, output)
+            self._record_module(module, args, output)  # guarded: the stack below is kept
         if self._modules and self._modules[-1] is module:
             self._modules.pop()
         elif module in self._modules:  # an exception skipped a post hook
@@ -120,17 +120,17 @@ class TorchRecorder:
 
     @guarded("<optimizer pre-hook>")
     def _opt_pre(self, optimizer, args, kwargs):
+        self._phase_stack.append("optimizer")
         if self._module_level:
             self._record_params(optimizer, grads=True)
-        self._phase_stack.append("optimizer")
 
     @guarded("<optimizer hook>")
     def _opt_post(self, optimizer, args, kwargs):
         if self._phase_stack:
             self._phase_stack.pop()
-        if self._module_level:
-            self._record_params(optimizer, grads=False)
         self.rec.step += 1
+        if self._module_level:
+            self._record_params(optimizer, grads=False, step=self.rec.step - 1)
         self._window()
 
     # ------------------------------------------------------------------ step window
@@ -149,6 +149,7 @@ class TorchRecorder:
             self._mode = None
 
     # ------------------------------------------------------------------ module level
+    @guarded("<module hook>")
     def _record_module(self, module, args, output) -> None:
         """Level "modules": one record per module call (inputs and outputs)."""
         torch = self.torch
@@ -159,11 +160,15 @@ class TorchRecorder:
             [o for o in output if isinstance(o, torch.Tensor)] if isinstance(output, (tuple, list)) else []
         name = type(module).__name__
         ctx = rec.ctx_id(self._path_of(module), "forward", user_location(3), "", "")
+        in_recs = [self._tensor(t, f, True, False) for t, f in ins]
+        other = [(str(i), a) for i, a in enumerate(args) if not isinstance(a, torch.Tensor)]
+        if other:  # a Python value passed to the module (a scale, a flag): an input too
+            in_recs.append(rec.args_record(other, self._str_types))
         rec.writer.op(rec.name_id(("module", name), f"module:{name}"), ctx, rec.step,
-                      [self._tensor(t, f, True, False) for t, f in ins],
-                      [self._tensor(t, 0, True, True) for t in outs])
+                      in_recs, [self._tensor(t, 0, True, True) for t in outs])
 
-    def _record_params(self, optimizer, grads: bool) -> None:
+    @guarded("<optimizer hook>")
+    def _record_params(self, optimizer, grads: bool, step: int | None = None) -> None:
         """Level "modules": gradients before the optimizer step (phase backward) and
         parameters after it (phase optimizer), one record per module (``grads`` /
         ``params``, outputs in the module's parameter order)."""
@@ -178,9 +183,15 @@ class TorchRecorder:
                     by_module.setdefault(path, []).append(t.detach())
         kind = "grads" if grads else "params"
         name_id = rec.name_id(kind, kind)
+        # the update's hyperparameters (lr, momentum, ...; a learning rate drawn per step)
+        # are an input of each parameter record
+        hyper = [] if grads else [rec.args_record(
+            [(f"{k}" if len(optimizer.param_groups) == 1 else f"{i}.{k}", v)
+             for i, g in enumerate(optimizer.param_groups) for k, v in g.items() if k != "params"],
+            self._str_types)]
         for path, tensors in by_module.items():
             ctx = rec.ctx_id(path, "backward" if grads else "optimizer", loc, "", "")
-            rec.writer.op(name_id, ctx, rec.step, [],
+            rec.writer.op(name_id, ctx, rec.step if step is None else step, hyper,
                           [self._tensor(t, IS_PARAM, True, True) for t in tensors])
 
     def _patch_dataloader(self) -> None:
