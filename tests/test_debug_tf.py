@@ -191,3 +191,17 @@ def test_variables_stay_reproducible(tmp_path):
     """A variable's shared_name is a fresh UUID per run: not digested."""
     report = _tf_runs(tmp_path, lambda v: tf.Variable(tf.ones([2])) * v, [2.0, 2.0])
     assert report.reproducible, report.render()
+
+
+def test_py_function_token_is_not_an_input(tmp_path):
+    """A numpy_function's registry token (pyfunc_N) counts up in the process: two
+    in-process runs of the same program trace it with different tokens."""
+    def body():
+        @tf.function
+        def f(x):
+            y = tf.numpy_function(lambda a: a * 2, [x], tf.float32)
+            return tf.reduce_sum(y)
+        return f(tf.ones([3]))
+
+    report = dbg.localize(body, framework="tensorflow", directory=str(tmp_path))
+    assert report.reproducible, report.render()

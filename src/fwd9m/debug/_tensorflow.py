@@ -27,6 +27,13 @@ data for dataset/iterator ops, forward inside a name scope, else other. The step
 counts optimizer applications (calls of functions whose graph applies the optimizer;
 Keras' train and test functions share a Python name, so evaluation calls may count too).
 
+An op's attrs are one more input, last (the ``args`` record): eager attrs as the
+callback receives them (``alpha`` of ``LeakyRelu``), graph attrs from their
+``AttrValue`` protos (a traced ``tf.constant``'s value), leaving out resource names and
+function attrs (:data:`_NAME_ATTRS`). Op types may arrive as bytes (``CropAndResize``)
+and are decoded. An exception inside the callback or a graph hook is caught: the op is
+"not recorded" and the program goes on.
+
 Level "modules" patches Keras' ``Layer.__call__`` and ``Optimizer.apply`` instead of
 hooking every op: one record per layer call (its outputs), per gradient and per
 variable after the update, eagerly or through the same graph hooks.
@@ -48,10 +55,11 @@ __all__ = ["TFRecorder"]
 _FUNCTION_PREFIXES = ("__inference_", "__forward_", "__backward_")
 _NOT_DIGESTED = ("resource", "variant", "string")
 #: attrs that are not values of the computation: a resource's instance name (a fresh
-#: UUID per run for a variable: ``shared_name``), its container, and TF-internal
+#: UUID per run for a variable: ``shared_name``), its container, a py_func's registry
+#: token (``pyfunc_N``, a per-process counter), a function call's executor config, TF-internal
 #: attrs (``_class``, ``_user_specified_name``, ...). Function-valued attrs are left
 #: out too (the name carries a per-process counter; the function's ops are recorded).
-_NAME_ATTRS = frozenset({"shared_name", "container"})
+_NAME_ATTRS = frozenset({"shared_name", "container", "token", "config_proto", "executor_type"})
 #: a graph Const (or any tensor attr) with at most this many elements is written by value
 _SMALL_TENSOR = 8
 
@@ -83,11 +91,14 @@ def _attr_pairs(attrs) -> list[tuple[str, Any]]:
 def _tensor_proto_text(tp) -> str:
     from tensorflow.python.framework import tensor_util
 
-    a = tensor_util.MakeNdarray(tp)
-    if a.size <= _SMALL_TENSOR:
-        return repr(a.tolist())
+    dims = [d.size for d in tp.tensor_shape.dim]
+    size = 1
+    for d in dims:
+        size *= d
+    if size <= _SMALL_TENSOR:
+        return repr(tensor_util.MakeNdarray(tp).tolist())
     digest = hashlib.blake2b(tp.SerializeToString(deterministic=True), digest_size=8).hexdigest()
-    return f"tensor({a.dtype},{a.shape},{digest})"
+    return f"tensor({tp.dtype},{dims},{digest})"
 
 
 def _graph_attrs_text(attrs) -> str | None:

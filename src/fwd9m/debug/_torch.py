@@ -8,6 +8,13 @@ give the module path; global optimizer hooks
 https://pytorch.org/docs/stable/optim.html) give the optimizer phase and the step
 count; the autograd node being executed marks backward ops; a patch of the
 DataLoader iterator's ``__next__`` (restored on exit) marks the data phase.
+
+Every non-tensor argument and keyword of an op (``other=0.37`` of ``aten::mul``, an
+``alpha``, a shape, a dtype) is one more input, last: the ``args`` record
+(:meth:`fwd9m.debug._common.Recording.args_record`), named by the schema's argument
+names, so a Python value that differs between runs is an input that differs. An
+exception inside a hook is the recorder's, never the program's: the op runs once,
+unchanged, and is written as "not recorded" (:meth:`Recording.failed`).
 """
 
 from __future__ import annotations
