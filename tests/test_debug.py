@@ -653,3 +653,116 @@ def test_steps_with_differences_say_how_many_past_ten():
 
     assert _steps_list([str(i) for i in range(16)]).endswith("... (16 steps, last 15)")
     assert _steps_list(["0", "3"]) == "0, 3" and _steps_list([]) == "-"
+
+
+# ------------------------------------------------------------ non-tensor arguments, hook errors
+
+def _runs_with_values(tmp_path, body, values, framework="torch"):
+    """Record ``body(value)`` once per value (same torch seed) and compare."""
+    paths = []
+    for i, v in enumerate(values):
+        torch.manual_seed(0)
+        p = tmp_path / f"run{i}.trace"
+        with dbg.record(p, framework=framework):
+            body(v)
+        paths.append(p)
+    return dbg.diff(*paths)
+
+
+@pytest.mark.parametrize("form", ["mul", "add_", "lr"])
+def test_python_scalar_argument_is_external_and_named(tmp_path, form):
+    """A Python number that differs between the runs (an unseeded random.random(), a
+    value read from a file, a learning rate or noise scale drawn per step) is an input
+    of the op that uses it: external (python), not the op's fault."""
+    def body(v):
+        w = torch.ones(3)
+        if form == "mul":
+            w = w * v
+        elif form == "add_":
+            w.add_(v)
+        else:  # a per-step learning rate
+            p = nn.Parameter(torch.ones(3))
+            opt = torch.optim.SGD([p], lr=v)
+            p.sum().backward()
+            opt.step()
+        return w
+
+    report = _runs_with_values(tmp_path, body, [0.374, 0.951])
+    assert report.kind == "external", report.render()
+    assert report.first.source == "python"
+    if form == "mul":
+        assert report.first.op == "aten::mul"
+        assert "argument 'other' of aten::mul: 0.374 vs 0.951" in report.first.detail
+
+
+def test_equal_python_arguments_stay_reproducible(tmp_path):
+    """Dtypes, devices, shapes, None and strings digest the same in two runs."""
+    def body(v):
+        x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+        y = x.to(torch.float64).sum(dim=[0], keepdim=True) * v
+        torch.nn.functional.interpolate(x[None], scale_factor=2.0, mode="linear")
+        return torch.zeros(2, 2, device="cpu", dtype=torch.int64), y
+
+    report = _runs_with_values(tmp_path, body, [0.5, 0.5])
+    assert report.reproducible, report.render()
+
+
+def test_value_text_never_uses_repr_of_objects():
+    from fwd9m.debug._common import value_text
+
+    class Thing:
+        pass
+
+    assert value_text(Thing()).endswith("Thing>") and "0x" not in value_text(Thing())  # no address
+    assert value_text([1, (2.5, None), "a"]) == "[1,(2.5,None),'a']"
+    assert value_text(torch.float32, (torch.dtype,)) == "torch.float32"
+
+
+def test_recorder_error_is_not_recorded_and_program_goes_on(tmp_path, monkeypatch):
+    """An internal error of the recorder (simulated here by making its digest function
+    raise for one op: a recorder bug cannot be produced on purpose otherwise) never
+    reaches the program: the op runs once, its result is unchanged, the op is written as
+    'not recorded' and the report says so."""
+    from fwd9m.debug import _torch as rec_torch
+
+    original = rec_torch.TorchRecorder._tensor
+
+    def failing(self, t, *a, **k):
+        if t.dim() == 2 and t.shape[1] == 7:
+            raise RuntimeError("simulated recorder bug")
+        return original(self, t, *a, **k)
+
+    monkeypatch.setattr(rec_torch.TorchRecorder, "_tensor", failing)
+    x = torch.arange(14.0).reshape(2, 7)
+    expected = (x * 2).sum()
+    p = tmp_path / "a.trace"
+    with dbg.record(p, framework="torch"):
+        got = (x * 2).sum()
+    assert torch.equal(got, expected)
+    r = dbg.TraceReader(p)
+    ops = list(r)
+    # mul fails digesting its output, sum its input (the same 2x7 tensor)
+    assert r.end["not_recorded"] == {"aten::mul": 1, "aten::sum": 1}
+    assert any(o.node.startswith("not recorded: RuntimeError: simulated recorder bug") for o in ops)
+    report = dbg.diff(p, p)
+    assert report.reproducible
+    assert any("2 ops could not be recorded (aten::mul x1, aten::sum x1)" in n for n in report.notes)
+
+
+def test_module_level_learning_rate_is_external(tmp_path):
+    """Level "modules" (debug --fast): the optimizer's hyperparameters are an input of
+    the parameter records, so a learning rate drawn per step is external, not a
+    nondeterministic update."""
+    paths = []
+    for i, lr in enumerate((0.1, 0.2)):
+        torch.manual_seed(0)
+        model = nn.Linear(3, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=lr)
+        p = tmp_path / f"m{i}.trace"
+        with dbg.record(p, framework="torch", level="modules"):
+            model(torch.ones(4, 3)).sum().backward()
+            opt.step()
+        paths.append(p)
+    report = dbg.diff(*paths)
+    assert report.kind == "external" and report.first.source == "python", report.render()
+    assert "argument 'lr' of params: 0.1 vs 0.2" in report.first.detail

@@ -371,3 +371,17 @@ def test_jitted_call_names_the_catalog_primitives_inside(tmp_path):
     told = _explain.explain(first, report, {}, {})
     assert "scatter-add" in told["headline"]
     assert told["catalog"][0]["id"] == "jax.xla-gpu-scatter"
+
+
+def test_eager_primitive_param_from_python_is_external(tmp_path):
+    """An eager primitive's params are inputs: integer_pow's exponent drawn in Python."""
+    paths = []
+    for i, k in enumerate((2, 3)):
+        p = tmp_path / f"run{i}.trace"
+        with dbg.record(p, framework="jax"):
+            jax.lax.integer_pow(jnp.arange(4.0), k)
+        paths.append(p)
+    report = dbg.diff(*paths)
+    assert report.kind == "external" and report.first.source == "python", report.render()
+    assert report.first.op == "integer_pow"
+    assert "argument 'y' of integer_pow: 2 vs 3" in report.first.detail

@@ -129,3 +129,79 @@ def test_xla_function_recorded_as_one_op(tmp_path):
     ops = [o for o in dbg.TraceReader(tmp_path / "xla.trace") if o.name.startswith("xla:")]
     assert [o.name for o in ops] == ["xla:compiled"]
     assert ops[0].outputs[0].digest == fp.numpy_digest(out.numpy())
+
+
+# ------------------------------------------------------------ bytes op types, attrs
+
+def test_custom_loop_over_crop_and_resize_is_recorded(tmp_path):
+    """TF hands CropAndResize and its gradient to the op callback with a bytes op type;
+    the recorder used to raise TypeError into the user's script."""
+    def loop():
+        img = tf.Variable(tf.reshape(tf.linspace(0.0, 1.0, 2 * 8 * 8 * 3), [2, 8, 8, 3]))
+        boxes = tf.constant([[0.1, 0.1, 0.9, 0.9], [0.0, 0.2, 0.8, 1.0]])
+        for _ in range(2):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(tf.image.crop_and_resize(img, boxes, [0, 1], [4, 4])))
+            img.assign_sub(0.1 * tape.gradient(loss, img))
+        return img.numpy()
+
+    expected = loop()
+    p = tmp_path / "crop.trace"
+    with dbg.record(p, framework="tensorflow"):
+        got = loop()
+    np.testing.assert_array_equal(got, expected)
+    r = dbg.TraceReader(p)
+    names = {op.name for op in r}
+    assert {"CropAndResize", "CropAndResizeGradImage"} <= names
+    assert "not_recorded" not in r.end
+
+
+def _tf_runs(tmp_path, body, values):
+    paths = []
+    for i, v in enumerate(values):
+        p = tmp_path / f"run{i}.trace"
+        with dbg.record(p, framework="tensorflow"):
+            body(v)
+        paths.append(p)
+    return dbg.diff(*paths)
+
+
+def test_eager_attr_from_python_is_external(tmp_path):
+    report = _tf_runs(tmp_path, lambda v: tf.nn.leaky_relu(-tf.ones([3]), alpha=v), [0.25, 0.75])
+    assert report.kind == "external" and report.first.source == "python", report.render()
+    assert "argument 'alpha' of LeakyRelu: 0.25 vs 0.75" in report.first.detail
+
+
+def test_traced_constant_from_python_is_external(tmp_path):
+    """tf.constant(random.random()) inside a tf.function is a Const op whose value is an
+    attr: a differing value is an input that differs, not a nondeterministic Const."""
+    def body(v):
+        @tf.function
+        def f(x):
+            return x * tf.constant(v)
+        return f(tf.ones([3]))
+
+    report = _tf_runs(tmp_path, body, [0.25, 0.75])
+    assert report.kind == "external" and report.first.source == "python", report.render()
+    assert report.first.op == "Const"
+    assert "argument 'value' of Const: 0.25 vs 0.75" in report.first.detail
+
+
+def test_variables_stay_reproducible(tmp_path):
+    """A variable's shared_name is a fresh UUID per run: not digested."""
+    report = _tf_runs(tmp_path, lambda v: tf.Variable(tf.ones([2])) * v, [2.0, 2.0])
+    assert report.reproducible, report.render()
+
+
+def test_py_function_token_is_not_an_input(tmp_path):
+    """A numpy_function's registry token (pyfunc_N) counts up in the process: two
+    in-process runs of the same program trace it with different tokens."""
+    def body():
+        @tf.function
+        def f(x):
+            y = tf.numpy_function(lambda a: a * 2, [x], tf.float32)
+            return tf.reduce_sum(y)
+        return f(tf.ones([3]))
+
+    report = dbg.localize(body, framework="tensorflow", directory=str(tmp_path))
+    assert report.reproducible, report.render()

@@ -74,11 +74,13 @@ _TOKEN = "fwd9m.debug.record"
 _user_context = None
 _local = threading.local()
 
-#: handler(name, inputs, run, fun, jaxpr) -> result: ``inputs`` the flat list of
+#: handler(name, inputs, run, fun, jaxpr, params) -> result: ``inputs`` the flat list of
 #: argument values, ``run()`` executes the op and returns (result to return, flat
 #: outputs), ``fun`` the user's Python function for a jit call (else None), ``jaxpr``
-#: the ClosedJaxpr a call primitive runs (else None; see :func:`primitive_names`).
-Handler = Callable[[str, list, Callable[[], tuple[Any, list]], Any, Any], Any]
+#: the ClosedJaxpr a call primitive runs (else None; see :func:`primitive_names`),
+#: ``params`` an eager primitive's equation params (``integer_pow``'s ``y``; None for
+#: a jit call, whose params are its program).
+Handler = Callable[[str, list, Callable[[], tuple[Any, list]], Any, Any, Any], Any]
 
 
 def op_name(primitive_name: str, params: dict) -> str:
@@ -212,8 +214,9 @@ def eager_hooks(handler: Handler) -> Iterator[None]:
                 out = orig_process(self, primitive, args, params)
                 return out, (list(out) if primitive.multiple_results else [out])
 
+            is_jit = primitive.name == jit_name
             return handler(op_name(primitive.name, params), list(args), run, None,
-                           params.get("jaxpr") if primitive.name == jit_name else None)
+                           params.get("jaxpr") if is_jit else None, None if is_jit else params)
         finally:
             depth.n = 0
 
@@ -227,7 +230,7 @@ def eager_hooks(handler: Handler) -> Iterator[None]:
                 return res, list(res[1])
 
             name = f"{jit_name}({p.params.get('name', '?')})"
-            return handler(name, list(args_flat), run, fun, p.params.get("jaxpr"))
+            return handler(name, list(args_flat), run, fun, p.params.get("jaxpr"), None)
         finally:
             depth.n = 0
 

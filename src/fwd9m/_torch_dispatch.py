@@ -58,7 +58,7 @@ def op_schema_info(func) -> dict[str, Any]:
     """What the recorder needs from an OpOverload's schema: its qualified name
     (``aten::index_put_``), whether it draws from a Generator (a random op), which
     positional/keyword arguments it only writes (``out=`` tensors), and which
-    arguments it mutates (``Tensor(a!)``)."""
+    arguments it mutates (``Tensor(a!)``), and the names of its arguments in order."""
     import torch
 
     schema = func._schema
@@ -69,4 +69,5 @@ def op_schema_info(func) -> dict[str, Any]:
     mutated = [i for i, a in enumerate(schema.arguments)
                if a.alias_info is not None and a.alias_info.is_write]
     return {"name": schema.name, "overload": schema.overload_name, "random": random,
-            "out_args": out_args, "mutated": mutated}
+            "out_args": out_args, "mutated": mutated,
+            "arg_names": [a.name for a in schema.arguments]}

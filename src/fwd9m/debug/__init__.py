@@ -163,7 +163,10 @@ def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[
                 r.stop()
             except Exception:  # noqa: BLE001 - never mask the user's exception
                 pass
-        writer.close({"completed": status["completed"], "steps": rec.step})
+        end: dict[str, Any] = {"completed": status["completed"], "steps": rec.step}
+        if rec.not_recorded:
+            end["not_recorded"] = dict(sorted(rec.not_recorded.items()))
+        writer.close(end)
         trace.ops, trace.tensors, trace.bytes = writer.ops, writer.tensors, writer.bytes_written
 
 

@@ -3,14 +3,17 @@ user code locations, capture selection, sampled values."""
 
 from __future__ import annotations
 
+import enum
+import hashlib
 import os
 import sys
 from typing import Any
 
+from .._log import logger
 from ..errors import ConfigurationError
-from ._store import HAS_SAMPLE, NO_STRING, SEP, TraceWriter
+from ._store import ARGS_DTYPE, HAS_SAMPLE, NO_STRING, NOT_RECORDED, SEP, TraceWriter
 
-__all__ = ["LEVELS", "PHASES", "CaptureSpec", "Recording", "user_location"]
+__all__ = ["LEVELS", "PHASES", "CaptureSpec", "Recording", "user_location", "value_text"]
 
 #: Detail levels, like tfdbg2's tensor_debug_mode: "modules" (one record per PyTorch
 #: module / Keras layer call, per gradient and per parameter update, no per-op
@@ -64,6 +67,45 @@ def _short(fn: str) -> str:
             s = fn
         _short_cache[fn] = s
     return s
+
+
+_REPR_TYPES = frozenset({bool, int, float, complex, str, bytes, type(None)})
+_MAX_DEPTH = 6
+_MAX_ITEMS = 10_000
+
+
+def value_text(x: Any, str_types: tuple = (), depth: int = 0) -> str:
+    """Canonical text of a non-tensor op argument, equal in two runs exactly when the
+    value is: ``repr`` of Python scalars and strings (a float's repr round-trips
+    exactly), nested lists/tuples/dicts item by item, ``str`` of enums and of
+    ``str_types`` (a framework's dtype/device/shape types), NumPy arrays by dtype,
+    shape and digest. Anything else is named by its type only, never by ``repr``
+    (which may hold a memory address and differ between identical runs)."""
+    t = type(x)
+    if t in _REPR_TYPES:
+        return repr(x)
+    if isinstance(x, (list, tuple)):
+        if depth >= _MAX_DEPTH or len(x) > _MAX_ITEMS:
+            return f"<{t.__qualname__} of {len(x)}>"
+        inner = ",".join(value_text(v, str_types, depth + 1) for v in x)
+        return f"[{inner}]" if isinstance(x, list) else f"({inner})"
+    if isinstance(x, dict):
+        if depth >= _MAX_DEPTH or len(x) > _MAX_ITEMS:
+            return f"<dict of {len(x)}>"
+        return "{" + ",".join(f"{value_text(k, str_types, depth + 1)}:{value_text(v, str_types, depth + 1)}"
+                              for k, v in x.items()) + "}"
+    if isinstance(x, enum.Enum) or (str_types and isinstance(x, str_types)):
+        return str(x)
+    if isinstance(x, (int, float, complex)):  # NumPy scalars, int/float subclasses
+        return repr(x)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        if isinstance(x, np.dtype):
+            return str(x)
+        if isinstance(x, (np.ndarray, np.generic)) and not x.dtype.hasobject:
+            data = np.ascontiguousarray(x).tobytes()
+            return f"ndarray({x.dtype},{x.shape},{hashlib.blake2b(data, digest_size=8).hexdigest()})"
+    return f"<{t.__qualname__}>"
 
 
 class CaptureSpec:
@@ -128,6 +170,42 @@ class Recording:
         self._ctx: dict[tuple, int] = {}
         self._meta: dict[tuple, int] = {}
         self._names: dict[Any, int] = {}
+        #: op name -> how many ops of that name a hook failed on (see :meth:`failed`)
+        self.not_recorded: dict[str, int] = {}
+        self._args: dict[str, tuple] = {}  # text -> args record (see text_record)
+
+    def args_record(self, items, str_types: tuple = ()) -> tuple:
+        """The input record of an op's non-tensor arguments ``items`` ((name, value)
+        pairs): dtype :data:`ARGS_DTYPE`, digest of their canonical text
+        (:func:`value_text`), the text (at most 255 bytes) as its sample."""
+        return self.text_record(SEP.join(f"{n}={value_text(v, str_types)}" for n, v in items))
+
+    def text_record(self, text: str) -> tuple:
+        """:meth:`args_record` of an already rendered text (``name=value`` items joined
+        by the separator). Records are remembered by text (most ops repeat theirs)."""
+        hit = self._args.get(text)
+        if hit is not None:
+            return hit
+        meta = self.meta_id(ARGS_DTYPE, ())
+        if not self.digests:
+            return (meta, 0, None, None, None)
+        data = text.encode("utf-8", "replace")
+        dig = int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+        if len(self._args) > 50_000:
+            self._args.clear()
+        out = self._args[text] = (meta, HAS_SAMPLE, dig, data[:255], None)
+        return out
+
+    def failed(self, name: str, exc: BaseException) -> tuple[int, int]:
+        """Count an op a hook failed on and return (name id, context id) for its
+        record: no tensors, node ``not recorded: <reason>``. The program goes on; the
+        trace's end record and the report say how many ops of each name were missed."""
+        self.not_recorded[name] = self.not_recorded.get(name, 0) + 1
+        reason = f"{type(exc).__name__}: {exc}"[:200]
+        if self.not_recorded[name] == 1:
+            logger.warning("fwd9m.debug: could not record %s (%s); the program goes on, the "
+                           "report counts the ops not recorded", name, reason)
+        return self.name_id(name, name), self.ctx_id("", "other", "", NOT_RECORDED + reason, "")
 
     def name_id(self, key: Any, text: str) -> int:
         i = self._names.get(key)
@@ -158,6 +236,26 @@ class Recording:
             return u8.tobytes()
         rows = u8.reshape(n, itemsize)
         return rows[[0, n // 3, (2 * n) // 3, n - 1]].tobytes()
+
+
+def guarded(what: str):
+    """Decorate a recorder hook method so that an exception inside it is counted on
+    ``self.rec`` (:meth:`Recording.failed`, as ``what``) instead of reaching the
+    program; the hook then returns None."""
+    def wrap(method):
+        def hook(self, *args, **kwargs):
+            try:
+                return method(self, *args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
+                try:
+                    self.rec.failed(what, exc)
+                except Exception:  # noqa: BLE001
+                    pass
+                return None
+        hook.__name__ = method.__name__
+        hook.__doc__ = method.__doc__
+        return hook
+    return wrap
 
 
 def sample_flags(dtype_is_float: bool, rec: Recording) -> int:

@@ -31,7 +31,7 @@ import struct
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ._store import IS_MODEL_INPUT, IS_PARAM, Op, TraceReader
+from ._store import ARGS_DTYPE, IS_MODEL_INPUT, IS_PARAM, SEP, Op, TraceReader
 
 __all__ = ["Report", "Divergence", "compare", "sample_difference"]
 
@@ -314,7 +314,14 @@ def compare(a: str, b: str, *, context: int = 3) -> Report:
         if r.truncated:
             report.notes.append(f"trace {name} ({r.path}) {r.truncated}; compared up to its "
                                 f"last complete record ({r.ops_read} ops)")
-        elif r.end and r.end.get("completed") is False:
+        if r.end and isinstance(r.end.get("not_recorded"), dict) and r.end["not_recorded"]:
+            missed = r.end["not_recorded"]
+            total = sum(v for v in missed.values() if isinstance(v, int))
+            kinds = ", ".join(f"{k} x{v}" for k, v in list(missed.items())[:8])
+            report.notes.append(f"run {name}: {total} ops could not be recorded ({kinds}); the "
+                                f"program ran on, but their values are not compared (a "
+                                f"recorder error: please report it)")
+        if not r.truncated and r.end and r.end.get("completed") is False:
             report.notes.append(f"run {name} raised an exception inside the recorded block "
                                 f"(trace ends after {r.ops_read} ops)")
     if first is None and (rest_a or rest_b) and not (ra.truncated or rb.truncated):
@@ -380,6 +387,17 @@ def _classify(a: Op, b: Op, ins: list[int], outs: list[int], produced: set[int],
         return d
     d.kind = "external"
     t = a.inputs[ins[0]]
+    if t.dtype == ARGS_DTYPE:
+        changed = _args_difference(t.sample or b"", b.inputs[ins[0]].sample or b"")
+        what = "; ".join(f"argument {n!r} of {a.name}: {x} vs {y}" for n, x, y in changed[:3]) \
+            or f"a non-tensor argument of {a.name}"
+        seeds = [n for n, _, _ in changed if "seed" in n.lower()]
+        random = _is_tf_random(a.name) or a.node == "random"
+        d.source = "seed" if random and seeds else "python"
+        d.detail = (f"{what} (run A vs run B): a Python value passed to the op differs between "
+                    f"the runs; no recorded op produced it, so it came from outside them "
+                    f"(an unseeded Python/NumPy RNG, the clock, a file or stdin)")
+        return d
     if _is_tf_random(a.name) or a.node == "random":
         d.source = "seed"
         d.detail = (f"the seed/state input {ins[0]} of the random op {a.name} differs; it was "
@@ -394,6 +412,31 @@ def _classify(a: Op, b: Op, ins: list[int], outs: list[int], produced: set[int],
                     f"runs and was not produced by any recorded op{known}: it entered from "
                     f"outside the recorded ops")
     return d
+
+
+def _short_value(v: str, limit: int = 40) -> str:
+    """A recorded argument value for a report line (floats to 3 significant digits)."""
+    try:
+        f = float(v)
+    except ValueError:
+        return v if len(v) <= limit else v[:limit - 3] + "..."
+    return v if v in ("True", "False") or v.lstrip("-").isdigit() else f"{f:.3g}"
+
+
+def _args_difference(a: bytes, b: bytes) -> list[tuple[str, str, str]]:
+    """(name, value A, value B) of the non-tensor arguments that differ, from two
+    ``args`` records' texts (``name=value`` joined by the separator; a text cut at 255
+    bytes may end mid-value)."""
+    def items(data: bytes) -> dict[str, str]:
+        out = {}
+        for part in data.decode("utf-8", "replace").split(SEP):
+            name, _, value = part.partition("=")
+            out[name] = value
+        return out
+
+    ia, ib = items(a), items(b)
+    return [(n, _short_value(v), _short_value(ib.get(n, "?"))) for n, v in ia.items()
+            if ib.get(n) != v]
 
 
 def _is_tf_random(name: str) -> bool:

@@ -60,7 +60,7 @@ import weakref
 from typing import Any
 
 from .. import fingerprint as fp
-from ._common import Recording, _is_library, user_location
+from ._common import Recording, _is_library, user_location, value_text
 from ._store import HAS_SAMPLE, IS_MODEL_INPUT, MAX_TENSORS, fold
 
 __all__ = ["JaxRecorder", "PROGRAM_DTYPE", "PROGRAM_META"]
@@ -181,21 +181,66 @@ class JaxRecorder:
         self._inner[jaxpr] = node, digest
         return node, digest
 
-    def _on_op(self, name: str, inputs: list, run, fun, jaxpr=None):
+    def _on_op(self, name: str, inputs: list, run, fun, jaxpr=None, params=None):
+        """The hook: runs the op once, whatever happens in the recorder. An exception of
+        the recorder (never of the op) is caught: the op is written as "not recorded"
+        (:meth:`Recording.failed`) and the program goes on."""
         rec = self.rec
-        if not self._in_window() or (self._jit_only and not (fun is not None and self._is_user(fun))):
+        try:
+            skip = not self._in_window() or \
+                (self._jit_only and not (fun is not None and self._is_user(fun)))
+            pre = None if skip else self._before(name, inputs, params)
+        except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
+            self._failed(name, exc)
+            skip = True
+        if skip:
             result, _ = run()
             if fun is not None and self._is_user(fun):
                 rec.step += 1
             return result
+        result, outputs = run()
+        try:
+            self._after(name, pre, outputs, fun, jaxpr)
+        except Exception as exc:  # noqa: BLE001
+            self._failed(name, exc)
+        if fun is not None and self._is_user(fun):
+            rec.step += 1
+        return result
+
+    def _failed(self, name: str, exc: BaseException) -> None:
+        try:
+            name_id, ctx = self.rec.failed(name, exc)
+            self.rec.writer.op(name_id, ctx, self.rec.step, [], [])
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _params_text(self, params: dict) -> str:
+        """An eager primitive's params (``integer_pow``'s ``y``, shapes, dtypes): a
+        jaxpr-valued param (a ``cond`` branch, a ``scan`` body) by its program digest."""
+        from ._store import SEP
+
+        items = []
+        for k, v in params.items():
+            vs = v if isinstance(v, (tuple, list)) else (v,)
+            if vs and all(hasattr(x, "jaxpr") and hasattr(x, "consts") for x in vs):
+                v = tuple(f"jaxpr:{self._program(x)[1]}" for x in vs)
+            items.append(f"{k}={value_text(v)}")
+        return SEP.join(items)
+
+    def _before(self, name: str, inputs: list, params):
+        rec = self.rec
         seq = rec.writer.ops
         capture = bool(rec.capture) and rec.capture.wants(seq, name)
         ins = [x for x in inputs if isinstance(x, self._array_types) or type(x) in (bool, int, float, complex)]
         # digested before the call: a jit call may donate (delete) its input buffers
         in_recs = [self._tensor(x, False, True) for x in ins]
         in_caps = [self._bytes(x) for x in ins[:MAX_TENSORS - 1]] if capture else None
-        loc = user_location(3)
-        result, outputs = run()
+        args = rec.text_record(self._params_text(params)) if params else None
+        return ins, in_recs, in_caps, capture, args, user_location(4)
+
+    def _after(self, name: str, pre, outputs, fun, jaxpr) -> None:
+        rec = self.rec
+        ins, in_recs, in_caps, capture, args, loc = pre
         outs = [x for x in outputs if isinstance(x, self._array_types)]
         out_recs = [self._tensor(x, True, False) for x in outs]
         device = ""
@@ -208,6 +253,9 @@ class JaxRecorder:
             if jaxpr is not None:  # the compiled program: one more input (see _program)
                 in_recs = self._fold(in_recs, MAX_TENSORS - 1)
                 in_recs.append((rec.meta_id(PROGRAM_DTYPE, ()), 0, program, None, None))
+        if args is not None:  # last, after the arrays (capture indices are array indices)
+            in_recs = self._fold(in_recs, MAX_TENSORS - 1)
+            in_recs.append(args)
         in_recs = self._fold(in_recs, MAX_TENSORS)
         out_recs = self._fold(out_recs, MAX_TENSORS)
         ctx = rec.ctx_id("", "other", loc, node, device)
@@ -219,9 +267,6 @@ class JaxRecorder:
             for i, x in enumerate(outs[:MAX_TENSORS - 1]):
                 meta, data = self._bytes(x)
                 w.capture(seq, True, i, meta, data)
-        if fun is not None and self._is_user(fun):
-            rec.step += 1
-        return result
 
     def _fold(self, recs: list, limit: int) -> list:
         """:func:`_store.fold` with a ``leaves[N]`` meta record."""

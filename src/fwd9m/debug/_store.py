@@ -21,6 +21,13 @@ Records (little-endian, fixed width; strings are interned once in an ``S`` recor
   u64 digest if HAS_DIGEST, ``u8 n`` + n bytes of sampled values if HAS_SAMPLE,
   u32 producer op + u8 output index if IS_REF (graph inputs by reference).
   The op's sequence index is its position among ``O`` records.
+  An op's non-tensor arguments (Python scalars, shapes, dtypes, strings, TF attrs, JAX
+  params) are one more input, last, of dtype :data:`ARGS_DTYPE` (meta ``args[]``): its
+  digest covers their canonical text ``name=value`` joined by ``\x1f``, and its sample
+  holds that text (UTF-8, cut at 255 bytes), so a report can name the argument that
+  differs. Ops without such arguments have no ``args`` input.
+  An op a recorder failed on has no tensors and the node ``not recorded: REASON``
+  (:data:`NOT_RECORDED`); the end record counts them by op name (``not_recorded``).
 * ``C`` u32 op seq, u8 0=input/1=output, u8 index, u32 meta id, u64 nbytes, raw bytes:
   a captured full tensor (``--capture``).
 * ``E`` u32 JSON length, JSON: the end record (op count, exit status). Absent when
@@ -42,7 +49,8 @@ from typing import Any, Iterator
 from ..errors import FileFormatError
 
 __all__ = ["MAGIC", "FORMAT_VERSION", "TraceWriter", "TraceReader", "Op", "Tensor",
-           "HAS_DIGEST", "IS_PARAM", "IS_MODEL_INPUT", "HAS_SAMPLE", "IS_REF", "NO_STRING"]
+           "HAS_DIGEST", "IS_PARAM", "IS_MODEL_INPUT", "HAS_SAMPLE", "IS_REF", "NO_STRING",
+           "ARGS_DTYPE", "NOT_RECORDED"]
 
 MAGIC = b"FWD9MTRC"
 FORMAT_VERSION = 1
@@ -51,6 +59,10 @@ FRAME_BYTES = 1 << 16
 HAS_DIGEST, IS_PARAM, IS_MODEL_INPUT, HAS_SAMPLE, IS_REF = 1, 2, 4, 8, 16
 NO_STRING = 0xFFFFFFFF
 SEP = "\x1f"
+#: dtype of the input record holding an op's non-tensor arguments (see the layout)
+ARGS_DTYPE = "args"
+#: node prefix of an op the recorder could not record (its hook failed)
+NOT_RECORDED = "not recorded: "
 
 _FRAME_HEAD = struct.Struct("<I")
 _OP = struct.Struct("<cIIIBB")

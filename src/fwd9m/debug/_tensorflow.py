@@ -27,6 +27,13 @@ data for dataset/iterator ops, forward inside a name scope, else other. The step
 counts optimizer applications (calls of functions whose graph applies the optimizer;
 Keras' train and test functions share a Python name, so evaluation calls may count too).
 
+An op's attrs are one more input, last (the ``args`` record): eager attrs as the
+callback receives them (``alpha`` of ``LeakyRelu``), graph attrs from their
+``AttrValue`` protos (a traced ``tf.constant``'s value), leaving out resource names and
+function attrs (:data:`_NAME_ATTRS`). Op types may arrive as bytes (``CropAndResize``)
+and are decoded. An exception inside the callback or a graph hook is caught: the op is
+"not recorded" and the program goes on.
+
 Level "modules" patches Keras' ``Layer.__call__`` and ``Optimizer.apply`` instead of
 hooking every op: one record per layer call (its outputs), per gradient and per
 variable after the update, eagerly or through the same graph hooks.
@@ -35,21 +42,91 @@ variable after the update, eagerly or through the same graph hooks.
 from __future__ import annotations
 
 import functools
+import hashlib
 from typing import Any
 
 from .. import fingerprint as fp
 from .._log import logger
-from ._common import Recording, user_location
-from ._store import HAS_SAMPLE
+from ._common import Recording, guarded, user_location
+from ._store import HAS_SAMPLE, SEP
 
 __all__ = ["TFRecorder"]
 
 _FUNCTION_PREFIXES = ("__inference_", "__forward_", "__backward_")
 _NOT_DIGESTED = ("resource", "variant", "string")
+#: attrs that are not values of the computation: a resource's instance name (a fresh
+#: UUID per run for a variable: ``shared_name``), its container, a py_func's registry
+#: token (``pyfunc_N``, a per-process counter), a function call's executor config, TF-internal
+#: attrs (``_class``, ``_user_specified_name``, ...). Function-valued attrs are left
+#: out too (the name carries a per-process counter; the function's ops are recorded).
+_NAME_ATTRS = frozenset({"shared_name", "container", "token", "config_proto", "executor_type"})
+#: a graph Const (or any tensor attr) with at most this many elements is written by value
+_SMALL_TENSOR = 8
+
+
+def _text(x) -> str:
+    """An op type or attr name as str: TF hands some op types over as bytes
+    (``b'CropAndResize'`` from the eager gradient and image ops)."""
+    return x.decode("utf-8", "replace") if isinstance(x, (bytes, bytearray)) else str(x)
 
 
 def _is_function(op_type: str) -> bool:
     return op_type.startswith(_FUNCTION_PREFIXES)
+
+
+def _attr_pairs(attrs) -> list[tuple[str, Any]]:
+    """The (name, value) attrs of an op callback's flat ``attrs`` tuple that are values
+    of the computation (see :data:`_NAME_ATTRS`)."""
+    if not attrs:
+        return []
+    it = iter(attrs)
+    out = []
+    for k, v in zip(it, it):
+        k = _text(k)
+        if not k.startswith("_") and k not in _NAME_ATTRS:
+            out.append((k, v))
+    return out
+
+
+def _tensor_proto_text(tp) -> str:
+    from tensorflow.python.framework import tensor_util
+
+    dims = [d.size for d in tp.tensor_shape.dim]
+    size = 1
+    for d in dims:
+        size *= d
+    if size <= _SMALL_TENSOR:
+        return repr(tensor_util.MakeNdarray(tp).tolist())
+    digest = hashlib.blake2b(tp.SerializeToString(deterministic=True), digest_size=8).hexdigest()
+    return f"tensor({tp.dtype},{dims},{digest})"
+
+
+def _graph_attrs_text(attrs) -> str | None:
+    """Canonical text of a graph op's attrs (``AttrValue`` protos): scalars by value,
+    tensors by value when small (a ``tf.constant(random.random())`` traced into a
+    function), else a digest of their deterministic serialization; None if none."""
+    from google.protobuf import text_format
+
+    items = []
+    for k, av in _attr_pairs(attrs):
+        if not hasattr(av, "WhichOneof"):
+            from ._common import value_text
+
+            items.append(f"{k}={value_text(av)}")
+            continue
+        kind = av.WhichOneof("value")
+        if kind == "func" or (kind == "list" and len(av.list.func)):
+            continue
+        if kind in ("s", "i", "f", "b", "type"):
+            v = repr(getattr(av, kind))
+        elif kind == "tensor":
+            v = _tensor_proto_text(av.tensor)
+        elif kind is None:
+            v = ""
+        else:  # shape, list, placeholder
+            v = text_format.MessageToString(av, as_one_line=True)
+        items.append(f"{k}={v}")
+    return SEP.join(items) if items else None
 
 
 class _Registry:
@@ -69,7 +146,13 @@ class _Registry:
 def _graph_hook(idx: int, *arrays) -> None:
     rec = _Registry.active
     if rec is not None:
-        rec._graph_values(idx, *arrays)
+        try:
+            rec._graph_values(idx, *arrays)
+        except Exception as exc:  # noqa: BLE001 - runs inside the user's graph: never raise
+            try:
+                rec.rec.failed(_Registry.ops[idx][0], exc)
+            except Exception:  # noqa: BLE001
+                pass
 
 
 class TFRecorder:
@@ -90,6 +173,7 @@ class TFRecorder:
         # graph instrumentation state (bounded by the size of the traced programs)
         self._vals: dict[int, list[int | None]] = {}  # gop -> output digests of the current call
         self._float = {"float16", "bfloat16", "float32", "float64"}
+        self._str_types = (tf.DType, tf.TensorShape)
 
     # ------------------------------------------------------------- install
     def _wrap_phase(self, cls, attr: str, phase: str, step: bool = False) -> None:
@@ -173,6 +257,7 @@ class TFRecorder:
         opt_owner.apply = apply_wrapper
         self._patched.append((opt_owner, "apply", apply))
 
+    @guarded("<keras layer hook>")
     def _pseudo_op(self, op_type: str, scope: str, phase: str, inputs, outputs) -> None:
         tf = self.tf
         if tf.executing_eagerly():
@@ -191,6 +276,7 @@ class TFRecorder:
 
     def _flush_only(self, op_type, inputs, attrs, outputs, op_name=None, graph=None):
         """Level "modules": the op callback only marks function calls."""
+        op_type = _text(op_type)
         if graph is None and _is_function(op_type):
             return self._callback(op_type, inputs, attrs, outputs)
         return None
@@ -265,8 +351,24 @@ class TFRecorder:
 
     # ------------------------------------------------------------- callback
     def _callback(self, op_type, inputs, attrs, outputs, op_name=None, graph=None):
+        """The op callback; an exception of the recorder is caught: the op is recorded
+        as "not recorded" (:meth:`Recording.failed`) and the program goes on (a callback
+        that raises would fail the user's op)."""
+        op_type = _text(op_type)
+        try:
+            return self._on_op(op_type, inputs, attrs, outputs, op_name, graph)
+        except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
+            try:
+                name_id, ctx = self.rec.failed(op_type, exc)
+                if graph is None:  # graph ops are counted; eager ones also keep their place
+                    self.rec.writer.op(name_id, ctx, self.rec.step, [], [])
+            except Exception:  # noqa: BLE001
+                pass
+            return None
+
+    def _on_op(self, op_type: str, inputs, attrs, outputs, op_name, graph):
         if graph is not None:
-            return self._instrument(op_type, inputs, outputs, op_name or "", graph)
+            return self._instrument(op_type, inputs, attrs, outputs, _text(op_name or ""), graph)
         if _is_function(op_type):
             self._flush_graph()
             name = op_type.split("_", 3)[-1].rsplit("_", 1)[0]  # __inference_NAME_123
@@ -288,6 +390,9 @@ class TFRecorder:
         capture = bool(rec.capture) and rec.capture.wants(seq, op_type)
         scope = self.tf.get_current_name_scope()
         ins = [self._eager_tensor(t, False) for t in inputs]
+        pairs = _attr_pairs(attrs)
+        if pairs:  # last, after the tensors (capture indices are tensor indices)
+            ins.append(rec.args_record(pairs, self._str_types))
         outs = [self._eager_tensor(t, True) for t in (outputs or ())]
         dev = ""
         for t in (outputs or inputs or ()):
@@ -306,7 +411,7 @@ class TFRecorder:
                     rec.writer.capture(seq, is_out, i, rec.meta_id(t.dtype.name, tuple(t.shape)), data)
         return None
 
-    def _instrument(self, op_type, inputs, outputs, op_name: str, graph):
+    def _instrument(self, op_type, inputs, attrs, outputs, op_name: str, graph):
         """Graph construction: register the op and add its digest side effect."""
         gname = getattr(graph, "name", "") or ""
         if gname.startswith("Dataset_") or not hasattr(graph, "outer_graph"):
@@ -321,9 +426,11 @@ class TFRecorder:
         scope = op_name.rsplit("/", 1)[0] if "/" in op_name else ""
         phase = self._phase[-1] if self._phase else \
             self._phase_of(op_type, op_name if "/" in op_name else "")
-        return self._register(op_type, scope, phase, inputs, outputs, graph)
+        return self._register(op_type, scope, phase, inputs, outputs, graph,
+                              _graph_attrs_text(attrs) if self.rec.digests else None)
 
-    def _register(self, op_type: str, scope: str, phase: str, inputs, outputs, graph):
+    def _register(self, op_type: str, scope: str, phase: str, inputs, outputs, graph,
+                  attrs_text: str | None = None):
         """Register a graph op (or a layer's outputs) and add its digest hook. Graphs
         compiled by XLA (``jit_compile=True``) cannot run Python hooks: they are
         recorded as one op per call instead (``xla:NAME``)."""
@@ -351,7 +458,7 @@ class TFRecorder:
                       and t.dtype.is_numpy_compatible] if self.rec.digests else []
         idx = len(_Registry.ops)
         _Registry.ops.append((op_type, scope, phase, self._graph_location(), ins, outs,
-                              digestable, self._on_gpu))
+                              digestable, self._on_gpu, attrs_text))
         for i, t in enumerate(outputs):
             src[(gid, t.name)] = (idx, i)
         if not outputs:
@@ -389,7 +496,7 @@ class TFRecorder:
         """Runs inside the graph (numpy_function): op ``idx``'s output values."""
         if not self._in_window():
             return
-        _, _, _, _, _, outs, digestable, on_gpu = _Registry.ops[idx]
+        _, _, _, _, _, outs, digestable, on_gpu, _ = _Registry.ops[idx]
         vals: list = [None] * len(outs)
         for j, i in enumerate(digestable):
             vals[i] = ("partial", int(arrays[2 * j]), int(arrays[2 * j + 1])) if on_gpu \
@@ -404,7 +511,7 @@ class TFRecorder:
         vals, self._vals = self._vals, {}
         digests: dict[int, list] = {}
         for idx in sorted(vals):
-            op_type, scope, phase, loc, in_info, out_info, _, _ = _Registry.ops[idx]
+            op_type, scope, phase, loc, in_info, out_info, _, _, attrs_text = _Registry.ops[idx]
             outs = []
             for (dtype, shape), v in zip(out_info, vals[idx]):
                 meta = rec.meta_id(dtype, shape)
@@ -421,6 +528,8 @@ class TFRecorder:
                 if ref is not None and ref[0] in digests and ref[1] < len(digests[ref[0]]):
                     d = digests[ref[0]][ref[1]]
                 ins.append((rec.meta_id(dtype, shape), 0, d, None, None))
+            if attrs_text is not None:  # last, as for eager ops
+                ins.append(rec.text_record(attrs_text))
             ctx = rec.ctx_id(scope, phase, loc, "", "")
             rec.writer.op(rec.name_id(op_type, op_type), ctx, rec.step, ins, outs)
 

@@ -8,6 +8,13 @@ give the module path; global optimizer hooks
 https://pytorch.org/docs/stable/optim.html) give the optimizer phase and the step
 count; the autograd node being executed marks backward ops; a patch of the
 DataLoader iterator's ``__next__`` (restored on exit) marks the data phase.
+
+Every non-tensor argument and keyword of an op (``other=0.37`` of ``aten::mul``, an
+``alpha``, a shape, a dtype) is one more input, last: the ``args`` record
+(:meth:`fwd9m.debug._common.Recording.args_record`), named by the schema's argument
+names, so a Python value that differs between runs is an input that differs. An
+exception inside a hook is the recorder's, never the program's: the op runs once,
+unchanged, and is written as "not recorded" (:meth:`Recording.failed`).
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import weakref
 from typing import Any
 
 from .. import fingerprint as fp
-from ._common import Recording, user_location
+from ._common import Recording, guarded, user_location
 from ._store import HAS_SAMPLE, IS_MODEL_INPUT, IS_PARAM
 
 __all__ = ["TorchRecorder"]
@@ -51,7 +58,7 @@ def _forget(known: dict, key: tuple, ref) -> None:
 
 class _OpInfo:
     __slots__ = ("name_id", "name", "random", "out_args", "skip_self", "skip_out", "mutates", "ignore",
-                 "ignore_in_data")
+                 "ignore_in_data", "arg_names")
 
 
 class TorchRecorder:
@@ -77,6 +84,8 @@ class TorchRecorder:
         self._mode = None
         self._patched: list[tuple[Any, str, Any]] = []
         self._float_dtypes = {torch.float16, torch.bfloat16, torch.float32, torch.float64}
+        #: argument types digested by their str (``torch.float32``, ``cpu``, ...)
+        self._str_types = (torch.dtype, torch.device, torch.layout, torch.memory_format)
         self._pending: list[tuple] = []  # ops waiting for device digests
         self._partials: list[Any] = []
         self._node_modules: dict[int, tuple[str, str]] = {}  # autograd seq nr -> (module, line)
@@ -99,14 +108,16 @@ class TorchRecorder:
                 p = self._paths[id(module)] = f"{parent}.{type(module).__name__}".lstrip(".")
         return p
 
+    @guarded("<module pre-hook>")
     def _pre_hook(self, module, args):
         if not self._modules:
             self._model_inputs = {id(a) for a in args if isinstance(a, self.torch.Tensor)}
         self._modules.append(module)
 
+    @guarded("<module hook>")
     def _post_hook(self, module, args, output):
         if self._module_level and self._modules:
-            self._record_module(module, args, output)
+            self._record_module(module, args, output)  # guarded: the stack below is kept
         if self._modules and self._modules[-1] is module:
             self._modules.pop()
         elif module in self._modules:  # an exception skipped a post hook
@@ -114,17 +125,19 @@ class TorchRecorder:
         if not self._modules:
             self._model_inputs = set()
 
+    @guarded("<optimizer pre-hook>")
     def _opt_pre(self, optimizer, args, kwargs):
+        self._phase_stack.append("optimizer")
         if self._module_level:
             self._record_params(optimizer, grads=True)
-        self._phase_stack.append("optimizer")
 
+    @guarded("<optimizer hook>")
     def _opt_post(self, optimizer, args, kwargs):
         if self._phase_stack:
             self._phase_stack.pop()
-        if self._module_level:
-            self._record_params(optimizer, grads=False)
         self.rec.step += 1
+        if self._module_level:
+            self._record_params(optimizer, grads=False, step=self.rec.step - 1)
         self._window()
 
     # ------------------------------------------------------------------ step window
@@ -143,6 +156,7 @@ class TorchRecorder:
             self._mode = None
 
     # ------------------------------------------------------------------ module level
+    @guarded("<module hook>")
     def _record_module(self, module, args, output) -> None:
         """Level "modules": one record per module call (inputs and outputs)."""
         torch = self.torch
@@ -153,11 +167,15 @@ class TorchRecorder:
             [o for o in output if isinstance(o, torch.Tensor)] if isinstance(output, (tuple, list)) else []
         name = type(module).__name__
         ctx = rec.ctx_id(self._path_of(module), "forward", user_location(3), "", "")
+        in_recs = [self._tensor(t, f, True, False) for t, f in ins]
+        other = [(str(i), a) for i, a in enumerate(args) if not isinstance(a, torch.Tensor)]
+        if other:  # a Python value passed to the module (a scale, a flag): an input too
+            in_recs.append(rec.args_record(other, self._str_types))
         rec.writer.op(rec.name_id(("module", name), f"module:{name}"), ctx, rec.step,
-                      [self._tensor(t, f, True, False) for t, f in ins],
-                      [self._tensor(t, 0, True, True) for t in outs])
+                      in_recs, [self._tensor(t, 0, True, True) for t in outs])
 
-    def _record_params(self, optimizer, grads: bool) -> None:
+    @guarded("<optimizer hook>")
+    def _record_params(self, optimizer, grads: bool, step: int | None = None) -> None:
         """Level "modules": gradients before the optimizer step (phase backward) and
         parameters after it (phase optimizer), one record per module (``grads`` /
         ``params``, outputs in the module's parameter order)."""
@@ -172,9 +190,15 @@ class TorchRecorder:
                     by_module.setdefault(path, []).append(t.detach())
         kind = "grads" if grads else "params"
         name_id = rec.name_id(kind, kind)
+        # the update's hyperparameters (lr, momentum, ...; a learning rate drawn per step)
+        # are an input of each parameter record
+        hyper = [] if grads else [rec.args_record(
+            [(f"{k}" if len(optimizer.param_groups) == 1 else f"{i}.{k}", v)
+             for i, g in enumerate(optimizer.param_groups) for k, v in g.items() if k != "params"],
+            self._str_types)]
         for path, tensors in by_module.items():
             ctx = rec.ctx_id(path, "backward" if grads else "optimizer", loc, "", "")
-            rec.writer.op(name_id, ctx, rec.step, [],
+            rec.writer.op(name_id, ctx, rec.step if step is None else step, hyper,
                           [self._tensor(t, IS_PARAM, True, True) for t in tensors])
 
     def _patch_dataloader(self) -> None:
@@ -236,6 +260,7 @@ class TorchRecorder:
         info.mutates = bool(s["mutated"])
         info.ignore = s["name"].startswith(NOT_RECORDED)
         info.ignore_in_data = s["name"] in NOT_RECORDED_IN_DATA
+        info.arg_names = s["arg_names"]
         self._infos[func] = info
         return info
 
@@ -296,48 +321,101 @@ class TorchRecorder:
         self._partials.append(partial)
         return (meta, flags, ("partial", len(self._partials) - 1, nbytes), None, None)
 
-    def _collect(self, args, kwargs, info: _OpInfo, digest: bool):
+    def _collect(self, args, kwargs, info: _OpInfo):
+        """(tensor inputs with their flags, non-tensor arguments as (name, value))."""
         torch = self.torch
         Tensor = torch.Tensor
         Parameter = torch.nn.Parameter
         model_inputs = self._model_inputs
         out = []
-        first = True
-        for a in args:
+        other = []
+        names = info.arg_names
+        for i, a in enumerate(args):
             if isinstance(a, Tensor):
-                if not (first and info.skip_self):
+                if not (i == 0 and info.skip_self):
                     flags = (IS_PARAM if isinstance(a, Parameter) else 0) | \
                         (IS_MODEL_INPUT if id(a) in model_inputs else 0)
                     out.append((a, flags))
-            elif isinstance(a, (list, tuple)):
+                continue
+            if isinstance(a, (list, tuple)):
+                tensors = True
                 for x in a:
                     if isinstance(x, Tensor):
                         out.append((x, (IS_PARAM if isinstance(x, Parameter) else 0)
                                     | (IS_MODEL_INPUT if id(x) in model_inputs else 0)))
-            first = False
+                    else:
+                        tensors = False
+                if tensors and a:
+                    continue
+            other.append((names[i] if i < len(names) else str(i), a))
         for k, a in kwargs.items():
             if k in info.out_args:
                 continue
             if isinstance(a, Tensor):
                 out.append((a, IS_PARAM if isinstance(a, Parameter) else 0))
-            elif isinstance(a, (list, tuple)):
-                out.extend((x, 0) for x in a if isinstance(x, Tensor))
-        return out
+                continue
+            if isinstance(a, (list, tuple)):
+                tensors = [(x, 0) for x in a if isinstance(x, Tensor)]
+                out.extend(tensors)
+                if a and len(tensors) == len(a):
+                    continue
+            other.append((k, a))
+        return out, other
 
     def _on_op(self, func, args, kwargs):
-        info = self._infos.get(func)
-        if info is None:
-            info = self._info(func)
-        if info.ignore or (info.ignore_in_data and self._phase_stack and self._phase_stack[-1] == "data"):
+        """The dispatch handler: runs the op once, whatever happens in the recorder.
+
+        An exception of the recorder (never of the op) is caught: the op is written as
+        "not recorded" (:meth:`Recording.failed`) and the program goes on."""
+        try:
+            info = self._infos.get(func)
+            if info is None:
+                info = self._info(func)
+            if info.ignore or (info.ignore_in_data and self._phase_stack and self._phase_stack[-1] == "data"):
+                return func(*args, **kwargs)
+            pre = self._before(info, args, kwargs)
+        except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
+            self._failed(func, exc)
             return func(*args, **kwargs)
+        result = func(*args, **kwargs)
+        try:
+            self._after(info, pre, result)
+        except Exception as exc:  # noqa: BLE001
+            self._failed(func, exc)
+        return result
+
+    def _failed(self, func, exc: BaseException) -> None:
+        try:
+            name = self._infos[func].name if func in self._infos else str(func._schema.name)
+        except Exception:  # noqa: BLE001
+            name = "aten::?"
+        try:
+            name_id, ctx = self.rec.failed(name, exc)
+            entry = (name_id, ctx, self.rec.step, [], [], None)
+            if self._pending:
+                self._pending.append(entry)
+            else:
+                self._write(entry)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _before(self, info: _OpInfo, args, kwargs):
+        """Digest the inputs (before the op: it may write them)."""
         rec = self.rec
         digest = rec.digests
         seq = rec.writer.ops + len(self._pending)
         capture = bool(rec.capture) and rec.capture.wants(seq, info.name)
-        ins = self._collect(args, kwargs, info, digest)
+        ins, other = self._collect(args, kwargs, info)
         in_recs = [self._tensor(t, f, digest, False) for t, f in ins]
+        if other:  # last, after the tensors (capture indices are tensor indices)
+            in_recs.append(rec.args_record(other, self._str_types))
         in_caps = [self._bytes(t) for t, _ in ins] if capture else None
-        result = func(*args, **kwargs)
+        return ins, in_recs, in_caps, capture
+
+    def _after(self, info: _OpInfo, pre, result) -> None:
+        ins, in_recs, in_caps, capture = pre
+        rec = self.rec
+        digest = rec.digests
         Tensor = self.torch.Tensor
         if isinstance(result, Tensor):
             outs = [result]
@@ -363,7 +441,7 @@ class TorchRecorder:
                 phase = "other"
             module = self._path_of(self._modules[-1]) if self._modules else ""
         if loc is None:
-            loc = user_location(3)
+            loc = user_location(4)
         if node is None and module:
             # remember which module/line created the autograd node of this op (if any),
             # so its backward ops are attributed to them; first writer wins
@@ -386,7 +464,6 @@ class TorchRecorder:
                 self.flush()
         else:
             self._write(entry)
-        return result
 
     def _bytes(self, t):
         """(meta id, raw bytes) for a full capture; copies the tensor to the host."""
