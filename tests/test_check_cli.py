@@ -593,3 +593,33 @@ def test_next_steps_point_only_at_lines_that_ran(tmp_path):
     assert "set from entropy" not in steps, steps
     out = check("--no-hashseed-check", str(script), "noseed", cwd=tmp_path)
     assert out.returncode == 1 and "t.py:7 seed for numpy.random.seed comes from seed" in out.stdout, out.stdout
+
+
+def test_pytree_globals_are_final_state(tmp_path):
+    """A JAX script whose result is a pytree of arrays (params dict, an optax state) and
+    that prints nothing of it: the pytree's leaves are compared (it was REPRODUCIBLE,
+    comparing only the globals that are arrays themselves). A dict of NumPy arrays too."""
+    pytest.importorskip("jax")
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import os, jax, jax.numpy as jnp, numpy as np\n"
+        "key = jax.random.PRNGKey(int.from_bytes(os.urandom(2), 'little'))\n"
+        "params = {'dense': {'w': jax.random.normal(key, (3, 2)), 'b': jnp.zeros(2)}, 'step': 3}\n"
+        "results = {'preds': np.asarray(params['dense']['w']).sum(axis=0)}\n"
+        "print('done')\n")
+    out = check("-q", "--no-hashseed-check", "--format", "json", str(script))
+    assert out.returncode == 1, out.stdout + out.stderr
+    paths = {f["diff"]["path"] for f in json.loads(out.stdout)["findings"] if f["diff"]}
+    assert "globals.params.dense.w" in paths and "globals.results.preds" in paths, paths
+    assert "globals.params.dense.b" not in paths  # zeros in both runs
+
+
+def test_untested_hash_seed_is_not_named_the_cause(tmp_path):
+    """With --no-hashseed-check, a hash seed that differed is one possibility, said so,
+    and its fix is no next step unless lint finds hash-order code."""
+    script = tmp_path / "noise.py"
+    script.write_text("import os\nprint('value', int.from_bytes(os.urandom(4), 'little'))\n")
+    out = check("-q", "--no-hashseed-check", str(script))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "not tested (--no-hashseed-check)" in out.stdout and "finds no such code" in out.stdout
+    assert "fix the hash seed" not in out.stdout

@@ -31,6 +31,7 @@ Nothing here raises into the user's script: a failed capture is recorded in the 
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import gc
 import json
 import os
@@ -171,11 +172,49 @@ def _global_names() -> tuple[dict[int, str], dict[str, Any]]:
                 continue
             names.setdefault(id(v), k)
             try:
-                if to_numpy(v) is not None:
+                if to_numpy(v) is not None or _holds_arrays(v, to_numpy):
                     arrays[k] = v
             except Exception:
                 pass
     return names, arrays
+
+
+#: modules whose tensors the final state captures through their models, optimizers and
+#: variables: a container of only those is not captured again as a global
+_CAPTURED_ELSEWHERE = ("torch", "tensorflow", "keras", "tf_keras")
+
+
+def _holds_arrays(value: Any, to_numpy, budget: int = 10_000) -> bool:
+    """Whether ``value`` is a container (dict, list, tuple, dataclass, a JAX pytree such
+    as a Flax ``TrainState`` or an optax state) with an array leaf that no model or
+    variable capture covers (NumPy, JAX). At most ``budget`` nodes are looked at."""
+    if isinstance(value, (str, bytes, int, float, bool, type(None))):
+        return False
+    stack, seen = [value], set()
+    while stack and budget > 0:
+        v = stack.pop()
+        budget -= 1
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if v is not value and to_numpy(v) is not None:
+            if type(v).__module__.split(".")[0] not in _CAPTURED_ELSEWHERE:
+                return True
+            continue
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif dataclasses.is_dataclass(v) and not isinstance(v, type):
+            stack.extend(getattr(v, f.name, None) for f in dataclasses.fields(v))
+        elif "jax" in sys.modules and type(v).__module__.split(".")[0] in ("flax", "optax", "jax"):
+            try:  # a registered pytree (FrozenDict, a flax struct)
+                leaves = sys.modules["jax"].tree_util.tree_leaves(v)
+            except Exception:
+                continue
+            if not (len(leaves) == 1 and leaves[0] is v):
+                stack.extend(leaves)
+    return False
 
 
 def _roots(objs: list[Any], children) -> list[Any]:

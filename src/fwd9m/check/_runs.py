@@ -149,6 +149,8 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
         raise RunError(f"every run of {display} timed out after {done[0].info.seconds:.0f} s; raise --timeout "
                        f"or check the script for a hang (the whole process group was killed)")
     codes = {r.info.returncode for r in done}
+    if first.info.returncode is None and first.info.error and all(r.info.error for r in done):
+        raise RunError(f"{display} could not be started in any run: {first.info.error}")
     if len(codes) == 1 and 0 not in codes and not any(r.info.timed_out for r in done):
         hint = ""
         if "EOFError" in first.info.stderr_tail:
