@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from .._helpers import arg, call_name, kwarg, literal
+from .._flow import ENTRY_POINTS, script_runs
 from .._rule import Rule, register
 from ._common import (ALL_SEED_CALLS, FRAMEWORK_SEED_CALLS, NUMPY_SEED_CALLS, PYTHON_SEED_CALLS,
                       SEED_CALLS, SWITCH_ON_CALLS, TF_SEED_CALLS, TORCH_SEED_CALLS, seeds, uses_numpy_global_random,
@@ -703,9 +704,10 @@ class CudaSeedOnly(Rule):
                         "shuffling) stay unseeded. Use torch.manual_seed(seed), which seeds all devices")
 
 
-_TRAINING_METHODS = ("backward", "fit", "train_on_batch")
+_TRAINING_METHODS = ("backward", "fit", "train_on_batch", "apply_gradients")
 _TRAINING_CALLS = ("jax.grad", "jax.value_and_grad")
-_JAX_KEYS = frozenset({"jax.random.PRNGKey", "jax.random.key", "jax.random.wrap_key_data"})
+_JAX_KEYS = frozenset({"jax.random.PRNGKey", "jax.random.key", "jax.random.wrap_key_data",
+                       "haiku.PRNGSequence", "flax.nnx.Rngs"})
 _TEST_MAINS = frozenset({"main", "run"})  # unittest.main(), tf.test.main(), absltest.main(), pytest.main()
 
 
@@ -749,7 +751,7 @@ class TrainsWithoutSeed(Rule):
     """
 
     code, name = "FWD108", "trains-without-seed"
-    triggers = ("backward", "fit", "train_on_batch", "grad", "value_and_grad")
+    triggers = ("backward", "fit", "train_on_batch", "grad", "value_and_grad", "apply_gradients", "train")
     fix_code = "fwd9m.enable_determinism(seed=0)"
     references = ("https://docs.pytorch.org/docs/stable/notes/randomness.html",
                   "https://keras.io/api/utils/python_utils/#setrandomseed-function")
@@ -771,16 +773,20 @@ class TrainsWithoutSeed(Rule):
             return
         calls = [c for m in _TRAINING_METHODS for c in ctx.methods.get(m, ())]
         calls += [c for qn in _TRAINING_CALLS for c in ctx.calls.get(qn, ())]
+        calls += [c for c in ctx.methods.get("train", ()) if any(k.arg == "input_fn" for k in c.keywords)
+                  or "estimator" in ast.unparse(c.func.value).lower()]  # TF1 Estimator.train
+        calls += [c for qn, cs in ctx.calls.items() if qn.endswith(".estimator.train_and_evaluate") for c in cs]
         if not calls:
             return
         tree = ctx.tree
         main = _main_block(tree)
         top = {id(n) for stmt in getattr(tree, "body", ()) if type(stmt) not in (ast.FunctionDef,
                ast.AsyncFunctionDef, ast.ClassDef) and stmt is not main for n in ast.walk(stmt)}
-        is_script = any(id(c) in top for c in calls)
+        ran = script_runs(ctx)  # module level, __main__, app.run(main) and the functions they call
+        is_script = any(id(c) in top or id(c) in ran for c in calls)
         if main is not None and not is_script:
-            runners = [c for c in ast.walk(main) if type(c) is ast.Call and
-                       type(c.func) is ast.Attribute and c.func.attr in _TEST_MAINS]
+            runners = [c for c in ast.walk(main) if type(c) is ast.Call and type(c.func) is ast.Attribute
+                       and c.func.attr in _TEST_MAINS and ctx.qualname(c.func) not in ENTRY_POINTS]
             is_script = not runners
         if is_script:
             first = min(calls, key=lambda c: (c.lineno, c.col_offset))

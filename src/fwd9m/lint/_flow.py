@@ -1,0 +1,241 @@
+"""A small data-flow layer shared by rules: what a call reaches one level down.
+
+Library knowledge lives in the tables at the top (seeding helpers, training entry
+points), not in rules. Facts about a file are computed once and cached on its
+:class:`~fwd9m.lint._engine.FileContext`:
+
+- :func:`helper_seed_calls`: calls that seed through a helper the qualified-name tables
+  do not list: a method such as Lightning Fabric's ``fabric.seed_everything(seed)``,
+  ``RunConfig(tf_random_seed=...)``, a function of this file whose body seeds, or a
+  function of a local module the file imports (``from timm import utils`` ->
+  ``timm/utils/...``, found beside the file or up to three folders above it) whose body
+  seeds; one level deep, following one re-export (``from .random import random_seed``).
+  Only functions whose name contains "seed" are looked up in other files (each lookup
+  reads a file; a seeding helper named otherwise is not seen).
+- :func:`script_runs`: whether a call runs when the file is executed as a script: at
+  module level, in a non-test ``__main__`` block, or in a function reached from either
+  (called, or handed to ``absl.app.run(main)`` / ``tf.compat.v1.app.run()``), one call
+  level at a time.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+from ._helpers import SEED_CALLS
+
+__all__ = ["SEED_METHODS", "ENTRY_POINTS", "helper_seed_calls", "script_runs", "local_function"]
+
+#: methods that seed every generator whatever the receiver (Lightning Fabric and
+#: LightningModule-style objects: ``fabric.seed_everything(seed)``)
+SEED_METHODS = frozenset({"seed_everything", "set_seed", "set_random_seed"})
+#: calls that take a seed keyword for the framework they configure
+SEED_KEYWORDS = {"RunConfig": "tf_random_seed"}
+#: calls that run ``main`` (their first argument, or the module's ``main`` when none)
+ENTRY_POINTS = frozenset({"absl.app.run", "tensorflow.app.run", "tensorflow.compat.v1.app.run",
+                          "tensorflow.python.platform.app.run"})
+_TEST_MAINS = frozenset({"main", "run"})  # unittest.main(), absltest.main(), tf.test.main()
+_LOCAL_DEPTH = 3  #: folders above the file searched for a local package
+
+
+def _qualnames(tree) -> dict[str, str]:
+    """Import aliases of a module: local name -> dotted target."""
+    out = {}
+    for n in ast.walk(tree):
+        if type(n) is ast.Import:
+            for a in n.names:
+                out[(a.asname or a.name).split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif type(n) is ast.ImportFrom and n.module and not n.level:
+            for a in n.names:
+                out[a.asname or a.name] = f"{n.module}.{a.name}"
+    return out
+
+
+def _dotted(node, aliases) -> str | None:
+    attrs = []
+    while type(node) is ast.Attribute:
+        attrs.append(node.attr)
+        node = node.value
+    if type(node) is not ast.Name or node.id not in aliases:
+        return None
+    return ".".join([aliases[node.id], *reversed(attrs)])
+
+
+#: what a seeding method or keyword stands for, as a call of the qualified-name tables
+_METHOD_SEEDS = frozenset({"lightning.seed_everything"})
+_KEYWORD_SEEDS = frozenset({"tensorflow.random.set_seed"})
+
+
+def _body_seeds(fn, aliases) -> frozenset[str]:
+    """The seeding calls (qualified names of the tables) function ``fn`` makes in its
+    own body; a seeding method counts as Lightning's ``seed_everything``."""
+    out = set()
+    for n in ast.walk(fn):
+        if type(n) is ast.Call:
+            qn = _dotted(n.func, aliases)
+            if qn in SEED_CALLS:
+                out.add(qn)
+            elif qn is None and type(n.func) is ast.Attribute and n.func.attr in SEED_METHODS \
+                    and (n.args or n.keywords):
+                out |= _METHOD_SEEDS
+    return frozenset(out)
+
+
+def _module_file(start: Path, dotted: str) -> Path | None:
+    parts = dotted.split(".")
+    for folder in [start, *list(start.parents)[:_LOCAL_DEPTH]]:
+        base = folder.joinpath(*parts)
+        for cand in (base.with_suffix(".py"), base / "__init__.py"):
+            if cand.is_file():
+                return cand
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _parse(path: Path):
+    try:
+        return ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return None
+
+
+def local_function(ctx, qualname: str):
+    """``(FunctionDef, aliases)`` of ``pkg.mod.func`` defined in a local module beside
+    the linted file (following one ``from .x import func`` re-export), else None."""
+    if "." not in qualname or ctx.path in ("-", "<stdin>"):
+        return None
+    cache = ctx.__dict__.setdefault("_flow_local", {})
+    if qualname in cache:
+        return cache[qualname]
+    cache[qualname] = None
+    mod, name = qualname.rsplit(".", 1)
+    path = _module_file(Path(ctx.path).resolve().parent, mod)
+    for _ in range(2):  # the module, then one re-export
+        tree = _parse(path) if path else None
+        if tree is None:
+            break
+        fn = next((s for s in tree.body if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef)
+                   and s.name == name), None)
+        if fn is not None:
+            cache[qualname] = (fn, _qualnames(tree))
+            break
+        src = next((s for s in tree.body if type(s) is ast.ImportFrom and s.level == 1 and s.module
+                    and any((a.asname or a.name) == name for a in s.names)), None)
+        if src is None:
+            break
+        base = path.parent
+        path = _module_file(base, src.module) if base else None
+        path = path if path and path.parent == base or path and path.parent.parent == base else None
+    return cache[qualname]
+
+
+def _module_defs(ctx) -> dict[str, ast.AST]:
+    tree = ctx.tree
+    return {s.name: s for s in getattr(tree, "body", ()) if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef)}
+
+
+def helper_seed_calls(ctx) -> list[tuple[ast.Call, frozenset[str]]]:
+    """``(call, seeds)`` for each call of this file that seeds through a helper (see the
+    module docstring); ``seeds``: the table calls it amounts to (``torch.manual_seed``
+    for a local helper whose body calls it, Lightning's ``seed_everything`` for a
+    seeding method)."""
+    cached = ctx.__dict__.get("_flow_seed_calls")
+    if cached is not None:
+        return cached
+    # a method on an object of the script (fabric.seed_everything), not a module function
+    out = [(c, _METHOD_SEEDS) for m in SEED_METHODS for c in ctx.methods.get(m, ())
+           if (c.args or c.keywords) and ctx.qualname(c.func) is None]
+    for qn, calls in ctx.calls.items():
+        last = qn.rsplit(".", 1)[-1]
+        if last in SEED_KEYWORDS:
+            out.extend((c, _KEYWORD_SEEDS) for c in calls if any(k.arg == SEED_KEYWORDS[last] for k in c.keywords))
+    tree = ctx.tree
+    aliases = _qualnames(tree) if tree is not None else {}
+    seeding_defs = {name: got for name, fn in _module_defs(ctx).items() if (got := _body_seeds(fn, aliases))}
+    for call in ast.walk(tree) if tree is not None else ():
+        if type(call) is not ast.Call:
+            continue
+        f = call.func
+        if type(f) is ast.Name and f.id in seeding_defs:
+            out.append((call, seeding_defs[f.id]))
+            continue
+        qn = _dotted(f, aliases)
+        if qn and "seed" in qn.rsplit(".", 1)[-1].lower() and qn not in SEED_CALLS and "." in qn \
+                and qn.split(".", 1)[0] not in _FOREIGN:
+            found = local_function(ctx, qn)
+            got = _body_seeds(*found) if found is not None else frozenset()
+            if got:
+                out.append((call, got))
+    ctx.__dict__["_flow_seed_calls"] = out
+    return out
+
+
+#: top-level packages never searched for as local modules
+_FOREIGN = frozenset({"torch", "tensorflow", "jax", "keras", "numpy", "os", "sys", "random",
+                      "flax", "optax", "absl", "tf_keras", "lightning", "pytorch_lightning",
+                      "transformers", "accelerate", "fwd9m"})
+
+
+def _main_block(tree):
+    for stmt in getattr(tree, "body", ()):
+        if type(stmt) is ast.If and type(stmt.test) is ast.Compare and \
+                type(stmt.test.left) is ast.Name and stmt.test.left.id == "__name__":
+            return stmt
+    return None
+
+
+def _called_names(nodes, ctx) -> set[str]:
+    """Names of module functions called (or handed to an entry point) under ``nodes``."""
+    out = set()
+    for root in nodes:
+        for n in ast.walk(root):
+            if type(n) is not ast.Call:
+                continue
+            if type(n.func) is ast.Name:
+                out.add(n.func.id)
+            qn = ctx.qualname(n.func)
+            if qn in ENTRY_POINTS:
+                target = n.args[0] if n.args else next((k.value for k in n.keywords if k.arg == "main"), None)
+                out.add(target.id if type(target) is ast.Name else "main")
+            for a in n.args:  # fabric.launch(main, ...), spawn(main_worker, ...)
+                if type(a) is ast.Name:
+                    out.add(a.id)
+    return out
+
+
+def script_roots(ctx) -> list[ast.AST] | None:
+    """The statements a script runs (module level, non-test ``__main__`` block), or
+    None for a test module (its ``__main__`` block runs a test runner)."""
+    tree = ctx.tree
+    main = _main_block(tree)
+    if main is not None and any(type(c) is ast.Call and type(c.func) is ast.Attribute
+                                and c.func.attr in _TEST_MAINS and ctx.qualname(c.func) not in ENTRY_POINTS
+                                for c in ast.walk(main)):
+        return None
+    return [s for s in getattr(tree, "body", ()) if type(s) not in (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                    ast.ClassDef)]
+
+
+def script_runs(ctx) -> set[int]:
+    """``id`` of every node that runs when the file is executed as a script: module
+    level and ``__main__`` statements, and the bodies of module functions reached from
+    them by calls (transitively, within the file). Empty for a test module."""
+    cached = ctx.__dict__.get("_flow_script_runs")
+    if cached is not None:
+        return cached
+    roots = script_roots(ctx)
+    ran: set[int] = set()
+    if roots:
+        defs = _module_defs(ctx)
+        todo, seen = list(roots), set()
+        while todo:
+            node = todo.pop()
+            ran.update(id(n) for n in ast.walk(node))
+            for name in _called_names([node], ctx):
+                if name in defs and name not in seen:
+                    seen.add(name)
+                    todo.append(defs[name])
+    ctx.__dict__["_flow_script_runs"] = ran
+    return ran
