@@ -26,7 +26,9 @@ from pathlib import Path
 
 from ._helpers import SEED_CALLS
 
-__all__ = ["SEED_METHODS", "ENTRY_POINTS", "helper_seed_calls", "script_runs", "local_function"]
+__all__ = ["SEED_METHODS", "ENTRY_POINTS", "GRADIENT_METHODS", "GRADIENT_CALLS", "helper_seed_calls",
+           "script_runs", "local_function", "computes_gradients", "assigns", "is_test_file",
+           "fallback_calls"]
 
 #: methods that seed every generator whatever the receiver (Lightning Fabric and
 #: LightningModule-style objects: ``fabric.seed_everything(seed)``)
@@ -36,6 +38,11 @@ SEED_KEYWORDS = {"RunConfig": "tf_random_seed"}
 #: calls that run ``main`` (their first argument, or the module's ``main`` when none)
 ENTRY_POINTS = frozenset({"absl.app.run", "tensorflow.app.run", "tensorflow.compat.v1.app.run",
                           "tensorflow.python.platform.app.run"})
+#: methods and calls that compute gradients (a backward pass runs in this file)
+GRADIENT_METHODS = frozenset({"backward", "fit", "train_on_batch", "apply_gradients", "gradient",
+                              "minimize", "train"})
+GRADIENT_CALLS = frozenset({"jax.grad", "jax.value_and_grad", "jax.vjp", "jax.jacrev", "torch.autograd.grad",
+                            "torch.autograd.backward", "tensorflow.gradients"})
 _TEST_MAINS = frozenset({"main", "run"})  # unittest.main(), absltest.main(), tf.test.main()
 _LOCAL_DEPTH = 3  #: folders above the file searched for a local package
 
@@ -239,3 +246,45 @@ def script_runs(ctx) -> set[int]:
                     todo.append(defs[name])
     ctx.__dict__["_flow_script_runs"] = ran
     return ran
+
+
+def computes_gradients(ctx) -> bool:
+    """Whether the file runs a backward pass (``loss.backward()``, ``model.fit``,
+    ``tape.gradient``, ``jax.grad``, ...)."""
+    return any(ctx.methods.get(m) for m in GRADIENT_METHODS) or any(ctx.calls.get(q) for q in GRADIENT_CALLS)
+
+
+def assigns(ctx, setting: str) -> bool:
+    """Whether the file assigns ``"qualified.name=Value"`` (``torch.backends.cudnn.
+    deterministic=True``), however the module was imported."""
+    name, _, value = setting.partition("=")
+    for n in ast.walk(ctx.tree) if ctx.tree is not None else ():
+        if type(n) is ast.Assign and type(n.value) is ast.Constant and repr(n.value.value) == value.strip():
+            if any(ctx.qualname(t) == name.strip() for t in n.targets):
+                return True
+    return False
+
+
+def is_test_file(ctx) -> bool:
+    """A pytest/unittest module by its name (``test_*.py``, ``*_test.py``, ``conftest.py``):
+    its random draws and seeds set up one test, not a training run."""
+    name = Path(ctx.path).name
+    return name == "conftest.py" or (name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")))
+
+
+def fallback_calls(ctx) -> set[int]:
+    """``id`` of calls that only run when the caller gave nothing: ``rng = rng or
+    np.random.default_rng()`` and ``if rng is None: rng = random.Random()``."""
+    out: set[int] = set()
+    for n in ast.walk(ctx.tree) if ctx.tree is not None else ():
+        if type(n) is ast.BoolOp and type(n.op) is ast.Or and type(n.values[-1]) is ast.Call:
+            out.add(id(n.values[-1]))
+        elif type(n) is ast.If and type(n.test) is ast.Compare and len(n.test.ops) == 1 \
+                and type(n.test.ops[0]) is ast.Is and type(n.test.comparators[0]) is ast.Constant \
+                and n.test.comparators[0].value is None:
+            tested = ast.unparse(n.test.left)
+            for st in n.body:
+                if type(st) is ast.Assign and type(st.value) is ast.Call \
+                        and any(ast.unparse(t) == tested for t in st.targets):
+                    out.add(id(st.value))
+    return out

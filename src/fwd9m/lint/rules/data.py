@@ -6,6 +6,7 @@ import ast
 
 from .._helpers import arg, call_name, kwarg, literal
 from .._rule import Rule, register
+from .._flow import script_runs
 from ._common import SWITCH_ON_CALLS, TORCH_SEED_CALLS, is_stateful_random, seeds
 
 TF_DATA_DET = "https://www.tensorflow.org/api_docs/python/tf/data/Options#deterministic"
@@ -436,7 +437,10 @@ class ShuffleWithoutGenerator(Rule):
 
     ## What it does
     Flags `DataLoader(..., shuffle=True)`, `RandomSampler`, `SubsetRandomSampler`,
-    `WeightedRandomSampler` and `random_split` without `generator=`.
+    `WeightedRandomSampler` and `random_split` without `generator=` in a script that
+    runs them and never seeds torch (`torch.manual_seed`, a seed-everything helper).
+    A file that seeds torch globally, and a library module (whose caller seeds), are
+    not flagged.
 
     ## Why is this bad
     They then draw the order from PyTorch's global generator: unseeded it differs every
@@ -461,7 +465,15 @@ class ShuffleWithoutGenerator(Rule):
                "import torch\ns = torch.utils.data.RandomSampler(ds)\n")
     valid = ("import torch\nfrom torch.utils.data import DataLoader\n"
              "loader = DataLoader(ds, shuffle=True, generator=torch.Generator().manual_seed(0))\n",
-             "from torch.utils.data import DataLoader\nloader = DataLoader(ds)\n")
+             "from torch.utils.data import DataLoader\nloader = DataLoader(ds)\n",
+             # the global generator is seeded (detr's main.py)
+             "import torch\ntorch.manual_seed(0)\nloader = torch.utils.data.DataLoader(ds, shuffle=True)\n",
+             # a library function: its caller seeds (timm's loader.py)
+             "import torch\ndef create_loader(ds):\n    return torch.utils.data.RandomSampler(ds)\n")
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.sites: list[tuple[ast.Call, str]] = []
 
     def visit_Call(self, node, qn):
         if kwarg(node, "generator") is not None or any(k.arg is None for k in node.keywords):
@@ -469,11 +481,24 @@ class ShuffleWithoutGenerator(Rule):
         if qn in _DATALOADERS:
             if literal(kwarg(node, "shuffle"), None) is True or \
                     (len(node.args) >= 3 and literal(node.args[2], None) is True):
-                self.report(node, "DataLoader(shuffle=True) without generator= draws the order from "
-                            "the global torch generator; pass generator=torch.Generator().manual_seed(seed)")
+                self.sites.append((node, "DataLoader(shuffle=True) without generator= draws the order from "
+                                   "the global torch generator, which this script never seeds; pass "
+                                   "generator=torch.Generator().manual_seed(seed)"))
         elif qn in _SAMPLERS:
-            self.report(node, f"{qn.rsplit('.', 1)[1]} without generator= draws from the global torch "
-                        "generator; pass generator=torch.Generator().manual_seed(seed)")
+            self.sites.append((node, f"{qn.rsplit('.', 1)[1]} without generator= draws from the global torch "
+                               "generator, which this script never seeds; pass "
+                               "generator=torch.Generator().manual_seed(seed)"))
+
+    def finish(self):
+        # A file that seeds torch makes the order repeatable; a library module's caller
+        # seeds (timm's loader.py is called by train.py, which seeds): only a script that
+        # runs the call and seeds nothing is flagged.
+        if not self.sites or seeds(self.ctx, TORCH_SEED_CALLS):
+            return
+        ran = script_runs(self.ctx)
+        for node, msg in self.sites:
+            if id(node) in ran:
+                self.report(node, msg)
 
 
 _KERAS_LOOPS = frozenset({"fit", "fit_generator", "evaluate", "predict", "evaluate_generator",

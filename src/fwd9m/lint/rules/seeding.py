@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from .._helpers import arg, call_name, kwarg, literal
-from .._flow import ENTRY_POINTS, script_runs
+from .._flow import ENTRY_POINTS, fallback_calls, is_test_file, script_runs
 from .._rule import Rule, register
 from ._common import (ALL_SEED_CALLS, FRAMEWORK_SEED_CALLS, NUMPY_SEED_CALLS, PYTHON_SEED_CALLS,
                       SEED_CALLS, SWITCH_ON_CALLS, TF_SEED_CALLS, TORCH_SEED_CALLS, seeds, uses_numpy_global_random,
@@ -132,7 +132,8 @@ class SeedAfterUse(Rule):
     `torch.manual_seed`, `np.random.seed`, `random.seed`) that comes after, in the same
     function or module body, a call that already drew from that generator: building
     layers or a model, creating a dataset, drawing random numbers, or calling a function
-    of this file that does.
+    of this file that does. Test files (`test_*.py`, `*_test.py`,
+    `conftest.py`) are not checked.
 
     ## Why is this bad
     A seed only fixes what is drawn after it. Layers built before the seed got their
@@ -211,6 +212,8 @@ class SeedAfterUse(Rule):
         return None
 
     def finish(self):
+        if is_test_file(self.ctx):
+            return  # a test seeds for its own assertions; an earlier draw sets up shapes
         for scope, seed, seed_qn in self.seeds:
             for cscope, call, qn in self.calls:
                 if cscope is not scope or call.lineno >= seed.lineno or self._feeds(call, seed):
@@ -266,7 +269,11 @@ class UnseededGenerator(Rule):
     (`random.SystemRandom`, `tf.random.Generator.from_non_deterministic_state()`,
     `torch.seed()`, `Generator.seed()`), and, in a file that calls `torch.manual_seed`,
     a `torch.Generator()` that is never given `manual_seed`. A generator assigned to a
-    name or attribute that is later seeded (`rng.seed(s)`, `g.manual_seed(s)`) is fine.
+    name or attribute that is later seeded (`rng.seed(s)`, `g.manual_seed(s)`) or
+    replaced by a seeded one (`self.rng = random.Random(seed + epoch)`) is fine, and so
+    is a fallback for a caller that passes none (`rng = rng or np.random.default_rng()`,
+    `if rng is None: rng = random.Random()`). Test files (`test_*.py`, `*_test.py`,
+    `conftest.py`) are not checked.
 
     ## Why is this bad
     Without a seed, NumPy and Python take fresh OS entropy for each new generator, so
@@ -316,6 +323,14 @@ class UnseededGenerator(Rule):
         "import tensorflow as tf\ng = tf.random.Generator.from_seed(1)\n",
         "import random\nclass S:\n    def __init__(self):\n        self._rng = random.Random()\n"
         "    def set_seed(self, s):\n        self._rng.seed(s)\n",
+        # replaced by a seeded generator before each epoch (timm's reader_wds.py)
+        "import random\nclass R:\n    def __init__(self):\n        self.rng = random.Random()\n"
+        "    def set_epoch(self, epoch):\n        self.rng = random.Random(self.seed + epoch)\n",
+        # a fallback when the caller passes no generator (big_vision, bert's test helpers)
+        "import numpy as np\ndef choice(values, rng=None):\n    rng = rng or np.random.default_rng()\n"
+        "    return rng.choice(values)\n",
+        "import random\ndef ids(n, rng=None):\n    if rng is None:\n        rng = random.Random()\n"
+        "    return [rng.random() for _ in range(n)]\n",
     )
 
     def __init__(self, ctx):
@@ -325,6 +340,7 @@ class UnseededGenerator(Rule):
         self.pending: list[tuple[str | None, ast.Call]] = []
         self.unseeded: list[tuple[ast.Call, str]] = []
         self.targets: dict[int, str] = {}  # id(call) -> name or attribute it is assigned to
+        self.entropy: list[tuple[ast.Call, str]] = []
 
     def visit_Assign(self, node):
         v = node.value
@@ -347,7 +363,7 @@ class UnseededGenerator(Rule):
                     and not any(type(x) is ast.Starred for x in node.args):
                 self.unseeded.append((node, qn))
         elif qn in _ALWAYS_ENTROPY:
-            self.report(node, _ALWAYS_ENTROPY[qn] + "; use a seeded generator instead")
+            self.entropy.append((node, qn))
         elif qn == "torch.Generator":
             self.pending.append((None, node))
         elif type(f) is ast.Attribute and f.attr == "seed" and not node.args and not node.keywords \
@@ -366,12 +382,27 @@ class UnseededGenerator(Rule):
                 name = r.id if type(r) is ast.Name else r.attr if type(r) is ast.Attribute else None
                 if name:
                     out.add(name)
+        # replaced by a seeded generator before use (timm's reader_wds: self.rng =
+        # random.Random(self.worker_seed() + epoch))
+        for n in ast.walk(self.ctx.tree):
+            if type(n) is ast.Assign and type(n.value) is ast.Call \
+                    and any(literal(a, 0) is not None for a in (*n.value.args, *(k.value for k in n.value.keywords)))\
+                    and self.ctx.qualname(n.value.func) in _SEEDED_CTORS:
+                for t in n.targets:
+                    name = t.id if type(t) is ast.Name else t.attr if type(t) is ast.Attribute else None
+                    if name:
+                        out.add(name)
         return out
 
     def finish(self):
+        if is_test_file(self.ctx):
+            return  # fixtures and test helpers: entropy there sets up one test
+        for node, qn in self.entropy:
+            self.report(node, _ALWAYS_ENTROPY[qn] + "; use a seeded generator instead")
         reseeded = self._reseeded()
+        fallback = fallback_calls(self.ctx)
         for node, qn in self.unseeded:
-            if self.targets.get(id(node)) in reseeded:
+            if self.targets.get(id(node)) in reseeded or id(node) in fallback:
                 continue
             self.report(node, f"{qn}() without a seed takes fresh OS entropy every run; "
                         "pass a seed derived from the run's seed")
@@ -386,6 +417,8 @@ class UnseededGenerator(Rule):
                         "generator repeats one stream; use torch.Generator().manual_seed(seed)")
 
 
+_SEEDED_CTORS = frozenset({"random.Random", "numpy.random.default_rng", "numpy.random.RandomState",
+                           "numpy.random.Generator"})
 _ENTROPY = frozenset({
     "time.time", "time.time_ns", "time.perf_counter", "time.perf_counter_ns", "time.monotonic",
     "time.monotonic_ns", "time.process_time", "time.process_time_ns", "datetime.datetime.now",
@@ -756,13 +789,29 @@ class TrainsWithoutSeed(Rule):
     references = ("https://docs.pytorch.org/docs/stable/notes/randomness.html",
                   "https://keras.io/api/utils/python_utils/#setrandomseed-function")
     invalid = ("import torch\nmodel = torch.nn.Linear(4, 1)\nmodel(torch.ones(2, 4)).sum().backward()\n",
-               "import keras\ndef main():\n    model.fit(x, y)\n\nif __name__ == '__main__':\n    main()\n")
+               "import keras\ndef main():\n    model.fit(x, y)\n\nif __name__ == '__main__':\n    main()\n",
+               # reached through absl's app.run(main), as in google-research/bert
+               "import tensorflow as tf\nfrom absl import app\ndef main(_):\n"
+               "    estimator.train(input_fn=train_input_fn, max_steps=10)\n"
+               "if __name__ == '__main__':\n    app.run(main)\n",
+               # a function called from the module-level epoch loop (kuangliu/pytorch-cifar)
+               "import torch\ndef train(epoch):\n    loss.backward()\nfor epoch in range(3):\n    train(epoch)\n",
+               # a custom TF2 loop
+               "import tensorflow as tf\ndef main(_):\n    optimizer.apply_gradients(zip(g, v))\n"
+               "if __name__ == '__main__':\n    tf.compat.v1.app.run(main)\n")
     valid = ("import torch\ntorch.manual_seed(0)\nmodel = torch.nn.Linear(4, 1)\n"
              "model(torch.ones(2, 4)).sum().backward()\n",
              "import keras\ndef train(model):\n    model.fit(x, y)\n",  # a library function
              "import tensorflow as tf\nclass T(tf.test.TestCase):\n    def test_fit(self):\n"
              "        model.fit(x, y)\n\nif __name__ == '__main__':\n    tf.test.main()\n",
-             "import fwd9m, torch\nfwd9m.enable_determinism(seed=0)\nloss.backward()\n")
+             "import fwd9m, torch\nfwd9m.enable_determinism(seed=0)\nloss.backward()\n",
+             # seeding helpers: a Fabric method, a local function whose body seeds, RunConfig
+             "import lightning as L\nfabric = L.Fabric()\nfabric.seed_everything(42)\nfabric.backward(loss)\n",
+             "import torch\ndef set_seed(s):\n    torch.manual_seed(s)\nset_seed(0)\nloss.backward()\n",
+             "import tensorflow as tf\ndef main(_):\n    cfg = tf.estimator.RunConfig(tf_random_seed=0)\n"
+             "    est = tf.estimator.Estimator(fn, config=cfg)\n    est.train(input_fn=f)\n"
+             "if __name__ == '__main__':\n    tf.compat.v1.app.run()\n",
+             "import haiku as hk, jax\nrng = hk.PRNGSequence(42)\ng = jax.grad(loss)(params, next(rng))\n")
 
     def finish(self):
         ctx = self.ctx
