@@ -755,17 +755,21 @@ def _main_block(tree):
 
 @register
 class TrainsWithoutSeed(Rule):
-    """A training script that never seeds anything.
+    """A training script that never seeds its framework.
 
     ## What it does
     Flags the first training call (`loss.backward()`, `model.fit(...)`,
-    `train_on_batch`, `jax.grad`/`jax.value_and_grad`) in a script that imports a
-    framework and calls no seeding function at all (`torch.manual_seed`,
-    `tf.random.set_seed`, `keras.utils.set_random_seed`, `random.seed`,
-    `np.random.seed`, `fwd9m.seed_everything`, `fwd9m.enable_determinism`, a JAX key
-    from `jax.random.key`/`PRNGKey`, ...). Only
-    scripts count: files that train at module level or in an `if __name__ == "__main__":`
-    block that is not a test runner (`unittest.main()`, `tf.test.main()`).
+    `train_on_batch`, `optimizer.apply_gradients`, an Estimator's `train`,
+    `jax.grad`/`jax.value_and_grad`) in a script that imports a framework and calls no
+    function seeding it (`torch.manual_seed`, `tf.random.set_seed`,
+    `keras.utils.set_random_seed`, `fwd9m.seed_everything`, `fwd9m.enable_determinism`,
+    a JAX key from `jax.random.key`/`PRNGKey`, ...); seeding only Python's `random` or
+    NumPy (`random.seed`, `np.random.seed`) is said so in the message. Seeding helpers count: Lightning Fabric's
+    `fabric.seed_everything(s)`, `RunConfig(tf_random_seed=s)`, `hk.PRNGSequence(s)`,
+    and a function of this file or of a local module it imports whose body seeds. Only
+    scripts count: files that train at module level, in an `if __name__ == "__main__":`
+    block that is not a test runner (`unittest.main()`, `tf.test.main()`), or in a
+    function those reach, also through `absl.app.run(main)` / `tf.compat.v1.app.run()`.
 
     ## Why is this bad
     Weight initialisation, dropout masks, data shuffling and augmentation then start
@@ -798,7 +802,9 @@ class TrainsWithoutSeed(Rule):
                "import torch\ndef train(epoch):\n    loss.backward()\nfor epoch in range(3):\n    train(epoch)\n",
                # a custom TF2 loop
                "import tensorflow as tf\ndef main(_):\n    optimizer.apply_gradients(zip(g, v))\n"
-               "if __name__ == '__main__':\n    tf.compat.v1.app.run(main)\n")
+               "if __name__ == '__main__':\n    tf.compat.v1.app.run(main)\n",
+               # seeds NumPy but not the framework
+               "import numpy as np, torch\nnp.random.seed(0)\nmodel = torch.nn.Linear(3, 3)\nloss.backward()\n")
     valid = ("import torch\ntorch.manual_seed(0)\nmodel = torch.nn.Linear(4, 1)\n"
              "model(torch.ones(2, 4)).sum().backward()\n",
              "import keras\ndef train(model):\n    model.fit(x, y)\n",  # a library function
@@ -818,8 +824,9 @@ class TrainsWithoutSeed(Rule):
         if not any(m in ctx.imports or m.split(".")[0] in {i.split(".")[0] for i in ctx.imports}
                    for m in ("torch", "tensorflow", "keras", "jax")):
             return
-        if seeds(ctx, SEED_CALLS | SWITCH_ON_CALLS | _JAX_KEYS):  # JAX: an explicit key is the seed
-            return
+        if seeds(ctx, FRAMEWORK_SEED_CALLS | ALL_SEED_CALLS | SWITCH_ON_CALLS | _JAX_KEYS):
+            return  # JAX: an explicit key is the seed
+        only = [qn for qn in sorted(PYTHON_SEED_CALLS | NUMPY_SEED_CALLS) if ctx.calls.get(qn)]
         calls = [c for m in _TRAINING_METHODS for c in ctx.methods.get(m, ())]
         calls += [c for qn in _TRAINING_CALLS for c in ctx.calls.get(qn, ())]
         calls += [c for c in ctx.methods.get("train", ()) if any(k.arg == "input_fn" for k in c.keywords)
@@ -839,9 +846,11 @@ class TrainsWithoutSeed(Rule):
             is_script = not runners
         if is_script:
             first = min(calls, key=lambda c: (c.lineno, c.col_offset))
-            self.report(first, "this script trains but seeds nothing: weights, dropout and data order "
-                        "differ in every run; call fwd9m.enable_determinism(seed=0) before building the "
-                        "model (or run it with fwd9m run --seed 0)")
+            what = (f"seeds only {' and '.join(only)}, not the framework it trains with: weights and "
+                    "dropout" if only else "seeds nothing: weights, dropout and data order")
+            self.report(first, f"this script trains but {what} differ in every run; call "
+                        "fwd9m.enable_determinism(seed=0) before building the model (or run it with "
+                        "fwd9m run --seed 0)")
 
 
 def _script_calls(ctx, calls) -> list:
