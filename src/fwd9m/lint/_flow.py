@@ -27,7 +27,7 @@ from pathlib import Path
 from ._helpers import SEED_CALLS
 
 __all__ = ["SEED_METHODS", "ENTRY_POINTS", "GRADIENT_METHODS", "GRADIENT_CALLS", "helper_seed_calls",
-           "script_runs", "local_function", "computes_gradients", "assigns", "is_test_file",
+           "script_runs", "runs", "local_function", "computes_gradients", "assigns", "is_test_file",
            "fallback_calls"]
 
 #: methods that seed every generator whatever the receiver (Lightning Fabric and
@@ -143,38 +143,49 @@ def _module_defs(ctx) -> dict[str, ast.AST]:
     return {s.name: s for s in getattr(tree, "body", ()) if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef)}
 
 
+def _enclosing_def(defs, line):
+    for fn in defs.values():
+        if fn.lineno <= line <= (fn.end_lineno or fn.lineno):
+            return fn
+    return None
+
+
 def helper_seed_calls(ctx) -> list[tuple[ast.Call, frozenset[str]]]:
     """``(call, seeds)`` for each call of this file that seeds through a helper (see the
     module docstring); ``seeds``: the table calls it amounts to (``torch.manual_seed``
     for a local helper whose body calls it, Lightning's ``seed_everything`` for a
-    seeding method)."""
+    seeding method). Built from the engine's call tables; the tree is walked only when
+    the file defines a seeding function."""
     cached = ctx.__dict__.get("_flow_seed_calls")
     if cached is not None:
         return cached
     # a method on an object of the script (fabric.seed_everything), not a module function
-    out = [(c, _METHOD_SEEDS) for m in SEED_METHODS for c in ctx.methods.get(m, ())
-           if (c.args or c.keywords) and ctx.qualname(c.func) is None]
+    methods = [c for m in SEED_METHODS for c in ctx.methods.get(m, ())
+               if (c.args or c.keywords) and ctx.qualname(c.func) is None]
+    out = [(c, _METHOD_SEEDS) for c in methods]
     for qn, calls in ctx.calls.items():
         last = qn.rsplit(".", 1)[-1]
         if last in SEED_KEYWORDS:
             out.extend((c, _KEYWORD_SEEDS) for c in calls if any(k.arg == SEED_KEYWORDS[last] for k in c.keywords))
-    tree = ctx.tree
-    aliases = _qualnames(tree) if tree is not None else {}
-    seeding_defs = {name: got for name, fn in _module_defs(ctx).items() if (got := _body_seeds(fn, aliases))}
-    for call in ast.walk(tree) if tree is not None else ():
-        if type(call) is not ast.Call:
-            continue
-        f = call.func
-        if type(f) is ast.Name and f.id in seeding_defs:
-            out.append((call, seeding_defs[f.id]))
-            continue
-        qn = _dotted(f, aliases)
-        if qn and "seed" in qn.rsplit(".", 1)[-1].lower() and qn not in SEED_CALLS and "." in qn \
-                and qn.split(".", 1)[0] not in _FOREIGN:
+        elif "seed" in last.lower() and qn not in SEED_CALLS and "." in qn and qn.split(".", 1)[0] not in _FOREIGN:
             found = local_function(ctx, qn)
             got = _body_seeds(*found) if found is not None else frozenset()
             if got:
-                out.append((call, got))
+                out.extend((c, got) for c in calls)
+    defs = _module_defs(ctx)
+    seeding_defs: dict[str, set[str]] = {}
+    if defs:
+        sites = [(c, qn) for qn in SEED_CALLS for c in ctx.calls.get(qn, ())]
+        sites += [(c, "lightning.seed_everything") for c in methods]
+        for c, qn in sites:
+            fn = _enclosing_def(defs, c.lineno)
+            if fn is not None:
+                seeding_defs.setdefault(fn.name, set()).add(qn)
+    if seeding_defs:
+        for call in ast.walk(ctx.tree):
+            if type(call) is ast.Call and type(call.func) is ast.Name and call.func.id in seeding_defs \
+                    and ctx.lookup(call.func.id) is None:
+                out.append((call, frozenset(seeding_defs[call.func.id])))
     ctx.__dict__["_flow_seed_calls"] = out
     return out
 
@@ -226,26 +237,43 @@ def script_roots(ctx) -> list[ast.AST] | None:
 
 
 def script_runs(ctx) -> set[int]:
-    """``id`` of every node that runs when the file is executed as a script: module
-    level and ``__main__`` statements, and the bodies of module functions reached from
-    them by calls (transitively, within the file). Empty for a test module."""
-    cached = ctx.__dict__.get("_flow_script_runs")
+    """``id`` of every module-level function reached when the file is executed as a
+    script (see :func:`runs`), cached; empty for a test module."""
+    cached = ctx.__dict__.get("_flow_script_defs")
     if cached is not None:
         return cached
     roots = script_roots(ctx)
-    ran: set[int] = set()
-    if roots:
+    reached: set[int] = set()
+    if roots is not None:
         defs = _module_defs(ctx)
         todo, seen = list(roots), set()
         while todo:
             node = todo.pop()
-            ran.update(id(n) for n in ast.walk(node))
             for name in _called_names([node], ctx):
                 if name in defs and name not in seen:
                     seen.add(name)
+                    reached.add(id(defs[name]))
                     todo.append(defs[name])
-    ctx.__dict__["_flow_script_runs"] = ran
-    return ran
+    ctx.__dict__["_flow_script_defs"] = reached
+    ctx.__dict__["_flow_is_script"] = roots is not None
+    return reached
+
+
+def runs(ctx, node) -> bool:
+    """Whether ``node`` runs when the file is executed as a script: at module level (not
+    in a function or class body), in a non-test ``__main__`` block, or in a module
+    function reached from those by calls (transitively, within the file), including
+    ``absl.app.run(main)`` / ``tf.compat.v1.app.run()``."""
+    reached = script_runs(ctx)
+    if not ctx.__dict__.get("_flow_is_script"):
+        return False
+    line = node.lineno
+    for s in getattr(ctx.tree, "body", ()):
+        if s.lineno <= line <= (s.end_lineno or s.lineno):
+            if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef):
+                return id(s) in reached
+            return type(s) is not ast.ClassDef
+    return False
 
 
 def computes_gradients(ctx) -> bool:

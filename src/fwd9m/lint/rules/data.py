@@ -6,7 +6,7 @@ import ast
 
 from .._helpers import arg, call_name, kwarg, literal
 from .._rule import Rule, register
-from .._flow import script_runs
+from .._flow import runs
 from ._common import SWITCH_ON_CALLS, TF_SEED_CALLS, TORCH_SEED_CALLS, is_stateful_random, seeds
 
 TF_DATA_DET = "https://www.tensorflow.org/api_docs/python/tf/data/Options#deterministic"
@@ -555,9 +555,8 @@ class ShuffleWithoutGenerator(Rule):
         # runs the call and seeds nothing is flagged.
         if not self.sites or seeds(self.ctx, TORCH_SEED_CALLS):
             return
-        ran = script_runs(self.ctx)
         for node, msg in self.sites:
-            if id(node) in ran:
+            if runs(self.ctx, node):
                 self.report(node, msg)
 
 

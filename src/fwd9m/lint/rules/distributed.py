@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from .._helpers import kwarg, literal
-from .._flow import script_runs
+from .._flow import runs
 from .._rule import Rule, register
 
 SAMPLER_SRC = "https://github.com/pytorch/pytorch/blob/main/torch/utils/data/distributed.py"
@@ -69,9 +69,8 @@ class DistributedSamplerWithoutSetEpoch(Rule):
             return
         # a library module (timm's data/loader.py) builds the sampler; the training
         # script that iterates the epochs calls set_epoch in another file
-        ran = script_runs(self.ctx)
         for node in self.sites:
-            if id(node) in ran:
+            if runs(self.ctx, node):
                 self.report(node, "DistributedSampler without set_epoch: every epoch repeats the first "
                             "epoch's order; call sampler.set_epoch(epoch) before each epoch")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from .._helpers import arg, call_name, kwarg, literal
-from .._flow import ENTRY_POINTS, fallback_calls, is_test_file, script_runs
+from .._flow import ENTRY_POINTS, fallback_calls, is_test_file, runs
 from .._rule import Rule, register
 from ._common import (ALL_SEED_CALLS, FRAMEWORK_SEED_CALLS, NUMPY_SEED_CALLS, PYTHON_SEED_CALLS,
                       SEED_CALLS, SWITCH_ON_CALLS, TF_SEED_CALLS, TORCH_SEED_CALLS, seeds, uses_numpy_global_random,
@@ -384,14 +384,11 @@ class UnseededGenerator(Rule):
                     out.add(name)
         # replaced by a seeded generator before use (timm's reader_wds: self.rng =
         # random.Random(self.worker_seed() + epoch))
-        for n in ast.walk(self.ctx.tree):
-            if type(n) is ast.Assign and type(n.value) is ast.Call \
-                    and any(literal(a, 0) is not None for a in (*n.value.args, *(k.value for k in n.value.keywords)))\
-                    and self.ctx.qualname(n.value.func) in _SEEDED_CTORS:
-                for t in n.targets:
-                    name = t.id if type(t) is ast.Name else t.attr if type(t) is ast.Attribute else None
-                    if name:
-                        out.add(name)
+        for qn in _SEEDED_CTORS:
+            for c in self.ctx.calls.get(qn, ()):
+                if id(c) in self.targets and \
+                        any(literal(a, 0) is not None for a in (*c.args, *(k.value for k in c.keywords))):
+                    out.add(self.targets[id(c)])
         return out
 
     def finish(self):
@@ -400,7 +397,7 @@ class UnseededGenerator(Rule):
         for node, qn in self.entropy:
             self.report(node, _ALWAYS_ENTROPY[qn] + "; use a seeded generator instead")
         reseeded = self._reseeded()
-        fallback = fallback_calls(self.ctx)
+        fallback = fallback_calls(self.ctx) if self.unseeded else set()
         for node, qn in self.unseeded:
             if self.targets.get(id(node)) in reseeded or id(node) in fallback:
                 continue
@@ -838,8 +835,8 @@ class TrainsWithoutSeed(Rule):
         main = _main_block(tree)
         top = {id(n) for stmt in getattr(tree, "body", ()) if type(stmt) not in (ast.FunctionDef,
                ast.AsyncFunctionDef, ast.ClassDef) and stmt is not main for n in ast.walk(stmt)}
-        ran = script_runs(ctx)  # module level, __main__, app.run(main) and the functions they call
-        is_script = any(id(c) in top or id(c) in ran for c in calls)
+        # module level, __main__, app.run(main) and the functions they call
+        is_script = any(id(c) in top or runs(ctx, c) for c in calls)
         if main is not None and not is_script:
             runners = [c for c in ast.walk(main) if type(c) is ast.Call and type(c.func) is ast.Attribute
                        and c.func.attr in _TEST_MAINS and ctx.qualname(c.func) not in ENTRY_POINTS]
