@@ -270,3 +270,45 @@ def test_text_output_escapes_file_names_and_messages(tmp_path, capsys):
     assert "a\\x1b]0;pwned\\x07\\nREPRODUCIBLE: x\\u202e.py:" in out
     assert cli_main(["lint", "--format", "json", str(bad)]) == 1
     assert json.loads(capsys.readouterr().out)  # JSON: escaped by JSON itself
+
+
+def test_seeding_helper_in_a_local_module_counts_as_a_seed(tmp_path):
+    """timm's train.py seeds through ``utils.random_seed`` (re-exported by
+    ``timm/utils/__init__.py`` from ``random.py``): one level into local modules."""
+    pkg = tmp_path / "mylib" / "utils"
+    pkg.mkdir(parents=True)
+    (tmp_path / "mylib" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("from .random import random_seed\n")
+    (pkg / "random.py").write_text("import torch\ndef random_seed(seed, rank):\n    torch.manual_seed(seed + rank)\n")
+    script = tmp_path / "train.py"
+    body = "import torch\nfrom mylib import utils\n{seed}def main():\n    loss.backward()\n\nif __name__ == '__main__':\n    main()\n"
+    script.write_text(body.format(seed="utils.random_seed(0, 0)\n"))
+    from fwd9m import lint
+    from fwd9m.lint import Config
+
+    assert not [f for f in lint.lint_paths([script], Config()).findings
+                if f.code == "FWD108"]
+    script.write_text(body.format(seed=""))
+    assert [f.code for f in lint.lint_paths([script], Config()).findings] == ["FWD108"]
+
+
+def test_lint_corpus_judgments_are_well_formed():
+    import csv
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "benchmarks" / "lint_corpus"
+    rows = list(csv.DictReader(open(root / "judgments.csv", newline="", encoding="utf-8")))
+    assert len(rows) >= 150
+    assert {r["verdict"] for r in rows} <= {"T", "F", "D"}
+    assert all(r["reason"] and len(r["commit"]) == 40 and r["rule"].startswith("FWD") for r in rows)
+    recall = list(csv.DictReader(open(root / "recall.csv", newline="", encoding="utf-8")))
+    assert len(recall) >= 25 and all(r["what"] for r in recall)
+
+
+def test_test_files_are_not_checked_for_seed_order_and_entropy():
+    """litgpt's tests/test_rope.py draws before seeding for shapes only, its conftest.py
+    re-randomises after a test, MaxText's tests name runs with SystemRandom."""
+    src = "import torch, random\nx = torch.randn(3)\ntorch.manual_seed(1)\nname = random.SystemRandom().random()\n"
+    assert {"FWD102", "FWD103"} <= set(f.code for f in lint.lint_source(src, "train.py"))
+    for name in ("test_rope.py", "rope_test.py", "conftest.py"):
+        assert not {"FWD102", "FWD103"} & {f.code for f in lint.lint_source(src, name)}, name

@@ -35,3 +35,20 @@ def test_lint_framework_sources_without_a_crash():
     rules = lint.all_rules()
     noisy = {c: n for c, n in stats.items() if c in rules and rules[c].default and n > CEILING}
     assert not noisy, f"rules noisier than {CEILING} findings on framework sources: {noisy}"
+
+
+def test_precision_and_recall_on_the_judged_corpus():
+    """Re-lints the third-party corpus of ``benchmarks/lint_corpus`` when it is present
+    (``FWD9M_LINT_CORPUS=/tmp/corpus``); skipped in CI, where it is absent."""
+    import os
+    import sys
+
+    corpus = os.environ.get("FWD9M_LINT_CORPUS")
+    if not corpus or not Path(corpus).is_dir():
+        pytest.skip("set FWD9M_LINT_CORPUS to the extracted corpus of benchmarks/lint_corpus/repos.txt")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "lint_corpus"))
+    import measure
+
+    result = measure.measure(Path(corpus))
+    assert result["unjudged"] == 0, "judge the new findings (measure.py --unjudged)"
+    assert result["precision"] >= 0.95 and result["recall"] >= 0.85

@@ -126,3 +126,42 @@ def test_seed_after_use_says_which_line_to_move_where():
            "def main():\n    m = build()\n    keras.utils.set_random_seed(0)\n")
     found = [f for f in lint_source(src, "t.py") if f.code == "FWD102"]
     assert found and found[0].fix == "# move line 6 (keras.utils.set_random_seed) above line 5", found
+
+
+# -- FWD7xx: a call is flagged only when the catalog entry's conditions can hold ----------
+_TORCH_GPU = "import torch\ntorch.manual_seed(0)\nx = x.cuda()\n"
+
+
+@pytest.mark.parametrize("body", [
+    # nll_loss alerts only in the spatial CUDA kernel (4-D input) with mean/sum reduction
+    "loss = torch.nn.functional.cross_entropy(logits, y)\nloss.backward()\n",
+    "crit = torch.nn.CrossEntropyLoss()\n",
+    # index_copy is nondeterministic only with repeated indices
+    "y = x.index_copy(0, pos, v)\n",
+    # backward-only entry in a file that runs no backward pass
+    "pool = torch.nn.AdaptiveAvgPool2d((1, 1))\ny = pool(x)\n",
+    # cudnn.deterministic = True fixes the convolution entry
+    "torch.backends.cudnn.deterministic = True\nconv = torch.nn.Conv2d(3, 8, 3)\n",
+])
+def test_catalog_torch_conditions_rule_out(body):
+    assert "FWD703" not in [f.code for f in lint.lint_source(_TORCH_GPU + body, "train.py")]
+
+
+def test_catalog_backward_entry_needs_a_backward_pass():
+    src = _TORCH_GPU + "pool = torch.nn.AdaptiveAvgPool2d((1, 1))\nloss = pool(x).sum()\nloss.backward()\n"
+    (f,) = [f for f in lint.lint_source(src, "train.py") if f.code == "FWD703"]
+    assert "torch.adaptive-avg-pool-backward" in f.message
+
+
+def test_catalog_gather_is_not_a_scatter_without_gradients():
+    src = "import jax\nimport jax.numpy as jnp\nkey = jax.random.key(0)\ny = jnp.take(x, i, axis=0)\n"
+    assert "FWD704" not in [f.code for f in lint.lint_source(src, "t.py")]
+    grad = src + "g = jax.grad(lambda p: jnp.take(p, i).sum())(x)\n"
+    assert "jax.xla-gpu-gather-gradient" in " ".join(f.message for f in lint.lint_source(grad, "t.py"))
+
+
+def test_catalog_keras3_dense_does_not_call_bias_add():
+    """Keras 3 Dense adds its bias with ops.add (keras/src/layers/core/dense.py)."""
+    src = "import tensorflow as tf\nfrom tensorflow import keras\ntf.random.set_seed(0)\n" \
+          "m = keras.layers.Dense(3)\nmodel.fit(x, y)\n"
+    assert "FWD701" not in [f.code for f in lint.lint_source(src, "t.py")]

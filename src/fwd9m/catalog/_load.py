@@ -22,7 +22,12 @@ File layout::
 
 ``condition`` (optional) narrows an entry to some arguments; lint checks these forms
 against literal keyword arguments: ``kw=value``, ``kw=value or kw=value``,
-``kw in (v1, v2)``, ``kw given``; anything else is prose for people.
+``kw in (v1, v2)``, ``kw given``; anything else is prose for people (lint then does not
+flag the call: it cannot tell whether the condition holds). ``fixed_by`` (optional)
+lists settings that make the entry deterministic besides the switch, as
+``"qualified.name=Value"`` (``"torch.backends.cudnn.deterministic=True"``): lint does
+not flag a file that makes that assignment. ``source`` (optional) says where in the
+framework's source the conditions were read (file, function, line), and what was not.
 
 Any problem in a file raises :class:`fwd9m.errors.FileFormatError` naming the file and
 the entry.
@@ -53,7 +58,7 @@ FRAMEWORKS = ("tensorflow", "keras", "torch", "jax", "python")
 _ID = re.compile(r"^[a-z]+\.[a-z0-9]+(?:-[a-z0-9]+)*$")
 _REQUIRED = ("id", "title", "summary", "kind", "affected", "references", "solutions")
 _OPTIONAL = ("symbols", "ops", "direction", "devices", "behaviour", "timeline",
-             "deterministic_since", "uncertain", "condition", "env", "ngc")
+             "deterministic_since", "uncertain", "condition", "env", "ngc", "fixed_by", "source")
 
 
 @dataclass(frozen=True)
@@ -180,7 +185,8 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
         ops=_strs(raw.get("ops", []), where, "ops"), direction=direction, devices=devices,
         affected=raw["affected"], deterministic_since=since, solutions=tuple(solutions),
         references=refs, uncertain=_squash(raw.get("uncertain")),
-        condition=raw.get("condition"),
+        condition=raw.get("condition"), fixed_by=_strs(raw.get("fixed_by", []), where, "fixed_by"),
+        source=_squash(raw.get("source")),
         env=_strs(raw.get("env", []), where, "env"), ngc=raw.get("ngc"),
         timeline=tuple(timeline), switch_since=_switch_since(framework),
     )

@@ -95,6 +95,9 @@ class Entry:
     uncertain: str | None = None
     #: extra, optional
     condition: str | None = None  #: argument/dtype condition, e.g. "accumulate=True"
+    #: settings that also fix it, "qualified.name=Value" (torch.backends.cudnn.deterministic=True)
+    fixed_by: tuple[str, ...] = ()
+    source: str | None = None  #: where in the framework's source the conditions come from
     env: tuple[str, ...] = ()  #: environment variables involved
     ngc: str | None = None  #: NGC TF container versions (specifier) with the solution
     timeline: tuple[tuple[str, str], ...] = ()

@@ -97,6 +97,8 @@ def details(e: Entry) -> str:
         if s.code:
             out += ["", "```python", s.code, "```"]
         out.append("")
+    if e.source:
+        out += [f"Conditions from: {e.source}", ""]
     if e.uncertain:
         out += [f"Uncertain: {e.uncertain}", ""]
     out.append("References: " + ", ".join(f"<{r}>" for r in e.references))

@@ -16,7 +16,7 @@ FRAMEWORK_ROOTS = frozenset({"tensorflow", "torch", "jax", "keras", "tf_keras", 
 FRAMEWORK_SEED_CALLS = frozenset({
     "tensorflow.random.set_seed", "tensorflow.set_random_seed",
     "tensorflow.compat.v1.set_random_seed", "tensorflow.compat.v1.random.set_random_seed",
-    "torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed",
+    "tensorflow.random.set_random_seed", "torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed",
     "torch.cuda.manual_seed_all",
 })
 #: calls that seed Python, NumPy and the backend at once
@@ -25,7 +25,10 @@ ALL_SEED_CALLS = frozenset({
     "tf_keras.utils.set_random_seed", "keras.src.utils.rng_utils.set_random_seed",
     "lightning.seed_everything", "pytorch_lightning.seed_everything",
     "lightning.pytorch.seed_everything", "lightning.fabric.seed_everything",
-    "transformers.set_seed", "fwd9m.seed_everything", "fwd9m.seed.seed_everything",
+    "transformers.set_seed", "transformers.trainer_utils.set_seed", "accelerate.utils.set_seed",
+    "accelerate.utils.random.set_seed", "lightning.fabric.utilities.seed.seed_everything",
+    "lightning.pytorch.utilities.seed.seed_everything", "pytorch_lightning.utilities.seed.seed_everything",
+    "fwd9m.seed_everything", "fwd9m.seed.seed_everything",
     "fwd9m.enable_determinism", "fwd9m.tensorflow.enable_determinism",
     "fwd9m.torch.enable_determinism", "fwd9m.jax.enable_determinism",
     "fwd9m.keras.enable_determinism",

@@ -30,7 +30,11 @@ class Rule:
     code: ClassVar[str] = ""
     name: ClassVar[str] = ""  #: kebab-case, unique
     message: ClassVar[str] = ""  #: default one-line message
-    default: ClassVar[bool] = True  #: in the default selection
+    default: ClassVar[bool] = True  #: in the default selection (see ``_measured.OPT_IN``)
+    #: (findings, true, false, debatable) measured on third-party code, or None
+    measured: ClassVar[tuple[int, int, int, int] | None] = None
+    measured_before: ClassVar[tuple[int, int, int, int] | None] = None  #: before the last fix
+    opt_in_reason: ClassVar[str] = ""  #: why a measured rule is opt-in
     #: identifiers of which at least one must occur in a file's text for the rule to run
     #: (an empty tuple: always runs). A prefilter: list every name the rule can match.
     triggers: ClassVar[frozenset[str] | tuple[str, ...]] = ()

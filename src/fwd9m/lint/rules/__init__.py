@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 
+from .. import _measured
 from .._rule import REGISTRY, Rule
 
 __all__ = ["all_rules"]
@@ -20,4 +21,6 @@ def all_rules() -> dict[str, type[Rule]]:
     from . import catalog_ops, config, data, distributed, jax_keys, ordering, seeding, state  # noqa: F401
 
     catalog_ops.generate()
-    return dict(sorted(REGISTRY.items()))
+    rules = dict(sorted(REGISTRY.items()))
+    _measured.apply(rules)  # measured precision; rules below 0.9 are opt-in
+    return rules

@@ -51,7 +51,17 @@ def uses_numpy_global_random(ctx) -> list:
 
 
 def seeds(ctx, names) -> bool:
-    return any(ctx.calls.get(n) for n in names)
+    """Whether the file calls one of ``names``; when they include a framework or
+    seed-everything call, a seeding helper that amounts to one of them counts too (``fabric.seed_everything(s)``,
+    ``RunConfig(tf_random_seed=s)``, a local function whose body seeds: see
+    :func:`fwd9m.lint._flow.helper_seed_calls`)."""
+    if any(ctx.calls.get(n) for n in names):
+        return True
+    if ctx.tree is None:
+        return False
+    from .._flow import helper_seed_calls
+
+    return any(not got.isdisjoint(names) for _, got in helper_seed_calls(ctx))
 
 
 _TF_STATEFUL = frozenset({"uniform", "normal", "truncated_normal", "shuffle", "categorical",

@@ -20,7 +20,11 @@ however TensorFlow was imported. Simple argument conditions from the catalog
 against literal keyword arguments; an absent keyword counts as its usual default only
 for False/None. PyTorch keeps tensors on the CPU unless moved, so GPU-only PyTorch
 entries are reported only in files that use CUDA in code (``torch.cuda.*``, ``.cuda()``,
-a ``"cuda..."`` string).
+a ``"cuda..."`` string). A condition written as prose (``index has repeated entries``,
+``spatial input``) cannot be checked, so the call is not reported. An entry whose
+direction is "backward" is reported only in files that run a backward pass, and an
+entry with ``fixed_by`` settings (``torch.backends.cudnn.deterministic=True``) not in a
+file that makes one of them.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import ast
 import re
 
 from .._helpers import literal
+from .._flow import assigns, computes_gradients
 from .._rule import Rule, register
 from ._common import SEED_CALLS, SWITCH_ON_CALLS
 
@@ -212,8 +217,14 @@ class CatalogOpRule(Rule):
         return self.gpu_seen
 
     def _skip(self, e) -> bool:
-        """PyTorch keeps tensors on the CPU unless moved: GPU-only entries need CUDA use."""
-        return self.framework == "torch" and e.devices == ("gpu",) and not self._gpu_used()
+        """The entry's conditions cannot hold in this file: PyTorch keeps tensors on the
+        CPU unless moved, so GPU-only entries need CUDA use; a backward-only entry needs a
+        backward pass in the file; a setting the catalog lists in ``fixed_by`` is made."""
+        if self.framework == "torch" and e.devices == ("gpu",) and not self._gpu_used():
+            return True
+        if e.direction == "backward" and not computes_gradients(self.ctx):
+            return True
+        return any(assigns(self.ctx, s) for s in e.fixed_by)
 
     def _intent(self) -> bool:
         """The file asks for reproducible runs: it seeds, turns a switch on or uses fwd9m."""
@@ -231,7 +242,7 @@ class CatalogOpRule(Rule):
             how = ("raises under the determinism switch" if behaviour == "raises"
                    else "stays nondeterministic even under the determinism switch")
             where = "/".join(e.devices) or "any device"
-            cond = f" (when {e.condition})" if e.condition and met is None else ""
+            cond = f" (when {e.condition}: not ruled out here)" if e.condition and met is None else ""
             version = f" {self.index.version}" if self.index.version else ""
             self.ctx.add(self, node, f"{e.title}: on {where} this{cond} {how} in "
                          f"{self.framework}{version} [catalog {e.id}]; fix: "
@@ -293,8 +304,8 @@ def _examples(framework: str, idx: _Index, switch_code: str):
             "torch": "torch.manual_seed(0)", "jax": "key = jax.random.key(0)"}[framework]
     invalid, valid = [], []
     for e, behaviour, cond in idx.entries:
-        if cond is None or cond:
-            continue
+        if cond is None or cond or e.direction == "backward" or e.fixed_by:
+            continue  # examples need no argument, backward pass or setting to hold
         fn = next((s for s in (e.symbols or ()) if ".Tensor." not in s and
                    not s.rsplit(".", 1)[-1].startswith("_")), None)
         if fn is None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import ast
 
 from .._helpers import arg, kwarg, literal
+from .._flow import is_test_file
 from .._rule import Rule, register
-from ._common import SEED_CALLS, TORCH_SEED_CALLS, env_writes, seeds
+from ._common import SEED_CALLS, SWITCH_ON_CALLS, TORCH_SEED_CALLS, env_writes, is_stateful_random, seeds
 
 TORCH_DET = "https://docs.pytorch.org/docs/stable/generated/torch.use_deterministic_algorithms.html"
 TORCH_REPRO = "https://docs.pytorch.org/docs/stable/notes/randomness.html"
@@ -69,7 +70,10 @@ class DeterminismSwitchedOff(Rule):
     Flags `torch.use_deterministic_algorithms(False)`,
     `torch.backends.cudnn.deterministic = False`,
     `torch.set_deterministic_debug_mode(0)` and
-    `tf.config.experimental.disable_op_determinism()` in a file that also sets a seed.
+    `tf.config.experimental.disable_op_determinism()` in a file that also sets a seed,
+    unless it puts the default back: in a `finally:` block, or as the last statement of
+    a function that turned the switch on. Test files (`test_*.py`, `*_test.py`,
+    `conftest.py`) are not checked.
 
     ## Why is this bad
     Seeding makes the random numbers repeatable, but with determinism off GPU kernels
@@ -97,7 +101,11 @@ class DeterminismSwitchedOff(Rule):
                "import torch\ntorch.manual_seed(0)\ntorch.backends.cudnn.deterministic = False\n",
                "import tensorflow as tf\ntf.random.set_seed(0)\ntf.config.experimental.disable_op_determinism()\n")
     valid = ("import torch\ntorch.manual_seed(0)\ntorch.use_deterministic_algorithms(True)\n",
-             "import torch\ntorch.use_deterministic_algorithms(False)\n")
+             "import torch\ntorch.use_deterministic_algorithms(False)\n",
+             # a test turns it on and puts the default back at its end (litgpt's tests)
+             "import torch\ndef test_batch():\n    torch.manual_seed(0)\n"
+             "    torch.use_deterministic_algorithms(True)\n    run()\n"
+             "    torch.use_deterministic_algorithms(False)\n")
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -118,10 +126,30 @@ class DeterminismSwitchedOff(Rule):
         elif qn == "torch.set_deterministic_debug_mode" and literal(arg(node, 0, "debug_mode"), 1) in (0, "default"):
             self.sites.append((node, "set_deterministic_debug_mode(0)"))
 
+    def _restores(self, node) -> bool:
+        """``node`` puts back the default after the switch was turned on: it is in a
+        ``finally:`` block, or the last statement of a function that turned it on
+        earlier (a test's tear-down, as in litgpt's tests)."""
+        for n in ast.walk(self.ctx.tree):
+            if type(n) is ast.Try and any(node.lineno >= s.lineno and node.lineno <= (s.end_lineno or s.lineno)
+                                          for s in n.finalbody):
+                return True
+            if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n.body:
+                last = n.body[-1]
+                if last.lineno <= node.lineno <= (last.end_lineno or last.lineno):
+                    on = [c for c in ast.walk(n) if type(c) is ast.Call and c.lineno < node.lineno
+                          and self.ctx.qualname(c.func) in SWITCH_ON_CALLS
+                          and literal(arg(c, 0, "mode"), True) not in (False, 0)]
+                    if on:
+                        return True
+        return False
+
     def finish(self):
-        if not seeds(self.ctx, SEED_CALLS):
-            return
+        if not seeds(self.ctx, SEED_CALLS) or is_test_file(self.ctx):
+            return  # a test switches it for its own assertions
         for node, what in self.sites:
+            if self._restores(node):
+                continue
             self.report(node, f"{what} in a file that seeds: the seed makes random numbers "
                         "repeatable but nondeterministic kernels still differ between runs")
 
@@ -146,6 +174,9 @@ class EnvSetTooLate(Rule):
     `HOROVOD_FUSION_THRESHOLD`) and the equivalent
     `setdefault`/`update`/`putenv` calls when they come after a line that imports
     TensorFlow, PyTorch, JAX or Keras.
+    For `XLA_FLAGS` in a file that imports JAX only, it is flagged only when a JAX call
+    (other than `jax.config.*`) comes before it: JAX reads the flags when its backend
+    starts, on the first computation or device query, not at import.
 
     ## Why is this bad
     Frameworks read these variables once, when they initialise the library that uses
@@ -171,9 +202,13 @@ class EnvSetTooLate(Rule):
     references = ("https://docs.nvidia.com/cuda/cublas/index.html#results-reproducibility",
                   TORCH_REPRO, SEED_README)
     invalid = ("import os\nimport torch\nos.environ['CUBLAS_WORKSPACE_CONFIG'] = ':4096:8'\n",
-               "import os\nimport jax\nos.environ.update({'XLA_FLAGS': '--xla_gpu_deterministic_ops=true'})\n")
+               "import os\nimport jax\nx = jax.numpy.ones(3)\n"
+               "os.environ.update({'XLA_FLAGS': '--xla_gpu_deterministic_ops=true'})\n")
     valid = ("import os\nos.environ['CUBLAS_WORKSPACE_CONFIG'] = ':4096:8'\nimport torch\n",
-             "import os\nimport torch\nos.environ['MY_APP_SETTING'] = '1'\n")
+             "import os\nimport torch\nos.environ['MY_APP_SETTING'] = '1'\n",
+             # JAX reads XLA_FLAGS when its backend starts (first device query), not at import
+             "import os\nimport jax\nif __name__ == '__main__':\n"
+             "    os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=8'\n    main()\n")
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -186,11 +221,40 @@ class EnvSetTooLate(Rule):
         if qn and qn.startswith("os."):
             self.sites.extend(env_writes(self.ctx, node))
 
+    def _jax_started_before(self, node) -> bool:
+        """Whether a JAX call other than ``jax.config.*`` comes before ``node`` in its
+        function (or at module level, which runs first): JAX creates its XLA clients,
+        and so reads XLA_FLAGS, on the first ``backends()`` call, not at import
+        (jax/_src/xla_bridge.py ``backends()``, line 799 in jax 0.10.2; checked: XLA_FLAGS
+        set after ``import jax`` and before ``jax.devices()`` takes effect)."""
+        scopes = {id(self.ctx.tree)}
+        for fn in ast.walk(self.ctx.tree):
+            if type(fn) in (ast.FunctionDef, ast.AsyncFunctionDef) and \
+                    fn.lineno <= node.lineno <= (fn.end_lineno or fn.lineno):
+                scopes.add(id(fn))
+        for qn, calls in self.ctx.calls.items():
+            if qn.split(".", 1)[0] in ("jax", "flax", "optax", "haiku") and not qn.startswith("jax.config."):
+                for c in calls:
+                    if c.lineno < node.lineno and self._scope_of(c) in scopes:
+                        return True
+        return False
+
+    def _scope_of(self, call):
+        best = self.ctx.tree
+        for fn in ast.walk(self.ctx.tree):
+            if type(fn) in (ast.FunctionDef, ast.AsyncFunctionDef) and \
+                    fn.lineno <= call.lineno <= (fn.end_lineno or fn.lineno) and fn.lineno >= getattr(best, "lineno", 0):
+                best = fn
+        return id(best)
+
     def finish(self):
         first = self.ctx.first_framework_import()
         if first is None:
             return
+        jax_only = self.ctx.imports_any("jax") and not self.ctx.imports_any("tensorflow", "torch")
         for key, node in self.sites:
+            if key == "XLA_FLAGS" and jax_only and node.lineno > first and not self._jax_started_before(node):
+                continue  # JAX reads it when its backend starts, after this line
             if key in _LATE_ENV and node.lineno > first:
                 self.report(node, f"{key} is set after the framework import on line {first}; "
                             f"{_LATE_ENV[key]}, so it may have no effect. Set it before any "
@@ -371,8 +435,13 @@ class WhileLoopParallelIterations(Rule):
     """`tf.while_loop` with `parallel_iterations` above 1 (the default is 10).
 
     ## What it does
-    Flags `tf.while_loop(...)` without `parallel_iterations=1`, and
-    `tf.autograph.experimental.set_loop_options(parallel_iterations=N)` with N > 1.
+    Flags `tf.while_loop(...)` without `parallel_iterations=1` whose body calls a
+    stateful op (a random op such as `tf.random.uniform`, a variable update such as
+    `v.assign_add`), looked for in the body and the functions of the same file it calls,
+    or whose body is not in the file (then the message says it could not be ruled out);
+    and `tf.autograph.experimental.set_loop_options(parallel_iterations=N)` with N > 1.
+    A loop of pure tensor ops (NMS, sequence packing) computes the same values whatever
+    the iterations' schedule and is not flagged.
 
     ## Why is this bad
     In a graph (`tf.function`), iterations that run in parallel can execute their ops in
@@ -394,10 +463,52 @@ class WhileLoopParallelIterations(Rule):
     triggers = ("while_loop", "set_loop_options")
     references = (SEED_README, "https://www.tensorflow.org/api_docs/python/tf/while_loop")
     invalid = ("import tensorflow as tf\ntf.while_loop(c, b, [i])\n",
-               "import tensorflow as tf\ntf.while_loop(c, b, [i], parallel_iterations=4)\n")
-    valid = ("import tensorflow as tf\ntf.while_loop(c, b, [i], parallel_iterations=1)\n",)
+               "import tensorflow as tf\ntf.while_loop(c, b, [i], parallel_iterations=4)\n",
+               "import tensorflow as tf\ndef crop(i):\n    return i + tf.random.uniform([])\n"
+               "def body(i):\n    return tf.cond(i > 0, crop, lambda: i)\n"
+               "tf.while_loop(lambda i: i < 3, body, [0.0])\n")
+    valid = ("import tensorflow as tf\ntf.while_loop(c, b, [i], parallel_iterations=1)\n",
+             # pure tensor ops (MaxText's sequence packing loop): the schedule cannot change them
+             "import tensorflow as tf\ndef body(i, acc):\n    return i + 1, acc + tf.reduce_sum(x[i])\n"
+             "tf.while_loop(lambda i, acc: i < 3, body, [0, 0.0])\n")
     _LOOPS = frozenset({"tensorflow.while_loop", "tensorflow.compat.v1.while_loop",
                         "tensorflow.compat.v2.while_loop"})
+    #: methods that update state (tf.Variable) rather than compute a value
+    _STATEFUL_METHODS = frozenset({"assign", "assign_add", "assign_sub", "scatter_add", "scatter_update",
+                                   "scatter_nd_add", "scatter_nd_update"})
+
+    def _stateful_body(self, loop):
+        """The first stateful op (random op from a global/op seed, variable update)
+        called by the loop body, looked into one level of same-file functions; False
+        when the body is a lambda or function of this file with none; None when the
+        body cannot be seen."""
+        body = kwarg(loop, "body") or (loop.args[1] if len(loop.args) > 1 else None)
+        defs = {n.name: n for n in ast.walk(self.ctx.tree) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)}
+        if type(body) is ast.Name and body.id in defs:
+            todo = [defs[body.id]]
+        elif type(body) is ast.Lambda:
+            todo = [body]
+        else:
+            return None
+        seen = set()
+        while todo:
+            fn = todo.pop()
+            for n in ast.walk(fn):
+                if type(n) is not ast.Call:
+                    continue
+                qn = self.ctx.qualname(n.func)
+                if is_stateful_random(qn):
+                    return qn
+                if type(n.func) is ast.Attribute and n.func.attr in self._STATEFUL_METHODS:
+                    return n.func.attr
+                if type(n.func) is ast.Name and n.func.id in defs and n.func.id not in seen:
+                    seen.add(n.func.id)
+                    todo.append(defs[n.func.id])  # functions the body calls
+                for a in n.args:  # tf.cond(pred, true_fn, false_fn)
+                    if type(a) is ast.Name and a.id in defs and a.id not in seen:
+                        seen.add(a.id)
+                        todo.append(defs[a.id])
+        return False
 
     def visit_Call(self, node, qn):
         if qn in self._LOOPS:
@@ -406,9 +517,14 @@ class WhileLoopParallelIterations(Rule):
                 p = node.args[3]
             value = literal(p, None) if p is not None else 10
             if value is None or (isinstance(value, int) and value > 1):
+                stateful = self._stateful_body(node)
+                if stateful is False:
+                    return  # the body has no stateful op: parallel iterations give the same result
+                what = (f"its body calls {stateful} (stateful)" if stateful
+                        else "its body is not in this file, so a stateful op in it cannot be ruled out")
                 self.report(node, f"tf.while_loop runs up to {value or 'N'} iterations in parallel "
-                            "(default 10), which can reorder ops between runs; pass "
-                            "parallel_iterations=1")
+                            f"(default 10) and {what}: stateful ops can run in a different order "
+                            "between runs; pass parallel_iterations=1")
         elif qn == "tensorflow.autograph.experimental.set_loop_options":
             value = literal(kwarg(node, "parallel_iterations"), 1)
             if isinstance(value, int) and value > 1:

@@ -6,7 +6,8 @@ import ast
 
 from .._helpers import arg, call_name, kwarg, literal
 from .._rule import Rule, register
-from ._common import SWITCH_ON_CALLS, TORCH_SEED_CALLS, is_stateful_random, seeds
+from .._flow import runs
+from ._common import SWITCH_ON_CALLS, TF_SEED_CALLS, TORCH_SEED_CALLS, is_stateful_random, seeds
 
 TF_DATA_DET = "https://www.tensorflow.org/api_docs/python/tf/data/Options#deterministic"
 TF_DET = "https://www.tensorflow.org/api_docs/python/tf/config/experimental/enable_op_determinism"
@@ -188,7 +189,10 @@ class ShuffleWithoutSeed(Rule):
 
     ## What it does
     Flags `ds.shuffle(buffer_size)` and `tf.random.shuffle(x)` without a `seed` argument
-    in files that use TensorFlow or Keras.
+    in files that use TensorFlow or Keras, and TF1 Estimator input functions
+    `numpy_input_fn(..., shuffle=True)` / `pandas_input_fn(..., shuffle=True)` in a file
+    that sets no graph-level seed (`tf.compat.v1.set_random_seed`,
+    `RunConfig(tf_random_seed=...)`).
 
     ## Why is this bad
     Without an op seed the shuffle order comes from the global seed combined with a
@@ -208,18 +212,39 @@ class ShuffleWithoutSeed(Rule):
     """
 
     code, name = "FWD303", "shuffle-without-seed"
-    triggers = ("shuffle",)
+    triggers = ("shuffle", "numpy_input_fn", "pandas_input_fn")
     references = ("https://www.tensorflow.org/api_docs/python/tf/data/Dataset#shuffle",
                   "https://www.tensorflow.org/api_docs/python/tf/random/set_seed", SEED_README)
     invalid = ("import tensorflow as tf\nds = tf.data.Dataset.range(10).shuffle(10)\n",
-               "import tensorflow as tf\nx = tf.random.shuffle(x)\n")
+               "import tensorflow as tf\nx = tf.random.shuffle(x)\n",
+               "import tensorflow as tf\nf = tf.compat.v1.estimator.inputs.numpy_input_fn(x, y, shuffle=True)\n")
     valid = ("import tensorflow as tf\nds = tf.data.Dataset.range(10).shuffle(10, seed=1)\n",
              "import tensorflow as tf\nimport numpy as np\nrng = np.random.default_rng(0)\nrng.shuffle(idx)\n",
              "import random\nrandom.shuffle(x)\n",
-             "import tensorflow as tf\nds = ds.shuffle(10, 1)\n")
+             "import tensorflow as tf\nds = ds.shuffle(10, 1)\n",
+             "import tensorflow as tf\ncfg = tf.estimator.RunConfig(tf_random_seed=0)\n"
+             "f = tf.compat.v1.estimator.inputs.numpy_input_fn(x, y, shuffle=True)\n")
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.input_fns: list[ast.Call] = []
+
+    def finish(self):
+        # TF1 Estimator input functions shuffle with the graph-level seed: only
+        # tf.compat.v1.set_random_seed / RunConfig(tf_random_seed=) fixes them
+        if self.input_fns and not seeds(self.ctx, TF_SEED_CALLS):
+            for node in self.input_fns:
+                self.report(node, f"{node.func.attr if type(node.func) is ast.Attribute else 'input_fn'}"
+                            "(shuffle=True) shuffles from the graph-level seed, which this file never "
+                            "sets; pass RunConfig(tf_random_seed=seed) to the Estimator or call "
+                            "tf.compat.v1.set_random_seed(seed)")
 
     def visit_Call(self, node, qn):
         f = node.func
+        if qn and qn.rsplit(".", 1)[-1] in ("numpy_input_fn", "pandas_input_fn") and qn.startswith("tensorflow") \
+                and literal(kwarg(node, "shuffle"), None) is True:
+            self.input_fns.append(node)
+            return
         if type(f) is not ast.Attribute or f.attr != "shuffle" or not _is_tf_file(self.ctx):
             return
         if qn is not None and qn not in ("tensorflow.random.shuffle", "tensorflow.compat.v1.random.shuffle"):
@@ -293,8 +318,10 @@ class ShardAfterUnseededShuffle(Rule):
     """`Dataset.shard` after an unseeded shuffle.
 
     ## What it does
-    Flags `.shard(num_shards, index)` whose input pipeline (the method chain it is
-    called on) shuffles without a seed (`.shuffle(n)`, `list_files(pattern)`).
+    Flags `.shard(num_shards, index)` whose input pipeline shuffles without a seed
+    (`.shuffle(n)`, `list_files(pattern)`): in the method chain it is called on, or
+    earlier through assignments to the same name (`ds = list_files(p)`, `ds = ds.map(f)`,
+    `ds = ds.shard(n, i)`).
 
     ## Why is this bad
     Each worker shuffles with its own unseeded order and then keeps every n-th element,
@@ -314,13 +341,47 @@ class ShardAfterUnseededShuffle(Rule):
     triggers = ("shard",)
     references = ("https://www.tensorflow.org/api_docs/python/tf/data/Dataset#shard",)
     invalid = ("import tensorflow as tf\nds = tf.data.Dataset.list_files('d/*').shard(4, 0)\n",
-               "ds = ds.shuffle(100).shard(4, 0)\n")
+               "ds = ds.shuffle(100).shard(4, 0)\n",
+               # on separate statements, followed through the assignments
+               "import tensorflow as tf\nds = tf.data.Dataset.list_files('d/*')\nds = ds.map(parse)\n"
+               "ds = ds.shard(4, 0)\n")
     valid = ("import tensorflow as tf\nds = tf.data.Dataset.list_files('d/*', shuffle=False).shard(4, 0)\n",
-             "ds = ds.shuffle(100, seed=1).shard(4, 0)\n")
+             "ds = ds.shuffle(100, seed=1).shard(4, 0)\n",
+             "import tensorflow as tf\nds = tf.data.Dataset.list_files('d/*')\nds = load(other)\n"
+             "ds = ds.shard(4, 0)\n")
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        #: name -> the unseeded shuffle/list_files call its pipeline holds (data flow through
+        #: assignments: ``ds = list_files(p)`` ... ``ds = ds.shard(n, i)``)
+        self.shuffled: dict[str, ast.Call] = {}
+
+    def _chain(self, node):
+        """(unseeded shuffle in the chain or held by its root name, root name)."""
+        inner = _unseeded_shuffle_in_chain(node) if type(node) is ast.Call else None
+        cur = node
+        while type(cur) is ast.Call and type(cur.func) is ast.Attribute:
+            cur = cur.func.value
+        root = cur.id if type(cur) is ast.Name else None
+        return inner or (self.shuffled.get(root) if root else None), root
+
+    def visit_Assign(self, node):
+        if len(node.targets) != 1 or type(node.targets[0]) is not ast.Name:
+            return
+        name, value = node.targets[0].id, node.value
+        inner, _ = self._chain(value)
+        if inner is None and type(value) is ast.Call and type(value.func) is ast.Attribute \
+                and _unseeded_shuffle_in_chain(ast.Call(func=ast.Attribute(value=value, attr="x"),
+                                                        args=[], keywords=[])) is not None:
+            inner = value  # ds = ds.shuffle(n) / list_files(p) itself
+        if inner is not None:
+            self.shuffled[name] = inner
+        else:
+            self.shuffled.pop(name, None)
 
     def visit_Call(self, node, qn):
         if type(node.func) is ast.Attribute and node.func.attr == "shard":
-            inner = _unseeded_shuffle_in_chain(node)
+            inner, _ = self._chain(node)
             if inner is not None:
                 self.report(node, f"shard after an unseeded {inner.func.attr}() on line {inner.lineno}: "
                             "each worker shuffles differently, so shards overlap; shard first or "
@@ -436,7 +497,10 @@ class ShuffleWithoutGenerator(Rule):
 
     ## What it does
     Flags `DataLoader(..., shuffle=True)`, `RandomSampler`, `SubsetRandomSampler`,
-    `WeightedRandomSampler` and `random_split` without `generator=`.
+    `WeightedRandomSampler` and `random_split` without `generator=` in a script that
+    runs them and never seeds torch (`torch.manual_seed`, a seed-everything helper).
+    A file that seeds torch globally, and a library module (whose caller seeds), are
+    not flagged.
 
     ## Why is this bad
     They then draw the order from PyTorch's global generator: unseeded it differs every
@@ -461,7 +525,15 @@ class ShuffleWithoutGenerator(Rule):
                "import torch\ns = torch.utils.data.RandomSampler(ds)\n")
     valid = ("import torch\nfrom torch.utils.data import DataLoader\n"
              "loader = DataLoader(ds, shuffle=True, generator=torch.Generator().manual_seed(0))\n",
-             "from torch.utils.data import DataLoader\nloader = DataLoader(ds)\n")
+             "from torch.utils.data import DataLoader\nloader = DataLoader(ds)\n",
+             # the global generator is seeded (detr's main.py)
+             "import torch\ntorch.manual_seed(0)\nloader = torch.utils.data.DataLoader(ds, shuffle=True)\n",
+             # a library function: its caller seeds (timm's loader.py)
+             "import torch\ndef create_loader(ds):\n    return torch.utils.data.RandomSampler(ds)\n")
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.sites: list[tuple[ast.Call, str]] = []
 
     def visit_Call(self, node, qn):
         if kwarg(node, "generator") is not None or any(k.arg is None for k in node.keywords):
@@ -469,11 +541,23 @@ class ShuffleWithoutGenerator(Rule):
         if qn in _DATALOADERS:
             if literal(kwarg(node, "shuffle"), None) is True or \
                     (len(node.args) >= 3 and literal(node.args[2], None) is True):
-                self.report(node, "DataLoader(shuffle=True) without generator= draws the order from "
-                            "the global torch generator; pass generator=torch.Generator().manual_seed(seed)")
+                self.sites.append((node, "DataLoader(shuffle=True) without generator= draws the order from "
+                                   "the global torch generator, which this script never seeds; pass "
+                                   "generator=torch.Generator().manual_seed(seed)"))
         elif qn in _SAMPLERS:
-            self.report(node, f"{qn.rsplit('.', 1)[1]} without generator= draws from the global torch "
-                        "generator; pass generator=torch.Generator().manual_seed(seed)")
+            self.sites.append((node, f"{qn.rsplit('.', 1)[1]} without generator= draws from the global torch "
+                               "generator, which this script never seeds; pass "
+                               "generator=torch.Generator().manual_seed(seed)"))
+
+    def finish(self):
+        # A file that seeds torch makes the order repeatable; a library module's caller
+        # seeds (timm's loader.py is called by train.py, which seeds): only a script that
+        # runs the call and seeds nothing is flagged.
+        if not self.sites or seeds(self.ctx, TORCH_SEED_CALLS):
+            return
+        for node, msg in self.sites:
+            if runs(self.ctx, node):
+                self.report(node, msg)
 
 
 _KERAS_LOOPS = frozenset({"fit", "fit_generator", "evaluate", "predict", "evaluate_generator",

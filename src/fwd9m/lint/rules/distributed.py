@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+
 from .._helpers import kwarg, literal
+from .._flow import runs
 from .._rule import Rule, register
 
 SAMPLER_SRC = "https://github.com/pytorch/pytorch/blob/main/torch/utils/data/distributed.py"
@@ -18,8 +21,9 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     """Shuffles with `DistributedSampler` but never calls `set_epoch`.
 
     ## What it does
-    Flags `DistributedSampler(...)` (shuffling, the default) in a file that never calls
-    `set_epoch(...)` nor `fwd9m.distributed.epochs(...)`.
+    Flags `DistributedSampler(...)` (shuffling, the default) in a script that runs it
+    and never calls `set_epoch(...)` nor `fwd9m.distributed.epochs(...)`. A sampler
+    built in a library function (whose caller runs the epochs) is not flagged.
 
     ## Why is this bad
     `DistributedSampler` shuffles with a generator seeded by `seed + epoch`; its epoch
@@ -46,15 +50,29 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     invalid = ("from torch.utils.data import DistributedSampler\nsampler = DistributedSampler(ds)\n",)
     valid = ("from torch.utils.data import DistributedSampler\nsampler = DistributedSampler(ds)\n"
              "for epoch in range(3):\n    sampler.set_epoch(epoch)\n",
-             "from torch.utils.data import DistributedSampler\ns = DistributedSampler(ds, shuffle=False)\n")
+             "from torch.utils.data import DistributedSampler\ns = DistributedSampler(ds, shuffle=False)\n",
+             # a library function: the training script calls set_epoch (timm's loader.py)
+             "import torch\ndef create_loader(ds):\n"
+             "    return torch.utils.data.distributed.DistributedSampler(ds)\n")
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.sites: list[ast.Call] = []
 
     def visit_Call(self, node, qn):
-        if qn not in _SAMPLERS or literal(kwarg(node, "shuffle"), True) is False:
-            return
+        if qn in _SAMPLERS and literal(kwarg(node, "shuffle"), True) is not False:
+            self.sites.append(node)
+
+    def finish(self):
         text = self.ctx.text
-        if "set_epoch(" not in text and "epochs(" not in text:
-            self.report(node, "DistributedSampler without set_epoch: every epoch repeats the first epoch's "
-                        "order; call sampler.set_epoch(epoch) before each epoch")
+        if not self.sites or "set_epoch(" in text or "epochs(" in text:
+            return
+        # a library module (timm's data/loader.py) builds the sampler; the training
+        # script that iterates the epochs calls set_epoch in another file
+        for node in self.sites:
+            if runs(self.ctx, node):
+                self.report(node, "DistributedSampler without set_epoch: every epoch repeats the first "
+                            "epoch's order; call sampler.set_epoch(epoch) before each epoch")
 
 
 @register

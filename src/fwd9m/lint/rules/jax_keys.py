@@ -23,7 +23,16 @@ _MAKERS = frozenset({"PRNGKey", "key", "split", "fold_in", "clone", "wrap_key_da
 _SEED_TAKING = ("PRNGKey", "key", "wrap_key_data", "key_data", "key_impl", "default_prng_impl")
 _NON_CONSUMING = frozenset({"fold_in", "key_data", "key_impl", "wrap_key_data", "clone", "PRNGKey", "key",
                             "print", "len", "isinstance", "type", "repr", "str", "id", "hash",
-                            "debug", "info", "warning", "assert_equal", "device_put", "block_until_ready"})
+                            "debug", "info", "warning", "assert_equal", "device_put", "block_until_ready"}) | \
+    frozenset({  # abstract evaluation, compilation and placement: they read no random bits
+        "eval_shape", "fast_eval_shape", "make_jaxpr", "lower", "reshard", "device_put_replicated",
+        "device_put_sharded", "replicate", "put_cpu", "process_allgather"})
+
+
+def _constructor(name: str | None) -> bool:
+    """``LoopState(...)``, ``TrainState(...)``: a CamelCase class call stores the key in
+    a container; it is consumed where the container's field is used (not followed)."""
+    return bool(name) and name[0].isupper() and not name.isupper() and "_" not in name
 
 
 class _KeyAnalysis:
@@ -52,6 +61,43 @@ class _KeyAnalysis:
                 if type(n) is ast.Call and n.args and type(n.args[0]) is ast.Name
                 and self._is_jax_random(n) not in (None, *_SEED_TAKING)}
 
+    # -- one level into a callee defined in this file ---------------------------------------
+    def _local_def(self, call):
+        if type(call.func) is not ast.Name:
+            return None
+        defs = self.ctx.__dict__.get("_jax_local_defs")
+        if defs is None:
+            defs = {n.name: n for n in ast.walk(self.ctx.tree)
+                    if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)}
+            self.ctx.__dict__["_jax_local_defs"] = defs
+        return defs.get(call.func.id)
+
+    def _callee_consumes(self, fn, index, keyword) -> bool:
+        """Whether ``fn`` consumes the key it receives as positional ``index`` (or
+        ``keyword``): it passes that parameter to a call other than ``fold_in`` and the
+        non-consuming helpers. Unknown parameters (``*args``) count as consumed."""
+        params = [p.arg for p in (*fn.args.posonlyargs, *fn.args.args)]
+        if keyword is not None:
+            name = keyword if keyword in params or keyword in {p.arg for p in fn.args.kwonlyargs} else None
+        else:
+            name = params[index] if index < len(params) else None
+        if name is None:
+            return True
+        # uses up to the first rebinding (rng = jax.random.fold_in(rng, step)) see the argument
+        stores = [n.lineno for n in ast.walk(fn) if type(n) is ast.Name and n.id == name
+                  and type(n.ctx) is ast.Store]
+        last = min(stores) if stores else float("inf")
+        for n in ast.walk(fn):
+            if type(n) is ast.Call and n.lineno <= last:
+                fname = self._is_jax_random(n)
+                callee = fname or (n.func.attr if type(n.func) is ast.Attribute else
+                                   n.func.id if type(n.func) is ast.Name else None)
+                if callee in _NON_CONSUMING:
+                    continue
+                if any(type(a) is ast.Name and a.id == name for a in (*n.args, *(k.value for k in n.keywords))):
+                    return True
+        return False
+
     # -- expression scanning -------------------------------------------------------------
     def _uses(self, expr, keys, in_loop=False):
         """(name, node, how, looped) for each key consumed in ``expr``, in source order."""
@@ -66,9 +112,13 @@ class _KeyAnalysis:
                 fname = self._is_jax_random(node)
                 callee = fname or (node.func.attr if type(node.func) is ast.Attribute else
                                    node.func.id if type(node.func) is ast.Name else None)
-                if callee not in _NON_CONSUMING:
-                    args = [*node.args, *(k.value for k in node.keywords)]
-                    for a in args:
+                if callee not in _NON_CONSUMING and not (fname is None and _constructor(callee)):
+                    local = self._local_def(node) if fname is None else None
+                    args = [(i, None, a) for i, a in enumerate(node.args)] + \
+                        [(None, k.arg, k.value) for k in node.keywords]
+                    for i, kw, a in args:
+                        if local is not None and not self._callee_consumes(local, i, kw):
+                            continue  # one level into the callee: it only folds the key in
                         for leaf in ([a] if type(a) is ast.Name else
                                      a.values if type(a) is ast.Dict else ()):
                             if type(leaf) is ast.Name and leaf.id in keys:
@@ -217,7 +267,10 @@ class KeyReuse(_JaxRule):
     ## What it does
     Flags a key passed to a second `jax.random` function (or to any function that draws
     from it) without being split in between, including a key bound outside a loop and
-    consumed inside it on every iteration.
+    consumed inside it on every iteration. Calls that read no random bits do not count:
+    `jax.eval_shape`, `jit(f).lower`, placement (`device_put`, `reshard`), a class
+    constructor that stores the key (`TrainState(params, key)`), and a function of the
+    same file that only `fold_in`s the key (looked into one level).
 
     ## Why is this bad
     JAX random functions are pure: the same key gives the same bits. Two draws from one
@@ -245,6 +298,9 @@ class KeyReuse(_JaxRule):
         "import jax\ndef f(steps):\n    key = jax.random.PRNGKey(0)\n    for _ in range(steps):\n"
         "        x = jax.random.normal(key, (3,))\n",
         "import jax\nkey = jax.random.key(0)\nxs = [jax.random.normal(key) for _ in range(3)]\n",
+        # the callee draws from the key itself: two calls get the same bits
+        "import jax\ndef noise(k):\n    return jax.random.normal(k, (3,))\n"
+        "key = jax.random.key(0)\na = noise(key)\nb = noise(key)\n",
     )
     valid = (
         "import jax\nkey = jax.random.key(0)\nkey, sub = jax.random.split(key)\na = jax.random.normal(sub)\n"
@@ -255,6 +311,15 @@ class KeyReuse(_JaxRule):
         "    else:\n        return jax.random.uniform(key)\n",
         "import jax\ndef f(key, n):\n    for _ in range(n):\n        key, sub = jax.random.split(key)\n"
         "        x = jax.random.normal(sub)\n",
+        # eval_shape reads no random bits; the key is then used once
+        "import jax\nkey = jax.random.key(0)\nshapes = jax.eval_shape(init, key)\nparams = init(key)\n",
+        # a container stores the key, it draws nothing
+        "import jax\nkey = jax.random.key(0)\nparams = init(key)\nstate = TrainState(params, key)\n",
+        # the Flax idiom: the callee folds the step into the key
+        "import jax\ndef train_step(state, rng):\n    rng = jax.random.fold_in(rng, state.step)\n"
+        "    return jax.random.normal(rng)\n"
+        "def main(steps):\n    rng = jax.random.key(0)\n    for _ in range(steps):\n"
+        "        state = train_step(state, rng)\n",
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from .._helpers import call_name
 from .._rule import Rule, register
@@ -438,6 +439,33 @@ def _fixed_hash(node) -> bool:
     return False
 
 
+_INT_NAME = re.compile(r"(^|_)(index|idx|id|ids|rank|count|step|epoch|num|size|len|length)$")
+
+
+def _int_like(node) -> bool:
+    """An expression whose value is an int (ints hash to themselves, so a set of them has
+    the same order in every run): an int literal, ``len``/``int``/``ord`` of anything,
+    arithmetic on ints, or a name whose last word says it counts or indexes
+    (``p.process_index``, ``token_id``, ``rank``): a naming heuristic."""
+    t = type(node)
+    if t is ast.Constant:
+        return type(node.value) is int
+    if t is ast.Call:
+        return call_name(node) in ("len", "int", "ord")
+    if t is ast.BinOp and type(node.op) in (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod):
+        return _int_like(node.left) and _int_like(node.right)
+    name = node.attr if t is ast.Attribute else node.id if t is ast.Name else None
+    return bool(name) and bool(_INT_NAME.search(name.lower()))
+
+
+def _ints_added(scope_node, key: str) -> bool:
+    """Whether every ``KEY.add(x)`` / ``KEY.update(...)`` in ``scope_node`` adds int-like
+    values, and there is at least one."""
+    adds = [n for n in ast.walk(scope_node) if type(n) is ast.Call and type(n.func) is ast.Attribute
+            and n.func.attr in ("add", "update") and _name_key(n.func.value) == key]
+    return bool(adds) and all(n.func.attr == "add" and n.args and _int_like(n.args[0]) for n in adds)
+
+
 def _set_expr(ctx, node) -> str | None:
     """'set(...)' etc. when ``node`` evaluates to a set whose order may vary."""
     t = type(node)
@@ -446,6 +474,9 @@ def _set_expr(ctx, node) -> str | None:
         if qn in ("set", "frozenset"):
             if node.args and type(node.args[0]) is ast.Call and call_name(node.args[0]) == "range":
                 return None  # small ints hash to themselves
+            if node.args and type(node.args[0]) in (ast.GeneratorExp, ast.ListComp) \
+                    and _int_like(node.args[0].elt):
+                return None  # a set of ints
             return f"{qn}(...)"
         if qn in _SET_CLASS_METHODS:
             return f"{qn}(...)"
@@ -454,7 +485,7 @@ def _set_expr(ctx, node) -> str | None:
             return "a set"
         return None
     if t is ast.SetComp:
-        return "a set comprehension"
+        return None if _int_like(node.elt) else "a set comprehension"
     if t is ast.Set:
         # one element, or only numbers/None/bools and tuples of them (hashes that do not
         # vary between runs): a fixed order
@@ -783,6 +814,10 @@ class SetIterationOrder(_OrderRule):
              "for w in set(items):\n    if w in bad:\n        ok = False\n        break\n",
              "print(list({1, 2, 3}))\n",
              "def f(ids: set[int]):\n    return list(ids)\n",
+             # ints added one by one (MaxText's process indices): ints hash to themselves
+             "def hosts(shards):\n    used = set()\n    for p in shards:\n        used.add(p.process_index)\n"
+             "    return list(used)\n",
+             "def ids(rows):\n    return list(set(len(r) for r in rows))\n",
              "def f(items):\n    return set(items)\n",
              "s = set(names)\nprint(sorted(s), len(s))\n",
              "s = list(set(names))\ns.sort()\nprint(s.pop())\n",
@@ -807,6 +842,14 @@ class SetIterationOrder(_OrderRule):
 
     def source(self, node):
         return _set_expr(self.ctx, node)
+
+    def _bind(self, key, node, what, as_list):
+        # ``s = set()`` then only ``s.add(p.process_index)``: a set of ints, fixed order
+        if type(node) is ast.Call and not node.args and self.ctx.qualname(node.func) in ("set", "frozenset"):
+            scope_node = self.ctx.function_stack[-1] if self.ctx.function_stack else self.ctx.tree
+            if _ints_added(scope_node, key):
+                return
+        super()._bind(key, node, what, as_list)
 
     def annotated(self, annotation):
         return _set_annotation(self.ctx, annotation) if annotation is not None else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from .._helpers import arg, call_name, kwarg, literal
+from .._flow import ENTRY_POINTS, fallback_calls, is_test_file, runs
 from .._rule import Rule, register
 from ._common import (ALL_SEED_CALLS, FRAMEWORK_SEED_CALLS, NUMPY_SEED_CALLS, PYTHON_SEED_CALLS,
                       SEED_CALLS, SWITCH_ON_CALLS, TF_SEED_CALLS, TORCH_SEED_CALLS, seeds, uses_numpy_global_random,
@@ -131,7 +132,8 @@ class SeedAfterUse(Rule):
     `torch.manual_seed`, `np.random.seed`, `random.seed`) that comes after, in the same
     function or module body, a call that already drew from that generator: building
     layers or a model, creating a dataset, drawing random numbers, or calling a function
-    of this file that does.
+    of this file that does. Test files (`test_*.py`, `*_test.py`,
+    `conftest.py`) are not checked.
 
     ## Why is this bad
     A seed only fixes what is drawn after it. Layers built before the seed got their
@@ -210,6 +212,8 @@ class SeedAfterUse(Rule):
         return None
 
     def finish(self):
+        if is_test_file(self.ctx):
+            return  # a test seeds for its own assertions; an earlier draw sets up shapes
         for scope, seed, seed_qn in self.seeds:
             for cscope, call, qn in self.calls:
                 if cscope is not scope or call.lineno >= seed.lineno or self._feeds(call, seed):
@@ -265,7 +269,11 @@ class UnseededGenerator(Rule):
     (`random.SystemRandom`, `tf.random.Generator.from_non_deterministic_state()`,
     `torch.seed()`, `Generator.seed()`), and, in a file that calls `torch.manual_seed`,
     a `torch.Generator()` that is never given `manual_seed`. A generator assigned to a
-    name or attribute that is later seeded (`rng.seed(s)`, `g.manual_seed(s)`) is fine.
+    name or attribute that is later seeded (`rng.seed(s)`, `g.manual_seed(s)`) or
+    replaced by a seeded one (`self.rng = random.Random(seed + epoch)`) is fine, and so
+    is a fallback for a caller that passes none (`rng = rng or np.random.default_rng()`,
+    `if rng is None: rng = random.Random()`). Test files (`test_*.py`, `*_test.py`,
+    `conftest.py`) are not checked.
 
     ## Why is this bad
     Without a seed, NumPy and Python take fresh OS entropy for each new generator, so
@@ -315,6 +323,14 @@ class UnseededGenerator(Rule):
         "import tensorflow as tf\ng = tf.random.Generator.from_seed(1)\n",
         "import random\nclass S:\n    def __init__(self):\n        self._rng = random.Random()\n"
         "    def set_seed(self, s):\n        self._rng.seed(s)\n",
+        # replaced by a seeded generator before each epoch (timm's reader_wds.py)
+        "import random\nclass R:\n    def __init__(self):\n        self.rng = random.Random()\n"
+        "    def set_epoch(self, epoch):\n        self.rng = random.Random(self.seed + epoch)\n",
+        # a fallback when the caller passes no generator (big_vision, bert's test helpers)
+        "import numpy as np\ndef choice(values, rng=None):\n    rng = rng or np.random.default_rng()\n"
+        "    return rng.choice(values)\n",
+        "import random\ndef ids(n, rng=None):\n    if rng is None:\n        rng = random.Random()\n"
+        "    return [rng.random() for _ in range(n)]\n",
     )
 
     def __init__(self, ctx):
@@ -324,6 +340,7 @@ class UnseededGenerator(Rule):
         self.pending: list[tuple[str | None, ast.Call]] = []
         self.unseeded: list[tuple[ast.Call, str]] = []
         self.targets: dict[int, str] = {}  # id(call) -> name or attribute it is assigned to
+        self.entropy: list[tuple[ast.Call, str]] = []
 
     def visit_Assign(self, node):
         v = node.value
@@ -346,7 +363,7 @@ class UnseededGenerator(Rule):
                     and not any(type(x) is ast.Starred for x in node.args):
                 self.unseeded.append((node, qn))
         elif qn in _ALWAYS_ENTROPY:
-            self.report(node, _ALWAYS_ENTROPY[qn] + "; use a seeded generator instead")
+            self.entropy.append((node, qn))
         elif qn == "torch.Generator":
             self.pending.append((None, node))
         elif type(f) is ast.Attribute and f.attr == "seed" and not node.args and not node.keywords \
@@ -365,12 +382,24 @@ class UnseededGenerator(Rule):
                 name = r.id if type(r) is ast.Name else r.attr if type(r) is ast.Attribute else None
                 if name:
                     out.add(name)
+        # replaced by a seeded generator before use (timm's reader_wds: self.rng =
+        # random.Random(self.worker_seed() + epoch))
+        for qn in _SEEDED_CTORS:
+            for c in self.ctx.calls.get(qn, ()):
+                if id(c) in self.targets and \
+                        any(literal(a, 0) is not None for a in (*c.args, *(k.value for k in c.keywords))):
+                    out.add(self.targets[id(c)])
         return out
 
     def finish(self):
+        if is_test_file(self.ctx):
+            return  # fixtures and test helpers: entropy there sets up one test
+        for node, qn in self.entropy:
+            self.report(node, _ALWAYS_ENTROPY[qn] + "; use a seeded generator instead")
         reseeded = self._reseeded()
+        fallback = fallback_calls(self.ctx) if self.unseeded else set()
         for node, qn in self.unseeded:
-            if self.targets.get(id(node)) in reseeded:
+            if self.targets.get(id(node)) in reseeded or id(node) in fallback:
                 continue
             self.report(node, f"{qn}() without a seed takes fresh OS entropy every run; "
                         "pass a seed derived from the run's seed")
@@ -385,6 +414,8 @@ class UnseededGenerator(Rule):
                         "generator repeats one stream; use torch.Generator().manual_seed(seed)")
 
 
+_SEEDED_CTORS = frozenset({"random.Random", "numpy.random.default_rng", "numpy.random.RandomState",
+                           "numpy.random.Generator"})
 _ENTROPY = frozenset({
     "time.time", "time.time_ns", "time.perf_counter", "time.perf_counter_ns", "time.monotonic",
     "time.monotonic_ns", "time.process_time", "time.process_time_ns", "datetime.datetime.now",
@@ -703,9 +734,10 @@ class CudaSeedOnly(Rule):
                         "shuffling) stay unseeded. Use torch.manual_seed(seed), which seeds all devices")
 
 
-_TRAINING_METHODS = ("backward", "fit", "train_on_batch")
+_TRAINING_METHODS = ("backward", "fit", "train_on_batch", "apply_gradients")
 _TRAINING_CALLS = ("jax.grad", "jax.value_and_grad")
-_JAX_KEYS = frozenset({"jax.random.PRNGKey", "jax.random.key", "jax.random.wrap_key_data"})
+_JAX_KEYS = frozenset({"jax.random.PRNGKey", "jax.random.key", "jax.random.wrap_key_data",
+                       "haiku.PRNGSequence", "flax.nnx.Rngs"})
 _TEST_MAINS = frozenset({"main", "run"})  # unittest.main(), tf.test.main(), absltest.main(), pytest.main()
 
 
@@ -720,17 +752,21 @@ def _main_block(tree):
 
 @register
 class TrainsWithoutSeed(Rule):
-    """A training script that never seeds anything.
+    """A training script that never seeds its framework.
 
     ## What it does
     Flags the first training call (`loss.backward()`, `model.fit(...)`,
-    `train_on_batch`, `jax.grad`/`jax.value_and_grad`) in a script that imports a
-    framework and calls no seeding function at all (`torch.manual_seed`,
-    `tf.random.set_seed`, `keras.utils.set_random_seed`, `random.seed`,
-    `np.random.seed`, `fwd9m.seed_everything`, `fwd9m.enable_determinism`, a JAX key
-    from `jax.random.key`/`PRNGKey`, ...). Only
-    scripts count: files that train at module level or in an `if __name__ == "__main__":`
-    block that is not a test runner (`unittest.main()`, `tf.test.main()`).
+    `train_on_batch`, `optimizer.apply_gradients`, an Estimator's `train`,
+    `jax.grad`/`jax.value_and_grad`) in a script that imports a framework and calls no
+    function seeding it (`torch.manual_seed`, `tf.random.set_seed`,
+    `keras.utils.set_random_seed`, `fwd9m.seed_everything`, `fwd9m.enable_determinism`,
+    a JAX key from `jax.random.key`/`PRNGKey`, ...); seeding only Python's `random` or
+    NumPy (`random.seed`, `np.random.seed`) is said so in the message. Seeding helpers count: Lightning Fabric's
+    `fabric.seed_everything(s)`, `RunConfig(tf_random_seed=s)`, `hk.PRNGSequence(s)`,
+    and a function of this file or of a local module it imports whose body seeds. Only
+    scripts count: files that train at module level, in an `if __name__ == "__main__":`
+    block that is not a test runner (`unittest.main()`, `tf.test.main()`), or in a
+    function those reach, also through `absl.app.run(main)` / `tf.compat.v1.app.run()`.
 
     ## Why is this bad
     Weight initialisation, dropout masks, data shuffling and augmentation then start
@@ -749,44 +785,69 @@ class TrainsWithoutSeed(Rule):
     """
 
     code, name = "FWD108", "trains-without-seed"
-    triggers = ("backward", "fit", "train_on_batch", "grad", "value_and_grad")
+    triggers = ("backward", "fit", "train_on_batch", "grad", "value_and_grad", "apply_gradients", "train")
     fix_code = "fwd9m.enable_determinism(seed=0)"
     references = ("https://docs.pytorch.org/docs/stable/notes/randomness.html",
                   "https://keras.io/api/utils/python_utils/#setrandomseed-function")
     invalid = ("import torch\nmodel = torch.nn.Linear(4, 1)\nmodel(torch.ones(2, 4)).sum().backward()\n",
-               "import keras\ndef main():\n    model.fit(x, y)\n\nif __name__ == '__main__':\n    main()\n")
+               "import keras\ndef main():\n    model.fit(x, y)\n\nif __name__ == '__main__':\n    main()\n",
+               # reached through absl's app.run(main), as in google-research/bert
+               "import tensorflow as tf\nfrom absl import app\ndef main(_):\n"
+               "    estimator.train(input_fn=train_input_fn, max_steps=10)\n"
+               "if __name__ == '__main__':\n    app.run(main)\n",
+               # a function called from the module-level epoch loop (kuangliu/pytorch-cifar)
+               "import torch\ndef train(epoch):\n    loss.backward()\nfor epoch in range(3):\n    train(epoch)\n",
+               # a custom TF2 loop
+               "import tensorflow as tf\ndef main(_):\n    optimizer.apply_gradients(zip(g, v))\n"
+               "if __name__ == '__main__':\n    tf.compat.v1.app.run(main)\n",
+               # seeds NumPy but not the framework
+               "import numpy as np, torch\nnp.random.seed(0)\nmodel = torch.nn.Linear(3, 3)\nloss.backward()\n")
     valid = ("import torch\ntorch.manual_seed(0)\nmodel = torch.nn.Linear(4, 1)\n"
              "model(torch.ones(2, 4)).sum().backward()\n",
              "import keras\ndef train(model):\n    model.fit(x, y)\n",  # a library function
              "import tensorflow as tf\nclass T(tf.test.TestCase):\n    def test_fit(self):\n"
              "        model.fit(x, y)\n\nif __name__ == '__main__':\n    tf.test.main()\n",
-             "import fwd9m, torch\nfwd9m.enable_determinism(seed=0)\nloss.backward()\n")
+             "import fwd9m, torch\nfwd9m.enable_determinism(seed=0)\nloss.backward()\n",
+             # seeding helpers: a Fabric method, a local function whose body seeds, RunConfig
+             "import lightning as L\nfabric = L.Fabric()\nfabric.seed_everything(42)\nfabric.backward(loss)\n",
+             "import torch\ndef set_seed(s):\n    torch.manual_seed(s)\nset_seed(0)\nloss.backward()\n",
+             "import tensorflow as tf\ndef main(_):\n    cfg = tf.estimator.RunConfig(tf_random_seed=0)\n"
+             "    est = tf.estimator.Estimator(fn, config=cfg)\n    est.train(input_fn=f)\n"
+             "if __name__ == '__main__':\n    tf.compat.v1.app.run()\n",
+             "import haiku as hk, jax\nrng = hk.PRNGSequence(42)\ng = jax.grad(loss)(params, next(rng))\n")
 
     def finish(self):
         ctx = self.ctx
         if not any(m in ctx.imports or m.split(".")[0] in {i.split(".")[0] for i in ctx.imports}
                    for m in ("torch", "tensorflow", "keras", "jax")):
             return
-        if seeds(ctx, SEED_CALLS | SWITCH_ON_CALLS | _JAX_KEYS):  # JAX: an explicit key is the seed
-            return
+        if seeds(ctx, FRAMEWORK_SEED_CALLS | ALL_SEED_CALLS | SWITCH_ON_CALLS | _JAX_KEYS):
+            return  # JAX: an explicit key is the seed
+        only = [qn for qn in sorted(PYTHON_SEED_CALLS | NUMPY_SEED_CALLS) if ctx.calls.get(qn)]
         calls = [c for m in _TRAINING_METHODS for c in ctx.methods.get(m, ())]
         calls += [c for qn in _TRAINING_CALLS for c in ctx.calls.get(qn, ())]
+        calls += [c for c in ctx.methods.get("train", ()) if any(k.arg == "input_fn" for k in c.keywords)
+                  or "estimator" in ast.unparse(c.func.value).lower()]  # TF1 Estimator.train
+        calls += [c for qn, cs in ctx.calls.items() if qn.endswith(".estimator.train_and_evaluate") for c in cs]
         if not calls:
             return
         tree = ctx.tree
         main = _main_block(tree)
         top = {id(n) for stmt in getattr(tree, "body", ()) if type(stmt) not in (ast.FunctionDef,
                ast.AsyncFunctionDef, ast.ClassDef) and stmt is not main for n in ast.walk(stmt)}
-        is_script = any(id(c) in top for c in calls)
+        # module level, __main__, app.run(main) and the functions they call
+        is_script = any(id(c) in top or runs(ctx, c) for c in calls)
         if main is not None and not is_script:
-            runners = [c for c in ast.walk(main) if type(c) is ast.Call and
-                       type(c.func) is ast.Attribute and c.func.attr in _TEST_MAINS]
+            runners = [c for c in ast.walk(main) if type(c) is ast.Call and type(c.func) is ast.Attribute
+                       and c.func.attr in _TEST_MAINS and ctx.qualname(c.func) not in ENTRY_POINTS]
             is_script = not runners
         if is_script:
             first = min(calls, key=lambda c: (c.lineno, c.col_offset))
-            self.report(first, "this script trains but seeds nothing: weights, dropout and data order "
-                        "differ in every run; call fwd9m.enable_determinism(seed=0) before building the "
-                        "model (or run it with fwd9m run --seed 0)")
+            what = (f"seeds only {' and '.join(only)}, not the framework it trains with: weights and "
+                    "dropout" if only else "seeds nothing: weights, dropout and data order")
+            self.report(first, f"this script trains but {what} differ in every run; call "
+                        "fwd9m.enable_determinism(seed=0) before building the model (or run it with "
+                        "fwd9m run --seed 0)")
 
 
 def _script_calls(ctx, calls) -> list:

@@ -1,0 +1,318 @@
+"""A small data-flow layer shared by rules: what a call reaches one level down.
+
+Library knowledge lives in the tables at the top (seeding helpers, training entry
+points), not in rules. Facts about a file are computed once and cached on its
+:class:`~fwd9m.lint._engine.FileContext`:
+
+- :func:`helper_seed_calls`: calls that seed through a helper the qualified-name tables
+  do not list: a method such as Lightning Fabric's ``fabric.seed_everything(seed)``,
+  ``RunConfig(tf_random_seed=...)``, a function of this file whose body seeds, or a
+  function of a local module the file imports (``from timm import utils`` ->
+  ``timm/utils/...``, found beside the file or up to three folders above it) whose body
+  seeds; one level deep, following one re-export (``from .random import random_seed``).
+  Only functions whose name contains "seed" are looked up in other files (each lookup
+  reads a file; a seeding helper named otherwise is not seen).
+- :func:`script_runs`: whether a call runs when the file is executed as a script: at
+  module level, in a non-test ``__main__`` block, or in a function reached from either
+  (called, or handed to ``absl.app.run(main)`` / ``tf.compat.v1.app.run()``), one call
+  level at a time.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+from ._helpers import SEED_CALLS
+
+__all__ = ["SEED_METHODS", "ENTRY_POINTS", "GRADIENT_METHODS", "GRADIENT_CALLS", "helper_seed_calls",
+           "script_runs", "runs", "local_function", "computes_gradients", "assigns", "is_test_file",
+           "fallback_calls"]
+
+#: methods that seed every generator whatever the receiver (Lightning Fabric and
+#: LightningModule-style objects: ``fabric.seed_everything(seed)``)
+SEED_METHODS = frozenset({"seed_everything", "set_seed", "set_random_seed"})
+#: calls that take a seed keyword for the framework they configure
+SEED_KEYWORDS = {"RunConfig": "tf_random_seed"}
+#: calls that run ``main`` (their first argument, or the module's ``main`` when none)
+ENTRY_POINTS = frozenset({"absl.app.run", "tensorflow.app.run", "tensorflow.compat.v1.app.run",
+                          "tensorflow.python.platform.app.run"})
+#: methods and calls that compute gradients (a backward pass runs in this file)
+GRADIENT_METHODS = frozenset({"backward", "fit", "train_on_batch", "apply_gradients", "gradient",
+                              "minimize", "train"})
+GRADIENT_CALLS = frozenset({"jax.grad", "jax.value_and_grad", "jax.vjp", "jax.jacrev", "torch.autograd.grad",
+                            "torch.autograd.backward", "tensorflow.gradients"})
+_TEST_MAINS = frozenset({"main", "run"})  # unittest.main(), absltest.main(), tf.test.main()
+_LOCAL_DEPTH = 3  #: folders above the file searched for a local package
+
+
+def _qualnames(tree) -> dict[str, str]:
+    """Import aliases of a module: local name -> dotted target."""
+    out = {}
+    for n in ast.walk(tree):
+        if type(n) is ast.Import:
+            for a in n.names:
+                out[(a.asname or a.name).split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif type(n) is ast.ImportFrom and n.module and not n.level:
+            for a in n.names:
+                out[a.asname or a.name] = f"{n.module}.{a.name}"
+    return out
+
+
+def _dotted(node, aliases) -> str | None:
+    attrs = []
+    while type(node) is ast.Attribute:
+        attrs.append(node.attr)
+        node = node.value
+    if type(node) is not ast.Name or node.id not in aliases:
+        return None
+    return ".".join([aliases[node.id], *reversed(attrs)])
+
+
+#: what a seeding method or keyword stands for, as a call of the qualified-name tables
+_METHOD_SEEDS = frozenset({"lightning.seed_everything"})
+_KEYWORD_SEEDS = frozenset({"tensorflow.random.set_seed"})
+
+
+def _body_seeds(fn, aliases) -> frozenset[str]:
+    """The seeding calls (qualified names of the tables) function ``fn`` makes in its
+    own body; a seeding method counts as Lightning's ``seed_everything``."""
+    out = set()
+    for n in ast.walk(fn):
+        if type(n) is ast.Call:
+            qn = _dotted(n.func, aliases)
+            if qn in SEED_CALLS:
+                out.add(qn)
+            elif qn is None and type(n.func) is ast.Attribute and n.func.attr in SEED_METHODS \
+                    and (n.args or n.keywords):
+                out |= _METHOD_SEEDS
+    return frozenset(out)
+
+
+def _module_file(start: Path, dotted: str) -> Path | None:
+    parts = dotted.split(".")
+    for folder in [start, *list(start.parents)[:_LOCAL_DEPTH]]:
+        base = folder.joinpath(*parts)
+        for cand in (base.with_suffix(".py"), base / "__init__.py"):
+            if cand.is_file():
+                return cand
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _parse(path: Path):
+    try:
+        return ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return None
+
+
+def local_function(ctx, qualname: str):
+    """``(FunctionDef, aliases)`` of ``pkg.mod.func`` defined in a local module beside
+    the linted file (following one ``from .x import func`` re-export), else None."""
+    if "." not in qualname or ctx.path in ("-", "<stdin>"):
+        return None
+    cache = ctx.__dict__.setdefault("_flow_local", {})
+    if qualname in cache:
+        return cache[qualname]
+    cache[qualname] = None
+    mod, name = qualname.rsplit(".", 1)
+    path = _module_file(Path(ctx.path).resolve().parent, mod)
+    for _ in range(2):  # the module, then one re-export
+        tree = _parse(path) if path else None
+        if tree is None:
+            break
+        fn = next((s for s in tree.body if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef)
+                   and s.name == name), None)
+        if fn is not None:
+            cache[qualname] = (fn, _qualnames(tree))
+            break
+        src = next((s for s in tree.body if type(s) is ast.ImportFrom and s.level == 1 and s.module
+                    and any((a.asname or a.name) == name for a in s.names)), None)
+        if src is None:
+            break
+        base = path.parent
+        path = _module_file(base, src.module) if base else None
+        path = path if path and path.parent == base or path and path.parent.parent == base else None
+    return cache[qualname]
+
+
+def _module_defs(ctx) -> dict[str, ast.AST]:
+    tree = ctx.tree
+    return {s.name: s for s in getattr(tree, "body", ()) if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef)}
+
+
+def _enclosing_def(defs, line):
+    for fn in defs.values():
+        if fn.lineno <= line <= (fn.end_lineno or fn.lineno):
+            return fn
+    return None
+
+
+def helper_seed_calls(ctx) -> list[tuple[ast.Call, frozenset[str]]]:
+    """``(call, seeds)`` for each call of this file that seeds through a helper (see the
+    module docstring); ``seeds``: the table calls it amounts to (``torch.manual_seed``
+    for a local helper whose body calls it, Lightning's ``seed_everything`` for a
+    seeding method). Built from the engine's call tables; the tree is walked only when
+    the file defines a seeding function."""
+    cached = ctx.__dict__.get("_flow_seed_calls")
+    if cached is not None:
+        return cached
+    # a method on an object of the script (fabric.seed_everything), not a module function
+    methods = [c for m in SEED_METHODS for c in ctx.methods.get(m, ())
+               if (c.args or c.keywords) and ctx.qualname(c.func) is None]
+    out = [(c, _METHOD_SEEDS) for c in methods]
+    for qn, calls in ctx.calls.items():
+        last = qn.rsplit(".", 1)[-1]
+        if last in SEED_KEYWORDS:
+            out.extend((c, _KEYWORD_SEEDS) for c in calls if any(k.arg == SEED_KEYWORDS[last] for k in c.keywords))
+        elif "seed" in last.lower() and qn not in SEED_CALLS and "." in qn and qn.split(".", 1)[0] not in _FOREIGN:
+            found = local_function(ctx, qn)
+            got = _body_seeds(*found) if found is not None else frozenset()
+            if got:
+                out.extend((c, got) for c in calls)
+    defs = _module_defs(ctx)
+    seeding_defs: dict[str, set[str]] = {}
+    if defs:
+        sites = [(c, qn) for qn in SEED_CALLS for c in ctx.calls.get(qn, ())]
+        sites += [(c, "lightning.seed_everything") for c in methods]
+        for c, qn in sites:
+            fn = _enclosing_def(defs, c.lineno)
+            if fn is not None:
+                seeding_defs.setdefault(fn.name, set()).add(qn)
+    if seeding_defs:
+        for call in ast.walk(ctx.tree):
+            if type(call) is ast.Call and type(call.func) is ast.Name and call.func.id in seeding_defs \
+                    and ctx.lookup(call.func.id) is None:
+                out.append((call, frozenset(seeding_defs[call.func.id])))
+    ctx.__dict__["_flow_seed_calls"] = out
+    return out
+
+
+#: top-level packages never searched for as local modules
+_FOREIGN = frozenset({"torch", "tensorflow", "jax", "keras", "numpy", "os", "sys", "random",
+                      "flax", "optax", "absl", "tf_keras", "lightning", "pytorch_lightning",
+                      "transformers", "accelerate", "fwd9m"})
+
+
+def _main_block(tree):
+    for stmt in getattr(tree, "body", ()):
+        if type(stmt) is ast.If and type(stmt.test) is ast.Compare and \
+                type(stmt.test.left) is ast.Name and stmt.test.left.id == "__name__":
+            return stmt
+    return None
+
+
+def _called_names(nodes, ctx) -> set[str]:
+    """Names of module functions called (or handed to an entry point) under ``nodes``."""
+    out = set()
+    for root in nodes:
+        for n in ast.walk(root):
+            if type(n) is not ast.Call:
+                continue
+            if type(n.func) is ast.Name:
+                out.add(n.func.id)
+            qn = ctx.qualname(n.func)
+            if qn in ENTRY_POINTS:
+                target = n.args[0] if n.args else next((k.value for k in n.keywords if k.arg == "main"), None)
+                out.add(target.id if type(target) is ast.Name else "main")
+            for a in n.args:  # fabric.launch(main, ...), spawn(main_worker, ...)
+                if type(a) is ast.Name:
+                    out.add(a.id)
+    return out
+
+
+def script_roots(ctx) -> list[ast.AST] | None:
+    """The statements a script runs (module level, non-test ``__main__`` block), or
+    None for a test module (its ``__main__`` block runs a test runner)."""
+    tree = ctx.tree
+    main = _main_block(tree)
+    if main is not None and any(type(c) is ast.Call and type(c.func) is ast.Attribute
+                                and c.func.attr in _TEST_MAINS and ctx.qualname(c.func) not in ENTRY_POINTS
+                                for c in ast.walk(main)):
+        return None
+    return [s for s in getattr(tree, "body", ()) if type(s) not in (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                    ast.ClassDef)]
+
+
+def script_runs(ctx) -> set[int]:
+    """``id`` of every module-level function reached when the file is executed as a
+    script (see :func:`runs`), cached; empty for a test module."""
+    cached = ctx.__dict__.get("_flow_script_defs")
+    if cached is not None:
+        return cached
+    roots = script_roots(ctx)
+    reached: set[int] = set()
+    if roots is not None:
+        defs = _module_defs(ctx)
+        todo, seen = list(roots), set()
+        while todo:
+            node = todo.pop()
+            for name in _called_names([node], ctx):
+                if name in defs and name not in seen:
+                    seen.add(name)
+                    reached.add(id(defs[name]))
+                    todo.append(defs[name])
+    ctx.__dict__["_flow_script_defs"] = reached
+    ctx.__dict__["_flow_is_script"] = roots is not None
+    return reached
+
+
+def runs(ctx, node) -> bool:
+    """Whether ``node`` runs when the file is executed as a script: at module level (not
+    in a function or class body), in a non-test ``__main__`` block, or in a module
+    function reached from those by calls (transitively, within the file), including
+    ``absl.app.run(main)`` / ``tf.compat.v1.app.run()``."""
+    reached = script_runs(ctx)
+    if not ctx.__dict__.get("_flow_is_script"):
+        return False
+    line = node.lineno
+    for s in getattr(ctx.tree, "body", ()):
+        if s.lineno <= line <= (s.end_lineno or s.lineno):
+            if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef):
+                return id(s) in reached
+            return type(s) is not ast.ClassDef
+    return False
+
+
+def computes_gradients(ctx) -> bool:
+    """Whether the file runs a backward pass (``loss.backward()``, ``model.fit``,
+    ``tape.gradient``, ``jax.grad``, ...)."""
+    return any(ctx.methods.get(m) for m in GRADIENT_METHODS) or any(ctx.calls.get(q) for q in GRADIENT_CALLS)
+
+
+def assigns(ctx, setting: str) -> bool:
+    """Whether the file assigns ``"qualified.name=Value"`` (``torch.backends.cudnn.
+    deterministic=True``), however the module was imported."""
+    name, _, value = setting.partition("=")
+    for n in ast.walk(ctx.tree) if ctx.tree is not None else ():
+        if type(n) is ast.Assign and type(n.value) is ast.Constant and repr(n.value.value) == value.strip():
+            if any(ctx.qualname(t) == name.strip() for t in n.targets):
+                return True
+    return False
+
+
+def is_test_file(ctx) -> bool:
+    """A pytest/unittest module by its name (``test_*.py``, ``*_test.py``, ``conftest.py``):
+    its random draws and seeds set up one test, not a training run."""
+    name = Path(ctx.path).name
+    return name == "conftest.py" or (name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")))
+
+
+def fallback_calls(ctx) -> set[int]:
+    """``id`` of calls that only run when the caller gave nothing: ``rng = rng or
+    np.random.default_rng()`` and ``if rng is None: rng = random.Random()``."""
+    out: set[int] = set()
+    for n in ast.walk(ctx.tree) if ctx.tree is not None else ():
+        if type(n) is ast.BoolOp and type(n.op) is ast.Or and type(n.values[-1]) is ast.Call:
+            out.add(id(n.values[-1]))
+        elif type(n) is ast.If and type(n.test) is ast.Compare and len(n.test.ops) == 1 \
+                and type(n.test.ops[0]) is ast.Is and type(n.test.comparators[0]) is ast.Constant \
+                and n.test.comparators[0].value is None:
+            tested = ast.unparse(n.test.left)
+            for st in n.body:
+                if type(st) is ast.Assign and type(st.value) is ast.Call \
+                        and any(ast.unparse(t) == tested for t in st.targets):
+                    out.add(id(st.value))
+    return out
