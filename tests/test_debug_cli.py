@@ -350,3 +350,38 @@ def test_in_your_code_lines_are_on_branches_that_ran(fwd9m_cli, tmp_path):
     p = fwd9m_cli("debug", "--no-hashseed-check", str(script), "--epochs", "1", cwd=tmp_path)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "b.py:9 FWD103" in p.stdout and "FWD104" not in p.stdout and "set from entropy" not in p.stdout, p.stdout
+
+
+_RESUMES = """\
+import os
+import torch
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+start = 0
+if os.path.exists("checkpoint.pt"):  # resume where the last run stopped
+    model.load_state_dict(torch.load("checkpoint.pt"))
+    start = 1
+    print("resumed")
+model(torch.ones(2, 4) * start).sum().backward()
+torch.save(model.state_dict(), "checkpoint.pt")
+"""
+
+
+def test_debug_runs_leave_the_users_folder_alone(fwd9m_cli, tmp_path):
+    """Each run has a working folder of its own (as in fwd9m check): run 2 does not
+    resume from run 1's checkpoint (a false structural difference before), nothing is
+    written into the user's folder, and --keep says where each run's files are."""
+    pytest.importorskip("torch")
+    (tmp_path / "train.py").write_text(_RESUMES)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    p = fwd9m_cli("debug", "--no-hashseed-check", "train.py", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    kept = tmp_path.parent / f"{tmp_path.name}-kept"
+    p = fwd9m_cli("debug", "--no-hashseed-check", "--cwd", "empty", "--keep", str(kept), "train.py", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert (kept / "run1.files" / "cwd" / "checkpoint.pt").is_file()
+    assert "run1.files/cwd" in p.stdout and "run2.files/cwd" in p.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    again = fwd9m_cli("debug", "--no-hashseed-check", "--keep", str(kept), "--force", "train.py", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr  # our own run folders are replaced

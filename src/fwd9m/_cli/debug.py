@@ -49,6 +49,10 @@ def add_arguments(p) -> None:
                    help="replace an existing file that is not a fwd9m trace or report (-o, --html, "
                         "--keep); an input (the script, a trace compared) is never replaced")
     p.add_argument("--timeout", type=float, default=None, help="seconds per run")
+    p.add_argument("--cwd", choices=("link", "empty"), default="link",
+                   help="each run's working folder, beside its trace (deleted with the traces unless "
+                        "--keep): links to this directory's entries (default), or empty; the runs do not "
+                        "write into this directory (except through the links)")
     p.add_argument("--no-hashseed-check", action="store_true",
                    help="do not test hash-order sources (up to 6 reruns: PYTHONHASHSEED=0 "
                         "twice, then 1, 2, 3 until one differs, and that seed again)")
@@ -116,9 +120,10 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
                                      f"--framework torch|tensorflow|jax ...")
     frameworks = ",".join("tensorflow" if f == "keras" else f for f in args.framework) \
         if args.framework else "-"
-    cmd = [sys.executable, "-m", "fwd9m.debug._child", out, level or args.level,
+    cwd, watch, env = _run_folder(args, out, env)
+    cmd = [sys.executable, "-m", "fwd9m.debug._child", os.path.abspath(out), level or args.level,
            args.capture or "-", steps or _steps(args.steps), frameworks,
-           "1" if args.module else "0", target, *script_args]
+           "1" if args.module else "0", target if args.module else os.path.abspath(target), *script_args]
     t0 = time.perf_counter()
     kept = args.target == "record" or args.keep
     _progress(f"recording {label or target}" + (f" -> {out}" if kept else ""))
@@ -134,7 +139,7 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
     try:
         # its own process group, so that a timeout or Ctrl-C ends the children it started too
         proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, start_new_session=True,
-                                stdout=sink or to_stderr, stderr=sink)
+                                stdout=sink or to_stderr, stderr=sink, cwd=cwd)
     finally:
         if sink:
             sink.close()
@@ -158,6 +163,7 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
         _kill_group(proc)
         raise
     _kill_leftovers(proc)
+    _note_writes_through_links(watch, os.path.dirname(os.path.abspath(out)), label or target)
     size = os.path.getsize(out) if os.path.exists(out) else 0
     _progress(f"  done in {time.perf_counter() - t0:.1f} s, exit status {proc.returncode}, "
               f"trace {size / 1024:.0f} KiB")
@@ -167,6 +173,66 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
         raise RunError(f"recording {target} failed before the trace was opened "
                        f"(exit status {proc.returncode}); see the messages above")
     return proc.returncode
+
+
+#: suffix of the working folder of a run ``fwd9m debug`` records (beside its trace)
+RUN_FOLDER = ".files"
+#: a file in each such folder, so that a later --keep into the same DIR may replace it
+RUN_MARK = ".fwd9m-debug-run"
+
+
+def _run_folder(args, out: str, env: dict | None) -> tuple:
+    """The working folder of one recorded run: for ``fwd9m debug`` (two runs), a folder
+    of its own beside the trace (``run1.files/``), linking to the entries of the current
+    directory (``--cwd link``) or empty (``--cwd empty``), as ``fwd9m check`` runs do, so
+    that run 2 does not see what run 1 wrote and the user's folder is left as it was.
+    ``debug record`` runs in the current directory, as the script does on its own.
+    Returns (cwd for the child or None, the snapshot of the current directory to tell
+    writes through the links, the environment: for ``-m`` in an empty folder, the
+    current directory on PYTHONPATH so that the module is found as ``python -m`` finds it)."""
+    from pathlib import Path
+
+    from ..check._process import _prepare_cwd
+    from ..errors import ConfigurationError
+
+    if args.target == "record":
+        return None, None, env
+    folder = Path(os.path.abspath(os.path.splitext(out)[0] + RUN_FOLDER))
+    if folder.exists():
+        if not (folder / RUN_MARK).exists():
+            from .._launch import shown
+
+            raise ConfigurationError(f"{shown(str(folder))} exists and fwd9m did not make it; --keep a "
+                                     f"folder without it, or remove it")
+        shutil.rmtree(folder)
+    user = Path.cwd()
+    watch = _prepare_cwd(folder / "cwd", user, args.cwd, own=folder.parent)
+    (folder / RUN_MARK).write_text("a working folder of a run recorded by fwd9m debug\n")
+    if args.module and args.cwd == "empty":
+        path = os.environ.get("PYTHONPATH", "")
+        env = {**(env or {}), "PYTHONPATH": os.pathsep.join(p for p in (str(user), path) if p)}
+    return str(folder / "cwd"), watch, env
+
+
+def _note_writes_through_links(watch, own: str, label: str) -> None:
+    """Say when a run changed files in the user's directory through its links (a later
+    run, or the user, may then read them); ``own``: the folder of the traces, left out."""
+    if watch is None:
+        return
+    from pathlib import Path
+
+    from ..check._process import _snapshot_tree
+
+    after = _snapshot_tree(Path.cwd(), own=Path(own))
+    changed = sorted(k for k, v in after.entries.items() if watch.entries.get(k) != v)
+    # a folder whose mtime changed because a file in it did: name the file only
+    changed = [k for k in changed if not any(c != k and c.startswith(k + os.sep) for c in changed)]
+    if changed:
+        from .._launch import shown
+
+        _progress(f"  {label} changed {', '.join(shown(c) for c in changed[:5])}"
+                  + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+                  + " in your directory, through its links to it; --cwd empty runs it in an empty folder")
 
 
 def _settle(report, codes: list[int], paths: list[str], args) -> None:
@@ -456,6 +522,11 @@ def run(args) -> int:
         if (f is not None and f.kind == "external" and f.source in ("python", "data")
                 and "PYTHONHASHSEED" not in os.environ and not args.no_hashseed_check):
             _hash_seed_experiment(args, directory, report, paths)
+        if args.keep:
+            from .._launch import shown
+
+            report.notes.append("the files each run wrote are in its own working folder: "
+                                + " and ".join(shown(os.path.splitext(p)[0] + RUN_FOLDER + "/cwd") for p in paths))
         _settle(report, codes, paths, args)
         return _emit(report, args)
     finally:

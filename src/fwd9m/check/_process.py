@@ -164,10 +164,11 @@ def _is_own_output(path: Path, own: set[tuple[int, int]]) -> bool:
     return (st.st_dev, st.st_ino) in own
 
 
-def _prepare_cwd(cwd: Path, source: Path, mode: str) -> _Watch | None:
+def _prepare_cwd(cwd: Path, source: Path, mode: str, own: Path | None = None) -> _Watch | None:
     """Create the run's working directory; with mode ``link``, one symlink per entry of
-    ``source``. Returns a snapshot (:func:`_snapshot_tree`) of ``source`` to detect
-    writes that went through the links."""
+    ``source`` but ``own`` (the folder of fwd9m's own files, when it lies in ``source``;
+    by default ``cwd.parent.parent``, the check's temporary root). Returns a snapshot
+    (:func:`_snapshot_tree`) of ``source`` to detect writes that went through the links."""
     cwd.mkdir(parents=True)
     if mode != "link":
         return None
@@ -175,7 +176,7 @@ def _prepare_cwd(cwd: Path, source: Path, mode: str) -> _Watch | None:
         entries = list(os.scandir(source))
     except OSError:
         return None
-    own = cwd.parent.parent  # the check's temporary root (under source when run from TMPDIR)
+    own = cwd.parent.parent if own is None else own  # under source when run from TMPDIR
     for e in entries:
         if os.path.abspath(e.path) == str(own):
             continue

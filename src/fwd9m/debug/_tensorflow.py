@@ -169,7 +169,11 @@ class TFRecorder:
         self._skip = {s.decode() for s in op_callbacks_common.OP_CALLBACK_SKIP_OPS}
         self._phase: list[str] = []
         self._patched: list[tuple[Any, str, Any]] = []
-        self._on_gpu = bool(tf.config.list_logical_devices("GPU"))
+        # physical, not logical: listing logical devices initialises the runtime, after which
+        # the script can no longer configure devices (tf.config.set_logical_device_configuration
+        # raises); listing physical ones does not (tensorflow/python/framework/config.py,
+        # list_physical_devices / list_logical_devices docstrings)
+        self._on_gpu = bool(tf.config.list_physical_devices("GPU"))
         # graph instrumentation state (bounded by the size of the traced programs)
         self._vals: dict[int, list[int | None]] = {}  # gop -> output digests of the current call
         self._float = {"float16", "bfloat16", "float32", "float64"}

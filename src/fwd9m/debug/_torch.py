@@ -103,8 +103,11 @@ class TorchRecorder:
             for name, prm in root.named_parameters():
                 self._param_paths[id(prm)] = (f"{base}.{name}".rsplit(".", 1)[0], name.rsplit(".", 1)[-1])
             p = self._paths.get(id(module))
-            if p is None:
-                parent = self._path_of(self._modules[-1]) if self._modules else ""
+            if p is None:  # made on the fly (a loss module built inside forward): under its caller
+                stack = [m for m in self._modules if m is not module]
+                parent = ""
+                for m in stack:  # outermost first, each named under the one before it
+                    parent = self._paths.setdefault(id(m), f"{parent}.{type(m).__name__}".lstrip("."))
                 p = self._paths[id(module)] = f"{parent}.{type(module).__name__}".lstrip(".")
         return p
 
