@@ -64,7 +64,7 @@ def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding],
         if kind == "text":
             d = compare_text(name, pa, pb, a.replacements, b.replacements, strict=strict, ignored=masked)
             if d:
-                findings.append(Finding("file", label, _text_summary(d, a.info.label, label), d))
+                findings.append(_text_finding("file", label, d, a.info.label))
             continue
         if kind in ("tf", "structured"):
             try:
@@ -121,8 +121,16 @@ def _ignored_summary(skipped: dict[str, str]) -> str:
                      + f" ({why})" for (_, why), paths in groups.items())
 
 
-def _text_summary(d: LeafDiff, label_a: str, label_b: str) -> str:
-    """The summary of differing printed lines, with the first differing line of each
+def _text_finding(source: str, label: str, d: LeafDiff, label_a: str) -> Finding:
+    """The finding for differing printed lines: the summary, and as its detail the first
+    differing line of each run labelled by the run's name (``run 1:``, ``run 2:``; their
+    text is escaped already, so the report's lines stay one fact each)."""
+    summary, detail = _text_summary(d, label_a, label)
+    return Finding(source, label, summary, d, detail)
+
+
+def _text_summary(d: LeafDiff, label_a: str, label_b: str) -> tuple[str, str]:
+    """The summary of differing printed lines, and the first differing line of each
     run labelled by the run's name (``run 1:``, ``run 2:``)."""
     s = f"{d.path}: {d.n_diff} of {d.size} lines differ; first at line {d.first_index[0]}"
     if d.max_abs == 0:
@@ -130,7 +138,7 @@ def _text_summary(d: LeafDiff, label_a: str, label_b: str) -> str:
     elif d.max_abs is not None:
         s += f"; numbers differ by up to {d.max_abs:.3g}"
     width = max(len(label_a), len(label_b)) + 1
-    return s + f"\n  {label_a + ':':<{width}} {d.a}\n  {label_b + ':':<{width}} {d.b}"
+    return s, f"{label_a + ':':<{width}} {d.a}\n{label_b + ':':<{width}} {d.b}"
 
 
 def _compare_runs(display: str, done: list[_Run], source: str | None, command: bool = False,
@@ -187,7 +195,7 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
         if how:
             interleaved.append(f"{label} ({how})")
         elif d:
-            findings.append(Finding("stdout", label, _text_summary(d, first.info.label, label), d))
+            findings.append(_text_finding("stdout", label, d, first.info.label))
         _compare_rank_outputs(first, other, label, findings, strict, pair)
         _compare_files(first, other, label, findings, skipped, strict, pair)
         ignored_values.merge(pair)
@@ -388,7 +396,7 @@ def _compare_rank_outputs(a: _Run, b: _Run, label: str, findings: list[Finding],
             continue
         d = compare_text(f"{key} stdout", pa, pb, a.replacements, b.replacements, strict=strict, ignored=masked)
         if d:
-            findings.append(Finding("stdout", label, _text_summary(d, a.info.label, label), d))
+            findings.append(_text_finding("stdout", label, d, a.info.label))
 
 
 def _nothing_compared(display: str, done: list[_Run]) -> str:
