@@ -72,23 +72,15 @@ class Stack:
         return ["--", *self.launcher(self.script(variant))]
 
 
-INTERLEAVED = ("check/_runs.py compare_runs: the launcher's one stdout pipe, where 2 ranks' "
-               "lines interleave in scheduling order, is compared as one text; "
-               "_same_bytes_reordered sees the reordering and adds a cause, but the stdout "
-               "finding stays and decides the verdict")
 
 STACKS_TABLE = (
     Stack("lightning", ("pytorch_lightning", "torch", "tensorboard"),
           broken_finds=("LitRegressor.net.0.weight", ".ckpt:state_dict.net.0.weight", "metrics.csv"),
           broken_catalog=("python.time-seed",)),
     Stack("hf_trainer", ("transformers", "torch", "accelerate"),
-          ok_xfail=("compare/_text.py VOLATILE masks a duration only when a unit follows the "
-                    "number; Trainer's last log line prints {'train_runtime': '1.67', "
-                    "'train_samples_per_second': '38.33', 'train_steps_per_second': '4.791', ...} "
-                    "(quoted numbers, no unit), so the timings differ as numbers"),
           broken_finds=("BertForSequenceClassification.bert.encoder.layer.0", "model.safetensors:"),
           broken_catalog=("torch.global-seed",)),
-    Stack("accelerate", ("accelerate", "torch"), launcher=_accelerate, ok_xfail=INTERLEAVED,
+    Stack("accelerate", ("accelerate", "torch"), launcher=_accelerate,
           broken_finds=("rank 0: torch:DistributedDataParallel.module.0.weight",
                         "rank 1: torch:DistributedDataParallel.module.0.weight",
                         "ckpt/model.safetensors:0.weight")),
@@ -99,7 +91,7 @@ STACKS_TABLE = (
           broken_finds=("model.sequential/conv2d/kernel", "final.weights.h5:layers/conv2d")),
     Stack("flax", ("flax", "optax", "jax"), broken_finds=("globals.order", "params.msgpack"),
           broken_catalog=("python.numpy-unseeded",)),
-    Stack("torchrun_ddp", ("torch",), launcher=_torchrun, ok_xfail=INTERLEAVED,
+    Stack("torchrun_ddp", ("torch",), launcher=_torchrun,
           broken_finds=("rank 0: torch:DistributedDataParallel.module.0.weight",
                         "rank 1: torch:DistributedDataParallel.module.0.weight", "model.pt:0.weight")),
     Stack("tf_mirrored", ("tensorflow",),
@@ -160,20 +152,23 @@ def test_check_says_broken_is_not_reproducible(stack):
     hints = [c.get("id") for c in report.get("catalog") or []]
     for expected in stack.broken_catalog:
         assert expected in hints, f"{expected!r} not among the catalog hints {hints}"
+    # no catalog entry about a framework the script does not train with (TensorBoard
+    # imports TensorFlow into a torch script; Keras and TF are one stack)
+    frameworks = {"torch" if m in ("pytorch_lightning", "accelerate", "transformers") else
+                  "jax" if m in ("flax", "optax") else m for m in stack.modules} | {"python"}
+    if "keras" in frameworks:
+        frameworks.add("tensorflow")
+    for c in report.get("catalog") or []:
+        if c.get("kind") != "lint":
+            assert c["id"].split(".")[0] in frameworks, f"{c['id']} for a {sorted(frameworks)} script"
 
 
 # -- a reproducible run that reports its own timings -----------------------------------
 
 TIMING = Stack("timing", ("torch", "tensorboard"))
-TIMING_XFAIL = (
-    "metrics.json's \"runtime\": 6.365 is a bare JSON number: compare/_text.py compare_text "
-    "(JSON files are compared as text) masks only VOLATILE shapes (a number followed by a "
-    "unit, timestamps), never a value by its key; and no part of check reports what it "
-    "masked (CheckResult has no list of ignored values), so the report cannot list them")
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason=TIMING_XFAIL, strict=False)
 def test_check_ignores_timings_and_lists_them():
     """Prints a wall-clock time and an elapsed time, writes a JSON log with a runtime field
     and TensorBoard events, and trains reproducibly: exit 0, and the report says which
@@ -195,11 +190,6 @@ FLAX_TRAINSTATE = Stack("flax_trainstate", ("flax", "optax", "jax"))
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason=(
-    "_capture.py _global_names keeps a global only when to_numpy(v) is an array, and "
-    "collect() knows torch modules/optimizers, Keras layers and tf.Variables: a TrainState "
-    "(a flax.struct pytree of params and optimizer state) or a params dict is never "
-    "captured, so the clock-seeded weights go unseen and check says REPRODUCIBLE"), strict=False)
 def test_check_compares_flax_trainstate():
     """The script prints only its progress: its result is the final TrainState, whose
     parameters differ in every run. check must compare it (the README: "the final state of
@@ -261,42 +251,18 @@ DEBUG_STACKS = (
                line="noise = torch.randn(x.shape, generator=self.noise_gen)"),
     # the training data from the unseeded NumPy generator enters fit as a TensorDataset
     DebugStack("keras_fit", "external", {"source": "data", "catalog": "python.numpy-unseeded"},
-               line="history = model.fit(",
-               xfail=("debug/_tensorflow.py _callback -> _is_function(op_type) does "
-                      "op_type.startswith(str prefixes), but TensorFlow's generated eager fallbacks "
-                      "pass the op type as bytes (gen_summary_ops.write_summary_eager_fallback: "
-                      "_execute.execute(b'WriteSummary', ...), reached from the TensorBoard "
-                      "callback): TypeError raised into the user's fit, both recorded runs exit 1, "
-                      "and the report is drawn from the truncated traces")),
+               line="history = model.fit("),
     # the clock seed is a Python int that tf.function bakes into the graph as a Const: a
     # value entering from outside (external), not a nondeterministic op
-    DebugStack("tf_image", "external", {}, line="seed = tf.stack([step, CLOCK_SEED])",
-               xfail=("debug/_compare.py _classify: an op with no tensor inputs and a differing "
-                      "output is a 'culprit' unless it is a random op or reads a resource; a Const "
-                      "carries its value in an attribute the TF recorder does not digest, so the "
-                      "clock-seeded Const is reported as 'Const gave different outputs from "
-                      "identical inputs; it is not in fwd9m's catalog (please report it)'")),
+    DebugStack("tf_image", "external", {}, line="seed = tf.stack([step, CLOCK_SEED])"),
     # the batch picked by the unseeded np.random.permutation enters the jitted step
     DebugStack("flax", "external", {"source": "data", "catalog": "python.numpy-unseeded"},
                line="params, opt_state, loss = train_step(params, opt_state, x[idx]"),
     # the unseeded weight initialisation, seen from the user's line that builds the model
     DebugStack("hf_trainer", "external", {"source": "rng", "catalog": "torch.global-seed"},
-               line="model = BertForSequenceClassification(config)",
-               xfail=("debug/_torch.py _path_of: BertForSequenceClassification.forward creates "
-                      "CrossEntropyLoss() on the fly; that module is outside the root's tree and is "
-                      "itself self._modules[-1], so _path_of(module) calls _path_of(module) until "
-                      "RecursionError, raised into the user's Trainer.train (both runs exit 1). "
-                      "Today's report from the truncated traces also points into modeling_bert.py:59 "
-                      "(not the user's line) and hints python.time-seed (no clock is involved)")),
+               line="model = BertForSequenceClassification(config)"),
     # no global seed: the first random op (a weight initializer) differs
-    DebugStack("tf_mirrored", "external", {},
-               xfail=("debug/_tensorflow.py TFRecorder.__init__ calls "
-                      "tf.config.list_logical_devices('GPU'), which initialises the TF runtime "
-                      "(its docstring: 'triggers the runtime to configure any PhysicalDevice ..., "
-                      "thereby preventing further configuration'); the script's "
-                      "tf.config.set_logical_device_configuration then raises 'Virtual devices "
-                      "cannot be modified after being initialized' in both recorded runs (exit 2, "
-                      "no verdict)")),
+    DebugStack("tf_mirrored", "external", {}),
 )
 
 
@@ -342,11 +308,6 @@ def test_debug_names_the_cause(case, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason=(
-    "fwd9m debug records both runs in the folder it was started in (check gives each run "
-    "its own): run 2 finds the checkpoint.pt that run 1 saved and resumes from it, so the "
-    "traces differ (the script is reproducible: check --cwd empty says so); both runs' "
-    "files are also left in the user's folder, run 2 overwriting run 1's"), strict=False)
 def test_debug_runs_do_not_see_each_others_files(tmp_path):
     """The "resume if a checkpoint exists" idiom: each recorded run must start from the
     same folder contents, as each run of check does."""
