@@ -385,3 +385,16 @@ def test_debug_runs_leave_the_users_folder_alone(fwd9m_cli, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     again = fwd9m_cli("debug", "--no-hashseed-check", "--keep", str(kept), "--force", "train.py", cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr  # our own run folders are replaced
+
+
+def test_diff_of_two_traces_without_ops_gives_no_verdict(fwd9m_cli, tmp_path):
+    """Two traces of a script that ran no op agree trivially: no verdict (exit 2), as
+    when debug records the two runs itself."""
+    pytest.importorskip("torch")
+    script = tmp_path / "noop.py"
+    script.write_text("import torch\nprint('nothing to do')\n")
+    for name in ("a.trace", "b.trace"):
+        p = fwd9m_cli("debug", "record", "-o", str(tmp_path / name), str(script), cwd=tmp_path)
+        assert p.returncode == 0, p.stdout + p.stderr
+    p = fwd9m_cli("debug", "diff", str(tmp_path / "a.trace"), str(tmp_path / "b.trace"), cwd=tmp_path)
+    assert p.returncode == 2 and "no verdict" in p.stderr, p.stdout + p.stderr

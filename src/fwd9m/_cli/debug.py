@@ -447,6 +447,11 @@ def run(args) -> int:
             _emit(report, args)
             raise RunError(f"{' and '.join(cut)} {'is' if len(cut) == 1 else 'are'} incomplete (see the notes), "
                            f"so only the ops before that were compared; no verdict on the whole run")
+        if report.reproducible and not (report.ops_a or report.ops_b):  # as for two recorded runs
+            from ..errors import RunError
+
+            raise RunError("neither trace holds any op, so nothing was compared and there is no verdict; "
+                           "record runs that execute ops of a framework fwd9m records (torch, tensorflow, jax)")
         return _emit(report, args)
     if args.target == "record":
         rest = list(args.args)

@@ -270,7 +270,9 @@ def child_main() -> None:
     try:
         code = run_as_main(argv[0], argv[1:], module=module)
     except Fwd9mError as exc:
-        print(f"fwd9m run: error: {exc}", file=sys.stderr)
+        from ..compare import printable
+
+        print(f"fwd9m run: error: {printable(str(exc))}", file=sys.stderr)
         code = 2
     sys.stdout.flush()
     raise SystemExit(code)

@@ -80,9 +80,11 @@ class SeedsOneLibrary(Rule):
         if missing:
             first = framework_seeds[0]
             what = ctx.qualname(first.func)
+            keras = ctx.imports_any("keras") or ctx.imports_any("tensorflow")
+            at_once = ("keras.utils.set_random_seed(SEED) or fwd9m.seed_everything(SEED)" if keras else
+                       "fwd9m.seed_everything(SEED) (or add random.seed(SEED) and np.random.seed(SEED))")
             self.report(first, f"{what} seeds one library only; not seeded: {'; '.join(missing)}. "
-                        "Seed all at once with keras.utils.set_random_seed(SEED) or "
-                        "fwd9m.seed_everything(SEED)")
+                        f"Seed all at once with {at_once}")
 
 
 #: calls that draw from a framework's global generator or create state that does
