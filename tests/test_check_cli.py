@@ -316,7 +316,8 @@ def test_module_and_command_forms(tmp_path):
     (tmp_path / "into.py").write_text("import numpy as np\nnp.save('ckpt/w.npy', np.random.rand(3))\n")
     out = check("-q", "--", sys.executable, "into.py", cwd=tmp_path)
     assert out.returncode == 1 and "[file, run 2] ckpt/w.npy (float64, 3)" in out.stdout, out.stdout
-    assert "the runs changed ckpt/w.npy in your directory" in out.stdout
+    assert "the runs wrote into ckpt/w.npy in your directory" in out.stdout
+    assert "put back your files as they were" in out.stdout and not (tmp_path / "ckpt" / "w.npy").exists()
     assert f"fwd9m check --cwd empty -- {sys.executable} into.py" in out.stdout
     # a command's Python processes are captured through sitecustomize on PYTHONPATH
     (tmp_path / "randarr.py").write_text("import numpy as np\nx = np.random.rand(3)\n")
@@ -623,3 +624,28 @@ def test_untested_hash_seed_is_not_named_the_cause(tmp_path):
     assert out.returncode == 1, out.stdout + out.stderr
     assert "not tested (--no-hashseed-check)" in out.stdout and "finds no such code" in out.stdout
     assert "fix the hash seed" not in out.stdout
+
+
+def test_writes_through_links_are_put_back(tmp_path):
+    """A script that resumes from model.pt and rewrites it, and writes into an existing
+    outputs/ folder: through the run folder's links this overwrote the user's files and
+    run 2 resumed from run 1's file (a false NOT REPRODUCIBLE). Now each run starts from
+    the user's files as they were, and they are left unchanged."""
+    (tmp_path / "outputs").mkdir()
+    (tmp_path / "model.pt").write_text("my trained model\n")
+    (tmp_path / "outputs" / "result.txt").write_text("1\n")
+    (tmp_path / "train.py").write_text(
+        "import os\n"
+        "text = open('model.pt').read()\n"
+        "start = int(text.split()[1]) if text.startswith('step') else 0\n"
+        "print('start', start)\n"
+        "open('model.pt', 'w').write(f'step {start + 1}\\n')\n"
+        "open('outputs/result.txt', 'w').write('42\\n')\n"
+        "os.makedirs('outputs/sub', exist_ok=True)\n"
+        "open('outputs/sub/new.txt', 'w').write('new\\n')\n")
+    out = check("-q", "--no-hashseed-check", "train.py", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "put back your files as they were" in out.stdout
+    assert (tmp_path / "model.pt").read_text() == "my trained model\n"
+    assert (tmp_path / "outputs" / "result.txt").read_text() == "1\n"
+    assert sorted(p.name for p in (tmp_path / "outputs").iterdir()) == ["result.txt"]

@@ -163,7 +163,8 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
         _kill_group(proc)
         raise
     _kill_leftovers(proc)
-    _note_writes_through_links(watch, os.path.dirname(os.path.abspath(out)), label or target)
+    _note_writes_through_links(watch, os.path.dirname(os.path.abspath(out)), label or target,
+                               getattr(args, "guard", None))
     size = os.path.getsize(out) if os.path.exists(out) else 0
     _progress(f"  done in {time.perf_counter() - t0:.1f} s, exit status {proc.returncode}, "
               f"trace {size / 1024:.0f} KiB")
@@ -214,9 +215,10 @@ def _run_folder(args, out: str, env: dict | None) -> tuple:
     return str(folder / "cwd"), watch, env
 
 
-def _note_writes_through_links(watch, own: str, label: str) -> None:
-    """Say when a run changed files in the user's directory through its links (a later
-    run, or the user, may then read them); ``own``: the folder of the traces, left out."""
+def _note_writes_through_links(watch, own: str, label: str, guard=None) -> None:
+    """Say when a run changed files in the user's directory through its links, and put
+    them back as they were (``guard``: :class:`fwd9m.check._process.Guard`), so that the
+    next run starts from the same files; ``own``: the folder of the traces, left out."""
     if watch is None:
         return
     from pathlib import Path
@@ -230,9 +232,19 @@ def _note_writes_through_links(watch, own: str, label: str) -> None:
     if changed:
         from .._launch import shown
 
-        _progress(f"  {label} changed {', '.join(shown(c) for c in changed[:5])}"
-                  + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
-                  + " in your directory, through its links to it; --cwd empty runs it in an empty folder")
+        kept = []
+        if guard is not None:
+            guard.restore(changed)
+            kept = [c for c in changed if c in guard.unprotected]
+        names = kept if guard is not None else changed
+        if guard is not None and not kept:
+            _progress(f"  {label} wrote into {', '.join(shown(c) for c in changed[:5])}"
+                      + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+                      + " in your directory, through its links to it; put back as they were")
+        elif names:
+            _progress(f"  {label} changed {', '.join(shown(c) for c in names[:5])}"
+                      + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+                      + " in your directory, through its links to it; --cwd empty runs it in an empty folder")
 
 
 def _settle(report, codes: list[int], paths: list[str], args) -> None:
@@ -490,6 +502,12 @@ def run(args) -> int:
         _check_overwrites(args, None if args.module else args.target, [], [])
     directory = args.keep or tempfile.mkdtemp(prefix="fwd9m-debug-")
     os.makedirs(directory, exist_ok=True)
+    if args.cwd == "link":  # what a run writes into your files through its links is put back
+        from pathlib import Path
+
+        from ..check._process import Guard
+
+        args.guard = Guard.make(Path.cwd(), Path(tempfile.mkdtemp(prefix="fwd9m-debug-backup-")) / "files")
     args.deleted_dir = None if args.keep else directory
     try:
         paths = [os.path.join(directory, f"run{i}.trace") for i in (1, 2)]
@@ -537,3 +555,5 @@ def run(args) -> int:
     finally:
         if not args.keep:
             shutil.rmtree(directory, ignore_errors=True)
+        if getattr(args, "guard", None) is not None:  # the copies of your files
+            shutil.rmtree(args.guard.folder.parent, ignore_errors=True)

@@ -237,6 +237,74 @@ def _group_files(files: dict[str, Path]) -> dict[str, tuple[str, Path]]:
     return out
 
 
+#: files of the user's directory copied before the runs, so that what a run writes into
+#: one through its link can be put back: each at most BACKUP_FILE_LIMIT bytes and
+#: BACKUP_LIMIT bytes in all (larger ones, datasets mostly, are only watched)
+BACKUP_FILE_LIMIT = 64 << 20
+BACKUP_LIMIT = 512 << 20
+
+
+@dataclass
+class Guard:
+    """The user's directory as it was before the runs (``--cwd link``): copies of its
+    files (:data:`BACKUP_FILE_LIMIT`, :data:`BACKUP_LIMIT`) and the entries that existed.
+    After each run, :meth:`restore` puts back every file the run wrote into through a
+    link and removes the files and folders it created there (the check keeps its own
+    copies to compare), so that the user's files are left as they were and each run
+    starts from the same files (run 2 does not resume from run 1's checkpoint)."""
+
+    source: Path
+    folder: Path  #: where the copies are
+    saved: dict[str, Path] = field(default_factory=dict)
+    existed: set[str] = field(default_factory=set)
+    restored: set[str] = field(default_factory=set)
+    removed: set[str] = field(default_factory=set)
+    unprotected: set[str] = field(default_factory=set)
+
+    @classmethod
+    def make(cls, source: Path, folder: Path) -> Guard:
+        watch = _snapshot_tree(source, own=folder.parent)
+        guard = cls(source, folder, existed=set(watch.entries))
+        files = []
+        for rel, (size, *_rest) in watch.entries.items():
+            p = source / rel
+            if size <= BACKUP_FILE_LIMIT and p.is_file() and not p.is_symlink():
+                files.append((size, rel))
+        total = 0
+        for size, rel in sorted(files):  # the small ones first: most files within the budget
+            if total + size > BACKUP_LIMIT:
+                break
+            dst = folder / rel
+            try:
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source / rel, dst)
+            except OSError:
+                continue
+            guard.saved[rel] = dst
+            total += size
+        return guard
+
+    def restore(self, changed: list[str]) -> None:
+        """Undo what a run did to ``changed`` (paths relative to the user's directory)."""
+        for rel in sorted(changed, key=lambda r: -r.count(os.sep)):  # deepest first
+            p = self.source / rel
+            try:
+                if rel in self.saved:
+                    shutil.copy2(self.saved[rel], p)
+                    self.restored.add(rel)
+                elif rel not in self.existed:
+                    if p.is_symlink() or p.is_file():
+                        p.unlink()
+                        self.removed.add(rel)
+                    elif p.is_dir() and not any(p.iterdir()):
+                        p.rmdir()
+                        self.removed.add(rel)
+                elif not p.is_dir():
+                    self.unprotected.add(rel)
+            except OSError:
+                self.unprotected.add(rel)
+
+
 @dataclass
 class _Run:
     info: RunInfo
@@ -259,7 +327,7 @@ class _Run:
 
 
 def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, str], site: bool,
-             timeout: float | None, which: str, say: Callable[[str], None]) -> None:
+             timeout: float | None, which: str, say: Callable[[str], None], guard: Guard | None = None) -> None:
     info = run.info
     linked = _prepare_cwd(run.cwd, invocation, cwd_mode)
     capdir = run.root / "capture"
@@ -343,6 +411,8 @@ def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, st
         shutil.copy2(src, dst)
         files.setdefault(Path(rel).as_posix(), dst)
         run.through.add(Path(rel).as_posix())
+    if guard is not None:  # the copies to compare are made: put the user's files back
+        guard.restore(changed)
     run.files = _group_files(dict(sorted(files.items())))
 
 
@@ -391,7 +461,7 @@ def _under(path: Path, dirs: list[str]) -> bool:
     return any(real == d or real.startswith(d + os.sep) for d in dirs)
 
 
-def _run_notes(done: list[_Run], display: str = "SCRIPT.py") -> list[str]:
+def _run_notes(done: list[_Run], display: str = "SCRIPT.py", guard: Guard | None = None) -> list[str]:
     notes = []
     blind = [r.info.label for r in done if not r.watch_complete]
     if blind:
@@ -401,6 +471,18 @@ def _run_notes(done: list[_Run], display: str = "SCRIPT.py") -> list[str]:
                      f"run's own directory), or move large data out of this directory")
     # the files copied from the user's directory, else the top-level entries that changed
     touched = sorted({t for r in done for t in r.through}) or sorted({t for r in done for t in r.touched})
+    if guard is not None and touched:
+        put_back = sorted(guard.restored | guard.removed)
+        if put_back and not guard.unprotected:
+            names = ", ".join(put_back[:5]) + (f" and {len(put_back) - 5} more" if len(put_back) > 5 else "")
+            notes.append(f"the runs wrote into {names} in your directory, through the links of their working "
+                         f"folders; fwd9m put back your files as they were after each run (and removed the "
+                         f"ones the runs created there), so each run started from the same files. The runs' "
+                         f"own versions were compared. fwd9m check --cwd empty {display} keeps them apart "
+                         f"from the start")
+            touched = []
+        elif guard.unprotected:
+            touched = sorted(guard.unprotected)
     if touched:
         names = ", ".join(touched[:5]) + (f" and {len(touched) - 5} more" if len(touched) > 5 else "")
         notes.append(f"the runs changed {names} in your directory (a run's directory links to your files, so "

@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 from .._hashseed import MAX_RUNS, experiment
 from .._log import logger
 from ..errors import RunError
-from ._process import _execute, _Run, _run_notes
+from ._process import Guard, _execute, _Run, _run_notes
 from ._result import CheckResult, RunInfo
 from ._runs import _compare_runs, _finding_key, _settle_hash_seed
 
@@ -182,6 +182,8 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
         plan.append((f"run with {v.label}", cmd, v.env(), {v.name: v.value}))
 
     root = Path(tempfile.mkdtemp(prefix="fwd9m-check-"))
+    # a copy of your files first, so that what a run writes into them through its links is undone
+    guard = Guard.make(invocation, root / "backup") if cwd == "link" else None
     # a command (or `fwd9m run`) starts other interpreters: capture in each through the
     # start-up hook that fwd9m run uses too
     site = mode not in ("script", "module")
@@ -191,7 +193,7 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
             run = _Run(RunInfo(label, list(cmd), settings), root / f"run{k + 1}", root / f"run{k + 1}" / "cwd",
                        root / f"run{k + 1}" / "stdout")
             _execute(run, invocation, cwd, {**(env or {}), **extra_env}, site, timeout,
-                     f"{k + 1}/{len(plan)}", say)
+                     f"{k + 1}/{len(plan)}", say, guard)
             done.append(run)
         if timeout is not None and all(r.info.timed_out for r in done):
             raise RunError(f"every run of {display} timed out (--timeout {timeout:g} s); raise --timeout "
@@ -201,7 +203,7 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
         argv = None if (vary or enable or command or source is None) else [source, *args]
         known_env = None if argv is None else {**os.environ, **(env or {})}
         result = _compare_runs(display, done, source, command, strict, argv=argv, env=known_env)
-        result.notes[:0] = _run_notes(done, display)
+        result.notes[:0] = _run_notes(done, display, guard)
         if strict:
             result.notes.append("--strict: printed output and text files were compared with nothing masked "
                                 "(timings, rates, timestamps, addresses and temporary names too)")
@@ -213,7 +215,7 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
                 run = _Run(RunInfo(f"PYTHONHASHSEED={seed} run {k}", list(base_cmd),
                                    {"PYTHONHASHSEED": str(seed)}), d, d / "cwd", d / "stdout")
                 _execute(run, invocation, cwd, {**(env or {}), "PYTHONHASHSEED": str(seed)}, site, timeout,
-                         f"{k}/{MAX_RUNS} at most", say)
+                         f"{k}/{MAX_RUNS} at most", say, guard)
                 return run
 
             def agree(a: _Run, b: _Run) -> bool:
