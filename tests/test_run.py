@@ -95,7 +95,8 @@ def test_show_lists_the_settings_of_the_frameworks_the_script_uses(tmp_path):
     shown = [line for line in out.stdout.splitlines() if line.startswith("[")]
     assert any(line.startswith("[jax] env:XLA_FLAGS") for line in shown), out.stdout
     assert not any(line.startswith(("[torch]", "[tensorflow]", "[keras]")) for line in shown), out.stdout
-    assert "also set, for frameworks this script (jax) does not import" in out.stdout
+    assert "also set, though this script (jax) does not use them" in out.stdout
+    assert "HOROVOD_FUSION_THRESHOLD [horovod]" in out.stdout
     assert "CUBLAS_WORKSPACE_CONFIG [torch]" in out.stdout
 
 

@@ -133,6 +133,8 @@ def experiment(run: Callable[[int, int], T], agree: Callable[[T, T], bool], *,
             "(they must agree), then seeds 1, 2, 3 until one differs, and that seed once more")
         zero = one(0)
         if not agree(zero, one(0)):
+            say("the two PYTHONHASHSEED=0 runs differ too, so hash order is not the (only) cause; "
+                "no more hash-seed runs")
             return Outcome(RULED_OUT, runs=made, target=target)
         for seed in OTHER_SEEDS:
             say(f"the PYTHONHASHSEED=0 runs agree; a run with PYTHONHASHSEED={seed}")

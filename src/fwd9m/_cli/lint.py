@@ -93,9 +93,8 @@ def run(args) -> int:
             if findings:
                 print()
             print(render_statistics(report.statistics()))
-        if findings:
-            n = len(findings)
-            print(f"fwd9m lint: {n} finding{'s' if n != 1 else ''} in {report.files} file"
-                  f"{'s' if report.files != 1 else ''}; `fwd9m lint --explain CODE` explains a rule",
-                  file=sys.stderr)
+        n = len(findings)
+        print(f"fwd9m lint: {n or 'no'} finding{'s' if n != 1 else ''} in {report.files} file"
+              f"{'s' if report.files != 1 else ''}"
+              + ("; `fwd9m lint --explain CODE` explains a rule" if n else ""), file=sys.stderr)
     return 1 if findings else 0

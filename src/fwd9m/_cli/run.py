@@ -148,7 +148,13 @@ def _script_frameworks(script: str | None) -> set[str] | None:
         return None
     from ..check._hints import _script_frameworks as frameworks
 
-    return frameworks(script, None)
+    used = frameworks(script, None)
+    try:
+        if used is not None and "horovod" in open(script, encoding="utf-8", errors="replace").read():
+            used.add("horovod")
+    except OSError:
+        pass
+    return used
 
 
 def _print_show(changes, used: set[str] | None) -> None:
@@ -159,14 +165,17 @@ def _print_show(changes, used: set[str] | None) -> None:
         for c in changes:
             print(c)
         return
-    mine = [c for c in changes if c.framework in used or c.framework == "python"]
+    # HOROVOD_FUSION_THRESHOLD is set for every script, in case it trains with Horovod
+    mine = [c for c in changes if c.framework in used or c.framework == "python"
+            and ("horovod" in used or c.what != "env:HOROVOD_FUSION_THRESHOLD")]
     other = [c for c in changes if c not in mine]
     for c in mine:
         print(c)
     if other:
-        print(f"also set, for frameworks this script ({', '.join(sorted(used))}) does not import "
-              f"(harmless; in case a library it imports uses them): "
-              + ", ".join(f"{c.what.removeprefix('env:')} [{c.framework}]" for c in other))
+        print(f"also set, though this script ({', '.join(sorted(used))}) does not use them (harmless; in "
+              f"case a library it imports does): "
+              + ", ".join(f"{c.what.removeprefix('env:')} [{'horovod' if 'HOROVOD' in c.what else c.framework}]"
+                          for c in other))
 
 
 def run(args) -> int:
