@@ -209,9 +209,12 @@ def _run_folder(args, out: str, env: dict | None) -> tuple:
     user = Path.cwd()
     watch = _prepare_cwd(folder / "cwd", user, args.cwd, own=folder.parent)
     (folder / RUN_MARK).write_text("a working folder of a run recorded by fwd9m debug\n")
+    from ..debug._common import ENV_USER_CWD
+
+    env = {**(env or {}), ENV_USER_CWD: str(user)}  # file:line shown relative to this directory
     if args.module and args.cwd == "empty":
         path = os.environ.get("PYTHONPATH", "")
-        env = {**(env or {}), "PYTHONPATH": os.pathsep.join(p for p in (str(user), path) if p)}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(user), path) if p)
     return str(folder / "cwd"), watch, env
 
 

@@ -55,13 +55,16 @@ def user_location(depth: int = 2) -> str:
 
 
 _short_cache: dict[str, str] = {}
+#: the directory ``fwd9m debug`` was started in: a recorded run works in a folder of its
+#: own, and file names are shown relative to the user's directory, not to that folder
+ENV_USER_CWD = "FWD9M_DEBUG_USER_CWD"
 
 
 def _short(fn: str) -> str:
     s = _short_cache.get(fn)
     if s is None:
         try:
-            rel = os.path.relpath(fn)
+            rel = os.path.relpath(fn, os.environ.get(ENV_USER_CWD) or None)
             s = fn if rel.startswith("..") else rel
         except ValueError:
             s = fn
