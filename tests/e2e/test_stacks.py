@@ -61,6 +61,9 @@ class Stack:
     broken_finds: tuple[str, ...] = ()
     #: catalog ids that must be among the broken variant's hints (the cause, named)
     broken_catalog: tuple[str, ...] = ()
+    #: lint codes of which the first "Next steps" entry must be one (the cause in the
+    #: user's code, first); empty where lint does not see the cause
+    first_lint: tuple[str, ...] = ()
 
     def script(self, variant: str) -> Path:
         return STACKS / f"{self.name}_{variant}.py"
@@ -76,27 +79,34 @@ class Stack:
 STACKS_TABLE = (
     Stack("lightning", ("pytorch_lightning", "torch", "tensorboard"),
           broken_finds=("LitRegressor.net.0.weight", ".ckpt:state_dict.net.0.weight", "metrics.csv"),
-          broken_catalog=("python.time-seed",)),
+          broken_catalog=("python.time-seed",),
+          first_lint=('FWD104',)),
     Stack("hf_trainer", ("transformers", "torch", "accelerate"),
           broken_finds=("BertForSequenceClassification.bert.encoder.layer.0", "model.safetensors:"),
           broken_catalog=("torch.global-seed",)),
     Stack("accelerate", ("accelerate", "torch"), launcher=_accelerate,
           broken_finds=("rank 0: torch:DistributedDataParallel.module.0.weight",
                         "rank 1: torch:DistributedDataParallel.module.0.weight",
-                        "ckpt/model.safetensors:0.weight")),
+                        "ckpt/model.safetensors:0.weight"),
+          first_lint=('FWD102',)),
     Stack("keras_fit", ("keras", "tensorflow"),
           broken_finds=("globals.x", "model.keras:model.weights.h5", "training.csv"),
-          broken_catalog=("python.numpy-unseeded",)),
+          broken_catalog=("python.numpy-unseeded",),
+          first_lint=('FWD103',)),
     Stack("tf_image", ("tensorflow",),
-          broken_finds=("model.sequential/conv2d/kernel", "final.weights.h5:layers/conv2d")),
+          broken_finds=("model.sequential/conv2d/kernel", "final.weights.h5:layers/conv2d"),
+          first_lint=('FWD104',)),
     Stack("flax", ("flax", "optax", "jax"), broken_finds=("globals.order", "params.msgpack"),
-          broken_catalog=("python.numpy-unseeded",)),
+          broken_catalog=("python.numpy-unseeded",),
+          first_lint=('FWD109',)),
     Stack("torchrun_ddp", ("torch",), launcher=_torchrun,
           broken_finds=("rank 0: torch:DistributedDataParallel.module.0.weight",
-                        "rank 1: torch:DistributedDataParallel.module.0.weight", "model.pt:0.weight")),
+                        "rank 1: torch:DistributedDataParallel.module.0.weight", "model.pt:0.weight"),
+          first_lint=('FWD101',)),
     Stack("tf_mirrored", ("tensorflow",),
           broken_finds=("model.sequential/dense/kernel", "kernel/replica_1", "mirrored.weights.h5:"),
-          broken_catalog=("tensorflow.data-shuffle-seed",)),
+          broken_catalog=("tensorflow.data-shuffle-seed",),
+          first_lint=('FWD303', 'FWD108')),
 )
 BY_NAME = {s.name: s for s in STACKS_TABLE}
 
@@ -152,6 +162,10 @@ def test_check_says_broken_is_not_reproducible(stack):
     hints = [c.get("id") for c in report.get("catalog") or []]
     for expected in stack.broken_catalog:
         assert expected in hints, f"{expected!r} not among the catalog hints {hints}"
+    if stack.first_lint:  # the user's own line first
+        first = (report.get("catalog") or [{}])[0]
+        assert first.get("kind") == "lint" and first.get("id") in stack.first_lint, \
+            f"first next step {first.get('id')} {first.get('title')}, expected one of {stack.first_lint}"
     # no catalog entry about a framework the script does not train with (TensorBoard
     # imports TensorFlow into a torch script; Keras and TF are one stack)
     frameworks = {"torch" if m in ("pytorch_lightning", "accelerate", "transformers") else

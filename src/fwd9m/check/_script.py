@@ -158,6 +158,9 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
     source = None
     if command:
         mode = "command"
+        # the training script a launcher runs (torchrun ... train.py): linted for the hints
+        source = next((str(Path(a).resolve()) for a in [target, *args]
+                       if a.endswith(".py") and Path(a).is_file()), None)
     elif module:  # found as `python -m` would: the working directory first on sys.path
         import importlib.util
 

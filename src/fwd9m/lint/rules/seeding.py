@@ -471,10 +471,14 @@ class SeedFromEntropy(Rule):
         "import random\nrandom.seed(hash('run-1'))\n",
         "from sklearn.model_selection import train_test_split\nimport os\n"
         "a, b = train_test_split([1, 2], random_state=os.getpid())\n",
+        # a module-level clock seed, reaching a stateless op's seed through a local
+        "import time, tensorflow as tf\nCLOCK = int(time.time())\ndef aug(x, step):\n"
+        "    seed = tf.stack([step, CLOCK])\n    return tf.image.stateless_random_flip_left_right(x, seed=seed)\n",
     )
     valid = (
         "import numpy as np\nnp.random.seed(1234)\n",
         "import time, torch\nstart = time.time()\ntorch.manual_seed(0)\n",
+        "import time, numpy as np\nt0 = time.time()\nelapsed = time.time() - t0\nnp.random.seed(0)\n",
     )
 
     def __init__(self, ctx):
@@ -491,17 +495,24 @@ class SeedFromEntropy(Rule):
                 qn = self.ctx.qualname(n.func)
                 if qn in _ENTROPY:
                     return f"{qn}()"
-            elif type(n) is ast.Name and (self._scope(), n.id) in self.tainted:
-                return f"{n.id} (set from entropy on line {self.tainted[(self._scope(), n.id)]})"
+            elif type(n) is ast.Name:
+                # a name of this scope, or a module-level one read in a function
+                key = next((k for k in ((self._scope(), n.id), (0, n.id)) if k in self.tainted), None)
+                if key is not None:
+                    return f"{n.id} (set from entropy on line {self.tainted[key]})"
         return None
 
     def visit_Assign(self, node):
         # the pass visits the value right after this: an entropy call inside it taints
-        # the targets (see visit_Call); a plain reassignment clears them
+        # the targets (see visit_Call); a value computed from a tainted name taints them
+        # too (seed = tf.stack([step, CLOCK_SEED])); a plain reassignment clears them
         self.assign = node
+        derived = any(type(n) is ast.Name for n in ast.walk(node.value)) and self._entropy_in(node.value)
         for t in node.targets:
             if type(t) is ast.Name:
                 self.tainted.pop((self._scope(), t.id), None)
+                if derived:
+                    self.tainted[(self._scope(), t.id)] = node.lineno
 
     def visit_Call(self, node, qn):
         a = self.assign
