@@ -196,7 +196,8 @@ _FOREIGN = frozenset({"torch", "tensorflow", "jax", "keras", "numpy", "os", "sys
                       "transformers", "accelerate", "fwd9m"})
 
 
-def _main_block(tree):
+def main_block(tree):
+    """The ``if __name__ == "__main__":`` statement of a module, if any."""
     for stmt in getattr(tree, "body", ()):
         if type(stmt) is ast.If and type(stmt.test) is ast.Compare and \
                 type(stmt.test.left) is ast.Name and stmt.test.left.id == "__name__":
@@ -227,7 +228,7 @@ def script_roots(ctx) -> list[ast.AST] | None:
     """The statements a script runs (module level, non-test ``__main__`` block), or
     None for a test module (its ``__main__`` block runs a test runner)."""
     tree = ctx.tree
-    main = _main_block(tree)
+    main = main_block(tree)
     if main is not None and any(type(c) is ast.Call and type(c.func) is ast.Attribute
                                 and c.func.attr in _TEST_MAINS and ctx.qualname(c.func) not in ENTRY_POINTS
                                 for c in ast.walk(main)):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from .._helpers import arg, call_name, kwarg, literal
-from .._flow import ENTRY_POINTS, fallback_calls, is_test_file, runs
+from .._flow import ENTRY_POINTS, fallback_calls, is_test_file, main_block, runs
 from .._rule import Rule, register
 from ._common import (ALL_SEED_CALLS, FRAMEWORK_SEED_CALLS, NUMPY_SEED_CALLS, PYTHON_SEED_CALLS,
                       SEED_CALLS, SWITCH_ON_CALLS, TF_SEED_CALLS, TORCH_SEED_CALLS, seeds, uses_numpy_global_random,
@@ -754,15 +754,6 @@ _JAX_KEYS = frozenset({"jax.random.PRNGKey", "jax.random.key", "jax.random.wrap_
 _TEST_MAINS = frozenset({"main", "run"})  # unittest.main(), tf.test.main(), absltest.main(), pytest.main()
 
 
-def _main_block(tree):
-    """The ``if __name__ == "__main__":`` statement of a module, if any."""
-    for stmt in getattr(tree, "body", ()):
-        if type(stmt) is ast.If and type(stmt.test) is ast.Compare and \
-                type(stmt.test.left) is ast.Name and stmt.test.left.id == "__name__":
-            return stmt
-    return None
-
-
 @register
 class TrainsWithoutSeed(Rule):
     """A training script that never seeds its framework.
@@ -845,7 +836,7 @@ class TrainsWithoutSeed(Rule):
         if not calls:
             return
         tree = ctx.tree
-        main = _main_block(tree)
+        main = main_block(tree)
         top = {id(n) for stmt in getattr(tree, "body", ()) if type(stmt) not in (ast.FunctionDef,
                ast.AsyncFunctionDef, ast.ClassDef) and stmt is not main for n in ast.walk(stmt)}
         # module level, __main__, app.run(main) and the functions they call
@@ -868,7 +859,7 @@ def _script_calls(ctx, calls) -> list:
     classes), or anywhere in a file whose ``if __name__ == "__main__":`` block is not a
     test runner (``unittest.main()``); [] for a library module."""
     tree = ctx.tree
-    main = _main_block(tree)
+    main = main_block(tree)
     top = {id(n) for stmt in getattr(tree, "body", ()) if type(stmt) not in (ast.FunctionDef,
            ast.AsyncFunctionDef, ast.ClassDef) and stmt is not main for n in ast.walk(stmt)}
     at_top = [c for c in calls if id(c) in top]
