@@ -59,7 +59,7 @@ EXAMPLES = (
     Example("tf_custom_loop", ("tensorflow", "keras", "sklearn"), ("fwd9m.tensorflow",),
             lint_codes=frozenset({"FWD302", "FWD303", "FWD501"}), resume=True),
     Example("torch_cnn", ("torch", "sklearn"), ("fwd9m.torch", "fwd9m.data", "fwd9m.rng"),
-            lint_codes=frozenset({"FWD103", "FWD306", "FWD307", "FWD501"}), resume=True),
+            lint_codes=frozenset({"FWD103", "FWD306", "FWD501"}), resume=True),
     Example("torch_text", ("torch", "sklearn"), ("fwd9m.torch",),
             lint_codes=frozenset({"FWD402", "FWD703"}),),
     Example("jax_keys", ("jax", "sklearn"), ("fwd9m.seed",),

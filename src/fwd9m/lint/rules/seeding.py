@@ -342,6 +342,7 @@ class UnseededGenerator(Rule):
         self.pending: list[tuple[str | None, ast.Call]] = []
         self.unseeded: list[tuple[ast.Call, str]] = []
         self.targets: dict[int, str] = {}  # id(call) -> name or attribute it is assigned to
+        self.to_attribute: set[int] = set()  # id(call) of those assigned to an attribute
         self.entropy: list[tuple[ast.Call, str]] = []
 
     def visit_Assign(self, node):
@@ -352,6 +353,8 @@ class UnseededGenerator(Rule):
             name = t.id if type(t) is ast.Name else t.attr if type(t) is ast.Attribute else None
             if name:
                 self.targets[id(v)] = name
+                if type(t) is ast.Attribute:
+                    self.to_attribute.add(id(v))
                 if type(t) is ast.Name and self.ctx.qualname(v.func) == "torch.Generator":
                     self.torch_generators[t.id] = v
 
@@ -384,11 +387,12 @@ class UnseededGenerator(Rule):
                 name = r.id if type(r) is ast.Name else r.attr if type(r) is ast.Attribute else None
                 if name:
                     out.add(name)
-        # replaced by a seeded generator before use (timm's reader_wds: self.rng =
-        # random.Random(self.worker_seed() + epoch))
+        # an object's generator replaced by a seeded one before use (timm's reader_wds:
+        # self.rng = random.Random(self.worker_seed() + epoch) in set_epoch); not a local
+        # name, which a seeded generator on another branch does not make seeded
         for qn in _SEEDED_CTORS:
             for c in self.ctx.calls.get(qn, ()):
-                if id(c) in self.targets and \
+                if id(c) in self.to_attribute and \
                         any(literal(a, 0) is not None for a in (*c.args, *(k.value for k in c.keywords))):
                     out.add(self.targets[id(c)])
         return out
