@@ -33,11 +33,28 @@ _FRAMEWORK_MARKERS = (f"{os.sep}torch{os.sep}", f"{os.sep}tensorflow{os.sep}",
                       f"{os.sep}_launch.py", f"{os.sep}optree{os.sep}", f"{os.sep}absl{os.sep}")
 
 
+def _installed_dirs() -> tuple[str, ...]:
+    """The standard library's and installed packages' folders (transformers, Lightning,
+    Flax...): a frame there is library code, not the user's line."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    dirs = {os.path.join(os.path.realpath(paths[k]), "") for k in ("stdlib", "platstdlib", "purelib", "platlib")
+            if paths.get(k)}
+    dirs |= {os.path.join(os.path.realpath(p), "") for p in sys.path  # site folders added by .pth files too
+             if os.path.basename(os.path.normpath(p)) in ("site-packages", "dist-packages")}
+    return tuple(sorted(dirs))
+
+
+_INSTALLED = _installed_dirs()
+
+
 def _is_library(filename: str) -> bool:
     skip = _skip_cache.get(filename)
     if skip is None:
         skip = filename.startswith(_PKG_DIR) or any(m in filename for m in _FRAMEWORK_MARKERS) \
-            or filename.startswith("<")
+            or filename.startswith("<") or filename.startswith(_INSTALLED) \
+            or os.path.realpath(filename).startswith(_INSTALLED)
         _skip_cache[filename] = skip
     return skip
 

@@ -20,7 +20,7 @@ _EXTERNAL: dict[str, tuple[str, list[str], list[str], dict[str, str]]] = {
         "random-number generator state differs between the runs",
         ["the framework's global RNG is not seeded, or seeded differently (e.g. from the clock)",
          "a generator is consumed a different number of times before this op"],
-        ["python.time-seed", "tensorflow.op-seed-counter"],
+        ["torch.global-seed", "tensorflow.op-seed-counter", "python.time-seed"],
         {"torch": "import fwd9m\nfwd9m.seed_everything(0)  # or: torch.manual_seed(0) before any random op",
          "tensorflow": "import keras\nkeras.utils.set_random_seed(0)  # seeds Python, NumPy and TF",
          "jax": _JAX_KEY},
@@ -251,6 +251,19 @@ def _script(ha: dict) -> str | None:
     return None if program.get("module") or not isinstance(script, str) else script
 
 
+def _lint_catalog(lint: list[dict]) -> list[str]:
+    """Catalog entries the script's lint findings point at: a NumPy generator without a
+    seed (FWD103, FWD109), a seed from the clock (FWD104)."""
+    out = []
+    for x in lint:
+        msg = x.get("message", "")
+        if x["code"] in ("FWD103", "FWD109") and "numpy" in msg.lower():
+            out.append("python.numpy-unseeded")
+        elif x["code"] == "FWD104":
+            out.append("python.time-seed")
+    return list(dict.fromkeys(out))
+
+
 def _situated_fix(fix: str, lint: list[dict], script: str | None) -> str:
     """``fix`` (a general fix such as ``keras.utils.set_random_seed(0)``) fitted to the
     script: when the script already calls what the fix calls, pasting it again changes
@@ -390,6 +403,7 @@ def explain(first, report, ha: dict, hb: dict, hashseed: str | None = None,
             batch = "the first batch" if first.step == 0 else f"batch {first.step}"
             headline += f" at {batch} (step {first.step})"
         lint = _lint(ha, source, hashseed)
+        ids = [*(i for i in _lint_catalog(lint) if i not in ids), *ids]  # what the script's lines point at, first
         return {"headline": headline, "causes": causes, "catalog": _entries_by_id(ids, _frameworks(ha)),
                 "fix": _situated_fix(fix, lint, _script(ha)), "lint": lint}
     if first.kind == "structural":
