@@ -395,9 +395,10 @@ def test_sigterm_to_fwd9m_check_kills_the_runs_process_group(tmp_path):
                              str(DATA / "hang.py"), str(pidfile)], cwd=EMPTY, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     t0 = time.monotonic()
-    while not pidfile.exists() and time.monotonic() - t0 < 60:
+    # the file exists a moment before the pid is written into it
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() - t0 < 60:
         time.sleep(0.1)
-    assert pidfile.exists(), "hang.py did not start within 60 s"
+    assert pidfile.exists() and pidfile.read_text().strip(), "hang.py did not start within 60 s"
     proc.send_signal(signal.SIGTERM)  # `timeout`, a cancelled CI job
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err

@@ -61,27 +61,31 @@ def torch_available():
 
 
 def test_ddp_reproducible_under_fwd9m_run(torch_available, tmp_path):
+    # the report lands outside the directory check runs from, whose files check puts
+    # back as they were after each run (it compares what a run wrote there, then removes it)
     report = tmp_path / "replicas.json"
+    work = tmp_path / "work"
+    work.mkdir()
     out = run_fwd9m("check", "--format", "json", "-q", "--timeout", str(TIMEOUT), "--",
                     sys.executable, "-m", "fwd9m", "run", "--seed", "5", "--",
                     *_torchrun(_free_port()), str(DATA / "torch_ddp.py"), "--check-every", "1",
-                    "--report", str(report), cwd=tmp_path, env=_env(), timeout=3 * TIMEOUT)
+                    "--report", str(report), cwd=work, env=_env(), timeout=3 * TIMEOUT)
     result = json.loads(out.stdout)
     assert out.returncode == 0, result["verdict"] + "\n" + out.stderr[-3000:]
     assert result["reproducible"] and [r["returncode"] for r in result["runs"]] == [0, 0]
     assert result["compared"]["state tensors"] >= 10  # both ranks' models were captured
-    # rank0.pt, rank1.pt, and the report written into the directory check was started from
-    # (main missed it: an empty directory switched the watch off)
-    assert result["compared"]["files"] == 3
+    assert result["compared"]["files"] == 2  # rank0.pt, rank1.pt
     assert json.loads(report.read_text()) is None  # replicas identical after every step
 
 
 def test_ddp_seeded_from_time_differs_per_rank_and_drift_is_named(torch_available, tmp_path):
-    report = tmp_path / "replicas.json"
+    report = tmp_path / "replicas.json"  # outside the directory check runs from (see above)
+    work = tmp_path / "work"
+    work.mkdir()
     out = run_fwd9m("check", "--format", "json", "-q", "--timeout", str(TIMEOUT), "--",
                     *_torchrun(_free_port()), str(DATA / "torch_ddp.py"), "--seed-from", "time",
                     "--drift", "3", "--check-every", "1", "--report", str(report),
-                    cwd=tmp_path, env=_env(), timeout=3 * TIMEOUT)
+                    cwd=work, env=_env(), timeout=3 * TIMEOUT)
     result = json.loads(out.stdout)
     assert out.returncode == 1, out.stderr[-3000:]
     state = [f["summary"] for f in result["findings"] if f["source"] == "state"]

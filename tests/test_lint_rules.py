@@ -165,3 +165,13 @@ def test_catalog_keras3_dense_does_not_call_bias_add():
     src = "import tensorflow as tf\nfrom tensorflow import keras\ntf.random.set_seed(0)\n" \
           "m = keras.layers.Dense(3)\nmodel.fit(x, y)\n"
     assert "FWD701" not in [f.code for f in lint.lint_source(src, "t.py")]
+
+
+def test_jax_key_passed_through_double_star_kwargs_does_not_crash():
+    """FWD602/FWD601 looked one level into a local callee and indexed its parameters with
+    None for a ``**kwargs`` argument (TypeError, FWD004 on jax's own sources)."""
+    from fwd9m.lint import lint_source
+
+    src = ("import jax\ndef f(key, **kw):\n    return jax.random.normal(key)\n"
+           "def main(opts):\n    key = jax.random.key(0)\n    f(key, **opts)\n    return f(key)\n")
+    assert not [x for x in lint_source(src, "t.py") if x.code == "FWD004"]

@@ -79,8 +79,8 @@ class _KeyAnalysis:
         params = [p.arg for p in (*fn.args.posonlyargs, *fn.args.args)]
         if keyword is not None:
             name = keyword if keyword in params or keyword in {p.arg for p in fn.args.kwonlyargs} else None
-        else:
-            name = params[index] if index < len(params) else None
+        else:  # index None: passed in **kwargs, which parameter it binds is unknown
+            name = params[index] if index is not None and index < len(params) else None
         if name is None:
             return True
         # uses up to the first rebinding (rng = jax.random.fold_in(rng, step)) see the argument
