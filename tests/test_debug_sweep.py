@@ -101,6 +101,8 @@ def _torch_calls(torch):
     names = sorted({o for e in catalog.entries("torch") for o in e.ops if o.startswith("aten::")})
     for qual in names:
         base = qual.split("::", 1)[1]
+        if "empty" in base or "resize" in base:
+            continue  # uninitialized memory by design (catalog torch.fill-uninitialized-memory): no result to compare
         packet = getattr(torch.ops.aten, base, None)
         if packet is None:
             continue
