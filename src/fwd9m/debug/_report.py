@@ -6,7 +6,6 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
 
 __all__ = ["render", "text", "to_json", "to_html"]
 
@@ -86,7 +85,7 @@ def text(report) -> str:
         if f.module:
             add(f"  module:   {f.module}")
         add(f"  phase:    {f.phase or '-'}    device: {f.device or '-'}")
-        add(f"  location: {_relative_location(f.location) or '(no user frame)'}")
+        add(f"  location: {f.location or '(no user frame)'}")
         if f.detail:
             add(f"  why:      {f.detail}")
         if f.magnitude:
@@ -195,18 +194,3 @@ def _steps_list(steps: list[str], limit: int = 10) -> str:
     if len(steps) <= limit:
         return ", ".join(steps)
     return f"{', '.join(steps[:limit])}, ... ({len(steps)} steps, last {steps[-1]})"
-
-
-def _relative_location(location: str | None) -> str | None:
-    """``/abs/dir/train.py:30`` as ``train.py:30`` when the file is below the current
-    directory (the recorded runs work in folders of their own, so they name it absolutely)."""
-    if not location or not os.path.isabs(location):
-        return location
-    path, sep, line = location.rpartition(":")
-    if not sep or not line.isdigit():
-        path, line = location, ""
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:  # another drive
-        return location
-    return location if rel.startswith("..") else rel + (f":{line}" if line else "")
