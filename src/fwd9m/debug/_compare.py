@@ -61,6 +61,7 @@ class Divergence:
     b_context: list[str] = field(default_factory=list)
     explanation: dict[str, Any] = field(default_factory=dict)  #: from _explain
     magnitude: dict[str, Any] = field(default_factory=dict)
+    values: list[dict[str, Any]] = field(default_factory=list)  #: from _values.side_by_side
 
 
 @dataclass
@@ -209,7 +210,7 @@ def compare(a: str, b: str, *, context: int = 3) -> Report:
         FileFormatError: a file is not a trace / unknown version / damaged header.
     """
     from .. import environment
-    from . import _explain
+    from . import _explain, _timeline, _values
 
     ra, rb = TraceReader(a), TraceReader(b)
     ha, hb = ra.header, rb.header
@@ -230,6 +231,7 @@ def compare(a: str, b: str, *, context: int = 3) -> Report:
     hist_b: collections.deque = collections.deque(maxlen=context)
     produced: set[int] = set()
     series = _Series()
+    timeline = _timeline.Timeline()
     first: Divergence | None = None
     differing_after = 0
     per_step: dict[int, int] = {}
@@ -270,7 +272,9 @@ def compare(a: str, b: str, *, context: int = 3) -> Report:
                 if mag:
                     first.magnitude = {"max_abs": mag[0], "max_ulp": mag[1],
                                        "exact": mag[2]}
+                first.values = _values.side_by_side(opa, opb, ins, outs)
                 series.add(opa.seq, True, mag, opa.step)
+                timeline.add(opa.module, opa.phase, opa.step, True, mag)
                 peak = [mag[0], mag[1], opa.seq] if mag else peak
                 differing_after = 1
                 per_step[opa.step] = 1
@@ -283,6 +287,7 @@ def compare(a: str, b: str, *, context: int = 3) -> Report:
                 hist_a.append(opa)
                 hist_b.append(opb)
                 series.add(opa.seq, False, None, opa.step)
+                timeline.add(opa.module, opa.phase, opa.step, False, None)
         else:
             if (entering and first.source == "python" and opa.seq - first.seq <= 64
                     and ins and (opa.node == "random" or _is_tf_random(opa.name))):
@@ -306,6 +311,7 @@ def compare(a: str, b: str, *, context: int = 3) -> Report:
                 if mag and mag[0] >= peak[0]:
                     peak = [mag[0], mag[1], opa.seq]
             series.add(opa.seq, bool(outs), mag, opa.step)
+            timeline.add(opa.module, opa.phase, opa.step, bool(outs), mag)
     rest_a = extra_a + sum(1 for _ in it_a)
     rest_b = extra_b + sum(1 for _ in it_b)
     report.ops_a = ra.ops_read
@@ -348,6 +354,7 @@ def compare(a: str, b: str, *, context: int = 3) -> Report:
         "peak": {"max_abs": peak[0], "max_ulp": peak[1], "seq": peak[2]},
         "series_bucket_ops": series.width,
         "series": series.points,
+        "timeline": timeline.to_dict(),
         "magnitude_source": "4 sampled values per float output (a lower bound), or full "
                             "tensors where captured",
     }
