@@ -1,9 +1,8 @@
 """Render a :class:`~fwd9m.debug._compare.Report` as text, JSON, or a self-contained HTML
-page with an inline SVG plot of the divergence along the run (no network access)."""
+page (:mod:`fwd9m.debug._html`)."""
 
 from __future__ import annotations
 
-import html
 import json
 import math
 
@@ -126,65 +125,10 @@ def text(report) -> str:
     return "\n".join(escape_control(line) for line in lines)
 
 
-def _svg(report, width: int = 900, height: int = 260) -> str:
-    pts = report.spread.get("series") or []
-    if not pts:
-        return "<p>No ops compared.</p>"
-    last = max(p[0] for p in pts) + max(1, report.spread.get("series_bucket_ops", 1))
-    pad = 40
-    xs = lambda seq: pad + (width - 2 * pad) * seq / max(1, last)  # noqa: E731
-    vals = [p[2] for p in pts if p[2] > 0 and math.isfinite(p[2])]
-    lo = math.log10(min(vals)) if vals else -8
-    hi = math.log10(max(vals)) if vals else 0
-    if hi - lo < 1:
-        lo -= 1
-        hi += 1
-
-    def ys(v):
-        if v <= 0 or not math.isfinite(v):
-            return height - pad
-        return height - pad - (height - 2 * pad) * (math.log10(v) - lo) / (hi - lo)
-
-    maxcount = max(p[1] for p in pts) or 1
-    bars = []
-    bw = max(1.0, (width - 2 * pad) * report.spread.get("series_bucket_ops", 1) / max(1, last))
-    for p in pts:
-        if p[1]:
-            h = (height - 2 * pad) * p[1] / maxcount * 0.5
-            bars.append(f'<rect x="{xs(p[0]):.1f}" y="{height - pad - h:.1f}" width="{bw:.1f}" '
-                        f'height="{h:.1f}" fill="#f4a6a6"><title>ops {p[0]}..: {p[1]} differ'
-                        f'</title></rect>')
-    line = " ".join(f"{xs(p[0]):.1f},{ys(p[2]):.1f}" for p in pts if p[2] > 0)
-    mark = ""
-    f = report.first
-    if f is not None and f.seq is not None:
-        x = xs(f.seq)
-        mark = (f'<line x1="{x:.1f}" y1="{pad - 10}" x2="{x:.1f}" y2="{height - pad}" stroke="#c00" '
-                f'stroke-dasharray="4 3"/><text x="{x + 4:.1f}" y="{pad - 14}" fill="#c00" '
-                f'font-size="12">first divergence: op #{f.seq} {html.escape(f.op)}</text>')
-    ticks = "".join(
-        f'<text x="4" y="{ys(10 ** e) + 4:.1f}" font-size="10">1e{e}</text>'
-        for e in range(math.ceil(lo), math.floor(hi) + 1))
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-            f'role="img" aria-label="divergence along the run">'
-            f'<rect width="100%" height="100%" fill="#fff"/>{"".join(bars)}'
-            f'<polyline points="{line}" fill="none" stroke="#1f5fbf" stroke-width="1.5"/>'
-            f'{mark}{ticks}<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" '
-            f'y2="{height - pad}" stroke="#333"/><text x="{width / 2:.0f}" y="{height - 8}" '
-            f'font-size="12" text-anchor="middle">op index (0..{last})</text></svg>')
-
-
 def to_html(report) -> str:
-    body = html.escape(text(report))
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>fwd9m debug report</title>"
-            "<style>body{font-family:sans-serif;margin:2em;max-width:70em}"
-            "pre{background:#f6f6f6;padding:1em;white-space:pre-wrap}</style></head><body>"
-            f"<h1>fwd9m debug: {html.escape(report.kind)}</h1>"
-            "<h2>Divergence along the run</h2><p>Blue: largest difference per bucket of ops "
-            "(log scale, sampled values or captures); red bars: number of ops whose outputs "
-            "differ; dashed line: the first divergence.</p>"
-            f"{_svg(report)}<h2>Summary</h2><pre>{body}</pre>"
-            f"<h2>Data</h2><pre>{html.escape(to_json(report))}</pre></body></html>")
+    from ._html import to_html as page
+
+    return page(report)
 
 
 def _steps_list(steps: list[str], limit: int = 10) -> str:
