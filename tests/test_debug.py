@@ -127,7 +127,8 @@ def test_culprit_index_put_accumulate(tmp_path, two_threads):
     assert data["first"]["op"] == "aten::index_put_"
     page = report.render("html")
     assert "<svg" in page and "first divergence" in page
-    assert "<script" not in page and "src=" not in page  # self-contained, no network
+    # self-contained, no network: its one inline script is the only one its CSP allows
+    assert "src=" not in page and page.count("<script") == 1 and "default-src 'none'" in page
 
 
 def test_unseeded_random_op_is_external_rng(tmp_path):
