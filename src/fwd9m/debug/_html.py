@@ -25,7 +25,6 @@ import math
 from typing import Any
 
 from ..compare import printable
-from . import _timeline
 
 __all__ = ["to_html"]
 
@@ -63,18 +62,33 @@ td.num{font-family:ui-monospace,"DejaVu Sans Mono",monospace;text-align:right}
 tr.d td{background:#fdecea}
 svg{display:block;max-width:100%;height:auto}
 svg text{font:11px system-ui,sans-serif;fill:#333}
-svg .axis{stroke:#555}svg .h0{fill:#f3b6b3}svg .h1{fill:#e98480}svg .h2{fill:#dc5a55}
+svg .axis{stroke:#555}svg .same{fill:#dfe9df}svg .h0{fill:#f3b6b3}svg .h1{fill:#e98480}svg .h2{fill:#dc5a55}
 svg .h3{fill:#c93a35}svg .h4{fill:#a01f1b}svg .grid{stroke:#e6e8ee}svg .step{stroke:#c9ced8;stroke-dasharray:2 3}
-details{margin:1em 0}summary{cursor:pointer;font-weight:600}
+details{margin:1em 0}#tip{position:fixed;background:#222;color:#fff;padding:.2em .5em;border-radius:3px;
+font-size:12px;pointer-events:none;max-width:40em}summary{cursor:pointer;font-weight:600}
 """
 
-#: Marks the page as rendered (for the headless-browser test and for a user's tooling);
-#: counts the parts drawn, so an empty page is told from a good one.
-_SCRIPT = ("(function(){var d=document.documentElement;try{"
-           "var n=document.querySelectorAll('[data-part]').length;"
-           "d.setAttribute('data-fwd9m-rendered',n?'ok':'empty');"
-           "d.setAttribute('data-fwd9m-parts',String(n));"
-           "}catch(e){d.setAttribute('data-fwd9m-rendered','error');}})();")
+#: Marks the page as rendered (for the headless-browser test and for a user's tooling),
+#: counting the parts drawn and the heat map cells read back from the raw data, with the
+#: milliseconds from navigation to the end of the page (parsed, before paint); shows a
+#: heat map cell's counts under the pointer (as text: nothing from the data is parsed
+#: as HTML).
+_SCRIPT = """(function(){var d=document.documentElement;try{
+var n=document.querySelectorAll('[data-part]').length,g=document.getElementById('heatmap-grid'),
+tip=document.getElementById('tip'),cells={},k=0;
+if(g){var tl=JSON.parse(document.getElementById('raw-data').textContent).spread.timeline;
+tl.rows.forEach(function(r,i){r.cells.forEach(function(c){cells[i+','+c[0]]=c;k++;});});
+var x0=+g.dataset.x0,y0=+g.dataset.y0,cw=+g.dataset.cw,ch=+g.dataset.ch;
+g.addEventListener('mousemove',function(e){var b=g.getBoundingClientRect(),s=g.viewBox.baseVal.width/b.width,
+c=Math.floor(((e.clientX-b.left)*s-x0)/cw),r=Math.floor(((e.clientY-b.top)*s-y0)/ch),v=cells[r+','+c];
+if(!v){tip.hidden=true;return;}var w=tl.step_width,t=tl.columns[c];
+tip.textContent=tl.rows[r].name+', '+(w>1?'steps '+t+'..'+(t+w-1):'step '+t)+': '+v[2]+' of '+v[1]+
+' ops differ'+(v[2]?', max '+v[4]+' ULP':'');tip.style.left=(e.clientX+12)+'px';
+tip.style.top=(e.clientY+12)+'px';tip.hidden=false;});
+g.addEventListener('mouseleave',function(){tip.hidden=true;});g.setAttribute('data-fwd9m-cells',String(k));}
+d.setAttribute('data-fwd9m-parts',String(n));
+d.setAttribute('data-fwd9m-ms',String(Math.round(performance.now())));d.setAttribute('data-fwd9m-rendered',n?'ok':'empty');
+}catch(e){d.setAttribute('data-fwd9m-rendered','error: '+e);}})();"""
 
 
 def _esc(value: Any) -> str:
@@ -101,12 +115,12 @@ def to_html(report) -> str:
              _heatmap(report), _values(report), _notes(report),
              (f"<details id='text-report'><summary>Text report</summary><pre>{_pre(text(report))}</pre>"
              "</details>"),
-             (f"<details id='raw-json'><summary>Raw data (as --format json)</summary><pre>{_pre(raw)}</pre>"
+             (f"<details id='raw-json'><summary>Raw data (as --format json)</summary><pre id='raw-data'>{_pre(raw)}</pre>"
              "</details>")]
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{TITLE}</title>"
             f"<meta http-equiv='Content-Security-Policy' content=\"{_csp()}\">"
             "<meta name='viewport' content='width=device-width,initial-scale=1'>"
-            f"<style>{_CSS}</style></head><body>{''.join(parts)}"
+            f"<style>{_CSS}</style></head><body>{''.join(parts)}<div id='tip' hidden></div>"
             f"<script>{_SCRIPT}</script></body></html>")
 
 
@@ -340,8 +354,9 @@ def _chart(report, width: int = 1000) -> str:
     out.append(f"<line class='axis' x1='{left}' x2='{width - right}' y1='{base}' y2='{base}'/>")
     ticks = _nice_ticks(0, last, 10)
     for t in ticks:
+        anchor = "end" if x(t) > width - right - 30 else "middle"  # the last label stays inside
         out.append(f"<line class='axis' x1='{x(t):.1f}' x2='{x(t):.1f}' y1='{base}' y2='{base + 4}'/>"
-                   f"<text x='{x(t):.1f}' y='{base + 16}' text-anchor='middle'>{_num(t)}</text>")
+                   f"<text x='{x(t):.1f}' y='{base + 16}' text-anchor='{anchor}'>{_num(t)}</text>")
     out.append(f"<text x='{left + plot_w / 2:.0f}' y='{height - 6}' text-anchor='middle'>op index "
                f"(each point: {bucket} op{'s' if bucket > 1 else ''})</text>")
     f = report.first
@@ -370,9 +385,11 @@ def _step_marks(pts: list, x, top: float, base: float, end: float) -> str:
     shown = set(_thin(xs, 56))
     out = []
     for i, ((_, step), px) in enumerate(zip(starts, xs)):
+        if i not in shown:  # a line and a label only where there is room: few elements
+            continue
         if i:
             out.append(f"<line class='step' x1='{px:.1f}' x2='{px:.1f}' y1='{top}' y2='{base}'/>")
-        if i in shown and px + 48 <= end:
+        if px + 48 <= end:
             out.append(f"<text x='{px + 3:.1f}' y='{base + 30}' style='fill:#777'>step {_esc(step)}</text>")
     return "".join(out)
 
@@ -394,26 +411,20 @@ def _heatmap(report, width: int = 1000) -> str:
     cell_h = 16
     height = top + cell_h * len(rows) + 40
     width = int(label_w + cell_w * len(cols) + right)
-    mark = _first_cell(report, tl)
-    out = [(f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' width='{width}' "
-           f"height='{height}' role='img' aria-label='where outputs differ, by module and step'>")]
+    mark = tl.get("first")
+    out = [(f"<svg id='heatmap-grid' xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' "
+            f"width='{width}' height='{height}' role='img' aria-label='where outputs differ, by module "
+            f"and step' data-x0='{label_w}' data-y0='{top}' data-cw='{cell_w:.3f}' data-ch='{cell_h}'>")]
+    shades: dict[str, list[str]] = {}  # one path per shade: small for any number of cells
     for r, row in enumerate(rows):
         y = top + r * cell_h
         out.append(f"<g><title>{_esc(row['name'])}</title><text x='{label_w - 8}' y='{y + cell_h - 4}' "
-                   f"text-anchor='end'>{_esc(_short(row['name'], 38))}</text>")
-        same = []  # cells where every output agrees: one path per row, no tooltip
-        for c, ops, differ, mag_abs, ulp in row["cells"]:
-            cx = label_w + c * cell_w
-            if not differ:
-                same.append(f"M{cx:.1f},{y + 1}h{cell_w - 1:.1f}v{cell_h - 2}h{1 - cell_w:.1f}z")
-                continue
-            steps = f"step {cols[c]}" if w == 1 else f"steps {cols[c]}..{cols[c] + w - 1}"
-            tip = f"{steps}: {differ} of {ops} ops differ" + (f", max {ulp} ULP" if ulp else "")
-            out.append(f"<rect class='h{min(4, 4 * differ // ops)}' x='{cx:.1f}' y='{y + 1}' "
-                       f"width='{cell_w - 1:.1f}' height='{cell_h - 2}'><title>{_esc(tip)}</title></rect>")
-        if same:
-            out.append(f"<path d='{''.join(same)}' fill='#dfe9df'/>")
-        out.append("</g>")
+                   f"text-anchor='end'>{_esc(_short(row['name'], 38))}</text></g>")
+        for c, ops, differ, _abs, _ulp in row["cells"]:
+            shade = f"h{min(4, 4 * differ // ops)}" if differ else "same"
+            shades.setdefault(shade, []).append(
+                f"M{label_w + c * cell_w:.1f},{y + 1}h{cell_w - 1:.1f}v{cell_h - 2}h{1 - cell_w:.1f}z")
+    out.extend(f"<path class='{k}' d='{''.join(v)}'/>" for k, v in sorted(shades.items()))
     if mark is not None:
         r, c = mark
         out.append(f"<rect id='first-cell' x='{label_w + c * cell_w - 1:.1f}' y='{top + r * cell_h:.1f}' "
@@ -427,30 +438,13 @@ def _heatmap(report, width: int = 1000) -> str:
                f"training step{'' if w == 1 else f' (each column: {w} steps)'}</text>"
                f"<text x='{label_w - 8}' y='{top - 10}' text-anchor='end' style='font-weight:600'>"
                f"module / layer</text></svg>")
-    grouped = (f" Module paths are cut to {tl['depth']} level(s) to fit." if tl.get("depth") else "")
+    grouped = " Module paths are shortened to their parents to fit." if tl.get("grouped") else ""
     return ("<section id='heatmap' data-part='heatmap'><h2>Where outputs differ: module by step</h2>"
             "<p class='legend'>Each cell: the ops of one module (or layer; in parentheses, ops "
             "outside any module, by phase) in one training step. Green: every output agrees; red: "
-            f"some differ (darker: a larger share). Black outline: the first divergence.{grouped}</p>"
+            f"some differ (darker: a larger share). Black outline: the first divergence. Point at a cell "
+            f"for its counts.{grouped}</p>"
             + "".join(out) + "</section>")
-
-
-def _first_cell(report, tl: dict) -> tuple[int, int] | None:
-    f = report.first
-    if f is None or f.step is None or f.step < 0:
-        return None
-    key = _timeline.row_key(f.module, f.phase)
-    if tl.get("depth"):
-        key = _timeline._prefix(key, tl["depth"])
-    names = [r["name"] for r in tl["rows"]]
-    r = names.index(key) if key in names else (names.index(_timeline.OTHER)
-                                               if _timeline.OTHER in names else None)
-    w = max(1, tl.get("step_width", 1))
-    cols = tl["columns"]
-    start = (f.step // w) * w
-    if r is None or start not in cols:
-        return None
-    return r, cols.index(start)
 
 
 # -- values side by side ---------------------------------------------------------------
