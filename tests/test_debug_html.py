@@ -242,3 +242,29 @@ def test_browser_renders_real_torch_and_keras_reports(fwd9m_cli, tmp_path):
         _assert_rendered(dom, console)
         for w in words:
             assert w in dom, w
+
+
+def test_reproducible_and_structural_pages(tmp_path):
+    same = _f32(1, 2, 3, 4)
+    ops = [("aten::mm", "Net.fc", "forward", "t.py:1", 0, 1, 2, same),
+           ("aten::relu", "Net.act", "forward", "t.py:2", 0, 2, 3, same)]
+    a = _write(tmp_path / "a.trace", ops)
+    page = debug.diff(a, _write(tmp_path / "b.trace", ops)).render("html")
+    assert "id='verdict'" in page and "REPRODUCIBLE" in page and "id='heatmap'" in page
+    assert "id='first-cell'" not in page and "id='values'" not in page
+    other = [ops[0], ("aten::tanh", "Net.act", "forward", "t.py:2", 0, 2, 3, same)]
+    page = debug.diff(a, _write(tmp_path / "c.trace", other)).render("html")
+    assert "STRUCTURAL DIFFERENCE" in page and "<th>run A</th><th>run B</th>" in page
+    assert "aten::relu" in page and "aten::tanh" in page
+    longer = debug.diff(a, _write(tmp_path / "d.trace", [*ops, ops[1]])).render("html")
+    assert "(end of run)" in longer and "op / step</dt><dd>#2 / -" in longer
+
+
+def test_values_of_integer_captures_and_missing_values():
+    ints = _store.Tensor("int64[2]", 0, 1)
+    a = _store.Op(0, "x", "", "", "", "", "", 0, [], [ints], {(1, 0): ("int64[2]", struct.pack("<2q", 5, -7))})
+    b = _store.Op(0, "x", "", "", "", "", "", 0, [], [ints], {(1, 0): ("int64[2]", struct.pack("<2q", 5, 9))})
+    [t] = _values.side_by_side(a, b, [], [0])
+    assert t["unit"] == "abs" and t["rows"] == [[1, -7, 9, 16]]
+    bare = _store.Op(0, "x", "", "", "", "", "", 0, [], [ints])
+    assert _values.side_by_side(bare, bare, [], [0]) == []  # no sample, no capture: left out
