@@ -213,7 +213,8 @@ def test_browser_refuses_an_injected_script(tmp_path):
     _assert_rendered(dom, console)
     assert "pwned" not in re.search(r"<title>(.*?)</title>", dom).group(1) and "<img" not in dom
     tampered = tmp_path / "tampered.html"
-    tampered.write_text(page.read_text().replace("<body>", "<body><script>document.title='pwned'</script>", 1))
+    injected = "<body><script>document.title='pwned'</script>"
+    tampered.write_text(page.read_text().replace("<body>", injected, 1))
     dom, console = _browse(tampered, tmp_path)
     assert "<title>fwd9m debug report</title>" in dom
     assert any("Content Security Policy" in line for line in console), console
@@ -262,8 +263,10 @@ def test_reproducible_and_structural_pages(tmp_path):
 
 def test_values_of_integer_captures_and_missing_values():
     ints = _store.Tensor("int64[2]", 0, 1)
-    a = _store.Op(0, "x", "", "", "", "", "", 0, [], [ints], {(1, 0): ("int64[2]", struct.pack("<2q", 5, -7))})
-    b = _store.Op(0, "x", "", "", "", "", "", 0, [], [ints], {(1, 0): ("int64[2]", struct.pack("<2q", 5, 9))})
+    a = _store.Op(0, "x", "", "", "", "", "", 0, [], [ints],
+                  {(1, 0): ("int64[2]", struct.pack("<2q", 5, -7))})
+    b = _store.Op(0, "x", "", "", "", "", "", 0, [], [ints],
+                  {(1, 0): ("int64[2]", struct.pack("<2q", 5, 9))})
     [t] = _values.side_by_side(a, b, [], [0])
     assert t["unit"] == "abs" and t["rows"] == [[1, -7, 9, 16]]
     bare = _store.Op(0, "x", "", "", "", "", "", 0, [], [ints])

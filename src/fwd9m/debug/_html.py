@@ -63,7 +63,8 @@ tr.d td{background:#fdecea}
 svg{display:block;max-width:100%;height:auto}
 svg text{font:11px system-ui,sans-serif;fill:#333}
 svg .axis{stroke:#555}svg .same{fill:#dfe9df}svg .h0{fill:#f3b6b3}svg .h1{fill:#e98480}svg .h2{fill:#dc5a55}
-svg .h3{fill:#c93a35}svg .h4{fill:#a01f1b}svg .grid{stroke:#e6e8ee}svg .step{stroke:#c9ced8;stroke-dasharray:2 3}
+svg .h3{fill:#c93a35}svg .h4{fill:#a01f1b}svg .grid{stroke:#e6e8ee}
+svg .step{stroke:#c9ced8;stroke-dasharray:2 3}
 details{margin:1em 0}#tip{position:fixed;background:#222;color:#fff;padding:.2em .5em;border-radius:3px;
 font-size:12px;pointer-events:none;max-width:40em}summary{cursor:pointer;font-weight:600}
 """
@@ -87,7 +88,8 @@ tip.textContent=tl.rows[r].name+', '+(w>1?'steps '+t+'..'+(t+w-1):'step '+t)+': 
 tip.style.top=(e.clientY+12)+'px';tip.hidden=false;});
 g.addEventListener('mouseleave',function(){tip.hidden=true;});g.setAttribute('data-fwd9m-cells',String(k));}
 d.setAttribute('data-fwd9m-parts',String(n));
-d.setAttribute('data-fwd9m-ms',String(Math.round(performance.now())));d.setAttribute('data-fwd9m-rendered',n?'ok':'empty');
+d.setAttribute('data-fwd9m-ms',String(Math.round(performance.now())));
+d.setAttribute('data-fwd9m-rendered',n?'ok':'empty');
 }catch(e){d.setAttribute('data-fwd9m-rendered','error: '+e);}})();"""
 
 
@@ -110,18 +112,22 @@ def _csp() -> str:
 def to_html(report) -> str:
     from ._report import text, to_json
 
-    raw = _compact(json.loads(to_json(report)))
+    summary = (f"<details id='text-report'><summary>Text report</summary><pre>{_pre(text(report))}"
+               "</pre></details>")
     parts = [_header(report), _card(report), _environment(report), _chart(report),
-             _heatmap(report), _values(report), _notes(report),
-             (f"<details id='text-report'><summary>Text report</summary><pre>{_pre(text(report))}</pre>"
-             "</details>"),
-             (f"<details id='raw-json'><summary>Raw data (as --format json)</summary><pre id='raw-data'>{_pre(raw)}</pre>"
-             "</details>")]
+             _heatmap(report), _values(report), _notes(report), summary,
+             _raw(_compact(json.loads(to_json(report))))]
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{TITLE}</title>"
             f"<meta http-equiv='Content-Security-Policy' content=\"{_csp()}\">"
             "<meta name='viewport' content='width=device-width,initial-scale=1'>"
             f"<style>{_CSS}</style></head><body>{''.join(parts)}<div id='tip' hidden></div>"
             f"<script>{_SCRIPT}</script></body></html>")
+
+
+def _raw(raw: str) -> str:
+    """The raw data, collapsed; the page's script reads the heat map's counts back from it."""
+    return (f"<details id='raw-json'><summary>Raw data (as --format json)</summary>"
+            f"<pre id='raw-data'>{_pre(raw)}</pre></details>")
 
 
 def _compact(value: Any, indent: str = "") -> str:
@@ -384,7 +390,7 @@ def _step_marks(pts: list, x, top: float, base: float, end: float) -> str:
     xs = [x(s) for s, _ in starts]
     shown = set(_thin(xs, 56))
     out = []
-    for i, ((_, step), px) in enumerate(zip(starts, xs)):
+    for i, ((_, step), px) in enumerate(zip(starts, xs, strict=True)):
         if i not in shown:  # a line and a label only where there is room: few elements
             continue
         if i:
