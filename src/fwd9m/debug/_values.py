@@ -14,6 +14,7 @@ import math
 import struct
 from typing import Any
 
+from ._common import SAMPLES
 from ._store import ARGS_DTYPE, Op, Tensor
 
 __all__ = ["side_by_side"]
@@ -21,7 +22,6 @@ __all__ = ["side_by_side"]
 MAX_VALUES = 1 << 20
 MAX_ROWS = 12
 MAX_TENSORS = 4
-SAMPLES = 4
 
 #: dtype -> (struct value format, struct bit-pattern format, bytes, float?)
 _FORMATS = {"float16": ("e", "H", 2, True), "float32": ("f", "I", 4, True),
