@@ -271,3 +271,21 @@ def test_values_of_integer_captures_and_missing_values():
     assert t["unit"] == "abs" and t["rows"] == [[1, -7, 9, 16]]
     bare = _store.Op(0, "x", "", "", "", "", "", 0, [], [ints])
     assert _values.side_by_side(bare, bare, [], [0]) == []  # no sample, no capture: left out
+
+
+def test_axis_labels_do_not_overlap(tmp_path):
+    """The old plot printed every decade (1e-13 ... 1e-1, 12 px apart on a 260 px
+    plot) and, for a short trace, non-integer op indices rounded to the same label."""
+    report = debug.diff(*_pair(tmp_path))
+    report.spread["series"] = [[i, 1, 10.0 ** (i - 30), i, i // 10] for i in range(61)]
+    page = report.render("html")
+    chart = page[page.index("id='timeline'"):page.index("id='heatmap'")]
+    ys = sorted(float(y) for y in re.findall(r"<text x='64' y='([0-9.]+)' text-anchor='end'>1e-?\d+</text>",
+                                             chart))
+    assert 3 <= len(ys) <= 7 and min(b - a for a, b in zip(ys, ys[1:])) >= 14, ys
+    ticks = r"<line class='axis'[^>]*/><text [^>]*>([0-9,]+)</text>"  # the x axis' labels
+    xs = re.findall(ticks, chart)
+    assert len(xs) == len(set(xs)) >= 3, xs  # whole op indices, each once
+    small = debug.diff(*_pair(tmp_path)).render("html")
+    labels = re.findall(ticks, small[small.index("id='timeline'"):small.index("id='heatmap'")])
+    assert labels == ["0", "1", "2", "3", "4"], labels

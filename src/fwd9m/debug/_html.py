@@ -276,10 +276,11 @@ def _environment(report) -> str:
 # -- axes ------------------------------------------------------------------------------
 
 def _nice_ticks(lo: float, hi: float, count: int = 8) -> list[float]:
-    """Round tick values (1, 2, 5 x 10^k) covering [lo, hi], about ``count`` of them."""
+    """Round whole tick values (1, 2, 5 x 10^k, at least 1 apart: op indices) covering
+    [lo, hi], about ``count`` of them."""
     if hi <= lo:
         return [lo]
-    raw = (hi - lo) / max(1, count)
+    raw = max(1.0, (hi - lo) / max(1, count))
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
     first = math.ceil(lo / step) * step
@@ -425,7 +426,7 @@ def _heatmap(report, width: int = 1000) -> str:
     for r, row in enumerate(rows):
         y = top + r * cell_h
         out.append(f"<g><title>{_esc(row['name'])}</title><text x='{label_w - 8}' y='{y + cell_h - 4}' "
-                   f"text-anchor='end'>{_esc(_short(row['name'], 38))}</text></g>")
+                   f"text-anchor='end'>{_esc(_short(row['name'], 34))}</text></g>")
         for c, ops, differ, _abs, _ulp in row["cells"]:
             shade = f"h{min(4, 4 * differ // ops)}" if differ else "same"
             shades.setdefault(shade, []).append(
