@@ -7,6 +7,7 @@ except for the real runs."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 import struct
@@ -282,7 +283,7 @@ def test_axis_labels_do_not_overlap(tmp_path):
     chart = page[page.index("id='timeline'"):page.index("id='heatmap'")]
     ys = sorted(float(y) for y in re.findall(r"<text x='64' y='([0-9.]+)' text-anchor='end'>1e-?\d+</text>",
                                              chart))
-    assert 3 <= len(ys) <= 7 and min(b - a for a, b in zip(ys, ys[1:])) >= 14, ys
+    assert 3 <= len(ys) <= 7 and min(b - a for a, b in itertools.pairwise(ys)) >= 14, ys
     ticks = r"<line class='axis'[^>]*/><text [^>]*>([0-9,]+)</text>"  # the x axis' labels
     xs = re.findall(ticks, chart)
     assert len(xs) == len(set(xs)) >= 3, xs  # whole op indices, each once
