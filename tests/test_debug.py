@@ -767,3 +767,11 @@ def test_module_level_learning_rate_is_external(tmp_path):
     report = dbg.diff(*paths)
     assert report.kind == "external" and report.first.source == "python", report.render()
     assert "argument 'lr' of params: 0.1 vs 0.2" in report.first.detail
+
+
+def test_catalog_entries_for_a_cpu_op_leave_out_gpu_only_entries():
+    """A CPU aten::mm culprit was headlined with the GPU-only cuBLAS workspace entry."""
+    from fwd9m.debug._explain import _entries_for_op
+
+    assert "torch.cublas-workspace-config" not in {e["id"] for e in _entries_for_op("torch", "aten::mm", None, "cpu")}
+    assert "torch.cublas-workspace-config" in {e["id"] for e in _entries_for_op("torch", "aten::mm", None, "cuda:0")}

@@ -210,15 +210,15 @@ def _entries_for_op(framework: str, op: str, version: str | None, device: str) -
     if cat is None:
         return []
     fw = "tensorflow" if framework == "keras" else framework
-    dev = "gpu" if device.startswith("cuda") or "GPU" in device.upper() else "cpu"
+    up = device.upper()
+    dev = "gpu" if device.startswith("cuda") or "GPU" in up else "tpu" if "TPU" in up else "cpu"
     try:
         found = cat.for_op(fw, op, version=version, device=None)
     except Exception as exc:  # noqa: BLE001 - a catalog problem must not hide the finding
         logger.debug("catalog.for_op(%s, %s) failed: %s", fw, op, exc)
         return []
-    # entries for this device first
-    found = sorted(found, key=lambda e: dev not in getattr(e, "devices", (dev,)))
-    return [_entry_dict(e) for e in found]
+    # an entry for other devices only (a cuBLAS entry for a CPU op) does not explain this run
+    return [_entry_dict(e) for e in found if not getattr(e, "devices", ()) or dev in e.devices]
 
 
 def _frameworks(ha: dict) -> set[str]:
