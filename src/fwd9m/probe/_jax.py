@@ -1,0 +1,76 @@
+"""JAX side of the probe child (:mod:`fwd9m.probe._child`).
+
+JAX has no op-level switch; XLA's GPU flag ``--xla_gpu_deterministic_ops=true``
+(https://docs.jax.dev/en/latest/faq.html, section on GPU determinism) is the switch,
+set through ``XLA_FLAGS`` before the backend starts. It has no effect on CPU. Threads:
+``--xla_cpu_multi_thread_eigen`` and ``intra_op_parallelism_threads`` (also XLA_FLAGS).
+"""
+
+from __future__ import annotations
+
+import os
+
+_jax = None
+
+
+def child_env(switch: bool, threads: int) -> dict[str, str]:
+    flags = os.environ.get("XLA_FLAGS", "")
+    flags += f" --xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'}"
+    flags += f" intra_op_parallelism_threads={threads}"
+    if switch:
+        flags += " --xla_gpu_deterministic_ops=true"
+    return {"XLA_FLAGS": flags.strip(), "OMP_NUM_THREADS": str(threads)}
+
+
+def setup(device: str, switch: bool, threads: int) -> list[str]:
+    global _jax
+    import jax
+
+    _jax = jax
+    found = ["cpu"]
+    try:
+        found += [f"cuda:{i}" for i, _ in enumerate(jax.devices("gpu"))]
+    except RuntimeError:  # no GPU backend
+        pass
+    return found
+
+
+def _device(device: str):
+    jax = _jax
+    if device == "cpu":
+        return jax.devices("cpu")[0]
+    return jax.devices("gpu")[int(device.split(":", 1)[1])]
+
+
+def namespace(device: str) -> dict:
+    jax = _jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def grad(fn, x):
+        y, vjp = jax.vjp(fn, x)
+        gy = jax.random.normal(jax.random.key(1234), y.shape, y.dtype)
+        return vjp(gy)[0]
+
+    return {"jax": jax, "jnp": jnp, "lax": lax, "grad": grad, "device": device}
+
+
+def convert(arrays: dict, device: str) -> dict:
+    dev = _device(device)
+    return {n: _jax.device_put(a, dev) for n, a in arrays.items()}
+
+
+def placement(device: str):
+    return _jax.default_device(_device(device))
+
+
+def to_numpy(value) -> list:
+    import numpy as np
+
+    if isinstance(value, (tuple, list)):
+        return [a for v in value for a in to_numpy(v)]
+    return [np.asarray(value)]
+
+
+def is_switch_error(exc: BaseException) -> bool:
+    return False
