@@ -10,6 +10,7 @@ process boundary is JSON.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -26,16 +27,25 @@ def _emit(stream, **event) -> None:
     stream.flush()
 
 
+@functools.lru_cache(maxsize=256)
+def _compiled(code: str):
+    """(code object, is an expression), once per code text: its lambdas then keep one
+    ``__code__`` across repeats, which the JAX probes' compile caches key on."""
+    try:
+        return compile(code, "<probe>", "eval"), True
+    except SyntaxError:
+        return compile(code, "<probe>", "exec"), False
+
+
 def _execute(code: str, ns: dict):
     """The value of ``code``: an expression, or statements that set ``out``."""
-    try:
-        compiled = compile(code, "<probe>", "eval")
-    except SyntaxError:
-        exec(compile(code, "<probe>", "exec"), ns)  # noqa: S102 - our own bundled spec
-        if "out" not in ns:
-            raise ValueError("probe code set no 'out'") from None
-        return ns["out"]
-    return eval(compiled, ns)  # noqa: S307 - our own bundled spec (or a trace's op kind)
+    compiled, expression = _compiled(code)
+    if expression:
+        return eval(compiled, ns)  # noqa: S307 - our own bundled spec (or a trace's op kind)
+    exec(compiled, ns)  # noqa: S102
+    if "out" not in ns:
+        raise ValueError("probe code set no 'out'")
+    return ns["out"]
 
 
 def max_ulp(np, a, b) -> int | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 _jax = None
+_JITTED: dict = {}
 
 
 def child_env(switch: bool, threads: int) -> dict[str, str]:
@@ -45,14 +46,29 @@ def _device(device: str):
 def namespace(device: str) -> dict:
     jax = _jax
     import jax.numpy as jnp
+    import numpy as np
     from jax import lax
 
-    def grad(fn, x):
-        y, vjp = jax.vjp(fn, x)
-        gy = jax.random.normal(jax.random.key(1234), y.shape, y.dtype)
-        return vjp(gy)[0]
+    def grad(fn, x, *rest):
+        """vjp of ``fn(x, *rest)`` with respect to ``x``, jitted once per probe code (a
+        lambda is new in every repeat); ``rest`` are arguments, not constants baked into
+        the program (XLA folding a large constant takes minutes)."""
+        key = (fn.__code__, x.shape, str(x.dtype))
+        f = _JITTED.get(key)
+        if f is None:
+            y = jax.eval_shape(fn, x, *rest)
+            gy = np.random.default_rng(1234).standard_normal(y.shape).astype(y.dtype)
+            f = _JITTED[key] = jax.jit(lambda x, *rest: jax.vjp(lambda x: fn(x, *rest), x)[1](gy)[0])
+        return f(x, *rest)
 
-    return {"jax": jax, "jnp": jnp, "lax": lax, "grad": grad, "device": device}
+    def jit(fn):
+        """``jax.jit(fn)``, once per probe code (a lambda is new in every repeat)."""
+        key = getattr(fn, "__code__", fn)
+        if key not in _JITTED:
+            _JITTED[key] = jax.jit(fn)
+        return _JITTED[key]
+
+    return {"jax": jax, "jnp": jnp, "lax": lax, "grad": grad, "jit": jit, "device": device}
 
 
 def convert(arrays: dict, device: str) -> dict:
