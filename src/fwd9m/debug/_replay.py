@@ -182,6 +182,8 @@ def replay(trace: str | os.PathLike[str], op: int, *, repeat: int = DEFAULT_REPE
     if not isinstance(repeat, int) or repeat < 2:
         raise ConfigurationError(f"repeat must be a whole number >= 2, got {repeat!r}")
     path = os.fspath(capture) if capture is not None else capture_path(trace, op)
+    if capture is None and not os.path.exists(trace):
+        raise FileFormatError(f"no trace {trace}: give a trace written by fwd9m debug record (or --keep)")
     if not os.path.exists(path):
         raise FileFormatError(
             f"no capture of op #{op} for {trace} (looked for {path}): replay needs the op's inputs, "
@@ -199,6 +201,53 @@ def replay(trace: str | os.PathLike[str], op: int, *, repeat: int = DEFAULT_REPE
         phases.append(_phase(path, True, repeat))
     return ReplayResult(trace, int(op), op_name, call["framework"], _device_of(call), call.get("threads"),
                         repeat, phases[0], phases[1] if switch else None, getattr(backend, "SWITCH", ""))
+
+
+def confirm(report, target: str, args: list[str] | tuple = (), *, module: bool = False,
+            frameworks: list[str] | None = None, trace: str | None = None, cwd: str | None = None,
+            env: dict | None = None, repeat: int = DEFAULT_REPEAT, switch: bool = True,
+            timeout: float | None = None) -> ReplayResult | None:
+    """For a culprit verdict of ``fwd9m debug``: a third, targeted run of ``target``
+    captures the culprit's call, then :func:`replay`. None when ``report`` names no
+    culprit. This is the function the debug report assembly calls.
+
+    ``trace``: where the third run's trace goes (default: a new temporary folder); its
+    capture lands beside it. ``cwd``: the folder the run works in (default: a new empty
+    one, so that the user's files are not touched; give the folder the other runs used).
+
+    Raises:
+        RunError: the targeted run failed, or took another path (op #SEQ is not the
+            culprit's op: the program's control flow differs run to run).
+    """
+    first = getattr(report, "first", None)
+    if getattr(report, "kind", None) != "culprit" or first is None:
+        return None
+    from ._store import TraceReader
+
+    seq = int(first.seq)
+    folder = tempfile.mkdtemp(prefix="fwd9m-replay-")
+    trace = trace or os.path.join(folder, "targeted.trace")
+    fws = ",".join(frameworks) if frameworks else "-"
+    cmd = [sys.executable, "-m", "fwd9m.debug._child", os.path.abspath(trace), "digests", f"{seq}:0", "-", fws,
+           "1" if module else "0", target if module else os.path.abspath(target), *args]
+    with tempfile.TemporaryFile() as log:
+        try:
+            proc = subprocess.run(cmd, cwd=cwd or tempfile.mkdtemp(prefix="cwd-", dir=folder),
+                                  env={**os.environ, **(env or {})}, stdout=log, stderr=log, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise RunError(f"the targeted run of {target} (to capture op #{seq}) took over {timeout} s") from None
+        log.seek(0)
+        tail = log.read()[-1500:].decode("utf-8", "replace")
+    if proc.returncode != 0 or not os.path.exists(capture_path(trace, seq)):
+        raise RunError(f"the targeted run of {target} (to capture op #{seq}) failed (exit {proc.returncode}) "
+                       f"or never reached op #{seq}; its last output:\n{tail}")
+    got = next((o for o in TraceReader(trace) if o.seq == seq), None)
+    if got is None or got.name != first.op:
+        raise RunError(f"the targeted run took another path: its op #{seq} is "
+                       f"{got.name if got else 'missing'}, not {first.op}; the program's control flow "
+                       f"differs between runs, so the culprit cannot be replayed by position")
+    result = replay(trace, seq, repeat=repeat, switch=switch)
+    return result
 
 
 def _phase(path: str, switch: bool, repeat: int) -> Phase:
