@@ -196,6 +196,8 @@ def replay(trace: str | os.PathLike[str], op: int, *, repeat: int = DEFAULT_REPE
                                  f"dtypes and lists of them")
     backend = importlib.import_module(f"fwd9m.debug._replay_{call['framework']}")
     op_name = call.get("op", "?")
+    if "narrowed" in call:  # a jitted call, narrowed in the targeted run (fwd9m.debug._narrow_jax)
+        return _narrowed(trace, int(op), call)
     phases = [_phase(path, False, repeat)]
     if switch:
         phases.append(_phase(path, True, repeat))
@@ -248,6 +250,26 @@ def confirm(report, target: str, args: list[str] | tuple = (), *, module: bool =
                        f"differs between runs, so the culprit cannot be replayed by position")
     result = replay(trace, seq, repeat=repeat, switch=switch)
     return result
+
+
+def _narrowed(trace: str, seq: int, call: dict) -> ReplayResult:
+    n = call["narrowed"]
+    runs = n.get("runs", 2)
+    how = (f"evaluated equation by equation {runs} times ({n.get('equations')} equations; each run alone, "
+           f"not the fused program XLA compiled)")
+    if n.get("found"):
+        off = Phase(False, "nondeterministic", 2, runs)
+        note = (f"narrowed inside the jitted call to equation {'/'.join(map(str, n['path']))}: "
+                f"{n['primitive']} at {n['location'] or '?'}: its inputs agree between the evaluations, "
+                f"its outputs differ; {how}")
+    else:
+        off = Phase(False, "deterministic", 1, runs)
+        note = (f"not narrowed: every equation agreed when {how}; the difference may come from the "
+                f"compiled program as a whole (fusion, a different kernel), or need more runs")
+    r = ReplayResult(trace, seq, call.get("op", "jit"), "jax", "cpu", None, runs, off, None, "", [note])
+    if n.get("found"):
+        r.op = f"jit: {n['primitive']} at {n['location']}"
+    return r
 
 
 def _phase(path: str, switch: bool, repeat: int) -> Phase:
