@@ -105,3 +105,34 @@ def test_cli_probe_one_entry_json_and_no_overwrite(tmp_path, capsys):
 def test_index_put_accumulate_is_deterministic_under_the_switch():
     rep = probe("torch", switch="on", threads=[2], repeat=3, entries=["torch.index-put-accumulate"])
     assert [r.status for r in rep.results] == ["deterministic"]
+
+
+def test_probe_trace_rebuilds_the_op_kinds_a_trace_ran(tmp_path):
+    from fwd9m import debug
+    from fwd9m.probe._trace import probe_trace, trace_items
+
+    g = torch.Generator().manual_seed(0)
+    x, i, v = torch.zeros(8, 4), torch.randint(0, 8, (1000,), generator=g), torch.randn(1000, 4, generator=g)
+    path = tmp_path / "run.trace"
+    with debug.record(path, framework="torch"):
+        y = x.index_put((i,), v, accumulate=True)
+        (y * 2.0).sum().item()
+    fw, items, _ = trace_items(str(path))
+    kinds = [it["op"] for it in items]
+    assert fw == "torch" and "aten::index_put" in kinds and "aten::mul" in kinds
+    rep = probe_trace(str(path), switch="on", threads=[1], repeat=2)
+    assert rep.results and all(r.status == "deterministic" for r in rep.results), rep.render()
+
+
+def test_probe_trace_of_another_framework_says_so(tmp_path):
+    pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from fwd9m import debug
+    from fwd9m.probe._trace import trace_items
+
+    path = tmp_path / "j.trace"
+    with debug.record(path, framework="jax"):
+        jnp.ones(3) + 1
+    with pytest.raises(ConfigurationError, match="rebuilds PyTorch ops"):
+        trace_items(str(path))

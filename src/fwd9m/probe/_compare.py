@@ -86,7 +86,8 @@ def render(report) -> str:
     s = report.settings
     lines = [f"fwd9m probe: {len(rows)} probe(s), {s['repeat']} repeats each, devices "
              f"{', '.join(s['devices'])}, threads {', '.join(map(str, s['threads']))}, switch {s['switch']}", ""]
-    head = f"{'entry':44} {'device':7} {'thr':>3}  {'switch off':18} {'switch on':18}"
+    width = min(100, max([44] + [len(k[1]) for k in rows]))
+    head = f"{'entry':{width}} {'device':7} {'thr':>3}  {'switch off':18} {'switch on':18}"
     lines.append(head)
     lines.append("-" * len(head))
     for (fw, key, dev, n), row in rows.items():
@@ -99,7 +100,7 @@ def render(report) -> str:
                 cells.append(f"NONDET {r.distinct}/{r.repeats}")
             else:
                 cells.append({"deterministic": "det", "raises": "RAISES", "error": "error"}[r.status])
-        lines.append(f"{key:44} {dev:7} {n:>3}  {cells[0]:18} {cells[1]:18}")
+        lines.append(f"{key:{width}} {dev:7} {n:>3}  {cells[0]:18} {cells[1]:18}")
     found = [r for r in report.results if r.status == "nondeterministic"]
     if found:
         lines += ["", "Nondeterministic here:"]

@@ -46,7 +46,81 @@ def namespace(device: str) -> dict:
         got = torch.autograd.grad(y, xs, gy)
         return got if isinstance(wrt, tuple) else got[0]
 
-    return {"torch": torch, "F": torch.nn.functional, "grad": grad, "device": device}
+    return {"torch": torch, "F": torch.nn.functional, "grad": grad, "device": device,
+            "rebuild": lambda name, metas, args: rebuild(name, metas, args, device)}
+
+
+def _value(text: str):
+    import ast
+
+    torch = _torch
+    if text.startswith("torch.") and hasattr(torch, text[6:]):
+        return getattr(torch, text[6:])  # a dtype, layout or memory format
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text  # a device ("cpu") or another name: as written
+
+
+def _fresh(meta: str, device: str, g):
+    torch = _torch
+    dtype, shape = meta.split("[", 1)
+    shape = [int(s) for s in shape.rstrip("]").split(",") if s]
+    dt = getattr(torch, dtype)
+    if dt.is_floating_point:
+        return torch.randn(shape, generator=g, dtype=torch.float32).to(dt).to(device)
+    return torch.zeros(shape, dtype=dt, device=device)  # valid indices, all into one slot
+
+
+def rebuild(name: str, metas: list, args: str, device: str):
+    """Run aten op ``name`` on fresh tensors of ``metas`` (recorded order) and the
+    recorded argument text ``args`` (``name=value`` joined by \\x1f), trying each of the
+    op's schemas; ValueError when none fits."""
+    torch = _torch
+    named = {}
+    for item in filter(None, args.split("\x1f")):
+        k, _, v = item.partition("=")
+        named[k] = _value(v)
+    g = torch.Generator().manual_seed(0)
+    tensors = [_fresh(m, device, g) for m in metas]
+    packet = getattr(torch.ops.aten, name.split("::", 1)[1])
+    for overload in packet.overloads():
+        func = getattr(packet, overload)
+        call = _fit(func._schema, tensors, named)
+        if call is not None:
+            return func(*call[0], **call[1])
+    raise ValueError(f"no schema of {name} fits {len(metas)} tensors and arguments {sorted(named)}")
+
+
+_ONE_TENSOR = ("Tensor", "Optional[Tensor]")
+
+
+def _fit(schema, tensors: list, named: dict):
+    """(args, kwargs) for ``schema`` from the tensors in order and named values, or None."""
+    args, kwargs, i = [], {}, 0
+    params = list(schema.arguments)
+    for n, a in enumerate(params):
+        kind = str(a.type)  # "Tensor", "Optional[Tensor]", "List[Optional[Tensor]]", ...
+        if a.name == "out" or getattr(a, "is_out", False):
+            return None
+        if kind in _ONE_TENSOR and a.name not in named:
+            if i >= len(tensors):
+                return None
+            value, i = tensors[i], i + 1
+        elif kind.startswith("List[") and "Tensor" in kind and a.name not in named:
+            later = sum(1 for b in params[n + 1:] if str(b.type) in _ONE_TENSOR and b.name not in named)
+            take = len(tensors) - i - later
+            if take < 0:
+                return None
+            value, i = tensors[i:i + take], i + take
+        elif a.name in named:
+            value = named[a.name]
+        elif a.has_default_value():
+            continue
+        else:
+            return None
+        (kwargs.__setitem__(a.name, value) if a.kwarg_only else args.append(value))
+    return (args, kwargs) if i == len(tensors) else None
 
 
 def convert(arrays: dict, device: str) -> dict:
@@ -58,13 +132,18 @@ def placement(device: str):
 
 
 def to_numpy(value) -> list:
+    import numpy as np
+
     torch = _torch
-    if isinstance(value, torch.Tensor):
+    if isinstance(value, (torch.Tensor, int, float, bool)):
         value = (value,)
     out = []
     for v in value:
         if isinstance(v, (tuple, list)):
             out.extend(to_numpy(v))
+            continue
+        if not isinstance(v, torch.Tensor):
+            out.append(np.asarray(v))
             continue
         v = v.detach()
         if v.is_sparse:
