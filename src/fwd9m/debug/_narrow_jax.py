@@ -52,7 +52,7 @@ def location(eqn) -> str:
 def _evaluate(jaxpr, consts, args, path: tuple, log: list) -> list:
     from jax.extend.core import ClosedJaxpr, DropVar, Literal
 
-    env = {}
+    env: dict = {}
 
     def read(v):
         return v.val if isinstance(v, Literal) else env[v]

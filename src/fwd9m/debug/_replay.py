@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..errors import ConfigurationError, FileFormatError, RunError
 
-__all__ = ["replay", "confirm", "take_call", "capture_path", "ReplayResult", "Phase", "DEFAULT_REPEAT"]
+__all__ = ["DEFAULT_REPEAT", "Phase", "ReplayResult", "capture_path", "confirm", "replay", "take_call"]
 
 DEFAULT_REPEAT = 20
 #: capture files one trace may get (each op a window selects: SEQ:RADIUS is bounded)
@@ -145,8 +145,9 @@ class ReplayResult:
     def render(self) -> str:
         from ..compare._escape import printable
 
-        lines = [f"replay of op #{self.seq} {self.op} ({self.framework}, {self.device}, "
-                 f"{self.threads} thread(s)), {self.repeat} times alone:", f"  {self.verdict()}"]
+        head = (f"replay of op #{self.seq} {self.op} ({self.framework}, {self.device}, "
+                f"{self.threads} thread(s)), {self.repeat} times alone:")
+        lines = [head, f"  {self.verdict()}"]
         sv = self.switch_verdict()
         if sv:
             lines.append(f"  {sv}")
@@ -235,7 +236,8 @@ def confirm(report, target: str, args: list[str] | tuple = (), *, module: bool =
     with tempfile.TemporaryFile() as log:
         try:
             proc = subprocess.run(cmd, cwd=cwd or tempfile.mkdtemp(prefix="cwd-", dir=folder),
-                                  env={**os.environ, **(env or {})}, stdout=log, stderr=log, timeout=timeout)
+                                  env={**os.environ, **(env or {})}, stdout=log, stderr=log, timeout=timeout,
+                                  check=False)
         except subprocess.TimeoutExpired:
             raise RunError(f"the targeted run of {target} (to capture op #{seq}) took over {timeout} s") from None
         log.seek(0)
@@ -276,7 +278,8 @@ def _phase(path: str, switch: bool, repeat: int) -> Phase:
     cmd = [sys.executable, "-m", "fwd9m.debug._replay", path, "on" if switch else "off", str(repeat)]
     with tempfile.TemporaryFile() as err:
         try:
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, timeout=CHILD_TIMEOUT_S)
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, timeout=CHILD_TIMEOUT_S,
+                                  check=False)
         except subprocess.TimeoutExpired:
             raise RunError(f"replay of {path} took over {CHILD_TIMEOUT_S:.0f} s") from None
         events = []

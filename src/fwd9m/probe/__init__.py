@@ -23,12 +23,12 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 from ..errors import ConfigurationError, RunError
 
-__all__ = ["probe", "probe_items", "Result", "ProbeReport", "FRAMEWORKS", "SWITCHES"]
+__all__ = ["FRAMEWORKS", "SWITCHES", "ProbeReport", "Result", "probe", "probe_items"]
 
 #: frameworks with op entries and a probe backend (Keras runs on one of them)
 FRAMEWORKS = ("torch", "tensorflow", "jax")

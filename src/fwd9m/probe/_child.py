@@ -41,7 +41,7 @@ def _execute(code: str, ns: dict):
     """The value of ``code``: an expression, or statements that set ``out``."""
     compiled, expression = _compiled(code)
     if expression:
-        return eval(compiled, ns)  # noqa: S307 - our own bundled spec (or a trace's op kind)
+        return eval(compiled, ns)
     exec(compiled, ns)  # noqa: S102
     if "out" not in ns:
         raise ValueError("probe code set no 'out'")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["expectations", "contradictions", "render"]
+__all__ = ["contradictions", "expectations", "render"]
 
 
 def _catalog_device(device: str) -> str:
@@ -84,8 +84,9 @@ def render(report) -> str:
         row = rows.setdefault((r.framework, r.key, r.device, r.threads), {})
         row["on" if r.switch else "off"] = r
     s = report.settings
-    lines = [f"fwd9m probe: {len(rows)} probe(s), {s['repeat']} repeats each, devices "
-             f"{', '.join(s['devices'])}, threads {', '.join(map(str, s['threads']))}, switch {s['switch']}", ""]
+    title = (f"fwd9m probe: {len(rows)} probe(s), {s['repeat']} repeats each, devices "
+             f"{', '.join(s['devices'])}, threads {', '.join(map(str, s['threads']))}, switch {s['switch']}")
+    lines = [title, ""]
     width = min(100, max([44] + [len(k[1]) for k in rows]))
     head = f"{'entry':{width}} {'device':7} {'thr':>3}  {'switch off':18} {'switch on':18}"
     lines.append(head)
@@ -114,8 +115,8 @@ def render(report) -> str:
     lines += [f"  {c}" for c in bad]
     weak = unconfirmed(report)
     if weak:
-        lines += ["", "Catalog says nondeterministic, not observed here (more --repeat, other --threads "
-                      "or the entry's device may show it):"]
+        lines += ["", ("Catalog says nondeterministic, not observed here (more --repeat, other --threads "
+                       "or the entry's device may show it):")]
         lines += [f"  {c}" for c in weak]
     if report.skipped:
         lines += ["", "Entries without a probe:"]

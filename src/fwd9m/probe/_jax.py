@@ -9,8 +9,9 @@ set through ``XLA_FLAGS`` before the backend starts. It has no effect on CPU. Th
 from __future__ import annotations
 
 import os
+from typing import Any
 
-_jax = None
+_jax: Any = None
 _JITTED: dict = {}
 
 

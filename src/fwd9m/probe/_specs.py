@@ -20,7 +20,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Spec", "load", "draw", "parse_input"]
+__all__ = ["Spec", "draw", "load", "parse_input"]
 
 _INPUT = re.compile(r"^\s*([a-z0-9]+)\[([0-9, ]*)\]\s*(?:<\s*([0-9.]+))?\s*$")
 _DTYPES = ("float16", "float32", "float64", "int32", "int64", "bool")

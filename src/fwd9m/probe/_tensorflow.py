@@ -9,7 +9,9 @@ an op without a deterministic kernel then raises ``UnimplementedError`` (or
 
 from __future__ import annotations
 
-_tf = None
+from typing import Any
+
+_tf: Any = None
 
 
 def child_env(switch: bool, threads: int) -> dict[str, str]:

@@ -9,8 +9,9 @@ gets it in its environment. Threads: ``torch.set_num_threads``.
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
-_torch = None
+_torch: Any = None
 
 
 def child_env(switch: bool, threads: int) -> dict[str, str]:
@@ -64,8 +65,8 @@ def _value(text: str):
 
 def _fresh(meta: str, device: str, g):
     torch = _torch
-    dtype, shape = meta.split("[", 1)
-    shape = [int(s) for s in shape.rstrip("]").split(",") if s]
+    dtype, dims = meta.split("[", 1)
+    shape = [int(s) for s in dims.rstrip("]").split(",") if s]
     dt = getattr(torch, dtype)
     if dt.is_floating_point:
         return torch.randn(shape, generator=g, dtype=torch.float32).to(dt).to(device)
@@ -97,7 +98,9 @@ _ONE_TENSOR = ("Tensor", "Optional[Tensor]")
 
 def _fit(schema, tensors: list, named: dict):
     """(args, kwargs) for ``schema`` from the tensors in order and named values, or None."""
-    args, kwargs, i = [], {}, 0
+    args: list = []
+    kwargs: dict = {}
+    i = 0
     params = list(schema.arguments)
     for n, a in enumerate(params):
         kind = str(a.type)  # "Tensor", "Optional[Tensor]", "List[Optional[Tensor]]", ...
