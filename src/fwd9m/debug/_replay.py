@@ -55,6 +55,10 @@ def take_call(rec, seq: int, framework: str, *call) -> None:
         spec, arrays = backend.capture(*call)
     except backend.Unrebuildable as exc:
         spec, arrays = {"framework": framework, "error": f"the op has {exc}"}, {}
+    except Exception as exc:  # noqa: BLE001 - never the program's failure, nor an extra trace record
+        # (a jit call that donated its inputs has them deleted by the time JAX returns)
+        spec, arrays = {"framework": framework, "error": f"capturing it failed ({type(exc).__name__}: "
+                                                         f"{str(exc)[:200]})"}, {}
     spec["seq"] = seq
     data = json.dumps(spec).encode("utf-8")
     try:
