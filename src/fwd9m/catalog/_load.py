@@ -58,7 +58,8 @@ FRAMEWORKS = ("tensorflow", "keras", "torch", "jax", "python")
 _ID = re.compile(r"^[a-z]+\.[a-z0-9]+(?:-[a-z0-9]+)*$")
 _REQUIRED = ("id", "title", "summary", "kind", "affected", "references", "solutions")
 _OPTIONAL = ("symbols", "ops", "direction", "devices", "behaviour", "timeline",
-             "deterministic_since", "uncertain", "condition", "env", "ngc", "fixed_by", "source")
+             "deterministic_since", "uncertain", "condition", "env", "ngc", "fixed_by", "source",
+             "measured")
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,7 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
         affected=raw["affected"], deterministic_since=since, solutions=tuple(solutions),
         references=refs, uncertain=_squash(raw.get("uncertain")),
         condition=raw.get("condition"), fixed_by=_strs(raw.get("fixed_by", []), where, "fixed_by"),
-        source=_squash(raw.get("source")),
+        source=_squash(raw.get("source")), measured=_squash(raw.get("measured")),
         env=_strs(raw.get("env", []), where, "env"), ngc=raw.get("ngc"),
         timeline=tuple(timeline), switch_since=_switch_since(framework),
     )

@@ -98,6 +98,8 @@ class Entry:
     #: settings that also fix it, "qualified.name=Value" (torch.backends.cudnn.deterministic=True)
     fixed_by: tuple[str, ...] = ()
     source: str | None = None  #: where in the framework's source the conditions come from
+    #: what ``fwd9m probe`` measured (version, device, threads, repeats, result)
+    measured: str | None = None
     env: tuple[str, ...] = ()  #: environment variables involved
     ngc: str | None = None  #: NGC TF container versions (specifier) with the solution
     timeline: tuple[tuple[str, str], ...] = ()

@@ -30,8 +30,16 @@ from ._common import LEVELS, CaptureSpec, Recording
 from ._compare import Report, compare
 from ._store import FORMAT_VERSION, TraceReader, TraceWriter
 
-__all__ = ["record", "diff", "localize", "Report", "Trace", "LEVELS", "FORMAT_VERSION",
+__all__ = ["record", "diff", "localize", "replay", "Report", "Trace", "LEVELS", "FORMAT_VERSION",
            "TraceReader"]
+
+
+def replay(trace, op: int, **kwargs):
+    """Replay op ``op`` of a trace alone from its capture; see
+    :func:`fwd9m.debug._replay.replay` (and ``confirm`` for a debug verdict)."""
+    from ._replay import replay as _replay
+
+    return _replay(trace, op, **kwargs)
 
 
 class Trace:

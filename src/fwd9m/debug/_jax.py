@@ -261,6 +261,10 @@ class JaxRecorder:
         ctx = rec.ctx_id("", "other", loc, node, device)
         w = rec.writer
         seq = w.op(rec.name_id(name, name), ctx, rec.step, in_recs, out_recs)
+        if capture and jaxpr is not None:  # a jitted call: narrowed now, for replay (fwd9m.debug._replay)
+            from ._replay import take_call
+
+            take_call(rec, seq, "jax", rec, jaxpr, ins)
         if capture:
             for i, (meta, data) in enumerate(in_caps):
                 w.capture(seq, False, i, meta, data)

@@ -405,7 +405,10 @@ class TFRecorder:
         ctx = rec.ctx_id(scope.rstrip("/"), self._phase_of(op_type, scope),
                          user_location(2), "", dev)
         seq = rec.writer.op(rec.name_id(op_type, op_type), ctx, rec.step, ins, outs)
-        if capture:
+        if capture:  # also the whole call, for replay (fwd9m.debug._replay)
+            from ._replay import take_call
+
+            take_call(rec, seq, "tensorflow", op_type, inputs, attrs, len(outputs or ()))
             for is_out, ts in ((False, inputs), (True, outputs or ())):
                 for i, t in enumerate(ts):
                     try:

@@ -377,6 +377,10 @@ class TorchRecorder:
             if info.ignore or (info.ignore_in_data and self._phase_stack and self._phase_stack[-1] == "data"):
                 return func(*args, **kwargs)
             pre = self._before(info, args, kwargs)
+            if pre[3]:  # a captured op: also its whole call, for replay (fwd9m.debug._replay)
+                from ._replay import take_call
+
+                take_call(self.rec, self.rec.writer.ops + len(self._pending), "torch", func, args, kwargs)
         except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
             self._failed(func, exc)
             return func(*args, **kwargs)

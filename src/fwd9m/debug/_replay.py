@@ -1,0 +1,358 @@
+"""Prove a culprit: replay the op alone, many times, with and without the switch.
+
+``fwd9m debug`` infers a culprit (its inputs agree bit for bit between the runs, its
+outputs do not). Replay is the proof: a targeted run records the script again with
+the culprit's whole call captured (:func:`take_call`: every argument, the full input
+tensors with dtype, shape, strides and device, into ``TRACE.op<SEQ>.npz`` beside the
+trace; no pickle, read with ``allow_pickle=False``), then a fresh process rebuilds the
+op from the capture and runs it ``repeat`` times on the same device, dtype, layout and
+thread count, then a second process does the same under the framework's determinism
+switch. The user's script is not imported again for the replay.
+
+>>> from fwd9m import debug                                      # doctest: +SKIP
+>>> print(debug.replay("run1.trace", op=1234).render())         # doctest: +SKIP
+confirmed: 7 distinct outputs in 20 replays (max 50 ULP) ...
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+
+from ..errors import ConfigurationError, FileFormatError, RunError
+
+__all__ = ["DEFAULT_REPEAT", "Phase", "ReplayResult", "capture_path", "confirm", "replay", "take_call"]
+
+DEFAULT_REPEAT = 20
+#: capture files one trace may get (each op a window selects: SEQ:RADIUS is bounded)
+MAX_CALLS = 64
+CHILD_TIMEOUT_S = 600.0
+
+
+def capture_path(trace: str, seq: int) -> str:
+    return f"{os.fspath(trace)}.op{int(seq)}.npz"
+
+
+def take_call(rec, seq: int, framework: str, *call) -> None:
+    """Recorder hook, for an op the capture spec selects by sequence window: write its
+    whole call to :func:`capture_path`. Never overwrites a file; an argument that cannot
+    be written exactly gives a capture holding only the reason (replay then says so)."""
+    if not any(a <= seq <= b for a, b in rec.capture.windows):
+        return
+    taken = getattr(rec, "_calls_taken", 0)
+    if taken >= MAX_CALLS:
+        return
+    rec._calls_taken = taken + 1
+    import numpy as np
+
+    backend = importlib.import_module(f"fwd9m.debug._replay_{framework}")
+    try:
+        spec, arrays = backend.capture(*call)
+    except backend.Unrebuildable as exc:
+        spec, arrays = {"framework": framework, "error": f"the op has {exc}"}, {}
+    except Exception as exc:  # noqa: BLE001 - never the program's failure, nor an extra trace record
+        # (a jit call that donated its inputs has them deleted by the time JAX returns)
+        spec, arrays = {"framework": framework, "error": f"capturing it failed ({type(exc).__name__}: "
+                                                         f"{str(exc)[:200]})"}, {}
+    spec["seq"] = seq
+    data = json.dumps(spec).encode("utf-8")
+    try:
+        with open(capture_path(rec.writer.path, seq), "xb") as f:
+            np.savez(f, call=np.frombuffer(data, dtype=np.uint8), **arrays)
+    except FileExistsError:
+        pass
+
+
+def load_capture(path: str) -> tuple[dict, dict]:
+    """(call, arrays) of a capture file; FileFormatError when it is not one."""
+    import numpy as np
+
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        call = json.loads(arrays.pop("call").tobytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, KeyError, UnicodeDecodeError) as exc:
+        raise FileFormatError(f"{path} is not a replay capture ({type(exc).__name__}: {exc}); it is written "
+                              f"by: fwd9m debug record --capture SEQ:0") from None
+    if not isinstance(call, dict) or "framework" not in call:
+        raise FileFormatError(f"{path} is not a replay capture (no call description)")
+    return call, arrays
+
+
+@dataclass
+class Phase:
+    """The replays of one setting (switch off or on)."""
+
+    switch: bool
+    status: str  #: deterministic, nondeterministic, raises, error
+    distinct: int = 0
+    repeats: int = 0
+    max_ulp: int | None = None
+    error: str | None = None
+
+
+@dataclass
+class ReplayResult:
+    trace: str
+    seq: int
+    op: str
+    framework: str
+    device: str
+    threads: int | None
+    repeat: int
+    off: Phase
+    on: Phase | None = None
+    switch_code: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def confirmed(self) -> bool:
+        return self.off.status == "nondeterministic"
+
+    def verdict(self) -> str:
+        """One line: confirmed / not reproduced in isolation."""
+        o = self.off
+        if o.status == "nondeterministic":
+            ulp = f" (max {o.max_ulp} ULP)" if o.max_ulp is not None else ""
+            return f"confirmed: {o.distinct} distinct outputs in {o.repeats} replays{ulp}"
+        if o.status == "deterministic":
+            return (f"not reproduced in isolation: 1 output in {o.repeats} replays. The op alone, on these "
+                    f"inputs, device ({self.device}) and {self.threads} thread(s), is deterministic here; what "
+                    f"made it differ in the runs is around it: concurrency with other work (other threads "
+                    f"or streams busy at the time), state the op reads that is not an input (an "
+                    f"allocator's memory layout, a cache, a global setting), or a different kernel choice "
+                    f"under load. Try more replays (--repeat), or the debug run's thread count.")
+        return f"replay failed: {o.error}"
+
+    def switch_verdict(self) -> str | None:
+        p = self.on
+        if p is None:
+            return None
+        head = f"with {self.switch_code}:" if self.switch_code else "with the determinism switch:"
+        if p.status == "deterministic":
+            return f"{head} deterministic (1 output in {p.repeats} replays): the switch fixes it"
+        if p.status == "raises":
+            return f"{head} raises ({p.error}): no deterministic implementation; avoid the op"
+        if p.status == "nondeterministic":
+            ulp = f" (max {p.max_ulp} ULP)" if p.max_ulp is not None else ""
+            return (f"{head} STAYS NONDETERMINISTIC: {p.distinct} distinct outputs in {p.repeats} "
+                    f"replays{ulp}; a silent gap in the switch")
+        return f"{head} replay failed: {p.error}"
+
+    def render(self) -> str:
+        from ..compare._escape import printable
+
+        head = (f"replay of op #{self.seq} {self.op} ({self.framework}, {self.device}, "
+                f"{self.threads} thread(s)), {self.repeat} times alone:")
+        lines = [head, f"  {self.verdict()}"]
+        sv = self.switch_verdict()
+        if sv:
+            lines.append(f"  {sv}")
+        lines += [f"  note: {n}" for n in self.notes]
+        return printable("\n".join(lines))
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"confirmed": self.confirmed, "verdict": self.verdict(),
+                               "switch_verdict": self.switch_verdict()}
+
+
+def _device_of(call: dict) -> str:
+    for t in call.get("tensors", []):
+        if t.get("device", "cpu") != "cpu":
+            return t["device"]
+    return call.get("device", "cpu")
+
+
+def replay(trace: str | os.PathLike[str], op: int, *, repeat: int = DEFAULT_REPEAT, switch: bool = True,
+           capture: str | os.PathLike[str] | None = None) -> ReplayResult:
+    """Replay op ``op`` of ``trace`` alone from its capture (default
+    ``TRACE.op<SEQ>.npz``), ``repeat`` times, then (``switch``) under the framework's
+    determinism switch, each in a fresh process.
+
+    Raises:
+        FileFormatError: no capture for that op (the trace was recorded without
+            ``--capture SEQ:0``), or the file is not one.
+        ConfigurationError: the op cannot be rebuilt, the device it ran on is not here,
+            or ``repeat`` < 2.
+        RunError: a replay process died.
+    """
+    trace = os.fspath(trace)
+    if not isinstance(repeat, int) or repeat < 2:
+        raise ConfigurationError(f"repeat must be a whole number >= 2, got {repeat!r}")
+    path = os.fspath(capture) if capture is not None else capture_path(trace, op)
+    if capture is None and not os.path.exists(trace):
+        raise FileFormatError(f"no trace {trace}: give a trace written by fwd9m debug record (or --keep)")
+    if not os.path.exists(path):
+        raise FileFormatError(
+            f"no capture of op #{op} for {trace} (looked for {path}): replay needs the op's inputs, "
+            f"which a trace holds only when it was recorded with them. Record it again with: "
+            f"fwd9m debug record --capture {op}:0 -o {trace} SCRIPT ...")
+    call, _ = load_capture(path)
+    if call.get("error"):
+        raise ConfigurationError(f"op #{op} of {trace} cannot be rebuilt for replay: {call['error']}; "
+                                 f"replay works on ops whose arguments are tensors, numbers, strings, "
+                                 f"dtypes and lists of them")
+    backend = importlib.import_module(f"fwd9m.debug._replay_{call['framework']}")
+    op_name = call.get("op", "?")
+    if "narrowed" in call:  # a jitted call, narrowed in the targeted run (fwd9m.debug._narrow_jax)
+        return _narrowed(trace, int(op), call)
+    phases = [_phase(path, False, repeat)]
+    if switch:
+        phases.append(_phase(path, True, repeat))
+    return ReplayResult(trace, int(op), op_name, call["framework"], _device_of(call), call.get("threads"),
+                        repeat, phases[0], phases[1] if switch else None, getattr(backend, "SWITCH", ""))
+
+
+def confirm(report, target: str, args: list[str] | tuple = (), *, module: bool = False,
+            frameworks: list[str] | None = None, trace: str | None = None, cwd: str | None = None,
+            env: dict | None = None, repeat: int = DEFAULT_REPEAT, switch: bool = True,
+            timeout: float | None = None) -> ReplayResult | None:
+    """For a culprit verdict of ``fwd9m debug``: a third, targeted run of ``target``
+    captures the culprit's call, then :func:`replay`. None when ``report`` names no
+    culprit. This is the function the debug report assembly calls.
+
+    ``trace``: where the third run's trace goes (default: a new temporary folder); its
+    capture lands beside it. ``cwd``: the folder the run works in (default: a new empty
+    one, so that the user's files are not touched; give the folder the other runs used).
+
+    Raises:
+        RunError: the targeted run failed, or took another path (op #SEQ is not the
+            culprit's op: the program's control flow differs run to run).
+    """
+    first = getattr(report, "first", None)
+    if getattr(report, "kind", None) != "culprit" or first is None:
+        return None
+    from ._store import TraceReader
+
+    seq = int(first.seq)
+    folder = tempfile.mkdtemp(prefix="fwd9m-replay-")
+    trace = trace or os.path.join(folder, "targeted.trace")
+    fws = ",".join(frameworks) if frameworks else "-"
+    cmd = [sys.executable, "-m", "fwd9m.debug._child", os.path.abspath(trace), "digests", f"{seq}:0", "-", fws,
+           "1" if module else "0", target if module else os.path.abspath(target), *args]
+    with tempfile.TemporaryFile() as log:
+        try:
+            proc = subprocess.run(cmd, cwd=cwd or tempfile.mkdtemp(prefix="cwd-", dir=folder),
+                                  env={**os.environ, **(env or {})}, stdout=log, stderr=log, timeout=timeout,
+                                  check=False)
+        except subprocess.TimeoutExpired:
+            raise RunError(f"the targeted run of {target} (to capture op #{seq}) took over {timeout} s") from None
+        log.seek(0)
+        tail = log.read()[-1500:].decode("utf-8", "replace")
+    if proc.returncode != 0 or not os.path.exists(capture_path(trace, seq)):
+        raise RunError(f"the targeted run of {target} (to capture op #{seq}) failed (exit {proc.returncode}) "
+                       f"or never reached op #{seq}; its last output:\n{tail}")
+    got = next((o for o in TraceReader(trace) if o.seq == seq), None)
+    if got is None or got.name != first.op:
+        raise RunError(f"the targeted run took another path: its op #{seq} is "
+                       f"{got.name if got else 'missing'}, not {first.op}; the program's control flow "
+                       f"differs between runs, so the culprit cannot be replayed by position")
+    result = replay(trace, seq, repeat=repeat, switch=switch)
+    return result
+
+
+def _narrowed(trace: str, seq: int, call: dict) -> ReplayResult:
+    n = call["narrowed"]
+    runs = n.get("runs", 2)
+    how = (f"evaluated equation by equation {runs} times ({n.get('equations')} equations; each run alone, "
+           f"not the fused program XLA compiled)")
+    if n.get("found"):
+        off = Phase(False, "nondeterministic", 2, runs)
+        note = (f"narrowed inside the jitted call to equation {'/'.join(map(str, n['path']))}: "
+                f"{n['primitive']} at {n['location'] or '?'}: its inputs agree between the evaluations, "
+                f"its outputs differ; {how}")
+    else:
+        off = Phase(False, "deterministic", 1, runs)
+        note = (f"not narrowed: every equation agreed when {how}; the difference may come from the "
+                f"compiled program as a whole (fusion, a different kernel), or need more runs")
+    r = ReplayResult(trace, seq, call.get("op", "jit"), "jax", "cpu", None, runs, off, None, "", [note])
+    if n.get("found"):
+        r.op = f"jit: {n['primitive']} at {n['location']}"
+    return r
+
+
+def _phase(path: str, switch: bool, repeat: int) -> Phase:
+    cmd = [sys.executable, "-m", "fwd9m.debug._replay", path, "on" if switch else "off", str(repeat)]
+    with tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, timeout=CHILD_TIMEOUT_S,
+                                  check=False)
+        except subprocess.TimeoutExpired:
+            raise RunError(f"replay of {path} took over {CHILD_TIMEOUT_S:.0f} s") from None
+        events = []
+        for line in proc.stdout.splitlines():
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue
+        err.seek(0)
+        tail = err.read()[-1500:].decode("utf-8", "replace")
+    for ev in events:
+        if ev.get("fatal") == "device":
+            raise ConfigurationError(ev["error"])
+        if ev.get("fatal") == "rebuild":
+            raise ConfigurationError(f"the op cannot be rebuilt for replay: {ev['error']}")
+        if "status" in ev:
+            return Phase(switch, ev["status"], ev.get("distinct", 0), ev.get("repeats", 0), ev.get("max_ulp"),
+                         ev.get("error"))
+    raise RunError(f"the replay process died (exit {proc.returncode}); its last output:\n{tail}")
+
+
+def _child(path: str, switch: str, repeat: int) -> int:
+    """Replay process: rebuild and run the op; one JSON line with the measurement."""
+    import numpy as np
+
+    from ..probe._child import _digest, max_ulp
+
+    proto = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    def emit(**ev):
+        proto.write(json.dumps(ev) + "\n")
+        proto.flush()
+
+    call, arrays = load_capture(path)
+    backend = importlib.import_module(f"fwd9m.debug._replay_{call['framework']}")
+    device = _device_of(call)
+    if device not in backend.devices():
+        emit(fatal="device", error=f"the op ran on {device}, which is not there; {call['framework']} sees "
+                                   f"{', '.join(backend.devices())}: replay it on the machine that recorded it")
+        return 2
+    try:
+        r = backend.Replayer(call, arrays, switch == "on")
+    except backend.Unrebuildable as exc:
+        emit(fatal="rebuild", error=str(exc))
+        return 2
+    seen: dict[str, int] = {}
+    first, ulp = None, None
+    for i in range(repeat):
+        try:
+            outs = r.run()
+        except Exception as exc:  # noqa: BLE001 - the op's failure is the measurement
+            emit(status="raises" if r.is_switch_error(exc) else "error",
+                 error=f"{type(exc).__name__}: {exc}"[:400], repeats=i)
+            return 0
+        key = _digest(outs)
+        if key not in seen:
+            seen[key] = i
+            if first is None:
+                first = outs
+            elif len(seen) <= 8:
+                for a, b in zip(first, outs):
+                    u = max_ulp(np, a, b)
+                    ulp = u if u is not None and (ulp is None or u > ulp) else ulp
+    emit(status="nondeterministic" if len(seen) > 1 else "deterministic", distinct=len(seen),
+         repeats=repeat, max_ulp=ulp)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_child(sys.argv[1], sys.argv[2], int(sys.argv[3])))
