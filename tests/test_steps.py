@@ -1,0 +1,161 @@
+"""Step digest files: format, reader errors, comparison, the batched digests (real
+NumPy and torch, CPU)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from fwd9m.errors import ConfigurationError, FileFormatError
+from fwd9m.steps import StepReader, StepWriter, diff_steps, is_step_digest_file, step_digest
+from fwd9m.steps._format import MAGIC
+
+
+def _write(path, steps, header=None, close=True, change=None):
+    w = StepWriter(path, header or {"program": {"argv": ["t.py"]}, "environment": None})
+    for s in range(steps):
+        entries = [("params", "w", "float32[2]", 10 + s), ("loss", "loss", "float32[]", 20 + s)]
+        if change is not None and s == change:
+            entries[0] = ("params", "w", "float32[2]", 999)
+        w.step(s, entries)
+    if close:
+        w.close()
+    return path
+
+
+def test_round_trip(tmp_path):
+    p = _write(tmp_path / "a.steps", 3)
+    assert is_step_digest_file(p)
+    r = StepReader(p)
+    recs = list(r)
+    assert [x.step for x in recs] == [0, 1, 2]
+    assert recs[1].digests[("params", "w")] == ("float32[2]", 11)
+    assert r.complete and r.end["steps"] == 3
+    assert r.header["program"] == {"argv": ["t.py"]}
+
+
+def test_no_end_record_is_read_and_said(tmp_path):
+    p = _write(tmp_path / "a.steps", 2, close=False)
+    r = StepReader(p)
+    assert len(list(r)) == 2 and not r.complete
+    rep = diff_steps(p, p)
+    assert rep.reproducible and any("no end record" in n for n in rep.notes)
+
+
+@pytest.mark.parametrize("cut", [3, 11, 14, 40, -1, -5, -13])
+def test_truncated_is_file_format_error(tmp_path, cut):
+    """Cut anywhere inside a frame: FileFormatError, at open or while reading."""
+    data = _write(tmp_path / "a.steps", 3).read_bytes()
+    bad = tmp_path / "cut.steps"
+    bad.write_bytes(data[:cut] if cut > 0 else data[:len(data) + cut])
+    with pytest.raises(FileFormatError):
+        list(StepReader(bad))
+
+
+def test_flipped_bit_and_foreign_and_version(tmp_path):
+    data = bytearray(_write(tmp_path / "a.steps", 3).read_bytes())
+    data[-8] ^= 1  # inside the end record's JSON
+    (tmp_path / "flip.steps").write_bytes(bytes(data))
+    with pytest.raises(FileFormatError, match="checksum"):
+        list(StepReader(tmp_path / "flip.steps"))
+    (tmp_path / "foreign.steps").write_bytes(b"PK\x03\x04" + b"\0" * 100)
+    with pytest.raises(FileFormatError, match="not a fwd9m step digest file"):
+        StepReader(tmp_path / "foreign.steps")
+    (tmp_path / "v9.steps").write_bytes(MAGIC + b"\x09\x00\x00\x00")
+    with pytest.raises(FileFormatError, match="version 9"):
+        StepReader(tmp_path / "v9.steps")
+    with pytest.raises(FileFormatError, match="not found"):
+        StepReader(tmp_path / "missing.steps")
+    with pytest.raises(FileFormatError, match="directory"):
+        StepReader(tmp_path)
+
+
+def test_a_pipe_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "pipe.steps"
+    os.mkfifo(fifo)
+    with pytest.raises(FileFormatError, match="named pipe"):
+        StepReader(fifo)
+    assert not is_step_digest_file(fifo)
+
+
+def test_well_checksummed_garbage_is_file_format_error(tmp_path):
+    """A frame whose checksum is right but whose record does not parse (another
+    program, or an edit): a clear error, not a crash."""
+    import struct
+    import zlib
+
+    p = _write(tmp_path / "a.steps", 1, close=False)
+    payload = b"D" + struct.pack("<qI", 1, 5) + b"\0" * 3  # declares 5 digests, holds 3 bytes
+    with open(p, "ab") as f:
+        f.write(struct.pack("<I", len(payload)) + payload + struct.pack("<I", zlib.crc32(payload)))
+    with pytest.raises(FileFormatError, match="declares 5 digests"):
+        list(StepReader(p))
+
+
+def test_writer_never_overwrites_another_file(tmp_path):
+    user = tmp_path / "model.pt"
+    user.write_bytes(b"weights")
+    with pytest.raises(ConfigurationError, match="does not overwrite"):
+        StepWriter(user, {})
+    assert user.read_bytes() == b"weights"
+    p = _write(tmp_path / "a.steps", 1)
+    _write(p, 2)  # a digest file may be replaced
+    assert len(list(StepReader(p))) == 2
+
+
+def test_diff_steps_first_difference_and_lengths(tmp_path):
+    a = _write(tmp_path / "a.steps", 5)
+    b = _write(tmp_path / "b.steps", 5, change=3)
+    rep = diff_steps(a, b)
+    assert not rep.reproducible and rep.first.step_b == 3 and rep.first.names() == ["params/w"]
+    assert rep.exit_code == 1 and "first difference at step 3 (steps 0..2 agree)" in rep.render()
+    short = _write(tmp_path / "c.steps", 2)
+    rep = diff_steps(a, short)
+    assert rep.first is None and not rep.reproducible and "has 5 steps" in rep.render()
+    assert diff_steps(a, a).reproducible
+
+
+def test_report_escapes_control_characters(tmp_path):
+    w = StepWriter(tmp_path / "a.steps", {})
+    w.step(0, [("params", "evil\x1b[31m", "float32[1]", 1)])
+    w.close()
+    w = StepWriter(tmp_path / "b.steps", {})
+    w.step(0, [("params", "evil\x1b[31m", "float32[1]", 2)])
+    w.close()
+    text = diff_steps(tmp_path / "a.steps", tmp_path / "b.steps").render()
+    assert "\x1b" not in text and "\\x1b" in text
+
+
+def test_batched_small_digests_equal_fingerprint():
+    torch = pytest.importorskip("torch")
+    from fwd9m.fingerprint import torch_digest
+    from fwd9m.steps._values import _small_cpu_digests
+
+    g = torch.Generator().manual_seed(0)
+    ts = [torch.randn(5, generator=g), torch.zeros(0), torch.randn(3, 7, generator=g).t(),
+          torch.arange(3, dtype=torch.uint8), torch.tensor(True), torch.randn(1024, generator=g),
+          torch.randn(4, generator=g).to(torch.bfloat16), torch.tensor(7, dtype=torch.int64)]
+    assert _small_cpu_digests(ts) == [torch_digest(t) for t in ts]
+
+
+def test_step_digest_pytree_and_path(tmp_path):
+    p = tmp_path / "loop.steps"
+    params = {"dense": {"w": np.ones((2, 3), np.float32), "b": np.zeros(3, np.float32)}}
+    assert step_digest(0, loss=1.5, params=params, batch=(np.arange(4),), key=np.uint32([0, 1]), path=p)
+    from fwd9m.steps._session import _by_path
+
+    _by_path.pop(os.path.abspath(p)).finish()
+    (rec,) = list(StepReader(p))
+    assert set(rec.digests) >= {("loss", "loss"), ("params", "dense.w"), ("params", "dense.b"),
+                                ("batch", "0"), ("rng", "key"), ("rng", "python")}
+    with pytest.raises(TypeError, match="params/x"):
+        step_digest(params={"x": object()}, path=tmp_path / "t.steps")
+
+
+def test_step_digest_without_destination_says_how(monkeypatch):
+    monkeypatch.delenv("FWD9M_STEPS_OUT", raising=False)
+    monkeypatch.delenv("FWD9M_STEPS_AGAINST", raising=False)
+    with pytest.raises(ConfigurationError, match="fwd9m run --digests"):
+        step_digest(loss=1.0)
