@@ -180,3 +180,18 @@ def for_path(path: str | os.PathLike[str] | None) -> StepSession | None:
 
         atexit.register(s.finish)
     return s
+
+
+def require(path: str | os.PathLike[str] | None, what: str) -> StepSession:
+    """:func:`for_path`, for a callback: a clear error when there is nowhere to write.
+
+    Raises:
+        ConfigurationError: no path and not under ``fwd9m run --digests/--against``.
+    """
+    session = for_path(path)
+    if session is None:
+        from ..errors import ConfigurationError
+
+        raise ConfigurationError(f"{what} has nowhere to write: pass a path, {what}('run.steps'), or run "
+                                 f"the script with: fwd9m run --digests run.steps train.py")
+    return session
