@@ -128,16 +128,25 @@ def test_report_escapes_control_characters(tmp_path):
     assert "\x1b" not in text and "\\x1b" in text
 
 
-def test_batched_small_digests_equal_fingerprint():
+def test_batched_digests_equal_fingerprint(monkeypatch):
     torch = pytest.importorskip("torch")
     from fwd9m.fingerprint import torch_digest
-    from fwd9m.steps._values import _small_cpu_digests
+    from fwd9m.steps import _values
 
     g = torch.Generator().manual_seed(0)
     ts = [torch.randn(5, generator=g), torch.zeros(0), torch.randn(3, 7, generator=g).t(),
           torch.arange(3, dtype=torch.uint8), torch.tensor(True), torch.randn(1024, generator=g),
-          torch.randn(4, generator=g).to(torch.bfloat16), torch.tensor(7, dtype=torch.int64)]
-    assert _small_cpu_digests(ts) == [torch_digest(t) for t in ts]
+          torch.randn(3 * 1024, generator=g), torch.randn(5000, generator=g),  # several rows, a tail
+          torch.randn(7, generator=g).to(torch.bfloat16), torch.tensor(7, dtype=torch.int64),
+          torch.randn(4, generator=g, requires_grad=True)]
+    expected = [torch_digest(t) for t in ts]
+    assert _values._cpu_digests(ts) == expected
+    monkeypatch.setattr(_values, "_BATCH_WORDS", 1500)  # batches split between tensors
+    assert _values._cpu_digests(ts) == expected
+    entries = _values.digest_groups([("a", [("x", ts[0]), ("n", 3), ("f", 0.5)]), ("b", [("y", ts[7])])])
+    assert [(e[0], e[1], e[2]) for e in entries] == [("a", "x", "float32[5]"), ("a", "n", "int64[]"),
+                                                     ("a", "f", "float64[]"), ("b", "y", "float32[5000]")]
+    assert entries[0][3] == expected[0] and entries[3][3] == expected[7]
 
 
 def test_step_digest_pytree_and_path(tmp_path):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from ._values import digest_leaves, global_rng_leaves
+from ._values import digest_groups, digest_leaves, global_rng_leaves
 
 __all__ = ["optimizer_entries", "initial_entries", "install"]
 
@@ -73,12 +73,6 @@ def optimizer_entries(optimizer, model=None, *, grads: bool = True) -> list[tupl
 
     model, names = _model_and_names(optimizer, model)
     params = _params(optimizer, names)
-    entries = []
-    if grads:
-        entries += digest_leaves("grads", [(n, p.grad) for n, p in params if p.grad is not None])
-    entries += digest_leaves("params", params)
-    if model is not None:
-        entries += digest_leaves("buffers", list(model.named_buffers()))
     state = []
     for n, p in params:
         for k, v in optimizer.state.get(p, {}).items():
@@ -88,9 +82,11 @@ def optimizer_entries(optimizer, model=None, *, grads: bool = True) -> list[tupl
         for k in ("lr", "momentum", "betas", "weight_decay"):
             if k in group:
                 state.append((f"group{gi}.{k}", group[k]))
-    entries += digest_leaves("optimizer", state)
-    entries += digest_leaves("rng", global_rng_leaves())
-    return entries
+    groups = [("grads", [(n, p.grad) for n, p in params if p.grad is not None] if grads else []),
+              ("params", params),
+              ("buffers", list(model.named_buffers()) if model is not None else []),
+              ("optimizer", state), ("rng", global_rng_leaves())]
+    return digest_groups(groups)  # one batched digest for the whole step
 
 
 def install(session) -> None:

@@ -1,10 +1,11 @@
 """Name and digest the values of one step: nested dicts, lists, tuples and pytrees of
 arrays (NumPy, torch, TensorFlow, Keras, JAX) and Python numbers.
 
-Digests are those of :mod:`fwd9m.fingerprint` (exact, order-sensitive). Small CPU
-torch tensors, the bulk of an optimizer's state, are digested together in a few NumPy
-calls (:func:`_small_cpu_digests`, the same values as :func:`fwd9m.fingerprint.digest`
-one by one, tested); the rest one by one.
+Digests are those of :mod:`fwd9m.fingerprint` (exact, order-sensitive). A step's CPU
+torch tensors (parameters, gradients, optimizer moments: many, mostly small) are
+digested together in a few NumPy calls (:func:`_cpu_digests`, the same values as
+:func:`fwd9m.fingerprint.torch_digest` one by one, tested); tensors on an accelerator
+are reduced there and their sums come back in one transfer.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ from typing import Any, Iterator
 
 from .. import fingerprint
 
-#: a tensor of at most this many bytes is digested in the batched path (one row)
-_SMALL = fingerprint.ROW_WORDS * 4
+#: CPU torch tensors up to this many bytes (one row) are digested together
+#: (:func:`_cpu_digests`); a larger one is cheaper alone (NumPy's dot per row, measured)
+_BATCHED = fingerprint.ROW_WORDS * 4
+#: words per batch of :func:`_cpu_digests` (bounds its temporary arrays to ~64 MiB)
+_BATCH_WORDS = 1 << 22
 
 
 def flatten(prefix: str, value: Any) -> Iterator[tuple[str, Any]]:
@@ -68,74 +72,99 @@ def _plain(value: Any):
 
 
 def digest_leaves(group: str, leaves: list[tuple[str, Any]]) -> list[tuple[str, str, str, int]]:
-    """``(group, name, meta, digest)`` for each leaf.
+    """``(group, name, meta, digest)`` for each leaf (:func:`digest_groups` of one group)."""
+    return digest_groups([(group, leaves)])
+
+
+def digest_groups(groups: list[tuple[str, list[tuple[str, Any]]]]) -> list[tuple[str, str, str, int]]:
+    """``(group, name, meta, digest)`` for each leaf of each group, in order. CPU torch
+    tensors of up to :data:`_BATCHED` bytes are digested together, the partial sums of
+    tensors on an accelerator come back to the host in one transfer, others one by one.
 
     Raises:
         TypeError: a leaf is neither an array nor a number (named in the message).
     """
-    entries: list[Any] = [None] * len(leaves)
-    small = []
+    entries: list[Any] = []
+    batched: list[int] = []
+    device: list[int] = []
     torch = sys.modules.get("torch")
-    for i, (name, v) in enumerate(leaves):
-        if isinstance(v, (int, float, bool)):
-            v = _plain(v)
-        if torch is not None and isinstance(v, torch.Tensor):
-            if v.device.type == "cpu" and v.numel() * v.element_size() <= _SMALL and not v.is_complex():
-                small.append(i)
-                entries[i] = (group, name, _torch_meta(v), v)
+    for group, leaves in groups:
+        for name, v in leaves:
+            if isinstance(v, (int, float, bool)):
+                v = _plain(v)
+            if torch is not None and isinstance(v, torch.Tensor):
+                meta = _torch_meta(v)
+                if v.device.type == "cpu":
+                    if v.numel() * v.element_size() <= _BATCHED and not v.is_complex():
+                        batched.append(len(entries))
+                        entries.append((group, name, meta, v))
+                    else:
+                        entries.append((group, name, meta, fingerprint.torch_digest(v)))
+                else:
+                    device.append(len(entries))
+                    entries.append((group, name, meta, fingerprint.torch_partial(v)))
                 continue
-            entries[i] = (group, name, _torch_meta(v), fingerprint.torch_digest(v))
-            continue
-        try:
-            dig = fingerprint.digest(v)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"step digest: {group}/{name} is a {type(v).__name__}, not an array or a "
-                            f"number ({exc}); pass arrays, tensors, numbers, or dicts/lists of them") from None
-        entries[i] = (group, name, meta_of(v), dig)
-    if small:
-        digs = _small_cpu_digests([entries[i][3] for i in small])
-        for i, d in zip(small, digs):
-            g, n, m, _ = entries[i]
-            entries[i] = (g, n, m, d)
+            try:
+                dig = fingerprint.digest(v)
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"step digest: {group}/{name} is a {type(v).__name__}, not an array or a "
+                                f"number ({exc}); pass arrays, tensors, numbers, or dicts/lists of them") from None
+            entries.append((group, name, meta_of(v), dig))
+    if batched:
+        for i, d in zip(batched, _cpu_digests([entries[i][3] for i in batched])):
+            entries[i] = (*entries[i][:3], d)
+    if device:
+        parts = [entries[i][3] for i in device]
+        sums = torch.stack([s.to(parts[0][0].device) for s, _ in parts]).tolist()  # one transfer
+        for i, (s, (_, nbytes)) in zip(device, zip(sums, parts)):
+            entries[i] = (*entries[i][:3], fingerprint.finalize(s, nbytes))
     return entries
 
 
-def _small_cpu_digests(tensors: list) -> list[int]:
-    """:func:`fwd9m.fingerprint.torch_digest` of each small (one row at most) CPU torch
-    tensor, computed together: the bytes are joined (each tensor zero-padded to whole
-    words), each word multiplied by its position's multiplier, and summed per tensor
-    (integer sums: exact in any order), so the Python cost per tensor is a few views."""
+def _cpu_digests(tensors: list) -> list[int]:
+    """:func:`fwd9m.fingerprint.torch_digest` of each CPU torch tensor, computed together
+    in batches of about :data:`_BATCH_WORDS` words."""
+    out: list[int] = []
+    start, words = 0, 0
+    for k, t in enumerate(tensors):
+        words += t.numel() * t.element_size() // 4 + 1
+        if words >= _BATCH_WORDS:
+            out += _cpu_batch(tensors[start:k + 1])
+            start, words = k + 1, 0
+    return out + _cpu_batch(tensors[start:])
+
+
+def _cpu_batch(tensors: list) -> list[int]:
+    """The digests of CPU torch tensors in a few NumPy calls: the bytes are joined (each
+    tensor zero-padded to whole words), and word ``i`` of row ``j`` of a tensor is
+    multiplied by ``M[i] * K[j]`` (:mod:`fwd9m.fingerprint`'s steps 2 and 3 in one
+    product) and summed per tensor: integer sums wrap modulo 2**64 and are exact in any
+    order, so this is the partial sum ``S`` of each tensor, as one by one (tested)."""
     import numpy as np
     import torch
 
+    if not tensors:
+        return []
     parts, nbytes = [], []
     for t in tensors:
-        t = t.detach()
-        if t.is_conj():
-            t = t.resolve_conj()
-        if t.is_neg():
-            t = t.resolve_neg()
-        b = t.reshape(-1).contiguous().view(torch.uint8) if t.numel() else t.new_zeros(0, dtype=torch.uint8)
+        b = t.detach().resolve_conj().resolve_neg().reshape(-1).contiguous().view(torch.uint8)
         n = b.numel()
         nbytes.append(n)
         parts.append(b if n % 4 == 0 else torch.cat([b, b.new_zeros(4 - n % 4)]))
-    if not parts:
-        return []
-    flat = torch.cat(parts) if len(parts) > 1 else parts[0]
-    words = flat.numpy().view(np.int32).astype(np.int64)  # a copy: cat made a new tensor
+    flat = torch.cat(parts) if len(parts) > 1 else parts[0].clone()
+    words = flat.numpy().view(np.int32).astype(np.int64)  # flat is new: .numpy() marks nothing of the user's
     counts = np.array([p.numel() // 4 for p in parts], dtype=np.int64)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    starts = np.cumsum(counts) - counts
     pos = np.arange(words.size, dtype=np.int64) - np.repeat(starts, counts)
-    with np.errstate(over="ignore"):
-        prod = words * fingerprint.word_multipliers()[pos]
-        nonempty = counts > 0
-        sums = np.zeros(len(parts), dtype=np.int64)
-        if prod.size:
-            sums[nonempty] = np.add.reduceat(prod, starts[nonempty])
-    k0 = fingerprint._K0
-    mask = (1 << 64) - 1
-    return [fingerprint.finalize((int(s) * k0) & mask if c else 0, n)
-            for s, c, n in zip(sums.tolist(), counts.tolist(), nbytes)]
+    rows = int(counts.max()) // fingerprint.ROW_WORDS + 1 if counts.size else 1
+    # int64 array products and sums wrap modulo 2**64 (NumPy does not check array overflow)
+    words *= fingerprint.word_multipliers()[pos % fingerprint.ROW_WORDS]
+    words *= fingerprint.row_multipliers(rows)[pos // fingerprint.ROW_WORDS]
+    sums = np.zeros(len(parts), dtype=np.int64)
+    nonempty = counts > 0
+    if words.size:
+        sums[nonempty] = np.add.reduceat(words, starts[nonempty])
+    return [fingerprint.finalize(int(s), n) for s, n in zip(sums.tolist(), nbytes)]
 
 
 def global_rng_leaves() -> list[tuple[str, Any]]:

@@ -58,6 +58,5 @@ class StepDigests(pl.Callback):
             entries += digest_leaves("loss", [("loss", loss)])
         for opt in trainer.optimizers:
             entries += optimizer_entries(opt, pl_module)
-        self.session.record(entries, trainer.global_step if len(trainer.optimizers) == 1 else None,
-                            source="lightning")
+        self.session.record(entries, source="lightning")  # numbered 0, 1, ... as every source
 

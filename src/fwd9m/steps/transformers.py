@@ -55,4 +55,4 @@ class StepDigestCallback(TrainerCallback):
             return
         entries = self._initial + optimizer_entries(_torch_optimizer(optimizer), model)
         self._initial = []
-        self.session.record(entries, state.global_step, source="transformers")
+        self.session.record(entries, source="transformers")  # numbered 0, 1, ... as every source
