@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from fwd9m.errors import ConfigurationError, FileFormatError
-from fwd9m.steps import StepReader, StepWriter, diff_steps, is_step_digest_file, step_digest
+from fwd9m.steps import (
+    StepReader,
+    StepWriter,
+    diff_steps,
+    is_step_digest_file,
+    step_digest,
+)
 from fwd9m.steps._format import MAGIC
 
 
@@ -168,3 +174,65 @@ def test_step_digest_without_destination_says_how(monkeypatch):
     monkeypatch.delenv("FWD9M_STEPS_AGAINST", raising=False)
     with pytest.raises(ConfigurationError, match="fwd9m run --digests"):
         step_digest(loss=1.0)
+
+
+def _torch_train(steps, diverge_at=None):
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    for step in range(steps):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        if step == diverge_at:  # one gradient element one ulp off
+            g = model[2].bias.grad
+            g.copy_(torch.nextafter(g, torch.full_like(g, 1.0)))
+        opt.step()
+
+
+@pytest.fixture
+def torch_hooks():
+    pytest.importorskip("torch")
+    from fwd9m.steps import _torch as hooks
+
+    yield hooks
+    hooks.uninstall()
+
+
+def test_live_comparison_stops_at_the_diverging_step(tmp_path, torch_hooks):
+    from fwd9m.steps import DivergenceExit, StepSession
+
+    ref = StepSession(str(tmp_path / "ref.steps"))
+    torch_hooks.install(ref)
+    _torch_train(5)
+    torch_hooks.uninstall()
+    assert ref.finish() == 0
+    live = StepSession(str(tmp_path / "run.steps"), str(tmp_path / "ref.steps"))
+    torch_hooks.install(live)
+    with pytest.raises(DivergenceExit) as stop:
+        _torch_train(5, diverge_at=2)
+    assert stop.value.code == 1 and live.steps == 3
+    first = stop.value.report.first
+    assert first.step_b == 2 and first.names()[0] == "grads/2.bias"
+    assert live.finish(1) == 1
+    r = StepReader(tmp_path / "run.steps")
+    assert len(list(r)) == 3 and r.end["stopped"] == "differs from the reference"
+
+
+def test_a_failing_digest_does_not_break_training(tmp_path, torch_hooks, monkeypatch):
+    """Regression: a hook whose digest fails must let training go on, and record the
+    step as not recorded so later steps stay aligned."""
+    from fwd9m.steps import StepSession
+
+    def broken(*a, **k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(torch_hooks, "optimizer_entries", broken)
+    s = StepSession(str(tmp_path / "a.steps"))
+    torch_hooks.install(s)
+    _torch_train(3)
+    s.finish()
+    recs = list(StepReader(tmp_path / "a.steps"))
+    assert len(recs) == 3 and all(("error", "not recorded") in r.digests for r in recs)

@@ -16,11 +16,30 @@ import os
 from typing import Any
 
 from ._compare import StepDifference, StepsReport, diff_steps
-from ._format import FORMAT_VERSION, MAGIC, StepReader, StepRecord, StepWriter, is_step_digest_file
+from ._format import (
+    FORMAT_VERSION,
+    MAGIC,
+    StepReader,
+    StepRecord,
+    StepWriter,
+    is_step_digest_file,
+)
 from ._session import DivergenceExit, StepSession
 
-__all__ = ["step_digest", "diff_steps", "is_step_digest_file", "StepReader", "StepWriter", "StepRecord",
-           "StepsReport", "StepDifference", "StepSession", "DivergenceExit", "MAGIC", "FORMAT_VERSION"]
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "DivergenceExit",
+    "StepDifference",
+    "StepReader",
+    "StepRecord",
+    "StepSession",
+    "StepWriter",
+    "StepsReport",
+    "diff_steps",
+    "is_step_digest_file",
+    "step_digest",
+]
 
 
 def step_digest(step: int | None = None, *, loss: Any = None, params: Any = None, grads: Any = None,

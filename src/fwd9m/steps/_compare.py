@@ -11,12 +11,13 @@ reported as such, not as agreement.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from ._format import GROUPS, StepReader, StepRecord
 
-__all__ = ["StepDifference", "StepsReport", "compare_records", "diff_steps", "Against"]
+__all__ = ["Against", "StepDifference", "StepsReport", "compare_records", "diff_steps"]
 
 #: tensors listed per group in a report; the rest are counted
 _LISTED = 8

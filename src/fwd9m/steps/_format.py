@@ -30,13 +30,21 @@ import json
 import os
 import struct
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import ConfigurationError, FileFormatError
 
-__all__ = ["MAGIC", "FORMAT_VERSION", "StepWriter", "StepReader", "StepRecord",
-           "is_step_digest_file", "GROUPS"]
+__all__ = [
+    "FORMAT_VERSION",
+    "GROUPS",
+    "MAGIC",
+    "StepReader",
+    "StepRecord",
+    "StepWriter",
+    "is_step_digest_file",
+]
 
 MAGIC = b"FWD9MSTP"
 FORMAT_VERSION = 1

@@ -19,7 +19,7 @@ from typing import Any
 
 from ._format import StepRecord, StepWriter
 
-__all__ = ["ENV_OUT", "ENV_AGAINST", "StepSession", "DivergenceExit", "from_env", "for_path"]
+__all__ = ["ENV_AGAINST", "ENV_OUT", "DivergenceExit", "StepSession", "for_path", "from_env"]
 
 #: digest file to write (``fwd9m run --digests FILE``)
 ENV_OUT = "FWD9M_STEPS_OUT"
@@ -64,6 +64,7 @@ class StepSession:
         self.steps = 0
         self.report: Any = None
         self.closed = False
+        self.failed = 0
         if out:  # refuse a file fwd9m must not replace now, not at the first step
             from ._format import check_replaceable
 
@@ -107,6 +108,32 @@ class StepSession:
             if report is not None:
                 self._diverged(report)
         return True
+
+    def record_safely(self, make_entries, source: str = AUTO) -> bool:
+        """:meth:`record` of ``make_entries()``, for hooks and callbacks: a failure to
+        digest or write logs a warning (once) and lets training go on; a step that could
+        not be digested is recorded as one ``error`` entry, so later steps stay aligned
+        with the reference. Only the stop at a divergence propagates."""
+        if self.closed or self.report is not None or (source == AUTO and self.claimed):
+            return False
+        try:
+            entries = make_entries()
+        except Exception as exc:  # noqa: BLE001 - a digest never breaks the user's step
+            self._warn(exc)
+            entries = [("error", "not recorded", type(exc).__name__, 0)]
+        try:
+            return self.record(entries, source=source)
+        except (OSError, ValueError) as exc:  # the file cannot be written (disk full, closed)
+            self._warn(exc)
+            return False
+
+    def _warn(self, exc: Exception) -> None:
+        if not self.failed:
+            from .._log import logger
+
+            logger.warning("fwd9m step digests: step %d not recorded: %s: %s", self.steps,
+                           type(exc).__name__, exc)
+        self.failed += 1
 
     def _diverged(self, report: Any) -> None:
         self.report = report

@@ -23,9 +23,9 @@ from typing import Any
 
 from ._values import digest_groups, digest_leaves, global_rng_leaves
 
-__all__ = ["optimizer_entries", "initial_entries", "install"]
+__all__ = ["initial_entries", "install", "optimizer_entries"]
 
-_names: "weakref.WeakKeyDictionary[Any, tuple[Any, dict[int, str]]]" = weakref.WeakKeyDictionary()
+_names: weakref.WeakKeyDictionary[Any, tuple[Any, dict[int, str]]] = weakref.WeakKeyDictionary()
 _handles: list[Any] = []
 
 
@@ -95,45 +95,34 @@ def install(session) -> None:
     divergence (:class:`~fwd9m.steps._session.DivergenceExit`)."""
     if _handles:
         return
-    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
 
-    seen: "weakref.WeakSet[Any]" = weakref.WeakSet()
+    seen: weakref.WeakSet[Any] = weakref.WeakSet()
     pending: list[tuple[str, str, str, int]] = []
-    failed: list[str] = []
 
     def pre(optimizer, args, kwargs) -> None:
         if optimizer in seen or session.claimed:
-            return None
+            return
         seen.add(optimizer)
-        _guard(failed, lambda: pending.extend(initial_entries(optimizer)))
-        return None
+        try:
+            pending.extend(initial_entries(optimizer))
+        except Exception as exc:  # noqa: BLE001 - never break the user's step
+            session._warn(exc)
+        return
 
     def post(optimizer, args, kwargs) -> None:
-        if session.claimed or session.report is not None:
-            return
-        entries = _guard(failed, lambda: optimizer_entries(optimizer))
-        if entries is None:
-            return
-        if pending:
-            entries = pending + entries
+        def entries():
+            out = pending + optimizer_entries(optimizer)
             pending.clear()
-        session.record(entries)
+            return out
+
+        session.record_safely(entries)
 
     _handles.append(register_optimizer_step_pre_hook(pre))
     _handles.append(register_optimizer_step_post_hook(post))
-
-
-def _guard(failed: list[str], fn) -> Any:
-    """``fn()``, or None after logging its failure (once): a digest never breaks training."""
-    try:
-        return fn()
-    except Exception as exc:  # noqa: BLE001 - never break the user's step
-        if not failed:
-            from .._log import logger
-
-            failed.append(f"{type(exc).__name__}: {exc}")
-            logger.warning("fwd9m step digests: a step was not recorded: %s", failed[0])
-        return None
 
 
 def uninstall() -> None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import random
 import sys
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from .. import fingerprint
 
@@ -114,6 +115,7 @@ def digest_groups(groups: list[tuple[str, list[tuple[str, Any]]]]) -> list[tuple
         for i, d in zip(batched, _cpu_digests([entries[i][3] for i in batched])):
             entries[i] = (*entries[i][:3], d)
     if device:
+        assert torch is not None
         parts = [entries[i][3] for i in device]
         sums = torch.stack([s.to(parts[0][0].device) for s, _ in parts]).tolist()  # one transfer
         for i, (s, (_, nbytes)) in zip(device, zip(sums, parts)):
@@ -175,7 +177,7 @@ def global_rng_leaves() -> list[tuple[str, Any]]:
     state = random.getstate()
     leaves: list[tuple[str, Any]] = [("python", np.asarray(state[1], dtype=np.uint64))]
     if "numpy" in sys.modules:
-        leaves.append(("numpy", np.random.get_state()[1]))
+        leaves.append(("numpy", np.random.get_state()[1]))  # type: ignore[index]  # legacy: a tuple
     torch = sys.modules.get("torch")
     if torch is not None:
         leaves.append(("torch", torch.random.default_generator.get_state()))

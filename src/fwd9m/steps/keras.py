@@ -40,13 +40,18 @@ class StepDigests(keras.callbacks.Callback):
         super().__init__()
         self.session = require(path, "StepDigests")
         self._initial: list = []
-        self._steps = 0
 
     def on_train_begin(self, logs=None) -> None:
         self.session.claim("keras")
-        self._initial = digest_leaves("initial", _named(self.model.weights))
+        try:
+            self._initial = digest_leaves("initial", _named(self.model.weights))
+        except Exception as exc:  # noqa: BLE001 - never break fit
+            self.session._warn(exc)
 
     def on_train_batch_end(self, batch, logs=None) -> None:
+        self.session.record_safely(lambda: self._entries(logs), source="keras")
+
+    def _entries(self, logs) -> list:
         from .. import rng
 
         entries, self._initial = self._initial, []
@@ -58,6 +63,4 @@ class StepDigests(keras.callbacks.Callback):
         if optimizer is not None:
             entries += digest_leaves("optimizer", _named(optimizer.variables))
         gens = [(f"seed:{p}", sg.state) for p, sg in rng._keras_layer_gens(self.model).items()]
-        entries += digest_leaves("rng", gens + global_rng_leaves())
-        self.session.record(entries, self._steps, source="keras")
-        self._steps += 1
+        return entries + digest_leaves("rng", gens + global_rng_leaves())

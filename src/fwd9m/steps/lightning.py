@@ -19,7 +19,7 @@ from typing import Any
 try:
     import pytorch_lightning as pl
 except ImportError:  # the unified package
-    import lightning.pytorch as pl  # type: ignore[no-redef]
+    import lightning.pytorch as pl  # type: ignore[no-redef,import-not-found]
 
 from ._session import require
 from ._values import digest_leaves, flatten
@@ -45,10 +45,16 @@ class StepDigests(pl.Callback):
         from ._torch import initial_entries
 
         self.session.claim("lightning")
-        if trainer.optimizers:
-            self._initial = initial_entries(trainer.optimizers[0], pl_module)
+        try:
+            self._initial = initial_entries(trainer.optimizers[0], pl_module) if trainer.optimizers else []
+        except Exception as exc:  # noqa: BLE001 - never break training
+            self.session._warn(exc)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.session.record_safely(lambda: self._entries(trainer, pl_module, outputs, batch),
+                                   source="lightning")
+
+    def _entries(self, trainer, pl_module, outputs, batch) -> list:
         from ._torch import optimizer_entries
 
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
@@ -58,5 +64,4 @@ class StepDigests(pl.Callback):
             entries += digest_leaves("loss", [("loss", loss)])
         for opt in trainer.optimizers:
             entries += optimizer_entries(opt, pl_module)
-        self.session.record(entries, source="lightning")  # numbered 0, 1, ... as every source
-
+        return entries

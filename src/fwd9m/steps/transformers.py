@@ -45,14 +45,20 @@ class StepDigestCallback(TrainerCallback):
         from ._torch import initial_entries
 
         self.session.claim("transformers")
-        if model is not None and optimizer is not None:
-            self._initial = initial_entries(_torch_optimizer(optimizer), model)
+        try:
+            if model is not None and optimizer is not None:
+                self._initial = initial_entries(_torch_optimizer(optimizer), model)
+        except Exception as exc:  # noqa: BLE001 - never break training
+            self.session._warn(exc)
 
     def on_optimizer_step(self, args, state, control, model=None, optimizer=None, **kwargs):
-        from ._torch import optimizer_entries
-
         if model is None or optimizer is None:
             return
+        self.session.record_safely(lambda: self._entries(model, optimizer), source="transformers")
+
+    def _entries(self, model, optimizer) -> list:
+        from ._torch import optimizer_entries
+
         entries = self._initial + optimizer_entries(_torch_optimizer(optimizer), model)
         self._initial = []
-        self.session.record(entries, source="transformers")  # numbered 0, 1, ... as every source
+        return entries
