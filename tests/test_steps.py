@@ -236,3 +236,17 @@ def test_a_failing_digest_does_not_break_training(tmp_path, torch_hooks, monkeyp
     s.finish()
     recs = list(StepReader(tmp_path / "a.steps"))
     assert len(recs) == 3 and all(("error", "not recorded") in r.digests for r in recs)
+
+
+def test_run_digest_options_are_checked_before_running(capsys, tmp_path, monkeypatch):
+    from conftest import cli_in_process
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print('ran')\n")
+    code, err = cli_in_process(capsys, "run", "--digests", "a.steps", "--", "torchrun", "train.py")
+    assert code == 2 and "with a launcher every rank" in err
+    code, err = cli_in_process(capsys, "run", "--digests", " ", "train.py")
+    assert code == 2 and "needs a file name" in err
+    _write(tmp_path / "ref.steps", 2)
+    code, err = cli_in_process(capsys, "run", "--digests", "ref.steps", "--against", "ref.steps", "train.py")
+    assert code == 2 and "also an input" in err
