@@ -250,3 +250,21 @@ def test_run_digest_options_are_checked_before_running(capsys, tmp_path, monkeyp
     _write(tmp_path / "ref.steps", 2)
     code, err = cli_in_process(capsys, "run", "--digests", "ref.steps", "--against", "ref.steps", "train.py")
     assert code == 2 and "also an input" in err
+
+
+def test_a_step_not_digested_is_not_compared(tmp_path):
+    """Regression: two runs whose hook failed at the same step hold the same 'not
+    recorded' entry; that is no evidence the step agreed (no false REPRODUCIBLE), and a
+    failure in one run only is no evidence it differed."""
+    a, b = StepWriter(tmp_path / "a.steps", {}), StepWriter(tmp_path / "b.steps", {})
+    a.step(0, [("params", "w", "float32[1]", 1)])
+    b.step(0, [("params", "w", "float32[1]", 1)])
+    a.step(1, [("error", "not recorded", "RuntimeError", 0)])
+    b.step(1, [("error", "not recorded", "RuntimeError", 0)])
+    a.step(2, [("error", "not recorded", "RuntimeError", 0)])
+    b.step(2, [("params", "w", "float32[1]", 3)])
+    a.close()
+    b.close()
+    rep = diff_steps(tmp_path / "a.steps", tmp_path / "b.steps")
+    assert rep.first is None and rep.unverified == 2
+    assert "REPRODUCIBLE where compared: 1 of 3 steps agree" in rep.render()

@@ -49,9 +49,17 @@ def _group_order(key: tuple[str, str]) -> tuple[int, str]:
     return (GROUPS.index(g) if g in GROUPS else len(GROUPS), g)
 
 
+#: the entry of a step a hook could not digest (:meth:`StepSession.record_safely`)
+NOT_RECORDED = ("error", "not recorded")
+
+
 def compare_records(index: int, a: StepRecord, b: StepRecord) -> StepDifference:
-    """The difference between two records (falsy when they agree)."""
+    """The difference between two records (falsy when they agree, and when either could
+    not be digested: such a step is not compared, see :data:`NOT_RECORDED`)."""
     d = StepDifference(index, a.step, b.step, len(set(a.digests) | set(b.digests)))
+    if NOT_RECORDED in a.digests or NOT_RECORDED in b.digests:
+        d.compared = 0
+        return d
     keys = list(a.digests) + [k for k in b.digests if k not in a.digests]
     for key in sorted(keys, key=_group_order):  # stable: names keep the order the step gave
         if key not in b.digests:
@@ -76,6 +84,7 @@ class StepsReport:
     length: str | None = None
     environment: list[Any] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    unverified: int = 0  #: steps not compared: one run could not digest them
 
     @property
     def reproducible(self) -> bool:
@@ -111,6 +120,10 @@ class StepsReport:
             return [f"NOT REPRODUCIBLE: first difference at {where} ({agree}) between {a} and {b}."]
         if self.length is not None:
             return [f"NOT REPRODUCIBLE: {self.length}"]
+        if self.unverified:
+            return [f"REPRODUCIBLE where compared: {self.steps - self.unverified} of {self.steps} steps agree "
+                    f"between {a} and {b}; {self.unverified} could not be digested in one of the runs, so "
+                    f"they were not compared (see the warning the run logged)."]
         return [f"REPRODUCIBLE: all {self.steps} steps agree between {a} and {b}."]
 
 
@@ -173,6 +186,7 @@ def diff_steps(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> StepsRep
                 report.first = d
                 break
             report.steps = index + 1
+            report.unverified += not d.compared
     finally:
         ra.close()
         rb.close()
@@ -204,12 +218,14 @@ class Against:
         self.index = 0
         self.environment: list[Any] = []
         self.header = header
+        self.unverified = 0
 
     def set_header(self, header: dict[str, Any]) -> None:
         self.environment = _environment(self.reader.header, header)
 
     def _report(self, **kw) -> StepsReport:
-        return StepsReport(self.label_a, self.label_b, self.index, environment=self.environment, **kw)
+        return StepsReport(self.label_a, self.label_b, self.index, environment=self.environment,
+                           unverified=self.unverified, **kw)
 
     def step(self, record: StepRecord) -> StepsReport | None:
         ref = next(self._records, None)
@@ -221,6 +237,7 @@ class Against:
         if d:
             return self._report(first=d)
         self.index += 1
+        self.unverified += not d.compared
         return None
 
     def finish(self) -> StepsReport:
