@@ -143,6 +143,7 @@ def test_batched_digests_equal_fingerprint(monkeypatch):
     ts = [torch.randn(5, generator=g), torch.zeros(0), torch.randn(3, 7, generator=g).t(),
           torch.arange(3, dtype=torch.uint8), torch.tensor(True), torch.randn(1024, generator=g),
           torch.randn(3 * 1024, generator=g), torch.randn(5000, generator=g),  # several rows, a tail
+          torch.randn(70 * 1024 + 3, generator=g).to(torch.float16),
           torch.randn(7, generator=g).to(torch.bfloat16), torch.tensor(7, dtype=torch.int64),
           torch.randn(4, generator=g, requires_grad=True)]
     expected = [torch_digest(t) for t in ts]

@@ -121,9 +121,9 @@ class StepsReport:
         if self.length is not None:
             return [f"NOT REPRODUCIBLE: {self.length}"]
         if self.unverified:
-            return [f"REPRODUCIBLE where compared: {self.steps - self.unverified} of {self.steps} steps agree "
-                    f"between {a} and {b}; {self.unverified} could not be digested in one of the runs, so "
-                    f"they were not compared (see the warning the run logged)."]
+            return [(f"REPRODUCIBLE where compared: {self.steps - self.unverified} of {self.steps} steps agree "
+                     f"between {a} and {b}; {self.unverified} could not be digested in one of the runs, so "
+                     f"they were not compared (see the warning the run logged).")]
         return [f"REPRODUCIBLE: all {self.steps} steps agree between {a} and {b}."]
 
 

@@ -17,9 +17,9 @@ from typing import Any
 
 from .. import fingerprint
 
-#: CPU torch tensors up to this many bytes (one row) are digested together
-#: (:func:`_cpu_digests`); a larger one is cheaper alone (NumPy's dot per row, measured)
-_BATCHED = fingerprint.ROW_WORDS * 4
+#: CPU torch tensors up to this many bytes are digested together (:func:`_cpu_digests`);
+#: a larger one alone (no copy; its rows in parallel, :mod:`fwd9m.fingerprint`)
+_BATCHED = 4 << 20
 #: words per batch of :func:`_cpu_digests` (bounds its temporary arrays to ~64 MiB)
 _BATCH_WORDS = 1 << 22
 
@@ -43,8 +43,15 @@ def flatten(prefix: str, value: Any) -> Iterator[tuple[str, Any]]:
         yield prefix, value
 
 
+_META: dict[tuple, str] = {}
+
+
 def _torch_meta(t) -> str:
-    return f"{str(t.dtype).removeprefix('torch.')}[{','.join(map(str, t.shape))}]"
+    key = (t.dtype, t.shape)
+    meta = _META.get(key)
+    if meta is None:
+        meta = _META[key] = f"{str(t.dtype).removeprefix('torch.')}[{','.join(map(str, t.shape))}]"
+    return meta
 
 
 def meta_of(value: Any) -> str:
@@ -129,7 +136,7 @@ def _cpu_digests(tensors: list) -> list[int]:
     out: list[int] = []
     start, words = 0, 0
     for k, t in enumerate(tensors):
-        words += t.numel() * t.element_size() // 4 + 1
+        words += t.numel() * t.element_size() // 4 + fingerprint.ROW_WORDS
         if words >= _BATCH_WORDS:
             out += _cpu_batch(tensors[start:k + 1])
             start, words = k + 1, 0
@@ -137,35 +144,42 @@ def _cpu_digests(tensors: list) -> list[int]:
 
 
 def _cpu_batch(tensors: list) -> list[int]:
-    """The digests of CPU torch tensors in a few NumPy calls: the bytes are joined (each
-    tensor zero-padded to whole words), and word ``i`` of row ``j`` of a tensor is
-    multiplied by ``M[i] * K[j]`` (:mod:`fwd9m.fingerprint`'s steps 2 and 3 in one
-    product) and summed per tensor: integer sums wrap modulo 2**64 and are exact in any
-    order, so this is the partial sum ``S`` of each tensor, as one by one (tested)."""
+    """The digests of CPU torch tensors in a few NumPy calls: each tensor's bytes are
+    zero-padded to whole rows of :data:`~fwd9m.fingerprint.ROW_WORDS` words and all are
+    joined into one matrix, so one product with ``M`` gives every row sum (step 2 of
+    :mod:`fwd9m.fingerprint`); each row sum is multiplied by ``K`` of its row within its
+    tensor and summed per tensor (step 3). Zero padding adds nothing and integer sums
+    wrap modulo 2**64, exact in any order, so each result is the tensor's partial sum
+    ``S``, as one by one (tested)."""
     import numpy as np
     import torch
 
     if not tensors:
         return []
-    parts, nbytes = [], []
+    row_bytes = fingerprint.ROW_WORDS * 4
+    parts, nbytes, rows = [], [], []
     for t in tensors:
         b = t.detach().resolve_conj().resolve_neg().reshape(-1).contiguous().view(torch.uint8)
         n = b.numel()
+        r = -(-n // row_bytes)
         nbytes.append(n)
-        parts.append(b if n % 4 == 0 else torch.cat([b, b.new_zeros(4 - n % 4)]))
+        rows.append(r)
+        parts.append(b)
+        if r * row_bytes > n:
+            parts.append(b.new_zeros(r * row_bytes - n))
     flat = torch.cat(parts) if len(parts) > 1 else parts[0].clone()
-    words = flat.numpy().view(np.int32).astype(np.int64)  # flat is new: .numpy() marks nothing of the user's
-    counts = np.array([p.numel() // 4 for p in parts], dtype=np.int64)
+    counts = np.array(rows, dtype=np.int64)
+    if not counts.sum():
+        return [fingerprint.finalize(0, n) for n in nbytes]
+    grid = flat.numpy().view(np.int32).reshape(-1, fingerprint.ROW_WORDS)  # flat is new: nothing of the user's
+    # int64 products and sums wrap modulo 2**64 (NumPy does not check array overflow)
+    row_sums = grid.astype(np.int64) @ fingerprint.word_multipliers()
     starts = np.cumsum(counts) - counts
-    pos = np.arange(words.size, dtype=np.int64) - np.repeat(starts, counts)
-    rows = int(counts.max()) // fingerprint.ROW_WORDS + 1 if counts.size else 1
-    # int64 array products and sums wrap modulo 2**64 (NumPy does not check array overflow)
-    words *= fingerprint.word_multipliers()[pos % fingerprint.ROW_WORDS]
-    words *= fingerprint.row_multipliers(rows)[pos // fingerprint.ROW_WORDS]
-    sums = np.zeros(len(parts), dtype=np.int64)
+    within = np.arange(row_sums.size, dtype=np.int64) - np.repeat(starts, counts)
+    row_sums *= fingerprint.row_multipliers(int(counts.max()))[within]
+    sums = np.zeros(len(tensors), dtype=np.int64)
     nonempty = counts > 0
-    if words.size:
-        sums[nonempty] = np.add.reduceat(words, starts[nonempty])
+    sums[nonempty] = np.add.reduceat(row_sums, starts[nonempty])
     return [fingerprint.finalize(int(s), n) for s, n in zip(sums.tolist(), nbytes)]
 
 
