@@ -11,6 +11,7 @@ gets ``enable_determinism(seed)`` as it is imported; children started by launche
     fwd9m run [--seed N] [--threads N] [--no-enable] script.py [args...]
     fwd9m run [options] -m package.module [args...]
     fwd9m run [options] -- torchrun --nproc-per-node 2 train.py [args...]
+    fwd9m run --digests run.steps [--against ref.steps] train.py [args...]
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from typing import Any
 
 HELP = "run a script, module or launcher with every determinism setting, from start-up"
 DESCRIPTION = (
@@ -56,6 +58,12 @@ def add_arguments(p) -> None:
                    help="record every op (collectives included) of each process that imports "
                         "torch into DIR/rank<r>.trace; compare two launches with "
                         "`fwd9m debug diff DIR_A DIR_B`")
+    p.add_argument("--digests", metavar="FILE", default=None,
+                   help="write a step digest file: one record per optimizer step (PyTorch, "
+                        "automatic) or per step_digest()/callback step; keep it as a reference")
+    p.add_argument("--against", metavar="REF", default=None,
+                   help="compare each step with the digest file REF as the run goes and stop "
+                        "at the first step that differs (exit 1), naming what differs")
     p.add_argument("--show", action="store_true",
                    help="print the environment changes and exit without running")
     p.add_argument("--format", choices=("text", "json"), default="text",
@@ -215,6 +223,8 @@ def run(args) -> int:
             raise ConfigurationError(f"--record-ranks {shown(folder)}: name a folder for the rank traces "
                                      f"(created if missing), e.g. --record-ranks runA")
         env[ENV_RECORD_RANKS] = os.path.abspath(folder)
+    if args.digests is not None or args.against is not None:
+        _digest_options(args, launcher, env)
     if args.show:
         if args.format == "json":
             json.dump([c.to_dict() for c in changes], sys.stdout, indent=2)
@@ -241,6 +251,61 @@ def run(args) -> int:
         resolve_target(command[0])  # RunError if the script is missing or unreadable
     argv = [sys.executable, "-c", _CHILD, *(["-m"] if args.module else []), *command]
     return _exec(argv, env)
+
+
+def _digest_options(args, launcher: bool, env: dict) -> None:
+    """Check ``--digests``/``--against`` before the run starts (a reference that is not a
+    digest file is exit 2 now, not after training) and pass them to the child.
+
+    Raises:
+        ConfigurationError: a launcher command, --digests naming the reference or a file
+            that is not a digest file.
+        FileFormatError: REF is missing, not a digest file, damaged or truncated.
+    """
+    from .._launch import refuse_overwrite
+    from ..errors import ConfigurationError
+    from ..steps._format import StepReader, is_step_digest_file
+    from ..steps._session import ENV_AGAINST, ENV_OUT
+
+    if launcher:
+        raise ConfigurationError("--digests/--against record one process; with a launcher every rank "
+                                 "would write the same file. Run the training script itself: "
+                                 "fwd9m run --digests run.steps train.py")
+    if args.against is not None:
+        with StepReader(args.against) as reader:  # FileFormatError: exit 2, nothing run
+            for _ in reader:
+                pass
+        env[ENV_AGAINST] = os.path.abspath(args.against)
+    if args.digests is not None:
+        if not args.digests.strip():
+            raise ConfigurationError("--digests needs a file name, e.g. --digests run.steps")
+        refuse_overwrite(args.digests, "--digests", inputs=(args.against,), ours=is_step_digest_file,
+                         what="a step digest file", example="run2.steps",
+                         force_fix="delete it first if you mean to replace it")
+        env[ENV_OUT] = os.path.abspath(args.digests)
+
+
+def _start_digests() -> Any:
+    """In the child: the step session of ``--digests/--against`` (None without them),
+    with PyTorch's optimizer hooks installed when torch is (or gets) imported."""
+    from ..steps._session import from_env
+
+    session = from_env()
+    if session is None:
+        return None
+
+    def on_import(name: str) -> None:
+        from ..steps._torch import install
+
+        install(session)
+
+    if "torch" in sys.modules:
+        on_import("torch")
+    else:
+        from .._bootstrap import _EnableOnImport
+
+        sys.meta_path.insert(0, _EnableOnImport(["torch"], on_import))
+    return session
 
 
 def _exec(argv: list[str], env: dict) -> int:
@@ -277,7 +342,10 @@ def child_main() -> None:
     if not module and sys.path and sys.path[0] in ("", os.getcwd()):
         sys.path.pop(0)
     try:
+        session = _start_digests()
         code = run_as_main(argv[0], argv[1:], module=module)
+        if session is not None:
+            code = session.finish(code)
     except Fwd9mError as exc:
         from ..compare import printable
 

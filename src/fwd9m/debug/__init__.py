@@ -29,9 +29,10 @@ from ..errors import ConfigurationError
 from ._common import LEVELS, CaptureSpec, Recording
 from ._compare import Report, compare
 from ._store import FORMAT_VERSION, TraceReader, TraceWriter
+from ..steps import diff_steps, is_step_digest_file, step_digest  # step digests (fwd9m.steps)
 
 __all__ = ["record", "diff", "localize", "replay", "Report", "Trace", "LEVELS", "FORMAT_VERSION",
-           "TraceReader"]
+           "TraceReader", "step_digest", "diff_steps", "is_step_digest_file"]
 
 
 def replay(trace, op: int, **kwargs):

@@ -1,0 +1,249 @@
+"""Compare step digest streams: two files (:func:`diff_steps`), or a live run against a
+reference file, one step at a time (:class:`Against`).
+
+Steps are aligned by position. At the first step whose records differ the comparison
+stops and names every tensor that differs there (group by group, in the order a step
+computes them), the tensors only one run has, and the environment differences when
+the two fingerprints differ. Runs of different lengths whose common steps agree are
+reported as such, not as agreement.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._format import GROUPS, StepReader, StepRecord
+
+__all__ = ["Against", "StepDifference", "StepsReport", "compare_records", "diff_steps"]
+
+#: tensors listed per group in a report; the rest are counted
+_LISTED = 8
+
+
+@dataclass
+class StepDifference:
+    """What differs at one step. ``differ``: ``(group, name, meta_a, meta_b)`` present in
+    both with another digest or shape; ``only_a``/``only_b``: ``(group, name)``."""
+
+    index: int
+    step_a: int
+    step_b: int
+    compared: int
+    differ: list[tuple[str, str, str, str]] = field(default_factory=list)
+    only_a: list[tuple[str, str]] = field(default_factory=list)
+    only_b: list[tuple[str, str]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.differ or self.only_a or self.only_b or self.step_a != self.step_b)
+
+    def names(self) -> list[str]:
+        """``group/name`` of every differing tensor, earliest group first."""
+        return [f"{g}/{n}" for g, n, _, _ in self.differ]
+
+
+def _group_order(key: tuple[str, str]) -> tuple[int, str]:
+    g = key[0]
+    return (GROUPS.index(g) if g in GROUPS else len(GROUPS), g)
+
+
+#: the entry of a step a hook could not digest (:meth:`StepSession.record_safely`)
+NOT_RECORDED = ("error", "not recorded")
+
+
+def compare_records(index: int, a: StepRecord, b: StepRecord) -> StepDifference:
+    """The difference between two records (falsy when they agree, and when either could
+    not be digested: such a step is not compared, see :data:`NOT_RECORDED`)."""
+    d = StepDifference(index, a.step, b.step, len(set(a.digests) | set(b.digests)))
+    if NOT_RECORDED in a.digests or NOT_RECORDED in b.digests:
+        d.compared = 0
+        return d
+    keys = list(a.digests) + [k for k in b.digests if k not in a.digests]
+    for key in sorted(keys, key=_group_order):  # stable: names keep the order the step gave
+        if key not in b.digests:
+            d.only_a.append(key)
+        elif key not in a.digests:
+            d.only_b.append(key)
+        elif a.digests[key] != b.digests[key]:
+            d.differ.append((*key, a.digests[key][0], b.digests[key][0]))
+    return d
+
+
+@dataclass
+class StepsReport:
+    """The verdict of a step comparison. ``first``: the first differing step (None when
+    every common step agrees); ``steps``: steps compared; ``length``: a sentence when the
+    runs have different numbers of steps; ``environment``: fingerprint differences."""
+
+    label_a: str
+    label_b: str
+    steps: int
+    first: StepDifference | None = None
+    length: str | None = None
+    environment: list[Any] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    unverified: int = 0  #: steps not compared: one run could not digest them
+
+    @property
+    def reproducible(self) -> bool:
+        return self.first is None and self.length is None
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.reproducible else 1
+
+    def render(self) -> str:
+        from ..compare import escape_control
+
+        lines = self._verdict()
+        if self.first is not None:
+            lines += _difference_lines(self.first, self.label_a, self.label_b)
+        if self.environment:
+            from ..environment import render_diff
+
+            head = ("The environments differ (a likely cause):" if not self.reproducible
+                    else "Note: the environments differ, yet every step agrees:")
+            lines += ["", head, *("  " + ln for ln in render_diff(self.environment[:10]).splitlines())]
+            if len(self.environment) > 10:
+                lines.append(f"  ... and {len(self.environment) - 10} more")
+        lines += [f"Note: {n}" for n in self.notes]
+        return "\n".join(escape_control(ln) for ln in lines)
+
+    def _verdict(self) -> list[str]:
+        a, b = self.label_a, self.label_b
+        if self.first is not None:
+            d = self.first
+            agree = f"steps 0..{d.index - 1} agree" if d.index else "no earlier step"
+            where = f"step {d.step_b}" if d.step_a == d.step_b else f"record {d.index} ({a}: step {d.step_a}, {b}: step {d.step_b})"
+            return [f"NOT REPRODUCIBLE: first difference at {where} ({agree}) between {a} and {b}."]
+        if self.length is not None:
+            return [f"NOT REPRODUCIBLE: {self.length}"]
+        if self.unverified:
+            return [(f"REPRODUCIBLE where compared: {self.steps - self.unverified} of {self.steps} steps agree "
+                     f"between {a} and {b}; {self.unverified} could not be digested in one of the runs, so "
+                     f"they were not compared (see the warning the run logged).")]
+        return [f"REPRODUCIBLE: all {self.steps} steps agree between {a} and {b}."]
+
+
+def _difference_lines(d: StepDifference, label_a: str, label_b: str) -> list[str]:
+    lines = [f"  {len(d.differ)} of {d.compared} digests differ"
+             + (f"; earliest: {d.differ[0][0]}" if d.differ else "")]
+    by_group: dict[str, list[str]] = {}
+    for g, n, ma, mb in d.differ:
+        by_group.setdefault(g, []).append(f"{n} ({ma})" if ma == mb else f"{n} ({ma} vs {mb})")
+    for g, items in by_group.items():
+        more = f", ... and {len(items) - _LISTED} more" if len(items) > _LISTED else ""
+        lines.append(f"  {g}: {', '.join(items[:_LISTED])}{more}")
+    for label, only in ((label_a, d.only_a), (label_b, d.only_b)):
+        if only:
+            names = [f"{g}/{n}" for g, n in only]
+            more = f", ... and {len(names) - _LISTED} more" if len(names) > _LISTED else ""
+            lines.append(f"  only in {label}: {', '.join(names[:_LISTED])}{more}")
+    if d.step_a != d.step_b:
+        lines.append(f"  step numbers differ: {label_a} step {d.step_a}, {label_b} step {d.step_b}")
+    return lines
+
+
+def _environment(header_a: dict, header_b: dict) -> list[Any]:
+    from .. import environment
+
+    ea, eb = header_a.get("environment"), header_b.get("environment")
+    if not (isinstance(ea, dict) and isinstance(eb, dict)):
+        return []
+    return environment.diff(ea, eb)
+
+
+def _length(label_a: str, steps_a: int, complete_a: bool, label_b: str, steps_b: int) -> str | None:
+    if steps_a == steps_b:
+        return None
+    return (f"the first {min(steps_a, steps_b)} steps agree, but {label_a} has {steps_a} steps"
+            f"{'' if complete_a else ' (its run did not finish)'} and {label_b} {steps_b}.")
+
+
+def diff_steps(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> StepsReport:
+    """Compare two step digest files step by step; stops at the first difference.
+
+    Raises:
+        FileFormatError: a file is not a step digest file, is damaged or truncated.
+    """
+    from .._launch import shown
+
+    ra, rb = StepReader(a), StepReader(b)
+    label_a, label_b = f"A ({shown(a)})", f"B ({shown(b)})"
+    report = StepsReport(label_a, label_b, 0, environment=_environment(ra.header, rb.header))
+    ia, ib = iter(ra), iter(rb)
+    try:
+        for index, (x, y) in enumerate(_pairs(ia, ib)):
+            if x is None or y is None:
+                rest_a = index + (x is not None) + sum(1 for _ in ia)
+                rest_b = index + (y is not None) + sum(1 for _ in ib)
+                report.length = _length(label_a, rest_a, ra.complete, label_b, rest_b)
+                break
+            d = compare_records(index, x, y)
+            if d:
+                report.first = d
+                break
+            report.steps = index + 1
+            report.unverified += not d.compared
+    finally:
+        ra.close()
+        rb.close()
+    for r, label in ((ra, label_a), (rb, label_b)):
+        if report.first is None and report.length is None and not r.complete:
+            report.notes.append(f"{label} has no end record: its run stopped before it finished")
+    return report
+
+
+def _pairs(ia: Iterator[StepRecord], ib: Iterator[StepRecord]) -> Iterator[tuple[Any, Any]]:
+    while True:
+        x, y = next(ia, None), next(ib, None)
+        if x is None and y is None:
+            return
+        yield x, y
+
+
+class Against:
+    """A live comparison with the reference file ``path``: :meth:`step` takes this run's
+    record and returns the report of the first difference (None while they agree);
+    :meth:`finish` the report at the end of the run (a reference with more steps)."""
+
+    def __init__(self, path: str | os.PathLike[str], header: dict[str, Any] | None = None):
+        from .._launch import shown
+
+        self.reader = StepReader(path)
+        self.label_a, self.label_b = f"REF ({shown(path)})", "this run"
+        self._records = iter(self.reader)
+        self.index = 0
+        self.environment: list[Any] = []
+        self.header = header
+        self.unverified = 0
+
+    def set_header(self, header: dict[str, Any]) -> None:
+        self.environment = _environment(self.reader.header, header)
+
+    def _report(self, **kw) -> StepsReport:
+        return StepsReport(self.label_a, self.label_b, self.index, environment=self.environment,
+                           unverified=self.unverified, **kw)
+
+    def step(self, record: StepRecord) -> StepsReport | None:
+        ref = next(self._records, None)
+        if ref is None:
+            return self._report(length=f"{self.label_a} ends after {self.index} steps"
+                                f"{'' if self.reader.complete else ' (its run did not finish)'}, but this run "
+                                f"has more (the first {self.index} agree); stopped here.")
+        d = compare_records(self.index, ref, record)
+        if d:
+            return self._report(first=d)
+        self.index += 1
+        self.unverified += not d.compared
+        return None
+
+    def finish(self) -> StepsReport:
+        rest = sum(1 for _ in self._records)
+        self.reader.close()
+        if rest:
+            return self._report(length=f"this run ended after {self.index} steps, but {self.label_a} has "
+                                f"{self.index + rest} (the first {self.index} agree).")
+        return self._report()

@@ -1,0 +1,224 @@
+"""Where step records go in a process: a :class:`StepSession` writes them to a digest
+file and/or compares them live with a reference file, and stops the run at the first
+step that differs.
+
+``fwd9m run --digests FILE --against REF`` configures the process's session through
+:data:`ENV_OUT` and :data:`ENV_AGAINST` (:func:`from_env`); a source (the PyTorch
+optimizer hook, a callback, :func:`step_digest`) hands each step's entries to
+:meth:`StepSession.record`. An integration that knows more than the automatic hook
+(the loss, the batch) :meth:`~StepSession.claim`\\ s the session before the first
+step, and the automatic hook stands down, so each step is recorded once.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+from ._format import StepRecord, StepWriter
+
+__all__ = ["ENV_AGAINST", "ENV_OUT", "DivergenceExit", "StepSession", "for_path", "from_env"]
+
+#: digest file to write (``fwd9m run --digests FILE``)
+ENV_OUT = "FWD9M_STEPS_OUT"
+#: reference digest file to compare against (``fwd9m run --against REF``)
+ENV_AGAINST = "FWD9M_STEPS_AGAINST"
+#: the source that automatic hooks give; a claimed session ignores it
+AUTO = "auto"
+
+
+class DivergenceExit(SystemExit):
+    """Raised at the first step that differs from the reference: the run stops with
+    exit status 1 (a ``SystemExit``, so a script's ``except Exception`` does not swallow
+    it). The report was printed to stderr; it is also ``report``."""
+
+    def __init__(self, report: Any) -> None:
+        super().__init__(1)
+        self.report = report
+
+
+class StepSession:
+    """Writes step records to ``out`` and/or compares them with ``against``.
+
+    Args:
+        out: digest file to write (replaced only if it is a digest file), or None.
+        against: reference digest file, or None.
+        stop: at the first difference, raise :class:`DivergenceExit` (else keep going;
+            ``report`` holds the first difference).
+    Raises:
+        ConfigurationError: ``out`` exists and is not a digest file.
+        FileFormatError: ``against`` is not a readable digest file.
+    """
+
+    def __init__(self, out: str | None = None, against: str | None = None, *, stop: bool = True,
+                 program: dict | None = None) -> None:
+        from ._compare import Against
+
+        self.out, self.stop = out, stop
+        self.program = program or {"argv": list(sys.argv)}
+        self.against = Against(against) if against else None
+        self.writer: StepWriter | None = None
+        self.claimed: str | None = None
+        self.steps = 0
+        self.report: Any = None
+        self.closed = False
+        self.failed = 0
+        if out:  # refuse a file fwd9m must not replace now, not at the first step
+            from ._format import check_replaceable
+
+            check_replaceable(out)
+
+    def claim(self, source: str) -> None:
+        """An integration takes over recording from the automatic hooks."""
+        self.claimed = source
+
+    def _header(self) -> dict[str, Any]:
+        from .. import environment
+
+        return {"program": self.program, "created": time.time(), "environment": environment.collect()}
+
+    def _start(self) -> None:
+        header = self._header()
+        if self.out:
+            self.writer = StepWriter(self.out, header)
+        if self.against is not None:
+            self.against.set_header(header)
+
+    def record(self, entries: list[tuple[str, str, str, int]], step: int | None = None,
+               source: str = AUTO) -> bool:
+        """Record one step (``step`` defaults to the count so far). Returns False when
+        the session ignored it (another source claimed it, or it stopped).
+
+        Raises:
+            DivergenceExit: the step differs from the reference and ``stop`` is set.
+        """
+        if self.closed or self.report is not None or (source == AUTO and self.claimed):
+            return False
+        if self.steps == 0 and self.writer is None:
+            self._start()
+        number = self.steps if step is None else int(step)
+        if self.writer is not None:
+            self.writer.step(number, entries)
+        self.steps += 1
+        if self.against is not None:
+            record = StepRecord(number, {(g, n): (m, d) for g, n, m, d in entries})
+            report = self.against.step(record)
+            if report is not None:
+                self._diverged(report)
+        return True
+
+    def record_safely(self, make_entries, source: str = AUTO) -> bool:
+        """:meth:`record` of ``make_entries()``, for hooks and callbacks: a failure to
+        digest or write logs a warning (once) and lets training go on; a step that could
+        not be digested is recorded as one ``error`` entry, so later steps stay aligned
+        with the reference. Only the stop at a divergence propagates."""
+        if self.closed or self.report is not None or (source == AUTO and self.claimed):
+            return False
+        try:
+            entries = make_entries()
+        except Exception as exc:  # noqa: BLE001 - a digest never breaks the user's step
+            self._warn(exc)
+            entries = [("error", "not recorded", type(exc).__name__, 0)]
+        try:
+            return self.record(entries, source=source)
+        except (OSError, ValueError) as exc:  # the file cannot be written (disk full, closed)
+            self._warn(exc)
+            return False
+
+    def _warn(self, exc: Exception) -> None:
+        if not self.failed:
+            from .._log import logger
+
+            logger.warning("fwd9m step digests: step %d not recorded: %s: %s", self.steps,
+                           type(exc).__name__, exc)
+        self.failed += 1
+
+    def _diverged(self, report: Any) -> None:
+        self.report = report
+        from .._launch import shown
+
+        if self.writer is not None:
+            self.writer.close({"completed": False, "stopped": "differs from the reference",
+                               "at_record": report.steps})
+        text = report.render()
+        if self.writer is not None:
+            text += f"\nThis run's digests up to there: {shown(self.out or '')}"
+        print(f"fwd9m: {text}", file=sys.stderr, flush=True)
+        if self.stop:
+            raise DivergenceExit(report)
+
+    def finish(self, status: int | None = 0) -> int | None:
+        """Close the session at the end of the run; returns the exit status to use: 1
+        when the run agreed so far but ended with fewer steps than the reference,
+        else ``status``."""
+        if self.closed:
+            return status
+        self.closed = True
+        if self.report is not None:
+            return 1 if status in (0, None) else status
+        if self.steps == 0 and self.out:
+            print("fwd9m: no training step was recorded (no optimizer.step() under PyTorch, and no "
+                  "step_digest() call or callback); the digest file holds no steps. For Keras, "
+                  "Lightning, HF Trainer, JAX or a custom loop add the callback or call "
+                  "fwd9m.debug.step_digest(...) (README: Step digests)", file=sys.stderr)
+            self._start()
+        if self.writer is not None:
+            self.writer.close({"completed": status in (0, None), "exit_status": status})
+        if self.against is None:
+            return status
+        report = self.against.finish()
+        if report.length is not None:
+            print(f"fwd9m: {report.render()}", file=sys.stderr, flush=True)
+            return 1 if status in (0, None) else status
+        if status in (0, None) and self.steps:
+            print(f"fwd9m: {report.render()}", file=sys.stderr, flush=True)
+        return status
+
+
+_session: StepSession | None = None
+_by_path: dict[str, StepSession] = {}
+
+
+def from_env() -> StepSession | None:
+    """The session ``fwd9m run --digests/--against`` configured, created on first use."""
+    global _session
+    if _session is None:
+        out, against = os.environ.get(ENV_OUT) or None, os.environ.get(ENV_AGAINST) or None
+        if out or against:
+            _session = StepSession(out, against)
+            import atexit
+
+            atexit.register(_session.finish)
+    return _session
+
+
+def for_path(path: str | os.PathLike[str] | None) -> StepSession | None:
+    """The session writing ``path`` (created on first use and closed at exit), or, for
+    None, the one from the environment."""
+    if path is None:
+        return from_env()
+    key = os.path.abspath(os.fspath(path))
+    s = _by_path.get(key)
+    if s is None:
+        s = _by_path[key] = StepSession(os.fspath(path))
+        import atexit
+
+        atexit.register(s.finish)
+    return s
+
+
+def require(path: str | os.PathLike[str] | None, what: str) -> StepSession:
+    """:func:`for_path`, for a callback: a clear error when there is nowhere to write.
+
+    Raises:
+        ConfigurationError: no path and not under ``fwd9m run --digests/--against``.
+    """
+    session = for_path(path)
+    if session is None:
+        from ..errors import ConfigurationError
+
+        raise ConfigurationError(f"{what} has nowhere to write: pass a path, {what}('run.steps'), or run "
+                                 f"the script with: fwd9m run --digests run.steps train.py")
+    return session

@@ -1,0 +1,200 @@
+"""Name and digest the values of one step: nested dicts, lists, tuples and pytrees of
+arrays (NumPy, torch, TensorFlow, Keras, JAX) and Python numbers.
+
+Digests are those of :mod:`fwd9m.fingerprint` (exact, order-sensitive). A step's CPU
+torch tensors (parameters, gradients, optimizer moments: many, mostly small) are
+digested together in a few NumPy calls (:func:`_cpu_digests`, the same values as
+:func:`fwd9m.fingerprint.torch_digest` one by one, tested); tensors on an accelerator
+are reduced there and their sums come back in one transfer.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from .. import fingerprint
+
+#: CPU torch tensors up to this many bytes are digested together (:func:`_cpu_digests`);
+#: a larger one alone (no copy; its rows in parallel, :mod:`fwd9m.fingerprint`)
+_BATCHED = 4 << 20
+#: words per batch of :func:`_cpu_digests` (bounds its temporary arrays to ~64 MiB)
+_BATCH_WORDS = 1 << 22
+
+
+def flatten(prefix: str, value: Any) -> Iterator[tuple[str, Any]]:
+    """``(name, leaf)`` for every leaf under ``value`` (dict keys in their order,
+    sequence indices, a torch module's named parameters); None is skipped."""
+    if value is None:
+        return
+    if isinstance(value, dict) or (hasattr(value, "items") and hasattr(value, "keys")
+                                   and not hasattr(value, "shape")):
+        for k, v in value.items():
+            yield from flatten(f"{prefix}.{k}" if prefix else str(k), v)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from flatten(f"{prefix}.{i}" if prefix else str(i), v)
+    elif hasattr(value, "named_parameters") and callable(value.named_parameters):  # torch module
+        for k, v in value.named_parameters():
+            yield (f"{prefix}.{k}" if prefix else k), v
+    else:
+        yield prefix, value
+
+
+_META: dict[tuple, str] = {}
+
+
+def _torch_meta(t) -> str:
+    key = (t.dtype, t.shape)
+    meta = _META.get(key)
+    if meta is None:
+        meta = _META[key] = f"{str(t.dtype).removeprefix('torch.')}[{','.join(map(str, t.shape))}]"
+    return meta
+
+
+def meta_of(value: Any) -> str:
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return type(value).__name__
+    name = getattr(dtype, "name", None) or str(dtype).removeprefix("torch.")
+    shape = getattr(value, "shape", ())
+    try:
+        dims = ",".join(str(int(d)) if d is not None else "?" for d in tuple(shape))
+    except (TypeError, ValueError):
+        dims = "?"
+    return f"{name}[{dims}]"
+
+
+def _plain(value: Any):
+    """A Python number or bool as a 0-d NumPy array (a float as float64, an int as int64
+    when it fits, else its decimal text's bytes)."""
+    import numpy as np
+
+    if isinstance(value, bool):
+        return np.asarray(value)
+    if isinstance(value, int):
+        return np.asarray(value, np.int64) if -2**63 <= value < 2**63 else str(value).encode()
+    return np.asarray(value, np.float64)
+
+
+def digest_leaves(group: str, leaves: list[tuple[str, Any]]) -> list[tuple[str, str, str, int]]:
+    """``(group, name, meta, digest)`` for each leaf (:func:`digest_groups` of one group)."""
+    return digest_groups([(group, leaves)])
+
+
+def digest_groups(groups: list[tuple[str, list[tuple[str, Any]]]]) -> list[tuple[str, str, str, int]]:
+    """``(group, name, meta, digest)`` for each leaf of each group, in order. CPU torch
+    tensors of up to :data:`_BATCHED` bytes are digested together, the partial sums of
+    tensors on an accelerator come back to the host in one transfer, others one by one.
+
+    Raises:
+        TypeError: a leaf is neither an array nor a number (named in the message).
+    """
+    entries: list[Any] = []
+    batched: list[int] = []
+    device: list[int] = []
+    torch = sys.modules.get("torch")
+    for group, leaves in groups:
+        for name, v in leaves:
+            if isinstance(v, (int, float, bool)):
+                v = _plain(v)
+            if torch is not None and isinstance(v, torch.Tensor):
+                meta = _torch_meta(v)
+                if v.device.type == "cpu":
+                    if v.numel() * v.element_size() <= _BATCHED and not v.is_complex():
+                        batched.append(len(entries))
+                        entries.append((group, name, meta, v))
+                    else:
+                        entries.append((group, name, meta, fingerprint.torch_digest(v)))
+                else:
+                    device.append(len(entries))
+                    entries.append((group, name, meta, fingerprint.torch_partial(v)))
+                continue
+            try:
+                dig = fingerprint.digest(v)
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"step digest: {group}/{name} is a {type(v).__name__}, not an array or a "
+                                f"number ({exc}); pass arrays, tensors, numbers, or dicts/lists of them") from None
+            entries.append((group, name, meta_of(v), dig))
+    if batched:
+        for i, d in zip(batched, _cpu_digests([entries[i][3] for i in batched])):
+            entries[i] = (*entries[i][:3], d)
+    if device:
+        assert torch is not None
+        parts = [entries[i][3] for i in device]
+        sums = torch.stack([s.to(parts[0][0].device) for s, _ in parts]).tolist()  # one transfer
+        for i, (s, (_, nbytes)) in zip(device, zip(sums, parts)):
+            entries[i] = (*entries[i][:3], fingerprint.finalize(s, nbytes))
+    return entries
+
+
+def _cpu_digests(tensors: list) -> list[int]:
+    """:func:`fwd9m.fingerprint.torch_digest` of each CPU torch tensor, computed together
+    in batches of about :data:`_BATCH_WORDS` words."""
+    out: list[int] = []
+    start, words = 0, 0
+    for k, t in enumerate(tensors):
+        words += t.numel() * t.element_size() // 4 + fingerprint.ROW_WORDS
+        if words >= _BATCH_WORDS:
+            out += _cpu_batch(tensors[start:k + 1])
+            start, words = k + 1, 0
+    return out + _cpu_batch(tensors[start:])
+
+
+def _cpu_batch(tensors: list) -> list[int]:
+    """The digests of CPU torch tensors in a few NumPy calls: each tensor's bytes are
+    zero-padded to whole rows of :data:`~fwd9m.fingerprint.ROW_WORDS` words and all are
+    joined into one matrix, so one product with ``M`` gives every row sum (step 2 of
+    :mod:`fwd9m.fingerprint`); each row sum is multiplied by ``K`` of its row within its
+    tensor and summed per tensor (step 3). Zero padding adds nothing and integer sums
+    wrap modulo 2**64, exact in any order, so each result is the tensor's partial sum
+    ``S``, as one by one (tested)."""
+    import numpy as np
+    import torch
+
+    if not tensors:
+        return []
+    row_bytes = fingerprint.ROW_WORDS * 4
+    parts, nbytes, rows = [], [], []
+    for t in tensors:
+        b = t.detach().resolve_conj().resolve_neg().reshape(-1).contiguous().view(torch.uint8)
+        n = b.numel()
+        r = -(-n // row_bytes)
+        nbytes.append(n)
+        rows.append(r)
+        parts.append(b)
+        if r * row_bytes > n:
+            parts.append(b.new_zeros(r * row_bytes - n))
+    flat = torch.cat(parts) if len(parts) > 1 else parts[0].clone()
+    counts = np.array(rows, dtype=np.int64)
+    if not counts.sum():
+        return [fingerprint.finalize(0, n) for n in nbytes]
+    grid = flat.numpy().view(np.int32).reshape(-1, fingerprint.ROW_WORDS)  # flat is new: nothing of the user's
+    # int64 products and sums wrap modulo 2**64 (NumPy does not check array overflow)
+    row_sums = grid.astype(np.int64) @ fingerprint.word_multipliers()
+    starts = np.cumsum(counts) - counts
+    within = np.arange(row_sums.size, dtype=np.int64) - np.repeat(starts, counts)
+    row_sums *= fingerprint.row_multipliers(int(counts.max()))[within]
+    sums = np.zeros(len(tensors), dtype=np.int64)
+    nonempty = counts > 0
+    sums[nonempty] = np.add.reduceat(row_sums, starts[nonempty])
+    return [fingerprint.finalize(int(s), n) for s, n in zip(sums.tolist(), nbytes)]
+
+
+def global_rng_leaves() -> list[tuple[str, Any]]:
+    """The global RNG states of Python, NumPy (when imported) and torch (CPU, and CUDA
+    when initialised), as arrays: cheap (no state file is written)."""
+    import numpy as np
+
+    state = random.getstate()
+    leaves: list[tuple[str, Any]] = [("python", np.asarray(state[1], dtype=np.uint64))]
+    if "numpy" in sys.modules:
+        leaves.append(("numpy", np.random.get_state()[1]))  # type: ignore[index]  # legacy: a tuple
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        leaves.append(("torch", torch.random.default_generator.get_state()))
+        if torch.cuda.is_initialized():
+            leaves += [(f"torch.cuda{i}", s) for i, s in enumerate(torch.cuda.get_rng_state_all())]
+    return leaves
