@@ -142,6 +142,8 @@ _TORCH_GPU = "import torch\ntorch.manual_seed(0)\nx = x.cuda()\n"
     "pool = torch.nn.AdaptiveAvgPool2d((1, 1))\ny = pool(x)\n",
     # cudnn.deterministic = True fixes the convolution entry
     "torch.backends.cudnn.deterministic = True\nconv = torch.nn.Conv2d(3, 8, 3)\n",
+    # a tensor made on the CPU in the call itself (DINO's MultiCropWrapper): no CUDA kernel
+    "idx = torch.cumsum(torch.unique_consecutive(torch.tensor([3, 3, 5]), return_counts=True)[1], 0)\n",
 ])
 def test_catalog_torch_conditions_rule_out(body):
     assert "FWD703" not in [f.code for f in lint.lint_source(_TORCH_GPU + body, "train.py")]
@@ -175,3 +177,10 @@ def test_jax_key_passed_through_double_star_kwargs_does_not_crash():
     src = ("import jax\ndef f(key, **kw):\n    return jax.random.normal(key)\n"
            "def main(opts):\n    key = jax.random.key(0)\n    f(key, **opts)\n    return f(key)\n")
     assert not [x for x in lint_source(src, "t.py") if x.code == "FWD004"]
+
+
+def test_catalog_torch_cpu_operand_needs_the_whole_chain_on_the_cpu():
+    """Only a factory without device= makes a CPU tensor: a name, device= or .cuda() may be on the GPU."""
+    for body in ("y = torch.cumsum(x, 0)\n", "y = torch.cumsum(torch.ones(3, device='cuda'), 0)\n",
+                 "y = torch.cumsum(torch.ones(3).cuda(), 0)\n"):
+        assert "FWD703" in [f.code for f in lint.lint_source(_TORCH_GPU + body, "train.py")], body
