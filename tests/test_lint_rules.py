@@ -184,3 +184,24 @@ def test_catalog_torch_cpu_operand_needs_the_whole_chain_on_the_cpu():
     for body in ("y = torch.cumsum(x, 0)\n", "y = torch.cumsum(torch.ones(3, device='cuda'), 0)\n",
                  "y = torch.cumsum(torch.ones(3).cuda(), 0)\n"):
         assert "FWD703" in [f.code for f in lint.lint_source(_TORCH_GPU + body, "train.py")], body
+
+
+def test_checkpoint_fixture_in_a_test_file_is_not_a_training_checkpoint():
+    """FWD501 in litgpt's and timm's tests: a checkpoint a test writes is a fixture."""
+    src = ("import torch\ndef test_resume(tmp_path):\n"
+           "    ckpt = {'model': m.state_dict(), 'optimizer': opt.state_dict()}\n"
+           "    torch.save(ckpt, tmp_path / 'c.pt')\n")
+    assert not [f for f in lint.lint_source(src, "test_checkpoint.py") if f.code == "FWD501"]
+    assert [f for f in lint.lint_source(src, "train.py") if f.code == "FWD501"]
+
+
+def test_checkpoint_saved_through_a_local_module_helper(tmp_path):
+    """DINO: ``utils.save_on_master(save_dict, path)``, where utils.py beside the script
+    wraps torch.save: one level into the local module."""
+    (tmp_path / "utils.py").write_text("import torch\ndef save_on_master(*args, **kwargs):\n"
+                                       "    torch.save(*args, **kwargs)\n")
+    (tmp_path / "main.py").write_text("import torch\nimport utils\ndef train(model, optimizer):\n"
+                                      "    d = {'student': model.state_dict(), 'optimizer': optimizer.state_dict()}\n"
+                                      "    utils.save_on_master(d, 'checkpoint.pth')\n")
+    found = lint.lint_paths([tmp_path / "main.py"], Config(select=["FWD501"])).findings
+    assert [(f.code, f.line) for f in found] == [("FWD501", 5)]

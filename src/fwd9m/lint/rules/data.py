@@ -21,6 +21,17 @@ def _is_tf_file(ctx) -> bool:
     return ctx.imports_any("tensorflow", "keras", "tf_keras")
 
 
+def _sloppy_when_training(node) -> bool:
+    """``sloppy=True``, or ``sloppy=is_training`` (a name or attribute about training,
+    ELECTRA's and BERT's input functions): true exactly when the pipeline trains."""
+    if node is None:
+        return False
+    if literal(node, None) is True:
+        return True
+    name = node.id if type(node) is ast.Name else node.attr if type(node) is ast.Attribute else ""
+    return "train" in name.lower()
+
+
 @register
 class TfDataNondeterministic(Rule):
     """Allows tf.data to return elements out of order (`deterministic=False`).
@@ -28,7 +39,8 @@ class TfDataNondeterministic(Rule):
     ## What it does
     Flags `deterministic=False` passed to `Dataset.map`, `interleave`, `batch`,
     `padded_batch` and friends, `options.deterministic = False`,
-    `options.experimental_deterministic = False`, and `sloppy=True` in
+    `options.experimental_deterministic = False`, and `sloppy=True` (or
+    `sloppy=is_training`, a value named after training) in
     `tf.data.experimental.parallel_interleave`.
 
     ## Why is this bad
@@ -51,8 +63,12 @@ class TfDataNondeterministic(Rule):
     references = (TF_DATA_DET, "https://www.tensorflow.org/api_docs/python/tf/data/Dataset#map")
     invalid = ("ds = ds.map(f, num_parallel_calls=4, deterministic=False)\n",
                "import tensorflow as tf\noptions = tf.data.Options()\noptions.experimental_deterministic = False\n",
-               "import tensorflow as tf\noptions = tf.data.Options()\noptions.deterministic = False\n")
+               "import tensorflow as tf\noptions = tf.data.Options()\noptions.deterministic = False\n",
+               # ELECTRA's pretraining input: sloppy exactly when training
+               "import tensorflow as tf\nd = d.apply(tf.data.experimental.parallel_interleave(\n"
+               "    tf.data.TFRecordDataset, sloppy=is_training, cycle_length=4))\n")
     valid = ("ds = ds.map(f, num_parallel_calls=4)\n",
+             "import tensorflow as tf\nd = d.apply(tf.data.experimental.parallel_interleave(f, sloppy=use_sloppy))\n",
              "import torch\ntorch.backends.cudnn.deterministic = False\n")
 
     def visit_Call(self, node, qn):
@@ -60,9 +76,9 @@ class TfDataNondeterministic(Rule):
         if name in _TF_DATA_METHODS and literal(kwarg(node, "deterministic"), None) is False:
             self.report(node, f"{name}(deterministic=False) lets tf.data return elements out of "
                         "order; remove it")
-        elif name == "parallel_interleave" and literal(kwarg(node, "sloppy"), None) is True:
-            self.report(node, "parallel_interleave(sloppy=True) returns elements out of order; "
-                        "use sloppy=False")
+        elif name == "parallel_interleave" and _sloppy_when_training(kwarg(node, "sloppy")):
+            self.report(node, f"parallel_interleave(sloppy={ast.unparse(kwarg(node, 'sloppy'))}) "
+                        "returns elements out of order; use sloppy=False")
 
     def visit_Assign(self, node):
         if literal(node.value, None) is not False:

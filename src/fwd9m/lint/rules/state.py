@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from .._flow import _FOREIGN, _qualnames, is_test_file, local_function
 from .._helpers import call_name
 from .._rule import Rule, register
 from ._common import is_stateful_random
@@ -18,6 +19,18 @@ _RNG_STATE_METHODS = frozenset({"get_rng_state", "get_state", "getstate", "get_r
 _RNG_WORDS = ("rng", "random", "generator", "seed")
 _PICKLERS = frozenset({"pickle.dump", "pickle.dumps", "cloudpickle.dump", "cloudpickle.dumps",
                        "dill.dump", "dill.dumps", "joblib.dump", "_pickle.dump", "_pickle.dumps"})
+
+
+def _torch_save_spellings(aliases, ctx) -> set[str]:
+    """How ``torch.save`` is spelled in a module with import ``aliases`` (None: this file)."""
+    names = aliases if aliases is not None else _qualnames(ctx.tree)
+    out = {"torch.save"}
+    for local, target in names.items():
+        if target == "torch":
+            out.add(f"{local}.save")
+        elif target == "torch.save":
+            out.add(local)
+    return out
 
 
 def _mentions_rng(ctx, node) -> bool:
@@ -43,7 +56,10 @@ class CheckpointWithoutRngState(Rule):
 
     ## What it does
     Flags `torch.save({...})` of a dict literal that holds an optimizer's state (a
-    `*optim*` key or an `optimizer.state_dict()` value) but nothing about RNG state, and
+    `*optim*` key or an `optimizer.state_dict()` value) but nothing about RNG state (also
+    a dict bound to a name first, and one saved through a helper named for saving, of
+    this file or a local module, that hands its argument to `torch.save`; not in test
+    files, whose checkpoints are fixtures), and
     `tf.train.Checkpoint(optimizer=..., ...)` that tracks no `tf.random.Generator` in a
     file that draws from TensorFlow's global random state (stateful random ops, a
     `shuffle` without seed).
@@ -67,31 +83,95 @@ class CheckpointWithoutRngState(Rule):
     """
 
     code, name = "FWD501", "checkpoint-without-rng-state"
-    triggers = ("save", "Checkpoint")
+    triggers = ("save", "Checkpoint", "state_dict")  # state_dict: a dict saved through a helper
 
     def __init__(self, ctx):
         super().__init__(ctx)
         self.tf_checkpoints = []
+        self.defs = None  #: module functions by name, built on first need
 
     references = ("https://docs.pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html",
                   "https://www.tensorflow.org/guide/random_numbers#interaction_with_tftrainCheckpoint")
     invalid = ("import torch\ntorch.save({'model': m.state_dict(), 'optimizer': opt.state_dict()}, 'c.pt')\n",
                "import tensorflow as tf\nds = ds.shuffle(100)\nckpt = tf.train.Checkpoint(model=model, optimizer=opt)\n")
-    valid = ("import torch\ntorch.save({'model': m.state_dict(), 'optimizer': opt.state_dict(),\n"
+    invalid += (  # DINO / MAE: a dict bound to a name, saved through a wrapper of torch.save
+        "import torch\ndef save_on_master(*args, **kwargs):\n    torch.save(*args, **kwargs)\n"
+        "def train(m, opt):\n    ckpt = {'model': m.state_dict(), 'optimizer': opt.state_dict()}\n"
+        "    ckpt['epoch'] = 3\n    save_on_master(ckpt, 'c.pt')\n",)
+    valid = ("import torch\ndef save_on_master(*args, **kwargs):\n    torch.save(*args, **kwargs)\n"
+             "def train(m, opt):\n    ckpt = {'model': m.state_dict(), 'optimizer': opt.state_dict()}\n"
+             "    ckpt['rng'] = torch.get_rng_state()\n    save_on_master(ckpt, 'c.pt')\n",
+             "import torch\ntorch.save({'model': m.state_dict(), 'optimizer': opt.state_dict(),\n"
              "            'rng': torch.get_rng_state()}, 'c.pt')\n",
              "import torch\ntorch.save(m.state_dict(), 'w.pt')\n",
              "import tensorflow as tf\nckpt = tf.train.Checkpoint(model=model, optimizer=opt, rng=gen)\n",
              "import tensorflow as tf\nx = tf.random.stateless_uniform([2], seed=[1, 2])\n"
              "ckpt = tf.train.Checkpoint(model=model, optimizer=opt)\n")
 
+    def _saves(self, node, qn) -> bool:
+        """``torch.save``, or a wrapper whose body hands its first argument to it (DINO's
+        and MAE's ``save_on_master(*args)``): a function of this file or of a local
+        module the file imports, one level deep, whose name contains "save"."""
+        if qn == "torch.save":
+            return True
+        name = qn or (node.func.id if type(node.func) is ast.Name else "")
+        if "save" not in name.rsplit(".", 1)[-1].lower():
+            return False  # only helpers named for saving are looked into (each lookup may read a file)
+        if type(node.func) is ast.Name and qn is None:
+            if self.defs is None:
+                self.defs = {s.name: s for s in getattr(self.ctx.tree, "body", ()) if type(s) is ast.FunctionDef}
+            fn, aliases = self.defs.get(node.func.id), None
+        elif qn and qn.split(".", 1)[0] not in _FOREIGN:
+            found = local_function(self.ctx, qn)
+            fn, aliases = found if found else (None, None)
+        else:
+            return False
+        if fn is None:
+            return False
+        first = fn.args.vararg.arg if fn.args.vararg else (fn.args.args[0].arg if fn.args.args else None)
+        for n in ast.walk(fn):
+            if type(n) is ast.Call and n.args and ast.unparse(n.func) in _torch_save_spellings(aliases, self.ctx):
+                a = n.args[0]
+                if (type(a) is ast.Starred and type(a.value) is ast.Name and a.value.id == first) or \
+                        (type(a) is ast.Name and a.id == first):
+                    return True
+        return False
+
+    def _saved_dict(self, node):
+        """The dict literal saved: the argument itself, or the dict a name was bound to in
+        the same function (``save_dict = {...}; save(save_dict, path)``), with the keys
+        added later by ``save_dict["k"] = v``."""
+        arg = node.args[0]
+        if type(arg) is ast.Dict:
+            return arg, []
+        if type(arg) is not ast.Name:
+            return None, []
+        scope = next((f for f in ast.walk(self.ctx.tree) if type(f) in (ast.FunctionDef, ast.AsyncFunctionDef)
+                      and f.lineno <= node.lineno <= (f.end_lineno or f.lineno) and
+                      not any(type(g) in (ast.FunctionDef, ast.AsyncFunctionDef) and g is not f and
+                              g.lineno <= node.lineno <= (g.end_lineno or g.lineno) for g in ast.walk(f))),
+                     self.ctx.tree)
+        found, extra = None, []
+        for n in ast.walk(scope):
+            if type(n) is ast.Assign and n.lineno < node.lineno:
+                for t in n.targets:
+                    if type(t) is ast.Name and t.id == arg.id:
+                        found = n.value if type(n.value) is ast.Dict else None
+                    elif type(t) is ast.Subscript and type(t.value) is ast.Name and t.value.id == arg.id:
+                        extra.append(n)
+        return found, extra
+
     def visit_Call(self, node, qn):
-        if qn == "torch.save" and node.args and type(node.args[0]) is ast.Dict:
-            d = node.args[0]
+        if node.args and (qn == "torch.save" or self.ctx.imports_any("torch")) and \
+                not is_test_file(self.ctx) and self._saves(node, qn):
+            d, extra = self._saved_dict(node)
+            if d is None:
+                return
             optim = any((type(k) is ast.Constant and isinstance(k.value, str) and "optim" in k.value.lower())
                         for k in d.keys) or any(
                 type(v) is ast.Call and type(v.func) is ast.Attribute and v.func.attr == "state_dict"
                 and "optim" in ast.unparse(v.func.value).lower() for v in d.values)
-            if optim and not _mentions_rng(self.ctx, d):
+            if optim and not _mentions_rng(self.ctx, d) and not any(_mentions_rng(self.ctx, e) for e in extra):
                 self.report(node, "training checkpoint without RNG state: a resumed run restarts the "
                             "generators; add 'rng': fwd9m.capture_rng_state()")
         elif qn in ("tensorflow.train.Checkpoint", "tensorflow.compat.v2.train.Checkpoint") and \
