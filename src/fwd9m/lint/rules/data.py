@@ -205,6 +205,7 @@ class ShuffleWithoutSeed(Rule):
 
     ## What it does
     Flags `ds.shuffle(buffer_size)` and `tf.random.shuffle(x)` without a `seed` argument
+    (or with a seed the file sets only as `A if COND else None`)
     in files that use TensorFlow or Keras, and TF1 Estimator input functions
     `numpy_input_fn(..., shuffle=True)` / `pandas_input_fn(..., shuffle=True)` in a file
     that sets no graph-level seed (`tf.compat.v1.set_random_seed`,
@@ -233,17 +234,23 @@ class ShuffleWithoutSeed(Rule):
                   "https://www.tensorflow.org/api_docs/python/tf/random/set_seed", SEED_README)
     invalid = ("import tensorflow as tf\nds = tf.data.Dataset.range(10).shuffle(10)\n",
                "import tensorflow as tf\nx = tf.random.shuffle(x)\n",
+               # automl efficientnetv2: seeded only in debug mode
+               "import tensorflow as tf\nclass In:\n    def __init__(self, debug):\n"
+               "        self.shuffle_seed = 1111 if debug else None\n"
+               "    def make(self, ds):\n        return ds.shuffle(64, seed=self.shuffle_seed)\n",
                "import tensorflow as tf\nf = tf.compat.v1.estimator.inputs.numpy_input_fn(x, y, shuffle=True)\n")
     valid = ("import tensorflow as tf\nds = tf.data.Dataset.range(10).shuffle(10, seed=1)\n",
              "import tensorflow as tf\nimport numpy as np\nrng = np.random.default_rng(0)\nrng.shuffle(idx)\n",
              "import random\nrandom.shuffle(x)\n",
              "import tensorflow as tf\nds = ds.shuffle(10, 1)\n",
+             "import tensorflow as tf\nseed = 1 if debug else 2\nds = ds.shuffle(10, seed=seed)\n",
              "import tensorflow as tf\ncfg = tf.estimator.RunConfig(tf_random_seed=0)\n"
              "f = tf.compat.v1.estimator.inputs.numpy_input_fn(x, y, shuffle=True)\n")
 
     def __init__(self, ctx):
         super().__init__(ctx)
         self.input_fns: list[ast.Call] = []
+        self._none_line = 0
 
     def finish(self):
         # TF1 Estimator input functions shuffle with the graph-level seed: only
@@ -267,12 +274,37 @@ class ShuffleWithoutSeed(Rule):
             return  # random.shuffle, np.random.shuffle ...: other rules
         if qn is None and _looks_like_rng(f.value):
             return  # rng.shuffle(array): a NumPy/Python generator, not tf.data
-        if kwarg(node, "seed") is not None or len(node.args) >= 2:
+        seed = kwarg(node, "seed") or (node.args[1] if len(node.args) >= 2 else None)
+        if seed is not None:
+            unless = self._none_unless(seed)
+            if unless:
+                self.report(node, f"shuffle(seed={ast.unparse(seed)}): the seed is None unless "
+                            f"{unless} (line {self._none_line}), so the order depends on the global "
+                            "seed and on how many ops were created before it; give it a seed always")
             return
         if not node.args and kwarg(node, "buffer_size") is None and qn is None:
             return
         self.report(node, "shuffle without seed=: the order depends on the global seed and on how "
                     "many ops were created before it; pass seed=")
+
+    def _none_unless(self, seed) -> str:
+        """The condition under which ``seed`` (``self.x`` or a name) is not None, when the
+        file assigns it only as ``A if COND else None`` (automl's ``shuffle_seed = 1111 if
+        debug else None``); else ''."""
+        if type(seed) is ast.Attribute and type(seed.value) is ast.Name and seed.value.id == "self":
+            same = lambda t: type(t) is ast.Attribute and t.attr == seed.attr  # noqa: E731
+        elif type(seed) is ast.Name:
+            same = lambda t: type(t) is ast.Name and t.id == seed.id  # noqa: E731
+        else:
+            return ""
+        values = [n for n in ast.walk(self.ctx.tree) if type(n) is ast.Assign and any(same(t) for t in n.targets)]
+        if len(values) != 1 or type(values[0].value) is not ast.IfExp:
+            return ""
+        e = values[0].value
+        if type(e.orelse) is ast.Constant and e.orelse.value is None and literal(e.body, None) is not None:
+            self._none_line = values[0].lineno
+            return ast.unparse(e.test)
+        return ""
 
 
 @register
