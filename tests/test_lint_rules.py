@@ -205,3 +205,12 @@ def test_checkpoint_saved_through_a_local_module_helper(tmp_path):
                                       "    utils.save_on_master(d, 'checkpoint.pth')\n")
     found = lint.lint_paths([tmp_path / "main.py"], Config(select=["FWD501"])).findings
     assert [(f.code, f.line) for f in found] == [("FWD501", 5)]
+
+
+def test_catalog_cumsum_dtype_condition():
+    """torch.cumsum alerts on CUDA only for floating/complex input (torch/__init__.py 2.13,
+    line 1470): an integer dtype= rules it out, otherwise the finding says it could not."""
+    flagged = [f for f in lint.lint_source(_TORCH_GPU + "y = torch.cumsum(x, 0)\n", "t.py") if f.code == "FWD703"]
+    assert flagged and "not ruled out" in flagged[0].message
+    src = _TORCH_GPU + "y = torch.cumsum(x, 0, dtype=torch.int64)\n"
+    assert "FWD703" not in [f.code for f in lint.lint_source(src, "t.py")]

@@ -98,6 +98,10 @@ class Entry:
     #: settings that also fix it, "qualified.name=Value" (torch.backends.cudnn.deterministic=True)
     fixed_by: tuple[str, ...] = ()
     source: str | None = None  #: where in the framework's source the conditions come from
+    #: op entries: True when device, direction, condition and behaviour were checked
+    #: against the framework's own source (``source`` cites it); False with ``verified_why``
+    verified: bool | None = None
+    verified_why: str | None = None  #: what could not be checked, and why
     env: tuple[str, ...] = ()  #: environment variables involved
     ngc: str | None = None  #: NGC TF container versions (specifier) with the solution
     timeline: tuple[tuple[str, str], ...] = ()

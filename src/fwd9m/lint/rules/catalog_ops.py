@@ -72,6 +72,8 @@ def _parse_condition(text: str | None):
     """[(keyword, {allowed value spellings})] or None when not machine-checkable."""
     if not text:
         return []
+    if text.strip() == "dtype floating or complex":
+        return [("dtype", {"<floating>"})]
     m = _KW_GIVEN.match(text)
     if m:
         return [(m.group(1), {"<given>"})]
@@ -108,6 +110,10 @@ def _condition_met(call: ast.Call, cond) -> bool | None:
         return True
     for key, values in cond:
         node = next((k.value for k in call.keywords if k.arg == key), None)
+        if values == {"<floating>"}:  # the input's dtype: ruled out only by an integer dtype=
+            if node is not None and re.search(r"\b(u?int\d*|long|bool|short)\b", _spelling(node)):
+                return False
+            return None
         if values == {"<given>"}:
             if node is not None and literal(node, 0) is not None:
                 return True
