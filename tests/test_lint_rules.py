@@ -214,3 +214,27 @@ def test_catalog_cumsum_dtype_condition():
     assert flagged and "not ruled out" in flagged[0].message
     src = _TORCH_GPU + "y = torch.cumsum(x, 0, dtype=torch.int64)\n"
     assert "FWD703" not in [f.code for f in lint.lint_source(src, "t.py")]
+
+
+def test_loader_built_in_a_local_data_module_counts_for_the_script(tmp_path):
+    """Cross-file view (issue 15): train.py calls data.make_loader, which builds a
+    DataLoader(shuffle=True) without generator=; train.py never seeds torch, so the
+    finding is on its call. Seeding torch in train.py, or a generator= in data.py, clears it."""
+    (tmp_path / "data.py").write_text("import torch\ndef make_loader(ds):\n"
+                                      "    return torch.utils.data.DataLoader(ds, batch_size=8, shuffle=True)\n")
+    train = ("import torch\nfrom data import make_loader\nmodel = torch.nn.Linear(2, 1)\n"
+             "for x, y in make_loader(ds):\n    model(x).sum().backward()\n")
+    (tmp_path / "train.py").write_text(train)
+    only = Config(select=["FWD307"])
+    found = lint.lint_paths([tmp_path / "train.py"], only).findings
+    assert [(f.code, f.line) for f in found] == [("FWD307", 4)], found
+    assert "data.make_loader" in found[0].message
+    (tmp_path / "train.py").write_text(train.replace("model =", "torch.manual_seed(0)\nmodel ="))
+    assert not lint.lint_paths([tmp_path / "train.py"], only).findings
+    assert not lint.lint_paths([tmp_path / "data.py"], only).findings  # a library module: its caller seeds
+    # built only on one branch (timm's create_loader with scheduled_batching): not counted
+    (tmp_path / "data.py").write_text("import torch\ndef make_loader(ds, sched=False):\n    sampler = None\n"
+                                      "    if sched:\n        sampler = torch.utils.data.RandomSampler(ds)\n"
+                                      "    return torch.utils.data.DataLoader(ds, sampler=sampler)\n")
+    (tmp_path / "train.py").write_text(train)
+    assert not lint.lint_paths([tmp_path / "train.py"], only).findings

@@ -6,7 +6,7 @@ import ast
 
 from .._helpers import arg, call_name, kwarg, literal
 from .._rule import Rule, register
-from .._flow import runs
+from .._flow import dotted, local_callees, runs
 from ._common import SWITCH_ON_CALLS, TF_SEED_CALLS, TORCH_SEED_CALLS, is_stateful_random, seeds
 
 TF_DATA_DET = "https://www.tensorflow.org/api_docs/python/tf/data/Options#deterministic"
@@ -548,7 +548,9 @@ class ShuffleWithoutGenerator(Rule):
     `WeightedRandomSampler` and `random_split` without `generator=` in a script that
     runs them and never seeds torch (`torch.manual_seed`, a seed-everything helper).
     A file that seeds torch globally, and a library module (whose caller seeds), are
-    not flagged.
+    not flagged; a script that calls a function of a local data module it imports
+    (one level) that always builds such a loader (not under an `if`), and never seeds
+    torch, is flagged at that call.
 
     ## Why is this bad
     They then draw the order from PyTorch's global generator: unseeded it differs every
@@ -566,7 +568,8 @@ class ShuffleWithoutGenerator(Rule):
     """
 
     code, name = "FWD307", "shuffle-without-generator"
-    triggers = ("shuffle", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler", "random_split")
+    #: "torch": a script that builds its loader in a local data module names none of the others
+    triggers = ("shuffle", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler", "random_split", "torch")
     fix_code = "generator=torch.Generator().manual_seed(seed)"
     references = (TORCH_REPRO, "https://docs.pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader")
     invalid = ("from torch.utils.data import DataLoader\nloader = DataLoader(ds, shuffle=True)\n",
@@ -583,29 +586,54 @@ class ShuffleWithoutGenerator(Rule):
         super().__init__(ctx)
         self.sites: list[tuple[ast.Call, str]] = []
 
-    def visit_Call(self, node, qn):
+    @staticmethod
+    def _unseeded_order(node, qn) -> str | None:
+        """What draws from the global generator in this call, or None."""
         if kwarg(node, "generator") is not None or any(k.arg is None for k in node.keywords):
-            return
+            return None
         if qn in _DATALOADERS:
             if literal(kwarg(node, "shuffle"), None) is True or \
                     (len(node.args) >= 3 and literal(node.args[2], None) is True):
-                self.sites.append((node, "DataLoader(shuffle=True) without generator= draws the order from "
-                                   "the global torch generator, which this script never seeds; pass "
-                                   "generator=torch.Generator().manual_seed(seed)"))
+                return "DataLoader(shuffle=True)"
         elif qn in _SAMPLERS:
-            self.sites.append((node, f"{qn.rsplit('.', 1)[1]} without generator= draws from the global torch "
+            return qn.rsplit(".", 1)[1]
+        return None
+
+    def visit_Call(self, node, qn):
+        what = self._unseeded_order(node, qn)
+        if what:
+            self.sites.append((node, f"{what} without generator= draws the order from the global torch "
                                "generator, which this script never seeds; pass "
                                "generator=torch.Generator().manual_seed(seed)"))
+
+    def _through_local_modules(self):
+        """Loaders the script builds through a function of a local data module (one level)."""
+        for call, fn, aliases, qn in local_callees(self.ctx):
+            # only what the function always builds: a sampler under an `if` (timm's
+            # create_loader: RandomSampler only with scheduled_batching) may not run
+            always = [st for st in fn.body if type(st) not in (ast.If, ast.Try, ast.For, ast.While,
+                                                               ast.FunctionDef, ast.ClassDef)]
+            inner = next((n for st in always for n in ast.walk(st) if type(n) is ast.Call
+                          and self._unseeded_order(n, dotted(n.func, aliases))), None)
+            if inner is not None:
+                what = self._unseeded_order(inner, dotted(inner.func, aliases))
+                yield call, (f"{qn} builds a {what} without generator= (line {inner.lineno} of its "
+                             "module), which draws the order from the global torch generator, and this "
+                             "script never seeds it; seed torch here or pass "
+                             "generator=torch.Generator().manual_seed(seed) there")
 
     def finish(self):
         # A file that seeds torch makes the order repeatable; a library module's caller
         # seeds (timm's loader.py is called by train.py, which seeds): only a script that
-        # runs the call and seeds nothing is flagged.
-        if not self.sites or seeds(self.ctx, TORCH_SEED_CALLS):
+        # runs the call and seeds nothing is flagged, at the loader or at its call of a
+        # local data module's function that builds one.
+        if not self.ctx.imports_any("torch") or seeds(self.ctx, TORCH_SEED_CALLS):
             return
         for node, msg in self.sites:
             if runs(self.ctx, node):
                 self.report(node, msg)
+        for node, msg in self._through_local_modules():
+            self.report(node, msg)
 
 
 _KERAS_LOOPS = frozenset({"fit", "fit_generator", "evaluate", "predict", "evaluate_generator",

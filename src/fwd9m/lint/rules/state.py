@@ -256,3 +256,97 @@ class RngStatePickled(Rule):
         if qn in _PICKLERS and node.args and self._has_state(node.args[0]):
             self.report(node, "RNG state saved with pickle: version-bound and unsafe to load; use "
                         "fwd9m.save_rng_state(path) or np.savez")
+
+
+#: what restores optimizer and RNG state with a Keras fit, or the whole model
+_FULL_RESUME = ("BackupAndRestore", "RngStateCheckpoint", "load_model")
+_RESUME_WORDS = ("ckpt", "checkpoint", "latest", "resume", "restore", "last")
+
+
+@register
+class KerasResumeFromWeightsOnly(Rule):
+    """Resumes Keras training from weights only.
+
+    ## What it does
+    Flags `model.load_weights(...)` of a checkpoint (a path or argument that names a
+    checkpoint, `tf.train.latest_checkpoint(...)`, a `resume` flag, or a file the script
+    writes with `ModelCheckpoint(save_weights_only=True)`) in a file that then trains
+    with `fit`, when nothing in the file restores the rest (`BackupAndRestore`,
+    `fwd9m.callbacks.RngStateCheckpoint`, `load_model` of a full `.keras` file).
+    Loading pretrained weights to fine-tune (a path that names no checkpoint) is not
+    flagged.
+
+    ## Why is this bad
+    Weights are only part of the training state: the optimizer's moments and step
+    counter (Adam, learning-rate schedules) and the random state of dropout, shuffles
+    and augmentation restart from scratch, so a resumed run follows a different path
+    from an uninterrupted one (Keras documents `BackupAndRestore` for resuming: it
+    saves the optimizer with the weights).
+
+    ## Example
+    ```python
+    model.load_weights(tf.train.latest_checkpoint(ckpt_dir))
+    model.fit(ds, epochs=10, initial_epoch=start)
+    ```
+
+    ## Fix
+    `model.fit(ds, epochs=10, callbacks=[keras.callbacks.BackupAndRestore(ckpt_dir),
+    fwd9m.callbacks.RngStateCheckpoint(ckpt_dir + "/rng.npz")])`, or save and load the
+    whole model (`model.save("m.keras")`, `keras.models.load_model("m.keras")`).
+    """
+
+    code, name = "FWD503", "keras-resume-from-weights-only"
+    triggers = ("load_weights",)
+    fix_code = "callbacks=[keras.callbacks.BackupAndRestore(ckpt_dir), fwd9m.callbacks.RngStateCheckpoint(ckpt_dir + '/rng.npz')]"
+    references = ("https://keras.io/api/callbacks/backup_and_restore/",
+                  "https://www.tensorflow.org/guide/keras/serialization_and_saving")
+    invalid = ("import tensorflow as tf\nmodel.load_weights(tf.train.latest_checkpoint(ckpt_dir))\n"
+               "model.fit(ds, epochs=10, initial_epoch=start)\n",
+               "import keras\nif args.resume:\n    model.load_weights(args.weights)\nmodel.fit(ds, epochs=5)\n",
+               "import keras\ncb = keras.callbacks.ModelCheckpoint('w.weights.h5', save_weights_only=True)\n"
+               "model.load_weights('w.weights.h5')\nmodel.fit(ds, callbacks=[cb])\n")
+    valid = ("import keras\nmodel.load_weights('imagenet_backbone.h5')\nmodel.fit(ds, epochs=5)\n",  # fine-tuning
+             "import keras\nmodel.load_weights(tf.train.latest_checkpoint(d))\nmodel.evaluate(ds)\n",
+             "import keras\nmodel.load_weights('ckpt/w.h5')\n"
+             "model.fit(ds, callbacks=[keras.callbacks.BackupAndRestore('ckpt')])\n")
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.loads: list[ast.Call] = []
+        self.weight_files: set[str] = set()
+
+    def visit_Call(self, node, qn):
+        name = call_name(node)
+        if name == "load_weights" and type(node.func) is ast.Attribute and node.args:
+            self.loads.append(node)
+        elif name == "ModelCheckpoint" and any(k.arg == "save_weights_only" and
+                                               getattr(k.value, "value", None) is True for k in node.keywords):
+            path = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "filepath"), None)
+            if path is not None:
+                self.weight_files.add(ast.unparse(path))
+
+    def _checkpoint(self, call) -> bool:
+        arg = ast.unparse(call.args[0])
+        if arg in self.weight_files or any(w in arg.lower() for w in _RESUME_WORDS):
+            return True
+        # under `if args.resume:` / `if restore_from:`
+        for n in ast.walk(self.ctx.tree):
+            if type(n) is ast.If and any(w in ast.unparse(n.test).lower() for w in ("resume", "restore")) \
+                    and any(c is call for st in n.body for c in ast.walk(st)):
+                return True
+        return False
+
+    def finish(self):
+        ctx = self.ctx
+        if not self.loads or not ctx.imports_any("keras", "tensorflow", "tf_keras"):
+            return
+        if any(ctx.methods.get(m) for m in _FULL_RESUME) or any(qn.rsplit(".", 1)[-1] in _FULL_RESUME
+                                                                  for qn in ctx.calls):
+            return
+        fits = ctx.methods.get("fit", ())
+        for call in self.loads:
+            if any(f.lineno > call.lineno for f in fits) and self._checkpoint(call):
+                self.report(call, "resumes fit from weights only: the optimizer state (moments, step) and "
+                            "the random state (dropout, shuffles) restart, so the resumed run differs from "
+                            "an uninterrupted one; use keras.callbacks.BackupAndRestore with "
+                            "fwd9m.callbacks.RngStateCheckpoint, or save and load the whole model (.keras)")
