@@ -218,3 +218,26 @@ def test_status_version_needs_one_framework_and_a_value(capsys):
         assert main(["catalog", "--status", *args]) == 2
         assert message in capsys.readouterr().err
     assert main(["catalog", "--status", "-V", "3.11", "framework:python"]) == 0
+
+
+def test_every_op_entry_says_whether_its_conditions_were_verified():
+    """Issue 15: each op entry is verified against the framework's source (and cites it)
+    or says what could not be checked."""
+    from fwd9m import catalog
+
+    for fw in ("torch", "tensorflow", "jax"):
+        for e in catalog.entries(fw):
+            if e.kind != "op":
+                continue
+            assert e.verified is not None, e.id
+            assert (e.verified and e.source) or (not e.verified and e.verified_why), e.id
+
+
+def test_an_op_entry_without_verified_is_a_file_format_error(tmp_path):
+    from fwd9m.catalog import _load
+    from fwd9m.errors import FileFormatError
+
+    raw = {"id": "torch.x", "title": "t", "summary": "s", "kind": "op", "affected": "",
+           "references": ["https://example.org"], "solutions": [{"text": "t"}]}
+    with pytest.raises(FileFormatError, match="verified"):
+        _load._entry("torch", raw, "torch.toml entry torch.x")

@@ -142,6 +142,8 @@ _TORCH_GPU = "import torch\ntorch.manual_seed(0)\nx = x.cuda()\n"
     "pool = torch.nn.AdaptiveAvgPool2d((1, 1))\ny = pool(x)\n",
     # cudnn.deterministic = True fixes the convolution entry
     "torch.backends.cudnn.deterministic = True\nconv = torch.nn.Conv2d(3, 8, 3)\n",
+    # a tensor made on the CPU in the call itself (DINO's MultiCropWrapper): no CUDA kernel
+    "idx = torch.cumsum(torch.unique_consecutive(torch.tensor([3, 3, 5]), return_counts=True)[1], 0)\n",
 ])
 def test_catalog_torch_conditions_rule_out(body):
     assert "FWD703" not in [f.code for f in lint.lint_source(_TORCH_GPU + body, "train.py")]
@@ -175,3 +177,64 @@ def test_jax_key_passed_through_double_star_kwargs_does_not_crash():
     src = ("import jax\ndef f(key, **kw):\n    return jax.random.normal(key)\n"
            "def main(opts):\n    key = jax.random.key(0)\n    f(key, **opts)\n    return f(key)\n")
     assert not [x for x in lint_source(src, "t.py") if x.code == "FWD004"]
+
+
+def test_catalog_torch_cpu_operand_needs_the_whole_chain_on_the_cpu():
+    """Only a factory without device= makes a CPU tensor: a name, device= or .cuda() may be on the GPU."""
+    for body in ("y = torch.cumsum(x, 0)\n", "y = torch.cumsum(torch.ones(3, device='cuda'), 0)\n",
+                 "y = torch.cumsum(torch.ones(3).cuda(), 0)\n"):
+        assert "FWD703" in [f.code for f in lint.lint_source(_TORCH_GPU + body, "train.py")], body
+
+
+def test_checkpoint_fixture_in_a_test_file_is_not_a_training_checkpoint():
+    """FWD501 in litgpt's and timm's tests: a checkpoint a test writes is a fixture."""
+    src = ("import torch\ndef test_resume(tmp_path):\n"
+           "    ckpt = {'model': m.state_dict(), 'optimizer': opt.state_dict()}\n"
+           "    torch.save(ckpt, tmp_path / 'c.pt')\n")
+    assert not [f for f in lint.lint_source(src, "test_checkpoint.py") if f.code == "FWD501"]
+    assert [f for f in lint.lint_source(src, "train.py") if f.code == "FWD501"]
+
+
+def test_checkpoint_saved_through_a_local_module_helper(tmp_path):
+    """DINO: ``utils.save_on_master(save_dict, path)``, where utils.py beside the script
+    wraps torch.save: one level into the local module."""
+    (tmp_path / "utils.py").write_text("import torch\ndef save_on_master(*args, **kwargs):\n"
+                                       "    torch.save(*args, **kwargs)\n")
+    (tmp_path / "main.py").write_text("import torch\nimport utils\ndef train(model, optimizer):\n"
+                                      "    d = {'student': model.state_dict(), 'optimizer': optimizer.state_dict()}\n"
+                                      "    utils.save_on_master(d, 'checkpoint.pth')\n")
+    found = lint.lint_paths([tmp_path / "main.py"], Config(select=["FWD501"])).findings
+    assert [(f.code, f.line) for f in found] == [("FWD501", 5)]
+
+
+def test_catalog_cumsum_dtype_condition():
+    """torch.cumsum alerts on CUDA only for floating/complex input (torch/__init__.py 2.13,
+    line 1470): an integer dtype= rules it out, otherwise the finding says it could not."""
+    flagged = [f for f in lint.lint_source(_TORCH_GPU + "y = torch.cumsum(x, 0)\n", "t.py") if f.code == "FWD703"]
+    assert flagged and "not ruled out" in flagged[0].message
+    src = _TORCH_GPU + "y = torch.cumsum(x, 0, dtype=torch.int64)\n"
+    assert "FWD703" not in [f.code for f in lint.lint_source(src, "t.py")]
+
+
+def test_loader_built_in_a_local_data_module_counts_for_the_script(tmp_path):
+    """Cross-file view (issue 15): train.py calls data.make_loader, which builds a
+    DataLoader(shuffle=True) without generator=; train.py never seeds torch, so the
+    finding is on its call. Seeding torch in train.py, or a generator= in data.py, clears it."""
+    (tmp_path / "data.py").write_text("import torch\ndef make_loader(ds):\n"
+                                      "    return torch.utils.data.DataLoader(ds, batch_size=8, shuffle=True)\n")
+    train = ("import torch\nfrom data import make_loader\nmodel = torch.nn.Linear(2, 1)\n"
+             "for x, y in make_loader(ds):\n    model(x).sum().backward()\n")
+    (tmp_path / "train.py").write_text(train)
+    only = Config(select=["FWD307"])
+    found = lint.lint_paths([tmp_path / "train.py"], only).findings
+    assert [(f.code, f.line) for f in found] == [("FWD307", 4)], found
+    assert "data.make_loader" in found[0].message
+    (tmp_path / "train.py").write_text(train.replace("model =", "torch.manual_seed(0)\nmodel ="))
+    assert not lint.lint_paths([tmp_path / "train.py"], only).findings
+    assert not lint.lint_paths([tmp_path / "data.py"], only).findings  # a library module: its caller seeds
+    # built only on one branch (timm's create_loader with scheduled_batching): not counted
+    (tmp_path / "data.py").write_text("import torch\ndef make_loader(ds, sched=False):\n    sampler = None\n"
+                                      "    if sched:\n        sampler = torch.utils.data.RandomSampler(ds)\n"
+                                      "    return torch.utils.data.DataLoader(ds, sampler=sampler)\n")
+    (tmp_path / "train.py").write_text(train)
+    assert not lint.lint_paths([tmp_path / "train.py"], only).findings

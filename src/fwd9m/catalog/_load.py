@@ -28,6 +28,9 @@ lists settings that make the entry deterministic besides the switch, as
 ``"qualified.name=Value"`` (``"torch.backends.cudnn.deterministic=True"``): lint does
 not flag a file that makes that assignment. ``source`` (optional) says where in the
 framework's source the conditions were read (file, function, line), and what was not.
+Every op entry says ``verified = true`` (its device, direction, condition and behaviour
+were checked against that source) or ``verified = false`` with ``verified_why`` (what
+could not be checked, and why).
 
 Any problem in a file raises :class:`fwd9m.errors.FileFormatError` naming the file and
 the entry.
@@ -59,7 +62,7 @@ _ID = re.compile(r"^[a-z]+\.[a-z0-9]+(?:-[a-z0-9]+)*$")
 _REQUIRED = ("id", "title", "summary", "kind", "affected", "references", "solutions")
 _OPTIONAL = ("symbols", "ops", "direction", "devices", "behaviour", "timeline",
              "deterministic_since", "uncertain", "condition", "env", "ngc", "fixed_by", "source",
-             "measured")
+             "measured", "verified", "verified_why")
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,13 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
     refs = _strs(raw["references"], where, "references")
     if not refs or not all(r.startswith("https://") for r in refs):
         raise FileFormatError(f"{where}: needs at least one reference, all https:// URLs")
+    verified = raw.get("verified")
+    if raw["kind"] == "op" and not isinstance(verified, bool):
+        raise FileFormatError(f"{where}: an op entry needs verified = true or false")
+    if verified is False and not raw.get("verified_why"):
+        raise FileFormatError(f"{where}: verified = false needs verified_why (what was not checked)")
+    if verified is True and not raw.get("source"):
+        raise FileFormatError(f"{where}: verified = true needs source (file and line read)")
     entry = Entry(
         id=eid, framework=framework, title=raw["title"].strip(),
         summary=" ".join(raw["summary"].split()), kind=raw["kind"],
@@ -188,6 +198,7 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
         references=refs, uncertain=_squash(raw.get("uncertain")),
         condition=raw.get("condition"), fixed_by=_strs(raw.get("fixed_by", []), where, "fixed_by"),
         source=_squash(raw.get("source")), measured=_squash(raw.get("measured")),
+        verified=verified, verified_why=_squash(raw.get("verified_why")),
         env=_strs(raw.get("env", []), where, "env"), ngc=raw.get("ngc"),
         timeline=tuple(timeline), switch_since=_switch_since(framework),
     )

@@ -100,6 +100,10 @@ class Entry:
     source: str | None = None  #: where in the framework's source the conditions come from
     #: what ``fwd9m probe`` measured (version, device, threads, repeats, result)
     measured: str | None = None
+    #: op entries: True when device, direction, condition and behaviour were checked
+    #: against the framework's own source (``source`` cites it); False with ``verified_why``
+    verified: bool | None = None
+    verified_why: str | None = None  #: what could not be checked, and why
     env: tuple[str, ...] = ()  #: environment variables involved
     ngc: str | None = None  #: NGC TF container versions (specifier) with the solution
     timeline: tuple[tuple[str, str], ...] = ()

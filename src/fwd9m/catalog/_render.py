@@ -99,6 +99,9 @@ def details(e: Entry) -> str:
         out.append("")
     if e.source:
         out += [f"Conditions from: {e.source}", ""]
+    if e.verified is not None:
+        out += ["Verified against the framework's source: " +
+                ("yes" if e.verified else f"no: {e.verified_why}"), ""]
     if e.uncertain:
         out += [f"Uncertain: {e.uncertain}", ""]
     out.append("References: " + ", ".join(f"<{r}>" for r in e.references))

@@ -12,6 +12,8 @@ points), not in rules. Facts about a file are computed once and cached on its
   seeds; one level deep, following one re-export (``from .random import random_seed``).
   Only functions whose name contains "seed" are looked up in other files (each lookup
   reads a file; a seeding helper named otherwise is not seen).
+- :func:`local_callees`: the calls a script runs into functions of local modules it
+  imports (a data module's ``make_loader``), one level, so what they build counts for it.
 - :func:`script_runs`: whether a call runs when the file is executed as a script: at
   module level, in a non-test ``__main__`` block, or in a function reached from either
   (called, or handed to ``absl.app.run(main)`` / ``tf.compat.v1.app.run()``), one call
@@ -22,11 +24,13 @@ from __future__ import annotations
 
 import ast
 import functools
+import sys
 from pathlib import Path
 
 from ._helpers import SEED_CALLS
 
 __all__ = ["SEED_METHODS", "ENTRY_POINTS", "GRADIENT_METHODS", "GRADIENT_CALLS", "helper_seed_calls",
+           "local_callees", "dotted",
            "script_runs", "runs", "local_function", "computes_gradients", "assigns", "is_test_file",
            "fallback_calls"]
 
@@ -58,6 +62,11 @@ def _qualnames(tree) -> dict[str, str]:
             for a in n.names:
                 out[a.asname or a.name] = f"{n.module}.{a.name}"
     return out
+
+
+def dotted(node, aliases) -> str | None:
+    """``node``'s qualified name under a module's import ``aliases`` (None: not an import)."""
+    return _dotted(node, aliases)
 
 
 def _dotted(node, aliases) -> str | None:
@@ -100,8 +109,17 @@ def _module_file(start: Path, dotted: str) -> Path | None:
     return None
 
 
-@functools.lru_cache(maxsize=64)
 def _parse(path: Path):
+    """The syntax tree of a local module, cached while the file is unchanged."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return _parse_cached(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_cached(path: Path, mtime_ns: int, size: int):
     try:
         return ast.parse(path.read_text(encoding="utf-8", errors="replace"))
     except (OSError, SyntaxError, ValueError, RecursionError):
@@ -187,6 +205,29 @@ def helper_seed_calls(ctx) -> list[tuple[ast.Call, frozenset[str]]]:
                     and ctx.lookup(call.func.id) is None:
                 out.append((call, frozenset(seeding_defs[call.func.id])))
     ctx.__dict__["_flow_seed_calls"] = out
+    return out
+
+
+def local_callees(ctx) -> list[tuple[ast.Call, ast.AST, dict, str]]:
+    """``(call, function, its module's aliases, qualified name)`` for each call this
+    script runs (:func:`runs`) into a function of a local module it imports (``from data
+    import make_loader`` -> ``data.py`` beside it): one level into local modules, so a
+    loader or shuffle built there counts for the script. Cached; empty for a test module
+    and for calls into installed or standard-library packages."""
+    cached = ctx.__dict__.get("_flow_local_callees")
+    if cached is not None:
+        return cached
+    out = []
+    if ctx.tree is not None and not is_test_file(ctx):
+        for qn, calls in ctx.calls.items():
+            root = qn.split(".", 1)[0]
+            if "." not in qn or root in _FOREIGN or root in sys.stdlib_module_names:
+                continue
+            ran = [c for c in calls if runs(ctx, c)]
+            found = local_function(ctx, qn) if ran else None
+            if found is not None:
+                out.extend((c, found[0], found[1], qn) for c in ran)
+    ctx.__dict__["_flow_local_callees"] = out
     return out
 
 

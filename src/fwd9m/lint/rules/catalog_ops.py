@@ -59,6 +59,11 @@ _CUDA_STRING = re.compile(r"""['"]cuda""")
 #: (``torch.cumsum``) are matched for these
 _AMBIGUOUS_METHODS = frozenset({"put", "get", "cumsum", "median", "take", "repeat", "sum", "mean",
                                 "resize_", "sort", "copy", "index", "scatter", "gather"})
+#: PyTorch factories: a tensor they make without ``device=`` is on the CPU (unless the
+#: file calls ``torch.set_default_device``)
+_TORCH_FACTORIES = frozenset(f"torch.{n}" for n in (
+    "tensor", "as_tensor", "from_numpy", "arange", "zeros", "ones", "empty", "full", "rand",
+    "randn", "randint", "randperm", "linspace", "eye", "zeros_like", "ones_like"))
 _KW_IN = re.compile(r"^\s*(\w+)\s+in\s+\((.+)\)\s*$")
 _MISSING = object()
 
@@ -67,6 +72,8 @@ def _parse_condition(text: str | None):
     """[(keyword, {allowed value spellings})] or None when not machine-checkable."""
     if not text:
         return []
+    if text.strip() == "dtype floating or complex":
+        return [("dtype", {"<floating>"})]
     m = _KW_GIVEN.match(text)
     if m:
         return [(m.group(1), {"<given>"})]
@@ -103,6 +110,10 @@ def _condition_met(call: ast.Call, cond) -> bool | None:
         return True
     for key, values in cond:
         node = next((k.value for k in call.keywords if k.arg == key), None)
+        if values == {"<floating>"}:  # the input's dtype: ruled out only by an integer dtype=
+            if node is not None and re.search(r"\b(u?int\d*|long|bool|short)\b", _spelling(node)):
+                return False
+            return None
         if values == {"<given>"}:
             if node is not None and literal(node, 0) is not None:
                 return True
@@ -226,6 +237,32 @@ class CatalogOpRule(Rule):
             return True
         return any(assigns(self.ctx, s) for s in e.fixed_by)
 
+    def _cpu_operand(self, call: ast.Call) -> bool:
+        """The tensor the call works on was made on the CPU in the expression itself:
+        ``torch.cumsum(torch.unique_consecutive(torch.tensor([...]))[1], 0)``. A torch
+        function's result lives on its input's device, a factory's on the CPU without
+        ``device=``; anything else (a name, ``.cuda()``, ``.to(...)``) may be on the GPU."""
+        if self.framework != "torch" or "set_default_device" in self.ctx.text:
+            return False
+        if type(call.func) is ast.Attribute and self.ctx.qualname(call.func) is None:
+            node = call.func.value  # x.cumsum(...): the receiver
+        else:
+            node = call.args[0] if call.args else None
+        while node is not None:
+            if type(node) is ast.Subscript:
+                node = node.value
+                continue
+            if type(node) is not ast.Call:
+                return False
+            qn = self.ctx.qualname(node.func)
+            if qn in _TORCH_FACTORIES:
+                return not any(k.arg in ("device", None) for k in node.keywords) and \
+                    not (qn == "torch.tensor" and len(node.args) > 1)
+            if not (qn and qn.startswith("torch.") and node.args):
+                return False
+            node = node.args[0]
+        return False
+
     def _intent(self) -> bool:
         """The file asks for reproducible runs: it seeds, turns a switch on or uses fwd9m."""
         ctx = self.ctx
@@ -237,7 +274,7 @@ class CatalogOpRule(Rule):
         if (not self.pending and not self.switch_sites) or not self._intent():
             return
         for node, (e, behaviour, met) in self.pending:
-            if self._skip(e):
+            if self._skip(e) or (e.devices == ("gpu",) and self._cpu_operand(node)):
                 continue
             how = ("raises under the determinism switch" if behaviour == "raises"
                    else "stays nondeterministic even under the determinism switch")

@@ -154,6 +154,9 @@ class DeterminismSwitchedOff(Rule):
                         "repeatable but nondeterministic kernels still differ between runs")
 
 
+#: packages whose first call may start XLA (and so parse XLA_FLAGS)
+_XLA_STARTERS = ("jax", "flax", "optax", "haiku", "tensorflow", "keras")
+
 _LATE_ENV = {
     "CUBLAS_WORKSPACE_CONFIG": "cuBLAS reads it when PyTorch/TensorFlow create their cuBLAS handle",
     "XLA_FLAGS": "XLA parses it once, when the framework first initialises its XLA backend",
@@ -174,9 +177,11 @@ class EnvSetTooLate(Rule):
     `HOROVOD_FUSION_THRESHOLD`) and the equivalent
     `setdefault`/`update`/`putenv` calls when they come after a line that imports
     TensorFlow, PyTorch, JAX or Keras.
-    For `XLA_FLAGS` in a file that imports JAX only, it is flagged only when a JAX call
-    (other than `jax.config.*`) comes before it: JAX reads the flags when its backend
-    starts, on the first computation or device query, not at import.
+    For `XLA_FLAGS` in a file that imports JAX or TensorFlow but not PyTorch, it is
+    flagged only when a JAX or TensorFlow call (other than `jax.config.*` and
+    `tf.config.*`) comes before it: both read the flags when they first start XLA (JAX's
+    backend on the first computation or device query, TensorFlow its first XLA
+    compilation), not at import.
 
     ## Why is this bad
     Frameworks read these variables once, when they initialise the library that uses
@@ -208,7 +213,12 @@ class EnvSetTooLate(Rule):
              "import os\nimport torch\nos.environ['MY_APP_SETTING'] = '1'\n",
              # JAX reads XLA_FLAGS when its backend starts (first device query), not at import
              "import os\nimport jax\nif __name__ == '__main__':\n"
-             "    os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=8'\n    main()\n")
+             "    os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=8'\n    main()\n",
+             # TensorFlow too parses XLA_FLAGS at its first XLA compilation, not at import
+             "import os\nimport jax\nimport tensorflow as tf\ndef main():\n"
+             "    tf.config.experimental.set_visible_devices([], 'GPU')\n"
+             "    os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=8'\n"
+             "    print(jax.device_count())\n")
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -226,14 +236,17 @@ class EnvSetTooLate(Rule):
         function (or at module level, which runs first): JAX creates its XLA clients,
         and so reads XLA_FLAGS, on the first ``backends()`` call, not at import
         (jax/_src/xla_bridge.py ``backends()``, line 799 in jax 0.10.2; checked: XLA_FLAGS
-        set after ``import jax`` and before ``jax.devices()`` takes effect)."""
+        set after ``import jax`` and before ``jax.devices()`` takes effect). TensorFlow
+        parses it at its first XLA compilation (xla/parse_flags_from_env.cc; checked on
+        CPU with TF 2.21: an unknown flag set after ``import tensorflow`` and an eager op
+        aborts only at the first ``jit_compile=True`` call), so a TF call counts too."""
         scopes = {id(self.ctx.tree)}
         for fn in ast.walk(self.ctx.tree):
             if type(fn) in (ast.FunctionDef, ast.AsyncFunctionDef) and \
                     fn.lineno <= node.lineno <= (fn.end_lineno or fn.lineno):
                 scopes.add(id(fn))
         for qn, calls in self.ctx.calls.items():
-            if qn.split(".", 1)[0] in ("jax", "flax", "optax", "haiku") and not qn.startswith("jax.config."):
+            if qn.split(".", 1)[0] in _XLA_STARTERS and not qn.startswith(("jax.config.", "tensorflow.config.")):
                 for c in calls:
                     if c.lineno < node.lineno and self._scope_of(c) in scopes:
                         return True
@@ -251,10 +264,10 @@ class EnvSetTooLate(Rule):
         first = self.ctx.first_framework_import()
         if first is None:
             return
-        jax_only = self.ctx.imports_any("jax") and not self.ctx.imports_any("tensorflow", "torch")
+        lazy_xla = self.ctx.imports_any("jax", "tensorflow") and not self.ctx.imports_any("torch")
         for key, node in self.sites:
-            if key == "XLA_FLAGS" and jax_only and node.lineno > first and not self._jax_started_before(node):
-                continue  # JAX reads it when its backend starts, after this line
+            if key == "XLA_FLAGS" and lazy_xla and node.lineno > first and not self._jax_started_before(node):
+                continue  # JAX / TF read it when they first start XLA, after this line
             if key in _LATE_ENV and node.lineno > first:
                 self.report(node, f"{key} is set after the framework import on line {first}; "
                             f"{_LATE_ENV[key]}, so it may have no effect. Set it before any "
@@ -441,7 +454,9 @@ class WhileLoopParallelIterations(Rule):
     or whose body is not in the file (then the message says it could not be ruled out);
     and `tf.autograph.experimental.set_loop_options(parallel_iterations=N)` with N > 1.
     A loop of pure tensor ops (NMS, sequence packing) computes the same values whatever
-    the iterations' schedule and is not flagged.
+    the iterations' schedule and is not flagged, nor a retry loop whose one loop variable
+    is the body's draw and is read by the condition (resample until valid): the next
+    iteration cannot start before this one's draw is done, so the draws keep their order.
 
     ## Why is this bad
     In a graph (`tf.function`), iterations that run in parallel can execute their ops in
@@ -470,7 +485,11 @@ class WhileLoopParallelIterations(Rule):
     valid = ("import tensorflow as tf\ntf.while_loop(c, b, [i], parallel_iterations=1)\n",
              # pure tensor ops (MaxText's sequence packing loop): the schedule cannot change them
              "import tensorflow as tf\ndef body(i, acc):\n    return i + 1, acc + tf.reduce_sum(x[i])\n"
-             "tf.while_loop(lambda i, acc: i < 3, body, [0, 0.0])\n")
+             "tf.while_loop(lambda i, acc: i < 3, body, [0, 0.0])\n",
+             # retry loop (scenic's densevoc sampling): cond reads the draw, iterations are serial
+             "import tensorflow as tf\ndef draw(_):\n    if k:\n        o = tf.random.uniform([], maxval=5)\n"
+             "        return tf.range(o, o + 3)\n    return tf.random.shuffle(tf.range(9))[:3]\n"
+             "tf.while_loop(lambda x: tf.reduce_max(x) < 5, draw, [draw(())])\n")
     _LOOPS = frozenset({"tensorflow.while_loop", "tensorflow.compat.v1.while_loop",
                         "tensorflow.compat.v2.while_loop"})
     #: methods that update state (tf.Variable) rather than compute a value
@@ -510,6 +529,40 @@ class WhileLoopParallelIterations(Rule):
                         todo.append(defs[a.id])
         return False
 
+    def _function(self, node):
+        """The lambda or same-file function ``node`` names, or None."""
+        if type(node) is ast.Lambda:
+            return node
+        if type(node) is ast.Name:
+            return next((n for n in ast.walk(self.ctx.tree)
+                         if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n.name == node.id), None)
+        return None
+
+    def _serial_retry(self, loop) -> bool:
+        """One loop variable, read by the condition and returned by the body only as the
+        result of a stateful draw (resample until valid): iteration i+1 waits for the
+        condition on iteration i's draw, so the draws cannot overlap."""
+        cond = self._function(kwarg(loop, "cond") or (loop.args[0] if loop.args else None))
+        body = self._function(kwarg(loop, "body") or (loop.args[1] if len(loop.args) > 1 else None))
+        loop_vars = kwarg(loop, "loop_vars") or (loop.args[2] if len(loop.args) > 2 else None)
+        if cond is None or body is None or type(loop_vars) not in (ast.List, ast.Tuple) \
+                or len(loop_vars.elts) != 1 or len(cond.args.args) != 1:
+            return False
+        param = cond.args.args[0].arg
+        if not any(type(n) is ast.Name and n.id == param for n in ast.walk(cond)):
+            return False
+        def draws(expr) -> bool:  # a stateful call, or a name assigned from one in the body
+            return any((type(c) is ast.Call and is_stateful_random(self.ctx.qualname(c.func)))
+                       or (type(c) is ast.Name and c.id in drawn) for c in ast.walk(expr))
+
+        drawn: set[str] = set()
+        for n in ast.walk(body):
+            if type(n) is ast.Assign and draws(n.value):
+                drawn.update(t.id for t in n.targets if type(t) is ast.Name)
+        results = [body.body] if type(body) is ast.Lambda else \
+            [n.value for n in ast.walk(body) if type(n) is ast.Return and n.value is not None]
+        return bool(results) and all(draws(r) for r in results)
+
     def visit_Call(self, node, qn):
         if qn in self._LOOPS:
             p = kwarg(node, "parallel_iterations")
@@ -518,8 +571,8 @@ class WhileLoopParallelIterations(Rule):
             value = literal(p, None) if p is not None else 10
             if value is None or (isinstance(value, int) and value > 1):
                 stateful = self._stateful_body(node)
-                if stateful is False:
-                    return  # the body has no stateful op: parallel iterations give the same result
+                if stateful is False or (stateful and self._serial_retry(node)):
+                    return  # no stateful op, or draws that wait for each other: same result
                 what = (f"its body calls {stateful} (stateful)" if stateful
                         else "its body is not in this file, so a stateful op in it cannot be ruled out")
                 self.report(node, f"tf.while_loop runs up to {value or 'N'} iterations in parallel "

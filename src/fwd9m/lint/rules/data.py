@@ -6,7 +6,7 @@ import ast
 
 from .._helpers import arg, call_name, kwarg, literal
 from .._rule import Rule, register
-from .._flow import runs
+from .._flow import dotted, local_callees, runs
 from ._common import SWITCH_ON_CALLS, TF_SEED_CALLS, TORCH_SEED_CALLS, is_stateful_random, seeds
 
 TF_DATA_DET = "https://www.tensorflow.org/api_docs/python/tf/data/Options#deterministic"
@@ -21,6 +21,17 @@ def _is_tf_file(ctx) -> bool:
     return ctx.imports_any("tensorflow", "keras", "tf_keras")
 
 
+def _sloppy_when_training(node) -> bool:
+    """``sloppy=True``, or ``sloppy=is_training`` (a name or attribute about training,
+    ELECTRA's and BERT's input functions): true exactly when the pipeline trains."""
+    if node is None:
+        return False
+    if literal(node, None) is True:
+        return True
+    name = node.id if type(node) is ast.Name else node.attr if type(node) is ast.Attribute else ""
+    return "train" in name.lower()
+
+
 @register
 class TfDataNondeterministic(Rule):
     """Allows tf.data to return elements out of order (`deterministic=False`).
@@ -28,7 +39,8 @@ class TfDataNondeterministic(Rule):
     ## What it does
     Flags `deterministic=False` passed to `Dataset.map`, `interleave`, `batch`,
     `padded_batch` and friends, `options.deterministic = False`,
-    `options.experimental_deterministic = False`, and `sloppy=True` in
+    `options.experimental_deterministic = False`, and `sloppy=True` (or
+    `sloppy=is_training`, a value named after training) in
     `tf.data.experimental.parallel_interleave`.
 
     ## Why is this bad
@@ -51,8 +63,12 @@ class TfDataNondeterministic(Rule):
     references = (TF_DATA_DET, "https://www.tensorflow.org/api_docs/python/tf/data/Dataset#map")
     invalid = ("ds = ds.map(f, num_parallel_calls=4, deterministic=False)\n",
                "import tensorflow as tf\noptions = tf.data.Options()\noptions.experimental_deterministic = False\n",
-               "import tensorflow as tf\noptions = tf.data.Options()\noptions.deterministic = False\n")
+               "import tensorflow as tf\noptions = tf.data.Options()\noptions.deterministic = False\n",
+               # ELECTRA's pretraining input: sloppy exactly when training
+               "import tensorflow as tf\nd = d.apply(tf.data.experimental.parallel_interleave(\n"
+               "    tf.data.TFRecordDataset, sloppy=is_training, cycle_length=4))\n")
     valid = ("ds = ds.map(f, num_parallel_calls=4)\n",
+             "import tensorflow as tf\nd = d.apply(tf.data.experimental.parallel_interleave(f, sloppy=use_sloppy))\n",
              "import torch\ntorch.backends.cudnn.deterministic = False\n")
 
     def visit_Call(self, node, qn):
@@ -60,9 +76,9 @@ class TfDataNondeterministic(Rule):
         if name in _TF_DATA_METHODS and literal(kwarg(node, "deterministic"), None) is False:
             self.report(node, f"{name}(deterministic=False) lets tf.data return elements out of "
                         "order; remove it")
-        elif name == "parallel_interleave" and literal(kwarg(node, "sloppy"), None) is True:
-            self.report(node, "parallel_interleave(sloppy=True) returns elements out of order; "
-                        "use sloppy=False")
+        elif name == "parallel_interleave" and _sloppy_when_training(kwarg(node, "sloppy")):
+            self.report(node, f"parallel_interleave(sloppy={ast.unparse(kwarg(node, 'sloppy'))}) "
+                        "returns elements out of order; use sloppy=False")
 
     def visit_Assign(self, node):
         if literal(node.value, None) is not False:
@@ -189,6 +205,7 @@ class ShuffleWithoutSeed(Rule):
 
     ## What it does
     Flags `ds.shuffle(buffer_size)` and `tf.random.shuffle(x)` without a `seed` argument
+    (or with a seed the file sets only as `A if COND else None`)
     in files that use TensorFlow or Keras, and TF1 Estimator input functions
     `numpy_input_fn(..., shuffle=True)` / `pandas_input_fn(..., shuffle=True)` in a file
     that sets no graph-level seed (`tf.compat.v1.set_random_seed`,
@@ -217,17 +234,23 @@ class ShuffleWithoutSeed(Rule):
                   "https://www.tensorflow.org/api_docs/python/tf/random/set_seed", SEED_README)
     invalid = ("import tensorflow as tf\nds = tf.data.Dataset.range(10).shuffle(10)\n",
                "import tensorflow as tf\nx = tf.random.shuffle(x)\n",
+               # automl efficientnetv2: seeded only in debug mode
+               "import tensorflow as tf\nclass In:\n    def __init__(self, debug):\n"
+               "        self.shuffle_seed = 1111 if debug else None\n"
+               "    def make(self, ds):\n        return ds.shuffle(64, seed=self.shuffle_seed)\n",
                "import tensorflow as tf\nf = tf.compat.v1.estimator.inputs.numpy_input_fn(x, y, shuffle=True)\n")
     valid = ("import tensorflow as tf\nds = tf.data.Dataset.range(10).shuffle(10, seed=1)\n",
              "import tensorflow as tf\nimport numpy as np\nrng = np.random.default_rng(0)\nrng.shuffle(idx)\n",
              "import random\nrandom.shuffle(x)\n",
              "import tensorflow as tf\nds = ds.shuffle(10, 1)\n",
+             "import tensorflow as tf\nseed = 1 if debug else 2\nds = ds.shuffle(10, seed=seed)\n",
              "import tensorflow as tf\ncfg = tf.estimator.RunConfig(tf_random_seed=0)\n"
              "f = tf.compat.v1.estimator.inputs.numpy_input_fn(x, y, shuffle=True)\n")
 
     def __init__(self, ctx):
         super().__init__(ctx)
         self.input_fns: list[ast.Call] = []
+        self._none_line = 0
 
     def finish(self):
         # TF1 Estimator input functions shuffle with the graph-level seed: only
@@ -251,12 +274,37 @@ class ShuffleWithoutSeed(Rule):
             return  # random.shuffle, np.random.shuffle ...: other rules
         if qn is None and _looks_like_rng(f.value):
             return  # rng.shuffle(array): a NumPy/Python generator, not tf.data
-        if kwarg(node, "seed") is not None or len(node.args) >= 2:
+        seed = kwarg(node, "seed") or (node.args[1] if len(node.args) >= 2 else None)
+        if seed is not None:
+            unless = self._none_unless(seed)
+            if unless:
+                self.report(node, f"shuffle(seed={ast.unparse(seed)}): the seed is None unless "
+                            f"{unless} (line {self._none_line}), so the order depends on the global "
+                            "seed and on how many ops were created before it; give it a seed always")
             return
         if not node.args and kwarg(node, "buffer_size") is None and qn is None:
             return
         self.report(node, "shuffle without seed=: the order depends on the global seed and on how "
                     "many ops were created before it; pass seed=")
+
+    def _none_unless(self, seed) -> str:
+        """The condition under which ``seed`` (``self.x`` or a name) is not None, when the
+        file assigns it only as ``A if COND else None`` (automl's ``shuffle_seed = 1111 if
+        debug else None``); else ''."""
+        if type(seed) is ast.Attribute and type(seed.value) is ast.Name and seed.value.id == "self":
+            same = lambda t: type(t) is ast.Attribute and t.attr == seed.attr  # noqa: E731
+        elif type(seed) is ast.Name:
+            same = lambda t: type(t) is ast.Name and t.id == seed.id  # noqa: E731
+        else:
+            return ""
+        values = [n for n in ast.walk(self.ctx.tree) if type(n) is ast.Assign and any(same(t) for t in n.targets)]
+        if len(values) != 1 or type(values[0].value) is not ast.IfExp:
+            return ""
+        e = values[0].value
+        if type(e.orelse) is ast.Constant and e.orelse.value is None and literal(e.body, None) is not None:
+            self._none_line = values[0].lineno
+            return ast.unparse(e.test)
+        return ""
 
 
 @register
@@ -500,7 +548,9 @@ class ShuffleWithoutGenerator(Rule):
     `WeightedRandomSampler` and `random_split` without `generator=` in a script that
     runs them and never seeds torch (`torch.manual_seed`, a seed-everything helper).
     A file that seeds torch globally, and a library module (whose caller seeds), are
-    not flagged.
+    not flagged; a script that calls a function of a local data module it imports
+    (one level) that always builds such a loader (not under an `if`), and never seeds
+    torch, is flagged at that call.
 
     ## Why is this bad
     They then draw the order from PyTorch's global generator: unseeded it differs every
@@ -518,7 +568,8 @@ class ShuffleWithoutGenerator(Rule):
     """
 
     code, name = "FWD307", "shuffle-without-generator"
-    triggers = ("shuffle", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler", "random_split")
+    #: "torch": a script that builds its loader in a local data module names none of the others
+    triggers = ("shuffle", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler", "random_split", "torch")
     fix_code = "generator=torch.Generator().manual_seed(seed)"
     references = (TORCH_REPRO, "https://docs.pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader")
     invalid = ("from torch.utils.data import DataLoader\nloader = DataLoader(ds, shuffle=True)\n",
@@ -535,29 +586,54 @@ class ShuffleWithoutGenerator(Rule):
         super().__init__(ctx)
         self.sites: list[tuple[ast.Call, str]] = []
 
-    def visit_Call(self, node, qn):
+    @staticmethod
+    def _unseeded_order(node, qn) -> str | None:
+        """What draws from the global generator in this call, or None."""
         if kwarg(node, "generator") is not None or any(k.arg is None for k in node.keywords):
-            return
+            return None
         if qn in _DATALOADERS:
             if literal(kwarg(node, "shuffle"), None) is True or \
                     (len(node.args) >= 3 and literal(node.args[2], None) is True):
-                self.sites.append((node, "DataLoader(shuffle=True) without generator= draws the order from "
-                                   "the global torch generator, which this script never seeds; pass "
-                                   "generator=torch.Generator().manual_seed(seed)"))
+                return "DataLoader(shuffle=True)"
         elif qn in _SAMPLERS:
-            self.sites.append((node, f"{qn.rsplit('.', 1)[1]} without generator= draws from the global torch "
+            return qn.rsplit(".", 1)[1]
+        return None
+
+    def visit_Call(self, node, qn):
+        what = self._unseeded_order(node, qn)
+        if what:
+            self.sites.append((node, f"{what} without generator= draws the order from the global torch "
                                "generator, which this script never seeds; pass "
                                "generator=torch.Generator().manual_seed(seed)"))
+
+    def _through_local_modules(self):
+        """Loaders the script builds through a function of a local data module (one level)."""
+        for call, fn, aliases, qn in local_callees(self.ctx):
+            # only what the function always builds: a sampler under an `if` (timm's
+            # create_loader: RandomSampler only with scheduled_batching) may not run
+            always = [st for st in fn.body if type(st) not in (ast.If, ast.Try, ast.For, ast.While,
+                                                               ast.FunctionDef, ast.ClassDef)]
+            inner = next((n for st in always for n in ast.walk(st) if type(n) is ast.Call
+                          and self._unseeded_order(n, dotted(n.func, aliases))), None)
+            if inner is not None:
+                what = self._unseeded_order(inner, dotted(inner.func, aliases))
+                yield call, (f"{qn} builds a {what} without generator= (line {inner.lineno} of its "
+                             "module), which draws the order from the global torch generator, and this "
+                             "script never seeds it; seed torch here or pass "
+                             "generator=torch.Generator().manual_seed(seed) there")
 
     def finish(self):
         # A file that seeds torch makes the order repeatable; a library module's caller
         # seeds (timm's loader.py is called by train.py, which seeds): only a script that
-        # runs the call and seeds nothing is flagged.
-        if not self.sites or seeds(self.ctx, TORCH_SEED_CALLS):
+        # runs the call and seeds nothing is flagged, at the loader or at its call of a
+        # local data module's function that builds one.
+        if not self.ctx.imports_any("torch") or seeds(self.ctx, TORCH_SEED_CALLS):
             return
         for node, msg in self.sites:
             if runs(self.ctx, node):
                 self.report(node, msg)
+        for node, msg in self._through_local_modules():
+            self.report(node, msg)
 
 
 _KERAS_LOOPS = frozenset({"fit", "fit_generator", "evaluate", "predict", "evaluate_generator",

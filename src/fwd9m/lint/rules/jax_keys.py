@@ -75,7 +75,15 @@ class _KeyAnalysis:
     def _callee_consumes(self, fn, index, keyword) -> bool:
         """Whether ``fn`` consumes the key it receives as positional ``index`` (or
         ``keyword``): it passes that parameter to a call other than ``fold_in`` and the
-        non-consuming helpers. Unknown parameters (``*args``) count as consumed."""
+        non-consuming helpers. Unknown parameters (``*args``) count as consumed. Cached
+        per file."""
+        cache = self.ctx.__dict__.setdefault("_jax_consumes", {})
+        key = (id(fn), index, keyword)
+        if key not in cache:
+            cache[key] = self._consumes(fn, index, keyword)
+        return cache[key]
+
+    def _consumes(self, fn, index, keyword) -> bool:
         params = [p.arg for p in (*fn.args.posonlyargs, *fn.args.args)]
         if keyword is not None:
             name = keyword if keyword in params or keyword in {p.arg for p in fn.args.kwonlyargs} else None
@@ -117,12 +125,12 @@ class _KeyAnalysis:
                     args = [(i, None, a) for i, a in enumerate(node.args)] + \
                         [(None, k.arg, k.value) for k in node.keywords]
                     for i, kw, a in args:
-                        if local is not None and not self._callee_consumes(local, i, kw):
-                            continue  # one level into the callee: it only folds the key in
-                        for leaf in ([a] if type(a) is ast.Name else
-                                     a.values if type(a) is ast.Dict else ()):
-                            if type(leaf) is ast.Name and leaf.id in keys:
-                                out.append((leaf.id, leaf, fname or callee or "a call", looped))
+                        leaves = [leaf for leaf in ([a] if type(a) is ast.Name else
+                                                    a.values if type(a) is ast.Dict else ())
+                                  if type(leaf) is ast.Name and leaf.id in keys]
+                        if not leaves or (local is not None and not self._callee_consumes(local, i, kw)):
+                            continue  # not a key, or one level into the callee: it only folds it in
+                        out.extend((leaf.id, leaf, fname or callee or "a call", looped) for leaf in leaves)
             if t in (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp):
                 bound = {n.id for g in node.generators for n in ast.walk(g.target) if type(n) is ast.Name}
                 inner = keys - bound  # a comprehension target shadows an outer key

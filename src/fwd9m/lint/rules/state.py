@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from .._flow import _FOREIGN, _qualnames, is_test_file, local_function
 from .._helpers import call_name
 from .._rule import Rule, register
 from ._common import is_stateful_random
@@ -18,6 +19,18 @@ _RNG_STATE_METHODS = frozenset({"get_rng_state", "get_state", "getstate", "get_r
 _RNG_WORDS = ("rng", "random", "generator", "seed")
 _PICKLERS = frozenset({"pickle.dump", "pickle.dumps", "cloudpickle.dump", "cloudpickle.dumps",
                        "dill.dump", "dill.dumps", "joblib.dump", "_pickle.dump", "_pickle.dumps"})
+
+
+def _torch_save_spellings(aliases, ctx) -> set[str]:
+    """How ``torch.save`` is spelled in a module with import ``aliases`` (None: this file)."""
+    names = aliases if aliases is not None else _qualnames(ctx.tree)
+    out = {"torch.save"}
+    for local, target in names.items():
+        if target == "torch":
+            out.add(f"{local}.save")
+        elif target == "torch.save":
+            out.add(local)
+    return out
 
 
 def _mentions_rng(ctx, node) -> bool:
@@ -43,7 +56,10 @@ class CheckpointWithoutRngState(Rule):
 
     ## What it does
     Flags `torch.save({...})` of a dict literal that holds an optimizer's state (a
-    `*optim*` key or an `optimizer.state_dict()` value) but nothing about RNG state, and
+    `*optim*` key or an `optimizer.state_dict()` value) but nothing about RNG state (also
+    a dict bound to a name first, and one saved through a helper named for saving, of
+    this file or a local module, that hands its argument to `torch.save`; not in test
+    files, whose checkpoints are fixtures), and
     `tf.train.Checkpoint(optimizer=..., ...)` that tracks no `tf.random.Generator` in a
     file that draws from TensorFlow's global random state (stateful random ops, a
     `shuffle` without seed).
@@ -67,31 +83,95 @@ class CheckpointWithoutRngState(Rule):
     """
 
     code, name = "FWD501", "checkpoint-without-rng-state"
-    triggers = ("save", "Checkpoint")
+    triggers = ("save", "Checkpoint", "state_dict")  # state_dict: a dict saved through a helper
 
     def __init__(self, ctx):
         super().__init__(ctx)
         self.tf_checkpoints = []
+        self.defs = None  #: module functions by name, built on first need
 
     references = ("https://docs.pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html",
                   "https://www.tensorflow.org/guide/random_numbers#interaction_with_tftrainCheckpoint")
     invalid = ("import torch\ntorch.save({'model': m.state_dict(), 'optimizer': opt.state_dict()}, 'c.pt')\n",
                "import tensorflow as tf\nds = ds.shuffle(100)\nckpt = tf.train.Checkpoint(model=model, optimizer=opt)\n")
-    valid = ("import torch\ntorch.save({'model': m.state_dict(), 'optimizer': opt.state_dict(),\n"
+    invalid += (  # DINO / MAE: a dict bound to a name, saved through a wrapper of torch.save
+        "import torch\ndef save_on_master(*args, **kwargs):\n    torch.save(*args, **kwargs)\n"
+        "def train(m, opt):\n    ckpt = {'model': m.state_dict(), 'optimizer': opt.state_dict()}\n"
+        "    ckpt['epoch'] = 3\n    save_on_master(ckpt, 'c.pt')\n",)
+    valid = ("import torch\ndef save_on_master(*args, **kwargs):\n    torch.save(*args, **kwargs)\n"
+             "def train(m, opt):\n    ckpt = {'model': m.state_dict(), 'optimizer': opt.state_dict()}\n"
+             "    ckpt['rng'] = torch.get_rng_state()\n    save_on_master(ckpt, 'c.pt')\n",
+             "import torch\ntorch.save({'model': m.state_dict(), 'optimizer': opt.state_dict(),\n"
              "            'rng': torch.get_rng_state()}, 'c.pt')\n",
              "import torch\ntorch.save(m.state_dict(), 'w.pt')\n",
              "import tensorflow as tf\nckpt = tf.train.Checkpoint(model=model, optimizer=opt, rng=gen)\n",
              "import tensorflow as tf\nx = tf.random.stateless_uniform([2], seed=[1, 2])\n"
              "ckpt = tf.train.Checkpoint(model=model, optimizer=opt)\n")
 
+    def _saves(self, node, qn) -> bool:
+        """``torch.save``, or a wrapper whose body hands its first argument to it (DINO's
+        and MAE's ``save_on_master(*args)``): a function of this file or of a local
+        module the file imports, one level deep, whose name contains "save"."""
+        if qn == "torch.save":
+            return True
+        name = qn or (node.func.id if type(node.func) is ast.Name else "")
+        if "save" not in name.rsplit(".", 1)[-1].lower():
+            return False  # only helpers named for saving are looked into (each lookup may read a file)
+        if type(node.func) is ast.Name and qn is None:
+            if self.defs is None:
+                self.defs = {s.name: s for s in getattr(self.ctx.tree, "body", ()) if type(s) is ast.FunctionDef}
+            fn, aliases = self.defs.get(node.func.id), None
+        elif qn and qn.split(".", 1)[0] not in _FOREIGN:
+            found = local_function(self.ctx, qn)
+            fn, aliases = found if found else (None, None)
+        else:
+            return False
+        if fn is None:
+            return False
+        first = fn.args.vararg.arg if fn.args.vararg else (fn.args.args[0].arg if fn.args.args else None)
+        for n in ast.walk(fn):
+            if type(n) is ast.Call and n.args and ast.unparse(n.func) in _torch_save_spellings(aliases, self.ctx):
+                a = n.args[0]
+                if (type(a) is ast.Starred and type(a.value) is ast.Name and a.value.id == first) or \
+                        (type(a) is ast.Name and a.id == first):
+                    return True
+        return False
+
+    def _saved_dict(self, node):
+        """The dict literal saved: the argument itself, or the dict a name was bound to in
+        the same function (``save_dict = {...}; save(save_dict, path)``), with the keys
+        added later by ``save_dict["k"] = v``."""
+        arg = node.args[0]
+        if type(arg) is ast.Dict:
+            return arg, []
+        if type(arg) is not ast.Name:
+            return None, []
+        scope = next((f for f in ast.walk(self.ctx.tree) if type(f) in (ast.FunctionDef, ast.AsyncFunctionDef)
+                      and f.lineno <= node.lineno <= (f.end_lineno or f.lineno) and
+                      not any(type(g) in (ast.FunctionDef, ast.AsyncFunctionDef) and g is not f and
+                              g.lineno <= node.lineno <= (g.end_lineno or g.lineno) for g in ast.walk(f))),
+                     self.ctx.tree)
+        found, extra = None, []
+        for n in ast.walk(scope):
+            if type(n) is ast.Assign and n.lineno < node.lineno:
+                for t in n.targets:
+                    if type(t) is ast.Name and t.id == arg.id:
+                        found = n.value if type(n.value) is ast.Dict else None
+                    elif type(t) is ast.Subscript and type(t.value) is ast.Name and t.value.id == arg.id:
+                        extra.append(n)
+        return found, extra
+
     def visit_Call(self, node, qn):
-        if qn == "torch.save" and node.args and type(node.args[0]) is ast.Dict:
-            d = node.args[0]
+        if node.args and (qn == "torch.save" or self.ctx.imports_any("torch")) and \
+                not is_test_file(self.ctx) and self._saves(node, qn):
+            d, extra = self._saved_dict(node)
+            if d is None:
+                return
             optim = any((type(k) is ast.Constant and isinstance(k.value, str) and "optim" in k.value.lower())
                         for k in d.keys) or any(
                 type(v) is ast.Call and type(v.func) is ast.Attribute and v.func.attr == "state_dict"
                 and "optim" in ast.unparse(v.func.value).lower() for v in d.values)
-            if optim and not _mentions_rng(self.ctx, d):
+            if optim and not _mentions_rng(self.ctx, d) and not any(_mentions_rng(self.ctx, e) for e in extra):
                 self.report(node, "training checkpoint without RNG state: a resumed run restarts the "
                             "generators; add 'rng': fwd9m.capture_rng_state()")
         elif qn in ("tensorflow.train.Checkpoint", "tensorflow.compat.v2.train.Checkpoint") and \
@@ -176,3 +256,97 @@ class RngStatePickled(Rule):
         if qn in _PICKLERS and node.args and self._has_state(node.args[0]):
             self.report(node, "RNG state saved with pickle: version-bound and unsafe to load; use "
                         "fwd9m.save_rng_state(path) or np.savez")
+
+
+#: what restores optimizer and RNG state with a Keras fit, or the whole model
+_FULL_RESUME = ("BackupAndRestore", "RngStateCheckpoint", "load_model")
+_RESUME_WORDS = ("ckpt", "checkpoint", "latest", "resume", "restore", "last")
+
+
+@register
+class KerasResumeFromWeightsOnly(Rule):
+    """Resumes Keras training from weights only.
+
+    ## What it does
+    Flags `model.load_weights(...)` of a checkpoint (a path or argument that names a
+    checkpoint, `tf.train.latest_checkpoint(...)`, a `resume` flag, or a file the script
+    writes with `ModelCheckpoint(save_weights_only=True)`) in a file that then trains
+    with `fit`, when nothing in the file restores the rest (`BackupAndRestore`,
+    `fwd9m.callbacks.RngStateCheckpoint`, `load_model` of a full `.keras` file).
+    Loading pretrained weights to fine-tune (a path that names no checkpoint) is not
+    flagged.
+
+    ## Why is this bad
+    Weights are only part of the training state: the optimizer's moments and step
+    counter (Adam, learning-rate schedules) and the random state of dropout, shuffles
+    and augmentation restart from scratch, so a resumed run follows a different path
+    from an uninterrupted one (Keras documents `BackupAndRestore` for resuming: it
+    saves the optimizer with the weights).
+
+    ## Example
+    ```python
+    model.load_weights(tf.train.latest_checkpoint(ckpt_dir))
+    model.fit(ds, epochs=10, initial_epoch=start)
+    ```
+
+    ## Fix
+    `model.fit(ds, epochs=10, callbacks=[keras.callbacks.BackupAndRestore(ckpt_dir),
+    fwd9m.callbacks.RngStateCheckpoint(ckpt_dir + "/rng.npz")])`, or save and load the
+    whole model (`model.save("m.keras")`, `keras.models.load_model("m.keras")`).
+    """
+
+    code, name = "FWD503", "keras-resume-from-weights-only"
+    triggers = ("load_weights",)
+    fix_code = "callbacks=[keras.callbacks.BackupAndRestore(ckpt_dir), fwd9m.callbacks.RngStateCheckpoint(ckpt_dir + '/rng.npz')]"
+    references = ("https://keras.io/api/callbacks/backup_and_restore/",
+                  "https://www.tensorflow.org/guide/keras/serialization_and_saving")
+    invalid = ("import tensorflow as tf\nmodel.load_weights(tf.train.latest_checkpoint(ckpt_dir))\n"
+               "model.fit(ds, epochs=10, initial_epoch=start)\n",
+               "import keras\nif args.resume:\n    model.load_weights(args.weights)\nmodel.fit(ds, epochs=5)\n",
+               "import keras\ncb = keras.callbacks.ModelCheckpoint('w.weights.h5', save_weights_only=True)\n"
+               "model.load_weights('w.weights.h5')\nmodel.fit(ds, callbacks=[cb])\n")
+    valid = ("import keras\nmodel.load_weights('imagenet_backbone.h5')\nmodel.fit(ds, epochs=5)\n",  # fine-tuning
+             "import keras\nmodel.load_weights(tf.train.latest_checkpoint(d))\nmodel.evaluate(ds)\n",
+             "import keras\nmodel.load_weights('ckpt/w.h5')\n"
+             "model.fit(ds, callbacks=[keras.callbacks.BackupAndRestore('ckpt')])\n")
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.loads: list[ast.Call] = []
+        self.weight_files: set[str] = set()
+
+    def visit_Call(self, node, qn):
+        name = call_name(node)
+        if name == "load_weights" and type(node.func) is ast.Attribute and node.args:
+            self.loads.append(node)
+        elif name == "ModelCheckpoint" and any(k.arg == "save_weights_only" and
+                                               getattr(k.value, "value", None) is True for k in node.keywords):
+            path = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "filepath"), None)
+            if path is not None:
+                self.weight_files.add(ast.unparse(path))
+
+    def _checkpoint(self, call) -> bool:
+        arg = ast.unparse(call.args[0])
+        if arg in self.weight_files or any(w in arg.lower() for w in _RESUME_WORDS):
+            return True
+        # under `if args.resume:` / `if restore_from:`
+        for n in ast.walk(self.ctx.tree):
+            if type(n) is ast.If and any(w in ast.unparse(n.test).lower() for w in ("resume", "restore")) \
+                    and any(c is call for st in n.body for c in ast.walk(st)):
+                return True
+        return False
+
+    def finish(self):
+        ctx = self.ctx
+        if not self.loads or not ctx.imports_any("keras", "tensorflow", "tf_keras"):
+            return
+        if any(ctx.methods.get(m) for m in _FULL_RESUME) or any(qn.rsplit(".", 1)[-1] in _FULL_RESUME
+                                                                  for qn in ctx.calls):
+            return
+        fits = ctx.methods.get("fit", ())
+        for call in self.loads:
+            if any(f.lineno > call.lineno for f in fits) and self._checkpoint(call):
+                self.report(call, "resumes fit from weights only: the optimizer state (moments, step) and "
+                            "the random state (dropout, shuffles) restart, so the resumed run differs from "
+                            "an uninterrupted one; use keras.callbacks.BackupAndRestore with "
+                            "fwd9m.callbacks.RngStateCheckpoint, or save and load the whole model (.keras)")
