@@ -217,6 +217,9 @@ def _lost(component: str, hook: str) -> LostState:
         else:
             what = _RNG.get(source, source)
         fix = _KERAS_RNG_FIX if hook == "keras" else _TORCH_RNG_FIX
+        if source == "torch" and hook == "torch":  # a shuffling DataLoader draws its order from it
+            fix += ("; for a stop inside an epoch take the data order from fwd9m.data.ResumableSampler "
+                    "(its state_dict() in the checkpoint too)")
         return LostState(f"RNG {source}", f"{what} differs. Fix: {fix}", fix)
     what, fix = _FIXES.get(component, (component, "save it in the checkpoint and restore it"))
     return LostState(component, f"{what} differs. Fix: {fix}", fix)
@@ -418,7 +421,7 @@ def _compare(display: str, a: _Run, b: _Run, c: _Run, source: str | None, strict
     ev_a, ev_b, ev_c = (_events(r.root / "resume") for r in (a, b, c))
     pre_a, pre_b, pre_c = _pre_states(ev_a), _pre_states(ev_b), _pre_states(ev_c)
     n_b = int(b.info.settings["interrupted at step"])
-    diverged = _first_divergence(pre_a, pre_b, n_b)
+    diverged, unstable = _first_divergence(pre_a, pre_b, n_b)
     first_c = pre_c.get(1)
     resume_step, lost, hook = None, [], (first_c or {}).get("hook", "torch")
     if first_c is not None:
@@ -429,7 +432,7 @@ def _compare(display: str, a: _Run, b: _Run, c: _Run, source: str | None, strict
             resume_step = j - 1
             sa, sc = pre_a[j]["state"], first_c["state"]
             lost = [_lost(k, hook) for k in sorted(set(sa) | set(sc), key=_order)
-                    if k != "model weights" and sa.get(k) != sc.get(k)]
+                    if k != "model weights" and k not in unstable and sa.get(k) != sc.get(k)]
         else:
             lost = [_lost("model weights", hook)]
     from_scratch = resume_step == 0 and n_b >= 1
@@ -456,6 +459,9 @@ def _compare(display: str, a: _Run, b: _Run, c: _Run, source: str | None, strict
     result = ResumeResult(**fields, interruption=how.describe(), interrupted_at=n_b, resume_step=resume_step,
                           from_scratch=from_scratch, lost=lost, diverged_before=diverged)
     result.notes.append(stdout_note)
+    if unstable:
+        result.notes.append(f"not compared at the resume point: {', '.join(sorted(unstable))} (they differ between "
+                            f"runs A and B before the interruption already: unseeded)")
     extra = sorted(set(c.files) - set(a.files))
     if extra:
         result.notes.append(f"files in run C's folder that run A did not write (not compared): "
@@ -471,17 +477,22 @@ def _order(component: str) -> tuple[int, str]:
     return (head.index(component), "") if component in head else (len(head), component)
 
 
-def _first_divergence(pre_a: dict[int, dict], pre_b: dict[int, dict], n: int) -> str | None:
-    """``"at step j: components"`` where runs A and B (both from scratch) first differ
-    before step ``j`` (up to B's interruption), or None."""
+def _first_divergence(pre_a: dict[int, dict], pre_b: dict[int, dict], n: int) -> tuple[str | None, set[str]]:
+    """Where runs A and B (both from scratch) first differ in the training state
+    (weights, optimizer, sampler, ...) before a step up to B's interruption
+    (``"before step j: components"``, or None), and the RNG streams that differ between
+    them (unseeded ones: not the resume's doing, so not compared at the resume point)."""
+    unstable: set[str] = set()
     for j in range(1, n + 1):
         if j not in pre_a or j not in pre_b:
             continue
         sa, sb = pre_a[j]["state"], pre_b[j]["state"]
         diff = sorted(k for k in set(sa) | set(sb) if sa.get(k) != sb.get(k))
-        if diff:
-            return f"before step {j}: {', '.join(diff)}"
-    return None
+        unstable.update(k for k in diff if k.startswith("rng:"))
+        state = [k for k in diff if not k.startswith("rng:")]
+        if state:
+            return f"before step {j}: {', '.join(state)}", unstable
+    return None, unstable
 
 
 def _explain(result: ResumeResult, hook: str, ev_c: list[dict[str, Any]]) -> None:
