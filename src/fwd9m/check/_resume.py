@@ -395,6 +395,8 @@ def _run_b(cmd, root, invocation, cwd, env, timeout, how: Interruption, say, def
     if control.info is None:
         why = ("fwd9m saw no training step: no torch.optim optimizer stepped and no Keras fit batch ran"
                if not steps else f"it did {steps} step(s)")
+        if how.at == "epoch" and steps:
+            why += " and fwd9m saw no epoch end (it sees those of Keras fit only; for a PyTorch loop give a step count)"
         raise RunError(f"run B of {display} ended ({_status(b.info)}) before it could be interrupted "
                        f"{how.describe()}: {why}. Fix: interrupt it earlier (--interrupt-after N with N below "
                        f"the number of steps it trains), or make sure it checkpoints (--interrupt-after checkpoint "

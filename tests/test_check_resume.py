@@ -1,0 +1,72 @@
+"""fwd9m check --resume, the parts that need no training run: the options, the child's
+digests, and the control of run B (a real child process, no framework)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from fwd9m.check import _resume, _resume_child
+from fwd9m.errors import ConfigurationError
+
+
+@pytest.mark.parametrize("spec, expected", [("5", ("step", 5)), ("epoch:2", ("epoch", 2)),
+                                            ("checkpoint", ("checkpoint", 1)), ("checkpoint:3", ("checkpoint", 3))])
+def test_interrupt_after_forms(spec, expected):
+    how = _resume.Interruption.parse(spec)
+    assert (how.at, how.n) == expected and how.signal == "TERM"
+
+
+@pytest.mark.parametrize("spec, sig, grace", [("0", "TERM", 1), ("epoch", "TERM", 1), ("step:x", "TERM", 1),
+                                              ("5", "HUP", 1), ("5", "KILL", 0), ("5", "TERM", float("nan"))])
+def test_bad_interrupt_options_are_refused(spec, sig, grace):
+    with pytest.raises(ConfigurationError):
+        _resume.Interruption.parse(spec, sig, grace)
+
+
+def test_signal_names_with_or_without_sig():
+    assert _resume.Interruption.parse("3", "sigkill").signal == "KILL"
+
+
+def test_digest_sees_every_bit_and_the_structure():
+    a = {"w": np.zeros(3, np.float32), "n": 1}
+    assert _resume_child.digest(a) == _resume_child.digest({"n": 1, "w": np.zeros(3, np.float32)})
+    b = np.zeros(3, np.float32)
+    b[1] = -0.0
+    assert _resume_child.digest({"w": b, "n": 1}) != _resume_child.digest(a)
+    assert _resume_child.digest([1, 2]) != _resume_child.digest([[1, 2]])
+    assert _resume_child.digest(np.zeros(2, np.float32)) != _resume_child.digest(np.zeros(2, np.int32))
+
+
+def test_cli_refuses_options_that_do_not_go_with_resume():
+    proc = subprocess.run([sys.executable, "-m", "fwd9m", "check", "--resume", "--runs", "3", "x.py"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "does not take --runs" in proc.stderr, proc.stderr
+
+
+def test_interrupter_signals_then_kills_the_group_after_the_grace(tmp_path):
+    """A real child that ignores SIGTERM: SIGTERM once it says it is at the boundary,
+    SIGKILL to its group after the grace; ``signalled`` tells the child to go on."""
+    (tmp_path / "interrupt.json").write_text(json.dumps({"step": 2}))
+    proc = subprocess.Popen([sys.executable, "-c", "import signal, time\n"
+                             "signal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\n"
+                             "time.sleep(60)"], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert proc.stdout.readline() == b"ready\n"  # SIGTERM is ignored from here on
+        control = _resume._Interrupter(tmp_path, _resume.Interruption.parse("2", "TERM", 0.2), lambda m: None)
+        control(proc)
+        assert control.info == {"step": 2} and (tmp_path / "signalled").exists()
+        assert proc.poll() is None  # SIGTERM ignored
+        time.sleep(0.3)
+        control(proc)
+        assert control.killed
+        assert proc.wait(timeout=30) == -9
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
