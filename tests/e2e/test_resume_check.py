@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
+pytest.importorskip("torch")  # every script here but the Keras ones
 
 HERE = Path(__file__).parent / "resume"
 pytestmark = pytest.mark.slow
@@ -95,3 +95,20 @@ def test_a_failing_resume_command_gets_no_verdict(tmp_path):
     proc = _check(tmp_path, "torch_loop_ok.py", "--interrupt-after", "4", "--resume-args=--no-such-option")
     assert proc.returncode == 2, _explain(proc)
     assert "the resume command failed" in proc.stderr and "unrecognized arguments" in proc.stderr, _explain(proc)
+
+
+@pytest.mark.parametrize("where, resumed", [("6", "step 4"), ("epoch:1", "step 4")], ids=["mid-epoch", "epoch-end"])
+@pytest.mark.parametrize("script", ["keras_fit_ok.py", "keras_fit_broken.py"])
+def test_keras_fit_with_backup_and_restore(tmp_path, script, where, resumed):
+    """4 batches an epoch; BackupAndRestore saves at each epoch end, so a stop in epoch 2
+    (after batch 6) and one at the end of epoch 1 both resume after step 4. Without
+    RngStateCheckpoint the dropout layer's SeedGenerator starts over."""
+    pytest.importorskip("keras")
+    proc = _check(tmp_path, script, "--interrupt-after", where, env={"KERAS_BACKEND": "tensorflow"})
+    first = proc.stdout.splitlines()[0] if proc.stdout else ""
+    assert f"resumed from {resumed}" in first, _explain(proc)
+    if script == "keras_fit_ok.py":
+        assert proc.returncode == 0 and first.startswith("RESUMES EXACTLY"), _explain(proc)
+    else:
+        assert proc.returncode == 1 and "lost at the resume point: keras seed generators" in first, _explain(proc)
+        assert "RngStateCheckpoint" in proc.stdout

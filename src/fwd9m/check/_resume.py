@@ -125,7 +125,8 @@ class ResumeResult(CheckResult):
         return not self.findings and not self.from_scratch and self.diverged_before is None
 
     def verdict(self) -> str:
-        what = ", ".join(f"{v} {k}" for k, v in self.compared.items() if v) or "no values"
+        what = ", ".join(f"{v} {k[:-1] if v == 1 and k.endswith('s') else k}"
+                         for k, v in self.compared.items() if v) or "no values"
         at = f" from step {self.resume_step}" if self.resume_step is not None else ""
         if self.diverged_before:
             return (f"NOT REPRODUCIBLE EVEN WITHOUT AN INTERRUPTION: runs A and B of {self.target} differ "
@@ -220,9 +221,9 @@ def _lost(component: str, hook: str) -> LostState:
         if source == "torch" and hook == "torch":  # a shuffling DataLoader draws its order from it
             fix += ("; for a stop inside an epoch take the data order from fwd9m.data.ResumableSampler "
                     "(its state_dict() in the checkpoint too)")
-        return LostState(f"RNG {source}", f"{what} differs. Fix: {fix}", fix)
+        return LostState(f"RNG {source}", f"{what}: not the same. Fix: {fix}", fix)
     what, fix = _FIXES.get(component, (component, "save it in the checkpoint and restore it"))
-    return LostState(component, f"{what} differs. Fix: {fix}", fix)
+    return LostState(component, f"{what}: not the same. Fix: {fix}", fix)
 
 
 # --------------------------------------------------------------------------- runs
