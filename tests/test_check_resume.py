@@ -70,3 +70,18 @@ def test_interrupter_signals_then_kills_the_group_after_the_grace(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_report_and_json_name_the_lost_state_and_escape_control_characters():
+    lost = [_resume._lost("rng:torch", "torch"), _resume._lost("generator:collate_fn.rng\x1b[2J", "torch")]
+    result = _resume.ResumeResult("train.py", [], [_resume.Finding("state", "run C", "w differs")],
+                                  {"state tensors": 1}, interruption="after step 4 with SIGTERM",
+                                  interrupted_at=4, resume_step=3, lost=lost)
+    text = result.report()
+    assert text.startswith("RESUME NOT EXACT") and "resumed from step 3" in text.splitlines()[0]
+    assert "Lost at the resume point (run A before step 4 vs run C just after loading" in text
+    assert "fwd9m.rng.state_dict()" in text and "\x1b" not in text
+    data = json.loads(result.to_json())
+    assert data["reproducible"] is False and data["resume"]["resume_step"] == 3
+    assert [s["component"] for s in data["resume"]["lost"]][0] == "RNG torch"
+    assert not _resume.ResumeResult("t.py", [], [], {"files": 1}, from_scratch=True)  # nothing resumed

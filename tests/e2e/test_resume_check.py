@@ -112,3 +112,38 @@ def test_keras_fit_with_backup_and_restore(tmp_path, script, where, resumed):
     else:
         assert proc.returncode == 1 and "lost at the resume point: keras seed generators" in first, _explain(proc)
         assert "RngStateCheckpoint" in proc.stdout
+
+
+@pytest.mark.parametrize("script", ["lightning_ok.py", "lightning_broken.py"])
+def test_lightning_fit_ckpt_path_last(tmp_path, script):
+    """ModelCheckpoint(save_last=True) at each epoch end (4 steps); interrupted at the first
+    step after the first checkpoint appeared (Lightning's own SIGTERM handler ends the fit).
+    Lightning's checkpoint holds no RNG state: the shuffle and dropout generator is lost
+    unless a callback saves fwd9m.rng.state_dict() in it."""
+    pytest.importorskip("pytorch_lightning")
+    proc = _check(tmp_path, script)
+    first = proc.stdout.splitlines()[0] if proc.stdout else ""
+    assert "resumed from step 4" in first and "after its first checkpoint" in first, _explain(proc)
+    if script == "lightning_ok.py":
+        assert proc.returncode == 0 and first.startswith("RESUMES EXACTLY"), _explain(proc)
+    else:
+        assert proc.returncode == 1 and "lost at the resume point: RNG torch" in first, _explain(proc)
+        assert "on_save_checkpoint" in proc.stdout, _explain(proc)
+
+
+@pytest.mark.parametrize("script", ["hf_trainer_ok.py", "hf_trainer_broken.py"])
+def test_hf_trainer_resume_from_checkpoint(tmp_path, script):
+    """6 steps an epoch. ok: checkpoints at epoch ends, interrupted at the first step after
+    the first one, resumed from step 6; Trainer restores the global generator its collator
+    uses. broken: checkpoints every 4 steps, interrupted after step 6 (mid-epoch), resumed
+    from step 4; the collator's own NumPy generator is not checkpointed."""
+    pytest.importorskip("transformers")
+    ok = script == "hf_trainer_ok.py"
+    proc = _check(tmp_path, script, *(() if ok else ("--interrupt-after", "6")), "--resume-args=--resume")
+    first = proc.stdout.splitlines()[0] if proc.stdout else ""
+    assert f"resumed from step {6 if ok else 4}" in first, _explain(proc)
+    if ok:
+        assert proc.returncode == 0 and first.startswith("RESUMES EXACTLY"), _explain(proc)
+    else:
+        assert proc.returncode == 1, _explain(proc)
+        assert "lost at the resume point: generator collate_fn.data_collator.rng" in first, _explain(proc)

@@ -184,6 +184,17 @@ _TORCH_RNG_FIX = ("save it in the checkpoint: ckpt['rng'] = fwd9m.rng.state_dict
                   "fwd9m.rng.load_state_dict(ckpt['rng'])")
 _KERAS_RNG_FIX = ("add fwd9m.callbacks.RngStateCheckpoint(backup_dir + '/rng.npz') to fit's callbacks next "
                   "to BackupAndRestore (it saves the RNG streams and the layers' SeedGenerators at each epoch end)")
+# pytorch_lightning/trainer/connectors/checkpoint_connector.py (2.6.6) saves no RNG state
+_LIGHTNING_RNG_FIX = ("a Callback whose on_save_checkpoint sets checkpoint['rng'] = fwd9m.rng.state_dict() and "
+                      "whose on_load_checkpoint calls fwd9m.rng.load_state_dict(checkpoint['rng']) (Lightning's "
+                      "checkpoints hold no RNG state)")
+# transformers/trainer.py _save_rng_state / _load_rng_state: Python, NumPy, torch CPU and CUDA only
+# (rng_state.pth), and inside an epoch only after fetching the first resumed batch (rng_to_sync)
+_HF_RNG_FIX = ("Trainer saves Python's, NumPy's and torch's global generators with each checkpoint, but when "
+               "it resumes inside an epoch it restores them only after it has fetched (collated) the first "
+               "batch, so a collator or dataset drawing from them gets other numbers: checkpoint at epoch ends "
+               "(save_strategy='epoch'), or give the collator a generator of its own registered with "
+               "fwd9m.rng.register(gen, 'name') and saved with fwd9m.save_rng_state next to each checkpoint")
 _FIXES = {
     "optimizer": ("the optimizer's state (moments, step counts, learning rate)",
                   ("save optimizer.state_dict() in the checkpoint and optimizer.load_state_dict(...) after "
@@ -211,13 +222,22 @@ _FIXES = {
 
 
 def _lost(component: str, hook: str) -> LostState:
+    if component.startswith("generator:"):
+        where = component.split(":", 1)[1]
+        fix = (f"fwd9m.rng.register(<the DataLoader's {where}>, 'name') so that fwd9m.rng.state_dict() "
+               f"(or fwd9m.save_rng_state) saves it with each checkpoint, restored when resuming")
+        if where.startswith("dataset."):
+            fix = "seed each sample from (seed, epoch, index) with fwd9m.data.SampleSeeded, or " + fix
+        return LostState(f"generator {where}", f"the generator {where} of the DataLoader: not the same. "
+                                               f"Fix: {fix}", fix)
     if component.startswith("rng:"):
         source = component[4:]
         if source.startswith("user."):
             what = f"the registered generator {source[5:]!r}"
         else:
             what = _RNG.get(source, source)
-        fix = _KERAS_RNG_FIX if hook == "keras" else _TORCH_RNG_FIX
+        fix = {"keras": _KERAS_RNG_FIX, "lightning": _LIGHTNING_RNG_FIX,
+               "transformers": _HF_RNG_FIX}.get(hook, _TORCH_RNG_FIX)
         if source == "torch" and hook == "torch":  # a shuffling DataLoader draws its order from it
             fix += ("; for a stop inside an epoch take the data order from fwd9m.data.ResumableSampler "
                     "(its state_dict() in the checkpoint too)")
@@ -387,7 +407,8 @@ def _run_b(cmd, root, invocation, cwd, env, timeout, how: Interruption, say, def
     """Run B, interrupted; its step count is ``settings["interrupted at step"]``."""
     control = _Interrupter(root / "runB" / "resume", how, say)
     b = _one_run(f"run B (interrupted {how.describe()})", cmd, root / "runB", invocation, cwd, env, timeout, say,
-                 deferred, record=10**9, which="1/3", at=how.env, control=control)
+                 deferred, record=how.n + 1 if how.at == "step" else 10**9, which="1/3", at=how.env,
+                 control=control)
     events = _events(root / "runB" / "resume")
     steps = max((e["step"] for e in events if e.get("e") == "post" and isinstance(e.get("step"), int)),
                 default=0)
@@ -413,6 +434,12 @@ def _run_b(cmd, root, invocation, cwd, env, timeout, how: Interruption, say, def
                        f"{control.info.get('step')}, so there is nothing to resume from. Fix: save a checkpoint "
                        f"(torch.save, BackupAndRestore, ModelCheckpoint) before step {control.info.get('step')}, "
                        f"or interrupt later (--interrupt-after checkpoint waits for the first one)")
+    if deferred.changed:  # run A, next, would see them (they are put back once run C is done)
+        names = ", ".join(sorted(deferred.changed)[:5])
+        raise RunError(f"run B of {display} wrote into {names} in your directory, through the links of its working "
+                       f"folder (a file or folder that existed before the check), so run A would start from what "
+                       f"B saved there. Your files are put back. Fix: fwd9m check --resume --cwd empty ..., or "
+                       f"move that folder away first")
     b.info.settings["interrupted at step"] = str(control.info.get("step"))
     return b
 

@@ -185,6 +185,7 @@ def _torch_state(optimizer: Any) -> dict[str, str]:
             if name == "data loader generator":
                 if o.generator is not None:
                     values.append(o.generator.get_state())
+                out.update(_held_generators(o))
             else:
                 values.append(o.state_dict())
         if values:
@@ -193,12 +194,38 @@ def _torch_state(optimizer: Any) -> dict[str, str]:
     return out
 
 
+def _held_generators(loader: Any) -> dict[str, str]:
+    """Generators (``random.Random``, NumPy, torch) held as attributes by a DataLoader's
+    dataset (and its ``.dataset`` chain) and collate function, as
+    ``fwd9m.data.reseed_dataset_generators`` finds them: ``generator:<where>.<attr>``.
+    In the main process they are the ones used when ``num_workers=0``."""
+    from ..data import _generator_attrs
+
+    out = {}
+    todo = [("dataset", loader.dataset), ("collate_fn", loader.collate_fn)]
+    # a collator wrapped by the trainer (HF's RemoveColumnsCollator.data_collator): one level in
+    todo += [(f"collate_fn.{k}", v) for k, v in sorted(getattr(loader.collate_fn, "__dict__", {}).items())
+             if hasattr(v, "__dict__") and callable(v) and not isinstance(v, type)]
+    for where, obj in todo:
+        for path, gen in _generator_attrs(obj):
+            out[f"generator:{where}.{path}"] = digest(_generator_state(gen))
+    return out
+
+
+def _generator_state(gen: Any) -> Any:
+    if hasattr(gen, "bit_generator"):  # numpy Generator
+        return gen.bit_generator.state
+    if hasattr(gen, "get_state"):  # numpy RandomState, torch.Generator
+        return gen.get_state()
+    return gen.getstate()  # random.Random
+
+
 def _install_torch() -> None:
     import torch.optim.optimizer as oo
 
     def pre(optimizer, args, kwargs):
         if _mine(optimizer):
-            _before_step(lambda: _torch_state(optimizer), "torch")
+            _before_step(lambda: _torch_state(optimizer), _torch_stack())
 
     def post(optimizer, args, kwargs):
         if _mine(optimizer):
@@ -206,6 +233,15 @@ def _install_torch() -> None:
 
     oo.register_optimizer_step_pre_hook(pre)
     oo.register_optimizer_step_post_hook(post)
+
+
+def _torch_stack() -> str:
+    """Which trainer steps the optimizer (for the fixes the report gives)."""
+    if "pytorch_lightning" in sys.modules or "lightning" in sys.modules:
+        return "lightning"
+    if "transformers.trainer" in sys.modules:
+        return "transformers"
+    return "torch"
 
 
 def _mine(optimizer: Any) -> bool:
