@@ -85,3 +85,23 @@ def test_report_and_json_name_the_lost_state_and_escape_control_characters():
     assert data["reproducible"] is False and data["resume"]["resume_step"] == 3
     assert [s["component"] for s in data["resume"]["lost"]][0] == "RNG torch"
     assert not _resume.ResumeResult("t.py", [], [], {"files": 1}, from_scratch=True)  # nothing resumed
+
+
+def test_execute_calls_control_while_running_and_runs_again_in_an_existing_folder(tmp_path):
+    """What check --resume needs from check's launcher: a callback while the run runs (run
+    B's interruption) and a second run in the first one's folder (run C in B's)."""
+    from fwd9m.check._process import _execute, _Run
+    from fwd9m.check._result import RunInfo
+
+    script = tmp_path / "s.py"
+    script.write_text("import os, time\nprint(os.path.exists('mark'))\nopen('mark', 'w').close()\ntime.sleep(0.3)\n")
+    calls = []
+    first = _Run(RunInfo("one", [sys.executable, str(script)]), tmp_path / "r1", tmp_path / "r1" / "cwd",
+                 tmp_path / "r1" / "stdout")
+    (tmp_path / "r1").mkdir()
+    _execute(first, tmp_path, "empty", {}, False, None, "1/2", lambda m: None, control=calls.append)
+    assert first.info.returncode == 0 and calls and all(c.pid == calls[0].pid for c in calls)
+    second = _Run(RunInfo("two", [sys.executable, str(script)]), tmp_path / "r2", first.cwd, tmp_path / "r2" / "stdout")
+    (tmp_path / "r2").mkdir()
+    _execute(second, tmp_path, "empty", {}, False, None, "2/2", lambda m: None)
+    assert first.stdout.read_text() == "False\n" and second.stdout.read_text() == "True\n"

@@ -496,6 +496,10 @@ def _compare(display: str, a: _Run, b: _Run, c: _Run, source: str | None, strict
     if extra:
         result.notes.append(f"files in run C's folder that run A did not write (not compared): "
                             f"{', '.join(extra[:5])}{' and more' if len(extra) > 5 else ''}")
+    errors = sorted({f"{e.get('where')}: {e.get('error')}" for ev in (ev_a, ev_b, ev_c) for e in ev
+                     if e.get("e") == "error"})
+    if errors:
+        result.notes.append("fwd9m's step hooks could not read everything (the runs went on): " + "; ".join(errors[:3]))
     _explain(result, hook, ev_c)
     return result
 
