@@ -105,3 +105,20 @@ def test_execute_calls_control_while_running_and_runs_again_in_an_existing_folde
     (tmp_path / "r2").mkdir()
     _execute(second, tmp_path, "empty", {}, False, None, "2/2", lambda m: None)
     assert first.stdout.read_text() == "False\n" and second.stdout.read_text() == "True\n"
+
+
+@pytest.mark.parametrize("compared, counted", [({"state tensors": 4}, False), ({"stdout lines": 2}, True)])
+def test_a_summary_after_the_last_step_counts_only_when_nothing_else_was_compared(tmp_path, compared, counted):
+    """HF Trainer prints train_loss averaged over the steps the process ran: run C ran only
+    those after the resume, so that line differs though the training agrees."""
+    from fwd9m.check._process import _Run
+    from fwd9m.check._result import RunInfo
+
+    ta, tc = tmp_path / "a", tmp_path / "c"
+    ta.write_text("{'train_loss': '2.49', 'epoch': '2'}\n")
+    tc.write_text("{'train_loss': '2.341', 'epoch': '2'}\n")
+    runs = [_Run(RunInfo(name, []), tmp_path, tmp_path / name, tmp_path / "x") for name in ("run A", "run C")]
+    result = _resume.ResumeResult("t.py", [], [], dict(compared))
+    _resume._compare_tails(result, (ta, tc), *runs, strict=False)
+    assert bool(result.findings) is counted
+    assert counted or "train_loss" in result.notes[0]

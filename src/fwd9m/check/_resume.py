@@ -324,12 +324,39 @@ def _post_offsets(events: list[dict[str, Any]]) -> dict[int, int]:
             and isinstance(e.get("stdout"), int)}
 
 
-def _segment(src: Path, offset: int | None, dst: Path) -> Path:
-    """The part of ``src`` from ``offset`` on (all of it when None) in ``dst``."""
+def _segment(src: Path, offset: int | None, dst: Path, end: int | None = None) -> Path:
+    """The part of ``src`` from ``offset`` (the start when None) to ``end`` (the end when
+    None) in ``dst``."""
     with open(src, "rb") as f, open(dst, "wb") as out:
         f.seek(offset or 0)
-        shutil.copyfileobj(f, out)
+        if end is None:
+            shutil.copyfileobj(f, out)
+        else:
+            out.write(f.read(max(0, end - (offset or 0))))
     return dst
+
+
+def _compare_tails(result: ResumeResult, tails: tuple[Path, Path], a: _Run, c: _Run, strict: bool) -> None:
+    """What runs A and C printed after their last step. A summary there may be an average
+    over the steps the process itself ran (HF Trainer's ``train_loss``: C ran only the steps
+    after the resume), so when the final state or files were compared and agree on their
+    own, a difference there is a note; with nothing else compared it is a finding."""
+    from ..compare import compare_text
+    from ._runs import _text_finding
+
+    d = compare_text("stdout after the last step", tails[0], tails[1], a.replacements, c.replacements,
+                     strict=strict)
+    if d is None:
+        return
+    finding = _text_finding("stdout", c.info.label, d, a.info.label)
+    if result.compared.get("state tensors") or result.compared.get("files"):
+        first = "; ".join(line.strip() for line in (finding.detail or "").splitlines())
+        result.notes.append(f"what was printed after the last step differs ({finding.summary}; {first}), and the "
+                            f"final state and files were compared: such a line is often a summary over the steps "
+                            f"each process ran (run C ran only those after the resume), as HF Trainer's "
+                            f"train_loss is, so it is not counted as a difference")
+    else:
+        result.findings.append(finding)
 
 
 def check_resume(target: str, args: Sequence[str] = (), *, how: Interruption, resume_args: Sequence[str] = (),
@@ -469,18 +496,22 @@ def _compare(display: str, a: _Run, b: _Run, c: _Run, source: str | None, strict
     off_a, off_c = _post_offsets(ev_a), _post_offsets(ev_c)
     seg = root / "segments"
     seg.mkdir()
+    tails = None
     if resume_step is not None and (resume_step + 1) in off_a and 1 in off_c:
         sa, sc = off_a[resume_step + 1], off_c[1]
-        stdout_note = (f"printed output compared from the end of step {resume_step + 1} on (run A) and from "
-                       f"the end of run C's first step on")
+        ea, ec = off_a[max(off_a)], off_c[max(off_c)]
+        stdout_note = (f"printed output compared from the end of step {resume_step + 1} to the end of the last "
+                       f"step (run A) and from the end of run C's first step to the end of its last; what "
+                       f"followed the last step separately")
+        tails = (_segment(a.stdout, ea, seg / "a.tail"), _segment(c.stdout, ec, seg / "c.tail"))
     else:
-        sa = sc = None
+        sa = sc = ea = ec = None
         stdout_note = "printed output compared whole (fwd9m found no step of run C to align it by)"
-    a_view = dataclasses.replace(a, stdout=_segment(a.stdout, sa, seg / "a"))
+    a_view = dataclasses.replace(a, stdout=_segment(a.stdout, sa, seg / "a", ea))
     # C's process ran with the resume arguments: its state is paired with A's by A's argv
     argv = next((cap.get("argv") for cap in a.captures if cap.get("flat")), None)
     captures = [{**cap, "argv": argv} for cap in c.captures] if len(c.captures) == 1 else c.captures
-    c_view = dataclasses.replace(c, stdout=_segment(c.stdout, sc, seg / "c"), captures=captures,
+    c_view = dataclasses.replace(c, stdout=_segment(c.stdout, sc, seg / "c", ec), captures=captures,
                                  files={k: v for k, v in c.files.items() if k in a.files})
     base = _compare_runs(display, [a_view, c_view], source, strict=strict)
     fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(CheckResult)}
@@ -489,6 +520,8 @@ def _compare(display: str, a: _Run, b: _Run, c: _Run, source: str | None, strict
     result = ResumeResult(**fields, interruption=how.describe(), interrupted_at=n_b, resume_step=resume_step,
                           from_scratch=from_scratch, lost=lost, diverged_before=diverged)
     result.notes.append(stdout_note)
+    if tails is not None:
+        _compare_tails(result, tails, a, c, strict)
     if unstable:
         result.notes.append(f"not compared at the resume point: {', '.join(sorted(unstable))} (they differ between "
                             f"runs A and B before the interruption already: unseeded)")
