@@ -21,6 +21,7 @@ the final state of its models and variables.
   fwd9m check -- torchrun --nproc-per-node 2 train.py
   fwd9m check --vary OMP_NUM_THREADS=1,4 train.py
   fwd9m check --vary=--batch-size=32,64 train.py
+  fwd9m check --resume --interrupt-after 5 --resume-args "--resume" train.py
 
 Each run starts in a fresh temporary directory that links to the entries of the
 current directory, so relative paths to data work and each run writes its own files.
@@ -54,6 +55,23 @@ def add_arguments(p) -> None:
                    help="compare printed output and text files with nothing masked: timings, rates, "
                         "timestamps, addresses and temporary names too (only each run's folder path is "
                         "rewritten); without it, every masked value is listed in the report as ignored")
+    r = p.add_argument_group("resume check (--resume)")
+    r.add_argument("--resume", action="store_true",
+                   help="check that an interrupted and resumed run ends as the uninterrupted one: run B is "
+                        "interrupted (--interrupt-after, --signal), run A runs through, run C runs the same "
+                        "command plus --resume-args in B's folder; C is compared with A, and the state lost at "
+                        "the resume point is named")
+    r.add_argument("--interrupt-after", default="checkpoint", metavar="STEPS|epoch:N|checkpoint[:N]",
+                   help="where run B is interrupted: after that many optimizer steps (PyTorch, Keras fit "
+                        "batches), at the end of epoch N (Keras fit), or at the first step or epoch end after "
+                        "the N-th checkpoint appeared in its folder (default: checkpoint)")
+    r.add_argument("--signal", default="TERM", metavar="TERM|KILL",
+                   help="TERM (default): SIGTERM to the script, then SIGKILL to its processes after --grace, "
+                        "as a scheduler preempts a job; KILL: SIGKILL to all its processes (a crash)")
+    r.add_argument("--grace", type=float, default=30.0, metavar="SEC",
+                   help="seconds between SIGTERM and SIGKILL (default 30)")
+    r.add_argument("--resume-args", default="", metavar='"ARGS"',
+                   help='arguments added to the command of run C, the resumed run (for example "--resume")')
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
     p.add_argument("-m", dest="module", action="store_true",
@@ -108,10 +126,13 @@ def run(args) -> int:
 
     exit_on_sigterm()
     try:
-        result = check_script(target, script_args, module=bool(args.module), command=command, runs=args.runs,
-                              seed=args.seed, timeout=args.timeout, env=env, enable=args.enable,
-                              vary=parse_vary(args.vary), cwd=args.cwd, keep=args.keep, progress=progress,
-                              hashseed_check=args.hashseed_check, strict=args.strict)
+        if args.resume:
+            result = _check_resume(args, command, target, script_args, env, progress)
+        else:
+            result = check_script(target, script_args, module=bool(args.module), command=command,
+                                  runs=args.runs, seed=args.seed, timeout=args.timeout, env=env, enable=args.enable,
+                                  vary=parse_vary(args.vary), cwd=args.cwd, keep=args.keep, progress=progress,
+                                  hashseed_check=args.hashseed_check, strict=args.strict)
     except RunError as exc:
         if args.format == "json":  # CI parses stdout: say why there is no verdict
             from ..check import SCHEMA, SCHEMA_VERSION
@@ -124,3 +145,25 @@ def run(args) -> int:
     else:
         print(result.report(max_findings=None if getattr(args, "verbose", 0) else 5))
     return 0 if result else 1
+
+
+def _check_resume(args, command: bool, target: str, script_args: list[str], env: dict[str, str], progress):
+    """``fwd9m check --resume``: the options that do not go with it are refused."""
+    import shlex
+
+    from ..check._resume import Interruption, check_resume
+    from ..errors import ConfigurationError
+
+    other = [name for name, on in (("--runs", args.runs != 2), ("--vary", bool(args.vary)),
+                                   ("--enable", args.enable), ("-- command", command)) if on]
+    if other:
+        raise ConfigurationError(f"--resume runs the script three times (interrupted, uninterrupted, resumed) "
+                                 f"and does not take {', '.join(other)}; name a script or a module (-m)")
+    how = Interruption.parse(args.interrupt_after, args.signal, args.grace)
+    try:
+        resume_args = shlex.split(args.resume_args)
+    except ValueError as exc:
+        raise ConfigurationError(f"--resume-args {args.resume_args!r}: {exc}") from None
+    return check_resume(target, script_args, how=how, resume_args=resume_args, module=bool(args.module),
+                        timeout=args.timeout, env=env, cwd=args.cwd, keep=args.keep, progress=progress,
+                        strict=args.strict)

@@ -169,7 +169,7 @@ def _prepare_cwd(cwd: Path, source: Path, mode: str, own: Path | None = None) ->
     ``source`` but ``own`` (the folder of fwd9m's own files, when it lies in ``source``;
     by default ``cwd.parent.parent``, the check's temporary root). Returns a snapshot
     (:func:`_snapshot_tree`) of ``source`` to detect writes that went through the links."""
-    cwd.mkdir(parents=True)
+    cwd.mkdir(parents=True, exist_ok=True)  # exists for a resumed run (check --resume: B's folder)
     if mode != "link":
         return None
     try:
@@ -326,8 +326,15 @@ class _Run:
         return ((str(self.cwd), "<cwd>"), (os.path.realpath(self.cwd), "<cwd>"))
 
 
+#: seconds between calls of an :func:`_execute` ``control`` callback
+CONTROL_POLL_S = 0.02
+
+
 def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, str], site: bool,
-             timeout: float | None, which: str, say: Callable[[str], None], guard: Guard | None = None) -> None:
+             timeout: float | None, which: str, say: Callable[[str], None], guard: Guard | None = None,
+             control: Callable[[subprocess.Popen], None] | None = None) -> None:
+    """Run ``run`` to its end. ``control``, when given, is called with the process every
+    :data:`CONTROL_POLL_S` seconds while it runs (``check --resume`` interrupts it)."""
     info = run.info
     linked = _prepare_cwd(run.cwd, invocation, cwd_mode)
     capdir = run.root / "capture"
@@ -358,17 +365,24 @@ def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, st
             info.error = f"could not start: {exc}"
             return
         try:
+            beat = t0 + HEARTBEAT_S
             while True:
                 left = None if timeout is None else timeout - (time.monotonic() - t0)
                 if left is not None and left <= 0:
                     info.timed_out = True
                     _kill_group(proc)
                     break
+                wait = min(x for x in (beat - time.monotonic(), left, CONTROL_POLL_S if control else None)
+                           if x is not None)
                 try:
-                    proc.wait(timeout=HEARTBEAT_S if left is None else min(left, HEARTBEAT_S))
+                    proc.wait(timeout=max(wait, 0.0))
                     break
                 except subprocess.TimeoutExpired:
-                    say(f"{info.label}: still running ({time.monotonic() - t0:.0f} s)")
+                    if control is not None:
+                        control(proc)
+                    if time.monotonic() >= beat:
+                        beat += HEARTBEAT_S
+                        say(f"{info.label}: still running ({time.monotonic() - t0:.0f} s)")
         except BaseException:  # Ctrl-C: leave nothing running
             _kill_group(proc)
             raise

@@ -1,0 +1,458 @@
+"""Child side of ``fwd9m check --resume``: step boundaries, the interruption, and the
+state at the start of each step, with no change to the user's script.
+
+``python -m fwd9m.check._resume_child [-m] TARGET [ARGS...]`` installs the hooks below,
+then runs TARGET as :mod:`fwd9m._capture` does (final state saved at exit). With
+:data:`ENV_DIR` unset it only runs the target.
+
+Step boundaries come from two places:
+
+- PyTorch (plain loops, Lightning, HF ``Trainer``: they all step a ``torch.optim``
+  optimizer): the global optimizer step hooks
+  ``torch.optim.optimizer.register_optimizer_step_pre_hook`` / ``..._post_hook``
+  (torch/optim/optimizer.py, https://github.com/pytorch/pytorch; ``Optimizer.step``
+  runs the pre hooks, the step, then the post hooks). Steps of the first optimizer that
+  steps are counted.
+- Keras ``fit``: a callback added to every ``keras.callbacks.CallbackList`` (built by
+  ``fit`` from the user's callbacks, keras/src/callbacks/callback_list.py,
+  https://github.com/keras-team/keras); it comes after the user's callbacks, so a
+  ``BackupAndRestore`` save at the same batch or epoch end has happened when it runs.
+
+Each hook is installed when its framework finishes importing (a ``sys.meta_path``
+finder, as ``fwd9m run``'s import hook does).
+
+What the child writes into :data:`ENV_DIR`:
+
+- ``events.jsonl``: one JSON object a line: ``{"e": "pre", "step": j, "state": {...}}``
+  (the digest of each state component before step ``j``, 1-based: weights, optimizer,
+  RNG streams, sampler position, ...; only for the first :data:`ENV_RECORD` steps),
+  ``{"e": "post", "step": j, "stdout": offset}`` (bytes written to standard output when
+  step ``j`` ended), ``{"e": "epoch", "epoch": n}``.
+- ``interrupt.json`` (run B, :data:`ENV_AT`): written at the boundary where the run is to
+  be interrupted (``{"pid", "step", "epoch", "at"}``); the child then waits until the
+  parent has sent its signal (it writes ``signalled``), so where the run stops does not
+  depend on timing. A handler the script installed for the signal runs then, as it
+  would under a scheduler.
+
+A failing hook writes ``{"e": "error", ...}`` and lets the program go on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from typing import Any
+
+ENV_DIR = "FWD9M_RESUME_DIR"
+#: run B: where to interrupt: ``step:N``, ``epoch:N`` or ``checkpoint:N``
+ENV_AT = "FWD9M_RESUME_AT"
+#: how many steps' state to record (the first K steps' "pre" events)
+ENV_RECORD = "FWD9M_RESUME_RECORD"
+#: seconds the child waits for the parent's signal before it goes on (the parent died)
+WAIT_S = 120.0
+
+_state: dict[str, Any] = {"step": 0, "epoch": 0, "checkpoints": 0, "optimizer": None, "done": False,
+                          "objects": None, "files": None}
+
+
+# --------------------------------------------------------------------------- events
+
+def _emit(event: dict[str, Any]) -> None:
+    try:
+        with open(os.path.join(os.environ[ENV_DIR], "events.jsonl"), "a", encoding="utf-8") as f:
+            f.write(json.dumps(event) + "\n")
+    except Exception:  # never break the user's program
+        pass
+
+
+def _stdout_offset() -> int | None:
+    """Bytes written to standard output so far (it is a file the parent opened)."""
+    try:
+        sys.stdout.flush()
+        return os.lseek(1, 0, os.SEEK_CUR)
+    except Exception:
+        return None
+
+
+# --------------------------------------------------------------------------- digests
+
+def digest(tree: Any) -> str:
+    """An exact digest of a tree of dicts, lists, scalars and arrays (NumPy, torch, TF,
+    Keras variables): equal trees, equal digests; any changed bit, another digest."""
+    h = hashlib.blake2b(digest_size=12)
+    _feed(h, tree, 0)
+    return h.hexdigest()
+
+
+def _feed(h: Any, x: Any, depth: int) -> None:
+    if depth > 50:
+        h.update(b"<deep>")
+        return
+    if isinstance(x, dict):
+        h.update(b"{")
+        for k in sorted(x, key=str):
+            h.update(repr(str(k)).encode() + b":")
+            _feed(h, x[k], depth + 1)
+        h.update(b"}")
+        return
+    if isinstance(x, (list, tuple)):
+        h.update(b"[")
+        for v in x:
+            _feed(h, v, depth + 1)
+        h.update(b"]")
+        return
+    if x is None or isinstance(x, (bool, int, float, str, bytes)):
+        h.update(repr(x).encode())
+        return
+    arr = _as_array(x)
+    if arr is None:
+        h.update(f"<{type(x).__name__}>".encode())
+        return
+    h.update(f"nd:{arr.dtype.str}:{arr.shape}:".encode())
+    h.update(arr.tobytes())
+
+
+def _as_array(x: Any) -> Any:
+    np = sys.modules.get("numpy")
+    if np is None:
+        return None
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        t = x.detach().cpu().contiguous().reshape(-1)
+        return t.view(torch.uint8).numpy()  # any dtype (bfloat16 too), by its bytes
+    if isinstance(x, np.ndarray):
+        return np.ascontiguousarray(x)
+    if isinstance(x, np.generic):
+        return np.asarray(x)
+    if hasattr(x, "numpy") and callable(x.numpy):  # TF tensors and variables, Keras variables
+        try:
+            return np.ascontiguousarray(np.asarray(x.numpy()))
+        except Exception:
+            return None
+    return None
+
+
+def _rng_components() -> dict[str, str]:
+    """The digest of each RNG stream fwd9m.rng sees (globals of imported frameworks and
+    registered generators), keyed ``rng:<source>``."""
+    from ..rng import capture_rng_state
+
+    return {f"rng:{name}": digest(value) for name, value in capture_rng_state().items()}
+
+
+# --------------------------------------------------------------------------- torch
+
+def _torch_objects() -> dict[str, list[Any]]:
+    """LR schedulers, gradient scalers, fwd9m ResumableSamplers and DataLoaders with a
+    generator, found once (they are made before the first step), held weakly."""
+    import gc
+    import weakref
+
+    torch = sys.modules["torch"]
+    kinds: list[tuple[str, Any]] = [("lr scheduler", getattr(torch.optim.lr_scheduler, "LRScheduler", None)),
+                                    ("grad scaler", getattr(getattr(torch, "amp", None), "GradScaler", None)),
+                                    ("data loader generator", torch.utils.data.DataLoader)]
+    data = sys.modules.get("fwd9m.data")
+    if data is not None:
+        kinds.append(("sampler position", data.ResumableSampler))
+    found: dict[str, list[Any]] = {}
+    for o in gc.get_objects():
+        for name, cls in kinds:
+            if cls is not None and isinstance(o, cls):
+                try:
+                    found.setdefault(name, []).append(weakref.ref(o))
+                except TypeError:
+                    pass
+    return found
+
+
+def _torch_state(optimizer: Any) -> dict[str, str]:
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    sd = optimizer.state_dict()
+    groups = [{k: v for k, v in g.items() if k != "params"} for g in sd.get("param_groups", [])]
+    out = {"model weights": digest(params), "optimizer": digest([sd.get("state", {}), groups])}
+    if _state["objects"] is None:
+        _state["objects"] = _torch_objects()
+    for name, refs in _state["objects"].items():
+        values = []
+        for ref in refs:
+            o = ref()
+            if o is None:
+                continue
+            if name == "data loader generator":
+                if o.generator is not None:
+                    values.append(o.generator.get_state())
+                out.update(_held_generators(o))
+            else:
+                values.append(o.state_dict())
+        if values:
+            out[name] = digest(values)
+    out.update(_rng_components())
+    return out
+
+
+def _held_generators(loader: Any) -> dict[str, str]:
+    """Generators (``random.Random``, NumPy, torch) held as attributes by a DataLoader's
+    dataset (and its ``.dataset`` chain) and collate function, as
+    ``fwd9m.data.reseed_dataset_generators`` finds them: ``generator:<where>.<attr>``.
+    In the main process they are the ones used when ``num_workers=0``."""
+    from ..data import _generator_attrs
+
+    out = {}
+    todo = [("dataset", loader.dataset), ("collate_fn", loader.collate_fn)]
+    # a collator wrapped by the trainer (HF's RemoveColumnsCollator.data_collator): one level in
+    todo += [(f"collate_fn.{k}", v) for k, v in sorted(getattr(loader.collate_fn, "__dict__", {}).items())
+             if hasattr(v, "__dict__") and callable(v) and not isinstance(v, type)]
+    for where, obj in todo:
+        for path, gen in _generator_attrs(obj):
+            out[f"generator:{where}.{path}"] = digest(_generator_state(gen))
+    return out
+
+
+def _generator_state(gen: Any) -> Any:
+    if hasattr(gen, "bit_generator"):  # numpy Generator
+        return gen.bit_generator.state
+    if hasattr(gen, "get_state"):  # numpy RandomState, torch.Generator
+        return gen.get_state()
+    return gen.getstate()  # random.Random
+
+
+def _install_torch() -> None:
+    import torch.optim.optimizer as oo
+
+    def pre(optimizer, args, kwargs):
+        if _mine(optimizer):
+            _before_step(lambda: _torch_state(optimizer), _torch_stack())
+
+    def post(optimizer, args, kwargs):
+        if _mine(optimizer):
+            _after_step()
+
+    oo.register_optimizer_step_pre_hook(pre)
+    oo.register_optimizer_step_post_hook(post)
+
+
+def _torch_stack() -> str:
+    """Which trainer steps the optimizer (for the fixes the report gives)."""
+    if "pytorch_lightning" in sys.modules or "lightning" in sys.modules:
+        return "lightning"
+    if "transformers.trainer" in sys.modules:
+        return "transformers"
+    return "torch"
+
+
+def _mine(optimizer: Any) -> bool:
+    """Whether ``optimizer`` is the one whose steps are counted (the first that steps)."""
+    if _state["optimizer"] is None:
+        import weakref
+
+        _state["optimizer"] = weakref.ref(optimizer)
+    return _state["optimizer"]() is optimizer
+
+
+# --------------------------------------------------------------------------- keras
+
+def _keras_state(model: Any) -> dict[str, str]:
+    from .. import rng
+
+    out = {"model weights": digest(list(model.weights))}
+    opt = getattr(model, "optimizer", None)
+    if opt is not None and getattr(opt, "built", False):
+        out["optimizer"] = digest(list(opt.variables))
+    try:
+        gens = rng._keras_layer_get(model)
+    except Exception:
+        gens = None
+    if gens:
+        out["keras seed generators"] = digest(gens)
+    out.update(_rng_components())
+    return out
+
+
+def _install_keras() -> None:
+    import keras
+    from keras.src.callbacks.callback_list import CallbackList
+
+    class _StepHook(keras.callbacks.Callback):
+        """fwd9m check --resume's step boundaries in fit (observes only)."""
+
+        def on_train_batch_begin(self, batch, logs=None):
+            _before_step(lambda: _keras_state(self.model), "keras")
+
+        def on_train_batch_end(self, batch, logs=None):
+            _after_step()
+
+        def on_epoch_end(self, epoch, logs=None):
+            _after_epoch()
+
+    original = CallbackList.__init__
+
+    def __init__(self, callbacks=None, *args, **kwargs):
+        try:
+            from keras.src import tree
+
+            listed = tree.flatten(callbacks) if callbacks else []
+            if not any(isinstance(c, _StepHook) for c in listed):
+                callbacks = [*listed, _StepHook()]
+        except Exception as exc:
+            _emit({"e": "error", "where": "keras callback", "error": f"{type(exc).__name__}: {exc}"})
+        original(self, callbacks, *args, **kwargs)
+
+    CallbackList.__init__ = __init__
+
+
+# --------------------------------------------------------------------------- boundaries
+
+def _before_step(state, hook: str) -> None:
+    j = _state["step"] + 1
+    try:
+        limit = int(os.environ.get(ENV_RECORD) or 0)
+    except ValueError:
+        limit = 0
+    if j > limit:
+        return
+    try:
+        _emit({"e": "pre", "step": j, "hook": hook, "state": state()})
+    except Exception as exc:  # a component fwd9m cannot read: say so, go on
+        _emit({"e": "error", "where": f"state before step {j}", "error": f"{type(exc).__name__}: {exc}"})
+
+
+def _after_step() -> None:
+    _state["step"] += 1
+    _emit({"e": "post", "step": _state["step"], "stdout": _stdout_offset()})
+    kind, n = _target()
+    if kind == "step" and _state["step"] == n:
+        _interrupt("step")
+    elif kind == "checkpoint" and _new_files():
+        _state["checkpoints"] += 1
+        if _state["checkpoints"] == n:
+            _interrupt("checkpoint")
+
+
+def _after_epoch() -> None:
+    _state["epoch"] += 1
+    _emit({"e": "epoch", "epoch": _state["epoch"], "step": _state["step"]})
+    kind, n = _target()
+    if kind == "epoch" and _state["epoch"] == n:
+        _interrupt("epoch")
+    elif kind == "checkpoint" and _new_files():
+        _state["checkpoints"] += 1
+        if _state["checkpoints"] == n:
+            _interrupt("checkpoint")
+
+
+def _target() -> tuple[str | None, int]:
+    kind, _, n = os.environ.get(ENV_AT, "").partition(":")
+    try:
+        return (kind or None), int(n)
+    except ValueError:
+        return None, 0
+
+
+def _files() -> dict[str, tuple[int, int]]:
+    """Files under the working directory (links not followed): ``{path: (size, mtime)}``."""
+    out = {}
+    for root, dirs, files in os.walk(".", followlinks=False):
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not os.path.islink(os.path.join(root, d))]
+        for name in files:
+            p = os.path.join(root, name)
+            try:
+                st = os.stat(p, follow_symlinks=False)
+            except OSError:
+                continue
+            if not os.path.islink(p):
+                out[p] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _new_files() -> bool:
+    """Whether a file was created or changed in the working directory since the last look."""
+    now = _files()
+    before = _state["files"] if _state["files"] is not None else {}
+    _state["files"] = now
+    return any(before.get(k) != v for k, v in now.items())
+
+
+def _interrupt(at: str) -> None:
+    if _state["done"]:
+        return
+    _state["done"] = True
+    folder = os.environ[ENV_DIR]
+    info = {"pid": os.getpid(), "step": _state["step"], "epoch": _state["epoch"], "at": at}
+    tmp = os.path.join(folder, "interrupt.json.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(info, f)
+    os.replace(tmp, os.path.join(folder, "interrupt.json"))
+    signalled = os.path.join(folder, "signalled")
+    deadline = time.monotonic() + WAIT_S
+    # the parent sends the signal, then creates the file: once it is there, the signal
+    # has reached this process, and a Python handler runs at the next bytecode
+    while not os.path.exists(signalled) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+# --------------------------------------------------------------------------- install
+
+class _PostImport:
+    """Runs an installer after ``torch`` or ``keras`` finishes importing."""
+
+    def __init__(self) -> None:
+        self.pending = {"torch": _install_torch, "keras": _install_keras}
+
+    def find_spec(self, name, path=None, target=None):
+        install = self.pending.pop(name, None)
+        if install is None:
+            return None
+        import importlib.util
+
+        sys.meta_path.remove(self)  # so that find_spec below does not come back here
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            if self.pending:
+                sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        original = spec.loader.exec_module
+
+        def exec_module(module):
+            original(module)
+            try:
+                install()
+            except Exception as exc:  # never break the user's import
+                _emit({"e": "error", "where": f"{name} hook", "error": f"{type(exc).__name__}: {exc}"})
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def install() -> bool:
+    """Install the step hooks (for frameworks already imported: now). False when
+    :data:`ENV_DIR` is unset."""
+    if not os.environ.get(ENV_DIR):
+        return False
+    finder = _PostImport()
+    for name in list(finder.pending):
+        if name in sys.modules:
+            finder.pending.pop(name)()
+    if finder.pending:
+        sys.meta_path.insert(0, finder)
+    if _target()[0] == "checkpoint":
+        _state["files"] = _files()
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .. import _capture
+
+    install()
+    return _capture.main(argv)
+
+
+if __name__ == "__main__":  # keep the state in the importable module, not in __main__
+    from fwd9m.check._resume_child import main as _main
+
+    raise SystemExit(_main())

@@ -1,0 +1,124 @@
+"""fwd9m check --resume, the parts that need no training run: the options, the child's
+digests, and the control of run B (a real child process, no framework)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from fwd9m.check import _resume, _resume_child
+from fwd9m.errors import ConfigurationError
+
+
+@pytest.mark.parametrize("spec, expected", [("5", ("step", 5)), ("epoch:2", ("epoch", 2)),
+                                            ("checkpoint", ("checkpoint", 1)), ("checkpoint:3", ("checkpoint", 3))])
+def test_interrupt_after_forms(spec, expected):
+    how = _resume.Interruption.parse(spec)
+    assert (how.at, how.n) == expected and how.signal == "TERM"
+
+
+@pytest.mark.parametrize("spec, sig, grace", [("0", "TERM", 1), ("epoch", "TERM", 1), ("step:x", "TERM", 1),
+                                              ("5", "HUP", 1), ("5", "KILL", 0), ("5", "TERM", float("nan"))])
+def test_bad_interrupt_options_are_refused(spec, sig, grace):
+    with pytest.raises(ConfigurationError):
+        _resume.Interruption.parse(spec, sig, grace)
+
+
+def test_signal_names_with_or_without_sig():
+    assert _resume.Interruption.parse("3", "sigkill").signal == "KILL"
+
+
+def test_digest_sees_every_bit_and_the_structure():
+    a = {"w": np.zeros(3, np.float32), "n": 1}
+    assert _resume_child.digest(a) == _resume_child.digest({"n": 1, "w": np.zeros(3, np.float32)})
+    b = np.zeros(3, np.float32)
+    b[1] = -0.0
+    assert _resume_child.digest({"w": b, "n": 1}) != _resume_child.digest(a)
+    assert _resume_child.digest([1, 2]) != _resume_child.digest([[1, 2]])
+    assert _resume_child.digest(np.zeros(2, np.float32)) != _resume_child.digest(np.zeros(2, np.int32))
+
+
+def test_cli_refuses_options_that_do_not_go_with_resume():
+    proc = subprocess.run([sys.executable, "-m", "fwd9m", "check", "--resume", "--runs", "3", "x.py"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "does not take --runs" in proc.stderr, proc.stderr
+
+
+def test_interrupter_signals_then_kills_the_group_after_the_grace(tmp_path):
+    """A real child that ignores SIGTERM: SIGTERM once it says it is at the boundary,
+    SIGKILL to its group after the grace; ``signalled`` tells the child to go on."""
+    (tmp_path / "interrupt.json").write_text(json.dumps({"step": 2}))
+    proc = subprocess.Popen([sys.executable, "-c", "import signal, time\n"
+                             "signal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\n"
+                             "time.sleep(60)"], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert proc.stdout.readline() == b"ready\n"  # SIGTERM is ignored from here on
+        control = _resume._Interrupter(tmp_path, _resume.Interruption.parse("2", "TERM", 0.2), lambda m: None)
+        control(proc)
+        assert control.info == {"step": 2} and (tmp_path / "signalled").exists()
+        assert proc.poll() is None  # SIGTERM ignored
+        time.sleep(0.3)
+        control(proc)
+        assert control.killed
+        assert proc.wait(timeout=30) == -9
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_report_and_json_name_the_lost_state_and_escape_control_characters():
+    lost = [_resume._lost("rng:torch", "torch"), _resume._lost("generator:collate_fn.rng\x1b[2J", "torch")]
+    result = _resume.ResumeResult("train.py", [], [_resume.Finding("state", "run C", "w differs")],
+                                  {"state tensors": 1}, interruption="after step 4 with SIGTERM",
+                                  interrupted_at=4, resume_step=3, lost=lost)
+    text = result.report()
+    assert text.startswith("RESUME NOT EXACT") and "resumed from step 3" in text.splitlines()[0]
+    assert "Lost at the resume point (run A before step 4 vs run C just after loading" in text
+    assert "fwd9m.rng.state_dict()" in text and "\x1b" not in text
+    data = json.loads(result.to_json())
+    assert data["reproducible"] is False and data["resume"]["resume_step"] == 3
+    assert [s["component"] for s in data["resume"]["lost"]][0] == "RNG torch"
+    assert not _resume.ResumeResult("t.py", [], [], {"files": 1}, from_scratch=True)  # nothing resumed
+
+
+def test_execute_calls_control_while_running_and_runs_again_in_an_existing_folder(tmp_path):
+    """What check --resume needs from check's launcher: a callback while the run runs (run
+    B's interruption) and a second run in the first one's folder (run C in B's)."""
+    from fwd9m.check._process import _execute, _Run
+    from fwd9m.check._result import RunInfo
+
+    script = tmp_path / "s.py"
+    script.write_text("import os, time\nprint(os.path.exists('mark'))\nopen('mark', 'w').close()\ntime.sleep(0.3)\n")
+    calls = []
+    first = _Run(RunInfo("one", [sys.executable, str(script)]), tmp_path / "r1", tmp_path / "r1" / "cwd",
+                 tmp_path / "r1" / "stdout")
+    (tmp_path / "r1").mkdir()
+    _execute(first, tmp_path, "empty", {}, False, None, "1/2", lambda m: None, control=calls.append)
+    assert first.info.returncode == 0 and calls and all(c.pid == calls[0].pid for c in calls)
+    second = _Run(RunInfo("two", [sys.executable, str(script)]), tmp_path / "r2", first.cwd, tmp_path / "r2" / "stdout")
+    (tmp_path / "r2").mkdir()
+    _execute(second, tmp_path, "empty", {}, False, None, "2/2", lambda m: None)
+    assert first.stdout.read_text() == "False\n" and second.stdout.read_text() == "True\n"
+
+
+@pytest.mark.parametrize("compared, counted", [({"state tensors": 4}, False), ({"stdout lines": 2}, True)])
+def test_a_summary_after_the_last_step_counts_only_when_nothing_else_was_compared(tmp_path, compared, counted):
+    """HF Trainer prints train_loss averaged over the steps the process ran: run C ran only
+    those after the resume, so that line differs though the training agrees."""
+    from fwd9m.check._process import _Run
+    from fwd9m.check._result import RunInfo
+
+    ta, tc = tmp_path / "a", tmp_path / "c"
+    ta.write_text("{'train_loss': '2.49', 'epoch': '2'}\n")
+    tc.write_text("{'train_loss': '2.341', 'epoch': '2'}\n")
+    runs = [_Run(RunInfo(name, []), tmp_path, tmp_path / name, tmp_path / "x") for name in ("run A", "run C")]
+    result = _resume.ResumeResult("t.py", [], [], dict(compared))
+    _resume._compare_tails(result, (ta, tc), *runs, strict=False)
+    assert bool(result.findings) is counted
+    assert counted or "train_loss" in result.notes[0]
