@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from . import _frameworks
-from .enable import Change, Changes, cite, env_change, seed_change, set_env, too_late
+from .. import _frameworks
+from ..enable import Change, Changes, cite, env_change, seed_change, set_env, too_late
 
 __all__ = ["enable_determinism", "startup_env", "XLA_DETERMINISM_FLAG", "NEWEST_KNOWN",
            "backend_initialized"]
@@ -109,7 +109,7 @@ def _too_late(platforms: list[str]) -> None:
         too_late("JAX's backend (" + ", ".join(platforms) + ") was already initialised, so "
                  f"XLA_FLAGS {XLA_DETERMINISM_FLAG} has no effect in this process.\n" + fix)
     else:
-        from ._log import logger
+        from .._log import logger
 
         logger.info("JAX backend (%s) already up: %s takes effect only in new processes; "
                     "it matters on GPU only", ", ".join(platforms) or "unknown",
