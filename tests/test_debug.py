@@ -723,7 +723,7 @@ def test_recorder_error_is_not_recorded_and_program_goes_on(tmp_path, monkeypatc
     raise for one op: a recorder bug cannot be produced on purpose otherwise) never
     reaches the program: the op runs once, its result is unchanged, the op is written as
     'not recorded' and the report says so."""
-    from fwd9m.debug import _torch as rec_torch
+    from fwd9m.torch import _recorder as rec_torch
 
     original = rec_torch.TorchRecorder._tensor
 

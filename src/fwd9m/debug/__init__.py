@@ -92,7 +92,7 @@ def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[
     Args:
         path: trace file to write (default: a new temporary file; see ``Trace.path``).
         framework: "torch", "tensorflow" (Keras 3 on TF included), "jax" (see
-            :mod:`fwd9m.debug._jax`: a jitted call is one op) or a list; default: those
+            :mod:`fwd9m.jax._recorder`: a jitted call is one op) or a list; default: those
             already imported (jax only when neither torch nor TF/Keras is: Keras 3
             imports jax whatever its backend).
         level: "sequence" (ops, shapes, dtypes), "digests" (default: + a 64-bit digest
@@ -112,7 +112,7 @@ def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[
     Raises:
         ConfigurationError: unknown level/framework, or level "full" without capture.
         UnsupportedVersionError: JAX only: the installed jax lacks a private function the
-            recorder hooks (:mod:`fwd9m._jax_private`).
+            recorder hooks (:mod:`fwd9m.jax._private`).
     """
     names = _frameworks(framework)
     for n in names:
@@ -139,15 +139,15 @@ def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[
     recorders = []
     for n in names:
         if n == "torch":
-            from ._torch import TorchRecorder
+            from ..torch._recorder import TorchRecorder
 
             recorders.append(TorchRecorder(rec))
         elif n == "jax":
-            from ._jax import JaxRecorder
+            from ..jax._recorder import JaxRecorder
 
             recorders.append(JaxRecorder(rec))
         else:
-            from ._tensorflow import TFRecorder
+            from ..tensorflow._recorder import TFRecorder
 
             recorders.append(TFRecorder(rec))
     trace = Trace(path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
-from .. import _keras_private
+from ..keras import _private as _keras_private
 from ..errors import ConfigurationError
 from ._adapters import _keras_sg_get, _keras_sg_set, _np, _py_get, _py_set, _tfgen_get, _tfgen_set
 

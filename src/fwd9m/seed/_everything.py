@@ -13,7 +13,7 @@ import secrets
 import sys
 from typing import Any, Callable, Iterable
 
-from .. import _keras_private
+from ..keras import _private as _keras_private
 from .._frameworks import installed_version, resolve
 from .._log import logger
 from ..errors import ConfigurationError

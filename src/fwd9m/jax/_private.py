@@ -1,4 +1,4 @@
-"""The one module that touches JAX's private dispatch API (as :mod:`fwd9m._torch_dispatch`
+"""The one module that touches JAX's private dispatch API (as :mod:`fwd9m.torch._private`
 is for torch).
 
 Everything here is private to JAX and may change between releases; keep its use in
@@ -186,7 +186,7 @@ def eager_hooks(handler: Handler) -> Iterator[None]:
     """
     import jax
 
-    from .errors import UnsupportedVersionError
+    from ..errors import UnsupportedVersionError
 
     try:
         from jax._src import core, pjit

@@ -47,8 +47,8 @@ from typing import Any
 
 from .. import fingerprint as fp
 from .._log import logger
-from ._common import Recording, guarded, user_location
-from ._store import HAS_SAMPLE, SEP
+from ..debug._common import Recording, guarded, user_location
+from ..debug._store import HAS_SAMPLE, SEP
 
 __all__ = ["TFRecorder"]
 
@@ -110,7 +110,7 @@ def _graph_attrs_text(attrs) -> str | None:
     items = []
     for k, av in _attr_pairs(attrs):
         if not hasattr(av, "WhichOneof"):
-            from ._common import value_text
+            from ..debug._common import value_text
 
             items.append(f"{k}={value_text(av)}")
             continue
@@ -484,7 +484,7 @@ class TFRecorder:
         map, as tfdbg2's dumping_callback does)."""
         from tensorflow.python.util import tf_stack
 
-        from ._common import _is_library, _short
+        from ..debug._common import _is_library, _short
 
         for frame in reversed(tf_stack.extract_stack()):
             fn = frame.filename
