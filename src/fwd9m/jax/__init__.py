@@ -26,9 +26,6 @@ __all__ = ["enable_determinism", "startup_env", "XLA_DETERMINISM_FLAG", "NEWEST_
 XLA_DETERMINISM_FLAG = "--xla_gpu_deterministic_ops=true"
 #: Newest JAX this recipe was checked against (the version CI installs).
 NEWEST_KNOWN = Version("0.10")
-#: Where JAX keeps its initialised backends: ``backends_are_initialized()`` in
-#: https://github.com/jax-ml/jax/blob/main/jax/_src/xla_bridge.py (private API).
-_XLA_BRIDGE = "jax._src.xla_bridge"
 
 _FLAG_WHY = ("XLA on GPU implements scatter-add and autotuned GEMM/conv with "
              "nondeterministic kernels; the flag selects deterministic ones")
@@ -51,17 +48,10 @@ def startup_env(version: str | None = None, environ: dict | None = None) -> list
 
 def backend_initialized() -> tuple[bool, list[str]]:
     """(whether JAX has initialised its backends, their platform names). Never
-    initialises a backend itself."""
-    import importlib
+    initialises a backend itself (reads JAX-private state: :mod:`fwd9m.jax._private`)."""
+    from ._private import initialized_backends
 
-    try:
-        xb = importlib.import_module(_XLA_BRIDGE)
-    except ImportError:
-        return False, []
-    backends = dict(getattr(xb, "_backends", {}) or {})
-    up = xb.backends_are_initialized() if hasattr(xb, "backends_are_initialized") else bool(backends)
-    platforms = sorted({str(getattr(b, "platform", name)) for name, b in backends.items()})
-    return bool(up), platforms
+    return initialized_backends()
 
 
 def enable_determinism(seed: int | None = None) -> Changes:

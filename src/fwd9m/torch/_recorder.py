@@ -210,7 +210,7 @@ class TorchRecorder:
         except ImportError:  # pragma: no cover
             return
         phase_stack = self._phase_stack
-        for cls, attr in ((dl._BaseDataLoaderIter, "__next__"), (dl.DataLoader, "__iter__")):
+        for cls, attr in ((self._dispatch.dataloader_iter_class(), "__next__"), (dl.DataLoader, "__iter__")):
             original = cls.__dict__.get(attr)
             if original is None:
                 continue
