@@ -356,8 +356,11 @@ def test_framework_detection_reads_every_import_statement(tmp_path):
     script = tmp_path / "s.py"
     script.write_text("import os, torch\n")
     assert detect_frameworks(str(script), False) == ["torch"]
+    # Keras is named as such: its backend is known only once the script imported it
     script.write_text("def main():\n    from keras import layers\n")
-    assert detect_frameworks(str(script), False) == ["tensorflow"]
+    assert detect_frameworks(str(script), False) == ["keras"]
+    script.write_text("import tf_keras\nimport jax, torch\n")  # tf-keras runs on TF; registry order
+    assert detect_frameworks(str(script), False) == ["tensorflow", "torch", "jax"]
     script.write_text("import torchvision_like_name\n")
     assert detect_frameworks(str(script), False) == []
 
