@@ -139,7 +139,8 @@ def seed_everything(seed: int | None = None,
         np.random.seed(seed)
     # Order matters: a backend whose seed() reseeds others (Keras' set_random_seed
     # reseeds TF and torch) runs first, and the framework-specific calls have the last word.
-    ordered = sorted(_frameworks.backends(names), key=lambda b: not b.seeds_others)
+    ordered = sorted(_frameworks.backends([n for n in _frameworks.FRAMEWORKS if n in names]),
+                     key=lambda b: not b.seeds_others)
     for b in ordered:
         try:
             b.seed(seed)
