@@ -357,8 +357,11 @@ def test_framework_detection_reads_every_import_statement(tmp_path):
     script = tmp_path / "s.py"
     script.write_text("import os, torch\n")
     assert detect_frameworks(str(script), False) == ["torch"]
+    # Keras is named as such: its backend is known only once the script imported it
     script.write_text("def main():\n    from keras import layers\n")
-    assert detect_frameworks(str(script), False) == ["tensorflow"]
+    assert detect_frameworks(str(script), False) == ["keras"]
+    script.write_text("import tf_keras\nimport jax, torch\n")  # tf-keras runs on TF; registry order
+    assert detect_frameworks(str(script), False) == ["tensorflow", "torch", "jax"]
     script.write_text("import torchvision_like_name\n")
     assert detect_frameworks(str(script), False) == []
 
@@ -724,7 +727,7 @@ def test_recorder_error_is_not_recorded_and_program_goes_on(tmp_path, monkeypatc
     raise for one op: a recorder bug cannot be produced on purpose otherwise) never
     reaches the program: the op runs once, its result is unchanged, the op is written as
     'not recorded' and the report says so."""
-    from fwd9m.debug import _torch as rec_torch
+    from fwd9m.torch import _recorder as rec_torch
 
     original = rec_torch.TorchRecorder._tensor
 

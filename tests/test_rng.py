@@ -87,11 +87,11 @@ def test_keras_model_seed_generators_by_path():
 
 
 def test_keras_private_api_matches_installed_keras():
-    """fwd9m._keras_private's facts hold for the installed Keras: where
+    """fwd9m.keras._private's facts hold for the installed Keras: where
     keras.utils.set_random_seed stores the seed, that it drops the global SeedGenerator,
     that keras.random recreates it, and that a model's seed generators are found."""
     keras = pytest.importorskip("keras")
-    from fwd9m import _keras_private as kp
+    from fwd9m.keras import _private as kp
 
     keras.utils.set_random_seed(5)
     assert kp.global_seed() == 5 and kp.global_seed_generator() is None

@@ -26,7 +26,10 @@ import sys
 import warnings
 from pathlib import Path
 
-__all__ = ["install", "uninstall", "bootstrap_dir", "ENV_ENABLE", "ENV_VERBOSE", "FRAMEWORK_MODULES"]
+from . import _frameworks
+
+__all__ = ["install", "uninstall", "bootstrap_dir", "after_import", "ENV_ENABLE", "ENV_VERBOSE",
+           "FRAMEWORK_MODULES"]
 
 #: "1": the sitecustomize installs the hook. ``fwd9m run --no-enable`` leaves it unset.
 ENV_ENABLE = "FWD9M_RUN_ENABLE"
@@ -34,8 +37,8 @@ ENV_ENABLE = "FWD9M_RUN_ENABLE"
 ENV_VERBOSE = "FWD9M_RUN_VERBOSE"
 #: ``warn_only`` for torch ("1"/"0").
 ENV_WARN_ONLY = "FWD9M_RUN_WARN_ONLY"
-#: top-level module -> fwd9m framework module
-FRAMEWORK_MODULES = {"tensorflow": "tensorflow", "keras": "keras", "torch": "torch", "jax": "jax"}
+#: top-level module -> fwd9m framework module (from the registry, :mod:`fwd9m._frameworks`)
+FRAMEWORK_MODULES = {f.module: f.name for f in _frameworks.FRAMEWORKS.values()}
 
 _finder: "_EnableOnImport | None" = None
 
@@ -144,6 +147,20 @@ class _EnableOnImport:
         if name in self.pending:
             self.pending.discard(name)
             self._callback(name)
+
+
+def after_import(names, callback) -> _EnableOnImport:
+    """Call ``callback(name)`` once for each top-level module in ``names`` just after it
+    has been imported (now, for those already imported); returns the finder (remove it
+    from :data:`sys.meta_path` to stop). ``fwd9m debug`` starts its recorders this way,
+    after the user's script imported the framework, never before."""
+    pending = [n for n in names if n not in sys.modules]
+    finder = _EnableOnImport(pending, callback)
+    sys.meta_path.insert(0, finder)
+    for name in names:
+        if name in sys.modules:
+            callback(name)
+    return finder
 
 
 def _configure_logging() -> None:

@@ -41,7 +41,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from . import _keras_private
+from .keras import _private as _keras_private
 
 ENV_DIR = "FWD9M_CHECK_CAPTURE"
 #: a fixed string whose ``hash()`` differs between interpreters unless PYTHONHASHSEED is set

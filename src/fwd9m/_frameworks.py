@@ -1,17 +1,24 @@
-"""Which frameworks fwd9m knows, which are installed, and which are already imported.
+"""The one registry of frameworks: which fwd9m knows, which are installed, which are
+already imported, and the :class:`~fwd9m._backend.Backend` of each.
 
 Nothing here imports a framework: installed versions come from package metadata
-(``importlib.metadata``), imported ones from ``sys.modules``.
+(``importlib.metadata``), imported ones from ``sys.modules``; a backend module is
+imported on first use and imports its framework only inside its methods. An unknown
+name raises :class:`~fwd9m.errors.ConfigurationError` listing the known ones (as
+Lightning's ``accelerators/registry.py`` does).
 """
 
 from __future__ import annotations
 
-import importlib.metadata as _md
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._backend import Backend
 
 __all__ = ["FRAMEWORKS", "Framework", "installed_version", "is_imported", "imported", "of_module",
-           "resolve"]
+           "resolve", "backend", "backends"]
 
 
 @dataclass(frozen=True)
@@ -22,19 +29,26 @@ class Framework:
     #: top-level modules of libraries that train through it (a script importing
     #: ``pytorch_lightning`` uses torch even if it never imports torch itself)
     libraries: tuple[str, ...] = ()
+    #: ``module:Class`` of its :class:`~fwd9m._backend.Backend`
+    backend: str = ""
 
 
+#: the only list of frameworks: adding one is a package ``fwd9m/<name>/`` and a line here
 FRAMEWORKS: dict[str, Framework] = {
     f.name: f
     for f in (
         Framework("tensorflow", "tensorflow",
                   ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-macos"),
-                  ("tf_keras", "tensorflow_datasets", "tensorflow_hub", "tensorflow_addons")),
-        Framework("keras", "keras", ("keras", "keras-nightly"), ("keras_hub", "keras_nlp", "keras_cv")),
+                  ("tf_keras", "tensorflow_datasets", "tensorflow_hub", "tensorflow_addons"),
+                  "fwd9m.tensorflow._backend:TensorFlowBackend"),
+        Framework("keras", "keras", ("keras", "keras-nightly"), ("keras_hub", "keras_nlp", "keras_cv"),
+                  "fwd9m.keras._backend:KerasBackend"),
         Framework("torch", "torch", ("torch",),
                   ("torchvision", "torchaudio", "torchtext", "torchmetrics", "pytorch_lightning", "lightning",
-                   "accelerate", "transformers", "timm", "deepspeed")),
-        Framework("jax", "jax", ("jax",), ("flax", "optax", "orbax", "haiku", "equinox", "chex", "jraph")),
+                   "accelerate", "transformers", "timm", "deepspeed"),
+                  "fwd9m.torch._backend:TorchBackend"),
+        Framework("jax", "jax", ("jax",), ("flax", "optax", "orbax", "haiku", "equinox", "chex", "jraph"),
+                  "fwd9m.jax._backend:JaxBackend"),
     )
 }
 
@@ -60,6 +74,8 @@ def _lookup(name: str) -> Framework:
 
 def installed_version(name: str) -> str | None:
     """Version string of framework ``name`` from package metadata, or None if absent."""
+    import importlib.metadata as _md  # here: it costs start-up time in hooked interpreters
+
     for dist in _lookup(name).distributions:
         try:
             return _md.version(dist)
@@ -84,3 +100,28 @@ def resolve(frameworks: str | list[str] | tuple[str, ...] | None) -> list[str]:
     if isinstance(frameworks, str):
         frameworks = [frameworks]
     return [_lookup(n).name for n in frameworks]
+
+
+_BACKENDS: dict[str, Any] = {}
+
+
+def backend(name: str) -> Backend:
+    """The backend of framework ``name`` (created once; imports no framework).
+
+    Raises:
+        ConfigurationError: ``name`` is not a known framework (the message lists them).
+    """
+    b = _BACKENDS.get(name)
+    if b is None:
+        import importlib
+
+        f = _lookup(name)
+        module, _, cls = f.backend.partition(":")
+        b = _BACKENDS[name] = getattr(importlib.import_module(module), cls)(
+            f.name, f.module, f.distributions, f.libraries)
+    return b
+
+
+def backends(frameworks: str | list[str] | tuple[str, ...] | None = None) -> list[Backend]:
+    """Backends of :func:`resolve` ``(frameworks)``: the imported frameworks' by default."""
+    return [backend(n) for n in resolve(frameworks)]

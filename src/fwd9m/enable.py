@@ -178,9 +178,6 @@ def too_late(message: str) -> None:
     warnings.warn(message, TooLateWarning, stacklevel=4)
 
 
-_ORDER = ("tensorflow", "keras", "torch", "jax")
-
-
 def enable_determinism(seed: int | None = None,
                        frameworks: str | list[str] | tuple[str, ...] | None = None,
                        **options: Any) -> Changes:
@@ -225,16 +222,17 @@ def enable_determinism(seed: int | None = None,
         from .keras import active_backend
 
         backend = active_backend()
-    for name in _ORDER:
-        if name not in names:
-            continue
+    order = [n for n in _frameworks.FRAMEWORKS if n in names]  # registry order
+    for name in order:
         module = importlib.import_module(f"fwd9m.{name}")
         kwargs = {k: v for k, v in options.items() if k in _accepted(module.enable_determinism)}
         if name == "keras":
             kwargs["include_backend"] = backend not in names
         # seed once, below, for every framework together
         result.extend_from(module.enable_determinism(seed=None, **kwargs))
-    seeded = [n for n in ("keras", *_ORDER) if n in names or n == backend]
+    # the backend that reseeds others first (seed_everything's order)
+    first = [b.name for b in _frameworks.backends(list(_frameworks.FRAMEWORKS)) if b.seeds_others]
+    seeded = [n for n in (*first, *_frameworks.FRAMEWORKS) if n in names or n == backend]
     change = seed_change("+".join(names), seed, list(dict.fromkeys(seeded)))
     if change:
         result.append(change)

@@ -120,50 +120,12 @@ def _packages() -> dict[str, str]:
 
 
 def _framework_runtime(name: str) -> dict[str, Any]:
-    """What an imported framework says about itself: threads, CUDA, cuDNN, devices."""
-    info: dict[str, Any] = {}
+    """What an imported framework says about itself: threads, CUDA, cuDNN, devices
+    (:meth:`fwd9m._backend.Backend.runtime_info`)."""
     try:
-        if name == "torch":
-            import torch
-
-            info["version"] = torch.__version__
-            info["intra_op_threads"] = torch.get_num_threads()
-            info["inter_op_threads"] = torch.get_num_interop_threads()
-            info["cuda"] = torch.version.cuda
-            info["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-            info["cuda_devices"] = torch.cuda.device_count() if torch.cuda.is_available() else 0
-            info["deterministic_algorithms"] = torch.are_deterministic_algorithms_enabled()
-            info["cudnn_benchmark"] = bool(torch.backends.cudnn.benchmark)
-            info["cudnn_deterministic"] = bool(torch.backends.cudnn.deterministic)
-            info["mkldnn"] = bool(torch.backends.mkldnn.is_available())
-        elif name == "tensorflow":
-            import tensorflow as tf
-
-            info["version"] = tf.__version__
-            info["intra_op_threads"] = tf.config.threading.get_intra_op_parallelism_threads()
-            info["inter_op_threads"] = tf.config.threading.get_inter_op_parallelism_threads()
-            build = dict(tf.sysconfig.get_build_info())
-            info["cuda"] = build.get("cuda_version")
-            info["cudnn"] = build.get("cudnn_version")
-            info["gpus"] = len(tf.config.list_physical_devices("GPU"))
-            from .tensorflow._enable import _op_determinism_enabled  # the one private read
-
-            info["op_determinism"] = _op_determinism_enabled(tf)
-        elif name == "jax":
-            import jax
-
-            info["version"] = jax.__version__
-            info["backend"] = jax.default_backend()
-            info["devices"] = [str(d) for d in jax.devices()]
-        elif name == "keras":
-            import keras
-
-            info["version"] = keras.__version__
-            backend = getattr(keras, "backend", None)
-            info["backend"] = backend.backend() if backend and hasattr(backend, "backend") else None
+        return _frameworks.backend(name).runtime_info()
     except Exception as exc:  # a broken install is itself information
-        info["error"] = f"{type(exc).__name__}: {exc}"
-    return info
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def collect(import_frameworks: bool = False, frameworks: list[str] | None = None) -> dict[str, Any]:

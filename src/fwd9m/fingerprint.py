@@ -368,11 +368,12 @@ def digest(value) -> int:
     Python scalar (via NumPy). Raises ``TypeError`` for anything else."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return digest_bytes(value)
-    mod = type(value).__module__ or ""
-    if mod.startswith("torch"):
-        return torch_digest(value)
-    if mod.startswith("tensorflow") or mod.startswith("keras"):
-        return tf_digest(value)
+    from . import _frameworks
+
+    for b in _frameworks.backends(list(_frameworks.FRAMEWORKS)):
+        d = b.digest(value)
+        if d is not None:
+            return d
     import numpy as np
 
     return numpy_digest(np.asarray(value))

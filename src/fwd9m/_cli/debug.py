@@ -40,8 +40,11 @@ def add_arguments(p) -> None:
     p.add_argument("--capture", metavar="OPS",
                    help="store full tensors for these ops: names (index_put_,MatMul) or "
                         "SEQ:RADIUS windows, comma-separated")
-    p.add_argument("--framework", action="append", choices=("torch", "tensorflow", "keras", "jax"),
-                   help="framework(s) to record (default: from the script's imports)")
+    from .._frameworks import FRAMEWORKS
+
+    p.add_argument("--framework", action="append", choices=tuple(FRAMEWORKS),
+                   help="framework(s) to record (default: from the script's imports; Keras is "
+                        "recorded on its active backend)")
     p.add_argument("-m", dest="module", action="store_true", help="TARGET is a module (python -m)")
     p.add_argument("--keep", metavar="DIR", help="keep the traces in DIR (without it they are "
                                                  "deleted on exit)")
@@ -118,8 +121,7 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
             raise ConfigurationError(f"{target} imports neither torch nor tensorflow/keras nor jax (read "
                                      f"from its import statements); name the framework it uses: fwd9m debug "
                                      f"--framework torch|tensorflow|jax ...")
-    frameworks = ",".join("tensorflow" if f == "keras" else f for f in args.framework) \
-        if args.framework else "-"
+    frameworks = ",".join(args.framework) if args.framework else "-"
     cwd, watch, env = _run_folder(args, out, env)
     cmd = [sys.executable, "-m", "fwd9m.debug._child", os.path.abspath(out), level or args.level,
            args.capture or "-", steps or _steps(args.steps), frameworks,

@@ -44,6 +44,7 @@ import sys
 from dataclasses import dataclass
 from importlib import resources
 
+from .. import _frameworks
 from ..errors import CatalogError, FileFormatError
 from ._model import BEHAVIOURS, DEVICES, DIRECTIONS, KINDS, Entry, Solution, parse_specifier, \
     parse_version
@@ -55,8 +56,8 @@ else:  # pragma: no cover
 
 __all__ = ["FRAMEWORKS", "Switch", "load", "switch"]
 
-#: catalog frameworks, one data file each
-FRAMEWORKS = ("tensorflow", "keras", "torch", "jax", "python")
+#: catalog frameworks, one data file each: the registry's, and Python itself
+FRAMEWORKS = (*_frameworks.FRAMEWORKS, "python")
 
 _ID = re.compile(r"^[a-z]+\.[a-z0-9]+(?:-[a-z0-9]+)*$")
 _REQUIRED = ("id", "title", "summary", "kind", "affected", "references", "solutions")

@@ -14,7 +14,9 @@ def _debug_can_record(fp: dict[str, Any] | None) -> bool:
     TensorFlow/Keras, JAX); True when the runs' fingerprint is unknown."""
     if fp is None:
         return True
-    return bool(set(fp.get("frameworks") or {}) & {"torch", "tensorflow", "keras", "jax"})
+    from .. import _frameworks
+
+    return bool(set(fp.get("frameworks") or {}) & set(_frameworks.FRAMEWORKS))
 
 
 def _debug_args(display: str, command: bool) -> str:

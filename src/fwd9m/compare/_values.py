@@ -21,7 +21,6 @@ from typing import Any, Iterator
 MAX_DEPTH = 64
 
 _SCALARS = frozenset((bool, int, float, complex, str, bytes))
-_FRAMEWORK_ROOTS = ("torch", "tensorflow", "keras", "tf_keras", "jax", "jaxlib")
 
 
 @dataclass(frozen=True)
@@ -32,12 +31,22 @@ class Tensor:
     dtype: str
 
 
-def _root(obj: Any) -> str | None:
-    """The already-imported framework that ``obj``'s type (or a base) comes from."""
+_ROOTS: dict[str, Any] = {}
+
+
+def _backend_of(obj: Any):
+    """The backend of the already-imported framework that ``obj``'s type (or a base)
+    comes from (:attr:`fwd9m._backend.Backend.type_roots`), or None."""
+    roots = _ROOTS
+    if not roots:
+        from .. import _frameworks
+
+        roots.update({r: b for b in _frameworks.backends(list(_frameworks.FRAMEWORKS))
+                      for r in b.type_roots})
     for cls in type(obj).__mro__:
         root = cls.__module__.partition(".")[0]
-        if root in _FRAMEWORK_ROOTS and root in sys.modules:
-            return root
+        if root in roots and root in sys.modules:
+            return roots[root]
     return None
 
 
@@ -45,56 +54,6 @@ def _np():
     import numpy
 
     return numpy
-
-
-def _torch_array(t: Any) -> Tensor:
-    import torch
-
-    t = t.detach()
-    if t.layout != torch.strided:
-        t = t.to_dense()
-    if getattr(t, "is_quantized", False):
-        t = t.int_repr()
-    t = t.cpu().resolve_conj().resolve_neg().contiguous()
-    name = str(t.dtype).replace("torch.", "")
-    try:
-        return Tensor(t.numpy(), name)
-    except TypeError:  # dtypes NumPy lacks: bfloat16, float8_*, ...
-        pass
-    try:
-        import ml_dtypes
-
-        mlt = getattr(ml_dtypes, name)
-        bits = {1: torch.uint8, 2: torch.int16}[t.element_size()]
-        return Tensor(t.view(bits).numpy().view(mlt), name)
-    except (ImportError, AttributeError, KeyError, RuntimeError, TypeError):
-        # exact for bfloat16/float16/float8 (float32 holds every value)
-        return Tensor(t.float().numpy(), name)
-
-
-def _keras_weights(layer: Any) -> dict[str, Any]:
-    """A Keras 3 or tf-keras layer/model's variables by path, then its optimizer's."""
-    out: dict[str, Any] = {}
-
-    def add(prefix: str, variables) -> None:
-        for i, v in enumerate(variables):
-            name = getattr(v, "path", None) or getattr(v, "name", None) or str(i)
-            key = f"{prefix}{name}"
-            if key in out:
-                key = f"{key}#{i}"
-            out[key] = v
-
-    add("", getattr(layer, "weights", ()) or ())
-    opt = getattr(layer, "optimizer", None)
-    opt_vars = getattr(opt, "variables", None) if opt is not None else None
-    if callable(opt_vars):  # tf-keras: a method
-        try:
-            opt_vars = opt_vars()
-        except Exception:
-            opt_vars = None
-    if opt_vars:
-        add("optimizer/", opt_vars)
-    return out
 
 
 def to_numpy(value: Any) -> Tensor | None:
@@ -107,35 +66,11 @@ def to_numpy(value: Any) -> Tensor | None:
     if np is not None and isinstance(value, (np.ndarray, np.generic)):
         arr = np.asarray(value)
         return Tensor(arr, arr.dtype.name)
-    root = _root(value)
-    if root == "torch":
-        import torch
-
-        if isinstance(value, torch.Tensor):
-            return _torch_array(value)
-    elif root == "tensorflow":
-        import tensorflow as tf
-
-        if isinstance(value, (tf.Tensor, tf.Variable)) and hasattr(value, "numpy"):
-            try:
-                arr = np.asarray(value.numpy()) if np else _np().asarray(value.numpy())
-            except Exception:  # symbolic tensor inside a tf.function: no value
-                return None
-            return Tensor(arr, value.dtype.name)
-    elif root == "keras":
-        import keras
-
-        if isinstance(value, keras.Variable):
-            arr = _np().asarray(keras.ops.convert_to_numpy(value.value))
-            return Tensor(arr, str(value.dtype))
-    elif root in ("jax", "jaxlib"):
-        import jax
-
-        if isinstance(value, jax.Array):
-            name = str(value.dtype)
-            if jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
-                value = jax.random.key_data(value)
-            return Tensor(_np().asarray(value), name)
+    backend = _backend_of(value)
+    if backend is not None:
+        tensor = backend.to_numpy(value)
+        if tensor is not None:
+            return tensor
     if hasattr(value, "__array__") and not isinstance(value, type):
         try:
             arr = _np().asarray(value)
@@ -150,32 +85,8 @@ def _expand(value: Any) -> tuple[Mapping[str, Any], bool] | None:
     """Framework containers (modules, models, optimizers) as a mapping, and whether its
     keys are names the framework made up (Keras layer and variable names, TF variable
     names) rather than attribute names (a torch ``state_dict``); None for anything else."""
-    root = _root(value)
-    if root is None:
-        return None
-    if root == "torch":
-        import torch
-
-        if isinstance(value, (torch.nn.Module, torch.optim.Optimizer)) or (
-                callable(getattr(value, "state_dict", None)) and not isinstance(value, torch.Tensor)):
-            return value.state_dict(), False
-    if root in ("keras", "tf_keras", "tensorflow"):
-        layer_types = []
-        for mod in ("keras", "tf_keras"):
-            if mod in sys.modules:
-                layer_types.append(sys.modules[mod].layers.Layer)
-        if layer_types and isinstance(value, tuple(layer_types)):
-            return _keras_weights(value), True
-        if root == "tensorflow":
-            import tensorflow as tf
-
-            if isinstance(value, tf.Module):
-                out: dict[str, Any] = {}
-                for i, v in enumerate(value.variables):
-                    key = v.name if v.name not in out else f"{v.name}#{i}"
-                    out[key] = v
-                return out, True
-    return None
+    backend = _backend_of(value)
+    return None if backend is None else backend.expand(value)
 
 
 def _join(prefix: str, key: Any) -> str:

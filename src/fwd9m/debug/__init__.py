@@ -58,23 +58,54 @@ class Trace:
 
 
 def _frameworks(framework) -> list[str]:
+    """Names of the backends whose recorders see the ops of ``framework`` (a name or
+    list; default: the frameworks already imported). Keras resolves to its active
+    backend (:meth:`fwd9m._backend.Backend.recorded_by`); jax only when no other
+    recorded framework is imported (Keras 3 imports jax whatever its backend)."""
+    from .. import _frameworks as registry
+
     if framework is None:
-        found = [f for f in ("torch", "tensorflow") if f in sys.modules]
-        if "keras" in sys.modules and "tensorflow" not in found:
-            found.append("tensorflow")
-        if not found and "jax" in sys.modules:  # Keras 3 imports jax even on the TF backend
-            found.append("jax")
+        found = [n for n in _recorded_by(registry.backends()) if n]
+        others = [n for n in found if n != "jax" or _is_keras_backend(n)]
+        found = others or found
         if not found:
             raise ConfigurationError(
                 "record() found no framework imported; import torch, tensorflow or jax first, "
-                "or pass framework='torch' / 'tensorflow' / 'jax'")
-        return found
+                f"or pass framework= one of {', '.join(registry.FRAMEWORKS)}")
+        return list(dict.fromkeys(found))
     names = [framework] if isinstance(framework, str) else list(framework)
     for n in names:
-        if n not in ("torch", "tensorflow", "keras", "jax"):
-            raise ConfigurationError(f"debug.record supports torch, tensorflow/keras and jax, "
+        if n not in registry.FRAMEWORKS:
+            raise ConfigurationError(f"debug.record supports {', '.join(registry.FRAMEWORKS)}, "
                                      f"not {n!r}")
-    return ["tensorflow" if n == "keras" else n for n in names]
+    out = []
+    for b, n in zip(registry.backends(names), _recorded_by(registry.backends(names))):
+        if n is None:
+            raise ConfigurationError(f"debug.record cannot record {b.name} here: "
+                                     f"{_why_not_recorded(b)}")
+        out.append(n)
+    return list(dict.fromkeys(out))
+
+
+def _recorded_by(backends) -> list[str | None]:
+    return [b.recorded_by() for b in backends]
+
+
+def _is_keras_backend(name: str) -> bool:
+    """Whether ``name`` is the active backend of an imported Keras 3."""
+    from .. import _frameworks as registry
+
+    return any(b.name != name and b.recorded_by() == name for b in registry.backends())
+
+
+def _why_not_recorded(b) -> str:
+    try:
+        b.recorder(None)
+    except ConfigurationError as exc:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - only the message is wanted
+        pass
+    return "no recorder for it"
 
 
 _ENV_CACHE: dict[tuple, dict] = {}
@@ -86,7 +117,10 @@ def _header(frameworks: list[str], level: str, program: dict | None) -> dict[str
     key = (tuple(frameworks), os.environ.get("PYTHONHASHSEED"))
     env = _ENV_CACHE.get(key)
     if env is None:  # collected once per process (package metadata reads cost ~20-50 ms)
-        env = _ENV_CACHE[key] = environment.collect(import_frameworks=True, frameworks=frameworks)
+        # the frameworks recorded are imported by now; a framework not yet imported is
+        # not imported here (it would run before the user's script: Keras picks its
+        # backend when imported)
+        env = _ENV_CACHE[key] = environment.collect()
     return {"frameworks": frameworks, "level": level, "created": time.time(),
             "program": program or {"argv": list(sys.argv)}, "environment": env}
 
@@ -100,10 +134,11 @@ def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[
 
     Args:
         path: trace file to write (default: a new temporary file; see ``Trace.path``).
-        framework: "torch", "tensorflow" (Keras 3 on TF included), "jax" (see
-            :mod:`fwd9m.debug._jax`: a jitted call is one op) or a list; default: those
-            already imported (jax only when neither torch nor TF/Keras is: Keras 3
-            imports jax whatever its backend).
+        framework: "torch", "tensorflow", "jax" (see :mod:`fwd9m.jax._recorder`: a
+            jitted call is one op), "keras" (recorded by its active backend's recorder,
+            ``keras.config.backend()``) or a list; default: those already imported (jax
+            only when it is Keras' backend or no other recorded framework is imported:
+            Keras 3 imports jax whatever its backend).
         level: "sequence" (ops, shapes, dtypes), "digests" (default: + a 64-bit digest
             of every input and output and 4 sampled values of each float output), or
             "full" (+ full tensors of the ops ``capture`` selects).
@@ -121,44 +156,26 @@ def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[
     Raises:
         ConfigurationError: unknown level/framework, or level "full" without capture.
         UnsupportedVersionError: JAX only: the installed jax lacks a private function the
-            recorder hooks (:mod:`fwd9m._jax_private`).
+            recorder hooks (:mod:`fwd9m.jax._private`).
     """
+    if framework is not None:
+        _import_named([framework] if isinstance(framework, str) else list(framework))
     names = _frameworks(framework)
-    for n in names:
-        try:
-            __import__(n)
-        except ImportError:
-            raise ConfigurationError(f"debug.record(framework={n!r}): {n} is not installed here; "
-                                     f"pip install it, or record the framework you use") from None
-    if level not in LEVELS:
-        raise ConfigurationError(f"unknown detail level {level!r}; use one of {', '.join(LEVELS)}")
-    spec = CaptureSpec(capture)
+    check_options(level, capture)
     made = path is None
     if made:
         fd, path = tempfile.mkstemp(suffix=".trace", prefix="fwd9m-")
         os.close(fd)
     path = os.fspath(path)
     try:
-        writer = TraceWriter(path, _header(names, level, program))
-        rec = Recording(writer, level=level, capture=spec, samples=samples, steps=steps)
+        writer, rec = _open(path, names, level, capture, samples, program, steps)
     except BaseException:
         if made:  # nothing recorded: leave no empty temporary file behind
             os.unlink(path)
         raise
-    recorders = []
-    for n in names:
-        if n == "torch":
-            from ._torch import TorchRecorder
+    from .. import _frameworks as registry
 
-            recorders.append(TorchRecorder(rec))
-        elif n == "jax":
-            from ._jax import JaxRecorder
-
-            recorders.append(JaxRecorder(rec))
-        else:
-            from ._tensorflow import TFRecorder
-
-            recorders.append(TFRecorder(rec))
+    recorders = [registry.backend(n).recorder(rec) for n in names]
     trace = Trace(path)
     status: dict[str, Any] = {"completed": False}
     try:
@@ -167,16 +184,51 @@ def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[
         yield trace
         status["completed"] = True
     finally:
-        for r in reversed(recorders):
-            try:
-                r.stop()
-            except Exception:  # noqa: BLE001 - never mask the user's exception
-                pass
-        end: dict[str, Any] = {"completed": status["completed"], "steps": rec.step}
-        if rec.not_recorded:
-            end["not_recorded"] = dict(sorted(rec.not_recorded.items()))
-        writer.close(end)
-        trace.ops, trace.tensors, trace.bytes = writer.ops, writer.tensors, writer.bytes_written
+        _finish(recorders, rec, writer, status["completed"], trace)
+
+
+def _import_named(names: list[str]) -> None:
+    """Import the frameworks the caller named (a clear error for one not installed)."""
+    from .. import _frameworks as registry
+
+    for n in names:
+        if n not in registry.FRAMEWORKS:
+            raise ConfigurationError(f"debug.record supports {', '.join(registry.FRAMEWORKS)}, "
+                                     f"not {n!r}")
+        try:
+            __import__(registry.backend(n).module)
+        except ImportError:
+            raise ConfigurationError(f"debug.record(framework={n!r}): {n} is not installed here; "
+                                     f"pip install it, or record the framework you use") from None
+
+
+def check_options(level: str, capture) -> None:
+    """Raise ConfigurationError for an unknown level or a bad capture spec."""
+    if level not in LEVELS:
+        raise ConfigurationError(f"unknown detail level {level!r}; use one of {', '.join(LEVELS)}")
+    CaptureSpec(capture)
+
+
+def _open(path: str, names: list[str], level: str, capture, samples: bool, program: dict | None,
+          steps: tuple[int, int] | None) -> tuple[TraceWriter, Recording]:
+    """Create the trace file (header: ``names``, the environment) and its recording."""
+    writer = TraceWriter(path, _header(names, level, program))
+    return writer, Recording(writer, level=level, capture=CaptureSpec(capture), samples=samples,
+                             steps=steps)
+
+
+def _finish(recorders, rec: Recording, writer: TraceWriter, completed: bool, trace: Trace) -> None:
+    """Stop the recorders (last started first) and close the trace with its end record."""
+    for r in reversed(recorders):
+        try:
+            r.stop()
+        except Exception:  # noqa: BLE001 - never mask the user's exception
+            pass
+    end: dict[str, Any] = {"completed": completed, "steps": rec.step}
+    if rec.not_recorded:
+        end["not_recorded"] = dict(sorted(rec.not_recorded.items()))
+    writer.close(end)
+    trace.ops, trace.tensors, trace.bytes = writer.ops, writer.tensors, writer.bytes_written
 
 
 def diff(a: str | os.PathLike[str], b: str | os.PathLike[str], **kwargs) -> Report:

@@ -11,12 +11,17 @@ import os
 import re
 import sys
 
-_IMPORT = re.compile(r"^\s*(?:import|from)\s+(torch|tensorflow|keras|tf_keras|jax)\b", re.M)
+_IMPORT = re.compile(r"^\s*(?:import|from)\s+([A-Za-z_]\w*)", re.M)
+#: tf-keras (Keras 2) runs on TensorFlow: a script importing it is recorded as TF
+_TF_KERAS = "tf_keras"
 
 
 def detect_frameworks(target: str, module: bool) -> list[str]:
-    """Frameworks a script imports (by reading its source): torch, tensorflow and/or
-    jax; Keras counts as tensorflow (Keras 3 on the TF backend)."""
+    """Frameworks a script imports (by reading its source), in registry order; Keras is
+    reported as "keras" (its backend is known only once the script has imported it),
+    tf-keras as "tensorflow"."""
+    from .. import _frameworks as registry
+
     path = target
     if module:
         import importlib.util
@@ -41,34 +46,102 @@ def detect_frameworks(target: str, module: bool) -> list[str]:
                 found.add(node.module.split(".")[0])
     except (SyntaxError, ValueError, RecursionError):
         pass  # the script fails on its own when run; the regex result stands
-    out = []
-    if "torch" in found:
-        out.append("torch")
-    if found & {"tensorflow", "keras", "tf_keras"}:
-        out.append("tensorflow")
-    if "jax" in found:
-        out.append("jax")
-    return out
+    names = {registry.of_module(m) for m in found
+             if m == _TF_KERAS or any(m == f.module for f in registry.FRAMEWORKS.values())}
+    return [n for n in registry.FRAMEWORKS if n in names]
+
+
+class _Deferred:
+    """Records the script's ops from the moment it imports a framework: nothing is
+    imported before the script does (Keras picks its backend when imported, from
+    ``KERAS_BACKEND`` that the script may set first), and Keras is recorded by the
+    recorder of its active backend, read after the import."""
+
+    def __init__(self, out: str, names: list[str], options: dict):
+        self.out, self.names, self.options = out, names, options
+        self.recorders: dict[str, object] = {}
+        self.writer = self.rec = self.trace = None
+
+    def imported(self, module: str) -> None:
+        from .. import _frameworks as registry
+
+        name = registry.of_module(module)
+        b = registry.backend(name)
+        try:
+            recorded = b.recorded_by()
+            if recorded is None:
+                raise RuntimeError(f"no recorder for {name} here")
+            if recorded not in self.recorders:
+                self._start(recorded)
+        except Exception as exc:  # noqa: BLE001 - a recorder never breaks the user's import
+            sys.stderr.write(f"fwd9m debug: not recording {name}: {type(exc).__name__}: {exc}\n")
+
+    def _expected(self, first: str) -> list[str]:
+        """The header's frameworks: ``first`` and the other named frameworks that are
+        recorded by their own recorder (Keras' is known once it is imported)."""
+        from .. import _backend, _frameworks as registry
+
+        out = [first]
+        for n in self.names:
+            b = registry.backend(n)
+            if b.module in sys.modules:
+                try:
+                    out.append(b.recorded_by())
+                except Exception:  # noqa: BLE001
+                    continue
+            elif type(b).recorded_by is _backend.BackendBase.recorded_by:
+                out.append(n)
+        return list(dict.fromkeys(n for n in out if n))
+
+    def _start(self, name: str) -> None:
+        from .. import _frameworks as registry
+        from . import Trace, _open
+
+        if self.writer is None:
+            o = self.options
+            self.writer, self.rec = _open(self.out, self._expected(name), o["level"], o["capture"],
+                                          True, o["program"], o["steps"])
+            self.trace = Trace(self.out)
+        recorder = registry.backend(name).recorder(self.rec)
+        recorder.start()
+        self.recorders[name] = recorder
+
+    def close(self, completed: bool) -> None:
+        from . import Trace, _finish, _open
+
+        if self.writer is None:  # the script imported none of them: an empty trace
+            o = self.options
+            self.writer, self.rec = _open(self.out, self.names, o["level"], o["capture"], True,
+                                          o["program"], o["steps"])
+            self.trace = Trace(self.out)
+        _finish(list(self.recorders.values()), self.rec, self.writer, completed, self.trace)
 
 
 def main(argv: list[str]) -> int:
     out, level, capture, steps, frameworks, module, target, *args = argv
-    from .. import _launch
-    from . import record
+    from .. import _bootstrap, _frameworks as registry, _launch
+    from . import check_options
 
     module_flag = module == "1"
     names = frameworks.split(",") if frameworks != "-" else detect_frameworks(target, module_flag)
     if not names:
-        sys.stderr.write(f"fwd9m debug: {target} imports neither torch nor tensorflow/keras nor jax "
-                         f"at top level; pass --framework torch|tensorflow|jax\n")
+        sys.stderr.write(f"fwd9m debug: {target} imports none of {', '.join(registry.FRAMEWORKS)} "
+                         f"at top level; pass --framework {'|'.join(registry.FRAMEWORKS)}\n")
         return 2
-    for n in names:
-        __import__("tensorflow" if n == "tensorflow" else n)
-    program = {"script": target, "argv": args, "module": module_flag}
-    with record(out, framework=names, level=level,
-                capture=None if capture == "-" else capture, program=program,
-                steps=None if steps == "-" else tuple(int(x) for x in steps.split(","))):
+    options = {"level": level, "capture": None if capture == "-" else capture,
+               "program": {"script": target, "argv": args, "module": module_flag},
+               "steps": None if steps == "-" else tuple(int(x) for x in steps.split(","))}
+    check_options(level, options["capture"])
+    session = _Deferred(out, names, options)
+    finder = _bootstrap.after_import([registry.backend(n).module for n in names], session.imported)
+    completed = False
+    try:
         code = _launch.run_as_main(target, args, module=module_flag)
+        completed = True
+    finally:
+        if finder in sys.meta_path:
+            sys.meta_path.remove(finder)
+        session.close(completed)
     return code
 
 

@@ -125,7 +125,7 @@ _JAX_PROGRAM_FIX = (
     "lr = 0.01   # a fixed value, or one drawn from a seeded generator (below)\n"
     "# or pass it as a traced argument (not static), so it is an input of the call")
 
-#: JAX: a host callback inside a culprit jit (``_jax_private.CALLBACK_PRIMITIVES``)
+#: JAX: a host callback inside a culprit jit (``fwd9m.jax._private.CALLBACK_PRIMITIVES``)
 _JAX_CALLBACK_FIX = (
     "import fwd9m, numpy as np\n"
     "# inside the callback: a seeded generator, not np.random.* or default_rng()\n"
@@ -134,10 +134,10 @@ _JAX_CALLBACK_FIX = (
 
 
 def _jit_culprit(first, version: str | None, ha: dict, hashseed: str | None) -> dict[str, Any]:
-    """A ``jit(NAME)`` call (:mod:`fwd9m.debug._jax`) whose inputs agree and outputs
+    """A ``jit(NAME)`` call (:mod:`fwd9m.jax._recorder`) whose inputs agree and outputs
     differ: the ops inside it were not recorded one by one. Host callbacks inside it
     come first among the suspects (Python code run by the program)."""
-    from .._jax_private import CALLBACK_PRIMITIVES
+    from ..jax._private import CALLBACK_PRIMITIVES
 
     dev = "gpu" if "gpu" in first.device or "cuda" in first.device else "cpu"
     cat = _catalog()
@@ -343,7 +343,7 @@ def explain(first, report, ha: dict, hb: dict, hashseed: str | None = None,
     if first.kind == "culprit" and framework == "jax" and first.node.partition(":")[0] == "jit":
         return _jit_culprit(first, version, ha, hashseed)
     if first.kind == "culprit" and framework == "jax":
-        from .._jax_private import CALLBACK_PRIMITIVES
+        from ..jax._private import CALLBACK_PRIMITIVES
 
         if first.op in CALLBACK_PRIMITIVES:  # run eagerly, outside any jit
             return _callback_culprit(first, [first.op], ha, hashseed, [])
@@ -381,7 +381,7 @@ def explain(first, report, ha: dict, hb: dict, hashseed: str | None = None,
                 fix = _TORCH_WORKERS_FIX
         if framework == "jax":
             ids = _JAX_IDS.get(source, []) + [i for i in ids if i.startswith("python.")]
-            from ._jax import PROGRAM_META
+            from ..jax._recorder import PROGRAM_META
 
             # _compare names the first differing input's meta in the detail
             if source == "python" and f"({PROGRAM_META})" in first.detail:

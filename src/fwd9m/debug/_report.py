@@ -39,7 +39,7 @@ def _fmt_mag(m: dict) -> str:
 
 def _node(framework: str, node: str) -> str:
     """The op line's suffix: the autograd node (torch, TF); for a JAX jit op the suspects
-    inside it (``jit:pure_callback,scatter-add``, see fwd9m.debug._jax)."""
+    inside it (``jit:pure_callback,scatter-add``, see fwd9m.jax._recorder)."""
     if not node or node == "random":
         return ""
     if framework == "jax":

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import ast
 
+from .. import _frameworks
+
 __all__ = ["kwarg", "arg", "literal", "is_const", "call_name", "names_in", "calls_in",
            "SEED_CALLS", "FRAMEWORK_SEED_CALLS", "FRAMEWORK_ROOTS"]
 
 _MISSING = object()
 
-#: top-level modules that count as "a framework" for ordering rules
-FRAMEWORK_ROOTS = frozenset({"tensorflow", "torch", "jax", "keras", "tf_keras", "flax"})
+#: top-level modules that count as "a framework" for ordering rules: the registry's,
+#: tf-keras and Flax
+FRAMEWORK_ROOTS = frozenset({*(f.module for f in _frameworks.FRAMEWORKS.values()), "tf_keras", "flax"})
 
 #: calls that seed one framework's global generator
 FRAMEWORK_SEED_CALLS = frozenset({

@@ -6,7 +6,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .. import _keras_private
+from ..keras import _private as _keras_private
 from ..errors import ConfigurationError
 
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator
 from .._log import logger
 from ..errors import ConfigurationError
 from ._adapters import _adapter_for, _np
-from ._sources import _RESTORE_ORDER, _global_sources
+from ._sources import _global_sources, optional_sources, restore_order
 
 State = dict  # source name -> tree of JSON values and numpy arrays
 
@@ -163,7 +163,7 @@ def restore_rng_state(state: State, *, strict: bool = False) -> RestoreReport:
                          a.set(o, s)))
         else:
             report.missing.append(name)
-    optional = ("torch.cuda", "tensorflow.global_generator")
+    optional = optional_sources()
     report.not_in_state = sorted(
         [n for n in live if n not in state and n not in optional]
         + ["user." + n for n in regs if "user." + n not in state])
@@ -177,7 +177,7 @@ def restore_rng_state(state: State, *, strict: bool = False) -> RestoreReport:
     _validate(state)
     # Snapshot what we are about to change, so a failure part-way rolls back.
     before = capture_rng_state([n for n, _ in plan])
-    order = {n: i for i, n in enumerate(_RESTORE_ORDER)}
+    order = {n: i for i, n in enumerate(restore_order(live))}
     plan.sort(key=lambda p: order.get(p[0], -1))  # user generators first
     done = []
     try:

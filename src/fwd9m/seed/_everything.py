@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import secrets
 import sys
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
-from .. import _keras_private
+from .. import _frameworks
 from .._frameworks import installed_version, resolve
 from .._log import logger
 from ..errors import ConfigurationError
@@ -87,58 +87,6 @@ def _seed_or_default(seed: Any, caller: str) -> Any:
     return seed
 
 
-def _seed_tensorflow(seed: int) -> None:
-    import tensorflow as tf
-
-    # Sets the graph/eager global seed and resets the eager op-seed counter
-    # (context._set_global_seed makes a new random.Random(seed) and clears the
-    # kernel cache): tensorflow/python/eager/context.py in
-    # https://github.com/tensorflow/tensorflow/blob/master/tensorflow/python/eager/context.py
-    tf.random.set_seed(seed)
-
-
-def _seed_keras(seed: int) -> None:
-    import keras
-
-    if "tensorflow" in sys.modules or installed_version("tensorflow") is None:
-        # keras.utils.set_random_seed seeds random, numpy, TF (if importable) and torch
-        # (torch backend), stores the global seed and drops the global SeedGenerator:
-        # https://github.com/keras-team/keras/blob/master/keras/src/utils/rng_utils.py
-        keras.utils.set_random_seed(seed)
-        return
-    # set_random_seed would import TensorFlow (its `tf.available` check imports it);
-    # do the Keras-only part of it without that import (Keras-private API).
-    _keras_private.set_global_seed(seed)
-    _keras_private.set_global_seed_generator(None)
-
-
-def _seed_torch(seed: int) -> None:
-    import torch
-
-    # Seeds the CPU generator and every CUDA/MPS/XPU device ("Sets the seed for
-    # generating random numbers on all devices"):
-    # https://github.com/pytorch/pytorch/blob/main/torch/random.py
-    torch.manual_seed(seed)
-
-
-def _seed_jax(seed: int) -> None:
-    # JAX has no global RNG state: randomness comes from explicit keys
-    # (https://docs.jax.dev/en/latest/random-numbers.html). Nothing to seed;
-    # use fwd9m.seed.jax_key(seed) for a key.
-    return None
-
-
-_SEEDERS: dict[str, Callable[[int], None]] = {
-    "tensorflow": _seed_tensorflow,
-    "keras": _seed_keras,
-    "torch": _seed_torch,
-    "jax": _seed_jax,
-}
-# Order matters: Keras' set_random_seed reseeds TF and torch too, so run it first and
-# let the framework-specific calls have the last word.
-_ORDER = ("keras", "tensorflow", "torch", "jax")
-
-
 def seed_everything(seed: int | None = None,
                     frameworks: str | Iterable[str] | None = None) -> int:
     """Seed Python, NumPy and every imported (or named) framework; return the seed.
@@ -189,16 +137,19 @@ def seed_everything(seed: int | None = None,
         np = None
     if np is not None:
         np.random.seed(seed)
-    for name in _ORDER:
-        if name in names:
-            try:
-                _SEEDERS[name](seed)
-            except ImportError as exc:
-                raise ConfigurationError(
-                    f"seed_everything: framework {name!r} was named but cannot be imported "
-                    f"({exc}). Fix: install it, or leave it out of frameworks=") from exc
+    # Order matters: a backend whose seed() reseeds others (Keras' set_random_seed
+    # reseeds TF and torch) runs first, and the framework-specific calls have the last word.
+    ordered = sorted(_frameworks.backends([n for n in _frameworks.FRAMEWORKS if n in names]),
+                     key=lambda b: not b.seeds_others)
+    for b in ordered:
+        try:
+            b.seed(seed)
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"seed_everything: framework {b.name!r} was named but cannot be imported "
+                f"({exc}). Fix: install it, or leave it out of frameworks=") from exc
     # Keras' set_random_seed reseeded python/numpy with the same seed: harmless.
     os.environ[ENV_VAR] = str(seed)
     logger.info("seed_everything(%d): python, numpy%s", seed,
-                "".join(", " + n for n in _ORDER if n in names))
+                "".join(", " + b.name for b in ordered))
     return seed

@@ -1,8 +1,8 @@
 """Apply the TensorFlow recipe: :func:`enable_determinism` in this process and
 :func:`startup_env` for ``fwd9m run``, plus XLA's GPU determinism flag.
 
-The only place in :mod:`fwd9m.tensorflow` that reads TensorFlow's private
-``tensorflow.python.framework.config`` (:func:`_op_determinism_enabled`).
+:func:`_op_determinism_enabled` falls back to TensorFlow's private
+``is_op_determinism_enabled`` through :mod:`._private`.
 """
 
 from __future__ import annotations
@@ -109,9 +109,10 @@ def _op_determinism_enabled(tf) -> bool | None:
     (``model_supports_jit`` in keras/src/trainers/trainer.py)."""
     query = getattr(tf.config.experimental, "is_op_determinism_enabled", None)
     if query is None:
-        try:
-            from tensorflow.python.framework.config import is_op_determinism_enabled as query
-        except ImportError:
+        from . import _private
+
+        query = _private.op_determinism_query()
+        if query is None:
             return None
     return bool(query())
 

@@ -15,15 +15,10 @@ _ORIGINALS: dict[tuple[object, str], object] = {}
 
 
 def _targets(tf, names):
-    import importlib
+    from . import _private
 
     mods = [m for m in (getattr(tf, "nn", None), getattr(tf, "math", None), tf) if m is not None]
-    for path in ("tensorflow.python.ops.nn", "tensorflow.python.ops.nn_ops",
-                 "tensorflow.python.ops.math_ops"):
-        try:
-            mods.append(importlib.import_module(path))
-        except ImportError:
-            continue
+    mods += _private.op_modules()
     for mod in mods:
         for name in names:
             if hasattr(mod, name):

@@ -1,7 +1,7 @@
 """Record the ops JAX executes eagerly, and each top-level call of a jitted function,
 into a trace.
 
-The hooks (:mod:`fwd9m._jax_private`, the one place for JAX-private API) see:
+The hooks (:mod:`fwd9m.jax._private`, the one place for JAX-private API) see:
 
 * every primitive executed eagerly (``lax.add`` on concrete arrays, the primitives of
   ``jnp`` functions that are not jitted, ``jax.grad`` evaluated outside ``jit``): one
@@ -11,7 +11,7 @@ The hooks (:mod:`fwd9m._jax_private`, the one place for JAX-private API) see:
   ``jit(NAME)`` (``jit(train_step)``; ``jnp`` functions are jitted too, e.g.
   ``jit(matmul)``), with a digest of every input and output leaf, and one more input,
   last: the digest of the compiled program (meta ``jaxpr[]``: the jaxpr's text and the
-  arrays it closes over, :func:`fwd9m._jax_private.program_parts`). A static argument
+  arrays it closes over, :func:`fwd9m.jax._private.program_parts`). A static argument
   (``static_argnums``) and a global the function reads are baked into the program when
   JAX traces it (static arguments are part of the compilation cache key,
   https://docs.jax.dev/en/latest/_autosummary/jax.jit.html; a global is read at trace
@@ -38,7 +38,7 @@ dispatch, which is slower than the C++ fast path.
 Digests use :mod:`fwd9m.fingerprint` on a host view of each array: zero-copy for CPU
 arrays (``numpy.asarray`` of a CPU ``jax.Array``); arrays on an accelerator are
 copied to the host first, a copy dropped after digesting (a known limit: slower, no
-device-side digest yet; :func:`fwd9m._jax_private.host_array`). Typed
+device-side digest yet; :func:`fwd9m.jax._private.host_array`). Typed
 PRNG key arrays (``jax.random.key``) are digested through ``jax.random.key_data``
 (https://docs.jax.dev/en/latest/_autosummary/jax.random.key_data.html).
 
@@ -60,8 +60,8 @@ import weakref
 from typing import Any
 
 from .. import fingerprint as fp
-from ._common import Recording, _is_library, user_location, value_text
-from ._store import HAS_SAMPLE, IS_MODEL_INPUT, MAX_TENSORS, fold
+from ..debug._common import Recording, _is_library, user_location, value_text
+from ..debug._store import HAS_SAMPLE, IS_MODEL_INPUT, MAX_TENSORS, fold
 
 __all__ = ["JaxRecorder", "PROGRAM_DTYPE", "PROGRAM_META"]
 
@@ -94,7 +94,7 @@ class JaxRecorder:
         import jax
         import numpy as np
 
-        from .. import _jax_private
+        from . import _private as _jax_private
 
         self.jax = jax
         self.np = np
@@ -136,7 +136,7 @@ class JaxRecorder:
         node: ``jit`` plus the host callbacks inside the function, then the primitives
         inside it that the catalog lists (``jit:pure_callback,scatter-add``), so a
         jit-level culprit can still name its suspects. digest: of the program's text and
-        the values it holds (:func:`fwd9m._jax_private.program_parts`), recorded as one
+        the values it holds (:func:`fwd9m.jax._private.program_parts`), recorded as one
         more input of the op, so a static argument or a captured value that changes the
         compiled program shows as an input that differs (None at level "sequence")."""
         if jaxpr is None:
@@ -217,7 +217,7 @@ class JaxRecorder:
     def _params_text(self, params: dict) -> str:
         """An eager primitive's params (``integer_pow``'s ``y``, shapes, dtypes): a
         jaxpr-valued param (a ``cond`` branch, a ``scan`` body) by its program digest."""
-        from ._store import SEP
+        from ..debug._store import SEP
 
         items = []
         for k, v in params.items():

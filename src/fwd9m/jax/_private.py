@@ -1,4 +1,4 @@
-"""The one module that touches JAX's private dispatch API (as :mod:`fwd9m._torch_dispatch`
+"""The one module that touches JAX's private dispatch API (as :mod:`fwd9m.torch._private`
 is for torch).
 
 Everything here is private to JAX and may change between releases; keep its use in
@@ -40,6 +40,10 @@ this file so a JAX upgrade breaks one place. Checked against jax 0.10.2 (source:
   keeps the host copy it had to make (an array on an accelerator, or one sharded over
   several devices); a CPU array is viewed without a copy and nothing is kept. Source:
   https://github.com/jax-ml/jax/blob/main/jax/_src/array.py
+* ``jax._src.xla_bridge``: ``_backends`` (the initialised backends by platform) and
+  ``backends_are_initialized()``, read by :func:`fwd9m.jax.backend_initialized` to
+  warn when XLA flags come too late. Source:
+  https://github.com/jax-ml/jax/blob/main/jax/_src/xla_bridge.py
 
 A call of a jitted function whose signature is already in the C++ cache never enters
 Python. While :func:`eager_hooks` is active, its thread runs under a JAX user context
@@ -61,7 +65,7 @@ import threading
 from typing import Any, Callable, Iterator
 
 __all__ = ["CALLBACK_PRIMITIVES", "CHECKED_VERSION", "eager_hooks", "host_array", "op_name",
-           "primitive_names", "program_parts"]
+           "primitive_names", "program_parts", "initialized_backends"]
 
 #: The jax release whose private functions above were read.
 CHECKED_VERSION = "0.10.2"
@@ -81,6 +85,21 @@ _local = threading.local()
 #: ``params`` an eager primitive's equation params (``integer_pow``'s ``y``; None for
 #: a jit call, whose params are its program).
 Handler = Callable[[str, list, Callable[[], tuple[Any, list]], Any, Any, Any], Any]
+
+
+def initialized_backends() -> tuple[bool, list[str]]:
+    """(whether JAX has initialised its backends, their platform names) from
+    ``jax._src.xla_bridge`` (see above); never initialises a backend itself."""
+    import importlib
+
+    try:
+        xb = importlib.import_module("jax._src.xla_bridge")
+    except ImportError:
+        return False, []
+    backends = dict(getattr(xb, "_backends", {}) or {})
+    up = xb.backends_are_initialized() if hasattr(xb, "backends_are_initialized") else bool(backends)
+    platforms = sorted({str(getattr(b, "platform", name)) for name, b in backends.items()})
+    return bool(up), platforms
 
 
 def op_name(primitive_name: str, params: dict) -> str:
@@ -186,7 +205,7 @@ def eager_hooks(handler: Handler) -> Iterator[None]:
     """
     import jax
 
-    from .errors import UnsupportedVersionError
+    from ..errors import UnsupportedVersionError
 
     try:
         from jax._src import core, pjit

@@ -22,8 +22,8 @@ import importlib
 
 from packaging.version import Version
 
-from . import _frameworks
-from .enable import Change, Changes, cite, seed_change
+from .. import _frameworks
+from ..enable import Change, Changes, cite, seed_change
 
 __all__ = ["enable_determinism", "startup_env", "NEWEST_KNOWN", "MULTI_BACKEND_SINCE"]
 

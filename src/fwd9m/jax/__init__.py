@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from . import _frameworks
-from .enable import Change, Changes, cite, env_change, seed_change, set_env, too_late
+from .. import _frameworks
+from ..enable import Change, Changes, cite, env_change, seed_change, set_env, too_late
 
 __all__ = ["enable_determinism", "startup_env", "XLA_DETERMINISM_FLAG", "NEWEST_KNOWN",
            "backend_initialized"]
@@ -26,9 +26,6 @@ __all__ = ["enable_determinism", "startup_env", "XLA_DETERMINISM_FLAG", "NEWEST_
 XLA_DETERMINISM_FLAG = "--xla_gpu_deterministic_ops=true"
 #: Newest JAX this recipe was checked against (the version CI installs).
 NEWEST_KNOWN = Version("0.10")
-#: Where JAX keeps its initialised backends: ``backends_are_initialized()`` in
-#: https://github.com/jax-ml/jax/blob/main/jax/_src/xla_bridge.py (private API).
-_XLA_BRIDGE = "jax._src.xla_bridge"
 
 _FLAG_WHY = ("XLA on GPU implements scatter-add and autotuned GEMM/conv with "
              "nondeterministic kernels; the flag selects deterministic ones")
@@ -51,17 +48,10 @@ def startup_env(version: str | None = None, environ: dict | None = None) -> list
 
 def backend_initialized() -> tuple[bool, list[str]]:
     """(whether JAX has initialised its backends, their platform names). Never
-    initialises a backend itself."""
-    import importlib
+    initialises a backend itself (reads JAX-private state: :mod:`fwd9m.jax._private`)."""
+    from ._private import initialized_backends
 
-    try:
-        xb = importlib.import_module(_XLA_BRIDGE)
-    except ImportError:
-        return False, []
-    backends = dict(getattr(xb, "_backends", {}) or {})
-    up = xb.backends_are_initialized() if hasattr(xb, "backends_are_initialized") else bool(backends)
-    platforms = sorted({str(getattr(b, "platform", name)) for name, b in backends.items()})
-    return bool(up), platforms
+    return initialized_backends()
 
 
 def enable_determinism(seed: int | None = None) -> Changes:
@@ -109,7 +99,7 @@ def _too_late(platforms: list[str]) -> None:
         too_late("JAX's backend (" + ", ".join(platforms) + ") was already initialised, so "
                  f"XLA_FLAGS {XLA_DETERMINISM_FLAG} has no effect in this process.\n" + fix)
     else:
-        from ._log import logger
+        from .._log import logger
 
         logger.info("JAX backend (%s) already up: %s takes effect only in new processes; "
                     "it matters on GPU only", ", ".join(platforms) or "unknown",

@@ -1,4 +1,4 @@
-"""Keras 3's private API, in one module (as :mod:`fwd9m._torch_dispatch` is for torch).
+"""Keras 3's private API, in one module (as :mod:`fwd9m.torch._private` is for torch).
 
 Everything here is private to Keras and may change between releases; keep its use in
 this file so a Keras upgrade breaks one place (``tests/test_rng.py`` checks these facts

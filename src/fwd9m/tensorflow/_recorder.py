@@ -47,8 +47,8 @@ from typing import Any
 
 from .. import fingerprint as fp
 from .._log import logger
-from ._common import Recording, guarded, user_location
-from ._store import HAS_SAMPLE, SEP
+from ..debug._common import Recording, guarded, user_location
+from ..debug._store import HAS_SAMPLE, SEP
 
 __all__ = ["TFRecorder"]
 
@@ -89,14 +89,14 @@ def _attr_pairs(attrs) -> list[tuple[str, Any]]:
 
 
 def _tensor_proto_text(tp) -> str:
-    from tensorflow.python.framework import tensor_util
+    from . import _private
 
     dims = [d.size for d in tp.tensor_shape.dim]
     size = 1
     for d in dims:
         size *= d
     if size <= _SMALL_TENSOR:
-        return repr(tensor_util.MakeNdarray(tp).tolist())
+        return repr(_private.make_ndarray(tp).tolist())
     digest = hashlib.blake2b(tp.SerializeToString(deterministic=True), digest_size=8).hexdigest()
     return f"tensor({tp.dtype},{dims},{digest})"
 
@@ -110,7 +110,7 @@ def _graph_attrs_text(attrs) -> str | None:
     items = []
     for k, av in _attr_pairs(attrs):
         if not hasattr(av, "WhichOneof"):
-            from ._common import value_text
+            from ..debug._common import value_text
 
             items.append(f"{k}={value_text(av)}")
             continue
@@ -160,13 +160,13 @@ class TFRecorder:
 
     def __init__(self, rec: Recording):
         import tensorflow as tf
-        from tensorflow.python.debug.lib import op_callbacks_common
-        from tensorflow.python.framework import op_callbacks
+
+        from . import _private
 
         self.tf = tf
         self.rec = rec
-        self._op_callbacks = op_callbacks
-        self._skip = {s.decode() for s in op_callbacks_common.OP_CALLBACK_SKIP_OPS}
+        self._op_callbacks = _private.op_callbacks()
+        self._skip = _private.op_callback_skip_ops()
         self._phase: list[str] = []
         self._patched: list[tuple[Any, str, Any]] = []
         # physical, not logical: listing logical devices initialises the runtime, after which
@@ -442,14 +442,14 @@ class TFRecorder:
         compiled by XLA (``jit_compile=True``) cannot run Python hooks: they are
         recorded as one op per call instead (``xla:NAME``)."""
         tf = self.tf
-        from tensorflow.python.ops import control_flow_util
+        from . import _private
 
         outer = graph
         while getattr(getattr(outer, "outer_graph", None), "outer_graph", None) is not None:
             outer = outer.outer_graph
         if phase == "optimizer":
             _Registry.optimizer_graphs.add(outer.name)
-        if control_flow_util.GraphOrParentsInXlaContext(graph):
+        if _private.in_xla_context(graph):
             if outer.name not in _Registry.xla_graphs:
                 _Registry.xla_graphs.add(outer.name)
                 logger.info("fwd9m.debug: %s is compiled by XLA (jit_compile=True): recorded as "
@@ -485,11 +485,10 @@ class TFRecorder:
         """User file:line at graph construction, with autograph's generated code mapped
         back to the user's source (``tf_stack.extract_stack`` applies autograph's source
         map, as tfdbg2's dumping_callback does)."""
-        from tensorflow.python.util import tf_stack
+        from ..debug._common import _is_library, _short
+        from . import _private
 
-        from ._common import _is_library, _short
-
-        for frame in reversed(tf_stack.extract_stack()):
+        for frame in reversed(_private.extract_stack()):
             fn = frame.filename
             if not _is_library(fn) and "__autograph_generated_file" not in fn:
                 return f"{_short(fn)}:{frame.lineno}"

@@ -1,6 +1,6 @@
 """Record every aten op PyTorch runs (forward, backward, optimizer) into a trace.
 
-A dispatch mode (:mod:`fwd9m._torch_dispatch`) sees each op; global module hooks
+A dispatch mode (:mod:`fwd9m.torch._private`) sees each op; global module hooks
 (``torch.nn.modules.module.register_module_forward_pre_hook`` / ``..._forward_hook``,
 https://pytorch.org/docs/stable/generated/torch.nn.modules.module.register_module_forward_pre_hook.html)
 give the module path; global optimizer hooks
@@ -24,8 +24,8 @@ import weakref
 from typing import Any
 
 from .. import fingerprint as fp
-from ._common import Recording, guarded, user_location
-from ._store import HAS_SAMPLE, IS_MODEL_INPUT, IS_PARAM
+from ..debug._common import Recording, guarded, user_location
+from ..debug._store import HAS_SAMPLE, IS_MODEL_INPUT, IS_PARAM
 
 __all__ = ["TorchRecorder"]
 
@@ -69,7 +69,7 @@ class TorchRecorder:
     def __init__(self, rec: Recording):
         import torch
 
-        from .. import _torch_dispatch
+        from . import _private as _torch_dispatch
 
         self.torch = torch
         self.rec = rec
@@ -210,7 +210,7 @@ class TorchRecorder:
         except ImportError:  # pragma: no cover
             return
         phase_stack = self._phase_stack
-        for cls, attr in ((dl._BaseDataLoaderIter, "__next__"), (dl.DataLoader, "__iter__")):
+        for cls, attr in ((self._dispatch.dataloader_iter_class(), "__next__"), (dl.DataLoader, "__iter__")):
             original = cls.__dict__.get(attr)
             if original is None:
                 continue

@@ -18,13 +18,18 @@ this file so a torch upgrade breaks one place:
   below autograd, so inside the dispatch handler of a forward op ``value - 1`` is the
   node that op created (the profiler links forward and backward ops the same way).
   Source: https://github.com/pytorch/pytorch/blob/main/torch/csrc/autograd/function.h
+* ``torch.utils.data.dataloader._BaseDataLoaderIter``: the base class of the single-
+  and multi-process DataLoader iterators; its ``__next__`` fetches every batch, so the
+  debug recorder marks the ops it runs as the "data" phase. Source:
+  https://github.com/pytorch/pytorch/blob/main/torch/utils/data/dataloader.py
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["dispatch_mode", "current_autograd_node", "next_sequence_nr", "op_schema_info"]
+__all__ = ["dispatch_mode", "current_autograd_node", "next_sequence_nr", "op_schema_info",
+           "dataloader_iter_class"]
 
 
 def dispatch_mode(handler: Callable[[Any, tuple, dict], Any]):
@@ -71,3 +76,10 @@ def op_schema_info(func) -> dict[str, Any]:
     return {"name": schema.name, "overload": schema.overload_name, "random": random,
             "out_args": out_args, "mutated": mutated,
             "arg_names": [a.name for a in schema.arguments]}
+
+
+def dataloader_iter_class() -> type:
+    """``torch.utils.data.dataloader._BaseDataLoaderIter`` (private; see above)."""
+    from torch.utils.data import dataloader
+
+    return dataloader._BaseDataLoaderIter

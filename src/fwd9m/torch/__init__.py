@@ -12,9 +12,9 @@ import os
 
 from packaging.version import Version
 
-from . import _frameworks
-from ._log import logger
-from .enable import Change, Changes, cite, env_change, seed_change, set_env, too_late
+from .. import _frameworks
+from .._log import logger
+from ..enable import Change, Changes, cite, env_change, seed_change, set_env, too_late
 
 __all__ = ["enable_determinism", "startup_env", "DETERMINISTIC_ALGORITHMS_SINCE",
            "WARN_ONLY_SINCE", "FILL_UNINITIALIZED_MEMORY_SINCE", "CUBLAS_WORKSPACE_CONFIG",
@@ -95,7 +95,7 @@ def enable_determinism(seed: int | None = None, warn_only: bool = False) -> Chan
     changes = Changes()
     version = Version(Version(torch.__version__).public)
     if not hasattr(torch, "use_deterministic_algorithms"):
-        from .errors import UnsupportedVersionError
+        from ..errors import UnsupportedVersionError
 
         raise UnsupportedVersionError(
             f"torch {torch.__version__} predates torch.use_deterministic_algorithms "
@@ -170,7 +170,7 @@ def enable_determinism(seed: int | None = None, warn_only: bool = False) -> Chan
 def _warn_cublas_too_late(version: str) -> None:
     """TooLateWarning, worded by what the catalog says this torch does without it."""
     try:
-        from . import catalog
+        from .. import catalog
 
         behaviour = catalog.get(_CUBLAS_ENTRY).behaviour_at(version)
     except Exception:

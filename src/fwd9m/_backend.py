@@ -1,0 +1,126 @@
+"""The protocol every framework package implements (``fwd9m/<framework>/_backend.py``).
+
+The core (seeding, RNG state, comparison, environment, debug) asks a backend and names
+no framework; :mod:`fwd9m._frameworks` is the one registry that says which backends
+exist and which are loaded. A backend module imports its framework only inside its
+methods, and a method is only called when the framework is already in ``sys.modules``
+or the user named it (as einops' ``_backends.py`` creates a backend only for a
+framework already imported: https://github.com/arogozhnikov/einops/blob/main/einops/_backends.py).
+
+Adding a framework: one package ``fwd9m/<name>/`` with a ``_backend.py`` whose class
+implements :class:`Backend`, plus one line in :data:`fwd9m._frameworks.FRAMEWORKS`;
+``tests/test_backends.py`` checks every member and signature.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .compare._values import Tensor
+    from .enable import Change, Changes
+
+__all__ = ["Backend", "BackendBase", "Source"]
+
+#: an RNG source: (capture() -> state, restore(state))
+Source = tuple[Callable[[], Any], Callable[[Any], None]]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What fwd9m needs from one framework."""
+
+    name: str  #: fwd9m's name (``fwd9m.<name>`` is the package)
+    module: str  #: top-level import name
+    distributions: tuple[str, ...]  #: distributions that provide it, in preference order
+    libraries: tuple[str, ...]  #: top-level modules of libraries that train through it
+    #: its seed() also reseeds other frameworks, so it runs first and the others have
+    #: the last word (Keras' ``set_random_seed`` seeds TF and torch too)
+    seeds_others: bool
+    #: top-level modules whose types :meth:`to_numpy` and :meth:`expand` handle
+    type_roots: tuple[str, ...]
+    #: RNG sources that may have nothing to capture (not reported missing on restore)
+    optional_sources: tuple[str, ...]
+
+    def enable_determinism(self, seed: int | None = None, **options: Any) -> Changes:
+        """The package's ``enable_determinism`` with the options it accepts."""
+        ...
+
+    def startup_env(self, version: str | None = None, environ: dict | None = None) -> list[Change]:
+        """Environment variables that must be set before the framework starts."""
+        ...
+
+    def seed(self, seed: int) -> None:
+        """Seed the framework's global generators (imports it)."""
+        ...
+
+    def rng_sources(self) -> dict[str, Source]:
+        """Source name -> (capture, restore) of the framework's global RNG state; called
+        only while the framework is imported."""
+        ...
+
+    def to_numpy(self, value: Any) -> Tensor | None:
+        """``value`` as a :class:`~fwd9m.compare.Tensor` if it is this framework's array
+        type, else None."""
+        ...
+
+    def expand(self, value: Any) -> tuple[Mapping[str, Any], bool] | None:
+        """A framework container (module, model, optimizer) as a mapping, and whether its
+        keys are names the framework made up; None for anything else."""
+        ...
+
+    def digest(self, value: Any) -> int | None:
+        """Exact digest (:mod:`fwd9m.fingerprint`) of this framework's tensor, else None."""
+        ...
+
+    def runtime_info(self) -> dict[str, Any]:
+        """What the imported framework says about itself (threads, CUDA, devices)."""
+        ...
+
+    def recorded_by(self) -> str | None:
+        """Name of the backend whose debug recorder sees this framework's ops (Keras 3:
+        its active backend), or None if fwd9m cannot record it."""
+        ...
+
+    def recorder(self, rec: Any) -> Any:
+        """A debug recorder (``start()``/``stop()``) writing into ``rec``
+        (:class:`fwd9m.debug._common.Recording`)."""
+        ...
+
+
+class BackendBase:
+    """Registry metadata and the defaults most backends share."""
+
+    seeds_others = False
+
+    def __init__(self, name: str, module: str, distributions: tuple[str, ...],
+                 libraries: tuple[str, ...]):
+        self.name, self.module = name, module
+        self.distributions, self.libraries = distributions, libraries
+
+    def __repr__(self) -> str:
+        return f"<fwd9m backend {self.name}>"
+
+    def _package(self):
+        import importlib
+
+        return importlib.import_module(f"fwd9m.{self.name}")
+
+    def enable_determinism(self, seed: int | None = None, **options: Any) -> Changes:
+        import inspect
+
+        func = self._package().enable_determinism
+        accepted = set(inspect.signature(func).parameters)
+        return func(seed=seed, **{k: v for k, v in options.items() if k in accepted})
+
+    def startup_env(self, version: str | None = None, environ: dict | None = None) -> list[Change]:
+        return self._package().startup_env(version, environ)
+
+    def expand(self, value: Any) -> tuple[Mapping[str, Any], bool] | None:
+        return None
+
+    def digest(self, value: Any) -> int | None:
+        return None
+
+    def recorded_by(self) -> str | None:
+        return self.name

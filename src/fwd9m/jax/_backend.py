@@ -1,0 +1,48 @@
+"""The JAX backend (:class:`fwd9m._backend.Backend`). jax is imported only inside the
+methods."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._backend import BackendBase, Source
+
+__all__ = ["JaxBackend"]
+
+
+class JaxBackend(BackendBase):
+    type_roots = ("jax", "jaxlib")
+    optional_sources: tuple[str, ...] = ()
+
+    def seed(self, seed: int) -> None:
+        # JAX has no global RNG state: randomness comes from explicit keys
+        # (https://docs.jax.dev/en/latest/random-numbers.html). Nothing to seed;
+        # use fwd9m.seed.jax_key(seed) for a key.
+        return None
+
+    def rng_sources(self) -> dict[str, Source]:
+        return {}  # no global generator (keys are values: fwd9m.rng.JaxKey)
+
+    def to_numpy(self, value: Any):
+        import jax
+        import numpy as np
+
+        from ..compare._values import Tensor
+
+        if not isinstance(value, jax.Array):
+            return None
+        name = str(value.dtype)
+        if jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
+            value = jax.random.key_data(value)
+        return Tensor(np.asarray(value), name)
+
+    def runtime_info(self) -> dict[str, Any]:
+        import jax
+
+        return {"version": jax.__version__, "backend": jax.default_backend(),
+                "devices": [str(d) for d in jax.devices()]}
+
+    def recorder(self, rec: Any) -> Any:
+        from ._recorder import JaxRecorder
+
+        return JaxRecorder(rec)

@@ -1,0 +1,106 @@
+"""TensorFlow's private API (``tensorflow.python``), in one module (as
+:mod:`fwd9m.torch._private` is for torch).
+
+Everything here is private to TensorFlow and may change between releases; keep its
+use in this file so a TensorFlow upgrade breaks one place. Checked against TensorFlow
+2.21.0 (tensorflow-cpu). Every function imports TensorFlow's modules when called:
+importing this module imports no framework.
+
+* ``tensorflow.python.eager.context.context()``: the eager context; its ``_seed`` and
+  ``_rng`` (a ``random.Random``) are the global seed and the op-seed generator that
+  ``tf.random.set_seed`` resets. Source:
+  https://github.com/tensorflow/tensorflow/blob/master/tensorflow/python/eager/context.py
+* ``tensorflow.python.ops.stateful_random_ops.global_generator``: the module global
+  behind ``tf.random.get_global_generator()``, None until first use (read without
+  creating it). Source:
+  https://github.com/tensorflow/tensorflow/blob/master/tensorflow/python/ops/stateful_random_ops.py
+* ``tensorflow.python.framework.config.is_op_determinism_enabled``: not exported under
+  ``tf.config`` in TF 2.21; Keras 3 reads the same function (``model_supports_jit`` in
+  keras/src/trainers/trainer.py). Source:
+  https://github.com/tensorflow/tensorflow/blob/master/tensorflow/python/framework/config.py
+* ``tensorflow.python.ops.nn``, ``nn_ops``, ``math_ops``: where ``bias_add`` and the
+  segment sums live, patched by the TF 1.14-2.0 recipe (:mod:`._patches`).
+* Debug recorder (:mod:`._recorder`), as tfdbg2 does in
+  https://github.com/tensorflow/tensorflow/blob/master/tensorflow/python/debug/lib/dumping_callback.py:
+  ``tensorflow.python.framework.op_callbacks`` (``add_op_callback``,
+  ``remove_op_callback``), ``tensorflow.python.debug.lib.op_callbacks_common``
+  (``OP_CALLBACK_SKIP_OPS``), ``tensorflow.python.framework.tensor_util.MakeNdarray``,
+  ``tensorflow.python.ops.control_flow_util.GraphOrParentsInXlaContext`` and
+  ``tensorflow.python.util.tf_stack.extract_stack`` (autograph's source map applied).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+__all__ = ["eager_context", "global_generator", "op_determinism_query", "op_modules",
+           "op_callbacks", "op_callback_skip_ops", "make_ndarray", "in_xla_context",
+           "extract_stack"]
+
+#: TensorFlow's private op modules that hold ``bias_add`` and the segment sums
+OP_MODULES = ("tensorflow.python.ops.nn", "tensorflow.python.ops.nn_ops",
+              "tensorflow.python.ops.math_ops")
+
+
+def eager_context() -> Any:
+    from tensorflow.python.eager import context  # private module: holds the op-seed RNG
+
+    return context.context()
+
+
+def global_generator() -> Any:
+    """TF's global ``tf.random.Generator``, or None when it was never created."""
+    mod = sys.modules.get("tensorflow.python.ops.stateful_random_ops")
+    return getattr(mod, "global_generator", None) if mod else None
+
+
+def op_determinism_query() -> Callable[[], bool] | None:
+    try:
+        from tensorflow.python.framework.config import is_op_determinism_enabled
+    except ImportError:
+        return None
+    return is_op_determinism_enabled
+
+
+def op_modules() -> list[Any]:
+    """The importable modules of :data:`OP_MODULES`."""
+    import importlib
+
+    mods = []
+    for path in OP_MODULES:
+        try:
+            mods.append(importlib.import_module(path))
+        except ImportError:
+            continue
+    return mods
+
+
+def op_callbacks() -> Any:
+    from tensorflow.python.framework import op_callbacks as module
+
+    return module
+
+
+def op_callback_skip_ops() -> set[str]:
+    from tensorflow.python.debug.lib import op_callbacks_common
+
+    return {s.decode() for s in op_callbacks_common.OP_CALLBACK_SKIP_OPS}
+
+
+def make_ndarray(tensor_proto: Any) -> Any:
+    from tensorflow.python.framework import tensor_util
+
+    return tensor_util.MakeNdarray(tensor_proto)
+
+
+def in_xla_context(graph: Any) -> bool:
+    from tensorflow.python.ops import control_flow_util
+
+    return bool(control_flow_util.GraphOrParentsInXlaContext(graph))
+
+
+def extract_stack() -> Any:
+    from tensorflow.python.util import tf_stack
+
+    return tf_stack.extract_stack()

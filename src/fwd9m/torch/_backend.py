@@ -1,0 +1,127 @@
+"""The PyTorch backend (:class:`fwd9m._backend.Backend`): everything fwd9m's core asks
+about torch. torch is imported only inside the methods."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .._backend import BackendBase, Source
+
+__all__ = ["TorchBackend"]
+
+
+def _np():
+    import numpy
+
+    return numpy
+
+
+def _cap_cuda():
+    import torch
+
+    if not torch.cuda.is_initialized():
+        return None
+    return {"states": [t.numpy() for t in torch.cuda.get_rng_state_all()]}
+
+
+def _set_cuda(s):
+    import torch
+
+    from ..errors import ConfigurationError
+
+    states = [torch.from_numpy(_np().array(a, dtype=_np().uint8)) for a in s["states"]]
+    if torch.cuda.device_count() != len(states):
+        raise ConfigurationError(
+            f"the state has {len(states)} CUDA generators but this process sees "
+            f"{torch.cuda.device_count()} devices")
+    torch.cuda.set_rng_state_all(states)
+
+
+def _array(t: Any):
+    import torch
+
+    from ..compare._values import Tensor
+
+    t = t.detach()
+    if t.layout != torch.strided:
+        t = t.to_dense()
+    if getattr(t, "is_quantized", False):
+        t = t.int_repr()
+    t = t.cpu().resolve_conj().resolve_neg().contiguous()
+    name = str(t.dtype).replace("torch.", "")
+    try:
+        return Tensor(t.numpy(), name)
+    except TypeError:  # dtypes NumPy lacks: bfloat16, float8_*, ...
+        pass
+    try:
+        import ml_dtypes
+
+        mlt = getattr(ml_dtypes, name)
+        bits = {1: torch.uint8, 2: torch.int16}[t.element_size()]
+        return Tensor(t.view(bits).numpy().view(mlt), name)
+    except (ImportError, AttributeError, KeyError, RuntimeError, TypeError):
+        # exact for bfloat16/float16/float8 (float32 holds every value)
+        return Tensor(t.float().numpy(), name)
+
+
+class TorchBackend(BackendBase):
+    type_roots = ("torch",)
+    optional_sources = ("torch.cuda",)
+
+    def seed(self, seed: int) -> None:
+        import torch
+
+        # Seeds the CPU generator and every CUDA/MPS/XPU device ("Sets the seed for
+        # generating random numbers on all devices"):
+        # https://github.com/pytorch/pytorch/blob/main/torch/random.py
+        torch.manual_seed(seed)
+
+    def rng_sources(self) -> dict[str, Source]:
+        import torch
+
+        # restore order: CUDA generators before the CPU one
+        return {"torch.cuda": (_cap_cuda, _set_cuda),
+                "torch": (lambda: torch.get_rng_state().numpy(),
+                          lambda s: torch.set_rng_state(
+                              torch.from_numpy(_np().array(s, dtype=_np().uint8))))}
+
+    def to_numpy(self, value: Any):
+        import torch
+
+        return _array(value) if isinstance(value, torch.Tensor) else None
+
+    def expand(self, value: Any) -> tuple[Mapping[str, Any], bool] | None:
+        import torch
+
+        if isinstance(value, (torch.nn.Module, torch.optim.Optimizer)) or (
+                callable(getattr(value, "state_dict", None)) and not isinstance(value, torch.Tensor)):
+            return value.state_dict(), False
+        return None
+
+    def digest(self, value: Any) -> int | None:
+        if not (type(value).__module__ or "").startswith("torch"):
+            return None
+        from ..fingerprint import torch_digest
+
+        return torch_digest(value)
+
+    def runtime_info(self) -> dict[str, Any]:
+        import torch
+
+        return {
+            "version": torch.__version__,
+            "intra_op_threads": torch.get_num_threads(),
+            "inter_op_threads": torch.get_num_interop_threads(),
+            "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+            "cuda_devices": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+            "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+            "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+            "mkldnn": bool(torch.backends.mkldnn.is_available()),
+        }
+
+    def recorder(self, rec: Any) -> Any:
+        from ._recorder import TorchRecorder
+
+        return TorchRecorder(rec)
