@@ -47,7 +47,7 @@ def test_pure_callback_inside_jit_is_narrowed_to_its_equation_and_line(tmp_path)
 
 
 def test_a_deterministic_jit_is_not_narrowed():
-    from fwd9m.debug._narrow_jax import narrow
+    from fwd9m.jax._narrow import narrow
 
     f = jax.jit(lambda a: (a * 2.0).sum())
     got = narrow(jax.make_jaxpr(f)(np.ones(3, np.float32)), [np.ones(3, np.float32)])

@@ -274,7 +274,10 @@ def _keras_state(model: Any) -> dict[str, str]:
 
 def _install_keras() -> None:
     import keras
-    from keras.src.callbacks.callback_list import CallbackList
+
+    from ..keras._private import callback_list_class, flatten
+
+    CallbackList = callback_list_class()
 
     class _StepHook(keras.callbacks.Callback):
         """fwd9m check --resume's step boundaries in fit (observes only)."""
@@ -292,9 +295,7 @@ def _install_keras() -> None:
 
     def __init__(self, callbacks=None, *args, **kwargs):
         try:
-            from keras.src import tree
-
-            listed = tree.flatten(callbacks) if callbacks else []
+            listed = flatten(callbacks) if callbacks else []
             if not any(isinstance(c, _StepHook) for c in listed):
                 callbacks = [*listed, _StepHook()]
         except Exception as exc:

@@ -26,6 +26,14 @@ from dataclasses import asdict, dataclass, field
 
 from ..errors import ConfigurationError, FileFormatError, RunError
 
+def _backend_module(framework: str):
+    """The replay module of a framework's package (``fwd9m.torch._replay``); the
+    registry validates the name."""
+    from .._frameworks import backend
+
+    return importlib.import_module(f"fwd9m.{backend(framework).name}._replay")
+
+
 __all__ = ["DEFAULT_REPEAT", "Phase", "ReplayResult", "capture_path", "confirm", "replay", "take_call"]
 
 DEFAULT_REPEAT = 20
@@ -50,7 +58,7 @@ def take_call(rec, seq: int, framework: str, *call) -> None:
     rec._calls_taken = taken + 1
     import numpy as np
 
-    backend = importlib.import_module(f"fwd9m.debug._replay_{framework}")
+    backend = _backend_module(framework)
     try:
         spec, arrays = backend.capture(*call)
     except backend.Unrebuildable as exc:
@@ -199,9 +207,9 @@ def replay(trace: str | os.PathLike[str], op: int, *, repeat: int = DEFAULT_REPE
         raise ConfigurationError(f"op #{op} of {trace} cannot be rebuilt for replay: {call['error']}; "
                                  f"replay works on ops whose arguments are tensors, numbers, strings, "
                                  f"dtypes and lists of them")
-    backend = importlib.import_module(f"fwd9m.debug._replay_{call['framework']}")
+    backend = _backend_module(call["framework"])
     op_name = call.get("op", "?")
-    if "narrowed" in call:  # a jitted call, narrowed in the targeted run (fwd9m.debug._narrow_jax)
+    if "narrowed" in call:  # a jitted call, narrowed in the targeted run (fwd9m.jax._narrow)
         return _narrowed(trace, int(op), call)
     phases = [_phase(path, False, repeat)]
     if switch:
@@ -320,7 +328,7 @@ def _child(path: str, switch: str, repeat: int) -> int:
         proto.flush()
 
     call, arrays = load_capture(path)
-    backend = importlib.import_module(f"fwd9m.debug._replay_{call['framework']}")
+    backend = _backend_module(call["framework"])
     device = _device_of(call)
     if device not in backend.devices():
         emit(fatal="device", error=f"the op ran on {device}, which is not there; {call['framework']} sees "

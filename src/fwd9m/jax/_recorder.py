@@ -262,7 +262,7 @@ class JaxRecorder:
         w = rec.writer
         seq = w.op(rec.name_id(name, name), ctx, rec.step, in_recs, out_recs)
         if capture and jaxpr is not None:  # a jitted call: narrowed now, for replay (fwd9m.debug._replay)
-            from ._replay import take_call
+            from ..debug._replay import take_call
 
             take_call(rec, seq, "jax", rec, jaxpr, ins)
         if capture:

@@ -21,6 +21,10 @@ against the installed Keras). Checked against Keras 3.15.1:
 * ``Layer._flatten_layers(include_self, recursive)`` and ``Layer._seed_generators``:
   a layer and its sublayers, and the ``SeedGenerator`` objects each layer tracks.
   Source: https://github.com/keras-team/keras/blob/master/keras/src/layers/layer.py
+* ``keras.src.callbacks.callback_list.CallbackList``: what ``fit`` wraps its callbacks
+  in (``fwd9m check --resume`` adds its step hook there), and ``keras.src.tree.flatten``,
+  which it uses to flatten the callbacks it is given. Source:
+  https://github.com/keras-team/keras/blob/master/keras/src/callbacks/callback_list.py
 
 Every function imports Keras' private modules when called: importing this module
 imports no framework.
@@ -30,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["global_seed", "set_global_seed", "global_seed_generator",
+__all__ = ["callback_list_class", "flatten", "global_seed", "set_global_seed", "global_seed_generator",
            "set_global_seed_generator", "layer_seed_generators", "sublayers"]
 
 
@@ -84,3 +88,17 @@ def layer_seed_generators(layer: Any) -> list:
     (Keras keeps no public list of them), in Keras' layer order."""
     layers = sublayers(layer, include_self=True)
     return [sg for lay in layers for sg in getattr(lay, "_seed_generators", ())]
+
+
+def callback_list_class() -> Any:
+    """``keras.src.callbacks.callback_list.CallbackList``."""
+    from keras.src.callbacks.callback_list import CallbackList
+
+    return CallbackList
+
+
+def flatten(structure: Any) -> list:
+    """``keras.src.tree.flatten``."""
+    from keras.src import tree
+
+    return tree.flatten(structure)

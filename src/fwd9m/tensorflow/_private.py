@@ -27,6 +27,10 @@ importing this module imports no framework.
   (``OP_CALLBACK_SKIP_OPS``), ``tensorflow.python.framework.tensor_util.MakeNdarray``,
   ``tensorflow.python.ops.control_flow_util.GraphOrParentsInXlaContext`` and
   ``tensorflow.python.util.tf_stack.extract_stack`` (autograph's source map applied).
+* Replay (:mod:`._replay`): ``tensorflow.python.eager.execute.execute(op_type,
+  num_outputs, inputs, attrs, ctx)`` runs one eager op from its type and attrs, as the
+  generated ``gen_*_ops`` wrappers do. Source:
+  https://github.com/tensorflow/tensorflow/blob/master/tensorflow/python/eager/execute.py
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
-__all__ = ["eager_context", "global_generator", "op_determinism_query", "op_modules",
+__all__ = ["eager_execute", "eager_context", "global_generator", "op_determinism_query", "op_modules",
            "op_callbacks", "op_callback_skip_ops", "make_ndarray", "in_xla_context",
            "extract_stack"]
 
@@ -104,3 +108,10 @@ def extract_stack() -> Any:
     from tensorflow.python.util import tf_stack
 
     return tf_stack.extract_stack()
+
+
+def eager_execute(op_type: str, num_outputs: int, inputs: list, attrs: tuple) -> Any:
+    """Run one eager op by type (``tensorflow.python.eager.execute.execute``)."""
+    from tensorflow.python.eager import context, execute
+
+    return execute.execute(op_type, num_outputs, inputs, attrs, context.context())

@@ -406,7 +406,7 @@ class TFRecorder:
                          user_location(2), "", dev)
         seq = rec.writer.op(rec.name_id(op_type, op_type), ctx, rec.step, ins, outs)
         if capture:  # also the whole call, for replay (fwd9m.debug._replay)
-            from ._replay import take_call
+            from ..debug._replay import take_call
 
             take_call(rec, seq, "tensorflow", op_type, inputs, attrs, len(outputs or ()))
             for is_out, ts in ((False, inputs), (True, outputs or ())):

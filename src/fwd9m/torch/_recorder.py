@@ -378,7 +378,7 @@ class TorchRecorder:
                 return func(*args, **kwargs)
             pre = self._before(info, args, kwargs)
             if pre[3]:  # a captured op: also its whole call, for replay (fwd9m.debug._replay)
-                from ._replay import take_call
+                from ..debug._replay import take_call
 
                 take_call(self.rec, self.rec.writer.ops + len(self._pending), "torch", func, args, kwargs)
         except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program

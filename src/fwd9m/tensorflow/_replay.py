@@ -80,9 +80,9 @@ class Replayer:
     def __init__(self, call: dict, arrays: dict, switch: bool):
         import numpy as np
         import tensorflow as tf
-        from tensorflow.python.eager import context, execute
+        from ._private import eager_execute
 
-        self.tf, self.execute, self.ctx = tf, execute, context.context()
+        self.tf, self.execute = tf, eager_execute
         if call.get("threads"):
             tf.config.threading.set_intra_op_parallelism_threads(int(call["threads"]))
         if switch:
@@ -98,8 +98,7 @@ class Replayer:
 
     def run(self) -> list:
         with self.tf.device(self.device):
-            outs = self.execute.execute(self.call["op"], self.call["num_outputs"], self.inputs, self.attrs,
-                                        self.ctx)
+            outs = self.execute(self.call["op"], self.call["num_outputs"], self.inputs, self.attrs)
         return [o.numpy() for o in outs]
 
     def is_switch_error(self, exc: BaseException) -> bool:

@@ -1,6 +1,6 @@
 """Narrow a nondeterministic ``jax.jit`` call to the equation inside it.
 
-The recorder sees a jitted call as one op (:mod:`fwd9m.debug._jax`). When replay's
+The recorder sees a jitted call as one op (:mod:`fwd9m.jax._recorder`). When replay's
 targeted run reaches that call (``--capture SEQ:0``), :func:`narrow` evaluates the
 call's jaxpr equation by equation twice on the same inputs, with an exact digest
 (:mod:`fwd9m.fingerprint`) of every equation's inputs and outputs, and names the first
@@ -26,7 +26,7 @@ def _digest(x) -> str:
     import numpy as np
 
     from .. import fingerprint
-    from .._jax_private import host_array
+    from ._private import host_array
 
     try:
         a = np.asarray(host_array(x))
@@ -39,7 +39,7 @@ def _digest(x) -> str:
 
 def location(eqn) -> str:
     """The user's file:line of ``eqn`` (first frame outside JAX and installed packages)."""
-    from ._common import _is_library, _short
+    from ..debug._common import _is_library, _short
 
     tb = getattr(getattr(eqn, "source_info", None), "traceback", None)
     frames = list(getattr(tb, "frames", None) or [])

@@ -1,6 +1,6 @@
 """JAX side of replay (:mod:`fwd9m.debug._replay`): a jitted call cannot be rebuilt
 from a file (its program is the user's Python function), so the capture is the
-narrowing done in the targeted run itself (:func:`fwd9m.debug._narrow_jax.narrow`),
+narrowing done in the targeted run itself (:func:`fwd9m.jax._narrow.narrow`),
 while the program is at hand; replay reports it."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ class Unrebuildable(TypeError):
 
 
 def capture(rec, jaxpr, inputs) -> tuple[dict, dict]:
-    from ._narrow_jax import narrow
+    from ._narrow import narrow
 
     if jaxpr is None:
         raise Unrebuildable("no jaxpr (an eager primitive: replay it by its inputs instead)")
