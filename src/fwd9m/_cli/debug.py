@@ -106,7 +106,7 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
         RunError: the target is missing, the run timed out, or it failed before the
             trace was opened.
     """
-    from .._launch import resolve_target
+    from .._runtime.launch import resolve_target
     from ..errors import RunError
 
     resolve_target(target, args.module)
@@ -201,7 +201,7 @@ def _run_folder(args, out: str, env: dict | None) -> tuple:
     folder = Path(os.path.abspath(os.path.splitext(out)[0] + RUN_FOLDER))
     if folder.exists():
         if not (folder / RUN_MARK).exists():
-            from .._launch import shown
+            from .._runtime.launch import shown
 
             raise ConfigurationError(f"{shown(str(folder))} exists and fwd9m did not make it; --keep a "
                                      f"folder without it, or remove it")
@@ -233,7 +233,7 @@ def _note_writes_through_links(watch, own: str, label: str, guard=None) -> None:
     # a folder whose mtime changed because a file in it did: name the file only
     changed = [k for k in changed if not any(c != k and c.startswith(k + os.sep) for c in changed)]
     if changed:
-        from .._launch import shown
+        from .._runtime.launch import shown
 
         kept = []
         if guard is not None:
@@ -289,7 +289,7 @@ def _check_output(out: str, option: str = "-o", example: str = "run.trace") -> N
     device, or one in a missing folder."""
     import stat
 
-    from .._launch import shown
+    from .._runtime.launch import shown
     from ..errors import ConfigurationError
 
     try:
@@ -325,7 +325,7 @@ def _check_options(args) -> None:
 
 
 def _is_report(path: str) -> bool:
-    from .._launch import starts_with
+    from .._runtime.launch import starts_with
 
     return starts_with(path, (b"<title>fwd9m debug report</title>",))
 
@@ -334,7 +334,7 @@ def _check_overwrites(args, script: str | None, outputs: list[str], inputs: list
     """Refuse, before any run, to write over an input (the script, a trace compared) or
     over an existing file fwd9m did not write (unless --force): traces in ``outputs``
     (with the log beside each), and the --html report."""
-    from .._launch import refuse_overwrite, shown
+    from .._runtime.launch import refuse_overwrite, shown
     from ..debug._store import is_trace
 
     ins = [p for p in (script, *inputs) if p]
@@ -436,7 +436,7 @@ def run(args) -> int:
             raise ConfigurationError("usage: fwd9m debug diff A.trace B.trace")
         dirs = [os.path.isdir(p) for p in args.args]
         if any(dirs) and not all(dirs):
-            from .._launch import shown
+            from .._runtime.launch import shown
 
             d, f = (args.args if dirs[0] else args.args[::-1])
             raise ConfigurationError(f"{shown(d)} is a directory but {shown(f)} is not: compare two trace "
@@ -484,14 +484,14 @@ def run(args) -> int:
         code = _record(args, rest[0], rest[1:], args.output)
         r = debug.TraceReader(args.output)
         n = sum(1 for _ in r)
-        from .._launch import shown
+        from .._runtime.launch import shown
 
         print(f"recorded {n} ops into {shown(args.output)} ({os.path.getsize(args.output)} bytes)"
               + (f"; the script exited with status {code}" if code else ""))
         return 0 if code == 0 else 2
     # record twice, compare
     if args.keep and os.path.exists(args.keep) and not os.path.isdir(args.keep):
-        from .._launch import shown
+        from .._runtime.launch import shown
 
         raise ConfigurationError(f"--keep {shown(args.keep)} is a file; --keep names a folder for the two "
                                  f"traces, e.g. --keep traces/")
@@ -549,7 +549,7 @@ def run(args) -> int:
                 and "PYTHONHASHSEED" not in os.environ and not args.no_hashseed_check):
             _hash_seed_experiment(args, directory, report, paths)
         if args.keep:
-            from .._launch import shown
+            from .._runtime.launch import shown
 
             report.notes.append("the files each run wrote are in its own working folder: "
                                 + " and ".join(shown(os.path.splitext(p)[0] + RUN_FOLDER + "/cwd") for p in paths))

@@ -6,7 +6,7 @@ Two entry points:
   the same seeded state, and compares what it returns (:mod:`fwd9m.compare`).
 - :func:`check_script` runs a script, module or command several times, each in a fresh
   interpreter, and compares what it prints, the files it writes and the final state of
-  its models and variables (captured by :mod:`fwd9m._capture`).
+  its models and variables (captured by :mod:`fwd9m._runtime.capture`).
 
 Both return a :class:`CheckResult`: truthy when every run agreed, with a ranked list of
 :class:`Finding` s, a text report (:meth:`CheckResult.report`) and a JSON form
@@ -34,7 +34,7 @@ final state), there is no verdict: :class:`~fwd9m.errors.RunError`.
 Launchers: each worker that torchrun starts (``torchrun``, ``python -m
 torch.distributed.run``, ``accelerate launch --multi_gpu``, which runs torchrun in its
 own process) writes its stdout and stderr to a file of its own
-(:func:`fwd9m._launch.split_rank_output`), or, under the user's ``--redirects``/``--tee``,
+(:func:`fwd9m._runtime.launch.split_rank_output`), or, under the user's ``--redirects``/``--tee``,
 to torchrun's per-rank log file, which is read instead; rank r's output is compared with
 rank r's. A shared stdout (the launcher's own, or that of a launcher fwd9m does not know,
 such as ``mpirun`` and ``horovodrun``, which are not handled) is compared as it is, and

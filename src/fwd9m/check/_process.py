@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import _capture
+from .._runtime import capture as _capture
 from ..compare import TEXT_LIMIT, TEXT_SUFFIXES, is_structured, orbax_roots
-from .._launch import ENV_RANK_DIR, ENV_SHARED_OUT
+from .._runtime.launch import ENV_RANK_DIR, ENV_SHARED_OUT
 from ..errors import FileFormatError
 from ._result import RunInfo
 
@@ -317,7 +317,7 @@ class _Run:
     through: set[str] = field(default_factory=set)  #: files copied from the user's directory
     #: each launcher rank's own output: ``{"rank 0": {"stdout": path, "stderr": path}}``
     ranks: dict[str, dict[str, Path]] = field(default_factory=dict)
-    seen_ranks: set[int] = field(default_factory=set)  #: ranks of any launcher that ran (fwd9m._launch)
+    seen_ranks: set[int] = field(default_factory=set)  #: ranks of any launcher that ran (fwd9m._runtime.launch)
     watched: bool = False  #: the user's directory was watched (``--cwd link``)
     watch_complete: bool = True  #: False when the watch of the user's directory stopped at WATCH_LIMIT
 
@@ -336,7 +336,7 @@ def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, st
     env.update(extra_env)
     env[_capture.ENV_DIR] = str(capdir)
     if site:
-        from .._bootstrap import bootstrap_dir
+        from .._runtime.bootstrap import bootstrap_dir
 
         env[_capture.ENV_SITE] = "1"
         parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -346,7 +346,7 @@ def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, st
     say(f"{info.label} ({which}): starting: {' '.join(info.command)}")
     t0 = time.monotonic()
     with open(run.stdout, "wb") as out, open(stderr_path, "wb") as err:
-        if site:  # a launcher's workers write their output to a file per rank (fwd9m._launch)
+        if site:  # a launcher's workers write their output to a file per rank (fwd9m._runtime.launch)
             rankdir.mkdir()
             env[ENV_RANK_DIR] = str(rankdir)
             env[ENV_SHARED_OUT] = " ".join(f"{st.st_dev}:{st.st_ino}" for st in map(os.fstat, (out.fileno(),
@@ -417,7 +417,7 @@ def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, st
 
 
 def _rank_outputs(rankdir: Path) -> tuple[dict[str, dict[str, Path]], set[int], list[str]]:
-    """The per-rank output files that :func:`fwd9m._launch.split_rank_output` left in
+    """The per-rank output files that :func:`fwd9m._runtime.launch.split_rank_output` left in
     ``rankdir`` (``rank<R>.stdout``, or ``rank<R>.stdout.path`` naming the file torchrun
     itself sends that rank's output to), by ``"rank R"``, ranks in order; the ranks of any
     launcher that ran (``rank<R>.seen``); and the

@@ -97,7 +97,7 @@ def _launch_command(target: str, args: Sequence[str], mode: str, seed: int, pyth
     if mode.startswith("enable"):
         module = mode == "enable-module"
         return [python, "-m", "fwd9m", "run", "--seed", str(seed), *(["-m"] if module else []), target, *args]
-    return [python, "-m", "fwd9m._capture", *(["-m"] if module else []), target, *args]
+    return [python, "-m", "fwd9m._runtime.capture", *(["-m"] if module else []), target, *args]
 
 
 def check_script(target: str, args: Sequence[str] = (), *, module: bool = False, command: bool = False,
@@ -146,7 +146,7 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
             fwd9m could compare: there is no verdict.
         ConfigurationError: ``runs < 2``.
     """
-    from .._launch import resolve_target
+    from .._runtime.launch import resolve_target
     from ..errors import ConfigurationError
 
     if runs < 2:

@@ -53,7 +53,7 @@ def detect_frameworks(target: str, module: bool) -> list[str]:
 
 def main(argv: list[str]) -> int:
     out, level, capture, steps, frameworks, module, target, *args = argv
-    from .. import _launch
+    from .._runtime import launch as _launch
     from . import record
 
     module_flag = module == "1"

@@ -246,7 +246,7 @@ class TraceReader:
     """
 
     def __init__(self, path: str | os.PathLike[str]):
-        from .._launch import open_regular_file, shown
+        from .._runtime.launch import open_regular_file, shown
 
         self.path = os.fspath(path)
         self._name = shown(self.path)  # in messages: control characters escaped
@@ -436,7 +436,7 @@ class TraceReader:
 def is_trace(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a regular file starting with the trace signature (or empty):
     a file that recording may replace."""
-    from .._launch import starts_with
+    from .._runtime.launch import starts_with
 
     return starts_with(path, (MAGIC,), within=len(MAGIC))
 
