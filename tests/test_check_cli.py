@@ -469,10 +469,11 @@ def test_writes_into_a_large_directory_and_a_hidden_folder_are_seen(tmp_path):
 
 
 def test_a_watch_that_stops_at_its_limit_says_so(tmp_path, monkeypatch):
-    from fwd9m.check import _process, check_script
+    from fwd9m._runtime import workdir
+    from fwd9m.check import check_script
     from fwd9m.errors import RunError
 
-    monkeypatch.setattr(_process, "WATCH_LIMIT", 10)
+    monkeypatch.setattr(workdir, "WATCH_LIMIT", 10)
     (tmp_path / "data").mkdir()
     for i in range(20):
         (tmp_path / "data" / f"{i:02d}.txt").write_text("x")

@@ -127,7 +127,7 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
     t0 = time.perf_counter()
     kept = args.target == "record" or args.keep
     _progress(f"recording {label or target}" + (f" -> {out}" if kept else ""))
-    from ..check._process import _kill_group, _kill_leftovers, _tail
+    from .._runtime.process import kill_group, kill_leftovers, tail
     from ..compare import printable
 
     log = os.path.splitext(out)[0] + ".log" if quiet and not getattr(args, "verbose", 0) else None
@@ -145,7 +145,7 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
             sink.close()
 
     def show_log(why: str) -> None:
-        text = _tail(log) if log else ""
+        text = tail(log) if log else ""
         if text:
             _progress(f"  {why}; the end of its output" + (f" ({log})" if args.keep else "") + ":")
             text = printable(text)  # the script's own output: show escapes, do not obey them
@@ -154,15 +154,15 @@ def _record(args, target: str, script_args: list[str], out: str, env: dict | Non
     try:
         proc.wait(timeout=args.timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        kill_group(proc)
         show_log(f"{label or target} timed out")
         raise RunError(f"{target} did not finish within {args.timeout:g} s (its whole process group was "
                        f"killed); " + (f"the partial trace is in {out}" if kept else
                                        "--keep DIR keeps the partial trace")) from None
     except BaseException:  # Ctrl-C: leave nothing running
-        _kill_group(proc)
+        kill_group(proc)
         raise
-    _kill_leftovers(proc)
+    kill_leftovers(proc)
     _note_writes_through_links(watch, os.path.dirname(os.path.abspath(out)), label or target,
                                getattr(args, "guard", None))
     size = os.path.getsize(out) if os.path.exists(out) else 0
@@ -193,7 +193,7 @@ def _run_folder(args, out: str, env: dict | None) -> tuple:
     current directory on PYTHONPATH so that the module is found as ``python -m`` finds it)."""
     from pathlib import Path
 
-    from ..check._process import _prepare_cwd
+    from .._runtime.workdir import prepare_cwd
     from ..errors import ConfigurationError
 
     if args.target == "record":
@@ -207,7 +207,7 @@ def _run_folder(args, out: str, env: dict | None) -> tuple:
                                      f"folder without it, or remove it")
         shutil.rmtree(folder)
     user = Path.cwd()
-    watch = _prepare_cwd(folder / "cwd", user, args.cwd, own=folder.parent)
+    watch = prepare_cwd(folder / "cwd", user, args.cwd, own=folder.parent)
     (folder / RUN_MARK).write_text("a working folder of a run recorded by fwd9m debug\n")
     from ..debug._common import ENV_USER_CWD
 
@@ -220,15 +220,15 @@ def _run_folder(args, out: str, env: dict | None) -> tuple:
 
 def _note_writes_through_links(watch, own: str, label: str, guard=None) -> None:
     """Say when a run changed files in the user's directory through its links, and put
-    them back as they were (``guard``: :class:`fwd9m.check._process.Guard`), so that the
+    them back as they were (``guard``: :class:`fwd9m._runtime.workdir.Guard`), so that the
     next run starts from the same files; ``own``: the folder of the traces, left out."""
     if watch is None:
         return
     from pathlib import Path
 
-    from ..check._process import _snapshot_tree
+    from .._runtime.workdir import snapshot_tree
 
-    after = _snapshot_tree(Path.cwd(), own=Path(own))
+    after = snapshot_tree(Path.cwd(), own=Path(own))
     changed = sorted(k for k, v in after.entries.items() if watch.entries.get(k) != v)
     # a folder whose mtime changed because a file in it did: name the file only
     changed = [k for k in changed if not any(c != k and c.startswith(k + os.sep) for c in changed)]
@@ -508,7 +508,7 @@ def run(args) -> int:
     if args.cwd == "link":  # what a run writes into your files through its links is put back
         from pathlib import Path
 
-        from ..check._process import Guard
+        from .._runtime.workdir import Guard
 
         args.guard = Guard.make(Path.cwd(), Path(tempfile.mkdtemp(prefix="fwd9m-debug-backup-")) / "files")
     args.deleted_dir = None if args.keep else directory

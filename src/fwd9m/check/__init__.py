@@ -56,7 +56,7 @@ from typing import Any, Callable
 from ._api import assert_reproducible, check
 from ._hints import _catalog_hints  # noqa: F401  (tests)
 from ._process import (COPY_LIMIT, HEARTBEAT_S, IGNORED_PARTS, IGNORED_PREFIXES, KILL_GRACE_S,  # noqa: F401
-                       SOURCE_SUFFIXES, TAIL_BYTES, TOOL_DIRS, WATCH_LIMIT, _kill_group)  # _kill_group: fwd9m debug
+                       SOURCE_SUFFIXES, TAIL_BYTES, TOOL_DIRS, WATCH_LIMIT)
 from ._result import SCHEMA, SCHEMA_VERSION, CheckResult, Finding, RunInfo  # noqa: F401
 from ._script import Variant, check_script, parse_vary
 

@@ -13,7 +13,7 @@ from ..compare import (LeafDiff, compare_flat, compare_text, escape_control, fil
 from ..compare._text import IgnoredValues
 from ..errors import FileFormatError, RunError
 from ._hints import _catalog_hints, _debug_args, _debug_can_record
-from . import _process
+from .._runtime import workdir
 from ._process import _Run
 from ._result import CheckResult, Finding, leaf_finding
 
@@ -404,7 +404,7 @@ def _nothing_compared(display: str, done: list[_Run]) -> str:
     first = done[0]
     watched = ("the run's own (empty) directory" if not first.watched else
                "your directory (through the run's links) and the run's own directory" if first.watch_complete
-               else f"the run's own directory and the first {_process.WATCH_LIMIT:,} entries of your directory "
+               else f"the run's own directory and the first {workdir.WATCH_LIMIT:,} entries of your directory "
                     f"(the watch stopped there, so files written beyond them were not seen)")
     return (f"nothing to compare, so there is no verdict: in {len(done)} runs of {display}, standard output "
             f"was empty, no file was written in {watched}, and no model, variable or array was held at exit "

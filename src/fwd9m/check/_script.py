@@ -14,7 +14,8 @@ from typing import Callable, Sequence
 from .._hashseed import MAX_RUNS, experiment
 from .._log import logger
 from ..errors import RunError
-from ._process import Guard, _execute, _Run, _run_notes
+from .._runtime.workdir import Guard
+from ._process import _execute, _Run, _run_notes
 from ._result import CheckResult, RunInfo
 from ._runs import _compare_runs, _finding_key, _settle_hash_seed
 
