@@ -13,7 +13,9 @@ module/layer, phase, user file:line, shapes, dtypes and an exact digest
 (:mod:`fwd9m.fingerprint`) of every input and output into a trace file
 (:mod:`fwd9m.debug._store`). ``diff`` aligns two traces and classifies the first
 divergence: a culprit op, an external source, a structural change, or an environment
-difference. ``localize`` does both for an in-process function.
+difference. ``localize`` does both for an in-process function. ``debug_script`` does
+what ``fwd9m debug SCRIPT`` does: two runs in fresh interpreters, compared and explained
+(:mod:`fwd9m.debug._script`).
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ from typing import Any, Callable, Iterator
 from ..errors import ConfigurationError
 from ._common import LEVELS, CaptureSpec, Recording
 from ._compare import Report, compare
+from ._script import DebugOptions, debug_script, record_script
 from ._store import FORMAT_VERSION, TraceReader, TraceWriter
 
-__all__ = ["record", "diff", "localize", "Report", "Trace", "LEVELS", "FORMAT_VERSION",
-           "TraceReader"]
+__all__ = ["record", "diff", "localize", "debug_script", "record_script", "DebugOptions", "Report", "Trace",
+           "LEVELS", "FORMAT_VERSION", "TraceReader"]
 
 
 class Trace:
