@@ -579,7 +579,7 @@ def test_hash_seed_experiment_is_controlled(tmp_path, monkeypatch, seeds, outcom
 
     monkeypatch.setattr(session, "_record", fake_record)
     s = session._Session("x.py", (), session.DebugOptions(), print, print)
-    session._hash_seed_experiment(s, str(tmp_path), report, paths)
+    report = session._hash_seed_experiment(s, str(tmp_path), report, paths)
     f = report.first
     notes = " ".join(report.notes)
     causes = " ".join(f.explanation["causes"])

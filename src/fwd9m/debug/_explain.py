@@ -321,8 +321,9 @@ def explain(first, report, ha: dict, hb: dict, hashseed: str | None = None,
     ``"intermittent"``, ``"incomplete"``, ``"likely"`` or ``"confirmed"``, and
     ``hashseed_note`` its message (shown among the causes of a ``hashseed`` source);
     once tested, the advice to test it goes, and when ruled out, not confirmed or
-    intermittent so do the hash-order causes and catalog entries."""
-    framework = report.framework
+    intermittent so do the hash-order causes and catalog entries. ``report``: the
+    framework recorded (a name, or the Report that names it)."""
+    framework = report if isinstance(report, str) else report.framework
     env = ha.get("environment") or {}
     version = ((env.get("frameworks") or {}).get(framework) or {}).get("version") \
         or (env.get("packages") or {}).get(framework)

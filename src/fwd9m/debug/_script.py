@@ -442,12 +442,12 @@ def _agree_at(a: str, b: str, seq: int) -> bool:
     return again.reproducible or (again.first is not None and again.first.seq > seq)
 
 
-def _hash_seed_experiment(s: _Session, directory: str, report: Report, paths: list[str]) -> None:
+def _hash_seed_experiment(s: _Session, directory: str, report: Report, paths: list[str]) -> Report:
     """Test whether the string-hash seed causes the first divergence (an external
     ``python`` or ``data`` source) with the controlled experiment ``fwd9m check`` runs
     too (:func:`fwd9m._hashseed.experiment`): runs agree when their traces agree up to
-    and including that op. Confirmed or likely: the source becomes ``hashseed``. Updates
-    ``report.first`` (source, explanation) and its notes."""
+    and including that op. Confirmed or likely: the source becomes ``hashseed``. Returns
+    the report with the first divergence explained again and the experiment's note."""
     from .. import _hashseed
     from . import _explain, _store
 
@@ -465,12 +465,14 @@ def _hash_seed_experiment(s: _Session, directory: str, report: Report, paths: li
                                    argv=_explain._argv(ha),
                                    target=" ".join([*(["-m"] if s.options.module else []), s.target]),
                                    progress=s.say)
+    notes = report.notes
     if outcome.hash_order:
-        f.source = "hashseed"  # the explanation's causes say what the experiment showed
+        f = replace(f, source="hashseed")  # the explanation's causes say what the experiment showed
     else:
-        report.notes.append(outcome.message())
-    f.explanation = _explain.explain(f, report, ha, _store.read_header(paths[1]), hashseed=outcome.verdict,
-                                     hashseed_note=outcome.message())
+        notes = [*notes, outcome.message()]
+    f = replace(f, explanation=_explain.explain(f, report, ha, _store.read_header(paths[1]),
+                                                hashseed=outcome.verdict, hashseed_note=outcome.message()))
+    return replace(report, first=f, notes=notes)
 
 
 def _hide_deleted(report: Report, directory: str | None) -> Report:
@@ -535,14 +537,16 @@ def _two_runs(s: _Session, directory: str) -> Report:
     report = compare(*paths)
     if first_pass is not None:
         report = _with_fast_pass(report, first_pass)
-    report.notes.extend(f"run {i} exited with status {c}" for i, c in enumerate(codes, 1) if c)
+    failed = [f"run {i} exited with status {c}" for i, c in enumerate(codes, 1) if c]
+    report = replace(report, notes=[*report.notes, *failed])
     f = report.first
     if (f is not None and f.kind == "external" and f.source in ("python", "data")
             and "PYTHONHASHSEED" not in os.environ and s.options.hashseed_check):
-        _hash_seed_experiment(s, directory, report, paths)
+        report = _hash_seed_experiment(s, directory, report, paths)
     if s.options.keep:
-        report.notes.append("the files each run wrote are in its own working folder: "
-                            + " and ".join(shown(os.path.splitext(p)[0] + RUN_FOLDER + "/cwd") for p in paths))
+        report = replace(report, notes=[*report.notes, "the files each run wrote are in its own working folder: "
+                                        + " and ".join(shown(os.path.splitext(p)[0] + RUN_FOLDER + "/cwd")
+                                                       for p in paths)])
     return _settle(s, report, codes, paths)
 
 
