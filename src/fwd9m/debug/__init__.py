@@ -53,7 +53,7 @@ class Trace:
 
 def _frameworks(framework) -> list[str]:
     if framework is None:
-        found = [f for f in ("torch", "tensorflow") if f in sys.modules]
+        found: list[str] = [f for f in ("torch", "tensorflow") if f in sys.modules]
         if "keras" in sys.modules and "tensorflow" not in found:
             found.append("tensorflow")
         if not found and "jax" in sys.modules:  # Keras 3 imports jax even on the TF backend
@@ -128,7 +128,7 @@ def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[
         raise ConfigurationError(f"unknown detail level {level!r}; use one of {', '.join(LEVELS)}")
     spec = CaptureSpec(capture)
     made = path is None
-    if made:
+    if path is None:
         fd, path = tempfile.mkstemp(suffix=".trace", prefix="fwd9m-")
         os.close(fd)
     path = os.fspath(path)
@@ -139,7 +139,7 @@ def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[
         if made:  # nothing recorded: leave no empty temporary file behind
             os.unlink(path)
         raise
-    recorders = []
+    recorders: list[Any] = []
     for n in names:
         if n == "torch":
             from ._torch import TorchRecorder
@@ -208,4 +208,5 @@ def localize(fn: Callable[..., Any], *args, runs: int = 2, framework=None,
         report = compare(paths[0], p)
         if not report.reproducible:
             break
+    assert report is not None  # runs >= 2
     return report
