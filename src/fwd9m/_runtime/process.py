@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from pathlib import Path
 
 __all__ = ["TAIL_BYTES", "KILL_GRACE_S", "tail", "kill_group", "kill_leftovers"]
 
@@ -17,7 +16,7 @@ TAIL_BYTES = 3000
 KILL_GRACE_S = 5.0
 
 
-def tail(path: Path, n: int = TAIL_BYTES) -> str:
+def tail(path: str | os.PathLike[str], n: int = TAIL_BYTES) -> str:
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)

@@ -86,6 +86,7 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
             if first is None:  # the repeat of run 1, while the user's first call returned normally:
                 # reported as run 2, as it would be had the framework been imported before check
                 info.label = "run 2"
+                assert discarded is not None  # else raised above
                 infos += [discarded, info]
                 findings.append(Finding("exit", info.label, f"raised {info.error}; run 1 returned normally "
                                                             f"(this call repeated run 1 with {', '.join(late)} "

@@ -109,8 +109,8 @@ def sample_difference(meta: str, a: bytes, b: bytes) -> tuple[float, int] | None
         if dtype == "bfloat16" and a and len(a) == len(b):
             n = len(a) // 2
             ua, ub = struct.unpack(f"<{n}H", a), struct.unpack(f"<{n}H", b)
-            fa = [struct.unpack("<f", struct.pack("<I", x << 16))[0] for x in ua]
-            fb = [struct.unpack("<f", struct.pack("<I", x << 16))[0] for x in ub]
+            fa = tuple(struct.unpack("<f", struct.pack("<I", x << 16))[0] for x in ua)
+            fb = tuple(struct.unpack("<f", struct.pack("<I", x << 16))[0] for x in ub)
             ia, ib = ua, ub
             nbits = 16
         else:

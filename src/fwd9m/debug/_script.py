@@ -453,6 +453,7 @@ def _hash_seed_experiment(s: _Session, directory: str, report: Report, paths: li
 
     f = report.first
     assert f is not None
+    seq = f.seq
     ha = _store.read_header(paths[0])
 
     def run(seed: int, k: int) -> str:
@@ -461,7 +462,7 @@ def _hash_seed_experiment(s: _Session, directory: str, report: Report, paths: li
                 quiet=True)
         return out
 
-    outcome = _hashseed.experiment(run, lambda a, b: _agree_at(a, b, f.seq), script=_explain._script(ha),
+    outcome = _hashseed.experiment(run, lambda a, b: _agree_at(a, b, seq), script=_explain._script(ha),
                                    argv=_explain._argv(ha),
                                    target=" ".join([*(["-m"] if s.options.module else []), s.target]),
                                    progress=s.say)
