@@ -378,7 +378,7 @@ def test_output_without_a_final_newline_is_counted(tmp_path):
     '{"format": "fwd9m.capture", "format_version": 1, "leaves": [], "argv": [1]}',
 ])
 def test_damaged_capture_files_are_a_format_error(tmp_path, manifest):
-    from fwd9m import _capture
+    from fwd9m._runtime import capture as _capture
     from fwd9m.errors import FileFormatError
 
     (tmp_path / "capture-1.json").write_text(manifest)  # a script can write into the capture folder
