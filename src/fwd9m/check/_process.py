@@ -129,12 +129,9 @@ class _Run:
         return ((str(self.cwd), "<cwd>"), (os.path.realpath(self.cwd), "<cwd>"))
 
 
-def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, str], site: bool,
-             timeout: float | None, which: str, say: Callable[[str], None], guard: Guard | None = None) -> None:
-    info = run.info
-    linked = prepare_cwd(run.cwd, invocation, cwd_mode)
-    capdir = run.root / "capture"
-    capdir.mkdir()
+def _run_env(run: _Run, extra_env: dict[str, str], site: bool, capdir: Path) -> dict[str, str]:
+    """The run's environment: the user's, ``extra_env``, where the final state is
+    captured, and with ``site`` the start-up hook first on PYTHONPATH."""
     env = dict(os.environ)
     env.update(extra_env)
     env[_capture.ENV_DIR] = str(capdir)
@@ -144,6 +141,101 @@ def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, st
         env[_capture.ENV_SITE] = "1"
         parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         env["PYTHONPATH"] = os.pathsep.join([bootstrap_dir(), *(p for p in parts if p != bootstrap_dir())])
+    return env
+
+
+def _wait(proc: subprocess.Popen, info: RunInfo, timeout: float | None, t0: float,
+          say: Callable[[str], None]) -> None:
+    """Wait for the run, saying it still runs every HEARTBEAT_S; past ``timeout`` kill
+    its process group. Ctrl-C kills it too, and leaves nothing running."""
+    try:
+        while True:
+            left = None if timeout is None else timeout - (time.monotonic() - t0)
+            if left is not None and left <= 0:
+                info.timed_out = True
+                kill_group(proc)
+                break
+            try:
+                proc.wait(timeout=HEARTBEAT_S if left is None else min(left, HEARTBEAT_S))
+                break
+            except subprocess.TimeoutExpired:
+                say(f"{info.label}: still running ({time.monotonic() - t0:.0f} s)")
+    except BaseException:
+        kill_group(proc)
+        raise
+    kill_leftovers(proc)
+
+
+def _ended(run: _Run, proc: subprocess.Popen, stderr_path: Path, rankdir: Path, t0: float) -> list[str]:
+    """Record how the run ended (time, status, output sizes, the end of stderr and of
+    each rank's); returns the directories of a launcher's own logs."""
+    info = run.info
+    info.seconds = time.monotonic() - t0
+    info.returncode = None if info.timed_out else proc.returncode
+    info.stdout_bytes = run.stdout.stat().st_size
+    run.ranks, run.seen_ranks, logs = _rank_outputs(rankdir)
+    info.stderr_tail = tail(stderr_path)
+    if proc.returncode and run.ranks:  # the workers' errors are in their own files now
+        info.stderr_tail += "".join(f"\n[{key} stderr]\n{tail(out['stderr'], TAIL_BYTES // 2)}"
+                                    for key, out in run.ranks.items() if "stderr" in out and tail(out["stderr"]))
+        info.stderr_tail = info.stderr_tail.strip()
+    return logs
+
+
+def _read_captures(run: _Run, capdir: Path) -> None:
+    try:
+        run.captures = _capture.read(capdir)
+    except FileFormatError as exc:
+        run.info.error = str(exc)
+    run.info.captured = sum(len(c["flat"]) for c in run.captures)
+
+
+def _changed_through_links(run: _Run, invocation: Path, linked: Watch | None, logs: list[str],
+                           say: Callable[[str], None]) -> list[str]:
+    """The entries of the user's directory the run changed (through its links), but
+    fwd9m's own output files and a launcher's logs."""
+    after = snapshot_tree(invocation, own=run.root.parent) if linked is not None else Watch()
+    run.watched = linked is not None
+    run.watch_complete = linked is None or (linked.complete and after.complete)
+    if not run.watch_complete:
+        say(f"{run.info.label}: WARNING: your directory has more than {workdir.WATCH_LIMIT:,} entries; writes "
+            f"beyond them are not seen (fwd9m check --cwd empty avoids the watch)")
+    own = _own_outputs() if linked is not None else set()
+    before = linked.entries if linked is not None else {}
+    return [rel for rel, sig in after.entries.items() if before.get(rel) != sig
+            and not _is_own_output(invocation / rel, own) and not _under(invocation / rel, logs)]
+
+
+def _collect_outputs(run: _Run, invocation: Path, changed: list[str], logs: list[str],
+                     guard: Guard | None) -> None:
+    """The files the run wrote, in its folder and (copied) through its links, grouped
+    for comparison; then the user's files are put back (``guard``)."""
+    run.touched = sorted({rel.split(os.sep)[0] for rel in changed})
+    files = {rel: p for rel, p in _collect_files(run.cwd).items() if not _under(p, logs)}
+    for rel in changed:  # written through a link into the user's directory: keep a copy
+        src = invocation / rel
+        if src.suffix in SOURCE_SUFFIXES or not src.is_file() or src.is_symlink() \
+                or src.stat().st_size > COPY_LIMIT:
+            continue
+        dst = run.root / "through" / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+        files.setdefault(Path(rel).as_posix(), dst)
+        run.through.add(Path(rel).as_posix())
+    if guard is not None:  # the copies to compare are made: put the user's files back
+        guard.restore(changed)
+    run.files = _group_files(dict(sorted(files.items())))
+
+
+def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, str], site: bool,
+             timeout: float | None, which: str, say: Callable[[str], None], guard: Guard | None = None) -> None:
+    """Run one run of the script in its own folder and session (process group), and
+    collect what it left: its output, files and captured final state."""
+    info = run.info
+    linked = prepare_cwd(run.cwd, invocation, cwd_mode)
+    capdir = run.root / "capture"
+    capdir.mkdir()
+    env = _run_env(run, extra_env, site, capdir)
     stderr_path = run.root / "stderr"
     rankdir = run.root / "ranks"
     say(f"{info.label} ({which}): starting: {' '.join(info.command)}")
@@ -160,63 +252,12 @@ def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, st
         except OSError as exc:
             info.error = f"could not start: {exc}"
             return
-        try:
-            while True:
-                left = None if timeout is None else timeout - (time.monotonic() - t0)
-                if left is not None and left <= 0:
-                    info.timed_out = True
-                    kill_group(proc)
-                    break
-                try:
-                    proc.wait(timeout=HEARTBEAT_S if left is None else min(left, HEARTBEAT_S))
-                    break
-                except subprocess.TimeoutExpired:
-                    say(f"{info.label}: still running ({time.monotonic() - t0:.0f} s)")
-        except BaseException:  # Ctrl-C: leave nothing running
-            kill_group(proc)
-            raise
-        kill_leftovers(proc)
-    info.seconds = time.monotonic() - t0
-    info.returncode = None if info.timed_out else proc.returncode
-    info.stdout_bytes = run.stdout.stat().st_size
-    run.ranks, run.seen_ranks, logs = _rank_outputs(rankdir)
-    info.stderr_tail = tail(stderr_path)
-    if proc.returncode and run.ranks:  # the workers' errors are in their own files now
-        info.stderr_tail += "".join(f"\n[{key} stderr]\n{tail(out['stderr'], TAIL_BYTES // 2)}"
-                                    for key, out in run.ranks.items() if "stderr" in out and tail(out["stderr"]))
-        info.stderr_tail = info.stderr_tail.strip()
-    status = "timed out" if info.timed_out else f"exit {proc.returncode}"
-    say(f"{info.label}: {status} after {info.seconds:.1f} s")
-    try:
-        run.captures = _capture.read(capdir)
-    except FileFormatError as exc:
-        info.error = str(exc)
-    info.captured = sum(len(c["flat"]) for c in run.captures)
-    after = snapshot_tree(invocation, own=run.root.parent) if linked is not None else Watch()
-    run.watched = linked is not None
-    run.watch_complete = linked is None or (linked.complete and after.complete)
-    if not run.watch_complete:
-        say(f"{info.label}: WARNING: your directory has more than {workdir.WATCH_LIMIT:,} entries; writes beyond "
-            f"them are not seen (fwd9m check --cwd empty avoids the watch)")
-    own = _own_outputs() if linked is not None else set()
-    before = linked.entries if linked is not None else {}
-    changed = [rel for rel, sig in after.entries.items() if before.get(rel) != sig
-               and not _is_own_output(invocation / rel, own) and not _under(invocation / rel, logs)]
-    run.touched = sorted({rel.split(os.sep)[0] for rel in changed})
-    files = {rel: p for rel, p in _collect_files(run.cwd).items() if not _under(p, logs)}
-    for rel in changed:  # written through a link into the user's directory: keep a copy
-        src = invocation / rel
-        if src.suffix in SOURCE_SUFFIXES or not src.is_file() or src.is_symlink() \
-                or src.stat().st_size > COPY_LIMIT:
-            continue
-        dst = run.root / "through" / rel
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dst)
-        files.setdefault(Path(rel).as_posix(), dst)
-        run.through.add(Path(rel).as_posix())
-    if guard is not None:  # the copies to compare are made: put the user's files back
-        guard.restore(changed)
-    run.files = _group_files(dict(sorted(files.items())))
+        _wait(proc, info, timeout, t0, say)
+    logs = _ended(run, proc, stderr_path, rankdir, t0)
+    say(f"{info.label}: {'timed out' if info.timed_out else f'exit {proc.returncode}'} after {info.seconds:.1f} s")
+    _read_captures(run, capdir)
+    changed = _changed_through_links(run, invocation, linked, logs, say)
+    _collect_outputs(run, invocation, changed, logs, guard)
 
 
 def _rank_outputs(rankdir: Path) -> tuple[dict[str, dict[str, Path]], set[int], list[str]]:
