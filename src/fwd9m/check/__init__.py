@@ -9,7 +9,7 @@ Two entry points:
   its models and variables (captured by :mod:`fwd9m._runtime.capture`).
 
 Both return a :class:`CheckResult`: truthy when every run agreed, with a ranked list of
-:class:`Finding` s, a text report (:meth:`CheckResult.report`) and a JSON form
+:class:`Difference` s, a text report (:meth:`CheckResult.report`) and a JSON form
 (:meth:`CheckResult.to_dict`).
 
 Where a run works: by default each run's working directory is a fresh, empty temporary
@@ -57,10 +57,10 @@ from ._api import assert_reproducible, check
 from ._hints import _catalog_hints  # noqa: F401  (tests)
 from ._process import (COPY_LIMIT, HEARTBEAT_S, IGNORED_PARTS, IGNORED_PREFIXES, KILL_GRACE_S,  # noqa: F401
                        SOURCE_SUFFIXES, TAIL_BYTES, TOOL_DIRS, WATCH_LIMIT)
-from ._result import SCHEMA, SCHEMA_VERSION, CheckResult, Finding, RunInfo  # noqa: F401
+from ._result import SCHEMA, SCHEMA_VERSION, CheckResult, Difference, Finding, RunInfo  # noqa: F401
 from ._script import Variant, check_script, parse_vary
 
-__all__ = ["check", "assert_reproducible", "check_script", "CheckResult", "Finding", "RunInfo",
+__all__ = ["check", "assert_reproducible", "check_script", "CheckResult", "Difference", "Finding", "RunInfo",
            "Variant", "parse_vary"]
 
 

@@ -11,7 +11,7 @@ from ..compare import Flat, LeafDiff, Tensor, _Opaque, compare_flat, escape_cont
 from ..errors import NondeterminismError, RunError
 from ..seed import seed_everything
 from ._hints import _catalog_hints
-from ._result import CheckResult, Finding, RunInfo, leaf_finding
+from ._result import CheckResult, Difference, RunInfo, leaf_finding
 
 
 # --------------------------------------------------------------------------- seeding
@@ -62,7 +62,7 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
         raise ValueError(f"runs must be at least 2, got {runs}")
     name = getattr(fn, "__qualname__", None) or repr(fn)
     infos: list[RunInfo] = []
-    findings: list[Finding] = []
+    findings: list[Difference] = []
     first: dict[str, Any] | None = None
     late: list[str] = []  # frameworks imported by run 1 itself, so unseeded during it
     discarded: RunInfo | None = None  # run 1's first call, made before those were seeded
@@ -88,12 +88,12 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
                 info.label = "run 2"
                 assert discarded is not None  # else raised above
                 infos += [discarded, info]
-                findings.append(Finding("exit", info.label, f"raised {info.error}; run 1 returned normally "
+                findings.append(Difference("exit", info.label, f"raised {info.error}; run 1 returned normally "
                                                             f"(this call repeated run 1 with {', '.join(late)} "
                                                             f"seeded)"))
                 break
             infos.append(info)
-            findings.append(Finding("exit", label, f"raised {info.error}; run 1 returned normally"))
+            findings.append(Difference("exit", label, f"raised {info.error}; run 1 returned normally"))
             i += 1
             continue
         info.seconds = time.perf_counter() - t0

@@ -15,7 +15,7 @@ from ..errors import FileFormatError, RunError
 from ._hints import _catalog_hints, _debug_args, _debug_can_record
 from .._runtime import workdir
 from ._process import _Run
-from ._result import CheckResult, Finding, leaf_finding
+from ._result import CheckResult, Difference, leaf_finding
 
 
 def _state_groups(run: _Run) -> dict[str, dict[str, Any]]:
@@ -37,7 +37,7 @@ def _hash_probe(run: _Run) -> Any:
     return caps[-1].get("hash_probe") if caps else None
 
 
-def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding],
+def _compare_files(a: _Run, b: _Run, label: str, findings: list[Difference],
                    skipped: dict[str, str] | None = None, strict: bool = False,
                    masked: IgnoredValues | None = None) -> None:
     """Findings for the files of run ``b`` that differ from run ``a``'s; ``skipped`` gets
@@ -54,10 +54,10 @@ def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding],
         if (name in through_a) != (name in through_b) and (name not in files_a or name not in files_b):
             continue  # changed in the user's directory during one run only: not the script's output
         if name not in files_b:
-            findings.append(Finding("file", label, f"{name}: written by run 1 only"))
+            findings.append(Difference("file", label, f"{name}: written by run 1 only"))
             continue
         if name not in files_a:
-            findings.append(Finding("file", label, f"{name}: not written by run 1"))
+            findings.append(Difference("file", label, f"{name}: not written by run 1"))
             continue
         (kind, pa), (_, pb) = files_a[name], files_b[name]
         tf = kind == "tf"  # pa, pb: a checkpoint prefix, no file of its own
@@ -86,7 +86,7 @@ def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding],
         if ha != hb:
             d = LeafDiff(name, "content", "bytes", None, a=f"sha256 {ha[:12]} ({sa} bytes)",
                          b=f"sha256 {hb[:12]} ({sb} bytes)")
-            findings.append(Finding("file", label, f"{name}: content differs ({d.a} vs {d.b})", d, detail))
+            findings.append(Difference("file", label, f"{name}: content differs ({d.a} vs {d.b})", d, detail))
 
 
 def _content_digest(path: Path, tf: bool = False, replacements: tuple[tuple[str, str], ...] = ()) -> tuple[str, int]:
@@ -121,12 +121,12 @@ def _ignored_summary(skipped: dict[str, str]) -> str:
                      + f" ({why})" for (_, why), paths in groups.items())
 
 
-def _text_finding(source: str, label: str, d: LeafDiff, label_a: str) -> Finding:
+def _text_finding(source: str, label: str, d: LeafDiff, label_a: str) -> Difference:
     """The finding for differing printed lines: the summary, and as its detail the first
     differing line of each run labelled by the run's name (``run 1:``, ``run 2:``; their
     text is escaped already, so the report's lines stay one fact each)."""
     summary, detail = _text_summary(d, label_a, label)
-    return Finding(source, label, summary, d, detail)
+    return Difference(source, label, summary, d, detail)
 
 
 def _text_summary(d: LeafDiff, label_a: str, label_b: str) -> tuple[str, str]:
@@ -166,7 +166,7 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
                     "or argument instead.")
         raise RunError(f"{display} failed in every run (exit {first.info.returncode}), so there is nothing "
                        f"to compare. End of its error output (run 1):\n{printable(first.info.stderr_tail)}{hint}")
-    findings: list[Finding] = []
+    findings: list[Difference] = []
     rank_lines = sum(_count_lines(o["stdout"]) for o in first.ranks.values() if "stdout" in o)
     compared = {"stdout lines": _count_lines(first.stdout) + rank_lines, "files": len(first.files),
                 "state tensors": sum(len(g["flat"]) for g in _state_groups(first).values())}
@@ -181,11 +181,11 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
         a, b = first.info, other.info
         if b.timed_out or a.timed_out:
             slow, fast = (b, a) if b.timed_out else (a, b)
-            findings.append(Finding("timeout", label, f"{slow.label} did not finish within {slow.seconds:.0f} s; "
+            findings.append(Difference("timeout", label, f"{slow.label} did not finish within {slow.seconds:.0f} s; "
                                     f"{fast.label} took {fast.seconds:.1f} s (a hang in some runs only)"))
             continue
         if a.returncode != b.returncode:
-            findings.append(Finding("exit", label, f"exit status {b.returncode}, run 1 exited {a.returncode}",
+            findings.append(Difference("exit", label, f"exit status {b.returncode}, run 1 exited {a.returncode}",
                                     detail=f"run 1 stderr (end):\n{_indent(a.stderr_tail)}\n"
                                            f"{label} stderr (end):\n{_indent(b.stderr_tail)}"))
         pair = IgnoredValues()  # counted per pair of runs, merged as the largest count
@@ -202,7 +202,7 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
         ga, gb = _state_groups(first), _state_groups(other)
         for key in sorted(set(ga) | set(gb)):
             if key not in ga or key not in gb:
-                findings.append(Finding("state", label, f"final state of process '{key}' captured in "
+                findings.append(Difference("state", label, f"final state of process '{key}' captured in "
                                         f"{'run 1' if key in ga else label} only"))
                 continue
             prefix = f"{key}: " if len(ga) > 1 else ""
@@ -283,7 +283,7 @@ def _threads_differ(result: CheckResult) -> bool:
 _HASH_SEED_STEP = "fix the hash seed: PYTHONHASHSEED=0 python ..., or fwd9m run --seed 0 ..."
 
 
-def _finding_key(f: Finding) -> str:
+def _finding_key(f: Difference) -> str:
     """Where a finding is (``state:globals.perm``, ``stdout:stdout``), whatever its size."""
     return f"{f.source}:{f.diff.path if f.diff else f.summary.split(':', 1)[0]}"
 
@@ -384,14 +384,14 @@ def _by_rank_prefix(lines: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def _compare_rank_outputs(a: _Run, b: _Run, label: str, findings: list[Finding], strict: bool = False,
+def _compare_rank_outputs(a: _Run, b: _Run, label: str, findings: list[Difference], strict: bool = False,
                           masked: IgnoredValues | None = None) -> None:
     """Rank r's own stdout in run ``b`` against rank r's in run ``a`` (timing values masked
     into ``masked`` unless ``strict``)."""
     for key in sorted(set(a.ranks) | set(b.ranks), key=lambda k: int(k.split()[1])):
         pa, pb = a.ranks.get(key, {}).get("stdout"), b.ranks.get(key, {}).get("stdout")
         if pa is None or pb is None:
-            findings.append(Finding("stdout", label, f"{key} stdout: captured in "
+            findings.append(Difference("stdout", label, f"{key} stdout: captured in "
                                     f"{a.info.label if pb is None else label} only"))
             continue
         d = compare_text(f"{key} stdout", pa, pb, a.replacements, b.replacements, strict=strict, ignored=masked)

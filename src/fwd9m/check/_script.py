@@ -233,7 +233,8 @@ def _plan(prog: _Program, o: CheckOptions) -> list[tuple[str, list[str], dict[st
     """(label, command line, extra environment, settings) of each run: ``runs`` alike,
     then one per ``vary`` setting."""
     base_cmd = _launch_command(prog.target, prog.args, prog.mode, o.seed, o.python)
-    plan = [(f"run {i + 1}", base_cmd, {}, {}) for i in range(o.runs)]
+    plan: list[tuple[str, list[str], dict[str, str], dict[str, str]]] = [
+        (f"run {i + 1}", base_cmd, {}, {}) for i in range(o.runs)]
     for v in o.vary:
         cmd = base_cmd[:len(base_cmd) - len(prog.args)] + v.argv(prog.args)
         plan.append((f"run with {v.label}", cmd, v.env(), {v.name: v.value}))

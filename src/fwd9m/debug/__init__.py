@@ -29,11 +29,12 @@ from typing import Any, Callable, Iterator
 
 from ..errors import ConfigurationError
 from ._common import LEVELS, CaptureSpec, Recording
-from ._compare import Report, compare
+from ._compare import DebugReport, Report, compare
 from ._script import DebugOptions, debug_script, record_script
 from ._store import FORMAT_VERSION, TraceReader, TraceWriter
 
-__all__ = ["record", "diff", "localize", "debug_script", "record_script", "DebugOptions", "Report", "Trace",
+__all__ = ["record", "diff", "localize", "debug_script", "record_script", "DebugOptions", "DebugReport",
+           "Report", "Trace",
            "LEVELS", "FORMAT_VERSION", "TraceReader"]
 
 
@@ -173,7 +174,7 @@ def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[
         trace.ops, trace.tensors, trace.bytes = writer.ops, writer.tensors, writer.bytes_written
 
 
-def diff(a: str | os.PathLike[str], b: str | os.PathLike[str], **kwargs) -> Report:
+def diff(a: str | os.PathLike[str], b: str | os.PathLike[str], **kwargs) -> DebugReport:
     """Compare two traces; see :func:`fwd9m.debug._compare.compare`.
 
     Raises:
@@ -185,7 +186,7 @@ def diff(a: str | os.PathLike[str], b: str | os.PathLike[str], **kwargs) -> Repo
 
 def localize(fn: Callable[..., Any], *args, runs: int = 2, framework=None,
              level: str = "digests", capture=None, directory: str | None = None,
-             **kwargs) -> Report:
+             **kwargs) -> DebugReport:
     """Call ``fn(*args, **kwargs)`` ``runs`` times in this process, recording each call,
     and compare the first recording with each later one; returns the first report
     that finds a divergence (or the last, reproducible one).

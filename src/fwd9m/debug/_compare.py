@@ -33,7 +33,7 @@ from typing import Any, Iterator
 
 from ._store import ARGS_DTYPE, IS_MODEL_INPUT, IS_PARAM, SEP, Op, TraceReader
 
-__all__ = ["Report", "Divergence", "compare", "sample_difference"]
+__all__ = ["DebugReport", "Report", "Divergence", "compare", "sample_difference"]
 
 _MAX_SERIES = 400
 _MAX_PROVENANCE = 1 << 20
@@ -65,7 +65,7 @@ class Divergence:
 
 
 @dataclass(frozen=True)
-class Report:
+class DebugReport:
     """The result of comparing two traces. ``reproducible`` is True when every aligned
     op agrees and both traces have the same length. Built once (:func:`compare`);
     :func:`dataclasses.replace` makes a changed copy."""
@@ -90,6 +90,10 @@ class Report:
         from . import _report
 
         return _report.render(self, fmt)
+
+
+#: the name it had before (``fwd9m.lint.Report`` is lint's report, another thing)
+Report = DebugReport
 
 
 def _ordered(bits: int, nbits: int) -> int:
@@ -366,7 +370,7 @@ def _explained(first: Divergence, framework: str, ha: dict, hb: dict) -> Diverge
     return replace(first, explanation=explanation, detail=detail)
 
 
-def compare(a: str, b: str, *, context: int = 3) -> Report:
+def compare(a: str, b: str, *, context: int = 3) -> DebugReport:
     """Compare trace files ``a`` and ``b``.
 
     Raises:
@@ -396,7 +400,7 @@ def compare(a: str, b: str, *, context: int = 3) -> Report:
         first = _explained(first, framework, ha, hb)
     walk.first = first
     kind = "reproducible" if first is None else "environment" if env else first.kind
-    return Report(a=a, b=b, framework=framework, reproducible=first is None, kind=kind,
+    return DebugReport(a=a, b=b, framework=framework, reproducible=first is None, kind=kind,
                   ops_a=ra.ops_read, ops_b=rb.ops_read, first=first, environment=env,
                   spread=walk.spread(), notes=notes, programs=(ha.get("program"), hb.get("program")))
 

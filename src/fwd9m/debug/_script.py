@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 from .._log import logger
 from ..errors import ConfigurationError, RunError
 from ._common import LEVELS, CaptureSpec
-from ._compare import Report
+from ._compare import DebugReport
 
 __all__ = ["DebugOptions", "debug_script", "record_script", "parse_steps", "check_output_path",
            "kept_traces", "cut_traces", "FRAMEWORKS", "CWD_MODES", "RUN_FOLDER", "RUN_MARK"]
@@ -386,14 +386,14 @@ def _check_keep(options: DebugOptions, target: str) -> None:
 
 # ------------------------------------------------------------------ the report
 
-def cut_traces(report: Report, paths: Sequence[str | None]) -> list[str]:
+def cut_traces(report: DebugReport, paths: Sequence[str | None]) -> list[str]:
     """The traces among ``paths`` (A, B) that the comparison says stop early (cut off,
     damaged, or without an end record)."""
     return [p for name, p in zip("AB", paths)
             if p is not None and any(n.startswith(f"trace {name} ({p}) ") for n in report.notes)]
 
 
-def _no_verdict_when_cut(s: _Session, report: Report, codes: list[int], cut: list[int]) -> RunError:
+def _no_verdict_when_cut(s: _Session, report: DebugReport, codes: list[int], cut: list[int]) -> RunError:
     why = (f"{s.target} failed in both runs (exit status {codes[0]})" if codes[0] else
            (f"the trace of run {cut[0]} has" if len(cut) == 1 else "the traces of both runs have")
            + " no end record (the process was killed or called os._exit, and the ops of its last, "
@@ -412,7 +412,7 @@ def _no_verdict_when_empty(s: _Session) -> RunError:
                     + (" and that --steps names steps it reaches" if steps else ""))
 
 
-def _settle(s: _Session, report: Report, codes: list[int], paths: list[str]) -> Report:
+def _settle(s: _Session, report: DebugReport, codes: list[int], paths: list[str]) -> DebugReport:
     """When the recorded ops agree, whether both runs also finished alike: different exit
     statuses make the report not reproducible; failures in both runs, a trace without
     its end record, or two traces without any op give no verdict.
@@ -442,7 +442,7 @@ def _agree_at(a: str, b: str, seq: int) -> bool:
     return again.reproducible or (again.first is not None and again.first.seq > seq)
 
 
-def _hash_seed_experiment(s: _Session, directory: str, report: Report, paths: list[str]) -> Report:
+def _hash_seed_experiment(s: _Session, directory: str, report: DebugReport, paths: list[str]) -> DebugReport:
     """Test whether the string-hash seed causes the first divergence (an external
     ``python`` or ``data`` source) with the controlled experiment ``fwd9m check`` runs
     too (:func:`fwd9m._hashseed.experiment`): runs agree when their traces agree up to
@@ -476,7 +476,7 @@ def _hash_seed_experiment(s: _Session, directory: str, report: Report, paths: li
     return replace(report, first=f, notes=notes)
 
 
-def _hide_deleted(report: Report, directory: str | None) -> Report:
+def _hide_deleted(report: DebugReport, directory: str | None) -> DebugReport:
     """Traces in a temporary folder are deleted on exit: name them by file name only and
     say how to keep them."""
     if not directory:
@@ -487,7 +487,7 @@ def _hide_deleted(report: Report, directory: str | None) -> Report:
     return replace(report, a=a, b=b, notes=[*notes, "the traces are deleted on exit; --keep DIR keeps the traces"])
 
 
-def _with_fast_pass(report: Report, first_pass: Report) -> Report:
+def _with_fast_pass(report: DebugReport, first_pass: DebugReport) -> DebugReport:
     """The op-level report of the step the module-level pass found, noting that pass;
     when the op-level runs agree (a race that did not recur), the module-level finding."""
     f0 = first_pass.first
@@ -503,7 +503,7 @@ def _with_fast_pass(report: Report, first_pass: Report) -> Report:
 
 # ------------------------------------------------------------------ the two runs
 
-def _fast_pass(s: _Session, directory: str) -> tuple[Report | None, Report | None]:
+def _fast_pass(s: _Session, directory: str) -> tuple[DebugReport | None, DebugReport | None]:
     """``--fast``: two module-level runs. Returns (the final report when that pass
     settles it, else None; the pass's report when op-level runs of one step follow)."""
     from ._compare import compare
@@ -520,7 +520,7 @@ def _fast_pass(s: _Session, directory: str) -> tuple[Report | None, Report | Non
     return None, first_pass
 
 
-def _two_runs(s: _Session, directory: str) -> Report:
+def _two_runs(s: _Session, directory: str) -> DebugReport:
     """Record the two runs (after the module-level pass with ``fast``), compare, explain."""
     from .._runtime.launch import shown
     from ._compare import compare
@@ -556,7 +556,7 @@ def _say(progress: Say | None) -> Say:
 
 
 def debug_script(target: str, args: Sequence[str] = (), options: DebugOptions | None = None, *,
-                 progress: Say | None = None, output: Say | None = None) -> Report:
+                 progress: Say | None = None, output: Say | None = None) -> DebugReport:
     """Record ``target`` twice, each run in a fresh interpreter and a working folder of its
     own, compare the traces and classify the first divergence (``fwd9m debug``).
 
@@ -570,7 +570,7 @@ def debug_script(target: str, args: Sequence[str] = (), options: DebugOptions | 
             default: ``progress``.
 
     Returns:
-        The :class:`fwd9m.debug.Report` of the two runs (``render()`` for text, JSON or
+        The :class:`fwd9m.debug.DebugReport` of the two runs (``render()`` for text, JSON or
         HTML). Without ``options.keep`` the traces are deleted before it returns and
         the report names them by file name.
 

@@ -48,7 +48,7 @@ from typing import Any, Iterator
 
 from ..errors import FileFormatError
 
-__all__ = ["MAGIC", "FORMAT_VERSION", "TraceWriter", "TraceReader", "Op", "Tensor",
+__all__ = ["MAGIC", "FORMAT_VERSION", "TraceWriter", "TraceReader", "Op", "TensorRecord", "Tensor",
            "HAS_DIGEST", "IS_PARAM", "IS_MODEL_INPUT", "HAS_SAMPLE", "IS_REF", "NO_STRING",
            "ARGS_DTYPE", "NOT_RECORDED"]
 
@@ -75,7 +75,9 @@ _STR = struct.Struct("<cI")
 
 
 @dataclass(frozen=True)
-class Tensor:
+class TensorRecord:
+    """One input or output of a recorded op, as the trace holds it."""
+
     meta: str  #: dtype and shape, e.g. ``"float32[32,16]"``
     flags: int
     digest: int | None
@@ -85,6 +87,10 @@ class Tensor:
     @property
     def dtype(self) -> str:
         return self.meta.split("[", 1)[0]
+
+
+#: the name it had before (``fwd9m.compare.Tensor`` is a captured array, another thing)
+Tensor = TensorRecord
 
 
 @dataclass
@@ -97,8 +103,8 @@ class Op:
     node: str
     device: str
     step: int
-    inputs: list[Tensor]
-    outputs: list[Tensor]
+    inputs: list[TensorRecord]
+    outputs: list[TensorRecord]
     captures: dict[tuple[int, int], tuple[str, bytes]] = field(default_factory=dict)
 
     def signature(self) -> tuple:
@@ -392,7 +398,7 @@ class TraceReader:
                             if flags & IS_REF:
                                 ref = _REF.unpack_from(payload, i)
                                 i += 5
-                            ts.append(Tensor(self._values(string(meta), sample, "sample", i), flags, dig,
+                            ts.append(TensorRecord(self._values(string(meta), sample, "sample", i), flags, dig,
                                              sample, ref))
                         parts = string(ctx).split(SEP)
                         parts += [""] * (5 - len(parts))
