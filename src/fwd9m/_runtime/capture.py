@@ -2,8 +2,8 @@
 
 When the environment variable :data:`ENV_DIR` names a directory, :func:`install`
 (called by the check bootstrap ``python -m fwd9m._runtime.capture``, or by the start-up hook
-``fwd9m/_runtime/_sitecustomize`` when :data:`ENV_SITE` is set, for ``--enable`` and ``-- command`` runs) arranges that, when the
-script ends, this process writes into that directory:
+``fwd9m/_runtime/_sitecustomize`` when :data:`ENV_SITE` is set, for ``--enable`` and
+``-- command`` runs) arranges that, when the script ends, this process writes into that directory:
 
 - ``capture-<pid>.npz``: every array of the final state, keys ``a0``, ``a1``, ...
   (``numpy.savez``, read back with ``allow_pickle=False``);

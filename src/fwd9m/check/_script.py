@@ -241,7 +241,8 @@ def _plan(prog: _Program, o: CheckOptions) -> list[tuple[str, list[str], dict[st
     return plan
 
 
-def _run_all(prog: _Program, o: CheckOptions, root: Path, guard: Guard | None, say: Callable[[str], None]) -> list[_Run]:
+def _run_all(prog: _Program, o: CheckOptions, root: Path, guard: Guard | None,
+             say: Callable[[str], None]) -> list[_Run]:
     site = prog.mode not in ("script", "module")  # other interpreters: capture in each (start-up hook)
     plan = _plan(prog, o)
     done: list[_Run] = []
