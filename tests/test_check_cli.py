@@ -378,7 +378,7 @@ def test_output_without_a_final_newline_is_counted(tmp_path):
     '{"format": "fwd9m.capture", "format_version": 1, "leaves": [], "argv": [1]}',
 ])
 def test_damaged_capture_files_are_a_format_error(tmp_path, manifest):
-    from fwd9m import _capture
+    from fwd9m._runtime import capture as _capture
     from fwd9m.errors import FileFormatError
 
     (tmp_path / "capture-1.json").write_text(manifest)  # a script can write into the capture folder
@@ -469,10 +469,11 @@ def test_writes_into_a_large_directory_and_a_hidden_folder_are_seen(tmp_path):
 
 
 def test_a_watch_that_stops_at_its_limit_says_so(tmp_path, monkeypatch):
-    from fwd9m.check import _process, check_script
+    from fwd9m._runtime import workdir
+    from fwd9m.check import check_script
     from fwd9m.errors import RunError
 
-    monkeypatch.setattr(_process, "WATCH_LIMIT", 10)
+    monkeypatch.setattr(workdir, "WATCH_LIMIT", 10)
     (tmp_path / "data").mkdir()
     for i in range(20):
         (tmp_path / "data" / f"{i:02d}.txt").write_text("x")

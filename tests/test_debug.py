@@ -569,9 +569,7 @@ def test_hash_seed_experiment_is_controlled(tmp_path, monkeypatch, seeds, outcom
     agree with itself); "confirmed" only with a hash-order lint finding in the script.
     The reruns are in-process recordings whose loader seed stands in for the hash seed
     (a subprocess per rerun is slow)."""
-    import types
-
-    from fwd9m._cli import debug as cli
+    from fwd9m.debug import _script as session
 
     script = tmp_path / "x.py"
     script.write_text(_VOCAB_SCRIPT if lint else "print(1)\n")
@@ -579,12 +577,13 @@ def test_hash_seed_experiment_is_controlled(tmp_path, monkeypatch, seeds, outcom
     report = dbg.diff(*paths)
     queue = {k: list(v) for k, v in seeds.items()}
 
-    def fake_record(args, target, script_args, out, env=None, **kw):
+    def fake_record(s, out, env=None, **kw):
         _data_traces(tmp_path, [queue[env["PYTHONHASHSEED"]].pop(0)], names=[os.path.basename(out)])
         return 0
 
-    monkeypatch.setattr(cli, "_record", fake_record)
-    cli._hash_seed_experiment(types.SimpleNamespace(target="x.py", args=[]), str(tmp_path), report, paths)
+    monkeypatch.setattr(session, "_record", fake_record)
+    s = session._Session("x.py", (), session.DebugOptions(), print, print)
+    report = session._hash_seed_experiment(s, str(tmp_path), report, paths)
     f = report.first
     notes = " ".join(report.notes)
     causes = " ".join(f.explanation["causes"])
@@ -604,12 +603,12 @@ def test_hash_seed_experiment_is_controlled(tmp_path, monkeypatch, seeds, outcom
 
 
 def test_deleted_trace_paths_are_not_shown(tmp_path):
-    from fwd9m._cli import debug as cli
+    from fwd9m.debug._script import _hide_deleted
 
     paths = _data_traces(tmp_path, [1, 2], names=["run1.trace", "run2.trace"])
     report = dbg.diff(*paths)
     report.notes.append(f"trace A ({paths[0]}) ends early")
-    cli._hide_deleted(report, str(tmp_path))
+    report = _hide_deleted(report, str(tmp_path))
     text = report.render()
     assert str(tmp_path) not in text and str(tmp_path) not in report.render("json")
     assert report.a == "run1.trace" and "--keep DIR keeps the traces" in text

@@ -152,9 +152,15 @@ def test_runs_that_fail_or_end_abruptly_get_no_reproducible_verdict(fwd9m_cli, t
     assert p.returncode == 2 and "no end record" in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 
-def test_record_with_an_option_after_record_says_where_it_goes(fwd9m_cli, tmp_path):
+def test_record_takes_its_options_after_record(fwd9m_cli, tmp_path):
+    """`debug record` is a subcommand: its options may follow it (it said "put options
+    other than -o and -m before 'record'", and before that: script not found: --timeout)."""
     p = fwd9m_cli("debug", "record", "-o", str(tmp_path / "a.trace"), "--timeout", "5", "x.py", cwd=tmp_path)
-    assert p.returncode == 2 and "before 'record'" in p.stderr, p.stderr  # was: script not found: --timeout
+    assert p.returncode == 2 and "x.py" in p.stderr and "--timeout" not in p.stderr, p.stderr
+    p = fwd9m_cli("debug", "record", "--timeout", "-1", "-o", str(tmp_path / "a.trace"), "x.py", cwd=tmp_path)
+    assert p.returncode == 2 and "--timeout must be a positive number of seconds" in p.stderr, p.stderr
+    p = fwd9m_cli("debug", "--level", "sequence", "record", "x.py", cwd=tmp_path)
+    assert p.returncode == 2 and "usage: fwd9m debug record -o RUN.trace" in p.stderr, p.stderr
 
 
 _cli = cli_in_process

@@ -92,7 +92,7 @@ def test_modules_import_no_framework_and_front_imports_nothing_else():
     framework imported must import no framework (fresh interpreter)."""
     code = textwrap.dedent("""
         import sys, fwd9m, fwd9m.tensorflow, fwd9m.torch, fwd9m.jax, fwd9m.keras
-        import fwd9m._bootstrap, fwd9m._cli.run as r
+        import fwd9m._runtime.bootstrap, fwd9m._cli.run as r
         r.plan(0, threads=2)
         for m in (fwd9m.tensorflow, fwd9m.torch, fwd9m.jax, fwd9m.keras):
             m.startup_env()

@@ -121,7 +121,7 @@ def test_show_lists_startup_environment_as_json():
 
 
 def test_plan_keeps_pythonpath_and_checks_ranges():
-    from fwd9m._bootstrap import bootstrap_dir
+    from fwd9m._runtime.bootstrap import bootstrap_dir
     from fwd9m._cli.run import plan
     from fwd9m.errors import ConfigurationError
 
@@ -245,7 +245,7 @@ def test_empty_blank_and_non_file_targets_are_clear_usage_errors(capsys, tmp_pat
 
 
 def test_resolve_target_is_the_one_check_for_run_check_and_debug(tmp_path, fifo):
-    from fwd9m._launch import check_module_name, resolve_target
+    from fwd9m._runtime.launch import check_module_name, resolve_target
     from fwd9m.errors import RunError
 
     for bad, message in (("", "is empty"), ("  ", "is empty"), (fifo, "named pipe"),
@@ -278,7 +278,7 @@ def test_module_target_is_looked_up_in_the_current_directory(tmp_path):
     (tmp_path / "pkg" / "__init__.py").write_text("")
     (tmp_path / "pkg" / "train.py").write_text("print('hi')\n")
     code = ("import os, sys; sys.path[:] = [p for p in sys.path if p not in ('', os.getcwd())]\n"
-            "from fwd9m._launch import resolve_target\n"
+            "from fwd9m._runtime.launch import resolve_target\n"
             "print(resolve_target('pkg.train', module=True), os.getcwd() in sys.path)")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.split() == ["pkg.train", "False"], out.stderr

@@ -8,7 +8,7 @@ loaded on first use.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import (  # noqa: F401  (light, re-exported)
     CatalogError,
@@ -36,6 +36,7 @@ _LAZY: dict[str, str] = {
     "load_rng_state": ".rng",
     "seeded": ".rng",
     "check": ".check",
+    "check_script": ".check",
     "assert_reproducible": ".check",
     "CheckResult": ".check",
     "environment": ".environment",
@@ -58,6 +59,15 @@ _LAZY: dict[str, str] = {
 __all__ = sorted([*_LAZY, "__version__", "Fwd9mError", "ConfigurationError",
                   "UnsupportedVersionError", "FileFormatError", "CatalogError", "RunError",
                   "NondeterminismError", "Fwd9mWarning", "TooLateWarning"])
+
+
+if TYPE_CHECKING:  # what the lazy names are, for type checkers; nothing is imported at run time
+    from . import (callbacks, catalog, compare, data, debug, distributed, environment, fingerprint, jax, keras,
+                   lint, rng, seed, tensorflow, torch)
+    from .check import CheckResult, assert_reproducible, check, check_script
+    from .enable import enable_determinism
+    from .rng import capture_rng_state, load_rng_state, restore_rng_state, save_rng_state, seeded
+    from .seed import Seeder, derive_seed, seed_everything
 
 
 def __getattr__(name: str) -> Any:

@@ -20,7 +20,7 @@ from typing import Any
 import keras
 
 from . import rng
-from ._launch import shown
+from ._runtime.launch import shown
 from .rng._format import _restore, read_file as _read_rng_file
 from ._log import logger
 

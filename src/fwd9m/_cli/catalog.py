@@ -30,9 +30,8 @@ def add_arguments(p) -> None:
                         "it with --framework/--device/QUERY, since every release has some)")
 
 
-def _status(args) -> int:
-    from .. import catalog
-
+def _status_options(args) -> None:
+    """Check --framework (also ``framework:NAME`` in the query) and --version once."""
     if args.query and not args.framework:  # framework:NAME in the query narrows --status like --framework
         from ..catalog._query import _parse_text
 
@@ -50,6 +49,12 @@ def _status(args) -> int:
         if not args.framework:
             raise CatalogError(f"--version {args.fw_version} needs a framework (versions differ per "
                                f"framework): fwd9m catalog --status -f torch -V {args.fw_version}")
+
+
+def _unsolved(args) -> list[tuple]:
+    """(framework, version, switch, unsolved entries) for each framework asked about."""
+    from .. import catalog
+
     frameworks = [args.framework] if args.framework else list(catalog.FRAMEWORKS)
     report = []
     for fw in frameworks:
@@ -64,46 +69,65 @@ def _status(args) -> int:
         if args.query:
             words = {e.id for e in catalog.query(" ".join(args.query), framework=fw)}
             found = [e for e in found if e.id in words]
-        sw = catalog.switch(fw)
-        report.append((fw, version, sw, found))
-    if args.format == "json":
-        def _item(e, v):
-            fix = catalog.advice(e, v)
-            return {**e.to_dict(), "advice": {"text": fix.text, "code": fix.code} if fix else None}
+        report.append((fw, version, catalog.switch(fw), found))
+    return report
 
-        json.dump([{"framework": fw, "version": v, "switch": sw.code_for(v) if sw else None,
-                    "unsolved": [_item(e, v) for e in found]} for fw, v, sw, found in report],
-                  sys.stdout, indent=2)
+
+def _print_status_json(report: list[tuple]) -> None:
+    from .. import catalog
+
+    def _item(e, v):
+        fix = catalog.advice(e, v)
+        return {**e.to_dict(), "advice": {"text": fix.text, "code": fix.code} if fix else None}
+
+    json.dump([{"framework": fw, "version": v, "switch": sw.code_for(v) if sw else None,
+                "unsolved": [_item(e, v) for e in found]} for fw, v, sw, found in report],
+              sys.stdout, indent=2)
+    print()
+
+
+def _print_status_group(found: list, behaviour: str, heading: str, version: str, md: bool) -> None:
+    from .. import catalog
+
+    group = [e for e in found if e.behaviour == behaviour]
+    if not group:
+        return
+    print(f"{'### ' if md else '  '}{heading} ({len(group)})")
+    for e in group:
+        device = ",".join(e.devices) or "-"
+        print(f"{'- ' if md else '    '}{e.id} [{device}]: {e.title}")
+        fix = catalog.advice(e, version)
+        if fix:
+            print(f"{'  ' if md else '      '}fix: {fix.text}")
+            for line in fix.code.splitlines():
+                print(f"{'      ' if md else '        '}{line}")
+
+
+def _print_status_text(report: list[tuple], md: bool) -> None:
+    for fw, version, sw, found in report:
+        print(f"{'## ' if md else ''}{fw} {version}: {len(found)} known source(s) that the "
+              "determinism switch does not fix")
+        code = sw.code_for(version) if sw else None
+        if code:
+            print(f"Turn the switch on first: `{code}`" if md
+                  else f"  Turn the switch on first: {code}")
+        elif sw:
+            print(f"  {fw} {version} has no determinism switch ({sw.name} needs {sw.since}+)")
+        _print_status_group(found, "raises", "Raise under the switch: replace, move to another device, or avoid",
+                            version, md)
+        _print_status_group(found, "nondeterministic", "Not fixed by the switch: apply the fix", version, md)
         print()
+    if not report:
+        print("no known framework is installed here")
+
+
+def _status(args) -> int:
+    _status_options(args)
+    report = _unsolved(args)
+    if args.format == "json":
+        _print_status_json(report)
     else:
-        md = args.format == "markdown"
-        for fw, version, sw, found in report:
-            print(f"{'## ' if md else ''}{fw} {version}: {len(found)} known source(s) that the "
-                  "determinism switch does not fix")
-            code = sw.code_for(version) if sw else None
-            if code:
-                print(f"Turn the switch on first: `{code}`" if md
-                      else f"  Turn the switch on first: {code}")
-            elif sw:
-                print(f"  {fw} {version} has no determinism switch ({sw.name} needs {sw.since}+)")
-            groups = (("raises", "Raise under the switch: replace, move to another device, or avoid"),
-                      ("nondeterministic", "Not fixed by the switch: apply the fix"))
-            for behaviour, heading in groups:
-                group = [e for e in found if e.behaviour == behaviour]
-                if not group:
-                    continue
-                print(f"{'### ' if md else '  '}{heading} ({len(group)})")
-                for e in group:
-                    device = ",".join(e.devices) or "-"
-                    print(f"{'- ' if md else '    '}{e.id} [{device}]: {e.title}")
-                    fix = catalog.advice(e, version)
-                    if fix:
-                        print(f"{'  ' if md else '      '}fix: {fix.text}")
-                        for line in fix.code.splitlines():
-                            print(f"{'      ' if md else '        '}{line}")
-            print()
-        if not report:
-            print("no known framework is installed here")
+        _print_status_text(report, args.format == "markdown")
     return 1 if args.fail_on_unsolved and any(found for *_, found in report) else 0
 
 

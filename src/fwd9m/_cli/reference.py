@@ -27,12 +27,24 @@ def render() -> str:
         for name in COMMANDS:
             if name in subs:
                 parts += ["", f"## fwd9m {name}", "", "```text", subs[name].format_help().rstrip(), "```"]
+                for sub, parser in _nested(subs[name]).items():  # fwd9m debug record, diff
+                    parts += ["", f"### fwd9m {name} {sub}", "", "```text", parser.format_help().rstrip(), "```"]
     finally:
         if old is None:
             os.environ.pop("COLUMNS", None)
         else:
             os.environ["COLUMNS"] = old
     return "\n".join(parts) + "\n"
+
+
+def _nested(parser) -> dict:
+    """The subcommands of a subcommand (``fwd9m debug record``), by name."""
+    import argparse
+
+    for action in parser._actions:  # noqa: SLF001
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            return dict(action._name_parser_map)  # noqa: SLF001
+    return {}
 
 
 def main(argv: list[str] | None = None) -> int:

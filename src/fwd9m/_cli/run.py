@@ -89,7 +89,7 @@ def plan(seed: int | None, threads: int | None = None, enable: bool = True,
             threads < 1.
     """
     from .. import jax as fw_jax, keras as fw_keras, tensorflow as fw_tf, torch as fw_torch
-    from .._bootstrap import ENV_ENABLE, ENV_VERBOSE, ENV_WARN_ONLY, bootstrap_dir
+    from .._runtime.bootstrap import ENV_ENABLE, ENV_VERBOSE, ENV_WARN_ONLY, bootstrap_dir
     from ..enable import cite, env_change
     from ..errors import ConfigurationError
     from ..seed import ENV_VAR, MAX_SEED, current_seed
@@ -132,7 +132,7 @@ def plan(seed: int | None, threads: int | None = None, enable: bool = True,
         put(env_change("python", ENV_VAR, str(seed), "seed for the import hook and children",
                        "https://docs.python.org/3/library/random.html", environ=env))
         put(env_change("python", ENV_ENABLE, "1", "enable determinism for each framework "
-                       "as it is imported", "fwd9m._bootstrap", environ=env))
+                       "as it is imported", "fwd9m._runtime.bootstrap", environ=env))
         path = env.get("PYTHONPATH", "")
         parts = [p for p in path.split(os.pathsep) if p]
         if bootstrap_dir() not in parts:
@@ -216,7 +216,7 @@ def run(args) -> int:
             raise ConfigurationError("--record-ranks needs the import hook (drop --no-enable)")
         folder = args.record_ranks
         if not folder.strip() or (os.path.exists(folder) and not os.path.isdir(folder)):
-            from .._launch import shown
+            from .._runtime.launch import shown
 
             # was: '' recorded into the working folder; a file made each rank's torch
             # set-up fail with a warning, so determinism was not enabled at all
@@ -236,14 +236,14 @@ def run(args) -> int:
         for c in changes:
             print(f"fwd9m run: {c}", file=sys.stderr)
     if launcher and not (command[0].endswith(".py") and os.path.isfile(command[0])):
-        from .._launch import shown
+        from .._runtime.launch import shown
 
         exe = shutil.which(command[0], path=env.get("PATH")) if command[0].strip() else None
         if exe is None:
             raise RunError(f"command not found: {shown(command[0])} (is it installed and on PATH?); "
                            f"e.g. fwd9m run -- torchrun --nproc-per-node 2 train.py")
         return _exec([exe, *command[1:]], env)
-    from .._launch import check_module_name, resolve_target
+    from .._runtime.launch import check_module_name, resolve_target
 
     if args.module:  # the form only: finding it would import its packages here
         check_module_name(command[0])
@@ -262,7 +262,7 @@ def _digest_options(args, launcher: bool, env: dict) -> None:
             that is not a digest file.
         FileFormatError: REF is missing, not a digest file, damaged or truncated.
     """
-    from .._launch import refuse_overwrite
+    from .._runtime.launch import refuse_overwrite
     from ..errors import ConfigurationError
     from ..steps._format import StepReader, is_step_digest_file
     from ..steps._session import ENV_AGAINST, ENV_OUT
@@ -302,7 +302,7 @@ def _start_digests() -> Any:
     if "torch" in sys.modules:
         on_import("torch")
     else:
-        from .._bootstrap import _EnableOnImport
+        from .._runtime.bootstrap import _EnableOnImport
 
         sys.meta_path.insert(0, _EnableOnImport(["torch"], on_import))
     return session
@@ -330,7 +330,7 @@ def _exec(argv: list[str], env: dict) -> int:
 
 def child_main() -> None:
     """Entry point of the fresh interpreter: run the target as ``__main__``."""
-    from .._launch import run_as_main
+    from .._runtime.launch import run_as_main
     from ..errors import Fwd9mError
 
     argv = sys.argv[1:]

@@ -6,10 +6,10 @@ Two entry points:
   the same seeded state, and compares what it returns (:mod:`fwd9m.compare`).
 - :func:`check_script` runs a script, module or command several times, each in a fresh
   interpreter, and compares what it prints, the files it writes and the final state of
-  its models and variables (captured by :mod:`fwd9m._capture`).
+  its models and variables (captured by :mod:`fwd9m._runtime.capture`).
 
 Both return a :class:`CheckResult`: truthy when every run agreed, with a ranked list of
-:class:`Finding` s, a text report (:meth:`CheckResult.report`) and a JSON form
+:class:`Difference` s, a text report (:meth:`CheckResult.report`) and a JSON form
 (:meth:`CheckResult.to_dict`).
 
 Where a run works: by default each run's working directory is a fresh, empty temporary
@@ -34,7 +34,7 @@ final state), there is no verdict: :class:`~fwd9m.errors.RunError`.
 Launchers: each worker that torchrun starts (``torchrun``, ``python -m
 torch.distributed.run``, ``accelerate launch --multi_gpu``, which runs torchrun in its
 own process) writes its stdout and stderr to a file of its own
-(:func:`fwd9m._launch.split_rank_output`), or, under the user's ``--redirects``/``--tee``,
+(:func:`fwd9m._runtime.launch.split_rank_output`), or, under the user's ``--redirects``/``--tee``,
 to torchrun's per-rank log file, which is read instead; rank r's output is compared with
 rank r's. A shared stdout (the launcher's own, or that of a launcher fwd9m does not know,
 such as ``mpirun`` and ``horovodrun``, which are not handled) is compared as it is, and
@@ -56,11 +56,11 @@ from typing import Any, Callable
 from ._api import assert_reproducible, check
 from ._hints import _catalog_hints  # noqa: F401  (tests)
 from ._process import (COPY_LIMIT, HEARTBEAT_S, IGNORED_PARTS, IGNORED_PREFIXES, KILL_GRACE_S,  # noqa: F401
-                       SOURCE_SUFFIXES, TAIL_BYTES, TOOL_DIRS, WATCH_LIMIT, _kill_group)  # _kill_group: fwd9m debug
-from ._result import SCHEMA, SCHEMA_VERSION, CheckResult, Finding, RunInfo  # noqa: F401
+                       SOURCE_SUFFIXES, TAIL_BYTES, TOOL_DIRS, WATCH_LIMIT)
+from ._result import SCHEMA, SCHEMA_VERSION, CheckResult, Difference, Finding, RunInfo  # noqa: F401
 from ._script import Variant, check_script, parse_vary
 
-__all__ = ["check", "assert_reproducible", "check_script", "CheckResult", "Finding", "RunInfo",
+__all__ = ["check", "assert_reproducible", "check_script", "CheckResult", "Difference", "Finding", "RunInfo",
            "Variant", "parse_vary"]
 
 

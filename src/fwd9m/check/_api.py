@@ -4,6 +4,7 @@ state and compares what it returns."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .. import _frameworks
@@ -11,7 +12,7 @@ from ..compare import Flat, LeafDiff, Tensor, _Opaque, compare_flat, escape_cont
 from ..errors import NondeterminismError, RunError
 from ..seed import seed_everything
 from ._hints import _catalog_hints
-from ._result import CheckResult, Finding, RunInfo, leaf_finding
+from ._result import CheckResult, Difference, RunInfo, leaf_finding
 
 
 # --------------------------------------------------------------------------- seeding
@@ -61,16 +62,38 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
     if runs < 2:
         raise ValueError(f"runs must be at least 2, got {runs}")
     name = getattr(fn, "__qualname__", None) or repr(fn)
-    infos: list[RunInfo] = []
-    findings: list[Finding] = []
+    calls = _Calls(name)
+    while len(calls.infos) < runs and calls.call(fn, args, kwargs, seed):
+        pass
+    calls.refuse_uncomparable()
+    result = CheckResult(name, calls.infos, calls.findings, {"values": len(calls.first or {})})
+    result.notes += _check_notes(calls)
+    if calls.findings:
+        result.next_steps.append("localise the first op that differs: "
+                                 "fwd9m.debug.localize(fn, *args) (see `fwd9m debug --help`)")
+        result.catalog = _catalog_hints(None, device=None)
+    return result
+
+
+@dataclass
+class _Calls:
+    """The calls :func:`check` made and what they returned: the first result (flattened),
+    the differences from it, the frameworks run 1 imported itself (``late``, so unseeded
+    during it: run 1 is then repeated, ``discarded`` being its first call), and the
+    values whose ``==`` raised."""
+
+    name: str
+    infos: list[RunInfo] = field(default_factory=list)
+    findings: list[Difference] = field(default_factory=list)
     first: dict[str, Any] | None = None
-    late: list[str] = []  # frameworks imported by run 1 itself, so unseeded during it
-    discarded: RunInfo | None = None  # run 1's first call, made before those were seeded
-    uncomparable: list[LeafDiff] = []  # leaves whose == raised
-    i = 0
-    while i < runs:
-        label = f"run {i + 1}"
-        info = RunInfo(label, [name])
+    late: list[str] = field(default_factory=list)
+    discarded: RunInfo | None = None
+    uncomparable: list[LeafDiff] = field(default_factory=list)
+
+    def call(self, fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any], seed: int | None) -> bool:
+        """One call, seeded; returns False when checking stops."""
+        label = f"run {len(self.infos) + 1}"
+        info = RunInfo(label, [self.name])
         if seed is not None:
             seed_everything(seed)
         before = _seeded_frameworks()
@@ -80,78 +103,86 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
         except Exception as exc:
             info.seconds = time.perf_counter() - t0
             info.error = f"{type(exc).__name__}: {exc}"
-            if first is None and discarded is None:
-                raise RunError(f"{name} raised {info.error} in run 1, so its reproducibility "
-                               f"cannot be checked; fix the error first") from exc
-            if first is None:  # the repeat of run 1, while the user's first call returned normally:
-                # reported as run 2, as it would be had the framework been imported before check
-                info.label = "run 2"
-                infos += [discarded, info]
-                findings.append(Finding("exit", info.label, f"raised {info.error}; run 1 returned normally "
-                                                            f"(this call repeated run 1 with {', '.join(late)} "
-                                                            f"seeded)"))
-                break
-            infos.append(info)
-            findings.append(Finding("exit", label, f"raised {info.error}; run 1 returned normally"))
-            i += 1
-            continue
+            return self._raised(info, label, exc)
         info.seconds = time.perf_counter() - t0
         info.returncode = 0
-        new = sorted(_seeded_frameworks() - before) if seed is not None and first is None else []
-        if new and len(late) < len(_frameworks.FRAMEWORKS):  # bounded: each repeat needs a new import
-            late += new
-            discarded = info
-            del value
-            continue  # run 1 again, every framework it uses now seeded before it
-        infos.append(info)
-        i += 1
-        flat = _snapshot(value)
-        if first is None:
-            first = flat
-            continue
-        for d in compare_flat(first, flat):
+        new = sorted(_seeded_frameworks() - before) if seed is not None and self.first is None else []
+        if new and len(self.late) < len(_frameworks.FRAMEWORKS):  # bounded: each repeat needs a new import
+            self.late += new
+            self.discarded = info
+            return True  # run 1 again, every framework it uses now seeded before it
+        self.infos.append(info)
+        self._compare(label, _snapshot(value))
+        return True
+
+    def _raised(self, info: RunInfo, label: str, exc: Exception) -> bool:
+        if self.first is None and self.discarded is None:
+            raise RunError(f"{self.name} raised {info.error} in run 1, so its reproducibility "
+                           f"cannot be checked; fix the error first") from exc
+        if self.first is None:  # the repeat of run 1, while the user's first call returned normally:
+            # reported as run 2, as it would be had the framework been imported before check
+            info.label = "run 2"
+            assert self.discarded is not None  # else raised above
+            self.infos += [self.discarded, info]
+            self.findings.append(Difference("exit", info.label, f"raised {info.error}; run 1 returned normally "
+                                                                f"(this call repeated run 1 with "
+                                                                f"{', '.join(self.late)} seeded)"))
+            return False
+        self.infos.append(info)
+        self.findings.append(Difference("exit", label, f"raised {info.error}; run 1 returned normally"))
+        return True
+
+    def _compare(self, label: str, flat: dict[str, Any]) -> None:
+        if self.first is None:
+            self.first = flat
+            return
+        for d in compare_flat(self.first, flat):
             if d.kind == "error":
-                uncomparable.append(d)
+                self.uncomparable.append(d)
             else:
-                findings.append(leaf_finding("value", label, d, first, flat))
-        del flat, value
-    if uncomparable and not findings:
-        d = uncomparable[0]
-        more = f" (and {len(uncomparable) - 1} more value(s))" if len(uncomparable) > 1 else ""
+                self.findings.append(leaf_finding("value", label, d, self.first, flat))
+
+    def refuse_uncomparable(self) -> None:
+        """No verdict when the only differences are values whose ``==`` raised."""
+        if not self.uncomparable or self.findings:
+            return
+        d = self.uncomparable[0]
+        more = f" (and {len(self.uncomparable) - 1} more value(s))" if len(self.uncomparable) > 1 else ""
         raise RunError(escape_control(
-            f"fwd9m.check cannot compare what {name} returns: comparing {d.path} (a {d.dtype}) between "
+            f"fwd9m.check cannot compare what {self.name} returns: comparing {d.path} (a {d.dtype}) between "
             f"two runs with == raised {d.a}{more}, so whether the runs agree is unknown. Return the "
             f"arrays, tensors or numbers it computes, or a model's state_dict(), instead"))
-    result = CheckResult(name, infos, findings, {"values": len(first or {})})
-    if uncomparable:
-        result.notes.append(f"{len(uncomparable)} returned value(s) could not be compared: "
-                            f"{uncomparable[0].summary()}")
-    if late and first is None:
-        names = ", ".join(late)
-        result.notes.append(f"{names} {'was' if len(late) == 1 else 'were'} imported during run 1 (by {name} "
-                            f"itself), so run 1 ran with {'it' if len(late) == 1 else 'them'} unseeded; "
-                            f"fwd9m called {name} again to repeat run 1 with every framework seeded, and "
-                            f"that call (run 2 above) raised: {name} fails when called again in one process, "
-                            f"so nothing was compared")
-    elif late:
-        names = ", ".join(late)
-        result.notes.append(f"{names} {'was' if len(late) == 1 else 'were'} imported during run 1 (by {name} "
-                            f"itself), so run 1 ran with {'it' if len(late) == 1 else 'them'} unseeded; it was "
-                            f"discarded and repeated with every framework seeded (import frameworks before "
-                            f"fwd9m.check to avoid the extra call)")
-    opaque = [f"{k}: {v!r}" for k, v in (first or {}).items() if isinstance(v, _Opaque)]
+
+
+def _late_note(calls: _Calls) -> str:
+    name, late = calls.name, calls.late
+    names, one = ", ".join(late), len(late) == 1
+    said = (f"{names} {'was' if one else 'were'} imported during run 1 (by {name} itself), so run 1 ran with "
+            f"{'it' if one else 'them'} unseeded; ")
+    if calls.first is None:
+        return said + (f"fwd9m called {name} again to repeat run 1 with every framework seeded, and "
+                       f"that call (run 2 above) raised: {name} fails when called again in one process, "
+                       f"so nothing was compared")
+    return said + ("it was discarded and repeated with every framework seeded (import frameworks before "
+                   "fwd9m.check to avoid the extra call)")
+
+
+def _check_notes(calls: _Calls) -> list[str]:
+    notes = []
+    if calls.uncomparable:
+        notes.append(f"{len(calls.uncomparable)} returned value(s) could not be compared: "
+                     f"{calls.uncomparable[0].summary()}")
+    if calls.late:
+        notes.append(_late_note(calls))
+    opaque = [f"{k}: {v!r}" for k, v in (calls.first or {}).items() if isinstance(v, _Opaque)]
     if opaque:  # an agreement on these says little
-        result.notes.append(f"{len(opaque)} returned value(s) fwd9m cannot look into were compared by type "
-                            f"only: {', '.join(opaque[:3])}{', ...' if len(opaque) > 3 else ''}; return "
-                            f"arrays, tensors, numbers or models instead")
-    elif first == {}:
-        result.notes.append(f"{name} returned nothing fwd9m can compare (an empty container, or an "
-                            f"object without data attributes such as a function); return what it computes")
-    if findings:
-        result.next_steps.append("localise the first op that differs: "
-                                 "fwd9m.debug.localize(fn, *args) (see `fwd9m debug --help`)")
-        result.catalog = _catalog_hints(None, device=None)
-    return result
+        notes.append(f"{len(opaque)} returned value(s) fwd9m cannot look into were compared by type "
+                     f"only: {', '.join(opaque[:3])}{', ...' if len(opaque) > 3 else ''}; return "
+                     f"arrays, tensors, numbers or models instead")
+    elif calls.first == {}:
+        notes.append(f"{calls.name} returned nothing fwd9m can compare (an empty container, or an "
+                     f"object without data attributes such as a function); return what it computes")
+    return notes
 
 
 def assert_reproducible(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 0,

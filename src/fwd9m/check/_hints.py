@@ -155,6 +155,43 @@ def _script_frameworks(source: str | None, fp: dict[str, Any] | None) -> set[str
     return used
 
 
+def _hint_frameworks(fp: dict[str, Any] | None, source: str | None) -> dict[str, str | None]:
+    """``{framework: version}`` whose entries may explain the differences: those the runs
+    imported (from their fingerprint ``fp``, else this process) that the script trains
+    with, and ``python``."""
+    if fp and fp.get("frameworks"):
+        frameworks = {n: i.get("version") for n, i in fp["frameworks"].items()}
+    else:
+        from .. import _frameworks
+
+        frameworks = {n: _frameworks.installed_version(n) for n in _frameworks.imported()}
+    used_frameworks = _script_frameworks(source, fp)
+    if used_frameworks is not None:
+        frameworks = {n: v for n, v in frameworks.items() if n in used_frameworks}
+    frameworks["python"] = None
+    return frameworks
+
+
+def _score(e: Any, framework: str, names: tuple, python: bool, threads_differ: bool, seeding_lines: bool,
+           unseeded: bool) -> int:
+    """How likely catalog entry ``e`` explains the differences; 0: not shown."""
+    if e.behaviour == "not-applicable":
+        return 0
+    qualified, methods = names
+    used = [_names_symbol(s, qualified, methods) for s in e.symbols]
+    # a compiler entry needs its compiler (the first symbol: torch.compile) and,
+    # when it lists more, one of them too (torch.compile with a Dropout)
+    named = (used[0] and (len(used) == 1 or any(used[1:]))) if e.kind == "compiler" and used else any(used)
+    general = _general(e, python, threads_differ) and not (seeding_lines and e.kind == "seed")
+    if not (named or general):
+        return 0
+    score = (4 + 2 * (e.kind == "op")) * named + 3 * (python and "PYTHONHASHSEED" in e.env) \
+        + 6 * (unseeded and e.kind == "seed" and framework != "python")
+    if framework == "python" and not score:
+        return 0
+    return score + {"op": 0, "setting": 1, "seed": 1}.get(e.kind, 0) + 1
+
+
 def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool = False,
                    source: str | None = None, limit: int = 5, threads_differ: bool = False,
                    argv: list[str] | None = None, env: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -176,44 +213,22 @@ def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool =
         from .. import catalog
     except ImportError:
         return []
-    if fp and fp.get("frameworks"):
-        frameworks = {n: i.get("version") for n, i in fp["frameworks"].items()}
-    else:
-        from .. import _frameworks
-
-        frameworks = {n: _frameworks.installed_version(n) for n in _frameworks.imported()}
-    used_frameworks = _script_frameworks(source, fp)
-    if used_frameworks is not None:
-        frameworks = {n: v for n, v in frameworks.items() if n in used_frameworks}
-    frameworks["python"] = None
+    frameworks = _hint_frameworks(fp, source)
     from .._lint_hints import check_hints  # the script's lines that fwd9m lint flags
 
     lint = check_hints(source, hash_seed=python, argv=argv, env=env)
     seeding_lines = any(h["id"].startswith("FWD1") for h in lint)
     words = _source_words(source)
-    qualified, methods = _used_names(source)
     # a script that seeds nothing at all: the global-seed entries come first
     unseeded = bool(words) and not any("seed" in w.lower() or w == "enable_determinism" for w in words)
+    names = _used_names(source)
     scored: list[tuple[int, str, Any]] = []
     try:
         for name, version in frameworks.items():
             for e in catalog.query(framework=name, version=version, device=device):
-                if e.behaviour == "not-applicable":
-                    continue
-                used = [_names_symbol(s, qualified, methods) for s in e.symbols]
-                # a compiler entry needs its compiler (the first symbol: torch.compile) and,
-                # when it lists more, one of them too (torch.compile with a Dropout)
-                named = (used[0] and (len(used) == 1 or any(used[1:]))) if e.kind == "compiler" and used \
-                    else any(used)
-                general = _general(e, python, threads_differ) and not (seeding_lines and e.kind == "seed")
-                if not (named or general):
-                    continue
-                score = (4 + 2 * (e.kind == "op")) * named + 3 * (python and "PYTHONHASHSEED" in e.env) \
-                    + 6 * (unseeded and e.kind == "seed" and name != "python")
-                if name == "python" and not score:
-                    continue
-                score += {"op": 0, "setting": 1, "seed": 1}.get(e.kind, 0) + 1
-                scored.append((score, e.id, e))
+                score = _score(e, name, names, python, threads_differ, seeding_lines, unseeded)
+                if score:
+                    scored.append((score, e.id, e))
     except Exception as exc:  # a catalog still being built must not break a check
         logger.debug("catalog query failed: %s", exc)
     scored.sort(key=lambda t: (-t[0], t[1]))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import stat
 import subprocess
 import time
@@ -13,129 +12,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import _capture
+from .._runtime import capture as _capture
+from .._runtime import workdir
+from .._runtime.launch import ENV_RANK_DIR, ENV_SHARED_OUT
+from .._runtime.process import KILL_GRACE_S, TAIL_BYTES, kill_group, kill_leftovers, tail  # noqa: F401
+from .._runtime.workdir import (BACKUP_FILE_LIMIT, BACKUP_LIMIT, IGNORED_PARTS, TOOL_DIRS, WATCH_LIMIT,  # noqa: F401
+                                Guard, Watch, prepare_cwd, snapshot_tree)
 from ..compare import TEXT_LIMIT, TEXT_SUFFIXES, is_structured, orbax_roots
-from .._launch import ENV_RANK_DIR, ENV_SHARED_OUT
 from ..errors import FileFormatError
 from ._result import RunInfo
 
-#: bytes of each run's stderr kept for the report
-TAIL_BYTES = 3000
 #: seconds between "still running" progress messages
 HEARTBEAT_S = 30.0
-#: seconds between SIGTERM and SIGKILL when a run times out
-KILL_GRACE_S = 5.0
-#: files never compared: bytecode caches (TensorBoard event files, named with the
-#: wall-clock time, host and pid, are compared value by value: compare.pair_names)
-IGNORED_PARTS = ("__pycache__", ".ipynb_checkpoints")
 IGNORED_PREFIXES: tuple[str, ...] = ()
-
-
-def _tail(path: Path, n: int = TAIL_BYTES) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - n))
-            data = f.read()
-    except OSError:
-        return ""
-    text = data.decode("utf-8", "replace")
-    if size > n:
-        text = "..." + text.split("\n", 1)[-1]
-    return text.strip()
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        try:
-            proc.wait(timeout=wait)
-            if sig == signal.SIGKILL:
-                return
-        except subprocess.TimeoutExpired:
-            continue
-        # the leader is gone; children may linger in the group
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        return
-
-
-def _kill_leftovers(proc: subprocess.Popen) -> None:
-    """Kill what is left in the process group of a run that has ended (children the
-    script started and did not wait for)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-#: entries of the user's directory watched for writes through the run's links; past it
-#: the watch is incomplete and the report says so (each run scans the directory twice;
-#: a scan took about 3 s per 100,000 entries, measured on a loaded 2-core machine)
-WATCH_LIMIT = 200_000
 #: files (bytes) written through a link that are copied after the run to be compared
 COPY_LIMIT = 1 << 30
 #: changed files never taken for outputs (someone editing the project during the check)
 SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb", ".c", ".cc", ".cpp", ".h", ".toml", ".cfg", ".md", ".rst")
-#: folders of tools, not of the script, never watched (wherever they are): version
-#: control, virtual environments (also any folder holding a ``pyvenv.cfg``), caches of
-#: Python tools and editors
-TOOL_DIRS = frozenset((".git", ".hg", ".svn", ".venv", ".tox", ".nox", ".eggs", ".mypy_cache",
-                       ".pytest_cache", ".ruff_cache", ".hypothesis", ".idea", ".vscode", "node_modules",
-                       *IGNORED_PARTS))
-
-
-@dataclass
-class _Watch:
-    """What :func:`_snapshot_tree` saw: ``{relative path: signature}`` (size, mtime,
-    ctime and inode: a rewrite in place changes the times, a replace the inode), and
-    whether it saw every entry (False when it stopped at ``limit``)."""
-
-    entries: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
-    complete: bool = True
-
-
-def _snapshot_tree(source: Path, limit: int | None = None, own: Path | None = None) -> _Watch:
-    """Every entry under ``source`` up to ``limit`` (directories included: their mtime
-    changes when a file is created in them; hidden ones too, as a script may write into
-    ``.results/``), except :data:`TOOL_DIRS` and ``own``, the check's own temporary
-    directory when it lies under ``source``. Symbolic links are not followed."""
-    limit = WATCH_LIMIT if limit is None else limit
-    watch = _Watch()
-    own_path = str(own) if own is not None else None
-    stack = [str(source)]
-    cut = len(os.path.join(str(source), ""))  # the relative path follows "source/"
-    while stack:
-        root = stack.pop()
-        try:
-            with os.scandir(root) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError:
-            continue
-        if root != str(source) and any(e.name == "pyvenv.cfg" for e in entries):
-            continue  # a virtual environment (its own entry was recorded by its parent)
-        subdirs = []
-        for e in entries:
-            if e.name in TOOL_DIRS or e.path == own_path:
-                continue
-            if len(watch.entries) >= limit:
-                watch.complete = False
-                return watch
-            try:
-                st = e.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            watch.entries[e.path[cut:]] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-            if stat.S_ISDIR(st.st_mode):
-                subdirs.append(e.path)
-        stack.extend(reversed(subdirs))
-    return watch
 
 
 def _own_outputs() -> set[tuple[int, int]]:
@@ -162,29 +55,6 @@ def _is_own_output(path: Path, own: set[tuple[int, int]]) -> bool:
     except OSError:
         return False
     return (st.st_dev, st.st_ino) in own
-
-
-def _prepare_cwd(cwd: Path, source: Path, mode: str, own: Path | None = None) -> _Watch | None:
-    """Create the run's working directory; with mode ``link``, one symlink per entry of
-    ``source`` but ``own`` (the folder of fwd9m's own files, when it lies in ``source``;
-    by default ``cwd.parent.parent``, the check's temporary root). Returns a snapshot
-    (:func:`_snapshot_tree`) of ``source`` to detect writes that went through the links."""
-    cwd.mkdir(parents=True, exist_ok=True)  # exists for a resumed run (check --resume: B's folder)
-    if mode != "link":
-        return None
-    try:
-        entries = list(os.scandir(source))
-    except OSError:
-        return None
-    own = cwd.parent.parent if own is None else own  # under source when run from TMPDIR
-    for e in entries:
-        if os.path.abspath(e.path) == str(own):
-            continue
-        try:
-            os.symlink(e.path, cwd / e.name)
-        except OSError:
-            continue
-    return _snapshot_tree(source, own=own)
 
 
 def _collect_files(cwd: Path) -> dict[str, Path]:
@@ -237,73 +107,6 @@ def _group_files(files: dict[str, Path]) -> dict[str, tuple[str, Path]]:
     return out
 
 
-#: files of the user's directory copied before the runs, so that what a run writes into
-#: one through its link can be put back: each at most BACKUP_FILE_LIMIT bytes and
-#: BACKUP_LIMIT bytes in all (larger ones, datasets mostly, are only watched)
-BACKUP_FILE_LIMIT = 64 << 20
-BACKUP_LIMIT = 512 << 20
-
-
-@dataclass
-class Guard:
-    """The user's directory as it was before the runs (``--cwd link``): copies of its
-    files (:data:`BACKUP_FILE_LIMIT`, :data:`BACKUP_LIMIT`) and the entries that existed.
-    After each run, :meth:`restore` puts back every file the run wrote into through a
-    link and removes the files and folders it created there (the check keeps its own
-    copies to compare), so that the user's files are left as they were and each run
-    starts from the same files (run 2 does not resume from run 1's checkpoint)."""
-
-    source: Path
-    folder: Path  #: where the copies are
-    saved: dict[str, Path] = field(default_factory=dict)
-    existed: set[str] = field(default_factory=set)
-    restored: set[str] = field(default_factory=set)
-    removed: set[str] = field(default_factory=set)
-    unprotected: set[str] = field(default_factory=set)
-
-    @classmethod
-    def make(cls, source: Path, folder: Path) -> Guard:
-        watch = _snapshot_tree(source, own=folder.parent)
-        guard = cls(source, folder, existed=set(watch.entries))
-        files = []
-        for rel, (size, *_rest) in watch.entries.items():
-            p = source / rel
-            if size <= BACKUP_FILE_LIMIT and p.is_file() and not p.is_symlink():
-                files.append((size, rel))
-        total = 0
-        for size, rel in sorted(files):  # the small ones first: most files within the budget
-            if total + size > BACKUP_LIMIT:
-                break
-            dst = folder / rel
-            try:
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source / rel, dst)
-            except OSError:
-                continue
-            guard.saved[rel] = dst
-            total += size
-        return guard
-
-    def restore(self, changed: list[str]) -> None:
-        """Undo what a run did to ``changed`` (paths relative to the user's directory)."""
-        for rel in sorted(changed, key=lambda r: -r.count(os.sep)):  # deepest first
-            p = self.source / rel
-            try:
-                if rel in self.saved:
-                    shutil.copy2(self.saved[rel], p)
-                    self.restored.add(rel)
-                elif rel not in self.existed:
-                    if p.is_symlink() or p.is_file():
-                        p.unlink()
-                        self.removed.add(rel)
-                    elif p.is_dir() and not any(p.iterdir()):
-                        p.rmdir()
-                        self.removed.add(rel)
-                elif not p.is_dir():
-                    self.unprotected.add(rel)
-            except OSError:
-                self.unprotected.add(rel)
-
 
 @dataclass
 class _Run:
@@ -317,7 +120,7 @@ class _Run:
     through: set[str] = field(default_factory=set)  #: files copied from the user's directory
     #: each launcher rank's own output: ``{"rank 0": {"stdout": path, "stderr": path}}``
     ranks: dict[str, dict[str, Path]] = field(default_factory=dict)
-    seen_ranks: set[int] = field(default_factory=set)  #: ranks of any launcher that ran (fwd9m._launch)
+    seen_ranks: set[int] = field(default_factory=set)  #: ranks of any launcher that ran (fwd9m._runtime.launch)
     watched: bool = False  #: the user's directory was watched (``--cwd link``)
     watch_complete: bool = True  #: False when the watch of the user's directory stopped at WATCH_LIMIT
 
@@ -326,93 +129,100 @@ class _Run:
         return ((str(self.cwd), "<cwd>"), (os.path.realpath(self.cwd), "<cwd>"))
 
 
-#: seconds between calls of an :func:`_execute` ``control`` callback
-CONTROL_POLL_S = 0.02
-
-
-def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, str], site: bool,
-             timeout: float | None, which: str, say: Callable[[str], None], guard: Guard | None = None,
-             control: Callable[[subprocess.Popen], None] | None = None) -> None:
-    """Run ``run`` to its end. ``control``, when given, is called with the process every
-    :data:`CONTROL_POLL_S` seconds while it runs (``check --resume`` interrupts it)."""
-    info = run.info
-    linked = _prepare_cwd(run.cwd, invocation, cwd_mode)
-    capdir = run.root / "capture"
-    capdir.mkdir()
+def _run_env(run: _Run, extra_env: dict[str, str], site: bool, capdir: Path) -> dict[str, str]:
+    """The run's environment: the user's, ``extra_env``, where the final state is
+    captured, and with ``site`` the start-up hook first on PYTHONPATH."""
     env = dict(os.environ)
     env.update(extra_env)
     env[_capture.ENV_DIR] = str(capdir)
     if site:
-        from .._bootstrap import bootstrap_dir
+        from .._runtime.bootstrap import bootstrap_dir
 
         env[_capture.ENV_SITE] = "1"
         parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         env["PYTHONPATH"] = os.pathsep.join([bootstrap_dir(), *(p for p in parts if p != bootstrap_dir())])
-    stderr_path = run.root / "stderr"
-    rankdir = run.root / "ranks"
-    say(f"{info.label} ({which}): starting: {' '.join(info.command)}")
-    t0 = time.monotonic()
-    with open(run.stdout, "wb") as out, open(stderr_path, "wb") as err:
-        if site:  # a launcher's workers write their output to a file per rank (fwd9m._launch)
-            rankdir.mkdir()
-            env[ENV_RANK_DIR] = str(rankdir)
-            env[ENV_SHARED_OUT] = " ".join(f"{st.st_dev}:{st.st_ino}" for st in map(os.fstat, (out.fileno(),
-                                                                                             err.fileno())))
-        try:
-            proc = subprocess.Popen(info.command, cwd=run.cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=err, start_new_session=True)
-        except OSError as exc:
-            info.error = f"could not start: {exc}"
-            return
-        try:
-            beat = t0 + HEARTBEAT_S
-            while True:
-                left = None if timeout is None else timeout - (time.monotonic() - t0)
-                if left is not None and left <= 0:
-                    info.timed_out = True
-                    _kill_group(proc)
-                    break
-                wait = min(x for x in (beat - time.monotonic(), left, CONTROL_POLL_S if control else None)
-                           if x is not None)
-                try:
-                    proc.wait(timeout=max(wait, 0.0))
-                    break
-                except subprocess.TimeoutExpired:
-                    if control is not None:
-                        control(proc)
-                    if time.monotonic() >= beat:
-                        beat += HEARTBEAT_S
-                        say(f"{info.label}: still running ({time.monotonic() - t0:.0f} s)")
-        except BaseException:  # Ctrl-C: leave nothing running
-            _kill_group(proc)
-            raise
-        _kill_leftovers(proc)
+    return env
+
+
+#: seconds between calls of an :func:`_execute` ``control`` callback
+CONTROL_POLL_S = 0.02
+
+
+def _wait(proc: subprocess.Popen, info: RunInfo, timeout: float | None, t0: float,
+          say: Callable[[str], None], control: Callable[[subprocess.Popen], None] | None = None) -> None:
+    """Wait for the run, saying it still runs every HEARTBEAT_S; past ``timeout`` kill
+    its process group. ``control``, when given, is called with the process every
+    :data:`CONTROL_POLL_S` seconds while it runs (``check --resume`` interrupts it).
+    Ctrl-C kills it too, and leaves nothing running."""
+    try:
+        beat = t0 + HEARTBEAT_S
+        while True:
+            left = None if timeout is None else timeout - (time.monotonic() - t0)
+            if left is not None and left <= 0:
+                info.timed_out = True
+                kill_group(proc)
+                break
+            wait = min(x for x in (beat - time.monotonic(), left, CONTROL_POLL_S if control else None)
+                       if x is not None)
+            try:
+                proc.wait(timeout=max(wait, 0.0))
+                break
+            except subprocess.TimeoutExpired:
+                if control is not None:
+                    control(proc)
+                if time.monotonic() >= beat:
+                    beat += HEARTBEAT_S
+                    say(f"{info.label}: still running ({time.monotonic() - t0:.0f} s)")
+    except BaseException:
+        kill_group(proc)
+        raise
+    kill_leftovers(proc)
+
+
+def _ended(run: _Run, proc: subprocess.Popen, stderr_path: Path, rankdir: Path, t0: float) -> list[str]:
+    """Record how the run ended (time, status, output sizes, the end of stderr and of
+    each rank's); returns the directories of a launcher's own logs."""
+    info = run.info
     info.seconds = time.monotonic() - t0
     info.returncode = None if info.timed_out else proc.returncode
     info.stdout_bytes = run.stdout.stat().st_size
     run.ranks, run.seen_ranks, logs = _rank_outputs(rankdir)
-    info.stderr_tail = _tail(stderr_path)
+    info.stderr_tail = tail(stderr_path)
     if proc.returncode and run.ranks:  # the workers' errors are in their own files now
-        info.stderr_tail += "".join(f"\n[{key} stderr]\n{_tail(out['stderr'], TAIL_BYTES // 2)}"
-                                    for key, out in run.ranks.items() if "stderr" in out and _tail(out["stderr"]))
+        info.stderr_tail += "".join(f"\n[{key} stderr]\n{tail(out['stderr'], TAIL_BYTES // 2)}"
+                                    for key, out in run.ranks.items() if "stderr" in out and tail(out["stderr"]))
         info.stderr_tail = info.stderr_tail.strip()
-    status = "timed out" if info.timed_out else f"exit {proc.returncode}"
-    say(f"{info.label}: {status} after {info.seconds:.1f} s")
+    return logs
+
+
+def _read_captures(run: _Run, capdir: Path) -> None:
     try:
         run.captures = _capture.read(capdir)
     except FileFormatError as exc:
-        info.error = str(exc)
-    info.captured = sum(len(c["flat"]) for c in run.captures)
-    after = _snapshot_tree(invocation, own=run.root.parent) if linked is not None else _Watch()
+        run.info.error = str(exc)
+    run.info.captured = sum(len(c["flat"]) for c in run.captures)
+
+
+def _changed_through_links(run: _Run, invocation: Path, linked: Watch | None, logs: list[str],
+                           say: Callable[[str], None]) -> list[str]:
+    """The entries of the user's directory the run changed (through its links), but
+    fwd9m's own output files and a launcher's logs."""
+    after = snapshot_tree(invocation, own=run.root.parent) if linked is not None else Watch()
     run.watched = linked is not None
     run.watch_complete = linked is None or (linked.complete and after.complete)
     if not run.watch_complete:
-        say(f"{info.label}: WARNING: your directory has more than {WATCH_LIMIT:,} entries; writes beyond "
-            f"them are not seen (fwd9m check --cwd empty avoids the watch)")
+        say(f"{run.info.label}: WARNING: your directory has more than {workdir.WATCH_LIMIT:,} entries; writes "
+            f"beyond them are not seen (fwd9m check --cwd empty avoids the watch)")
     own = _own_outputs() if linked is not None else set()
     before = linked.entries if linked is not None else {}
-    changed = [rel for rel, sig in after.entries.items() if before.get(rel) != sig
-               and not _is_own_output(invocation / rel, own) and not _under(invocation / rel, logs)]
+    return [rel for rel, sig in after.entries.items() if before.get(rel) != sig
+            and not _is_own_output(invocation / rel, own) and not _under(invocation / rel, logs)]
+
+
+def _collect_outputs(run: _Run, invocation: Path, changed: list[str], logs: list[str],
+                     guard: Guard | None) -> None:
+    """The files the run wrote, in its folder and (copied) through its links, grouped
+    for comparison; then the user's files are put back (``guard``)."""
     run.touched = sorted({rel.split(os.sep)[0] for rel in changed})
     files = {rel: p for rel, p in _collect_files(run.cwd).items() if not _under(p, logs)}
     for rel in changed:  # written through a link into the user's directory: keep a copy
@@ -430,8 +240,43 @@ def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, st
     run.files = _group_files(dict(sorted(files.items())))
 
 
+def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, str], site: bool,
+             timeout: float | None, which: str, say: Callable[[str], None], guard: Guard | None = None,
+             control: Callable[[subprocess.Popen], None] | None = None) -> None:
+    """Run one run of the script in its own folder and session (process group), and
+    collect what it left: its output, files and captured final state. ``control``: see
+    :func:`_wait`."""
+    info = run.info
+    linked = prepare_cwd(run.cwd, invocation, cwd_mode)
+    capdir = run.root / "capture"
+    capdir.mkdir()
+    env = _run_env(run, extra_env, site, capdir)
+    stderr_path = run.root / "stderr"
+    rankdir = run.root / "ranks"
+    say(f"{info.label} ({which}): starting: {' '.join(info.command)}")
+    t0 = time.monotonic()
+    with open(run.stdout, "wb") as out, open(stderr_path, "wb") as err:
+        if site:  # a launcher's workers write their output to a file per rank (fwd9m._runtime.launch)
+            rankdir.mkdir()
+            env[ENV_RANK_DIR] = str(rankdir)
+            env[ENV_SHARED_OUT] = " ".join(f"{st.st_dev}:{st.st_ino}" for st in map(os.fstat, (out.fileno(),
+                                                                                             err.fileno())))
+        try:
+            proc = subprocess.Popen(info.command, cwd=run.cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=err, start_new_session=True)
+        except OSError as exc:
+            info.error = f"could not start: {exc}"
+            return
+        _wait(proc, info, timeout, t0, say, control)
+    logs = _ended(run, proc, stderr_path, rankdir, t0)
+    say(f"{info.label}: {'timed out' if info.timed_out else f'exit {proc.returncode}'} after {info.seconds:.1f} s")
+    _read_captures(run, capdir)
+    changed = _changed_through_links(run, invocation, linked, logs, say)
+    _collect_outputs(run, invocation, changed, logs, guard)
+
+
 def _rank_outputs(rankdir: Path) -> tuple[dict[str, dict[str, Path]], set[int], list[str]]:
-    """The per-rank output files that :func:`fwd9m._launch.split_rank_output` left in
+    """The per-rank output files that :func:`fwd9m._runtime.launch.split_rank_output` left in
     ``rankdir`` (``rank<R>.stdout``, or ``rank<R>.stdout.path`` naming the file torchrun
     itself sends that rank's output to), by ``"rank R"``, ranks in order; the ranks of any
     launcher that ran (``rank<R>.seen``); and the
@@ -479,7 +324,7 @@ def _run_notes(done: list[_Run], display: str = "SCRIPT.py", guard: Guard | None
     notes = []
     blind = [r.info.label for r in done if not r.watch_complete]
     if blind:
-        notes.append(f"WARNING: the watch of your directory stopped at {WATCH_LIMIT:,} entries in "
+        notes.append(f"WARNING: the watch of your directory stopped at {workdir.WATCH_LIMIT:,} entries in "
                      f"{', '.join(blind)}, so files the script wrote into existing folders there may not have "
                      f"been seen or compared. Use fwd9m check --cwd empty {display} (outputs then land in the "
                      f"run's own directory), or move large data out of this directory")

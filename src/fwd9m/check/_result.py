@@ -1,4 +1,4 @@
-"""What a check found: :class:`Finding` s, :class:`RunInfo` s and the :class:`CheckResult`
+"""What a check found: :class:`Difference` s, :class:`RunInfo` s and the :class:`CheckResult`
 that ranks them and renders the text report and the JSON form."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ _SOURCE_ORDER = {"exit": 0, "timeout": 0, "value": 2, "state": 2, "file": 3,
 
 
 @dataclass
-class Finding:
+class Difference:
     """One difference between a run and the first run.
 
     ``source``: ``"exit"`` (exit status or exception), ``"timeout"``, ``"value"`` (what
@@ -64,9 +64,13 @@ class Finding:
                 "signs_differ": self.signs_differ}
 
 
+#: the name it had before (``fwd9m.lint`` findings are another thing)
+Finding = Difference
+
+
 def leaf_finding(source: str, run: str, d: LeafDiff, fa: Any, fb: Any, prefix: str = "",
-                 path: str | None = None) -> Finding:
-    """The :class:`Finding` for a differing leaf ``d`` of the flattened values ``fa`` and
+                 path: str | None = None) -> Difference:
+    """The :class:`Difference` for a differing leaf ``d`` of the flattened values ``fa`` and
     ``fb`` (``{path: Tensor | number}``), saying "signs differ" instead of "max N ULP"
     when the pair at the largest ULP distance lies on both sides of zero (a distance
     such as 2077627293 ULP in float32 then only says the values cross zero). ``path``:
@@ -77,7 +81,7 @@ def leaf_finding(source: str, run: str, d: LeafDiff, fa: Any, fb: Any, prefix: s
     summary = d.summary()
     if signs:
         summary = summary.replace(f"; max {d.max_ulp} ULP", "; max ULP across zero: signs differ")
-    return Finding(source, run, prefix + summary, d, signs_differ=signs)
+    return Difference(source, run, prefix + summary, d, signs_differ=signs)
 
 
 def _max_ulp_signs_differ(a: Any, b: Any) -> bool:
@@ -145,7 +149,7 @@ class CheckResult:
 
     target: str
     runs: list[RunInfo]
-    findings: list[Finding]
+    findings: list[Difference]
     compared: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     environment: dict[str, Any] | None = None
@@ -169,13 +173,13 @@ class CheckResult:
     def __bool__(self) -> bool:
         return self.reproducible
 
-    def ranked(self) -> list[Finding]:
+    def ranked(self) -> list[Difference]:
         """Findings, most important first: crashes, then returned values and final state,
         then files, then printed lines; within each, structural differences (shape,
         dtype, a missing leaf), then integer and bool leaves (indices, permutations,
         masks, counts: usually the cause of the float differences that follow), then
         float leaves by largest distance in ULPs."""
-        def key(f: Finding) -> tuple[int, int, float]:
+        def key(f: Difference) -> tuple[int, int, float]:
             structural = f.magnitude == float("inf") and (f.diff is None or f.diff.kind != "values")
             return _SOURCE_ORDER.get(f.source, 9), 0 if structural else 1 if f.integer else 2, -f.magnitude
 
@@ -266,7 +270,7 @@ class CheckResult:
         return json.dumps(self.to_dict(), indent=indent, default=str)
 
 
-def _shown_findings(ranked: list[Finding], limit: int) -> list[Finding]:
+def _shown_findings(ranked: list[Difference], limit: int) -> list[Difference]:
     """The first ``limit`` of ``ranked``, but with the first finding of each source
     (state, file, stdout, ...) among them, so that a short report still says that the
     printed output (or a file) differs too; in ranked order."""

@@ -372,7 +372,7 @@ def check_resume(target: str, args: Sequence[str] = (), *, how: Interruption, re
             interruption, or ignored SIGTERM past ``how.grace``; the resumed run
             failed; nothing left running in any case.
     """
-    from .._launch import resolve_target
+    from .._runtime.launch import resolve_target
 
     say = progress or (lambda msg: logger.info(msg))
     python = python or sys.executable

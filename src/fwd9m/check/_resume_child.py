@@ -2,7 +2,7 @@
 state at the start of each step, with no change to the user's script.
 
 ``python -m fwd9m.check._resume_child [-m] TARGET [ARGS...]`` installs the hooks below,
-then runs TARGET as :mod:`fwd9m._capture` does (final state saved at exit). With
+then runs TARGET as :mod:`fwd9m._runtime.capture` does (final state saved at exit). With
 :data:`ENV_DIR` unset it only runs the target.
 
 Step boundaries come from two places:
@@ -275,9 +275,7 @@ def _keras_state(model: Any) -> dict[str, str]:
 def _install_keras() -> None:
     import keras
 
-    from ..keras._private import callback_list_class, flatten
-
-    CallbackList = callback_list_class()
+    from ..keras._hooks import add_to_every_fit
 
     class _StepHook(keras.callbacks.Callback):
         """fwd9m check --resume's step boundaries in fit (observes only)."""
@@ -291,18 +289,8 @@ def _install_keras() -> None:
         def on_epoch_end(self, epoch, logs=None):
             _after_epoch()
 
-    original = CallbackList.__init__
-
-    def __init__(self, callbacks=None, *args, **kwargs):
-        try:
-            listed = flatten(callbacks) if callbacks else []
-            if not any(isinstance(c, _StepHook) for c in listed):
-                callbacks = [*listed, _StepHook()]
-        except Exception as exc:
-            _emit({"e": "error", "where": "keras callback", "error": f"{type(exc).__name__}: {exc}"})
-        original(self, callbacks, *args, **kwargs)
-
-    CallbackList.__init__ = __init__
+    add_to_every_fit(_StepHook, lambda exc: _emit({"e": "error", "where": "keras callback",
+                                                   "error": f"{type(exc).__name__}: {exc}"}))
 
 
 # --------------------------------------------------------------------------- boundaries
@@ -447,7 +435,7 @@ def install() -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .. import _capture
+    from .._runtime import capture as _capture
 
     install()
     return _capture.main(argv)

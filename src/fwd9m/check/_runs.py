@@ -13,9 +13,9 @@ from ..compare import (LeafDiff, compare_flat, compare_text, escape_control, fil
 from ..compare._text import IgnoredValues
 from ..errors import FileFormatError, RunError
 from ._hints import _catalog_hints, _debug_args, _debug_can_record
-from . import _process
+from .._runtime import workdir
 from ._process import _Run
-from ._result import CheckResult, Finding, leaf_finding
+from ._result import CheckResult, Difference, RunInfo, leaf_finding
 
 
 def _state_groups(run: _Run) -> dict[str, dict[str, Any]]:
@@ -37,7 +37,7 @@ def _hash_probe(run: _Run) -> Any:
     return caps[-1].get("hash_probe") if caps else None
 
 
-def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding],
+def _compare_files(a: _Run, b: _Run, label: str, findings: list[Difference],
                    skipped: dict[str, str] | None = None, strict: bool = False,
                    masked: IgnoredValues | None = None) -> None:
     """Findings for the files of run ``b`` that differ from run ``a``'s; ``skipped`` gets
@@ -54,10 +54,10 @@ def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding],
         if (name in through_a) != (name in through_b) and (name not in files_a or name not in files_b):
             continue  # changed in the user's directory during one run only: not the script's output
         if name not in files_b:
-            findings.append(Finding("file", label, f"{name}: written by run 1 only"))
+            findings.append(Difference("file", label, f"{name}: written by run 1 only"))
             continue
         if name not in files_a:
-            findings.append(Finding("file", label, f"{name}: not written by run 1"))
+            findings.append(Difference("file", label, f"{name}: not written by run 1"))
             continue
         (kind, pa), (_, pb) = files_a[name], files_b[name]
         tf = kind == "tf"  # pa, pb: a checkpoint prefix, no file of its own
@@ -86,7 +86,7 @@ def _compare_files(a: _Run, b: _Run, label: str, findings: list[Finding],
         if ha != hb:
             d = LeafDiff(name, "content", "bytes", None, a=f"sha256 {ha[:12]} ({sa} bytes)",
                          b=f"sha256 {hb[:12]} ({sb} bytes)")
-            findings.append(Finding("file", label, f"{name}: content differs ({d.a} vs {d.b})", d, detail))
+            findings.append(Difference("file", label, f"{name}: content differs ({d.a} vs {d.b})", d, detail))
 
 
 def _content_digest(path: Path, tf: bool = False, replacements: tuple[tuple[str, str], ...] = ()) -> tuple[str, int]:
@@ -121,12 +121,12 @@ def _ignored_summary(skipped: dict[str, str]) -> str:
                      + f" ({why})" for (_, why), paths in groups.items())
 
 
-def _text_finding(source: str, label: str, d: LeafDiff, label_a: str) -> Finding:
+def _text_finding(source: str, label: str, d: LeafDiff, label_a: str) -> Difference:
     """The finding for differing printed lines: the summary, and as its detail the first
     differing line of each run labelled by the run's name (``run 1:``, ``run 2:``; their
     text is escaped already, so the report's lines stay one fact each)."""
     summary, detail = _text_summary(d, label_a, label)
-    return Finding(source, label, summary, d, detail)
+    return Difference(source, label, summary, d, detail)
 
 
 def _text_summary(d: LeafDiff, label_a: str, label_b: str) -> tuple[str, str]:
@@ -141,18 +141,10 @@ def _text_summary(d: LeafDiff, label_a: str, label_b: str) -> tuple[str, str]:
     return s, f"{label_a + ':':<{width}} {d.a}\n{label_b + ':':<{width}} {d.b}"
 
 
-def _compare_runs(display: str, done: list[_Run], source: str | None, command: bool = False,
-                  strict: bool = False, argv: list[str] | None = None,
-                  env: dict[str, str] | None = None) -> CheckResult:
-    """Compare each run with the first. Printed output and text files are compared with
-    timing values masked (each one listed in ``result.ignored``), unless ``strict``.
-    ``argv``, ``env``: the runs' ``sys.argv`` and environment when every run had the same
-    (None: unknown), for the lint hints."""
-    from .. import environment
-
+def _no_verdict(display: str, done: list[_Run]) -> None:
+    """Raise when every run failed the same way (timed out, could not start, exited with
+    the same error): there is nothing to compare."""
     first = done[0]
-    infos = [r.info for r in done]
-    # nothing to compare: every run failed the same way
     if all(r.info.timed_out for r in done):
         raise RunError(f"every run of {display} timed out after {done[0].info.seconds:.0f} s; raise --timeout "
                        f"or check the script for a hang (the whole process group was killed)")
@@ -166,110 +158,172 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
                     "or argument instead.")
         raise RunError(f"{display} failed in every run (exit {first.info.returncode}), so there is nothing "
                        f"to compare. End of its error output (run 1):\n{printable(first.info.stderr_tail)}{hint}")
-    findings: list[Finding] = []
-    rank_lines = sum(_count_lines(o["stdout"]) for o in first.ranks.values() if "stdout" in o)
-    compared = {"stdout lines": _count_lines(first.stdout) + rank_lines, "files": len(first.files),
-                "state tensors": sum(len(g["flat"]) for g in _state_groups(first).values())}
-    probe_differs = []
-    interleaved: list[str] = []  # runs whose shared stdout only interleaved the ranks' lines differently
-    env_diffs: list[dict[str, Any]] = []
-    skipped: dict[str, str] = {}
-    base_env = next((c.get("environment") for c in first.captures if c.get("environment")), None)
-    ignored_values = IgnoredValues()
-    for other in done[1:]:
-        label = other.info.label
-        a, b = first.info, other.info
-        if b.timed_out or a.timed_out:
-            slow, fast = (b, a) if b.timed_out else (a, b)
-            findings.append(Finding("timeout", label, f"{slow.label} did not finish within {slow.seconds:.0f} s; "
-                                    f"{fast.label} took {fast.seconds:.1f} s (a hang in some runs only)"))
+
+
+def _exit_findings(a: RunInfo, b: RunInfo, label: str) -> list[Difference]:
+    """A run that timed out while the other did not, or a different exit status."""
+    if b.timed_out or a.timed_out:
+        slow, fast = (b, a) if b.timed_out else (a, b)
+        return [Difference("timeout", label, f"{slow.label} did not finish within {slow.seconds:.0f} s; "
+                                             f"{fast.label} took {fast.seconds:.1f} s (a hang in some runs only)")]
+    if a.returncode != b.returncode:
+        return [Difference("exit", label, f"exit status {b.returncode}, run 1 exited {a.returncode}",
+                           detail=f"run 1 stderr (end):\n{_indent(a.stderr_tail)}\n"
+                                  f"{label} stderr (end):\n{_indent(b.stderr_tail)}")]
+    return []
+
+
+def _state_findings(first: _Run, other: _Run, label: str) -> list[Difference]:
+    """The final states (by process) that differ, leaf by leaf."""
+    out = []
+    ga, gb = _state_groups(first), _state_groups(other)
+    for key in sorted(set(ga) | set(gb)):
+        if key not in ga or key not in gb:
+            out.append(Difference("state", label, f"final state of process '{key}' captured in "
+                                                  f"{'run 1' if key in ga else label} only"))
             continue
-        if a.returncode != b.returncode:
-            findings.append(Finding("exit", label, f"exit status {b.returncode}, run 1 exited {a.returncode}",
-                                    detail=f"run 1 stderr (end):\n{_indent(a.stderr_tail)}\n"
-                                           f"{label} stderr (end):\n{_indent(b.stderr_tail)}"))
+        prefix = f"{key}: " if len(ga) > 1 else ""
+        sa = replace_in_leaves(ga[key]["flat"], first.replacements)
+        sb = replace_in_leaves(gb[key]["flat"], other.replacements)
+        out.extend(leaf_finding("state", label, diff, sa, sb, prefix) for diff in compare_flat(sa, sb))
+    return out
+
+
+class _Pairs:
+    """What comparing each run with the first found: differences, and what the notes say
+    (runs whose shared stdout only interleaved ranks differently, runs whose hash-seed
+    probe differed, environment differences, files not compared, values masked)."""
+
+    def __init__(self, first: _Run, strict: bool):
+        self.first, self.strict = first, strict
+        self.findings: list[Difference] = []
+        self.interleaved: list[str] = []
+        self.probe_differs: list[str] = []
+        self.env_diffs: list[dict[str, Any]] = []
+        self.skipped: dict[str, str] = {}
+        self.ignored = IgnoredValues()
+        self.base_env = next((c.get("environment") for c in first.captures if c.get("environment")), None)
+
+    def add(self, other: _Run) -> None:
+        from .. import environment
+
+        first, label = self.first, other.info.label
+        exits = _exit_findings(first.info, other.info, label)
+        self.findings += exits
+        if exits and exits[0].source == "timeout":
+            return
         pair = IgnoredValues()  # counted per pair of runs, merged as the largest count
         d = compare_text("stdout", first.stdout, other.stdout, first.replacements, other.replacements,
-                         strict=strict, ignored=pair)
+                         strict=self.strict, ignored=pair)
         how = _interleaved_only(first, other) if d and _multi_rank(first, other) else None
         if how:
-            interleaved.append(f"{label} ({how})")
+            self.interleaved.append(f"{label} ({how})")
         elif d:
-            findings.append(_text_finding("stdout", label, d, first.info.label))
-        _compare_rank_outputs(first, other, label, findings, strict, pair)
-        _compare_files(first, other, label, findings, skipped, strict, pair)
-        ignored_values.merge(pair)
-        ga, gb = _state_groups(first), _state_groups(other)
-        for key in sorted(set(ga) | set(gb)):
-            if key not in ga or key not in gb:
-                findings.append(Finding("state", label, f"final state of process '{key}' captured in "
-                                        f"{'run 1' if key in ga else label} only"))
-                continue
-            prefix = f"{key}: " if len(ga) > 1 else ""
-            sa = replace_in_leaves(ga[key]["flat"], first.replacements)
-            sb = replace_in_leaves(gb[key]["flat"], other.replacements)
-            for diff in compare_flat(sa, sb):
-                findings.append(leaf_finding("state", label, diff, sa, sb, prefix))
+            self.findings.append(_text_finding("stdout", label, d, first.info.label))
+        _compare_rank_outputs(first, other, label, self.findings, self.strict, pair)
+        _compare_files(first, other, label, self.findings, self.skipped, self.strict, pair)
+        self.ignored.merge(pair)
+        self.findings += _state_findings(first, other, label)
         pa, pb = _hash_probe(first), _hash_probe(other)
         if pa is not None and pb is not None and pa != pb:
-            probe_differs.append(label)
+            self.probe_differs.append(label)
         other_env = next((c.get("environment") for c in other.captures if c.get("environment")), None)
-        if base_env and other_env:
-            for e in environment.diff(base_env, other_env):
-                env_diffs.append({"run": label, **e.to_dict()})
-    result = CheckResult(display, infos, findings, compared, environment=base_env or environment.collect(),
-                         environment_diffs=env_diffs, ignored=ignored_values.to_list())
-    if skipped:  # leaves a reader marked as time stamps (compare.ignored)
-        result.notes.append("not compared (they change with every save): " + _ignored_summary(skipped))
-    if not any(compared.values()) and not findings:
-        raise RunError(_nothing_compared(display, done))
+        if self.base_env and other_env:
+            self.env_diffs += [{"run": label, **e.to_dict()} for e in environment.diff(self.base_env, other_env)]
+
+
+def _launch_notes(result: CheckResult, first: _Run, pairs: _Pairs) -> None:
+    if pairs.skipped:  # leaves a reader marked as time stamps (compare.ignored)
+        result.notes.append("not compared (they change with every save): " + _ignored_summary(pairs.skipped))
     if first.ranks:
         result.notes.append(f"each rank's output was captured separately ({len(first.ranks)} rank(s) of the "
                             f"launcher) and compared rank by rank (rank r of each run with rank r of run 1)")
-    if interleaved:
+    if pairs.interleaved:
         result.notes.append("the launcher's shared standard output differs only in how the ranks' lines "
-                            "interleave in " + "; ".join(interleaved) + ": several processes write to it, "
+                            "interleave in " + "; ".join(pairs.interleaved) + ": several processes write to it, "
                             "so their lines come in a random order; that is not a difference of the training")
-    if probe_differs and findings:
+
+
+def _hash_seed_notes(result: CheckResult, pairs: _Pairs) -> None:
+    if pairs.probe_differs and pairs.findings:
         result.hash_seed_suspect = True
         result.causes.append("PYTHONHASHSEED differed between runs (it was unset or 'random'), so each "
                              "interpreter hashed strings differently: if the script iterates over a set of "
                              "strings (or a dict built from one), it saw a different order. Fix: run with "
                              "PYTHONHASHSEED=0 (or `fwd9m run`), or iterate in a fixed order (sorted(s)). "
                              "To tell whether this is the cause: fwd9m check --env PYTHONHASHSEED=0 ...")
-    elif probe_differs:
+    elif pairs.probe_differs:
         result.notes.append("PYTHONHASHSEED differed between runs (string hashing was randomised); "
                             "the outputs did not depend on it this time.")
+
+
+def _rank_notes(result: CheckResult, done: list[_Run], ranks: list[str]) -> None:
+    """A distributed launch: differences counted per rank, and ranks sharing stdout."""
+    findings, first = result.findings, done[0]
+    counts = [(k, sum(f.source == "state" and f.summary.startswith(k + ":") for f in findings))
+              for k in sorted(ranks, key=lambda k: (len(k), k))]
+    result.notes.append("final state compared rank by rank (rank r of each run with rank r of run 1): "
+                        + ", ".join(f"{k}: {n} difference(s)" for k, n in counts))
+    differs = {f.run for f in findings if f.source == "stdout" and f.diff is not None and f.diff.path == "stdout"}
+    shuffled = [r.info.label for r in done[1:] if len(ranks) > 1 and r.info.label in differs
+                and _same_bytes_reordered(first.stdout, r.stdout)]
+    if shuffled:
+        result.causes.append(f"{len(ranks)} ranks write to the same standard output: {', '.join(shuffled)} "
+                             f"printed the same characters as run 1 in another order, as lines (and parts of "
+                             f"lines) from different processes interleave. Fix: print on rank 0 only (if "
+                             f"fwd9m.distributed.rank_info().is_main: print(...)); the final state is "
+                             f"compared rank by rank anyway.")
+
+
+def _next_steps(result: CheckResult, display: str, pairs: _Pairs, ranks: list[str], command: bool,
+                source: str | None, argv: list[str] | None, env: dict[str, str] | None) -> None:
+    """What to do about the differences: where fwd9m debug goes next, and the catalog."""
+    base_env = pairs.base_env
+    if ranks and command:
+        result.next_steps.append(f"find the first op that differs, rank by rank: fwd9m run --record-ranks "
+                                 f"runA {display} (and again into runB), then fwd9m debug diff runA runB")
+    elif _debug_can_record(base_env):
+        result.next_steps.append(f"find the first op that differs: fwd9m debug {_debug_args(display, command)}")
+    else:
+        result.next_steps.append("the runs imported no framework that fwd9m debug records (PyTorch, "
+                                 "TensorFlow/Keras, JAX): to localize, check smaller pieces in Python "
+                                 "with fwd9m.check(fn, ...)")
+    if pairs.probe_differs:
+        result.next_steps.append(_HASH_SEED_STEP)
+    device = "gpu" if (base_env or {}).get("gpus") else "cpu"
+    result.catalog = _catalog_hints(base_env, device, python=bool(pairs.probe_differs), source=source,
+                                    threads_differ=_threads_differ(result), argv=argv, env=env)
+
+
+def _compare_runs(display: str, done: list[_Run], source: str | None, command: bool = False,
+                  strict: bool = False, argv: list[str] | None = None,
+                  env: dict[str, str] | None = None) -> CheckResult:
+    """Compare each run with the first. Printed output and text files are compared with
+    timing values masked (each one listed in ``result.ignored``), unless ``strict``.
+    ``argv``, ``env``: the runs' ``sys.argv`` and environment when every run had the same
+    (None: unknown), for the lint hints."""
+    from .. import environment
+
+    _no_verdict(display, done)
+    first = done[0]
+    rank_lines = sum(_count_lines(o["stdout"]) for o in first.ranks.values() if "stdout" in o)
+    compared = {"stdout lines": _count_lines(first.stdout) + rank_lines, "files": len(first.files),
+                "state tensors": sum(len(g["flat"]) for g in _state_groups(first).values())}
+    pairs = _Pairs(first, strict)
+    for other in done[1:]:
+        pairs.add(other)
+    result = CheckResult(display, [r.info for r in done], pairs.findings, compared,
+                         environment=pairs.base_env or environment.collect(),
+                         environment_diffs=pairs.env_diffs, ignored=pairs.ignored.to_list())
+    if not any(compared.values()) and not pairs.findings:
+        raise RunError(_nothing_compared(display, done))
+    _launch_notes(result, first, pairs)
+    _hash_seed_notes(result, pairs)
     ranks = [k for k in _state_groups(first) if k.startswith("rank ")]  # a distributed launch
     if ranks:
-        counts = [(k, sum(f.source == "state" and f.summary.startswith(k + ":") for f in findings))
-                  for k in sorted(ranks, key=lambda k: (len(k), k))]
-        result.notes.append("final state compared rank by rank (rank r of each run with rank r of run 1): "
-                            + ", ".join(f"{k}: {n} difference(s)" for k, n in counts))
-        differs = {f.run for f in findings if f.source == "stdout" and f.diff is not None and f.diff.path == "stdout"}
-        shuffled = [r.info.label for r in done[1:] if len(ranks) > 1 and r.info.label in differs
-                    and _same_bytes_reordered(first.stdout, r.stdout)]
-        if shuffled:
-            result.causes.append(f"{len(ranks)} ranks write to the same standard output: {', '.join(shuffled)} "
-                                 f"printed the same characters as run 1 in another order, as lines (and parts of "
-                                 f"lines) from different processes interleave. Fix: print on rank 0 only (if "
-                                 f"fwd9m.distributed.rank_info().is_main: print(...)); the final state is "
-                                 f"compared rank by rank anyway.")
-    if findings:
-        if ranks and command:
-            result.next_steps.append(f"find the first op that differs, rank by rank: fwd9m run --record-ranks "
-                                     f"runA {display} (and again into runB), then fwd9m debug diff runA runB")
-        elif _debug_can_record(base_env):
-            result.next_steps.append(f"find the first op that differs: fwd9m debug {_debug_args(display, command)}")
-        else:
-            result.next_steps.append("the runs imported no framework that fwd9m debug records (PyTorch, "
-                                     "TensorFlow/Keras, JAX): to localize, check smaller pieces in Python "
-                                     "with fwd9m.check(fn, ...)")
-        if probe_differs:
-            result.next_steps.append(_HASH_SEED_STEP)
-        device = "gpu" if (base_env or {}).get("gpus") else "cpu"
-        result.catalog = _catalog_hints(base_env, device, python=bool(probe_differs), source=source,
-                                        threads_differ=_threads_differ(result), argv=argv, env=env)
+        _rank_notes(result, done, ranks)
+    if pairs.findings:
+        _next_steps(result, display, pairs, ranks, command, source, argv, env)
     return result
 
 
@@ -283,7 +337,7 @@ def _threads_differ(result: CheckResult) -> bool:
 _HASH_SEED_STEP = "fix the hash seed: PYTHONHASHSEED=0 python ..., or fwd9m run --seed 0 ..."
 
 
-def _finding_key(f: Finding) -> str:
+def _finding_key(f: Difference) -> str:
     """Where a finding is (``state:globals.perm``, ``stdout:stdout``), whatever its size."""
     return f"{f.source}:{f.diff.path if f.diff else f.summary.split(':', 1)[0]}"
 
@@ -384,14 +438,14 @@ def _by_rank_prefix(lines: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def _compare_rank_outputs(a: _Run, b: _Run, label: str, findings: list[Finding], strict: bool = False,
+def _compare_rank_outputs(a: _Run, b: _Run, label: str, findings: list[Difference], strict: bool = False,
                           masked: IgnoredValues | None = None) -> None:
     """Rank r's own stdout in run ``b`` against rank r's in run ``a`` (timing values masked
     into ``masked`` unless ``strict``)."""
     for key in sorted(set(a.ranks) | set(b.ranks), key=lambda k: int(k.split()[1])):
         pa, pb = a.ranks.get(key, {}).get("stdout"), b.ranks.get(key, {}).get("stdout")
         if pa is None or pb is None:
-            findings.append(Finding("stdout", label, f"{key} stdout: captured in "
+            findings.append(Difference("stdout", label, f"{key} stdout: captured in "
                                     f"{a.info.label if pb is None else label} only"))
             continue
         d = compare_text(f"{key} stdout", pa, pb, a.replacements, b.replacements, strict=strict, ignored=masked)
@@ -404,7 +458,7 @@ def _nothing_compared(display: str, done: list[_Run]) -> str:
     first = done[0]
     watched = ("the run's own (empty) directory" if not first.watched else
                "your directory (through the run's links) and the run's own directory" if first.watch_complete
-               else f"the run's own directory and the first {_process.WATCH_LIMIT:,} entries of your directory "
+               else f"the run's own directory and the first {workdir.WATCH_LIMIT:,} entries of your directory "
                     f"(the watch stopped there, so files written beyond them were not seen)")
     return (f"nothing to compare, so there is no verdict: in {len(done)} runs of {display}, standard output "
             f"was empty, no file was written in {watched}, and no model, variable or array was held at exit "

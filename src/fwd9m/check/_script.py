@@ -7,14 +7,15 @@ import os
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
 from .._hashseed import MAX_RUNS, experiment
 from .._log import logger
 from ..errors import RunError
-from ._process import Guard, _execute, _Run, _run_notes
+from .._runtime.workdir import Guard
+from ._process import _execute, _Run, _run_notes
 from ._result import CheckResult, RunInfo
 from ._runs import _compare_runs, _finding_key, _settle_hash_seed
 
@@ -97,7 +98,7 @@ def _launch_command(target: str, args: Sequence[str], mode: str, seed: int, pyth
     if mode.startswith("enable"):
         module = mode == "enable-module"
         return [python, "-m", "fwd9m", "run", "--seed", str(seed), *(["-m"] if module else []), target, *args]
-    return [python, "-m", "fwd9m._capture", *(["-m"] if module else []), target, *args]
+    return [python, "-m", "fwd9m._runtime.capture", *(["-m"] if module else []), target, *args]
 
 
 def check_script(target: str, args: Sequence[str] = (), *, module: bool = False, command: bool = False,
@@ -146,99 +147,169 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
             fwd9m could compare: there is no verdict.
         ConfigurationError: ``runs < 2``.
     """
-    from .._launch import resolve_target
     from ..errors import ConfigurationError
 
     if runs < 2:
         raise ConfigurationError(f"--runs must be at least 2, got {runs}")
-    say = progress or (lambda msg: logger.info(msg))
-    python = python or sys.executable
+    options = CheckOptions(module=module, command=command, runs=runs, seed=seed, timeout=timeout,
+                           env=dict(env or {}), enable=enable, vary=tuple(vary), cwd=cwd, keep=keep,
+                           python=python or sys.executable, hashseed_check=hashseed_check, strict=strict)
+    return _check(_resolve(target, tuple(args), options), options, progress or (lambda msg: logger.info(msg)))
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """How :func:`check_script` runs and compares (its keyword arguments, once)."""
+
+    module: bool = False
+    command: bool = False
+    runs: int = 2
+    seed: int = 0
+    timeout: float | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    enable: bool = False
+    vary: tuple[Variant, ...] = ()
+    cwd: str = "link"
+    keep: bool = False
+    python: str = sys.executable
+    hashseed_check: bool = True
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class _Program:
+    """What is run: the resolved target, its arguments, how it is launched (``mode``),
+    the source file linted for the hints, and the name the report gives it."""
+
+    target: str
+    args: tuple[str, ...]
+    mode: str  #: script | module | command | enable-script | enable-module
+    source: str | None
+    display: str
+    invocation: Path  #: the user's directory
+
+    def argv(self, o: CheckOptions) -> list[str] | None:
+        """What the runs' conditions on sys.argv saw, for the lint hints: known when
+        every run had the same (no --vary, no --enable start-up settings)."""
+        return None if (o.vary or o.enable or o.command or self.source is None) else [self.source, *self.args]
+
+
+def _module_source(target: str, invocation: Path) -> str | None:
+    """The file of module ``target``, found as ``python -m`` would: the working
+    directory first on sys.path."""
+    import importlib.util
+
+    from .._runtime.launch import resolve_target
+
+    sys.path.insert(0, str(invocation))
+    try:
+        resolve_target(target, module=True)
+        return getattr(importlib.util.find_spec(target), "origin", None)
+    except (ImportError, ValueError):
+        return None
+    finally:
+        sys.path.remove(str(invocation))
+
+
+def _resolve(target: str, args: tuple[str, ...], o: CheckOptions) -> _Program:
+    from .._runtime.launch import resolve_target
+
     invocation = Path.cwd()
-    display = " ".join([*(["-m"] if module else ["--"] if command else []), target, *args])
-    source = None
-    if command:
-        mode = "command"
+    display = " ".join([*(["-m"] if o.module else ["--"] if o.command else []), target, *args])
+    if o.command:
         # the training script a launcher runs (torchrun ... train.py): linted for the hints
         source = next((str(Path(a).resolve()) for a in [target, *args]
                        if a.endswith(".py") and Path(a).is_file()), None)
-    elif module:  # found as `python -m` would: the working directory first on sys.path
-        import importlib.util
-
-        sys.path.insert(0, str(invocation))
-        try:
-            resolve_target(target, module=True)
-            source = getattr(importlib.util.find_spec(target), "origin", None)
-        except (ImportError, ValueError):
-            source = None
-        finally:
-            sys.path.remove(str(invocation))
+        return _Program(target, args, "command", source, display, invocation)
+    if o.module:
+        source = _module_source(target, invocation)
     else:
         target = source = str(Path(resolve_target(target)).resolve())
-    if not command:
-        mode = ("enable-module" if module else "enable-script") if enable else ("module" if module else "script")
-    base_cmd = _launch_command(target, args, mode, seed, python)
-    plan: list[tuple[str, list[str], dict[str, str], dict[str, str]]] = []
-    for i in range(runs):
-        plan.append((f"run {i + 1}", base_cmd, {}, {}))
-    for v in vary:
-        cmd = base_cmd[:len(base_cmd) - len(args)] + v.argv(args)
-        plan.append((f"run with {v.label}", cmd, v.env(), {v.name: v.value}))
+    mode = ("enable-module" if o.module else "enable-script") if o.enable else ("module" if o.module else "script")
+    return _Program(target, args, mode, source, display, invocation)
 
+
+def _plan(prog: _Program, o: CheckOptions) -> list[tuple[str, list[str], dict[str, str], dict[str, str]]]:
+    """(label, command line, extra environment, settings) of each run: ``runs`` alike,
+    then one per ``vary`` setting."""
+    base_cmd = _launch_command(prog.target, prog.args, prog.mode, o.seed, o.python)
+    plan: list[tuple[str, list[str], dict[str, str], dict[str, str]]] = [
+        (f"run {i + 1}", base_cmd, {}, {}) for i in range(o.runs)]
+    for v in o.vary:
+        cmd = base_cmd[:len(base_cmd) - len(prog.args)] + v.argv(prog.args)
+        plan.append((f"run with {v.label}", cmd, v.env(), {v.name: v.value}))
+    return plan
+
+
+def _run_all(prog: _Program, o: CheckOptions, root: Path, guard: Guard | None,
+             say: Callable[[str], None]) -> list[_Run]:
+    site = prog.mode not in ("script", "module")  # other interpreters: capture in each (start-up hook)
+    plan = _plan(prog, o)
+    done: list[_Run] = []
+    for k, (label, cmd, extra_env, settings) in enumerate(plan):
+        run = _Run(RunInfo(label, list(cmd), settings), root / f"run{k + 1}", root / f"run{k + 1}" / "cwd",
+                   root / f"run{k + 1}" / "stdout")
+        _execute(run, prog.invocation, o.cwd, {**o.env, **extra_env}, site, o.timeout, f"{k + 1}/{len(plan)}",
+                 say, guard)
+        done.append(run)
+    if o.timeout is not None and all(r.info.timed_out for r in done):
+        raise RunError(f"every run of {prog.display} timed out (--timeout {o.timeout:g} s); raise --timeout "
+                       f"or check the script for a hang (the whole process group was killed)")
+    return done
+
+
+def _hash_seed_runs(result: CheckResult, prog: _Program, o: CheckOptions, root: Path, guard: Guard | None,
+                    say: Callable[[str], None]) -> None:
+    """The controlled hash-seed experiment (:mod:`fwd9m._hashseed`) on reruns of the script."""
+    base_cmd = _launch_command(prog.target, prog.args, prog.mode, o.seed, o.python)
+    site = prog.mode not in ("script", "module")
+    argv = prog.argv(o)
+    known_env = None if argv is None else {**os.environ, **o.env}
+    moved: set[str] = set()
+
+    def hash_run(seed: int, k: int) -> _Run:
+        d = root / f"hashseed{k}"
+        run = _Run(RunInfo(f"PYTHONHASHSEED={seed} run {k}", list(base_cmd),
+                           {"PYTHONHASHSEED": str(seed)}), d, d / "cwd", d / "stdout")
+        _execute(run, prog.invocation, o.cwd, {**o.env, "PYTHONHASHSEED": str(seed)}, site, o.timeout,
+                 f"{k}/{MAX_RUNS} at most", say, guard)
+        return run
+
+    def agree(a: _Run, b: _Run) -> bool:
+        found = _compare_runs(prog.display, [a, b], prog.source, o.command, o.strict).findings
+        if a.info.settings.get("PYTHONHASHSEED") == "0" and not moved:
+            moved.update(_finding_key(f) for f in found)
+        return not found
+
+    outcome = experiment(hash_run, agree, script=prog.source, target=prog.display, progress=say,
+                         errors=(RunError,), argv=argv, env=known_env)
+    _settle_hash_seed(result, outcome, moved, prog.source, argv=argv, env=known_env)
+
+
+def _check(prog: _Program, o: CheckOptions, say: Callable[[str], None]) -> CheckResult:
     root = Path(tempfile.mkdtemp(prefix="fwd9m-check-"))
     # a copy of your files first, so that what a run writes into them through its links is undone
-    guard = Guard.make(invocation, root / "backup") if cwd == "link" else None
-    # a command (or `fwd9m run`) starts other interpreters: capture in each through the
-    # start-up hook that fwd9m run uses too
-    site = mode not in ("script", "module")
-    done: list[_Run] = []
+    guard = Guard.make(prog.invocation, root / "backup") if o.cwd == "link" else None
     try:
-        for k, (label, cmd, extra_env, settings) in enumerate(plan):
-            run = _Run(RunInfo(label, list(cmd), settings), root / f"run{k + 1}", root / f"run{k + 1}" / "cwd",
-                       root / f"run{k + 1}" / "stdout")
-            _execute(run, invocation, cwd, {**(env or {}), **extra_env}, site, timeout,
-                     f"{k + 1}/{len(plan)}", say, guard)
-            done.append(run)
-        if timeout is not None and all(r.info.timed_out for r in done):
-            raise RunError(f"every run of {display} timed out (--timeout {timeout:g} s); raise --timeout "
-                           f"or check the script for a hang (the whole process group was killed)")
-        # what the runs' conditions on sys.argv / os.environ saw, for the lint hints: known
-        # when every run had the same (no --vary, no --enable start-up settings)
-        argv = None if (vary or enable or command or source is None) else [source, *args]
-        known_env = None if argv is None else {**os.environ, **(env or {})}
-        result = _compare_runs(display, done, source, command, strict, argv=argv, env=known_env)
-        result.notes[:0] = _run_notes(done, display, guard)
-        if strict:
+        done = _run_all(prog, o, root, guard, say)
+        argv = prog.argv(o)
+        known_env = None if argv is None else {**os.environ, **o.env}
+        result = _compare_runs(prog.display, done, prog.source, o.command, o.strict, argv=argv, env=known_env)
+        result.notes[:0] = _run_notes(done, prog.display, guard)
+        if o.strict:
             result.notes.append("--strict: printed output and text files were compared with nothing masked "
                                 "(timings, rates, timestamps, addresses and temporary names too)")
-        if hashseed_check and result.hash_seed_suspect:
-            moved: set[str] = set()
-
-            def hash_run(seed: int, k: int) -> _Run:
-                d = root / f"hashseed{k}"
-                run = _Run(RunInfo(f"PYTHONHASHSEED={seed} run {k}", list(base_cmd),
-                                   {"PYTHONHASHSEED": str(seed)}), d, d / "cwd", d / "stdout")
-                _execute(run, invocation, cwd, {**(env or {}), "PYTHONHASHSEED": str(seed)}, site, timeout,
-                         f"{k}/{MAX_RUNS} at most", say, guard)
-                return run
-
-            def agree(a: _Run, b: _Run) -> bool:
-                found = _compare_runs(display, [a, b], source, command, strict).findings
-                if a.info.settings.get("PYTHONHASHSEED") == "0" and not moved:
-                    moved.update(_finding_key(f) for f in found)
-                return not found
-
-            outcome = experiment(hash_run, agree, script=source, target=display, progress=say, errors=(RunError,),
-                                 argv=argv, env=known_env)
-            _settle_hash_seed(result, outcome, moved, source, argv=argv, env=known_env)
+        if o.hashseed_check and result.hash_seed_suspect:
+            _hash_seed_runs(result, prog, o, root, guard, say)
         elif result.hash_seed_suspect:
             _hash_seed_untested(result)
-        if enable and not result:
+        if o.enable and not result:
             _enable_did_not_fix(result)
-        if keep:
+        if o.keep:
             result.notes.append(f"run directories kept in {root}")
         return result
     finally:
-        if not keep:
+        if not o.keep:
             shutil.rmtree(root, ignore_errors=True)
 
 

@@ -13,7 +13,9 @@ module/layer, phase, user file:line, shapes, dtypes and an exact digest
 (:mod:`fwd9m.fingerprint`) of every input and output into a trace file
 (:mod:`fwd9m.debug._store`). ``diff`` aligns two traces and classifies the first
 divergence: a culprit op, an external source, a structural change, or an environment
-difference. ``localize`` does both for an in-process function.
+difference. ``localize`` does both for an in-process function. ``debug_script`` does
+what ``fwd9m debug SCRIPT`` does: two runs in fresh interpreters, compared and explained
+(:mod:`fwd9m.debug._script`).
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ from typing import Any, Callable, Iterator
 
 from ..errors import ConfigurationError
 from ._common import LEVELS, CaptureSpec, Recording
-from ._compare import Report, compare
+from ._compare import DebugReport, Report, compare
+from ._script import DebugOptions, debug_script, record_script
 from ._store import FORMAT_VERSION, TraceReader, TraceWriter
 from ..steps import diff_steps, is_step_digest_file, step_digest  # step digests (fwd9m.steps)
 
-__all__ = ["record", "diff", "localize", "replay", "Report", "Trace", "LEVELS", "FORMAT_VERSION",
-           "TraceReader", "step_digest", "diff_steps", "is_step_digest_file"]
+__all__ = ["record", "diff", "localize", "replay", "debug_script", "record_script", "DebugOptions",
+           "DebugReport", "Report", "Trace", "LEVELS", "FORMAT_VERSION", "TraceReader",
+           "step_digest", "diff_steps", "is_step_digest_file"]
 
 
 def replay(trace, op: int, **kwargs):
@@ -163,7 +167,7 @@ def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[
     names = _frameworks(framework)
     check_options(level, capture)
     made = path is None
-    if made:
+    if path is None:
         fd, path = tempfile.mkstemp(suffix=".trace", prefix="fwd9m-")
         os.close(fd)
     path = os.fspath(path)
@@ -231,7 +235,7 @@ def _finish(recorders, rec: Recording, writer: TraceWriter, completed: bool, tra
     trace.ops, trace.tensors, trace.bytes = writer.ops, writer.tensors, writer.bytes_written
 
 
-def diff(a: str | os.PathLike[str], b: str | os.PathLike[str], **kwargs) -> Report:
+def diff(a: str | os.PathLike[str], b: str | os.PathLike[str], **kwargs) -> DebugReport:
     """Compare two traces; see :func:`fwd9m.debug._compare.compare`.
 
     Raises:
@@ -243,7 +247,7 @@ def diff(a: str | os.PathLike[str], b: str | os.PathLike[str], **kwargs) -> Repo
 
 def localize(fn: Callable[..., Any], *args, runs: int = 2, framework=None,
              level: str = "digests", capture=None, directory: str | None = None,
-             **kwargs) -> Report:
+             **kwargs) -> DebugReport:
     """Call ``fn(*args, **kwargs)`` ``runs`` times in this process, recording each call,
     and compare the first recording with each later one; returns the first report
     that finds a divergence (or the last, reproducible one).
@@ -266,4 +270,5 @@ def localize(fn: Callable[..., Any], *args, runs: int = 2, framework=None,
         report = compare(paths[0], p)
         if not report.reproducible:
             break
+    assert report is not None  # runs >= 2
     return report

@@ -119,7 +119,8 @@ class _Deferred:
 
 def main(argv: list[str]) -> int:
     out, level, capture, steps, frameworks, module, target, *args = argv
-    from .. import _bootstrap, _frameworks as registry, _launch
+    from .. import _frameworks as registry
+    from .._runtime import bootstrap as _bootstrap, launch as _launch
     from . import check_options
 
     module_flag = module == "1"

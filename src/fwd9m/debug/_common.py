@@ -30,7 +30,7 @@ _FRAMEWORK_MARKERS = (f"{os.sep}torch{os.sep}", f"{os.sep}tensorflow{os.sep}",
                       f"{os.sep}keras{os.sep}", f"{os.sep}tf_keras{os.sep}",
                       f"{os.sep}jax{os.sep}", f"{os.sep}numpy{os.sep}", "<frozen ",
                       f"{os.sep}contextlib.py", f"{os.sep}runpy.py", f"{os.sep}functools.py",
-                      f"{os.sep}_launch.py", f"{os.sep}optree{os.sep}", f"{os.sep}absl{os.sep}")
+                      f"{os.sep}_runtime{os.sep}launch.py", f"{os.sep}optree{os.sep}", f"{os.sep}absl{os.sep}")
 
 
 def _installed_dirs() -> tuple[str, ...]:

@@ -28,21 +28,22 @@ import itertools
 import math
 import os
 import struct
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Iterator
 
 from ._store import ARGS_DTYPE, IS_MODEL_INPUT, IS_PARAM, SEP, Op, TraceReader
 
-__all__ = ["Report", "Divergence", "compare", "sample_difference"]
+__all__ = ["DebugReport", "Report", "Divergence", "compare", "sample_difference"]
 
 _MAX_SERIES = 400
 _MAX_PROVENANCE = 1 << 20
 _FLOAT_FORMATS = {"float32": ("f", "i", 4), "float64": ("d", "q", 8), "float16": ("e", "h", 2)}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Divergence:
-    """The first op where the two runs differ."""
+    """The first op where the two runs differ (built once: :func:`dataclasses.replace`
+    makes a changed copy)."""
 
     kind: str  #: "culprit" | "external" | "structural"
     seq: int
@@ -64,10 +65,11 @@ class Divergence:
     values: list[dict[str, Any]] = field(default_factory=list)  #: from _values.side_by_side
 
 
-@dataclass
-class Report:
+@dataclass(frozen=True)
+class DebugReport:
     """The result of comparing two traces. ``reproducible`` is True when every aligned
-    op agrees and both traces have the same length."""
+    op agrees and both traces have the same length. Built once (:func:`compare`);
+    :func:`dataclasses.replace` makes a changed copy."""
 
     a: str
     b: str
@@ -91,6 +93,10 @@ class Report:
         return _report.render(self, fmt)
 
 
+#: the name it had before (``fwd9m.lint.Report`` is lint's report, another thing)
+Report = DebugReport
+
+
 def _ordered(bits: int, nbits: int) -> int:
     """Map a float's bit pattern to an integer whose order follows the float order."""
     sign = 1 << (nbits - 1)
@@ -108,8 +114,8 @@ def sample_difference(meta: str, a: bytes, b: bytes) -> tuple[float, int] | None
         if dtype == "bfloat16" and a and len(a) == len(b):
             n = len(a) // 2
             ua, ub = struct.unpack(f"<{n}H", a), struct.unpack(f"<{n}H", b)
-            fa = [struct.unpack("<f", struct.pack("<I", x << 16))[0] for x in ua]
-            fb = [struct.unpack("<f", struct.pack("<I", x << 16))[0] for x in ub]
+            fa = tuple(struct.unpack("<f", struct.pack("<I", x << 16))[0] for x in ua)
+            fb = tuple(struct.unpack("<f", struct.pack("<I", x << 16))[0] for x in ub)
             ia, ib = ua, ub
             nbits = 16
         else:
@@ -203,162 +209,210 @@ def _same_program(ha: dict, hb: dict) -> bool:
     return not (sa and sb and os.path.basename(str(sa)) != os.path.basename(str(sb)))
 
 
-def compare(a: str, b: str, *, context: int = 3) -> Report:
+class _Walk:
+    """The side-by-side walk over two traces: the ops before the first divergence (a
+    few for context, the digests they produced for provenance), the first divergence,
+    and after it the spread (ops and steps that differ, the peak, the plot series)."""
+
+    def __init__(self, framework: str, context: int):
+        self.framework = framework
+        self.context = context
+        self.hist_a: collections.deque = collections.deque(maxlen=context)
+        self.hist_b: collections.deque = collections.deque(maxlen=context)
+        self.produced: set[int] = set()
+        from . import _timeline
+
+        self.series = _Series()
+        self.timeline = _timeline.Timeline()  #: module by step, for the HTML heat map
+        self.first: Divergence | None = None
+        self.differing = 0
+        self.per_step: dict[int, int] = {}
+        self.peak: list = [0.0, 0, None]
+        self.n = 0  #: ops compared
+        self.structural_later: int | None = None
+        self.entering: set = set()  #: digests of a Python value that entered at the first divergence
+
+    def run(self, it_a: Iterator[Op], it_b: Iterator[Op]) -> tuple[int, int]:
+        """Walk both traces to the end of the shorter one, or to the first structural
+        change; returns how many ops are left in A and in B."""
+        extra_a = extra_b = 0
+        # zip_longest, not zip: zip drops the op it took from A when B has just ended
+        for opa, opb in itertools.zip_longest(it_a, it_b):
+            if opa is None or opb is None:
+                extra_a, extra_b = int(opa is not None), int(opb is not None)
+                break
+            self.n += 1
+            if opa.signature() != opb.signature():
+                self._structural(opa, opb, it_a, it_b)
+                break
+            ins, outs = _diff_indices(opa.inputs, opb.inputs), _diff_indices(opa.outputs, opb.outputs)
+            if self.first is None:
+                self._before(opa, opb, ins, outs)
+            else:
+                self._after(opa, opb, ins, outs)
+        return extra_a + sum(1 for _ in it_a), extra_b + sum(1 for _ in it_b)
+
+    def _structural(self, opa: Op, opb: Op, it_a: Iterator[Op], it_b: Iterator[Op]) -> None:
+        if self.first is not None:
+            self.structural_later = opa.seq
+            return
+        c = self.context
+        self.first = Divergence(
+            kind="structural", seq=opa.seq, step=opa.step, op=opa.name, module=opa.module,
+            phase=opa.phase, location=opa.location, node=opa.node, device=opa.device,
+            detail=f"run A executes {opa.name}{_shapes(opa)} where run B executes {opb.name}{_shapes(opb)}",
+            a_context=[o.describe() for o in self.hist_a] + ["> " + opa.describe()]
+            + [o.describe() for o in itertools.islice(it_a, c)],
+            b_context=[o.describe() for o in self.hist_b] + ["> " + opb.describe()]
+            + [o.describe() for o in itertools.islice(it_b, c)])
+
+    def _before(self, opa: Op, opb: Op, ins: list[int], outs: list[int]) -> None:
+        """An op before any divergence: it agrees (remember it), or it is the first."""
+        if not (ins or outs):
+            if len(self.produced) > _MAX_PROVENANCE:
+                self.produced.clear()
+            self.produced.update(t.digest for t in opa.outputs if t.digest is not None)
+            self.hist_a.append(opa)
+            self.hist_b.append(opb)
+            self.series.add(opa.seq, False, None, opa.step)
+            self.timeline.add(opa.module, opa.phase, opa.step, False, None)
+            return
+        first = _classify(opa, opb, ins, outs, self.produced, self.framework)
+        mag = _op_magnitude(opa, opb, outs)
+        if mag:
+            first = replace(first, magnitude={"max_abs": mag[0], "max_ulp": mag[1], "exact": mag[2]})
+            self.peak = [mag[0], mag[1], opa.seq]
+        if first.source == "python":
+            self.entering = {t.digest for t in (*opa.outputs, *(opa.inputs[i] for i in ins))}
+        from . import _values
+
+        self.first = replace(first, values=_values.side_by_side(opa, opb, ins, outs))
+        self.series.add(opa.seq, True, mag, opa.step)
+        self.timeline.add(opa.module, opa.phase, opa.step, True, mag)
+        self.differing = 1
+        self.per_step[opa.step] = 1
+
+    def _after(self, opa: Op, opb: Op, ins: list[int], outs: list[int]) -> None:
+        """An op after the first divergence: follow the value that entered, count the spread."""
+        if self.entering:
+            self._follow_entering(opa, ins)
+        mag = _op_magnitude(opa, opb, outs) if outs else None
+        if outs:
+            self.differing += 1
+            self.per_step[opa.step] = self.per_step.get(opa.step, 0) + 1
+            if mag and mag[0] >= self.peak[0]:
+                self.peak = [mag[0], mag[1], opa.seq]
+        self.series.add(opa.seq, bool(outs), mag, opa.step)
+        self.timeline.add(opa.module, opa.phase, opa.step, bool(outs), mag)
+
+    def _follow_entering(self, opa: Op, ins: list[int]) -> None:
+        """A Python value entered at the first divergence: it is a ``seed`` when it
+        becomes the seed of a random op soon after (an initializer), ``data`` when it is
+        fed to the model as its input batch in the same step."""
+        first = self.first
+        if first is None or first.source != "python":
+            return
+        if opa.seq - first.seq <= 64 and ins and (opa.node == "random" or _is_tf_random(opa.name)):
+            self.first = replace(first, source="seed", detail=first.detail + (
+                f"; it becomes the seed of the random op {opa.name} at op "
+                f"#{opa.seq}{' in ' + opa.module if opa.module else ''} (an initializer)"))
+            self.entering = set()
+        elif opa.step == first.step and any(t.flags & IS_MODEL_INPUT and t.digest in self.entering
+                                            for t in opa.inputs):
+            self.first = replace(first, source="data", detail=first.detail + (
+                f"; it is fed to the model as its input batch at op #{opa.seq} ({opa.name} in "
+                f"{opa.module or '?'})"))
+            self.entering = set()
+
+    def spread(self) -> dict[str, Any]:
+        first = self.first
+        return {
+            "ops_compared": self.n, "ops_differing": self.differing,
+            "first_seq": first.seq if first else None,
+            "steps_differing": {str(k): v for k, v in sorted(self.per_step.items())},
+            "peak": {"max_abs": self.peak[0], "max_ulp": self.peak[1], "seq": self.peak[2]},
+            "series_bucket_ops": self.series.width,
+            "series": self.series.points,
+            "timeline": self.timeline.to_dict(),
+            "magnitude_source": "4 sampled values per float output (a lower bound), or full "
+                                "tensors where captured",
+        }
+
+
+def _header_notes(ha: dict, hb: dict) -> list[str]:
+    notes = []
+    if ha.get("level") == "sequence" or hb.get("level") == "sequence":
+        notes.append("a trace was recorded at level 'sequence': only the op sequence "
+                     "is compared (no digests)")
+    if not _same_program(ha, hb):
+        notes.append(f"the traces come from different programs: "
+                     f"{(ha.get('program') or {}).get('script')} vs "
+                     f"{(hb.get('program') or {}).get('script')}")
+    return notes
+
+
+def _reader_notes(name: str, r: TraceReader) -> list[str]:
+    """What a trace says about its own end: cut off, ops not recorded, an exception."""
+    notes = []
+    if r.truncated:
+        notes.append(f"trace {name} ({r.path}) {r.truncated}; compared up to its "
+                     f"last complete record ({r.ops_read} ops)")
+    if r.end and isinstance(r.end.get("not_recorded"), dict) and r.end["not_recorded"]:
+        missed = r.end["not_recorded"]
+        total = sum(v for v in missed.values() if isinstance(v, int))
+        kinds = ", ".join(f"{k} x{v}" for k, v in list(missed.items())[:8])
+        notes.append(f"run {name}: {total} ops could not be recorded ({kinds}); the "
+                     f"program ran on, but their values are not compared (a "
+                     f"recorder error: please report it)")
+    if not r.truncated and r.end and r.end.get("completed") is False:
+        notes.append(f"run {name} raised an exception inside the recorded block "
+                     f"(trace ends after {r.ops_read} ops)")
+    return notes
+
+
+def _explained(first: Divergence, framework: str, ha: dict, hb: dict) -> Divergence:
+    from . import _explain
+
+    explanation = _explain.explain(first, framework, ha, hb)
+    detail = first.detail
+    if first.kind == "structural" and first.seq == 0 and not _same_program(ha, hb):
+        detail = "the traces come from different programs; " + detail
+    return replace(first, explanation=explanation, detail=detail)
+
+
+def compare(a: str, b: str, *, context: int = 3) -> DebugReport:
     """Compare trace files ``a`` and ``b``.
 
     Raises:
         FileFormatError: a file is not a trace / unknown version / damaged header.
     """
     from .. import environment
-    from . import _explain, _timeline, _values
 
     ra, rb = TraceReader(a), TraceReader(b)
     ha, hb = ra.header, rb.header
     framework = (ha.get("frameworks") or ["?"])[0]
     env = [d.to_dict() for d in environment.diff(ha.get("environment") or {},
                                                  hb.get("environment") or {})]
-    report = Report(a=a, b=b, framework=framework, reproducible=True, kind="reproducible",
-                    ops_a=0, ops_b=0, environment=env,
-                    programs=(ha.get("program"), hb.get("program")))
-    if ha.get("level") == "sequence" or hb.get("level") == "sequence":
-        report.notes.append("a trace was recorded at level 'sequence': only the op sequence "
-                            "is compared (no digests)")
-    if not _same_program(ha, hb):
-        report.notes.append(f"the traces come from different programs: "
-                            f"{(ha.get('program') or {}).get('script')} vs "
-                            f"{(hb.get('program') or {}).get('script')}")
-    hist_a: collections.deque = collections.deque(maxlen=context)
-    hist_b: collections.deque = collections.deque(maxlen=context)
-    produced: set[int] = set()
-    series = _Series()
-    timeline = _timeline.Timeline()
-    first: Divergence | None = None
-    differing_after = 0
-    per_step: dict[int, int] = {}
-    peak: list = [0.0, 0, None]
-    it_a, it_b = iter(ra), iter(rb)
-    n = 0
-    structural_later = None
-    entering: set = set()
-    extra_a = extra_b = 0
-    # zip_longest, not zip: zip drops the op it took from A when B has just ended
-    for opa, opb in itertools.zip_longest(it_a, it_b):
-        if opa is None or opb is None:
-            extra_a, extra_b = int(opa is not None), int(opb is not None)
-            break
-        n += 1
-        if opa.signature() != opb.signature():
-            if first is None:
-                first = Divergence(
-                    kind="structural", seq=opa.seq, step=opa.step, op=opa.name, module=opa.module,
-                    phase=opa.phase, location=opa.location, node=opa.node, device=opa.device,
-                    detail=f"run A executes {opa.name}{_shapes(opa)} where run B executes "
-                           f"{opb.name}{_shapes(opb)}")
-                first.a_context = [o.describe() for o in hist_a] + ["> " + opa.describe()] + \
-                    [o.describe() for o in itertools.islice(it_a, context)]
-                first.b_context = [o.describe() for o in hist_b] + ["> " + opb.describe()] + \
-                    [o.describe() for o in itertools.islice(it_b, context)]
-            else:
-                structural_later = opa.seq
-            break
-        ins = _diff_indices(opa.inputs, opb.inputs)
-        outs = _diff_indices(opa.outputs, opb.outputs)
-        if first is None:
-            if ins or outs:
-                first = _classify(opa, opb, ins, outs, produced, framework)
-                if first.source == "python":
-                    entering = {t.digest for t in (*opa.outputs, *(opa.inputs[i] for i in ins))}
-                mag = _op_magnitude(opa, opb, outs)
-                if mag:
-                    first.magnitude = {"max_abs": mag[0], "max_ulp": mag[1],
-                                       "exact": mag[2]}
-                first.values = _values.side_by_side(opa, opb, ins, outs)
-                series.add(opa.seq, True, mag, opa.step)
-                timeline.add(opa.module, opa.phase, opa.step, True, mag)
-                peak = [mag[0], mag[1], opa.seq] if mag else peak
-                differing_after = 1
-                per_step[opa.step] = 1
-            else:
-                if len(produced) > _MAX_PROVENANCE:
-                    produced.clear()
-                for t in opa.outputs:
-                    if t.digest is not None:
-                        produced.add(t.digest)
-                hist_a.append(opa)
-                hist_b.append(opb)
-                series.add(opa.seq, False, None, opa.step)
-                timeline.add(opa.module, opa.phase, opa.step, False, None)
-        else:
-            if (entering and first.source == "python" and opa.seq - first.seq <= 64
-                    and ins and (opa.node == "random" or _is_tf_random(opa.name))):
-                first.source = "seed"
-                first.detail += (f"; it becomes the seed of the random op {opa.name} at op "
-                                 f"#{opa.seq}{' in ' + opa.module if opa.module else ''} "
-                                 f"(an initializer)")
-                entering = set()
-            if entering and opa.step == first.step and first.source == "python":
-                for t in opa.inputs:
-                    if t.flags & IS_MODEL_INPUT and t.digest in entering:
-                        first.source = "data"
-                        first.detail += (f"; it is fed to the model as its input batch at op "
-                                         f"#{opa.seq} ({opa.name} in {opa.module or '?'})")
-                        entering = set()
-                        break
-            mag = _op_magnitude(opa, opb, outs) if outs else None
-            if outs:
-                differing_after += 1
-                per_step[opa.step] = per_step.get(opa.step, 0) + 1
-                if mag and mag[0] >= peak[0]:
-                    peak = [mag[0], mag[1], opa.seq]
-            series.add(opa.seq, bool(outs), mag, opa.step)
-            timeline.add(opa.module, opa.phase, opa.step, bool(outs), mag)
-    rest_a = extra_a + sum(1 for _ in it_a)
-    rest_b = extra_b + sum(1 for _ in it_b)
-    report.ops_a = ra.ops_read
-    report.ops_b = rb.ops_read
-    for name, r in (("A", ra), ("B", rb)):
-        if r.truncated:
-            report.notes.append(f"trace {name} ({r.path}) {r.truncated}; compared up to its "
-                                f"last complete record ({r.ops_read} ops)")
-        if r.end and isinstance(r.end.get("not_recorded"), dict) and r.end["not_recorded"]:
-            missed = r.end["not_recorded"]
-            total = sum(v for v in missed.values() if isinstance(v, int))
-            kinds = ", ".join(f"{k} x{v}" for k, v in list(missed.items())[:8])
-            report.notes.append(f"run {name}: {total} ops could not be recorded ({kinds}); the "
-                                f"program ran on, but their values are not compared (a "
-                                f"recorder error: please report it)")
-        if not r.truncated and r.end and r.end.get("completed") is False:
-            report.notes.append(f"run {name} raised an exception inside the recorded block "
-                                f"(trace ends after {r.ops_read} ops)")
+    notes = _header_notes(ha, hb)
+    walk = _Walk(framework, context)
+    rest_a, rest_b = walk.run(iter(ra), iter(rb))
+    notes += _reader_notes("A", ra) + _reader_notes("B", rb)
+    first = walk.first
     if first is None and (rest_a or rest_b) and not (ra.truncated or rb.truncated):
         longer = "A" if rest_a else "B"
-        first = Divergence(kind="structural", seq=n, step=-1, op="(end of run)", module="",
+        first = Divergence(kind="structural", seq=walk.n, step=-1, op="(end of run)", module="",
                            phase="", location="", node="", device="",
-                           detail=f"run {longer} executes {rest_a or rest_b} more ops after op #{n - 1}")
-    if structural_later is not None:
-        report.notes.append(f"the op sequences diverge later, at op #{structural_later} "
-                            f"(control flow or shapes changed); the spread stops there")
+                           detail=f"run {longer} executes {rest_a or rest_b} more ops after op #{walk.n - 1}")
+    if walk.structural_later is not None:
+        notes.append(f"the op sequences diverge later, at op #{walk.structural_later} "
+                     f"(control flow or shapes changed); the spread stops there")
     if first is not None:
-        report.reproducible = False
-        report.kind = first.kind
-        first.explanation = _explain.explain(first, report, ha, hb)
-        if first.kind == "structural" and first.seq == 0 and not _same_program(ha, hb):
-            first.detail = "the traces come from different programs; " + first.detail
-    if env and not report.reproducible:
-        report.kind = "environment"
-    report.first = first
-    report.spread = {
-        "ops_compared": n, "ops_differing": differing_after,
-        "first_seq": first.seq if first else None,
-        "steps_differing": {str(k): v for k, v in sorted(per_step.items())},
-        "peak": {"max_abs": peak[0], "max_ulp": peak[1], "seq": peak[2]},
-        "series_bucket_ops": series.width,
-        "series": series.points,
-        "timeline": timeline.to_dict(),
-        "magnitude_source": "4 sampled values per float output (a lower bound), or full "
-                            "tensors where captured",
-    }
-    return report
+        first = _explained(first, framework, ha, hb)
+    walk.first = first
+    kind = "reproducible" if first is None else "environment" if env else first.kind
+    return DebugReport(a=a, b=b, framework=framework, reproducible=first is None, kind=kind,
+                  ops_a=ra.ops_read, ops_b=rb.ops_read, first=first, environment=env,
+                  spread=walk.spread(), notes=notes, programs=(ha.get("program"), hb.get("program")))
 
 
 def _shapes(op: Op) -> str:
@@ -366,59 +420,70 @@ def _shapes(op: Op) -> str:
         ", ".join(t.meta for t in op.outputs) + ")"
 
 
-def _classify(a: Op, b: Op, ins: list[int], outs: list[int], produced: set[int],
-              framework: str) -> Divergence:
-    d = Divergence(kind="culprit", seq=a.seq, step=a.step, op=a.name, module=a.module,
-                   phase=a.phase, location=a.location, node=a.node, device=a.device,
-                   inputs_differ=ins, outputs_differ=outs)
-    if not ins:
-        if a.node == "random" or _is_tf_random(a.name):
-            d.kind, d.source = "external", "rng"
-            d.detail = (f"{a.name} draws from a random generator whose state differs between "
-                        f"the runs (its inputs are identical)")
-            if a.phase == "data":  # e.g. DataLoader(shuffle=True) drawing its sampler seed
-                d.source = "data"
-                d.detail += "; it runs in the data pipeline, so the data order changes"
-        elif any(t.meta.startswith(("resource", "variant")) for t in a.inputs):
-            d.kind, d.source = "external", "python"
-            d.detail = (f"{a.name} reads state held in a variable/resource (not digested) whose "
-                        f"content differs between the runs although every recorded op before "
-                        f"agreed: it was set outside the recorded ops")
-            if "Iterator" in a.name or a.phase == "data":
-                d.source = "data"
-                d.detail = (f"{a.name} yields a batch that differs between the runs: the input "
-                            f"pipeline (tf.data, not recorded op by op) produced it")
-        else:
-            d.detail = (f"all {len(a.inputs)} inputs of {a.name} are bit-identical in both runs "
-                        f"but output(s) {outs} differ: the op is nondeterministic")
-        return d
-    d.kind = "external"
-    t = a.inputs[ins[0]]
-    if t.dtype == ARGS_DTYPE:
-        changed = _args_difference(t.sample or b"", b.inputs[ins[0]].sample or b"")
-        what = "; ".join(f"argument {n!r} of {a.name}: {x} vs {y}" for n, x, y in changed[:3]) \
-            or f"a non-tensor argument of {a.name}"
-        seeds = [n for n, _, _ in changed if "seed" in n.lower()]
-        random = _is_tf_random(a.name) or a.node == "random"
-        d.source = "seed" if random and seeds else "python"
-        d.detail = (f"{what} (run A vs run B): a Python value passed to the op differs between "
-                    f"the runs; no recorded op produced it, so it came from outside them "
-                    f"(an unseeded Python/NumPy RNG, the clock, a file or stdin)")
-        return d
+def _same_inputs(a: Op, outs: list[int]) -> tuple[str, str | None, str]:
+    """(kind, source, detail) of a first divergence whose inputs all agree: a random op
+    (its generator state differs), an op reading a variable or resource set outside the
+    recorded ops, or else a nondeterministic op (a culprit)."""
+    if a.node == "random" or _is_tf_random(a.name):
+        detail = (f"{a.name} draws from a random generator whose state differs between "
+                  f"the runs (its inputs are identical)")
+        if a.phase == "data":  # e.g. DataLoader(shuffle=True) drawing its sampler seed
+            return "external", "data", detail + "; it runs in the data pipeline, so the data order changes"
+        return "external", "rng", detail
+    if any(t.meta.startswith(("resource", "variant")) for t in a.inputs):
+        if "Iterator" in a.name or a.phase == "data":
+            return "external", "data", (f"{a.name} yields a batch that differs between the runs: the input "
+                                         f"pipeline (tf.data, not recorded op by op) produced it")
+        return "external", "python", (f"{a.name} reads state held in a variable/resource (not digested) whose "
+                                       f"content differs between the runs although every recorded op before "
+                                       f"agreed: it was set outside the recorded ops")
+    return "culprit", None, (f"all {len(a.inputs)} inputs of {a.name} are bit-identical in both runs "
+                             f"but output(s) {outs} differ: the op is nondeterministic")
+
+
+def _argument_differs(a: Op, b: Op, i: int) -> tuple[str, str]:
+    """(source, detail) when the first differing input is the op's non-tensor arguments."""
+    changed = _args_difference(a.inputs[i].sample or b"", b.inputs[i].sample or b"")
+    what = "; ".join(f"argument {n!r} of {a.name}: {x} vs {y}" for n, x, y in changed[:3]) \
+        or f"a non-tensor argument of {a.name}"
+    seeds = [n for n, _, _ in changed if "seed" in n.lower()]
+    random = _is_tf_random(a.name) or a.node == "random"
+    return ("seed" if random and seeds else "python",
+            f"{what} (run A vs run B): a Python value passed to the op differs between "
+            f"the runs; no recorded op produced it, so it came from outside them "
+            f"(an unseeded Python/NumPy RNG, the clock, a file or stdin)")
+
+
+def _input_differs(a: Op, i: int, produced: set[int], framework: str) -> tuple[str, str]:
+    """(source, detail) when tensor input ``i`` is the first to differ: it entered from
+    outside the recorded ops (a seed, a parameter, the batch, a Python value)."""
     if _is_tf_random(a.name) or a.node == "random":
-        d.source = "seed"
-        d.detail = (f"the seed/state input {ins[0]} of the random op {a.name} differs; it was "
-                    f"not produced by any recorded op")
-    else:
-        d.source = _external_kind(a, t.flags, framework)
-        known = "" if t.digest not in produced else \
-            " (its value matches an earlier op's output in run A, so the data flow differs)"
-        what = {"initializer": "a parameter", "data": "the model's input batch",
-                "python": "a value"}.get(d.source, "a value")
-        d.detail = (f"input {ins[0]} of {a.name} ({t.meta}) is {what} that differs between the "
+        return "seed", (f"the seed/state input {i} of the random op {a.name} differs; it was "
+                        f"not produced by any recorded op")
+    t = a.inputs[i]
+    source = _external_kind(a, t.flags, framework)
+    known = "" if t.digest not in produced else \
+        " (its value matches an earlier op's output in run A, so the data flow differs)"
+    what = {"initializer": "a parameter", "data": "the model's input batch",
+            "python": "a value"}.get(source, "a value")
+    return source, (f"input {i} of {a.name} ({t.meta}) is {what} that differs between the "
                     f"runs and was not produced by any recorded op{known}: it entered from "
                     f"outside the recorded ops")
-    return d
+
+
+def _classify(a: Op, b: Op, ins: list[int], outs: list[int], produced: set[int],
+              framework: str) -> Divergence:
+    """The first divergence, at ops ``a`` and ``b``: inputs ``ins`` and outputs ``outs`` differ."""
+    source: str | None
+    if not ins:
+        kind, source, detail = _same_inputs(a, outs)
+    elif a.inputs[ins[0]].dtype == ARGS_DTYPE:
+        kind, (source, detail) = "external", _argument_differs(a, b, ins[0])
+    else:
+        kind, (source, detail) = "external", _input_differs(a, ins[0], produced, framework)
+    return Divergence(kind=kind, seq=a.seq, step=a.step, op=a.name, module=a.module,
+                      phase=a.phase, location=a.location, node=a.node, device=a.device,
+                      source=source, inputs_differ=ins, outputs_differ=outs, detail=detail)
 
 
 def _short_value(v: str, limit: int = 40) -> str:

@@ -125,7 +125,7 @@ _JAX_PROGRAM_FIX = (
     "lr = 0.01   # a fixed value, or one drawn from a seeded generator (below)\n"
     "# or pass it as a traced argument (not static), so it is an input of the call")
 
-#: JAX: a host callback inside a culprit jit (``fwd9m.jax._private.CALLBACK_PRIMITIVES``)
+#: JAX: a host callback inside a culprit jit (``fwd9m.jax._recorder.CALLBACK_PRIMITIVES``)
 _JAX_CALLBACK_FIX = (
     "import fwd9m, numpy as np\n"
     "# inside the callback: a seeded generator, not np.random.* or default_rng()\n"
@@ -137,7 +137,7 @@ def _jit_culprit(first, version: str | None, ha: dict, hashseed: str | None) -> 
     """A ``jit(NAME)`` call (:mod:`fwd9m.jax._recorder`) whose inputs agree and outputs
     differ: the ops inside it were not recorded one by one. Host callbacks inside it
     come first among the suspects (Python code run by the program)."""
-    from ..jax._private import CALLBACK_PRIMITIVES
+    from ..jax._recorder import CALLBACK_PRIMITIVES
 
     dev = "gpu" if "gpu" in first.device or "cuda" in first.device else "cpu"
     cat = _catalog()
@@ -321,96 +321,121 @@ def explain(first, report, ha: dict, hb: dict, hashseed: str | None = None,
     ``"intermittent"``, ``"incomplete"``, ``"likely"`` or ``"confirmed"``, and
     ``hashseed_note`` its message (shown among the causes of a ``hashseed`` source);
     once tested, the advice to test it goes, and when ruled out, not confirmed or
-    intermittent so do the hash-order causes and catalog entries."""
-    framework = report.framework
+    intermittent so do the hash-order causes and catalog entries. ``report``: the
+    framework recorded (a name, or the Report that names it)."""
+    framework = report if isinstance(report, str) else report.framework
     env = ha.get("environment") or {}
     version = ((env.get("frameworks") or {}).get(framework) or {}).get("version") \
         or (env.get("packages") or {}).get(framework)
+    if first.kind == "culprit":
+        return _explain_culprit(first, framework, version, env, ha, hashseed)
+    if first.kind == "external":
+        return _explain_external(first, framework, env, ha, hashseed, hashseed_note)
+    if first.kind == "structural":
+        return _explain_structural()
+    return {}
+
+
+def _explain_structural() -> dict[str, Any]:
+    """The runs execute different ops."""
+    return {"headline": "the two runs execute different ops (control flow or shapes differ)",
+            "causes": ["a branch depends on a value that differs (data, RNG, time)",
+                       "the runs are different programs or got different arguments",
+                       "a run stopped early (crash, kill, different number of steps)"],
+            "catalog": [], "fix": "# make the inputs of the branch reproducible first; "
+                                  "see the ops shown for both runs"}
+
+
+def _explain_module_pass(first) -> dict[str, Any]:
+    """A culprit of the module-level pass (``--fast``): a module, layer, gradient or update."""
     coarse = first.op.split(":", 1)[0]
-    if first.kind == "culprit" and coarse in ("module", "layer", "grad", "grads", "param", "params"):
-        what = {"module": f"module {first.module} (forward)",
-                "layer": f"layer {first.module} (forward)",
-                "grad": f"the gradient of {first.module} (backward)",
-                "grads": f"the gradients of {first.module} (backward)",
-                "param": f"the update of {first.module} (optimizer)",
-                "params": f"the update of {first.module}'s parameters (optimizer)"}
-        return {"headline": f"module-level pass: {what[coarse]} is the first "
-                            f"to differ from identical inputs in step {first.step}",
-                "causes": ["a nondeterministic op inside it; record that step op by op to name it"],
-                "catalog": [],
-                "fix": f"fwd9m debug --steps {first.step}:{first.step} SCRIPT  "
-                       f"# op-level recording of step {first.step} only"}
-    if first.kind == "culprit" and framework == "jax" and first.node.partition(":")[0] == "jit":
+    what = {"module": f"module {first.module} (forward)",
+            "layer": f"layer {first.module} (forward)",
+            "grad": f"the gradient of {first.module} (backward)",
+            "grads": f"the gradients of {first.module} (backward)",
+            "param": f"the update of {first.module} (optimizer)",
+            "params": f"the update of {first.module}'s parameters (optimizer)"}
+    return {"headline": f"module-level pass: {what[coarse]} is the first "
+                        f"to differ from identical inputs in step {first.step}",
+            "causes": ["a nondeterministic op inside it; record that step op by op to name it"],
+            "catalog": [],
+            "fix": f"fwd9m debug --steps {first.step}:{first.step} SCRIPT  "
+                   f"# op-level recording of step {first.step} only"}
+
+
+def _explain_culprit(first, framework: str, version: str | None, env: dict, ha: dict,
+                     hashseed: str | None) -> dict[str, Any]:
+    """An op whose inputs agree and outputs differ: the catalog's entry for it, or the
+    advice to switch on deterministic kernels."""
+    if first.op.split(":", 1)[0] in ("module", "layer", "grad", "grads", "param", "params"):
+        return _explain_module_pass(first)
+    if framework == "jax" and first.node.partition(":")[0] == "jit":
         return _jit_culprit(first, version, ha, hashseed)
-    if first.kind == "culprit" and framework == "jax":
-        from ..jax._private import CALLBACK_PRIMITIVES
+    if framework == "jax":
+        from ..jax._recorder import CALLBACK_PRIMITIVES
 
         if first.op in CALLBACK_PRIMITIVES:  # run eagerly, outside any jit
             return _callback_culprit(first, [first.op], ha, hashseed, [])
-    if first.kind == "culprit":
-        entries = _entries_for_op(framework, first.op, version, first.device)
-        if entries:
-            fix = entries[0]["fix"]
-            headline = f"{first.op} is nondeterministic here: {entries[0]['title']}"
-        else:
-            headline = (f"{first.op} gave different outputs from identical inputs; it is not "
-                        f"in fwd9m's catalog (please report it)")
-            fix = ("import fwd9m\nfwd9m.enable_determinism(seed=0)  # switch on the framework's "
-                   "deterministic kernels,\n# then run `fwd9m debug` again to see if it persists")
-        causes = ["the kernel accumulates in a run-dependent order (atomics or threads)"]
-        if framework == "torch":
-            threads = ((env.get("frameworks") or {}).get("torch") or {}).get("intra_op_threads")
-            if threads and threads > 1 and not first.device.startswith("cuda"):
-                causes.append(f"torch runs {threads} intra-op threads; "
-                              f"torch.set_num_threads(1) is a (slow) workaround on CPU")
-        return {"headline": headline, "causes": causes, "catalog": entries, "fix": fix,
-                "lint": _lint(ha, "op", hashseed)}
-    if first.kind == "external":
-        source = first.source or "python"
-        headline, causes, ids, fixes = _EXTERNAL[source]
-        causes = list(causes)
-        hs = (env.get("env") or {}).get("PYTHONHASHSEED")
-        if source in ("python", "data") and hs in (None, "random") and hashseed is None:
-            causes.append("PYTHONHASHSEED is not set in the recorded runs, so set/dict order "
-                          "could differ: rerun with PYTHONHASHSEED=0 to test")
-        fix = fixes.get(framework, fixes.get("torch", ""))
-        if framework == "torch" and source == "data":
-            from .._lint_hints import uses_loader_workers
+    entries = _entries_for_op(framework, first.op, version, first.device)
+    if entries:
+        fix = entries[0]["fix"]
+        headline = f"{first.op} is nondeterministic here: {entries[0]['title']}"
+    else:
+        headline = (f"{first.op} gave different outputs from identical inputs; it is not "
+                    f"in fwd9m's catalog (please report it)")
+        fix = ("import fwd9m\nfwd9m.enable_determinism(seed=0)  # switch on the framework's "
+               "deterministic kernels,\n# then run `fwd9m debug` again to see if it persists")
+    causes = ["the kernel accumulates in a run-dependent order (atomics or threads)"]
+    if framework == "torch":
+        threads = ((env.get("frameworks") or {}).get("torch") or {}).get("intra_op_threads")
+        if threads and threads > 1 and not first.device.startswith("cuda"):
+            causes.append(f"torch runs {threads} intra-op threads; "
+                          f"torch.set_num_threads(1) is a (slow) workaround on CPU")
+    return {"headline": headline, "causes": causes, "catalog": entries, "fix": fix,
+            "lint": _lint(ha, "op", hashseed)}
 
-            if uses_loader_workers(_script(ha)):
-                fix = _TORCH_WORKERS_FIX
-        if framework == "jax":
-            ids = _JAX_IDS.get(source, []) + [i for i in ids if i.startswith("python.")]
-            from ..jax._recorder import PROGRAM_META
 
-            # _compare names the first differing input's meta in the detail
-            if source == "python" and f"({PROGRAM_META})" in first.detail:
-                headline = (f"the compiled program of {first.op} differs between the runs (static "
-                            f"argument or captured value): a Python value baked into it changed")
-                causes = _JAX_PROGRAM_CAUSES + causes
-                fix = _JAX_PROGRAM_FIX + "\n" + fix
-        if source == "hashseed" and hashseed_note:
-            causes.append(hashseed_note)
-        if hashseed in _NOT_HASH and source != "hashseed":
-            causes = [c for c in causes if "PYTHONHASHSEED" not in c]
-            ids = [i for i in ids if i not in _HASH_IDS]
-            fix = "\n".join(line for line in fix.splitlines() if "PYTHONHASHSEED" not in line)
-        if hashseed in ("intermittent", "not-confirmed"):
-            causes.append("the divergence did not recur in reruns with a fixed hash seed, or came and went "
-                          "under one (intermittent): something that varies only now and then, such as a race "
-                          "between threads or processes")
-        if source == "data":
-            batch = "the first batch" if first.step == 0 else f"batch {first.step}"
-            headline += f" at {batch} (step {first.step})"
-        lint = _lint(ha, source, hashseed)
-        ids = [*(i for i in _lint_catalog(lint) if i not in ids), *ids]  # what the script's lines point at, first
-        return {"headline": headline, "causes": causes, "catalog": _entries_by_id(ids, _frameworks(ha)),
-                "fix": _situated_fix(fix, lint, _script(ha)), "lint": lint}
-    if first.kind == "structural":
-        return {"headline": "the two runs execute different ops (control flow or shapes differ)",
-                "causes": ["a branch depends on a value that differs (data, RNG, time)",
-                           "the runs are different programs or got different arguments",
-                           "a run stopped early (crash, kill, different number of steps)"],
-                "catalog": [], "fix": "# make the inputs of the branch reproducible first; "
-                                      "see the ops shown for both runs"}
-    return {}
+def _explain_external(first, framework: str, env: dict, ha: dict, hashseed: str | None,
+                      hashseed_note: str | None) -> dict[str, Any]:
+    """A value that entered from outside the recorded ops: its kind's causes and fix,
+    adjusted to the framework, the hash-seed experiment and the script's lint lines."""
+    source = first.source or "python"
+    headline, causes, ids, fixes = _EXTERNAL[source]
+    causes = list(causes)
+    hs = (env.get("env") or {}).get("PYTHONHASHSEED")
+    if source in ("python", "data") and hs in (None, "random") and hashseed is None:
+        causes.append("PYTHONHASHSEED is not set in the recorded runs, so set/dict order "
+                      "could differ: rerun with PYTHONHASHSEED=0 to test")
+    fix = fixes.get(framework, fixes.get("torch", ""))
+    if framework == "torch" and source == "data":
+        from .._lint_hints import uses_loader_workers
+
+        if uses_loader_workers(_script(ha)):
+            fix = _TORCH_WORKERS_FIX
+    if framework == "jax":
+        ids = _JAX_IDS.get(source, []) + [i for i in ids if i.startswith("python.")]
+        from ..jax._recorder import PROGRAM_META
+
+        # _compare names the first differing input's meta in the detail
+        if source == "python" and f"({PROGRAM_META})" in first.detail:
+            headline = (f"the compiled program of {first.op} differs between the runs (static "
+                        f"argument or captured value): a Python value baked into it changed")
+            causes = _JAX_PROGRAM_CAUSES + causes
+            fix = _JAX_PROGRAM_FIX + "\n" + fix
+    if source == "hashseed" and hashseed_note:
+        causes.append(hashseed_note)
+    if hashseed in _NOT_HASH and source != "hashseed":
+        causes = [c for c in causes if "PYTHONHASHSEED" not in c]
+        ids = [i for i in ids if i not in _HASH_IDS]
+        fix = "\n".join(line for line in fix.splitlines() if "PYTHONHASHSEED" not in line)
+    if hashseed in ("intermittent", "not-confirmed"):
+        causes.append("the divergence did not recur in reruns with a fixed hash seed, or came and went "
+                      "under one (intermittent): something that varies only now and then, such as a race "
+                      "between threads or processes")
+    if source == "data":
+        batch = "the first batch" if first.step == 0 else f"batch {first.step}"
+        headline += f" at {batch} (step {first.step})"
+    lint = _lint(ha, source, hashseed)
+    ids = [*(i for i in _lint_catalog(lint) if i not in ids), *ids]  # what the script's lines point at, first
+    return {"headline": headline, "causes": causes, "catalog": _entries_by_id(ids, _frameworks(ha)),
+            "fix": _situated_fix(fix, lint, _script(ha)), "lint": lint}

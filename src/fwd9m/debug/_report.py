@@ -48,80 +48,98 @@ def _node(framework: str, node: str) -> str:
     return f"  (autograd node {node})"
 
 
+def _environment_lines(report) -> list[str]:
+    if report.environment and not report.reproducible:
+        lines = ["ENVIRONMENT: the runs come from different environments; check these first:"]
+        lines += [f"  {d['key']}: {d['a']!r} -> {d['b']!r}  ({d['reason']})" for d in report.environment[:8]]
+        if len(report.environment) > 8:
+            lines.append(f"  ... {len(report.environment) - 8} more (see --format json)")
+        return lines
+    if report.environment:
+        return [f"note: the environments differ in {len(report.environment)} field(s) "
+                f"(first: {report.environment[0]['key']}) but the results agree"]
+    return []
+
+
+def _divergence_lines(report, f) -> list[str]:
+    """The first divergence: its kind, the op, where it ran, why, how large; for a
+    structural one the ops around it in both runs."""
+    ex = f.explanation or {}
+    title = {"culprit": "CULPRIT OP", "external": "EXTERNAL SOURCE",
+             "structural": "STRUCTURAL DIFFERENCE"}[f.kind]
+    if f.kind == "external":
+        title += f" ({f.source})"
+    lines = [f"{title}: first divergence at op #{f.seq} of {report.ops_a} (step {f.step})"]
+    if ex.get("headline"):
+        lines.append(f"  {ex['headline']}")
+    lines.append(f"  op:       {f.op}" + _node(report.framework, f.node))
+    if f.module:
+        lines.append(f"  module:   {f.module}")
+    lines.append(f"  phase:    {f.phase or '-'}    device: {f.device or '-'}")
+    lines.append(f"  location: {f.location or '(no user frame)'}")
+    if f.detail:
+        lines.append(f"  why:      {f.detail}")
+    if f.magnitude:
+        lines.append(f"  size:     {_fmt_mag(f.magnitude)}")
+    if f.kind == "structural" and (f.a_context or f.b_context):
+        lines += ["  run A:", *(f"    {s}" for s in f.a_context), "  run B:", *(f"    {s}" for s in f.b_context)]
+    return lines
+
+
+def _explanation_lines(ex: dict) -> list[str]:
+    """The likely causes, the script's own lines (fwd9m lint), the catalog and the fix."""
+    from .._lint_hints import MAY_NOT_RUN_NOTE
+
+    lines = []
+    if ex.get("causes"):
+        lines.append("  likely causes:")
+        lines.extend(f"    {i}. {c}" for i, c in enumerate(ex["causes"], 1))
+    if ex.get("lint"):
+        lines.append("  in your code (fwd9m lint):")
+        for x in ex["lint"][:8]:
+            lines.append(f"    {x['path']}:{x['line']} {x['code']} {x['message']}"
+                         + (f" {MAY_NOT_RUN_NOTE}" if x.get("branch") else ""))
+            if x.get("fix"):
+                lines.append(f"      fix: {x['fix']}")
+        if len(ex["lint"]) > 8:
+            lines.append(f"    ... {len(ex['lint']) - 8} more (fwd9m lint)")
+    for e in ex.get("catalog", [])[:3]:
+        ref = e["references"][0] if e.get("references") else ""
+        lines.append(f"  catalog: {e['id']}: {e['title']}" + (f"  <{ref}>" if ref else ""))
+    if ex.get("fix"):
+        lines += ["  fix:", *(f"    {s}" for s in ex["fix"].splitlines())]
+    return lines
+
+
+def _spread_lines(report, f) -> list[str]:
+    sp = report.spread
+    if not sp.get("ops_compared"):
+        return []
+    peak = sp.get("peak") or {}
+    lines = [f"spread: {sp['ops_differing']} of {sp['ops_compared'] - f.seq} ops from the first "
+             f"divergence on differ; steps with differences: {_steps_list(list(sp['steps_differing']))}"]
+    if peak.get("seq") is not None:
+        lines.append(f"  largest difference: {peak['max_abs']:.3g} abs, {peak['max_ulp']} ULP at "
+                     f"op #{peak['seq']} (sampled values; --capture for exact)")
+    return lines
+
+
 def text(report) -> str:
     """The human report, one fact a line. Every line is escaped
     (:func:`~fwd9m.compare.escape_control`): op names, modules, locations, paths and
     environment keys come from the recorded program and its files, and a name holding a
     newline or an escape sequence must not forge a line or act on the terminal."""
-    from .._lint_hints import MAY_NOT_RUN_NOTE
     from ..compare import escape_control
 
     lines: list[str] = []
-    add = lines.append
     f = report.first
     if report.reproducible:
-        add(f"reproducible: all {report.spread.get('ops_compared', 0)} recorded ops agree bit "
-            f"for bit ({report.a} vs {report.b})")
-    if report.environment and not report.reproducible:
-        add("ENVIRONMENT: the runs come from different environments; check these first:")
-        for d in report.environment[:8]:
-            add(f"  {d['key']}: {d['a']!r} -> {d['b']!r}  ({d['reason']})")
-        if len(report.environment) > 8:
-            add(f"  ... {len(report.environment) - 8} more (see --format json)")
-    elif report.environment:
-        add(f"note: the environments differ in {len(report.environment)} field(s) "
-            f"(first: {report.environment[0]['key']}) but the results agree")
+        lines.append(f"reproducible: all {report.spread.get('ops_compared', 0)} recorded ops agree bit "
+                     f"for bit ({report.a} vs {report.b})")
+    lines += _environment_lines(report)
     if f is not None:
-        ex = f.explanation or {}
-        title = {"culprit": "CULPRIT OP", "external": "EXTERNAL SOURCE",
-                 "structural": "STRUCTURAL DIFFERENCE"}[f.kind]
-        if f.kind == "external":
-            title += f" ({f.source})"
-        add(f"{title}: first divergence at op #{f.seq} of {report.ops_a} (step {f.step})")
-        if ex.get("headline"):
-            add(f"  {ex['headline']}")
-        add(f"  op:       {f.op}" + _node(report.framework, f.node))
-        if f.module:
-            add(f"  module:   {f.module}")
-        add(f"  phase:    {f.phase or '-'}    device: {f.device or '-'}")
-        add(f"  location: {f.location or '(no user frame)'}")
-        if f.detail:
-            add(f"  why:      {f.detail}")
-        if f.magnitude:
-            add(f"  size:     {_fmt_mag(f.magnitude)}")
-        if f.kind == "structural" and (f.a_context or f.b_context):
-            add("  run A:")
-            lines.extend(f"    {s}" for s in f.a_context)
-            add("  run B:")
-            lines.extend(f"    {s}" for s in f.b_context)
-        if ex.get("causes"):
-            add("  likely causes:")
-            lines.extend(f"    {i}. {c}" for i, c in enumerate(ex["causes"], 1))
-        if ex.get("lint"):
-            add("  in your code (fwd9m lint):")
-            for x in ex["lint"][:8]:
-                add(f"    {x['path']}:{x['line']} {x['code']} {x['message']}"
-                    + (f" {MAY_NOT_RUN_NOTE}" if x.get("branch") else ""))
-                if x.get("fix"):
-                    add(f"      fix: {x['fix']}")
-            if len(ex["lint"]) > 8:
-                add(f"    ... {len(ex['lint']) - 8} more (fwd9m lint)")
-        for e in ex.get("catalog", [])[:3]:
-            ref = e["references"][0] if e.get("references") else ""
-            add(f"  catalog: {e['id']}: {e['title']}" + (f"  <{ref}>" if ref else ""))
-        if ex.get("fix"):
-            add("  fix:")
-            lines.extend(f"    {s}" for s in ex["fix"].splitlines())
-        sp = report.spread
-        if sp.get("ops_compared"):
-            peak = sp.get("peak") or {}
-            add(f"spread: {sp['ops_differing']} of {sp['ops_compared'] - f.seq} ops from the first "
-                f"divergence on differ; steps with differences: {_steps_list(list(sp['steps_differing']))}")
-            if peak.get("seq") is not None:
-                add(f"  largest difference: {peak['max_abs']:.3g} abs, {peak['max_ulp']} ULP at "
-                    f"op #{peak['seq']} (sampled values; --capture for exact)")
-    for n in report.notes:
-        add(f"note: {n}")
+        lines += _divergence_lines(report, f) + _explanation_lines(f.explanation or {}) + _spread_lines(report, f)
+    lines += [f"note: {n}" for n in report.notes]
     return "\n".join(escape_control(line) for line in lines)
 
 

@@ -44,11 +44,11 @@ import os
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Generator, Iterator
 
 from ..errors import FileFormatError
 
-__all__ = ["MAGIC", "FORMAT_VERSION", "TraceWriter", "TraceReader", "Op", "Tensor",
+__all__ = ["MAGIC", "FORMAT_VERSION", "TraceWriter", "TraceReader", "Op", "TensorRecord", "Tensor",
            "HAS_DIGEST", "IS_PARAM", "IS_MODEL_INPUT", "HAS_SAMPLE", "IS_REF", "NO_STRING",
            "ARGS_DTYPE", "NOT_RECORDED"]
 
@@ -75,7 +75,9 @@ _STR = struct.Struct("<cI")
 
 
 @dataclass(frozen=True)
-class Tensor:
+class TensorRecord:
+    """One input or output of a recorded op, as the trace holds it."""
+
     meta: str  #: dtype and shape, e.g. ``"float32[32,16]"``
     flags: int
     digest: int | None
@@ -85,6 +87,10 @@ class Tensor:
     @property
     def dtype(self) -> str:
         return self.meta.split("[", 1)[0]
+
+
+#: the name it had before (``fwd9m.compare.Tensor`` is a captured array, another thing)
+Tensor = TensorRecord
 
 
 @dataclass
@@ -97,8 +103,8 @@ class Op:
     node: str
     device: str
     step: int
-    inputs: list[Tensor]
-    outputs: list[Tensor]
+    inputs: list[TensorRecord]
+    outputs: list[TensorRecord]
     captures: dict[tuple[int, int], tuple[str, bytes]] = field(default_factory=dict)
 
     def signature(self) -> tuple:
@@ -232,6 +238,18 @@ class TraceWriter:
         self.close()
 
 
+class _Parsed:
+    """What :meth:`TraceReader._records` has read so far across frames: the string
+    table, the op whose captures may still follow, and the next op's number."""
+
+    __slots__ = ("strings", "pending", "seq")
+
+    def __init__(self) -> None:
+        self.strings: list[str] = []
+        self.pending: Op | None = None
+        self.seq = 0
+
+
 class TraceReader:
     """Reads a trace written by :class:`TraceWriter`, streaming.
 
@@ -246,7 +264,7 @@ class TraceReader:
     """
 
     def __init__(self, path: str | os.PathLike[str]):
-        from .._launch import open_regular_file, shown
+        from .._runtime.launch import open_regular_file, shown
 
         self.path = os.fspath(path)
         self._name = shown(self.path)  # in messages: control characters escaped
@@ -339,104 +357,126 @@ class TraceReader:
             raise self._damaged(f"a record is cut short or malformed ({exc})", self._at) from None
 
     def _records(self) -> Iterator[Op]:
-        strings: list[str] = []
-        pending: Op | None = None
-        seq = 0
+        st = _Parsed()
         try:
             while True:
                 self._frame_at = self._offset
                 payload = self._frame()
                 if payload is None:
                     break
-                mv = memoryview(payload)
-                i, n = 0, len(payload)
-
-                def string(k: int) -> str:
-                    if k >= len(strings):
-                        raise self._damaged(f"an op record names string {k}, but only {len(strings)} "
-                                            f"are defined before it", i)
-                    return strings[k]
-
-                def take(ln: int) -> bytes:
-                    if i + ln > n:
-                        raise self._damaged(f"a record declares {ln} bytes of data but its frame "
-                                            f"holds {n - i}", i)
-                    return bytes(mv[i:i + ln])
-
-                while i < n:
-                    self._at = i
-                    kind = payload[i:i + 1]
-                    if kind == b"S":
-                        (ln,) = struct.unpack_from("<I", payload, i + 1)
-                        i += 5
-                        strings.append(take(ln).decode("utf-8", "replace"))
-                        i += ln
-                    elif kind == b"O":
-                        if pending is not None:
-                            yield pending
-                        _, name, ctx, step, nin, nout = _OP.unpack_from(payload, i)
-                        i += _OP.size
-                        ts = []
-                        for _k in range(nin + nout):
-                            meta, flags = _T.unpack_from(payload, i)
-                            i += 5
-                            dig = sample = ref = None
-                            if flags & HAS_DIGEST:
-                                (dig,) = _U64.unpack_from(payload, i)
-                                i += 8
-                            if flags & HAS_SAMPLE:
-                                ln = payload[i]
-                                i += 1
-                                sample = take(ln)
-                                i += ln
-                            if flags & IS_REF:
-                                ref = _REF.unpack_from(payload, i)
-                                i += 5
-                            ts.append(Tensor(self._values(string(meta), sample, "sample", i), flags, dig,
-                                             sample, ref))
-                        parts = string(ctx).split(SEP)
-                        parts += [""] * (5 - len(parts))
-                        pending = Op(seq, string(name), parts[0], parts[1], parts[2], parts[3],
-                                     parts[4], step, ts[:nin], ts[nin:])
-                        seq += 1
-                        self.ops_read = seq
-                    elif kind == b"C":
-                        _, cseq, is_out, idx, meta, ln = _CAPTURE.unpack_from(payload, i)
-                        i += _CAPTURE.size
-                        data = take(ln)
-                        i += ln
-                        if pending is not None and pending.seq == cseq:
-                            pending.captures[(is_out, idx)] = (self._values(string(meta), data, "capture", i),
-                                                               data)
-                    elif kind == b"E":
-                        (ln,) = struct.unpack_from("<I", payload, i + 1)
-                        i += 5
-                        raw = take(ln)  # outside the try: FileFormatError is a ValueError
-                        try:
-                            end = json.loads(raw)
-                        except (ValueError, RecursionError):
-                            end = None
-                        if not isinstance(end, dict):
-                            self.truncated = f"damaged end record at byte {self._offset}"
-                            return
-                        self.end = end
-                        i += ln
-                    else:
-                        self.truncated = f"unknown record type {kind!r} at byte {self._offset}"
-                        return
-            if pending is not None:
-                yield pending
+                ended = yield from self._frame_records(payload, st)
+                if ended:
+                    return
+            if st.pending is not None:
+                yield st.pending
             if self.end is None and self.truncated is None:
                 self.truncated = ("has no end record: the recorded process stopped before "
                                   "closing the trace (crash, kill or still running)")
         finally:
             self._f.close()
 
+    def _frame_records(self, payload: bytes, st: _Parsed) -> Generator[Op, None, bool]:
+        """The records of one frame: strings, ops (each yielded once the next begins, as
+        its captures follow it), captures and the end record. Returns True when the trace
+        ends here: a damaged end record or an unknown record type (``truncated`` says so)."""
+        mv = memoryview(payload)
+        i, n = 0, len(payload)
+        while i < n:
+            self._at = i
+            kind = payload[i:i + 1]
+            if kind == b"S":
+                (ln,) = struct.unpack_from("<I", payload, i + 1)
+                i += 5
+                st.strings.append(self._take(mv, i, ln).decode("utf-8", "replace"))
+                i += ln
+            elif kind == b"O":
+                if st.pending is not None:
+                    yield st.pending
+                st.pending, i = self._op_record(payload, mv, i, st)
+                st.seq += 1
+                self.ops_read = st.seq
+            elif kind == b"C":
+                i = self._capture_record(payload, mv, i, st)
+            elif kind == b"E":
+                (ln,) = struct.unpack_from("<I", payload, i + 1)
+                i += 5
+                if not self._end_record(self._take(mv, i, ln)):  # take: outside any try (a ValueError)
+                    return True
+                i += ln
+            else:
+                self.truncated = f"unknown record type {kind!r} at byte {self._offset}"
+                return True
+        return False
+
+    def _string(self, strings: list[str], k: int, at: int) -> str:
+        if k >= len(strings):
+            raise self._damaged(f"an op record names string {k}, but only {len(strings)} "
+                                f"are defined before it", at)
+        return strings[k]
+
+    def _take(self, mv: memoryview, i: int, ln: int) -> bytes:
+        if i + ln > len(mv):
+            raise self._damaged(f"a record declares {ln} bytes of data but its frame "
+                                f"holds {len(mv) - i}", i)
+        return bytes(mv[i:i + ln])
+
+    def _tensor(self, payload: bytes, mv: memoryview, i: int, strings: list[str]) -> tuple[TensorRecord, int]:
+        meta, flags = _T.unpack_from(payload, i)
+        i += 5
+        dig = sample = ref = None
+        if flags & HAS_DIGEST:
+            (dig,) = _U64.unpack_from(payload, i)
+            i += 8
+        if flags & HAS_SAMPLE:
+            ln = payload[i]
+            i += 1
+            sample = self._take(mv, i, ln)
+            i += ln
+        if flags & IS_REF:
+            ref = _REF.unpack_from(payload, i)
+            i += 5
+        return TensorRecord(self._values(self._string(strings, meta, i), sample, "sample", i), flags, dig,
+                            sample, ref), i
+
+    def _op_record(self, payload: bytes, mv: memoryview, i: int, st: _Parsed) -> tuple[Op, int]:
+        _, name, ctx, step, nin, nout = _OP.unpack_from(payload, i)
+        i += _OP.size
+        ts = []
+        for _k in range(nin + nout):
+            t, i = self._tensor(payload, mv, i, st.strings)
+            ts.append(t)
+        parts = self._string(st.strings, ctx, i).split(SEP)
+        parts += [""] * (5 - len(parts))
+        return Op(st.seq, self._string(st.strings, name, i), parts[0], parts[1], parts[2], parts[3],
+                  parts[4], step, ts[:nin], ts[nin:]), i
+
+    def _capture_record(self, payload: bytes, mv: memoryview, i: int, st: _Parsed) -> int:
+        _, cseq, is_out, idx, meta, ln = _CAPTURE.unpack_from(payload, i)
+        i += _CAPTURE.size
+        data = self._take(mv, i, ln)
+        i += ln
+        if st.pending is not None and st.pending.seq == cseq:
+            st.pending.captures[(is_out, idx)] = (self._values(self._string(st.strings, meta, i), data,
+                                                               "capture", i), data)
+        return i
+
+    def _end_record(self, raw: bytes) -> bool:
+        """Read the end record; False (and ``truncated`` set) when it is damaged."""
+        try:
+            end = json.loads(raw)
+        except (ValueError, RecursionError):
+            end = None
+        if not isinstance(end, dict):
+            self.truncated = f"damaged end record at byte {self._offset}"
+            return False
+        self.end = end
+        return True
+
 
 def is_trace(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a regular file starting with the trace signature (or empty):
     a file that recording may replace."""
-    from .._launch import starts_with
+    from .._runtime.launch import starts_with
 
     return starts_with(path, (MAGIC,), within=len(MAGIC))
 

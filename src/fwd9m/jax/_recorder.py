@@ -62,8 +62,9 @@ from typing import Any
 from .. import fingerprint as fp
 from ..debug._common import Recording, _is_library, user_location, value_text
 from ..debug._store import HAS_SAMPLE, IS_MODEL_INPUT, MAX_TENSORS, fold
+from ._private import CALLBACK_PRIMITIVES  # for debug's explanations (a name list; imports no jax)
 
-__all__ = ["JaxRecorder", "PROGRAM_DTYPE", "PROGRAM_META"]
+__all__ = ["CALLBACK_PRIMITIVES", "JaxRecorder", "PROGRAM_DTYPE", "PROGRAM_META"]
 
 #: inputs (and outputs) one trace op holds (a u8 count, :mod:`fwd9m.debug._store`)
 

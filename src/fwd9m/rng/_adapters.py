@@ -6,7 +6,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..keras import _private as _keras_private
+from ..keras._hooks import layer_seed_generators as _layer_seed_generators
 from ..errors import ConfigurationError
 
 
@@ -83,7 +83,7 @@ def _keras_sg_reseed(sg, seed):
 
 def _keras_layer_gens(layer) -> dict:
     """Every keras.random.SeedGenerator under ``layer``, keyed by its state's path."""
-    return {sg.state.path: sg for sg in _keras_private.layer_seed_generators(layer)}
+    return {sg.state.path: sg for sg in _layer_seed_generators(layer)}
 
 
 def _keras_layer_get(layer):

@@ -168,7 +168,7 @@ def diff_steps(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> StepsRep
     Raises:
         FileFormatError: a file is not a step digest file, is damaged or truncated.
     """
-    from .._launch import shown
+    from .._runtime.launch import shown
 
     ra, rb = StepReader(a), StepReader(b)
     label_a, label_b = f"A ({shown(a)})", f"B ({shown(b)})"
@@ -210,7 +210,7 @@ class Against:
     :meth:`finish` the report at the end of the run (a reference with more steps)."""
 
     def __init__(self, path: str | os.PathLike[str], header: dict[str, Any] | None = None):
-        from .._launch import shown
+        from .._runtime.launch import shown
 
         self.reader = StepReader(path)
         self.label_a, self.label_b = f"REF ({shown(path)})", "this run"

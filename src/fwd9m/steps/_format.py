@@ -72,7 +72,7 @@ class StepRecord:
 def is_step_digest_file(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a regular file that starts with the step digest signature
     (never blocks: a pipe or a device is not one)."""
-    from .._launch import open_regular_file
+    from .._runtime.launch import open_regular_file
 
     try:
         with open_regular_file(path, "step digest", "") as f:
@@ -83,7 +83,7 @@ def is_step_digest_file(path: str | os.PathLike[str]) -> bool:
 
 def _may_replace(path: str) -> bool:
     """An existing file the writer may replace: an empty one or a step digest file."""
-    from .._launch import starts_with
+    from .._runtime.launch import starts_with
 
     return starts_with(path, (MAGIC,), within=len(MAGIC))
 
@@ -94,7 +94,7 @@ def check_replaceable(path: str) -> None:
     Raises:
         ConfigurationError: what the file is, and the fix.
     """
-    from .._launch import shown
+    from .._runtime.launch import shown
 
     if os.path.lexists(path) and not (os.path.isfile(path) and _may_replace(path)):
         raise ConfigurationError(f"{shown(path)} exists and is not a step digest file fwd9m wrote; fwd9m "
@@ -174,7 +174,7 @@ class StepReader:
     """
 
     def __init__(self, path: str | os.PathLike[str]):
-        from .._launch import open_regular_file, shown
+        from .._runtime.launch import open_regular_file, shown
 
         self.path = os.fspath(path)
         self.name = shown(self.path)

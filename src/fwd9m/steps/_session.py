@@ -137,7 +137,7 @@ class StepSession:
 
     def _diverged(self, report: Any) -> None:
         self.report = report
-        from .._launch import shown
+        from .._runtime.launch import shown
 
         if self.writer is not None:
             self.writer.close({"completed": False, "stopped": "differs from the reference",

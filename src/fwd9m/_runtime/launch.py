@@ -19,7 +19,7 @@ import stat
 import sys
 from pathlib import Path
 
-from .errors import FileFormatError, RunError
+from ..errors import FileFormatError, RunError
 
 __all__ = ["run_as_main", "resolve_target", "check_module_name", "require_regular_file",
            "open_regular_file", "read_regular_file", "refuse_overwrite", "starts_with"]
@@ -30,7 +30,7 @@ def shown(path: str | os.PathLike[str]) -> str:
     which a plain print hides (``fwd9m run "$SCRIPT"`` with an unset variable), and with
     control characters escaped (a newline or an escape sequence in a file name would
     forge a line of the message or act on the terminal)."""
-    from .compare._escape import escape_control
+    from ..compare._escape import escape_control
 
     text = os.fspath(path)
     if isinstance(text, bytes):
@@ -151,7 +151,7 @@ def refuse_overwrite(path: str | os.PathLike[str], option: str, *, inputs=(), ou
     Raises:
         ConfigurationError: what the file is, and the fix.
     """
-    from .errors import ConfigurationError
+    from ..errors import ConfigurationError
 
     name = shown(path)
     if not os.path.lexists(path):

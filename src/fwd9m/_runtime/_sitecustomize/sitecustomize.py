@@ -4,7 +4,7 @@ PYTHONPATH), so that it reaches every interpreter a launcher starts.
 Installs fwd9m's import hook when ``FWD9M_RUN_ENABLE=1`` (``fwd9m run``) and final-state
 capture when ``FWD9M_CAPTURE_SITE=1`` (``fwd9m check`` of a command), sends each torchrun
 worker's output to a file of its own when ``FWD9M_CHECK_RANKS`` names a directory
-(:func:`fwd9m._launch.split_rank_output`), then runs the
+(:func:`fwd9m._runtime.launch.split_rank_output`), then runs the
 ``sitecustomize`` this file shadows (a distribution's or the user's), if any.
 """
 
@@ -16,7 +16,7 @@ import sys
 def _fwd9m_start():
     if os.environ.get("FWD9M_RUN_ENABLE") == "1":
         try:
-            from fwd9m._bootstrap import install
+            from fwd9m._runtime.bootstrap import install
 
             install()
         except Exception as exc:  # fwd9m not importable here: run the program anyway
@@ -25,7 +25,7 @@ def _fwd9m_start():
             warnings.warn(f"fwd9m run: import hook not installed: {type(exc).__name__}: {exc}")
     if os.environ.get("FWD9M_CAPTURE_SITE") == "1":
         try:
-            from fwd9m._capture import install as install_capture
+            from fwd9m._runtime.capture import install as install_capture
 
             install_capture()
         except Exception as exc:  # never break the user's program
@@ -34,7 +34,7 @@ def _fwd9m_start():
             warnings.warn(f"fwd9m check: state capture not installed: {type(exc).__name__}: {exc}")
     if os.environ.get("FWD9M_CHECK_RANKS"):
         try:
-            from fwd9m._launch import split_rank_output
+            from fwd9m._runtime.launch import split_rank_output
 
             split_rank_output()  # one output file per torchrun rank
         except Exception:  # never break the user's program

@@ -63,7 +63,7 @@ def _enable(framework: str) -> None:
     """Hook body: enable ``framework`` just after its import. Python's and NumPy's
     global RNG states are restored afterwards, so that a framework imported late (a
     lazy import mid-run) does not undo the script's own ``random.seed``."""
-    from .errors import Fwd9mWarning
+    from ..errors import Fwd9mWarning
 
     seed = _seed_from_env()
     if framework == "numpy":  # not a framework: only its legacy global RNG to seed
@@ -82,11 +82,11 @@ def _enable(framework: str) -> None:
             kwargs["warn_only"] = True
         module.enable_determinism(seed=seed, **kwargs)
         if framework == "torch" and os.environ.get("FWD9M_CHECK_REPLICAS"):
-            from .distributed._replicas import install_from_env  # fwd9m run --check-replicas
+            from ..distributed._replicas import install_from_env  # fwd9m run --check-replicas
 
             install_from_env()
         if framework == "torch" and os.environ.get("FWD9M_RECORD_RANKS"):
-            from .distributed._debug import record_from_env  # fwd9m run --record-ranks
+            from ..distributed._debug import record_from_env  # fwd9m run --record-ranks
 
             record_from_env()
     except Exception as exc:  # never break the user's import

@@ -1,4 +1,4 @@
 """Holds only ``sitecustomize.py``: the directory ``fwd9m run`` puts on PYTHONPATH.
 
-Not imported as a package; see :mod:`fwd9m._bootstrap`.
+Not imported as a package; see :mod:`fwd9m._runtime.bootstrap`.
 """

@@ -1,9 +1,9 @@
 """Child side of ``fwd9m check``: save the final state of a run, without pickle.
 
 When the environment variable :data:`ENV_DIR` names a directory, :func:`install`
-(called by the check bootstrap ``python -m fwd9m._capture``, or by the start-up hook
-``fwd9m/_sitecustomize`` when :data:`ENV_SITE` is set, for ``--enable`` and ``-- command`` runs) arranges that, when the
-script ends, this process writes into that directory:
+(called by the check bootstrap ``python -m fwd9m._runtime.capture``, or by the start-up hook
+``fwd9m/_runtime/_sitecustomize`` when :data:`ENV_SITE` is set, for ``--enable`` and
+``-- command`` runs) arranges that, when the script ends, this process writes into that directory:
 
 - ``capture-<pid>.npz``: every array of the final state, keys ``a0``, ``a1``, ...
   (``numpy.savez``, read back with ``allow_pickle=False``);
@@ -41,7 +41,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from .keras import _private as _keras_private
+from ..keras._hooks import sublayers as _keras_sublayers
 
 ENV_DIR = "FWD9M_CHECK_CAPTURE"
 #: a fixed string whose ``hash()`` differs between interpreters unless PYTHONHASHSEED is set
@@ -160,7 +160,7 @@ def _global_names() -> tuple[dict[int, str], dict[str, Any]]:
     """id -> global name of the script's objects, and its array-like globals."""
     names: dict[int, str] = {}
     arrays: dict[str, Any] = {}
-    from .compare import to_numpy
+    from ..compare import to_numpy
 
     mains = list(_state["mains"]) + [sys.modules.get("__main__")]
     for main in mains:
@@ -277,7 +277,7 @@ def collect() -> dict[str, Any]:
     for o in torch_opts:
         if o.state_dict().get("state"):
             out[_label("torch", o, names, used)] = o
-    keras_roots = _roots(keras_layers, _keras_private.sublayers)
+    keras_roots = _roots(keras_layers, _keras_sublayers)
     owned: set[int] = set()
     for layer in sorted(keras_roots, key=lambda m: (_name_of(m, names) is None, getattr(m, "name", ""))):
         if not getattr(layer, "weights", None) or all(id(v) in owned for v in layer.weights):
@@ -327,7 +327,7 @@ def write(out_dir: str | os.PathLike[str] | None = None) -> Path | None:
     out_dir = Path(out_dir or _state.get("out_dir") or os.environ.get(ENV_DIR, ""))
     if not str(out_dir) or not out_dir.is_dir():
         return None
-    from ._launch import RANK_VARS
+    from .launch import RANK_VARS
 
     pid = os.getpid()
     # the rank under torchrun, mpirun or horovodrun: state is compared rank by rank
@@ -342,7 +342,7 @@ def write(out_dir: str | os.PathLike[str] | None = None) -> Path | None:
     }
     arrays: dict[str, Any] = {}
     try:
-        from .compare import Tensor, flatten
+        from ..compare import Tensor, flatten
 
         for label, obj in collect().items():
             try:
@@ -360,7 +360,7 @@ def write(out_dir: str | os.PathLike[str] | None = None) -> Path | None:
     except Exception as exc:
         manifest["error"] = f"capture failed: {type(exc).__name__}: {exc}"
     try:
-        from . import environment
+        from .. import environment
 
         manifest["environment"] = environment.collect()
     except Exception as exc:
@@ -388,8 +388,8 @@ def read(out_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     Raises:
         FileFormatError: a capture is damaged or written by a newer fwd9m.
     """
-    from .compare import Tensor
-    from .errors import FileFormatError
+    from ..compare import Tensor
+    from ..errors import FileFormatError
 
     out = []
     for path in sorted(Path(out_dir).glob("capture-*.json")):
@@ -435,7 +435,7 @@ def read(out_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
 def _check_manifest(m: dict[str, Any], path: Path) -> None:
     """The types the comparison relies on (a script can write into the capture
     directory, so what is there is not necessarily what :func:`write` wrote)."""
-    from .errors import FileFormatError
+    from ..errors import FileFormatError
 
     leaves = m.get("leaves")
     argv = m.get("argv")
@@ -465,23 +465,23 @@ def _restore_dtype(arr: Any, dtype: str) -> Any:
 # --------------------------------------------------------------------------- entry points
 
 #: Set (to "1") in the environment of a check run of a command: the start-up hook
-#: (``fwd9m/_sitecustomize``, first on PYTHONPATH) then installs capture in every
+#: (``fwd9m/_runtime/_sitecustomize``, first on PYTHONPATH) then installs capture in every
 #: Python process the command starts.
 ENV_SITE = "FWD9M_CAPTURE_SITE"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Bootstrap: ``python -m fwd9m._capture [-m] TARGET [ARGS...]``: run TARGET as
-    ``__main__`` (``fwd9m._launch.run_as_main``), then save the final state."""
-    from ._launch import run_as_main
-    from .errors import RunError
+    """Bootstrap: ``python -m fwd9m._runtime.capture [-m] TARGET [ARGS...]``: run TARGET as
+    ``__main__`` (``fwd9m._runtime.launch.run_as_main``), then save the final state."""
+    from .launch import run_as_main
+    from ..errors import RunError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     module = bool(argv) and argv[0] == "-m"
     if module:
         argv = argv[1:]
     if not argv:
-        print("usage: python -m fwd9m._capture [-m] TARGET [ARGS...]", file=sys.stderr)
+        print("usage: python -m fwd9m._runtime.capture [-m] TARGET [ARGS...]", file=sys.stderr)
         return 2
     # python -m put the working directory first on sys.path: right for a module (as
     # `python -m module` would have it), wrong for a script (`python script.py` would not)
@@ -502,6 +502,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # keep the state in the importable module, not in __main__
-    from fwd9m._capture import main as _main
+    from fwd9m._runtime.capture import main as _main
 
     raise SystemExit(_main())

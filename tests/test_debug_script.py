@@ -1,0 +1,63 @@
+"""``fwd9m.debug.debug_script`` and ``DebugOptions``: what ``fwd9m debug SCRIPT`` does, from
+Python (the command's own tests are in test_debug_cli.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+
+from fwd9m.debug import DebugOptions, Report, debug_script, record_script
+from fwd9m.errors import ConfigurationError
+
+
+@pytest.mark.parametrize("field, value, listed", [
+    ("level", "ops", "modules, sequence, digests, full"),
+    ("cwd", "tmp", "link, empty"),
+    ("frameworks", ("pytorch",), "torch, tensorflow, keras, jax"),
+])
+def test_an_invalid_option_lists_the_valid_values(field, value, listed):
+    with pytest.raises(ConfigurationError, match=f"invalid {field.rstrip('s')} .*valid values are: {listed}"):
+        DebugOptions(**{field: value})
+
+
+def test_options_are_validated_once_and_frozen():
+    o = DebugOptions(steps="3:5", frameworks="torch")
+    assert o.steps == (3, 5) and o.frameworks == ("torch",)
+    assert DebugOptions(steps=(2, 2)).steps == (2, 2) and DebugOptions().steps is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        o.level = "full"  # type: ignore[misc]
+    for bad, message in (({"steps": "5:3"}, "0 <= A <= B"), ({"steps": (4, 1)}, "0 <= A <= B"),
+                         ({"steps": ""}, "--steps is empty"), ({"timeout": 0}, "positive number"),
+                         ({"timeout": float("nan")}, "positive number"), ({"capture": ",,"}, "selects no op")):
+        with pytest.raises(ConfigurationError, match=message):
+            DebugOptions(**bad)
+
+
+def test_bad_targets_and_outputs_are_refused_before_any_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "plain.py").write_text("print(1)\n")
+    with pytest.raises(ConfigurationError, match="imports neither torch nor tensorflow/keras nor jax"):
+        debug_script("plain.py")
+    with pytest.raises(ConfigurationError, match="--keep names a folder"):
+        debug_script("plain.py", options=DebugOptions(keep="plain.py"))
+    with pytest.raises(ConfigurationError, match="is a directory"):
+        record_script("plain.py", [], str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == ["plain.py"]
+
+
+def test_debug_script_returns_the_report_of_two_fresh_runs(tmp_path, monkeypatch):
+    """Two runs of an unseeded torch script differ at the first draw; the traces are
+    deleted before it returns and the report names them by file name only."""
+    pytest.importorskip("torch")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "unseeded.py").write_text("import torch\nx = torch.randn(4)\nprint((x * 2).sum().item())\n")
+    said: list[str] = []
+    report = debug_script("unseeded.py", [], DebugOptions(hashseed_check=False, timeout=300),
+                          progress=said.append)
+    assert isinstance(report, Report) and not report.reproducible, report.render()
+    assert report.kind == "external" and report.first is not None and report.first.source == "rng", report.render()
+    assert report.a == "run1.trace" and "--keep DIR keeps the traces" in report.render()
+    assert any(m.startswith("recording run 1/2") for m in said) and "comparing" in said, said
+    assert sorted(os.listdir(tmp_path)) == ["unseeded.py"]  # the runs' folders and traces are gone
