@@ -144,3 +144,11 @@ def test_debug_culprit_in_training_is_confirmed_by_a_targeted_run(tmp_path, monk
     result = _replay.confirm(report, str(script), trace=str(tmp_path / "run3.trace"))
     assert result.confirmed, result.render()
     assert result.on.status == "deterministic"
+
+
+def test_debug_replay_is_a_debug_subcommand_and_bad_input_is_exit_2(tmp_path, capsys):
+    from fwd9m import cli
+
+    missing = tmp_path / "none.trace"
+    assert cli.main(["debug", "replay", str(missing), "--op", "3"]) == 2
+    assert "none.trace" in capsys.readouterr().err

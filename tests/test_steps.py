@@ -269,3 +269,21 @@ def test_a_step_not_digested_is_not_compared(tmp_path):
     rep = diff_steps(tmp_path / "a.steps", tmp_path / "b.steps")
     assert rep.first is None and rep.unverified == 2
     assert "REPRODUCIBLE where compared: 1 of 3 steps agree" in rep.render()
+
+
+def _cli(argv):
+    from fwd9m import cli
+
+    return cli.main(argv)
+
+
+def test_debug_diff_reads_step_digest_files(tmp_path, capsys):
+    a = _write(tmp_path / "a.steps", 4)
+    b = _write(tmp_path / "b.steps", 4, change=2)
+    assert _cli(["debug", "diff", str(a), str(a)]) == 0
+    assert _cli(["debug", "diff", str(a), str(b)]) == 1
+    assert "first difference at step 2" in capsys.readouterr().out
+    trace_like = tmp_path / "x.trace"
+    trace_like.write_bytes(b"not a digest file")
+    assert _cli(["debug", "diff", str(a), str(trace_like)]) == 2
+    assert "is a step digest file but" in capsys.readouterr().err

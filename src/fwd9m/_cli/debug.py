@@ -4,6 +4,8 @@
     fwd9m debug record -o run.trace script.py    record one run
     fwd9m debug diff a.trace b.trace             compare two traces (also across machines)
     fwd9m debug diff runA/ runB/                 rank by rank (fwd9m run --record-ranks runA -- torchrun ...)
+    fwd9m debug diff a.steps b.steps             step digest files (fwd9m run --digests)
+    fwd9m debug replay run.trace --op SEQ        replay one captured op alone (record with --capture SEQ:0)
 
 The report goes to stdout. The script's own output (and TensorFlow's start-up log
 lines) is kept out of it: shown only, its last lines, when a run fails; fwd9m -v debug
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .._frameworks import FRAMEWORKS
+from . import replay as _replay
 
 HELP = "find the first op where two runs diverge, and say why (record / diff traces)"
 DESCRIPTION = __doc__
@@ -104,6 +107,9 @@ def add_arguments(p) -> None:
     p.add_argument("--no-hashseed-check", action="store_true",
                    help="do not test hash-order sources (up to 6 reruns: PYTHONHASHSEED=0 "
                         "twice, then 1, 2, 3 until one differs, and that seed again)")
+    p.add_argument("--no-replay", action="store_true",
+                   help="do not prove a culprit op (by default a third run captures its inputs and the "
+                        "op is replayed alone 20 times, then under the determinism switch)")
     sub = p.add_subparsers(dest="action", action=_ScriptOrSubcommand, required=True,
                            metavar="{" + ",".join(["SCRIPT", *SUBCOMMANDS]) + "}",
                            title="subcommands (without one: record SCRIPT twice and compare)")
@@ -152,6 +158,7 @@ def _options(args: argparse.Namespace):
                         keep=getattr(args, "keep", None), force=args.force, timeout=args.timeout,
                         cwd=getattr(args, "cwd", "link"),
                         hashseed_check=not getattr(args, "no_hashseed_check", False),
+                        replay=not getattr(args, "no_replay", False),
                         show_output=bool(getattr(args, "verbose", 0)))
 
 
@@ -194,8 +201,9 @@ def _emit(report, args: argparse.Namespace) -> int:
 def _add_diff_arguments(p: argparse.ArgumentParser) -> None:
     _report_options(p, argparse.SUPPRESS)
     _force(p, argparse.SUPPRESS)
-    p.add_argument("a", metavar="A", help="a trace (A.trace), or a folder of rank traces (runA/)")
-    p.add_argument("b", metavar="B", help="the trace or folder to compare with A")
+    p.add_argument("a", metavar="A", help="a trace (A.trace), a folder of rank traces (runA/), or a "
+                                          "step digest file (fwd9m run --digests)")
+    p.add_argument("b", metavar="B", help="the trace, folder or step digest file to compare with A")
 
 
 def _diff_ranks(args: argparse.Namespace) -> int:
@@ -227,6 +235,9 @@ def _run_diff(args: argparse.Namespace) -> int:
 
     if os.path.isdir(args.a) or os.path.isdir(args.b):
         return _diff_ranks(args)
+    digests = [debug.is_step_digest_file(p) for p in (args.a, args.b)]
+    if any(digests):
+        return _diff_step_digests(args, digests)
     _check_html(args, [args.a, args.b])
     report = debug.diff(args.a, args.b)
     cut = cut_traces(report, [args.a, args.b])
@@ -238,6 +249,24 @@ def _run_diff(args: argparse.Namespace) -> int:
         raise RunError("neither trace holds any op, so nothing was compared and there is no verdict; "
                        "record runs that execute ops of a framework fwd9m records (torch, tensorflow, jax)")
     return _emit(report, args)
+
+
+def _diff_step_digests(args: argparse.Namespace, digests: list[bool]) -> int:
+    """Compare two step digest files (``fwd9m run --digests``): the first step whose
+    digests differ, and the environment differences."""
+    from .. import debug
+    from .._runtime.launch import shown
+    from ..errors import ConfigurationError
+
+    if not all(digests):
+        one, other = (args.a, args.b) if digests[0] else (args.b, args.a)
+        raise ConfigurationError(f"{shown(one)} is a step digest file but {shown(other)} is not; compare two "
+                                 f"traces or two step digest files")
+    if getattr(args, "html", None):
+        raise ConfigurationError("--html draws traces; step digest files have no HTML report")
+    report = debug.diff_steps(args.a, args.b)
+    print(report.render())
+    return report.exit_code
 
 
 # ------------------------------------------------------------------ fwd9m debug record
@@ -283,8 +312,9 @@ def _run_script(args: argparse.Namespace, options) -> int:
 SUBCOMMANDS: dict[str, Subcommand] = {
     "record": Subcommand("record one run into a trace file: record -o RUN.trace script.py [ARGS...]",
                          _add_record_arguments, _run_record),
-    "diff": Subcommand("compare two traces, or two folders of rank traces: diff A.trace B.trace",
-                       _add_diff_arguments, _run_diff),
+    "diff": Subcommand("compare two traces, two folders of rank traces, or two step digest files: "
+                       "diff A.trace B.trace", _add_diff_arguments, _run_diff),
+    "replay": Subcommand(_replay.HELP + ": replay TRACE --op SEQ", _replay.add_arguments, _replay.run),
 }
 
 

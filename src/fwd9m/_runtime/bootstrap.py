@@ -26,7 +26,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from . import _frameworks
+from .. import _frameworks
 
 __all__ = ["install", "uninstall", "bootstrap_dir", "after_import", "ENV_ENABLE", "ENV_VERBOSE",
            "FRAMEWORK_MODULES"]

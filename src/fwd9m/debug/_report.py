@@ -91,6 +91,9 @@ def _explanation_lines(ex: dict) -> list[str]:
     from .._lint_hints import MAY_NOT_RUN_NOTE
 
     lines = []
+    replay = ex.get("replay")
+    if isinstance(replay, dict) and replay.get("text"):
+        lines += ["  proof: " + replay["text"].splitlines()[0], *("  " + s for s in replay["text"].splitlines()[1:])]
     if ex.get("causes"):
         lines.append("  likely causes:")
         lines.extend(f"    {i}. {c}" for i, c in enumerate(ex["causes"], 1))

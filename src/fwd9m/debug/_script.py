@@ -95,6 +95,8 @@ class DebugOptions:
     timeout: float | None = None  #: seconds per run; the whole process group is killed after it
     cwd: str = "link"  #: one of :data:`CWD_MODES`
     hashseed_check: bool = True  #: run the hash-seed experiment when it can explain the divergence
+    #: prove a culprit op: a third run captures its call, replayed alone (:mod:`._replay`)
+    replay: bool = True
     #: the script's output passes through to stderr as it runs (``fwd9m -v debug``); by
     #: default it goes to a log beside each trace, whose end is shown when a run fails
     show_output: bool = False
@@ -543,11 +545,46 @@ def _two_runs(s: _Session, directory: str) -> DebugReport:
     if (f is not None and f.kind == "external" and f.source in ("python", "data")
             and "PYTHONHASHSEED" not in os.environ and s.options.hashseed_check):
         report = _hash_seed_experiment(s, directory, report, paths)
+    if f is not None and f.kind == "culprit" and s.options.replay and not f.op.split(":", 1)[0] in _COARSE:
+        report = _replayed(s, directory, report)
     if s.options.keep:
         report = replace(report, notes=[*report.notes, "the files each run wrote are in its own working folder: "
                                         + " and ".join(shown(os.path.splitext(p)[0] + RUN_FOLDER + "/cwd")
                                                        for p in paths)])
     return _settle(s, report, codes, paths)
+
+
+#: op names of the module-level pass (``--fast``): a module, not one op, so nothing to replay
+_COARSE = ("module", "layer", "grad", "grads", "param", "params")
+
+
+def _replayed(s: _Session, directory: str, report: DebugReport) -> DebugReport:
+    """Prove the culprit: a third run, in a folder like the others', captures its call, and
+    the op is replayed alone (:func:`fwd9m.debug._replay.confirm`). The result goes into
+    the explanation (``replay``); a replay that cannot be done is a note, never an error."""
+    from .._runtime.workdir import prepare_cwd
+    from ._replay import confirm
+
+    first = report.first
+    assert first is not None
+    s.say(f"replaying the culprit op #{first.seq} {first.op} alone (a third, targeted run)")
+    cwd = Path(directory) / "replay" / "cwd"
+    try:
+        prepare_cwd(cwd, Path.cwd(), s.options.cwd, own=Path(directory))
+        result = confirm(report, s.target, list(s.args), module=s.options.module,
+                         frameworks=list(s.options.frameworks) or None,
+                         trace=os.path.join(directory, "replay", "run3.trace"), cwd=str(cwd),
+                         timeout=s.options.timeout)
+    except Exception as exc:  # noqa: BLE001 - the verdict stands without its proof
+        return replace(report, notes=[*report.notes, f"the culprit was not replayed: {exc}"])
+    if result is None:
+        return report
+    off, on = result.off, result.on
+    proof = {"distinct": off.distinct, "replays": off.repeats, "max_ulp": off.max_ulp,
+             "status": off.status, "text": result.render(),
+             "switch": None if on is None else result.switch_verdict()}
+    first = replace(first, explanation={**(first.explanation or {}), "replay": proof})
+    return replace(report, first=first)
 
 
 def _say(progress: Say | None) -> Say:
