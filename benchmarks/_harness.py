@@ -9,8 +9,8 @@ machine. Absolute seconds are printed for context only.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 
 @dataclass
@@ -50,6 +50,14 @@ def run_case(case: Case) -> dict:
     ok = None
     if case.target is not None:
         ok = ratio >= case.target if case.higher_is_better else ratio <= case.target
-    return {"name": case.name, "baseline": case.baseline_name, "baseline_s": b,
-            "candidate_s": c, "ratio": ratio, "target": case.target,
-            "higher_is_better": case.higher_is_better, "meets_target": ok, "note": case.note}
+    return {
+        "name": case.name,
+        "baseline": case.baseline_name,
+        "baseline_s": b,
+        "candidate_s": c,
+        "ratio": ratio,
+        "target": case.target,
+        "higher_is_better": case.higher_is_better,
+        "meets_target": ok,
+        "note": case.note,
+    }

@@ -37,14 +37,22 @@ def _torch_cases(quick: bool):
     repeat = 3 if quick else 5
 
     def cnn():
-        model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                              nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-                              nn.Flatten(), nn.Linear(32, 10))
+        model = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(32, 10),
+        )
         return model, torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
 
     def block():
-        model = nn.Sequential(nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True),
-                              nn.Flatten(), nn.Linear(64 * 32, 10))
+        model = nn.Sequential(
+            nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True), nn.Flatten(), nn.Linear(64 * 32, 10)
+        )
         return model, torch.randn(16, 32, 64), torch.randint(0, 10, (16,))
 
     out = []
@@ -70,31 +78,68 @@ def _torch_cases(quick: bool):
             return dm
 
         def modules(train=train, name=name):
-            with dbg.record(os.path.join(TMP, f"torch-m-{name}.trace"), framework="torch",
-                            level="modules"):
+            with dbg.record(os.path.join(TMP, f"torch-m-{name}.trace"), framework="torch", level="modules"):
                 train()
 
         def one_step(train=train, name=name):
-            with dbg.record(os.path.join(TMP, f"torch-w-{name}.trace"), framework="torch",
-                            steps=(1, 1)):
+            with dbg.record(os.path.join(TMP, f"torch-w-{name}.trace"), framework="torch", steps=(1, 1)):
                 train()
 
-        out.append(Case(f"torch record {name} ({steps} steps)", train, recorded,
-                        baseline_name="uninstrumented", target=1.5, repeat=repeat,
-                        note="every op: includes opening the trace and the environment fingerprint"))
-        out.append(Case(f"torch record level=modules {name} ({steps} steps)", train, modules,
-                        baseline_name="uninstrumented", target=1.5, repeat=repeat,
-                        note="--fast first pass: module calls, grads, params"))
-        out.append(Case(f"torch record steps=1:1 {name} ({steps} steps)", train, one_step,
-                        baseline_name="uninstrumented", repeat=repeat,
-                        note="--fast second pass: every op of one step"))
-        out.append(Case(f"torch DebugMode(hash_inputs) / record, {name}", recorded, debug_mode,
-                        baseline_name="fwd9m record", target=10.0, higher_is_better=True,
-                        repeat=repeat))
-        out.append(Case(f"torch DebugMode(hash_inputs) / record modules, {name}", modules,
-                        debug_mode, baseline_name="fwd9m record level=modules", target=10.0,
-                        higher_is_better=True, repeat=repeat,
-                        note="total times; compare overheads via the uninstrumented case"))
+        out.append(
+            Case(
+                f"torch record {name} ({steps} steps)",
+                train,
+                recorded,
+                baseline_name="uninstrumented",
+                target=1.5,
+                repeat=repeat,
+                note="every op: includes opening the trace and the environment fingerprint",
+            )
+        )
+        out.append(
+            Case(
+                f"torch record level=modules {name} ({steps} steps)",
+                train,
+                modules,
+                baseline_name="uninstrumented",
+                target=1.5,
+                repeat=repeat,
+                note="--fast first pass: module calls, grads, params",
+            )
+        )
+        out.append(
+            Case(
+                f"torch record steps=1:1 {name} ({steps} steps)",
+                train,
+                one_step,
+                baseline_name="uninstrumented",
+                repeat=repeat,
+                note="--fast second pass: every op of one step",
+            )
+        )
+        out.append(
+            Case(
+                f"torch DebugMode(hash_inputs) / record, {name}",
+                recorded,
+                debug_mode,
+                baseline_name="fwd9m record",
+                target=10.0,
+                higher_is_better=True,
+                repeat=repeat,
+            )
+        )
+        out.append(
+            Case(
+                f"torch DebugMode(hash_inputs) / record modules, {name}",
+                modules,
+                debug_mode,
+                baseline_name="fwd9m record level=modules",
+                target=10.0,
+                higher_is_better=True,
+                repeat=repeat,
+                note="total times; compare overheads via the uninstrumented case",
+            )
+        )
     return out
 
 
@@ -113,9 +158,16 @@ def _keras_cases(quick: bool):
     rng = np.random.default_rng(0)
 
     def cnn():
-        m = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Conv2D(16, 3, activation="relu"),
-                              keras.layers.MaxPooling2D(), keras.layers.Conv2D(32, 3, activation="relu"),
-                              keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
+        m = keras.Sequential(
+            [
+                keras.Input((32, 32, 3)),
+                keras.layers.Conv2D(16, 3, activation="relu"),
+                keras.layers.MaxPooling2D(),
+                keras.layers.Conv2D(32, 3, activation="relu"),
+                keras.layers.GlobalAveragePooling2D(),
+                keras.layers.Dense(10),
+            ]
+        )
         return m, rng.standard_normal((32, 32, 32, 3)).astype("float32")
 
     def block():
@@ -155,27 +207,58 @@ def _keras_cases(quick: bool):
             # the first dump runs. So these cases run last, and tfdbg's eager callback
             # also sees the eager calls of our baseline (in our disfavour).
             tf.debugging.experimental.enable_dump_debug_info(
-                os.path.join(TMP, "tfdbg"), tensor_debug_mode="FULL_TENSOR",
-                circular_buffer_size=-1)
+                os.path.join(TMP, "tfdbg"), tensor_debug_mode="FULL_TENSOR", circular_buffer_size=-1
+            )
             train(m)
 
         def layers(train=train, m=layer_m, name=name):
-            with dbg.record(os.path.join(TMP, f"keras-l-{name}.trace"), framework="tensorflow",
-                            level="modules"):
+            with dbg.record(os.path.join(TMP, f"keras-l-{name}.trace"), framework="tensorflow", level="modules"):
                 train(m)
 
-        out.append(Case(f"keras record level=modules {name} ({steps} steps)", plain, layers,
-                        baseline_name="uninstrumented", target=1.5, repeat=repeat,
-                        note="--fast first pass: layer calls, grads, variables"))
-        out.append(Case(f"keras record {name} ({steps} steps)", plain, recorded,
-                        baseline_name="uninstrumented", target=1.5, repeat=repeat,
-                        note="graph ops instrumented with one numpy_function each"))
-        last.append(Case(f"tfdbg FULL_TENSOR / record, keras {name}", recorded, dumped,
-                         baseline_name="fwd9m record", target=10.0, higher_is_better=True,
-                         repeat=repeat))
-        last.append(Case(f"tfdbg FULL_TENSOR / record modules, keras {name}", layers, dumped,
-                         baseline_name="fwd9m record level=modules", target=10.0,
-                         higher_is_better=True, repeat=repeat))
+        out.append(
+            Case(
+                f"keras record level=modules {name} ({steps} steps)",
+                plain,
+                layers,
+                baseline_name="uninstrumented",
+                target=1.5,
+                repeat=repeat,
+                note="--fast first pass: layer calls, grads, variables",
+            )
+        )
+        out.append(
+            Case(
+                f"keras record {name} ({steps} steps)",
+                plain,
+                recorded,
+                baseline_name="uninstrumented",
+                target=1.5,
+                repeat=repeat,
+                note="graph ops instrumented with one numpy_function each",
+            )
+        )
+        last.append(
+            Case(
+                f"tfdbg FULL_TENSOR / record, keras {name}",
+                recorded,
+                dumped,
+                baseline_name="fwd9m record",
+                target=10.0,
+                higher_is_better=True,
+                repeat=repeat,
+            )
+        )
+        last.append(
+            Case(
+                f"tfdbg FULL_TENSOR / record modules, keras {name}",
+                layers,
+                dumped,
+                baseline_name="fwd9m record level=modules",
+                target=10.0,
+                higher_is_better=True,
+                repeat=repeat,
+            )
+        )
     return out + last
 
 
@@ -213,9 +296,14 @@ def _jax_cases(quick: bool):
 
     out = []
     for name, fn, note in (
-            ("jitted MLP step", jit_step, "each jit call one op; the first recorded call "
-                                          "recompiles (not in the best-of time)"),
-            ("eager MLP step (jax.grad, no jit)", step, "every primitive recorded")):
+        (
+            "jitted MLP step",
+            jit_step,
+            "each jit call one op; the first recorded call recompiles (not in the best-of time)",
+        ),
+        ("eager MLP step (jax.grad, no jit)", step, "every primitive recorded"),
+    ):
+
         def plain(fn=fn):
             loop(fn)
 
@@ -223,9 +311,17 @@ def _jax_cases(quick: bool):
             with dbg.record(os.path.join(TMP, f"jax-{name[:5]}.trace"), framework="jax"):
                 loop(fn)
 
-        out.append(Case(f"jax record {name} ({steps} steps)", plain, recorded,
-                        baseline_name="uninstrumented", target=1.5 if fn is jit_step else None,
-                        repeat=repeat, note=note))
+        out.append(
+            Case(
+                f"jax record {name} ({steps} steps)",
+                plain,
+                recorded,
+                baseline_name="uninstrumented",
+                target=1.5 if fn is jit_step else None,
+                repeat=repeat,
+                note=note,
+            )
+        )
     return out
 
 

@@ -47,10 +47,22 @@ def cases(quick: bool):
 
     repeat = 3 if quick else 7
     return [
-        Case(f"check_replicas vs SGD step ({mb:.0f} MiB of parameters)", sgd_step, check,
-             baseline_name="optimizer.step()", repeat=repeat, target=10.0,
-             note="one check costs a few optimizer steps: check every 100 steps for <10% overhead"),
-        Case(f"check_replicas vs cloning every parameter ({mb:.0f} MiB)", clone, check,
-             baseline_name="[p.clone() for p in params]", repeat=repeat, target=5.0,
-             note="the check reads the parameters' bytes once, as a copy does"),
+        Case(
+            f"check_replicas vs SGD step ({mb:.0f} MiB of parameters)",
+            sgd_step,
+            check,
+            baseline_name="optimizer.step()",
+            repeat=repeat,
+            target=10.0,
+            note="one check costs a few optimizer steps: check every 100 steps for <10% overhead",
+        ),
+        Case(
+            f"check_replicas vs cloning every parameter ({mb:.0f} MiB)",
+            clone,
+            check,
+            baseline_name="[p.clone() for p in params]",
+            repeat=repeat,
+            target=5.0,
+            note="the check reads the parameters' bytes once, as a copy does",
+        ),
     ]

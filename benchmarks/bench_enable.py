@@ -23,10 +23,17 @@ def cases(quick: bool):
     def under_run():
         subprocess.run([sys.executable, "-m", "fwd9m", "run", "--seed", "0", script], check=True)
 
-    out.append(Case("fwd9m run start-up (no framework)", plain, under_run,
-                    baseline_name="python script.py", repeat=3 if quick else 5,
-                    note="parent CLI + exec'd child with the start-up hook; compare the "
-                         "absolute overhead with a framework import (seconds)"))
+    out.append(
+        Case(
+            "fwd9m run start-up (no framework)",
+            plain,
+            under_run,
+            baseline_name="python script.py",
+            repeat=3 if quick else 5,
+            note="parent CLI + exec'd child with the start-up hook; compare the "
+            "absolute overhead with a framework import (seconds)",
+        )
+    )
     try:
         import torch
     except ImportError:
@@ -43,9 +50,17 @@ def cases(quick: bool):
                 torch.zeros(10).index_put_((idx,), vals, accumulate=True)
             finally:
                 torch.use_deterministic_algorithms(saved)
+
         return run
 
-    out.append(Case(f"torch index_put_ accumulate, {n} values into 10 (CPU)", kernel(False),
-                    kernel(True), baseline_name="default kernel", repeat=3 if quick else 7,
-                    note="what use_deterministic_algorithms costs for this op"))
+    out.append(
+        Case(
+            f"torch index_put_ accumulate, {n} values into 10 (CPU)",
+            kernel(False),
+            kernel(True),
+            baseline_name="default kernel",
+            repeat=3 if quick else 7,
+            note="what use_deterministic_algorithms costs for this op",
+        )
+    )
     return out

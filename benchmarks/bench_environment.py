@@ -14,6 +14,14 @@ def cases(quick: bool):
     def interpreter():
         subprocess.run([sys.executable, "-c", "pass"], check=True)
 
-    return [Case("environment.collect (no framework import)", interpreter, environment.collect,
-                 baseline_name="python -c pass", target=1.0, repeat=3 if quick else 7,
-                 note="fingerprint must cost less than starting an interpreter")]
+    return [
+        Case(
+            "environment.collect (no framework import)",
+            interpreter,
+            environment.collect,
+            baseline_name="python -c pass",
+            target=1.0,
+            repeat=3 if quick else 7,
+            note="fingerprint must cost less than starting an interpreter",
+        )
+    ]

@@ -10,7 +10,8 @@ Both tools get the same explicit file list, in the same run, interleaved. Cases:
 
 1. ``fwd9m lint`` CLI vs ``flake8 -j1 --select=B`` CLI, each in a fresh interpreter:
    what a user sees, timed in CPU seconds of the child process (user + system), which a
-   busy shared machine does not inflate as it does wall-clock time. flake8 runs pycodestyle and pyflakes on every file whatever
+   busy shared machine does not inflate as it does wall-clock time. flake8 runs pycodestyle
+   and pyflakes on every file whatever
    ``--select`` says (it filters reported codes afterwards), and our flake8 plugin does
    no work when ``--select`` names no FWD code, so the baseline is "flake8 with bugbear
    as people run it" without fwd9m's rules in it. Target (issue 15): fwd9m at least
@@ -64,12 +65,14 @@ def cases(quick: bool, folder: str | None = None):
     exe = sys.executable
 
     def flake8_cli():
-        subprocess.run([exe, "-m", "flake8", "-j1", "--select=B", "--exit-zero", *names],
-                       stdout=subprocess.DEVNULL, check=True)
+        subprocess.run(
+            [exe, "-m", "flake8", "-j1", "--select=B", "--exit-zero", *names], stdout=subprocess.DEVNULL, check=True
+        )
 
     def fwd9m_cli():
-        res = subprocess.run([exe, "-m", "fwd9m", "lint", "--isolated", *names],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        res = subprocess.run(
+            [exe, "-m", "fwd9m", "lint", "--isolated", *names], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         assert res.returncode in (0, 1), res.returncode
 
     def bugbear_inprocess():
@@ -97,13 +100,25 @@ def cases(quick: bool, folder: str | None = None):
         return r.ru_utime + r.ru_stime
 
     return [
-        Case(f"fwd9m lint CLI vs flake8+bugbear ({n})", flake8_cli, fwd9m_cli,
-             baseline_name="flake8 -j1 --select=B", target=CLI_TARGET, repeat=1 if not quick else 3,
-             clock=children_cpu,
-             note="same explicit file list; fresh interpreter each; CPU seconds; target: 10x faster"),
-        Case(f"lint engine vs BugBearChecker in-process ({n})", bugbear_inprocess, fwd9m_inprocess,
-             baseline_name="ast.parse + BugBearChecker", target=1.0, repeat=1 if not quick else 3,
-             note="parse + one AST pass each; no flake8 machinery"),
+        Case(
+            f"fwd9m lint CLI vs flake8+bugbear ({n})",
+            flake8_cli,
+            fwd9m_cli,
+            baseline_name="flake8 -j1 --select=B",
+            target=CLI_TARGET,
+            repeat=1 if not quick else 3,
+            clock=children_cpu,
+            note="same explicit file list; fresh interpreter each; CPU seconds; target: 10x faster",
+        ),
+        Case(
+            f"lint engine vs BugBearChecker in-process ({n})",
+            bugbear_inprocess,
+            fwd9m_inprocess,
+            baseline_name="ast.parse + BugBearChecker",
+            target=1.0,
+            repeat=1 if not quick else 3,
+            note="parse + one AST pass each; no flake8 machinery",
+        ),
     ]
 
 
@@ -113,17 +128,20 @@ def main(argv=None) -> int:
     from _harness import run_case
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("corpus", nargs="?", help="folder of .py files (default: $FWD9M_LINT_CORPUS, "
-                   "else the bundled examples)")
+    p.add_argument(
+        "corpus", nargs="?", help="folder of .py files (default: $FWD9M_LINT_CORPUS, else the bundled examples)"
+    )
     p.add_argument("--quick", action="store_true", help="every 4th file, 3 repeats")
     a = p.parse_args(argv)
     failed = False
     for case in cases(a.quick, a.corpus):
         r = run_case(case)
         failed |= r["meets_target"] is False
-        print(f"{r['name']}: {r['candidate_s']:.2f} s vs {r['baseline_s']:.2f} s ({r['baseline']}): "
-              f"ratio {r['ratio']:.3f} ({1 / r['ratio']:.1f}x faster), target <= {r['target']}: "
-              f"{'ok' if r['meets_target'] else 'MISSED'}")
+        print(
+            f"{r['name']}: {r['candidate_s']:.2f} s vs {r['baseline_s']:.2f} s ({r['baseline']}): "
+            f"ratio {r['ratio']:.3f} ({1 / r['ratio']:.1f}x faster), target <= {r['target']}: "
+            f"{'ok' if r['meets_target'] else 'MISSED'}"
+        )
     return 1 if failed else 0
 
 

@@ -16,8 +16,7 @@ def cases(quick: bool):
 
     torch.set_num_threads(1)
     model = torch.nn.Linear(1000, 1000)  # a small model: 1M float32 parameters, 4 MB
-    loader = torch.utils.data.DataLoader(range(8), shuffle=True,
-                                         generator=data.torch_generator(1))
+    loader = torch.utils.data.DataLoader(range(8), shuffle=True, generator=data.torch_generator(1))
     rng.register(loader, "bench.loader")
     rng.register(np.random.default_rng(0), "bench.aug")
 
@@ -64,19 +63,42 @@ def cases(quick: bool):
 
     rep = 3 if quick else 7
     return [
-        Case("rng: capture+serialise all sources", save_model, save_rng,
-             baseline_name="torch.save(4 MB state_dict)", target=1.0, repeat=rep,
-             note="an RNG checkpoint (~0.5 ms) costs less than saving a small model"),
-        Case("rng: SampleSeeded (all globals)", run_plain, run_seeded,
-             baseline_name="3x64x64 noise augmentation", target=4.0, repeat=rep,
-             note="num_workers=0: seeds and restores python/numpy/torch globals per sample, "
-                  "~0.3 ms (mostly numpy get/set_state; measured 2.1-2.8x); in workers "
-                  "nothing is restored"),
-        Case("rng: SampleSeeded (seed_globals=torch)", run_plain, run_lean,
-             baseline_name="3x64x64 noise augmentation", target=2.0, repeat=rep,
-             note="only torch's global and the dataset's own generators, ~0.1 ms "
-                  "(measured 1.3-1.5x)"),
-        Case("seed: derive_seed (BLAKE2b)", seedseq, derive,
-             baseline_name="numpy SeedSequence", target=1.0, repeat=rep,
-             note="typed-key hashing vs numpy's own seed mixing"),
+        Case(
+            "rng: capture+serialise all sources",
+            save_model,
+            save_rng,
+            baseline_name="torch.save(4 MB state_dict)",
+            target=1.0,
+            repeat=rep,
+            note="an RNG checkpoint (~0.5 ms) costs less than saving a small model",
+        ),
+        Case(
+            "rng: SampleSeeded (all globals)",
+            run_plain,
+            run_seeded,
+            baseline_name="3x64x64 noise augmentation",
+            target=4.0,
+            repeat=rep,
+            note="num_workers=0: seeds and restores python/numpy/torch globals per sample, "
+            "~0.3 ms (mostly numpy get/set_state; measured 2.1-2.8x); in workers "
+            "nothing is restored",
+        ),
+        Case(
+            "rng: SampleSeeded (seed_globals=torch)",
+            run_plain,
+            run_lean,
+            baseline_name="3x64x64 noise augmentation",
+            target=2.0,
+            repeat=rep,
+            note="only torch's global and the dataset's own generators, ~0.1 ms (measured 1.3-1.5x)",
+        ),
+        Case(
+            "seed: derive_seed (BLAKE2b)",
+            seedseq,
+            derive,
+            baseline_name="numpy SeedSequence",
+            target=1.0,
+            repeat=rep,
+            note="typed-key hashing vs numpy's own seed mixing",
+        ),
     ]

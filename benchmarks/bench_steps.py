@@ -47,14 +47,22 @@ def _torch_cases(quick: bool):
     steps = 3 if quick else 10
 
     def cnn():
-        model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                              nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-                              nn.Flatten(), nn.Linear(32, 10))
+        model = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(32, 10),
+        )
         return model, torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
 
     def block():
-        model = nn.Sequential(nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True),
-                              nn.Flatten(), nn.Linear(64 * 32, 10))
+        model = nn.Sequential(
+            nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True), nn.Flatten(), nn.Linear(64 * 32, 10)
+        )
         return model, torch.randn(16, 32, 64), torch.randint(0, 10, (16,))
 
     out = []
@@ -78,8 +86,16 @@ def _torch_cases(quick: bool):
             finally:
                 hooks.uninstall()
 
-        out.append(Case(f"steps: torch {name}, {steps} steps", train, with_digests,
-                        baseline_name="plain steps", target=TARGET, repeat=3 if quick else 5))
+        out.append(
+            Case(
+                f"steps: torch {name}, {steps} steps",
+                train,
+                with_digests,
+                baseline_name="plain steps",
+                target=TARGET,
+                repeat=3 if quick else 5,
+            )
+        )
     return out
 
 
@@ -95,10 +111,16 @@ def _keras_cases(quick: bool):
     y = np.random.default_rng(1).integers(0, 10, size=(32 * batches,))
 
     def model():
-        m = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Conv2D(16, 3, padding="same", activation="relu"),
-                              keras.layers.MaxPooling2D(), keras.layers.Conv2D(32, 3, padding="same",
-                                                                               activation="relu"),
-                              keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
+        m = keras.Sequential(
+            [
+                keras.Input((32, 32, 3)),
+                keras.layers.Conv2D(16, 3, padding="same", activation="relu"),
+                keras.layers.MaxPooling2D(),
+                keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
+                keras.layers.GlobalAveragePooling2D(),
+                keras.layers.Dense(10),
+            ]
+        )
         m.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         return m
 
@@ -113,8 +135,16 @@ def _keras_cases(quick: bool):
     def fit_digests():
         digested.fit(x, y, batch_size=32, epochs=1, verbose=0, shuffle=False, callbacks=[callback])
 
-    return [Case(f"steps: keras small CNN fit, {batches} batches", fit_plain, fit_digests,
-                 baseline_name="fit without the callback", target=TARGET, repeat=3 if quick else 5)]
+    return [
+        Case(
+            f"steps: keras small CNN fit, {batches} batches",
+            fit_plain,
+            fit_digests,
+            baseline_name="fit without the callback",
+            target=TARGET,
+            repeat=3 if quick else 5,
+        )
+    ]
 
 
 def _jax_cases(quick: bool):
@@ -125,8 +155,12 @@ def _jax_cases(quick: bool):
 
     steps = 5 if quick else 20
     k = jax.random.PRNGKey(0)
-    params = {"w1": jax.random.normal(k, (256, 512)) * 0.05, "b1": jnp.zeros(512),
-              "w2": jax.random.normal(k, (512, 10)) * 0.05, "b2": jnp.zeros(10)}
+    params = {
+        "w1": jax.random.normal(k, (256, 512)) * 0.05,
+        "b1": jnp.zeros(512),
+        "w2": jax.random.normal(k, (512, 10)) * 0.05,
+        "b2": jnp.zeros(10),
+    }
     x = jax.random.normal(jax.random.PRNGKey(1), (128, 256))
     y = jax.random.randint(jax.random.PRNGKey(2), (128,), 0, 10)
 
@@ -156,8 +190,16 @@ def _jax_cases(quick: bool):
             p, loss, g, key = step(p, key)
             step_digest(i, loss=loss, params=p, grads=g, key=key, batch=x, path=path)
 
-    return [Case(f"steps: jax jitted MLP, {steps} steps", plain, digests,
-                 baseline_name="jitted steps alone", target=TARGET, repeat=3 if quick else 5)]
+    return [
+        Case(
+            f"steps: jax jitted MLP, {steps} steps",
+            plain,
+            digests,
+            baseline_name="jitted steps alone",
+            target=TARGET,
+            repeat=3 if quick else 5,
+        )
+    ]
 
 
 def cases(quick: bool):

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-SCRIPT = '''
+SCRIPT = """
 import os, torch
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -34,15 +34,16 @@ for step in range(int(os.environ.get("STEPS", "300"))):
         g = model[2].bias.grad
         g.copy_(torch.nextafter(g, torch.full_like(g, 1.0)))
     opt.step()
-'''
+"""
 
 
 def timed(cwd: Path, *args: str, **env: str) -> tuple[float, int]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("FWD9M_")}
     full.update(env)
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "fwd9m", "run", *args], cwd=cwd, env=full,
-                       capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "fwd9m", "run", *args], cwd=cwd, env=full, capture_output=True, text=True, check=False
+    )
     return time.perf_counter() - t0, r.returncode
 
 
@@ -53,14 +54,18 @@ def main() -> int:
     plain, _ = timed(cwd, "train.py")
     ref, code = timed(cwd, "--digests", "ref.steps", "train.py")
     assert code == 0, code
-    print(f"start-up {startup:.2f}  plain 300 steps {plain:.2f}  run 1 with --digests {ref:.2f} "
-          f"({(ref - startup) / max(plain - startup, 1e-9):.2f}x the plain steps)")
+    print(
+        f"start-up {startup:.2f}  plain 300 steps {plain:.2f}  run 1 with --digests {ref:.2f} "
+        f"({(ref - startup) / max(plain - startup, 1e-9):.2f}x the plain steps)"
+    )
     for k in (0, 150, 299):
         part, _ = timed(cwd, "train.py", STEPS=str(k + 1))
         against, code = timed(cwd, "--against", "ref.steps", "train.py", DIVERGE_AT=str(k))
-        print(f"k={k:<3}  plain {k + 1} steps {part:.2f}  run 2 --against {against:.2f} (exit {code})  "
-              f"diagnosis (run 1 + run 2) {ref + against:.2f}  target 2 x plain(k+1) + start-ups "
-              f"{2 * part:.2f}")
+        print(
+            f"k={k:<3}  plain {k + 1} steps {part:.2f}  run 2 --against {against:.2f} (exit {code})  "
+            f"diagnosis (run 1 + run 2) {ref + against:.2f}  target 2 x plain(k+1) + start-ups "
+            f"{2 * part:.2f}"
+        )
     return 0
 
 

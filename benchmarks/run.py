@@ -50,9 +50,12 @@ def main() -> int:
                 cmp = ">=" if r["higher_is_better"] else "<="
                 target = f"target {cmp} {r['target']:g}" if r["target"] is not None else "no target"
                 verdict = {True: "ok", False: "MISSED", None: ""}[r["meets_target"]]
-                print(f"{r['name']:<48} {r['ratio']:8.3f}x vs {r['baseline']}  "
-                      f"({r['candidate_s'] * 1e3:.2f} ms / {r['baseline_s'] * 1e3:.2f} ms; "
-                      f"{target}) {verdict}", flush=True)
+                print(
+                    f"{r['name']:<48} {r['ratio']:8.3f}x vs {r['baseline']}  "
+                    f"({r['candidate_s'] * 1e3:.2f} ms / {r['baseline_s'] * 1e3:.2f} ms; "
+                    f"{target}) {verdict}",
+                    flush=True,
+                )
     if args.json:
         json.dump(results, sys.stdout, indent=2)
         print()

@@ -86,8 +86,15 @@ def run_fwd9m(*args: str, cwd=None, env=None, timeout: float = 600, input: str |
     """Run ``python -m fwd9m ARGS`` in a fresh interpreter; returns CompletedProcess."""
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "fwd9m", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout, input=input)
+    return subprocess.run(
+        [sys.executable, "-m", "fwd9m", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=input,
+    )
 
 
 @pytest.fixture

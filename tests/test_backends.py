@@ -25,8 +25,15 @@ NAMES = list(_frameworks.FRAMEWORKS)
 ATTRIBUTES = dict(Backend.__annotations__)
 METHODS = sorted(n for n, v in vars(Backend).items() if callable(v) and not n.startswith("_"))
 
-_ATTR_TYPES = {"name": str, "module": str, "distributions": tuple, "libraries": tuple,
-               "seeds_others": bool, "type_roots": tuple, "optional_sources": tuple}
+_ATTR_TYPES = {
+    "name": str,
+    "module": str,
+    "distributions": tuple,
+    "libraries": tuple,
+    "seeds_others": bool,
+    "type_roots": tuple,
+    "optional_sources": tuple,
+}
 
 
 def _shape(sig: inspect.Signature) -> list[tuple]:
@@ -36,8 +43,18 @@ def _shape(sig: inspect.Signature) -> list[tuple]:
 
 def test_protocol_members_are_the_ones_checked_here():
     assert set(ATTRIBUTES) == set(_ATTR_TYPES)
-    assert {"enable_determinism", "startup_env", "seed", "rng_sources", "to_numpy", "expand",
-            "digest", "runtime_info", "recorded_by", "recorder"} == set(METHODS)
+    assert {
+        "enable_determinism",
+        "startup_env",
+        "seed",
+        "rng_sources",
+        "to_numpy",
+        "expand",
+        "digest",
+        "runtime_info",
+        "recorded_by",
+        "recorder",
+    } == set(METHODS)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -75,9 +92,11 @@ def test_registry_imports_no_framework():
     import subprocess
     import sys
 
-    code = ("import sys, fwd9m._frameworks as r\n"
-            "[r.backend(n) for n in r.FRAMEWORKS]\n"
-            "print(sorted(m for m in ('torch', 'tensorflow', 'jax', 'keras') if m in sys.modules))")
+    code = (
+        "import sys, fwd9m._frameworks as r\n"
+        "[r.backend(n) for n in r.FRAMEWORKS]\n"
+        "print(sorted(m for m in ('torch', 'tensorflow', 'jax', 'keras') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -88,9 +107,11 @@ def test_backend_round_trips_its_own_values(name):
     sources restore what they captured, runtime info names the version."""
     fw = pytest.importorskip(name)
     b = _frameworks.backend(name)
-    make = {"torch": lambda: fw.arange(6, dtype=fw.float32),
-            "jax": lambda: fw.numpy.arange(6, dtype="float32"),
-            "tensorflow": lambda: fw.range(6, dtype=fw.float32)}[name]
+    make = {
+        "torch": lambda: fw.arange(6, dtype=fw.float32),
+        "jax": lambda: fw.numpy.arange(6, dtype="float32"),
+        "tensorflow": lambda: fw.range(6, dtype=fw.float32),
+    }[name]
     t = b.to_numpy(make())
     assert t is not None and t.dtype == "float32" and t.array.tolist() == [0, 1, 2, 3, 4, 5]
     assert b.to_numpy([1, 2]) is None
@@ -144,16 +165,23 @@ def _private_uses(tree: ast.AST) -> list[tuple[int, str]]:
             names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
         elif isinstance(node, ast.Attribute):
             names = [_dotted(node) or ""]
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs \
-                and re.fullmatch(r"[\w.]+", node.value):
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docs
+            and re.fullmatch(r"[\w.]+", node.value)
+        ):
             names = [node.value]  # a module path to import or look up: "jax._src.xla_bridge"
         found += [(node.lineno, n) for n in names if PRIVATE.match(n)]
     return found
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
-    return {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)
-            and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)}
+    return {
+        id(n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)
+    }
 
 
 def test_private_framework_api_only_in_private_modules():
@@ -168,10 +196,18 @@ def test_private_framework_api_only_in_private_modules():
 
 
 def test_private_api_check_finds_each_form():
-    code = ("import torch._C\nfrom tensorflow.python.eager import context\nimport jax\n"
-            "jax._src.xla_bridge\nimportlib.import_module('keras.src.utils')\n"
-            "from torch.utils import data\n'''tensorflow.python in a docstring'''\n"
-            "sys.modules.get('tensorflow.python.ops.nn')\n'see tensorflow.python for more'\n")
+    code = (
+        "import torch._C\nfrom tensorflow.python.eager import context\nimport jax\n"
+        "jax._src.xla_bridge\nimportlib.import_module('keras.src.utils')\n"
+        "from torch.utils import data\n'''tensorflow.python in a docstring'''\n"
+        "sys.modules.get('tensorflow.python.ops.nn')\n'see tensorflow.python for more'\n"
+    )
     assert sorted(n for _, n in _private_uses(ast.parse(code))) == [
-        "jax._src", "jax._src.xla_bridge", "keras.src.utils", "tensorflow.python.eager",
-        "tensorflow.python.eager.context", "tensorflow.python.ops.nn", "torch._C"]
+        "jax._src",
+        "jax._src.xla_bridge",
+        "keras.src.utils",
+        "tensorflow.python.eager",
+        "tensorflow.python.eager.context",
+        "tensorflow.python.ops.nn",
+        "torch._C",
+    ]

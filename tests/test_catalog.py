@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import run_fwd9m
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from fwd9m import catalog
 from fwd9m.errors import CatalogError
-
-from conftest import run_fwd9m
 
 ALL = catalog.entries()
 
@@ -46,10 +45,10 @@ def test_lookup_by_op_and_symbol():
     assert catalog.for_op("torch", "index_add") == catalog.for_op("torch", "aten.index_add_.default")
     ids = {e.id for e in catalog.for_op("torch", "aten::index_put_")}
     assert "torch.index-put-accumulate" in ids
-    assert "tensorflow.segment-reduction" in {
-        e.id for e in catalog.for_op("tensorflow", "UnsortedSegmentSum")}
+    assert "tensorflow.segment-reduction" in {e.id for e in catalog.for_op("tensorflow", "UnsortedSegmentSum")}
     assert catalog.for_symbol("tensorflow.math.unsorted_segment_sum") == catalog.for_symbol(
-        "tf.math.unsorted_segment_sum")
+        "tf.math.unsorted_segment_sum"
+    )
     assert {e.id for e in catalog.for_symbol("torch.Tensor.index_add_")} == {"torch.index-add"}
 
 
@@ -73,8 +72,14 @@ def test_query_filters_and_errors():
     assert all(e.framework == "torch" for e in catalog.query(framework="torch"))
     assert all("gpu" in e.devices for e in catalog.query(framework="torch", device="cuda"))
     assert catalog.query("framework:torch op:aten::index_add_") == catalog.for_op("torch", "index_add_")
-    for bad in (dict(framework="caffe"), dict(device="fpga"), dict(framework="torch", version="1.x"),
-                dict(version="2.0"), dict(kind="nope"), dict(text="foo:bar")):
+    for bad in (
+        dict(framework="caffe"),
+        dict(device="fpga"),
+        dict(framework="torch", version="1.x"),
+        dict(version="2.0"),
+        dict(kind="nope"),
+        dict(text="foo:bar"),
+    ):
         with pytest.raises(CatalogError):
             catalog.query(**bad)
     with pytest.raises(CatalogError, match="did you mean"):
@@ -98,13 +103,16 @@ def test_cli_query_status_and_errors():
 
 def test_committed_status_docs_are_up_to_date():
     """docs/status/*.md must equal what scripts/gen-docs generates from the data."""
-    from fwd9m.catalog._render import status_docs
-
     from conftest import REPO
 
-    stale = [name for name, text in status_docs().items()
-             if not (REPO / "docs" / "status" / name).exists()
-             or (REPO / "docs" / "status" / name).read_text(encoding="utf-8") != text]
+    from fwd9m.catalog._render import status_docs
+
+    stale = [
+        name
+        for name, text in status_docs().items()
+        if not (REPO / "docs" / "status" / name).exists()
+        or (REPO / "docs" / "status" / name).read_text(encoding="utf-8") != text
+    ]
     assert not stale, f"run scripts/gen-docs: stale pages {stale}"
 
 
@@ -113,10 +121,12 @@ def test_catalog_cli_imports_no_framework():
     import subprocess
     import sys
 
-    code = ("import runpy, sys\nsys.argv = ['fwd9m', 'catalog', '--status', '--format', 'json']\n"
-            "try:\n    runpy.run_module('fwd9m', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-            "mods = ('tensorflow', 'torch', 'jax', 'keras', 'jaxlib')\n"
-            "sys.stderr.write('IMPORTED:' + ','.join(m for m in mods if m in sys.modules))\n")
+    code = (
+        "import runpy, sys\nsys.argv = ['fwd9m', 'catalog', '--status', '--format', 'json']\n"
+        "try:\n    runpy.run_module('fwd9m', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "mods = ('tensorflow', 'torch', 'jax', 'keras', 'jaxlib')\n"
+        "sys.stderr.write('IMPORTED:' + ','.join(m for m in mods if m in sys.modules))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stderr.strip().endswith("IMPORTED:"), out.stderr[-500:]
 
@@ -145,23 +155,33 @@ def test_switch_and_advice_follow_version():
     assert catalog.advice(put, "2.13") == put.solutions[0]
 
 
-@pytest.mark.parametrize("bad,match", [
-    ({"id": "torch.x"}, "missing required"),
-    ({"id": "Torch X"}, "kebab"),
-    ({"kind": "weird"}, "kind"),
-    ({"affected": ">=one"}, "specifier"),
-    ({"references": ["http://example.com"]}, "https"),
-    ({"timeline": [["1.x", "raises"]]}, "version"),
-    ({"timeline": [["1.8", "sometimes"]]}, "behaviour"),
-    ({"devices": ["fpga"]}, "devices"),
-    ({"colour": "red"}, "unknown keys"),
-])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        ({"id": "torch.x"}, "missing required"),
+        ({"id": "Torch X"}, "kebab"),
+        ({"kind": "weird"}, "kind"),
+        ({"affected": ">=one"}, "specifier"),
+        ({"references": ["http://example.com"]}, "https"),
+        ({"timeline": [["1.x", "raises"]]}, "version"),
+        ({"timeline": [["1.8", "sometimes"]]}, "behaviour"),
+        ({"devices": ["fpga"]}, "devices"),
+        ({"colour": "red"}, "unknown keys"),
+    ],
+)
 def test_loader_rejects_malformed_entries(bad, match):
     from fwd9m.catalog._load import _entry
     from fwd9m.errors import FileFormatError
 
-    raw = {"id": "torch.x", "title": "t", "summary": "s", "kind": "op", "affected": "",
-           "references": ["https://example.com"], "solutions": [{"text": "fix", "code": "x"}]}
+    raw = {
+        "id": "torch.x",
+        "title": "t",
+        "summary": "s",
+        "kind": "op",
+        "affected": "",
+        "references": ["https://example.com"],
+        "solutions": [{"text": "fix", "code": "x"}],
+    }
     if match == "missing required":
         raw = {"id": "torch.x"}
     else:
@@ -237,7 +257,14 @@ def test_an_op_entry_without_verified_is_a_file_format_error(tmp_path):
     from fwd9m.catalog import _load
     from fwd9m.errors import FileFormatError
 
-    raw = {"id": "torch.x", "title": "t", "summary": "s", "kind": "op", "affected": "",
-           "references": ["https://example.org"], "solutions": [{"text": "t"}]}
+    raw = {
+        "id": "torch.x",
+        "title": "t",
+        "summary": "s",
+        "kind": "op",
+        "affected": "",
+        "references": ["https://example.org"],
+        "solutions": [{"text": "t"}],
+    }
     with pytest.raises(FileFormatError, match="verified"):
         _load._entry("torch", raw, "torch.toml entry torch.x")

@@ -19,10 +19,10 @@ def _raises_claim(entry_id: str, framework: str) -> None:
 
 
 TORCH_CALLS = {
-    "torch.put-overwrite": lambda torch: torch.zeros(3).put_(
-        torch.tensor([0, 0]), torch.tensor([1.0, 2.0])),
+    "torch.put-overwrite": lambda torch: torch.zeros(3).put_(torch.tensor([0, 0]), torch.tensor([1.0, 2.0])),
     "torch.max-unpool": lambda torch: torch.nn.functional.max_unpool1d(
-        torch.ones(1, 1, 2), torch.tensor([[[0, 1]]]), kernel_size=2),
+        torch.ones(1, 1, 2), torch.tensor([[[0, 1]]]), kernel_size=2
+    ),
 }
 
 
@@ -50,8 +50,7 @@ def test_torch_cpu_index_put_accumulate_is_deterministic_under_switch():
         g = torch.Generator().manual_seed(0)
         idx = torch.randint(0, 7, (20000,), generator=g)
         val = torch.randn(20000, generator=g)
-        runs = {torch.zeros(7).index_put_((idx,), val, accumulate=True).numpy().tobytes()
-                for _ in range(3)}
+        runs = {torch.zeros(7).index_put_((idx,), val, accumulate=True).numpy().tobytes() for _ in range(3)}
         assert len(runs) == 1
     finally:
         torch.use_deterministic_algorithms(before)
@@ -84,11 +83,10 @@ print("RESULT:" + json.dumps(out))
 
 def test_tensorflow_cpu_raises_claims():
     pytest.importorskip("tensorflow")
-    proc = subprocess.run([sys.executable, "-c", _TF_CHILD], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run([sys.executable, "-c", _TF_CHILD], capture_output=True, text=True, timeout=300)
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT:")]
     assert line, proc.stderr[-2000:]
-    result = json.loads(line[-1][len("RESULT:"):])
+    result = json.loads(line[-1][len("RESULT:") :])
     for entry_id, error in result.items():
         _raises_claim(entry_id, "tensorflow")
         assert error is not None, f"{entry_id}: expected an error under enable_op_determinism"

@@ -23,9 +23,10 @@ def _torch_docstring_lists() -> tuple[list[str], list[str]]:
         pytest.skip("torch is not installed")
     src = Path(spec.origin).read_text(encoding="utf-8")
     start = src.index("def use_deterministic_algorithms(")
-    doc = src[start:src.index('"""', src.index('r"""', start) + 4)]
+    doc = src[start : src.index('"""', src.index('r"""', start) + 4)]
     det_part, _, rest = doc.partition("will act\n    deterministically")[2].partition(
-        "The following normally-nondeterministic operations will throw")
+        "The following normally-nondeterministic operations will throw"
+    )
     raise_part = rest.partition("In addition, several operations")[0]
     bullet = re.compile(r"^\s*\* :(?:class|func|meth):`([^`]+)`", re.M)
     return bullet.findall(det_part), bullet.findall(raise_part)
@@ -41,8 +42,7 @@ def test_torch_docstring_lists_parse():
 def test_every_torch_docstring_op_is_in_the_catalog(which, behaviour):
     symbols = _torch_docstring_lists()[which]
     version = catalog.installed_version("torch")
-    missing = [s for s in symbols
-               if not any(e.behaviour == behaviour for e in catalog.for_symbol(s, version=version))]
+    missing = [s for s in symbols if not any(e.behaviour == behaviour for e in catalog.for_symbol(s, version=version))]
     assert not missing, f"not in the catalog as {behaviour!r} for torch {version}: {missing}"
 
 
@@ -59,20 +59,35 @@ SEED_ROWS = {
     7: ["tf.nn.softmax_cross_entropy_with_logits", "tf.nn.sparse_softmax_cross_entropy_with_logits"],
     8: ["tf.image.resize", "tf.keras.layers.UpSampling2D", "id:tensorflow.resize-bilinear-backprop"],
     9: ["tf.image.resize", "tf.keras.layers.UpSampling2D", "id:tensorflow.resize-nearest-backprop"],
-    10: ["tf.math.segment_sum", "tf.math.unsorted_segment_sum", "tf.convert_to_tensor", "tf.gather",
-         "tfa.image.dense_image_warp"],
+    10: [
+        "tf.math.segment_sum",
+        "tf.math.unsorted_segment_sum",
+        "tf.convert_to_tensor",
+        "tf.gather",
+        "tfa.image.dense_image_warp",
+    ],
     11: ["tf.image.crop_and_resize"],
     12: ["tf.sparse.sparse_dense_matmul"],
-    13: ["tf.math.unsorted_segment_mean", "tf.math.unsorted_segment_prod",
-         "tf.math.unsorted_segment_sqrt_n"],
+    13: ["tf.math.unsorted_segment_mean", "tf.math.unsorted_segment_prod", "tf.math.unsorted_segment_sqrt_n"],
     14: ["tf.compat.v1.nn.fused_batch_norm"],
 }
 # The seed's "other possible sources" (files calling atomicAdd) and non-GPU sources.
-SEED_OTHER = ["tf.math.bincount", "tf.nn.depthwise_conv2d", "op:Dilation2DBackpropFilter",
-              "op:Multinomial", "tf.scatter_nd", "op:Svd", "op:ResourceScatterAdd",
-              "tf.while_loop", "tf.data.Dataset.shard",
-              "tf.gradients", "id:tensorflow.horovod-tensor-fusion", "id:tensorflow.tensorrt",
-              "id:tensorflow.mirrored-strategy-shuffle", "id:tensorflow.cpu-threads"]
+SEED_OTHER = [
+    "tf.math.bincount",
+    "tf.nn.depthwise_conv2d",
+    "op:Dilation2DBackpropFilter",
+    "op:Multinomial",
+    "tf.scatter_nd",
+    "op:Svd",
+    "op:ResourceScatterAdd",
+    "tf.while_loop",
+    "tf.data.Dataset.shard",
+    "tf.gradients",
+    "id:tensorflow.horovod-tensor-fusion",
+    "id:tensorflow.tensorrt",
+    "id:tensorflow.mirrored-strategy-shuffle",
+    "id:tensorflow.cpu-threads",
+]
 
 
 def _present(ref: str) -> bool:
@@ -98,8 +113,7 @@ def test_seed_other_sources_are_in_the_catalog():
 
 
 # --- every symbol importable in the installed framework version -------------------------
-_TOP = {"tf": "tensorflow", "jnp": "jax.numpy", "np": "numpy", "tfa": "tensorflow_addons",
-        "hvd": "horovod.tensorflow"}
+_TOP = {"tf": "tensorflow", "jnp": "jax.numpy", "np": "numpy", "tfa": "tensorflow_addons", "hvd": "horovod.tensorflow"}
 _BUILTINS = {"hash", "set", "frozenset", "dict", "id", "sorted", "iter", "list"}
 
 
@@ -128,8 +142,11 @@ def _external(symbol: str) -> bool:
 
     head = symbol.split(".")[0]
     top = _TOP.get(head, head).split(".")[0]
-    return top not in ("tensorflow", "keras", "torch", "jax", "numpy") and \
-        importlib.util.find_spec(top) is None and not hasattr(builtins, head)
+    return (
+        top not in ("tensorflow", "keras", "torch", "jax", "numpy")
+        and importlib.util.find_spec(top) is None
+        and not hasattr(builtins, head)
+    )
 
 
 @pytest.mark.parametrize("framework", catalog.FRAMEWORKS)

@@ -18,7 +18,7 @@ pytest_plugins = ["pytester"]
 
 def test_seeded_function_is_reproducible_and_result_is_truthy():
     def step(n):
-        rng = np.random.default_rng(random.randrange(2 ** 32))  # seeded through `random`
+        rng = np.random.default_rng(random.randrange(2**32))  # seeded through `random`
         return {"w": rng.standard_normal(n).astype(np.float32), "loss": float(n)}
 
     result = fwd9m.check(step, 8, runs=3, seed=1)
@@ -100,8 +100,9 @@ def test_keras_model_returned_from_a_training_step():
     keras = pytest.importorskip("keras")
 
     def train():
-        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2), keras.layers.Dropout(0.5),
-                                  keras.layers.Dense(1)])
+        model = keras.Sequential(
+            [keras.Input((3,)), keras.layers.Dense(2), keras.layers.Dropout(0.5), keras.layers.Dense(1)]
+        )
         model.compile(optimizer="sgd", loss="mse")
         model.fit(np.ones((8, 3)), np.ones((8, 1)), epochs=2, verbose=0)
         return model
@@ -143,8 +144,13 @@ def test_vary_specs():
     from fwd9m.errors import ConfigurationError
 
     variants = parse_vary(["threads=1,4", "--batch-size=32,64", "TF_ENABLE_ONEDNN_OPTS=0"])
-    assert [v.label for v in variants] == ["threads=1", "threads=4", "--batch-size=32", "--batch-size=64",
-                                           "TF_ENABLE_ONEDNN_OPTS=0"]
+    assert [v.label for v in variants] == [
+        "threads=1",
+        "threads=4",
+        "--batch-size=32",
+        "--batch-size=64",
+        "TF_ENABLE_ONEDNN_OPTS=0",
+    ]
     assert variants[0].env()["OMP_NUM_THREADS"] == "1" and variants[0].env()["TF_NUM_INTRAOP_THREADS"] == "1"
     bs = Variant("--batch-size", "64")
     assert bs.env() == {}
@@ -161,7 +167,7 @@ def test_vary_specs():
 def test_values_compared_by_type_only_or_nothing_at_all_are_noted():
     gen = fwd9m.check(lambda: (i for i in range(3)))
     assert gen and "compared by type only" in gen.report() and "generator" in gen.report()
-    empty = fwd9m.check(lambda: (lambda: 1))
+    empty = fwd9m.check(lambda: lambda: 1)
     assert empty and "returned nothing fwd9m can compare" in empty.report()
     assert not fwd9m.check(lambda: 3.0).notes
 
@@ -189,16 +195,23 @@ def test_catalog_hints_only_for_frameworks_the_script_trains_with(tmp_path):
     out when lint points at the script's seeding line."""
     from fwd9m.check import _catalog_hints
 
-    fp = {"frameworks": {"torch": {"version": "2.13.0"}, "jax": {"version": "0.10.2"},
-                         "keras": {"version": "3.15.1", "backend": "tensorflow"},
-                         "tensorflow": {"version": "2.21.0"}}}
+    fp = {
+        "frameworks": {
+            "torch": {"version": "2.13.0"},
+            "jax": {"version": "0.10.2"},
+            "keras": {"version": "3.15.1", "backend": "tensorflow"},
+            "tensorflow": {"version": "2.21.0"},
+        }
+    }
     lit = tmp_path / "lit.py"
     lit.write_text("import pytorch_lightning as pl\nmodel = pl.LightningModule()\n")
     ids = [h["id"] for h in _catalog_hints(fp, "cpu", source=str(lit), limit=20)]
     assert ids and all(i.split(".")[0] in ("torch", "python") for i in ids), ids
     ks = tmp_path / "ks.py"
-    ks.write_text("import numpy as np\nimport keras\nm = keras.Sequential([keras.layers.Dense(2)])\n"
-                  "keras.utils.set_random_seed(0)\n")
+    ks.write_text(
+        "import numpy as np\nimport keras\nm = keras.Sequential([keras.layers.Dense(2)])\n"
+        "keras.utils.set_random_seed(0)\n"
+    )
     hints = _catalog_hints(fp, "cpu", source=str(ks), limit=20)
     ids = [h["id"] for h in hints]
     assert not [i for i in ids if i.startswith(("jax.", "torch."))], ids
@@ -235,8 +248,10 @@ def test_catalog_hints_need_the_symbols_an_entry_is_about(tmp_path):
 
     fp = {"frameworks": {"torch": {"version": "2.13.0"}}}
     plain = tmp_path / "plain.py"
-    plain.write_text("# we do not torch.compile or torch.empty here\nimport torch\nfrom torch import nn\n"
-                     "torch.manual_seed(0)\nm = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))\n")
+    plain.write_text(
+        "# we do not torch.compile or torch.empty here\nimport torch\nfrom torch import nn\n"
+        "torch.manual_seed(0)\nm = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))\n"
+    )
     ids = [h["id"] for h in _catalog_hints(fp, "cpu", source=str(plain))]
     assert "torch.inductor-rng" not in ids and "torch.fill-uninitialized-memory" not in ids, ids
     assert "torch.global-seed" in ids, ids
@@ -245,8 +260,10 @@ def test_catalog_hints_need_the_symbols_an_entry_is_about(tmp_path):
     ids = [h["id"] for h in _catalog_hints(fp, "cpu", source=str(plain), threads_differ=True)]
     assert "torch.cpu-threads" in ids, ids
     compiled = tmp_path / "compiled.py"
-    compiled.write_text("import torch\nfrom torch import nn\nm = torch.compile(nn.Dropout(0.5))\n"
-                        "x = torch.empty(3)\nout = torch.zeros(3)\nout.index_put_((x.long(),), x, accumulate=True)\n")
+    compiled.write_text(
+        "import torch\nfrom torch import nn\nm = torch.compile(nn.Dropout(0.5))\n"
+        "x = torch.empty(3)\nout = torch.zeros(3)\nout.index_put_((x.long(),), x, accumulate=True)\n"
+    )
     ids = [h["id"] for h in _catalog_hints(fp, "cpu", source=str(compiled), limit=20)]
     for expected in ("torch.inductor-rng", "torch.fill-uninitialized-memory", "torch.index-put-accumulate"):
         assert expected in ids, ids
@@ -261,10 +278,14 @@ def test_integer_leaves_rank_first_and_a_max_ulp_across_zero_says_signs_differ()
     def step():
         i = next(calls)
         sign = (-1) ** i
-        return {"loss": np.float32(0.5 + i), "weights": np.array([1e-3 * sign, 2.0], np.float32),
-                "perm": np.random.default_rng(i).permutation(512), "mask": np.array([True, i == 0]),
-                # the largest distance is the same-sign pair, though the other pair crosses zero
-                "same": np.array([1e-30 * (1 + i), -1e-45 * sign], np.float32)}
+        return {
+            "loss": np.float32(0.5 + i),
+            "weights": np.array([1e-3 * sign, 2.0], np.float32),
+            "perm": np.random.default_rng(i).permutation(512),
+            "mask": np.array([True, i == 0]),
+            # the largest distance is the same-sign pair, though the other pair crosses zero
+            "same": np.array([1e-30 * (1 + i), -1e-45 * sign], np.float32),
+        }
 
     result = fwd9m.check(step)
     ranked = [f.diff.path for f in result.ranked()]
@@ -296,8 +317,11 @@ class _BadEq:
 def test_a_result_whose_equality_raises_cannot_be_checked():
     """Regression: `== raised` read "value differs: <_BadEq object at 0x...> vs ...", a
     difference made up from two memory addresses."""
-    with pytest.raises(RunError, match=r"cannot compare what .* returns: comparing x \(a _BadEq\) between two "
-                                       r"runs with == raised ValueError: eq boom.*state_dict\(\)"):
+    with pytest.raises(
+        RunError,
+        match=r"cannot compare what .* returns: comparing x \(a _BadEq\) between two "
+        r"runs with == raised ValueError: eq boom.*state_dict\(\)",
+    ):
         fwd9m.check(lambda: {"x": _BadEq(), "y": 1.0})
     calls = iter(range(3))  # another leaf differs: a finding, and the uncomparable one a note
     both = fwd9m.check(lambda: {"x": _BadEq(), "y": float(next(calls))})
@@ -307,14 +331,17 @@ def test_a_result_whose_equality_raises_cannot_be_checked():
 
 def test_type_changes_in_the_result_are_findings():
     """Regression: {1: 0} vs {"1": 0} and (1, 2) vs [1, 2] were REPRODUCIBLE."""
+
     def alternate(a, b):
         calls = iter(range(3))
         return lambda: a if next(calls) == 0 else b
 
-    for a, b, expected in [({1: 0}, {"1": 0}, "[1]: only in the first run"),
-                           ({"x": {1: 5}}, {"x": {"1": 5}}, "x[1]: only in the first run"),
-                           ((1, 2), [1, 2], "<value>: type differs: tuple vs list"),
-                           ({"h": (1.0,)}, {"h": [1.0]}, "h: type differs: tuple vs list")]:
+    for a, b, expected in [
+        ({1: 0}, {"1": 0}, "[1]: only in the first run"),
+        ({"x": {1: 5}}, {"x": {"1": 5}}, "x[1]: only in the first run"),
+        ((1, 2), [1, 2], "<value>: type differs: tuple vs list"),
+        ({"h": (1.0,)}, {"h": [1.0]}, "h: type differs: tuple vs list"),
+    ]:
         result = fwd9m.check(alternate(a, b))
         assert not result and expected in result.report(), (a, b, result.report())
     assert fwd9m.check(lambda: {1: (0.5, [2]), "1": {None: 3}})
@@ -339,6 +366,8 @@ def test_repeat_of_run_1_that_raises_is_a_failing_second_call():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 1 and "RunError" not in out.stderr, out.stdout + out.stderr
-    assert "[exit, run 2] raised RuntimeError: second call fails; run 1 returned normally " \
-           "(this call repeated run 1 with torch seeded)" in out.stdout, out.stdout
+    assert (
+        "[exit, run 2] raised RuntimeError: second call fails; run 1 returned normally "
+        "(this call repeated run 1 with torch seeded)" in out.stdout
+    ), out.stdout
     assert "that call (run 2 above) raised: fn fails when called again" in out.stdout

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import process_gone
 
 DATA = Path(__file__).resolve().parent / "data" / "check"
@@ -30,9 +29,14 @@ def check(*args, cwd=None, env=None, timeout=300, every=False):
     cwd = cwd or EMPTY
     full = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
     full.update(env or {})
-    out = subprocess.run([sys.executable, "-m", "fwd9m", *(["-v"] if every else []), "check", *args],
-                         cwd=cwd, env=full,
-                         capture_output=True, text=True, timeout=timeout)
+    out = subprocess.run(
+        [sys.executable, "-m", "fwd9m", *(["-v"] if every else []), "check", *args],
+        cwd=cwd,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     # never a traceback from fwd9m itself (the user's script's own tracebacks are quoted)
     assert "fwd9m/cli.py" not in out.stderr and "fwd9m/check/" not in out.stderr, out.stderr
     return out
@@ -67,10 +71,12 @@ def test_a_difference_that_does_not_recur_is_not_blamed_on_the_hash_seed(tmp_pat
     confirmed (nor said to be excluded): the difference did not recur."""
     marker = tmp_path / "seen"
     script = tmp_path / "once.py"
-    script.write_text("import os, sys\n"
-                      "first = not os.path.exists(sys.argv[1])\n"
-                      "open(sys.argv[1], 'w').close()\n"
-                      "print('value:', 1.5 if first else 2.5)\n")
+    script.write_text(
+        "import os, sys\n"
+        "first = not os.path.exists(sys.argv[1])\n"
+        "open(sys.argv[1], 'w').close()\n"
+        "print('value:', 1.5 if first else 2.5)\n"
+    )
     out = check(str(script), str(marker))
     assert out.returncode == 1, out.stdout + out.stderr
     assert "PYTHONHASHSEED=3 run 5 (5/6 at most): starting" in out.stderr and "run 6" not in out.stderr
@@ -85,21 +91,26 @@ def _sequence_script(tmp_path, values):
     """A script that prints the next of ``values`` on each run (a counter file), and
     the arguments that run it: the test decides what every run prints."""
     script = tmp_path / "flip.py"
-    script.write_text("import sys\n"
-                      "path, values = sys.argv[1], sys.argv[2]\n"
-                      "try:\n    n = int(open(path).read())\nexcept OSError:\n    n = 0\n"
-                      "open(path, 'w').write(str(n + 1))\n"
-                      "print('value', values[n])\n")
+    script.write_text(
+        "import sys\n"
+        "path, values = sys.argv[1], sys.argv[2]\n"
+        "try:\n    n = int(open(path).read())\nexcept OSError:\n    n = 0\n"
+        "open(path, 'w').write(str(n + 1))\n"
+        "print('value', values[n])\n"
+    )
     return [str(script), str(tmp_path / "count"), values]
 
 
-@pytest.mark.parametrize("values, verdict", [
-    # runs 1, 2 differ; seed 0 twice agrees; seed 1 differs and agrees with itself: the
-    # sequence a coin flip gives one time in eight, which the old experiment "confirmed"
-    ("ABAABB", "PYTHONHASHSEED (likely)"),
-    ("ABAABA", "PYTHONHASHSEED (intermittent, not confirmed)"),   # seed 1 disagrees with itself
-    ("ABAAABB", "PYTHONHASHSEED (likely)"),                        # seed 1 agrees with 0, seed 2 differs
-])
+@pytest.mark.parametrize(
+    "values, verdict",
+    [
+        # runs 1, 2 differ; seed 0 twice agrees; seed 1 differs and agrees with itself: the
+        # sequence a coin flip gives one time in eight, which the old experiment "confirmed"
+        ("ABAABB", "PYTHONHASHSEED (likely)"),
+        ("ABAABA", "PYTHONHASHSEED (intermittent, not confirmed)"),  # seed 1 disagrees with itself
+        ("ABAAABB", "PYTHONHASHSEED (likely)"),  # seed 1 agrees with 0, seed 2 differs
+    ],
+)
 def test_a_coin_flip_is_never_confirmed_as_hash_order(tmp_path, values, verdict):
     """A script whose output is a coin flip (here a fixed sequence, so the test is
     deterministic) and uses no hashing: whatever the runs show, without hash-order code
@@ -135,8 +146,10 @@ def test_hash_order_confirmed_with_lint_and_no_environment_step(tmp_path):
     into ids): "confirmed", with the line; "different hardware or software between runs"
     (python.environment-differences) is not a next step."""
     script = tmp_path / "vocab.py"
-    script.write_text('words = {"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"}\n'
-                      'ids = {w: i for i, w in enumerate(words)}\nprint(sorted(ids.items()))\n')
+    script.write_text(
+        'words = {"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"}\n'
+        "ids = {w: i for i, w in enumerate(words)}\nprint(sorted(ids.items()))\n"
+    )
     out = check(str(script))
     assert out.returncode == 1, out.stdout + out.stderr
     assert "PYTHONHASHSEED (confirmed)" in out.stdout and "vocab.py:1 FWD402" in out.stdout, out.stdout
@@ -202,7 +215,8 @@ def test_torch_model_local_to_main_is_captured(tmp_path):
         "    model(torch.ones(2, 4)).sum().backward()\n"
         "    opt.step()\n"
         "if __name__ == '__main__':\n"
-        "    main()\n")
+        "    main()\n"
+    )
     out = check("-q", "--format", "json", str(script))
     assert out.returncode == 1, out.stdout + out.stderr
     data = json.loads(out.stdout)
@@ -217,8 +231,12 @@ def test_files_compared_tensor_by_tensor_and_by_hash():
     out = check("-q", str(DATA / "writes_files.py"), "--random", every=True)
     assert out.returncode == 1, out.stdout + out.stderr
     text = out.stdout
-    for name in ("out/params.npz:w (float32, 4x3)", "out/w.npy (float32, 4x3)", "out/metrics.json",
-                 "out/blob.bin: content differs"):
+    for name in (
+        "out/params.npz:w (float32, 4x3)",
+        "out/w.npy (float32, 4x3)",
+        "out/metrics.json",
+        "out/blob.bin: content differs",
+    ):
         assert name in text, name
     if "out/params.h5" in text:
         assert "out/params.h5:layer/w (float32, 4x3)" in text
@@ -269,13 +287,21 @@ def test_hang_is_killed_with_its_process_group(tmp_path):
 def test_enormous_output_with_bounded_memory():
     # VmHWM: this process's peak resident memory (ru_maxrss would include the pytest
     # process it was forked from: Linux keeps the maximum across exec)
-    code = ("import re, sys; from fwd9m.cli import main; "
-            "rc = main(['check', '-q', sys.argv[1], '1000000']); "
-            "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1); "
-            "print('RC', rc, 'PEAK_KB', hwm)")
+    code = (
+        "import re, sys; from fwd9m.cli import main; "
+        "rc = main(['check', '-q', sys.argv[1], '1000000']); "
+        "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1); "
+        "print('RC', rc, 'PEAK_KB', hwm)"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
-    out = subprocess.run([sys.executable, "-c", code, str(DATA / "many_lines.py")], capture_output=True,
-                         text=True, timeout=300, env=env, cwd=EMPTY)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(DATA / "many_lines.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=EMPTY,
+    )
     last = out.stdout.strip().splitlines()[-1].split()
     assert last[:2] == ["RC", "0"], out.stdout[-2000:] + out.stderr[-2000:]
     # each run printed ~30 MB; the comparison streams it
@@ -286,8 +312,9 @@ def test_enormous_output_with_bounded_memory():
 
 
 def test_vary_settings_names_the_setting_that_breaks_it():
-    out = check("-q", "--env", "PYTHONHASHSEED=0", "--vary", "MODE=a,b", "--vary=--scale=1,2",
-                str(DATA / "vary_settings.py"))
+    out = check(
+        "-q", "--env", "PYTHONHASHSEED=0", "--vary", "MODE=a,b", "--vary=--scale=1,2", str(DATA / "vary_settings.py")
+    )
     assert out.returncode == 1, out.stdout + out.stderr
     assert "[stdout, run with MODE=b]" in out.stdout
     assert "[stdout, run with --scale=2]" in out.stdout
@@ -299,8 +326,9 @@ def test_vary_settings_names_the_setting_that_breaks_it():
 def test_module_and_command_forms(tmp_path):
     (tmp_path / "setmod.py").write_text((DATA / "python_set_order.py").read_text())
     (tmp_path / "data.txt").write_text("3.5\n")
-    (tmp_path / "reader.py").write_text("print(float(open('data.txt').read()) * 2)\n"
-                                        "open('result.txt', 'w').write('done')\n")
+    (tmp_path / "reader.py").write_text(
+        "print(float(open('data.txt').read()) * 2)\nopen('result.txt', 'w').write('done')\n"
+    )
     out = check("-q", "-m", "setmod", cwd=tmp_path)
     assert out.returncode == 1 and "PYTHONHASHSEED (confirmed)" in out.stdout, out.stdout + out.stderr
     (tmp_path / "varymod.py").write_text((DATA / "vary_settings.py").read_text())
@@ -334,8 +362,14 @@ def test_fwd9m_own_output_file_in_cwd_is_not_compared(tmp_path):
     (tmp_path / "ok.py").write_text("print(1)\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
     with open(tmp_path / "out.txt", "w") as out, open(tmp_path / "err.txt", "w") as err:
-        code = subprocess.run([sys.executable, "-m", "fwd9m", "check", "ok.py"], cwd=tmp_path, env=env,
-                              stdout=out, stderr=err, timeout=300).returncode
+        code = subprocess.run(
+            [sys.executable, "-m", "fwd9m", "check", "ok.py"],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=err,
+            timeout=300,
+        ).returncode
     report = (tmp_path / "out.txt").read_text()
     assert code == 0 and report.startswith("REPRODUCIBLE"), report + (tmp_path / "err.txt").read_text()
     assert "run 2: exit 0" in (tmp_path / "err.txt").read_text()
@@ -345,9 +379,11 @@ def test_fwd9m_own_output_file_in_cwd_is_not_compared(tmp_path):
 def test_unreadable_tf_checkpoint_falls_back_to_hash_of_its_files(tmp_path):
     # a checkpoint prefix is no file: its fallback hash covers X.index and X.data-*
     script = tmp_path / "fake_ckpt.py"
-    script.write_text("import os\n"
-                      "open('model.ckpt.index', 'wb').write(os.urandom(64))\n"
-                      "open('model.ckpt.data-00000-of-00001', 'wb').write(os.urandom(64))\n")
+    script.write_text(
+        "import os\n"
+        "open('model.ckpt.index', 'wb').write(os.urandom(64))\n"
+        "open('model.ckpt.data-00000-of-00001', 'wb').write(os.urandom(64))\n"
+    )
     out = check("-q", "--cwd", "empty", str(script))
     assert out.returncode == 1, out.stdout + out.stderr
     assert "model.ckpt: content differs" in out.stdout and "(128 bytes)" in out.stdout
@@ -369,14 +405,17 @@ def test_output_without_a_final_newline_is_counted(tmp_path):
     assert "(1 stdout line)" in out.stdout and "nothing was compared" not in out.stdout
 
 
-@pytest.mark.parametrize("manifest", [
-    "[1, 2]",
-    '{"format": "fwd9m.capture", "format_version": "1", "leaves": []}',
-    '{"format": "fwd9m.capture", "format_version": 1, "leaves": ["x"]}',
-    '{"format": "fwd9m.capture", "format_version": 1, "leaves": [{"path": "p", "float": 5}]}',
-    '{"format": "fwd9m.capture", "format_version": 1, "leaves": [], "started": "x"}',
-    '{"format": "fwd9m.capture", "format_version": 1, "leaves": [], "argv": [1]}',
-])
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        "[1, 2]",
+        '{"format": "fwd9m.capture", "format_version": "1", "leaves": []}',
+        '{"format": "fwd9m.capture", "format_version": 1, "leaves": ["x"]}',
+        '{"format": "fwd9m.capture", "format_version": 1, "leaves": [{"path": "p", "float": 5}]}',
+        '{"format": "fwd9m.capture", "format_version": 1, "leaves": [], "started": "x"}',
+        '{"format": "fwd9m.capture", "format_version": 1, "leaves": [], "argv": [1]}',
+    ],
+)
 def test_damaged_capture_files_are_a_format_error(tmp_path, manifest):
     from fwd9m._runtime import capture as _capture
     from fwd9m.errors import FileFormatError
@@ -391,9 +430,14 @@ def test_sigterm_to_fwd9m_check_kills_the_runs_process_group(tmp_path):
 
     pidfile = tmp_path / "child.pid"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
-    proc = subprocess.Popen([sys.executable, "-m", "fwd9m", "check", "-q", "--timeout", "120",
-                             str(DATA / "hang.py"), str(pidfile)], cwd=EMPTY, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fwd9m", "check", "-q", "--timeout", "120", str(DATA / "hang.py"), str(pidfile)],
+        cwd=EMPTY,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     t0 = time.monotonic()
     # the file exists a moment before the pid is written into it
     while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() - t0 < 60:
@@ -436,8 +480,10 @@ def test_enable_says_when_no_launcher_setting_can_fix_it(tmp_path):
     """A generator the script seeds from the clock stays different under --enable: the
     report says no launcher setting reaches it and names the line to change, first."""
     script = tmp_path / "gen.py"
-    script.write_text("import time\nimport numpy as np\nrng = np.random.default_rng(int(time.time_ns()))\n"
-                      "print('value', rng.random())\n")
+    script.write_text(
+        "import time\nimport numpy as np\nrng = np.random.default_rng(int(time.time_ns()))\n"
+        "print('value', rng.random())\n"
+    )
     out = check("-q", "--enable", "--no-hashseed-check", str(script))
     assert out.returncode == 1, out.stdout + out.stderr
     causes = out.stdout.split("Possible causes:\n", 1)[1]
@@ -458,9 +504,11 @@ def test_writes_into_a_large_directory_and_a_hidden_folder_are_seen(tmp_path):
     for d in ("outputs", ".results"):
         (tmp_path / d).mkdir()
     (tmp_path / "outputs" / "result.txt").write_text("0\n")
-    (tmp_path / "write.py").write_text("import numpy as np\nx = np.random.rand(2)\n"
-                                       "open('outputs/result.txt', 'w').write(f'{x[0]}\\n')\n"
-                                       "np.save('.results/preds.npy', x)\ndel x\n")
+    (tmp_path / "write.py").write_text(
+        "import numpy as np\nx = np.random.rand(2)\n"
+        "open('outputs/result.txt', 'w').write(f'{x[0]}\\n')\n"
+        "np.save('.results/preds.npy', x)\ndel x\n"
+    )
     out = check("-q", "--no-hashseed-check", "write.py", cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "[file, run 2] outputs/result.txt: 1 of 1 lines differ" in out.stdout, out.stdout
@@ -502,11 +550,13 @@ def test_a_file_written_into_an_empty_starting_directory_is_seen(tmp_path):
     read as "not watched"), so a result written there by absolute path went unseen."""
     start = tmp_path / "start"
     start.mkdir()
-    (tmp_path / "report.py").write_text("import os, random, sys\n"
-                                        "open(sys.argv[1], 'w').write(f'{random.random()}\\n')\n")
+    (tmp_path / "report.py").write_text(
+        "import os, random, sys\nopen(sys.argv[1], 'w').write(f'{random.random()}\\n')\n"
+    )
     out = check("-q", "--no-hashseed-check", str(tmp_path / "report.py"), str(start / "result.txt"), cwd=start)
-    assert out.returncode == 1 and "[file, run 2] result.txt: 1 of 1 lines differ" in out.stdout, \
+    assert out.returncode == 1 and "[file, run 2] result.txt: 1 of 1 lines differ" in out.stdout, (
         out.stdout + out.stderr
+    )
 
 
 def test_timings_are_masked_and_listed_and_strict_compares_them(tmp_path):
@@ -520,8 +570,12 @@ def test_timings_are_masked_and_listed_and_strict_compares_them(tmp_path):
     head = out.stdout.splitlines()[0]
     assert head.startswith("REPRODUCIBLE") and "masked values not compared, listed below" in head, head
     assert "Ignored (masked before comparing; fwd9m check --strict compares them):" in out.stdout
-    for name in ("train_runtime (timing)", "train_samples_per_second (timing)", "it/s (progress bar) (timing)",
-                 "duration (timing)"):
+    for name in (
+        "train_runtime (timing)",
+        "train_samples_per_second (timing)",
+        "it/s (progress bar) (timing)",
+        "duration (timing)",
+    ):
         assert f"  - {name}: " in out.stdout, (name, out.stdout)
     assert "in stdout and metrics.json" in out.stdout and "train_loss (" not in out.stdout
     js = check("-q", "--no-hashseed-check", "--format", "json", str(script))
@@ -557,8 +611,14 @@ def test_a_reproducible_transformers_trainer_run_is_reproducible():
     data = json.loads(out.stdout)
     assert data["reproducible"] is True, out.stdout[-3000:] + out.stderr[-3000:]
     names = {e["name"]: e for e in data["ignored"]}
-    assert {"train_runtime", "train_samples_per_second", "train_steps_per_second", "eval_runtime",
-            "eval_samples_per_second", "eval_steps_per_second"} <= set(names), names
+    assert {
+        "train_runtime",
+        "train_samples_per_second",
+        "train_steps_per_second",
+        "eval_runtime",
+        "eval_samples_per_second",
+        "eval_steps_per_second",
+    } <= set(names), names
     assert not set(names) & {"loss", "grad_norm", "learning_rate", "epoch", "train_loss", "eval_loss", "total_flos"}
     assert any(e["source"].endswith("trainer_state.json") for e in data["ignored"])
 
@@ -571,7 +631,8 @@ def test_file_names_from_the_script_cannot_forge_report_lines(tmp_path):
         "import os\n"
         "for name in ('a\\nREPRODUCIBLE: 2 runs agree bit for bit.', 'b\\x1b]0;pwned\\x07\\x1b[2J.txt'):\n"
         "    with open(name, 'w') as f:\n"
-        "        f.write(os.urandom(8).hex())\n")
+        "        f.write(os.urandom(8).hex())\n"
+    )
     out = check("--no-hashseed-check", "--cwd", "empty", str(script), cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
     lines = out.stdout.splitlines()
@@ -585,10 +646,12 @@ def test_next_steps_point_only_at_lines_that_ran(tmp_path):
     blamed the clock seed (FWD104 on np.random.seed(seed)); the cause is the unseeded
     generator on the line that ran."""
     script = tmp_path / "t.py"
-    script.write_text("import sys\nimport time\n\nimport numpy as np\n\n"
-                      "seed = int(time.time()) if 'noseed' in sys.argv else 7\n"
-                      "np.random.seed(seed)\n"
-                      "print(np.random.rand(), np.random.default_rng().random())\n")
+    script.write_text(
+        "import sys\nimport time\n\nimport numpy as np\n\n"
+        "seed = int(time.time()) if 'noseed' in sys.argv else 7\n"
+        "np.random.seed(seed)\n"
+        "print(np.random.rand(), np.random.default_rng().random())\n"
+    )
     out = check("--no-hashseed-check", str(script), "--epochs", "1", cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
     steps = out.stdout.split("Next steps:")[1]
@@ -609,7 +672,8 @@ def test_pytree_globals_are_final_state(tmp_path):
         "key = jax.random.PRNGKey(int.from_bytes(os.urandom(2), 'little'))\n"
         "params = {'dense': {'w': jax.random.normal(key, (3, 2)), 'b': jnp.zeros(2)}, 'step': 3}\n"
         "results = {'preds': np.asarray(params['dense']['w']).sum(axis=0)}\n"
-        "print('done')\n")
+        "print('done')\n"
+    )
     out = check("-q", "--no-hashseed-check", "--format", "json", str(script))
     assert out.returncode == 1, out.stdout + out.stderr
     paths = {f["diff"]["path"] for f in json.loads(out.stdout)["findings"] if f["diff"]}
@@ -644,7 +708,8 @@ def test_writes_through_links_are_put_back(tmp_path):
         "open('model.pt', 'w').write(f'step {start + 1}\\n')\n"
         "open('outputs/result.txt', 'w').write('42\\n')\n"
         "os.makedirs('outputs/sub', exist_ok=True)\n"
-        "open('outputs/sub/new.txt', 'w').write('new\\n')\n")
+        "open('outputs/sub/new.txt', 'w').write('new\\n')\n"
+    )
     out = check("-q", "--no-hashseed-check", "train.py", cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "put back your files as they were" in out.stdout

@@ -15,15 +15,31 @@ from fwd9m.check import _resume, _resume_child
 from fwd9m.errors import ConfigurationError
 
 
-@pytest.mark.parametrize("spec, expected", [("5", ("step", 5)), ("epoch:2", ("epoch", 2)),
-                                            ("checkpoint", ("checkpoint", 1)), ("checkpoint:3", ("checkpoint", 3))])
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        ("5", ("step", 5)),
+        ("epoch:2", ("epoch", 2)),
+        ("checkpoint", ("checkpoint", 1)),
+        ("checkpoint:3", ("checkpoint", 3)),
+    ],
+)
 def test_interrupt_after_forms(spec, expected):
     how = _resume.Interruption.parse(spec)
     assert (how.at, how.n) == expected and how.signal == "TERM"
 
 
-@pytest.mark.parametrize("spec, sig, grace", [("0", "TERM", 1), ("epoch", "TERM", 1), ("step:x", "TERM", 1),
-                                              ("5", "HUP", 1), ("5", "KILL", 0), ("5", "TERM", float("nan"))])
+@pytest.mark.parametrize(
+    "spec, sig, grace",
+    [
+        ("0", "TERM", 1),
+        ("epoch", "TERM", 1),
+        ("step:x", "TERM", 1),
+        ("5", "HUP", 1),
+        ("5", "KILL", 0),
+        ("5", "TERM", float("nan")),
+    ],
+)
 def test_bad_interrupt_options_are_refused(spec, sig, grace):
     with pytest.raises(ConfigurationError):
         _resume.Interruption.parse(spec, sig, grace)
@@ -44,8 +60,9 @@ def test_digest_sees_every_bit_and_the_structure():
 
 
 def test_cli_refuses_options_that_do_not_go_with_resume():
-    proc = subprocess.run([sys.executable, "-m", "fwd9m", "check", "--resume", "--runs", "3", "x.py"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fwd9m", "check", "--resume", "--runs", "3", "x.py"], capture_output=True, text=True
+    )
     assert proc.returncode == 2 and "does not take --runs" in proc.stderr, proc.stderr
 
 
@@ -53,9 +70,17 @@ def test_interrupter_signals_then_kills_the_group_after_the_grace(tmp_path):
     """A real child that ignores SIGTERM: SIGTERM once it says it is at the boundary,
     SIGKILL to its group after the grace; ``signalled`` tells the child to go on."""
     (tmp_path / "interrupt.json").write_text(json.dumps({"step": 2}))
-    proc = subprocess.Popen([sys.executable, "-c", "import signal, time\n"
-                             "signal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\n"
-                             "time.sleep(60)"], stdout=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, time\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\n"
+            "time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         assert proc.stdout.readline() == b"ready\n"  # SIGTERM is ignored from here on
         control = _resume._Interrupter(tmp_path, _resume.Interruption.parse("2", "TERM", 0.2), lambda m: None)
@@ -74,9 +99,16 @@ def test_interrupter_signals_then_kills_the_group_after_the_grace(tmp_path):
 
 def test_report_and_json_name_the_lost_state_and_escape_control_characters():
     lost = [_resume._lost("rng:torch", "torch"), _resume._lost("generator:collate_fn.rng\x1b[2J", "torch")]
-    result = _resume.ResumeResult("train.py", [], [_resume.Finding("state", "run C", "w differs")],
-                                  {"state tensors": 1}, interruption="after step 4 with SIGTERM",
-                                  interrupted_at=4, resume_step=3, lost=lost)
+    result = _resume.ResumeResult(
+        "train.py",
+        [],
+        [_resume.Finding("state", "run C", "w differs")],
+        {"state tensors": 1},
+        interruption="after step 4 with SIGTERM",
+        interrupted_at=4,
+        resume_step=3,
+        lost=lost,
+    )
     text = result.report()
     assert text.startswith("RESUME NOT EXACT") and "resumed from step 3" in text.splitlines()[0]
     assert "Lost at the resume point (run A before step 4 vs run C just after loading" in text
@@ -96,8 +128,12 @@ def test_execute_calls_control_while_running_and_runs_again_in_an_existing_folde
     script = tmp_path / "s.py"
     script.write_text("import os, time\nprint(os.path.exists('mark'))\nopen('mark', 'w').close()\ntime.sleep(0.3)\n")
     calls = []
-    first = _Run(RunInfo("one", [sys.executable, str(script)]), tmp_path / "r1", tmp_path / "r1" / "cwd",
-                 tmp_path / "r1" / "stdout")
+    first = _Run(
+        RunInfo("one", [sys.executable, str(script)]),
+        tmp_path / "r1",
+        tmp_path / "r1" / "cwd",
+        tmp_path / "r1" / "stdout",
+    )
     (tmp_path / "r1").mkdir()
     _execute(first, tmp_path, "empty", {}, False, None, "1/2", lambda m: None, control=calls.append)
     assert first.info.returncode == 0 and calls and all(c.pid == calls[0].pid for c in calls)

@@ -42,8 +42,7 @@ def test_identical_nested_values_have_no_differences():
 
 def test_differing_leaf_reports_path_counts_magnitudes_and_first_index():
     a = {"model": {"w": np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)}}
-    b = {"model": {"w": np.array([[1.0, 2.0], [3.0, np.nextafter(np.float32(4), np.float32(5))]],
-                                 dtype=np.float32)}}
+    b = {"model": {"w": np.array([[1.0, 2.0], [3.0, np.nextafter(np.float32(4), np.float32(5))]], dtype=np.float32)}}
     d = one(compare(a, b))
     assert (d.path, d.dtype, d.shape, d.n_diff, d.size) == ("model.w", "float32", (2, 2), 1, 4)
     assert d.max_ulp == 1 and d.first_index == (1, 1)
@@ -71,13 +70,18 @@ def test_ulps_cross_zero_and_float64_extremes_are_exact():
     assert one(compare(np.array([0.0], np.float32), np.array([-0.0], np.float32))).max_ulp == 1
     d = one(compare(np.array([np.inf]), np.array([-np.inf])))
     assert d.max_ulp == 2 * 0x7FF0000000000000 + 1 and d.max_abs == float("inf")
-    assert one(compare(1.0, 1.0 + 2 ** -52)).max_ulp == 1
+    assert one(compare(1.0, 1.0 + 2**-52)).max_ulp == 1
 
 
 @settings(max_examples=60, deadline=None)
-@given(hnp.arrays(np.float32, hnp.array_shapes(max_dims=2, max_side=5),
-                  elements=st.floats(width=32, allow_nan=False, allow_infinity=False)),
-       st.integers(0, 1000))
+@given(
+    hnp.arrays(
+        np.float32,
+        hnp.array_shapes(max_dims=2, max_side=5),
+        elements=st.floats(width=32, allow_nan=False, allow_infinity=False),
+    ),
+    st.integers(0, 1000),
+)
 def test_ulp_distance_matches_nextafter_steps(arr, steps):
     """Moving one element ``steps`` representable floats up gives exactly ``steps`` ULPs
     (fewer steps when it reaches infinity, where nextafter stops)."""
@@ -112,7 +116,7 @@ def test_structure_differences():
 def test_complex_bool_and_int_arrays():
     assert one(compare(np.array([1 + 1j]), np.array([1 + 2j]))).n_diff == 1
     assert one(compare(np.array([True, False]), np.array([True, True]))).max_abs is None
-    d = one(compare(np.array([2 ** 62], np.int64), np.array([2 ** 62 + 3], np.int64)))
+    d = one(compare(np.array([2**62], np.int64), np.array([2**62 + 3], np.int64)))
     assert d.max_abs == pytest.approx(3.0, abs=1024) and d.max_ulp is None
 
 
@@ -125,9 +129,11 @@ def test_large_equal_arrays_take_the_fast_path():
 
 
 def test_plain_data_imports_no_framework():
-    code = ("import sys, numpy as np; from fwd9m.compare import compare; "
-            "compare({'a': np.ones(2), 'b': [1.0]}, {'a': np.ones(2), 'b': [2.0]}); "
-            "print(sorted(m for m in ('torch', 'tensorflow', 'jax', 'keras') if m in sys.modules))")
+    code = (
+        "import sys, numpy as np; from fwd9m.compare import compare; "
+        "compare({'a': np.ones(2), 'b': [1.0]}, {'a': np.ones(2), 'b': [2.0]}); "
+        "print(sorted(m for m in ('torch', 'tensorflow', 'jax', 'keras') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr
 
@@ -176,8 +182,9 @@ def test_tensorflow_keras_and_jax_values():
     d = one(compare(tf.Variable([1.0, 2.0]), tf.constant([1.0, 2.5])))
     assert d.first_index == (1,)
     jax = pytest.importorskip("jax")
-    diffs = compare({"key": jax.random.key(0), "x": jax.numpy.ones(2)},
-                    {"key": jax.random.key(1), "x": jax.numpy.ones(2)})
+    diffs = compare(
+        {"key": jax.random.key(0), "x": jax.numpy.ones(2)}, {"key": jax.random.key(1), "x": jax.numpy.ones(2)}
+    )
     assert one(diffs).path == "key" and one(diffs).dtype.startswith("key<")
 
 
@@ -221,10 +228,14 @@ def test_compare_text_progress_bars_redraw_like_a_terminal(tmp_path):
     """Keras's progress bar redraws a line with \\r a timing-dependent number of times,
     pads with backspaces and colours with ANSI escapes; only the finished line counts."""
     a, b = tmp_path / "a", tmp_path / "b"
-    a.write_text("\x1b[1m1/8\x1b[0m 104ms/step - loss: 6.24\x08\x08\x08\r\x1b[1m8/8\x1b[0m 9ms/step - loss: 5.59  \n",
-                 newline="")
-    b.write_text("\x1b[1m1/8\x1b[0m 12ms/step - loss: 6.24\x08\x08\r\x1b[1m4/8\x1b[0m 3ms/step - loss: 5.9\x08\r"
-                 "\x1b[1m8/8\x1b[0m 10ms/step - loss: 5.59 \n", newline="")
+    a.write_text(
+        "\x1b[1m1/8\x1b[0m 104ms/step - loss: 6.24\x08\x08\x08\r\x1b[1m8/8\x1b[0m 9ms/step - loss: 5.59  \n", newline=""
+    )
+    b.write_text(
+        "\x1b[1m1/8\x1b[0m 12ms/step - loss: 6.24\x08\x08\r\x1b[1m4/8\x1b[0m 3ms/step - loss: 5.9\x08\r"
+        "\x1b[1m8/8\x1b[0m 10ms/step - loss: 5.59 \n",
+        newline="",
+    )
     assert compare_text("stdout", a, b) is None
     b.write_text("\x1b[1m8/8\x1b[0m 10ms/step - loss: 5.58 \n", newline="")
     assert compare_text("stdout", a, b).max_abs == pytest.approx(0.01)
@@ -233,6 +244,7 @@ def test_compare_text_progress_bars_redraw_like_a_terminal(tmp_path):
 def test_saved_model_fingerprint_ignores_the_per_save_uuid(tmp_path):
     """fingerprint.pb: field 1 saved_model_checksum (varint), field 7 uuid (string),
     written here in protobuf wire format by hand."""
+
     def message(checksum: int, uuid: bytes) -> bytes:
         return bytes([0x08, checksum]) + bytes([0x3A, len(uuid)]) + uuid
 
@@ -255,8 +267,15 @@ def test_differing_keys_are_differences_not_a_renaming():
     assert diffs[0].summary() == "step_0: only in the first run (float), not in the other"
     assert diffs[1].summary() == "step_1: only in the other run (float), not in the first"
     # keys that look like Keras names are still the user's keys
-    assert len(compare({"net/dense/kernel": 1, "adam/dense_1_kernel_m": 2},
-                       {"net_1/dense_2/kernel": 1, "adam/dense_3_kernel_m": 2})) == 4
+    assert (
+        len(
+            compare(
+                {"net/dense/kernel": 1, "adam/dense_1_kernel_m": 2},
+                {"net_1/dense_2/kernel": 1, "adam/dense_3_kernel_m": 2},
+            )
+        )
+        == 4
+    )
 
 
 def test_only_names_a_framework_made_up_pair_up():
@@ -296,31 +315,34 @@ class _B:
 _P = collections.namedtuple("_P", "u v")
 
 
-@pytest.mark.parametrize("a, b, kinds", [
-    ([1.0, 2.0], [1.0, 2.0, 3.0], {"only_b"}),                     # list lengths
-    ({"x": 1}, {"x": 1.0}, {"type"}),                             # int vs float
-    ({"x": True}, {"x": 1}, {"type"}),                            # bool vs int
-    ({"x": np.zeros(2)}, {"x": None}, {"type"}),                  # array vs None
-    ({"x": _A(0.1)}, {"x": _B(0.1)}, {"type", "only_a", "only_b"}),  # dataclass class and fields
-    ({"x": np.zeros(2, np.float32)}, {"x": np.zeros(2, np.float64)}, {"dtype"}),
-    ({"x": np.zeros((2, 1))}, {"x": np.zeros((1, 2))}, {"shape"}),
-    ({"x": [], "y": 1}, {"y": 1}, {"only_a"}),                     # an empty container is a leaf
-    ({"x": {}}, {"y": {}}, {"only_a", "only_b"}),
-    ({"x": []}, {"x": {}}, {"type"}),
-    ({"x": []}, {"x": [0]}, {"only_a", "only_b"}),
-    ({1: 0}, {"1": 0}, {"only_a", "only_b"}),                     # int vs str key
-    ({"x": {1: 5}}, {"x": {"1": 5}}, {"only_a", "only_b"}),       # nested
-    ({1.0: 0}, {1: 0}, {"only_a", "only_b"}),                     # float vs int key
-    ({True: 0}, {1: 0}, {"only_a", "only_b"}),                    # bool vs int key
-    ({None: 0}, {"None": 0}, {"only_a", "only_b"}),
-    ({(1, 2): 0}, {"(1, 2)": 0}, {"only_a", "only_b"}),
-    ((1, 2), [1, 2], {"type"}),                                   # container type
-    ({"x": (1,)}, {"x": [1]}, {"type"}),
-    ({"x": [[1]]}, {"x": [(1,)]}, {"type"}),
-    ([0], {0: 0}, {"type"}),                                      # a list and an int-keyed dict
-    ((), [], {"type"}),                                           # empty, as the whole value
-    ({"x": _P(1, 2)}, {"x": (1, 2)}, {"type", "only_a", "only_b"}),  # named tuple fields vs indices
-])
+@pytest.mark.parametrize(
+    "a, b, kinds",
+    [
+        ([1.0, 2.0], [1.0, 2.0, 3.0], {"only_b"}),  # list lengths
+        ({"x": 1}, {"x": 1.0}, {"type"}),  # int vs float
+        ({"x": True}, {"x": 1}, {"type"}),  # bool vs int
+        ({"x": np.zeros(2)}, {"x": None}, {"type"}),  # array vs None
+        ({"x": _A(0.1)}, {"x": _B(0.1)}, {"type", "only_a", "only_b"}),  # dataclass class and fields
+        ({"x": np.zeros(2, np.float32)}, {"x": np.zeros(2, np.float64)}, {"dtype"}),
+        ({"x": np.zeros((2, 1))}, {"x": np.zeros((1, 2))}, {"shape"}),
+        ({"x": [], "y": 1}, {"y": 1}, {"only_a"}),  # an empty container is a leaf
+        ({"x": {}}, {"y": {}}, {"only_a", "only_b"}),
+        ({"x": []}, {"x": {}}, {"type"}),
+        ({"x": []}, {"x": [0]}, {"only_a", "only_b"}),
+        ({1: 0}, {"1": 0}, {"only_a", "only_b"}),  # int vs str key
+        ({"x": {1: 5}}, {"x": {"1": 5}}, {"only_a", "only_b"}),  # nested
+        ({1.0: 0}, {1: 0}, {"only_a", "only_b"}),  # float vs int key
+        ({True: 0}, {1: 0}, {"only_a", "only_b"}),  # bool vs int key
+        ({None: 0}, {"None": 0}, {"only_a", "only_b"}),
+        ({(1, 2): 0}, {"(1, 2)": 0}, {"only_a", "only_b"}),
+        ((1, 2), [1, 2], {"type"}),  # container type
+        ({"x": (1,)}, {"x": [1]}, {"type"}),
+        ({"x": [[1]]}, {"x": [(1,)]}, {"type"}),
+        ([0], {0: 0}, {"type"}),  # a list and an int-keyed dict
+        ((), [], {"type"}),  # empty, as the whole value
+        ({"x": _P(1, 2)}, {"x": (1, 2)}, {"type", "only_a", "only_b"}),  # named tuple fields vs indices
+    ],
+)
 def test_structural_differences_are_never_the_same_leaf(a, b, kinds):
     diffs = compare(a, b)
     assert diffs and {d.kind for d in diffs} == kinds, [d.summary() for d in diffs]
@@ -331,8 +353,13 @@ def test_structural_differences_are_never_the_same_leaf(a, b, kinds):
 def test_key_and_container_notation():
     """String keys keep their dotted paths; any other key is its repr in brackets, and a
     container of another kind at one path is one "type" difference, listed first."""
-    assert list(flatten({"a": {"b": 1, 2: 3, (4, "5"): 6, None: 7}, "c": [8]})) == \
-        ["a.b", "a[2]", "a[(4, '5')]", "a[None]", "c[0]"]
+    assert list(flatten({"a": {"b": 1, 2: 3, (4, "5"): 6, None: 7}, "c": [8]})) == [
+        "a.b",
+        "a[2]",
+        "a[(4, '5')]",
+        "a[None]",
+        "c[0]",
+    ]
     assert flatten({"a": (1, [2]), "b": {}}).containers == {"<value>": "dict", "a": "tuple", "a[1]": "list"}
     assert flatten(collections.OrderedDict(x=1)).containers == {"<value>": "dict"}  # any mapping is a dict
     assert compare(collections.OrderedDict(x=1), collections.defaultdict(int, x=1)) == []
@@ -354,13 +381,28 @@ def test_a_leaf_whose_equality_raises_is_an_error_not_a_value_difference():
 
 
 _KEYS = st.sampled_from(["x", "x_1", "x_2", "y"])
-_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(0, 2), st.sampled_from([0.0, -0.0, 1.0, float("nan")]),
-                    st.sampled_from(["s", ""]),
-                    hnp.arrays(st.sampled_from([np.float32, np.float64, np.int32]),
-                               hnp.array_shapes(min_dims=0, max_dims=2, max_side=2), elements=st.integers(0, 1)))
+_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(0, 2),
+    st.sampled_from([0.0, -0.0, 1.0, float("nan")]),
+    st.sampled_from(["s", ""]),
+    hnp.arrays(
+        st.sampled_from([np.float32, np.float64, np.int32]),
+        hnp.array_shapes(min_dims=0, max_dims=2, max_side=2),
+        elements=st.integers(0, 1),
+    ),
+)
 _ANY_KEYS = _KEYS | st.sampled_from([0, 1, "0", "1", 1.0, True, None, "None", (1,), "(1,)"])
-_VALUES = st.recursive(_LEAVES, lambda inner: st.lists(inner, max_size=3) | st.lists(inner, max_size=3).map(tuple)
-                       | st.dictionaries(_ANY_KEYS, inner, max_size=3), max_leaves=6)
+_VALUES = st.recursive(
+    _LEAVES,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(_ANY_KEYS, inner, max_size=3)
+    ),
+    max_leaves=6,
+)
 
 
 def _same(a, b) -> bool:

@@ -56,28 +56,35 @@ def test_a_line_longer_than_the_limit_keeps_bounded_memory_and_compares_its_tail
     assert len(lines) == 1 and len(lines[0]) < 1100 and "+4001 characters, sha256 x" in lines[0]
 
 
-@pytest.mark.parametrize("a, b", [
-    ("took 3.8e-06s", "took 1.25e-05s"),
-    ("elapsed 0:00:00.010084 total", "elapsed 0:00:01.200000 total"),
-    ("done in 1 day, 0:00:01", "done in 2 days, 3:04:05"),
-    ("trained for 0.53 minutes", "trained for 1.2 minutes"),
-    ("epoch took 3m45s", "epoch took 4m2s"),
-    ("wall 00:01:02", "wall 00:02:13"),
-    ("total 1h 2m", "total 2h 15m"),
-    ("5/5 - 1s 12ms/step - loss: 0.5", "5/5 - 2s 30ms/step - loss: 0.5"),
-    ("step 10 (1.42s/it)", "step 10 (0.97s/it)"),
-    ("100%|##| 8/8 [00:10<00:00,  1.42s/it]", "100%|##| 8/8 [00:12<00:00,  1.61s/it]"),
-    ("100%|##| 8/8 [00:00<00:00,  5.31img/s, loss=0.5]", "100%|##| 8/8 [00:00<00:00, 12.50img/s, loss=0.5]"),
-    ("Epoch 0/0 ━━━━ 4/4 0:00:00 • 0:00:00 30.67it/s v_num: 0 train_loss: 0.693",
-     "Epoch 0/0 ━━━━ 4/4 0:00:01 • -:--:-- 12.1it/s v_num: 0 train_loss: 0.693"),
-    ("Map: 100%|██| 100/100 [00:00<00:00, 12345.67 examples/s]",
-     "Map: 100%|██| 100/100 [00:01<00:00, 99.1 examples/s]"),
-    ("2026-12-01 07:45:28,123 INFO step 3", "2026-12-01 07:45:29,987 INFO step 3"),
-    ("logging to runs/Dec01_07-45-28_host", "logging to runs/Dec01_07-46-02_host"),
-    ("at Tue Dec  1 07:45:28 2026", "at Tue Dec  1 07:46:01 2026"),
-    ("<object object at 0x7f1234567890>", "<object object at 0x7f12345aaaa0>"),
-    ("Layer(id=0x7fab12)", "Layer(id=0x7fcd34)"),
-])
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ("took 3.8e-06s", "took 1.25e-05s"),
+        ("elapsed 0:00:00.010084 total", "elapsed 0:00:01.200000 total"),
+        ("done in 1 day, 0:00:01", "done in 2 days, 3:04:05"),
+        ("trained for 0.53 minutes", "trained for 1.2 minutes"),
+        ("epoch took 3m45s", "epoch took 4m2s"),
+        ("wall 00:01:02", "wall 00:02:13"),
+        ("total 1h 2m", "total 2h 15m"),
+        ("5/5 - 1s 12ms/step - loss: 0.5", "5/5 - 2s 30ms/step - loss: 0.5"),
+        ("step 10 (1.42s/it)", "step 10 (0.97s/it)"),
+        ("100%|##| 8/8 [00:10<00:00,  1.42s/it]", "100%|##| 8/8 [00:12<00:00,  1.61s/it]"),
+        ("100%|##| 8/8 [00:00<00:00,  5.31img/s, loss=0.5]", "100%|##| 8/8 [00:00<00:00, 12.50img/s, loss=0.5]"),
+        (
+            "Epoch 0/0 ━━━━ 4/4 0:00:00 • 0:00:00 30.67it/s v_num: 0 train_loss: 0.693",
+            "Epoch 0/0 ━━━━ 4/4 0:00:01 • -:--:-- 12.1it/s v_num: 0 train_loss: 0.693",
+        ),
+        (
+            "Map: 100%|██| 100/100 [00:00<00:00, 12345.67 examples/s]",
+            "Map: 100%|██| 100/100 [00:01<00:00, 99.1 examples/s]",
+        ),
+        ("2026-12-01 07:45:28,123 INFO step 3", "2026-12-01 07:45:29,987 INFO step 3"),
+        ("logging to runs/Dec01_07-45-28_host", "logging to runs/Dec01_07-46-02_host"),
+        ("at Tue Dec  1 07:45:28 2026", "at Tue Dec  1 07:46:01 2026"),
+        ("<object object at 0x7f1234567890>", "<object object at 0x7f12345aaaa0>"),
+        ("Layer(id=0x7fab12)", "Layer(id=0x7fcd34)"),
+    ],
+)
 def test_durations_rates_timestamps_and_addresses_are_masked_and_listed(tmp_path, a, b):
     ignored = IgnoredValues()
     assert compare_text("stdout", *_text_pair(tmp_path, a + "\n", b + "\n"), ignored=ignored) is None, (a, b)
@@ -86,16 +93,19 @@ def test_durations_rates_timestamps_and_addresses_are_masked_and_listed(tmp_path
     assert compare_text("stdout", *_text_pair(tmp_path, a + "\n", b + "\n"), strict=True) is not None
 
 
-@pytest.mark.parametrize("a, b", [
-    (str(2**62), str(2**62 + 1)),  # digits past 2**53: a checksum
-    ("sum 1234567890123456789012345", "sum 1234567890123456789012346"),
-    ("x 0.1", "x 0.1000000000000000055"),  # the same float64, different exact values
-    ("loss 0.0", "loss -0.0"),
-    ("loss -nan", "loss nan"),
-    ("weights crc32: 0x1a2b3c00", "weights crc32: 0x1a2b3c02"),
-    ("digest 0xdeadbeefcafe", "digest 0xdeadbeefcaff"),
-    ("ok 1", "ok 0x1"),
-])
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        (str(2**62), str(2**62 + 1)),  # digits past 2**53: a checksum
+        ("sum 1234567890123456789012345", "sum 1234567890123456789012346"),
+        ("x 0.1", "x 0.1000000000000000055"),  # the same float64, different exact values
+        ("loss 0.0", "loss -0.0"),
+        ("loss -nan", "loss nan"),
+        ("weights crc32: 0x1a2b3c00", "weights crc32: 0x1a2b3c02"),
+        ("digest 0xdeadbeefcafe", "digest 0xdeadbeefcaff"),
+        ("ok 1", "ok 0x1"),
+    ],
+)
 def test_numbers_are_compared_by_exact_value_and_sign(tmp_path, a, b):
     """Regression: print(2**62 + k) for k=0, 1 agreed (compared as floats), and any 0x
     with 6+ hex digits was masked as an address (a crc32 printed in hex agreed)."""
@@ -114,37 +124,80 @@ def test_equal_values_printed_differently_agree(tmp_path):
 def test_timing_values_by_name_in_dict_reprs_key_value_and_json(tmp_path):
     """Regression: transformers' Trainer prints its timings as quoted strings, so a
     reproducible Trainer run was NOT REPRODUCIBLE. Results in the same dict are compared."""
-    a = ("{'train_runtime': '0.1976', 'train_samples_per_second': '647.9', 'train_steps_per_second': '80.99', "
-         "'train_loss': '0.6943', 'epoch': '2'}\n"
-         "step=3 elapsed=1.5 data_time: 0.01 time=4.5 num_timesteps=1000 time_step=3\n"
-         '{"step": 3, "wall_time": 1733040000.123, "timestamp": 1733040000, "created_at": "2026-12-01", "loss": 0.5}\n')
-    b = ("{'train_runtime': '0.2011', 'train_samples_per_second': '636.6', 'train_steps_per_second': '79.56', "
-         "'train_loss': '0.6943', 'epoch': '2'}\n"
-         "step=3 elapsed=2.5 data_time: 0.02 time=5 num_timesteps=1000 time_step=3\n"
-         '{"step": 3, "wall_time": 1733040099.9, "timestamp": 1733040100, "created_at": "2026-12-02", "loss": 0.5}\n')
+    a = (
+        "{'train_runtime': '0.1976', 'train_samples_per_second': '647.9', 'train_steps_per_second': '80.99', "
+        "'train_loss': '0.6943', 'epoch': '2'}\n"
+        "step=3 elapsed=1.5 data_time: 0.01 time=4.5 num_timesteps=1000 time_step=3\n"
+        '{"step": 3, "wall_time": 1733040000.123, "timestamp": 1733040000, "created_at": "2026-12-01", "loss": 0.5}\n'
+    )
+    b = (
+        "{'train_runtime': '0.2011', 'train_samples_per_second': '636.6', 'train_steps_per_second': '79.56', "
+        "'train_loss': '0.6943', 'epoch': '2'}\n"
+        "step=3 elapsed=2.5 data_time: 0.02 time=5 num_timesteps=1000 time_step=3\n"
+        '{"step": 3, "wall_time": 1733040099.9, "timestamp": 1733040100, "created_at": "2026-12-02", "loss": 0.5}\n'
+    )
     ignored = IgnoredValues()
     assert compare_text("stdout", *_text_pair(tmp_path, a, b), ignored=ignored) is None
     names = {e["name"] for e in ignored.to_list()}
-    assert {"train_runtime", "train_samples_per_second", "train_steps_per_second", "elapsed", "data_time", "time",
-            "wall_time", "timestamp", "created_at"} <= names
+    assert {
+        "train_runtime",
+        "train_samples_per_second",
+        "train_steps_per_second",
+        "elapsed",
+        "data_time",
+        "time",
+        "wall_time",
+        "timestamp",
+        "created_at",
+    } <= names
     assert not names & {"train_loss", "epoch", "step", "num_timesteps", "time_step", "loss"}
     where = {e["name"]: e["where"] for e in ignored.to_list()}
     assert where["train_runtime"] == "stdout line 1" and where["elapsed"] == "stdout line 2"
-    for old, new in [("'train_loss': '0.6943'", "'train_loss': '0.6944'"), ("'epoch': '2'", "'epoch': '3'"),
-                     ("num_timesteps=1000", "num_timesteps=1001"), ("time_step=3", "time_step=4"),
-                     ('"loss": 0.5', '"loss": 0.25'), ("step=3 ", "step=4 ")]:
+    for old, new in [
+        ("'train_loss': '0.6943'", "'train_loss': '0.6944'"),
+        ("'epoch': '2'", "'epoch': '3'"),
+        ("num_timesteps=1000", "num_timesteps=1001"),
+        ("time_step=3", "time_step=4"),
+        ('"loss": 0.5', '"loss": 0.25'),
+        ("step=3 ", "step=4 "),
+    ]:
         assert old in b
         assert compare_text("stdout", *_text_pair(tmp_path, a, b.replace(old, new))) is not None, new
 
 
-@pytest.mark.parametrize("key, timing", [
-    ("train_runtime", True), ("eval_samples_per_second", True), ("train_steps_per_second", True), ("time", True),
-    ("elapsed", True), ("duration", True), ("timestamp", True), ("date", True), ("wall_time", True),
-    ("created", True), ("created_at", True), ("epoch_time", True), ("time_ms", True), ("stepTime", True),
-    ("it/s", True), ("ETA", True), ("train_loss", False), ("epoch", False), ("step", False),
-    ("learning_rate", False), ("grad_norm", False), ("timesteps", False), ("num_timesteps", False),
-    ("time_step", False), ("total_flos", False), ("eval_steps", False), ("update", False), ("runtimes_count", False),
-])
+@pytest.mark.parametrize(
+    "key, timing",
+    [
+        ("train_runtime", True),
+        ("eval_samples_per_second", True),
+        ("train_steps_per_second", True),
+        ("time", True),
+        ("elapsed", True),
+        ("duration", True),
+        ("timestamp", True),
+        ("date", True),
+        ("wall_time", True),
+        ("created", True),
+        ("created_at", True),
+        ("epoch_time", True),
+        ("time_ms", True),
+        ("stepTime", True),
+        ("it/s", True),
+        ("ETA", True),
+        ("train_loss", False),
+        ("epoch", False),
+        ("step", False),
+        ("learning_rate", False),
+        ("grad_norm", False),
+        ("timesteps", False),
+        ("num_timesteps", False),
+        ("time_step", False),
+        ("total_flos", False),
+        ("eval_steps", False),
+        ("update", False),
+        ("runtimes_count", False),
+    ],
+)
 def test_timing_names_are_precise(key, timing):
     from fwd9m.compare._text import _tokens, timing_name
 
@@ -168,8 +221,9 @@ def test_csv_timing_columns_are_masked_by_header(tmp_path):
 
 # --- property test: the verdict is "same" exactly when the meaningful values agree ---
 
-_ints = st.one_of(st.integers(-1000, 1000), st.integers(-2**70, 2**70),
-                  st.integers(2**62 - 4, 2**62 + 4))  # a checksum past 2**53
+_ints = st.one_of(
+    st.integers(-1000, 1000), st.integers(-(2**70), 2**70), st.integers(2**62 - 4, 2**62 + 4)
+)  # a checksum past 2**53
 _floats = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, -0.0, 0.1, 1e-300]))
 
 
@@ -206,13 +260,19 @@ def _meaningful(draw):
 
 
 _FORMS = [
-    lambda x, s, t: f"took {x:.3g}s", lambda x, s, t: f"took {x:g} seconds",
-    lambda x, s, t: f"elapsed {datetime.timedelta(seconds=x)}", lambda x, s, t: t.isoformat(sep=" "),
-    lambda x, s, t: f"{t.isoformat()}Z", lambda x, s, t: f"{x:.2f}it/s", lambda x, s, t: f"{x:.1f} samples/s",
-    lambda x, s, t: f"<object object at {0x7f0000000000 + s * 16:#x}>",
-    lambda x, s, t: f"'train_runtime': '{x:.4g}'", lambda x, s, t: f"step_time={x:.3f}",
+    lambda x, s, t: f"took {x:.3g}s",
+    lambda x, s, t: f"took {x:g} seconds",
+    lambda x, s, t: f"elapsed {datetime.timedelta(seconds=x)}",
+    lambda x, s, t: t.isoformat(sep=" "),
+    lambda x, s, t: f"{t.isoformat()}Z",
+    lambda x, s, t: f"{x:.2f}it/s",
+    lambda x, s, t: f"{x:.1f} samples/s",
+    lambda x, s, t: f"<object object at {0x7F0000000000 + s * 16:#x}>",
+    lambda x, s, t: f"'train_runtime': '{x:.4g}'",
+    lambda x, s, t: f"step_time={x:.3f}",
     lambda x, s, t: f"[{s // 60 % 60:02d}:{s % 60:02d}<00:00, {x:.2f}it/s]",
-    lambda x, s, t: f"{int(x) // 60}m{int(x) % 60}s", lambda x, s, t: f"{t:%H:%M:%S}",
+    lambda x, s, t: f"{int(x) // 60}m{int(x) % 60}s",
+    lambda x, s, t: f"{t:%H:%M:%S}",
 ]
 
 

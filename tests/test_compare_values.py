@@ -26,6 +26,7 @@ def _nan_with_payload(payload: int) -> float:
 
 # ----------------------------------------------------------------- dtypes by their bits
 
+
 def test_datetime_with_nat_structured_with_nan_and_object_arrays_agree_with_themselves():
     ts = np.array(["2024-01-01", "NaT"], dtype="datetime64[D]")
     td = np.array([1, "NaT"], dtype="timedelta64[s]")
@@ -63,9 +64,12 @@ def test_nan_payloads_and_signed_zero_by_their_bits_in_arrays_scalars_and_floats
 
 
 def test_npy_files_of_such_dtypes_agree_bit_for_bit(tmp_path):
-    arrays = {"ts": np.array(["2024-01-01", "NaT"], dtype="datetime64[D]"),
-              "rec": np.array([(np.nan, 0)], dtype=[("x", "f8"), ("y", "i4")]),
-              "s": np.array([b"a", b""], dtype="S3"), "u": np.array(["é", ""])}
+    arrays = {
+        "ts": np.array(["2024-01-01", "NaT"], dtype="datetime64[D]"),
+        "rec": np.array([(np.nan, 0)], dtype=[("x", "f8"), ("y", "i4")]),
+        "s": np.array([b"a", b""], dtype="S3"),
+        "u": np.array(["é", ""]),
+    }
     for side in "ab":
         (tmp_path / side).mkdir()
         for name, arr in arrays.items():
@@ -77,36 +81,48 @@ def test_npy_files_of_such_dtypes_agree_bit_for_bit(tmp_path):
 
 def test_check_fn_with_nat_and_nan_records_is_reproducible():
     def fn():
-        return {"ts": np.array(["2024-01-01", "NaT"], dtype="datetime64[D]"),
-                "rec": np.array([(np.nan, 0)], dtype=[("x", "f8"), ("y", "i4")]),
-                "obj": np.array([None, float("nan")], dtype=object)}
+        return {
+            "ts": np.array(["2024-01-01", "NaT"], dtype="datetime64[D]"),
+            "rec": np.array([(np.nan, 0)], dtype=[("x", "f8"), ("y", "i4")]),
+            "obj": np.array([None, float("nan")], dtype=object),
+        }
 
     assert fwd9m.check(fn)
 
 
 def test_check_script_with_nat_file_and_global_is_reproducible(tmp_path):
     script = tmp_path / "ts.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import numpy as np
         ts = np.array(["2024-01-01", "NaT"], dtype="datetime64[D]")
         rec = np.array([(np.nan, 0)], dtype=[("x", "f8"), ("y", "i4")])
         np.save("ts.npy", ts)
         np.save("rec.npy", rec)
-    """))
-    out = subprocess.run([sys.executable, "-m", "fwd9m", "check", str(script)], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=300)
+    """)
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "fwd9m", "check", str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
 # ----------------------------------------------------------------- the per-run folder
 
+
 def test_the_run_folder_is_replaced_in_paths_strings_bytes_and_string_arrays():
     from fwd9m.compare import Tensor, replace_in_leaves
 
     def flat(root):
-        return {f"best_k.{root}/a.ckpt": 1.0, "dirpath": f"{root}/checkpoints", "raw": f"{root}/x".encode(),
-                "hp": [f"{root}/y", {"k": f"{root}/z"}], "names": Tensor(np.array([f"{root}/n", "m"]), "str"),
-                "big": Tensor(np.array([f"{root}/n"], ">U40"), "str"), "b": Tensor(np.array([f"{root}".encode()]), "b")}
+        return {
+            f"best_k.{root}/a.ckpt": 1.0,
+            "dirpath": f"{root}/checkpoints",
+            "raw": f"{root}/x".encode(),
+            "hp": [f"{root}/y", {"k": f"{root}/z"}],
+            "names": Tensor(np.array([f"{root}/n", "m"]), "str"),
+            "big": Tensor(np.array([f"{root}/n"], ">U40"), "str"),
+            "b": Tensor(np.array([f"{root}".encode()]), "b"),
+        }
 
     fa = replace_in_leaves(flat("/tmp/c/run1/cwd"), (("/tmp/c/run1/cwd", "<cwd>"),))
     fb = replace_in_leaves(flat("/tmp/c/run2/cwd"), (("/tmp/c/run2/cwd", "<cwd>"),))
@@ -122,7 +138,8 @@ def test_lightning_default_checkpoint_logger_and_timer_are_reproducible(tmp_path
     run folder is masked, the Timer's elapsed times are listed as not compared."""
     pytest.importorskip("pytorch_lightning")
     script = tmp_path / "train.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import os
         import pytorch_lightning as pl
         import torch
@@ -153,15 +170,18 @@ def test_lightning_default_checkpoint_logger_and_timer_are_reproducible(tmp_path
                              enable_progress_bar=False)
         trainer.fit(Tiny(), DataLoader(data, batch_size=8))
         best = trainer.checkpoint_callback.best_model_path  # the run folder in the final state
-    """))
-    out = subprocess.run([sys.executable, "-m", "fwd9m", "check", str(script)], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=900)
+    """)
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "fwd9m", "check", str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=900
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "3 files" in out.stdout  # the checkpoint, hparams.yaml and the event file
     assert "callbacks.Timer.time_elapsed" in out.stdout and "wall_time" in out.stdout
 
 
 # ----------------------------------------------------------------- archives and HDF5
+
 
 def _lookup_model(words):
     keras = pytest.importorskip("keras")
@@ -218,6 +238,7 @@ def test_hdf5_attributes_of_the_file_groups_and_datasets_are_compared(tmp_path):
 
 # ----------------------------------------------------------------- TensorBoard event files
 
+
 def _events(folder, values):
     from torch.utils.tensorboard import SummaryWriter
 
@@ -249,8 +270,8 @@ def test_event_files_compare_tags_steps_and_values_not_wall_times(tmp_path):
     raw = a.read_bytes()
     scalars, i = {}, 0
     while i < len(raw):
-        (n,) = np.frombuffer(raw[i:i + 8], "<u8")
-        event = event_pb2.Event.FromString(raw[i + 12:i + 12 + int(n)])
+        (n,) = np.frombuffer(raw[i : i + 8], "<u8")
+        event = event_pb2.Event.FromString(raw[i + 12 : i + 12 + int(n)])
         i += 16 + int(n)
         for v in event.summary.value:
             if v.WhichOneof("value") == "simple_value":
@@ -261,17 +282,32 @@ def test_event_files_compare_tags_steps_and_values_not_wall_times(tmp_path):
 def test_event_files_pair_by_folder_and_order():
     from fwd9m.compare import pair_names
 
-    names = ["logs/events.out.tfevents.1700000009.host.7.0", "logs/events.out.tfevents.1700000001.host.7.1",
-             "logs/val/events.out.tfevents.1700000005.h.9.0", "hparams.yaml"]
-    assert pair_names(names) == {names[1]: "logs/events.out.tfevents#1", names[0]: "logs/events.out.tfevents#2",
-                                 names[2]: "logs/val/events.out.tfevents#1", "hparams.yaml": "hparams.yaml"}
+    names = [
+        "logs/events.out.tfevents.1700000009.host.7.0",
+        "logs/events.out.tfevents.1700000001.host.7.1",
+        "logs/val/events.out.tfevents.1700000005.h.9.0",
+        "hparams.yaml",
+    ]
+    assert pair_names(names) == {
+        names[1]: "logs/events.out.tfevents#1",
+        names[0]: "logs/events.out.tfevents#2",
+        names[2]: "logs/val/events.out.tfevents#1",
+        "hparams.yaml": "hparams.yaml",
+    }
     # folders torch's SummaryWriter names by the clock: SummaryWriter() and add_hparams()
-    run1 = ["runs/Dec01_08-22-33_vm/events.out.tfevents.1.vm.7.0",
-            "runs/Dec01_08-22-33_vm/1796112645.123/events.out.tfevents.2.vm.7.1"]
-    run2 = ["runs/Dec01_08-22-41_vm/events.out.tfevents.9.vm.8.0",
-            "runs/Dec01_08-22-41_vm/1796112653.9/events.out.tfevents.10.vm.8.1"]
-    assert list(pair_names(run1).values()) == list(pair_names(run2).values()) == [
-        "runs/<time>/events.out.tfevents#1", "runs/<time>/<time>/events.out.tfevents#1"]
+    run1 = [
+        "runs/Dec01_08-22-33_vm/events.out.tfevents.1.vm.7.0",
+        "runs/Dec01_08-22-33_vm/1796112645.123/events.out.tfevents.2.vm.7.1",
+    ]
+    run2 = [
+        "runs/Dec01_08-22-41_vm/events.out.tfevents.9.vm.8.0",
+        "runs/Dec01_08-22-41_vm/1796112653.9/events.out.tfevents.10.vm.8.1",
+    ]
+    assert (
+        list(pair_names(run1).values())
+        == list(pair_names(run2).values())
+        == ["runs/<time>/events.out.tfevents#1", "runs/<time>/<time>/events.out.tfevents#1"]
+    )
 
 
 # ----------------------------------------------------------------- readers under bad input
@@ -322,8 +358,16 @@ def valid_files(tmp_path_factory):
     return out
 
 
-_NAMES = ["a.npy", "a.npz", "a.safetensors", "a.h5", "a.pt", "events.out.tfevents.1.host.1.0", "a.keras",
-          "fingerprint.pb"]
+_NAMES = [
+    "a.npy",
+    "a.npz",
+    "a.safetensors",
+    "a.h5",
+    "a.pt",
+    "events.out.tfevents.1.host.1.0",
+    "a.keras",
+    "fingerprint.pb",
+]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -331,7 +375,7 @@ _NAMES = ["a.npy", "a.npz", "a.safetensors", "a.h5", "a.pt", "events.out.tfevent
 def test_damaged_files_fail_only_with_a_format_error(valid_files, tmp_path, name, how, data):
     raw = bytearray(valid_files[name])
     if how == "truncate":
-        raw = raw[:data.draw(st.integers(0, len(raw) - 1))]
+        raw = raw[: data.draw(st.integers(0, len(raw) - 1))]
     elif how == "flip":
         for i in data.draw(st.lists(st.integers(0, len(raw) - 1), min_size=1, max_size=8)):
             raw[i] ^= data.draw(st.integers(1, 255))
@@ -360,7 +404,7 @@ def test_headers_claiming_more_than_the_file_holds_are_rejected_before_allocatin
     import zipfile
 
     h5py = pytest.importorskip("h5py")
-    huge = _npy_header((2 ** 40,)) + b"\0" * 64
+    huge = _npy_header((2**40,)) + b"\0" * 64
     (tmp_path / "h.npy").write_bytes(huge)
     with pytest.raises(FileFormatError, match="claims shape"):
         read_structured(tmp_path / "h.npy")
@@ -368,12 +412,12 @@ def test_headers_claiming_more_than_the_file_holds_are_rejected_before_allocatin
         z.writestr("w.npy", huge)
     with pytest.raises(FileFormatError, match="claims shape"):
         read_structured(tmp_path / "h.npz")
-    header = json.dumps({"w": {"dtype": "F64", "shape": [2 ** 40], "data_offsets": [0, 2 ** 43]}}).encode()
+    header = json.dumps({"w": {"dtype": "F64", "shape": [2**40], "data_offsets": [0, 2**43]}}).encode()
     (tmp_path / "h.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 8)
     with pytest.raises(FileFormatError, match="do not fit"):
         read_structured(tmp_path / "h.safetensors")
     with h5py.File(tmp_path / "h.h5", "w") as f:  # chunks never written take no space
-        f.create_dataset("x", shape=(2 ** 40,), dtype="f8", chunks=(1024,))
+        f.create_dataset("x", shape=(2**40,), dtype="f8", chunks=(1024,))
     with pytest.raises(FileFormatError, match="claims"):
         read_structured(tmp_path / "h.h5")
     # a zip member whose central directory entry claims 4 GiB
@@ -382,14 +426,14 @@ def test_headers_claiming_more_than_the_file_holds_are_rejected_before_allocatin
         z.writestr("notes.txt", b"x")
     raw = bytearray(buf.getvalue())
     cd = raw.index(b"PK\x01\x02")
-    raw[cd + 24:cd + 28] = struct.pack("<I", 0xFFFFFFF0)
+    raw[cd + 24 : cd + 28] = struct.pack("<I", 0xFFFFFFF0)
     (tmp_path / "h.keras").write_bytes(bytes(raw))
     with pytest.raises(FileFormatError, match="claim"):
         read_structured(tmp_path / "h.keras")
     # an event record whose (correctly checksummed) length is 2**40
     from fwd9m.compare._files import _masked_crc
 
-    length = struct.pack("<Q", 2 ** 40)
+    length = struct.pack("<Q", 2**40)
     (tmp_path / "events.out.tfevents.1.h.1").write_bytes(length + struct.pack("<I", _masked_crc(length)) + b"\0" * 9)
     with pytest.raises(FileFormatError, match="record of"):
         read_structured(tmp_path / "events.out.tfevents.1.h.1")
@@ -409,7 +453,7 @@ def test_pickles_in_files_are_never_run(tmp_path):
     payload = pickle.dumps(Evil())
     np.save(tmp_path / "o.npy", np.array([None, 1], dtype=object), allow_pickle=True)
     raw = (tmp_path / "o.npy").read_bytes()
-    (tmp_path / "o.npy").write_bytes(raw[:raw.index(b"\n") + 1] + payload)
+    (tmp_path / "o.npy").write_bytes(raw[: raw.index(b"\n") + 1] + payload)
     with zipfile.ZipFile(tmp_path / "o.npz", "w") as z:
         z.writestr("o.npy", (tmp_path / "o.npy").read_bytes())
     with zipfile.ZipFile(tmp_path / "o.pt", "w") as z:
@@ -424,9 +468,31 @@ def test_pickles_in_files_are_never_run(tmp_path):
 
 # ----------------------------------------------------------------- the verdict is the bits
 
-_DTYPES = ["?", "i1", "i2", "<i4", ">i8", "u1", "u2", "u4", "u8", "<f2", "f4", ">f8", "c8", "c16",
-           "M8[D]", "M8[ns]", "m8[s]", "m8[us]", "S5", "V3", "U2",
-           [("x", "<f8"), ("y", "i1")], [("t", "M8[s]"), ("v", "<f4", (2,)), ("s", "S2")]]
+_DTYPES = [
+    "?",
+    "i1",
+    "i2",
+    "<i4",
+    ">i8",
+    "u1",
+    "u2",
+    "u4",
+    "u8",
+    "<f2",
+    "f4",
+    ">f8",
+    "c8",
+    "c16",
+    "M8[D]",
+    "M8[ns]",
+    "m8[s]",
+    "m8[us]",
+    "S5",
+    "V3",
+    "U2",
+    [("x", "<f8"), ("y", "i1")],
+    [("t", "M8[s]"), ("v", "<f4", (2,)), ("s", "S2")],
+]
 
 
 @st.composite
@@ -457,9 +523,14 @@ def _array_pair(draw):
     return a, b, raw == other
 
 
-_OBJECTS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.text(max_size=3),
-                     st.floats(allow_nan=True, allow_infinity=True),
-                     st.integers(0, 2 ** 64 - 1).map(lambda u: float(np.array(u, np.uint64).view(np.float64))))
+_OBJECTS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.text(max_size=3),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(0, 2**64 - 1).map(lambda u: float(np.array(u, np.uint64).view(np.float64))),
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -486,8 +557,7 @@ def test_object_arrays_agree_exactly_when_their_elements_do(elements, data):
         i = data.draw(st.integers(0, len(elements) - 1))
         b[i] = data.draw(_OBJECTS)
         x, y = a[i], b[i]
-        same = type(x) is type(y) and (struct.pack("<d", x) == struct.pack("<d", y) if isinstance(x, float)
-                                       else x == y)
+        same = type(x) is type(y) and (struct.pack("<d", x) == struct.pack("<d", y) if isinstance(x, float) else x == y)
     assert (compare(a, b) == []) == same
 
 
@@ -517,14 +587,17 @@ def test_the_run_folder_is_masked_in_bytes_across_block_boundaries(data, cuts):
 
 def test_check_masks_the_run_folder_in_files_compared_by_bytes_and_in_bytes_state(tmp_path):
     script = tmp_path / "paths.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import os, pickle
         here = os.fsencode(os.path.abspath("out"))  # a bytes leaf of the final state
         with open("paths.pkl", "wb") as f:  # compared by its bytes
             pickle.dump({"out": os.path.abspath("out"), "n": 1}, f)
-    """))
-    out = subprocess.run([sys.executable, "-m", "fwd9m", "check", str(script)], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=300)
+    """)
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "fwd9m", "check", str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
@@ -554,13 +627,24 @@ def test_orbax_checkpoints_compare_their_arrays_not_their_random_file_names(tmp_
 
     script = tmp_path / "save.py"
     script.write_text(_ORBAX_SCRIPT)
-    out = subprocess.run([sys.executable, "-m", "fwd9m", "check", "--no-hashseed-check", str(script), "seeded"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-m", "fwd9m", "check", "--no-hashseed-check", str(script), "seeded"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "2 files" in out.stdout.splitlines()[0] and "ckpt:_CHECKPOINT_METADATA.commit_timestamp_nsecs" in out.stdout
     for name in ("a", "b"):  # unseeded: the arrays differ, and that is what is reported
-        subprocess.run([sys.executable, str(script)], cwd=tmp_path, env={**os.environ, "OUT": name},
-                       check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [sys.executable, str(script)],
+            cwd=tmp_path,
+            env={**os.environ, "OUT": name},
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
     diffs = compare_flat(read_structured(tmp_path / "a"), read_structured(tmp_path / "b"))
     assert [d.path for d in diffs] == ["w"]
 
@@ -568,7 +652,8 @@ def test_orbax_checkpoints_compare_their_arrays_not_their_random_file_names(tmp_
 def test_check_pairs_summary_writer_folders_named_by_the_clock_and_compares_their_values(tmp_path):
     pytest.importorskip("torch.utils.tensorboard")
     script = tmp_path / "sw.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import random
         from torch.utils.tensorboard import SummaryWriter
         w = SummaryWriter()  # runs/<month day time>_<host>
@@ -577,8 +662,14 @@ def test_check_pairs_summary_writer_folders_named_by_the_clock_and_compares_thei
         w.add_scalar("noise", random.random(), 2)
         w.add_hparams({"lr": 0.1}, {"hparam/loss": 0.3})  # a folder named str(time.time()) inside
         w.close()
-    """))
-    out = subprocess.run([sys.executable, "-m", "fwd9m", "check", "--no-hashseed-check", str(script)],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    """)
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "fwd9m", "check", "--no-hashseed-check", str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 1, out.stdout + out.stderr
     assert "1 difference(s)" in out.stdout and "runs/<time>/events.out.tfevents#1:noise/step 2" in out.stdout

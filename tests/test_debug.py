@@ -84,8 +84,9 @@ def test_reproducible_function_and_trace_content(tmp_path):
     # each optimizer.step is not recorded, so nothing is left over for a step 2)
     assert {o.step for o in ops} == {0, 1}
     fwd = [o for o in ops if o.name == "aten::index_put_"]
-    assert fwd and fwd[0].module == "Net.pool" and fwd[0].location.endswith(
-        f"test_debug.py:{_line('the culprit line')}")
+    assert (
+        fwd and fwd[0].module == "Net.pool" and fwd[0].location.endswith(f"test_debug.py:{_line('the culprit line')}")
+    )
     assert any(t.flags & _store.IS_PARAM for o in ops for t in o.inputs)
     size = os.path.getsize(tmp_path / "run0.trace") - reader.header_bytes  # header: fixed cost
     tensors = sum(len(o.inputs) + len(o.outputs) for o in ops)
@@ -331,9 +332,15 @@ def test_one_extra_op_at_the_end_is_a_structural_divergence(tmp_path):
         assert "1 more ops" in report.first.detail
 
 
-@pytest.mark.parametrize("header", [b"[1, 2]", b'{"format": "fwd9m.trace", "version": 1, "program": 5}',
-                                    b'{"format": "other", "version": 1}',
-                                    b'{"format": "fwd9m.trace", "version": 7}'])
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"[1, 2]",
+        b'{"format": "fwd9m.trace", "version": 1, "program": 5}',
+        b'{"format": "other", "version": 1}',
+        b'{"format": "fwd9m.trace", "version": 7}',
+    ],
+)
 def test_foreign_or_edited_header_is_a_clear_error(tmp_path, header):
     """A header that is JSON but not ours (or edited) is a FileFormatError, not a traceback."""
     good = tmp_path / "good.trace"
@@ -346,7 +353,7 @@ def test_foreign_or_edited_header_is_a_clear_error(tmp_path, header):
     import zlib
 
     frame = struct.pack("<I", len(header)) + header + struct.pack("<I", zlib.crc32(header))
-    bad.write_bytes(raw[:start] + frame + raw[start + 8 + n:])
+    bad.write_bytes(raw[:start] + frame + raw[start + 8 + n :])
     with pytest.raises(FileFormatError, match="not a fwd9m trace header|not valid JSON"):
         list(_store.TraceReader(bad))
 
@@ -368,7 +375,7 @@ def test_framework_detection_reads_every_import_statement(tmp_path):
 
 # --- explanations that point at the code (fwd9m._lint_hints), hash-seed experiment, paths ---
 
-_LOADER_SCRIPT = '''import numpy as np
+_LOADER_SCRIPT = """import numpy as np
 import torch
 
 
@@ -384,7 +391,7 @@ class Noisy(torch.utils.data.Dataset):
 
 
 loader = torch.utils.data.DataLoader(Noisy(), batch_size=4, shuffle=True, num_workers=2)
-'''
+"""
 
 
 def _data_traces(tmp_path, seeds, script=None, names=None):
@@ -401,8 +408,7 @@ def _data_traces(tmp_path, seeds, script=None, names=None):
         model = nn.Linear(2, 1)
         paths.append(str(tmp_path / name))
         with dbg.record(paths[-1], framework="torch", program=program):
-            for xb, _ in DataLoader(ds, batch_size=4, shuffle=True,
-                                    generator=torch.Generator().manual_seed(s)):
+            for xb, _ in DataLoader(ds, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(s)):
                 model(xb).sum().backward()
     return paths
 
@@ -479,15 +485,26 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.parametrize("argv, env, expected", [
-    (["t.py"], {}, {(14, "FWD104"), (18, "FWD103", "may-not-run"), (20, "FWD103")}),
-    (["t.py", "noseed"], {}, {(8, "FWD104"), (14, "FWD104"), (18, "FWD103", "may-not-run"),
-                              (20, "FWD103")}),
-    (["t.py", "fresh"], {}, {(10, "FWD103"), (18, "FWD103", "may-not-run"), (20, "FWD103")}),
-    (["t.py"], {"AUG_SEED": "3"}, {(18, "FWD103", "may-not-run"), (20, "FWD103")}),
-    (None, None, {(8, "FWD104", "may-not-run"), (10, "FWD103", "may-not-run"),
-                  (14, "FWD104", "may-not-run"), (18, "FWD103", "may-not-run"), (20, "FWD103")}),
-])
+@pytest.mark.parametrize(
+    "argv, env, expected",
+    [
+        (["t.py"], {}, {(14, "FWD104"), (18, "FWD103", "may-not-run"), (20, "FWD103")}),
+        (["t.py", "noseed"], {}, {(8, "FWD104"), (14, "FWD104"), (18, "FWD103", "may-not-run"), (20, "FWD103")}),
+        (["t.py", "fresh"], {}, {(10, "FWD103"), (18, "FWD103", "may-not-run"), (20, "FWD103")}),
+        (["t.py"], {"AUG_SEED": "3"}, {(18, "FWD103", "may-not-run"), (20, "FWD103")}),
+        (
+            None,
+            None,
+            {
+                (8, "FWD104", "may-not-run"),
+                (10, "FWD103", "may-not-run"),
+                (14, "FWD104", "may-not-run"),
+                (18, "FWD103", "may-not-run"),
+                (20, "FWD103"),
+            },
+        ),
+    ],
+)
 def test_lint_hints_only_point_at_branches_that_ran(tmp_path, argv, env, expected):
     """`seed = clock() if "noseed" in sys.argv else 7`, run without noseed: the hint
     blamed the clock seed (FWD104 on np.random.seed(seed)). A line on a branch the run's
@@ -497,8 +514,10 @@ def test_lint_hints_only_point_at_branches_that_ran(tmp_path, argv, env, expecte
 
     script = tmp_path / "t.py"
     script.write_text(_BRANCHES)
-    got = {(x["line"], x["code"], x["branch"]) if x["branch"] else (x["line"], x["code"])
-           for x in _lint_hints.findings(script, None, argv=argv, env=env)}
+    got = {
+        (x["line"], x["code"], x["branch"]) if x["branch"] else (x["line"], x["code"])
+        for x in _lint_hints.findings(script, None, argv=argv, env=env)
+    }
     assert got == expected
     titles = [h["title"] for h in _lint_hints.check_hints(script, argv=argv, env=env)]
     assert [t for t in titles if ":18 " in t][0].endswith("(on a branch that may not have run)")
@@ -509,13 +528,15 @@ def test_branch_conditions_fwd9m_evaluates():
 
     from fwd9m._lint_hints import MAY_NOT_RUN, NOT_TAKEN, branch
 
-    src = ("import os, sys\n"
-           "a = 1 if sys.argv[1:] == ['x'] else 2\n"
-           "b = os.getenv('K', 'd') == 'd' and f()\n"
-           "if args.flag:\n    c = 1\n"
-           "while False:\n    d = 1\n"
-           "match sys.argv:\n    case _:\n        e = 1\n"
-           "g = sys.argv[5] if True else 0\n")
+    src = (
+        "import os, sys\n"
+        "a = 1 if sys.argv[1:] == ['x'] else 2\n"
+        "b = os.getenv('K', 'd') == 'd' and f()\n"
+        "if args.flag:\n    c = 1\n"
+        "while False:\n    d = 1\n"
+        "match sys.argv:\n    case _:\n        e = 1\n"
+        "g = sys.argv[5] if True else 0\n"
+    )
     tree = ast.parse(src)
 
     def at(line: int, text: str) -> tuple[int, int]:  # 1-based, as lint findings
@@ -546,23 +567,28 @@ def test_hash_seed_ruled_out_drops_hash_causes(tmp_path):
     for outcome in ("ruled-out", "intermittent", "not-confirmed"):
         after = _explain.explain(report.first, report, ha, hb, hashseed=outcome)
         assert not [c for c in after["causes"] if "PYTHONHASHSEED" in c], after["causes"]
-        assert not {e["id"] for e in after["catalog"]} & {"python.hash-seed", "python.set-iteration-order",
-                                                          "python.listdir-order"}
+        assert not {e["id"] for e in after["catalog"]} & {
+            "python.hash-seed",
+            "python.set-iteration-order",
+            "python.listdir-order",
+        }
         assert "PYTHONHASHSEED" not in after["fix"]
 
 
-_VOCAB_SCRIPT = ('words = {"alpha", "beta", "gamma", "delta"}\n'
-                 'ids = {w: i for i, w in enumerate(words)}\nprint(ids)\n')
+_VOCAB_SCRIPT = 'words = {"alpha", "beta", "gamma", "delta"}\nids = {w: i for i, w in enumerate(words)}\nprint(ids)\n'
 
 
-@pytest.mark.parametrize("seeds, outcome, lint", [
-    ({"0": [1, 2]}, "ruled-out", False),                         # the PYTHONHASHSEED=0 runs still differ
-    ({"0": [3, 3], "1": [3], "2": [3], "3": [3]}, "not-confirmed", False),  # seeds 0-3 all agree
-    ({"0": [3, 3], "1": [4, 5]}, "intermittent", False),         # seed 1 differs, and from itself
-    ({"0": [3, 3], "1": [3], "2": [4, 4]}, "likely", False),     # seeds 0 and 1 agree (a small set), 2 differs
-    ({"0": [3, 3], "1": [4, 4]}, "likely", False),               # no hash-order code in the script
-    ({"0": [3, 3], "1": [4, 4]}, "confirmed", True),             # and fwd9m lint flags the set
-])
+@pytest.mark.parametrize(
+    "seeds, outcome, lint",
+    [
+        ({"0": [1, 2]}, "ruled-out", False),  # the PYTHONHASHSEED=0 runs still differ
+        ({"0": [3, 3], "1": [3], "2": [3], "3": [3]}, "not-confirmed", False),  # seeds 0-3 all agree
+        ({"0": [3, 3], "1": [4, 5]}, "intermittent", False),  # seed 1 differs, and from itself
+        ({"0": [3, 3], "1": [3], "2": [4, 4]}, "likely", False),  # seeds 0 and 1 agree (a small set), 2 differs
+        ({"0": [3, 3], "1": [4, 4]}, "likely", False),  # no hash-order code in the script
+        ({"0": [3, 3], "1": [4, 4]}, "confirmed", True),  # and fwd9m lint flags the set
+    ],
+)
 def test_hash_seed_experiment_is_controlled(tmp_path, monkeypatch, seeds, outcome, lint):
     """``fwd9m debug``'s hash-seed test (the policy of fwd9m._hashseed, shared with check):
     seed 0 twice (must agree), seeds 1, 2, 3 until one differs, that seed again (must
@@ -619,6 +645,7 @@ def test_op_over_more_tensors_than_a_record_holds_is_folded(tmp_path):
     ``_foreach_*`` op over 300 tensors (an optimizer step over every parameter) is
     recorded with the extra tensors folded into one ``leaves[N]`` tensor, and a change in
     a folded tensor still shows."""
+
     def run(path, bump):
         xs = [torch.full((2,), float(i)) for i in range(300)]
         with dbg.record(path, framework="torch"):
@@ -639,10 +666,16 @@ def test_fix_fits_a_script_that_already_calls_the_seeding_function(tmp_path):
     from fwd9m.debug._explain import _situated_fix
 
     script = tmp_path / "train.py"
-    script.write_text("import keras\nm = keras.Sequential([keras.layers.Dense(2)])\n"
-                      "keras.utils.set_random_seed(0)\n")
-    lint = [{"path": "train.py", "line": 3, "code": "FWD102", "message": "...",
-             "fix": "# move line 3 (keras.utils.set_random_seed) above line 2"}]
+    script.write_text("import keras\nm = keras.Sequential([keras.layers.Dense(2)])\nkeras.utils.set_random_seed(0)\n")
+    lint = [
+        {
+            "path": "train.py",
+            "line": 3,
+            "code": "FWD102",
+            "message": "...",
+            "fix": "# move line 3 (keras.utils.set_random_seed) above line 2",
+        }
+    ]
     fix = _situated_fix("keras.utils.set_random_seed(0)", lint, str(script))
     assert "already calls keras.utils.set_random_seed" in fix and "move line 3" in fix, fix
     assert "keras.utils.set_random_seed(0)" not in fix.splitlines()
@@ -659,6 +692,7 @@ def test_steps_with_differences_say_how_many_past_ten():
 
 
 # ------------------------------------------------------------ non-tensor arguments, hook errors
+
 
 def _runs_with_values(tmp_path, body, values, framework="torch"):
     """Record ``body(value)`` once per value (same torch seed) and compare."""
@@ -677,6 +711,7 @@ def test_python_scalar_argument_is_external_and_named(tmp_path, form):
     """A Python number that differs between the runs (an unseeded random.random(), a
     value read from a file, a learning rate or noise scale drawn per step) is an input
     of the op that uses it: external (python), not the op's fault."""
+
     def body(v):
         w = torch.ones(3)
         if form == "mul":
@@ -700,6 +735,7 @@ def test_python_scalar_argument_is_external_and_named(tmp_path, form):
 
 def test_equal_python_arguments_stay_reproducible(tmp_path):
     """Dtypes, devices, shapes, None and strings digest the same in two runs."""
+
     def body(v):
         x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
         y = x.to(torch.float64).sum(dim=[0], keepdim=True) * v

@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import cli_in_process, process_gone
 
 DATA = Path(__file__).parent / "data" / "debug"
@@ -17,8 +16,9 @@ def test_torch_index_put_culprit(fwd9m_cli, tmp_path):
     pytest.importorskip("torch")
     html = tmp_path / "report.html"
     for _ in range(3):  # the race may (rarely) produce two identical runs
-        p = fwd9m_cli("debug", "--no-hashseed-check", "--html", str(html),
-                      str(DATA / "torch_index_put.py"), cwd=tmp_path)
+        p = fwd9m_cli(
+            "debug", "--no-hashseed-check", "--html", str(html), str(DATA / "torch_index_put.py"), cwd=tmp_path
+        )
         if p.returncode != 0:
             break
     assert p.returncode == 1, p.stdout + p.stderr
@@ -34,8 +34,7 @@ def test_torch_index_put_culprit(fwd9m_cli, tmp_path):
 
 def test_data_order_is_external_at_first_batch(fwd9m_cli, tmp_path):
     pytest.importorskip("torch")
-    p = fwd9m_cli("debug", "--no-hashseed-check", "--format", "json",
-                  str(DATA / "torch_data_order.py"), cwd=tmp_path)
+    p = fwd9m_cli("debug", "--no-hashseed-check", "--format", "json", str(DATA / "torch_data_order.py"), cwd=tmp_path)
     assert p.returncode == 1, p.stderr
     report = json.loads(p.stdout)
     first = report["first"]
@@ -67,8 +66,13 @@ def test_keras_initializer_seeded_only_by_tf_set_seed(fwd9m_cli, tmp_path):
     pytest.importorskip("tensorflow")
     pytest.importorskip("keras")
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    p = fwd9m_cli("debug", "--no-hashseed-check", str(DATA / "keras_initializer.py"),
-                  cwd=tmp_path, env={**env, "KERAS_BACKEND": "tensorflow"})
+    p = fwd9m_cli(
+        "debug",
+        "--no-hashseed-check",
+        str(DATA / "keras_initializer.py"),
+        cwd=tmp_path,
+        env={**env, "KERAS_BACKEND": "tensorflow"},
+    )
     assert p.returncode == 1, p.stdout + p.stderr
     out = p.stdout
     assert out.startswith("EXTERNAL SOURCE (seed)"), out  # the script's own prints are not in the report
@@ -106,8 +110,9 @@ def test_record_diff_and_clear_errors(fwd9m_cli, tmp_path):
 
 def test_fast_two_pass(fwd9m_cli, tmp_path):
     pytest.importorskip("torch")
-    p = fwd9m_cli("debug", "--fast", "--no-hashseed-check", "--format", "json",
-                  str(DATA / "torch_data_order.py"), cwd=tmp_path)
+    p = fwd9m_cli(
+        "debug", "--fast", "--no-hashseed-check", "--format", "json", str(DATA / "torch_data_order.py"), cwd=tmp_path
+    )
     assert p.returncode == 1, p.stderr
     report = json.loads(p.stdout)
     assert "module-level run 1/2" in p.stderr and "op-level runs of step 0" in p.stderr
@@ -136,8 +141,10 @@ def test_runs_that_fail_or_end_abruptly_get_no_reproducible_verdict(fwd9m_cli, t
     # outside the directory debug runs from, whose files are put back after each run
     counter = tmp_path.parent / f"{tmp_path.name}-n"
     flaky = tmp_path / "flaky.py"  # the second run fails after the same ops
-    flaky.write_text(head + f"p = {str(counter)!r}\nn = int(open(p).read()) if os.path.exists(p) else 0\n"
-                     "open(p, 'w').write(str(n + 1))\nsys.exit(3 if n else 0)\n")
+    flaky.write_text(
+        head + f"p = {str(counter)!r}\nn = int(open(p).read()) if os.path.exists(p) else 0\n"
+        "open(p, 'w').write(str(n + 1))\nsys.exit(3 if n else 0)\n"
+    )
     p = fwd9m_cli("debug", "--timeout", "120", str(flaky), cwd=tmp_path)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "NOT REPRODUCIBLE: run 1 exited with status 0, run 2 with status 3" in p.stdout
@@ -176,9 +183,13 @@ def test_traces_must_be_regular_files(capsys, tmp_path):
     os.mkfifo(fifo)
     trace = tmp_path / "a.trace"
     trace.write_bytes(os.urandom(4096))  # binary junk
-    for path, message in ((fifo, "is a named pipe, not a regular trace file"),
-                          ("/dev/zero", "is a character device"), (tmp_path, "is a directory"),
-                          (tmp_path / "none.trace", "trace not found"), (trace, "is not a fwd9m trace")):
+    for path, message in (
+        (fifo, "is a named pipe, not a regular trace file"),
+        ("/dev/zero", "is a character device"),
+        (tmp_path, "is a directory"),
+        (tmp_path / "none.trace", "trace not found"),
+        (trace, "is not a fwd9m trace"),
+    ):
         with pytest.raises(FileFormatError, match=message):
             TraceReader(path)
         code, err = _cli(capsys, "debug", "diff", str(path), str(trace))
@@ -191,8 +202,11 @@ def test_bad_outputs_and_targets_fail_before_any_run(capsys, tmp_path):
     script.write_text("print(1)\n")
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    for args, message in (((str(fifo),), "is not a regular file"), ((str(tmp_path),), "is a directory"),
-                          ((str(tmp_path / "no" / "a.trace"),), "does not exist; create it first")):
+    for args, message in (
+        ((str(fifo),), "is not a regular file"),
+        ((str(tmp_path),), "is a directory"),
+        ((str(tmp_path / "no" / "a.trace"),), "does not exist; create it first"),
+    ):
         code, err = _cli(capsys, "debug", "record", "-o", *args, str(script))
         assert code == 2 and message in err, (args, err)
     code, err = _cli(capsys, "debug", "--keep", str(script), str(script))
@@ -201,10 +215,13 @@ def test_bad_outputs_and_targets_fail_before_any_run(capsys, tmp_path):
     assert code == 2 and "imports neither torch nor tensorflow/keras" in err and "--framework" in err
     code, err = _cli(capsys, "debug", " ")
     assert code == 2 and "the script name is empty (' '" in err
-    for args, message in ((("--steps", "5:3"), "0 <= A <= B"), (("--steps", "-1"), "0 <= A <= B"),
-                          (("--capture", ",,"), "selects no op"),
-                          (("--html", str(tmp_path / "no" / "r.html")), "does not exist"),
-                          (("--html", str(tmp_path)), "--html report.html")):
+    for args, message in (
+        (("--steps", "5:3"), "0 <= A <= B"),
+        (("--steps", "-1"), "0 <= A <= B"),
+        (("--capture", ",,"), "selects no op"),
+        (("--html", str(tmp_path / "no" / "r.html")), "does not exist"),
+        (("--html", str(tmp_path)), "--html report.html"),
+    ):
         code, err = _cli(capsys, "debug", *args, str(script))  # was: found after two runs, or never
         assert code == 2 and message in err, (args, err)
 
@@ -224,8 +241,10 @@ def test_fast_pass_that_agrees_still_needs_both_runs_to_finish(fwd9m_cli, tmp_pa
     verdict (exit 2), not REPRODUCIBLE; an empty --steps is refused before any run."""
     pytest.importorskip("torch")
     script = tmp_path / "fails.py"
-    script.write_text("import sys, torch\ntorch.manual_seed(0)\nm = torch.nn.Linear(3, 2)\n"
-                      "print(m(torch.ones(1, 3)).sum().item())\nsys.exit(3)\n")
+    script.write_text(
+        "import sys, torch\ntorch.manual_seed(0)\nm = torch.nn.Linear(3, 2)\n"
+        "print(m(torch.ones(1, 3)).sum().item())\nsys.exit(3)\n"
+    )
     p = fwd9m_cli("debug", "--fast", "--no-hashseed-check", str(script), cwd=tmp_path)
     assert p.returncode == 2 and "failed in both runs (exit status 3)" in p.stderr, p.stdout + p.stderr
     assert "reproducible" not in p.stdout.lower() and "ops recorded before that were compared (they agree)" in p.stderr
@@ -291,8 +310,7 @@ def _tiny_trace(path) -> str:
     from fwd9m.debug._common import SEP
     from fwd9m.debug._store import TraceWriter
 
-    with TraceWriter(path, {"frameworks": ["torch"], "level": "digests", "program": None,
-                            "environment": None}) as w:
+    with TraceWriter(path, {"frameworks": ["torch"], "level": "digests", "program": None, "environment": None}) as w:
         w.op(w.string("aten::empty"), w.string(SEP.join(("", "forward", "", "", "cpu"))), 0, [], [])
     return str(path)
 
@@ -307,14 +325,15 @@ def test_outputs_never_overwrite_inputs_or_foreign_files(capsys, tmp_path):
     mine.write_text("my notes\n")
     a, b = _tiny_trace(tmp_path / "a.trace"), _tiny_trace(tmp_path / "b.trace")
     (tmp_path / "link.py").symlink_to(script)
-    cases = [(("debug", "record", "-o", str(script), str(script)), "-o", "is also an input"),
-             (("debug", "--force", "record", "-o", str(tmp_path / "link.py"), str(script)), "-o",
-              "is also an input"),
-             (("debug", "record", "-o", str(mine), str(script)), "-o", "is not a trace fwd9m wrote"),
-             (("debug", "--html", a, "diff", a, b), "--html", "is also an input"),
-             (("debug", "--force", "--html", b, "diff", a, b), "--html", "is also an input"),
-             (("debug", "--html", str(mine), "diff", a, b), "--html", "is not an HTML report"),
-             (("debug", "--html", str(script), str(script)), "--html", "is also an input")]
+    cases = [
+        (("debug", "record", "-o", str(script), str(script)), "-o", "is also an input"),
+        (("debug", "--force", "record", "-o", str(tmp_path / "link.py"), str(script)), "-o", "is also an input"),
+        (("debug", "record", "-o", str(mine), str(script)), "-o", "is not a trace fwd9m wrote"),
+        (("debug", "--html", a, "diff", a, b), "--html", "is also an input"),
+        (("debug", "--force", "--html", b, "diff", a, b), "--html", "is also an input"),
+        (("debug", "--html", str(mine), "diff", a, b), "--html", "is not an HTML report"),
+        (("debug", "--html", str(script), str(script)), "--html", "is also an input"),
+    ]
     before = {p: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
     for args, option, message in cases:
         code, err = cli_in_process(capsys, *args)
@@ -350,12 +369,14 @@ def test_in_your_code_lines_are_on_branches_that_ran(fwd9m_cli, tmp_path):
     arguments in the trace decide that branch, so only the unseeded generator is named."""
     pytest.importorskip("torch")
     script = tmp_path / "b.py"
-    script.write_text("import sys\nimport time\n\nimport numpy as np\nimport torch\n\n"
-                      "seed = int(time.time()) if 'noseed' in sys.argv else 7\n"
-                      "torch.manual_seed(seed)\n"
-                      "noise = np.random.default_rng().random()\n"
-                      "x = torch.randn(4) + torch.tensor(noise)\n"
-                      "print((x * 2).sum().item())\n")
+    script.write_text(
+        "import sys\nimport time\n\nimport numpy as np\nimport torch\n\n"
+        "seed = int(time.time()) if 'noseed' in sys.argv else 7\n"
+        "torch.manual_seed(seed)\n"
+        "noise = np.random.default_rng().random()\n"
+        "x = torch.randn(4) + torch.tensor(noise)\n"
+        "print((x * 2).sum().item())\n"
+    )
     p = fwd9m_cli("debug", "--no-hashseed-check", str(script), "--epochs", "1", cwd=tmp_path)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "b.py:9 FWD103" in p.stdout and "FWD104" not in p.stdout and "set from entropy" not in p.stdout, p.stdout

@@ -38,8 +38,7 @@ def _write(path, ops, captures=None) -> str:
         for name, module, phase, loc, step, din, dout, sample in ops:
             ctx = w.string(_store.SEP.join([module, phase, loc, "", "cpu"]))
             flags = _store.HAS_SAMPLE if sample else 0
-            seq = w.op(w.string(name), ctx, step, [(meta, 0, din, None, None)],
-                       [(meta, flags, dout, sample, None)])
+            seq = w.op(w.string(name), ctx, step, [(meta, 0, din, None, None)], [(meta, flags, dout, sample, None)])
             if seq in (captures or {}):
                 w.capture(seq, True, 0, meta, captures[seq])
     return str(path)
@@ -48,9 +47,12 @@ def _write(path, ops, captures=None) -> str:
 def _pair(tmp_path, name="aten::add", module="Net.fc", loc="train.py:7", captured=False):
     """Two traces whose op #2 has equal inputs and different outputs (a culprit)."""
     same, a, b = _f32(1, 2, 3, 4), _f32(1, 2, 3, 4.5), _f32(1, 2.0000002, 3, 4)
-    ops_a = [("aten::mm", "Net.fc", "forward", "train.py:5", 0, 1, 2, same),
-             ("aten::relu", "Net.act", "forward", "train.py:6", 0, 2, 3, same),
-             (name, module, "forward", loc, 0, 3, 4, a), ("aten::sum", "", "backward", "", 1, 4, 5, a)]
+    ops_a = [
+        ("aten::mm", "Net.fc", "forward", "train.py:5", 0, 1, 2, same),
+        ("aten::relu", "Net.act", "forward", "train.py:6", 0, 2, 3, same),
+        (name, module, "forward", loc, 0, 3, 4, a),
+        ("aten::sum", "", "backward", "", 1, 4, 5, a),
+    ]
     ops_b = [o if i < 2 else (*o[:6], o[6] + 10, b) for i, o in enumerate(ops_a)]
     caps_a, caps_b = ({2: a}, {2: b}) if captured else (None, None)
     return _write(tmp_path / "a.trace", ops_a, caps_a), _write(tmp_path / "b.trace", ops_b, caps_b)
@@ -60,8 +62,15 @@ def test_page_parts_and_self_contained(tmp_path):
     report = debug.diff(*_pair(tmp_path, captured=True))
     page = report.render("html")
     assert f"<title>{TITLE}</title>" in page[:256]  # how --html recognises its own page
-    for part in ("id='first-divergence'", "id='timeline'", "id='heatmap'", "id='values'",
-                 "id='raw-json'", "id='first-cell'", "id='first-mark'"):
+    for part in (
+        "id='first-divergence'",
+        "id='timeline'",
+        "id='heatmap'",
+        "id='values'",
+        "id='raw-json'",
+        "id='first-cell'",
+        "id='first-mark'",
+    ):
         assert part in page, part
     assert "all inputs agree" in page and "output 0 differs" in page
     assert "<code>train.py:7</code>" in page  # file:line on the card
@@ -76,13 +85,11 @@ def test_page_parts_and_self_contained(tmp_path):
 def test_replay_result_is_rendered_when_the_report_has_one(tmp_path):
     report = debug.diff(*_pair(tmp_path))
     assert "id='replay'" in report.render("html") and "Not replayed" in report.render("html")
-    report.first.explanation["replay"] = {"distinct": 7, "replays": 20, "max_ulp": 50,
-                                          "switch": "deterministic"}
+    report.first.explanation["replay"] = {"distinct": 7, "replays": 20, "max_ulp": 50, "switch": "deterministic"}
     page = report.render("html")
     assert "confirmed</span>: 7 distinct outputs in 20 replays (max 50 ULP)" in page
     assert "with the determinism switch: deterministic" in page
-    report.first.explanation["replay"] = {"distinct": 1, "replays": 20, "max_ulp": 0,
-                                          "switch": {"on": "raises"}}
+    report.first.explanation["replay"] = {"distinct": 1, "replays": 20, "max_ulp": 0, "switch": {"on": "raises"}}
     page = report.render("html")
     assert "not reproduced in isolation" in page and "on: raises" in page
 
@@ -104,8 +111,7 @@ def test_timeline_is_bounded_and_keeps_counts():
         for i in range(360):
             layer, block, sub = i // 60, i // 10 % 6, i % 10
             if (step * 360 + i) % 97 == 0:  # not every cell, not in order
-                tl.add(f"Net.layer{layer}.block{block}.conv{sub}", "forward", step,
-                       layer == 2 and sub == 3, (0.5, 9))
+                tl.add(f"Net.layer{layer}.block{block}.conv{sub}", "forward", step, layer == 2 and sub == 3, (0.5, 9))
                 n += 1
     tl.add("", "optimizer", 4999, False, None)
     d = tl.to_dict()
@@ -141,10 +147,32 @@ def test_timeline_many_flat_names_keep_the_ones_that_differ():
 
 def test_values_side_by_side_counts_bits_not_ulps(tmp_path):
     """+0.0 and -0.0 are 0 ULP apart but differ bit for bit; a digest sees them differ."""
-    a = _store.Op(0, "x", "", "", "", "", "", 0, [], [_store.Tensor("float32[3]", 0, 1)],
-                  {(1, 0): ("float32[3]", _f32(0.0, 1.0, 2.0))})
-    b = _store.Op(0, "x", "", "", "", "", "", 0, [], [_store.Tensor("float32[3]", 0, 2)],
-                  {(1, 0): ("float32[3]", _f32(-0.0, 1.0, 2.0000002))})
+    a = _store.Op(
+        0,
+        "x",
+        "",
+        "",
+        "",
+        "",
+        "",
+        0,
+        [],
+        [_store.Tensor("float32[3]", 0, 1)],
+        {(1, 0): ("float32[3]", _f32(0.0, 1.0, 2.0))},
+    )
+    b = _store.Op(
+        0,
+        "x",
+        "",
+        "",
+        "",
+        "",
+        "",
+        0,
+        [],
+        [_store.Tensor("float32[3]", 0, 2)],
+        {(1, 0): ("float32[3]", _f32(-0.0, 1.0, 2.0000002))},
+    )
     [t] = _values.side_by_side(a, b, [], [0])
     assert t["source"] == "captured" and t["differ"] == 2 and t["compared"] == 3
     assert [r[0] for r in t["rows"]] == [0, 2] and t["rows"][1][3] == 1  # 1 ULP
@@ -158,8 +186,18 @@ def test_large_trace_page_stays_small(tmp_path):
         step, mod = i // 10, f"Net.stage{i % 400 // 40}.block{i % 40}"
         s = _f32(1, 2, 3, float(i))
         ops_a.append(("aten::mm", mod, "forward", "t.py:1", step, i, i + 1, s))
-        ops_b.append(("aten::mm", mod, "forward", "t.py:1", step, i,
-                      i + 1 + (i >= 5000), _f32(1, 2, 3, i + 0.5) if i >= 5000 else s))
+        ops_b.append(
+            (
+                "aten::mm",
+                mod,
+                "forward",
+                "t.py:1",
+                step,
+                i,
+                i + 1 + (i >= 5000),
+                _f32(1, 2, 3, i + 0.5) if i >= 5000 else s,
+            )
+        )
     report = debug.diff(_write(tmp_path / "a.trace", ops_a), _write(tmp_path / "b.trace", ops_b))
     page = report.render("html")
     tl = report.spread["timeline"]
@@ -170,28 +208,43 @@ def test_large_trace_page_stays_small(tmp_path):
 
 # -- a real headless browser -------------------------------------------------------------
 
+
 def _chromium() -> str:
     for name in ("chromium", "chromium-browser"):
         path = shutil.which(name)
         if path:
             return path
-    pytest.skip("Chromium is not installed: scripts/test installs it with apt "
-                "(scripts/_chromium) where apt can be used")
+    pytest.skip(
+        "Chromium is not installed: scripts/test installs it with apt (scripts/_chromium) where apt can be used"
+    )
 
 
 def _browse(page: Path, out: Path) -> tuple[str, list[str]]:
     """Load ``page`` in headless Chromium: (the DOM after its script ran, console lines);
     keeps a screenshot beside it in ``out``."""
     chrome = _chromium()
-    base = [chrome, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            f"--user-data-dir={out / 'profile'}", "--enable-logging=stderr", "--v=0"]
+    base = [
+        chrome,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        f"--user-data-dir={out / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+    ]
     url = page.resolve().as_uri()
     p = subprocess.run([*base, "--dump-dom", url], check=False, capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stderr[-2000:]
     console = [ln for ln in p.stderr.splitlines() if ":CONSOLE" in ln]
     shot = out / (page.stem + ".png")
-    s = subprocess.run([*base, "--hide-scrollbars", "--window-size=1100,2600", f"--screenshot={shot}", url],
-                       check=False, capture_output=True, text=True, timeout=180)
+    s = subprocess.run(
+        [*base, "--hide-scrollbars", "--window-size=1100,2600", f"--screenshot={shot}", url],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert s.returncode == 0 and shot.stat().st_size > 10_000, s.stderr[-2000:]
     print(f"screenshot: {shot}")
     return p.stdout, console
@@ -230,14 +283,23 @@ def test_browser_renders_real_torch_and_keras_reports(fwd9m_cli, tmp_path):
     pytest.importorskip("tensorflow")
     _chromium()
     counter, cwd = tmp_path / "runs", tmp_path / "cwd"  # the counter outside the runs' folder:
-    counter.write_text("0")                             # debug puts back what they write there
+    counter.write_text("0")  # debug puts back what they write there
     cwd.mkdir()
-    cases = {"torch_noisy_op.py": ("CULPRIT OP", "fwd9m_test::noisy_scale", "Replay"),
-             "keras_initializer.py": ("EXTERNAL SOURCE", "keras.seed-generator", "catalog")}
+    cases = {
+        "torch_noisy_op.py": ("CULPRIT OP", "fwd9m_test::noisy_scale", "Replay"),
+        "keras_initializer.py": ("EXTERNAL SOURCE", "keras.seed-generator", "catalog"),
+    }
     for script, words in cases.items():
         page = tmp_path / (Path(script).stem + ".html")
-        p = fwd9m_cli("debug", "--no-hashseed-check", "--html", str(page), str(DATA / script),
-                      cwd=cwd, env={"FWD9M_TEST_RUN_COUNTER": str(counter)})
+        p = fwd9m_cli(
+            "debug",
+            "--no-hashseed-check",
+            "--html",
+            str(page),
+            str(DATA / script),
+            cwd=cwd,
+            env={"FWD9M_TEST_RUN_COUNTER": str(counter)},
+        )
         assert p.returncode == 1, p.stdout + p.stderr
         print(f"{script}: page {page.stat().st_size} bytes")
         dom, console = _browse(page, tmp_path)
@@ -248,8 +310,10 @@ def test_browser_renders_real_torch_and_keras_reports(fwd9m_cli, tmp_path):
 
 def test_reproducible_and_structural_pages(tmp_path):
     same = _f32(1, 2, 3, 4)
-    ops = [("aten::mm", "Net.fc", "forward", "t.py:1", 0, 1, 2, same),
-           ("aten::relu", "Net.act", "forward", "t.py:2", 0, 2, 3, same)]
+    ops = [
+        ("aten::mm", "Net.fc", "forward", "t.py:1", 0, 1, 2, same),
+        ("aten::relu", "Net.act", "forward", "t.py:2", 0, 2, 3, same),
+    ]
     a = _write(tmp_path / "a.trace", ops)
     page = debug.diff(a, _write(tmp_path / "b.trace", ops)).render("html")
     assert "id='verdict'" in page and "REPRODUCIBLE" in page and "id='heatmap'" in page
@@ -264,10 +328,8 @@ def test_reproducible_and_structural_pages(tmp_path):
 
 def test_values_of_integer_captures_and_missing_values():
     ints = _store.Tensor("int64[2]", 0, 1)
-    a = _store.Op(0, "x", "", "", "", "", "", 0, [], [ints],
-                  {(1, 0): ("int64[2]", struct.pack("<2q", 5, -7))})
-    b = _store.Op(0, "x", "", "", "", "", "", 0, [], [ints],
-                  {(1, 0): ("int64[2]", struct.pack("<2q", 5, 9))})
+    a = _store.Op(0, "x", "", "", "", "", "", 0, [], [ints], {(1, 0): ("int64[2]", struct.pack("<2q", 5, -7))})
+    b = _store.Op(0, "x", "", "", "", "", "", 0, [], [ints], {(1, 0): ("int64[2]", struct.pack("<2q", 5, 9))})
     [t] = _values.side_by_side(a, b, [], [0])
     assert t["unit"] == "abs" and t["rows"] == [[1, -7, 9, 16]]
     bare = _store.Op(0, "x", "", "", "", "", "", 0, [], [ints])
@@ -280,13 +342,12 @@ def test_axis_labels_do_not_overlap(tmp_path):
     report = debug.diff(*_pair(tmp_path))
     report.spread["series"] = [[i, 1, 10.0 ** (i - 30), i, i // 10] for i in range(61)]
     page = report.render("html")
-    chart = page[page.index("id='timeline'"):page.index("id='heatmap'")]
-    ys = sorted(float(y) for y in re.findall(r"<text x='64' y='([0-9.]+)' text-anchor='end'>1e-?\d+</text>",
-                                             chart))
+    chart = page[page.index("id='timeline'") : page.index("id='heatmap'")]
+    ys = sorted(float(y) for y in re.findall(r"<text x='64' y='([0-9.]+)' text-anchor='end'>1e-?\d+</text>", chart))
     assert 3 <= len(ys) <= 7 and min(b - a for a, b in itertools.pairwise(ys)) >= 14, ys
     ticks = r"<line class='axis'[^>]*/><text [^>]*>([0-9,]+)</text>"  # the x axis' labels
     xs = re.findall(ticks, chart)
     assert len(xs) == len(set(xs)) >= 3, xs  # whole op indices, each once
     small = debug.diff(*_pair(tmp_path)).render("html")
-    labels = re.findall(ticks, small[small.index("id='timeline'"):small.index("id='heatmap'")])
+    labels = re.findall(ticks, small[small.index("id='timeline'") : small.index("id='heatmap'")])
     assert labels == ["0", "1", "2", "3", "4"], labels

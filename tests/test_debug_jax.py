@@ -83,6 +83,7 @@ def test_jitted_call_is_one_op_named_after_the_function(tmp_path):
 
 def test_pytree_with_more_leaves_than_an_op_holds_is_folded(tmp_path):
     """A trace op holds 255 inputs/outputs; the leaves past them are one record."""
+
     @jax.jit
     def double(ps):
         return [p * 2 for p in ps]
@@ -142,8 +143,7 @@ def test_nondeterministic_jitted_call_is_the_culprit_at_jit_granularity(tmp_path
 
     @jax.jit
     def noisy(x):
-        return x + jax.pure_callback(
-            lambda: np.random.default_rng().random(3, dtype=np.float32), shape)  # noqa: FWD103
+        return x + jax.pure_callback(lambda: np.random.default_rng().random(3, dtype=np.float32), shape)  # noqa: FWD103
 
     x = jnp.ones(3)
     report = dbg.localize(noisy, x, framework="jax", directory=str(tmp_path))
@@ -169,7 +169,9 @@ def test_eager_host_callback_is_explained_as_a_callback(tmp_path):
     def run():
         return jax.pure_callback(
             lambda v: np.asarray(v) + np.random.default_rng().random(3, dtype=np.float32),  # noqa: FWD103
-            shape, x)
+            shape,
+            x,
+        )
 
     report = dbg.localize(run, framework="jax", directory=str(tmp_path))
     first = report.first
@@ -194,14 +196,23 @@ def test_callbacks_come_before_catalog_primitives_in_the_node(tmp_path):
     x, idx = jnp.ones(4), jnp.array([0, 1, 1, 2])
     with dbg.record(path, framework="jax"):
         both(x, idx)
-    op, = _ops(path)
+    (op,) = _ops(path)
     assert op.node == "jit:pure_callback,scatter-add", op.node
     from fwd9m.debug import _compare, _explain
 
-    first = _compare.Divergence(kind="culprit", seq=0, step=0, op=op.name, module="", phase="other",
-                                location=op.location, node=op.node, device="gpu:0", outputs_differ=[0])
-    report = _compare.Report(a="", b="", framework="jax", reproducible=False, kind="culprit",
-                             ops_a=1, ops_b=1)
+    first = _compare.Divergence(
+        kind="culprit",
+        seq=0,
+        step=0,
+        op=op.name,
+        module="",
+        phase="other",
+        location=op.location,
+        node=op.node,
+        device="gpu:0",
+        outputs_differ=[0],
+    )
+    report = _compare.Report(a="", b="", framework="jax", reproducible=False, kind="culprit", ops_a=1, ops_b=1)
     told = _explain.explain(first, report, {}, {})
     assert "pure_callback" in told["headline"] and "scatter-add" in told["headline"]
     assert [e["id"] for e in told["catalog"]][:2] == ["python.numpy-unseeded", "jax.xla-gpu-scatter"]
@@ -240,8 +251,7 @@ def test_static_argument_that_changes_is_external_not_a_culprit(tmp_path):
     """``lr`` from unseeded Python random (two values, one per run) is a static argument:
     it is compiled into the program, so the call is external (python), not a culprit."""
     values = iter([0.25, 0.5])
-    report = dbg.localize(lambda: _scale_with(next(values)), framework="jax",
-                          directory=str(tmp_path))
+    report = dbg.localize(lambda: _scale_with(next(values)), framework="jax", directory=str(tmp_path))
     _external_program(report, _scale_with, "the program changes here")
 
 
@@ -296,16 +306,14 @@ def test_captured_array_constant_that_changes_is_external(tmp_path):
 def test_hooks_are_removed_and_fast_path_restored(tmp_path):
     from jax._src import core, pjit
 
-    before = (core.EvalTrace.__dict__["process_primitive"], pjit._run_python_pjit,
-              pjit._get_fastpath_data)
+    before = (core.EvalTrace.__dict__["process_primitive"], pjit._run_python_pjit, pjit._get_fastpath_data)
     path = tmp_path / "t.trace"
     w, x = jnp.ones(4), jnp.ones((2, 4))
     with pytest.raises(RuntimeError, match="user error"):
         with dbg.record(path, framework="jax"):
             scale_step(w, x)
             raise RuntimeError("user error")
-    assert (core.EvalTrace.__dict__["process_primitive"], pjit._run_python_pjit,
-            pjit._get_fastpath_data) == before
+    assert (core.EvalTrace.__dict__["process_primitive"], pjit._run_python_pjit, pjit._get_fastpath_data) == before
     r = dbg.TraceReader(path)
     assert [o.name for o in r] == ["jit(scale_step)"] and r.end["completed"] is False
 
@@ -352,6 +360,7 @@ def test_jitted_call_names_the_catalog_primitives_inside(tmp_path):
     (scatter-add, nondeterministic on GPU), which a jit-level culprit then shows. The
     trace is real; the divergence on a GPU is simulated (no GPU here): a Divergence
     object built from the recorded op with device "gpu:0"."""
+
     @jax.jit
     def segment(x, idx):
         return jnp.zeros(4).at[idx].add(x) * 2.0
@@ -360,14 +369,23 @@ def test_jitted_call_names_the_catalog_primitives_inside(tmp_path):
     x, idx = jnp.ones(6), jnp.array([0, 1, 1, 2, 3, 3])
     with dbg.record(path, framework="jax"):
         segment(x, idx)
-    op, = _ops(path)
+    (op,) = _ops(path)
     assert op.name == "jit(segment)" and op.node == "jit:scatter-add", op.node
     from fwd9m.debug import _compare, _explain
 
-    first = _compare.Divergence(kind="culprit", seq=0, step=0, op=op.name, module="", phase="other",
-                                location=op.location, node=op.node, device="gpu:0", outputs_differ=[0])
-    report = _compare.Report(a="", b="", framework="jax", reproducible=False, kind="culprit",
-                             ops_a=1, ops_b=1)
+    first = _compare.Divergence(
+        kind="culprit",
+        seq=0,
+        step=0,
+        op=op.name,
+        module="",
+        phase="other",
+        location=op.location,
+        node=op.node,
+        device="gpu:0",
+        outputs_differ=[0],
+    )
+    report = _compare.Report(a="", b="", framework="jax", reproducible=False, kind="culprit", ops_a=1, ops_b=1)
     told = _explain.explain(first, report, {}, {})
     assert "scatter-add" in told["headline"]
     assert told["catalog"][0]["id"] == "jax.xla-gpu-scatter"

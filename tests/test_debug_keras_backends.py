@@ -22,7 +22,7 @@ import textwrap
 
 import pytest
 
-SCRIPT = '''
+SCRIPT = """
 import json, os, sys
 {choose}
 import keras
@@ -45,11 +45,11 @@ with open(sys.argv[1], "w") as f:
     json.dump({{"backend": keras.backend.backend(),
                "round_trip": all(np.array_equal(x, y) for x, y in zip(a, b)),
                "draws_differ": not np.array_equal(a[0], a[1])}}, f)
-'''
+"""
 
 
 def _record(tmp_path, backend: str, by: str):
-    choose = (f'os.environ.setdefault("KERAS_BACKEND", "{backend}")' if by == "script" else "")
+    choose = f'os.environ.setdefault("KERAS_BACKEND", "{backend}")' if by == "script" else ""
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(SCRIPT.format(choose=choose)))
     env = dict(os.environ)
@@ -58,8 +58,14 @@ def _record(tmp_path, backend: str, by: str):
         env["KERAS_BACKEND"] = backend
     trace, facts = tmp_path / "run.trace", tmp_path / "facts.json"
     # run_fwd9m can only add variables; this run needs KERAS_BACKEND unset for "script"
-    p = subprocess.run([sys.executable, "-m", "fwd9m", "debug", "record", "-o", str(trace), str(script),
-                        str(facts)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    p = subprocess.run(
+        [sys.executable, "-m", "fwd9m", "debug", "record", "-o", str(trace), str(script), str(facts)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     from fwd9m.debug import TraceReader
 
@@ -96,11 +102,28 @@ def test_debug_child_imports_no_framework_before_the_script(tmp_path):
     """The child of ``fwd9m debug`` hooks imports instead of importing: a script that
     imports nothing framework-related until its last line sees no framework loaded."""
     script = tmp_path / "s.py"
-    script.write_text("import sys\n"
-                      "print(sorted(m for m in ('torch', 'tensorflow', 'jax', 'keras') if m in sys.modules))\n"
-                      "if False:\n    import torch, keras\n")
-    p = subprocess.run([sys.executable, "-m", "fwd9m.debug._child", str(tmp_path / "t.trace"), "digests",
-                        "-", "-", "-", "0", str(script)], capture_output=True, text=True, cwd=tmp_path)
+    script.write_text(
+        "import sys\n"
+        "print(sorted(m for m in ('torch', 'tensorflow', 'jax', 'keras') if m in sys.modules))\n"
+        "if False:\n    import torch, keras\n"
+    )
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fwd9m.debug._child",
+            str(tmp_path / "t.trace"),
+            "digests",
+            "-",
+            "-",
+            "-",
+            "0",
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[]"
     from fwd9m.debug import TraceReader

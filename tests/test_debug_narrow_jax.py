@@ -41,8 +41,9 @@ def test_pure_callback_inside_jit_is_narrowed_to_its_equation_and_line(tmp_path)
     assert ops[0].name == "jit(step)"
     r = debug.replay(path, 0)
     assert r.confirmed
-    assert r.op == f"jit: pure_callback at test_debug_narrow_jax.py:{_line('CALLBACK LINE')}" or \
-        r.op.endswith(f"tests/test_debug_narrow_jax.py:{_line('CALLBACK LINE')}"), r.op
+    assert r.op == f"jit: pure_callback at test_debug_narrow_jax.py:{_line('CALLBACK LINE')}" or r.op.endswith(
+        f"tests/test_debug_narrow_jax.py:{_line('CALLBACK LINE')}"
+    ), r.op
     assert "narrowed inside the jitted call" in r.render() and "not the fused program" in r.render()
 
 

@@ -96,9 +96,15 @@ def test_a_device_that_is_not_here_is_a_clear_error(tmp_path):
     # simulated: CUDA cannot run here, so the capture file says the op ran on cuda:7
     if torch.cuda.device_count() > 7:
         pytest.skip("this machine has a cuda:7")
-    call = {"framework": "torch", "op": "aten::add", "overload": "Tensor", "args": [{"tensor": 0}, {"tensor": 0}],
-            "kwargs": {}, "threads": 1, "tensors": [{"dtype": "float32", "shape": [2], "stride": [1],
-                                                    "device": "cuda:7", "requires_grad": False}]}
+    call = {
+        "framework": "torch",
+        "op": "aten::add",
+        "overload": "Tensor",
+        "args": [{"tensor": 0}, {"tensor": 0}],
+        "kwargs": {},
+        "threads": 1,
+        "tensors": [{"dtype": "float32", "shape": [2], "stride": [1], "device": "cuda:7", "requires_grad": False}],
+    }
     path = _capture_file(tmp_path, call, {"t0": np.zeros(8, dtype=np.uint8)})
     with pytest.raises(ConfigurationError, match="cuda:7, which is not there"):
         debug.replay(tmp_path / "x.trace", 0, capture=path)
@@ -118,7 +124,8 @@ def test_a_capture_is_never_unpickled(tmp_path):
 @TWO_CORES
 def test_debug_culprit_in_training_is_confirmed_by_a_targeted_run(tmp_path, monkeypatch):
     script = tmp_path / "train.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import torch
         torch.manual_seed(0)
         torch.set_num_threads(2)
@@ -131,14 +138,30 @@ def test_debug_culprit_in_training_is_confirmed_by_a_targeted_run(tmp_path, monk
             opt.zero_grad()
             (emb[idx] * w).sum().backward()   # backward of advanced indexing: index_put_(accumulate=True)
             opt.step()
-    """))
+    """)
+    )
     monkeypatch.chdir(tmp_path)
     runs = []
     for k in (1, 2):
         p = tmp_path / f"run{k}.trace"
         runs.append(p)
-        assert _replay.subprocess.run([_replay.sys.executable, "-m", "fwd9m.debug._child", str(p), "digests",
-                                       "-", "-", "torch", "0", str(script)]).returncode == 0
+        assert (
+            _replay.subprocess.run(
+                [
+                    _replay.sys.executable,
+                    "-m",
+                    "fwd9m.debug._child",
+                    str(p),
+                    "digests",
+                    "-",
+                    "-",
+                    "torch",
+                    "0",
+                    str(script),
+                ]
+            ).returncode
+            == 0
+        )
     report = debug.diff(*runs)
     assert report.kind == "culprit" and "index_put" in report.first.op
     result = _replay.confirm(report, str(script), trace=str(tmp_path / "run3.trace"))

@@ -44,8 +44,24 @@ def test_crop_and_resize_gradient_culprit_is_confirmed_and_the_switch_fixes_it(t
     for k in (1, 2):
         p = tmp_path / f"run{k}.trace"
         runs.append(p)
-        assert subprocess.run([sys.executable, "-m", "fwd9m.debug._child", str(p), "digests", "-", "-",
-                               "tensorflow", "0", str(script)], check=False).returncode == 0
+        assert (
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "fwd9m.debug._child",
+                    str(p),
+                    "digests",
+                    "-",
+                    "-",
+                    "tensorflow",
+                    "0",
+                    str(script),
+                ],
+                check=False,
+            ).returncode
+            == 0
+        )
     report = debug.diff(*runs)
     assert report.kind == "culprit" and report.first.op == "CropAndResizeGradImage"
     result = _replay.confirm(report, str(script), trace=str(tmp_path / "run3.trace"))

@@ -12,11 +12,14 @@ from fwd9m.debug import DebugOptions, Report, debug_script, record_script
 from fwd9m.errors import ConfigurationError
 
 
-@pytest.mark.parametrize("field, value, listed", [
-    ("level", "ops", "modules, sequence, digests, full"),
-    ("cwd", "tmp", "link, empty"),
-    ("frameworks", ("pytorch",), "torch, tensorflow, keras, jax"),
-])
+@pytest.mark.parametrize(
+    "field, value, listed",
+    [
+        ("level", "ops", "modules, sequence, digests, full"),
+        ("cwd", "tmp", "link, empty"),
+        ("frameworks", ("pytorch",), "torch, tensorflow, keras, jax"),
+    ],
+)
 def test_an_invalid_option_lists_the_valid_values(field, value, listed):
     with pytest.raises(ConfigurationError, match=f"invalid {field.rstrip('s')} .*valid values are: {listed}"):
         DebugOptions(**{field: value})
@@ -28,9 +31,14 @@ def test_options_are_validated_once_and_frozen():
     assert DebugOptions(steps=(2, 2)).steps == (2, 2) and DebugOptions().steps is None
     with pytest.raises(dataclasses.FrozenInstanceError):
         o.level = "full"  # type: ignore[misc]
-    for bad, message in (({"steps": "5:3"}, "0 <= A <= B"), ({"steps": (4, 1)}, "0 <= A <= B"),
-                         ({"steps": ""}, "--steps is empty"), ({"timeout": 0}, "positive number"),
-                         ({"timeout": float("nan")}, "positive number"), ({"capture": ",,"}, "selects no op")):
+    for bad, message in (
+        ({"steps": "5:3"}, "0 <= A <= B"),
+        ({"steps": (4, 1)}, "0 <= A <= B"),
+        ({"steps": ""}, "--steps is empty"),
+        ({"timeout": 0}, "positive number"),
+        ({"timeout": float("nan")}, "positive number"),
+        ({"capture": ",,"}, "selects no op"),
+    ):
         with pytest.raises(ConfigurationError, match=message):
             DebugOptions(**bad)
 
@@ -54,8 +62,7 @@ def test_debug_script_returns_the_report_of_two_fresh_runs(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     (tmp_path / "unseeded.py").write_text("import torch\nx = torch.randn(4)\nprint((x * 2).sum().item())\n")
     said: list[str] = []
-    report = debug_script("unseeded.py", [], DebugOptions(hashseed_check=False, timeout=300),
-                          progress=said.append)
+    report = debug_script("unseeded.py", [], DebugOptions(hashseed_check=False, timeout=300), progress=said.append)
     assert isinstance(report, Report) and not report.reproducible, report.render()
     assert report.kind == "external" and report.first is not None and report.first.source == "rng", report.render()
     assert report.a == "run1.trace" and "--keep DIR keeps the traces" in report.render()

@@ -10,10 +10,10 @@ import struct
 import zlib
 
 import pytest
+from conftest import cli_in_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import cli_in_process
 from fwd9m.debug import _store
 from fwd9m.debug._compare import sample_difference
 from fwd9m.errors import FileFormatError
@@ -59,21 +59,38 @@ def _good_ops(n: int = 3) -> bytes:
 CRAFTED = {  # each was an IndexError or struct.error (exit 1 with a traceback) before
     "string id 999": (_S(b"add") + _S(b"ctx") + _O(999, 1, []), "names string 999, but only 2"),
     "op record cut short": (_S(b"add") + struct.pack("<cII", b"O", 0, 1), "cut short or malformed"),
-    "tensor cut short": (_S(b"add") + _S(b"c") + _S(b"float32[4]")
-                         + struct.pack("<cIIIBB", b"O", 0, 1, 0, 2, 0) + struct.pack("<IB", 2, 0),
-                         "cut short or malformed"),
-    "5-byte float32 sample": (_S(b"add") + _S(b"c") + _S(b"float32[4]")
-                              + _O(0, 1, [struct.pack("<IB", 2, _store.HAS_SAMPLE) + bytes([5]) + b"12345"]),
-                              "holds 5 bytes, not a multiple of 4"),
-    "sample past the frame": (_S(b"add") + _S(b"c") + _S(b"float32[4]")
-                              + _O(0, 1, [struct.pack("<IB", 2, _store.HAS_SAMPLE) + bytes([200]) + b"1234"]),
-                              "declares 200 bytes of data but its frame holds 4"),
+    "tensor cut short": (
+        _S(b"add")
+        + _S(b"c")
+        + _S(b"float32[4]")
+        + struct.pack("<cIIIBB", b"O", 0, 1, 0, 2, 0)
+        + struct.pack("<IB", 2, 0),
+        "cut short or malformed",
+    ),
+    "5-byte float32 sample": (
+        _S(b"add")
+        + _S(b"c")
+        + _S(b"float32[4]")
+        + _O(0, 1, [struct.pack("<IB", 2, _store.HAS_SAMPLE) + bytes([5]) + b"12345"]),
+        "holds 5 bytes, not a multiple of 4",
+    ),
+    "sample past the frame": (
+        _S(b"add")
+        + _S(b"c")
+        + _S(b"float32[4]")
+        + _O(0, 1, [struct.pack("<IB", 2, _store.HAS_SAMPLE) + bytes([200]) + b"1234"]),
+        "declares 200 bytes of data but its frame holds 4",
+    ),
     "string past the frame": (struct.pack("<cI", b"S", 1000) + b"ab", "declares 1000 bytes"),
     "end record past the frame": (struct.pack("<cI", b"E", 50) + b"{}", "declares 50 bytes"),
-    "capture of 3 float32 bytes": (_good_ops(1) + struct.pack("<cIBBIQ", b"C", 0, 1, 0, 2, 3) + b"abc",
-                                   "holds 3 bytes, not a multiple of 4"),
-    "capture naming string 50": (_good_ops(1) + struct.pack("<cIBBIQ", b"C", 0, 1, 0, 50, 4) + b"abcd",
-                                 "names string 50"),
+    "capture of 3 float32 bytes": (
+        _good_ops(1) + struct.pack("<cIBBIQ", b"C", 0, 1, 0, 2, 3) + b"abc",
+        "holds 3 bytes, not a multiple of 4",
+    ),
+    "capture naming string 50": (
+        _good_ops(1) + struct.pack("<cIBBIQ", b"C", 0, 1, 0, 50, 4) + b"abcd",
+        "names string 50",
+    ),
 }
 
 
@@ -100,8 +117,9 @@ def test_crafted_traces_exit_2_from_diff_and_in_rank_folders(capsys, tmp_path):
     (tmp_path / "runA" / "rank1.trace").write_bytes(open(good, "rb").read())
     code, err = cli_in_process(capsys, "debug", "diff", str(tmp_path / "runA"), str(tmp_path / "runB"))
     assert code == 2 and "rank1.trace" in err and "names string 999" in err, err
-    code, err = cli_in_process(capsys, "debug", "--html", str(tmp_path / "r.html"), "diff",
-                               str(tmp_path / "runA"), str(tmp_path / "runB"))
+    code, err = cli_in_process(
+        capsys, "debug", "--html", str(tmp_path / "r.html"), "diff", str(tmp_path / "runA"), str(tmp_path / "runB")
+    )
     assert code == 2 and "--html writes the report of two traces" in err  # was: silently not written
 
 
@@ -114,16 +132,20 @@ def test_frame_declaring_4_gib_is_not_allocated(tmp_path):
 
     path = tmp_path / "big.trace"
     path.write_bytes(_header_bytes(tmp_path) + struct.pack("<I", 0xFFFFFFF0) + b"x" * 64)
-    code = ("import resource, sys; from fwd9m.debug import _store\n"
-            "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, resource.RLIM_INFINITY))\n"
-            "r = _store.TraceReader(sys.argv[1]); print(list(r), r.truncated)")
+    code = (
+        "import resource, sys; from fwd9m.debug import _store\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, resource.RLIM_INFINITY))\n"
+        "r = _store.TraceReader(sys.argv[1]); print(list(r), r.truncated)"
+    )
     p = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and "frame of 4294967280 bytes incomplete" in p.stdout, p.stdout + p.stderr
 
 
 def test_header_with_wrong_types_is_a_format_error(tmp_path):
-    for bad in (b'{"format": "fwd9m.trace", "version": 1, "frameworks": 5}',
-                b'{"format": "fwd9m.trace", "version": 1, "level": []}'):
+    for bad in (
+        b'{"format": "fwd9m.trace", "version": 1, "frameworks": 5}',
+        b'{"format": "fwd9m.trace", "version": 1, "level": []}',
+    ):
         path = tmp_path / "h.trace"
         path.write_bytes(_store.MAGIC + struct.pack("<HH", 1, 0) + _frame(bad))
         with pytest.raises(FileFormatError, match="not a fwd9m trace header"):
@@ -151,12 +173,15 @@ def _read_all(path) -> None:
 
 
 @_FUZZ
-@given(cut=st.integers(min_value=0, max_value=400), flips=st.lists(
-    st.tuples(st.integers(min_value=0, max_value=10_000), st.integers(min_value=1, max_value=255)),
-    max_size=4))
+@given(
+    cut=st.integers(min_value=0, max_value=400),
+    flips=st.lists(
+        st.tuples(st.integers(min_value=0, max_value=10_000), st.integers(min_value=1, max_value=255)), max_size=4
+    ),
+)
 def test_fuzz_truncated_and_bit_flipped_traces(tmp_path, cut, flips):
     good = bytearray(open(_trace(tmp_path, _good_ops()), "rb").read())
-    data = good[:max(0, len(good) - cut)]
+    data = good[: max(0, len(good) - cut)]
     for pos, x in flips:
         if data:
             data[pos % len(data)] ^= x
@@ -174,12 +199,22 @@ def test_fuzz_random_records_behind_a_valid_checksum(tmp_path, records):
 
 _record = st.one_of(
     st.binary(max_size=20).map(_S),
-    st.builds(lambda name, ctx, metas, flags, tail: _O(name, ctx, [struct.pack("<IB", m, f) + tail
-                                                                   for m, f in zip(metas, flags)]),
-              st.integers(0, 6), st.integers(0, 6), st.lists(st.integers(0, 6), max_size=3),
-              st.lists(st.integers(0, 31), min_size=3, max_size=3), st.binary(max_size=14)),
-    st.builds(lambda seq, meta, data: struct.pack("<cIBBIQ", b"C", seq, 1, 0, meta, len(data)) + data,
-              st.integers(0, 3), st.integers(0, 6), st.binary(max_size=9)),
+    st.builds(
+        lambda name, ctx, metas, flags, tail: _O(
+            name, ctx, [struct.pack("<IB", m, f) + tail for m, f in zip(metas, flags)]
+        ),
+        st.integers(0, 6),
+        st.integers(0, 6),
+        st.lists(st.integers(0, 6), max_size=3),
+        st.lists(st.integers(0, 31), min_size=3, max_size=3),
+        st.binary(max_size=14),
+    ),
+    st.builds(
+        lambda seq, meta, data: struct.pack("<cIBBIQ", b"C", seq, 1, 0, meta, len(data)) + data,
+        st.integers(0, 3),
+        st.integers(0, 6),
+        st.binary(max_size=9),
+    ),
     st.binary(max_size=12).map(lambda j: struct.pack("<cI", b"E", len(j)) + j),
 )
 
@@ -200,8 +235,7 @@ def _evil_trace(path, digest: int) -> str:
     """A complete trace of one op whose name, module, location and meta hold control
     characters and a newline, with output digest ``digest``."""
     program = {"script": f"/nowhere/{_EVIL}.py", "argv": [], "module": False}
-    with _store.TraceWriter(path, {**HEADER, "program": program,
-                                   "environment": {"env": {_EVIL: _EVIL}}}) as w:
+    with _store.TraceWriter(path, {**HEADER, "program": program, "environment": {"env": {_EVIL: _EVIL}}}) as w:
         name = w.string(f"aten::{_EVIL}")
         ctx = w.string(_store.SEP.join([_EVIL, "forward", f"{_EVIL}.py:3", "", "cpu"]))
         meta = w.string("float32[2]")
@@ -239,15 +273,25 @@ def test_debug_reports_escape_what_comes_from_the_traces(capsys, tmp_path):
     _assert_clean(err)
 
 
-_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=6),
-                     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),
-                     max_leaves=12)
-_header = st.fixed_dictionaries({}, optional={
-    "frameworks": st.one_of(_json, st.lists(st.sampled_from(["torch", "jax", "tensorflow", "x"]), max_size=2)),
-    "level": _json, "program": st.one_of(_json, st.fixed_dictionaries(
-        {}, optional={"script": _json, "argv": _json, "module": _json})),
-    "environment": st.one_of(_json, st.fixed_dictionaries(
-        {}, optional={"frameworks": _json, "packages": _json, "env": _json, "gpus": _json}))})
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),
+    max_leaves=12,
+)
+_header = st.fixed_dictionaries(
+    {},
+    optional={
+        "frameworks": st.one_of(_json, st.lists(st.sampled_from(["torch", "jax", "tensorflow", "x"]), max_size=2)),
+        "level": _json,
+        "program": st.one_of(
+            _json, st.fixed_dictionaries({}, optional={"script": _json, "argv": _json, "module": _json})
+        ),
+        "environment": st.one_of(
+            _json,
+            st.fixed_dictionaries({}, optional={"frameworks": _json, "packages": _json, "env": _json, "gpus": _json}),
+        ),
+    },
+)
 
 
 @_FUZZ
@@ -262,8 +306,13 @@ def test_fuzz_crafted_headers_through_the_whole_diff(tmp_path, ha, hb, digest):
         path = tmp_path / f"{name}.trace"
         with _store.TraceWriter(path, header) as w:
             meta = w.string("float32[2]")
-            w.op(w.string("aten::add"), w.string(_store.SEP.join(["m", "forward", "x.py:1", "", "cpu"])), 0,
-                 [(meta, _store.IS_MODEL_INPUT, d, None, None)], [(meta, 0, d, None, None)])
+            w.op(
+                w.string("aten::add"),
+                w.string(_store.SEP.join(["m", "forward", "x.py:1", "", "cpu"])),
+                0,
+                [(meta, _store.IS_MODEL_INPUT, d, None, None)],
+                [(meta, 0, d, None, None)],
+            )
         paths.append(str(path))
     try:
         report = debug.diff(*paths)
@@ -274,9 +323,14 @@ def test_fuzz_crafted_headers_through_the_whole_diff(tmp_path, ha, hb, digest):
 
 
 @_FUZZ
-@given(names=st.lists(st.sampled_from(["rank0.trace", "rank1.trace", "rank01.trace", "rank0.trace.log",
-                                        "x.trace"]), max_size=3, unique=True),
-       contents=st.lists(st.sampled_from([b"", b"junk", "good", "bad"]), min_size=3, max_size=3))
+@given(
+    names=st.lists(
+        st.sampled_from(["rank0.trace", "rank1.trace", "rank01.trace", "rank0.trace.log", "x.trace"]),
+        max_size=3,
+        unique=True,
+    ),
+    contents=st.lists(st.sampled_from([b"", b"junk", "good", "bad"]), min_size=3, max_size=3),
+)
 def test_fuzz_rank_folders(tmp_path, names, contents):
     """Rank folders holding junk, empty, damaged and good traces: a report, a
     ConfigurationError (no rank traces) or a FileFormatError."""
@@ -285,8 +339,10 @@ def test_fuzz_rank_folders(tmp_path, names, contents):
     from fwd9m.distributed import diff_ranks
     from fwd9m.errors import ConfigurationError
 
-    good, bad = open(_trace(tmp_path, _good_ops(), "g.trace"), "rb").read(), \
-        open(_trace(tmp_path, CRAFTED["tensor cut short"][0], "b.trace"), "rb").read()
+    good, bad = (
+        open(_trace(tmp_path, _good_ops(), "g.trace"), "rb").read(),
+        open(_trace(tmp_path, CRAFTED["tensor cut short"][0], "b.trace"), "rb").read(),
+    )
     for run in ("runA", "runB"):
         shutil.rmtree(tmp_path / run, ignore_errors=True)
         (tmp_path / run).mkdir()

@@ -21,14 +21,28 @@ import pytest
 import fwd9m.debug as dbg
 from fwd9m.debug._store import NOT_RECORDED, TraceReader
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::UserWarning"),
-              pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+]
 
 #: functions that are not ops on their input (dispatch helpers, constructors of other
 #: objects, functions that print or warn by design): never called
-SKIP = {"handle_torch_function", "has_torch_function", "has_torch_function_unary",
-        "has_torch_function_variadic", "boolean_dispatch", "assert_int_or_pair", "print",
-        "Print", "py_function", "numpy_function", "no_op", "executing_eagerly"}
+SKIP = {
+    "handle_torch_function",
+    "has_torch_function",
+    "has_torch_function_unary",
+    "has_torch_function_variadic",
+    "boolean_dispatch",
+    "assert_int_or_pair",
+    "print",
+    "Print",
+    "py_function",
+    "numpy_function",
+    "no_op",
+    "executing_eagerly",
+}
 MIN_SWEPT = {"torch": 60, "tensorflow": 150, "jax": 120}
 
 
@@ -62,6 +76,7 @@ def _usable(calls):
 
 # ----------------------------------------------------------------------------- torch
 
+
 def _torch_arg(torch, arg, x, idx):
     """A simple value for one schema argument, or raise LookupError."""
     t = str(arg.type)
@@ -91,10 +106,12 @@ def _torch_calls(torch):
     for name, fn in _candidates(F):
         for shape in ((2, 3, 4, 5), (4, 4)):
             for arity in (1, 2, 3):
+
                 def thunk(fn=fn, arity=arity, shape=shape):
                     x = torch.linspace(-2, 2, math.prod(shape), dtype=torch.float64).reshape(shape)
                     x.requires_grad_(True)
                     return x, fn(*([x] * arity))
+
                 calls.append((f"F.{name}{list(shape)}/{arity}", thunk))
     from fwd9m import catalog
 
@@ -112,9 +129,9 @@ def _torch_calls(torch):
             def thunk(op=op):
                 x = torch.linspace(-2, 2, 12, dtype=torch.float64).reshape(3, 4)
                 idx = torch.zeros(3, dtype=torch.long)
-                args = [_torch_arg(torch, a, x, idx) for a in op._schema.arguments
-                        if not a.kwarg_only]
+                args = [_torch_arg(torch, a, x, idx) for a in op._schema.arguments if not a.kwarg_only]
                 return x, op(*args)
+
             calls.append((f"{qual}.{overload}", thunk))
     return calls
 
@@ -125,8 +142,9 @@ def _torch_values(torch, results):
         ys = y if isinstance(y, (tuple, list)) else [y]
         ts = [t for t in ys if isinstance(t, torch.Tensor)]
         for t in ts:
-            out.append(t.detach().cpu().contiguous().view(-1).numpy().tobytes()
-                       if t.layout == torch.strided else repr(t))
+            out.append(
+                t.detach().cpu().contiguous().view(-1).numpy().tobytes() if t.layout == torch.strided else repr(t)
+            )
         floats = [t for t in ts if t.requires_grad and t.is_floating_point()]
         if floats and x.requires_grad:
             grads = torch.autograd.grad([t.sum() for t in floats], x, allow_unused=True)
@@ -156,6 +174,7 @@ def test_torch_recorder_sweep(tmp_path):
 
 # ----------------------------------------------------------------------------- tensorflow
 
+
 def test_tensorflow_recorder_sweep(tmp_path):
     tf = pytest.importorskip("tensorflow")
 
@@ -165,8 +184,12 @@ def test_tensorflow_recorder_sweep(tmp_path):
         ns = getattr(tf, ns_name)
         for name, fn in _candidates(ns):
             for arity in (1, 2):
-                calls.append((f"tf.{ns_name}.{name}/{arity}",
-                              lambda fn=fn, arity=arity, x=None: fn(*([x0 if x is None else x] * arity))))
+                calls.append(
+                    (
+                        f"tf.{ns_name}.{name}/{arity}",
+                        lambda fn=fn, arity=arity, x=None: fn(*([x0 if x is None else x] * arity)),
+                    )
+                )
     usable = _usable(calls)
     assert len(usable) >= MIN_SWEPT["tensorflow"], [n for n, _ in usable]
 
@@ -188,8 +211,7 @@ def test_tensorflow_recorder_sweep(tmp_path):
         with tf.GradientTape(persistent=True) as tape:
             eager = run_all(x)
         floats = [t for t in eager if t.dtype.is_floating]
-        grads = tape.gradient([tf.reduce_sum(t) for t in floats], x,
-                              unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        grads = tape.gradient([tf.reduce_sum(t) for t in floats], x, unconnected_gradients=tf.UnconnectedGradients.ZERO)
 
         @tf.function(jit_compile=False)
         def graph(v):
@@ -225,6 +247,7 @@ def test_tensorflow_recorder_sweep(tmp_path):
 
 # ----------------------------------------------------------------------------- jax
 
+
 def test_jax_recorder_sweep(tmp_path):
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
@@ -234,12 +257,15 @@ def test_jax_recorder_sweep(tmp_path):
     calls = []
     # unary for jnp / jax.nn (a binary jnp call compiles as often as a unary one and
     # adds little: the same jit path), unary and binary for lax primitives
-    for prefix, ns, arities in (("jnp", jnp, (1,)), ("jax.nn", jax.nn, (1,)),
-                                ("lax", jax.lax, (1, 2))):
+    for prefix, ns, arities in (("jnp", jnp, (1,)), ("jax.nn", jax.nn, (1,)), ("lax", jax.lax, (1, 2))):
         for name, fn in _candidates(ns):
             for arity in arities:
-                calls.append((f"{prefix}.{name}/{arity}",
-                              lambda fn=fn, arity=arity, x=None: fn(*([jnp.asarray(x0) if x is None else x] * arity))))
+                calls.append(
+                    (
+                        f"{prefix}.{name}/{arity}",
+                        lambda fn=fn, arity=arity, x=None: fn(*([jnp.asarray(x0) if x is None else x] * arity)),
+                    )
+                )
     usable = calls  # narrowed by the first (unrecorded) eager pass: each call compiles
 
     def tolerant(v, prefix=""):  # traced: functions that only run eagerly are left out
@@ -254,8 +280,7 @@ def test_jax_recorder_sweep(tmp_path):
         return [t for t in jax.tree_util.tree_leaves(out) if hasattr(t, "dtype")]
 
     def leaves(y):
-        return [np.asarray(t).tobytes() for t in jax.tree_util.tree_leaves(y)
-                if isinstance(t, (jax.Array, np.ndarray))]
+        return [np.asarray(t).tobytes() for t in jax.tree_util.tree_leaves(y) if isinstance(t, (jax.Array, np.ndarray))]
 
     def block():
         nonlocal usable
@@ -271,9 +296,11 @@ def test_jax_recorder_sweep(tmp_path):
             ok.append((name, thunk))
         usable = ok
         jitted = jax.jit(tolerant)(x)
+
         def loss(v):  # backward through jax.nn (some jnp functions loop: no reverse mode)
-            return sum(jnp.sum(t.astype(jnp.float32)) for t in tolerant(v, "jax.nn.")
-                       if jnp.issubdtype(t.dtype, jnp.floating))
+            return sum(
+                jnp.sum(t.astype(jnp.float32)) for t in tolerant(v, "jax.nn.") if jnp.issubdtype(t.dtype, jnp.floating)
+            )
 
         grad = jax.jit(jax.grad(loss))(x)
         return eager + leaves(jitted) + leaves(grad)

@@ -133,9 +133,11 @@ def test_xla_function_recorded_as_one_op(tmp_path):
 
 # ------------------------------------------------------------ bytes op types, attrs
 
+
 def test_custom_loop_over_crop_and_resize_is_recorded(tmp_path):
     """TF hands CropAndResize and its gradient to the op callback with a bytes op type;
     the recorder used to raise TypeError into the user's script."""
+
     def loop():
         img = tf.Variable(tf.reshape(tf.linspace(0.0, 1.0, 2 * 8 * 8 * 3), [2, 8, 8, 3]))
         boxes = tf.constant([[0.1, 0.1, 0.9, 0.9], [0.0, 0.2, 0.8, 1.0]])
@@ -175,10 +177,12 @@ def test_eager_attr_from_python_is_external(tmp_path):
 def test_traced_constant_from_python_is_external(tmp_path):
     """tf.constant(random.random()) inside a tf.function is a Const op whose value is an
     attr: a differing value is an input that differs, not a nondeterministic Const."""
+
     def body(v):
         @tf.function
         def f(x):
             return x * tf.constant(v)
+
         return f(tf.ones([3]))
 
     report = _tf_runs(tmp_path, body, [0.25, 0.75])
@@ -196,11 +200,13 @@ def test_variables_stay_reproducible(tmp_path):
 def test_py_function_token_is_not_an_input(tmp_path):
     """A numpy_function's registry token (pyfunc_N) counts up in the process: two
     in-process runs of the same program trace it with different tokens."""
+
     def body():
         @tf.function
         def f(x):
             y = tf.numpy_function(lambda a: a * 2, [x], tf.float32)
             return tf.reduce_sum(y)
+
         return f(tf.ones([3]))
 
     report = dbg.localize(body, framework="tensorflow", directory=str(tmp_path))

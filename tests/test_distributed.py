@@ -25,24 +25,33 @@ def file_store(tmp_path_factory) -> str:
 
 # ----------------------------------------------------------------------------- ranks
 
+
 def test_import_loads_no_framework():
-    code = ("import sys, fwd9m.distributed as fd; fd.rank_info(); "
-            "print(sorted(m for m in ('torch', 'tensorflow', 'jax', 'keras') if m in sys.modules))")
+    code = (
+        "import sys, fwd9m.distributed as fd; fd.rank_info(); "
+        "print(sorted(m for m in ('torch', 'tensorflow', 'jax', 'keras') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr
 
 
-@pytest.mark.parametrize("env, expected", [
-    ({}, fd.RankInfo()),
-    ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"},
-     fd.RankInfo(1, 2, 1, 2, "torchrun")),
-    ({"HOROVOD_RANK": "3", "HOROVOD_SIZE": "4", "HOROVOD_LOCAL_RANK": "1"},
-     fd.RankInfo(3, 4, 1, None, "horovod")),
-    ({"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2"}, fd.RankInfo(0, 2, None, None, "mpi")),
-    # torchrun's variables win over an MPI launcher around it
-    ({"RANK": "1", "WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "1"},
-     fd.RankInfo(1, 2, None, None, "torchrun")),
-])
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({}, fd.RankInfo()),
+        (
+            {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"},
+            fd.RankInfo(1, 2, 1, 2, "torchrun"),
+        ),
+        ({"HOROVOD_RANK": "3", "HOROVOD_SIZE": "4", "HOROVOD_LOCAL_RANK": "1"}, fd.RankInfo(3, 4, 1, None, "horovod")),
+        ({"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2"}, fd.RankInfo(0, 2, None, None, "mpi")),
+        # torchrun's variables win over an MPI launcher around it
+        (
+            {"RANK": "1", "WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "1"},
+            fd.RankInfo(1, 2, None, None, "torchrun"),
+        ),
+    ],
+)
 def test_rank_info_from_launcher_variables(env, expected):
     assert fd.rank_info(env) == expected
 
@@ -57,19 +66,20 @@ def _tf_config(kind, index, chief=True):
 def test_rank_info_from_tf_config_numbers_chief_first():
     assert fd.rank_info(_tf_config("chief", 0)) == fd.RankInfo(0, 3, None, None, "TF_CONFIG", "chief")
     assert fd.rank_info(_tf_config("worker", 1)).rank == 2
-    assert fd.rank_info(_tf_config("worker", 1, chief=False)) == \
-        fd.RankInfo(1, 2, None, None, "TF_CONFIG", "worker")
+    assert fd.rank_info(_tf_config("worker", 1, chief=False)) == fd.RankInfo(1, 2, None, None, "TF_CONFIG", "worker")
     assert fd.rank_info(_tf_config("ps", 0)).role == "ps"
 
 
-@pytest.mark.parametrize("env", [{"RANK": "x", "WORLD_SIZE": "2"}, {"RANK": "2", "WORLD_SIZE": "2"},
-                                 {"TF_CONFIG": "{not json"}])
+@pytest.mark.parametrize(
+    "env", [{"RANK": "x", "WORLD_SIZE": "2"}, {"RANK": "2", "WORLD_SIZE": "2"}, {"TF_CONFIG": "{not json"}]
+)
 def test_rank_info_rejects_bad_settings(env):
     with pytest.raises(ConfigurationError):
         fd.rank_info(env)
 
 
 # ----------------------------------------------------------------------------- seeds
+
 
 def test_seeder_shares_what_must_be_shared(monkeypatch):
     monkeypatch.delenv("FWD9M_SEED", raising=False)
@@ -110,14 +120,19 @@ def test_sampler_shards_are_disjoint_and_reshuffled_each_epoch():
 
 # ----------------------------------------------------------------------------- replicas
 
+
 def _table(values):
     return [(name, "parameter", "float32", (2,), d) for name, d in values]
 
 
 def test_compare_digests_groups_replicas_and_keeps_model_order():
-    diffs = compare_digests([_table([("a", 1), ("b", 2), ("c", 3)]),
-                             _table([("a", 1), ("b", 9), ("c", 4)]),
-                             _table([("a", 1), ("b", 2), ("c", 5)])])
+    diffs = compare_digests(
+        [
+            _table([("a", 1), ("b", 2), ("c", 3)]),
+            _table([("a", 1), ("b", 9), ("c", 4)]),
+            _table([("a", 1), ("b", 2), ("c", 5)]),
+        ]
+    )
     assert [d.name for d in diffs] == ["b", "c"]
     assert diffs[0].groups == ((0, 2), (1,))
     assert "rank 1 differs from ranks 0, 2" in diffs[0].summary()
@@ -168,6 +183,7 @@ def test_install_from_env_needs_the_variable():
 
 # ----------------------------------------------------------------------------- debug per rank
 
+
 def test_record_rank_traces_collectives_and_diff_ranks(tmp_path, tmp_path_factory, monkeypatch):
     torch = pytest.importorskip("torch")
     from conftest import run_fwd9m
@@ -217,11 +233,14 @@ def test_run_flags_need_the_import_hook():
     assert out.returncode == 2 and "drop --no-enable" in out.stderr
 
 
-@pytest.mark.parametrize("mode, how, var", [
-    ("prefix", "compared rank by rank, by the rank prefix of each line", "RANK"),
-    ("plain", "compared as a multiset of lines, as they carry no rank prefix", "OMPI_COMM_WORLD_RANK"),
-    ("swap", None, "RANK"),
-])
+@pytest.mark.parametrize(
+    "mode, how, var",
+    [
+        ("prefix", "compared rank by rank, by the rank prefix of each line", "RANK"),
+        ("plain", "compared as a multiset of lines, as they carry no rank prefix", "OMPI_COMM_WORLD_RANK"),
+        ("swap", None, "RANK"),
+    ],
+)
 def test_ranks_interleaving_a_shared_stdout_is_no_difference(tmp_path, mode, how, var):
     """Regression: two ranks of a launcher fwd9m does not know (no per-rank output; ranks
     told by RANK, or by Open MPI's variable) that print the same lines in another order
@@ -232,9 +251,19 @@ def test_ranks_interleaving_a_shared_stdout_is_no_difference(tmp_path, mode, how
 
     work = tmp_path / "work"
     work.mkdir()
-    out = run_fwd9m("check", "--format", "json", "-q", "--no-hashseed-check", "--", sys.executable,
-                    str(Path(__file__).parent / "data" / "distributed" / "two_printers.py"),
-                    cwd=work, env={"ORDER_FILE": str(tmp_path / "order"), "PRINT": mode, "RANK_VAR": var}, timeout=300)
+    out = run_fwd9m(
+        "check",
+        "--format",
+        "json",
+        "-q",
+        "--no-hashseed-check",
+        "--",
+        sys.executable,
+        str(Path(__file__).parent / "data" / "distributed" / "two_printers.py"),
+        cwd=work,
+        env={"ORDER_FILE": str(tmp_path / "order"), "PRINT": mode, "RANK_VAR": var},
+        timeout=300,
+    )
     result = json.loads(out.stdout)
     # the final state is compared rank by rank, the rank told by RANK or by Open MPI's variable
     assert any("rank 0: 0 difference(s), rank 1: 0 difference(s)" in n for n in result["notes"]), out.stdout
@@ -242,5 +271,9 @@ def test_ranks_interleaving_a_shared_stdout_is_no_difference(tmp_path, mode, how
         assert out.returncode == 1 and [f["source"] for f in result["findings"]] == ["stdout"], out.stdout
         return
     assert out.returncode == 0 and result["findings"] == [], out.stdout
-    assert any(n.startswith("the launcher's shared standard output differs only in how the ranks' lines "
-                            "interleave in run 2 (" + how) for n in result["notes"]), result["notes"]
+    assert any(
+        n.startswith(
+            "the launcher's shared standard output differs only in how the ranks' lines interleave in run 2 (" + how
+        )
+        for n in result["notes"]
+    ), result["notes"]

@@ -24,7 +24,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import run_fwd9m
 
 DATA = Path(__file__).parent / "data" / "distributed"
@@ -32,8 +31,17 @@ TIMEOUT = 300
 
 
 def _torchrun(port: int) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-            "--master-addr", "127.0.0.1", "--master-port", str(port)]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(port),
+    ]
 
 
 def _free_ports(n: int) -> list[int]:
@@ -66,10 +74,31 @@ def test_ddp_reproducible_under_fwd9m_run(torch_available, tmp_path):
     report = tmp_path / "replicas.json"
     work = tmp_path / "work"
     work.mkdir()
-    out = run_fwd9m("check", "--format", "json", "-q", "--timeout", str(TIMEOUT), "--",
-                    sys.executable, "-m", "fwd9m", "run", "--seed", "5", "--",
-                    *_torchrun(_free_port()), str(DATA / "torch_ddp.py"), "--check-every", "1",
-                    "--report", str(report), cwd=work, env=_env(), timeout=3 * TIMEOUT)
+    out = run_fwd9m(
+        "check",
+        "--format",
+        "json",
+        "-q",
+        "--timeout",
+        str(TIMEOUT),
+        "--",
+        sys.executable,
+        "-m",
+        "fwd9m",
+        "run",
+        "--seed",
+        "5",
+        "--",
+        *_torchrun(_free_port()),
+        str(DATA / "torch_ddp.py"),
+        "--check-every",
+        "1",
+        "--report",
+        str(report),
+        cwd=work,
+        env=_env(),
+        timeout=3 * TIMEOUT,
+    )
     result = json.loads(out.stdout)
     assert out.returncode == 0, result["verdict"] + "\n" + out.stderr[-3000:]
     assert result["reproducible"] and [r["returncode"] for r in result["runs"]] == [0, 0]
@@ -82,10 +111,28 @@ def test_ddp_seeded_from_time_differs_per_rank_and_drift_is_named(torch_availabl
     report = tmp_path / "replicas.json"  # outside the directory check runs from (see above)
     work = tmp_path / "work"
     work.mkdir()
-    out = run_fwd9m("check", "--format", "json", "-q", "--timeout", str(TIMEOUT), "--",
-                    *_torchrun(_free_port()), str(DATA / "torch_ddp.py"), "--seed-from", "time",
-                    "--drift", "3", "--check-every", "1", "--report", str(report),
-                    cwd=work, env=_env(), timeout=3 * TIMEOUT)
+    out = run_fwd9m(
+        "check",
+        "--format",
+        "json",
+        "-q",
+        "--timeout",
+        str(TIMEOUT),
+        "--",
+        *_torchrun(_free_port()),
+        str(DATA / "torch_ddp.py"),
+        "--seed-from",
+        "time",
+        "--drift",
+        "3",
+        "--check-every",
+        "1",
+        "--report",
+        str(report),
+        cwd=work,
+        env=_env(),
+        timeout=3 * TIMEOUT,
+    )
     result = json.loads(out.stdout)
     assert out.returncode == 1, out.stderr[-3000:]
     state = [f["summary"] for f in result["findings"] if f["source"] == "state"]
@@ -101,9 +148,19 @@ def test_ddp_seeded_from_time_differs_per_rank_and_drift_is_named(torch_availabl
 
 @pytest.mark.slow
 def test_run_check_replicas_flag_stops_at_the_drift(torch_available, tmp_path):
-    out = run_fwd9m("run", "--check-replicas", "1", "--", *_torchrun(_free_port()),
-                    str(DATA / "torch_ddp.py"), "--drift", "4", cwd=tmp_path, env=_env(),
-                    timeout=TIMEOUT)
+    out = run_fwd9m(
+        "run",
+        "--check-replicas",
+        "1",
+        "--",
+        *_torchrun(_free_port()),
+        str(DATA / "torch_ddp.py"),
+        "--drift",
+        "4",
+        cwd=tmp_path,
+        env=_env(),
+        timeout=TIMEOUT,
+    )
     assert out.returncode != 0
     text = out.stdout + out.stderr
     assert "REPLICAS DIFFER at step 4" in text and "buffer 'shift'" in text, text[-3000:]
@@ -115,8 +172,10 @@ def test_keras_mirrored_strategy_reproducible_and_replica_drift(tmp_path):
     pytest.importorskip("keras")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONHASHSEED": "0", "KERAS_BACKEND": "tensorflow"}
     cmd = [sys.executable, str(DATA / "keras_mirrored.py"), "--enable", "--drift"]
-    procs = [subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(2)]  # two runs at once: two cores
+    procs = [
+        subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]  # two runs at once: two cores
     outs = [p.communicate(timeout=TIMEOUT) for p in procs]
     for p, (_, stderr) in zip(procs, outs):
         assert p.returncode == 0, stderr[-3000:]
@@ -136,9 +195,19 @@ def test_keras_mirrored_strategy_reproducible_and_replica_drift(tmp_path):
 def test_record_ranks_then_debug_diff_rank_by_rank(torch_available, tmp_path):
     port = _free_port()
     for run in ("a", "b"):
-        out = run_fwd9m("run", "--record-ranks", str(tmp_path / run), "--", *_torchrun(port),
-                        str(DATA / "torch_ddp.py"), "--seed-from", "time", cwd=tmp_path, env=_env(),
-                        timeout=TIMEOUT)
+        out = run_fwd9m(
+            "run",
+            "--record-ranks",
+            str(tmp_path / run),
+            "--",
+            *_torchrun(port),
+            str(DATA / "torch_ddp.py"),
+            "--seed-from",
+            "time",
+            cwd=tmp_path,
+            env=_env(),
+            timeout=TIMEOUT,
+        )
         assert out.returncode == 0, out.stderr[-3000:]
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["rank0.trace", "rank1.trace"]
     from fwd9m.debug import TraceReader
@@ -162,8 +231,16 @@ def _multiworker_launch(tmp_path: Path) -> list[str]:
     for i in range(2):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})
         env = {**os.environ, "TF_CONFIG": tf_config, "TF_CPP_MIN_LOG_LEVEL": "2"}
-        procs.append(subprocess.Popen([sys.executable, str(DATA / "tf_multiworker.py")], cwd=tmp_path, env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(DATA / "tf_multiworker.py")],
+                cwd=tmp_path,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     outs = [p.communicate(timeout=TIMEOUT) for p in procs]
     for p, (_, stderr) in zip(procs, outs):
         assert p.returncode == 0, stderr[-3000:]
@@ -183,9 +260,22 @@ EVERY_RANK = DATA / "every_rank_prints.py"
 #: accelerate on the CPU: `--multi_gpu` runs torch.distributed.run in the same process
 #: (`multi_gpu_launcher` in accelerate/commands/launch.py); `--cpu --num_processes 2`
 #: would start a single process (`simple_launcher`, mpirun only with a hostfile)
-ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-              "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-              "--main_process_port", "0"]
+ACCELERATE = [
+    sys.executable,
+    "-m",
+    "accelerate.commands.launch",
+    "--multi_gpu",
+    "--num_processes",
+    "2",
+    "--num_machines",
+    "1",
+    "--mixed_precision",
+    "no",
+    "--dynamo_backend",
+    "no",
+    "--main_process_port",
+    "0",
+]
 
 
 def _standalone(*flags: str) -> list[str]:
@@ -196,17 +286,33 @@ def _standalone(*flags: str) -> list[str]:
 def _check_every_rank(launcher: list[str], tmp_path: Path, *script_args: str) -> tuple[int, dict, str]:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    out = run_fwd9m("check", "--format", "json", "-q", "--no-hashseed-check", "--timeout", str(TIMEOUT), "--",
-                    *launcher, str(EVERY_RANK), *script_args, cwd=work,
-                    env={**_env(), "ORDER_FILE": str(tmp_path / "order")}, timeout=3 * TIMEOUT)
+    out = run_fwd9m(
+        "check",
+        "--format",
+        "json",
+        "-q",
+        "--no-hashseed-check",
+        "--timeout",
+        str(TIMEOUT),
+        "--",
+        *launcher,
+        str(EVERY_RANK),
+        *script_args,
+        cwd=work,
+        env={**_env(), "ORDER_FILE": str(tmp_path / "order")},
+        timeout=3 * TIMEOUT,
+    )
     return out.returncode, json.loads(out.stdout), out.stderr
 
 
-@pytest.mark.parametrize("launcher", [
-    pytest.param(_standalone(), id="torchrun"),
-    pytest.param(_standalone("--redirects", "3"), id="torchrun-redirects", marks=pytest.mark.slow),
-    pytest.param(ACCELERATE, id="accelerate", marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "launcher",
+    [
+        pytest.param(_standalone(), id="torchrun"),
+        pytest.param(_standalone("--redirects", "3"), id="torchrun-redirects", marks=pytest.mark.slow),
+        pytest.param(ACCELERATE, id="accelerate", marks=pytest.mark.slow),
+    ],
+)
 def test_every_rank_printing_is_compared_rank_by_rank(torch_available, tmp_path, launcher):
     """Regression: a reproducible DDP run in which every rank prints was NOT REPRODUCIBLE
     as the ranks' lines interleaved differently in torchrun's shared stdout (here the
@@ -228,8 +334,7 @@ def test_a_difference_in_one_rank_output_is_named_with_the_users_tee_and_log_dir
     that differs is named on its rank."""
     (tmp_path / "work").mkdir()
     (tmp_path / "work" / "logs").mkdir()
-    code, result, err = _check_every_rank(_standalone("--tee", "3", "--log-dir", "logs"), tmp_path,
-                                          "--noisy-rank", "1")
+    code, result, err = _check_every_rank(_standalone("--tee", "3", "--log-dir", "logs"), tmp_path, "--noisy-rank", "1")
     assert code == 1, err[-3000:]
     assert [f["summary"].split(":")[0] for f in result["findings"]] == ["rank 1 stdout"], result["findings"]
     assert any("copies of each rank's own output" in n for n in result["notes"]), result["notes"]
@@ -241,8 +346,20 @@ def test_a_rank_that_crashes_shows_its_own_error(torch_available, tmp_path):
     still quotes the failing rank's traceback."""
     work = tmp_path / "work"
     work.mkdir()
-    out = run_fwd9m("check", "-q", "--no-hashseed-check", "--timeout", str(TIMEOUT), "--", *_standalone(),
-                    str(EVERY_RANK), "--crash-rank", "1", cwd=work,
-                    env={**_env(), "ORDER_FILE": str(tmp_path / "order")}, timeout=3 * TIMEOUT)
+    out = run_fwd9m(
+        "check",
+        "-q",
+        "--no-hashseed-check",
+        "--timeout",
+        str(TIMEOUT),
+        "--",
+        *_standalone(),
+        str(EVERY_RANK),
+        "--crash-rank",
+        "1",
+        cwd=work,
+        env={**_env(), "ORDER_FILE": str(tmp_path / "order")},
+        timeout=3 * TIMEOUT,
+    )
     assert out.returncode == 2 and "failed in every run" in out.stderr, out.stdout + out.stderr
     assert "[rank 1 stderr]" in out.stderr and "RuntimeError: planted crash on rank 1" in out.stderr, out.stderr

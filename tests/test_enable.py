@@ -35,10 +35,15 @@ def torch_state(clean_env):
     torch = pytest.importorskip("torch")
     import torch.utils.deterministic as det
 
-    saved = (torch.are_deterministic_algorithms_enabled(),
-             torch.is_deterministic_algorithms_warn_only_enabled(),
-             torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark,
-             det.fill_uninitialized_memory, torch.get_num_threads(), torch.get_rng_state())
+    saved = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.backends.cudnn.deterministic,
+        torch.backends.cudnn.benchmark,
+        det.fill_uninitialized_memory,
+        torch.get_num_threads(),
+        torch.get_rng_state(),
+    )
     yield torch
     torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = saved[2], saved[3]
@@ -69,6 +74,7 @@ def tf_state(clean_env):
 
 
 # --- conformance ------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", FRAMEWORK_MODULES)
 def test_framework_modules_share_the_protocol(name):
@@ -113,8 +119,14 @@ def test_front_rejects_unknown_framework():
 
 def test_change_record_renders():
     c = fwd9m_enable.Change("torch", "env:X", None, "1", "why", "torch.cudnn-benchmark")
-    assert c.to_dict() == {"framework": "torch", "what": "env:X", "old": None, "new": "1",
-                           "why": "why", "source": "torch.cudnn-benchmark"}
+    assert c.to_dict() == {
+        "framework": "torch",
+        "what": "env:X",
+        "old": None,
+        "new": "1",
+        "why": "why",
+        "source": "torch.cudnn-benchmark",
+    }
     assert "<unset> -> '1'" in str(c)
 
 
@@ -127,13 +139,16 @@ def test_every_cited_catalog_entry_exists():
 
     src = Path(fwd9m.__file__).parent
     cited = set()
-    files = [src / rel for rel in ("enable.py", "torch/__init__.py", "jax/__init__.py", "keras/__init__.py", "_cli/run.py")]
+    files = [
+        src / rel for rel in ("enable.py", "torch/__init__.py", "jax/__init__.py", "keras/__init__.py", "_cli/run.py")
+    ]
     files += sorted((src / "tensorflow").glob("*.py"))
     for path in files:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "cite":
-                cited |= {a.value for a in node.args if isinstance(a, ast.Constant)
-                          and not a.value.startswith("https://")}
+                cited |= {
+                    a.value for a in node.args if isinstance(a, ast.Constant) and not a.value.startswith("https://")
+                }
     cited |= {"torch.cublas-workspace-config"}  # via _CUBLAS_ENTRY
     assert len(cited) >= 10
     for entry_id in sorted(cited):
@@ -142,20 +157,23 @@ def test_every_cited_catalog_entry_exists():
 
 # --- TensorFlow recipe table (pure; old versions cannot be installed here) ----------------
 
-@pytest.mark.parametrize("version,ngc,name,envs", [
-    ("1.14.0", None, "cudnn-deterministic+patch", {"TF_CUDNN_DETERMINISTIC"}),
-    ("2.0.1", None, "cudnn-deterministic+patch", {"TF_CUDNN_DETERMINISTIC"}),
-    ("2.1.0", None, "env-deterministic-ops", {"TF_DETERMINISTIC_OPS"}),
-    ("2.4.4", None, "env-deterministic-ops", {"TF_DETERMINISTIC_OPS"}),
-    ("2.5.0", None, "env-deterministic-ops", {"TF_DETERMINISTIC_OPS", "TF_CUDNN_USE_FRONTEND"}),
-    ("2.7.4", None, "env-deterministic-ops", {"TF_DETERMINISTIC_OPS", "TF_CUDNN_USE_FRONTEND"}),
-    ("2.8.0", None, "op-determinism", {"TF_CUDNN_USE_FRONTEND"}),
-    ("2.9.0", None, "op-determinism", set()),
-    ("2.21.0", None, "op-determinism", set()),
-    ("1.13.1", "19.06-tf1", "env-deterministic-ops", {"TF_DETERMINISTIC_OPS"}),
-    ("2.6.0+nv21.11", "21.11-tf2", "env-deterministic-ops",
-     {"TF_DETERMINISTIC_OPS", "TF_CUDNN_USE_FRONTEND"}),
-])
+
+@pytest.mark.parametrize(
+    "version,ngc,name,envs",
+    [
+        ("1.14.0", None, "cudnn-deterministic+patch", {"TF_CUDNN_DETERMINISTIC"}),
+        ("2.0.1", None, "cudnn-deterministic+patch", {"TF_CUDNN_DETERMINISTIC"}),
+        ("2.1.0", None, "env-deterministic-ops", {"TF_DETERMINISTIC_OPS"}),
+        ("2.4.4", None, "env-deterministic-ops", {"TF_DETERMINISTIC_OPS"}),
+        ("2.5.0", None, "env-deterministic-ops", {"TF_DETERMINISTIC_OPS", "TF_CUDNN_USE_FRONTEND"}),
+        ("2.7.4", None, "env-deterministic-ops", {"TF_DETERMINISTIC_OPS", "TF_CUDNN_USE_FRONTEND"}),
+        ("2.8.0", None, "op-determinism", {"TF_CUDNN_USE_FRONTEND"}),
+        ("2.9.0", None, "op-determinism", set()),
+        ("2.21.0", None, "op-determinism", set()),
+        ("1.13.1", "19.06-tf1", "env-deterministic-ops", {"TF_DETERMINISTIC_OPS"}),
+        ("2.6.0+nv21.11", "21.11-tf2", "env-deterministic-ops", {"TF_DETERMINISTIC_OPS", "TF_CUDNN_USE_FRONTEND"}),
+    ],
+)
 def test_tensorflow_recipe_by_version(version, ngc, name, envs):
     """Simulated versions: TF 1.x/2.0-2.20 and NGC images cannot be installed here."""
     from fwd9m.tensorflow import recipe
@@ -192,9 +210,11 @@ def test_tensorflow_ngc_version_read_from_environment(clean_env):
 
 # --- TensorFlow, real ---------------------------------------------------------------
 
+
 def test_tensorflow_enable_is_idempotent_and_disables_keras_auto_xla(tf_state):
-    import fwd9m.tensorflow as fw_tf
     from tensorflow.python.framework.config import is_op_determinism_enabled
+
+    import fwd9m.tensorflow as fw_tf
 
     _disable_op_determinism()
     first = fw_tf.enable_determinism(seed=1)
@@ -242,11 +262,9 @@ def test_tensorflow_old_recipe_patches_on_real_tf(tf_state):
     ids = tf.constant([i % 7 for i in range(49)] + [-1])  # -1 is dropped by the op
     got = [tf.math.unsorted_segment_sum(data, ids, 7).numpy().tobytes() for _ in range(3)]
     assert len(set(got)) == 1
-    tf.debugging.assert_near(tf.math.unsorted_segment_sum(data, ids, 7),
-                             originals[1](data, ids, 7), atol=1e-5)
+    tf.debugging.assert_near(tf.math.unsorted_segment_sum(data, ids, 7), originals[1](data, ids, 7), atol=1e-5)
     sorted_ids = tf.sort(tf.constant([i % 5 for i in range(50)]))
-    tf.debugging.assert_near(tf.math.segment_sum(data, sorted_ids),
-                             originals[2](data, sorted_ids), atol=1e-5)
+    tf.debugging.assert_near(tf.math.segment_sum(data, sorted_ids), originals[2](data, sorted_ids), atol=1e-5)
     ints = tf.constant([[1], [2], [3]])
     assert tf.math.unsorted_segment_sum(ints, [0, 0, 1], 2).numpy().tolist() == [[3], [3]]
     assert fw_tf._unpatch() > 0 and tf.nn.bias_add is originals[0]
@@ -254,12 +272,12 @@ def test_tensorflow_old_recipe_patches_on_real_tf(tf_state):
 
 # --- PyTorch ------------------------------------------------------------------------
 
+
 def _index_put_results(torch, calls: int) -> set[bytes]:
     g = torch.Generator().manual_seed(0)
     idx = torch.randint(0, 10, (1_000_000,), generator=g)
     vals = torch.randn(1_000_000, generator=g)
-    return {torch.zeros(10).index_put_((idx,), vals, accumulate=True).numpy().tobytes()
-            for _ in range(calls)}
+    return {torch.zeros(10).index_put_((idx,), vals, accumulate=True).numpy().tobytes() for _ in range(calls)}
 
 
 def test_torch_index_put_accumulate_cpu_nondeterministic_until_enabled(torch_state):
@@ -299,8 +317,7 @@ def test_torch_seed_makes_weights_repeat(torch_state):
     assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("version,expect", [("2.9.1", "will raise RuntimeError"),
-                                            ("2.13.0", "keep their workspace")])
+@pytest.mark.parametrize("version,expect", [("2.9.1", "will raise RuntimeError"), ("2.13.0", "keep their workspace")])
 def test_torch_cublas_too_late_message_follows_catalog(version, expect):
     """Only the message: a CUDA context cannot exist on CPU (the gpu test below covers
     the detection)."""
@@ -331,12 +348,12 @@ def test_torch_too_late_after_cuda_context():
 def _run_child_ok(code: str, without: str) -> None:
     """Run ``code`` in a fresh interpreter with ``without`` unset; it must print OK."""
     env = {k: v for k, v in os.environ.items() if k != without}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300, env=env)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0 and "OK" in out.stdout, out.stderr
 
 
 # --- JAX ----------------------------------------------------------------------------
+
 
 def test_jax_flag_key_and_cpu_backend(clean_env):
     jax = pytest.importorskip("jax")
@@ -383,6 +400,7 @@ def test_jax_too_late_after_gpu_backend():
 
 # --- Keras and the front --------------------------------------------------------------
 
+
 def test_keras_and_front_on_tensorflow_backend(tf_state):
     keras = pytest.importorskip("keras")
     import fwd9m.keras as fw_keras
@@ -390,8 +408,7 @@ def test_keras_and_front_on_tensorflow_backend(tf_state):
     if fw_keras.active_backend() != "tensorflow":
         pytest.skip("needs the TensorFlow backend")
     changes = fw_keras.enable_determinism(seed=2)
-    assert any(c.what.startswith("seed_everything(frameworks=['keras', 'tensorflow']")
-               for c in changes)
+    assert any(c.what.startswith("seed_everything(frameworks=['keras', 'tensorflow']") for c in changes)
     a = keras.initializers.GlorotUniform()((3, 3))
     fwd9m.enable_determinism(seed=2, frameworks=["keras", "tensorflow"])
     b = keras.initializers.GlorotUniform()((3, 3))

@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import sys
     import numpy as np
 
@@ -61,7 +61,7 @@ SCRIPT = textwrap.dedent('''
     print("fixed torch", torch_weights())
     key = fwd9m.jax.enable_determinism(seed=1).key
     print("fixed jax", jax_weights(key))
-''')
+""")
 
 
 @pytest.fixture(scope="module")
@@ -73,14 +73,15 @@ def two_runs(tmp_path_factory):
     path = tmp_path_factory.mktemp("repro") / "three_frameworks.py"
     path.write_text(SCRIPT)
     # both processes at once: they are independent and each is mostly import time
-    procs = [subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     runs = []
     for proc in procs:
         stdout, stderr = proc.communicate(timeout=300)
         assert proc.returncode == 0, stderr[-3000:]
-        runs.append(dict(line.rsplit(" ", 1) for line in stdout.splitlines()
-                         if line.startswith(("broken ", "fixed "))))
+        runs.append(dict(line.rsplit(" ", 1) for line in stdout.splitlines() if line.startswith(("broken ", "fixed "))))
     return runs
 
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from conftest import run_fwd9m
+
 from fwd9m import environment
 from fwd9m.errors import FileFormatError
-
-import pytest
-
-from conftest import run_fwd9m
 
 
 def test_collect_has_schema_and_sections(monkeypatch):
@@ -64,17 +63,20 @@ def test_cli_json_and_diff(tmp_path):
     assert json.loads(js.stdout)[0]["key"] == "env.PYTHONHASHSEED"
 
 
-@pytest.mark.parametrize("content,message", [
-    (None, "no such file"),
-    ("{not json", "not a JSON"),
-    ('{"schema": "something-else"}', "not an environment fingerprint"),
-    ('{"schema": "fwd9m.environment", "schema_version": 99}', "schema version 99"),
-    (b"\xff\xfe\x00bad", "not a JSON"),
-    ("[" * 100000 + "]" * 100000, "not a JSON"),  # was a RecursionError traceback
-    ('{"a": ' + "9" * 5000 + "}", "not a JSON"),  # int too long to convert
-    ('{"schema": "fwd9m.environment"}', "without a valid schema_version"),
-    ('{"schema": "fwd9m.environment", "schema_version": "x"}', "without a valid schema_version"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (None, "no such file"),
+        ("{not json", "not a JSON"),
+        ('{"schema": "something-else"}', "not an environment fingerprint"),
+        ('{"schema": "fwd9m.environment", "schema_version": 99}', "schema version 99"),
+        (b"\xff\xfe\x00bad", "not a JSON"),
+        ("[" * 100000 + "]" * 100000, "not a JSON"),  # was a RecursionError traceback
+        ('{"a": ' + "9" * 5000 + "}", "not a JSON"),  # int too long to convert
+        ('{"schema": "fwd9m.environment"}', "without a valid schema_version"),
+        ('{"schema": "fwd9m.environment", "schema_version": "x"}', "without a valid schema_version"),
+    ],
+)
 def test_bad_fingerprint_files(tmp_path, content, message):
     p = tmp_path / "f.json"
     if isinstance(content, bytes):
@@ -116,10 +118,12 @@ def test_diff_refuses_pipes_devices_directories_and_huge_files(capsys, tmp_path)
     huge = tmp_path / "huge.json"
     with open(huge, "wb") as f:  # sparse: no disk used
         f.truncate(17 << 20)
-    cases = [(fifo, "is a named pipe, not a regular fingerprint file"),
-             ("/dev/zero", "is a character device"),
-             (tmp_path, "is a directory, not a fingerprint file"),
-             (huge, "is 17 MiB, more than any fingerprint file fwd9m writes")]
+    cases = [
+        (fifo, "is a named pipe, not a regular fingerprint file"),
+        ("/dev/zero", "is a character device"),
+        (tmp_path, "is a directory, not a fingerprint file"),
+        (huge, "is 17 MiB, more than any fingerprint file fwd9m writes"),
+    ]
     for path, message in cases:
         code, err = _cli(capsys, "env", "--diff", str(path), str(path))
         assert code == 2 and message in err and "env --format json" in err, (path, err)
@@ -180,15 +184,25 @@ def test_error_messages_escape_file_names(capsys, tmp_path):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
-                     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),
-                     max_leaves=15)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),
+    max_leaves=15,
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(doc=st.dictionaries(st.sampled_from(["schema", "schema_version", "env", "cpu", "gpus", "packages",
-                                            "frameworks", "threads", "x\x1b"]), _json, max_size=6),
-       raw=st.binary(max_size=200), valid=st.booleans())
+@given(
+    doc=st.dictionaries(
+        st.sampled_from(
+            ["schema", "schema_version", "env", "cpu", "gpus", "packages", "frameworks", "threads", "x\x1b"]
+        ),
+        _json,
+        max_size=6,
+    ),
+    raw=st.binary(max_size=200),
+    valid=st.booleans(),
+)
 def test_fuzz_fingerprint_files(tmp_path, doc, raw, valid):
     """Random bytes and crafted JSON: load raises FileFormatError only, and whatever
     loads can be diffed and rendered without control characters reaching the output."""

@@ -63,8 +63,7 @@ def test_torch_matches_numpy():
         assert fp.finalize(int(s), nbytes) == want
     t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     assert fp.torch_digest(t.t()) == fp.numpy_digest(t.t().contiguous().numpy())
-    assert fp.torch_digest(torch.tensor([True, False, True])) == fp.numpy_digest(
-        np.array([1, 0, 1], np.uint8))
+    assert fp.torch_digest(torch.tensor([True, False, True])) == fp.numpy_digest(np.array([1, 0, 1], np.uint8))
     bf = torch.randn(77).to(torch.bfloat16)
     assert fp.torch_digest(bf) == fp.numpy_digest(bf.view(torch.int16).numpy())
 

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
 import pytest
+from conftest import run_fwd9m
 
 import fwd9m
 from fwd9m import errors
-
-from conftest import run_fwd9m
 
 FRAMEWORK_MODULES = ("tensorflow", "torch", "jax", "keras", "tf_keras", "jaxlib", "flax")
 
@@ -32,15 +30,18 @@ def _imported_after(body: str, argv=("fwd9m",)) -> list[str]:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("IMPORTED:")]
     assert line, out.stderr
-    return [m for m in line[-1][len("IMPORTED:"):].split(",") if m]
+    return [m for m in line[-1][len("IMPORTED:") :].split(",") if m]
 
 
-@pytest.mark.parametrize("body,argv", [
-    ("import fwd9m; fwd9m.errors; fwd9m.__all__", ("fwd9m",)),
-    ("runpy.run_module('fwd9m', run_name='__main__')", ("fwd9m", "--help")),
-    ("runpy.run_module('fwd9m', run_name='__main__')", ("fwd9m", "env")),
-    ("runpy.run_module('fwd9m', run_name='__main__')", ("fwd9m", "lint", "--help")),
-])
+@pytest.mark.parametrize(
+    "body,argv",
+    [
+        ("import fwd9m; fwd9m.errors; fwd9m.__all__", ("fwd9m",)),
+        ("runpy.run_module('fwd9m', run_name='__main__')", ("fwd9m", "--help")),
+        ("runpy.run_module('fwd9m', run_name='__main__')", ("fwd9m", "env")),
+        ("runpy.run_module('fwd9m', run_name='__main__')", ("fwd9m", "lint", "--help")),
+    ],
+)
 def test_core_imports_no_framework(body, argv):
     assert _imported_after(body, argv) == []
 
@@ -84,6 +85,7 @@ def test_output_write_error_is_a_clear_message_not_a_traceback():
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full on this system")
     with open("/dev/full", "w") as full:
-        out = subprocess.run([sys.executable, "-m", "fwd9m", "catalog"], stdout=full,
-                             stderr=subprocess.PIPE, text=True, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-m", "fwd9m", "catalog"], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120
+        )
     assert out.returncode == 2 and "Traceback" not in out.stderr and "error" in out.stderr, out.stderr

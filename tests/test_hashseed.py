@@ -20,6 +20,7 @@ def _run_from(results):
         seeds.append(seed)
         assert k == len(seeds) <= hs.MAX_RUNS
         return next(it)
+
     return run, seeds
 
 
@@ -58,12 +59,15 @@ def test_two_seeds_that_agree_do_not_clear_hash_order(tmp_path, flagged, verdict
         assert "made 5 runs agree" in text and "fwd9m check --runs 4 --env PYTHONHASHSEED=0 two.py" in text
 
 
-@pytest.mark.parametrize("results, verdict, made", [
-    ("AB", hs.RULED_OUT, 2),
-    ("AAAAA", hs.NOT_CONFIRMED, 5),
-    ("AABA", hs.INTERMITTENT, 4),
-    ("AABB", hs.LIKELY, 4),
-])
+@pytest.mark.parametrize(
+    "results, verdict, made",
+    [
+        ("AB", hs.RULED_OUT, 2),
+        ("AAAAA", hs.NOT_CONFIRMED, 5),
+        ("AABA", hs.INTERMITTENT, 4),
+        ("AABB", hs.LIKELY, 4),
+    ],
+)
 def test_verdicts_and_run_budget(results, verdict, made):
     run, seeds = _run_from(results)
     out = hs.experiment(run, _same)  # no script (a module or command): never confirmed
@@ -79,5 +83,6 @@ def test_a_run_that_does_not_complete_leaves_it_untested():
         if k == 2:
             raise RunError("timed out")
         return "A"
+
     out = hs.experiment(run, _same, errors=(RunError,))
     assert out.verdict == hs.INCOMPLETE and "remains a possible cause" in out.message()

@@ -36,7 +36,7 @@ def _base(module: str, is_pkg: bool, node: ast.ImportFrom) -> str:
     if not node.level:
         return node.module or ""
     parts = module.split(".") if is_pkg else module.split(".")[:-1]
-    parts = parts[:len(parts) - (node.level - 1)]
+    parts = parts[: len(parts) - (node.level - 1)]
     return ".".join([*parts, *([node.module] if node.module else [])])
 
 
@@ -175,12 +175,18 @@ def test_the_private_rule_sees_every_form_of_import(tmp_path, monkeypatch):
 def test_no_import_cycle_between_packages():
     graph = package_graph()
     found = cycles(graph)
-    where = ["  " + " -> ".join(c) + ": " + "; ".join(f"{a}->{b} at {graph[a][b]}" for a in c for b in c
-                                                   if b in graph.get(a, {})) for c in found]
+    where = [
+        "  "
+        + " -> ".join(c)
+        + ": "
+        + "; ".join(f"{a}->{b} at {graph[a][b]}" for a in c for b in c if b in graph.get(a, {}))
+        for c in found
+    ]
     assert not found, "import cycles between packages:\n" + "\n".join(where)
 
 
 def test_the_cycle_check_finds_a_cycle():
-    assert cycles({"check": {"debug": "x"}, "debug": {"compare": "y"}, "compare": {"check": "z"}}) \
-        == [["check", "compare", "debug"]]
+    assert cycles({"check": {"debug": "x"}, "debug": {"compare": "y"}, "compare": {"check": "z"}}) == [
+        ["check", "compare", "debug"]
+    ]
     assert cycles({"check": {"compare": "x"}, "debug": {"compare": "y"}}) == []

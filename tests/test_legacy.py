@@ -12,8 +12,7 @@ from fwd9m.errors import UnsupportedVersionError
 @pytest.fixture
 def tf():
     tf = pytest.importorskip("tensorflow")
-    from tensorflow.python.framework.config import disable_op_determinism, \
-        is_op_determinism_enabled
+    from tensorflow.python.framework.config import disable_op_determinism, is_op_determinism_enabled
 
     saved_env = dict(os.environ)
     was = is_op_determinism_enabled()
@@ -28,10 +27,10 @@ def tf():
 
 
 def test_tfdeterminism_patch_on_modern_tf_does_the_modern_thing(tf):
+    from tensorflow.python.framework.config import disable_op_determinism, is_op_determinism_enabled
+
     import tfdeterminism
     from fwd9m.tensorflow import LegacyAPIWarning
-    from tensorflow.python.framework.config import disable_op_determinism, \
-        is_op_determinism_enabled
 
     disable_op_determinism()
     with pytest.warns(LegacyAPIWarning, match="no meaning for TensorFlow 2") as record:

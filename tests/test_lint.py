@@ -10,13 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO, run_fwd9m
 
 from fwd9m import lint
 from fwd9m.cli import main as cli_main
 from fwd9m.errors import ConfigurationError
 from fwd9m.lint import Config
-
-from conftest import REPO, run_fwd9m
 
 
 def codes(src: str, **cfg) -> list[str]:
@@ -24,23 +23,29 @@ def codes(src: str, **cfg) -> list[str]:
 
 
 # -- names and scopes ------------------------------------------------------------------
-@pytest.mark.parametrize("src", [
-    "import torch as T\nT.backends.cudnn.benchmark = True\n",
-    "from torch.backends import cudnn\ncudnn.benchmark = True\n",
-    "from torch import backends as b\nb.cudnn.benchmark = True\n",
-    "import torch.backends.cudnn\ntorch.backends.cudnn.benchmark = True\n",
-    "def f():\n    import torch.backends.cudnn as c\n    c.benchmark = True\n",
-])
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import torch as T\nT.backends.cudnn.benchmark = True\n",
+        "from torch.backends import cudnn\ncudnn.benchmark = True\n",
+        "from torch import backends as b\nb.cudnn.benchmark = True\n",
+        "import torch.backends.cudnn\ntorch.backends.cudnn.benchmark = True\n",
+        "def f():\n    import torch.backends.cudnn as c\n    c.benchmark = True\n",
+    ],
+)
 def test_import_aliases_resolve(src):
     assert "FWD201" in codes(src)
 
 
-@pytest.mark.parametrize("src", [
-    "class C:\n    benchmark = True\n",
-    "def f(cudnn):\n    cudnn.benchmark = True\n",  # a parameter shadows nothing imported
-    "from torch.backends import cudnn\ndef f(cudnn):\n    cudnn.benchmark = True\n",
-    "import numpy as np\ndef f():\n    np = Fake()\n    np.random.default_rng()\n",
-])
+@pytest.mark.parametrize(
+    "src",
+    [
+        "class C:\n    benchmark = True\n",
+        "def f(cudnn):\n    cudnn.benchmark = True\n",  # a parameter shadows nothing imported
+        "from torch.backends import cudnn\ndef f(cudnn):\n    cudnn.benchmark = True\n",
+        "import numpy as np\ndef f():\n    np = Fake()\n    np.random.default_rng()\n",
+    ],
+)
 def test_scopes_and_shadowing(src):
     assert "FWD201" not in codes(src) and "FWD103" not in codes(src)
 
@@ -50,10 +55,18 @@ def test_relative_import_is_not_the_stdlib():
 
 
 # -- noqa --------------------------------------------------------------------------------
-@pytest.mark.parametrize("comment,silenced", [
-    ("# noqa: FWD103", True), ("# noqa:FWD103,FWD201", True), ("# NOQA: fwd103", True),
-    ("# noqa", True), ("# noqa: FWD1", True), ("# noqa: FWD201", False), ("", False),
-])
+@pytest.mark.parametrize(
+    "comment,silenced",
+    [
+        ("# noqa: FWD103", True),
+        ("# noqa:FWD103,FWD201", True),
+        ("# NOQA: fwd103", True),
+        ("# noqa", True),
+        ("# noqa: FWD1", True),
+        ("# noqa: FWD201", False),
+        ("", False),
+    ],
+)
 def test_noqa(comment, silenced):
     src = f"import numpy as np\nrng = np.random.default_rng()  {comment}\n"
     assert ("FWD103" not in codes(src)) == silenced
@@ -78,10 +91,13 @@ def test_unknown_code_suggests_the_closest():
 def test_pyproject_config(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         '[tool.fwd9m.lint]\nignore = ["FWD401"]\nextend-select = ["FWD309"]\n'
-        '[tool.fwd9m.lint.per-file-ignores]\n"tests/*" = ["FWD103"]\n')
+        '[tool.fwd9m.lint.per-file-ignores]\n"tests/*" = ["FWD103"]\n'
+    )
     (tmp_path / "tests").mkdir()
-    bad = "import numpy as np, os, tensorflow as tf\nrng = np.random.default_rng()\n" \
-          "x = np.array(os.listdir('.'))\nds = ds.shard(2, 0)\n"
+    bad = (
+        "import numpy as np, os, tensorflow as tf\nrng = np.random.default_rng()\n"
+        "x = np.array(os.listdir('.'))\nds = ds.shard(2, 0)\n"
+    )
     (tmp_path / "a.py").write_text(bad)
     (tmp_path / "tests" / "b.py").write_text(bad)
     cfg = lint.load_config(lint.find_pyproject(tmp_path))
@@ -100,16 +116,24 @@ def test_bad_files_give_a_diagnostic_and_the_run_goes_on(tmp_path):
     (tmp_path / "c_nul.py").write_bytes(b"x = 1\x00\n")
     (tmp_path / "d_deep.py").write_text("x = " + "(" * 300 + "1" + ")" * 300 + "\n")
     (tmp_path / "e_big.py").write_text("x = 1\n" * 2000)
-    (tmp_path / "f_cookie.py").write_bytes(b"# -*- coding: latin-1 -*-\nimport numpy as np\n"
-                                           b"s = '\xe9'\nrng = np.random.default_rng()\n")
+    (tmp_path / "f_cookie.py").write_bytes(
+        b"# -*- coding: latin-1 -*-\nimport numpy as np\ns = '\xe9'\nrng = np.random.default_rng()\n"
+    )
     (tmp_path / "g_bad_cookie.py").write_bytes(b"# -*- coding: no-such-codec -*-\nx = 1\n")
     (tmp_path / "h_ok.py").write_text("import numpy as np\nrng = np.random.default_rng()\n")
     report = lint.lint_paths([tmp_path], Config(max_file_size=10_000))
     got = {Path(f.path).name: f.code for f in report.findings}
     assert report.files == 8
-    assert got == {"a_syntax.py": "FWD001", "b_latin1.py": "FWD002", "c_nul.py": "FWD001",
-                   "d_deep.py": "FWD001", "e_big.py": "FWD003", "f_cookie.py": "FWD103",
-                   "g_bad_cookie.py": "FWD002", "h_ok.py": "FWD103"}
+    assert got == {
+        "a_syntax.py": "FWD001",
+        "b_latin1.py": "FWD002",
+        "c_nul.py": "FWD001",
+        "d_deep.py": "FWD001",
+        "e_big.py": "FWD003",
+        "f_cookie.py": "FWD103",
+        "g_bad_cookie.py": "FWD002",
+        "h_ok.py": "FWD103",
+    }
 
 
 def test_a_failing_rule_is_reported_and_the_others_run():
@@ -184,11 +208,13 @@ def test_cli_stdin_and_real_subprocess(tmp_path):
     assert out.returncode == 1 and out.stdout.startswith("train.py:2:7: FWD103")
     f = tmp_path / "train.py"
     f.write_text("import torch\ntorch.manual_seed(0)\nx = torch.rand(3)\n")
-    probe = ("import runpy, sys\nsys.argv = ['fwd9m', 'lint', sys.argv[1]]\n"
-             "try:\n    runpy.run_module('fwd9m', run_name='__main__')\nexcept SystemExit as e:\n"
-             "    code = e.code\n"
-             "bad = [m for m in ('torch', 'tensorflow', 'jax', 'keras') if m in sys.modules]\n"
-             "print('RC', code, 'IMPORTED', bad)\n")
+    probe = (
+        "import runpy, sys\nsys.argv = ['fwd9m', 'lint', sys.argv[1]]\n"
+        "try:\n    runpy.run_module('fwd9m', run_name='__main__')\nexcept SystemExit as e:\n"
+        "    code = e.code\n"
+        "bad = [m for m in ('torch', 'tensorflow', 'jax', 'keras') if m in sys.modules]\n"
+        "print('RC', code, 'IMPORTED', bad)\n"
+    )
     res = subprocess.run([sys.executable, "-c", probe, str(f)], capture_output=True, text=True, timeout=120)
     assert "RC 0 IMPORTED []" in res.stdout, res.stdout + res.stderr
 
@@ -197,11 +223,13 @@ def test_flake8_plugin(tmp_path):
     pytest.importorskip("flake8")
     f = tmp_path / "t.py"
     f.write_text(BROKEN)
-    res = subprocess.run([sys.executable, "-m", "flake8", "--select", "FWD", str(f)],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "flake8", "--select", "FWD", str(f)], capture_output=True, text=True, timeout=120
+    )
     assert "FWD103" in res.stdout and res.returncode == 1, res.stderr
-    res = subprocess.run([sys.executable, "-m", "flake8", "--select", "E9", str(f)],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "flake8", "--select", "E9", str(f)], capture_output=True, text=True, timeout=120
+    )
     assert res.stdout == "" and res.returncode == 0
 
 
@@ -211,8 +239,11 @@ def test_pre_commit_hook_definition():
 
 
 # -- examples/ ---------------------------------------------------------------------------
-EXAMPLES = sorted(p for p in (REPO / "examples").glob("*") if (p / "broken.py").exists()) \
-    if (REPO / "examples").exists() else []
+EXAMPLES = (
+    sorted(p for p in (REPO / "examples").glob("*") if (p / "broken.py").exists())
+    if (REPO / "examples").exists()
+    else []
+)
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.name for p in EXAMPLES])
@@ -243,14 +274,17 @@ def test_pipes_and_devices_are_not_read(tmp_path, capsys):
     assert cli_main(["lint", os.devnull]) == 2
 
 
-@pytest.mark.parametrize("text, says", [
-    ("[tool.fwd9m.lint]\nselect = 5\n", "select in"),
-    ("[tool.fwd9m.lint]\nexclude = [1]\n", "exclude in"),
-    ('[tool.fwd9m.lint]\nper-file-ignores = {"a" = 5}\n', "per-file-ignores in"),
-    ("[tool.fwd9m.lint]\nmax-file-size = true\n", "max-file-size in"),
-    ("tool = 3\n", "[tool] in"),
-    ('[tool.fwd9m]\nlint = [1]\n', "[tool.fwd9m.lint] in"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("[tool.fwd9m.lint]\nselect = 5\n", "select in"),
+        ("[tool.fwd9m.lint]\nexclude = [1]\n", "exclude in"),
+        ('[tool.fwd9m.lint]\nper-file-ignores = {"a" = 5}\n', "per-file-ignores in"),
+        ("[tool.fwd9m.lint]\nmax-file-size = true\n", "max-file-size in"),
+        ("tool = 3\n", "[tool] in"),
+        ("[tool.fwd9m]\nlint = [1]\n", "[tool.fwd9m.lint] in"),
+    ],
+)
 def test_pyproject_values_of_the_wrong_type_are_configuration_errors(tmp_path, text, says):
     (tmp_path / "pyproject.toml").write_text(text)
     with pytest.raises(ConfigurationError) as info:
@@ -281,13 +315,15 @@ def test_seeding_helper_in_a_local_module_counts_as_a_seed(tmp_path):
     (pkg / "__init__.py").write_text("from .random import random_seed\n")
     (pkg / "random.py").write_text("import torch\ndef random_seed(seed, rank):\n    torch.manual_seed(seed + rank)\n")
     script = tmp_path / "train.py"
-    body = "import torch\nfrom mylib import utils\n{seed}def main():\n    loss.backward()\n\nif __name__ == '__main__':\n    main()\n"
+    body = (
+        "import torch\nfrom mylib import utils\n{seed}def main():\n    loss.backward()\n\n"
+        "if __name__ == '__main__':\n    main()\n"
+    )
     script.write_text(body.format(seed="utils.random_seed(0, 0)\n"))
     from fwd9m import lint
     from fwd9m.lint import Config
 
-    assert not [f for f in lint.lint_paths([script], Config()).findings
-                if f.code == "FWD108"]
+    assert not [f for f in lint.lint_paths([script], Config()).findings if f.code == "FWD108"]
     script.write_text(body.format(seed=""))
     assert [f.code for f in lint.lint_paths([script], Config()).findings] == ["FWD108"]
 

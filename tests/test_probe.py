@@ -41,9 +41,16 @@ def _items(**runs):
 def test_classifies_nondeterministic_deterministic_and_raises():
     # certain, not likely: the unseeded global generator advances every repeat; put_ with
     # accumulate=False has no deterministic implementation (measured: it raises under the switch)
-    rep = probe_items(_items(drawn="torch.randn(64)", plain="torch.arange(8.0) * 2",
-                             put="torch.zeros(4).put_(torch.tensor([0, 0]), torch.tensor([1.0, 2.0]))"),
-                      switch="both", threads=[1], repeat=3)
+    rep = probe_items(
+        _items(
+            drawn="torch.randn(64)",
+            plain="torch.arange(8.0) * 2",
+            put="torch.zeros(4).put_(torch.tensor([0, 0]), torch.tensor([1.0, 2.0]))",
+        ),
+        switch="both",
+        threads=[1],
+        repeat=3,
+    )
     got = {(r.key, r.switch): r for r in rep.results}
     assert got["drawn", False].status == "nondeterministic" and got["drawn", False].distinct == 3
     assert got["drawn", False].max_ulp > 0
@@ -56,13 +63,16 @@ def test_classifies_nondeterministic_deterministic_and_raises():
 def test_contradictions_are_certain_ones_only():
     rep = probe_items([], switch="off", repeat=2)
     key = "torch.scatter-add"  # gpu only in the catalog
-    rep.results = [Result(key, "torch", "cpu", False, 2, "nondeterministic", 3, 5, 7),
-                   Result("torch.index-put-accumulate", "torch", "cpu", False, 2, "deterministic", 1, 5)]
+    rep.results = [
+        Result(key, "torch", "cpu", False, 2, "nondeterministic", 3, 5, 7),
+        Result("torch.index-put-accumulate", "torch", "cpu", False, 2, "deterministic", 1, 5),
+    ]
     rep.expected = _compare.expectations(rep.results)
     assert rep.expected[f"{key}|cpu|off"] == "deterministic"
     bad = rep.contradictions()
-    assert len(bad) == 1 and bad[0].startswith(f"{key} (cpu, 2 threads, switch off): catalog says "
-                                              f"deterministic, measured nondeterministic: 3 distinct")
+    assert len(bad) == 1 and bad[0].startswith(
+        f"{key} (cpu, 2 threads, switch off): catalog says deterministic, measured nondeterministic: 3 distinct"
+    )
     assert "not observed" in _compare.unconfirmed(rep)[0]
 
 
@@ -87,8 +97,22 @@ def test_cli_probe_one_entry_json_and_no_overwrite(tmp_path, capsys):
     from fwd9m.cli import main
 
     out = tmp_path / "p.json"
-    rc = main(["probe", "-q", "-f", "torch", "--entry", "torch.put-overwrite", "--threads", "1",
-               "-k", "2", "--json", str(out)])
+    rc = main(
+        [
+            "probe",
+            "-q",
+            "-f",
+            "torch",
+            "--entry",
+            "torch.put-overwrite",
+            "--threads",
+            "1",
+            "-k",
+            "2",
+            "--json",
+            str(out),
+        ]
+    )
     text = capsys.readouterr().out
     assert rc in (0, 1) and "torch.put-overwrite" in text
     data = json.loads(out.read_text())

@@ -19,7 +19,7 @@ README = (REPO / "README.md").read_text(encoding="utf-8")
 def _section(title: str) -> str:
     start = README.index(f"## {title}")
     end = README.find("\n## ", start + 1)
-    return README[start:end if end > 0 else None]
+    return README[start : end if end > 0 else None]
 
 
 def _blocks(text: str, lang: str) -> list[str]:
@@ -37,9 +37,11 @@ def _commands() -> list[tuple[str, int]]:
 
 def test_the_first_ten_minutes_block_is_what_this_test_runs():
     cmds = _commands()
-    assert [c for c, _ in cmds][:3] == ["fwd9m check examples/keras_custom_layer/broken.py",
-                                        "fwd9m debug examples/keras_custom_layer/broken.py",
-                                        "fwd9m check examples/keras_custom_layer/fixed.py"], cmds
+    assert [c for c, _ in cmds][:3] == [
+        "fwd9m check examples/keras_custom_layer/broken.py",
+        "fwd9m debug examples/keras_custom_layer/broken.py",
+        "fwd9m check examples/keras_custom_layer/fixed.py",
+    ], cmds
     assert all((REPO / p).exists() for c, _ in cmds for p in c.split()[2:])
 
 
@@ -50,8 +52,14 @@ def test_the_first_ten_minutes_run_as_written():
     env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}  # as on a user's machine
     outputs = {}
     for command, status in _commands():
-        proc = subprocess.run([sys.executable, "-m", "fwd9m", *command.split()[1:]], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-m", "fwd9m", *command.split()[1:]],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert proc.returncode == status, f"{command}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         outputs[command.split()[1]] = outputs.get(command.split()[1], "") + proc.stdout
     samples = _blocks(_section("The first ten minutes"), "text")
@@ -67,8 +75,9 @@ def test_the_first_ten_minutes_run_as_written():
 def test_cli_reference_is_up_to_date():
     from fwd9m._cli import reference
 
-    assert reference.DEFAULT_PATH.read_text(encoding="utf-8") == reference.render(), \
+    assert reference.DEFAULT_PATH.read_text(encoding="utf-8") == reference.render(), (
         "docs/cli.md is out of date: run `python -m fwd9m._cli.reference`"
+    )
 
 
 def test_readme_links_resolve():

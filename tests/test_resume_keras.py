@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("tensorflow")
 pytest.importorskip("keras")
 
-SCRIPT = r'''
+SCRIPT = r"""
 import hashlib, os, sys
 os.environ["KERAS_BACKEND"] = "tensorflow"
 import numpy as np
@@ -59,13 +59,18 @@ model.fit(ds, epochs=4, steps_per_epoch=4, verbose=0,
                      cb, Crash()])
 h = hashlib.sha256(b"".join(np.asarray(w).tobytes() for w in model.get_weights()))
 print("DIGEST:" + h.hexdigest())
-'''
+"""
 
 
 def _run(script, *args, expect=0):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    return subprocess.Popen([sys.executable, str(script), *map(str, args)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(script), *map(str, args)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _digest(proc, expect=0):
@@ -97,16 +102,16 @@ def test_keras_resume_is_bitwise(tmp_path):
 
 
 def _tiny_model(keras):
-    m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4),
-                          keras.layers.Dropout(0.5), keras.layers.Dense(1)])
+    m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4), keras.layers.Dropout(0.5), keras.layers.Dense(1)])
     m.compile(optimizer="sgd", loss="mse")
     return m
 
 
 def test_callback_per_epoch_files_and_restore(tmp_path):
     """In-process: {epoch} file names (as ModelCheckpoint), restore_from, epoch_variable."""
-    import numpy as np
     import keras
+    import numpy as np
+
     from fwd9m import rng
     from fwd9m.callbacks import RngStateCheckpoint
 
@@ -117,8 +122,7 @@ def test_callback_per_epoch_files_and_restore(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rng-01.npz", "rng-02.npz"]
     state = rng.from_bytes((tmp_path / "rng-01.npz").read_bytes())
     assert state["fwd9m.progress"] == {"epoch": 1} and len(state["keras.model"]) == 1
-    cb2 = RngStateCheckpoint(tmp_path / "rng-{epoch:02d}.npz",
-                             restore_from=tmp_path / "rng-01.npz")
+    cb2 = RngStateCheckpoint(tmp_path / "rng-{epoch:02d}.npz", restore_from=tmp_path / "rng-01.npz")
     v = cb2.epoch_variable
     m.fit(x, y, epochs=2, initial_epoch=1, batch_size=4, verbose=0, callbacks=[cb2])
     assert cb2.initial_epoch == 1 and int(v.numpy()) == 1
@@ -132,6 +136,7 @@ def test_callback_per_epoch_files_and_restore(tmp_path):
 def test_callback_corrupt_file_fails_and_changes_nothing(tmp_path):
     import keras
     import numpy as np
+
     from fwd9m import rng
     from fwd9m.callbacks import RngStateCheckpoint
     from fwd9m.errors import FileFormatError
@@ -142,6 +147,5 @@ def test_callback_corrupt_file_fails_and_changes_nothing(tmp_path):
     m = _tiny_model(keras)
     before = rng.to_bytes(rng.capture_rng_state())
     with pytest.raises(FileFormatError, match="truncated or corrupted"):
-        m.fit(np.ones((4, 4)), np.ones((4, 1)), epochs=1, verbose=0,
-              callbacks=[RngStateCheckpoint(bad)])
+        m.fit(np.ones((4, 4)), np.ones((4, 1)), epochs=1, verbose=0, callbacks=[RngStateCheckpoint(bad)])
     assert rng.to_bytes(rng.capture_rng_state()) == before

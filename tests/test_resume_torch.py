@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-SCRIPT = r'''
+SCRIPT = r"""
 import hashlib, os, sys
 import numpy as np
 import torch
@@ -96,13 +96,18 @@ for epoch in range(start, 4):
         os._exit(3)
 h = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters()))
 print("DIGEST:" + h.hexdigest())
-'''
+"""
 
 
 def _start(script, *args):
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
-    return subprocess.Popen([sys.executable, str(script), *map(str, args)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(script), *map(str, args)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait(proc, expect=0):
@@ -117,8 +122,11 @@ def test_torch_resume_is_bitwise(tmp_path, mode, crash_at):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     ck, ctrl = tmp_path / "ck.pt", tmp_path / "ctrl.pt"
-    procs = [_start(script, mode, "0.0", tmp_path / "none.pt", 1),
-             _start(script, mode, crash_at, ck, 1), _start(script, mode, crash_at, ctrl, 1)]
+    procs = [
+        _start(script, mode, "0.0", tmp_path / "none.pt", 1),
+        _start(script, mode, crash_at, ck, 1),
+        _start(script, mode, crash_at, ctrl, 1),
+    ]
     ref = _wait(procs[0])
     _wait(procs[1], expect=3)
     _wait(procs[2], expect=3)

@@ -44,19 +44,37 @@ def test_roundtrip_all_frameworks(tmp_path):
     fwd9m.seed_everything(11)
 
     def draw():
-        return (random.random(), np.random.rand(), torch.rand(2).tolist(),
-                tf.random.uniform([2]).numpy().tolist(),  # eager op seed from context._rng
-                keras.random.uniform([2]).numpy().tolist(),  # global SeedGenerator
-                g.random(), torch.rand(1, generator=tg).item(), r.random(),
-                tfg.uniform([1]).numpy().tolist(),
-                tf.random.get_global_generator().normal([1]).numpy().tolist(),
-                keras.random.uniform([1], seed=sg).numpy().tolist(), rs.rand())
+        return (
+            random.random(),
+            np.random.rand(),
+            torch.rand(2).tolist(),
+            tf.random.uniform([2]).numpy().tolist(),  # eager op seed from context._rng
+            keras.random.uniform([2]).numpy().tolist(),  # global SeedGenerator
+            g.random(),
+            torch.rand(1, generator=tg).item(),
+            r.random(),
+            tfg.uniform([1]).numpy().tolist(),
+            tf.random.get_global_generator().normal([1]).numpy().tolist(),
+            keras.random.uniform([1], seed=sg).numpy().tolist(),
+            rs.rand(),
+        )
 
     draw()
     state = rng.capture_rng_state()
-    assert {"python", "numpy", "torch", "tensorflow", "tensorflow.global_generator", "keras",
-            "user.np", "user.torch_gen",
-            "user.pyrand", "user.tfgen", "user.sg", "user.legacy"} <= set(state)
+    assert {
+        "python",
+        "numpy",
+        "torch",
+        "tensorflow",
+        "tensorflow.global_generator",
+        "keras",
+        "user.np",
+        "user.torch_gen",
+        "user.pyrand",
+        "user.tfgen",
+        "user.sg",
+        "user.legacy",
+    } <= set(state)
     a = draw()
     assert draw() != a
     report = rng.restore_rng_state(state)
@@ -74,8 +92,7 @@ def test_keras_model_seed_generators_by_path():
     import fwd9m.rng as r
 
     def make():
-        return keras.Sequential([keras.Input((4,)), keras.layers.Dropout(0.5),
-                                 keras.layers.GaussianNoise(0.1)])
+        return keras.Sequential([keras.Input((4,)), keras.layers.Dropout(0.5), keras.layers.GaussianNoise(0.1)])
 
     m = rng.register(make(), "model")
     x = np.ones((2, 4), "float32")
@@ -103,8 +120,9 @@ def test_keras_private_api_matches_installed_keras():
     assert kp.global_seed() == 6 and kp.global_seed_generator() is None
     kp.set_global_seed_generator(gen)
     assert kp.global_seed_generator() is gen
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dropout(0.5),
-                              keras.Sequential([keras.layers.GaussianNoise(0.1)])])
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dropout(0.5), keras.Sequential([keras.layers.GaussianNoise(0.1)])]
+    )
     assert len(kp.layer_seed_generators(model)) == 2
     assert kp.layer_seed_generators(keras.layers.Dense(2)) == []
 
@@ -140,8 +158,7 @@ def test_failed_restore_rolls_back():
     fwd9m.seed_everything(2)  # noqa: FWD102  (reseeding on purpose)
     bad = dict(good)
     # passes the structural check but numpy refuses it, after torch was already set
-    bad["numpy"] = {"bit_generator": "PCG64", "state": {"state": 1, "inc": 1},
-                    "has_uint32": 0, "uinteger": 0}
+    bad["numpy"] = {"bit_generator": "PCG64", "state": {"state": 1, "inc": 1}, "has_uint32": 0, "uinteger": 0}
     with pytest.raises(ValueError, match="MT19937"):
         rng.restore_rng_state(bad)
     assert _draw_globals() == before
@@ -149,6 +166,7 @@ def test_failed_restore_rolls_back():
 
 
 # ------------------------------------------------------------------ file format
+
 
 def _write(tmp_path, data: bytes, name="s.npz"):
     p = tmp_path / name
@@ -161,8 +179,12 @@ def test_bad_file_clear_error_and_no_rng_change(tmp_path, damage):
     pytest.importorskip("torch")
     fwd9m.seed_everything(5)
     blob = rng.to_bytes()
-    data = {"truncate": blob[: len(blob) // 2], "garbage": b"hello world" * 10,
-            "empty": b"", "flip": blob[:200] + bytes([blob[200] ^ 0xFF]) + blob[201:]}[damage]
+    data = {
+        "truncate": blob[: len(blob) // 2],
+        "garbage": b"hello world" * 10,
+        "empty": b"",
+        "flip": blob[:200] + bytes([blob[200] ^ 0xFF]) + blob[201:],
+    }[damage]
     p = _write(tmp_path, data)
     fwd9m.seed_everything(9)
     before = rng.capture_rng_state()
@@ -214,6 +236,7 @@ def test_file_has_no_pickle(tmp_path):
 
 # ------------------------------------------------------------------ seeded, JAX
 
+
 def test_seeded_restores_state_and_env(monkeypatch):
     monkeypatch.setenv("FWD9M_SEED", "77")
     random.seed(123)
@@ -254,6 +277,7 @@ def test_register_rejects_unknown_and_weakrefs():
     assert "tmp" in rng.registered()
     del r
     import gc
+
     gc.collect()
     assert "tmp" not in rng.registered()
 
@@ -264,8 +288,9 @@ def test_register_dataloader_without_generator_warns():
 
     with pytest.warns(Fwd9mWarning, match="generator=None"):
         rng.register(torch.utils.data.DataLoader(range(4), shuffle=True), "loader")
-    loader = rng.register(torch.utils.data.DataLoader(
-        range(4), shuffle=True, generator=torch.Generator().manual_seed(1)), "loader")
+    loader = rng.register(
+        torch.utils.data.DataLoader(range(4), shuffle=True, generator=torch.Generator().manual_seed(1)), "loader"
+    )
     st = rng.capture_rng_state(["user.loader"])
     a = list(loader)
     rng.restore_rng_state(st)
@@ -320,12 +345,15 @@ def _set_pos(h, pos):
     h["sources"]["numpy"]["state"]["pos"] = pos
 
 
-@pytest.mark.parametrize("edit, says", [
-    (lambda h: _set_pos(h, 999999), "position 999999"),  # NumPy would read key[999999]: a crash
-    (lambda h: _set_pos(h, -1), "position -1"),
-    (lambda h: h["sources"]["python"].update(version=-5), "does not fit its generator"),  # was ValueError
-    (lambda h: h.update(sources=[[[[]]]] * 2), "not a mapping"),
-])
+@pytest.mark.parametrize(
+    "edit, says",
+    [
+        (lambda h: _set_pos(h, 999999), "position 999999"),  # NumPy would read key[999999]: a crash
+        (lambda h: _set_pos(h, -1), "position -1"),
+        (lambda h: h["sources"]["python"].update(version=-5), "does not fit its generator"),  # was ValueError
+        (lambda h: h.update(sources=[[[[]]]] * 2), "not a mapping"),
+    ],
+)
 def test_state_a_generator_would_misread_or_refuse_changes_nothing(tmp_path, edit, says):
     p = _edited_file(tmp_path, edit)
     random.seed(9)
@@ -343,6 +371,7 @@ def test_deeply_nested_header_is_a_file_format_error():
 
 
 # ------------------------------------------------------- untrusted paths and bytes
+
 
 def _npz_declaring(shape) -> bytes:
     """A ~250-byte archive whose header member declares ``shape`` of uint8 but holds 4 bytes."""
@@ -366,9 +395,12 @@ def test_load_refuses_devices_pipes_and_huge_files(tmp_path):
     with open(huge, "wb") as f:  # sparse
         f.truncate(rng._format.MAX_RNG_STATE_BYTES + 1)
     before = random.getstate()
-    for path, message in ((fifo, "is a named pipe, not a regular RNG-state file"),
-                          ("/dev/zero", "is a character device"), (tmp_path, "is a directory"),
-                          (huge, "more than any RNG-state file")):
+    for path, message in (
+        (fifo, "is a named pipe, not a regular RNG-state file"),
+        ("/dev/zero", "is a character device"),
+        (tmp_path, "is a directory"),
+        (huge, "more than any RNG-state file"),
+    ):
         with pytest.raises(FileFormatError, match=message):
             fwd9m.load_rng_state(path)
     assert random.getstate() == before
@@ -376,7 +408,7 @@ def test_load_refuses_devices_pipes_and_huge_files(tmp_path):
 
 def test_npz_declaring_a_huge_shape_is_a_format_error():
     """200 bytes declaring shape (2**40,) made np.load allocate a terabyte (MemoryError)."""
-    data = _npz_declaring((2 ** 40,))
+    data = _npz_declaring((2**40,))
     assert len(data) < 300
     with pytest.raises(FileFormatError, match=r"declares a uint8 array of shape \(1099511627776,\)"):
         rng.from_bytes(data)
@@ -409,13 +441,14 @@ def _from_bytes_or_format_error(data: bytes) -> None:
 
 
 @_FUZZ
-@given(cut=st.integers(min_value=0, max_value=3000),
-       flips=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=4))
+@given(
+    cut=st.integers(min_value=0, max_value=3000),
+    flips=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=4),
+)
 def test_fuzz_truncated_and_flipped_state_files(cut, flips):
     random.seed(0)
-    good = bytearray(rng.to_bytes({"python": random.getstate(), "numpy": np.random.get_state()}
-                                  if False else None))
-    data = good[:max(0, len(good) - cut)]
+    good = bytearray(rng.to_bytes({"python": random.getstate(), "numpy": np.random.get_state()} if False else None))
+    data = good[: max(0, len(good) - cut)]
     for pos, x in flips:
         if data:
             data[pos % len(data)] ^= x
@@ -429,17 +462,22 @@ def test_fuzz_random_bytes(data):
     _from_bytes_or_format_error(data)
 
 
-_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
-                     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3),
-                     max_leaves=12)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3),
+    max_leaves=12,
+)
 
 
 @_FUZZ
-@given(sources=st.dictionaries(st.sampled_from(["python", "numpy", "torch", "x", "__array__"]), _json,
-                               max_size=3),
-       arrays=st.dictionaries(st.sampled_from(["a0", "a1"]),
-                              st.sampled_from([np.zeros(3), np.arange(4, dtype=np.uint32),
-                                               np.array(["s"]), np.zeros((2, 0))]), max_size=2))
+@given(
+    sources=st.dictionaries(st.sampled_from(["python", "numpy", "torch", "x", "__array__"]), _json, max_size=3),
+    arrays=st.dictionaries(
+        st.sampled_from(["a0", "a1"]),
+        st.sampled_from([np.zeros(3), np.arange(4, dtype=np.uint32), np.array(["s"]), np.zeros((2, 0))]),
+        max_size=2,
+    ),
+)
 def test_fuzz_crafted_headers(sources, arrays):
     """Valid archives whose JSON header names odd sources and arrays: FileFormatError only,
     and no RNG changed."""

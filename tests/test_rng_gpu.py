@@ -12,10 +12,10 @@ pytestmark = pytest.mark.gpu
 
 
 def test_capture_does_not_initialise_cuda():
-    code = ("import torch, fwd9m.rng as r; s = r.capture_rng_state();"
-            "print('torch.cuda' in s, torch.cuda.is_initialized())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
+    code = (
+        "import torch, fwd9m.rng as r; s = r.capture_rng_state();print('torch.cuda' in s, torch.cuda.is_initialized())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["False", "False"], out.stderr[-2000:]
 
 

@@ -10,14 +10,12 @@ import sys
 import textwrap
 
 import pytest
-
 from conftest import cli_in_process
-
 
 # A script that knows nothing about fwd9m. Its output depends on set iteration order of
 # strings (PYTHONHASHSEED), on Python/NumPy/torch global RNGs and on a CPU kernel that
 # is nondeterministic without torch's switch.
-UNMODIFIED = textwrap.dedent('''
+UNMODIFIED = textwrap.dedent("""
     import random, sys
     words = {"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
              "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa"}
@@ -39,7 +37,7 @@ UNMODIFIED = textwrap.dedent('''
         sums = {torch.zeros(10).index_put_((idx,), vals, accumulate=True).numpy().tobytes()
                 for _ in range(5)}
         print("index_put distinct", len(sums), torch.are_deterministic_algorithms_enabled())
-''')
+""")
 
 
 @pytest.fixture
@@ -50,8 +48,11 @@ def script(tmp_path):
 
 
 def _clean_env(**extra):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONHASHSEED", "FWD9M_SEED", "FWD9M_RUN_ENABLE", "PYTHONPATH")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONHASHSEED", "FWD9M_SEED", "FWD9M_RUN_ENABLE", "PYTHONPATH")
+    }
     env.update(extra)
     return env
 
@@ -74,9 +75,16 @@ def test_unmodified_script_is_reproducible_under_run(script):
     assert plain[0].splitlines()[0] != plain[1].splitlines()[0], "set order already fixed?"
     import subprocess
 
-    procs = [subprocess.Popen([sys.executable, "-m", "fwd9m", "run", "--seed", "0", str(script),
-                               "--torch"], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "fwd9m", "run", "--seed", "0", str(script), "--torch"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     runs = [p.communicate(timeout=300) + (p.returncode,) for p in procs]
     for _stdout, stderr, code in runs:
         assert code == 0, stderr[-3000:]
@@ -101,8 +109,7 @@ def test_show_lists_the_settings_of_the_frameworks_the_script_uses(tmp_path):
 
 
 def test_show_lists_startup_environment_as_json():
-    out = run_fwd9m("run", "--seed", "7", "--threads", "2", "--show", "--format", "json",
-                    "train.py", env=_clean_env())
+    out = run_fwd9m("run", "--seed", "7", "--threads", "2", "--show", "--format", "json", "train.py", env=_clean_env())
     assert out.returncode == 0, out.stderr
     changes = {c["what"]: c for c in json.loads(out.stdout)}
     assert changes["env:PYTHONHASHSEED"]["new"] == "7"
@@ -121,8 +128,8 @@ def test_show_lists_startup_environment_as_json():
 
 
 def test_plan_keeps_pythonpath_and_checks_ranges():
-    from fwd9m._runtime.bootstrap import bootstrap_dir
     from fwd9m._cli.run import plan
+    from fwd9m._runtime.bootstrap import bootstrap_dir
     from fwd9m.errors import ConfigurationError
 
     env, _ = plan(3, environ={"PYTHONPATH": "/a:/b", "XLA_FLAGS": "--xla_foo=1"})
@@ -151,14 +158,16 @@ def test_startup_env_of_simulated_tensorflow_versions():
 def test_argv_exit_code_module_and_user_sitecustomize(tmp_path):
     """One fresh interpreter per form: argv and __name__, exit status, -m, and a user
     sitecustomize that fwd9m's start-up hook shadows but still runs."""
-    (tmp_path / "prog.py").write_text(textwrap.dedent('''
+    (tmp_path / "prog.py").write_text(
+        textwrap.dedent("""
         import os, sys
         here = os.path.dirname(os.path.abspath(__file__))
         print(__name__, sys.argv, os.environ["PYTHONHASHSEED"], sys.path[0] == here)
         import sitecustomize
         print("user sitecustomize ran:", getattr(sitecustomize, "USER", False))
         raise SystemExit(int(sys.argv[1]))
-    '''))
+    """)
+    )
     user = tmp_path / "user_site"
     user.mkdir()
     (user / "sitecustomize.py").write_text("USER = True\n")
@@ -183,8 +192,12 @@ def test_signal_passes_through(tmp_path):
 
 
 def test_usage_errors_exit_2_without_traceback(tmp_path):
-    for args in (("run", str(tmp_path / "missing.py")), ("run",), ("run", "--", "no-such-cmd-x"),
-                 ("run", "--seed", "-3", "x.py")):
+    for args in (
+        ("run", str(tmp_path / "missing.py")),
+        ("run",),
+        ("run", "--", "no-such-cmd-x"),
+        ("run", "--seed", "-3", "x.py"),
+    ):
         out = run_fwd9m(*args, env=_clean_env())
         assert out.returncode == 2, (args, out.stderr)
         assert "Traceback" not in out.stderr
@@ -194,17 +207,30 @@ def test_launcher_ranks_inherit_determinism(tmp_path):
     """`fwd9m run -- LAUNCHER`: torch's own launcher starts 2 ranks as new interpreters;
     each gets the environment and the import hook."""
     pytest.importorskip("torch")
-    (tmp_path / "rank.py").write_text(textwrap.dedent('''
+    (tmp_path / "rank.py").write_text(
+        textwrap.dedent("""
         import os, pathlib, torch
         # One file per rank: two ranks printing to one pipe can interleave ("rankrank").
         fields = ("rank", os.environ.get("RANK"), os.environ.get("PYTHONHASHSEED"),
                   torch.are_deterministic_algorithms_enabled(), torch.initial_seed())
         out = pathlib.Path(__file__).with_name("rank" + os.environ["RANK"] + ".txt")
         out.write_text(" ".join(map(str, fields)))
-    '''))
-    out = run_fwd9m("run", "--seed", "11", "--", sys.executable, "-m", "torch.distributed.run",
-                    "--standalone", "--nproc-per-node", "2", str(tmp_path / "rank.py"),
-                    env=_clean_env(OMP_NUM_THREADS="1"))
+    """)
+    )
+    out = run_fwd9m(
+        "run",
+        "--seed",
+        "11",
+        "--",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        str(tmp_path / "rank.py"),
+        env=_clean_env(OMP_NUM_THREADS="1"),
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     lines = [(tmp_path / f"rank{r}.txt").read_text() for r in (0, 1)]
     assert lines == ["rank 0 11 True 11", "rank 1 11 True 11"], out.stdout
@@ -225,20 +251,22 @@ def test_empty_blank_and_non_file_targets_are_clear_usage_errors(capsys, tmp_pat
     directory without __main__.py' (Path('') is the current folder); a named pipe or
     /dev/zero as the script blocked or never ended."""
     (tmp_path / "s.py").write_text("print(1)\n")
-    cases = [(("run", ""), "the script name is empty (''"),
-             (("run", " "), "the script name is empty (' '"),
-             (("run", "-m", ""), "the module name after -m is empty"),
-             (("run", "-m", " "), "the module name after -m is empty"),
-             (("run", "-m", str(tmp_path / "s.py")), "drop -m to run the script"),
-             (("run", "-m", "a b"), "'a b' is not a module name"),
-             (("run", "--", ""), "command not found: ''"),
-             (("run", f" {tmp_path / 's.py'}"), "did you mean"),
-             (("run", fifo), "is a named pipe, not a regular script file"),
-             (("run", "/dev/zero"), "is a character device"),
-             (("run", str(tmp_path)), "a directory without __main__.py"),
-             (("debug", ""), "the script name is empty"),
-             (("run", "--record-ranks", "", "x.py"), "name a folder for the rank traces"),
-             (("run", "--record-ranks", str(tmp_path / "s.py"), "x.py"), "name a folder")]
+    cases = [
+        (("run", ""), "the script name is empty (''"),
+        (("run", " "), "the script name is empty (' '"),
+        (("run", "-m", ""), "the module name after -m is empty"),
+        (("run", "-m", " "), "the module name after -m is empty"),
+        (("run", "-m", str(tmp_path / "s.py")), "drop -m to run the script"),
+        (("run", "-m", "a b"), "'a b' is not a module name"),
+        (("run", "--", ""), "command not found: ''"),
+        (("run", f" {tmp_path / 's.py'}"), "did you mean"),
+        (("run", fifo), "is a named pipe, not a regular script file"),
+        (("run", "/dev/zero"), "is a character device"),
+        (("run", str(tmp_path)), "a directory without __main__.py"),
+        (("debug", ""), "the script name is empty"),
+        (("run", "--record-ranks", "", "x.py"), "name a folder for the rank traces"),
+        (("run", "--record-ranks", str(tmp_path / "s.py"), "x.py"), "name a folder"),
+    ]
     for args, message in cases:
         code, err = _cli(capsys, *args)
         assert code == 2 and message in err and "Traceback" not in err, (args, err)
@@ -248,8 +276,13 @@ def test_resolve_target_is_the_one_check_for_run_check_and_debug(tmp_path, fifo)
     from fwd9m._runtime.launch import check_module_name, resolve_target
     from fwd9m.errors import RunError
 
-    for bad, message in (("", "is empty"), ("  ", "is empty"), (fifo, "named pipe"),
-                         ("/dev/null", "character device"), (str(tmp_path / "no.py"), "not found")):
+    for bad, message in (
+        ("", "is empty"),
+        ("  ", "is empty"),
+        (fifo, "named pipe"),
+        ("/dev/null", "character device"),
+        (str(tmp_path / "no.py"), "not found"),
+    ):
         with pytest.raises(RunError, match=message):
             resolve_target(bad)
     with pytest.raises(RunError, match="after -m is empty"):
@@ -277,8 +310,10 @@ def test_module_target_is_looked_up_in_the_current_directory(tmp_path):
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")
     (tmp_path / "pkg" / "train.py").write_text("print('hi')\n")
-    code = ("import os, sys; sys.path[:] = [p for p in sys.path if p not in ('', os.getcwd())]\n"
-            "from fwd9m._runtime.launch import resolve_target\n"
-            "print(resolve_target('pkg.train', module=True), os.getcwd() in sys.path)")
+    code = (
+        "import os, sys; sys.path[:] = [p for p in sys.path if p not in ('', os.getcwd())]\n"
+        "from fwd9m._runtime.launch import resolve_target\n"
+        "print(resolve_target('pkg.train', module=True), os.getcwd() in sys.path)"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.split() == ["pkg.train", "False"], out.stderr

@@ -44,8 +44,10 @@ def test_seed_everything_fresh_seed_is_returned(monkeypatch, caplog):
     with caplog.at_level("WARNING", logger="fwd9m"):
         s = seed_everything(frameworks=[])
     assert 0 <= s < 2**32 and os.environ[ENV_VAR] == str(s)
-    assert f"seed_everything: no seed given and {ENV_VAR} unset; using fresh random " \
-           f"seed {s}. Pass seed={s} to repeat this run." in caplog.text
+    assert (
+        f"seed_everything: no seed given and {ENV_VAR} unset; using fresh random "
+        f"seed {s}. Pass seed={s} to repeat this run." in caplog.text
+    )
 
 
 @pytest.mark.parametrize("bad", [-1, 2**32, 10**30])
@@ -108,10 +110,15 @@ print("OUT:" + json.dumps(out))
 def _children(names: str, n: int = 1, env=None) -> list[dict]:
     """Run the probe in ``n`` fresh interpreters at once; their JSON outputs."""
     import json
+
     full = dict(os.environ, **(env or {}))
     full.pop(ENV_VAR, None)
-    procs = [subprocess.Popen([sys.executable, "-c", _CHILD, names], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=full) for _ in range(n)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CHILD, names], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full
+        )
+        for _ in range(n)
+    ]
     outs = []
     for p in procs:
         out, err = p.communicate(timeout=300)
@@ -159,11 +166,11 @@ def test_jax_key():
     jax = pytest.importorskip("jax")
     k1, k2 = fwd9m.seed.jax_key(3), fwd9m.seed.jax_key(3, "w", 1)
     assert (jax.random.key_data(k1) == jax.random.key_data(jax.random.key(3))).all()
-    assert (jax.random.key_data(k2) == jax.random.key_data(
-        jax.random.key(derive_seed(3, "w", 1, bits=32)))).all()
+    assert (jax.random.key_data(k2) == jax.random.key_data(jax.random.key(derive_seed(3, "w", 1, bits=32)))).all()
 
 
 # ---------------------------------------------------------------- derive_seed
+
 
 def test_derive_seed_golden_values():
     for keys, expected in GOLDEN.items():
@@ -171,14 +178,15 @@ def test_derive_seed_golden_values():
 
 
 def test_derive_seed_stable_across_hash_seed():
-    code = ("from fwd9m.seed import derive_seed;"
-            "print(derive_seed(42, 'worker', 3), derive_seed(1, b'a', ('x', 2)))")
-    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           env=dict(os.environ, PYTHONHASHSEED=h)).stdout
-            for h in ("0", "1", "12345")}
+    code = "from fwd9m.seed import derive_seed;print(derive_seed(42, 'worker', 3), derive_seed(1, b'a', ('x', 2)))"
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, PYTHONHASHSEED=h)
+        ).stdout
+        for h in ("0", "1", "12345")
+    }
     assert len(outs) == 1
-    assert outs.pop().split() == [str(derive_seed(42, "worker", 3)),
-                                  str(derive_seed(1, b"a", ("x", 2)))]
+    assert outs.pop().split() == [str(derive_seed(42, "worker", 3)), str(derive_seed(1, b"a", ("x", 2)))]
 
 
 def test_derive_seed_types_and_bits():
@@ -197,8 +205,7 @@ def test_derive_seed_types_and_bits():
     assert derive_seed(1, "\udcff") != derive_seed(1, "\udcfe") != derive_seed(1, "")
 
 
-_key = st.one_of(st.integers(), st.text(max_size=8), st.binary(max_size=8), st.booleans(),
-                 st.none())
+_key = st.one_of(st.integers(), st.text(max_size=8), st.binary(max_size=8), st.booleans(), st.none())
 _keys = st.lists(st.one_of(_key, st.tuples(_key, _key)), max_size=4).map(tuple)
 
 
@@ -207,6 +214,7 @@ _keys = st.lists(st.one_of(_key, st.tuples(_key, _key)), max_size=4).map(tuple)
 def test_derive_seed_no_collisions(seed, a, b):
     def norm(keys):  # equal key tuples in Python may differ in type (1 == True)
         return tuple((type(k), norm(k) if isinstance(k, tuple) else k) for k in keys)
+
     if norm(a) != norm(b):
         assert derive_seed(seed, *a) != derive_seed(seed, *b)
     else:
@@ -214,6 +222,7 @@ def test_derive_seed_no_collisions(seed, a, b):
 
 
 def test_derive_seed_no_collisions_on_a_grid():
-    seen = {derive_seed(0, "task", e, s, r, w)
-            for e in range(20) for s in range(50) for r in range(4) for w in range(4)}
+    seen = {
+        derive_seed(0, "task", e, s, r, w) for e in range(20) for s in range(50) for r in range(4) for w in range(4)
+    }
     assert len(seen) == 20 * 50 * 4 * 4

@@ -12,8 +12,8 @@ from fwd9m import data  # noqa: E402
 from fwd9m.errors import ConfigurationError  # noqa: E402
 from fwd9m.seed import Seeder, derive_seed  # noqa: E402
 
-
 # ------------------------------------------------------------------ Seeder
+
 
 def test_seeder_coordinates_do_not_collide():
     s = Seeder(1, rank=0, world_size=2)
@@ -48,8 +48,10 @@ def test_seeder_without_seed_uses_env_else_warns_a_fresh_one(monkeypatch, caplog
     with caplog.at_level("WARNING", logger="fwd9m"):
         s = Seeder()
     assert 0 <= s.base_seed < 2**32
-    assert f"Seeder: no seed given and FWD9M_SEED unset; using fresh random seed " \
-           f"{s.base_seed}. Pass seed={s.base_seed}" in caplog.text
+    assert (
+        f"Seeder: no seed given and FWD9M_SEED unset; using fresh random seed "
+        f"{s.base_seed}. Pass seed={s.base_seed}" in caplog.text
+    )
 
 
 def s_golden():
@@ -82,6 +84,7 @@ def test_seeder_registered_generators_reseeded_per_epoch():
 
 # ------------------------------------------------------------------ DataLoader workers
 
+
 class GenDataset:
     """A dataset holding a NumPy Generator: without reseeding, every forked/spawned
     worker starts from a copy of the same generator state."""
@@ -101,8 +104,13 @@ class GenDataset:
 def _per_worker(init_fn, seed=1):
     torch = pytest.importorskip("torch")
     loader = torch.utils.data.DataLoader(
-        GenDataset(), batch_size=None, num_workers=2, worker_init_fn=init_fn,
-        generator=data.torch_generator(seed), multiprocessing_context="spawn")
+        GenDataset(),
+        batch_size=None,
+        num_workers=2,
+        worker_init_fn=init_fn,
+        generator=data.torch_generator(seed),
+        multiprocessing_context="spawn",
+    )
     out = {0: [], 1: []}
     for wid, value in loader:
         out[int(wid)].append(value)
@@ -129,11 +137,11 @@ def test_reseed_dataset_generators_walks_wrappers():
     inner.pyrng = random.Random(0)
     inner.tgen = torch.Generator()
     outer = data.SampleSeeded(inner, seed=1)
-    assert sorted(data.reseed_dataset_generators(outer, 4)) == [
-        "dataset.pyrng", "dataset.rng", "dataset.tgen"]
+    assert sorted(data.reseed_dataset_generators(outer, 4)) == ["dataset.pyrng", "dataset.rng", "dataset.tgen"]
 
 
 # ------------------------------------------------------------------ samplers
+
 
 def test_resumable_sampler():
     pytest.importorskip("torch")
@@ -149,8 +157,7 @@ def test_resumable_sampler():
     assert list(t) == full[4:] and len(t) == 6
     t.set_epoch(2)
     assert list(t) == s.order(2)
-    assert list(data.ResumableSampler(3, seed=0, shuffle=False, with_epoch=True)) == [
-        (0, 0), (0, 1), (0, 2)]
+    assert list(data.ResumableSampler(3, seed=0, shuffle=False, with_epoch=True)) == [(0, 0), (0, 1), (0, 2)]
     with pytest.raises(ConfigurationError, match="seed"):
         data.ResumableSampler(10, seed=4).load_state_dict(st)
 
@@ -183,6 +190,7 @@ def test_sample_seeded_is_order_independent_and_restores_globals():
 
 # ------------------------------------------------------------------ tf.data
 
+
 def test_tf_seeds_and_epochs():
     tf = pytest.importorskip("tensorflow")
     assert 0 <= data.tf_shuffle_seed(1, 0) < 2**31
@@ -194,8 +202,8 @@ def test_tf_seeds_and_epochs():
     def build(epoch, seed):
         idx = tf.random.experimental.stateless_shuffle(tf.range(6, dtype=tf.int64), seed=seed)
         return tf.data.Dataset.from_tensor_slices(idx).map(
-            lambda i: (epoch, i, tf.random.stateless_uniform([], seed=tf.random.fold_in(seed, i))),
-            num_parallel_calls=2)
+            lambda i: (epoch, i, tf.random.stateless_uniform([], seed=tf.random.fold_in(seed, i))), num_parallel_calls=2
+        )
 
     ds = data.tf_epochs(build, seed=1, epochs=3, first_epoch=v)
     a = [tuple(t.numpy().item() for t in x) for x in ds]

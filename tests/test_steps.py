@@ -55,7 +55,7 @@ def test_truncated_is_file_format_error(tmp_path, cut):
     """Cut anywhere inside a frame: FileFormatError, at open or while reading."""
     data = _write(tmp_path / "a.steps", 3).read_bytes()
     bad = tmp_path / "cut.steps"
-    bad.write_bytes(data[:cut] if cut > 0 else data[:len(data) + cut])
+    bad.write_bytes(data[:cut] if cut > 0 else data[: len(data) + cut])
     with pytest.raises(FileFormatError):
         list(StepReader(bad))
 
@@ -140,19 +140,31 @@ def test_batched_digests_equal_fingerprint(monkeypatch):
     from fwd9m.steps import _values
 
     g = torch.Generator().manual_seed(0)
-    ts = [torch.randn(5, generator=g), torch.zeros(0), torch.randn(3, 7, generator=g).t(),
-          torch.arange(3, dtype=torch.uint8), torch.tensor(True), torch.randn(1024, generator=g),
-          torch.randn(3 * 1024, generator=g), torch.randn(5000, generator=g),  # several rows, a tail
-          torch.randn(70 * 1024 + 3, generator=g).to(torch.float16),
-          torch.randn(7, generator=g).to(torch.bfloat16), torch.tensor(7, dtype=torch.int64),
-          torch.randn(4, generator=g, requires_grad=True)]
+    ts = [
+        torch.randn(5, generator=g),
+        torch.zeros(0),
+        torch.randn(3, 7, generator=g).t(),
+        torch.arange(3, dtype=torch.uint8),
+        torch.tensor(True),
+        torch.randn(1024, generator=g),
+        torch.randn(3 * 1024, generator=g),
+        torch.randn(5000, generator=g),  # several rows, a tail
+        torch.randn(70 * 1024 + 3, generator=g).to(torch.float16),
+        torch.randn(7, generator=g).to(torch.bfloat16),
+        torch.tensor(7, dtype=torch.int64),
+        torch.randn(4, generator=g, requires_grad=True),
+    ]
     expected = [torch_digest(t) for t in ts]
     assert _values._cpu_digests(ts) == expected
     monkeypatch.setattr(_values, "_BATCH_WORDS", 1500)  # batches split between tensors
     assert _values._cpu_digests(ts) == expected
     entries = _values.digest_groups([("a", [("x", ts[0]), ("n", 3), ("f", 0.5)]), ("b", [("y", ts[7])])])
-    assert [(e[0], e[1], e[2]) for e in entries] == [("a", "x", "float32[5]"), ("a", "n", "int64[]"),
-                                                     ("a", "f", "float64[]"), ("b", "y", "float32[5000]")]
+    assert [(e[0], e[1], e[2]) for e in entries] == [
+        ("a", "x", "float32[5]"),
+        ("a", "n", "int64[]"),
+        ("a", "f", "float64[]"),
+        ("b", "y", "float32[5000]"),
+    ]
     assert entries[0][3] == expected[0] and entries[3][3] == expected[7]
 
 
@@ -164,8 +176,14 @@ def test_step_digest_pytree_and_path(tmp_path):
 
     _by_path.pop(os.path.abspath(p)).finish()
     (rec,) = list(StepReader(p))
-    assert set(rec.digests) >= {("loss", "loss"), ("params", "dense.w"), ("params", "dense.b"),
-                                ("batch", "0"), ("rng", "key"), ("rng", "python")}
+    assert set(rec.digests) >= {
+        ("loss", "loss"),
+        ("params", "dense.w"),
+        ("params", "dense.b"),
+        ("batch", "0"),
+        ("rng", "key"),
+        ("rng", "python"),
+    }
     with pytest.raises(TypeError, match="params/x"):
         step_digest(params={"x": object()}, path=tmp_path / "t.steps")
 

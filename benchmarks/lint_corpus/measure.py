@@ -84,19 +84,28 @@ def measure(corpus: Path, all_rules: bool = False, show_unjudged: bool = False) 
             total.update(c)
         prec = f"{t / (t + f):.2f}" if t + f else "-"
         strict = f"{t / (t + f + d):.2f}" if t + f + d else "-"
-        print(f"{code:8} {'yes' if on else 'opt-in':7} {sum(c.values()):4} {t:4} {f:4} {d:4} "
-              f"{c['unjudged']:4} {prec:>6} {strict:>6}")
+        print(
+            f"{code:8} {'yes' if on else 'opt-in':7} {sum(c.values()):4} {t:4} {f:4} {d:4} "
+            f"{c['unjudged']:4} {prec:>6} {strict:>6}"
+        )
     t, f, d = total["T"], total["F"], total["D"]
     precision = t / (t + f) if t + f else float("nan")
-    print(f"default rules: {t} true, {f} false, {d} debatable, {total['unjudged']} unjudged: "
-          f"precision {precision:.3f} (strict {t / max(1, t + f + d):.3f})")
+    print(
+        f"default rules: {t} true, {f} false, {d} debatable, {total['unjudged']} unjudged: "
+        f"precision {precision:.3f} (strict {t / max(1, t + f + d):.3f})"
+    )
     recall_rows = _rows("recall.csv")
     at = defaultdict(list)
     for repo, path, line, code, _ in findings:
         at[(repo, path, code)].append(line)
-    found = [r for r in recall_rows
-             if any(int(r["line"]) == 0 or abs(x - int(r["line"])) <= WINDOW
-                    for x in at.get((r["repo"], r["path"], r["rule"]), ()))]
+    found = [
+        r
+        for r in recall_rows
+        if any(
+            int(r["line"]) == 0 or abs(x - int(r["line"])) <= WINDOW
+            for x in at.get((r["repo"], r["path"], r["rule"]), ())
+        )
+    ]
     recall = len(found) / len(recall_rows) if recall_rows else float("nan")
     print(f"recall: {len(found)} of {len(recall_rows)} pitfalls found ({recall:.3f})")
     missed = [r for r in recall_rows if r not in found]
@@ -105,8 +114,14 @@ def measure(corpus: Path, all_rules: bool = False, show_unjudged: bool = False) 
     if show_unjudged:
         for repo, path, line, code, msg in unjudged:
             print(f"UNJUDGED\t{repo}\t{path}\t{line}\t{code}\t{msg}")
-    return {"precision": precision, "recall": recall, "unjudged": len(unjudged), "files": files,
-            "seconds": seconds, "counts": {k: dict(v) for k, v in counts.items()}}
+    return {
+        "precision": precision,
+        "recall": recall,
+        "unjudged": len(unjudged),
+        "files": files,
+        "seconds": seconds,
+        "counts": {k: dict(v) for k, v in counts.items()},
+    }
 
 
 def main(argv=None) -> int:
@@ -116,8 +131,7 @@ def main(argv=None) -> int:
     p.add_argument("--unjudged", action="store_true", help="list findings that have no judgment")
     a = p.parse_args(argv)
     if not a.corpus.is_dir():
-        print(f"no corpus at {a.corpus}: extract the repositories of {HERE / 'repos.txt'} there",
-              file=sys.stderr)
+        print(f"no corpus at {a.corpus}: extract the repositories of {HERE / 'repos.txt'} there", file=sys.stderr)
         return 2
     measure(a.corpus, a.all_rules, a.unjudged)
     return 0

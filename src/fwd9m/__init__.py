@@ -56,14 +56,41 @@ _LAZY: dict[str, str] = {
     "compare": ".compare",
 }
 
-__all__ = sorted([*_LAZY, "__version__", "Fwd9mError", "ConfigurationError",
-                  "UnsupportedVersionError", "FileFormatError", "CatalogError", "RunError",
-                  "NondeterminismError", "Fwd9mWarning", "TooLateWarning"])
+__all__ = sorted(
+    [
+        *_LAZY,
+        "__version__",
+        "Fwd9mError",
+        "ConfigurationError",
+        "UnsupportedVersionError",
+        "FileFormatError",
+        "CatalogError",
+        "RunError",
+        "NondeterminismError",
+        "Fwd9mWarning",
+        "TooLateWarning",
+    ]
+)
 
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers; nothing is imported at run time
-    from . import (callbacks, catalog, compare, data, debug, distributed, environment, fingerprint, jax, keras,
-                   lint, rng, seed, tensorflow, torch)
+    from . import (
+        callbacks,
+        catalog,
+        compare,
+        data,
+        debug,
+        distributed,
+        environment,
+        fingerprint,
+        jax,
+        keras,
+        lint,
+        rng,
+        seed,
+        tensorflow,
+        torch,
+    )
     from .check import CheckResult, assert_reproducible, check, check_script
     from .enable import enable_determinism
     from .rng import capture_rng_state, load_rng_state, restore_rng_state, save_rng_state, seeded

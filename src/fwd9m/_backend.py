@@ -14,7 +14,8 @@ implements :class:`Backend`, plus one line in :data:`fwd9m._frameworks.FRAMEWORK
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
     from .compare._values import Tensor
@@ -93,8 +94,7 @@ class BackendBase:
 
     seeds_others = False
 
-    def __init__(self, name: str, module: str, distributions: tuple[str, ...],
-                 libraries: tuple[str, ...]):
+    def __init__(self, name: str, module: str, distributions: tuple[str, ...], libraries: tuple[str, ...]):
         self.name, self.module = name, module
         self.distributions, self.libraries = distributions, libraries
 

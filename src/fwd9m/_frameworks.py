@@ -17,8 +17,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from ._backend import Backend
 
-__all__ = ["FRAMEWORKS", "Framework", "installed_version", "is_imported", "imported", "of_module",
-           "resolve", "backend", "backends"]
+__all__ = [
+    "FRAMEWORKS",
+    "Framework",
+    "installed_version",
+    "is_imported",
+    "imported",
+    "of_module",
+    "resolve",
+    "backend",
+    "backends",
+]
 
 
 @dataclass(frozen=True)
@@ -37,18 +46,45 @@ class Framework:
 FRAMEWORKS: dict[str, Framework] = {
     f.name: f
     for f in (
-        Framework("tensorflow", "tensorflow",
-                  ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-macos"),
-                  ("tf_keras", "tensorflow_datasets", "tensorflow_hub", "tensorflow_addons"),
-                  "fwd9m.tensorflow._backend:TensorFlowBackend"),
-        Framework("keras", "keras", ("keras", "keras-nightly"), ("keras_hub", "keras_nlp", "keras_cv"),
-                  "fwd9m.keras._backend:KerasBackend"),
-        Framework("torch", "torch", ("torch",),
-                  ("torchvision", "torchaudio", "torchtext", "torchmetrics", "pytorch_lightning", "lightning",
-                   "accelerate", "transformers", "timm", "deepspeed"),
-                  "fwd9m.torch._backend:TorchBackend"),
-        Framework("jax", "jax", ("jax",), ("flax", "optax", "orbax", "haiku", "equinox", "chex", "jraph"),
-                  "fwd9m.jax._backend:JaxBackend"),
+        Framework(
+            "tensorflow",
+            "tensorflow",
+            ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-macos"),
+            ("tf_keras", "tensorflow_datasets", "tensorflow_hub", "tensorflow_addons"),
+            "fwd9m.tensorflow._backend:TensorFlowBackend",
+        ),
+        Framework(
+            "keras",
+            "keras",
+            ("keras", "keras-nightly"),
+            ("keras_hub", "keras_nlp", "keras_cv"),
+            "fwd9m.keras._backend:KerasBackend",
+        ),
+        Framework(
+            "torch",
+            "torch",
+            ("torch",),
+            (
+                "torchvision",
+                "torchaudio",
+                "torchtext",
+                "torchmetrics",
+                "pytorch_lightning",
+                "lightning",
+                "accelerate",
+                "transformers",
+                "timm",
+                "deepspeed",
+            ),
+            "fwd9m.torch._backend:TorchBackend",
+        ),
+        Framework(
+            "jax",
+            "jax",
+            ("jax",),
+            ("flax", "optax", "orbax", "haiku", "equinox", "chex", "jraph"),
+            "fwd9m.jax._backend:JaxBackend",
+        ),
     )
 }
 
@@ -118,7 +154,8 @@ def backend(name: str) -> Backend:
         f = _lookup(name)
         module, _, cls = f.backend.partition(":")
         b = _BACKENDS[name] = getattr(importlib.import_module(module), cls)(
-            f.name, f.module, f.distributions, f.libraries)
+            f.name, f.module, f.distributions, f.libraries
+        )
     return b
 
 

@@ -19,11 +19,22 @@ The policy, at most :data:`MAX_RUNS` extra runs:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
-__all__ = ["CONFIRMED", "LIKELY", "NOT_CONFIRMED", "INTERMITTENT", "RULED_OUT", "INCOMPLETE",
-           "OTHER_SEEDS", "MAX_RUNS", "Outcome", "experiment"]
+__all__ = [
+    "CONFIRMED",
+    "LIKELY",
+    "NOT_CONFIRMED",
+    "INTERMITTENT",
+    "RULED_OUT",
+    "INCOMPLETE",
+    "OTHER_SEEDS",
+    "MAX_RUNS",
+    "Outcome",
+    "experiment",
+]
 
 CONFIRMED, LIKELY, NOT_CONFIRMED = "confirmed", "likely", "not-confirmed"
 INTERMITTENT, RULED_OUT, INCOMPLETE = "intermittent", "ruled-out", "incomplete"
@@ -33,8 +44,10 @@ OTHER_SEEDS = (1, 2, 3)
 #: extra runs at most: two with seed 0, one per other seed, one repeat
 MAX_RUNS = 2 + len(OTHER_SEEDS) + 1
 
-_ELSEWHERE = ("a race between threads or processes, or something from outside it (the time, "
-              "a file an earlier run left, the network)")
+_ELSEWHERE = (
+    "a race between threads or processes, or something from outside it (the time, "
+    "a file an earlier run left, the network)"
+)
 
 T = TypeVar("T")
 
@@ -65,42 +78,60 @@ class Outcome:
         s = self.seed
         if self.verdict == CONFIRMED:
             f = self.lint[0]
-            return (f"PYTHONHASHSEED (confirmed): two runs with PYTHONHASHSEED=0 agreed, two with "
-                    f"PYTHONHASHSEED={s} agreed with each other and differed from them, and fwd9m lint "
-                    f"found hash-order code in the script ({f['path']}:{f['line']} {f['code']}): the "
-                    f"result depends on string hashing. Fix: iterate in a fixed order (sorted(s)), or "
-                    f"run with PYTHONHASHSEED=0 (fwd9m run does).")
+            return (
+                f"PYTHONHASHSEED (confirmed): two runs with PYTHONHASHSEED=0 agreed, two with "
+                f"PYTHONHASHSEED={s} agreed with each other and differed from them, and fwd9m lint "
+                f"found hash-order code in the script ({f['path']}:{f['line']} {f['code']}): the "
+                f"result depends on string hashing. Fix: iterate in a fixed order (sorted(s)), or "
+                f"run with PYTHONHASHSEED=0 (fwd9m run does)."
+            )
         if self.verdict == LIKELY:
             seeds = ", ".join(["0", "0", *(str(k) for k in OTHER_SEEDS if k < s), str(s), str(s)])
-            return (f"PYTHONHASHSEED (likely): fixing PYTHONHASHSEED made {s + 3} runs agree, each with "
-                    f"the others of its seed (seeds {seeds}), and PYTHONHASHSEED={s} gave another result "
-                    f"than 0; fwd9m lint found no "
-                    f"hash-order pattern in the script, so an intermittent cause is not excluded: rerun "
-                    f"with --runs 4 under --env PYTHONHASHSEED=0 (fwd9m check --runs 4 --env "
-                    f"PYTHONHASHSEED=0 {self.target}); all agree: it is hash order (fix: sorted(s), or "
-                    f"PYTHONHASHSEED=0).")
+            return (
+                f"PYTHONHASHSEED (likely): fixing PYTHONHASHSEED made {s + 3} runs agree, each with "
+                f"the others of its seed (seeds {seeds}), and PYTHONHASHSEED={s} gave another result "
+                f"than 0; fwd9m lint found no "
+                f"hash-order pattern in the script, so an intermittent cause is not excluded: rerun "
+                f"with --runs 4 under --env PYTHONHASHSEED=0 (fwd9m check --runs 4 --env "
+                f"PYTHONHASHSEED=0 {self.target}); all agree: it is hash order (fix: sorted(s), or "
+                f"PYTHONHASHSEED=0)."
+            )
         if self.verdict == NOT_CONFIRMED:
-            return (f"PYTHONHASHSEED (not confirmed): hash seeds 0-{OTHER_SEEDS[-1]} all gave the same "
-                    f"result ({self.runs} more runs), so the difference did not recur under a fixed "
-                    f"seed; hash order is not excluded, only not shown. The script may differ only "
-                    f"sometimes: {_ELSEWHERE}.")
+            return (
+                f"PYTHONHASHSEED (not confirmed): hash seeds 0-{OTHER_SEEDS[-1]} all gave the same "
+                f"result ({self.runs} more runs), so the difference did not recur under a fixed "
+                f"seed; hash order is not excluded, only not shown. The script may differ only "
+                f"sometimes: {_ELSEWHERE}."
+            )
         if self.verdict == INTERMITTENT:
-            return (f"PYTHONHASHSEED (intermittent, not confirmed): a run with PYTHONHASHSEED={s} "
-                    f"differed from two agreeing runs with PYTHONHASHSEED=0, but a second run with "
-                    f"PYTHONHASHSEED={s} differed from the first: the result changes under a fixed seed, "
-                    f"so something besides the string-hash seed varies: {_ELSEWHERE}.")
+            return (
+                f"PYTHONHASHSEED (intermittent, not confirmed): a run with PYTHONHASHSEED={s} "
+                f"differed from two agreeing runs with PYTHONHASHSEED=0, but a second run with "
+                f"PYTHONHASHSEED={s} differed from the first: the result changes under a fixed seed, "
+                f"so something besides the string-hash seed varies: {_ELSEWHERE}."
+            )
         if self.verdict == RULED_OUT:
-            return ("PYTHONHASHSEED (ruled out as the only cause): two runs with PYTHONHASHSEED=0 still "
-                    "differed, so hash order is not the cause (or not the only one).")
-        return ("PYTHONHASHSEED (untested): the runs with a fixed PYTHONHASHSEED meant to test it did not "
-                "complete, so it remains a possible cause.")
+            return (
+                "PYTHONHASHSEED (ruled out as the only cause): two runs with PYTHONHASHSEED=0 still "
+                "differed, so hash order is not the cause (or not the only one)."
+            )
+        return (
+            "PYTHONHASHSEED (untested): the runs with a fixed PYTHONHASHSEED meant to test it did not "
+            "complete, so it remains a possible cause."
+        )
 
 
-def experiment(run: Callable[[int, int], T], agree: Callable[[T, T], bool], *,
-               script: str | None = None, target: str = "SCRIPT",
-               progress: Callable[[str], None] | None = None,
-               errors: tuple[type[BaseException], ...] = (),
-               argv: list[str] | None = None, env: dict[str, str] | None = None) -> Outcome:
+def experiment(
+    run: Callable[[int, int], T],
+    agree: Callable[[T, T], bool],
+    *,
+    script: str | None = None,
+    target: str = "SCRIPT",
+    progress: Callable[[str], None] | None = None,
+    errors: tuple[type[BaseException], ...] = (),
+    argv: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> Outcome:
     """Run the experiment of the module docstring.
 
     Args:
@@ -129,12 +160,16 @@ def experiment(run: Callable[[int, int], T], agree: Callable[[T, T], bool], *,
         return run(seed, made)
 
     try:
-        say("testing the string-hash seed (PYTHONHASHSEED was unset): two more runs with PYTHONHASHSEED=0 "
-            "(they must agree), then seeds 1, 2, 3 until one differs, and that seed once more")
+        say(
+            "testing the string-hash seed (PYTHONHASHSEED was unset): two more runs with PYTHONHASHSEED=0 "
+            "(they must agree), then seeds 1, 2, 3 until one differs, and that seed once more"
+        )
         zero = one(0)
         if not agree(zero, one(0)):
-            say("the two PYTHONHASHSEED=0 runs differ too, so hash order is not the (only) cause; "
-                "no more hash-seed runs")
+            say(
+                "the two PYTHONHASHSEED=0 runs differ too, so hash order is not the (only) cause; "
+                "no more hash-seed runs"
+            )
             return Outcome(RULED_OUT, runs=made, target=target)
         for seed in OTHER_SEEDS:
             say(f"the PYTHONHASHSEED=0 runs agree; a run with PYTHONHASHSEED={seed}")

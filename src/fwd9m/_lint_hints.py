@@ -32,8 +32,17 @@ from typing import Any
 
 from ._log import logger
 
-__all__ = ["CAUSE_CODES", "HASH_CODES", "relevant", "findings", "check_hints", "uses_loader_workers",
-           "branch", "MAY_NOT_RUN", "NOT_TAKEN"]
+__all__ = [
+    "CAUSE_CODES",
+    "HASH_CODES",
+    "relevant",
+    "findings",
+    "check_hints",
+    "uses_loader_workers",
+    "branch",
+    "MAY_NOT_RUN",
+    "NOT_TAKEN",
+]
 
 #: cause class (fwd9m.debug's external sources, "op" for a culprit op, None for a check
 #: that does not know the cause) -> lint codes or code prefixes (FWD1 = every FWD1xx)
@@ -65,10 +74,18 @@ class _Unknown(Exception):
     """A condition fwd9m cannot evaluate before the run."""
 
 
-_COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.In: lambda a, b: a in b,
-            ast.NotIn: lambda a, b: a not in b, ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,
-            ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b, ast.Is: lambda a, b: a is b,
-            ast.IsNot: lambda a, b: a is not b}
+_COMPARE = {
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+    ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b,
+    ast.Is: lambda a, b: a is b,
+    ast.IsNot: lambda a, b: a is not b,
+}
 
 
 def _dotted(node: ast.AST) -> str:
@@ -124,8 +141,7 @@ class _Condition:
             seq, key = self.value(node.value), node.slice
             try:
                 if isinstance(key, ast.Slice):
-                    return seq[slice(*(None if k is None else self.value(k)
-                                       for k in (key.lower, key.upper, key.step)))]
+                    return seq[slice(*(None if k is None else self.value(k) for k in (key.lower, key.upper, key.step)))]
                 return seq[self.value(key)]
             except (IndexError, KeyError, TypeError):
                 raise _Unknown from None  # the run raised there, or fwd9m cannot say
@@ -176,8 +192,9 @@ def _child_at(node: ast.AST, pos: tuple[int, int]) -> ast.AST | None:
     return None
 
 
-def branch(tree: ast.AST, line: int, col: int, *, name: str = "__main__",
-           argv: list[str] | None = None, env=None) -> str | None:
+def branch(
+    tree: ast.AST, line: int, col: int, *, name: str = "__main__", argv: list[str] | None = None, env=None
+) -> str | None:
     """Whether the code at ``line``, ``col`` (1-based, as lint findings give them) of the
     module ``tree`` runs: None when every condition on the way there holds for the run's
     ``argv`` (``sys.argv``: the script first) and ``env`` (its environment), or there is
@@ -254,7 +271,7 @@ def local_modules(script: str | os.PathLike) -> list[Path]:
         p = script.parent / f"{n}.py"
         if p.is_file() and p.resolve() != script.resolve():
             out.append(p)
-    return out[:MAX_FILES - 1]
+    return out[: MAX_FILES - 1]
 
 
 def _shown(path: str) -> str:
@@ -266,9 +283,14 @@ def _shown(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def findings(script: str | os.PathLike | None, cause: str | None = None, *,
-             exclude: tuple[str, ...] = (), argv: list[str] | None = None,
-             env=None) -> list[dict[str, Any]]:
+def findings(
+    script: str | os.PathLike | None,
+    cause: str | None = None,
+    *,
+    exclude: tuple[str, ...] = (),
+    argv: list[str] | None = None,
+    env=None,
+) -> list[dict[str, Any]]:
     """Lint findings in ``script`` (and its local modules) that fit ``cause``, in file and
     line order: dicts with ``path``, ``line``, ``code``, ``message`` and ``fix`` (code to
     paste, "" when the message says it). The project's lint configuration
@@ -284,17 +306,19 @@ def findings(script: str | os.PathLike | None, cause: str | None = None, *,
     if not script or not Path(script).is_file():
         return []
     try:
-        from .lint import find_pyproject, lint_paths, load_config
-
         from .errors import ConfigurationError, FileFormatError
+        from .lint import find_pyproject, lint_paths, load_config
 
         files = [Path(script), *local_modules(script)]
         pyproject = find_pyproject(Path(script))
         try:
             config = load_config(pyproject)
         except (ConfigurationError, FileFormatError) as exc:  # say so, and still point at the lines
-            logger.warning("fwd9m lint configuration in %s is invalid (%s); the 'in your code' "
-                           "hints use the default rules", pyproject, str(exc).splitlines()[0])
+            logger.warning(
+                "fwd9m lint configuration in %s is invalid (%s); the 'in your code' hints use the default rules",
+                pyproject,
+                str(exc).splitlines()[0],
+            )
             config = load_config(None)
         # the runs already differ: rules kept opt-in for CI precision still point at causes
         from .lint._measured import OPT_IN
@@ -311,8 +335,17 @@ def findings(script: str | os.PathLike | None, cause: str | None = None, *,
             continue
         where = _branch_of(f, Path(script), trees, argv, env)
         if where != NOT_TAKEN:
-            out.append({"path": _shown(f.path), "line": f.line, "col": f.col, "code": f.code,
-                        "message": f.message, "fix": f.fix, "branch": where})
+            out.append(
+                {
+                    "path": _shown(f.path),
+                    "line": f.line,
+                    "col": f.col,
+                    "code": f.code,
+                    "message": f.message,
+                    "fix": f.fix,
+                    "branch": where,
+                }
+            )
     return out
 
 
@@ -355,25 +388,37 @@ def _origin(tree: ast.AST, message: str, name: str, argv, env) -> str | None:
     from .lint.rules.seeding import _ENTROPY
 
     line, last = int(m.group(1)), {e.rsplit(".", 1)[-1] for e in _ENTROPY}
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.lineno == line
-             and (_dotted(n.func).rsplit(".", 1)[-1] in last)]
+    calls = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and n.lineno == line and (_dotted(n.func).rsplit(".", 1)[-1] in last)
+    ]
     verdicts = [branch(tree, c.lineno, c.col_offset + 1, name=name, argv=argv, env=env) for c in calls]
     if verdicts and all(v == NOT_TAKEN for v in verdicts):
         return NOT_TAKEN
     return MAY_NOT_RUN if MAY_NOT_RUN in verdicts else None
 
 
-def check_hints(script: str | os.PathLike | None, hash_seed: bool = True,
-                argv: list[str] | None = None, env=None) -> list[dict[str, Any]]:
+def check_hints(
+    script: str | os.PathLike | None, hash_seed: bool = True, argv: list[str] | None = None, env=None
+) -> list[dict[str, Any]]:
     """For ``fwd9m check`` when runs differ: the script's relevant lint findings shaped
     like its catalog hints (``id`` = the rule code, ``kind`` = ``"lint"``, ``title`` =
     ``"in your code: FILE:LINE message"``, plus :data:`MAY_NOT_RUN_NOTE` on a branch
     that may not have run). ``hash_seed`` False (the string-hash seed did not differ, or
     was ruled out) leaves out the hash-order rules. ``argv``, ``env``: as :func:`findings`."""
-    return [{"id": f["code"], "title": f"in your code: {f['path']}:{f['line']} {f['message']}"
-                                       + (f" {MAY_NOT_RUN_NOTE}" if f["branch"] else ""),
-             "kind": "lint", "fix": f["fix"], "references": [], "branch": f["branch"]}
-            for f in findings(script, None, exclude=() if hash_seed else HASH_CODES, argv=argv, env=env)]
+    return [
+        {
+            "id": f["code"],
+            "title": f"in your code: {f['path']}:{f['line']} {f['message']}"
+            + (f" {MAY_NOT_RUN_NOTE}" if f["branch"] else ""),
+            "kind": "lint",
+            "fix": f["fix"],
+            "references": [],
+            "branch": f["branch"],
+        }
+        for f in findings(script, None, exclude=() if hash_seed else HASH_CODES, argv=argv, env=env)
+    ]
 
 
 def uses_loader_workers(script: str | os.PathLike | None) -> bool:

@@ -20,9 +20,10 @@ from typing import Any
 import keras
 
 from . import rng
-from ._runtime.launch import shown
-from .rng._format import _restore, read_file as _read_rng_file
 from ._log import logger
+from ._runtime.launch import shown
+from .rng._format import _restore
+from .rng._format import read_file as _read_rng_file
 
 __all__ = ["RngStateCheckpoint"]
 
@@ -54,8 +55,7 @@ class RngStateCheckpoint(keras.callbacks.Callback):
             no RNG is changed.
     """
 
-    def __init__(self, filepath: str | Path, *, restore_from: str | Path | None = None,
-                 restore: bool = True) -> None:
+    def __init__(self, filepath: str | Path, *, restore_from: str | Path | None = None, restore: bool = True) -> None:
         super().__init__()
         self.filepath = str(filepath)
         if restore_from is None and "{epoch" not in self.filepath:
@@ -70,8 +70,7 @@ class RngStateCheckpoint(keras.callbacks.Callback):
         if self._epoch_variable is None:
             import tensorflow as tf
 
-            self._epoch_variable = tf.Variable(self.initial_epoch, dtype=tf.int64,
-                                               trainable=False, name="fwd9m_epoch")
+            self._epoch_variable = tf.Variable(self.initial_epoch, dtype=tf.int64, trainable=False, name="fwd9m_epoch")
         return self._epoch_variable
 
     def on_train_begin(self, logs: dict | None = None) -> None:
@@ -82,14 +81,17 @@ class RngStateCheckpoint(keras.callbacks.Callback):
         progress = state.pop(_PROGRESS, {"epoch": 0})
         model_state = state.pop(_MODEL, None)
         epoch = progress.get("epoch") if isinstance(progress, dict) else None
-        if not (isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= 0) \
-                or not isinstance(model_state, (dict, type(None))):
+        if not (isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= 0) or not isinstance(
+            model_state, (dict, type(None))
+        ):
             from .errors import FileFormatError
 
             # checked before any RNG changes: this entry is read after the restore
-            raise FileFormatError(f"{origin}: the epoch ({progress!r:.60}) or the model's seed generators "
-                                  f"entry is malformed; no RNG was changed. Fix: point to a file written by "
-                                  f"RngStateCheckpoint, or delete it to start afresh.")
+            raise FileFormatError(
+                f"{origin}: the epoch ({progress!r:.60}) or the model's seed generators "
+                f"entry is malformed; no RNG was changed. Fix: point to a file written by "
+                f"RngStateCheckpoint, or delete it to start afresh."
+            )
         if model_state is not None:  # checked before any RNG changes
             gens = rng._keras_layer_gens(self.model)
             missing = sorted(set(model_state) - set(gens))
@@ -98,7 +100,8 @@ class RngStateCheckpoint(keras.callbacks.Callback):
 
                 raise ConfigurationError(
                     f"{self.restore_from}: seed generators {missing} are not in this model "
-                    f"(it has {sorted(gens)}); build the same model before fit().")
+                    f"(it has {sorted(gens)}); build the same model before fit()."
+                )
         _restore(state, False, origin)  # a state its generator refuses: FileFormatError, nothing changed
         if model_state is not None:
             rng._keras_layer_set(self.model, model_state)
@@ -107,11 +110,13 @@ class RngStateCheckpoint(keras.callbacks.Callback):
             self._epoch_variable.assign(self.initial_epoch)
         keras_initial = getattr(self.model, "_initial_epoch", None)  # BackupAndRestore's
         if keras_initial is not None and keras_initial != self.initial_epoch:
-            logger.warning("RNG state is from epoch %d but training resumes at epoch %s; "
-                           "the random streams will not match an uninterrupted run",
-                           self.initial_epoch, keras_initial)
-        logger.info("RngStateCheckpoint: restored RNG state of epoch %d from %s",
-                    self.initial_epoch, self.restore_from)
+            logger.warning(
+                "RNG state is from epoch %d but training resumes at epoch %s; "
+                "the random streams will not match an uninterrupted run",
+                self.initial_epoch,
+                keras_initial,
+            )
+        logger.info("RngStateCheckpoint: restored RNG state of epoch %d from %s", self.initial_epoch, self.restore_from)
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         state = rng.capture_rng_state()

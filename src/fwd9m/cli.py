@@ -33,12 +33,10 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="fwd9m",
-        description="Make deep-learning runs bit-for-bit reproducible, and find out why "
-        "when they are not.",
+        description="Make deep-learning runs bit-for-bit reproducible, and find out why when they are not.",
     )
     parser.add_argument("--version", action="version", version=f"fwd9m {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0,
-                        help="log what fwd9m does (-vv for debug detail)")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="log what fwd9m does (-vv for debug detail)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
         try:
@@ -80,8 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             from .compare._escape import printable
 
-            print(f"fwd9m {args.command}: error: {printable(str(exc))} ({type(exc).__name__}); check disk space, "
-                  f"permissions and where the output goes", file=sys.stderr)
+            print(
+                f"fwd9m {args.command}: error: {printable(str(exc))} ({type(exc).__name__}); check disk space, "
+                f"permissions and where the output goes",
+                file=sys.stderr,
+            )
         except OSError:
             pass
         return EXIT_ERROR

@@ -37,17 +37,26 @@ https://www.tensorflow.org/api_docs/python/tf/random/stateless_uniform).
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from .errors import ConfigurationError
 from .seed import derive_seed
 
-__all__ = ["worker_init_fn", "torch_generator", "reseed_dataset_generators",
-           "SampleSeeded", "ResumableSampler", "tf_shuffle_seed", "tf_stateless_seed",
-           "tf_epochs"]
+__all__ = [
+    "worker_init_fn",
+    "torch_generator",
+    "reseed_dataset_generators",
+    "SampleSeeded",
+    "ResumableSampler",
+    "tf_shuffle_seed",
+    "tf_stateless_seed",
+    "tf_epochs",
+]
 
 
 # ------------------------------------------------------------------------- PyTorch
+
 
 def _generator_types() -> tuple[type, ...]:
     import random
@@ -102,8 +111,9 @@ def worker_init_fn(worker_id: int) -> None:
 
     info = torch.utils.data.get_worker_info()
     if info is None:
-        raise ConfigurationError("fwd9m.data.worker_init_fn must run inside a DataLoader "
-                                 "worker (pass it as DataLoader(worker_init_fn=...))")
+        raise ConfigurationError(
+            "fwd9m.data.worker_init_fn must run inside a DataLoader worker (pass it as DataLoader(worker_init_fn=...))"
+        )
     reseed_dataset_generators(info.dataset, info.seed)
 
 
@@ -144,12 +154,12 @@ class SampleSeeded:
     RNG; in workers nothing is restored (``benchmarks/bench_rng.py``).
     """
 
-    def __init__(self, dataset: Any, seed: int, *,
-                 seed_globals: tuple[str, ...] = ("python", "numpy", "torch")) -> None:
+    def __init__(
+        self, dataset: Any, seed: int, *, seed_globals: tuple[str, ...] = ("python", "numpy", "torch")
+    ) -> None:
         unknown = set(seed_globals) - {"python", "numpy", "torch"}
         if unknown:
-            raise ConfigurationError(f"seed_globals: unknown {sorted(unknown)}; choose from "
-                                     f"'python', 'numpy', 'torch'")
+            raise ConfigurationError(f"seed_globals: unknown {sorted(unknown)}; choose from 'python', 'numpy', 'torch'")
         self.dataset = dataset
         self.seed = int(seed)
         self.seed_globals = tuple(seed_globals)
@@ -240,8 +250,7 @@ class ResumableSampler:
     position only when the epoch changes, so it is a no-op right after a restore).
     """
 
-    def __init__(self, data_source: Any, *, seed: int, shuffle: bool = True,
-                 with_epoch: bool = False) -> None:
+    def __init__(self, data_source: Any, *, seed: int, shuffle: bool = True, with_epoch: bool = False) -> None:
         self.n = data_source if isinstance(data_source, int) else len(data_source)
         self.seed = int(seed)
         self.shuffle = shuffle
@@ -265,12 +274,11 @@ class ResumableSampler:
         if not self.shuffle:
             return list(range(self.n))
         g = torch.Generator()
-        g.manual_seed(derive_seed(self.seed, "fwd9m.sampler",
-                                  self.epoch if epoch is None else int(epoch)))
+        g.manual_seed(derive_seed(self.seed, "fwd9m.sampler", self.epoch if epoch is None else int(epoch)))
         return torch.randperm(self.n, generator=g).tolist()
 
     def __iter__(self) -> Iterator[Any]:
-        rest = self.order()[self.consumed:]
+        rest = self.order()[self.consumed :]
         if self.with_epoch:
             return iter([(self.epoch, i) for i in rest])
         return iter(rest)
@@ -279,21 +287,21 @@ class ResumableSampler:
         return self.n - self.consumed
 
     def state_dict(self) -> dict:
-        return {"seed": self.seed, "epoch": self.epoch, "consumed": self.consumed,
-                "n": self.n, "shuffle": self.shuffle}
+        return {"seed": self.seed, "epoch": self.epoch, "consumed": self.consumed, "n": self.n, "shuffle": self.shuffle}
 
     def load_state_dict(self, sd: dict) -> None:
-        if int(sd["n"]) != self.n or int(sd["seed"]) != self.seed or \
-                bool(sd["shuffle"]) != self.shuffle:
+        if int(sd["n"]) != self.n or int(sd["seed"]) != self.seed or bool(sd["shuffle"]) != self.shuffle:
             raise ConfigurationError(
                 f"sampler state is for n={sd['n']}, seed={sd['seed']}, "
                 f"shuffle={sd['shuffle']}; this sampler has n={self.n}, seed={self.seed}, "
-                f"shuffle={self.shuffle}. Build the sampler as in the saved run.")
+                f"shuffle={self.shuffle}. Build the sampler as in the saved run."
+            )
         self.epoch = int(sd["epoch"])
         self.consumed = int(sd["consumed"])
 
 
 # ------------------------------------------------------------------------- tf.data
+
 
 def tf_shuffle_seed(seed: int, epoch: int, *keys: Any) -> int:
     """A 31-bit op seed for ``ds.shuffle(buf, seed=..., reshuffle_each_iteration=False)``
@@ -312,8 +320,7 @@ def tf_stateless_seed(seed: int, *keys: Any) -> Any:
     return tf.constant([v >> 63, v & (2**63 - 1)], dtype=tf.int64)
 
 
-def tf_epochs(build: Callable[[Any, Any], Any], *, seed: int, epochs: int,
-              first_epoch: Any = 0) -> Any:
+def tf_epochs(build: Callable[[Any, Any], Any], *, seed: int, epochs: int, first_epoch: Any = 0) -> Any:
     """A dataset that runs ``build(epoch, epoch_seed)`` for each epoch in turn.
 
     ``build`` gets ``epoch`` (int64 scalar tensor) and ``epoch_seed`` (a ``[2]`` int64

@@ -22,15 +22,25 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from . import _frameworks
 from ._log import logger
 from .errors import TooLateWarning
 
-__all__ = ["Change", "Changes", "enable_determinism", "set_env", "env_change", "cite", "seed_change",
-           "is_fully_imported", "too_late"]
+__all__ = [
+    "Change",
+    "Changes",
+    "enable_determinism",
+    "set_env",
+    "env_change",
+    "cite",
+    "seed_change",
+    "is_fully_imported",
+    "too_late",
+]
 
 _UNSET = "<unset>"
 
@@ -58,8 +68,9 @@ class Change:
     source: str
 
     def to_dict(self) -> dict:
-        return {k: (v if isinstance(v, (str, int, float, bool, type(None))) else repr(v))
-                for k, v in asdict(self).items()}
+        return {
+            k: (v if isinstance(v, (str, int, float, bool, type(None))) else repr(v)) for k, v in asdict(self).items()
+        }
 
     def __str__(self) -> str:
         old = _UNSET if self.old is None else repr(self.old)
@@ -94,7 +105,7 @@ class Changes(list):
         self.notes.append(text)
         logger.info("%s", text)
 
-    def extend_from(self, other: "Changes") -> None:
+    def extend_from(self, other: Changes) -> None:
         self.extend(other)
         self.notes.extend(other.notes)
         if other._key_seed is not None:
@@ -108,13 +119,20 @@ def cite(*ids_or_urls: str) -> str:
     return " ".join(ids_or_urls)
 
 
-def set_env(framework: str, name: str, value: str, why: str, source: str,
-            *, append_flag: bool = False, changes: list | None = None) -> Change | None:
+def set_env(
+    framework: str,
+    name: str,
+    value: str,
+    why: str,
+    source: str,
+    *,
+    append_flag: bool = False,
+    changes: list | None = None,
+) -> Change | None:
     """Set ``os.environ[name]`` (or append the flag ``value`` to a flag list such as
     ``XLA_FLAGS`` when ``append_flag``), log it, append it to ``changes`` and return
     the Change; None (and nothing done) when it was already so."""
-    change = env_change(framework, name, value, why, source, append_flag=append_flag,
-                        environ=os.environ)
+    change = env_change(framework, name, value, why, source, append_flag=append_flag, environ=os.environ)
     if change is None:
         return None
     os.environ[name] = change.new
@@ -124,8 +142,16 @@ def set_env(framework: str, name: str, value: str, why: str, source: str,
     return change
 
 
-def env_change(framework: str, name: str, value: str, why: str, source: str,
-               *, append_flag: bool = False, environ: dict | None = None) -> Change | None:
+def env_change(
+    framework: str,
+    name: str,
+    value: str,
+    why: str,
+    source: str,
+    *,
+    append_flag: bool = False,
+    environ: dict | None = None,
+) -> Change | None:
     """The Change that setting ``name`` in ``environ`` (default: os.environ) would make,
     or None when it is already so; changes nothing. With ``append_flag``, ``value`` is a
     ``--flag=value`` added to a space-separated list unless that flag is present."""
@@ -152,11 +178,17 @@ def seed_change(framework: str, seed: int | None, frameworks: list[str]) -> Chan
 
     old = current_seed()
     used = seed_everything(seed, frameworks=frameworks)
-    change = Change(framework, f"seed_everything(frameworks={frameworks})", old, used,
-                    "unseeded generators (initializers, dropout, shuffling) draw different "
-                    "numbers in every process",
-                    cite(*(["keras.seed-generator"] if "keras" in frameworks else []),
-                         "https://docs.python.org/3/library/random.html"))
+    change = Change(
+        framework,
+        f"seed_everything(frameworks={frameworks})",
+        old,
+        used,
+        "unseeded generators (initializers, dropout, shuffling) draw different numbers in every process",
+        cite(
+            *(["keras.seed-generator"] if "keras" in frameworks else []),
+            "https://docs.python.org/3/library/random.html",
+        ),
+    )
     logger.info("%s", change)
     return change
 
@@ -178,9 +210,9 @@ def too_late(message: str) -> None:
     warnings.warn(message, TooLateWarning, stacklevel=4)
 
 
-def enable_determinism(seed: int | None = None,
-                       frameworks: str | list[str] | tuple[str, ...] | None = None,
-                       **options: Any) -> Changes:
+def enable_determinism(
+    seed: int | None = None, frameworks: str | list[str] | tuple[str, ...] | None = None, **options: Any
+) -> Changes:
     """Apply every determinism setting the installed versions need, for each framework
     already imported (``frameworks=None``) or each one named.
 
@@ -211,8 +243,7 @@ def enable_determinism(seed: int | None = None,
     names = _frameworks.resolve(frameworks)
     result = Changes()
     if not names:
-        logger.info("enable_determinism: no framework imported or named; seeding Python "
-                    "and NumPy only")
+        logger.info("enable_determinism: no framework imported or named; seeding Python and NumPy only")
         change = seed_change("python", seed, [])
         if change:
             result.append(change)

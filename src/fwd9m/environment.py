@@ -23,8 +23,19 @@ from typing import Any
 from . import _frameworks
 from .errors import FileFormatError
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "collect", "diff", "Difference", "load", "dump",
-           "render_text", "render_diff", "DETERMINISM_ENV_VARS", "THREAD_ENV_VARS"]
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "collect",
+    "diff",
+    "Difference",
+    "load",
+    "dump",
+    "render_text",
+    "render_diff",
+    "DETERMINISM_ENV_VARS",
+    "THREAD_ENV_VARS",
+]
 
 SCHEMA = "fwd9m.environment"
 SCHEMA_VERSION = 1
@@ -32,42 +43,104 @@ SCHEMA_VERSION = 1
 #: Environment variables that change which kernels run or how they are seeded.
 DETERMINISM_ENV_VARS = (
     "PYTHONHASHSEED",
-    "TF_DETERMINISTIC_OPS", "TF_CUDNN_DETERMINISTIC", "TF_CUDNN_USE_FRONTEND",
-    "TF_CUDNN_USE_AUTOTUNE", "TF_ENABLE_ONEDNN_OPTS", "TF_XLA_FLAGS", "TF_USE_LEGACY_KERAS",
-    "TF_GPU_THREAD_MODE", "TF_ENABLE_AUTO_MIXED_PRECISION",
-    "CUBLAS_WORKSPACE_CONFIG", "CUDA_LAUNCH_BLOCKING", "CUDA_VISIBLE_DEVICES",
-    "NVIDIA_TF32_OVERRIDE", "TORCH_CUDNN_V8_API_DISABLED", "TORCHINDUCTOR_MAX_AUTOTUNE",
-    "XLA_FLAGS", "JAX_ENABLE_X64", "JAX_DEFAULT_PRNG_IMPL", "JAX_THREEFRY_PARTITIONABLE",
+    "TF_DETERMINISTIC_OPS",
+    "TF_CUDNN_DETERMINISTIC",
+    "TF_CUDNN_USE_FRONTEND",
+    "TF_CUDNN_USE_AUTOTUNE",
+    "TF_ENABLE_ONEDNN_OPTS",
+    "TF_XLA_FLAGS",
+    "TF_USE_LEGACY_KERAS",
+    "TF_GPU_THREAD_MODE",
+    "TF_ENABLE_AUTO_MIXED_PRECISION",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "CUDA_LAUNCH_BLOCKING",
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_TF32_OVERRIDE",
+    "TORCH_CUDNN_V8_API_DISABLED",
+    "TORCHINDUCTOR_MAX_AUTOTUNE",
+    "XLA_FLAGS",
+    "JAX_ENABLE_X64",
+    "JAX_DEFAULT_PRNG_IMPL",
+    "JAX_THREEFRY_PARTITIONABLE",
     "JAX_PLATFORMS",
-    "HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME", "NCCL_ALGO", "NCCL_PROTO",
+    "HOROVOD_FUSION_THRESHOLD",
+    "HOROVOD_CYCLE_TIME",
+    "NCCL_ALGO",
+    "NCCL_PROTO",
     "KERAS_BACKEND",
     "FWD9M_SEED",
 )
 #: Environment variables that set thread counts of numerical libraries.
 THREAD_ENV_VARS = (
-    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS",
-    "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
-    "TF_NUM_INTEROP_THREADS", "OPENBLAS_CORETYPE", "MKL_CBWR", "KMP_AFFINITY",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "TF_NUM_INTRAOP_THREADS",
+    "TF_NUM_INTEROP_THREADS",
+    "OPENBLAS_CORETYPE",
+    "MKL_CBWR",
+    "KMP_AFFINITY",
 )
 #: Container markers: NGC images set these (NVIDIA NGC container documentation).
 CONTAINER_ENV_VARS = (
-    "NVIDIA_TENSORFLOW_VERSION", "NVIDIA_PYTORCH_VERSION", "PYTORCH_VERSION",
-    "NVIDIA_BUILD_ID", "CUDA_VERSION", "CUDNN_VERSION", "NCCL_VERSION",
+    "NVIDIA_TENSORFLOW_VERSION",
+    "NVIDIA_PYTORCH_VERSION",
+    "PYTORCH_VERSION",
+    "NVIDIA_BUILD_ID",
+    "CUDA_VERSION",
+    "CUDNN_VERSION",
+    "NCCL_VERSION",
 )
 #: Distributions whose versions can change numerics.
 PACKAGES = (
-    "tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-keras", "keras", "torch",
-    "torchvision", "jax", "jaxlib", "jax-cuda12-plugin", "flax", "optax", "numpy", "scipy",
-    "horovod", "nvidia-cudnn-cu12", "nvidia-cublas-cu12", "nvidia-nccl-cu12",
-    "intel-extension-for-pytorch", "tensorrt", "framework-determinism",
+    "tensorflow",
+    "tensorflow-cpu",
+    "tensorflow-gpu",
+    "tf-keras",
+    "keras",
+    "torch",
+    "torchvision",
+    "jax",
+    "jaxlib",
+    "jax-cuda12-plugin",
+    "flax",
+    "optax",
+    "numpy",
+    "scipy",
+    "horovod",
+    "nvidia-cudnn-cu12",
+    "nvidia-cublas-cu12",
+    "nvidia-nccl-cu12",
+    "intel-extension-for-pytorch",
+    "tensorrt",
+    "framework-determinism",
 )
-_CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni",
-              "amx_bf16", "amx_tile", "f16c", "asimd", "sve")
+_CPU_FLAGS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512_bf16",
+    "avx512_vnni",
+    "amx_bf16",
+    "amx_tile",
+    "f16c",
+    "asimd",
+    "sve",
+)
 
 
 def _cpu() -> dict[str, Any]:
-    info: dict[str, Any] = {"machine": platform.machine(), "model": platform.processor() or None,
-                            "flags": [], "logical_cores": os.cpu_count()}
+    info: dict[str, Any] = {
+        "machine": platform.machine(),
+        "model": platform.processor() or None,
+        "flags": [],
+        "logical_cores": os.cpu_count(),
+    }
     try:
         info["usable_cores"] = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -97,8 +170,13 @@ def _gpus(timeout: float = 5.0) -> list[dict[str, Any]]:
         return []
     fields = "name,driver_version,compute_cap,memory.total"
     try:
-        out = subprocess.run([exe, f"--query-gpu={fields}", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=timeout, check=True).stdout
+        out = subprocess.run(
+            [exe, f"--query-gpu={fields}", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     gpus = []
@@ -146,16 +224,24 @@ def collect(import_frameworks: bool = False, frameworks: list[str] | None = None
     """
     names = set(_frameworks.imported())
     if import_frameworks:
-        names |= {n for n in _frameworks.resolve(frameworks or list(_frameworks.FRAMEWORKS))
-                  if _frameworks.installed_version(n)}
+        names |= {
+            n
+            for n in _frameworks.resolve(frameworks or list(_frameworks.FRAMEWORKS))
+            if _frameworks.installed_version(n)
+        }
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
-        "python": {"version": platform.python_version(),
-                   "implementation": platform.python_implementation(),
-                   "executable": sys.executable},
-        "os": {"system": platform.system(), "release": platform.release(),
-               "libc": " ".join(platform.libc_ver()).strip() or None},
+        "python": {
+            "version": platform.python_version(),
+            "implementation": platform.python_implementation(),
+            "executable": sys.executable,
+        },
+        "os": {
+            "system": platform.system(),
+            "release": platform.release(),
+            "libc": " ".join(platform.libc_ver()).strip() or None,
+        },
         "cpu": _cpu(),
         "gpus": _gpus(),
         "packages": _packages(),
@@ -198,8 +284,12 @@ class Difference:
 
 # (key prefix, rank, reason). The first matching prefix wins; order matters.
 _REASONS: tuple[tuple[str, int, str], ...] = (
-    ("env.PYTHONHASHSEED", 0, "string hashing, and so set and dict-of-set iteration order, "
-     "changes between processes unless PYTHONHASHSEED is fixed"),
+    (
+        "env.PYTHONHASHSEED",
+        0,
+        "string hashing, and so set and dict-of-set iteration order, "
+        "changes between processes unless PYTHONHASHSEED is fixed",
+    ),
     ("env.TF_DETERMINISTIC_OPS", 0, "selects deterministic TensorFlow GPU kernels"),
     ("env.TF_CUDNN_DETERMINISTIC", 0, "selects deterministic cuDNN algorithms in TensorFlow"),
     ("env.CUBLAS_WORKSPACE_CONFIG", 0, "cuBLAS is only deterministic with a fixed workspace config"),
@@ -277,38 +367,47 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
 
     p = Path(path)
     name = shown(p)
-    raw = read_regular_file(p, "fingerprint", "write one with: fwd9m env --format json > env.json",
-                            MAX_FINGERPRINT_BYTES)
+    raw = read_regular_file(
+        p, "fingerprint", "write one with: fwd9m env --format json > env.json", MAX_FINGERPRINT_BYTES
+    )
     try:
         data = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or JSON, huge ints
-        raise FileFormatError(f"{name}: not a JSON environment fingerprint ({exc}); "
-                              f"write one with: fwd9m env --format json > {p.name}") from None
+        raise FileFormatError(
+            f"{name}: not a JSON environment fingerprint ({exc}); write one with: fwd9m env --format json > {p.name}"
+        ) from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise FileFormatError(f"{name}: JSON, but not an environment fingerprint "
-                              f"(expected \"schema\": \"{SCHEMA}\"); "
-                              f"write one with: fwd9m env --format json")
+        raise FileFormatError(
+            f"{name}: JSON, but not an environment fingerprint "
+            f'(expected "schema": "{SCHEMA}"); '
+            f"write one with: fwd9m env --format json"
+        )
     version = data.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise FileFormatError(f"{name}: fingerprint without a valid schema_version ({version!r}); "
-                              f"write it again with: fwd9m env --format json")
+        raise FileFormatError(
+            f"{name}: fingerprint without a valid schema_version ({version!r}); "
+            f"write it again with: fwd9m env --format json"
+        )
     if version > SCHEMA_VERSION:
-        raise FileFormatError(f"{name}: fingerprint schema version {version!r}; this fwd9m reads "
-                              f"versions 1..{SCHEMA_VERSION}: upgrade fwd9m "
-                              f"(pip install -U framework-determinism)")
+        raise FileFormatError(
+            f"{name}: fingerprint schema version {version!r}; this fwd9m reads "
+            f"versions 1..{SCHEMA_VERSION}: upgrade fwd9m "
+            f"(pip install -U framework-determinism)"
+        )
     return data
 
 
 def render_text(fp: dict[str, Any]) -> str:
     """A human summary of a fingerprint, one fact a line."""
-    lines = [f"python     {fp['python']['implementation']} {fp['python']['version']}",
-             f"os         {fp['os']['system']} {fp['os']['release']}",
-             f"cpu        {fp['cpu'].get('model')} ({fp['cpu'].get('machine')}), "
-             f"{fp['cpu'].get('usable_cores')}/{fp['cpu'].get('logical_cores')} cores usable, "
-             f"flags: {' '.join(fp['cpu'].get('flags') or []) or '-'}"]
+    lines = [
+        f"python     {fp['python']['implementation']} {fp['python']['version']}",
+        f"os         {fp['os']['system']} {fp['os']['release']}",
+        f"cpu        {fp['cpu'].get('model')} ({fp['cpu'].get('machine')}), "
+        f"{fp['cpu'].get('usable_cores')}/{fp['cpu'].get('logical_cores')} cores usable, "
+        f"flags: {' '.join(fp['cpu'].get('flags') or []) or '-'}",
+    ]
     for g in fp.get("gpus") or []:
-        lines.append(f"gpu        {g.get('name')} (compute {g.get('compute_capability')}, "
-                     f"driver {g.get('driver')})")
+        lines.append(f"gpu        {g.get('name')} (compute {g.get('compute_capability')}, driver {g.get('driver')})")
     if not fp.get("gpus"):
         lines.append("gpu        none found (nvidia-smi absent or no device)")
     for name, ver in sorted(fp.get("packages", {}).items()):

@@ -36,9 +36,19 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ROW_WORDS", "digest", "digest_bytes", "numpy_digest", "torch_digest",
-           "torch_partial", "tf_digest", "tf_partial", "finalize", "word_multipliers",
-           "row_multipliers"]
+__all__ = [
+    "ROW_WORDS",
+    "digest",
+    "digest_bytes",
+    "numpy_digest",
+    "torch_digest",
+    "torch_partial",
+    "tf_digest",
+    "tf_partial",
+    "finalize",
+    "word_multipliers",
+    "row_multipliers",
+]
 
 #: Words (4 bytes) per row: 4 KiB rows fit in L1 cache.
 ROW_WORDS = 1024
@@ -103,6 +113,7 @@ def finalize(partial: int, nbytes: int) -> int:
 
 # ----------------------------------------------------------------------------- NumPy
 
+
 def _numpy_partial(words) -> int:
     """``S`` for a 1-D int32 NumPy array of words."""
     import numpy as np
@@ -123,7 +134,7 @@ def _numpy_partial(words) -> int:
     total = int(np.dot(row_sums, row_multipliers(rows)))
     tail = n - rows * ROW_WORDS
     if tail:
-        t = int(np.dot(words[rows * ROW_WORDS:], m[:tail]))
+        t = int(np.dot(words[rows * ROW_WORDS :], m[:tail]))
         total += t * int(row_multipliers(rows + 1)[rows])
     return total & _MASK
 
@@ -139,12 +150,13 @@ def _parallel_rows(full, m):
         import os
         from concurrent.futures import ThreadPoolExecutor
 
-        workers = max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                             else (os.cpu_count() or 1)))
+        workers = max(
+            1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+        )
         pool = _cache["pool"] = ThreadPoolExecutor(workers, thread_name_prefix="fwd9m-digest")
     rows = full.shape[0]
     step = max(256, -(-rows // pool._max_workers))
-    futures = [pool.submit(np.einsum, "ij,j->i", full[i:i + step], m) for i in range(0, rows, step)]
+    futures = [pool.submit(np.einsum, "ij,j->i", full[i : i + step], m) for i in range(0, rows, step)]
     return np.concatenate([f.result() for f in futures])
 
 
@@ -187,6 +199,7 @@ def digest_bytes(data: bytes | bytearray | memoryview) -> int:
 
 
 # ----------------------------------------------------------------------------- torch
+
 
 def _torch_const(name: str, device):
     key = (name, str(device))
@@ -243,7 +256,7 @@ def torch_partial(tensor):
         total = (row_sums * _torch_rows(rows, words.device)).sum()
     tail = n - rows * ROW_WORDS
     if tail:
-        ts = (words[rows * ROW_WORDS:].to(torch.int64) * m[:tail]).sum()
+        ts = (words[rows * ROW_WORDS :].to(torch.int64) * m[:tail]).sum()
         total = total + ts * int(row_multipliers(rows + 1)[rows])
     return total, nbytes
 
@@ -275,8 +288,12 @@ class _RawBytes:
 
     def __init__(self, t) -> None:
         self._tensor = t
-        self.__array_interface__ = {"shape": (t.numel() * t.element_size(),), "typestr": "|u1",
-                                    "data": (t.data_ptr(), True), "version": 3}
+        self.__array_interface__ = {
+            "shape": (t.numel() * t.element_size(),),
+            "typestr": "|u1",
+            "data": (t.data_ptr(), True),
+            "version": 3,
+        }
 
 
 def _torch_cpu_bytes(tensor, memory_order: bool = False):
@@ -311,6 +328,7 @@ def _torch_cpu_bytes(tensor, memory_order: bool = False):
 
 # ------------------------------------------------------------------------ TensorFlow
 
+
 def tf_partial(tensor):
     """``S`` as a 0-d int64 TF tensor computed with TF ops on the tensor's device, and
     ``nbytes`` (a Python int when the shape is fully known, else an int64 tensor).
@@ -340,8 +358,10 @@ def tf_partial(tensor):
     row_sums = tf.reduce_sum(grid * m, axis=1)
     r = tf.range(tf.cast(rows, tf.int64), dtype=tf.int64)
     # K[j] with wrapping int64 arithmetic; TF int64 mul/add wrap (two's complement)
-    k = tf.bitwise.bitwise_or(r * tf.constant(np.uint64(_GOLDEN).view(np.int64))
-                              + tf.constant(_ROW_OFFSET, tf.int64), tf.constant(1, tf.int64))
+    k = tf.bitwise.bitwise_or(
+        r * tf.constant(np.uint64(_GOLDEN).view(np.int64)) + tf.constant(_ROW_OFFSET, tf.int64),
+        tf.constant(1, tf.int64),
+    )
     return tf.reduce_sum(row_sums * k), nbytes
 
 
@@ -362,6 +382,7 @@ def tf_digest(tensor) -> int:
 
 
 # ----------------------------------------------------------------------------- any
+
 
 def digest(value) -> int:
     """Digest of a NumPy array, torch tensor, TF tensor/variable, JAX array, bytes, or

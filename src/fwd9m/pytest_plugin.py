@@ -62,8 +62,9 @@ def pytest_pyfunc_call(pyfuncitem):
         options.setdefault("runs", marker.args[0])
     unknown = set(options) - {"runs", "seed"}
     if unknown:
-        raise pytest.UsageError(f"@pytest.mark.{MARKER}: unknown argument(s) {sorted(unknown)}; "
-                                f"it takes runs= and seed=")
+        raise pytest.UsageError(
+            f"@pytest.mark.{MARKER}: unknown argument(s) {sorted(unknown)}; it takes runs= and seed="
+        )
     fn = pyfuncitem.obj
     if inspect.iscoroutinefunction(fn):
         raise pytest.UsageError(f"@pytest.mark.{MARKER} does not support async tests")

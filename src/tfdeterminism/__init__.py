@@ -28,8 +28,8 @@ def enable_determinism(seed=None):
     """Deprecated alias of ``fwd9m.tensorflow.enable_determinism``."""
     import warnings
 
-    from fwd9m.tensorflow import LegacyAPIWarning, enable_determinism as _enable
+    from fwd9m.tensorflow import LegacyAPIWarning
+    from fwd9m.tensorflow import enable_determinism as _enable
 
-    warnings.warn("tfdeterminism is now fwd9m: use fwd9m.tensorflow.enable_determinism",
-                  LegacyAPIWarning, stacklevel=2)
+    warnings.warn("tfdeterminism is now fwd9m: use fwd9m.tensorflow.enable_determinism", LegacyAPIWarning, stacklevel=2)
     return _enable(seed=seed)

@@ -45,25 +45,45 @@ class Example:
 
     def line_of(self, snippet: str, variant: str = "broken") -> int:
         """1-based number of the only line of the script that contains ``snippet``."""
-        lines = [i for i, text in enumerate(self.script(variant).read_text().splitlines(), 1)
-                 if snippet in text]
+        lines = [i for i, text in enumerate(self.script(variant).read_text().splitlines(), 1) if snippet in text]
         assert len(lines) == 1, f"{snippet!r} is on lines {lines} of {self.rel(variant)}"
         return lines[0]
 
 
 EXAMPLES = (
-    Example("keras_custom_layer", ("tensorflow", "keras", "sklearn"), ("fwd9m.tensorflow",),
-            lint_codes=frozenset({"FWD101"}),),
-    Example("keras_cnn", ("tensorflow", "keras", "sklearn"), ("fwd9m.tensorflow",),
-            lint_codes=frozenset({"FWD102"}),),
-    Example("tf_custom_loop", ("tensorflow", "keras", "sklearn"), ("fwd9m.tensorflow",),
-            lint_codes=frozenset({"FWD302", "FWD303", "FWD501"}), resume=True),
-    Example("torch_cnn", ("torch", "sklearn"), ("fwd9m.torch", "fwd9m.data", "fwd9m.rng"),
-            lint_codes=frozenset({"FWD103", "FWD306", "FWD501"}), resume=True),
-    Example("torch_text", ("torch", "sklearn"), ("fwd9m.torch",),
-            lint_codes=frozenset({"FWD402", "FWD703"}),),
-    Example("jax_keys", ("jax", "sklearn"), ("fwd9m.seed",),
-            lint_codes=frozenset({"FWD103", "FWD601"})),
+    Example(
+        "keras_custom_layer",
+        ("tensorflow", "keras", "sklearn"),
+        ("fwd9m.tensorflow",),
+        lint_codes=frozenset({"FWD101"}),
+    ),
+    Example(
+        "keras_cnn",
+        ("tensorflow", "keras", "sklearn"),
+        ("fwd9m.tensorflow",),
+        lint_codes=frozenset({"FWD102"}),
+    ),
+    Example(
+        "tf_custom_loop",
+        ("tensorflow", "keras", "sklearn"),
+        ("fwd9m.tensorflow",),
+        lint_codes=frozenset({"FWD302", "FWD303", "FWD501"}),
+        resume=True,
+    ),
+    Example(
+        "torch_cnn",
+        ("torch", "sklearn"),
+        ("fwd9m.torch", "fwd9m.data", "fwd9m.rng"),
+        lint_codes=frozenset({"FWD103", "FWD306", "FWD501"}),
+        resume=True,
+    ),
+    Example(
+        "torch_text",
+        ("torch", "sklearn"),
+        ("fwd9m.torch",),
+        lint_codes=frozenset({"FWD402", "FWD703"}),
+    ),
+    Example("jax_keys", ("jax", "sklearn"), ("fwd9m.seed",), lint_codes=frozenset({"FWD103", "FWD601"})),
 )
 BY_NAME = {e.name: e for e in EXAMPLES}
 
@@ -91,32 +111,59 @@ class DebugCase:
 
 
 DEBUG_CASES = (
-    DebugCase("keras_custom_layer", "keras_custom_layer", "external",
-              {"source": "seed", "module": "hidden/kernel"},
-              line="self.kernel = self.add_weight(", options=("--no-hashseed-check",)),
-    DebugCase("keras_cnn", "keras_cnn", "external", {"source": "seed"},
-              line="keras.layers.RandomTranslation", options=("--no-hashseed-check",)),
+    DebugCase(
+        "keras_custom_layer",
+        "keras_custom_layer",
+        "external",
+        {"source": "seed", "module": "hidden/kernel"},
+        line="self.kernel = self.add_weight(",
+        options=("--no-hashseed-check",),
+    ),
+    DebugCase(
+        "keras_cnn",
+        "keras_cnn",
+        "external",
+        {"source": "seed"},
+        line="keras.layers.RandomTranslation",
+        options=("--no-hashseed-check",),
+    ),
     # the pipeline itself: the first batch out of IteratorGetNext differs, because the
     # parallel map draws from a shared stateful RNG in thread order (external: data)
-    DebugCase("tf_custom_loop", "tf_custom_loop", "external",
-              {"op": "IteratorGetNext", "phase": "data", "source": "data",
-               "headline": "data pipeline"},
-              line="for x, y in make_dataset(", options=("--no-hashseed-check",)),
+    DebugCase(
+        "tf_custom_loop",
+        "tf_custom_loop",
+        "external",
+        {"op": "IteratorGetNext", "phase": "data", "source": "data", "headline": "data pipeline"},
+        line="for x, y in make_dataset(",
+        options=("--no-hashseed-check",),
+    ),
     # the first batch already differs when it reaches the model (worker augmentation)
-    DebugCase("torch_cnn", "torch_cnn", "external",
-              {"source": "data", "module": "CNN.conv", "headline": "data pipeline",
-               "catalog": "torch.dataloader-worker-seeding"},
-              line="torch.relu(self.conv(x))", options=("--no-hashseed-check",)),
+    DebugCase(
+        "torch_cnn",
+        "torch_cnn",
+        "external",
+        {
+            "source": "data",
+            "module": "CNN.conv",
+            "headline": "data pipeline",
+            "catalog": "torch.dataloader-worker-seeding",
+        },
+        line="torch.relu(self.conv(x))",
+        options=("--no-hashseed-check",),
+    ),
     # two causes in one script: the set-ordered vocabulary is found first (and confirmed
     # by debug's own PYTHONHASHSEED=0 reruns) ...
-    DebugCase("torch_text", "torch_text", "external", {"headline": "PYTHONHASHSEED"},
-              line="torch.tensor([vocab[t]"),
+    DebugCase("torch_text", "torch_text", "external", {"headline": "PYTHONHASHSEED"}, line="torch.tensor([vocab[t]"),
     # ... and with the hash seed fixed, the nondeterministic kernel behind it
-    DebugCase("torch_text-hashseed0", "torch_text", "culprit",
-              {"op": "index_put_", "module": "WordDocGraph", "phase": "forward",
-               "catalog": "torch.index-put-accumulate"},
-              line="accumulate=True)  # MISTAKE 2", env={"PYTHONHASHSEED": "0"},
-              options=("--no-hashseed-check",)),
+    DebugCase(
+        "torch_text-hashseed0",
+        "torch_text",
+        "culprit",
+        {"op": "index_put_", "module": "WordDocGraph", "phase": "forward", "catalog": "torch.index-put-accumulate"},
+        line="accumulate=True)  # MISTAKE 2",
+        env={"PYTHONHASHSEED": "0"},
+        options=("--no-hashseed-check",),
+    ),
 )
 
 
@@ -147,9 +194,11 @@ def require_fwd9m(*modules: str) -> None:
 def clean_env(extra: dict | None = None) -> dict:
     """The environment of a user who set nothing: no PYTHONHASHSEED, no fwd9m variables,
     no determinism switches inherited from the test run."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONHASHSEED", "TF_DETERMINISTIC_OPS", "CUBLAS_WORKSPACE_CONFIG")
-           and not k.startswith("FWD9M_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONHASHSEED", "TF_DETERMINISTIC_OPS", "CUBLAS_WORKSPACE_CONFIG") and not k.startswith("FWD9M_")
+    }
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env.update(extra or {})
     return env
@@ -157,8 +206,7 @@ def clean_env(extra: dict | None = None) -> dict:
 
 def run(cmd: list[str], *, env: dict | None = None, cwd=REPO, timeout: float = TIMEOUT):
     """Run a command in a fresh process from the repository root; CompletedProcess."""
-    return subprocess.run(cmd, cwd=cwd, env=clean_env(env), capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(cmd, cwd=cwd, env=clean_env(env), capture_output=True, text=True, timeout=timeout)
 
 
 def fwd9m(*args: str, env: dict | None = None, cwd=REPO, timeout: float = TIMEOUT):
@@ -171,8 +219,10 @@ def python(*args: str, env: dict | None = None, cwd=REPO, timeout: float = TIMEO
 
 def explain(proc) -> str:
     """The tail of a process's output, for assertion messages."""
-    return (f"exit status {proc.returncode}\n--- stdout (tail)\n{proc.stdout[-3000:]}"
-            f"\n--- stderr (tail)\n{proc.stderr[-3000:]}")
+    return (
+        f"exit status {proc.returncode}\n--- stdout (tail)\n{proc.stdout[-3000:]}"
+        f"\n--- stderr (tail)\n{proc.stderr[-3000:]}"
+    )
 
 
 def parse_json(proc):

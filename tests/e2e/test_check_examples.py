@@ -10,9 +10,7 @@ while the runs go on (other tests, editors) are not part of the comparison.
 from __future__ import annotations
 
 import pytest
-
-from _examples_spec import (EXAMPLES, explain, fwd9m, ids, require_cli, require_fwd9m,
-                            require_modules)
+from _examples_spec import EXAMPLES, explain, fwd9m, ids, require_cli, require_fwd9m, require_modules
 
 DEMO = "keras_custom_layer"
 
@@ -33,8 +31,9 @@ def test_check_says_broken_is_not_reproducible(example):
     steps = _next_steps(proc.stdout)
     # the cause in the user's own code comes first, and no catalog entry is about a
     # framework the script does not import
-    assert steps and steps[0].startswith("fwd9m lint ") \
-        and steps[0].split()[2].rstrip(":") in example.lint_codes, explain(proc)
+    assert steps and steps[0].startswith("fwd9m lint ") and steps[0].split()[2].rstrip(":") in example.lint_codes, (
+        explain(proc)
+    )
     for step in steps:
         if step.startswith("catalog "):
             framework = step.split()[1].split(".")[0]

@@ -9,17 +9,18 @@ batch enters JAX, and its fixed variant is reproducible.
 from __future__ import annotations
 
 import pytest
-
-from _examples_spec import (BY_NAME, DEBUG_CASES, DebugCase, explain, fwd9m, parse_json,
-                            require_cli, require_modules)
+from _examples_spec import BY_NAME, DEBUG_CASES, DebugCase, explain, fwd9m, parse_json, require_cli, require_modules
 
 # JAX: the batch indices from the unseeded NumPy generator are the first differing input,
 # at the first batch, on the line that indexes the data with them (external: data)
-JAX_KEYS = DebugCase("jax_keys", "jax_keys", "external",
-                     {"source": "data", "headline": "data pipeline",
-                      "catalog": "python.numpy-unseeded"},
-                     line="params, loss = train_step(params, x[idx], y[idx], key)",
-                     options=("--no-hashseed-check",))
+JAX_KEYS = DebugCase(
+    "jax_keys",
+    "jax_keys",
+    "external",
+    {"source": "data", "headline": "data pipeline", "catalog": "python.numpy-unseeded"},
+    line="params, loss = train_step(params, x[idx], y[idx], key)",
+    options=("--no-hashseed-check",),
+)
 CASES = (*DEBUG_CASES, *(() if any(c.example == "jax_keys" for c in DEBUG_CASES) else (JAX_KEYS,)))
 
 
@@ -35,34 +36,40 @@ def _field(first: dict, name: str) -> str:
 def _brief(first: dict) -> str:
     """The first divergence without its long parts, for assertion messages."""
     keep = ("kind", "op", "module", "phase", "location", "source", "detail")
-    return str({k: first.get(k) for k in keep} | {"headline": _field(first, "headline"),
-                                                  "catalog": _field(first, "catalog")})
+    return str(
+        {k: first.get(k) for k in keep} | {"headline": _field(first, "headline"), "catalog": _field(first, "catalog")}
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", [
-    pytest.param(c, id=c.id,
-                 marks=[pytest.mark.xfail(reason=c.flaky, strict=False)] if c.flaky else [])
-    for c in CASES])
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(c, id=c.id, marks=[pytest.mark.xfail(reason=c.flaky, strict=False)] if c.flaky else [])
+        for c in CASES
+    ],
+)
 def test_debug_reports_documented_cause(case):
     require_cli("debug")
     example = BY_NAME[case.example]
     require_modules(example)
-    proc = fwd9m("debug", "--format", "json", *case.options, example.rel("broken"),
-                 env=case.env)
+    proc = fwd9m("debug", "--format", "json", *case.options, example.rel("broken"), env=case.env)
     assert proc.returncode == 1, explain(proc)
     report = parse_json(proc)
     first = report.get("first") or {}
     kinds = case.kind.split("|")
-    assert report.get("kind") in kinds and first.get("kind") in kinds, \
+    assert report.get("kind") in kinds and first.get("kind") in kinds, (
         f"expected a {case.kind} cause, got {report.get('kind')}: {_brief(first)}"
+    )
     for name, expected in case.expect.items():
-        assert expected in _field(first, name), \
+        assert expected in _field(first, name), (
             f"{name}: expected {expected!r} in {_field(first, name)!r}: {_brief(first)}"
+        )
     if case.line:
         where = f"{example.rel('broken')}:{example.line_of(case.line)}"
-        assert first.get("location") == where, \
+        assert first.get("location") == where, (
             f"expected the divergence at {where}, got {first.get('location')}: {_brief(first)}"
+        )
 
 
 @pytest.mark.slow

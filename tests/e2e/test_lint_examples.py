@@ -5,9 +5,7 @@ codes, each fixed variant is clean. One `fwd9m lint examples` call serves every 
 from __future__ import annotations
 
 import pytest
-
 from _examples_spec import EXAMPLES, explain, fwd9m, ids, parse_json, require_cli
-
 
 #: opt-in rules that the examples document
 OPT_IN = ("FWD402", "FWD601")

@@ -25,9 +25,14 @@ def _check(tmp_path: Path, script: str, *options: str, env: dict[str, str] | Non
     user = tmp_path / "user"
     user.mkdir(exist_ok=True)
     shutil.copy(HERE / script, user / script)
-    return subprocess.run([sys.executable, "-m", "fwd9m", "check", "-q", "--resume", *options, script],
-                          cwd=user, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "fwd9m", "check", "-q", "--resume", *options, script],
+        cwd=user,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def _explain(proc) -> str:
@@ -56,8 +61,7 @@ def test_torch_loop_saving_model_and_optimizer_only_names_the_torch_generator(tm
 
 def test_sigkill_between_two_checkpoints_replays_from_the_last_one(tmp_path):
     """Checkpoints at steps 3 and 6; SIGKILL after step 5: C replays steps 4 and 5."""
-    proc = _check(tmp_path, "torch_loop_ok.py", "--interrupt-after", "5", "--signal", "KILL",
-                  "--resume-args=--resume")
+    proc = _check(tmp_path, "torch_loop_ok.py", "--interrupt-after", "5", "--signal", "KILL", "--resume-args=--resume")
     assert proc.returncode == 0, _explain(proc)
     assert "resumed from step 3" in proc.stdout and "SIGKILL" in proc.stdout, _explain(proc)
 
@@ -82,8 +86,7 @@ def test_a_script_that_never_checkpoints_gets_no_verdict(tmp_path):
 
 def test_a_script_that_ignores_sigterm_is_killed_and_gets_no_verdict(tmp_path):
     pids = tmp_path / "pids"
-    proc = _check(tmp_path, "ignores_sigterm.py", "--interrupt-after", "2", "--grace", "1",
-                  env={"PID_FILE": str(pids)})
+    proc = _check(tmp_path, "ignores_sigterm.py", "--interrupt-after", "2", "--grace", "1", env={"PID_FILE": str(pids)})
     assert proc.returncode == 2, _explain(proc)
     assert "did not exit within 1 s of SIGTERM" in proc.stderr and "nothing is left running" in proc.stderr
     for pid in map(int, pids.read_text().split()):

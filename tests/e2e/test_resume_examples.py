@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from _examples_spec import EXAMPLES, explain, ids, python, require_fwd9m, require_modules
 
 RESUMABLE = [e for e in EXAMPLES if e.resume]
@@ -28,8 +27,7 @@ def test_resumed_run_equals_uninterrupted_bitwise(example, tmp_path):
     first = python(script, "--epochs", "4", "--checkpoint", ckpt, "--stop-after", "2")
     assert first.returncode == 0, explain(first)
     assert not (tmp_path / "resumed.npz").exists()
-    second = python(script, "--epochs", "4", "--checkpoint", ckpt,
-                    "--out", str(tmp_path / "resumed.npz"))
+    second = python(script, "--epochs", "4", "--checkpoint", ckpt, "--out", str(tmp_path / "resumed.npz"))
     assert second.returncode == 0, explain(second)
     assert "resumed from" in second.stdout, explain(second)
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
 from _examples_spec import explain, fwd9m, parse_json, require_cli, run
 
 STACKS = Path(__file__).resolve().parent / "stacks"
@@ -43,8 +42,21 @@ def _accelerate(script: Path) -> list[str]:
     # takes multi_gpu_launcher only `if args.multi_gpu and not args.cpu`); --multi_gpu
     # without CUDA starts 2 processes through torch.distributed.run, on gloo, since the
     # script asks for Accelerator(cpu=True)
-    return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", str(script)]
+    return [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        str(script),
+    ]
 
 
 @dataclass(frozen=True)
@@ -75,38 +87,69 @@ class Stack:
         return ["--", *self.launcher(self.script(variant))]
 
 
-
 STACKS_TABLE = (
-    Stack("lightning", ("pytorch_lightning", "torch", "tensorboard"),
-          broken_finds=("LitRegressor.net.0.weight", ".ckpt:state_dict.net.0.weight", "metrics.csv"),
-          broken_catalog=("python.time-seed",),
-          first_lint=('FWD104',)),
-    Stack("hf_trainer", ("transformers", "torch", "accelerate"),
-          broken_finds=("BertForSequenceClassification.bert.encoder.layer.0", "model.safetensors:"),
-          broken_catalog=("torch.global-seed",)),
-    Stack("accelerate", ("accelerate", "torch"), launcher=_accelerate,
-          broken_finds=("rank 0: torch:DistributedDataParallel.module.0.weight",
-                        "rank 1: torch:DistributedDataParallel.module.0.weight",
-                        "ckpt/model.safetensors:0.weight"),
-          first_lint=('FWD102',)),
-    Stack("keras_fit", ("keras", "tensorflow"),
-          broken_finds=("globals.x", "model.keras:model.weights.h5", "training.csv"),
-          broken_catalog=("python.numpy-unseeded",),
-          first_lint=('FWD103',)),
-    Stack("tf_image", ("tensorflow",),
-          broken_finds=("model.sequential/conv2d/kernel", "final.weights.h5:layers/conv2d"),
-          first_lint=('FWD104',)),
-    Stack("flax", ("flax", "optax", "jax"), broken_finds=("globals.order", "params.msgpack"),
-          broken_catalog=("python.numpy-unseeded",),
-          first_lint=('FWD109',)),
-    Stack("torchrun_ddp", ("torch",), launcher=_torchrun,
-          broken_finds=("rank 0: torch:DistributedDataParallel.module.0.weight",
-                        "rank 1: torch:DistributedDataParallel.module.0.weight", "model.pt:0.weight"),
-          first_lint=('FWD101',)),
-    Stack("tf_mirrored", ("tensorflow",),
-          broken_finds=("model.sequential/dense/kernel", "kernel/replica_1", "mirrored.weights.h5:"),
-          broken_catalog=("tensorflow.data-shuffle-seed",),
-          first_lint=('FWD303', 'FWD108')),
+    Stack(
+        "lightning",
+        ("pytorch_lightning", "torch", "tensorboard"),
+        broken_finds=("LitRegressor.net.0.weight", ".ckpt:state_dict.net.0.weight", "metrics.csv"),
+        broken_catalog=("python.time-seed",),
+        first_lint=("FWD104",),
+    ),
+    Stack(
+        "hf_trainer",
+        ("transformers", "torch", "accelerate"),
+        broken_finds=("BertForSequenceClassification.bert.encoder.layer.0", "model.safetensors:"),
+        broken_catalog=("torch.global-seed",),
+    ),
+    Stack(
+        "accelerate",
+        ("accelerate", "torch"),
+        launcher=_accelerate,
+        broken_finds=(
+            "rank 0: torch:DistributedDataParallel.module.0.weight",
+            "rank 1: torch:DistributedDataParallel.module.0.weight",
+            "ckpt/model.safetensors:0.weight",
+        ),
+        first_lint=("FWD102",),
+    ),
+    Stack(
+        "keras_fit",
+        ("keras", "tensorflow"),
+        broken_finds=("globals.x", "model.keras:model.weights.h5", "training.csv"),
+        broken_catalog=("python.numpy-unseeded",),
+        first_lint=("FWD103",),
+    ),
+    Stack(
+        "tf_image",
+        ("tensorflow",),
+        broken_finds=("model.sequential/conv2d/kernel", "final.weights.h5:layers/conv2d"),
+        first_lint=("FWD104",),
+    ),
+    Stack(
+        "flax",
+        ("flax", "optax", "jax"),
+        broken_finds=("globals.order", "params.msgpack"),
+        broken_catalog=("python.numpy-unseeded",),
+        first_lint=("FWD109",),
+    ),
+    Stack(
+        "torchrun_ddp",
+        ("torch",),
+        launcher=_torchrun,
+        broken_finds=(
+            "rank 0: torch:DistributedDataParallel.module.0.weight",
+            "rank 1: torch:DistributedDataParallel.module.0.weight",
+            "model.pt:0.weight",
+        ),
+        first_lint=("FWD101",),
+    ),
+    Stack(
+        "tf_mirrored",
+        ("tensorflow",),
+        broken_finds=("model.sequential/dense/kernel", "kernel/replica_1", "mirrored.weights.h5:"),
+        broken_catalog=("tensorflow.data-shuffle-seed",),
+        first_lint=("FWD303", "FWD108"),
+    ),
 )
 BY_NAME = {s.name: s for s in STACKS_TABLE}
 
@@ -119,8 +162,21 @@ def _require(stack: Stack) -> None:
 
 
 def _check(stack: Stack, variant: str, *options: str):
-    return fwd9m("check", "-q", "--cwd", "empty", "--timeout", "300", "--format", "json",
-                 "--no-hashseed-check", *options, *stack.command(variant), env=ENV, timeout=TIMEOUT)
+    return fwd9m(
+        "check",
+        "-q",
+        "--cwd",
+        "empty",
+        "--timeout",
+        "300",
+        "--format",
+        "json",
+        "--no-hashseed-check",
+        *options,
+        *stack.command(variant),
+        env=ENV,
+        timeout=TIMEOUT,
+    )
 
 
 def _summaries(report: dict) -> str:
@@ -131,8 +187,7 @@ def _params(variant: str) -> list:
     out = []
     for s in STACKS_TABLE:
         reason = s.ok_xfail if variant == "ok" else s.broken_xfail
-        out.append(pytest.param(s, id=s.name,
-                                marks=[pytest.mark.xfail(reason=reason, strict=False)] if reason else []))
+        out.append(pytest.param(s, id=s.name, marks=[pytest.mark.xfail(reason=reason, strict=False)] if reason else []))
     return out
 
 
@@ -164,12 +219,15 @@ def test_check_says_broken_is_not_reproducible(stack):
         assert expected in hints, f"{expected!r} not among the catalog hints {hints}"
     if stack.first_lint:  # the user's own line first
         first = (report.get("catalog") or [{}])[0]
-        assert first.get("kind") == "lint" and first.get("id") in stack.first_lint, \
+        assert first.get("kind") == "lint" and first.get("id") in stack.first_lint, (
             f"first next step {first.get('id')} {first.get('title')}, expected one of {stack.first_lint}"
+        )
     # no catalog entry about a framework the script does not train with (TensorBoard
     # imports TensorFlow into a torch script; Keras and TF are one stack)
-    frameworks = {"torch" if m in ("pytorch_lightning", "accelerate", "transformers") else
-                  "jax" if m in ("flax", "optax") else m for m in stack.modules} | {"python"}
+    frameworks = {
+        "torch" if m in ("pytorch_lightning", "accelerate", "transformers") else "jax" if m in ("flax", "optax") else m
+        for m in stack.modules
+    } | {"python"}
     if "keras" in frameworks:
         frameworks.add("tensorflow")
     for c in report.get("catalog") or []:
@@ -189,8 +247,9 @@ def test_check_ignores_timings_and_lists_them():
     values it ignored (so a user can see that nothing else was masked)."""
     _require(TIMING)
     script = str(STACKS / "timing_ok.py")
-    proc = fwd9m("check", "-q", "--cwd", "empty", "--timeout", "300", "--no-hashseed-check", script,
-                 env=ENV, timeout=TIMEOUT)
+    proc = fwd9m(
+        "check", "-q", "--cwd", "empty", "--timeout", "300", "--no-hashseed-check", script, env=ENV, timeout=TIMEOUT
+    )
     assert proc.returncode == 0, explain(proc)
     report = proc.stdout.lower()
     assert "ignored" in report or "masked" in report, explain(proc)
@@ -217,6 +276,7 @@ def test_check_compares_flax_trainstate():
 
 # -- the scripts are ordinary user scripts ---------------------------------------------
 
+
 def _plain(stack: Stack, variant: str) -> list[str]:
     script = stack.script(variant)
     return stack.launcher(script) if stack.launcher else [sys.executable, str(script)]
@@ -224,8 +284,7 @@ def _plain(stack: Stack, variant: str) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", ["ok", "broken"])
-@pytest.mark.parametrize("stack", [pytest.param(s, id=s.name)
-                                   for s in (*STACKS_TABLE, TIMING, FLAX_TRAINSTATE)])
+@pytest.mark.parametrize("stack", [pytest.param(s, id=s.name) for s in (*STACKS_TABLE, TIMING, FLAX_TRAINSTATE)])
 def test_runs_without_fwd9m(stack, variant, tmp_path):
     """Each script runs plainly, in an empty folder, without fwd9m (no fwd9m import in it).
     Opt-in (FWD9M_STACKS_PLAIN=1): the checks above run every script anyway, and these 19
@@ -245,6 +304,7 @@ def test_runs_without_fwd9m(stack, variant, tmp_path):
 
 # -- fwd9m debug names the cause -------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class DebugStack:
     """What `fwd9m debug` must report on a broken stack."""
@@ -261,20 +321,33 @@ class DebugStack:
 
 DEBUG_STACKS = (
     # the noise drawn from the module's clock-seeded generator, in training_step
-    DebugStack("lightning", "external", {"op": "aten::randn", "source": "rng", "catalog": "python.time-seed"},
-               line="noise = torch.randn(x.shape, generator=self.noise_gen)"),
+    DebugStack(
+        "lightning",
+        "external",
+        {"op": "aten::randn", "source": "rng", "catalog": "python.time-seed"},
+        line="noise = torch.randn(x.shape, generator=self.noise_gen)",
+    ),
     # the training data from the unseeded NumPy generator enters fit as a TensorDataset
-    DebugStack("keras_fit", "external", {"source": "data", "catalog": "python.numpy-unseeded"},
-               line="history = model.fit("),
+    DebugStack(
+        "keras_fit", "external", {"source": "data", "catalog": "python.numpy-unseeded"}, line="history = model.fit("
+    ),
     # the clock seed is a Python int that tf.function bakes into the graph as a Const: a
     # value entering from outside (external), not a nondeterministic op
     DebugStack("tf_image", "external", {}, line="seed = tf.stack([step, CLOCK_SEED])"),
     # the batch picked by the unseeded np.random.permutation enters the jitted step
-    DebugStack("flax", "external", {"source": "data", "catalog": "python.numpy-unseeded"},
-               line="params, opt_state, loss = train_step(params, opt_state, x[idx]"),
+    DebugStack(
+        "flax",
+        "external",
+        {"source": "data", "catalog": "python.numpy-unseeded"},
+        line="params, opt_state, loss = train_step(params, opt_state, x[idx]",
+    ),
     # the unseeded weight initialisation, seen from the user's line that builds the model
-    DebugStack("hf_trainer", "external", {"source": "rng", "catalog": "torch.global-seed"},
-               line="model = BertForSequenceClassification(config)"),
+    DebugStack(
+        "hf_trainer",
+        "external",
+        {"source": "rng", "catalog": "torch.global-seed"},
+        line="model = BertForSequenceClassification(config)",
+    ),
     # no global seed: the first random op (a weight initializer) differs
     DebugStack("tf_mirrored", "external", {}),
 )
@@ -296,17 +369,22 @@ def _first_field(first: dict, name: str) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", [
-    pytest.param(c, id=c.stack, marks=[pytest.mark.xfail(reason=c.xfail, strict=False)] if c.xfail else [])
-    for c in DEBUG_STACKS])
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(c, id=c.stack, marks=[pytest.mark.xfail(reason=c.xfail, strict=False)] if c.xfail else [])
+        for c in DEBUG_STACKS
+    ],
+)
 def test_debug_names_the_cause(case, tmp_path):
     stack = BY_NAME[case.stack]
     _require(stack)
     require_cli("debug")
     script = stack.script("broken")
     # debug runs the script where it is started: an empty folder, not the checkout
-    proc = fwd9m("debug", "--format", "json", "--no-hashseed-check", str(script), env=ENV, cwd=tmp_path,
-                 timeout=TIMEOUT)
+    proc = fwd9m(
+        "debug", "--format", "json", "--no-hashseed-check", str(script), env=ENV, cwd=tmp_path, timeout=TIMEOUT
+    )
     assert proc.returncode == 1, explain(proc)
     report = parse_json(proc)
     # the recorder must not change the program: both recorded runs complete
@@ -327,7 +405,8 @@ def test_debug_runs_do_not_see_each_others_files(tmp_path):
     same folder contents, as each run of check does."""
     require_cli("debug")
     script = STACKS / "resume_ok.py"
-    proc = fwd9m("debug", "--format", "json", "--no-hashseed-check", str(script), env=ENV, cwd=tmp_path,
-                 timeout=TIMEOUT)
+    proc = fwd9m(
+        "debug", "--format", "json", "--no-hashseed-check", str(script), env=ENV, cwd=tmp_path, timeout=TIMEOUT
+    )
     assert proc.returncode == 0, explain(proc)
     assert not (tmp_path / "checkpoint.pt").exists(), "debug left the script's checkpoint in the user's folder"

@@ -14,7 +14,7 @@ import textwrap
 import pytest
 from conftest import REPO
 
-TORCH_LOOP = textwrap.dedent('''
+TORCH_LOOP = textwrap.dedent("""
     import os, sys, torch
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 4))
@@ -29,9 +29,9 @@ TORCH_LOOP = textwrap.dedent('''
         loss.backward()
         opt.step()
     print("threads", torch.get_num_threads())
-''')
+""")
 
-LIGHTNING = textwrap.dedent('''
+LIGHTNING = textwrap.dedent("""
     import os, pytorch_lightning as pl, torch
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
@@ -54,9 +54,9 @@ LIGHTNING = textwrap.dedent('''
                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                          callbacks=[StepDigests()])
     trainer.fit(Lit(), loader)
-''')
+""")
 
-HF = textwrap.dedent('''
+HF = textwrap.dedent("""
     import os
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
@@ -81,9 +81,9 @@ HF = textwrap.dedent('''
     trainer = Trainer(model=BertForSequenceClassification(config), args=args, train_dataset=Data(),
                       callbacks=[StepDigestCallback()])
     trainer.train()
-''')
+""")
 
-KERAS = textwrap.dedent('''
+KERAS = textwrap.dedent("""
     import os, keras, numpy as np
     from fwd9m.steps.keras import StepDigests
     keras.utils.set_random_seed(42)
@@ -96,9 +96,9 @@ KERAS = textwrap.dedent('''
         model.get_layer("out").kernel.assign(model.get_layer("out").kernel * 1.001)
     model.compile(optimizer="adam", loss="binary_crossentropy")
     model.fit(x, y, epochs=1, batch_size=16, callbacks=[StepDigests()], verbose=0)
-''')
+""")
 
-JAX = textwrap.dedent('''
+JAX = textwrap.dedent("""
     import os, jax, jax.numpy as jnp
     import fwd9m.debug as dbg
     key = jax.random.PRNGKey(0)
@@ -118,15 +118,21 @@ JAX = textwrap.dedent('''
     for i in range(4):
         params, loss, grads, key = step(params, key)
         dbg.step_digest(i, loss=loss, params=params, grads=grads, key=key, batch=x)
-''')
+""")
 
 
 def _fwd9m(tmp_path, *args, env=None, timeout=600):
     full = {k: v for k, v in os.environ.items() if not k.startswith("FWD9M_")}
     full.update(env or {})
     full["PYTHONPATH"] = str(REPO / "src")
-    return subprocess.run([sys.executable, "-m", "fwd9m", "run", *args], cwd=tmp_path, env=full,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "fwd9m", "run", *args],
+        cwd=tmp_path,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _flow(tmp_path, source: str, change: dict, skip: str | None = None):

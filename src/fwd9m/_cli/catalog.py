@@ -20,14 +20,19 @@ def add_arguments(p) -> None:
     p.add_argument("query", nargs="*", metavar="QUERY", help="words or field:value filters")
     p.add_argument("--framework", "-f", help="tensorflow, keras, torch, jax or python")
     p.add_argument("--device", "-d", help="cpu, gpu (cuda) or tpu")
-    p.add_argument("--version", "-V", dest="fw_version",
-                   help="framework version to resolve behaviour for (needs --framework)")
+    p.add_argument(
+        "--version", "-V", dest="fw_version", help="framework version to resolve behaviour for (needs --framework)"
+    )
     p.add_argument("--format", choices=("table", "json", "markdown"), default="table")
-    p.add_argument("--status", action="store_true",
-                   help="unsolved sources for the frameworks installed here, and the fixes")
-    p.add_argument("--fail-on-unsolved", action="store_true",
-                   help="with --status: exit 1 when any source is listed (a gate for CI; narrow "
-                        "it with --framework/--device/QUERY, since every release has some)")
+    p.add_argument(
+        "--status", action="store_true", help="unsolved sources for the frameworks installed here, and the fixes"
+    )
+    p.add_argument(
+        "--fail-on-unsolved",
+        action="store_true",
+        help="with --status: exit 1 when any source is listed (a gate for CI; narrow "
+        "it with --framework/--device/QUERY, since every release has some)",
+    )
 
 
 def _status_options(args) -> None:
@@ -44,11 +49,14 @@ def _status_options(args) -> None:
         from ..errors import CatalogError
 
         if not args.fw_version.strip():
-            raise CatalogError("--version is empty; give a value (e.g. -V 2.13) or leave it out to "
-                               "use the installed version")
+            raise CatalogError(
+                "--version is empty; give a value (e.g. -V 2.13) or leave it out to use the installed version"
+            )
         if not args.framework:
-            raise CatalogError(f"--version {args.fw_version} needs a framework (versions differ per "
-                               f"framework): fwd9m catalog --status -f torch -V {args.fw_version}")
+            raise CatalogError(
+                f"--version {args.fw_version} needs a framework (versions differ per "
+                f"framework): fwd9m catalog --status -f torch -V {args.fw_version}"
+            )
 
 
 def _unsolved(args) -> list[tuple]:
@@ -80,9 +88,19 @@ def _print_status_json(report: list[tuple]) -> None:
         fix = catalog.advice(e, v)
         return {**e.to_dict(), "advice": {"text": fix.text, "code": fix.code} if fix else None}
 
-    json.dump([{"framework": fw, "version": v, "switch": sw.code_for(v) if sw else None,
-                "unsolved": [_item(e, v) for e in found]} for fw, v, sw, found in report],
-              sys.stdout, indent=2)
+    json.dump(
+        [
+            {
+                "framework": fw,
+                "version": v,
+                "switch": sw.code_for(v) if sw else None,
+                "unsolved": [_item(e, v) for e in found],
+            }
+            for fw, v, sw, found in report
+        ],
+        sys.stdout,
+        indent=2,
+    )
     print()
 
 
@@ -105,16 +123,18 @@ def _print_status_group(found: list, behaviour: str, heading: str, version: str,
 
 def _print_status_text(report: list[tuple], md: bool) -> None:
     for fw, version, sw, found in report:
-        print(f"{'## ' if md else ''}{fw} {version}: {len(found)} known source(s) that the "
-              "determinism switch does not fix")
+        print(
+            f"{'## ' if md else ''}{fw} {version}: {len(found)} known source(s) that the "
+            "determinism switch does not fix"
+        )
         code = sw.code_for(version) if sw else None
         if code:
-            print(f"Turn the switch on first: `{code}`" if md
-                  else f"  Turn the switch on first: {code}")
+            print(f"Turn the switch on first: `{code}`" if md else f"  Turn the switch on first: {code}")
         elif sw:
             print(f"  {fw} {version} has no determinism switch ({sw.name} needs {sw.since}+)")
-        _print_status_group(found, "raises", "Raise under the switch: replace, move to another device, or avoid",
-                            version, md)
+        _print_status_group(
+            found, "raises", "Raise under the switch: replace, move to another device, or avoid", version, md
+        )
         _print_status_group(found, "nondeterministic", "Not fixed by the switch: apply the fix", version, md)
         print()
     if not report:
@@ -140,10 +160,12 @@ def run(args) -> int:
     if args.fail_on_unsolved:
         from ..errors import ConfigurationError
 
-        raise ConfigurationError("--fail-on-unsolved applies to --status only: "
-                                 "fwd9m catalog --status --fail-on-unsolved")
-    found = catalog.query(" ".join(args.query) or None, framework=args.framework,
-                          device=args.device, version=args.fw_version)
+        raise ConfigurationError(
+            "--fail-on-unsolved applies to --status only: fwd9m catalog --status --fail-on-unsolved"
+        )
+    found = catalog.query(
+        " ".join(args.query) or None, framework=args.framework, device=args.device, version=args.fw_version
+    )
     if args.format == "json":
         print(_render.to_json(found))
     elif args.format == "markdown":

@@ -32,52 +32,103 @@ Exit status: 0 reproducible, 1 not reproducible, 2 could not run.
 def add_arguments(p) -> None:
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("--runs", type=int, default=2, metavar="N", help="runs under the same settings (default 2)")
-    p.add_argument("--seed", type=int, default=0, metavar="S",
-                   help="seed passed to `fwd9m run` with --enable (default 0)")
-    p.add_argument("--timeout", type=float, default=None, metavar="SEC",
-                   help="seconds per run; the run's whole process group is killed after it")
-    p.add_argument("--env", action="append", default=[], metavar="K=V",
-                   help="set an environment variable in every run (repeatable)")
-    p.add_argument("--enable", action="store_true",
-                   help="run as `python -m fwd9m run --seed S SCRIPT` (determinism switched on)")
-    p.add_argument("--vary", action="append", default=[], metavar="NAME=V1,V2",
-                   help="one extra run per value of an environment variable, 'threads', or a script "
-                        "option (--vary=--batch-size=32,64), each compared with run 1 (repeatable)")
-    p.add_argument("--cwd", choices=("link", "empty"), default="link",
-                   help="each run's working directory: links to this directory's entries (default), "
-                        "or empty")
+    p.add_argument(
+        "--seed", type=int, default=0, metavar="S", help="seed passed to `fwd9m run` with --enable (default 0)"
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SEC",
+        help="seconds per run; the run's whole process group is killed after it",
+    )
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="set an environment variable in every run (repeatable)",
+    )
+    p.add_argument(
+        "--enable", action="store_true", help="run as `python -m fwd9m run --seed S SCRIPT` (determinism switched on)"
+    )
+    p.add_argument(
+        "--vary",
+        action="append",
+        default=[],
+        metavar="NAME=V1,V2",
+        help="one extra run per value of an environment variable, 'threads', or a script "
+        "option (--vary=--batch-size=32,64), each compared with run 1 (repeatable)",
+    )
+    p.add_argument(
+        "--cwd",
+        choices=("link", "empty"),
+        default="link",
+        help="each run's working directory: links to this directory's entries (default), or empty",
+    )
     p.add_argument("--keep", action="store_true", help="keep the runs' directories and say where")
-    p.add_argument("--no-hashseed-check", dest="hashseed_check", action="store_false",
-                   help="when runs differ and their string-hash seed did too, do not run the hash-seed "
-                        "experiment (up to 6 more runs: PYTHONHASHSEED=0 twice, then 1, 2, 3 until one "
-                        "differs, and that seed again) that tells whether hash order is the cause")
-    p.add_argument("--strict", action="store_true",
-                   help="compare printed output and text files with nothing masked: timings, rates, "
-                        "timestamps, addresses and temporary names too (only each run's folder path is "
-                        "rewritten); without it, every masked value is listed in the report as ignored")
+    p.add_argument(
+        "--no-hashseed-check",
+        dest="hashseed_check",
+        action="store_false",
+        help="when runs differ and their string-hash seed did too, do not run the hash-seed "
+        "experiment (up to 6 more runs: PYTHONHASHSEED=0 twice, then 1, 2, 3 until one "
+        "differs, and that seed again) that tells whether hash order is the cause",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="compare printed output and text files with nothing masked: timings, rates, "
+        "timestamps, addresses and temporary names too (only each run's folder path is "
+        "rewritten); without it, every masked value is listed in the report as ignored",
+    )
     r = p.add_argument_group("resume check (--resume)")
-    r.add_argument("--resume", action="store_true",
-                   help="check that an interrupted and resumed run ends as the uninterrupted one: run B is "
-                        "interrupted (--interrupt-after, --signal), run A runs through, run C runs the same "
-                        "command plus --resume-args in B's folder; C is compared with A, and the state lost at "
-                        "the resume point is named")
-    r.add_argument("--interrupt-after", default="checkpoint", metavar="STEPS|epoch:N|checkpoint[:N]",
-                   help="where run B is interrupted: after that many optimizer steps (PyTorch, Keras fit "
-                        "batches), at the end of epoch N (Keras fit), or at the first step or epoch end after "
-                        "the N-th checkpoint appeared in its folder (default: checkpoint)")
-    r.add_argument("--signal", default="TERM", metavar="TERM|KILL",
-                   help="TERM (default): SIGTERM to the script, then SIGKILL to its processes after --grace, "
-                        "as a scheduler preempts a job; KILL: SIGKILL to all its processes (a crash)")
-    r.add_argument("--grace", type=float, default=30.0, metavar="SEC",
-                   help="seconds between SIGTERM and SIGKILL (default 30)")
-    r.add_argument("--resume-args", default="", metavar='"ARGS"',
-                   help='arguments added to the command of run C, the resumed run (for example "--resume")')
+    r.add_argument(
+        "--resume",
+        action="store_true",
+        help="check that an interrupted and resumed run ends as the uninterrupted one: run B is "
+        "interrupted (--interrupt-after, --signal), run A runs through, run C runs the same "
+        "command plus --resume-args in B's folder; C is compared with A, and the state lost at "
+        "the resume point is named",
+    )
+    r.add_argument(
+        "--interrupt-after",
+        default="checkpoint",
+        metavar="STEPS|epoch:N|checkpoint[:N]",
+        help="where run B is interrupted: after that many optimizer steps (PyTorch, Keras fit "
+        "batches), at the end of epoch N (Keras fit), or at the first step or epoch end after "
+        "the N-th checkpoint appeared in its folder (default: checkpoint)",
+    )
+    r.add_argument(
+        "--signal",
+        default="TERM",
+        metavar="TERM|KILL",
+        help="TERM (default): SIGTERM to the script, then SIGKILL to its processes after --grace, "
+        "as a scheduler preempts a job; KILL: SIGKILL to all its processes (a crash)",
+    )
+    r.add_argument(
+        "--grace", type=float, default=30.0, metavar="SEC", help="seconds between SIGTERM and SIGKILL (default 30)"
+    )
+    r.add_argument(
+        "--resume-args",
+        default="",
+        metavar='"ARGS"',
+        help='arguments added to the command of run C, the resumed run (for example "--resume")',
+    )
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages on stderr")
-    p.add_argument("-m", dest="module", action="store_true",
-                   help="the program is a module: fwd9m check -m MODULE [args], as python -m MODULE")
-    p.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py [args] | -m module [args] | -- command ...",
-                   help="the script and its arguments, a module (with -m), or -- and a command line")
+    p.add_argument(
+        "-m",
+        dest="module",
+        action="store_true",
+        help="the program is a module: fwd9m check -m MODULE [args], as python -m MODULE",
+    )
+    p.add_argument(
+        "program",
+        nargs=argparse.REMAINDER,
+        metavar="script.py [args] | -m module [args] | -- command ...",
+        help="the script and its arguments, a module (with -m), or -- and a command line",
+    )
 
 
 def exit_on_sigterm() -> None:
@@ -90,8 +141,7 @@ def exit_on_sigterm() -> None:
     def _term(signum, frame):
         raise SystemExit(128 + signum)
 
-    if threading.current_thread() is threading.main_thread() \
-            and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _term)
 
 
@@ -104,8 +154,10 @@ def run(args) -> int:
     if rest[:1] == ["--"]:
         command, rest = not args.module, rest[1:]
     if not rest:
-        raise RunError("nothing to check: name a script (fwd9m check train.py), a module "
-                       "(fwd9m check -m pkg.train) or a command (fwd9m check -- torchrun ... train.py)")
+        raise RunError(
+            "nothing to check: name a script (fwd9m check train.py), a module "
+            "(fwd9m check -m pkg.train) or a command (fwd9m check -- torchrun ... train.py)"
+        )
     target, script_args = rest[0], rest[1:]
     env = {}
     for item in args.env:
@@ -121,24 +173,40 @@ def run(args) -> int:
         if not args.quiet:
             from ..compare import escape_control
 
-            print(f"fwd9m check [{time.monotonic() - start:5.1f} s] {escape_control(msg)}", file=sys.stderr,
-                  flush=True)
+            print(f"fwd9m check [{time.monotonic() - start:5.1f} s] {escape_control(msg)}", file=sys.stderr, flush=True)
 
     exit_on_sigterm()
     try:
         if args.resume:
             result = _check_resume(args, command, target, script_args, env, progress)
         else:
-            result = check_script(target, script_args, module=bool(args.module), command=command,
-                                  runs=args.runs, seed=args.seed, timeout=args.timeout, env=env, enable=args.enable,
-                                  vary=parse_vary(args.vary), cwd=args.cwd, keep=args.keep, progress=progress,
-                                  hashseed_check=args.hashseed_check, strict=args.strict)
+            result = check_script(
+                target,
+                script_args,
+                module=bool(args.module),
+                command=command,
+                runs=args.runs,
+                seed=args.seed,
+                timeout=args.timeout,
+                env=env,
+                enable=args.enable,
+                vary=parse_vary(args.vary),
+                cwd=args.cwd,
+                keep=args.keep,
+                progress=progress,
+                hashseed_check=args.hashseed_check,
+                strict=args.strict,
+            )
     except RunError as exc:
         if args.format == "json":  # CI parses stdout: say why there is no verdict
             from ..check import SCHEMA, SCHEMA_VERSION
 
-            print(json.dumps({"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "reproducible": None,
-                              "error": str(exc)}, indent=2))
+            print(
+                json.dumps(
+                    {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "reproducible": None, "error": str(exc)},
+                    indent=2,
+                )
+            )
         raise
     if args.format == "json":
         print(result.to_json())
@@ -154,16 +222,36 @@ def _check_resume(args, command: bool, target: str, script_args: list[str], env:
     from ..check._resume import Interruption, check_resume
     from ..errors import ConfigurationError
 
-    other = [name for name, on in (("--runs", args.runs != 2), ("--vary", bool(args.vary)),
-                                   ("--enable", args.enable), ("-- command", command)) if on]
+    other = [
+        name
+        for name, on in (
+            ("--runs", args.runs != 2),
+            ("--vary", bool(args.vary)),
+            ("--enable", args.enable),
+            ("-- command", command),
+        )
+        if on
+    ]
     if other:
-        raise ConfigurationError(f"--resume runs the script three times (interrupted, uninterrupted, resumed) "
-                                 f"and does not take {', '.join(other)}; name a script or a module (-m)")
+        raise ConfigurationError(
+            f"--resume runs the script three times (interrupted, uninterrupted, resumed) "
+            f"and does not take {', '.join(other)}; name a script or a module (-m)"
+        )
     how = Interruption.parse(args.interrupt_after, args.signal, args.grace)
     try:
         resume_args = shlex.split(args.resume_args)
     except ValueError as exc:
         raise ConfigurationError(f"--resume-args {args.resume_args!r}: {exc}") from None
-    return check_resume(target, script_args, how=how, resume_args=resume_args, module=bool(args.module),
-                        timeout=args.timeout, env=env, cwd=args.cwd, keep=args.keep, progress=progress,
-                        strict=args.strict)
+    return check_resume(
+        target,
+        script_args,
+        how=how,
+        resume_args=resume_args,
+        module=bool(args.module),
+        timeout=args.timeout,
+        env=env,
+        cwd=args.cwd,
+        keep=args.keep,
+        progress=progress,
+        strict=args.strict,
+    )

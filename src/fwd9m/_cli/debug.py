@@ -17,8 +17,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .._frameworks import FRAMEWORKS
 from . import replay as _replay
@@ -53,41 +54,59 @@ def _output(text: str) -> None:
 
 # ------------------------------------------------------------------ options
 
+
 def _recording_options(p: argparse.ArgumentParser, default: Any = None) -> None:
     """The options of a recording: before the script (``fwd9m debug --level full x.py``),
     or after ``record`` too (``default=argparse.SUPPRESS`` there, so that an option
     given before the subcommand is not reset by the subcommand's default)."""
+
     def d(value: Any) -> Any:
         return value if default is None else default
 
-    p.add_argument("--level", choices=LEVEL_CHOICES, default=d("digests"),
-                   help="detail recorded per op (default: digests; modules: PyTorch modules, Keras "
-                        "layers, JAX jitted user functions)")
-    p.add_argument("--steps", metavar="A:B", default=d(None),
-                   help="PyTorch: record ops only in optimizer steps A..B "
-                        "(JAX: steps end at calls of jitted user functions)")
-    p.add_argument("--capture", metavar="OPS", default=d(None),
-                   help="store full tensors for these ops: names (index_put_,MatMul) or "
-                        "SEQ:RADIUS windows, comma-separated")
-    p.add_argument("--framework", action="append", choices=FRAMEWORK_CHOICES, default=d(None),
-                   help="framework(s) to record (default: from the script's imports; Keras is "
-                        "recorded on its active backend)")
-    p.add_argument("-m", dest="module", action="store_true", default=d(False),
-                   help="TARGET is a module (python -m)")
+    p.add_argument(
+        "--level",
+        choices=LEVEL_CHOICES,
+        default=d("digests"),
+        help="detail recorded per op (default: digests; modules: PyTorch modules, Keras "
+        "layers, JAX jitted user functions)",
+    )
+    p.add_argument(
+        "--steps",
+        metavar="A:B",
+        default=d(None),
+        help="PyTorch: record ops only in optimizer steps A..B (JAX: steps end at calls of jitted user functions)",
+    )
+    p.add_argument(
+        "--capture",
+        metavar="OPS",
+        default=d(None),
+        help="store full tensors for these ops: names (index_put_,MatMul) or SEQ:RADIUS windows, comma-separated",
+    )
+    p.add_argument(
+        "--framework",
+        action="append",
+        choices=FRAMEWORK_CHOICES,
+        default=d(None),
+        help="framework(s) to record (default: from the script's imports; Keras is recorded on its active backend)",
+    )
+    p.add_argument("-m", dest="module", action="store_true", default=d(False), help="TARGET is a module (python -m)")
     p.add_argument("--timeout", type=float, default=d(None), help="seconds per run")
     _force(p, default)
 
 
 def _force(p: argparse.ArgumentParser, default: Any = None) -> None:
-    p.add_argument("--force", action="store_true", default=False if default is None else default,
-                   help="replace an existing file that is not a fwd9m trace or report (-o, --html, "
-                        "--keep); an input (the script, a trace compared) is never replaced")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        default=False if default is None else default,
+        help="replace an existing file that is not a fwd9m trace or report (-o, --html, "
+        "--keep); an input (the script, a trace compared) is never replaced",
+    )
 
 
 def _report_options(p: argparse.ArgumentParser, default: Any = None) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text" if default is None else default)
-    p.add_argument("--html", metavar="REPORT.html", default=default,
-                   help="also write an HTML report with a plot")
+    p.add_argument("--html", metavar="REPORT.html", default=default, help="also write an HTML report with a plot")
 
 
 def add_arguments(p) -> None:
@@ -95,24 +114,40 @@ def add_arguments(p) -> None:
     _report_options(p)
     p.add_argument("-o", "--output", metavar="RUN.trace", help="record: the trace file to write")
     _recording_options(p)
-    p.add_argument("--fast", action="store_true",
-                   help="PyTorch: a module-level pass first, then op-level recording of the "
-                        "first diverging step only (for long or large runs)")
-    p.add_argument("--keep", metavar="DIR", help="keep the traces in DIR (without it they are "
-                                                 "deleted on exit)")
-    p.add_argument("--cwd", choices=("link", "empty"), default="link",
-                   help="each run's working folder, beside its trace (deleted with the traces unless "
-                        "--keep): links to this directory's entries (default), or empty; the runs do not "
-                        "write into this directory (except through the links)")
-    p.add_argument("--no-hashseed-check", action="store_true",
-                   help="do not test hash-order sources (up to 6 reruns: PYTHONHASHSEED=0 "
-                        "twice, then 1, 2, 3 until one differs, and that seed again)")
-    p.add_argument("--no-replay", action="store_true",
-                   help="do not prove a culprit op (by default a third run captures its inputs and the "
-                        "op is replayed alone 20 times, then under the determinism switch)")
-    sub = p.add_subparsers(dest="action", action=_ScriptOrSubcommand, required=True,
-                           metavar="{" + ",".join(["SCRIPT", *SUBCOMMANDS]) + "}",
-                           title="subcommands (without one: record SCRIPT twice and compare)")
+    p.add_argument(
+        "--fast",
+        action="store_true",
+        help="PyTorch: a module-level pass first, then op-level recording of the "
+        "first diverging step only (for long or large runs)",
+    )
+    p.add_argument("--keep", metavar="DIR", help="keep the traces in DIR (without it they are deleted on exit)")
+    p.add_argument(
+        "--cwd",
+        choices=("link", "empty"),
+        default="link",
+        help="each run's working folder, beside its trace (deleted with the traces unless "
+        "--keep): links to this directory's entries (default), or empty; the runs do not "
+        "write into this directory (except through the links)",
+    )
+    p.add_argument(
+        "--no-hashseed-check",
+        action="store_true",
+        help="do not test hash-order sources (up to 6 reruns: PYTHONHASHSEED=0 "
+        "twice, then 1, 2, 3 until one differs, and that seed again)",
+    )
+    p.add_argument(
+        "--no-replay",
+        action="store_true",
+        help="do not prove a culprit op (by default a third run captures its inputs and the "
+        "op is replayed alone 20 times, then under the determinism switch)",
+    )
+    sub = p.add_subparsers(
+        dest="action",
+        action=_ScriptOrSubcommand,
+        required=True,
+        metavar="{" + ",".join(["SCRIPT", *SUBCOMMANDS]) + "}",
+        title="subcommands (without one: record SCRIPT twice and compare)",
+    )
     for name, command in SUBCOMMANDS.items():
         sp = sub.add_parser(name, help=command.help, description=command.help)
         command.add_arguments(sp)
@@ -153,16 +188,25 @@ def _options(args: argparse.Namespace):
     """``fwd9m debug``'s options, validated once, before any run."""
     from ..debug import DebugOptions
 
-    return DebugOptions(level=args.level, steps=args.steps, fast=getattr(args, "fast", False),
-                        capture=args.capture, frameworks=tuple(args.framework or ()), module=args.module,
-                        keep=getattr(args, "keep", None), force=args.force, timeout=args.timeout,
-                        cwd=getattr(args, "cwd", "link"),
-                        hashseed_check=not getattr(args, "no_hashseed_check", False),
-                        replay=not getattr(args, "no_replay", False),
-                        show_output=bool(getattr(args, "verbose", 0)))
+    return DebugOptions(
+        level=args.level,
+        steps=args.steps,
+        fast=getattr(args, "fast", False),
+        capture=args.capture,
+        frameworks=tuple(args.framework or ()),
+        module=args.module,
+        keep=getattr(args, "keep", None),
+        force=args.force,
+        timeout=args.timeout,
+        cwd=getattr(args, "cwd", "link"),
+        hashseed_check=not getattr(args, "no_hashseed_check", False),
+        replay=not getattr(args, "no_replay", False),
+        show_output=bool(getattr(args, "verbose", 0)),
+    )
 
 
 # ------------------------------------------------------------------ the report
+
 
 def _is_report(path: str) -> bool:
     from .._runtime.launch import starts_with
@@ -178,8 +222,15 @@ def _check_html(args: argparse.Namespace, inputs: list[str]) -> None:
 
     if args.html:
         check_output_path(args.html, "--html", "report.html")
-        refuse_overwrite(args.html, "--html", inputs=inputs, ours=_is_report, force=args.force,
-                         what="an HTML report", example="report.html")
+        refuse_overwrite(
+            args.html,
+            "--html",
+            inputs=inputs,
+            ours=_is_report,
+            force=args.force,
+            what="an HTML report",
+            example="report.html",
+        )
 
 
 def _emit(report, args: argparse.Namespace) -> int:
@@ -198,11 +249,15 @@ def _emit(report, args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ fwd9m debug diff
 
+
 def _add_diff_arguments(p: argparse.ArgumentParser) -> None:
     _report_options(p, argparse.SUPPRESS)
     _force(p, argparse.SUPPRESS)
-    p.add_argument("a", metavar="A", help="a trace (A.trace), a folder of rank traces (runA/), or a "
-                                          "step digest file (fwd9m run --digests)")
+    p.add_argument(
+        "a",
+        metavar="A",
+        help="a trace (A.trace), a folder of rank traces (runA/), or a step digest file (fwd9m run --digests)",
+    )
     p.add_argument("b", metavar="B", help="the trace, folder or step digest file to compare with A")
 
 
@@ -213,13 +268,17 @@ def _diff_ranks(args: argparse.Namespace) -> int:
     dirs = [os.path.isdir(p) for p in (args.a, args.b)]
     if not all(dirs):
         d, f = (args.a, args.b) if dirs[0] else (args.b, args.a)
-        raise ConfigurationError(f"{shown(d)} is a directory but {shown(f)} is not: compare two trace "
-                                 f"files (fwd9m debug diff a.trace b.trace) or two directories of "
-                                 f"rank traces (fwd9m debug diff runA/ runB/)")
+        raise ConfigurationError(
+            f"{shown(d)} is a directory but {shown(f)} is not: compare two trace "
+            f"files (fwd9m debug diff a.trace b.trace) or two directories of "
+            f"rank traces (fwd9m debug diff runA/ runB/)"
+        )
     if args.html:  # was silently not written
-        raise ConfigurationError("--html writes the report of two traces; for rank folders, compare "
-                                 "one rank's traces: fwd9m debug --html r.html diff runA/rank0.trace "
-                                 "runB/rank0.trace")
+        raise ConfigurationError(
+            "--html writes the report of two traces; for rank folders, compare "
+            "one rank's traces: fwd9m debug --html r.html diff runA/rank0.trace "
+            "runB/rank0.trace"
+        )
     from ..distributed import diff_ranks
 
     ranks = diff_ranks(args.a, args.b)
@@ -243,11 +302,15 @@ def _run_diff(args: argparse.Namespace) -> int:
     cut = cut_traces(report, [args.a, args.b])
     if report.reproducible and cut:  # agreeing up to where a trace stops is no verdict
         _emit(report, args)
-        raise RunError(f"{' and '.join(cut)} {'is' if len(cut) == 1 else 'are'} incomplete (see the notes), "
-                       f"so only the ops before that were compared; no verdict on the whole run")
+        raise RunError(
+            f"{' and '.join(cut)} {'is' if len(cut) == 1 else 'are'} incomplete (see the notes), "
+            f"so only the ops before that were compared; no verdict on the whole run"
+        )
     if report.reproducible and not (report.ops_a or report.ops_b):  # as for two recorded runs
-        raise RunError("neither trace holds any op, so nothing was compared and there is no verdict; "
-                       "record runs that execute ops of a framework fwd9m records (torch, tensorflow, jax)")
+        raise RunError(
+            "neither trace holds any op, so nothing was compared and there is no verdict; "
+            "record runs that execute ops of a framework fwd9m records (torch, tensorflow, jax)"
+        )
     return _emit(report, args)
 
 
@@ -260,8 +323,9 @@ def _diff_step_digests(args: argparse.Namespace, digests: list[bool]) -> int:
 
     if not all(digests):
         one, other = (args.a, args.b) if digests[0] else (args.b, args.a)
-        raise ConfigurationError(f"{shown(one)} is a step digest file but {shown(other)} is not; compare two "
-                                 f"traces or two step digest files")
+        raise ConfigurationError(
+            f"{shown(one)} is a step digest file but {shown(other)} is not; compare two traces or two step digest files"
+        )
     if getattr(args, "html", None):
         raise ConfigurationError("--html draws traces; step digest files have no HTML report")
     report = debug.diff_steps(args.a, args.b)
@@ -271,9 +335,11 @@ def _diff_step_digests(args: argparse.Namespace, digests: list[bool]) -> int:
 
 # ------------------------------------------------------------------ fwd9m debug record
 
+
 def _add_record_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", metavar="RUN.trace", default=argparse.SUPPRESS,
-                   help="the trace file to write (required)")
+    p.add_argument(
+        "-o", "--output", metavar="RUN.trace", default=argparse.SUPPRESS, help="the trace file to write (required)"
+    )
     _recording_options(p, argparse.SUPPRESS)
     p.add_argument("target", metavar="SCRIPT", help="script.py (a module with -m)")
     p.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments for the script")
@@ -289,12 +355,15 @@ def _run_record(args: argparse.Namespace) -> int:
         raise ConfigurationError("usage: fwd9m debug record -o RUN.trace script.py [ARGS...]")
     code = debug.record_script(args.target, args.args, args.output, _options(args), progress=_progress)
     n = sum(1 for _ in debug.TraceReader(args.output))
-    print(f"recorded {n} ops into {shown(args.output)} ({os.path.getsize(args.output)} bytes)"
-          + (f"; the script exited with status {code}" if code else ""))
+    print(
+        f"recorded {n} ops into {shown(args.output)} ({os.path.getsize(args.output)} bytes)"
+        + (f"; the script exited with status {code}" if code else "")
+    )
     return 0 if code == 0 else 2
 
 
 # ------------------------------------------------------------------ fwd9m debug SCRIPT
+
 
 def _run_script(args: argparse.Namespace, options) -> int:
     """Record the script twice, compare, explain (:func:`fwd9m.debug.debug_script`)."""
@@ -310,10 +379,14 @@ def _run_script(args: argparse.Namespace, options) -> int:
 #: records two runs and compares them. A new subcommand is one entry here (with its
 #: options and its body in a module of its own).
 SUBCOMMANDS: dict[str, Subcommand] = {
-    "record": Subcommand("record one run into a trace file: record -o RUN.trace script.py [ARGS...]",
-                         _add_record_arguments, _run_record),
-    "diff": Subcommand("compare two traces, two folders of rank traces, or two step digest files: "
-                       "diff A.trace B.trace", _add_diff_arguments, _run_diff),
+    "record": Subcommand(
+        "record one run into a trace file: record -o RUN.trace script.py [ARGS...]", _add_record_arguments, _run_record
+    ),
+    "diff": Subcommand(
+        "compare two traces, two folders of rank traces, or two step digest files: diff A.trace B.trace",
+        _add_diff_arguments,
+        _run_diff,
+    ),
     "replay": Subcommand(_replay.HELP + ": replay TRACE --op SEQ", _replay.add_arguments, _replay.run),
 }
 

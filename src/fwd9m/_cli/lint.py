@@ -15,20 +15,34 @@ DESCRIPTION = (
 
 
 def add_arguments(p) -> None:
-    p.add_argument("paths", nargs="*", metavar="PATH",
-                   help="files or folders to check ('-' reads standard input); default: .")
+    p.add_argument(
+        "paths", nargs="*", metavar="PATH", help="files or folders to check ('-' reads standard input); default: ."
+    )
     p.add_argument("--format", choices=("text", "json", "sarif"), default="text")
-    p.add_argument("--select", action="append", metavar="CODES",
-                   help="only these rules (comma-separated codes, prefixes like FWD3, names, ALL)")
-    p.add_argument("--extend-select", action="append", metavar="CODES",
-                   help="rules to add to the selection (e.g. opt-in rules such as FWD309)")
+    p.add_argument(
+        "--select",
+        action="append",
+        metavar="CODES",
+        help="only these rules (comma-separated codes, prefixes like FWD3, names, ALL)",
+    )
+    p.add_argument(
+        "--extend-select",
+        action="append",
+        metavar="CODES",
+        help="rules to add to the selection (e.g. opt-in rules such as FWD309)",
+    )
     p.add_argument("--ignore", action="append", metavar="CODES", help="rules to leave out")
     p.add_argument("--explain", metavar="CODE", help="print a rule's documentation (ALL: list every rule)")
     p.add_argument("--statistics", action="store_true", help="also print the number of findings per rule")
-    p.add_argument("--stdin-filename", default="<stdin>", metavar="NAME",
-                   help="the name to report for '-' (and to match per-file-ignores)")
-    p.add_argument("--config", metavar="PYPROJECT",
-                   help="pyproject.toml to read [tool.fwd9m.lint] from (default: nearest one)")
+    p.add_argument(
+        "--stdin-filename",
+        default="<stdin>",
+        metavar="NAME",
+        help="the name to report for '-' (and to match per-file-ignores)",
+    )
+    p.add_argument(
+        "--config", metavar="PYPROJECT", help="pyproject.toml to read [tool.fwd9m.lint] from (default: nearest one)"
+    )
     p.add_argument("--isolated", action="store_true", help="ignore pyproject.toml configuration")
 
 
@@ -94,7 +108,9 @@ def run(args) -> int:
                 print()
             print(render_statistics(report.statistics()))
         n = len(findings)
-        print(f"fwd9m lint: {n or 'no'} finding{'s' if n != 1 else ''} in {report.files} file"
-              f"{'s' if report.files != 1 else ''}"
-              + ("; `fwd9m lint --explain CODE` explains a rule" if n else ""), file=sys.stderr)
+        print(
+            f"fwd9m lint: {n or 'no'} finding{'s' if n != 1 else ''} in {report.files} file"
+            f"{'s' if report.files != 1 else ''}" + ("; `fwd9m lint --explain CODE` explains a rule" if n else ""),
+            file=sys.stderr,
+        )
     return 1 if findings else 0

@@ -30,19 +30,36 @@ def _csv_ints(text: str) -> list[int]:
 def add_arguments(p) -> None:
     from ..probe import DEFAULT_REPEAT
 
-    p.add_argument("--framework", "-f", action="append",
-                   help="torch, tensorflow or jax (repeatable; default: those installed)")
-    p.add_argument("--device", "-d", action="append",
-                   help="cpu (default), cuda:N or all (every device each framework sees); repeatable")
-    p.add_argument("--switch", choices=("off", "on", "both"), default="both",
-                   help="the framework's determinism switch: off, on, or both (default)")
-    p.add_argument("--threads", type=_csv_ints, metavar="N,...",
-                   help="CPU thread counts to probe at (default: the CPU count)")
-    p.add_argument("--repeat", "-k", type=int, default=DEFAULT_REPEAT, metavar="K",
-                   help=f"runs of each probe per setting (default {DEFAULT_REPEAT})")
+    p.add_argument(
+        "--framework", "-f", action="append", help="torch, tensorflow or jax (repeatable; default: those installed)"
+    )
+    p.add_argument(
+        "--device",
+        "-d",
+        action="append",
+        help="cpu (default), cuda:N or all (every device each framework sees); repeatable",
+    )
+    p.add_argument(
+        "--switch",
+        choices=("off", "on", "both"),
+        default="both",
+        help="the framework's determinism switch: off, on, or both (default)",
+    )
+    p.add_argument(
+        "--threads", type=_csv_ints, metavar="N,...", help="CPU thread counts to probe at (default: the CPU count)"
+    )
+    p.add_argument(
+        "--repeat",
+        "-k",
+        type=int,
+        default=DEFAULT_REPEAT,
+        metavar="K",
+        help=f"runs of each probe per setting (default {DEFAULT_REPEAT})",
+    )
     p.add_argument("--entry", action="append", metavar="ID", help="only this catalog entry (repeatable)")
-    p.add_argument("--trace", metavar="TRACE",
-                   help="probe the op kinds this kept debug trace ran, at their shapes and dtypes")
+    p.add_argument(
+        "--trace", metavar="TRACE", help="probe the op kinds this kept debug trace ran, at their shapes and dtypes"
+    )
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON (a new file)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
 
@@ -51,13 +68,16 @@ def _progress(stream):
     tty = stream.isatty()
 
     def show(ev: dict) -> None:
-        where = f"{ev['framework']} {ev['device']} switch {'on' if ev['switch'] else 'off'} " \
-                f"{ev['threads']}t [{ev['index']}/{ev['total']}] {ev['key']}"
+        where = (
+            f"{ev['framework']} {ev['device']} switch {'on' if ev['switch'] else 'off'} "
+            f"{ev['threads']}t [{ev['index']}/{ev['total']}] {ev['key']}"
+        )
         if ev["event"] == "progress" and tty:
             stream.write(f"\r\x1b[Kprobe: {where} repeat {ev['repeat']}/{ev['of']}")
         elif ev["event"] == "result":
             stream.write(("\r\x1b[K" if tty else "") + f"probe: {where}: {ev.get('status')}\n")
         stream.flush()
+
     return show
 
 
@@ -69,8 +89,9 @@ def _write_json(path: str, data: dict) -> None:
             json.dump(data, f, indent=1, sort_keys=True)
             f.write("\n")
     except FileExistsError:
-        raise ConfigurationError(f"--json {path}: the file exists; fwd9m never overwrites a file, "
-                                 f"name a new one") from None
+        raise ConfigurationError(
+            f"--json {path}: the file exists; fwd9m never overwrites a file, name a new one"
+        ) from None
 
 
 def run(args) -> int:
@@ -78,21 +99,28 @@ def run(args) -> int:
     from ..errors import ConfigurationError
 
     if args.json and os.path.exists(args.json):
-        raise ConfigurationError(f"--json {args.json}: the file exists; fwd9m never overwrites a file, "
-                                 f"name a new one")
+        raise ConfigurationError(f"--json {args.json}: the file exists; fwd9m never overwrites a file, name a new one")
     progress = None if args.quiet else _progress(sys.stderr)
     device = args.device or ["cpu"]
     if args.trace:
         from ..probe._trace import probe_trace
 
-        report = probe_trace(args.trace, device=device, switch=args.switch, threads=args.threads,
-                             repeat=args.repeat, progress=progress)
+        report = probe_trace(
+            args.trace, device=device, switch=args.switch, threads=args.threads, repeat=args.repeat, progress=progress
+        )
         failing = any(r.status == "nondeterministic" for r in report.results)
     else:
         from ..probe import probe
 
-        report = probe(args.framework, device=device, switch=args.switch, threads=args.threads,
-                       repeat=args.repeat, entries=args.entry, progress=progress)
+        report = probe(
+            args.framework,
+            device=device,
+            switch=args.switch,
+            threads=args.threads,
+            repeat=args.repeat,
+            entries=args.entry,
+            progress=progress,
+        )
         failing = bool(report.contradictions())
     print(printable(report.render()))
     if args.json:

@@ -31,52 +31,86 @@ DESCRIPTION = (
     "CUBLAS_WORKSPACE_CONFIG, XLA_FLAGS, TF switches, HOROVOD_FUSION_THRESHOLD, threads), "
     "then run the program in a fresh interpreter whose frameworks get "
     "enable_determinism(seed) as they are imported. Forms: fwd9m run [opts] script.py "
-    "ARGS | fwd9m run [opts] -m module ARGS | fwd9m run [opts] -- torchrun ... train.py")
+    "ARGS | fwd9m run [opts] -m module ARGS | fwd9m run [opts] -- torchrun ... train.py"
+)
 
 #: thread-count variables set by ``--threads`` (OpenMP/MKL/OpenBLAS read them at
 #: start-up; TensorFlow reads TF_NUM_*_THREADS when its runtime starts).
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-               "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+THREAD_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "TF_NUM_INTRAOP_THREADS",
+    "TF_NUM_INTEROP_THREADS",
+)
 _CHILD = "from fwd9m._cli.run import child_main; child_main()"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--seed", type=int, default=None,
-                   help="seed for Python, NumPy and every framework, and PYTHONHASHSEED "
-                        "(default: $FWD9M_SEED, else 0)")
-    p.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="set OMP/MKL/OpenBLAS/TF thread counts to N")
-    p.add_argument("--no-enable", dest="enable", action="store_false",
-                   help="only set the start-up environment; no import hook, no seeding")
-    p.add_argument("--warn-only", action="store_true",
-                   help="torch: warn instead of raising on ops without a deterministic kernel")
-    p.add_argument("--check-replicas", type=int, default=None, metavar="N",
-                   help="torch.distributed: after every N-th optimizer step, compare every rank's "
-                        "parameters and buffers and stop at the first that differs "
-                        "(fwd9m.distributed.check_replicas)")
-    p.add_argument("--record-ranks", metavar="DIR", default=None,
-                   help="record every op (collectives included) of each process that imports "
-                        "torch into DIR/rank<r>.trace; compare two launches with "
-                        "`fwd9m debug diff DIR_A DIR_B`")
-    p.add_argument("--digests", metavar="FILE", default=None,
-                   help="write a step digest file: one record per optimizer step (PyTorch, "
-                        "automatic) or per step_digest()/callback step; keep it as a reference")
-    p.add_argument("--against", metavar="REF", default=None,
-                   help="compare each step with the digest file REF as the run goes and stop "
-                        "at the first step that differs (exit 1), naming what differs")
-    p.add_argument("--show", action="store_true",
-                   help="print the environment changes and exit without running")
-    p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="format of --show")
-    p.add_argument("-m", dest="module", action="store_true",
-                   help="run a module, as python -m does")
-    p.add_argument("program", nargs=argparse.REMAINDER,
-                   help="script.py [args], or module [args] with -m, or -- command [args]")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed for Python, NumPy and every framework, and PYTHONHASHSEED (default: $FWD9M_SEED, else 0)",
+    )
+    p.add_argument("--threads", type=int, default=None, metavar="N", help="set OMP/MKL/OpenBLAS/TF thread counts to N")
+    p.add_argument(
+        "--no-enable",
+        dest="enable",
+        action="store_false",
+        help="only set the start-up environment; no import hook, no seeding",
+    )
+    p.add_argument(
+        "--warn-only", action="store_true", help="torch: warn instead of raising on ops without a deterministic kernel"
+    )
+    p.add_argument(
+        "--check-replicas",
+        type=int,
+        default=None,
+        metavar="N",
+        help="torch.distributed: after every N-th optimizer step, compare every rank's "
+        "parameters and buffers and stop at the first that differs "
+        "(fwd9m.distributed.check_replicas)",
+    )
+    p.add_argument(
+        "--record-ranks",
+        metavar="DIR",
+        default=None,
+        help="record every op (collectives included) of each process that imports "
+        "torch into DIR/rank<r>.trace; compare two launches with "
+        "`fwd9m debug diff DIR_A DIR_B`",
+    )
+    p.add_argument(
+        "--digests",
+        metavar="FILE",
+        default=None,
+        help="write a step digest file: one record per optimizer step (PyTorch, "
+        "automatic) or per step_digest()/callback step; keep it as a reference",
+    )
+    p.add_argument(
+        "--against",
+        metavar="REF",
+        default=None,
+        help="compare each step with the digest file REF as the run goes and stop "
+        "at the first step that differs (exit 1), naming what differs",
+    )
+    p.add_argument("--show", action="store_true", help="print the environment changes and exit without running")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="format of --show")
+    p.add_argument("-m", dest="module", action="store_true", help="run a module, as python -m does")
+    p.add_argument(
+        "program", nargs=argparse.REMAINDER, help="script.py [args], or module [args] with -m, or -- command [args]"
+    )
 
 
-def plan(seed: int | None, threads: int | None = None, enable: bool = True,
-         warn_only: bool = False, verbose: int = 0, environ: dict | None = None,
-         first: tuple[str, ...] = ()):
+def plan(
+    seed: int | None,
+    threads: int | None = None,
+    enable: bool = True,
+    warn_only: bool = False,
+    verbose: int = 0,
+    environ: dict | None = None,
+    first: tuple[str, ...] = (),
+):
     """The environment for the child and the :class:`~fwd9m.enable.Change` records.
     ``first``: frameworks whose start-up settings come first (the script's own: a
     variable two frameworks need, such as ``XLA_FLAGS``, is then credited to it).
@@ -88,7 +122,10 @@ def plan(seed: int | None, threads: int | None = None, enable: bool = True,
             https://docs.python.org/3/using/cmdline.html#envvar-PYTHONHASHSEED) or
             threads < 1.
     """
-    from .. import jax as fw_jax, keras as fw_keras, tensorflow as fw_tf, torch as fw_torch
+    from .. import jax as fw_jax
+    from .. import keras as fw_keras
+    from .. import tensorflow as fw_tf
+    from .. import torch as fw_torch
     from .._runtime.bootstrap import ENV_ENABLE, ENV_VERBOSE, ENV_WARN_ONLY, bootstrap_dir
     from ..enable import cite, env_change
     from ..errors import ConfigurationError
@@ -107,39 +144,83 @@ def plan(seed: int | None, threads: int | None = None, enable: bool = True,
     def put(c):
         if c is not None:
             changes.append(c)
-            env[c.what[len("env:"):]] = c.new
+            env[c.what[len("env:") :]] = c.new
 
-    put(env_change("python", "PYTHONHASHSEED", str(seed),
-                   "str/bytes hashes, hence set and dict-of-set iteration order, are salted "
-                   "per process; only read at interpreter start-up",
-                   cite("python.hash-seed", "python.set-iteration-order",
-                        "https://docs.python.org/3/using/cmdline.html#envvar-PYTHONHASHSEED"),
-                   environ=env))
-    put(env_change("python", "HOROVOD_FUSION_THRESHOLD", "0",
-                   "Horovod Tensor Fusion batches gradients nondeterministically",
-                   "https://github.com/horovod/horovod/pull/1130", environ=env))
+    put(
+        env_change(
+            "python",
+            "PYTHONHASHSEED",
+            str(seed),
+            "str/bytes hashes, hence set and dict-of-set iteration order, are salted "
+            "per process; only read at interpreter start-up",
+            cite(
+                "python.hash-seed",
+                "python.set-iteration-order",
+                "https://docs.python.org/3/using/cmdline.html#envvar-PYTHONHASHSEED",
+            ),
+            environ=env,
+        )
+    )
+    put(
+        env_change(
+            "python",
+            "HOROVOD_FUSION_THRESHOLD",
+            "0",
+            "Horovod Tensor Fusion batches gradients nondeterministically",
+            "https://github.com/horovod/horovod/pull/1130",
+            environ=env,
+        )
+    )
     if threads is not None:
         for name in THREAD_VARS:
-            put(env_change("python", name, str(threads),
-                           "thread counts change reduction order on CPU",
-                           "https://www.tensorflow.org/api_docs/python/tf/config/threading",
-                           environ=env))
+            put(
+                env_change(
+                    "python",
+                    name,
+                    str(threads),
+                    "thread counts change reduction order on CPU",
+                    "https://www.tensorflow.org/api_docs/python/tf/config/threading",
+                    environ=env,
+                )
+            )
     modules = {"tensorflow": fw_tf, "keras": fw_keras, "torch": fw_torch, "jax": fw_jax}
     for name in sorted(modules, key=lambda n: n not in first):
         for c in modules[name].startup_env(environ=env):
             put(c)
     if enable:
-        put(env_change("python", ENV_VAR, str(seed), "seed for the import hook and children",
-                       "https://docs.python.org/3/library/random.html", environ=env))
-        put(env_change("python", ENV_ENABLE, "1", "enable determinism for each framework "
-                       "as it is imported", "fwd9m._runtime.bootstrap", environ=env))
+        put(
+            env_change(
+                "python",
+                ENV_VAR,
+                str(seed),
+                "seed for the import hook and children",
+                "https://docs.python.org/3/library/random.html",
+                environ=env,
+            )
+        )
+        put(
+            env_change(
+                "python",
+                ENV_ENABLE,
+                "1",
+                "enable determinism for each framework as it is imported",
+                "fwd9m._runtime.bootstrap",
+                environ=env,
+            )
+        )
         path = env.get("PYTHONPATH", "")
         parts = [p for p in path.split(os.pathsep) if p]
         if bootstrap_dir() not in parts:
-            put(env_change("python", "PYTHONPATH",
-                           os.pathsep.join([bootstrap_dir(), *parts]),
-                           "start-up hook (sitecustomize) for this and every child interpreter",
-                           "https://docs.python.org/3/library/site.html", environ=env))
+            put(
+                env_change(
+                    "python",
+                    "PYTHONPATH",
+                    os.pathsep.join([bootstrap_dir(), *parts]),
+                    "start-up hook (sitecustomize) for this and every child interpreter",
+                    "https://docs.python.org/3/library/site.html",
+                    environ=env,
+                )
+            )
         if warn_only:
             env[ENV_WARN_ONLY] = "1"
         if verbose:
@@ -174,16 +255,24 @@ def _print_show(changes, used: set[str] | None) -> None:
             print(c)
         return
     # HOROVOD_FUSION_THRESHOLD is set for every script, in case it trains with Horovod
-    mine = [c for c in changes if c.framework in used or c.framework == "python"
-            and ("horovod" in used or c.what != "env:HOROVOD_FUSION_THRESHOLD")]
+    mine = [
+        c
+        for c in changes
+        if c.framework in used
+        or c.framework == "python"
+        and ("horovod" in used or c.what != "env:HOROVOD_FUSION_THRESHOLD")
+    ]
     other = [c for c in changes if c not in mine]
     for c in mine:
         print(c)
     if other:
-        print(f"also set, though this script ({', '.join(sorted(used))}) does not use them (harmless; in "
-              f"case a library it imports does): "
-              + ", ".join(f"{c.what.removeprefix('env:')} [{'horovod' if 'HOROVOD' in c.what else c.framework}]"
-                          for c in other))
+        print(
+            f"also set, though this script ({', '.join(sorted(used))}) does not use them (harmless; in "
+            f"case a library it imports does): "
+            + ", ".join(
+                f"{c.what.removeprefix('env:')} [{'horovod' if 'HOROVOD' in c.what else c.framework}]" for c in other
+            )
+        )
 
 
 def run(args) -> int:
@@ -194,19 +283,20 @@ def run(args) -> int:
     if launcher:
         command = command[1:]
     if not command and not args.show:  # --show alone lists what would be set
-        raise RunError("nothing to run: give a script, -m module, or -- command.\n"
-                       "Example: fwd9m run --seed 0 train.py --epochs 1")
+        raise RunError(
+            "nothing to run: give a script, -m module, or -- command.\nExample: fwd9m run --seed 0 train.py --epochs 1"
+        )
     script = command[0] if command and not args.module and not launcher else None
     used = _script_frameworks(script)
-    env, changes = plan(args.seed, args.threads, args.enable, args.warn_only, args.verbose,
-                        first=tuple(sorted(used or ())))
+    env, changes = plan(
+        args.seed, args.threads, args.enable, args.warn_only, args.verbose, first=tuple(sorted(used or ()))
+    )
     if args.check_replicas is not None:
         from ..distributed._replicas import ENV_CHECK_REPLICAS
         from ..errors import ConfigurationError
 
         if args.check_replicas < 1 or not args.enable:
-            raise ConfigurationError("--check-replicas N needs N >= 1 and the import hook "
-                                     "(drop --no-enable)")
+            raise ConfigurationError("--check-replicas N needs N >= 1 and the import hook (drop --no-enable)")
         env[ENV_CHECK_REPLICAS] = str(args.check_replicas)
     if args.record_ranks is not None:
         from ..distributed._debug import ENV_RECORD_RANKS
@@ -220,8 +310,10 @@ def run(args) -> int:
 
             # was: '' recorded into the working folder; a file made each rank's torch
             # set-up fail with a warning, so determinism was not enabled at all
-            raise ConfigurationError(f"--record-ranks {shown(folder)}: name a folder for the rank traces "
-                                     f"(created if missing), e.g. --record-ranks runA")
+            raise ConfigurationError(
+                f"--record-ranks {shown(folder)}: name a folder for the rank traces "
+                f"(created if missing), e.g. --record-ranks runA"
+            )
         env[ENV_RECORD_RANKS] = os.path.abspath(folder)
     if args.digests is not None or args.against is not None:
         _digest_options(args, launcher, env)
@@ -240,8 +332,10 @@ def run(args) -> int:
 
         exe = shutil.which(command[0], path=env.get("PATH")) if command[0].strip() else None
         if exe is None:
-            raise RunError(f"command not found: {shown(command[0])} (is it installed and on PATH?); "
-                           f"e.g. fwd9m run -- torchrun --nproc-per-node 2 train.py")
+            raise RunError(
+                f"command not found: {shown(command[0])} (is it installed and on PATH?); "
+                f"e.g. fwd9m run -- torchrun --nproc-per-node 2 train.py"
+            )
         return _exec([exe, *command[1:]], env)
     from .._runtime.launch import check_module_name, resolve_target
 
@@ -268,9 +362,11 @@ def _digest_options(args, launcher: bool, env: dict) -> None:
     from ..steps._session import ENV_AGAINST, ENV_OUT
 
     if launcher:
-        raise ConfigurationError("--digests/--against record one process; with a launcher every rank "
-                                 "would write the same file. Run the training script itself: "
-                                 "fwd9m run --digests run.steps train.py")
+        raise ConfigurationError(
+            "--digests/--against record one process; with a launcher every rank "
+            "would write the same file. Run the training script itself: "
+            "fwd9m run --digests run.steps train.py"
+        )
     if args.against is not None:
         with StepReader(args.against) as reader:  # FileFormatError: exit 2, nothing run
             for _ in reader:
@@ -279,9 +375,15 @@ def _digest_options(args, launcher: bool, env: dict) -> None:
     if args.digests is not None:
         if not args.digests.strip():
             raise ConfigurationError("--digests needs a file name, e.g. --digests run.steps")
-        refuse_overwrite(args.digests, "--digests", inputs=(args.against,), ours=is_step_digest_file,
-                         what="a step digest file", example="run2.steps",
-                         force_fix="delete it first if you mean to replace it")
+        refuse_overwrite(
+            args.digests,
+            "--digests",
+            inputs=(args.against,),
+            ours=is_step_digest_file,
+            what="a step digest file",
+            example="run2.steps",
+            force_fix="delete it first if you mean to replace it",
+        )
         env[ENV_OUT] = os.path.abspath(args.digests)
 
 

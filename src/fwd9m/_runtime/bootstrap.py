@@ -28,8 +28,7 @@ from pathlib import Path
 
 from .. import _frameworks
 
-__all__ = ["install", "uninstall", "bootstrap_dir", "after_import", "ENV_ENABLE", "ENV_VERBOSE",
-           "FRAMEWORK_MODULES"]
+__all__ = ["install", "uninstall", "bootstrap_dir", "after_import", "ENV_ENABLE", "ENV_VERBOSE", "FRAMEWORK_MODULES"]
 
 #: "1": the sitecustomize installs the hook. ``fwd9m run --no-enable`` leaves it unset.
 ENV_ENABLE = "FWD9M_RUN_ENABLE"
@@ -40,7 +39,7 @@ ENV_WARN_ONLY = "FWD9M_RUN_WARN_ONLY"
 #: top-level module -> fwd9m framework module (from the registry, :mod:`fwd9m._frameworks`)
 FRAMEWORK_MODULES = {f.module: f.name for f in _frameworks.FRAMEWORKS.values()}
 
-_finder: "_EnableOnImport | None" = None
+_finder: _EnableOnImport | None = None
 
 
 def bootstrap_dir() -> str:
@@ -92,8 +91,7 @@ def _enable(framework: str) -> None:
     except Exception as exc:  # never break the user's import
         import logging
 
-        message = (f"fwd9m run: could not enable determinism for {framework}: "
-                   f"{type(exc).__name__}: {exc}")
+        message = f"fwd9m run: could not enable determinism for {framework}: {type(exc).__name__}: {exc}"
         logging.getLogger("fwd9m").warning("%s", message)
         warnings.warn(message, Fwd9mWarning, stacklevel=2)
     finally:

@@ -50,11 +50,11 @@ FORMAT = "fwd9m.capture"
 FORMAT_VERSION = 1
 
 _SKIP_GLOBALS = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
-_state: dict[str, Any] = {"installed": False, "written": False, "mains": [], "torch": {},
-                          "started": time.time()}
+_state: dict[str, Any] = {"installed": False, "written": False, "mains": [], "torch": {}, "started": time.time()}
 
 
 # --------------------------------------------------------------------------- install
+
 
 def _audit(event: str, args: tuple) -> None:
     # runpy executes the script in a temporary __main__ module that is dropped when it
@@ -74,9 +74,11 @@ def _torch_hooks() -> None:
     def hook(module, name, value):
         keep.setdefault(id(module), module)
 
-    for reg in ("register_module_parameter_registration_hook",
-                "register_module_buffer_registration_hook",
-                "register_module_module_registration_hook"):
+    for reg in (
+        "register_module_parameter_registration_hook",
+        "register_module_buffer_registration_hook",
+        "register_module_module_registration_hook",
+    ):
         fn = getattr(mm, reg, None)
         if fn is not None:  # torch >= 2.0
             fn(hook)
@@ -151,6 +153,7 @@ def install(out_dir: str | os.PathLike[str] | None = None, at_exit: bool = True)
 
 
 # --------------------------------------------------------------------------- collect
+
 
 def _name_of(obj: Any, names: dict[int, str]) -> str | None:
     return names.get(id(obj))
@@ -240,14 +243,18 @@ def collect() -> dict[str, Any]:
     torch_mods, torch_opts, keras_layers, tf_vars = [], [], [], []
     nn = getattr(mods.get("torch"), "nn", None)
     optim = getattr(mods.get("torch"), "optim", None)
-    layer_types = tuple(m.layers.Layer for m in (mods.get("keras"), mods.get("tf_keras"))
-                        if m is not None and hasattr(m, "layers"))
+    layer_types = tuple(
+        m.layers.Layer for m in (mods.get("keras"), mods.get("tf_keras")) if m is not None and hasattr(m, "layers")
+    )
     tf = mods.get("tensorflow")
     tf_var = getattr(tf, "Variable", None) if tf is not None else None
     seen: set[int] = set()
-    buckets = [(nn.Module if nn is not None else None, torch_mods),
-               (optim.Optimizer if optim is not None else None, torch_opts),
-               (layer_types or None, keras_layers), (tf_var, tf_vars)]
+    buckets = [
+        (nn.Module if nn is not None else None, torch_mods),
+        (optim.Optimizer if optim is not None else None, torch_opts),
+        (layer_types or None, keras_layers),
+        (tf_var, tf_vars),
+    ]
     kinds: dict[type, list | None] = {}  # one issubclass test per type, not per object
 
     def consider(o: Any) -> None:
@@ -304,6 +311,7 @@ def collect() -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- write / read
 
+
 def _jsonable(leaf: Any) -> Any:
     if leaf is None or isinstance(leaf, (bool, int, str)):
         return {"v": leaf}
@@ -313,7 +321,7 @@ def _jsonable(leaf: Any) -> Any:
         import hashlib
 
         cwd = _state.get("cwd")
-        for folder in ((cwd, os.path.realpath(cwd)) if cwd else ()):
+        for folder in (cwd, os.path.realpath(cwd)) if cwd else ():
             leaf = leaf.replace(os.fsencode(folder), b"<cwd>")  # hashed here, so masked here
         return {"bytes_sha256": hashlib.sha256(leaf).hexdigest(), "len": len(leaf)}
     return {"repr": repr(leaf)[:200]}
@@ -333,12 +341,18 @@ def write(out_dir: str | os.PathLike[str] | None = None) -> Path | None:
     # the rank under torchrun, mpirun or horovodrun: state is compared rank by rank
     rank = next((os.environ[v] for v in RANK_VARS if os.environ.get(v)), None)
     manifest: dict[str, Any] = {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "pid": pid,
-        "argv": list(sys.argv), "rank": rank,
-        "started": _state["started"], "hash_probe": _state.get("hash_probe", hash(HASH_PROBE_TEXT)),
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "pid": pid,
+        "argv": list(sys.argv),
+        "rank": rank,
+        "started": _state["started"],
+        "hash_probe": _state.get("hash_probe", hash(HASH_PROBE_TEXT)),
         "hash_randomization": bool(sys.flags.hash_randomization),
         "pythonhashseed": os.environ.get("PYTHONHASHSEED"),
-        "leaves": [], "error": _state.get("error"), "environment": None,
+        "leaves": [],
+        "error": _state.get("error"),
+        "environment": None,
     }
     arrays: dict[str, Any] = {}
     try:
@@ -401,8 +415,9 @@ def read(out_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
             raise FileFormatError(f"{path}: not a capture this fwd9m can read (not a JSON object)")
         version = manifest.get("format_version", 0)
         if manifest.get("format") != FORMAT or not isinstance(version, int) or version > FORMAT_VERSION:
-            raise FileFormatError(f"{path}: not a capture this fwd9m can read "
-                                  f"(format {manifest.get('format')!r} v{version!r})")
+            raise FileFormatError(
+                f"{path}: not a capture this fwd9m can read (format {manifest.get('format')!r} v{version!r})"
+            )
         _check_manifest(manifest, path)
         npz = path.with_suffix(".npz")
         data = None
@@ -439,14 +454,23 @@ def _check_manifest(m: dict[str, Any], path: Path) -> None:
 
     leaves = m.get("leaves")
     argv = m.get("argv")
-    bad = ("leaves" if not isinstance(leaves, list) or not all(
-               isinstance(leaf, dict) and isinstance(leaf.get("path"), str) for leaf in leaves)
-           else "argv" if argv is not None and not (isinstance(argv, list) and all(isinstance(a, str) for a in argv))
-           else next((k for k in ("started", "pid") if not isinstance(m.get(k, 0), (int, float))
-                      or isinstance(m.get(k, 0), bool)), None)
-           or next((k for k in ("rank", "error") if m.get(k) is not None and not isinstance(m[k], str)), None)
-           or ("environment" if m.get("environment") is not None and not isinstance(m["environment"], dict)
-               else None))
+    bad = (
+        "leaves"
+        if not isinstance(leaves, list)
+        or not all(isinstance(leaf, dict) and isinstance(leaf.get("path"), str) for leaf in leaves)
+        else "argv"
+        if argv is not None and not (isinstance(argv, list) and all(isinstance(a, str) for a in argv))
+        else next(
+            (
+                k
+                for k in ("started", "pid")
+                if not isinstance(m.get(k, 0), (int, float)) or isinstance(m.get(k, 0), bool)
+            ),
+            None,
+        )
+        or next((k for k in ("rank", "error") if m.get(k) is not None and not isinstance(m[k], str)), None)
+        or ("environment" if m.get("environment") is not None and not isinstance(m["environment"], dict) else None)
+    )
     if bad:
         raise FileFormatError(f"{path}: damaged capture (malformed {bad!r})")
 
@@ -473,8 +497,8 @@ ENV_SITE = "FWD9M_CAPTURE_SITE"
 def main(argv: list[str] | None = None) -> int:
     """Bootstrap: ``python -m fwd9m._runtime.capture [-m] TARGET [ARGS...]``: run TARGET as
     ``__main__`` (``fwd9m._runtime.launch.run_as_main``), then save the final state."""
-    from .launch import run_as_main
     from ..errors import RunError
+    from .launch import run_as_main
 
     argv = list(sys.argv[1:] if argv is None else argv)
     module = bool(argv) and argv[0] == "-m"

@@ -21,8 +21,16 @@ from pathlib import Path
 
 from ..errors import FileFormatError, RunError
 
-__all__ = ["run_as_main", "resolve_target", "check_module_name", "require_regular_file",
-           "open_regular_file", "read_regular_file", "refuse_overwrite", "starts_with"]
+__all__ = [
+    "run_as_main",
+    "resolve_target",
+    "check_module_name",
+    "require_regular_file",
+    "open_regular_file",
+    "read_regular_file",
+    "refuse_overwrite",
+    "starts_with",
+]
 
 
 def shown(path: str | os.PathLike[str]) -> str:
@@ -38,12 +46,17 @@ def shown(path: str | os.PathLike[str]) -> str:
     return repr(text) if not text or text != text.strip() else escape_control(text)
 
 
-_KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
-def require_regular_file(path: str | os.PathLike[str], what: str, hint: str,
-                         error: type[Exception] = FileFormatError) -> None:
+def require_regular_file(
+    path: str | os.PathLike[str], what: str, hint: str, error: type[Exception] = FileFormatError
+) -> None:
     """Check, without opening it, that ``path`` is a readable regular file (symbolic
     links followed). A named pipe blocks until something writes to it, and a device
     such as ``/dev/zero`` never ends, so fwd9m refuses them before reading.
@@ -62,21 +75,23 @@ def require_regular_file(path: str | os.PathLike[str], what: str, hint: str,
     except FileNotFoundError:
         raise error(f"{what} not found: {name} (no such file); {hint}") from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
-        raise error(f"cannot read {what} {name}: {getattr(exc, 'strerror', None) or exc}; "
-                    f"{hint}") from None
+        raise error(f"cannot read {what} {name}: {getattr(exc, 'strerror', None) or exc}; {hint}") from None
     if stat.S_ISDIR(st.st_mode):
         raise error(f"{name} is a directory, not a {what} file; {hint}")
     if not stat.S_ISREG(st.st_mode):
         kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
-        raise error(f"{name} is {kind}, not a regular {what} file (reading a pipe blocks until "
-                    f"something writes to it; a device may never end); {hint}")
+        raise error(
+            f"{name} is {kind}, not a regular {what} file (reading a pipe blocks until "
+            f"something writes to it; a device may never end); {hint}"
+        )
     if not os.access(path, os.R_OK):
-        raise error(f"cannot read {what} {name}: permission denied; give yourself read "
-                    f"access (chmod u+r {name}) or run as its owner")
+        raise error(
+            f"cannot read {what} {name}: permission denied; give yourself read "
+            f"access (chmod u+r {name}) or run as its owner"
+        )
 
 
-def open_regular_file(path: str | os.PathLike[str], what: str, hint: str,
-                      error: type[Exception] = FileFormatError):
+def open_regular_file(path: str | os.PathLike[str], what: str, hint: str, error: type[Exception] = FileFormatError):
     """:func:`require_regular_file`, then open ``path`` for binary reading. The open
     does not block (``O_NONBLOCK``: opening a named pipe to read otherwise waits for a
     writer), and the opened file is checked again with ``fstat``, so a path replaced by
@@ -93,8 +108,7 @@ def open_regular_file(path: str | os.PathLike[str], what: str, hint: str,
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError) as exc:
-        raise error(f"cannot read {what} {name}: {getattr(exc, 'strerror', None) or exc}; "
-                    f"{hint}") from None
+        raise error(f"cannot read {what} {name}: {getattr(exc, 'strerror', None) or exc}; {hint}") from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise error(f"{name} is not a regular {what} file (it changed while fwd9m opened it); {hint}")
@@ -106,8 +120,9 @@ def open_regular_file(path: str | os.PathLike[str], what: str, hint: str,
         raise
 
 
-def read_regular_file(path: str | os.PathLike[str], what: str, hint: str, max_bytes: int,
-                      error: type[Exception] = FileFormatError) -> bytes:
+def read_regular_file(
+    path: str | os.PathLike[str], what: str, hint: str, max_bytes: int, error: type[Exception] = FileFormatError
+) -> bytes:
     """The whole content of ``path``, a regular file of at most ``max_bytes`` bytes
     (:func:`open_regular_file`). A larger file is refused before it is read, and never
     more than ``max_bytes + 1`` bytes are read (a file that grows while read).
@@ -123,8 +138,10 @@ def read_regular_file(path: str | os.PathLike[str], what: str, hint: str, max_by
             raise error(f"cannot read {what} {shown(path)}: {exc.strerror or exc}; {hint}") from None
     if size > max_bytes or len(data) > max_bytes:
         size = max(size, len(data))
-        raise error(f"{shown(path)} is {_size(size)}, more than any {what} file fwd9m writes "
-                    f"({_size(max_bytes)} at most), so it is another file; {hint}")
+        raise error(
+            f"{shown(path)} is {_size(size)}, more than any {what} file fwd9m writes "
+            f"({_size(max_bytes)} at most), so it is another file; {hint}"
+        )
     return data
 
 
@@ -140,9 +157,17 @@ def starts_with(path: str | os.PathLike[str], marks: tuple[bytes, ...], within: 
     return not head or any(m in head for m in marks)
 
 
-def refuse_overwrite(path: str | os.PathLike[str], option: str, *, inputs=(), ours=None,
-                     force: bool = False, what: str = "a file", example: str = "out",
-                     force_fix: str = "add --force to replace it") -> None:
+def refuse_overwrite(
+    path: str | os.PathLike[str],
+    option: str,
+    *,
+    inputs=(),
+    ours=None,
+    force: bool = False,
+    what: str = "a file",
+    example: str = "out",
+    force_fix: str = "add --force to replace it",
+) -> None:
     """Before writing ``path`` (given with ``option``): refuse, whatever ``force`` says,
     when it is one of ``inputs`` (the same file under any name: writing it would destroy
     what is being read); refuse an existing file that ``ours(path)`` does not recognise
@@ -162,11 +187,15 @@ def refuse_overwrite(path: str | os.PathLike[str], option: str, *, inputs=(), ou
         except (OSError, ValueError):
             same = False
         if same:
-            raise ConfigurationError(f"{option} {name} is also an input ({shown(inp)}); writing it would "
-                                     f"destroy it: name another file, e.g. {option} {example}")
+            raise ConfigurationError(
+                f"{option} {name} is also an input ({shown(inp)}); writing it would "
+                f"destroy it: name another file, e.g. {option} {example}"
+            )
     if not force and not (ours is not None and os.path.isfile(path) and ours(path)):
-        raise ConfigurationError(f"{option} {name} exists and is not {what} fwd9m wrote; fwd9m "
-                                 f"does not overwrite it: name another file, or {force_fix}")
+        raise ConfigurationError(
+            f"{option} {name} exists and is not {what} fwd9m wrote; fwd9m "
+            f"does not overwrite it: name another file, or {force_fix}"
+        )
 
 
 def _size(n: int) -> str:
@@ -180,16 +209,18 @@ def check_module_name(name: str) -> None:
         RunError: the name is empty, a file path, or not dotted Python identifiers.
     """
     if not name.strip():
-        raise RunError(f"the module name after -m is empty ({shown(name)}; an unset shell "
-                       f"variable?); name one, e.g. -m package.module")
+        raise RunError(
+            f"the module name after -m is empty ({shown(name)}; an unset shell "
+            f"variable?); name one, e.g. -m package.module"
+        )
     if name.endswith(".py") or os.sep in name:
         dotted = name[:-3].replace(os.sep, ".") if name.endswith(".py") else "package.module"
-        raise RunError(f"-m {shown(name)}: -m takes a module name (package.module), not a file path; "
-                       + (f"drop -m to run the script: {name}" if os.path.exists(name) else
-                          f"write it as -m {dotted}"))
+        raise RunError(
+            f"-m {shown(name)}: -m takes a module name (package.module), not a file path; "
+            + (f"drop -m to run the script: {name}" if os.path.exists(name) else f"write it as -m {dotted}")
+        )
     if not all(part.isidentifier() for part in name.split(".")):
-        raise RunError(f"-m {name!r} is not a module name (dotted Python identifiers, "
-                       f"e.g. -m package.module)")
+        raise RunError(f"-m {name!r} is not a module name (dotted Python identifiers, e.g. -m package.module)")
 
 
 def resolve_target(target: str, module: bool = False) -> str:
@@ -219,24 +250,28 @@ def resolve_target(target: str, module: bool = False) -> str:
             if added:
                 sys.path.remove(os.getcwd())
         if spec is None:
-            raise RunError(f"no module named {target!r} (python -m {target} would fail too); "
-                           f"check the name and that its package is installed or on PYTHONPATH")
+            raise RunError(
+                f"no module named {target!r} (python -m {target} would fail too); "
+                f"check the name and that its package is installed or on PYTHONPATH"
+            )
         return target
     if not target.strip():
-        raise RunError(f"the script name is empty ({shown(target)}; an unset shell variable?); "
-                       f"name a Python script or a directory with __main__.py, e.g. train.py")
+        raise RunError(
+            f"the script name is empty ({shown(target)}; an unset shell variable?); "
+            f"name a Python script or a directory with __main__.py, e.g. train.py"
+        )
     path = Path(target)
     if not path.exists():
         near = target.strip()
-        hint = (f"; the name has spaces around it: did you mean {near}?"
-                if near != target and Path(near).exists() else "")
+        hint = (
+            f"; the name has spaces around it: did you mean {near}?" if near != target and Path(near).exists() else ""
+        )
         raise RunError(f"script not found: {shown(target)}{hint}")
     if path.is_dir():
         if not (path / "__main__.py").is_file():
             raise RunError(f"{shown(target)} is a directory without __main__.py; name the script to run")
         return str(path)
-    require_regular_file(target, "script", "save the script to a .py file and name that file",
-                         error=RunError)
+    require_regular_file(target, "script", "save the script to a .py file and name that file", error=RunError)
     return str(path)
 
 

@@ -20,7 +20,7 @@ class QuietNativeStderr:
     this process and any thread writing to it), and is restored on exit. Does nothing
     where descriptors cannot be duplicated."""
 
-    def __enter__(self) -> "QuietNativeStderr":
+    def __enter__(self) -> QuietNativeStderr:
         try:
             sys.stderr.flush()
             self._saved: int | None = os.dup(2)

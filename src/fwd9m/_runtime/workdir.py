@@ -11,8 +11,17 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["IGNORED_PARTS", "WATCH_LIMIT", "TOOL_DIRS", "BACKUP_FILE_LIMIT", "BACKUP_LIMIT", "Watch",
-           "snapshot_tree", "prepare_cwd", "Guard"]
+__all__ = [
+    "IGNORED_PARTS",
+    "WATCH_LIMIT",
+    "TOOL_DIRS",
+    "BACKUP_FILE_LIMIT",
+    "BACKUP_LIMIT",
+    "Watch",
+    "snapshot_tree",
+    "prepare_cwd",
+    "Guard",
+]
 
 #: files never compared: bytecode caches (TensorBoard event files, named with the
 #: wall-clock time, host and pid, are compared value by value: compare.pair_names)
@@ -25,9 +34,25 @@ WATCH_LIMIT = 200_000
 #: folders of tools, not of the script, never watched (wherever they are): version
 #: control, virtual environments (also any folder holding a ``pyvenv.cfg``), caches of
 #: Python tools and editors
-TOOL_DIRS = frozenset((".git", ".hg", ".svn", ".venv", ".tox", ".nox", ".eggs", ".mypy_cache",
-                       ".pytest_cache", ".ruff_cache", ".hypothesis", ".idea", ".vscode", "node_modules",
-                       *IGNORED_PARTS))
+TOOL_DIRS = frozenset(
+    (
+        ".git",
+        ".hg",
+        ".svn",
+        ".venv",
+        ".tox",
+        ".nox",
+        ".eggs",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".hypothesis",
+        ".idea",
+        ".vscode",
+        "node_modules",
+        *IGNORED_PARTS,
+    )
+)
 
 
 @dataclass
@@ -98,7 +123,6 @@ def prepare_cwd(cwd: Path, source: Path, mode: str, own: Path | None = None) -> 
         except OSError:
             continue
     return snapshot_tree(source, own=own)
-
 
 
 #: files of the user's directory copied before the runs, so that what a run writes into

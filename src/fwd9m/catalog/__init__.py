@@ -18,14 +18,28 @@ from __future__ import annotations
 
 from ._load import FRAMEWORKS, Switch, switch
 from ._model import BEHAVIOURS, DEVICES, DIRECTIONS, KINDS, Entry, Solution
-from ._query import entries, for_op, for_symbol, get, installed_version, normalize_op, \
-    normalize_symbol, query
+from ._query import entries, for_op, for_symbol, get, installed_version, normalize_op, normalize_symbol, query
 
 __all__ = [
-    "FRAMEWORKS", "KINDS", "BEHAVIOURS", "DEVICES", "DIRECTIONS",
-    "Entry", "Solution", "Switch",
-    "entries", "get", "query", "for_op", "for_symbol", "switch", "installed_version",
-    "normalize_op", "normalize_symbol", "unsolved", "advice",
+    "FRAMEWORKS",
+    "KINDS",
+    "BEHAVIOURS",
+    "DEVICES",
+    "DIRECTIONS",
+    "Entry",
+    "Solution",
+    "Switch",
+    "entries",
+    "get",
+    "query",
+    "for_op",
+    "for_symbol",
+    "switch",
+    "installed_version",
+    "normalize_op",
+    "normalize_symbol",
+    "unsolved",
+    "advice",
 ]
 
 #: pip distribution to upgrade, per catalog framework
@@ -58,12 +72,19 @@ def advice(entry: Entry, version: str | None = None) -> Solution | None:
     sw = switch(entry.framework)
     first = entry.solutions[0] if entry.solutions else None
     since = entry.deterministic_since
-    if (version is not None and since is not None and first is not None and sw is not None
-            and first.code == sw.code and entry.behaviour_at(version) != "deterministic"
-            and parse_version(version) < parse_version(since)):
+    if (
+        version is not None
+        and since is not None
+        and first is not None
+        and sw is not None
+        and first.code == sw.code
+        and entry.behaviour_at(version) != "deterministic"
+        and parse_version(version) < parse_version(since)
+    ):
         dist = _DIST.get(entry.framework, entry.framework)
         return Solution(
             text=f"Upgrade to {entry.framework} {since} or newer, where the determinism switch "
-                 f"fixes this; then turn the switch on.",
-            code=f"pip install '{dist}>={since}'\n{sw.code_for(since) or sw.code}")
+            f"fixes this; then turn the switch on.",
+            code=f"pip install '{dist}>={since}'\n{sw.code_for(since) or sw.code}",
+        )
     return first

@@ -46,8 +46,7 @@ from importlib import resources
 
 from .. import _frameworks
 from ..errors import CatalogError, FileFormatError
-from ._model import BEHAVIOURS, DEVICES, DIRECTIONS, KINDS, Entry, Solution, parse_specifier, \
-    parse_version
+from ._model import BEHAVIOURS, DEVICES, DIRECTIONS, KINDS, Entry, Solution, parse_specifier, parse_version
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -61,9 +60,24 @@ FRAMEWORKS = (*_frameworks.FRAMEWORKS, "python")
 
 _ID = re.compile(r"^[a-z]+\.[a-z0-9]+(?:-[a-z0-9]+)*$")
 _REQUIRED = ("id", "title", "summary", "kind", "affected", "references", "solutions")
-_OPTIONAL = ("symbols", "ops", "direction", "devices", "behaviour", "timeline",
-             "deterministic_since", "uncertain", "condition", "env", "ngc", "fixed_by", "source",
-             "measured", "verified", "verified_why")
+_OPTIONAL = (
+    "symbols",
+    "ops",
+    "direction",
+    "devices",
+    "behaviour",
+    "timeline",
+    "deterministic_since",
+    "uncertain",
+    "condition",
+    "env",
+    "ngc",
+    "fixed_by",
+    "source",
+    "measured",
+    "verified",
+    "verified_why",
+)
 
 
 @dataclass(frozen=True)
@@ -99,7 +113,7 @@ def _check_framework(framework: str) -> str:
     return framework
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _read(framework: str) -> dict:
     name = f"{framework}.toml"
     try:
@@ -191,22 +205,35 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
     if verified is True and not raw.get("source"):
         raise FileFormatError(f"{where}: verified = true needs source (file and line read)")
     entry = Entry(
-        id=eid, framework=framework, title=raw["title"].strip(),
-        summary=" ".join(raw["summary"].split()), kind=raw["kind"],
+        id=eid,
+        framework=framework,
+        title=raw["title"].strip(),
+        summary=" ".join(raw["summary"].split()),
+        kind=raw["kind"],
         symbols=_strs(raw.get("symbols", []), where, "symbols"),
-        ops=_strs(raw.get("ops", []), where, "ops"), direction=direction, devices=devices,
-        affected=raw["affected"], deterministic_since=since, solutions=tuple(solutions),
-        references=refs, uncertain=_squash(raw.get("uncertain")),
-        condition=raw.get("condition"), fixed_by=_strs(raw.get("fixed_by", []), where, "fixed_by"),
-        source=_squash(raw.get("source")), measured=_squash(raw.get("measured")),
-        verified=verified, verified_why=_squash(raw.get("verified_why")),
-        env=_strs(raw.get("env", []), where, "env"), ngc=raw.get("ngc"),
-        timeline=tuple(timeline), switch_since=_switch_since(framework),
+        ops=_strs(raw.get("ops", []), where, "ops"),
+        direction=direction,
+        devices=devices,
+        affected=raw["affected"],
+        deterministic_since=since,
+        solutions=tuple(solutions),
+        references=refs,
+        uncertain=_squash(raw.get("uncertain")),
+        condition=raw.get("condition"),
+        fixed_by=_strs(raw.get("fixed_by", []), where, "fixed_by"),
+        source=_squash(raw.get("source")),
+        measured=_squash(raw.get("measured")),
+        verified=verified,
+        verified_why=_squash(raw.get("verified_why")),
+        env=_strs(raw.get("env", []), where, "env"),
+        ngc=raw.get("ngc"),
+        timeline=tuple(timeline),
+        switch_since=_switch_since(framework),
     )
     return entry
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load(framework: str) -> tuple[Entry, ...]:
     """All entries of ``framework``'s data file, unresolved (behaviour = newest known).
 
@@ -227,12 +254,13 @@ def load(framework: str) -> tuple[Entry, ...]:
     return tuple(out)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def switch(framework: str) -> Switch | None:
     """The framework's determinism switch from its data file's ``[switch]`` table."""
     raw = _read(_check_framework(framework)).get("switch")
     if not raw:
         return None
     older = tuple((o["since"], o["until"], o["code"].strip()) for o in raw.get("older", ()))
-    return Switch(framework, raw["name"], raw["code"].strip(), raw.get("since"),
-                  tuple(raw.get("references", ())), older)
+    return Switch(
+        framework, raw["name"], raw["code"].strip(), raw.get("since"), tuple(raw.get("references", ())), older
+    )

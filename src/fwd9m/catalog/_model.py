@@ -15,8 +15,17 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import CatalogError
 
-__all__ = ["Entry", "Solution", "KINDS", "BEHAVIOURS", "DEVICES", "DIRECTIONS",
-           "parse_version", "parse_specifier", "normalize_device"]
+__all__ = [
+    "Entry",
+    "Solution",
+    "KINDS",
+    "BEHAVIOURS",
+    "DEVICES",
+    "DIRECTIONS",
+    "parse_version",
+    "parse_specifier",
+    "normalize_device",
+]
 
 KINDS = ("op", "setting", "seed", "data", "distributed", "compiler", "system")
 #: behaviour under the framework's determinism switch
@@ -33,8 +42,8 @@ def parse_version(text: str) -> Version:
         return Version(Version(str(text).strip()).public)
     except InvalidVersion:
         raise CatalogError(
-            f"malformed version {text!r}: expected a PEP 440 version such as '2.13' or "
-            "'2.21.0'") from None
+            f"malformed version {text!r}: expected a PEP 440 version such as '2.13' or '2.21.0'"
+        ) from None
 
 
 def parse_specifier(text: str) -> SpecifierSet:
@@ -42,9 +51,7 @@ def parse_specifier(text: str) -> SpecifierSet:
     try:
         return SpecifierSet(text)
     except InvalidSpecifier:
-        raise CatalogError(
-            f"malformed version specifier {text!r}: expected PEP 440 such as '>=2.0,<2.9'"
-        ) from None
+        raise CatalogError(f"malformed version specifier {text!r}: expected PEP 440 such as '>=2.0,<2.9'") from None
 
 
 def normalize_device(device: str) -> str:
@@ -53,8 +60,7 @@ def normalize_device(device: str) -> str:
     try:
         return _DEVICE_ALIASES[key]
     except KeyError:
-        raise CatalogError(
-            f"unknown device {device!r}; known devices: cpu, gpu (alias cuda), tpu") from None
+        raise CatalogError(f"unknown device {device!r}; known devices: cpu, gpu (alias cuda), tpu") from None
 
 
 @dataclass(frozen=True)
@@ -147,8 +153,7 @@ class Entry:
 
     def at(self, version: str | None) -> Entry:
         """This entry with ``behaviour`` resolved for ``version``."""
-        return dataclasses.replace(self, behaviour=self.behaviour_at(version),
-                                   resolved_for=version, _spec=self._spec)
+        return dataclasses.replace(self, behaviour=self.behaviour_at(version), resolved_for=version, _spec=self._spec)
 
     @property
     def fix(self) -> str:

@@ -15,8 +15,7 @@ from ..errors import CatalogError
 from ._load import FRAMEWORKS, _check_framework, load
 from ._model import KINDS, Entry, normalize_device, parse_version
 
-__all__ = ["entries", "get", "query", "for_op", "for_symbol", "installed_version",
-           "normalize_op", "normalize_symbol"]
+__all__ = ["entries", "get", "query", "for_op", "for_symbol", "installed_version", "normalize_op", "normalize_symbol"]
 
 #: spellings of a symbol's top-level module that mean the same thing
 _SYMBOL_PREFIXES = {"tensorflow.": "tf.", "jax.numpy.": "jnp.", "numpy.": "np."}
@@ -29,7 +28,7 @@ def installed_version(framework: str) -> str | None:
     return _installed_version(_check_framework(framework))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _installed_version(framework: str) -> str | None:
     if framework == "python":
         return platform.python_version()
@@ -85,7 +84,7 @@ def normalize_op(name: str) -> str:
     n = name.strip()
     for prefix in ("aten::", "aten.", "torch.ops.aten."):
         if n.startswith(prefix):
-            n = n[len(prefix):].split(".", 1)[0]
+            n = n[len(prefix) :].split(".", 1)[0]
             break
     return n.replace("-", "_").rstrip("_").lower()
 
@@ -95,7 +94,7 @@ def normalize_symbol(name: str) -> str:
     n = name.strip()
     for long, short in _SYMBOL_PREFIXES.items():
         if n.startswith(long):
-            return short + n[len(long):]
+            return short + n[len(long) :]
     return n
 
 
@@ -107,7 +106,7 @@ def _version_filter(found, version: str | None, device: str | None):
     return [e for e in found if e.applies_to(version, device)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _op_index(framework: str) -> dict[str, tuple[Entry, ...]]:
     index: dict[str, list[Entry]] = {}
     for e in load(framework):
@@ -116,7 +115,7 @@ def _op_index(framework: str) -> dict[str, tuple[Entry, ...]]:
     return {k: tuple(v) for k, v in index.items()}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _symbol_index() -> dict[str, tuple[Entry, ...]]:
     index: dict[str, list[Entry]] = {}
     for e in _all(None):
@@ -125,8 +124,7 @@ def _symbol_index() -> dict[str, tuple[Entry, ...]]:
     return {k: tuple(v) for k, v in index.items()}
 
 
-def for_op(framework: str, op_name: str, version: str | None = None,
-           device: str | None = None) -> list[Entry]:
+def for_op(framework: str, op_name: str, version: str | None = None, device: str | None = None) -> list[Entry]:
     """Entries whose low-level ops include ``op_name`` as a trace shows it: TF op type
     ("UnsortedSegmentSum"), aten op ("aten::index_put_", "index_put_",
     "aten.index_put_.default"), JAX primitive ("scatter-add"). Indexed and memoised:
@@ -140,8 +138,7 @@ def _for_op(framework: str, op_name: str, version: str | None, device: str | Non
     return tuple(_resolve(_version_filter(found, version, device), version))
 
 
-def for_symbol(qualified_name: str, version: str | None = None,
-               device: str | None = None) -> list[Entry]:
+def for_symbol(qualified_name: str, version: str | None = None, device: str | None = None) -> list[Entry]:
     """Entries reached through public symbol ``qualified_name`` ("torch.index_add",
     "torch.Tensor.index_add_", "tf.math.unsorted_segment_sum"; "tensorflow." is
     accepted for "tf.")."""
@@ -158,7 +155,8 @@ def _parse_text(text: str) -> tuple[list[str], dict[str, str]]:
             if key not in _QUERY_KEYS:
                 raise CatalogError(
                     f"malformed query {text!r}: unknown field {key!r}; use plain words or "
-                    f"{', '.join(k + ':VALUE' for k in _QUERY_KEYS)}")
+                    f"{', '.join(k + ':VALUE' for k in _QUERY_KEYS)}"
+                )
             if not value:
                 raise CatalogError(f"malformed query {text!r}: {key}: needs a value")
             keys[key] = value
@@ -172,9 +170,16 @@ def _haystack(e: Entry) -> str:
     return " ".join(parts).lower()
 
 
-def query(text: str | None = None, *, framework: str | None = None, device: str | None = None,
-          version: str | None = None, symbol: str | None = None, op: str | None = None,
-          kind: str | None = None) -> list[Entry]:
+def query(
+    text: str | None = None,
+    *,
+    framework: str | None = None,
+    device: str | None = None,
+    version: str | None = None,
+    symbol: str | None = None,
+    op: str | None = None,
+    kind: str | None = None,
+) -> list[Entry]:
     """Filter the catalog. ``text``: words that must all occur (case-insensitive) in an
     entry's id, title, summary, symbols, ops or env; ``_`` and ``-`` and ``.`` count as
     word characters, so ``index_add`` finds ``torch.index_add``. ``text`` may also
@@ -183,15 +188,17 @@ def query(text: str | None = None, *, framework: str | None = None, device: str 
     first (exact op or symbol name, then id/title, then prose). Raises CatalogError for an
     unknown framework, device or kind, a malformed version or query."""
     words, keys = _parse_text(text or "")
-    given = {"framework": framework, "device": device, "version": version, "symbol": symbol, "op": op,
-             "kind": kind}
+    given = {"framework": framework, "device": device, "version": version, "symbol": symbol, "op": op, "kind": kind}
     for name, value in given.items():
         if value is not None and not str(value).strip():
             raise CatalogError(f"{name} is empty; give a value or leave it out")
-        if (value is not None and name != "device" and keys.get(name) is not None  # (devices have aliases)
-                and keys[name].lower() != str(value).lower()):
-            raise CatalogError(f"{name} given twice, as {value!r} and in the query as "
-                               f"{name}:{keys[name]}; keep one")
+        if (
+            value is not None
+            and name != "device"
+            and keys.get(name) is not None  # (devices have aliases)
+            and keys[name].lower() != str(value).lower()
+        ):
+            raise CatalogError(f"{name} given twice, as {value!r} and in the query as {name}:{keys[name]}; keep one")
     framework = framework or keys.get("framework")
     device = device or keys.get("device")
     version = version or keys.get("version")
@@ -203,8 +210,9 @@ def query(text: str | None = None, *, framework: str | None = None, device: str 
     if kind is not None and kind not in KINDS:
         raise CatalogError(f"unknown kind {kind!r}; known kinds: {', '.join(KINDS)}")
     if version is not None and framework is None:
-        raise CatalogError(f"version {version!r} needs a framework (versions differ per "
-                           "framework): add --framework or framework:NAME")
+        raise CatalogError(
+            f"version {version!r} needs a framework (versions differ per framework): add --framework or framework:NAME"
+        )
     found = _all(framework)
     if "id" in keys:
         found = [e for e in found if e.id == keys["id"] or e.id.startswith(keys["id"])]

@@ -51,17 +51,36 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ._api import assert_reproducible, check
 from ._hints import _catalog_hints  # noqa: F401  (tests)
-from ._process import (COPY_LIMIT, HEARTBEAT_S, IGNORED_PARTS, IGNORED_PREFIXES, KILL_GRACE_S,  # noqa: F401
-                       SOURCE_SUFFIXES, TAIL_BYTES, TOOL_DIRS, WATCH_LIMIT)
+from ._process import (  # noqa: F401
+    COPY_LIMIT,
+    HEARTBEAT_S,
+    IGNORED_PARTS,
+    IGNORED_PREFIXES,
+    KILL_GRACE_S,
+    SOURCE_SUFFIXES,
+    TAIL_BYTES,
+    TOOL_DIRS,
+    WATCH_LIMIT,
+)
 from ._result import SCHEMA, SCHEMA_VERSION, CheckResult, Difference, Finding, RunInfo  # noqa: F401
 from ._script import Variant, check_script, parse_vary
 
-__all__ = ["check", "assert_reproducible", "check_script", "CheckResult", "Difference", "Finding", "RunInfo",
-           "Variant", "parse_vary"]
+__all__ = [
+    "check",
+    "assert_reproducible",
+    "check_script",
+    "CheckResult",
+    "Difference",
+    "Finding",
+    "RunInfo",
+    "Variant",
+    "parse_vary",
+]
 
 
 class _CallableModule(types.ModuleType):

@@ -4,8 +4,9 @@ state and compares what it returns."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .. import _frameworks
 from ..compare import Flat, LeafDiff, Tensor, _Opaque, compare_flat, escape_control, flatten
@@ -14,8 +15,8 @@ from ..seed import seed_everything
 from ._hints import _catalog_hints
 from ._result import CheckResult, Difference, RunInfo, leaf_finding
 
-
 # --------------------------------------------------------------------------- seeding
+
 
 def _seeded_frameworks() -> set[str]:
     """The imported frameworks that ``seed_everything`` seeds (JAX has no global RNG)."""
@@ -24,15 +25,17 @@ def _seeded_frameworks() -> set[str]:
 
 # --------------------------------------------------------------------------- in-process
 
+
 def _snapshot(value: Any) -> dict[str, Any]:
     """Flatten and copy, so a later run that mutates shared tensors cannot change it."""
     flat = flatten(value)
-    return Flat(((k, Tensor(v.array.copy(), v.dtype) if isinstance(v, Tensor) else v) for k, v in flat.items()),
-                containers=flat.containers)
+    return Flat(
+        ((k, Tensor(v.array.copy(), v.dtype) if isinstance(v, Tensor) else v) for k, v in flat.items()),
+        containers=flat.containers,
+    )
 
 
-def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 0,
-          **kwargs: Any) -> CheckResult:
+def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 0, **kwargs: Any) -> CheckResult:
     """Call ``fn(*args, **kwargs)`` ``runs`` times and compare the results bit for bit.
 
     Before each call every RNG is seeded with ``seed`` (:func:`fwd9m.seed_everything`:
@@ -69,8 +72,9 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
     result = CheckResult(name, calls.infos, calls.findings, {"values": len(calls.first or {})})
     result.notes += _check_notes(calls)
     if calls.findings:
-        result.next_steps.append("localise the first op that differs: "
-                                 "fwd9m.debug.localize(fn, *args) (see `fwd9m debug --help`)")
+        result.next_steps.append(
+            "localise the first op that differs: fwd9m.debug.localize(fn, *args) (see `fwd9m debug --help`)"
+        )
         result.catalog = _catalog_hints(None, device=None)
     return result
 
@@ -117,16 +121,24 @@ class _Calls:
 
     def _raised(self, info: RunInfo, label: str, exc: Exception) -> bool:
         if self.first is None and self.discarded is None:
-            raise RunError(f"{self.name} raised {info.error} in run 1, so its reproducibility "
-                           f"cannot be checked; fix the error first") from exc
+            raise RunError(
+                f"{self.name} raised {info.error} in run 1, so its reproducibility "
+                f"cannot be checked; fix the error first"
+            ) from exc
         if self.first is None:  # the repeat of run 1, while the user's first call returned normally:
             # reported as run 2, as it would be had the framework been imported before check
             info.label = "run 2"
             assert self.discarded is not None  # else raised above
             self.infos += [self.discarded, info]
-            self.findings.append(Difference("exit", info.label, f"raised {info.error}; run 1 returned normally "
-                                                                f"(this call repeated run 1 with "
-                                                                f"{', '.join(self.late)} seeded)"))
+            self.findings.append(
+                Difference(
+                    "exit",
+                    info.label,
+                    f"raised {info.error}; run 1 returned normally "
+                    f"(this call repeated run 1 with "
+                    f"{', '.join(self.late)} seeded)",
+                )
+            )
             return False
         self.infos.append(info)
         self.findings.append(Difference("exit", label, f"raised {info.error}; run 1 returned normally"))
@@ -148,45 +160,60 @@ class _Calls:
             return
         d = self.uncomparable[0]
         more = f" (and {len(self.uncomparable) - 1} more value(s))" if len(self.uncomparable) > 1 else ""
-        raise RunError(escape_control(
-            f"fwd9m.check cannot compare what {self.name} returns: comparing {d.path} (a {d.dtype}) between "
-            f"two runs with == raised {d.a}{more}, so whether the runs agree is unknown. Return the "
-            f"arrays, tensors or numbers it computes, or a model's state_dict(), instead"))
+        raise RunError(
+            escape_control(
+                f"fwd9m.check cannot compare what {self.name} returns: comparing {d.path} (a {d.dtype}) between "
+                f"two runs with == raised {d.a}{more}, so whether the runs agree is unknown. Return the "
+                f"arrays, tensors or numbers it computes, or a model's state_dict(), instead"
+            )
+        )
 
 
 def _late_note(calls: _Calls) -> str:
     name, late = calls.name, calls.late
     names, one = ", ".join(late), len(late) == 1
-    said = (f"{names} {'was' if one else 'were'} imported during run 1 (by {name} itself), so run 1 ran with "
-            f"{'it' if one else 'them'} unseeded; ")
+    said = (
+        f"{names} {'was' if one else 'were'} imported during run 1 (by {name} itself), so run 1 ran with "
+        f"{'it' if one else 'them'} unseeded; "
+    )
     if calls.first is None:
-        return said + (f"fwd9m called {name} again to repeat run 1 with every framework seeded, and "
-                       f"that call (run 2 above) raised: {name} fails when called again in one process, "
-                       f"so nothing was compared")
-    return said + ("it was discarded and repeated with every framework seeded (import frameworks before "
-                   "fwd9m.check to avoid the extra call)")
+        return said + (
+            f"fwd9m called {name} again to repeat run 1 with every framework seeded, and "
+            f"that call (run 2 above) raised: {name} fails when called again in one process, "
+            f"so nothing was compared"
+        )
+    return said + (
+        "it was discarded and repeated with every framework seeded (import frameworks before "
+        "fwd9m.check to avoid the extra call)"
+    )
 
 
 def _check_notes(calls: _Calls) -> list[str]:
     notes = []
     if calls.uncomparable:
-        notes.append(f"{len(calls.uncomparable)} returned value(s) could not be compared: "
-                     f"{calls.uncomparable[0].summary()}")
+        notes.append(
+            f"{len(calls.uncomparable)} returned value(s) could not be compared: {calls.uncomparable[0].summary()}"
+        )
     if calls.late:
         notes.append(_late_note(calls))
     opaque = [f"{k}: {v!r}" for k, v in (calls.first or {}).items() if isinstance(v, _Opaque)]
     if opaque:  # an agreement on these says little
-        notes.append(f"{len(opaque)} returned value(s) fwd9m cannot look into were compared by type "
-                     f"only: {', '.join(opaque[:3])}{', ...' if len(opaque) > 3 else ''}; return "
-                     f"arrays, tensors, numbers or models instead")
+        notes.append(
+            f"{len(opaque)} returned value(s) fwd9m cannot look into were compared by type "
+            f"only: {', '.join(opaque[:3])}{', ...' if len(opaque) > 3 else ''}; return "
+            f"arrays, tensors, numbers or models instead"
+        )
     elif calls.first == {}:
-        notes.append(f"{calls.name} returned nothing fwd9m can compare (an empty container, or an "
-                     f"object without data attributes such as a function); return what it computes")
+        notes.append(
+            f"{calls.name} returned nothing fwd9m can compare (an empty container, or an "
+            f"object without data attributes such as a function); return what it computes"
+        )
     return notes
 
 
-def assert_reproducible(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 0,
-                        **kwargs: Any) -> CheckResult:
+def assert_reproducible(
+    fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 0, **kwargs: Any
+) -> CheckResult:
     """:func:`check`, raising when the runs differ.
 
     Raises:

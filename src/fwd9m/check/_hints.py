@@ -172,8 +172,9 @@ def _hint_frameworks(fp: dict[str, Any] | None, source: str | None) -> dict[str,
     return frameworks
 
 
-def _score(e: Any, framework: str, names: tuple, python: bool, threads_differ: bool, seeding_lines: bool,
-           unseeded: bool) -> int:
+def _score(
+    e: Any, framework: str, names: tuple, python: bool, threads_differ: bool, seeding_lines: bool, unseeded: bool
+) -> int:
     """How likely catalog entry ``e`` explains the differences; 0: not shown."""
     if e.behaviour == "not-applicable":
         return 0
@@ -185,16 +186,26 @@ def _score(e: Any, framework: str, names: tuple, python: bool, threads_differ: b
     general = _general(e, python, threads_differ) and not (seeding_lines and e.kind == "seed")
     if not (named or general):
         return 0
-    score = (4 + 2 * (e.kind == "op")) * named + 3 * (python and "PYTHONHASHSEED" in e.env) \
+    score = (
+        (4 + 2 * (e.kind == "op")) * named
+        + 3 * (python and "PYTHONHASHSEED" in e.env)
         + 6 * (unseeded and e.kind == "seed" and framework != "python")
+    )
     if framework == "python" and not score:
         return 0
     return score + {"op": 0, "setting": 1, "seed": 1}.get(e.kind, 0) + 1
 
 
-def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool = False,
-                   source: str | None = None, limit: int = 5, threads_differ: bool = False,
-                   argv: list[str] | None = None, env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def _catalog_hints(
+    fp: dict[str, Any] | None,
+    device: str | None,
+    python: bool = False,
+    source: str | None = None,
+    limit: int = 5,
+    threads_differ: bool = False,
+    argv: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
     """Catalog entries that may explain the differences, likeliest first: entries for
     the frameworks the runs imported (at their versions and device) whose symbols the
     script's source uses (``torch.compile``, ``x.index_put_(...)``; see
@@ -232,5 +243,7 @@ def _catalog_hints(fp: dict[str, Any] | None, device: str | None, python: bool =
     except Exception as exc:  # a catalog still being built must not break a check
         logger.debug("catalog query failed: %s", exc)
     scored.sort(key=lambda t: (-t[0], t[1]))
-    return lint + [{"id": e.id, "title": e.title, "kind": e.kind, "fix": e.fix, "references": list(e.references)}
-                   for score, _, e in scored[:limit]]
+    return lint + [
+        {"id": e.id, "title": e.title, "kind": e.kind, "fix": e.fix, "references": list(e.references)}
+        for score, _, e in scored[:limit]
+    ]

@@ -8,16 +8,26 @@ import shutil
 import stat
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .._runtime import capture as _capture
 from .._runtime import workdir
 from .._runtime.launch import ENV_RANK_DIR, ENV_SHARED_OUT
 from .._runtime.process import KILL_GRACE_S, TAIL_BYTES, kill_group, kill_leftovers, tail  # noqa: F401
-from .._runtime.workdir import (BACKUP_FILE_LIMIT, BACKUP_LIMIT, IGNORED_PARTS, TOOL_DIRS, WATCH_LIMIT,  # noqa: F401
-                                Guard, Watch, prepare_cwd, snapshot_tree)
+from .._runtime.workdir import (  # noqa: F401
+    BACKUP_FILE_LIMIT,
+    BACKUP_LIMIT,
+    IGNORED_PARTS,
+    TOOL_DIRS,
+    WATCH_LIMIT,
+    Guard,
+    Watch,
+    prepare_cwd,
+    snapshot_tree,
+)
 from ..compare import TEXT_LIMIT, TEXT_SUFFIXES, is_structured, orbax_roots
 from ..errors import FileFormatError
 from ._result import RunInfo
@@ -65,8 +75,12 @@ def _collect_files(cwd: Path) -> dict[str, Path]:
         dirs[:] = [d for d in dirs if d not in IGNORED_PARTS and not os.path.islink(os.path.join(root, d))]
         for name in files:
             p = Path(root, name)
-            if p.is_symlink() or not p.is_file() or name.startswith(IGNORED_PREFIXES) \
-                    or name.endswith((".pyc", ".tmp")):  # not a FIFO or socket: reading it blocks
+            if (
+                p.is_symlink()
+                or not p.is_file()
+                or name.startswith(IGNORED_PREFIXES)
+                or name.endswith((".pyc", ".tmp"))
+            ):  # not a FIFO or socket: reading it blocks
                 continue
             out[p.relative_to(cwd).as_posix()] = p
     return dict(sorted(out.items()))
@@ -84,13 +98,16 @@ def _group_files(files: dict[str, Path]) -> dict[str, tuple[str, Path]]:
     for rel, path in list(files.items()):
         root = next((r for r in roots if rel.startswith(r + "/")), None)
         if root is not None:
-            out.setdefault(root, ("structured", Path(str(path)[:len(str(path)) - len(rel)]) / root))
+            out.setdefault(root, ("structured", Path(str(path)[: len(str(path)) - len(rel)]) / root))
             del files[rel]
-    prefixes = {rel[:-len(".index")] for rel in files if rel.endswith(".index")
-                and any(o.startswith(rel[:-len(".index")] + ".data-") for o in files)}
+    prefixes = {
+        rel[: -len(".index")]
+        for rel in files
+        if rel.endswith(".index") and any(o.startswith(rel[: -len(".index")] + ".data-") for o in files)
+    }
     tf_dirs = {str(Path(p).parent) for p in prefixes}
     for rel, path in files.items():
-        base = rel[:-len(".index")] if rel.endswith(".index") else rel.split(".data-")[0]
+        base = rel[: -len(".index")] if rel.endswith(".index") else rel.split(".data-")[0]
         if base in prefixes:
             if rel.endswith(".index"):
                 out[base] = ("tf", path.with_name(Path(base).name))
@@ -105,7 +122,6 @@ def _group_files(files: dict[str, Path]) -> dict[str, tuple[str, Path]]:
         else:
             out[rel] = ("bytes", path)
     return out
-
 
 
 @dataclass
@@ -148,8 +164,14 @@ def _run_env(run: _Run, extra_env: dict[str, str], site: bool, capdir: Path) -> 
 CONTROL_POLL_S = 0.02
 
 
-def _wait(proc: subprocess.Popen, info: RunInfo, timeout: float | None, t0: float,
-          say: Callable[[str], None], control: Callable[[subprocess.Popen], None] | None = None) -> None:
+def _wait(
+    proc: subprocess.Popen,
+    info: RunInfo,
+    timeout: float | None,
+    t0: float,
+    say: Callable[[str], None],
+    control: Callable[[subprocess.Popen], None] | None = None,
+) -> None:
     """Wait for the run, saying it still runs every HEARTBEAT_S; past ``timeout`` kill
     its process group. ``control``, when given, is called with the process every
     :data:`CONTROL_POLL_S` seconds while it runs (``check --resume`` interrupts it).
@@ -162,8 +184,7 @@ def _wait(proc: subprocess.Popen, info: RunInfo, timeout: float | None, t0: floa
                 info.timed_out = True
                 kill_group(proc)
                 break
-            wait = min(x for x in (beat - time.monotonic(), left, CONTROL_POLL_S if control else None)
-                       if x is not None)
+            wait = min(x for x in (beat - time.monotonic(), left, CONTROL_POLL_S if control else None) if x is not None)
             try:
                 proc.wait(timeout=max(wait, 0.0))
                 break
@@ -189,8 +210,11 @@ def _ended(run: _Run, proc: subprocess.Popen, stderr_path: Path, rankdir: Path, 
     run.ranks, run.seen_ranks, logs = _rank_outputs(rankdir)
     info.stderr_tail = tail(stderr_path)
     if proc.returncode and run.ranks:  # the workers' errors are in their own files now
-        info.stderr_tail += "".join(f"\n[{key} stderr]\n{tail(out['stderr'], TAIL_BYTES // 2)}"
-                                    for key, out in run.ranks.items() if "stderr" in out and tail(out["stderr"]))
+        info.stderr_tail += "".join(
+            f"\n[{key} stderr]\n{tail(out['stderr'], TAIL_BYTES // 2)}"
+            for key, out in run.ranks.items()
+            if "stderr" in out and tail(out["stderr"])
+        )
         info.stderr_tail = info.stderr_tail.strip()
     return logs
 
@@ -203,32 +227,36 @@ def _read_captures(run: _Run, capdir: Path) -> None:
     run.info.captured = sum(len(c["flat"]) for c in run.captures)
 
 
-def _changed_through_links(run: _Run, invocation: Path, linked: Watch | None, logs: list[str],
-                           say: Callable[[str], None]) -> list[str]:
+def _changed_through_links(
+    run: _Run, invocation: Path, linked: Watch | None, logs: list[str], say: Callable[[str], None]
+) -> list[str]:
     """The entries of the user's directory the run changed (through its links), but
     fwd9m's own output files and a launcher's logs."""
     after = snapshot_tree(invocation, own=run.root.parent) if linked is not None else Watch()
     run.watched = linked is not None
     run.watch_complete = linked is None or (linked.complete and after.complete)
     if not run.watch_complete:
-        say(f"{run.info.label}: WARNING: your directory has more than {workdir.WATCH_LIMIT:,} entries; writes "
-            f"beyond them are not seen (fwd9m check --cwd empty avoids the watch)")
+        say(
+            f"{run.info.label}: WARNING: your directory has more than {workdir.WATCH_LIMIT:,} entries; writes "
+            f"beyond them are not seen (fwd9m check --cwd empty avoids the watch)"
+        )
     own = _own_outputs() if linked is not None else set()
     before = linked.entries if linked is not None else {}
-    return [rel for rel, sig in after.entries.items() if before.get(rel) != sig
-            and not _is_own_output(invocation / rel, own) and not _under(invocation / rel, logs)]
+    return [
+        rel
+        for rel, sig in after.entries.items()
+        if before.get(rel) != sig and not _is_own_output(invocation / rel, own) and not _under(invocation / rel, logs)
+    ]
 
 
-def _collect_outputs(run: _Run, invocation: Path, changed: list[str], logs: list[str],
-                     guard: Guard | None) -> None:
+def _collect_outputs(run: _Run, invocation: Path, changed: list[str], logs: list[str], guard: Guard | None) -> None:
     """The files the run wrote, in its folder and (copied) through its links, grouped
     for comparison; then the user's files are put back (``guard``)."""
     run.touched = sorted({rel.split(os.sep)[0] for rel in changed})
     files = {rel: p for rel, p in _collect_files(run.cwd).items() if not _under(p, logs)}
     for rel in changed:  # written through a link into the user's directory: keep a copy
         src = invocation / rel
-        if src.suffix in SOURCE_SUFFIXES or not src.is_file() or src.is_symlink() \
-                or src.stat().st_size > COPY_LIMIT:
+        if src.suffix in SOURCE_SUFFIXES or not src.is_file() or src.is_symlink() or src.stat().st_size > COPY_LIMIT:
             continue
         dst = run.root / "through" / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -240,9 +268,18 @@ def _collect_outputs(run: _Run, invocation: Path, changed: list[str], logs: list
     run.files = _group_files(dict(sorted(files.items())))
 
 
-def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, str], site: bool,
-             timeout: float | None, which: str, say: Callable[[str], None], guard: Guard | None = None,
-             control: Callable[[subprocess.Popen], None] | None = None) -> None:
+def _execute(
+    run: _Run,
+    invocation: Path,
+    cwd_mode: str,
+    extra_env: dict[str, str],
+    site: bool,
+    timeout: float | None,
+    which: str,
+    say: Callable[[str], None],
+    guard: Guard | None = None,
+    control: Callable[[subprocess.Popen], None] | None = None,
+) -> None:
     """Run one run of the script in its own folder and session (process group), and
     collect what it left: its output, files and captured final state. ``control``: see
     :func:`_wait`."""
@@ -259,11 +296,19 @@ def _execute(run: _Run, invocation: Path, cwd_mode: str, extra_env: dict[str, st
         if site:  # a launcher's workers write their output to a file per rank (fwd9m._runtime.launch)
             rankdir.mkdir()
             env[ENV_RANK_DIR] = str(rankdir)
-            env[ENV_SHARED_OUT] = " ".join(f"{st.st_dev}:{st.st_ino}" for st in map(os.fstat, (out.fileno(),
-                                                                                             err.fileno())))
+            env[ENV_SHARED_OUT] = " ".join(
+                f"{st.st_dev}:{st.st_ino}" for st in map(os.fstat, (out.fileno(), err.fileno()))
+            )
         try:
-            proc = subprocess.Popen(info.command, cwd=run.cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=err, start_new_session=True)
+            proc = subprocess.Popen(
+                info.command,
+                cwd=run.cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
         except OSError as exc:
             info.error = f"could not start: {exc}"
             return
@@ -291,7 +336,7 @@ def _rank_outputs(rankdir: Path) -> tuple[dict[str, dict[str, Path]], set[int], 
     except OSError:
         return out, seen, logs
     for name in names:
-        rank, _, rest = name[len("rank"):].partition(".")
+        rank, _, rest = name[len("rank") :].partition(".")
         stream = rest.removesuffix(".path")
         if not name.startswith("rank") or not rank.isdigit():
             continue
@@ -324,37 +369,52 @@ def _run_notes(done: list[_Run], display: str = "SCRIPT.py", guard: Guard | None
     notes = []
     blind = [r.info.label for r in done if not r.watch_complete]
     if blind:
-        notes.append(f"WARNING: the watch of your directory stopped at {workdir.WATCH_LIMIT:,} entries in "
-                     f"{', '.join(blind)}, so files the script wrote into existing folders there may not have "
-                     f"been seen or compared. Use fwd9m check --cwd empty {display} (outputs then land in the "
-                     f"run's own directory), or move large data out of this directory")
+        notes.append(
+            f"WARNING: the watch of your directory stopped at {workdir.WATCH_LIMIT:,} entries in "
+            f"{', '.join(blind)}, so files the script wrote into existing folders there may not have "
+            f"been seen or compared. Use fwd9m check --cwd empty {display} (outputs then land in the "
+            f"run's own directory), or move large data out of this directory"
+        )
     # the files copied from the user's directory, else the top-level entries that changed
     touched = sorted({t for r in done for t in r.through}) or sorted({t for r in done for t in r.touched})
     if guard is not None and touched:
         put_back = sorted(guard.restored | guard.removed)
         if put_back and not guard.unprotected:
             names = ", ".join(put_back[:5]) + (f" and {len(put_back) - 5} more" if len(put_back) > 5 else "")
-            notes.append(f"the runs wrote into {names} in your directory, through the links of their working "
-                         f"folders; fwd9m put back your files as they were after each run (and removed the "
-                         f"ones the runs created there), so each run started from the same files. The runs' "
-                         f"own versions were compared. fwd9m check --cwd empty {display} keeps them apart "
-                         f"from the start")
+            notes.append(
+                f"the runs wrote into {names} in your directory, through the links of their working "
+                f"folders; fwd9m put back your files as they were after each run (and removed the "
+                f"ones the runs created there), so each run started from the same files. The runs' "
+                f"own versions were compared. fwd9m check --cwd empty {display} keeps them apart "
+                f"from the start"
+            )
             touched = []
         elif guard.unprotected:
             touched = sorted(guard.unprotected)
     if touched:
         names = ", ".join(touched[:5]) + (f" and {len(touched) - 5} more" if len(touched) > 5 else "")
-        notes.append(f"the runs changed {names} in your directory (a run's directory links to your files, so "
-                     f"writing into an existing file or folder writes into yours). A later run may have read what "
-                     f"an earlier one left there, such as a checkpoint to resume from. To keep the runs apart: "
-                     f"fwd9m check --cwd empty {display}")
-    errors = sorted({f"{r.info.label}: {c['error']}" for r in done for c in r.captures if c.get("error")}
-                    | {f"{r.info.label}: {leaf['path']}: {leaf['error']}" for r in done for c in r.captures
-                       for leaf in c.get("leaves", ()) if leaf.get("error")}
-                    | {f"{r.info.label}: {r.info.error}" for r in done if r.info.error})
+        notes.append(
+            f"the runs changed {names} in your directory (a run's directory links to your files, so "
+            f"writing into an existing file or folder writes into yours). A later run may have read what "
+            f"an earlier one left there, such as a checkpoint to resume from. To keep the runs apart: "
+            f"fwd9m check --cwd empty {display}"
+        )
+    errors = sorted(
+        {f"{r.info.label}: {c['error']}" for r in done for c in r.captures if c.get("error")}
+        | {
+            f"{r.info.label}: {leaf['path']}: {leaf['error']}"
+            for r in done
+            for c in r.captures
+            for leaf in c.get("leaves", ())
+            if leaf.get("error")
+        }
+        | {f"{r.info.label}: {r.info.error}" for r in done if r.info.error}
+    )
     if errors:
         notes.append("the final state was only partly captured: " + "; ".join(errors[:3]))
     if done and not any(r.captures for r in done):
-        notes.append("no final state was captured (the process was killed, called os._exit, or is not "
-                     "Python); only printed output and files were compared")
+        notes.append(
+            "no final state was captured (the process was killed, called os._exit, or is not "
+            "Python); only printed output and files were compared"
+        )
     return notes

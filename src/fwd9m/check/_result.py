@@ -14,8 +14,7 @@ SCHEMA = "fwd9m.check"
 SCHEMA_VERSION = 1
 
 # ranking of finding sources: a crash outranks a tensor, a tensor outranks a printed line
-_SOURCE_ORDER = {"exit": 0, "timeout": 0, "value": 2, "state": 2, "file": 3,
-                 "stdout": 4}
+_SOURCE_ORDER = {"exit": 0, "timeout": 0, "value": 2, "state": 2, "file": 3, "stdout": 4}
 
 
 @dataclass
@@ -59,17 +58,23 @@ class Difference:
         return d.max_abs if d.max_abs is not None else -1.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "run": self.run, "summary": self.summary,
-                "diff": self.diff.to_dict() if self.diff else None, "detail": self.detail,
-                "signs_differ": self.signs_differ}
+        return {
+            "source": self.source,
+            "run": self.run,
+            "summary": self.summary,
+            "diff": self.diff.to_dict() if self.diff else None,
+            "detail": self.detail,
+            "signs_differ": self.signs_differ,
+        }
 
 
 #: the name it had before (``fwd9m.lint`` findings are another thing)
 Finding = Difference
 
 
-def leaf_finding(source: str, run: str, d: LeafDiff, fa: Any, fb: Any, prefix: str = "",
-                 path: str | None = None) -> Difference:
+def leaf_finding(
+    source: str, run: str, d: LeafDiff, fa: Any, fb: Any, prefix: str = "", path: str | None = None
+) -> Difference:
     """The :class:`Difference` for a differing leaf ``d`` of the flattened values ``fa`` and
     ``fb`` (``{path: Tensor | number}``), saying "signs differ" instead of "max N ULP"
     when the pair at the largest ULP distance lies on both sides of zero (a distance
@@ -179,6 +184,7 @@ class CheckResult:
         dtype, a missing leaf), then integer and bool leaves (indices, permutations,
         masks, counts: usually the cause of the float differences that follow), then
         float leaves by largest distance in ULPs."""
+
         def key(f: Difference) -> tuple[int, int, float]:
             structural = f.magnitude == float("inf") and (f.diff is None or f.diff.kind != "values")
             return _SOURCE_ORDER.get(f.source, 9), 0 if structural else 1 if f.integer else 2, -f.magnitude
@@ -187,22 +193,30 @@ class CheckResult:
 
     def verdict(self) -> str:
         n = len(self.runs)
-        what = ", ".join(f"{v} {k[:-1] if v == 1 and k.endswith('s') else k}"
-                         for k, v in self.compared.items() if v) or "no values"
+        what = (
+            ", ".join(f"{v} {k[:-1] if v == 1 and k.endswith('s') else k}" for k, v in self.compared.items() if v)
+            or "no values"
+        )
         if self.ignored:
             masked = sum(e["count"] for e in self.ignored)
             what += f"; {masked} masked value{'s' * (masked != 1)} not compared, listed below"
         if self.reproducible:
             return f"REPRODUCIBLE: {n} runs of {self.target} agree bit for bit ({what})."
-        runs = sorted({f.run for f in self.findings}, key=lambda r: [x.label for x in self.runs].index(r)
-                      if r in [x.label for x in self.runs] else 99)
+        runs = sorted(
+            {f.run for f in self.findings},
+            key=lambda r: [x.label for x in self.runs].index(r) if r in [x.label for x in self.runs] else 99,
+        )
         varied = {r.label: r for r in self.runs if r.settings}
         if varied and all(r in varied for r in runs):
             broken = ", ".join(", ".join(f"{k}={v}" for k, v in varied[r].settings.items()) for r in runs)
-            return (f"NOT REPRODUCIBLE ACROSS SETTINGS: runs of {self.target} under the same settings agree, "
-                    f"but {broken} changes the result ({len(self.findings)} difference(s); compared {what}).")
-        return (f"NOT REPRODUCIBLE: {len(self.findings)} difference(s) between runs of {self.target} "
-                f"({', '.join(runs)} vs run 1; compared {what}).")
+            return (
+                f"NOT REPRODUCIBLE ACROSS SETTINGS: runs of {self.target} under the same settings agree, "
+                f"but {broken} changes the result ({len(self.findings)} difference(s); compared {what})."
+            )
+        return (
+            f"NOT REPRODUCIBLE: {len(self.findings)} difference(s) between runs of {self.target} "
+            f"({', '.join(runs)} vs run 1; compared {what})."
+        )
 
     def report(self, max_findings: int | None = 5) -> str:
         """The human report: verdict, ranked differences (the first ``max_findings``;
@@ -211,8 +225,9 @@ class CheckResult:
         lines = [self.verdict()]
         ranked = self.ranked()
         if ranked:
-            order = "most important first" + ("; integer values first: they are usually causes"
-                                              if any(f.integer for f in ranked) else "")
+            order = "most important first" + (
+                "; integer values first: they are usually causes" if any(f.integer for f in ranked) else ""
+            )
             lines += ["", f"What differs ({order}):"]
             shown = ranked if max_findings is None else _shown_findings(ranked, max_findings)
             for i, f in enumerate(shown, 1):
@@ -220,8 +235,9 @@ class CheckResult:
                 if f.detail:
                     lines += [f"       {line}" for line in f.detail.splitlines()]
             if len(ranked) > len(shown):
-                lines.append(f"     ... and {len(ranked) - len(shown)} more (fwd9m -v check lists all; "
-                             f"so does --format json)")
+                lines.append(
+                    f"     ... and {len(ranked) - len(shown)} more (fwd9m -v check lists all; so does --format json)"
+                )
         if self.ignored:
             lines += ["", "Ignored (masked before comparing; fwd9m check --strict compares them):"]
             lines += ignored_lines(self.ignored)
@@ -231,8 +247,13 @@ class CheckResult:
         if self.runs:
             lines += ["", "Runs:"]
             for r in self.runs:
-                status = ("timed out" if r.timed_out else f"exit {r.returncode}" if r.returncode is not None
-                          else r.error or "not run")
+                status = (
+                    "timed out"
+                    if r.timed_out
+                    else f"exit {r.returncode}"
+                    if r.returncode is not None
+                    else r.error or "not run"
+                )
                 same = ""
                 if r.label != "run 1" and not r.timed_out and r.returncode is not None:
                     n = sum(f.run == r.label for f in self.findings)
@@ -244,8 +265,10 @@ class CheckResult:
             lines += ["", "Environment:", *("  " + s for s in _environment_summary(self.environment))]
         if self.environment_diffs:
             lines.append("Environment differences between runs:")
-            lines += [f"  {d['run']}: {d['key']}: {d['a']!r} -> {d['b']!r} ({d['reason']})"
-                      for d in self.environment_diffs[:10]]
+            lines += [
+                f"  {d['run']}: {d['key']}: {d['a']!r} -> {d['b']!r} ({d['reason']})"
+                for d in self.environment_diffs[:10]
+            ]
         if self.next_steps or self.catalog:
             lines += ["", "Next steps:"]
             lint = [e for e in self.catalog if e.get("kind") == "lint"]
@@ -258,13 +281,23 @@ class CheckResult:
         return "\n".join(escape_control(line) for line in lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "target": self.target,
-                "reproducible": self.reproducible, "verdict": self.verdict(),
-                "findings": [f.to_dict() for f in self.ranked()], "compared": self.compared,
-                "runs": [r.to_dict() for r in self.runs], "notes": self.notes,
-                "environment": self.environment, "environment_diffs": self.environment_diffs,
-                "causes": self.causes, "next_steps": self.next_steps, "catalog": self.catalog,
-                "ignored": self.ignored}
+        return {
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "target": self.target,
+            "reproducible": self.reproducible,
+            "verdict": self.verdict(),
+            "findings": [f.to_dict() for f in self.ranked()],
+            "compared": self.compared,
+            "runs": [r.to_dict() for r in self.runs],
+            "notes": self.notes,
+            "environment": self.environment,
+            "environment_diffs": self.environment_diffs,
+            "causes": self.causes,
+            "next_steps": self.next_steps,
+            "catalog": self.catalog,
+            "ignored": self.ignored,
+        }
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, default=str)
@@ -306,9 +339,14 @@ def ignored_lines(ignored: list[dict[str, Any]], limit: int = 12) -> list[str]:
         count, differed = sum(e["count"] for e in es), sum(e["differed"] for e in es)
         ex = next((e for e in es if e["differed"]), es[0])
         sources = _outputs(list(dict.fromkeys(e["source"] for e in es)))
-        example = (f"{ex['where']}: {ex['a']} vs {ex['b']}" if ex["differed"] else f"{ex['where']}: {ex['a']}")
-        rows.append((not differed, f"  - {name} ({kind}): {count} value{'s' * (count != 1)} in {sources}, "
-                                   f"{differed or 'none'} differed; e.g. {example}"))
+        example = f"{ex['where']}: {ex['a']} vs {ex['b']}" if ex["differed"] else f"{ex['where']}: {ex['a']}"
+        rows.append(
+            (
+                not differed,
+                f"  - {name} ({kind}): {count} value{'s' * (count != 1)} in {sources}, "
+                f"{differed or 'none'} differed; e.g. {example}",
+            )
+        )
     rows.sort(key=lambda r: r[0])
     out = [r for _, r in rows[:limit]]
     if len(rows) > limit:
@@ -327,9 +365,11 @@ def _outputs(sources: list[str]) -> str:
 def _environment_summary(fp: dict[str, Any]) -> list[str]:
     py = fp.get("python", {})
     cpu = fp.get("cpu", {})
-    out = [f"python {py.get('version')} on {fp.get('os', {}).get('system')} "
-           f"{fp.get('os', {}).get('release')}; cpu {cpu.get('model')} "
-           f"({cpu.get('usable_cores')} cores usable)"]
+    out = [
+        f"python {py.get('version')} on {fp.get('os', {}).get('system')} "
+        f"{fp.get('os', {}).get('release')}; cpu {cpu.get('model')} "
+        f"({cpu.get('usable_cores')} cores usable)"
+    ]
     gpus = fp.get("gpus") or []
     out.append("gpus: " + (", ".join(g.get("name", "?") for g in gpus) if gpus else "none"))
     for name, info in sorted((fp.get("frameworks") or {}).items()):
@@ -340,6 +380,11 @@ def _environment_summary(fp: dict[str, Any]) -> list[str]:
         out.append("packages: " + ", ".join(f"{k}=={v}" for k, v in sorted(pk.items())))
     env = {k: v for k, v in (fp.get("env") or {}).items() if v is not None}
     thr = {k: v for k, v in (fp.get("threads") or {}).items() if v is not None}
-    out.append("set: " + (" ".join(f"{k}={v}" for k, v in {**env, **thr}.items()) or "no determinism or "
-                          "thread variables (PYTHONHASHSEED unset)"))
+    out.append(
+        "set: "
+        + (
+            " ".join(f"{k}={v}" for k, v in {**env, **thr}.items())
+            or "no determinism or thread variables (PYTHONHASHSEED unset)"
+        )
+    )
     return out

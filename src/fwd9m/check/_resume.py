@@ -33,9 +33,10 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .._log import logger
 from ..errors import ConfigurationError, RunError
@@ -74,14 +75,18 @@ class Interruption:
             kind, count = "step", kind
         elif not sep and kind == "checkpoint":
             count = "1"
-        usage = ("expected STEPS (after that many optimizer steps), epoch:N (at the end of epoch N) or "
-                 "checkpoint[:N] (after the N-th checkpoint the run writes), for example --interrupt-after 5")
+        usage = (
+            "expected STEPS (after that many optimizer steps), epoch:N (at the end of epoch N) or "
+            "checkpoint[:N] (after the N-th checkpoint the run writes), for example --interrupt-after 5"
+        )
         if kind not in ("step", "epoch", "checkpoint") or not count.isdigit() or int(count) < 1:
             raise ConfigurationError(f"--interrupt-after {spec!r}: {usage}")
         name = sig.upper().removeprefix("SIG")
         if name not in SIGNALS:
-            raise ConfigurationError(f"--signal {sig!r}: expected TERM (a scheduler's preemption, then KILL "
-                                     f"after --grace) or KILL (a crash or a lost node)")
+            raise ConfigurationError(
+                f"--signal {sig!r}: expected TERM (a scheduler's preemption, then KILL "
+                f"after --grace) or KILL (a crash or a lost node)"
+            )
         if not grace > 0:  # nan too
             raise ConfigurationError(f"--grace must be positive, got {grace}")
         return cls(kind, int(count), name, float(grace))
@@ -91,8 +96,11 @@ class Interruption:
         return f"{self.at}:{self.n}"
 
     def describe(self) -> str:
-        where = {"step": f"after step {self.n}", "epoch": f"at the end of epoch {self.n}",
-                 "checkpoint": "after its first checkpoint" if self.n == 1 else f"after checkpoint {self.n}"}
+        where = {
+            "step": f"after step {self.n}",
+            "epoch": f"at the end of epoch {self.n}",
+            "checkpoint": "after its first checkpoint" if self.n == 1 else f"after checkpoint {self.n}",
+        }
         return f"{where[self.at]} with SIG{self.signal}"
 
 
@@ -125,24 +133,34 @@ class ResumeResult(CheckResult):
         return not self.findings and not self.from_scratch and self.diverged_before is None
 
     def verdict(self) -> str:
-        what = ", ".join(f"{v} {k[:-1] if v == 1 and k.endswith('s') else k}"
-                         for k, v in self.compared.items() if v) or "no values"
+        what = (
+            ", ".join(f"{v} {k[:-1] if v == 1 and k.endswith('s') else k}" for k, v in self.compared.items() if v)
+            or "no values"
+        )
         at = f" from step {self.resume_step}" if self.resume_step is not None else ""
         if self.diverged_before:
-            return (f"NOT REPRODUCIBLE EVEN WITHOUT AN INTERRUPTION: runs A and B of {self.target} differ "
-                    f"before B was interrupted ({self.diverged_before}); fix that first (fwd9m check "
-                    f"{self.target}), then check the resume.")
+            return (
+                f"NOT REPRODUCIBLE EVEN WITHOUT AN INTERRUPTION: runs A and B of {self.target} differ "
+                f"before B was interrupted ({self.diverged_before}); fix that first (fwd9m check "
+                f"{self.target}), then check the resume."
+            )
         if self.from_scratch:
-            return (f"RESUME STARTED FROM SCRATCH: run C of {self.target} did not load what run B saved "
-                    f"(B was interrupted {self.interruption}, after {self.interrupted_at} step(s)): its first "
-                    f"step starts from the initial weights.")
+            return (
+                f"RESUME STARTED FROM SCRATCH: run C of {self.target} did not load what run B saved "
+                f"(B was interrupted {self.interruption}, after {self.interrupted_at} step(s)): its first "
+                f"step starts from the initial weights."
+            )
         if self.reproducible:
-            return (f"RESUMES EXACTLY: run C of {self.target} (resumed{at}, after run B was interrupted "
-                    f"{self.interruption}) agrees with run A (uninterrupted) bit for bit ({what}).")
+            return (
+                f"RESUMES EXACTLY: run C of {self.target} (resumed{at}, after run B was interrupted "
+                f"{self.interruption}) agrees with run A (uninterrupted) bit for bit ({what})."
+            )
         lost = f"; lost at the resume point: {', '.join(s.component for s in self.lost)}" if self.lost else ""
-        return (f"RESUME NOT EXACT: run C of {self.target} (resumed{at}, after run B was interrupted "
-                f"{self.interruption}) differs from run A (uninterrupted): {len(self.findings)} difference(s)"
-                f"{lost} (compared {what}).")
+        return (
+            f"RESUME NOT EXACT: run C of {self.target} (resumed{at}, after run B was interrupted "
+            f"{self.interruption}) differs from run A (uninterrupted): {len(self.findings)} difference(s)"
+            f"{lost} (compared {what})."
+        )
 
     def report(self, max_findings: int | None = 5) -> str:
         from ..compare import escape_control
@@ -154,8 +172,11 @@ class ResumeResult(CheckResult):
             self.runs = runs
         extra = []
         if self.lost:
-            point = (f"run A before step {self.resume_step + 1} vs run C just after loading, before its first "
-                     f"step" if self.resume_step is not None else "run C just after loading")
+            point = (
+                f"run A before step {self.resume_step + 1} vs run C just after loading, before its first step"
+                if self.resume_step is not None
+                else "run C just after loading"
+            )
             extra += ["", f"Lost at the resume point ({point}):"]
             extra += [escape_control(f"  - {s.component}: {s.what}") for s in self.lost]
         extra += ["", "Runs:"]
@@ -164,9 +185,14 @@ class ResumeResult(CheckResult):
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()
-        out["resume"] = {"interruption": self.interruption, "interrupted_at": self.interrupted_at,
-                         "resume_step": self.resume_step, "from_scratch": self.from_scratch,
-                         "lost": [s.to_dict() for s in self.lost], "diverged_before": self.diverged_before}
+        out["resume"] = {
+            "interruption": self.interruption,
+            "interrupted_at": self.interrupted_at,
+            "resume_step": self.resume_step,
+            "from_scratch": self.from_scratch,
+            "lost": [s.to_dict() for s in self.lost],
+            "diverged_before": self.diverged_before,
+        }
         return out
 
 
@@ -176,77 +202,113 @@ def _status(r: RunInfo) -> str:
 
 # --------------------------------------------------------------------------- the fixes
 
-_RNG = {"python": "Python's random", "numpy": "NumPy's global RNG", "torch": "torch's CPU generator",
-        "torch.cuda": "torch's CUDA generators", "tensorflow": "TensorFlow's global seed and op-seed counter",
-        "tensorflow.global_generator": "TensorFlow's global tf.random.Generator",
-        "keras": "Keras' global SeedGenerator"}
-_TORCH_RNG_FIX = ("save it in the checkpoint: ckpt['rng'] = fwd9m.rng.state_dict(), and after loading "
-                  "fwd9m.rng.load_state_dict(ckpt['rng'])")
-_KERAS_RNG_FIX = ("add fwd9m.callbacks.RngStateCheckpoint(backup_dir + '/rng.npz') to fit's callbacks next "
-                  "to BackupAndRestore (it saves the RNG streams and the layers' SeedGenerators at each epoch end)")
+_RNG = {
+    "python": "Python's random",
+    "numpy": "NumPy's global RNG",
+    "torch": "torch's CPU generator",
+    "torch.cuda": "torch's CUDA generators",
+    "tensorflow": "TensorFlow's global seed and op-seed counter",
+    "tensorflow.global_generator": "TensorFlow's global tf.random.Generator",
+    "keras": "Keras' global SeedGenerator",
+}
+_TORCH_RNG_FIX = (
+    "save it in the checkpoint: ckpt['rng'] = fwd9m.rng.state_dict(), and after loading "
+    "fwd9m.rng.load_state_dict(ckpt['rng'])"
+)
+_KERAS_RNG_FIX = (
+    "add fwd9m.callbacks.RngStateCheckpoint(backup_dir + '/rng.npz') to fit's callbacks next "
+    "to BackupAndRestore (it saves the RNG streams and the layers' SeedGenerators at each epoch end)"
+)
 # pytorch_lightning/trainer/connectors/checkpoint_connector.py (2.6.6) saves no RNG state
-_LIGHTNING_RNG_FIX = ("a Callback whose on_save_checkpoint sets checkpoint['rng'] = fwd9m.rng.state_dict() and "
-                      "whose on_load_checkpoint calls fwd9m.rng.load_state_dict(checkpoint['rng']) (Lightning's "
-                      "checkpoints hold no RNG state)")
+_LIGHTNING_RNG_FIX = (
+    "a Callback whose on_save_checkpoint sets checkpoint['rng'] = fwd9m.rng.state_dict() and "
+    "whose on_load_checkpoint calls fwd9m.rng.load_state_dict(checkpoint['rng']) (Lightning's "
+    "checkpoints hold no RNG state)"
+)
 # transformers/trainer.py _save_rng_state / _load_rng_state: Python, NumPy, torch CPU and CUDA only
 # (rng_state.pth), and inside an epoch only after fetching the first resumed batch (rng_to_sync)
-_HF_RNG_FIX = ("Trainer saves Python's, NumPy's and torch's global generators with each checkpoint, but when "
-               "it resumes inside an epoch it restores them only after it has fetched (collated) the first "
-               "batch, so a collator or dataset drawing from them gets other numbers: checkpoint at epoch ends "
-               "(save_strategy='epoch'), or give the collator a generator of its own registered with "
-               "fwd9m.rng.register(gen, 'name') and saved with fwd9m.save_rng_state next to each checkpoint")
+_HF_RNG_FIX = (
+    "Trainer saves Python's, NumPy's and torch's global generators with each checkpoint, but when "
+    "it resumes inside an epoch it restores them only after it has fetched (collated) the first "
+    "batch, so a collator or dataset drawing from them gets other numbers: checkpoint at epoch ends "
+    "(save_strategy='epoch'), or give the collator a generator of its own registered with "
+    "fwd9m.rng.register(gen, 'name') and saved with fwd9m.save_rng_state next to each checkpoint"
+)
 _FIXES = {
-    "optimizer": ("the optimizer's state (moments, step counts, learning rate)",
-                  ("save optimizer.state_dict() in the checkpoint and optimizer.load_state_dict(...) after "
-                   "building it")),
-    "lr scheduler": ("the learning-rate scheduler's position",
-                     "save scheduler.state_dict() in the checkpoint and scheduler.load_state_dict(...)"),
-    "grad scaler": ("the gradient scaler's scale and growth tracker",
-                    "save scaler.state_dict() in the checkpoint and scaler.load_state_dict(...)"),
-    "sampler position": ("the data order: the sampler's epoch and position in it",
-                         ("save sampler.state_dict() of the fwd9m.data.ResumableSampler in the checkpoint, "
-                          "load it, and call sampler.advance(batch_size) after each step")),
-    "data loader generator": ("the DataLoader's generator, from which each iter(loader) draws the workers' "
-                              "base seed (torch/utils/data/dataloader.py) and a RandomSampler its order",
-                              ("at an epoch boundary: fwd9m.rng.register(loader, 'loader') so that "
-                               "fwd9m.rng.state_dict() saves it; inside an epoch a resumed run draws from it once "
-                               "more than the uninterrupted one (a new iter), so take the order from "
-                               "fwd9m.data.ResumableSampler and the samples' randomness from "
-                               "fwd9m.data.SampleSeeded instead")),
-    "keras seed generators": ("the layers' SeedGenerators (dropout masks, random augmentation)",
-                              _KERAS_RNG_FIX),
-    "model weights": ("the weights before run C's first step match no step of run A up to the interruption",
-                      ("save model.state_dict() (or the weights) in the checkpoint and load them before training; "
-                       "save them in full precision")),
+    "optimizer": (
+        "the optimizer's state (moments, step counts, learning rate)",
+        ("save optimizer.state_dict() in the checkpoint and optimizer.load_state_dict(...) after building it"),
+    ),
+    "lr scheduler": (
+        "the learning-rate scheduler's position",
+        "save scheduler.state_dict() in the checkpoint and scheduler.load_state_dict(...)",
+    ),
+    "grad scaler": (
+        "the gradient scaler's scale and growth tracker",
+        "save scaler.state_dict() in the checkpoint and scaler.load_state_dict(...)",
+    ),
+    "sampler position": (
+        "the data order: the sampler's epoch and position in it",
+        (
+            "save sampler.state_dict() of the fwd9m.data.ResumableSampler in the checkpoint, "
+            "load it, and call sampler.advance(batch_size) after each step"
+        ),
+    ),
+    "data loader generator": (
+        "the DataLoader's generator, from which each iter(loader) draws the workers' "
+        "base seed (torch/utils/data/dataloader.py) and a RandomSampler its order",
+        (
+            "at an epoch boundary: fwd9m.rng.register(loader, 'loader') so that "
+            "fwd9m.rng.state_dict() saves it; inside an epoch a resumed run draws from it once "
+            "more than the uninterrupted one (a new iter), so take the order from "
+            "fwd9m.data.ResumableSampler and the samples' randomness from "
+            "fwd9m.data.SampleSeeded instead"
+        ),
+    ),
+    "keras seed generators": ("the layers' SeedGenerators (dropout masks, random augmentation)", _KERAS_RNG_FIX),
+    "model weights": (
+        "the weights before run C's first step match no step of run A up to the interruption",
+        (
+            "save model.state_dict() (or the weights) in the checkpoint and load them before training; "
+            "save them in full precision"
+        ),
+    ),
 }
 
 
 def _lost(component: str, hook: str) -> LostState:
     if component.startswith("generator:"):
         where = component.split(":", 1)[1]
-        fix = (f"fwd9m.rng.register(<the DataLoader's {where}>, 'name') so that fwd9m.rng.state_dict() "
-               f"(or fwd9m.save_rng_state) saves it with each checkpoint, restored when resuming")
+        fix = (
+            f"fwd9m.rng.register(<the DataLoader's {where}>, 'name') so that fwd9m.rng.state_dict() "
+            f"(or fwd9m.save_rng_state) saves it with each checkpoint, restored when resuming"
+        )
         if where.startswith("dataset."):
             fix = "seed each sample from (seed, epoch, index) with fwd9m.data.SampleSeeded, or " + fix
-        return LostState(f"generator {where}", f"the generator {where} of the DataLoader: not the same. "
-                                               f"Fix: {fix}", fix)
+        return LostState(
+            f"generator {where}", f"the generator {where} of the DataLoader: not the same. Fix: {fix}", fix
+        )
     if component.startswith("rng:"):
         source = component[4:]
         if source.startswith("user."):
             what = f"the registered generator {source[5:]!r}"
         else:
             what = _RNG.get(source, source)
-        fix = {"keras": _KERAS_RNG_FIX, "lightning": _LIGHTNING_RNG_FIX,
-               "transformers": _HF_RNG_FIX}.get(hook, _TORCH_RNG_FIX)
+        fix = {"keras": _KERAS_RNG_FIX, "lightning": _LIGHTNING_RNG_FIX, "transformers": _HF_RNG_FIX}.get(
+            hook, _TORCH_RNG_FIX
+        )
         if source == "torch" and hook == "torch":  # a shuffling DataLoader draws its order from it
-            fix += ("; for a stop inside an epoch take the data order from fwd9m.data.ResumableSampler "
-                    "(its state_dict() in the checkpoint too)")
+            fix += (
+                "; for a stop inside an epoch take the data order from fwd9m.data.ResumableSampler "
+                "(its state_dict() in the checkpoint too)"
+            )
         return LostState(f"RNG {source}", f"{what}: not the same. Fix: {fix}", fix)
     what, fix = _FIXES.get(component, (component, "save it in the checkpoint and restore it"))
     return LostState(component, f"{what}: not the same. Fix: {fix}", fix)
 
 
 # --------------------------------------------------------------------------- runs
+
 
 class _Deferred:
     """A guard for runs B and C: the user's files are put back after run C, not after
@@ -315,13 +377,19 @@ def _events(folder: Path) -> list[dict[str, Any]]:
 
 
 def _pre_states(events: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    return {e["step"]: e for e in events if e.get("e") == "pre" and isinstance(e.get("step"), int)
-            and isinstance(e.get("state"), dict)}
+    return {
+        e["step"]: e
+        for e in events
+        if e.get("e") == "pre" and isinstance(e.get("step"), int) and isinstance(e.get("state"), dict)
+    }
 
 
 def _post_offsets(events: list[dict[str, Any]]) -> dict[int, int]:
-    return {e["step"]: e["stdout"] for e in events if e.get("e") == "post" and isinstance(e.get("step"), int)
-            and isinstance(e.get("stdout"), int)}
+    return {
+        e["step"]: e["stdout"]
+        for e in events
+        if e.get("e") == "post" and isinstance(e.get("step"), int) and isinstance(e.get("stdout"), int)
+    }
 
 
 def _segment(src: Path, offset: int | None, dst: Path, end: int | None = None) -> Path:
@@ -344,25 +412,37 @@ def _compare_tails(result: ResumeResult, tails: tuple[Path, Path], a: _Run, c: _
     from ..compare import compare_text
     from ._runs import _text_finding
 
-    d = compare_text("stdout after the last step", tails[0], tails[1], a.replacements, c.replacements,
-                     strict=strict)
+    d = compare_text("stdout after the last step", tails[0], tails[1], a.replacements, c.replacements, strict=strict)
     if d is None:
         return
     finding = _text_finding("stdout", c.info.label, d, a.info.label)
     if result.compared.get("state tensors") or result.compared.get("files"):
         first = "; ".join(line.strip() for line in (finding.detail or "").splitlines())
-        result.notes.append(f"what was printed after the last step differs ({finding.summary}; {first}), and the "
-                            f"final state and files were compared: such a line is often a summary over the steps "
-                            f"each process ran (run C ran only those after the resume), as HF Trainer's "
-                            f"train_loss is, so it is not counted as a difference")
+        result.notes.append(
+            f"what was printed after the last step differs ({finding.summary}; {first}), and the "
+            f"final state and files were compared: such a line is often a summary over the steps "
+            f"each process ran (run C ran only those after the resume), as HF Trainer's "
+            f"train_loss is, so it is not counted as a difference"
+        )
     else:
         result.findings.append(finding)
 
 
-def check_resume(target: str, args: Sequence[str] = (), *, how: Interruption, resume_args: Sequence[str] = (),
-                 module: bool = False, timeout: float | None = None, env: dict[str, str] | None = None,
-                 cwd: str = "link", keep: bool = False, progress: Callable[[str], None] | None = None,
-                 python: str | None = None, strict: bool = False) -> ResumeResult:
+def check_resume(
+    target: str,
+    args: Sequence[str] = (),
+    *,
+    how: Interruption,
+    resume_args: Sequence[str] = (),
+    module: bool = False,
+    timeout: float | None = None,
+    env: dict[str, str] | None = None,
+    cwd: str = "link",
+    keep: bool = False,
+    progress: Callable[[str], None] | None = None,
+    python: str | None = None,
+    strict: bool = False,
+) -> ResumeResult:
     """Run ``target`` interrupted (B), uninterrupted (A), and resumed in B's folder with
     ``resume_args`` appended (C); compare C with A and name the state lost at the resume
     point.
@@ -391,20 +471,47 @@ def check_resume(target: str, args: Sequence[str] = (), *, how: Interruption, re
     try:
         b = _run_b(cmd, root, invocation, cwd, env, timeout, how, say, deferred, display)
         n_b = b.info.settings["interrupted at step"]
-        a = _one_run("run A (uninterrupted)", cmd, root / "runA", invocation, cwd, env, timeout, say, guard,
-                     record=int(n_b) + 1, which="2/3")
-        c = _one_run("run C (resumed)", cmd + list(resume_args), root / "runC", invocation, cwd, env, timeout,
-                     say, deferred, record=1, which="3/3", work=b.cwd)
+        a = _one_run(
+            "run A (uninterrupted)",
+            cmd,
+            root / "runA",
+            invocation,
+            cwd,
+            env,
+            timeout,
+            say,
+            guard,
+            record=int(n_b) + 1,
+            which="2/3",
+        )
+        c = _one_run(
+            "run C (resumed)",
+            cmd + list(resume_args),
+            root / "runC",
+            invocation,
+            cwd,
+            env,
+            timeout,
+            say,
+            deferred,
+            record=1,
+            which="3/3",
+            work=b.cwd,
+        )
         if c.info.returncode != 0:
-            raise RunError(f"the resume command failed (run C: {_status(c.info)}), so there is no verdict: "
-                           f"{shlex.join(cmd[3:] + list(resume_args))} in run B's folder. End of its error "
-                           f"output:\n{c.info.stderr_tail}\nFix: pass the arguments that make the script load "
-                           f"its checkpoint with --resume-args \"...\" (or none, if it resumes by itself)")
+            raise RunError(
+                f"the resume command failed (run C: {_status(c.info)}), so there is no verdict: "
+                f"{shlex.join(cmd[3:] + list(resume_args))} in run B's folder. End of its error "
+                f"output:\n{c.info.stderr_tail}\nFix: pass the arguments that make the script load "
+                f'its checkpoint with --resume-args "..." (or none, if it resumes by itself)'
+            )
         result = _compare(display, a, b, c, source, strict, root, how)
         result.notes[:0] = _run_notes([a, b, c], display, guard)
         if env.get("PYTHONHASHSEED") == "0" and "PYTHONHASHSEED" not in os.environ:
-            result.notes.append("the three runs ran with PYTHONHASHSEED=0, so that string hashing is the same in "
-                                "each (whether the script depends on it is fwd9m check's question)")
+            result.notes.append(
+                "the three runs ran with PYTHONHASHSEED=0, so that string hashing is the same in "
+                "each (whether the script depends on it is fwd9m check's question)"
+            )
         if keep:
             result.notes.append(f"run directories kept in {root} (runA, runB: B's folder, where C ran too)")
         return result
@@ -415,9 +522,23 @@ def check_resume(target: str, args: Sequence[str] = (), *, how: Interruption, re
             shutil.rmtree(root, ignore_errors=True)
 
 
-def _one_run(label: str, cmd: list[str], folder: Path, invocation: Path, cwd: str, env: dict[str, str] | None,
-             timeout: float | None, say, guard, *, record: int, which: str, at: str = "",
-             work: Path | None = None, control=None) -> _Run:
+def _one_run(
+    label: str,
+    cmd: list[str],
+    folder: Path,
+    invocation: Path,
+    cwd: str,
+    env: dict[str, str] | None,
+    timeout: float | None,
+    say,
+    guard,
+    *,
+    record: int,
+    which: str,
+    at: str = "",
+    work: Path | None = None,
+    control=None,
+) -> _Run:
     """One run in ``folder`` (its working directory: ``work``, default a new one there),
     recording the state before its first ``record`` steps."""
     run = _Run(RunInfo(label, list(cmd)), folder, work or folder / "cwd", folder / "stdout")
@@ -433,48 +554,72 @@ def _one_run(label: str, cmd: list[str], folder: Path, invocation: Path, cwd: st
 def _run_b(cmd, root, invocation, cwd, env, timeout, how: Interruption, say, deferred, display) -> _Run:
     """Run B, interrupted; its step count is ``settings["interrupted at step"]``."""
     control = _Interrupter(root / "runB" / "resume", how, say)
-    b = _one_run(f"run B (interrupted {how.describe()})", cmd, root / "runB", invocation, cwd, env, timeout, say,
-                 deferred, record=how.n + 1 if how.at == "step" else 10**9, which="1/3", at=how.env,
-                 control=control)
+    b = _one_run(
+        f"run B (interrupted {how.describe()})",
+        cmd,
+        root / "runB",
+        invocation,
+        cwd,
+        env,
+        timeout,
+        say,
+        deferred,
+        record=how.n + 1 if how.at == "step" else 10**9,
+        which="1/3",
+        at=how.env,
+        control=control,
+    )
     events = _events(root / "runB" / "resume")
-    steps = max((e["step"] for e in events if e.get("e") == "post" and isinstance(e.get("step"), int)),
-                default=0)
+    steps = max((e["step"] for e in events if e.get("e") == "post" and isinstance(e.get("step"), int)), default=0)
     if b.info.timed_out:
         raise RunError(f"run B of {display} timed out (--timeout) before it was interrupted; raise --timeout")
     if control.info is None:
-        why = ("fwd9m saw no training step: no torch.optim optimizer stepped and no Keras fit batch ran"
-               if not steps else f"it did {steps} step(s)")
+        why = (
+            "fwd9m saw no training step: no torch.optim optimizer stepped and no Keras fit batch ran"
+            if not steps
+            else f"it did {steps} step(s)"
+        )
         if how.at == "epoch" and steps:
             why += " and fwd9m saw no epoch end (it sees those of Keras fit only; for a PyTorch loop give a step count)"
-        raise RunError(f"run B of {display} ended ({_status(b.info)}) before it could be interrupted "
-                       f"{how.describe()}: {why}. Fix: interrupt it earlier (--interrupt-after N with N below "
-                       f"the number of steps it trains), or make sure it checkpoints (--interrupt-after checkpoint "
-                       f"waits for a new file in its folder). End of its error output:\n{b.info.stderr_tail}")
+        raise RunError(
+            f"run B of {display} ended ({_status(b.info)}) before it could be interrupted "
+            f"{how.describe()}: {why}. Fix: interrupt it earlier (--interrupt-after N with N below "
+            f"the number of steps it trains), or make sure it checkpoints (--interrupt-after checkpoint "
+            f"waits for a new file in its folder). End of its error output:\n{b.info.stderr_tail}"
+        )
     if control.killed:
-        raise RunError(f"run B of {display} did not exit within {how.grace:g} s of SIGTERM (at step "
-                       f"{control.info.get('step')}): it ignores SIGTERM, or its handler does not end the run. "
-                       f"fwd9m killed its process group with SIGKILL; nothing is left running. A scheduler does "
-                       f"the same, so the job loses the work since its last checkpoint. Fix: on SIGTERM save a "
-                       f"checkpoint and exit, or raise --grace; to test a hard kill use --signal KILL")
+        raise RunError(
+            f"run B of {display} did not exit within {how.grace:g} s of SIGTERM (at step "
+            f"{control.info.get('step')}): it ignores SIGTERM, or its handler does not end the run. "
+            f"fwd9m killed its process group with SIGKILL; nothing is left running. A scheduler does "
+            f"the same, so the job loses the work since its last checkpoint. Fix: on SIGTERM save a "
+            f"checkpoint and exit, or raise --grace; to test a hard kill use --signal KILL"
+        )
     if not b.files and not deferred.changed:
-        raise RunError(f"run B of {display} wrote no file before it was interrupted at step "
-                       f"{control.info.get('step')}, so there is nothing to resume from. Fix: save a checkpoint "
-                       f"(torch.save, BackupAndRestore, ModelCheckpoint) before step {control.info.get('step')}, "
-                       f"or interrupt later (--interrupt-after checkpoint waits for the first one)")
+        raise RunError(
+            f"run B of {display} wrote no file before it was interrupted at step "
+            f"{control.info.get('step')}, so there is nothing to resume from. Fix: save a checkpoint "
+            f"(torch.save, BackupAndRestore, ModelCheckpoint) before step {control.info.get('step')}, "
+            f"or interrupt later (--interrupt-after checkpoint waits for the first one)"
+        )
     if deferred.changed:  # run A, next, would see them (they are put back once run C is done)
         names = ", ".join(sorted(deferred.changed)[:5])
-        raise RunError(f"run B of {display} wrote into {names} in your directory, through the links of its working "
-                       f"folder (a file or folder that existed before the check), so run A would start from what "
-                       f"B saved there. Your files are put back. Fix: fwd9m check --resume --cwd empty ..., or "
-                       f"move that folder away first")
+        raise RunError(
+            f"run B of {display} wrote into {names} in your directory, through the links of its working "
+            f"folder (a file or folder that existed before the check), so run A would start from what "
+            f"B saved there. Your files are put back. Fix: fwd9m check --resume --cwd empty ..., or "
+            f"move that folder away first"
+        )
     b.info.settings["interrupted at step"] = str(control.info.get("step"))
     return b
 
 
 # --------------------------------------------------------------------------- compare
 
-def _compare(display: str, a: _Run, b: _Run, c: _Run, source: str | None, strict: bool, root: Path,
-             how: Interruption) -> ResumeResult:
+
+def _compare(
+    display: str, a: _Run, b: _Run, c: _Run, source: str | None, strict: bool, root: Path, how: Interruption
+) -> ResumeResult:
     ev_a, ev_b, ev_c = (_events(r.root / "resume") for r in (a, b, c))
     pre_a, pre_b, pre_c = _pre_states(ev_a), _pre_states(ev_b), _pre_states(ev_c)
     n_b = int(b.info.settings["interrupted at step"])
@@ -488,8 +633,11 @@ def _compare(display: str, a: _Run, b: _Run, c: _Run, source: str | None, strict
             j = match[-1]
             resume_step = j - 1
             sa, sc = pre_a[j]["state"], first_c["state"]
-            lost = [_lost(k, hook) for k in sorted(set(sa) | set(sc), key=_order)
-                    if k != "model weights" and k not in unstable and sa.get(k) != sc.get(k)]
+            lost = [
+                _lost(k, hook)
+                for k in sorted(set(sa) | set(sc), key=_order)
+                if k != "model weights" and k not in unstable and sa.get(k) != sc.get(k)
+            ]
         else:
             lost = [_lost("model weights", hook)]
     from_scratch = resume_step == 0 and n_b >= 1
@@ -500,9 +648,11 @@ def _compare(display: str, a: _Run, b: _Run, c: _Run, source: str | None, strict
     if resume_step is not None and (resume_step + 1) in off_a and 1 in off_c:
         sa, sc = off_a[resume_step + 1], off_c[1]
         ea, ec = off_a[max(off_a)], off_c[max(off_c)]
-        stdout_note = (f"printed output compared from the end of step {resume_step + 1} to the end of the last "
-                       f"step (run A) and from the end of run C's first step to the end of its last; what "
-                       f"followed the last step separately")
+        stdout_note = (
+            f"printed output compared from the end of step {resume_step + 1} to the end of the last "
+            f"step (run A) and from the end of run C's first step to the end of its last; what "
+            f"followed the last step separately"
+        )
         tails = (_segment(a.stdout, ea, seg / "a.tail"), _segment(c.stdout, ec, seg / "c.tail"))
     else:
         sa = sc = ea = ec = None
@@ -511,26 +661,47 @@ def _compare(display: str, a: _Run, b: _Run, c: _Run, source: str | None, strict
     # C's process ran with the resume arguments: its state is paired with A's by A's argv
     argv = next((cap.get("argv") for cap in a.captures if cap.get("flat")), None)
     captures = [{**cap, "argv": argv} for cap in c.captures] if len(c.captures) == 1 else c.captures
-    c_view = dataclasses.replace(c, stdout=_segment(c.stdout, sc, seg / "c", ec), captures=captures,
-                                 files={k: v for k, v in c.files.items() if k in a.files})
+    c_view = dataclasses.replace(
+        c,
+        stdout=_segment(c.stdout, sc, seg / "c", ec),
+        captures=captures,
+        files={k: v for k, v in c.files.items() if k in a.files},
+    )
     base = _compare_runs(display, [a_view, c_view], source, strict=strict)
     fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(CheckResult)}
-    fields.update(runs=[a.info, b.info, c.info], next_steps=[], catalog=[], hash_seed_suspect=False,
-                  causes=[x for x in base.causes if not x.startswith("PYTHONHASHSEED differed")])
-    result = ResumeResult(**fields, interruption=how.describe(), interrupted_at=n_b, resume_step=resume_step,
-                          from_scratch=from_scratch, lost=lost, diverged_before=diverged)
+    fields.update(
+        runs=[a.info, b.info, c.info],
+        next_steps=[],
+        catalog=[],
+        hash_seed_suspect=False,
+        causes=[x for x in base.causes if not x.startswith("PYTHONHASHSEED differed")],
+    )
+    result = ResumeResult(
+        **fields,
+        interruption=how.describe(),
+        interrupted_at=n_b,
+        resume_step=resume_step,
+        from_scratch=from_scratch,
+        lost=lost,
+        diverged_before=diverged,
+    )
     result.notes.append(stdout_note)
     if tails is not None:
         _compare_tails(result, tails, a, c, strict)
     if unstable:
-        result.notes.append(f"not compared at the resume point: {', '.join(sorted(unstable))} (they differ between "
-                            f"runs A and B before the interruption already: unseeded)")
+        result.notes.append(
+            f"not compared at the resume point: {', '.join(sorted(unstable))} (they differ between "
+            f"runs A and B before the interruption already: unseeded)"
+        )
     extra = sorted(set(c.files) - set(a.files))
     if extra:
-        result.notes.append(f"files in run C's folder that run A did not write (not compared): "
-                            f"{', '.join(extra[:5])}{' and more' if len(extra) > 5 else ''}")
-    errors = sorted({f"{e.get('where')}: {e.get('error')}" for ev in (ev_a, ev_b, ev_c) for e in ev
-                     if e.get("e") == "error"})
+        result.notes.append(
+            f"files in run C's folder that run A did not write (not compared): "
+            f"{', '.join(extra[:5])}{' and more' if len(extra) > 5 else ''}"
+        )
+    errors = sorted(
+        {f"{e.get('where')}: {e.get('error')}" for ev in (ev_a, ev_b, ev_c) for e in ev if e.get("e") == "error"}
+    )
     if errors:
         result.notes.append("fwd9m's step hooks could not read everything (the runs went on): " + "; ".join(errors[:3]))
     _explain(result, hook, ev_c)
@@ -539,8 +710,14 @@ def _compare(display: str, a: _Run, b: _Run, c: _Run, source: str | None, strict
 
 def _order(component: str) -> tuple[int, str]:
     """The report's order: what the data and updates depend on first, RNG streams last."""
-    head = ("sampler position", "data loader generator", "optimizer", "lr scheduler", "grad scaler",
-            "keras seed generators")
+    head = (
+        "sampler position",
+        "data loader generator",
+        "optimizer",
+        "lr scheduler",
+        "grad scaler",
+        "keras seed generators",
+    )
     return (head.index(component), "") if component in head else (len(head), component)
 
 
@@ -568,25 +745,38 @@ def _explain(result: ResumeResult, hook: str, ev_c: list[dict[str, Any]]) -> Non
         result.next_steps.append(f"make the script reproducible first: fwd9m check {result.target}")
         return
     if result.from_scratch:
-        result.findings.insert(0, Finding("exit", "run C (resumed)",
-                                          "run C started from scratch: its weights before its first step are "
-                                          "the initial weights, though run B did "
-                                          f"{result.interrupted_at} step(s) and saved files"))
-        result.next_steps.append("pass the arguments that make the script load its checkpoint with "
-                                 "--resume-args \"...\", or make it look for its checkpoint at start "
-                                 "(Lightning: fit(ckpt_path='last'); HF: train(resume_from_checkpoint=True))")
+        result.findings.insert(
+            0,
+            Finding(
+                "exit",
+                "run C (resumed)",
+                "run C started from scratch: its weights before its first step are "
+                "the initial weights, though run B did "
+                f"{result.interrupted_at} step(s) and saved files",
+            ),
+        )
+        result.next_steps.append(
+            "pass the arguments that make the script load its checkpoint with "
+            '--resume-args "...", or make it look for its checkpoint at start '
+            "(Lightning: fit(ckpt_path='last'); HF: train(resume_from_checkpoint=True))"
+        )
         return
     if not result.findings:
         if result.lost:
-            result.notes.append("state differed at the resume point (" + ", ".join(s.component for s in result.lost)
-                                + ") but did not change what was compared")
+            result.notes.append(
+                "state differed at the resume point ("
+                + ", ".join(s.component for s in result.lost)
+                + ") but did not change what was compared"
+            )
         return
     for s in result.lost:
         result.next_steps.append(f"{s.component}: {s.fix}")
     if not result.lost and result.resume_step is not None:
-        result.causes.append(f"every state component fwd9m reads agreed at the resume point (step "
-                             f"{result.resume_step}): what differs comes from state it does not see (a generator "
-                             f"held by the dataset or a worker, an EMA, a counter of the script's own); register "
-                             f"it with fwd9m.rng.register(obj, name) to have it compared and saved")
+        result.causes.append(
+            f"every state component fwd9m reads agreed at the resume point (step "
+            f"{result.resume_step}): what differs comes from state it does not see (a generator "
+            f"held by the dataset or a worker, an EMA, a counter of the script's own); register "
+            f"it with fwd9m.rng.register(obj, name) to have it compared and saved"
+        )
     if not any(e.get("e") == "pre" for e in ev_c):
         result.causes.append("run C did no training step that fwd9m saw, so the resume point is unknown")

@@ -54,11 +54,19 @@ ENV_RECORD = "FWD9M_RESUME_RECORD"
 #: seconds the child waits for the parent's signal before it goes on (the parent died)
 WAIT_S = 120.0
 
-_state: dict[str, Any] = {"step": 0, "epoch": 0, "checkpoints": 0, "optimizer": None, "done": False,
-                          "objects": None, "files": None}
+_state: dict[str, Any] = {
+    "step": 0,
+    "epoch": 0,
+    "checkpoints": 0,
+    "optimizer": None,
+    "done": False,
+    "objects": None,
+    "files": None,
+}
 
 
 # --------------------------------------------------------------------------- events
+
 
 def _emit(event: dict[str, Any]) -> None:
     try:
@@ -78,6 +86,7 @@ def _stdout_offset() -> int | None:
 
 
 # --------------------------------------------------------------------------- digests
+
 
 def digest(tree: Any) -> str:
     """An exact digest of a tree of dicts, lists, scalars and arrays (NumPy, torch, TF,
@@ -145,6 +154,7 @@ def _rng_components() -> dict[str, str]:
 
 # --------------------------------------------------------------------------- torch
 
+
 def _torch_objects() -> dict[str, list[Any]]:
     """LR schedulers, gradient scalers, fwd9m ResumableSamplers and DataLoaders with a
     generator, found once (they are made before the first step), held weakly."""
@@ -152,9 +162,11 @@ def _torch_objects() -> dict[str, list[Any]]:
     import weakref
 
     torch = sys.modules["torch"]
-    kinds: list[tuple[str, Any]] = [("lr scheduler", getattr(torch.optim.lr_scheduler, "LRScheduler", None)),
-                                    ("grad scaler", getattr(getattr(torch, "amp", None), "GradScaler", None)),
-                                    ("data loader generator", torch.utils.data.DataLoader)]
+    kinds: list[tuple[str, Any]] = [
+        ("lr scheduler", getattr(torch.optim.lr_scheduler, "LRScheduler", None)),
+        ("grad scaler", getattr(getattr(torch, "amp", None), "GradScaler", None)),
+        ("data loader generator", torch.utils.data.DataLoader),
+    ]
     data = sys.modules.get("fwd9m.data")
     if data is not None:
         kinds.append(("sampler position", data.ResumableSampler))
@@ -204,8 +216,11 @@ def _held_generators(loader: Any) -> dict[str, str]:
     out = {}
     todo = [("dataset", loader.dataset), ("collate_fn", loader.collate_fn)]
     # a collator wrapped by the trainer (HF's RemoveColumnsCollator.data_collator): one level in
-    todo += [(f"collate_fn.{k}", v) for k, v in sorted(getattr(loader.collate_fn, "__dict__", {}).items())
-             if hasattr(v, "__dict__") and callable(v) and not isinstance(v, type)]
+    todo += [
+        (f"collate_fn.{k}", v)
+        for k, v in sorted(getattr(loader.collate_fn, "__dict__", {}).items())
+        if hasattr(v, "__dict__") and callable(v) and not isinstance(v, type)
+    ]
     for where, obj in todo:
         for path, gen in _generator_attrs(obj):
             out[f"generator:{where}.{path}"] = digest(_generator_state(gen))
@@ -255,6 +270,7 @@ def _mine(optimizer: Any) -> bool:
 
 # --------------------------------------------------------------------------- keras
 
+
 def _keras_state(model: Any) -> dict[str, str]:
     from .. import rng
 
@@ -289,11 +305,13 @@ def _install_keras() -> None:
         def on_epoch_end(self, epoch, logs=None):
             _after_epoch()
 
-    add_to_every_fit(_StepHook, lambda exc: _emit({"e": "error", "where": "keras callback",
-                                                   "error": f"{type(exc).__name__}: {exc}"}))
+    add_to_every_fit(
+        _StepHook, lambda exc: _emit({"e": "error", "where": "keras callback", "error": f"{type(exc).__name__}: {exc}"})
+    )
 
 
 # --------------------------------------------------------------------------- boundaries
+
 
 def _before_step(state, hook: str) -> None:
     j = _state["step"] + 1
@@ -384,6 +402,7 @@ def _interrupt(at: str) -> None:
 
 
 # --------------------------------------------------------------------------- install
+
 
 class _PostImport:
     """Runs an installer after ``torch`` or ``keras`` finishes importing."""

@@ -8,12 +8,23 @@ from pathlib import Path
 from typing import Any
 
 from .._hashseed import INCOMPLETE, RULED_OUT, Outcome
-from ..compare import (LeafDiff, compare_flat, compare_text, escape_control, file_digest, ignored, normalize_line,
-                       pair_names, printable, read_structured, replace_in_leaves)
+from .._runtime import workdir
+from ..compare import (
+    LeafDiff,
+    compare_flat,
+    compare_text,
+    escape_control,
+    file_digest,
+    ignored,
+    normalize_line,
+    pair_names,
+    printable,
+    read_structured,
+    replace_in_leaves,
+)
 from ..compare._text import IgnoredValues
 from ..errors import FileFormatError, RunError
 from ._hints import _catalog_hints, _debug_args, _debug_can_record
-from .._runtime import workdir
 from ._process import _Run
 from ._result import CheckResult, Difference, RunInfo, leaf_finding
 
@@ -25,8 +36,11 @@ def _state_groups(run: _Run) -> dict[str, dict[str, Any]]:
     for cap in run.captures:
         if not cap["flat"]:
             continue
-        key = f"rank {cap['rank']}" if cap.get("rank") not in (None, "") else " ".join(
-            Path(a).name if i == 0 else a for i, a in enumerate(cap.get("argv") or []))
+        key = (
+            f"rank {cap['rank']}"
+            if cap.get("rank") not in (None, "")
+            else " ".join(Path(a).name if i == 0 else a for i, a in enumerate(cap.get("argv") or []))
+        )
         counts[key] = counts.get(key, 0) + 1
         groups[key if counts[key] == 1 else f"{key} #{counts[key]}"] = cap
     return groups
@@ -37,9 +51,15 @@ def _hash_probe(run: _Run) -> Any:
     return caps[-1].get("hash_probe") if caps else None
 
 
-def _compare_files(a: _Run, b: _Run, label: str, findings: list[Difference],
-                   skipped: dict[str, str] | None = None, strict: bool = False,
-                   masked: IgnoredValues | None = None) -> None:
+def _compare_files(
+    a: _Run,
+    b: _Run,
+    label: str,
+    findings: list[Difference],
+    skipped: dict[str, str] | None = None,
+    strict: bool = False,
+    masked: IgnoredValues | None = None,
+) -> None:
     """Findings for the files of run ``b`` that differ from run ``a``'s; ``skipped`` gets
     ``{file:leaf path: reason}`` of what was not compared (a save time stamp), ``masked``
     the timing values masked in text files (none with ``strict``). Files
@@ -77,15 +97,15 @@ def _compare_files(a: _Run, b: _Run, label: str, findings: list[Difference],
                 if skipped is not None:
                     skipped.update((f"{name}:{path}", why) for path, why in ignored(fa, fb))
                 for d in compare_flat(fa, fb):
-                    findings.append(leaf_finding("file", label, d, fa, fb,
-                                                 path=f"{name}:{d.path}" if d.path else name))
+                    findings.append(leaf_finding("file", label, d, fa, fb, path=f"{name}:{d.path}" if d.path else name))
                 continue
         else:
             detail = None
         (ha, sa), (hb, sb) = _content_digest(pa, tf, a.replacements), _content_digest(pb, tf, b.replacements)
         if ha != hb:
-            d = LeafDiff(name, "content", "bytes", None, a=f"sha256 {ha[:12]} ({sa} bytes)",
-                         b=f"sha256 {hb[:12]} ({sb} bytes)")
+            d = LeafDiff(
+                name, "content", "bytes", None, a=f"sha256 {ha[:12]} ({sa} bytes)", b=f"sha256 {hb[:12]} ({sb} bytes)"
+            )
             findings.append(Difference("file", label, f"{name}: content differs ({d.a} vs {d.b})", d, detail))
 
 
@@ -102,9 +122,12 @@ def _content_digest(path: Path, tf: bool = False, replacements: tuple[tuple[str,
         parts = sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink())
         names = [p.relative_to(path).as_posix() for p in parts]
     else:
-        parts = sorted(p for p in path.parent.iterdir()
-                       if p.name == path.name + ".index" or p.name.startswith(path.name + ".data-"))
-        names = [p.name[len(path.name):] for p in parts]
+        parts = sorted(
+            p
+            for p in path.parent.iterdir()
+            if p.name == path.name + ".index" or p.name.startswith(path.name + ".data-")
+        )
+        names = [p.name[len(path.name) :] for p in parts]
     h = hashlib.sha256()
     for name, p in zip(names, parts):
         h.update(f"{name}\0{file_digest(p, replacements)}\0".encode())
@@ -117,8 +140,10 @@ def _ignored_summary(skipped: dict[str, str]) -> str:
     groups: dict[tuple[str, str], list[str]] = {}
     for path, why in skipped.items():
         groups.setdefault((path.split(":", 1)[0], why), []).append(path)
-    return "; ".join(escape_control(paths[0]) + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")
-                     + f" ({why})" for (_, why), paths in groups.items())
+    return "; ".join(
+        escape_control(paths[0]) + (f" and {len(paths) - 1} more" if len(paths) > 1 else "") + f" ({why})"
+        for (_, why), paths in groups.items()
+    )
 
 
 def _text_finding(source: str, label: str, d: LeafDiff, label_a: str) -> Difference:
@@ -146,30 +171,48 @@ def _no_verdict(display: str, done: list[_Run]) -> None:
     the same error): there is nothing to compare."""
     first = done[0]
     if all(r.info.timed_out for r in done):
-        raise RunError(f"every run of {display} timed out after {done[0].info.seconds:.0f} s; raise --timeout "
-                       f"or check the script for a hang (the whole process group was killed)")
+        raise RunError(
+            f"every run of {display} timed out after {done[0].info.seconds:.0f} s; raise --timeout "
+            f"or check the script for a hang (the whole process group was killed)"
+        )
     codes = {r.info.returncode for r in done}
     if first.info.returncode is None and first.info.error and all(r.info.error for r in done):
         raise RunError(f"{display} could not be started in any run: {first.info.error}")
     if len(codes) == 1 and 0 not in codes and not any(r.info.timed_out for r in done):
         hint = ""
         if "EOFError" in first.info.stderr_tail:
-            hint = ("\nThe script reads standard input, which fwd9m check closes; pass the input as a file "
-                    "or argument instead.")
-        raise RunError(f"{display} failed in every run (exit {first.info.returncode}), so there is nothing "
-                       f"to compare. End of its error output (run 1):\n{printable(first.info.stderr_tail)}{hint}")
+            hint = (
+                "\nThe script reads standard input, which fwd9m check closes; pass the input as a file "
+                "or argument instead."
+            )
+        raise RunError(
+            f"{display} failed in every run (exit {first.info.returncode}), so there is nothing "
+            f"to compare. End of its error output (run 1):\n{printable(first.info.stderr_tail)}{hint}"
+        )
 
 
 def _exit_findings(a: RunInfo, b: RunInfo, label: str) -> list[Difference]:
     """A run that timed out while the other did not, or a different exit status."""
     if b.timed_out or a.timed_out:
         slow, fast = (b, a) if b.timed_out else (a, b)
-        return [Difference("timeout", label, f"{slow.label} did not finish within {slow.seconds:.0f} s; "
-                                             f"{fast.label} took {fast.seconds:.1f} s (a hang in some runs only)")]
+        return [
+            Difference(
+                "timeout",
+                label,
+                f"{slow.label} did not finish within {slow.seconds:.0f} s; "
+                f"{fast.label} took {fast.seconds:.1f} s (a hang in some runs only)",
+            )
+        ]
     if a.returncode != b.returncode:
-        return [Difference("exit", label, f"exit status {b.returncode}, run 1 exited {a.returncode}",
-                           detail=f"run 1 stderr (end):\n{_indent(a.stderr_tail)}\n"
-                                  f"{label} stderr (end):\n{_indent(b.stderr_tail)}")]
+        return [
+            Difference(
+                "exit",
+                label,
+                f"exit status {b.returncode}, run 1 exited {a.returncode}",
+                detail=f"run 1 stderr (end):\n{_indent(a.stderr_tail)}\n"
+                f"{label} stderr (end):\n{_indent(b.stderr_tail)}",
+            )
+        ]
     return []
 
 
@@ -179,8 +222,11 @@ def _state_findings(first: _Run, other: _Run, label: str) -> list[Difference]:
     ga, gb = _state_groups(first), _state_groups(other)
     for key in sorted(set(ga) | set(gb)):
         if key not in ga or key not in gb:
-            out.append(Difference("state", label, f"final state of process '{key}' captured in "
-                                                  f"{'run 1' if key in ga else label} only"))
+            out.append(
+                Difference(
+                    "state", label, f"final state of process '{key}' captured in {'run 1' if key in ga else label} only"
+                )
+            )
             continue
         prefix = f"{key}: " if len(ga) > 1 else ""
         sa = replace_in_leaves(ga[key]["flat"], first.replacements)
@@ -213,8 +259,15 @@ class _Pairs:
         if exits and exits[0].source == "timeout":
             return
         pair = IgnoredValues()  # counted per pair of runs, merged as the largest count
-        d = compare_text("stdout", first.stdout, other.stdout, first.replacements, other.replacements,
-                         strict=self.strict, ignored=pair)
+        d = compare_text(
+            "stdout",
+            first.stdout,
+            other.stdout,
+            first.replacements,
+            other.replacements,
+            strict=self.strict,
+            ignored=pair,
+        )
         how = _interleaved_only(first, other) if d and _multi_rank(first, other) else None
         if how:
             self.interleaved.append(f"{label} ({how})")
@@ -236,68 +289,110 @@ def _launch_notes(result: CheckResult, first: _Run, pairs: _Pairs) -> None:
     if pairs.skipped:  # leaves a reader marked as time stamps (compare.ignored)
         result.notes.append("not compared (they change with every save): " + _ignored_summary(pairs.skipped))
     if first.ranks:
-        result.notes.append(f"each rank's output was captured separately ({len(first.ranks)} rank(s) of the "
-                            f"launcher) and compared rank by rank (rank r of each run with rank r of run 1)")
+        result.notes.append(
+            f"each rank's output was captured separately ({len(first.ranks)} rank(s) of the "
+            f"launcher) and compared rank by rank (rank r of each run with rank r of run 1)"
+        )
     if pairs.interleaved:
-        result.notes.append("the launcher's shared standard output differs only in how the ranks' lines "
-                            "interleave in " + "; ".join(pairs.interleaved) + ": several processes write to it, "
-                            "so their lines come in a random order; that is not a difference of the training")
+        result.notes.append(
+            "the launcher's shared standard output differs only in how the ranks' lines "
+            "interleave in " + "; ".join(pairs.interleaved) + ": several processes write to it, "
+            "so their lines come in a random order; that is not a difference of the training"
+        )
 
 
 def _hash_seed_notes(result: CheckResult, pairs: _Pairs) -> None:
     if pairs.probe_differs and pairs.findings:
         result.hash_seed_suspect = True
-        result.causes.append("PYTHONHASHSEED differed between runs (it was unset or 'random'), so each "
-                             "interpreter hashed strings differently: if the script iterates over a set of "
-                             "strings (or a dict built from one), it saw a different order. Fix: run with "
-                             "PYTHONHASHSEED=0 (or `fwd9m run`), or iterate in a fixed order (sorted(s)). "
-                             "To tell whether this is the cause: fwd9m check --env PYTHONHASHSEED=0 ...")
+        result.causes.append(
+            "PYTHONHASHSEED differed between runs (it was unset or 'random'), so each "
+            "interpreter hashed strings differently: if the script iterates over a set of "
+            "strings (or a dict built from one), it saw a different order. Fix: run with "
+            "PYTHONHASHSEED=0 (or `fwd9m run`), or iterate in a fixed order (sorted(s)). "
+            "To tell whether this is the cause: fwd9m check --env PYTHONHASHSEED=0 ..."
+        )
     elif pairs.probe_differs:
-        result.notes.append("PYTHONHASHSEED differed between runs (string hashing was randomised); "
-                            "the outputs did not depend on it this time.")
+        result.notes.append(
+            "PYTHONHASHSEED differed between runs (string hashing was randomised); "
+            "the outputs did not depend on it this time."
+        )
 
 
 def _rank_notes(result: CheckResult, done: list[_Run], ranks: list[str]) -> None:
     """A distributed launch: differences counted per rank, and ranks sharing stdout."""
     findings, first = result.findings, done[0]
-    counts = [(k, sum(f.source == "state" and f.summary.startswith(k + ":") for f in findings))
-              for k in sorted(ranks, key=lambda k: (len(k), k))]
-    result.notes.append("final state compared rank by rank (rank r of each run with rank r of run 1): "
-                        + ", ".join(f"{k}: {n} difference(s)" for k, n in counts))
+    counts = [
+        (k, sum(f.source == "state" and f.summary.startswith(k + ":") for f in findings))
+        for k in sorted(ranks, key=lambda k: (len(k), k))
+    ]
+    result.notes.append(
+        "final state compared rank by rank (rank r of each run with rank r of run 1): "
+        + ", ".join(f"{k}: {n} difference(s)" for k, n in counts)
+    )
     differs = {f.run for f in findings if f.source == "stdout" and f.diff is not None and f.diff.path == "stdout"}
-    shuffled = [r.info.label for r in done[1:] if len(ranks) > 1 and r.info.label in differs
-                and _same_bytes_reordered(first.stdout, r.stdout)]
+    shuffled = [
+        r.info.label
+        for r in done[1:]
+        if len(ranks) > 1 and r.info.label in differs and _same_bytes_reordered(first.stdout, r.stdout)
+    ]
     if shuffled:
-        result.causes.append(f"{len(ranks)} ranks write to the same standard output: {', '.join(shuffled)} "
-                             f"printed the same characters as run 1 in another order, as lines (and parts of "
-                             f"lines) from different processes interleave. Fix: print on rank 0 only (if "
-                             f"fwd9m.distributed.rank_info().is_main: print(...)); the final state is "
-                             f"compared rank by rank anyway.")
+        result.causes.append(
+            f"{len(ranks)} ranks write to the same standard output: {', '.join(shuffled)} "
+            f"printed the same characters as run 1 in another order, as lines (and parts of "
+            f"lines) from different processes interleave. Fix: print on rank 0 only (if "
+            f"fwd9m.distributed.rank_info().is_main: print(...)); the final state is "
+            f"compared rank by rank anyway."
+        )
 
 
-def _next_steps(result: CheckResult, display: str, pairs: _Pairs, ranks: list[str], command: bool,
-                source: str | None, argv: list[str] | None, env: dict[str, str] | None) -> None:
+def _next_steps(
+    result: CheckResult,
+    display: str,
+    pairs: _Pairs,
+    ranks: list[str],
+    command: bool,
+    source: str | None,
+    argv: list[str] | None,
+    env: dict[str, str] | None,
+) -> None:
     """What to do about the differences: where fwd9m debug goes next, and the catalog."""
     base_env = pairs.base_env
     if ranks and command:
-        result.next_steps.append(f"find the first op that differs, rank by rank: fwd9m run --record-ranks "
-                                 f"runA {display} (and again into runB), then fwd9m debug diff runA runB")
+        result.next_steps.append(
+            f"find the first op that differs, rank by rank: fwd9m run --record-ranks "
+            f"runA {display} (and again into runB), then fwd9m debug diff runA runB"
+        )
     elif _debug_can_record(base_env):
         result.next_steps.append(f"find the first op that differs: fwd9m debug {_debug_args(display, command)}")
     else:
-        result.next_steps.append("the runs imported no framework that fwd9m debug records (PyTorch, "
-                                 "TensorFlow/Keras, JAX): to localize, check smaller pieces in Python "
-                                 "with fwd9m.check(fn, ...)")
+        result.next_steps.append(
+            "the runs imported no framework that fwd9m debug records (PyTorch, "
+            "TensorFlow/Keras, JAX): to localize, check smaller pieces in Python "
+            "with fwd9m.check(fn, ...)"
+        )
     if pairs.probe_differs:
         result.next_steps.append(_HASH_SEED_STEP)
     device = "gpu" if (base_env or {}).get("gpus") else "cpu"
-    result.catalog = _catalog_hints(base_env, device, python=bool(pairs.probe_differs), source=source,
-                                    threads_differ=_threads_differ(result), argv=argv, env=env)
+    result.catalog = _catalog_hints(
+        base_env,
+        device,
+        python=bool(pairs.probe_differs),
+        source=source,
+        threads_differ=_threads_differ(result),
+        argv=argv,
+        env=env,
+    )
 
 
-def _compare_runs(display: str, done: list[_Run], source: str | None, command: bool = False,
-                  strict: bool = False, argv: list[str] | None = None,
-                  env: dict[str, str] | None = None) -> CheckResult:
+def _compare_runs(
+    display: str,
+    done: list[_Run],
+    source: str | None,
+    command: bool = False,
+    strict: bool = False,
+    argv: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> CheckResult:
     """Compare each run with the first. Printed output and text files are compared with
     timing values masked (each one listed in ``result.ignored``), unless ``strict``.
     ``argv``, ``env``: the runs' ``sys.argv`` and environment when every run had the same
@@ -307,14 +402,23 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
     _no_verdict(display, done)
     first = done[0]
     rank_lines = sum(_count_lines(o["stdout"]) for o in first.ranks.values() if "stdout" in o)
-    compared = {"stdout lines": _count_lines(first.stdout) + rank_lines, "files": len(first.files),
-                "state tensors": sum(len(g["flat"]) for g in _state_groups(first).values())}
+    compared = {
+        "stdout lines": _count_lines(first.stdout) + rank_lines,
+        "files": len(first.files),
+        "state tensors": sum(len(g["flat"]) for g in _state_groups(first).values()),
+    }
     pairs = _Pairs(first, strict)
     for other in done[1:]:
         pairs.add(other)
-    result = CheckResult(display, [r.info for r in done], pairs.findings, compared,
-                         environment=pairs.base_env or environment.collect(),
-                         environment_diffs=pairs.env_diffs, ignored=pairs.ignored.to_list())
+    result = CheckResult(
+        display,
+        [r.info for r in done],
+        pairs.findings,
+        compared,
+        environment=pairs.base_env or environment.collect(),
+        environment_diffs=pairs.env_diffs,
+        ignored=pairs.ignored.to_list(),
+    )
     if not any(compared.values()) and not pairs.findings:
         raise RunError(_nothing_compared(display, done))
     _launch_notes(result, first, pairs)
@@ -330,8 +434,9 @@ def _compare_runs(display: str, done: list[_Run], source: str | None, command: b
 def _threads_differ(result: CheckResult) -> bool:
     """Whether the runs' thread settings differed (an environment difference about
     threads, or a run under --vary threads=...)."""
-    return any("thread" in str(d.get("key", "")).lower() for d in result.environment_diffs) \
-        or any("thread" in k.lower() for r in result.runs for k in r.settings)
+    return any("thread" in str(d.get("key", "")).lower() for d in result.environment_diffs) or any(
+        "thread" in k.lower() for r in result.runs for k in r.settings
+    )
 
 
 _HASH_SEED_STEP = "fix the hash seed: PYTHONHASHSEED=0 python ..., or fwd9m run --seed 0 ..."
@@ -342,8 +447,14 @@ def _finding_key(f: Difference) -> str:
     return f"{f.source}:{f.diff.path if f.diff else f.summary.split(':', 1)[0]}"
 
 
-def _settle_hash_seed(result: CheckResult, outcome: Outcome, moved: set[str], source: str | None,
-                      argv: list[str] | None = None, env: dict[str, str] | None = None) -> None:
+def _settle_hash_seed(
+    result: CheckResult,
+    outcome: Outcome,
+    moved: set[str],
+    source: str | None,
+    argv: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> None:
     """Turn the hash-seed suspicion into the conclusion of the controlled experiment
     (:func:`fwd9m._hashseed.experiment`, the policy ``fwd9m debug`` uses too). ``moved``:
     where (:func:`_finding_key`) the first run with the seed that differed differs from
@@ -355,15 +466,25 @@ def _settle_hash_seed(result: CheckResult, outcome: Outcome, moved: set[str], so
     device = "gpu" if (result.environment or {}).get("gpus") else "cpu"
     if outcome.hash_order:
         found = {_finding_key(f) for f in result.findings}
-        where = ("in the same places as the first runs" if moved & found else
-                 "though in other places than those found first (hash order moves values around)")
+        where = (
+            "in the same places as the first runs"
+            if moved & found
+            else "though in other places than those found first (hash order moves values around)"
+        )
         result.causes.insert(0, f"{outcome.message()} The seeds' results differ {where}.")
         # the hash seed explains it: not "different hardware or software between runs"
         result.catalog = [h for h in result.catalog if h.get("id") != "python.environment-differences"]
         return
     result.next_steps = [s for s in result.next_steps if s != _HASH_SEED_STEP]
-    result.catalog = _catalog_hints(result.environment, device, python=False, source=source,
-                                    threads_differ=_threads_differ(result), argv=argv, env=env)
+    result.catalog = _catalog_hints(
+        result.environment,
+        device,
+        python=False,
+        source=source,
+        threads_differ=_threads_differ(result),
+        argv=argv,
+        env=env,
+    )
     if outcome.verdict == RULED_OUT:
         result.notes.append(outcome.message())
         return
@@ -416,8 +537,10 @@ def _interleaved_only(a: _Run, b: _Run, limit: int = 1 << 24) -> str | None:
     if a.ranks and b.ranks:
         if collections.Counter(ga.pop("", [])) != collections.Counter(gb.pop("", [])):
             return None
-        return ("its lines with a rank prefix are copies of each rank's own output, compared on their own; "
-                "the others compared as a multiset of lines")
+        return (
+            "its lines with a rank prefix are copies of each rank's own output, compared on their own; "
+            "the others compared as a multiset of lines"
+        )
     if collections.Counter(la) != collections.Counter(lb):
         return None
     if len(ga) > 1:
@@ -438,15 +561,17 @@ def _by_rank_prefix(lines: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def _compare_rank_outputs(a: _Run, b: _Run, label: str, findings: list[Difference], strict: bool = False,
-                          masked: IgnoredValues | None = None) -> None:
+def _compare_rank_outputs(
+    a: _Run, b: _Run, label: str, findings: list[Difference], strict: bool = False, masked: IgnoredValues | None = None
+) -> None:
     """Rank r's own stdout in run ``b`` against rank r's in run ``a`` (timing values masked
     into ``masked`` unless ``strict``)."""
     for key in sorted(set(a.ranks) | set(b.ranks), key=lambda k: int(k.split()[1])):
         pa, pb = a.ranks.get(key, {}).get("stdout"), b.ranks.get(key, {}).get("stdout")
         if pa is None or pb is None:
-            findings.append(Difference("stdout", label, f"{key} stdout: captured in "
-                                    f"{a.info.label if pb is None else label} only"))
+            findings.append(
+                Difference("stdout", label, f"{key} stdout: captured in {a.info.label if pb is None else label} only")
+            )
             continue
         d = compare_text(f"{key} stdout", pa, pb, a.replacements, b.replacements, strict=strict, ignored=masked)
         if d:
@@ -456,15 +581,21 @@ def _compare_rank_outputs(a: _Run, b: _Run, label: str, findings: list[Differenc
 def _nothing_compared(display: str, done: list[_Run]) -> str:
     """Why there is no verdict: what was looked at, and how to give the check something."""
     first = done[0]
-    watched = ("the run's own (empty) directory" if not first.watched else
-               "your directory (through the run's links) and the run's own directory" if first.watch_complete
-               else f"the run's own directory and the first {workdir.WATCH_LIMIT:,} entries of your directory "
-                    f"(the watch stopped there, so files written beyond them were not seen)")
-    return (f"nothing to compare, so there is no verdict: in {len(done)} runs of {display}, standard output "
-            f"was empty, no file was written in {watched}, and no model, variable or array was held at exit "
-            f"({len(first.captures)} Python process(es) captured). Make the script print or save the result "
-            f"you care about (print(loss), torch.save(model.state_dict(), 'model.pt'), np.save('preds.npy', "
-            f"preds)), or return it from a function and use fwd9m.check(fn)")
+    watched = (
+        "the run's own (empty) directory"
+        if not first.watched
+        else "your directory (through the run's links) and the run's own directory"
+        if first.watch_complete
+        else f"the run's own directory and the first {workdir.WATCH_LIMIT:,} entries of your directory "
+        f"(the watch stopped there, so files written beyond them were not seen)"
+    )
+    return (
+        f"nothing to compare, so there is no verdict: in {len(done)} runs of {display}, standard output "
+        f"was empty, no file was written in {watched}, and no model, variable or array was held at exit "
+        f"({len(first.captures)} Python process(es) captured). Make the script print or save the result "
+        f"you care about (print(loss), torch.save(model.state_dict(), 'model.pt'), np.save('preds.npy', "
+        f"preds)), or return it from a function and use fwd9m.check(fn)"
+    )
 
 
 def _indent(text: str) -> str:

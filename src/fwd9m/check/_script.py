@@ -7,14 +7,14 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 from .._hashseed import MAX_RUNS, experiment
 from .._log import logger
-from ..errors import RunError
 from .._runtime.workdir import Guard
+from ..errors import RunError
 from ._process import _execute, _Run, _run_notes
 from ._result import CheckResult, RunInfo
 from ._runs import _compare_runs, _finding_key, _settle_hash_seed
@@ -39,8 +39,10 @@ class Variant:
 
     def env(self) -> dict[str, str]:
         if self.name == "threads":
-            return {k: self.value for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                            "TF_NUM_INTRAOP_THREADS")}
+            return {
+                k: self.value
+                for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
+            }
         if self.name.startswith("-"):
             return {}
         return {self.name: self.value}
@@ -79,11 +81,14 @@ def parse_vary(specs: Sequence[str]) -> list[Variant]:
         name, sep, values = spec.partition("=")
         vals = [v for v in values.split(",") if v != ""]
         if not sep or not name or not vals:
-            raise ConfigurationError(f"--vary {spec!r}: expected NAME=V1,V2 (an environment variable, "
-                                     f"'threads', or a script option such as --vary=--batch-size=32,64)")
+            raise ConfigurationError(
+                f"--vary {spec!r}: expected NAME=V1,V2 (an environment variable, "
+                f"'threads', or a script option such as --vary=--batch-size=32,64)"
+            )
         if name == "threads" and not all(v.isdigit() and int(v) > 0 for v in vals):
-            raise ConfigurationError(f"--vary {spec!r}: thread counts must be positive integers, "
-                                     f"for example --vary threads=1,4")
+            raise ConfigurationError(
+                f"--vary {spec!r}: thread counts must be positive integers, for example --vary threads=1,4"
+            )
         out += [Variant(name, v) for v in vals]
     return out
 
@@ -101,12 +106,25 @@ def _launch_command(target: str, args: Sequence[str], mode: str, seed: int, pyth
     return [python, "-m", "fwd9m._runtime.capture", *(["-m"] if module else []), target, *args]
 
 
-def check_script(target: str, args: Sequence[str] = (), *, module: bool = False, command: bool = False,
-                 runs: int = 2, seed: int = 0, timeout: float | None = None,
-                 env: dict[str, str] | None = None, enable: bool = False,
-                 vary: Sequence[Variant] = (), cwd: str = "link", keep: bool = False,
-                 progress: Callable[[str], None] | None = None,
-                 python: str | None = None, hashseed_check: bool = True, strict: bool = False) -> CheckResult:
+def check_script(
+    target: str,
+    args: Sequence[str] = (),
+    *,
+    module: bool = False,
+    command: bool = False,
+    runs: int = 2,
+    seed: int = 0,
+    timeout: float | None = None,
+    env: dict[str, str] | None = None,
+    enable: bool = False,
+    vary: Sequence[Variant] = (),
+    cwd: str = "link",
+    keep: bool = False,
+    progress: Callable[[str], None] | None = None,
+    python: str | None = None,
+    hashseed_check: bool = True,
+    strict: bool = False,
+) -> CheckResult:
     """Run ``target`` ``runs`` times (plus once per ``vary`` setting), each in a fresh
     interpreter and its own working directory, and compare what the runs print, write
     and hold at exit.
@@ -151,9 +169,21 @@ def check_script(target: str, args: Sequence[str] = (), *, module: bool = False,
 
     if runs < 2:
         raise ConfigurationError(f"--runs must be at least 2, got {runs}")
-    options = CheckOptions(module=module, command=command, runs=runs, seed=seed, timeout=timeout,
-                           env=dict(env or {}), enable=enable, vary=tuple(vary), cwd=cwd, keep=keep,
-                           python=python or sys.executable, hashseed_check=hashseed_check, strict=strict)
+    options = CheckOptions(
+        module=module,
+        command=command,
+        runs=runs,
+        seed=seed,
+        timeout=timeout,
+        env=dict(env or {}),
+        enable=enable,
+        vary=tuple(vary),
+        cwd=cwd,
+        keep=keep,
+        python=python or sys.executable,
+        hashseed_check=hashseed_check,
+        strict=strict,
+    )
     return _check(_resolve(target, tuple(args), options), options, progress or (lambda msg: logger.info(msg)))
 
 
@@ -218,8 +248,9 @@ def _resolve(target: str, args: tuple[str, ...], o: CheckOptions) -> _Program:
     display = " ".join([*(["-m"] if o.module else ["--"] if o.command else []), target, *args])
     if o.command:
         # the training script a launcher runs (torchrun ... train.py): linted for the hints
-        source = next((str(Path(a).resolve()) for a in [target, *args]
-                       if a.endswith(".py") and Path(a).is_file()), None)
+        source = next(
+            (str(Path(a).resolve()) for a in [target, *args] if a.endswith(".py") and Path(a).is_file()), None
+        )
         return _Program(target, args, "command", source, display, invocation)
     if o.module:
         source = _module_source(target, invocation)
@@ -234,32 +265,42 @@ def _plan(prog: _Program, o: CheckOptions) -> list[tuple[str, list[str], dict[st
     then one per ``vary`` setting."""
     base_cmd = _launch_command(prog.target, prog.args, prog.mode, o.seed, o.python)
     plan: list[tuple[str, list[str], dict[str, str], dict[str, str]]] = [
-        (f"run {i + 1}", base_cmd, {}, {}) for i in range(o.runs)]
+        (f"run {i + 1}", base_cmd, {}, {}) for i in range(o.runs)
+    ]
     for v in o.vary:
-        cmd = base_cmd[:len(base_cmd) - len(prog.args)] + v.argv(prog.args)
+        cmd = base_cmd[: len(base_cmd) - len(prog.args)] + v.argv(prog.args)
         plan.append((f"run with {v.label}", cmd, v.env(), {v.name: v.value}))
     return plan
 
 
-def _run_all(prog: _Program, o: CheckOptions, root: Path, guard: Guard | None,
-             say: Callable[[str], None]) -> list[_Run]:
+def _run_all(
+    prog: _Program, o: CheckOptions, root: Path, guard: Guard | None, say: Callable[[str], None]
+) -> list[_Run]:
     site = prog.mode not in ("script", "module")  # other interpreters: capture in each (start-up hook)
     plan = _plan(prog, o)
     done: list[_Run] = []
     for k, (label, cmd, extra_env, settings) in enumerate(plan):
-        run = _Run(RunInfo(label, list(cmd), settings), root / f"run{k + 1}", root / f"run{k + 1}" / "cwd",
-                   root / f"run{k + 1}" / "stdout")
-        _execute(run, prog.invocation, o.cwd, {**o.env, **extra_env}, site, o.timeout, f"{k + 1}/{len(plan)}",
-                 say, guard)
+        run = _Run(
+            RunInfo(label, list(cmd), settings),
+            root / f"run{k + 1}",
+            root / f"run{k + 1}" / "cwd",
+            root / f"run{k + 1}" / "stdout",
+        )
+        _execute(
+            run, prog.invocation, o.cwd, {**o.env, **extra_env}, site, o.timeout, f"{k + 1}/{len(plan)}", say, guard
+        )
         done.append(run)
     if o.timeout is not None and all(r.info.timed_out for r in done):
-        raise RunError(f"every run of {prog.display} timed out (--timeout {o.timeout:g} s); raise --timeout "
-                       f"or check the script for a hang (the whole process group was killed)")
+        raise RunError(
+            f"every run of {prog.display} timed out (--timeout {o.timeout:g} s); raise --timeout "
+            f"or check the script for a hang (the whole process group was killed)"
+        )
     return done
 
 
-def _hash_seed_runs(result: CheckResult, prog: _Program, o: CheckOptions, root: Path, guard: Guard | None,
-                    say: Callable[[str], None]) -> None:
+def _hash_seed_runs(
+    result: CheckResult, prog: _Program, o: CheckOptions, root: Path, guard: Guard | None, say: Callable[[str], None]
+) -> None:
     """The controlled hash-seed experiment (:mod:`fwd9m._hashseed`) on reruns of the script."""
     base_cmd = _launch_command(prog.target, prog.args, prog.mode, o.seed, o.python)
     site = prog.mode not in ("script", "module")
@@ -269,10 +310,23 @@ def _hash_seed_runs(result: CheckResult, prog: _Program, o: CheckOptions, root: 
 
     def hash_run(seed: int, k: int) -> _Run:
         d = root / f"hashseed{k}"
-        run = _Run(RunInfo(f"PYTHONHASHSEED={seed} run {k}", list(base_cmd),
-                           {"PYTHONHASHSEED": str(seed)}), d, d / "cwd", d / "stdout")
-        _execute(run, prog.invocation, o.cwd, {**o.env, "PYTHONHASHSEED": str(seed)}, site, o.timeout,
-                 f"{k}/{MAX_RUNS} at most", say, guard)
+        run = _Run(
+            RunInfo(f"PYTHONHASHSEED={seed} run {k}", list(base_cmd), {"PYTHONHASHSEED": str(seed)}),
+            d,
+            d / "cwd",
+            d / "stdout",
+        )
+        _execute(
+            run,
+            prog.invocation,
+            o.cwd,
+            {**o.env, "PYTHONHASHSEED": str(seed)},
+            site,
+            o.timeout,
+            f"{k}/{MAX_RUNS} at most",
+            say,
+            guard,
+        )
         return run
 
     def agree(a: _Run, b: _Run) -> bool:
@@ -281,8 +335,16 @@ def _hash_seed_runs(result: CheckResult, prog: _Program, o: CheckOptions, root: 
             moved.update(_finding_key(f) for f in found)
         return not found
 
-    outcome = experiment(hash_run, agree, script=prog.source, target=prog.display, progress=say,
-                         errors=(RunError,), argv=argv, env=known_env)
+    outcome = experiment(
+        hash_run,
+        agree,
+        script=prog.source,
+        target=prog.display,
+        progress=say,
+        errors=(RunError,),
+        argv=argv,
+        env=known_env,
+    )
     _settle_hash_seed(result, outcome, moved, prog.source, argv=argv, env=known_env)
 
 
@@ -297,8 +359,10 @@ def _check(prog: _Program, o: CheckOptions, say: Callable[[str], None]) -> Check
         result = _compare_runs(prog.display, done, prog.source, o.command, o.strict, argv=argv, env=known_env)
         result.notes[:0] = _run_notes(done, prog.display, guard)
         if o.strict:
-            result.notes.append("--strict: printed output and text files were compared with nothing masked "
-                                "(timings, rates, timestamps, addresses and temporary names too)")
+            result.notes.append(
+                "--strict: printed output and text files were compared with nothing masked "
+                "(timings, rates, timestamps, addresses and temporary names too)"
+            )
         if o.hashseed_check and result.hash_seed_suspect:
             _hash_seed_runs(result, prog, o, root, guard, say)
         elif result.hash_seed_suspect:
@@ -318,13 +382,19 @@ def _enable_did_not_fix(result) -> None:
     launcher setting reaches what remains, and point at the script's own lines when
     fwd9m lint flags some (a generator the script creates, a seed drawn from the clock)."""
     lines = [e for e in result.catalog if e.get("kind") == "lint"]
-    where = (f"; change the line{'s' if len(lines) > 1 else ''} fwd9m lint points at: "
-             + ", ".join(e["title"].removeprefix("in your code: ").split(" ", 1)[0] for e in lines[:3])
-             if lines else "; find the first op or input that differs with fwd9m debug --enable")
-    result.causes.insert(0, "the runs still differ with every fwd9m run setting switched on (--enable): "
-                            "what remains is something no launcher setting reaches, such as a generator "
-                            "the script creates or seeds itself, a seed taken from the clock, or an op "
-                            "that has no deterministic implementation" + where)
+    where = (
+        f"; change the line{'s' if len(lines) > 1 else ''} fwd9m lint points at: "
+        + ", ".join(e["title"].removeprefix("in your code: ").split(" ", 1)[0] for e in lines[:3])
+        if lines
+        else "; find the first op or input that differs with fwd9m debug --enable"
+    )
+    result.causes.insert(
+        0,
+        "the runs still differ with every fwd9m run setting switched on (--enable): "
+        "what remains is something no launcher setting reaches, such as a generator "
+        "the script creates or seeds itself, a seed taken from the clock, or an op "
+        "that has no deterministic implementation" + where,
+    )
 
 
 def _hash_seed_untested(result) -> None:
@@ -336,11 +406,13 @@ def _hash_seed_untested(result) -> None:
 
     result.causes = [c for c in result.causes if not c.startswith("PYTHONHASHSEED differed")]
     hash_code = any(e.get("kind") == "lint" and e.get("id", "").startswith(HASH_CODES) for e in result.catalog)
-    result.causes.append("PYTHONHASHSEED also differed between the runs; not tested (--no-hashseed-check): it "
-                         "matters only if the script iterates over a set of strings or hashes them"
-                         + (", as fwd9m lint finds it does (below)" if hash_code else
-                            ", and fwd9m lint finds no such code"))
+    result.causes.append(
+        "PYTHONHASHSEED also differed between the runs; not tested (--no-hashseed-check): it "
+        "matters only if the script iterates over a set of strings or hashes them"
+        + (", as fwd9m lint finds it does (below)" if hash_code else ", and fwd9m lint finds no such code")
+    )
     if not hash_code:
         result.next_steps = [s for s in result.next_steps if s != _HASH_SEED_STEP]
-        result.catalog = [e for e in result.catalog if e.get("id") not in ("python.hash-seed",
-                                                                           "python.set-iteration-order")]
+        result.catalog = [
+            e for e in result.catalog if e.get("id") not in ("python.hash-seed", "python.set-iteration-order")
+        ]

@@ -29,12 +29,37 @@ saved tensors and checkpoints), ``_escape`` (a user's text made safe to print).
 
 # names the rest of fwd9m imports from here, constants and private helpers included
 from ._bits import CHUNK, LeafDiff, compare, compare_arrays, compare_flat, ignored  # noqa: F401
-from ._escape import clip as _clip, escape_control, printable  # noqa: F401
-from ._files import (STRUCTURED_SUFFIXES, TEXT_LIMIT, TEXT_SUFFIXES, file_digest, is_structured,  # noqa: F401
-                     orbax_roots, pair_names, read_structured)
+from ._escape import clip as _clip  # noqa: F401
+from ._escape import escape_control, printable
+from ._files import (  # noqa: F401
+    STRUCTURED_SUFFIXES,
+    TEXT_LIMIT,
+    TEXT_SUFFIXES,
+    file_digest,
+    is_structured,
+    orbax_roots,
+    pair_names,
+    read_structured,
+)
 from ._text import VOLATILE, compare_text, normalize_line  # noqa: F401
 from ._values import MAX_DEPTH, Flat, NamedPath, Tensor, _Opaque, flatten, replace_in_leaves, to_numpy  # noqa: F401
 
-__all__ = ["Flat", "LeafDiff", "NamedPath", "Tensor", "compare", "compare_arrays", "compare_flat", "compare_text",
-           "escape_control", "file_digest", "printable", "flatten", "ignored", "normalize_line", "read_structured",
-           "replace_in_leaves", "to_numpy"]
+__all__ = [
+    "Flat",
+    "LeafDiff",
+    "NamedPath",
+    "Tensor",
+    "compare",
+    "compare_arrays",
+    "compare_flat",
+    "compare_text",
+    "escape_control",
+    "file_digest",
+    "printable",
+    "flatten",
+    "ignored",
+    "normalize_line",
+    "read_structured",
+    "replace_in_leaves",
+    "to_numpy",
+]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._escape import clip, escape_control
-from ._values import NamedPath, Tensor, _Empty, _Opaque, _np, flatten
+from ._values import NamedPath, Tensor, _Empty, _np, _Opaque, flatten
 
 #: elements compared per chunk in the fast equality test (bounds temporary memory)
 CHUNK = 1 << 22
@@ -70,8 +70,10 @@ class LeafDiff:
                 parts.append(f"{self.a} vs {self.b}")
             return f"{self.path} ({self.dtype}, {shape}): " + "; ".join(parts)
         if self.kind == "error":
-            return (f"{self.path}: cannot be compared: == on a {self.dtype} raised {self.a} "
-                    f"(return arrays, numbers or a state_dict instead)")
+            return (
+                f"{self.path}: cannot be compared: == on a {self.dtype} raised {self.a} "
+                f"(return arrays, numbers or a state_dict instead)"
+            )
         if self.kind in ("only_a", "only_b"):
             which, other = ("the first run", "the other") if self.kind == "only_a" else ("the other run", "the first")
             return f"{self.path}: only in {which} ({self.a or self.b}), not in {other}"
@@ -157,10 +159,10 @@ def _equal_bits(np: Any, a: Any, b: Any) -> bool:
     bits = _bits_dtype(np, a.dtype)
     if bits is None:
         fa, fb = a.reshape(-1), b.reshape(-1)
-        return not any(_differs(np, fa[i:i + CHUNK], fb[i:i + CHUNK]).any() for i in range(0, fa.size, CHUNK))
+        return not any(_differs(np, fa[i : i + CHUNK], fb[i : i + CHUNK]).any() for i in range(0, fa.size, CHUNK))
     fa, fb = _as_bits(np, a, bits).reshape(-1), _as_bits(np, b, bits).reshape(-1)
     for start in range(0, fa.size, CHUNK):
-        if not np.array_equal(fa[start:start + CHUNK], fb[start:start + CHUNK]):
+        if not np.array_equal(fa[start : start + CHUNK], fb[start : start + CHUNK]):
             return False
     return True
 
@@ -185,7 +187,7 @@ def _element(arr: Any, i: int) -> Any:
     try:
         return flat[i]
     except (SystemError, ValueError):  # UnicodeError is a ValueError
-        return flat[i:i + 1]
+        return flat[i : i + 1]
 
 
 def _hex(x: Any) -> str:
@@ -280,8 +282,9 @@ def compare_arrays(path: str, a: Tensor, b: Tensor) -> LeafDiff | None:
     sa, sb = _shown(va), _shown(vb)
     if sa == sb and xa.dtype.kind != "O":  # NaN payloads: "nan" vs "nan"
         sa, sb = (f"{s} (bits {clip(_hex(x), 40)})" for s, x in ((sa, va), (sb, vb)))
-    return LeafDiff(path, "values", a.dtype, tuple(int(s) for s in xa.shape), n_diff, int(xa.size),
-                    max_abs, max_ulp, first, sa, sb)
+    return LeafDiff(
+        path, "values", a.dtype, tuple(int(s) for s in xa.shape), n_diff, int(xa.size), max_abs, max_ulp, first, sa, sb
+    )
 
 
 def _float_bits(x: float) -> bytes:
@@ -345,8 +348,7 @@ def _container_diffs(fa: Mapping[str, Any], fb: Mapping[str, Any]) -> list[LeafD
     ca, cb = getattr(fa, "containers", None), getattr(fb, "containers", None)
     if not ca or not cb:
         return []
-    return [LeafDiff(path, "type", a=kind, b=cb[path]) for path, kind in ca.items()
-            if path in cb and cb[path] != kind]
+    return [LeafDiff(path, "type", a=kind, b=cb[path]) for path, kind in ca.items() if path in cb and cb[path] != kind]
 
 
 def compare_flat(fa: Mapping[str, Any], fb: Mapping[str, Any]) -> list[LeafDiff]:

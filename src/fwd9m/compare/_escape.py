@@ -43,7 +43,7 @@ def clip(line: str | None, width: int = 160) -> str:
     line) reads ``<no line: output ended>``."""
     if line is None:
         return "<no line: output ended>"
-    pieces = [_escape(c) if _CONTROL.match(c) else c for c in line.rstrip("\r\n")[:width + 1]]
+    pieces = [_escape(c) if _CONTROL.match(c) else c for c in line.rstrip("\r\n")[: width + 1]]
     if sum(map(len, pieces)) <= width:
         return "".join(pieces)
     out, used = [], 0

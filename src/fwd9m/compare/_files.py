@@ -74,7 +74,7 @@ def pair_names(names: Any) -> dict[str, str]:
 
     def when(name: str) -> tuple[str, int, str]:
         folder, _, base = name.rpartition("/")
-        stamp = base[len(EVENTS_PREFIX):].split(".", 1)[0]
+        stamp = base[len(EVENTS_PREFIX) :].split(".", 1)[0]
         return (folder, int(stamp) if stamp.isdigit() else -1, name)
 
     for folder, group in by_dir.items():
@@ -83,9 +83,23 @@ def pair_names(names: Any) -> dict[str, str]:
     return out
 
 
-_SAFETENSORS_DTYPES = {"F64": "f8", "F32": "f4", "F16": "f2", "I64": "i8", "I32": "i4", "I16": "i2",
-                       "I8": "i1", "U64": "u8", "U32": "u4", "U16": "u2", "U8": "u1", "BOOL": "?",
-                       "BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
+_SAFETENSORS_DTYPES = {
+    "F64": "f8",
+    "F32": "f4",
+    "F16": "f2",
+    "I64": "i8",
+    "I32": "i4",
+    "I16": "i2",
+    "I8": "i1",
+    "U64": "u8",
+    "U32": "u4",
+    "U16": "u2",
+    "U8": "u1",
+    "BOOL": "?",
+    "BF16": "bfloat16",
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E5M2": "float8_e5m2",
+}
 
 
 def _np_dtype(name: str) -> Any:
@@ -120,8 +134,13 @@ def _read_safetensors(path: Path) -> dict[str, Any]:
                 continue
             start, end = info["data_offsets"]
             shape = info["shape"]
-            if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)
-                    and type(start) is int and type(end) is int and 0 <= start <= end <= size - base):
+            if not (
+                isinstance(shape, list)
+                and all(type(d) is int and d >= 0 for d in shape)
+                and type(start) is int
+                and type(end) is int
+                and 0 <= start <= end <= size - base
+            ):
                 raise _Malformed(f"tensor {name!r}: shape {shape!r} or offsets {[start, end]!r} do not fit the file")
             label = _SAFETENSORS_DTYPES.get(info["dtype"], str(info["dtype"]))
             count = math.prod(shape)
@@ -131,8 +150,10 @@ def _read_safetensors(path: Path) -> dict[str, Any]:
             except (ImportError, AttributeError, TypeError):
                 dt = np.dtype(f"V{max(1, (end - start) // max(1, count))}")
             if count * dt.itemsize != end - start:
-                raise _Malformed(f"tensor {name!r}: shape {shape} of {label} needs {count * dt.itemsize} bytes, "
-                                 f"its offsets hold {end - start}")
+                raise _Malformed(
+                    f"tensor {name!r}: shape {shape} of {label} needs {count * dt.itemsize} bytes, "
+                    f"its offsets hold {end - start}"
+                )
             f.seek(base + start)
             out[name] = Tensor(np.frombuffer(f.read(end - start), dtype=dt).reshape(shape), label.lower())
     return out
@@ -186,6 +207,7 @@ def _read_h5(source: Any, size: int) -> dict[str, Any]:
             out[f"{name}@{key}"] = _h5_leaf(obj.attrs[key])
 
     with h5py.File(source, "r") as f:
+
         def visit(name, obj):
             if isinstance(obj, h5py.Dataset):
                 nbytes = math.prod(obj.shape or ()) * obj.dtype.itemsize if obj.shape is not None else 0
@@ -193,6 +215,7 @@ def _read_h5(source: Any, size: int) -> dict[str, Any]:
                     raise _Malformed(f"dataset {name!r} claims {nbytes} bytes in a file of {size}")
                 out[name] = _h5_leaf(obj[()])
             attrs(name, obj)
+
         attrs("", f)
         f.visititems(visit)
     return out
@@ -286,15 +309,16 @@ def _read_torch(path: Path) -> Flat:
     compared by their bytes."""
     if "torch" not in sys.modules and not _installed("torch"):
         raise ImportError("PyTorch is not installed")
-    import torch
-
     import warnings
+
+    import torch
 
     with warnings.catch_warnings():  # a file's pickle protocol is no message for fwd9m's user
         warnings.simplefilter("ignore")
         out = flatten(torch.load(path, map_location="cpu", weights_only=True))
-    out.ignored.update((k, "time spent training (Lightning's Timer callback)")
-                       for k in out if _LIGHTNING_TIMER.search(k))
+    out.ignored.update(
+        (k, "time spent training (Lightning's Timer callback)") for k in out if _LIGHTNING_TIMER.search(k)
+    )
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as z:
             for info in _zip_members(z, os.path.getsize(path)):
@@ -321,8 +345,14 @@ def _read_tf_checkpoint(prefix: Path) -> dict[str, Any]:
 #: https://github.com/tensorflow/tensorflow/blob/master/tensorflow/core/protobuf/fingerprint.proto;
 #: numbers checked against the installed TF 2.21 ``fingerprint_pb2``). Field 7, ``uuid``,
 #: is random for every save and is skipped.
-_FINGERPRINT_FIELDS = {1: "saved_model_checksum", 2: "graph_def_program_hash", 3: "signature_def_hash",
-                       4: "saved_object_graph_hash", 5: "checkpoint_hash", 6: "version"}
+_FINGERPRINT_FIELDS = {
+    1: "saved_model_checksum",
+    2: "graph_def_program_hash",
+    3: "signature_def_hash",
+    4: "saved_object_graph_hash",
+    5: "checkpoint_hash",
+    6: "version",
+}
 
 
 def _varint(buf: bytes, i: int) -> tuple[int, int]:
@@ -349,7 +379,7 @@ def _read_saved_model_fingerprint(path: Path) -> dict[str, Any]:
             value, i = _varint(buf, i)
         elif wire == 2:
             n, i = _varint(buf, i)
-            value, i = buf[i:i + n], i + n
+            value, i = buf[i : i + n], i + n
         else:
             raise ValueError(f"unexpected protobuf wire type {wire}")
         if number in _FINGERPRINT_FIELDS:
@@ -408,10 +438,10 @@ def _fields(buf: bytes) -> list[tuple[int, int, Any]]:
             value, i = _varint(buf, i)
         elif wire in (1, 5):
             width = 8 if wire == 1 else 4
-            value, i = buf[i:i + width], i + width
+            value, i = buf[i : i + width], i + width
         elif wire == 2:
             n, i = _varint(buf, i)
-            value, i = buf[i:i + n], i + n
+            value, i = buf[i : i + n], i + n
         else:
             raise _Malformed(f"unexpected protobuf wire type {wire}")
         if i > len(buf):
@@ -462,8 +492,11 @@ def _event_values(data: bytes) -> tuple[int, list[tuple[str, Any]], list[tuple[i
                 tag = next((x for n, w, x in parts if n == _VAL_TAG and w == 2), b"").decode("utf-8", "replace")
                 simple = [x for n, w, x in parts if n == _VAL_SIMPLE and w == 5]
                 rest = [(n, w, x) for n, w, x in parts if n not in (_VAL_TAG, _VAL_SIMPLE)]
-                leaf = struct.unpack("<f", simple[0])[0] if simple and not rest else _encode_fields(
-                    [(n, w, x) for n, w, x in parts if n != _VAL_TAG])
+                leaf = (
+                    struct.unpack("<f", simple[0])[0]
+                    if simple and not rest
+                    else _encode_fields([(n, w, x) for n, w, x in parts if n != _VAL_TAG])
+                )
                 values.append((tag, leaf))
         else:
             other.append((number, _encode_fields([(number, wire, value)])))
@@ -502,8 +535,11 @@ ORBAX_STEP, ORBAX_ITEM = "_CHECKPOINT_METADATA", "_METADATA"
 #: timestamps and ``performance_metrics`` ("time, memory") of
 #: orbax/checkpoint/_src/metadata/checkpoint.py,
 #: https://github.com/google/orbax/blob/main/checkpoint/orbax/checkpoint/_src/metadata/checkpoint.py
-_ORBAX_VOLATILE = {"init_timestamp_nsecs": "the time the save began", "commit_timestamp_nsecs": "the time of the save",
-                   "performance_metrics": "how long the save took"}
+_ORBAX_VOLATILE = {
+    "init_timestamp_nsecs": "the time the save began",
+    "commit_timestamp_nsecs": "the time of the save",
+    "performance_metrics": "how long the save took",
+}
 
 
 def orbax_roots(names: Any) -> list[str]:
@@ -605,8 +641,9 @@ def read_structured(path: str | os.PathLike[str], tf_checkpoint: bool = False) -
         if suffix in (".pt", ".pth", ".ckpt"):
             return _read_torch(p)
     except Exception as exc:  # any parser failure means: compare by hash instead
-        raise FileFormatError(f"{p.name}: not readable as {suffix or 'a checkpoint'} "
-                              f"({type(exc).__name__}: {str(exc)[:200]})") from None
+        raise FileFormatError(
+            f"{p.name}: not readable as {suffix or 'a checkpoint'} ({type(exc).__name__}: {str(exc)[:200]})"
+        ) from None
     raise FileFormatError(f"{p.name}: no reader for {suffix!r} files")
 
 
@@ -639,7 +676,7 @@ def _replaced(blocks: Any, pairs: dict[bytes, bytes]) -> Any:
         for m in pattern.finditer(buf):
             if m.start() >= cut:
                 break
-            out += [buf[pos:m.start()], pairs[m.group()]]
+            out += [buf[pos : m.start()], pairs[m.group()]]
             pos = m.end()
         end = max(pos, cut)
         out.append(buf[pos:end])

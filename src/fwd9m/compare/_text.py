@@ -20,8 +20,9 @@ import hashlib
 import math
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 from ._bits import LeafDiff
 from ._escape import clip
@@ -34,8 +35,10 @@ _NUM = r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _CLOCK = r"\d+:\d{2}(?::\d{2})?"
 #: units of what progress bars and loggers count per second (``it/s``, ``samples/s``)
-_COUNT_UNITS = (r"(?:it|its|steps?|batch(?:es)?|samples?|examples?|ex|tokens?|toks?|imgs?|images?|seqs?|"
-                r"sequences?|epochs?|items?|rows?|files?|frames?|bytes|[kKMGTP]?i?B|b)")
+_COUNT_UNITS = (
+    r"(?:it|its|steps?|batch(?:es)?|samples?|examples?|ex|tokens?|toks?|imgs?|images?|seqs?|"
+    r"sequences?|epochs?|items?|rows?|files?|frames?|bytes|[kKMGTP]?i?B|b)"
+)
 _TIME_UNITS = r"(?:ns|us|µs|μs|ms|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?)"
 
 
@@ -54,36 +57,69 @@ class _Mask(NamedTuple):
 #: start with a digit. The named group ``v``, where present, is the masked part.
 MASKS = (
     _Mask("address", "address", re.compile(r"(?:\bat |\bid[=:] ?)(?P<v>0x[0-9a-fA-F]+)\b"), re.compile("0x")),
-    _Mask("temporary name", "temporary name", re.compile(r"\b(?:tmp|pymp-)[a-z0-9_]{8}\b"),
-          re.compile("tmp|pymp-")),
-    _Mask("timestamp", "timestamp", re.compile(  # time.ctime()
-        r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) " + _MONTH + r" [ \d]\d \d{2}:\d{2}:\d{2} \d{4}\b"),
-          re.compile(r"\d:\d\d \d{4}")),
+    _Mask("temporary name", "temporary name", re.compile(r"\b(?:tmp|pymp-)[a-z0-9_]{8}\b"), re.compile("tmp|pymp-")),
+    _Mask(
+        "timestamp",
+        "timestamp",
+        re.compile(  # time.ctime()
+            r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) " + _MONTH + r" [ \d]\d \d{2}:\d{2}:\d{2} \d{4}\b"
+        ),
+        re.compile(r"\d:\d\d \d{4}"),
+    ),
     # TensorBoard's and transformers' default log folder: runs/Dec01_07-45-28_host
-    _Mask("timestamp", "timestamp", re.compile(r"\b" + _MONTH + r"\d{2}_\d{2}-\d{2}-\d{2}(?!\d)"),
-          re.compile(r"[a-z]\d\d_\d")),
+    _Mask(
+        "timestamp",
+        "timestamp",
+        re.compile(r"\b" + _MONTH + r"\d{2}_\d{2}-\d{2}-\d{2}(?!\d)"),
+        re.compile(r"[a-z]\d\d_\d"),
+    ),
     _Mask("timing", "{unit}", re.compile(r"(?<![\w.])\? ?(?P<unit>[^\s,\]]+/s)(?![\w/])"), re.compile(r"\?")),
     _Mask("timing", "duration", re.compile(r"-:--:--"), re.compile("-:--")),  # rich: time remaining unknown
 )
 #: Values that start with a digit, tried (anchored) where a number starts; ``unit``
 #: names a rate or a per-step duration.
 NUMBER_MASKS = (
-    _Mask("timestamp", "timestamp", re.compile(
-        r"\d{4}-\d{2}-\d{2}(?:[ T_]\d{2}[:-]\d{2}(?:[:-]\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)"), "\\w"),
+    _Mask(
+        "timestamp",
+        "timestamp",
+        re.compile(r"\d{4}-\d{2}-\d{2}(?:[ T_]\d{2}[:-]\d{2}(?:[:-]\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)"),
+        "\\w",
+    ),
     _Mask("timing", "elapsed (progress bar)", re.compile(_CLOCK + r"(?=[<,\]])"), "=["),
     _Mask("timing", "remaining (progress bar)", re.compile(_CLOCK + r"(?=[,\]])"), "=<"),
     # tqdm's r_bar: "| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]", where rate_fmt
     # is f"{rate:5.2f}" + unit + "/s" or its inverse + "s/" + unit (tqdm/std.py, format_meter)
-    _Mask("timing", "{unit} (progress bar)", re.compile(
-        r"(?:" + _NUM + r")[kMGTPEZY]? ?(?P<unit>[^\s,\]]+/s|s/[^\s,\]]+)(?=[,\]])"), "=, "),
-    _Mask("timing", "duration", re.compile(  # a timedelta: 0:00:00.010084, 1 day, 0:00:01
-        r"(?:\d+ days?, )?\d{1,3}:\d{2}:\d{2}(?:\.\d+)?(?![\w:])"), "\\w.:"),
-    _Mask("timing", "duration", re.compile(  # 3m45s, 1h 2m, 2m 3.5s
-        r"\d+(?:\.\d+)?(?:ms|d|h|m|s)(?: ?\d+(?:\.\d+)?(?:ms|d|h|m|s))+(?![\w/])"), "\\w."),
-    _Mask("timing", "{unit}", re.compile(
-        _NUM + r"[kMGTPEZY]? ?(?P<unit>" + _COUNT_UNITS + r"/s)(?![\w/])"), "\\w."),
-    _Mask("timing", "{unit}", re.compile(  # 3.8e-06s, 0.53 minutes, 12ms/step, 1.42s/it
-        _NUM + r" ?(?P<unit>" + _TIME_UNITS + r"(?:/(?:step|it|epoch|sample|batch|token))?)(?![\w/])"), "\\w."),
+    _Mask(
+        "timing",
+        "{unit} (progress bar)",
+        re.compile(r"(?:" + _NUM + r")[kMGTPEZY]? ?(?P<unit>[^\s,\]]+/s|s/[^\s,\]]+)(?=[,\]])"),
+        "=, ",
+    ),
+    _Mask(
+        "timing",
+        "duration",
+        re.compile(  # a timedelta: 0:00:00.010084, 1 day, 0:00:01
+            r"(?:\d+ days?, )?\d{1,3}:\d{2}:\d{2}(?:\.\d+)?(?![\w:])"
+        ),
+        "\\w.:",
+    ),
+    _Mask(
+        "timing",
+        "duration",
+        re.compile(  # 3m45s, 1h 2m, 2m 3.5s
+            r"\d+(?:\.\d+)?(?:ms|d|h|m|s)(?: ?\d+(?:\.\d+)?(?:ms|d|h|m|s))+(?![\w/])"
+        ),
+        "\\w.",
+    ),
+    _Mask("timing", "{unit}", re.compile(_NUM + r"[kMGTPEZY]? ?(?P<unit>" + _COUNT_UNITS + r"/s)(?![\w/])"), "\\w."),
+    _Mask(
+        "timing",
+        "{unit}",
+        re.compile(  # 3.8e-06s, 0.53 minutes, 12ms/step, 1.42s/it
+            _NUM + r" ?(?P<unit>" + _TIME_UNITS + r"(?:/(?:step|it|epoch|sample|batch|token))?)(?![\w/])"
+        ),
+        "\\w.",
+    ),
 )
 #: kept for callers of the former API: each pattern with the text that replaces it
 VOLATILE = tuple((m.pattern, f"<{m.kind}>") for m in MASKS + NUMBER_MASKS)
@@ -93,21 +129,39 @@ VOLATILE = tuple((m.pattern, f"<{m.kind}>") for m in MASKS + NUMBER_MASKS)
 _CANDIDATE = re.compile(r"\d[\d.]*(?:[eE][-+]?\d+)?(?:[-:,\]<]| ?[A-Za-zµμ?])")
 _NUMBER_MASKS_ALL: re.Pattern[str]  # set below, once _combined is defined
 #: a line without any of these holds no timing name (a fast test before looking for keys)
-_KEY_HINT = re.compile(r"(?:time|elapsed|duration|date|created|eta|sec|ms|us|ns|throughput|/s|per_s|timing)"
-                       r"[\w./\-]*['\"]?[ \t]*[:=]")  # searched in the lowercased line
+_KEY_HINT = re.compile(
+    r"(?:time|elapsed|duration|date|created|eta|sec|ms|us|ns|throughput|/s|per_s|timing)"
+    r"[\w./\-]*['\"]?[ \t]*[:=]"
+)  # searched in the lowercased line
 
 _KEY = re.compile(r"(?<![\w.\-/'\"])(?P<q>['\"]?)(?P<key>[A-Za-z_][\w.\-/]*)(?P=q)[ \t]*[:=][ \t]*")
 _VALUE = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|[^\s,;}\])]+")
-_NUMBER = re.compile(r"(?<![\w.])[-+]?0[xX][0-9a-fA-F]+(?![\w.])"
-                     r"|(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])"
-                     r"|(?<![\w])[-+]?(?:nan|inf|infinity)(?![\w])", re.IGNORECASE)
+_NUMBER = re.compile(
+    r"(?<![\w.])[-+]?0[xX][0-9a-fA-F]+(?![\w.])"
+    r"|(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])"
+    r"|(?<![\w])[-+]?(?:nan|inf|infinity)(?![\w])",
+    re.IGNORECASE,
+)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x08]")
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 # names of timing and bookkeeping values: any word of the name, its last word, or a
 # per-second tail (train_samples_per_second); "timesteps" or "epoch" are not timing words
-_TIMING_WORDS = {"runtime", "elapsed", "duration", "durations", "timestamp", "timestamps", "walltime", "datetime",
-                 "eta", "created", "throughput", "timing", "timings"}
+_TIMING_WORDS = {
+    "runtime",
+    "elapsed",
+    "duration",
+    "durations",
+    "timestamp",
+    "timestamps",
+    "walltime",
+    "datetime",
+    "eta",
+    "created",
+    "throughput",
+    "timing",
+    "timings",
+}
 _TIMING_LAST = {"time", "times", "date", "seconds", "secs", "sec", "ms", "us", "ns"}
 _TIME_UNIT_WORDS = {"s", "ms", "us", "ns", "sec", "secs", "seconds", "min", "mins", "minutes", "h"}
 
@@ -146,8 +200,16 @@ class Ignored:
     differed: int = 0  #: how many of them differed between the runs
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "kind": self.kind, "name": self.name, "where": self.where,
-                "a": self.a, "b": self.b, "count": self.count, "differed": self.differed}
+        return {
+            "source": self.source,
+            "kind": self.kind,
+            "name": self.name,
+            "where": self.where,
+            "a": self.a,
+            "b": self.b,
+            "count": self.count,
+            "differed": self.differed,
+        }
 
 
 @dataclass
@@ -181,8 +243,12 @@ class IgnoredValues:
 
     def to_list(self) -> list[dict[str, Any]]:
         """Entries, those that differed first, then stdout's first."""
-        return [e.to_dict() for e in sorted(self.entries.values(), key=lambda e: (
-            not e.differed, e.source != "stdout", e.source, e.kind, e.name))]
+        return [
+            e.to_dict()
+            for e in sorted(
+                self.entries.values(), key=lambda e: (not e.differed, e.source != "stdout", e.source, e.kind, e.name)
+            )
+        ]
 
 
 class _Tokens(NamedTuple):
@@ -259,8 +325,9 @@ def _start(before: str, line: str, p: int) -> int:
 def _combined(masks: tuple[_Mask, ...]) -> re.Pattern[str]:
     """The masks' patterns as one: group ``n{i}`` is mask ``i`` (``unit`` groups renamed
     ``unit{i}``; :func:`_mask_name` reads either)."""
-    return re.compile("|".join(f"(?P<n{i}>{m.pattern.pattern.replace('(?P<unit>', f'(?P<unit{i}>')})"
-                               for i, m in enumerate(masks)))
+    return re.compile(
+        "|".join(f"(?P<n{i}>{m.pattern.pattern.replace('(?P<unit>', f'(?P<unit{i}>')})" for i, m in enumerate(masks))
+    )
 
 
 def _mask_name(mask: _Mask, m: re.Match[str]) -> str:
@@ -283,7 +350,7 @@ def _tokens(line: str, strict: bool, columns: dict[int, str] | None = None, deli
     pos = 0
     for start, end, kind, name in [*spans, (len(line), len(line), "", "")]:
         for m in _NUMBER.finditer(line, pos, start):
-            parts += [line[pos:m.start()], "\0N\0"]
+            parts += [line[pos : m.start()], "\0N\0"]
             numbers.append(m.group())
             pos = m.end()
         parts.append(line[pos:start])
@@ -306,8 +373,9 @@ def normalize_line(line: str, replacements: tuple[tuple[str, str], ...] = (), st
     t = _tokens(_clean(line, replacements), strict)
     it = iter(t.numbers)
     kinds = iter(t.masked)
-    return re.sub(r"\0N\0|\0M:[^\0]*\0", lambda m: next(it) if m.group() == "\0N\0" else f"<{next(kinds)[0]}>",
-                  t.template)
+    return re.sub(
+        r"\0N\0|\0M:[^\0]*\0", lambda m: next(it) if m.group() == "\0N\0" else f"<{next(kinds)[0]}>", t.template
+    )
 
 
 def _clean(line: str, replacements: tuple[tuple[str, str], ...]) -> str:
@@ -402,7 +470,7 @@ def _lines(f) -> Iterator[str]:
                 if len(piece) > room:
                     if rest is None:
                         rest = hashlib.sha256()
-                    tail = piece[max(room, 0):]
+                    tail = piece[max(room, 0) :]
                     rest.update(tail.encode("utf-8", "surrogatepass"))
                     rest_n += len(tail)
     if cur or rest is not None:
@@ -421,10 +489,16 @@ def _timing_columns(header: str | None, delimiter: str) -> dict[int, str]:
     return {i: clip(n, 40) for i, n in enumerate(names) if timing_name(n)}  # a name for the report
 
 
-def compare_text(path: str, file_a: str | os.PathLike[str], file_b: str | os.PathLike[str],
-                 replace_a: tuple[tuple[str, str], ...] = (),
-                 replace_b: tuple[tuple[str, str], ...] = (), *, strict: bool = False,
-                 ignored: IgnoredValues | None = None) -> LeafDiff | None:
+def compare_text(
+    path: str,
+    file_a: str | os.PathLike[str],
+    file_b: str | os.PathLike[str],
+    replace_a: tuple[tuple[str, str], ...] = (),
+    replace_b: tuple[tuple[str, str], ...] = (),
+    *,
+    strict: bool = False,
+    ignored: IgnoredValues | None = None,
+) -> LeafDiff | None:
     """Compare two text files line by line, numbers by their exact value, reading both
     as streams (memory does not grow with their length). None when they agree.
 
@@ -451,8 +525,10 @@ def compare_text(path: str, file_a: str | os.PathLike[str], file_b: str | os.Pat
     first = None
     max_abs: float | None = None
     # lines end at "\n" only: a "\r" redraws the line, as on a terminal
-    with open(file_a, encoding="utf-8", errors="replace", newline="\n") as fa, \
-            open(file_b, encoding="utf-8", errors="replace", newline="\n") as fb:
+    with (
+        open(file_a, encoding="utf-8", errors="replace", newline="\n") as fa,
+        open(file_b, encoding="utf-8", errors="replace", newline="\n") as fb,
+    ):
         for la, lb in itertools.zip_longest(_lines(fa), _lines(fb)):
             total += 1
             if la is None or lb is None:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 #: leaves nested deeper than this are compared by type name only
 MAX_DEPTH = 64
@@ -41,8 +41,7 @@ def _backend_of(obj: Any):
     if not roots:
         from .. import _frameworks
 
-        roots.update({r: b for b in _frameworks.backends(list(_frameworks.FRAMEWORKS))
-                      for r in b.type_roots})
+        roots.update({r: b for b in _frameworks.backends(list(_frameworks.FRAMEWORKS)) for r in b.type_roots})
     for cls in type(obj).__mro__:
         root = cls.__module__.partition(".")[0]
         if root in roots and root in sys.modules:
@@ -110,8 +109,9 @@ def _container_kind(value: Any, kind: type) -> str:
     return kind.__qualname__
 
 
-def _walk(value: Any, path: str, depth: int, seen: set[int], named: int | None,
-          containers: dict[str, str]) -> Iterator[tuple[str, Any]]:
+def _walk(
+    value: Any, path: str, depth: int, seen: set[int], named: int | None, containers: dict[str, str]
+) -> Iterator[tuple[str, Any]]:
     """``(path, leaf)`` pairs; ``named``: where in ``path`` names a framework made up
     begin (None: nowhere), for :class:`NamedPath`; ``containers`` gets ``{path: kind}``
     (:func:`_container_kind`) of every non-empty container outside such names."""
@@ -224,8 +224,9 @@ class Flat(dict):
     stamp in a checkpoint's metadata): :func:`~fwd9m.compare.compare_flat` skips them
     and :func:`~fwd9m.compare.ignored` lists them."""
 
-    def __init__(self, *args: Any, containers: dict[str, str] | None = None,
-                 ignored: dict[str, str] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, containers: dict[str, str] | None = None, ignored: dict[str, str] | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.containers: dict[str, str] = dict(containers or {})
         self.ignored: dict[str, str] = dict(ignored or {})
@@ -238,8 +239,9 @@ def _replace(text: Any, replacements: tuple[tuple[Any, Any], ...]) -> Any:
     return text
 
 
-def _replace_leaf(leaf: Any, texts: tuple[tuple[str, str], ...], raw: tuple[tuple[bytes, bytes], ...],
-                  depth: int = 0) -> Any:
+def _replace_leaf(
+    leaf: Any, texts: tuple[tuple[str, str], ...], raw: tuple[tuple[bytes, bytes], ...], depth: int = 0
+) -> Any:
     """``leaf`` with ``texts`` replaced in its strings (``raw`` in its bytes), also inside
     lists, tuples and dicts (an HDF5 string dataset, a captured ``repr``) and in string,
     bytes and object arrays, which keep their dtype."""
@@ -252,8 +254,9 @@ def _replace_leaf(leaf: Any, texts: tuple[tuple[str, str], ...], raw: tuple[tupl
     if isinstance(leaf, (list, tuple)) and type(leaf) in (list, tuple):
         return type(leaf)(_replace_leaf(x, texts, raw, depth + 1) for x in leaf)
     if type(leaf) is dict:
-        return {_replace_leaf(k, texts, raw, depth + 1): _replace_leaf(v, texts, raw, depth + 1)
-                for k, v in leaf.items()}
+        return {
+            _replace_leaf(k, texts, raw, depth + 1): _replace_leaf(v, texts, raw, depth + 1) for k, v in leaf.items()
+        }
     if isinstance(leaf, Tensor) and leaf.array.dtype.kind in "USO" and leaf.array.size:
         np = _np()
         arr = leaf.array
@@ -261,8 +264,10 @@ def _replace_leaf(leaf: Any, texts: tuple[tuple[str, str], ...], raw: tuple[tupl
             data = arr.tobytes()
             little = arr.dtype.byteorder == "<" or (arr.dtype.byteorder in "=|" and sys.byteorder == "little")
             codec = "utf-32-le" if little else "utf-32-be"
-            if not any((o.encode(codec) if arr.dtype.kind == "U" else o) in data
-                       for o, _ in (texts if arr.dtype.kind == "U" else raw)):
+            if not any(
+                (o.encode(codec) if arr.dtype.kind == "U" else o) in data
+                for o, _ in (texts if arr.dtype.kind == "U" else raw)
+            ):
                 return leaf
         out = np.empty(arr.shape, arr.dtype)
         flat_in, flat_out = arr.reshape(-1), out.reshape(-1)
@@ -287,14 +292,15 @@ def replace_in_leaves(flat: Mapping[str, Any], replacements: tuple[tuple[str, st
     texts = tuple((o, n) for o, n in replacements if o)
     if not texts:
         return flat if isinstance(flat, Flat) else Flat(flat)
-    raw = tuple(dict.fromkeys((enc(o), n.encode()) for o, n in texts
-                              for enc in (str.encode, os.fsencode)))
-    out = Flat(containers={_replace(k, texts): v for k, v in getattr(flat, "containers", {}).items()},
-               ignored={_replace(k, texts): v for k, v in getattr(flat, "ignored", {}).items()})
+    raw = tuple(dict.fromkeys((enc(o), n.encode()) for o, n in texts for enc in (str.encode, os.fsencode)))
+    out = Flat(
+        containers={_replace(k, texts): v for k, v in getattr(flat, "containers", {}).items()},
+        ignored={_replace(k, texts): v for k, v in getattr(flat, "ignored", {}).items()},
+    )
     for path, leaf in flat.items():
         key = _replace(str(path), texts)
         if isinstance(path, NamedPath):
-            key = NamedPath(key, len(_replace(str(path)[:path.start], texts)))
+            key = NamedPath(key, len(_replace(str(path)[: path.start], texts)))
         out[key] = _replace_leaf(leaf, texts, raw)
     return out
 

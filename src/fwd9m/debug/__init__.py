@@ -25,18 +25,34 @@ import os
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ..errors import ConfigurationError
+from ..steps import diff_steps, is_step_digest_file, step_digest  # step digests (fwd9m.steps)
 from ._common import LEVELS, CaptureSpec, Recording
 from ._compare import DebugReport, Report, compare
 from ._script import DebugOptions, debug_script, record_script
 from ._store import FORMAT_VERSION, TraceReader, TraceWriter
-from ..steps import diff_steps, is_step_digest_file, step_digest  # step digests (fwd9m.steps)
 
-__all__ = ["record", "diff", "localize", "replay", "debug_script", "record_script", "DebugOptions",
-           "DebugReport", "Report", "Trace", "LEVELS", "FORMAT_VERSION", "TraceReader",
-           "step_digest", "diff_steps", "is_step_digest_file"]
+__all__ = [
+    "record",
+    "diff",
+    "localize",
+    "replay",
+    "debug_script",
+    "record_script",
+    "DebugOptions",
+    "DebugReport",
+    "Report",
+    "Trace",
+    "LEVELS",
+    "FORMAT_VERSION",
+    "TraceReader",
+    "step_digest",
+    "diff_steps",
+    "is_step_digest_file",
+]
 
 
 def replay(trace, op: int, **kwargs):
@@ -75,18 +91,17 @@ def _frameworks(framework) -> list[str]:
         if not found:
             raise ConfigurationError(
                 "record() found no framework imported; import torch, tensorflow or jax first, "
-                f"or pass framework= one of {', '.join(registry.FRAMEWORKS)}")
+                f"or pass framework= one of {', '.join(registry.FRAMEWORKS)}"
+            )
         return list(dict.fromkeys(found))
     names = [framework] if isinstance(framework, str) else list(framework)
     for n in names:
         if n not in registry.FRAMEWORKS:
-            raise ConfigurationError(f"debug.record supports {', '.join(registry.FRAMEWORKS)}, "
-                                     f"not {n!r}")
+            raise ConfigurationError(f"debug.record supports {', '.join(registry.FRAMEWORKS)}, not {n!r}")
     out = []
     for b, n in zip(registry.backends(names), _recorded_by(registry.backends(names))):
         if n is None:
-            raise ConfigurationError(f"debug.record cannot record {b.name} here: "
-                                     f"{_why_not_recorded(b)}")
+            raise ConfigurationError(f"debug.record cannot record {b.name} here: {_why_not_recorded(b)}")
         out.append(n)
     return list(dict.fromkeys(out))
 
@@ -125,15 +140,26 @@ def _header(frameworks: list[str], level: str, program: dict | None) -> dict[str
         # not imported here (it would run before the user's script: Keras picks its
         # backend when imported)
         env = _ENV_CACHE[key] = environment.collect()
-    return {"frameworks": frameworks, "level": level, "created": time.time(),
-            "program": program or {"argv": list(sys.argv)}, "environment": env}
+    return {
+        "frameworks": frameworks,
+        "level": level,
+        "created": time.time(),
+        "program": program or {"argv": list(sys.argv)},
+        "environment": env,
+    }
 
 
 @contextlib.contextmanager
-def record(path: str | os.PathLike[str] | None = None, *, framework: str | list[str] | None = None,
-           level: str = "digests", capture: str | list[str] | None = None,
-           samples: bool = True, program: dict | None = None,
-           steps: tuple[int, int] | None = None) -> Iterator[Trace]:
+def record(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    framework: str | list[str] | None = None,
+    level: str = "digests",
+    capture: str | list[str] | None = None,
+    samples: bool = True,
+    program: dict | None = None,
+    steps: tuple[int, int] | None = None,
+) -> Iterator[Trace]:
     """Record every op executed in the block into a trace file.
 
     Args:
@@ -197,13 +223,14 @@ def _import_named(names: list[str]) -> None:
 
     for n in names:
         if n not in registry.FRAMEWORKS:
-            raise ConfigurationError(f"debug.record supports {', '.join(registry.FRAMEWORKS)}, "
-                                     f"not {n!r}")
+            raise ConfigurationError(f"debug.record supports {', '.join(registry.FRAMEWORKS)}, not {n!r}")
         try:
             __import__(registry.backend(n).module)
         except ImportError:
-            raise ConfigurationError(f"debug.record(framework={n!r}): {n} is not installed here; "
-                                     f"pip install it, or record the framework you use") from None
+            raise ConfigurationError(
+                f"debug.record(framework={n!r}): {n} is not installed here; "
+                f"pip install it, or record the framework you use"
+            ) from None
 
 
 def check_options(level: str, capture) -> None:
@@ -213,12 +240,12 @@ def check_options(level: str, capture) -> None:
     CaptureSpec(capture)
 
 
-def _open(path: str, names: list[str], level: str, capture, samples: bool, program: dict | None,
-          steps: tuple[int, int] | None) -> tuple[TraceWriter, Recording]:
+def _open(
+    path: str, names: list[str], level: str, capture, samples: bool, program: dict | None, steps: tuple[int, int] | None
+) -> tuple[TraceWriter, Recording]:
     """Create the trace file (header: ``names``, the environment) and its recording."""
     writer = TraceWriter(path, _header(names, level, program))
-    return writer, Recording(writer, level=level, capture=CaptureSpec(capture), samples=samples,
-                             steps=steps)
+    return writer, Recording(writer, level=level, capture=CaptureSpec(capture), samples=samples, steps=steps)
 
 
 def _finish(recorders, rec: Recording, writer: TraceWriter, completed: bool, trace: Trace) -> None:
@@ -245,9 +272,16 @@ def diff(a: str | os.PathLike[str], b: str | os.PathLike[str], **kwargs) -> Debu
     return compare(os.fspath(a), os.fspath(b), **kwargs)
 
 
-def localize(fn: Callable[..., Any], *args, runs: int = 2, framework=None,
-             level: str = "digests", capture=None, directory: str | None = None,
-             **kwargs) -> DebugReport:
+def localize(
+    fn: Callable[..., Any],
+    *args,
+    runs: int = 2,
+    framework=None,
+    level: str = "digests",
+    capture=None,
+    directory: str | None = None,
+    **kwargs,
+) -> DebugReport:
     """Call ``fn(*args, **kwargs)`` ``runs`` times in this process, recording each call,
     and compare the first recording with each later one; returns the first report
     that finds a divergence (or the last, reproducible one).

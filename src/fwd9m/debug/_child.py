@@ -46,8 +46,11 @@ def detect_frameworks(target: str, module: bool) -> list[str]:
                 found.add(node.module.split(".")[0])
     except (SyntaxError, ValueError, RecursionError):
         pass  # the script fails on its own when run; the regex result stands
-    names = {registry.of_module(m) for m in found
-             if m == _TF_KERAS or any(m == f.module for f in registry.FRAMEWORKS.values())}
+    names = {
+        registry.of_module(m)
+        for m in found
+        if m == _TF_KERAS or any(m == f.module for f in registry.FRAMEWORKS.values())
+    }
     return [n for n in registry.FRAMEWORKS if n in names]
 
 
@@ -79,7 +82,8 @@ class _Deferred:
     def _expected(self, first: str) -> list[str]:
         """The header's frameworks: ``first`` and the other named frameworks that are
         recorded by their own recorder (Keras' is known once it is imported)."""
-        from .. import _backend, _frameworks as registry
+        from .. import _backend
+        from .. import _frameworks as registry
 
         out = [first]
         for n in self.names:
@@ -99,8 +103,9 @@ class _Deferred:
 
         if self.writer is None:
             o = self.options
-            self.writer, self.rec = _open(self.out, self._expected(name), o["level"], o["capture"],
-                                          True, o["program"], o["steps"])
+            self.writer, self.rec = _open(
+                self.out, self._expected(name), o["level"], o["capture"], True, o["program"], o["steps"]
+            )
             self.trace = Trace(self.out)
         recorder = registry.backend(name).recorder(self.rec)
         recorder.start()
@@ -111,8 +116,9 @@ class _Deferred:
 
         if self.writer is None:  # the script imported none of them: an empty trace
             o = self.options
-            self.writer, self.rec = _open(self.out, self.names, o["level"], o["capture"], True,
-                                          o["program"], o["steps"])
+            self.writer, self.rec = _open(
+                self.out, self.names, o["level"], o["capture"], True, o["program"], o["steps"]
+            )
             self.trace = Trace(self.out)
         _finish(list(self.recorders.values()), self.rec, self.writer, completed, self.trace)
 
@@ -120,18 +126,24 @@ class _Deferred:
 def main(argv: list[str]) -> int:
     out, level, capture, steps, frameworks, module, target, *args = argv
     from .. import _frameworks as registry
-    from .._runtime import bootstrap as _bootstrap, launch as _launch
+    from .._runtime import bootstrap as _bootstrap
+    from .._runtime import launch as _launch
     from . import check_options
 
     module_flag = module == "1"
     names = frameworks.split(",") if frameworks != "-" else detect_frameworks(target, module_flag)
     if not names:
-        sys.stderr.write(f"fwd9m debug: {target} imports none of {', '.join(registry.FRAMEWORKS)} "
-                         f"at top level; pass --framework {'|'.join(registry.FRAMEWORKS)}\n")
+        sys.stderr.write(
+            f"fwd9m debug: {target} imports none of {', '.join(registry.FRAMEWORKS)} "
+            f"at top level; pass --framework {'|'.join(registry.FRAMEWORKS)}\n"
+        )
         return 2
-    options = {"level": level, "capture": None if capture == "-" else capture,
-               "program": {"script": target, "argv": args, "module": module_flag},
-               "steps": None if steps == "-" else tuple(int(x) for x in steps.split(","))}
+    options = {
+        "level": level,
+        "capture": None if capture == "-" else capture,
+        "program": {"script": target, "argv": args, "module": module_flag},
+        "steps": None if steps == "-" else tuple(int(x) for x in steps.split(",")),
+    }
     check_options(level, options["capture"])
     session = _Deferred(out, names, options)
     finder = _bootstrap.after_import([registry.backend(n).module for n in names], session.imported)

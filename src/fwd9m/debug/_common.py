@@ -26,11 +26,21 @@ SAMPLES = 4
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _skip_cache: dict[str, bool] = {}
-_FRAMEWORK_MARKERS = (f"{os.sep}torch{os.sep}", f"{os.sep}tensorflow{os.sep}",
-                      f"{os.sep}keras{os.sep}", f"{os.sep}tf_keras{os.sep}",
-                      f"{os.sep}jax{os.sep}", f"{os.sep}numpy{os.sep}", "<frozen ",
-                      f"{os.sep}contextlib.py", f"{os.sep}runpy.py", f"{os.sep}functools.py",
-                      f"{os.sep}_runtime{os.sep}launch.py", f"{os.sep}optree{os.sep}", f"{os.sep}absl{os.sep}")
+_FRAMEWORK_MARKERS = (
+    f"{os.sep}torch{os.sep}",
+    f"{os.sep}tensorflow{os.sep}",
+    f"{os.sep}keras{os.sep}",
+    f"{os.sep}tf_keras{os.sep}",
+    f"{os.sep}jax{os.sep}",
+    f"{os.sep}numpy{os.sep}",
+    "<frozen ",
+    f"{os.sep}contextlib.py",
+    f"{os.sep}runpy.py",
+    f"{os.sep}functools.py",
+    f"{os.sep}_runtime{os.sep}launch.py",
+    f"{os.sep}optree{os.sep}",
+    f"{os.sep}absl{os.sep}",
+)
 
 
 def _installed_dirs() -> tuple[str, ...]:
@@ -39,10 +49,16 @@ def _installed_dirs() -> tuple[str, ...]:
     import sysconfig
 
     paths = sysconfig.get_paths()
-    dirs = {os.path.join(os.path.realpath(paths[k]), "") for k in ("stdlib", "platstdlib", "purelib", "platlib")
-            if paths.get(k)}
-    dirs |= {os.path.join(os.path.realpath(p), "") for p in sys.path  # site folders added by .pth files too
-             if os.path.basename(os.path.normpath(p)) in ("site-packages", "dist-packages")}
+    dirs = {
+        os.path.join(os.path.realpath(paths[k]), "")
+        for k in ("stdlib", "platstdlib", "purelib", "platlib")
+        if paths.get(k)
+    }
+    dirs |= {
+        os.path.join(os.path.realpath(p), "")
+        for p in sys.path  # site folders added by .pth files too
+        if os.path.basename(os.path.normpath(p)) in ("site-packages", "dist-packages")
+    }
     return tuple(sorted(dirs))
 
 
@@ -52,9 +68,13 @@ _INSTALLED = _installed_dirs()
 def _is_library(filename: str) -> bool:
     skip = _skip_cache.get(filename)
     if skip is None:
-        skip = filename.startswith(_PKG_DIR) or any(m in filename for m in _FRAMEWORK_MARKERS) \
-            or filename.startswith("<") or filename.startswith(_INSTALLED) \
+        skip = (
+            filename.startswith(_PKG_DIR)
+            or any(m in filename for m in _FRAMEWORK_MARKERS)
+            or filename.startswith("<")
+            or filename.startswith(_INSTALLED)
             or os.path.realpath(filename).startswith(_INSTALLED)
+        )
         _skip_cache[filename] = skip
     return skip
 
@@ -112,8 +132,13 @@ def value_text(x: Any, str_types: tuple = (), depth: int = 0) -> str:
     if isinstance(x, dict):
         if depth >= _MAX_DEPTH or len(x) > _MAX_ITEMS:
             return f"<dict of {len(x)}>"
-        return "{" + ",".join(f"{value_text(k, str_types, depth + 1)}:{value_text(v, str_types, depth + 1)}"
-                              for k, v in x.items()) + "}"
+        return (
+            "{"
+            + ",".join(
+                f"{value_text(k, str_types, depth + 1)}:{value_text(v, str_types, depth + 1)}" for k, v in x.items()
+            )
+            + "}"
+        )
     if isinstance(x, enum.Enum) or (str_types and isinstance(x, str_types)):
         return str(x)
     if isinstance(x, (int, float, complex)):  # NumPy scalars, int/float subclasses
@@ -155,8 +180,8 @@ class CaptureSpec:
                     self.names.add(item.split("::")[-1].split(".")[0])
             except ValueError:
                 raise ConfigurationError(
-                    f"bad --capture item {item!r}; use an op name (index_put_), SEQ:RADIUS "
-                    f"(1200:5) or A-B (1195-1205)") from None
+                    f"bad --capture item {item!r}; use an op name (index_put_), SEQ:RADIUS (1200:5) or A-B (1195-1205)"
+                ) from None
 
     def __bool__(self) -> bool:
         return bool(self.names or self.windows)
@@ -171,8 +196,14 @@ class CaptureSpec:
 class Recording:
     """State shared by a framework's hooks during one ``record()`` block."""
 
-    def __init__(self, writer: TraceWriter, level: str = "digests", capture=None,
-                 samples: bool = True, steps: tuple[int, int] | None = None):
+    def __init__(
+        self,
+        writer: TraceWriter,
+        level: str = "digests",
+        capture=None,
+        samples: bool = True,
+        steps: tuple[int, int] | None = None,
+    ):
         if level not in LEVELS:
             raise ConfigurationError(f"unknown detail level {level!r}; use one of {', '.join(LEVELS)}")
         self.writer = writer
@@ -180,8 +211,10 @@ class Recording:
         self.digests = level != "sequence"
         self.capture = CaptureSpec(capture) if not isinstance(capture, CaptureSpec) else capture
         if level == "full" and not self.capture:
-            raise ConfigurationError("level 'full' needs capture=... (op names or SEQ:RADIUS "
-                                     "windows): full tensors of every op would not be bounded")
+            raise ConfigurationError(
+                "level 'full' needs capture=... (op names or SEQ:RADIUS "
+                "windows): full tensors of every op would not be bounded"
+            )
         self.samples = samples and self.digests
         #: record ops only while ``steps[0] <= step <= steps[1]`` (None: always)
         self.steps = steps
@@ -223,8 +256,11 @@ class Recording:
         self.not_recorded[name] = self.not_recorded.get(name, 0) + 1
         reason = f"{type(exc).__name__}: {exc}"[:200]
         if self.not_recorded[name] == 1:
-            logger.warning("fwd9m.debug: could not record %s (%s); the program goes on, the "
-                           "report counts the ops not recorded", name, reason)
+            logger.warning(
+                "fwd9m.debug: could not record %s (%s); the program goes on, the report counts the ops not recorded",
+                name,
+                reason,
+            )
         return self.name_id(name, name), self.ctx_id("", "other", "", NOT_RECORDED + reason, "")
 
     def name_id(self, key: Any, text: str) -> int:
@@ -262,6 +298,7 @@ def guarded(what: str):
     """Decorate a recorder hook method so that an exception inside it is counted on
     ``self.rec`` (:meth:`Recording.failed`, as ``what``) instead of reaching the
     program; the hook then returns None."""
+
     def wrap(method):
         def hook(self, *args, **kwargs):
             try:
@@ -272,9 +309,11 @@ def guarded(what: str):
                 except Exception:  # noqa: BLE001
                     pass
                 return None
+
         hook.__name__ = method.__name__
         hook.__doc__ = method.__doc__
         return hook
+
     return wrap
 
 

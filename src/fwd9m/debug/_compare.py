@@ -28,8 +28,9 @@ import itertools
 import math
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Iterator
+from typing import Any
 
 from ._store import ARGS_DTYPE, IS_MODEL_INPUT, IS_PARAM, SEP, Op, TraceReader
 
@@ -151,8 +152,7 @@ def _op_magnitude(a: Op, b: Op, outs: list[int]) -> tuple[float, int, bool] | No
             exact = exact or d is not None
         else:
             ta, tb = a.outputs[i], b.outputs[i]
-            d = sample_difference(ta.meta, ta.sample or b"", tb.sample or b"") \
-                if ta.sample and tb.sample else None
+            d = sample_difference(ta.meta, ta.sample or b"", tb.sample or b"") if ta.sample and tb.sample else None
         if d is not None:
             best = d if best is None else (max(best[0], d[0]), max(best[1], d[1]))
     return None if best is None else (best[0], best[1], exact)
@@ -190,8 +190,11 @@ class _Series:
 
 
 def _diff_indices(xs, ys) -> list[int]:
-    return [i for i, (x, y) in enumerate(zip(xs, ys))
-            if x.digest is not None and y.digest is not None and x.digest != y.digest]
+    return [
+        i
+        for i, (x, y) in enumerate(zip(xs, ys))
+        if x.digest is not None and y.digest is not None and x.digest != y.digest
+    ]
 
 
 def _external_kind(op: Op, t_flags: int, framework: str) -> str:
@@ -258,13 +261,23 @@ class _Walk:
             return
         c = self.context
         self.first = Divergence(
-            kind="structural", seq=opa.seq, step=opa.step, op=opa.name, module=opa.module,
-            phase=opa.phase, location=opa.location, node=opa.node, device=opa.device,
+            kind="structural",
+            seq=opa.seq,
+            step=opa.step,
+            op=opa.name,
+            module=opa.module,
+            phase=opa.phase,
+            location=opa.location,
+            node=opa.node,
+            device=opa.device,
             detail=f"run A executes {opa.name}{_shapes(opa)} where run B executes {opb.name}{_shapes(opb)}",
-            a_context=[o.describe() for o in self.hist_a] + ["> " + opa.describe()]
+            a_context=[o.describe() for o in self.hist_a]
+            + ["> " + opa.describe()]
             + [o.describe() for o in itertools.islice(it_a, c)],
-            b_context=[o.describe() for o in self.hist_b] + ["> " + opb.describe()]
-            + [o.describe() for o in itertools.islice(it_b, c)])
+            b_context=[o.describe() for o in self.hist_b]
+            + ["> " + opb.describe()]
+            + [o.describe() for o in itertools.islice(it_b, c)],
+        )
 
     def _before(self, opa: Op, opb: Op, ins: list[int], outs: list[int]) -> None:
         """An op before any divergence: it agrees (remember it), or it is the first."""
@@ -313,41 +326,50 @@ class _Walk:
         if first is None or first.source != "python":
             return
         if opa.seq - first.seq <= 64 and ins and (opa.node == "random" or _is_tf_random(opa.name)):
-            self.first = replace(first, source="seed", detail=first.detail + (
-                f"; it becomes the seed of the random op {opa.name} at op "
-                f"#{opa.seq}{' in ' + opa.module if opa.module else ''} (an initializer)"))
+            self.first = replace(
+                first,
+                source="seed",
+                detail=first.detail
+                + (
+                    f"; it becomes the seed of the random op {opa.name} at op "
+                    f"#{opa.seq}{' in ' + opa.module if opa.module else ''} (an initializer)"
+                ),
+            )
             self.entering = set()
-        elif opa.step == first.step and any(t.flags & IS_MODEL_INPUT and t.digest in self.entering
-                                            for t in opa.inputs):
-            self.first = replace(first, source="data", detail=first.detail + (
-                f"; it is fed to the model as its input batch at op #{opa.seq} ({opa.name} in "
-                f"{opa.module or '?'})"))
+        elif opa.step == first.step and any(t.flags & IS_MODEL_INPUT and t.digest in self.entering for t in opa.inputs):
+            self.first = replace(
+                first,
+                source="data",
+                detail=first.detail
+                + (f"; it is fed to the model as its input batch at op #{opa.seq} ({opa.name} in {opa.module or '?'})"),
+            )
             self.entering = set()
 
     def spread(self) -> dict[str, Any]:
         first = self.first
         return {
-            "ops_compared": self.n, "ops_differing": self.differing,
+            "ops_compared": self.n,
+            "ops_differing": self.differing,
             "first_seq": first.seq if first else None,
             "steps_differing": {str(k): v for k, v in sorted(self.per_step.items())},
             "peak": {"max_abs": self.peak[0], "max_ulp": self.peak[1], "seq": self.peak[2]},
             "series_bucket_ops": self.series.width,
             "series": self.series.points,
             "timeline": self.timeline.to_dict(),
-            "magnitude_source": "4 sampled values per float output (a lower bound), or full "
-                                "tensors where captured",
+            "magnitude_source": "4 sampled values per float output (a lower bound), or full tensors where captured",
         }
 
 
 def _header_notes(ha: dict, hb: dict) -> list[str]:
     notes = []
     if ha.get("level") == "sequence" or hb.get("level") == "sequence":
-        notes.append("a trace was recorded at level 'sequence': only the op sequence "
-                     "is compared (no digests)")
+        notes.append("a trace was recorded at level 'sequence': only the op sequence is compared (no digests)")
     if not _same_program(ha, hb):
-        notes.append(f"the traces come from different programs: "
-                     f"{(ha.get('program') or {}).get('script')} vs "
-                     f"{(hb.get('program') or {}).get('script')}")
+        notes.append(
+            f"the traces come from different programs: "
+            f"{(ha.get('program') or {}).get('script')} vs "
+            f"{(hb.get('program') or {}).get('script')}"
+        )
     return notes
 
 
@@ -355,18 +377,20 @@ def _reader_notes(name: str, r: TraceReader) -> list[str]:
     """What a trace says about its own end: cut off, ops not recorded, an exception."""
     notes = []
     if r.truncated:
-        notes.append(f"trace {name} ({r.path}) {r.truncated}; compared up to its "
-                     f"last complete record ({r.ops_read} ops)")
+        notes.append(
+            f"trace {name} ({r.path}) {r.truncated}; compared up to its last complete record ({r.ops_read} ops)"
+        )
     if r.end and isinstance(r.end.get("not_recorded"), dict) and r.end["not_recorded"]:
         missed = r.end["not_recorded"]
         total = sum(v for v in missed.values() if isinstance(v, int))
         kinds = ", ".join(f"{k} x{v}" for k, v in list(missed.items())[:8])
-        notes.append(f"run {name}: {total} ops could not be recorded ({kinds}); the "
-                     f"program ran on, but their values are not compared (a "
-                     f"recorder error: please report it)")
+        notes.append(
+            f"run {name}: {total} ops could not be recorded ({kinds}); the "
+            f"program ran on, but their values are not compared (a "
+            f"recorder error: please report it)"
+        )
     if not r.truncated and r.end and r.end.get("completed") is False:
-        notes.append(f"run {name} raised an exception inside the recorded block "
-                     f"(trace ends after {r.ops_read} ops)")
+        notes.append(f"run {name} raised an exception inside the recorded block (trace ends after {r.ops_read} ops)")
     return notes
 
 
@@ -391,8 +415,7 @@ def compare(a: str, b: str, *, context: int = 3) -> DebugReport:
     ra, rb = TraceReader(a), TraceReader(b)
     ha, hb = ra.header, rb.header
     framework = (ha.get("frameworks") or ["?"])[0]
-    env = [d.to_dict() for d in environment.diff(ha.get("environment") or {},
-                                                 hb.get("environment") or {})]
+    env = [d.to_dict() for d in environment.diff(ha.get("environment") or {}, hb.get("environment") or {})]
     notes = _header_notes(ha, hb)
     walk = _Walk(framework, context)
     rest_a, rest_b = walk.run(iter(ra), iter(rb))
@@ -400,24 +423,45 @@ def compare(a: str, b: str, *, context: int = 3) -> DebugReport:
     first = walk.first
     if first is None and (rest_a or rest_b) and not (ra.truncated or rb.truncated):
         longer = "A" if rest_a else "B"
-        first = Divergence(kind="structural", seq=walk.n, step=-1, op="(end of run)", module="",
-                           phase="", location="", node="", device="",
-                           detail=f"run {longer} executes {rest_a or rest_b} more ops after op #{walk.n - 1}")
+        first = Divergence(
+            kind="structural",
+            seq=walk.n,
+            step=-1,
+            op="(end of run)",
+            module="",
+            phase="",
+            location="",
+            node="",
+            device="",
+            detail=f"run {longer} executes {rest_a or rest_b} more ops after op #{walk.n - 1}",
+        )
     if walk.structural_later is not None:
-        notes.append(f"the op sequences diverge later, at op #{walk.structural_later} "
-                     f"(control flow or shapes changed); the spread stops there")
+        notes.append(
+            f"the op sequences diverge later, at op #{walk.structural_later} "
+            f"(control flow or shapes changed); the spread stops there"
+        )
     if first is not None:
         first = _explained(first, framework, ha, hb)
     walk.first = first
     kind = "reproducible" if first is None else "environment" if env else first.kind
-    return DebugReport(a=a, b=b, framework=framework, reproducible=first is None, kind=kind,
-                  ops_a=ra.ops_read, ops_b=rb.ops_read, first=first, environment=env,
-                  spread=walk.spread(), notes=notes, programs=(ha.get("program"), hb.get("program")))
+    return DebugReport(
+        a=a,
+        b=b,
+        framework=framework,
+        reproducible=first is None,
+        kind=kind,
+        ops_a=ra.ops_read,
+        ops_b=rb.ops_read,
+        first=first,
+        environment=env,
+        spread=walk.spread(),
+        notes=notes,
+        programs=(ha.get("program"), hb.get("program")),
+    )
 
 
 def _shapes(op: Op) -> str:
-    return "(" + ", ".join(t.meta for t in op.inputs) + ") -> (" + \
-        ", ".join(t.meta for t in op.outputs) + ")"
+    return "(" + ", ".join(t.meta for t in op.inputs) + ") -> (" + ", ".join(t.meta for t in op.outputs) + ")"
 
 
 def _same_inputs(a: Op, outs: list[int]) -> tuple[str, str | None, str]:
@@ -425,54 +469,81 @@ def _same_inputs(a: Op, outs: list[int]) -> tuple[str, str | None, str]:
     (its generator state differs), an op reading a variable or resource set outside the
     recorded ops, or else a nondeterministic op (a culprit)."""
     if a.node == "random" or _is_tf_random(a.name):
-        detail = (f"{a.name} draws from a random generator whose state differs between "
-                  f"the runs (its inputs are identical)")
+        detail = (
+            f"{a.name} draws from a random generator whose state differs between the runs (its inputs are identical)"
+        )
         if a.phase == "data":  # e.g. DataLoader(shuffle=True) drawing its sampler seed
             return "external", "data", detail + "; it runs in the data pipeline, so the data order changes"
         return "external", "rng", detail
     if any(t.meta.startswith(("resource", "variant")) for t in a.inputs):
         if "Iterator" in a.name or a.phase == "data":
-            return "external", "data", (f"{a.name} yields a batch that differs between the runs: the input "
-                                         f"pipeline (tf.data, not recorded op by op) produced it")
-        return "external", "python", (f"{a.name} reads state held in a variable/resource (not digested) whose "
-                                       f"content differs between the runs although every recorded op before "
-                                       f"agreed: it was set outside the recorded ops")
-    return "culprit", None, (f"all {len(a.inputs)} inputs of {a.name} are bit-identical in both runs "
-                             f"but output(s) {outs} differ: the op is nondeterministic")
+            return (
+                "external",
+                "data",
+                (
+                    f"{a.name} yields a batch that differs between the runs: the input "
+                    f"pipeline (tf.data, not recorded op by op) produced it"
+                ),
+            )
+        return (
+            "external",
+            "python",
+            (
+                f"{a.name} reads state held in a variable/resource (not digested) whose "
+                f"content differs between the runs although every recorded op before "
+                f"agreed: it was set outside the recorded ops"
+            ),
+        )
+    return (
+        "culprit",
+        None,
+        (
+            f"all {len(a.inputs)} inputs of {a.name} are bit-identical in both runs "
+            f"but output(s) {outs} differ: the op is nondeterministic"
+        ),
+    )
 
 
 def _argument_differs(a: Op, b: Op, i: int) -> tuple[str, str]:
     """(source, detail) when the first differing input is the op's non-tensor arguments."""
     changed = _args_difference(a.inputs[i].sample or b"", b.inputs[i].sample or b"")
-    what = "; ".join(f"argument {n!r} of {a.name}: {x} vs {y}" for n, x, y in changed[:3]) \
+    what = (
+        "; ".join(f"argument {n!r} of {a.name}: {x} vs {y}" for n, x, y in changed[:3])
         or f"a non-tensor argument of {a.name}"
+    )
     seeds = [n for n, _, _ in changed if "seed" in n.lower()]
     random = _is_tf_random(a.name) or a.node == "random"
-    return ("seed" if random and seeds else "python",
-            f"{what} (run A vs run B): a Python value passed to the op differs between "
-            f"the runs; no recorded op produced it, so it came from outside them "
-            f"(an unseeded Python/NumPy RNG, the clock, a file or stdin)")
+    return (
+        "seed" if random and seeds else "python",
+        f"{what} (run A vs run B): a Python value passed to the op differs between "
+        f"the runs; no recorded op produced it, so it came from outside them "
+        f"(an unseeded Python/NumPy RNG, the clock, a file or stdin)",
+    )
 
 
 def _input_differs(a: Op, i: int, produced: set[int], framework: str) -> tuple[str, str]:
     """(source, detail) when tensor input ``i`` is the first to differ: it entered from
     outside the recorded ops (a seed, a parameter, the batch, a Python value)."""
     if _is_tf_random(a.name) or a.node == "random":
-        return "seed", (f"the seed/state input {i} of the random op {a.name} differs; it was "
-                        f"not produced by any recorded op")
+        return "seed", (
+            f"the seed/state input {i} of the random op {a.name} differs; it was not produced by any recorded op"
+        )
     t = a.inputs[i]
     source = _external_kind(a, t.flags, framework)
-    known = "" if t.digest not in produced else \
-        " (its value matches an earlier op's output in run A, so the data flow differs)"
-    what = {"initializer": "a parameter", "data": "the model's input batch",
-            "python": "a value"}.get(source, "a value")
-    return source, (f"input {i} of {a.name} ({t.meta}) is {what} that differs between the "
-                    f"runs and was not produced by any recorded op{known}: it entered from "
-                    f"outside the recorded ops")
+    known = (
+        ""
+        if t.digest not in produced
+        else " (its value matches an earlier op's output in run A, so the data flow differs)"
+    )
+    what = {"initializer": "a parameter", "data": "the model's input batch", "python": "a value"}.get(source, "a value")
+    return source, (
+        f"input {i} of {a.name} ({t.meta}) is {what} that differs between the "
+        f"runs and was not produced by any recorded op{known}: it entered from "
+        f"outside the recorded ops"
+    )
 
 
-def _classify(a: Op, b: Op, ins: list[int], outs: list[int], produced: set[int],
-              framework: str) -> Divergence:
+def _classify(a: Op, b: Op, ins: list[int], outs: list[int], produced: set[int], framework: str) -> Divergence:
     """The first divergence, at ops ``a`` and ``b``: inputs ``ins`` and outputs ``outs`` differ."""
     source: str | None
     if not ins:
@@ -481,9 +552,21 @@ def _classify(a: Op, b: Op, ins: list[int], outs: list[int], produced: set[int],
         kind, (source, detail) = "external", _argument_differs(a, b, ins[0])
     else:
         kind, (source, detail) = "external", _input_differs(a, ins[0], produced, framework)
-    return Divergence(kind=kind, seq=a.seq, step=a.step, op=a.name, module=a.module,
-                      phase=a.phase, location=a.location, node=a.node, device=a.device,
-                      source=source, inputs_differ=ins, outputs_differ=outs, detail=detail)
+    return Divergence(
+        kind=kind,
+        seq=a.seq,
+        step=a.step,
+        op=a.name,
+        module=a.module,
+        phase=a.phase,
+        location=a.location,
+        node=a.node,
+        device=a.device,
+        source=source,
+        inputs_differ=ins,
+        outputs_differ=outs,
+        detail=detail,
+    )
 
 
 def _short_value(v: str, limit: int = 40) -> str:
@@ -491,7 +574,7 @@ def _short_value(v: str, limit: int = 40) -> str:
     try:
         f = float(v)
     except ValueError:
-        return v if len(v) <= limit else v[:limit - 3] + "..."
+        return v if len(v) <= limit else v[: limit - 3] + "..."
     return v if v in ("True", "False") or v.lstrip("-").isdigit() else f"{f:.3g}"
 
 
@@ -499,6 +582,7 @@ def _args_difference(a: bytes, b: bytes) -> list[tuple[str, str, str]]:
     """(name, value A, value B) of the non-tensor arguments that differ, from two
     ``args`` records' texts (``name=value`` joined by the separator; a text cut at 255
     bytes may end mid-value)."""
+
     def items(data: bytes) -> dict[str, str]:
         out = {}
         for part in data.decode("utf-8", "replace").split(SEP):
@@ -507,13 +591,24 @@ def _args_difference(a: bytes, b: bytes) -> list[tuple[str, str, str]]:
         return out
 
     ia, ib = items(a), items(b)
-    return [(n, _short_value(v), _short_value(ib.get(n, "?"))) for n, v in ia.items()
-            if ib.get(n) != v]
+    return [(n, _short_value(v), _short_value(ib.get(n, "?"))) for n, v in ia.items() if ib.get(n) != v]
 
 
 def _is_tf_random(name: str) -> bool:
-    return name.startswith(("Random", "StatelessRandom", "Rng", "StatefulUniform",
-                            "StatefulStandardNormal", "StatefulTruncatedNormal", "StatefulRandom",
-                            "StatelessTruncated",
-                            "TruncatedNormal", "StatelessMultinomial", "Multinomial",
-                            "RandomShuffle", "StatelessShuffle"))
+    return name.startswith(
+        (
+            "Random",
+            "StatelessRandom",
+            "Rng",
+            "StatefulUniform",
+            "StatefulStandardNormal",
+            "StatefulTruncatedNormal",
+            "StatefulRandom",
+            "StatelessTruncated",
+            "TruncatedNormal",
+            "StatelessMultinomial",
+            "Multinomial",
+            "RandomShuffle",
+            "StatelessShuffle",
+        )
+    )

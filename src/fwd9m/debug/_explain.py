@@ -11,80 +11,108 @@ __all__ = ["explain"]
 
 #: JAX has no global RNG: every random value comes from a key
 #: (https://docs.jax.dev/en/latest/random-numbers.html)
-_JAX_KEY = ("import jax\nkey = jax.random.key(0)   # a fixed seed, not the clock or an unseeded NumPy draw\n"
-            "init_key, step_key = jax.random.split(key)   # a new key per use (split / fold_in)")
+_JAX_KEY = (
+    "import jax\nkey = jax.random.key(0)   # a fixed seed, not the clock or an unseeded NumPy draw\n"
+    "init_key, step_key = jax.random.split(key)   # a new key per use (split / fold_in)"
+)
 
 #: external kinds -> (headline, likely causes, catalog entry ids, fallback fix per framework)
 _EXTERNAL: dict[str, tuple[str, list[str], list[str], dict[str, str]]] = {
     "rng": (
         "random-number generator state differs between the runs",
-        ["the framework's global RNG is not seeded, or seeded differently (e.g. from the clock)",
-         "a generator is consumed a different number of times before this op"],
+        [
+            "the framework's global RNG is not seeded, or seeded differently (e.g. from the clock)",
+            "a generator is consumed a different number of times before this op",
+        ],
         ["torch.global-seed", "tensorflow.op-seed-counter", "python.time-seed"],
-        {"torch": "import fwd9m\nfwd9m.seed_everything(0)  # or: torch.manual_seed(0) before any random op",
-         "tensorflow": "import keras\nkeras.utils.set_random_seed(0)  # seeds Python, NumPy and TF",
-         "jax": _JAX_KEY},
+        {
+            "torch": "import fwd9m\nfwd9m.seed_everything(0)  # or: torch.manual_seed(0) before any random op",
+            "tensorflow": "import keras\nkeras.utils.set_random_seed(0)  # seeds Python, NumPy and TF",
+            "jax": _JAX_KEY,
+        },
     ),
     "seed": (
         "the seed of a random op (an initializer) differs between the runs",
-        ["an unseeded initializer: Keras 3 initializers and layers draw their seeds from "
-         "Keras' own SeedGenerator, which tf.random.set_seed does not seed",
-         "Python's random module (used to make seeds) is not seeded"],
+        [
+            "an unseeded initializer: Keras 3 initializers and layers draw their seeds from "
+            "Keras' own SeedGenerator, which tf.random.set_seed does not seed",
+            "Python's random module (used to make seeds) is not seeded",
+        ],
         ["keras.seed-generator", "tensorflow.op-seed-counter"],
-        {"tensorflow": "import keras\nkeras.utils.set_random_seed(0)  # seeds Python, NumPy, TF and Keras",
-         "torch": "import fwd9m\nfwd9m.seed_everything(0)",
-         "jax": _JAX_KEY},
+        {
+            "tensorflow": "import keras\nkeras.utils.set_random_seed(0)  # seeds Python, NumPy, TF and Keras",
+            "torch": "import fwd9m\nfwd9m.seed_everything(0)",
+            "jax": _JAX_KEY,
+        },
     ),
     "initializer": (
         "model parameters differ before their first use (unseeded initializer or different weights loaded)",
-        ["the model was built before the RNG was seeded (or not seeded at all)",
-         "weights were loaded from a different file/checkpoint"],
+        [
+            "the model was built before the RNG was seeded (or not seeded at all)",
+            "weights were loaded from a different file/checkpoint",
+        ],
         ["keras.seed-generator"],
-        {"torch": "import fwd9m\nfwd9m.seed_everything(0)  # before building the model",
-         "tensorflow": "import keras\nkeras.utils.set_random_seed(0)  # before building the model",
-         "jax": _JAX_KEY},
+        {
+            "torch": "import fwd9m\nfwd9m.seed_everything(0)  # before building the model",
+            "tensorflow": "import keras\nkeras.utils.set_random_seed(0)  # before building the model",
+            "jax": _JAX_KEY,
+        },
     ),
     "data": (
         "the input batch differs between the runs (data pipeline: order or content)",
-        ["data shuffled with an unseeded generator (random.shuffle, np.random.permutation, "
-         "DataLoader(shuffle=True) without generator=..., tf.data shuffle without seed)",
-         "files listed in directory order (os.listdir / glob are unordered)",
-         "DataLoader workers seeded differently, or augmentation with an unseeded RNG",
-         "set/dict iteration order under a random PYTHONHASHSEED"],
-        ["torch.dataloader-worker-seeding", "tensorflow.data-shuffle-seed",
-         "python.listdir-order", "python.set-iteration-order"],
-        {"torch": "import fwd9m, torch\nfwd9m.seed_everything(0)\n"
-                  "loader = torch.utils.data.DataLoader(ds, shuffle=True,\n"
-                  "    generator=torch.Generator().manual_seed(0))  # and sort file lists\n"
-                  "# and a seed for every generator the dataset holds: self.rng = np.random.default_rng(seed)",
-         "tensorflow": "import keras\nkeras.utils.set_random_seed(0)\n"
-                       "ds = ds.shuffle(buffer_size, seed=0)  # and sort file lists",
-         "jax": "import fwd9m, numpy as np\n"
-                "batches = np.random.default_rng(fwd9m.derive_seed(0, \"batches\"))  "
-                "# a seed for every NumPy generator\n# and sort file lists"},
+        [
+            "data shuffled with an unseeded generator (random.shuffle, np.random.permutation, "
+            "DataLoader(shuffle=True) without generator=..., tf.data shuffle without seed)",
+            "files listed in directory order (os.listdir / glob are unordered)",
+            "DataLoader workers seeded differently, or augmentation with an unseeded RNG",
+            "set/dict iteration order under a random PYTHONHASHSEED",
+        ],
+        [
+            "torch.dataloader-worker-seeding",
+            "tensorflow.data-shuffle-seed",
+            "python.listdir-order",
+            "python.set-iteration-order",
+        ],
+        {
+            "torch": "import fwd9m, torch\nfwd9m.seed_everything(0)\n"
+            "loader = torch.utils.data.DataLoader(ds, shuffle=True,\n"
+            "    generator=torch.Generator().manual_seed(0))  # and sort file lists\n"
+            "# and a seed for every generator the dataset holds: self.rng = np.random.default_rng(seed)",
+            "tensorflow": "import keras\nkeras.utils.set_random_seed(0)\n"
+            "ds = ds.shuffle(buffer_size, seed=0)  # and sort file lists",
+            "jax": "import fwd9m, numpy as np\n"
+            'batches = np.random.default_rng(fwd9m.derive_seed(0, "batches"))  '
+            "# a seed for every NumPy generator\n# and sort file lists",
+        },
     ),
     "hashseed": (
         "PYTHONHASHSEED: string hashing is salted per process, so set (and dict-of-set) "
         "iteration order changes the value",
         ["a set of strings is iterated to build ids, a vocabulary, a file list or batches"],
         ["python.hash-seed", "python.set-iteration-order"],
-        {"torch": "export PYTHONHASHSEED=0   # before Python starts; or iterate sorted(the_set)",
-         "tensorflow": "export PYTHONHASHSEED=0   # before Python starts; or iterate sorted(the_set)",
-         "jax": "export PYTHONHASHSEED=0   # before Python starts; or iterate sorted(the_set)"},
+        {
+            "torch": "export PYTHONHASHSEED=0   # before Python starts; or iterate sorted(the_set)",
+            "tensorflow": "export PYTHONHASHSEED=0   # before Python starts; or iterate sorted(the_set)",
+            "jax": "export PYTHONHASHSEED=0   # before Python starts; or iterate sorted(the_set)",
+        },
     ),
     "python": (
         "a value built outside the framework (Python/NumPy) differs between the runs",
-        ["Python's random or NumPy's global RNG is not seeded",
-         "set or dict-of-set iteration order changes with PYTHONHASHSEED (random per process)",
-         "a file read differs (directory order, a file changed between the runs)"],
+        [
+            "Python's random or NumPy's global RNG is not seeded",
+            "set or dict-of-set iteration order changes with PYTHONHASHSEED (random per process)",
+            "a file read differs (directory order, a file changed between the runs)",
+        ],
         ["python.hash-seed", "python.set-iteration-order", "python.listdir-order"],
-        {"torch": "import fwd9m\nfwd9m.seed_everything(0)   # Python, NumPy, torch\n"
-                  "# and: export PYTHONHASHSEED=0, iterate sorted(set_), sorted(os.listdir(...))",
-         "tensorflow": "import keras\nkeras.utils.set_random_seed(0)\n"
-                       "# and: export PYTHONHASHSEED=0, iterate sorted(set_), sorted(os.listdir(...))",
-         "jax": "import fwd9m, numpy as np\nfwd9m.seed_everything(0)   # Python's random, NumPy's global RNG\n"
-                "rng = np.random.default_rng(fwd9m.derive_seed(0, \"name\"))  # each Generator its own seed\n"
-                "# and: export PYTHONHASHSEED=0, iterate sorted(set_), sorted(os.listdir(...))"},
+        {
+            "torch": "import fwd9m\nfwd9m.seed_everything(0)   # Python, NumPy, torch\n"
+            "# and: export PYTHONHASHSEED=0, iterate sorted(set_), sorted(os.listdir(...))",
+            "tensorflow": "import keras\nkeras.utils.set_random_seed(0)\n"
+            "# and: export PYTHONHASHSEED=0, iterate sorted(set_), sorted(os.listdir(...))",
+            "jax": "import fwd9m, numpy as np\nfwd9m.seed_everything(0)   # Python's random, NumPy's global RNG\n"
+            'rng = np.random.default_rng(fwd9m.derive_seed(0, "name"))  # each Generator its own seed\n'
+            "# and: export PYTHONHASHSEED=0, iterate sorted(set_), sorted(os.listdir(...))",
+        },
     ),
 }
 
@@ -98,7 +126,8 @@ _TORCH_WORKERS_FIX = (
     "    generator=torch.Generator().manual_seed(0),   # the shuffle order and the workers' seeds\n"
     "    worker_init_fn=fwd9m.data.worker_init_fn)     # reseeds generators the dataset holds\n"
     "#   (self.rng = np.random.default_rng(...)) in each worker, from that worker's seed\n"
-    "# and sort file lists")
+    "# and sort file lists"
+)
 
 #: catalog entries and causes about string hashing or directory order: dropped once
 #: reruns with a fixed PYTHONHASHSEED rule hash randomization out
@@ -107,9 +136,13 @@ _HASH_IDS = ("python.hash-seed", "python.set-iteration-order", "python.listdir-o
 _NOT_HASH = ("ruled-out", "intermittent", "not-confirmed")
 
 #: JAX: the entries shown for an external source (the torch/TF ids above do not apply)
-_JAX_IDS = {"rng": ["jax.prng-key-reuse"], "seed": ["jax.prng-key-reuse"],
-            "initializer": ["jax.prng-key-reuse"], "data": ["python.numpy-unseeded"],
-            "python": ["python.numpy-unseeded"]}
+_JAX_IDS = {
+    "rng": ["jax.prng-key-reuse"],
+    "seed": ["jax.prng-key-reuse"],
+    "initializer": ["jax.prng-key-reuse"],
+    "data": ["python.numpy-unseeded"],
+    "python": ["python.numpy-unseeded"],
+}
 
 
 #: JAX: a jit op whose program input (``_jax.PROGRAM_META``) differs: a static argument
@@ -119,18 +152,21 @@ _JAX_PROGRAM_CAUSES = [
     "a static argument (static_argnums / static_argnames) has another value in each run: "
     "each value is compiled into its own program",
     "the jitted function reads a global or closed-over Python/NumPy value that differs between "
-    "the runs: JAX bakes it into the program as a constant when it traces the function"]
+    "the runs: JAX bakes it into the program as a constant when it traces the function",
+]
 _JAX_PROGRAM_FIX = (
     "# a static argument, or a global the jitted function reads, must be the same in every run:\n"
     "lr = 0.01   # a fixed value, or one drawn from a seeded generator (below)\n"
-    "# or pass it as a traced argument (not static), so it is an input of the call")
+    "# or pass it as a traced argument (not static), so it is an input of the call"
+)
 
 #: JAX: a host callback inside a culprit jit (``fwd9m.jax._recorder.CALLBACK_PRIMITIVES``)
 _JAX_CALLBACK_FIX = (
     "import fwd9m, numpy as np\n"
     "# inside the callback: a seeded generator, not np.random.* or default_rng()\n"
-    "rng = np.random.default_rng(fwd9m.derive_seed(0, \"callback\"))\n"
-    "# or draw the noise with jax.random from a key passed to the jitted function")
+    'rng = np.random.default_rng(fwd9m.derive_seed(0, "callback"))\n'
+    "# or draw the noise with jax.random from a key passed to the jitted function"
+)
 
 
 def _jit_culprit(first, version: str | None, ha: dict, hashseed: str | None) -> dict[str, Any]:
@@ -146,49 +182,65 @@ def _jit_culprit(first, version: str | None, ha: dict, hashseed: str | None) -> 
     suspects = [s for s in suspects if s not in CALLBACK_PRIMITIVES]
     entries = []
     for s in suspects:
-        entries += [e for e in _entries_for_op("jax", s, version, first.device)
-                    if e["id"] not in {x["id"] for x in entries}]
+        entries += [
+            e for e in _entries_for_op("jax", s, version, first.device) if e["id"] not in {x["id"] for x in entries}
+        ]
     if callbacks:
         also = f"; inside it the catalog also lists {', '.join(suspects)}" if suspects else ""
-        return _callback_culprit(first, callbacks, ha, hashseed, entries,
-                                 "(ops inside a jit are recorded as one)" + also)
+        return _callback_culprit(
+            first, callbacks, ha, hashseed, entries, "(ops inside a jit are recorded as one)" + also
+        )
     inside = f"; inside it the catalog lists {', '.join(suspects)}" if suspects else ""
     if not entries and cat is not None:  # no listed suspect: what the catalog has for this device
         try:
-            entries = [_entry_dict(e) for e in cat.query(framework="jax", device=dev, version=version)
-                       if e.kind in ("op", "compiler", "system")]
+            entries = [
+                _entry_dict(e)
+                for e in cat.query(framework="jax", device=dev, version=version)
+                if e.kind in ("op", "compiler", "system")
+            ]
         except Exception as exc:  # noqa: BLE001 - a catalog problem must not hide the finding
             logger.debug("catalog.query(jax) failed: %s", exc)
-    return {"headline": f"{first.op} gave different outputs from identical inputs: an op inside this "
-                        f"compiled function is nondeterministic (ops inside a jit are recorded as one)"
-                        f"{inside}",
-            "causes": list(_JIT_CAUSES),
-            "catalog": entries,
-            "fix": "import fwd9m\nfwd9m.enable_determinism(seed=0)  # before JAX starts: "
-                   "XLA_FLAGS=--xla_gpu_deterministic_ops=true"}
+    return {
+        "headline": f"{first.op} gave different outputs from identical inputs: an op inside this "
+        f"compiled function is nondeterministic (ops inside a jit are recorded as one)"
+        f"{inside}",
+        "causes": list(_JIT_CAUSES),
+        "catalog": entries,
+        "fix": "import fwd9m\nfwd9m.enable_determinism(seed=0)  # before JAX starts: "
+        "XLA_FLAGS=--xla_gpu_deterministic_ops=true",
+    }
 
 
-def _callback_culprit(first, callbacks: list[str], ha: dict, hashseed: str | None,
-                      entries: list[dict], note: str = "") -> dict[str, Any]:
+def _callback_culprit(
+    first, callbacks: list[str], ha: dict, hashseed: str | None, entries: list[dict], note: str = ""
+) -> dict[str, Any]:
     """A JAX culprit that runs a host callback: a jit holding one, or the callback
     primitive itself run eagerly (``callbacks == [first.op]``)."""
     cbs = ", ".join(callbacks)
     eager = callbacks == [first.op]
     where = "it is a host callback" if eager else f"it calls back into Python ({cbs})"
     note = f" {note}" if note else ""
-    return {"headline": f"{first.op} gave different outputs from identical inputs: {where}, and that "
-                        f"Python code can return different values in each run{note}",
-            "causes": [f"a host callback ({cbs}) returns values computed in Python: an unseeded NumPy "
-                       f"or Python RNG, the clock or a file makes them differ, and JAX does not see "
-                       f"inside it"] + ([] if eager else _JIT_CAUSES),
-            "catalog": _entries_by_id(["python.numpy-unseeded"]) + entries,
-            "fix": _JAX_CALLBACK_FIX, "lint": _lint(ha, "python", hashseed)}
+    return {
+        "headline": f"{first.op} gave different outputs from identical inputs: {where}, and that "
+        f"Python code can return different values in each run{note}",
+        "causes": [
+            f"a host callback ({cbs}) returns values computed in Python: an unseeded NumPy "
+            f"or Python RNG, the clock or a file makes them differ, and JAX does not see "
+            f"inside it"
+        ]
+        + ([] if eager else _JIT_CAUSES),
+        "catalog": _entries_by_id(["python.numpy-unseeded"]) + entries,
+        "fix": _JAX_CALLBACK_FIX,
+        "lint": _lint(ha, "python", hashseed),
+    }
 
 
-_JIT_CAUSES = ["an XLA kernel that accumulates in a run-dependent order (scatter-add, "
-               "atomics-based reductions on GPU, autotuning)",
-               "to name the op: call the function's body without jax.jit while debugging "
-               "(a different program, so the op may behave differently)"]
+_JIT_CAUSES = [
+    "an XLA kernel that accumulates in a run-dependent order (scatter-add, "
+    "atomics-based reductions on GPU, autotuning)",
+    "to name the op: call the function's body without jax.jit while debugging "
+    "(a different program, so the op may behave differently)",
+]
 
 
 def _catalog():
@@ -200,9 +252,15 @@ def _catalog():
 
 
 def _entry_dict(e) -> dict[str, Any]:
-    return {"id": e.id, "title": e.title, "kind": e.kind, "fix": getattr(e, "fix", ""),
-            "summary": e.summary.strip(), "references": list(e.references),
-            "behaviour": getattr(e, "behaviour", None)}
+    return {
+        "id": e.id,
+        "title": e.title,
+        "kind": e.kind,
+        "fix": getattr(e, "fix", ""),
+        "summary": e.summary.strip(),
+        "references": list(e.references),
+        "behaviour": getattr(e, "behaviour", None),
+    }
 
 
 def _entries_for_op(framework: str, op: str, version: str | None, device: str) -> list[dict]:
@@ -274,21 +332,30 @@ def _situated_fix(fix: str, lint: list[dict], script: str | None) -> str:
     import re
 
     from ..check._hints import _used_names
-
     from ..lint._helpers import SEED_CALLS
 
-    calls = {c for c in re.findall(r"\b([A-Za-z_][\w.]*\.[A-Za-z_]\w*)\(", fix)
-             if c in SEED_CALLS or c.replace("tf.", "tensorflow.", 1) in SEED_CALLS}
+    calls = {
+        c
+        for c in re.findall(r"\b([A-Za-z_][\w.]*\.[A-Za-z_]\w*)\(", fix)
+        if c in SEED_CALLS or c.replace("tf.", "tensorflow.", 1) in SEED_CALLS
+    }
     if not calls or not script:
         return fix
     qualified, _ = _used_names(script)
-    done = sorted(c for c in calls if c in qualified or c.replace("tensorflow.", "tf.", 1) in qualified
-                  or c.replace("tf.", "tensorflow.", 1) in qualified)
+    done = sorted(
+        c
+        for c in calls
+        if c in qualified
+        or c.replace("tensorflow.", "tf.", 1) in qualified
+        or c.replace("tf.", "tensorflow.", 1) in qualified
+    )
     if not done:
         return fix
     own = [f"{x['fix']}  # {x['path']}:{x['line']} ({x['code']})" for x in lint if x.get("fix")]
-    head = (f"# the script already calls {', '.join(done)}, but it does not take effect where the "
-            f"values are drawn (too late, or on another path)")
+    head = (
+        f"# the script already calls {', '.join(done)}, but it does not take effect where the "
+        f"values are drawn (too late, or on another path)"
+    )
     return "\n".join([head, *own] if own else [head, fix])
 
 
@@ -309,8 +376,9 @@ def _lint(ha: dict, cause: str, hashseed: str | None) -> list[dict]:
     return _lint_hints.findings(_script(ha), cause, exclude=exclude, argv=_argv(ha))
 
 
-def explain(first, report, ha: dict, hb: dict, hashseed: str | None = None,
-            hashseed_note: str | None = None) -> dict[str, Any]:
+def explain(
+    first, report, ha: dict, hb: dict, hashseed: str | None = None, hashseed_note: str | None = None
+) -> dict[str, Any]:
     """What to tell the user about ``first`` (a Divergence): headline, causes, catalog
     entries (id, title, fix, references), the fix to paste, and ``lint``: the findings
     of fwd9m's lint rules on the recorded script that fit the cause (path, line, code,
@@ -325,8 +393,9 @@ def explain(first, report, ha: dict, hb: dict, hashseed: str | None = None,
     framework recorded (a name, or the Report that names it)."""
     framework = report if isinstance(report, str) else report.framework
     env = ha.get("environment") or {}
-    version = ((env.get("frameworks") or {}).get(framework) or {}).get("version") \
-        or (env.get("packages") or {}).get(framework)
+    version = ((env.get("frameworks") or {}).get(framework) or {}).get("version") or (env.get("packages") or {}).get(
+        framework
+    )
     if first.kind == "culprit":
         return _explain_culprit(first, framework, version, env, ha, hashseed)
     if first.kind == "external":
@@ -338,33 +407,41 @@ def explain(first, report, ha: dict, hb: dict, hashseed: str | None = None,
 
 def _explain_structural() -> dict[str, Any]:
     """The runs execute different ops."""
-    return {"headline": "the two runs execute different ops (control flow or shapes differ)",
-            "causes": ["a branch depends on a value that differs (data, RNG, time)",
-                       "the runs are different programs or got different arguments",
-                       "a run stopped early (crash, kill, different number of steps)"],
-            "catalog": [], "fix": "# make the inputs of the branch reproducible first; "
-                                  "see the ops shown for both runs"}
+    return {
+        "headline": "the two runs execute different ops (control flow or shapes differ)",
+        "causes": [
+            "a branch depends on a value that differs (data, RNG, time)",
+            "the runs are different programs or got different arguments",
+            "a run stopped early (crash, kill, different number of steps)",
+        ],
+        "catalog": [],
+        "fix": "# make the inputs of the branch reproducible first; see the ops shown for both runs",
+    }
 
 
 def _explain_module_pass(first) -> dict[str, Any]:
     """A culprit of the module-level pass (``--fast``): a module, layer, gradient or update."""
     coarse = first.op.split(":", 1)[0]
-    what = {"module": f"module {first.module} (forward)",
-            "layer": f"layer {first.module} (forward)",
-            "grad": f"the gradient of {first.module} (backward)",
-            "grads": f"the gradients of {first.module} (backward)",
-            "param": f"the update of {first.module} (optimizer)",
-            "params": f"the update of {first.module}'s parameters (optimizer)"}
-    return {"headline": f"module-level pass: {what[coarse]} is the first "
-                        f"to differ from identical inputs in step {first.step}",
-            "causes": ["a nondeterministic op inside it; record that step op by op to name it"],
-            "catalog": [],
-            "fix": f"fwd9m debug --steps {first.step}:{first.step} SCRIPT  "
-                   f"# op-level recording of step {first.step} only"}
+    what = {
+        "module": f"module {first.module} (forward)",
+        "layer": f"layer {first.module} (forward)",
+        "grad": f"the gradient of {first.module} (backward)",
+        "grads": f"the gradients of {first.module} (backward)",
+        "param": f"the update of {first.module} (optimizer)",
+        "params": f"the update of {first.module}'s parameters (optimizer)",
+    }
+    return {
+        "headline": f"module-level pass: {what[coarse]} is the first "
+        f"to differ from identical inputs in step {first.step}",
+        "causes": ["a nondeterministic op inside it; record that step op by op to name it"],
+        "catalog": [],
+        "fix": f"fwd9m debug --steps {first.step}:{first.step} SCRIPT  # op-level recording of step {first.step} only",
+    }
 
 
-def _explain_culprit(first, framework: str, version: str | None, env: dict, ha: dict,
-                     hashseed: str | None) -> dict[str, Any]:
+def _explain_culprit(
+    first, framework: str, version: str | None, env: dict, ha: dict, hashseed: str | None
+) -> dict[str, Any]:
     """An op whose inputs agree and outputs differ: the catalog's entry for it, or the
     advice to switch on deterministic kernels."""
     if first.op.split(":", 1)[0] in ("module", "layer", "grad", "grads", "param", "params"):
@@ -381,22 +458,26 @@ def _explain_culprit(first, framework: str, version: str | None, env: dict, ha: 
         fix = entries[0]["fix"]
         headline = f"{first.op} is nondeterministic here: {entries[0]['title']}"
     else:
-        headline = (f"{first.op} gave different outputs from identical inputs; it is not "
-                    f"in fwd9m's catalog (please report it)")
-        fix = ("import fwd9m\nfwd9m.enable_determinism(seed=0)  # switch on the framework's "
-               "deterministic kernels,\n# then run `fwd9m debug` again to see if it persists")
+        headline = (
+            f"{first.op} gave different outputs from identical inputs; it is not in fwd9m's catalog (please report it)"
+        )
+        fix = (
+            "import fwd9m\nfwd9m.enable_determinism(seed=0)  # switch on the framework's "
+            "deterministic kernels,\n# then run `fwd9m debug` again to see if it persists"
+        )
     causes = ["the kernel accumulates in a run-dependent order (atomics or threads)"]
     if framework == "torch":
         threads = ((env.get("frameworks") or {}).get("torch") or {}).get("intra_op_threads")
         if threads and threads > 1 and not first.device.startswith("cuda"):
-            causes.append(f"torch runs {threads} intra-op threads; "
-                          f"torch.set_num_threads(1) is a (slow) workaround on CPU")
-    return {"headline": headline, "causes": causes, "catalog": entries, "fix": fix,
-            "lint": _lint(ha, "op", hashseed)}
+            causes.append(
+                f"torch runs {threads} intra-op threads; torch.set_num_threads(1) is a (slow) workaround on CPU"
+            )
+    return {"headline": headline, "causes": causes, "catalog": entries, "fix": fix, "lint": _lint(ha, "op", hashseed)}
 
 
-def _explain_external(first, framework: str, env: dict, ha: dict, hashseed: str | None,
-                      hashseed_note: str | None) -> dict[str, Any]:
+def _explain_external(
+    first, framework: str, env: dict, ha: dict, hashseed: str | None, hashseed_note: str | None
+) -> dict[str, Any]:
     """A value that entered from outside the recorded ops: its kind's causes and fix,
     adjusted to the framework, the hash-seed experiment and the script's lint lines."""
     source = first.source or "python"
@@ -404,8 +485,10 @@ def _explain_external(first, framework: str, env: dict, ha: dict, hashseed: str 
     causes = list(causes)
     hs = (env.get("env") or {}).get("PYTHONHASHSEED")
     if source in ("python", "data") and hs in (None, "random") and hashseed is None:
-        causes.append("PYTHONHASHSEED is not set in the recorded runs, so set/dict order "
-                      "could differ: rerun with PYTHONHASHSEED=0 to test")
+        causes.append(
+            "PYTHONHASHSEED is not set in the recorded runs, so set/dict order "
+            "could differ: rerun with PYTHONHASHSEED=0 to test"
+        )
     fix = fixes.get(framework, fixes.get("torch", ""))
     if framework == "torch" and source == "data":
         from .._lint_hints import uses_loader_workers
@@ -418,8 +501,10 @@ def _explain_external(first, framework: str, env: dict, ha: dict, hashseed: str 
 
         # _compare names the first differing input's meta in the detail
         if source == "python" and f"({PROGRAM_META})" in first.detail:
-            headline = (f"the compiled program of {first.op} differs between the runs (static "
-                        f"argument or captured value): a Python value baked into it changed")
+            headline = (
+                f"the compiled program of {first.op} differs between the runs (static "
+                f"argument or captured value): a Python value baked into it changed"
+            )
             causes = _JAX_PROGRAM_CAUSES + causes
             fix = _JAX_PROGRAM_FIX + "\n" + fix
     if source == "hashseed" and hashseed_note:
@@ -429,13 +514,20 @@ def _explain_external(first, framework: str, env: dict, ha: dict, hashseed: str 
         ids = [i for i in ids if i not in _HASH_IDS]
         fix = "\n".join(line for line in fix.splitlines() if "PYTHONHASHSEED" not in line)
     if hashseed in ("intermittent", "not-confirmed"):
-        causes.append("the divergence did not recur in reruns with a fixed hash seed, or came and went "
-                      "under one (intermittent): something that varies only now and then, such as a race "
-                      "between threads or processes")
+        causes.append(
+            "the divergence did not recur in reruns with a fixed hash seed, or came and went "
+            "under one (intermittent): something that varies only now and then, such as a race "
+            "between threads or processes"
+        )
     if source == "data":
         batch = "the first batch" if first.step == 0 else f"batch {first.step}"
         headline += f" at {batch} (step {first.step})"
     lint = _lint(ha, source, hashseed)
     ids = [*(i for i in _lint_catalog(lint) if i not in ids), *ids]  # what the script's lines point at, first
-    return {"headline": headline, "causes": causes, "catalog": _entries_by_id(ids, _frameworks(ha)),
-            "fix": _situated_fix(fix, lint, _script(ha)), "lint": lint}
+    return {
+        "headline": headline,
+        "causes": causes,
+        "catalog": _entries_by_id(ids, _frameworks(ha)),
+        "fix": _situated_fix(fix, lint, _script(ha)),
+        "lint": lint,
+    }

@@ -30,9 +30,13 @@ __all__ = ["to_html"]
 
 TITLE = "fwd9m debug report"  # within the first 256 bytes: how --html recognises its own page
 
-_KIND_TITLE = {"culprit": "CULPRIT OP", "external": "EXTERNAL SOURCE",
-               "structural": "STRUCTURAL DIFFERENCE", "environment": "ENVIRONMENT DIFFERS",
-               "reproducible": "REPRODUCIBLE"}
+_KIND_TITLE = {
+    "culprit": "CULPRIT OP",
+    "external": "EXTERNAL SOURCE",
+    "structural": "STRUCTURAL DIFFERENCE",
+    "environment": "ENVIRONMENT DIFFERS",
+    "reproducible": "REPRODUCIBLE",
+}
 
 _CSS = """
 :root{--bad:#c62828;--ok:#2e7d32;--ink:#1d2330;--mute:#5f6675;--line:#d9dde5;--bg:#f6f7f9}
@@ -105,29 +109,42 @@ def _pre(value: Any) -> str:
 
 def _csp() -> str:
     digest = base64.b64encode(hashlib.sha256(_SCRIPT.encode()).digest()).decode()
-    return (f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-            f"script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'")
+    return (
+        f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+        f"script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'"
+    )
 
 
 def to_html(report) -> str:
     from ._report import text, to_json
 
-    summary = (f"<details id='text-report'><summary>Text report</summary><pre>{_pre(text(report))}"
-               "</pre></details>")
-    parts = [_header(report), _card(report), _environment(report), _chart(report),
-             _heatmap(report), _values(report), _notes(report), summary,
-             _raw(_compact(json.loads(to_json(report))))]
-    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{TITLE}</title>"
-            f"<meta http-equiv='Content-Security-Policy' content=\"{_csp()}\">"
-            "<meta name='viewport' content='width=device-width,initial-scale=1'>"
-            f"<style>{_CSS}</style></head><body>{''.join(parts)}<div id='tip' hidden></div>"
-            f"<script>{_SCRIPT}</script></body></html>")
+    summary = f"<details id='text-report'><summary>Text report</summary><pre>{_pre(text(report))}</pre></details>"
+    parts = [
+        _header(report),
+        _card(report),
+        _environment(report),
+        _chart(report),
+        _heatmap(report),
+        _values(report),
+        _notes(report),
+        summary,
+        _raw(_compact(json.loads(to_json(report)))),
+    ]
+    return (
+        f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{TITLE}</title>"
+        f"<meta http-equiv='Content-Security-Policy' content=\"{_csp()}\">"
+        "<meta name='viewport' content='width=device-width,initial-scale=1'>"
+        f"<style>{_CSS}</style></head><body>{''.join(parts)}<div id='tip' hidden></div>"
+        f"<script>{_SCRIPT}</script></body></html>"
+    )
 
 
 def _raw(raw: str) -> str:
     """The raw data, collapsed; the page's script reads the heat map's counts back from it."""
-    return (f"<details id='raw-json'><summary>Raw data (as --format json)</summary>"
-            f"<pre id='raw-data'>{_pre(raw)}</pre></details>")
+    return (
+        f"<details id='raw-json'><summary>Raw data (as --format json)</summary>"
+        f"<pre id='raw-data'>{_pre(raw)}</pre></details>"
+    )
 
 
 def _compact(value: Any, indent: str = "") -> str:
@@ -145,6 +162,7 @@ def _compact(value: Any, indent: str = "") -> str:
 
 # -- the verdict and the first divergence ------------------------------------------
 
+
 def _header(report) -> str:
     kind = report.kind if report.kind in _KIND_TITLE else "culprit"
     sp = report.spread or {}
@@ -152,33 +170,50 @@ def _header(report) -> str:
     where = ""
     if f is not None and f.seq is not None:
         where = f" at op #{f.seq} of {report.ops_a}" + (f" (step {f.step})" if f.step >= 0 else "")
-    return (f"<header data-part='header'><h1>fwd9m debug <span class='badge {_esc(kind)}'>"
-            f"{_KIND_TITLE[kind]}</span></h1><p class='sub'>{_esc(report.framework)}: "
-            f"<code>{_esc(report.a)}</code> vs <code>{_esc(report.b)}</code>; "
-            f"{_esc(sp.get('ops_compared', 0))} ops compared{_esc(where)}</p></header>")
+    return (
+        f"<header data-part='header'><h1>fwd9m debug <span class='badge {_esc(kind)}'>"
+        f"{_KIND_TITLE[kind]}</span></h1><p class='sub'>{_esc(report.framework)}: "
+        f"<code>{_esc(report.a)}</code> vs <code>{_esc(report.b)}</code>; "
+        f"{_esc(sp.get('ops_compared', 0))} ops compared{_esc(where)}</p></header>"
+    )
 
 
 def _card(report) -> str:
     f = report.first
     if f is None:
-        return (f"<section class='card reproducible' id='verdict' data-part='verdict'><h2>Every "
-                f"recorded op agrees bit for bit</h2><p>{_esc(report.ops_a)} ops in run A, "
-                f"{_esc(report.ops_b)} in run B.</p></section>")
+        return (
+            f"<section class='card reproducible' id='verdict' data-part='verdict'><h2>Every "
+            f"recorded op agrees bit for bit</h2><p>{_esc(report.ops_a)} ops in run A, "
+            f"{_esc(report.ops_b)} in run B.</p></section>"
+        )
     ex = f.explanation or {}
     title = _KIND_TITLE.get(f.kind, f.kind) + (f" ({f.source})" if f.source else "")
-    facts = [("op", f"<code>{_esc(f.op)}</code>" + (f" <span class='muted'>({_esc(f.node)})</span>"
-                                                    if f.node and f.node != "random" else "")),
-             ("module", _esc(f.module or "-")), ("phase", _esc(f.phase or "-")),
-             ("device", _esc(f.device or "-")),
-             ("location", f"<code>{_esc(f.location or '(no user frame)')}</code>"),
-             ("op / step", f"#{_esc(f.seq)} / {_esc(f.step if f.step >= 0 else '-')}")]
+    facts = [
+        (
+            "op",
+            f"<code>{_esc(f.op)}</code>"
+            + (f" <span class='muted'>({_esc(f.node)})</span>" if f.node and f.node != "random" else ""),
+        ),
+        ("module", _esc(f.module or "-")),
+        ("phase", _esc(f.phase or "-")),
+        ("device", _esc(f.device or "-")),
+        ("location", f"<code>{_esc(f.location or '(no user frame)')}</code>"),
+        ("op / step", f"#{_esc(f.seq)} / {_esc(f.step if f.step >= 0 else '-')}"),
+    ]
     if f.kind != "structural":
         facts.append(("inputs", _io(f.inputs_differ, "inputs")))
         facts.append(("outputs", _io(f.outputs_differ, "outputs")))
     if f.magnitude:
         m = f.magnitude
-        facts.append(("size", _esc(f"max abs diff {m.get('max_abs', 0):.3g}, {m.get('max_ulp')} ULP "
-                                   f"({'exact' if m.get('exact') else 'sampled values'})")))
+        facts.append(
+            (
+                "size",
+                _esc(
+                    f"max abs diff {m.get('max_abs', 0):.3g}, {m.get('max_ulp')} ULP "
+                    f"({'exact' if m.get('exact') else 'sampled values'})"
+                ),
+            )
+        )
     rows = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
     body = [f"<section class='card' id='first-divergence' data-part='card'><h2>{_esc(title)}</h2>"]
     if ex.get("headline"):
@@ -187,18 +222,24 @@ def _card(report) -> str:
     if f.detail:
         body.append(f"<p>{_esc(f.detail)}</p>")
     if f.kind == "structural" and (f.a_context or f.b_context):
-        body.append("<table><tr><th>run A</th><th>run B</th></tr><tr>"
-                    f"<td><pre>{_esc(chr(10).join(f.a_context))}</pre></td>"
-                    f"<td><pre>{_esc(chr(10).join(f.b_context))}</pre></td></tr></table>")
+        body.append(
+            "<table><tr><th>run A</th><th>run B</th></tr><tr>"
+            f"<td><pre>{_esc(chr(10).join(f.a_context))}</pre></td>"
+            f"<td><pre>{_esc(chr(10).join(f.b_context))}</pre></td></tr></table>"
+        )
     body.append(_replay(f))
     if ex.get("causes"):
-        body.append("<h3>Likely causes</h3><ol>" +
-                    "".join(f"<li>{_esc(c)}</li>" for c in ex["causes"]) + "</ol>")
+        body.append("<h3>Likely causes</h3><ol>" + "".join(f"<li>{_esc(c)}</li>" for c in ex["causes"]) + "</ol>")
     if ex.get("lint"):
-        body.append("<h3>In your code (fwd9m lint)</h3><ul>" + "".join(
-            f"<li><code>{_esc(x.get('path'))}:{_esc(x.get('line'))}</code> {_esc(x.get('code'))} "
-            f"{_esc(x.get('message'))}" + (f"<pre>{_esc(x['fix'])}</pre>" if x.get("fix") else "")
-            + "</li>" for x in ex["lint"][:8]) + "</ul>")
+        body.append(
+            "<h3>In your code (fwd9m lint)</h3><ul>"
+            + "".join(
+                f"<li><code>{_esc(x.get('path'))}:{_esc(x.get('line'))}</code> {_esc(x.get('code'))} "
+                f"{_esc(x.get('message'))}" + (f"<pre>{_esc(x['fix'])}</pre>" if x.get("fix") else "") + "</li>"
+                for x in ex["lint"][:8]
+            )
+            + "</ul>"
+        )
     body.extend(_catalog(e) for e in ex.get("catalog", [])[:3])
     if ex.get("fix"):
         body.append(f"<h3>Fix</h3><pre id='fix'>{_esc(ex['fix'])}</pre>")
@@ -210,8 +251,10 @@ def _io(differ: list[int], what: str) -> str:
     if not differ:
         return f"<span class='agree'>all {what} agree</span>"
     one = len(differ) == 1
-    return (f"<span class='differ'>{what[:-1] if one else what} {_esc(', '.join(map(str, differ)))} "
-            f"differ{'s' if one else ''}</span>")
+    return (
+        f"<span class='differ'>{what[:-1] if one else what} {_esc(', '.join(map(str, differ)))} "
+        f"differ{'s' if one else ''}</span>"
+    )
 
 
 def replay_result(first) -> dict | None:
@@ -227,30 +270,42 @@ def _replay(first) -> str:
     if r is None:
         if first.kind != "culprit":
             return ""
-        return ("<div class='proof' id='replay' data-part='replay'><h3>Replay</h3><p class='muted'>"
-                "Not replayed: this report infers the culprit from its inputs agreeing and its "
-                "outputs differing; an isolated replay of the op is the proof.</p></div>")
+        return (
+            "<div class='proof' id='replay' data-part='replay'><h3>Replay</h3><p class='muted'>"
+            "Not replayed: this report infers the culprit from its inputs agreeing and its "
+            "outputs differing; an isolated replay of the op is the proof.</p></div>"
+        )
     distinct, replays = r.get("distinct"), r.get("replays")
     if isinstance(distinct, int) and distinct > 1:
-        verdict = (f"<span class='differ'>confirmed</span>: {_esc(distinct)} distinct outputs in "
-                   f"{_esc(replays)} replays (max {_esc(r.get('max_ulp'))} ULP)")
+        verdict = (
+            f"<span class='differ'>confirmed</span>: {_esc(distinct)} distinct outputs in "
+            f"{_esc(replays)} replays (max {_esc(r.get('max_ulp'))} ULP)"
+        )
     else:
-        verdict = (f"<span class='agree'>not reproduced in isolation</span>: {_esc(replays)} replays "
-                   f"gave {_esc(distinct)} distinct output(s)")
+        verdict = (
+            f"<span class='agree'>not reproduced in isolation</span>: {_esc(replays)} replays "
+            f"gave {_esc(distinct)} distinct output(s)"
+        )
     switch = r.get("switch")
     if isinstance(switch, dict):
         switch = ", ".join(f"{k}: {v}" for k, v in switch.items())
     more = f"<p>with the determinism switch: {_esc(switch)}</p>" if switch is not None else ""
-    return (f"<div class='proof' id='replay' data-part='replay'><h3>Replay of the op alone</h3>"
-            f"<p>{verdict}</p>{more}</div>")
+    return (
+        f"<div class='proof' id='replay' data-part='replay'><h3>Replay of the op alone</h3><p>{verdict}</p>{more}</div>"
+    )
 
 
 def _catalog(e: dict) -> str:
     refs = [r for r in e.get("references") or [] if isinstance(r, str)]
-    links = " ".join(f"<a href='{_esc(r)}' rel='noreferrer'>{_esc(r)}</a>" if r.startswith("https://")
-                     else _esc(r) for r in refs[:3])
-    parts = [(f"<div class='proof catalog' data-part='catalog'><h3>catalog "
-             f"<code>{_esc(e.get('id'))}</code>: {_esc(e.get('title'))}</h3>")]
+    links = " ".join(
+        f"<a href='{_esc(r)}' rel='noreferrer'>{_esc(r)}</a>" if r.startswith("https://") else _esc(r) for r in refs[:3]
+    )
+    parts = [
+        (
+            f"<div class='proof catalog' data-part='catalog'><h3>catalog "
+            f"<code>{_esc(e.get('id'))}</code>: {_esc(e.get('title'))}</h3>"
+        )
+    ]
     if e.get("summary"):
         parts.append(f"<p>{_esc(e['summary'])}</p>")
     if e.get("behaviour"):
@@ -263,17 +318,25 @@ def _catalog(e: dict) -> str:
 def _environment(report) -> str:
     if not report.environment:
         return ""
-    rows = "".join(f"<tr><td><code>{_esc(d.get('key'))}</code></td><td>{_esc(d.get('a'))}</td>"
-                   f"<td>{_esc(d.get('b'))}</td><td>{_esc(d.get('reason'))}</td></tr>"
-                   for d in report.environment[:40])
-    more = (f"<p class='muted'>... {len(report.environment) - 40} more in the raw data</p>"
-            if len(report.environment) > 40 else "")
-    return ("<section id='environment' data-part='environment'><h2>Environment differences</h2>"
-            "<table><tr><th>key</th><th>run A</th><th>run B</th><th>why it matters</th></tr>"
-            f"{rows}</table>{more}</section>")
+    rows = "".join(
+        f"<tr><td><code>{_esc(d.get('key'))}</code></td><td>{_esc(d.get('a'))}</td>"
+        f"<td>{_esc(d.get('b'))}</td><td>{_esc(d.get('reason'))}</td></tr>"
+        for d in report.environment[:40]
+    )
+    more = (
+        f"<p class='muted'>... {len(report.environment) - 40} more in the raw data</p>"
+        if len(report.environment) > 40
+        else ""
+    )
+    return (
+        "<section id='environment' data-part='environment'><h2>Environment differences</h2>"
+        "<table><tr><th>key</th><th>run A</th><th>run B</th><th>why it matters</th></tr>"
+        f"{rows}</table>{more}</section>"
+    )
 
 
 # -- axes ------------------------------------------------------------------------------
+
 
 def _nice_ticks(lo: float, hi: float, count: int = 8) -> list[float]:
     """Round whole tick values (1, 2, 5 x 10^k, at least 1 apart: op indices) covering
@@ -302,12 +365,15 @@ def _num(v: float) -> str:
 
 # -- the timeline by op ------------------------------------------------------------------
 
+
 def _chart(report, width: int = 1000) -> str:
     sp = report.spread or {}
     pts = sp.get("series") or []
     if not pts:
-        return ("<section id='timeline' data-part='timeline'><h2>Timeline</h2>"
-                "<p class='muted'>No ops compared.</p></section>")
+        return (
+            "<section id='timeline' data-part='timeline'><h2>Timeline</h2>"
+            "<p class='muted'>No ops compared.</p></section>"
+        )
     left, right, top = 70, 20, 16
     mag_h, bar_h, gap, bottom = 130, 60, 18, 58
     height = top + mag_h + gap + bar_h + bottom
@@ -318,8 +384,12 @@ def _chart(report, width: int = 1000) -> str:
     def x(seq: float) -> float:
         return left + plot_w * seq / max(1, last)
 
-    out = [(f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' width='{width}' "
-           f"height='{height}' role='img' aria-label='differences along the run, by op'>")]
+    out = [
+        (
+            f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' width='{width}' "
+            f"height='{height}' role='img' aria-label='differences along the run, by op'>"
+        )
+    ]
     vals = [p[2] for p in pts if p[2] > 0 and math.isfinite(p[2])]
     lo = math.floor(math.log10(min(vals))) if vals else -8
     hi = math.ceil(math.log10(max(vals))) if vals else 0
@@ -332,55 +402,67 @@ def _chart(report, width: int = 1000) -> str:
     decades = list(range(lo, hi + 1))
     stride = max(1, math.ceil(len(decades) / 6))  # at most 6 labels, at least 18 px apart
     for e in decades[::stride]:
-        out.append(f"<line class='grid' x1='{left}' x2='{width - right}' y1='{y(10.0 ** e):.1f}' "
-                   f"y2='{y(10.0 ** e):.1f}'/><text x='{left - 6}' y='{y(10.0 ** e) + 4:.1f}' "
-                   f"text-anchor='end'>1e{e}</text>")
+        out.append(
+            f"<line class='grid' x1='{left}' x2='{width - right}' y1='{y(10.0**e):.1f}' "
+            f"y2='{y(10.0**e):.1f}'/><text x='{left - 6}' y='{y(10.0**e) + 4:.1f}' "
+            f"text-anchor='end'>1e{e}</text>"
+        )
     dots = []  # one path of round dots: small for any number of points
     for p in pts:
         if p[2] > 0:
-            v = min(p[2], 10.0 ** hi) if math.isfinite(p[2]) else 10.0 ** hi
+            v = min(p[2], 10.0**hi) if math.isfinite(p[2]) else 10.0**hi
             dots.append(f"M{x(p[0] + bucket / 2):.1f},{y(v):.1f}h0")
     if dots:
-        out.append(f"<path d='{''.join(dots)}' stroke='#1f5fbf' stroke-width='4' "
-                   f"stroke-linecap='round'/>")
-    out.append(f"<text x='14' y='{top + mag_h / 2:.0f}' transform='rotate(-90 14 {top + mag_h / 2:.0f})' "
-               f"text-anchor='middle'>max abs diff (log)</text>")
+        out.append(f"<path d='{''.join(dots)}' stroke='#1f5fbf' stroke-width='4' stroke-linecap='round'/>")
+    out.append(
+        f"<text x='14' y='{top + mag_h / 2:.0f}' transform='rotate(-90 14 {top + mag_h / 2:.0f})' "
+        f"text-anchor='middle'>max abs diff (log)</text>"
+    )
     # the bars: how many ops differ in each bucket
     base = top + mag_h + gap + bar_h
     most = max(p[1] for p in pts) or 1
     bw = max(1.0, plot_w * bucket / last - 0.5)
-    bars = "".join(f"M{x(p[0]):.1f},{base}v{-bar_h * p[1] / most:.1f}h{bw:.1f}V{base}z"
-                   for p in pts if p[1])
+    bars = "".join(f"M{x(p[0]):.1f},{base}v{-bar_h * p[1] / most:.1f}h{bw:.1f}V{base}z" for p in pts if p[1])
     if bars:
         out.append(f"<path d='{bars}' fill='#e57373'/>")
-    out.append(f"<text x='{left - 6}' y='{base - bar_h + 8:.1f}' text-anchor='end'>{most}</text>"
-               f"<text x='{left - 6}' y='{base + 3:.1f}' text-anchor='end'>0</text>"
-               f"<text x='14' y='{base - bar_h / 2:.0f}' transform='rotate(-90 14 {base - bar_h / 2:.0f})' "
-               f"text-anchor='middle'>ops differ</text>")
+    out.append(
+        f"<text x='{left - 6}' y='{base - bar_h + 8:.1f}' text-anchor='end'>{most}</text>"
+        f"<text x='{left - 6}' y='{base + 3:.1f}' text-anchor='end'>0</text>"
+        f"<text x='14' y='{base - bar_h / 2:.0f}' transform='rotate(-90 14 {base - bar_h / 2:.0f})' "
+        f"text-anchor='middle'>ops differ</text>"
+    )
     out.append(_step_marks(pts, x, top, base, width - right))
     out.append(f"<line class='axis' x1='{left}' x2='{width - right}' y1='{base}' y2='{base}'/>")
     ticks = _nice_ticks(0, last, 10)
     for t in ticks:
         anchor = "end" if x(t) > width - right - 30 else "middle"  # the last label stays inside
-        out.append(f"<line class='axis' x1='{x(t):.1f}' x2='{x(t):.1f}' y1='{base}' y2='{base + 4}'/>"
-                   f"<text x='{x(t):.1f}' y='{base + 16}' text-anchor='{anchor}'>{_num(t)}</text>")
-    out.append(f"<text x='{left + plot_w / 2:.0f}' y='{height - 6}' text-anchor='middle'>op index "
-               f"(each point: {bucket} op{'s' if bucket > 1 else ''})</text>")
+        out.append(
+            f"<line class='axis' x1='{x(t):.1f}' x2='{x(t):.1f}' y1='{base}' y2='{base + 4}'/>"
+            f"<text x='{x(t):.1f}' y='{base + 16}' text-anchor='{anchor}'>{_num(t)}</text>"
+        )
+    out.append(
+        f"<text x='{left + plot_w / 2:.0f}' y='{height - 6}' text-anchor='middle'>op index "
+        f"(each point: {bucket} op{'s' if bucket > 1 else ''})</text>"
+    )
     f = report.first
     if f is not None and f.seq is not None and 0 <= f.seq <= last:
         fx = x(f.seq)
         anchor = "end" if fx > left + plot_w * 0.7 else "start"
         tx = fx - 4 if anchor == "end" else fx + 4
-        out.append(f"<line x1='{fx:.1f}' x2='{fx:.1f}' y1='{top}' y2='{base}' stroke='#c62828' "
-                   f"stroke-width='1.5' stroke-dasharray='5 3'/><text id='first-mark' x='{tx:.1f}' "
-                   f"y='{top + 10}' text-anchor='{anchor}' style='fill:#c62828'>first divergence: "
-                   f"op #{_esc(f.seq)} {_esc(_short(f.op, 40))}</text>")
+        out.append(
+            f"<line x1='{fx:.1f}' x2='{fx:.1f}' y1='{top}' y2='{base}' stroke='#c62828' "
+            f"stroke-width='1.5' stroke-dasharray='5 3'/><text id='first-mark' x='{tx:.1f}' "
+            f"y='{top + 10}' text-anchor='{anchor}' style='fill:#c62828'>first divergence: "
+            f"op #{_esc(f.seq)} {_esc(_short(f.op, 40))}</text>"
+        )
     out.append("</svg>")
-    return ("<section id='timeline' data-part='timeline'><h2>Timeline of the run</h2>"
-            "<p class='legend'>Top: the largest difference between the runs per group of ops (log "
-            "scale; from 4 sampled values per float output, or the full tensors where captured, so a "
-            "lower bound). Bottom: how many ops have outputs that differ. Dotted lines: training "
-            "steps. Dashed red line: the first divergence.</p>" + "".join(out) + "</section>")
+    return (
+        "<section id='timeline' data-part='timeline'><h2>Timeline of the run</h2>"
+        "<p class='legend'>Top: the largest difference between the runs per group of ops (log "
+        "scale; from 4 sampled values per float output, or the full tensors where captured, so a "
+        "lower bound). Bottom: how many ops have outputs that differ. Dotted lines: training "
+        "steps. Dashed red line: the first divergence.</p>" + "".join(out) + "</section>"
+    )
 
 
 def _step_marks(pts: list, x, top: float, base: float, end: float) -> str:
@@ -403,10 +485,11 @@ def _step_marks(pts: list, x, top: float, base: float, end: float) -> str:
 
 def _short(s: str, n: int) -> str:
     s = str(s)
-    return s if len(s) <= n else s[:n // 2 - 1] + "…" + s[-(n - n // 2):]
+    return s if len(s) <= n else s[: n // 2 - 1] + "…" + s[-(n - n // 2) :]
 
 
 # -- the heat map: module by step --------------------------------------------------------
+
 
 def _heatmap(report, width: int = 1000) -> str:
     tl = (report.spread or {}).get("timeline")
@@ -419,42 +502,55 @@ def _heatmap(report, width: int = 1000) -> str:
     height = top + cell_h * len(rows) + 40
     width = int(label_w + cell_w * len(cols) + right)
     mark = tl.get("first")
-    out = [(f"<svg id='heatmap-grid' xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' "
+    out = [
+        (
+            f"<svg id='heatmap-grid' xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' "
             f"width='{width}' height='{height}' role='img' aria-label='where outputs differ, by module "
-            f"and step' data-x0='{label_w}' data-y0='{top}' data-cw='{cell_w:.3f}' data-ch='{cell_h}'>")]
+            f"and step' data-x0='{label_w}' data-y0='{top}' data-cw='{cell_w:.3f}' data-ch='{cell_h}'>"
+        )
+    ]
     shades: dict[str, list[str]] = {}  # one path per shade: small for any number of cells
     for r, row in enumerate(rows):
         y = top + r * cell_h
-        out.append(f"<g><title>{_esc(row['name'])}</title><text x='{label_w - 8}' y='{y + cell_h - 4}' "
-                   f"text-anchor='end'>{_esc(_short(row['name'], 34))}</text></g>")
+        out.append(
+            f"<g><title>{_esc(row['name'])}</title><text x='{label_w - 8}' y='{y + cell_h - 4}' "
+            f"text-anchor='end'>{_esc(_short(row['name'], 34))}</text></g>"
+        )
         for c, ops, differ, _abs, _ulp in row["cells"]:
             shade = f"h{min(4, 4 * differ // ops)}" if differ else "same"
             shades.setdefault(shade, []).append(
-                f"M{label_w + c * cell_w:.1f},{y + 1}h{cell_w - 1:.1f}v{cell_h - 2}h{1 - cell_w:.1f}z")
+                f"M{label_w + c * cell_w:.1f},{y + 1}h{cell_w - 1:.1f}v{cell_h - 2}h{1 - cell_w:.1f}z"
+            )
     out.extend(f"<path class='{k}' d='{''.join(v)}'/>" for k, v in sorted(shades.items()))
     if mark is not None:
         r, c = mark
-        out.append(f"<rect id='first-cell' x='{label_w + c * cell_w - 1:.1f}' y='{top + r * cell_h:.1f}' "
-                   f"width='{cell_w + 1:.1f}' height='{cell_h}' fill='none' stroke='#111' "
-                   f"stroke-width='2'/>")
+        out.append(
+            f"<rect id='first-cell' x='{label_w + c * cell_w - 1:.1f}' y='{top + r * cell_h:.1f}' "
+            f"width='{cell_w + 1:.1f}' height='{cell_h}' fill='none' stroke='#111' "
+            f"stroke-width='2'/>"
+        )
     xs = [label_w + (i + 0.5) * cell_w for i in range(len(cols))]
     base = top + cell_h * len(rows)
     for i in _thin(xs, 34):
         out.append(f"<text x='{xs[i]:.1f}' y='{base + 14}' text-anchor='middle'>{_esc(cols[i])}</text>")
-    out.append(f"<text x='{label_w + cell_w * len(cols) / 2:.0f}' y='{base + 32}' text-anchor='middle'>"
-               f"training step{'' if w == 1 else f' (each column: {w} steps)'}</text>"
-               f"<text x='{label_w - 8}' y='{top - 10}' text-anchor='end' style='font-weight:600'>"
-               f"module / layer</text></svg>")
+    out.append(
+        f"<text x='{label_w + cell_w * len(cols) / 2:.0f}' y='{base + 32}' text-anchor='middle'>"
+        f"training step{'' if w == 1 else f' (each column: {w} steps)'}</text>"
+        f"<text x='{label_w - 8}' y='{top - 10}' text-anchor='end' style='font-weight:600'>"
+        f"module / layer</text></svg>"
+    )
     grouped = " Module paths are shortened to their parents to fit." if tl.get("grouped") else ""
-    return ("<section id='heatmap' data-part='heatmap'><h2>Where outputs differ: module by step</h2>"
-            "<p class='legend'>Each cell: the ops of one module (or layer; in parentheses, ops "
-            "outside any module, by phase) in one training step. Green: every output agrees; red: "
-            f"some differ (darker: a larger share). Black outline: the first divergence. Point at a cell "
-            f"for its counts.{grouped}</p>"
-            + "".join(out) + "</section>")
+    return (
+        "<section id='heatmap' data-part='heatmap'><h2>Where outputs differ: module by step</h2>"
+        "<p class='legend'>Each cell: the ops of one module (or layer; in parentheses, ops "
+        "outside any module, by phase) in one training step. Green: every output agrees; red: "
+        f"some differ (darker: a larger share). Black outline: the first divergence. Point at a cell "
+        f"for its counts.{grouped}</p>" + "".join(out) + "</section>"
+    )
 
 
 # -- values side by side ---------------------------------------------------------------
+
 
 def _value(v: Any) -> str:
     if isinstance(v, float):
@@ -468,28 +564,42 @@ def _values(report) -> str:
     if not vals:
         if f is None or f.kind == "structural":
             return ""
-        return ("<section id='values' data-part='values'><h2>Values side by side</h2><p class='muted'>"
-                "No sampled or captured values for this op's differing tensors; record them in full "
-                f"with <code>--capture {_esc(f.op.split('::')[-1])}</code>.</p></section>")
-    out = [(f"<section id='values' data-part='values'><h2>Values side by side: op #{_esc(f.seq)} "
-           f"<code>{_esc(f.op)}</code></h2>")]
+        return (
+            "<section id='values' data-part='values'><h2>Values side by side</h2><p class='muted'>"
+            "No sampled or captured values for this op's differing tensors; record them in full "
+            f"with <code>--capture {_esc(f.op.split('::')[-1])}</code>.</p></section>"
+        )
+    out = [
+        (
+            f"<section id='values' data-part='values'><h2>Values side by side: op #{_esc(f.seq)} "
+            f"<code>{_esc(f.op)}</code></h2>"
+        )
+    ]
     for t in vals:
-        src = ("captured in full" if t.get("source") == "captured"
-               else "4 sampled values (first, one third, two thirds, last)")
+        src = (
+            "captured in full"
+            if t.get("source") == "captured"
+            else "4 sampled values (first, one third, two thirds, last)"
+        )
         total = t.get("values")
-        cut = (f" (the first {t['compared']:,} of {total:,})"
-               if isinstance(total, int) and total > t.get("compared", 0) and t.get("source") == "captured"
-               else "")
-        out.append(f"<h3>{_esc(t.get('tensor'))} <code>{_esc(t.get('meta'))}</code></h3>"
-                   f"<p class='legend'>{_esc(src)}: {_esc(t.get('differ'))} of {_esc(t.get('compared'))} "
-                   f"values compared differ{_esc(cut)}"
-                   + ("; the rows that differ most" if t.get("differ") else "") + "</p>"
-                   f"<table class='values'><tr><th>index</th><th>run A</th><th>run B</th>"
-                   f"<th>{_esc(t.get('unit', 'ULP'))}</th></tr>")
+        cut = (
+            f" (the first {t['compared']:,} of {total:,})"
+            if isinstance(total, int) and total > t.get("compared", 0) and t.get("source") == "captured"
+            else ""
+        )
+        out.append(
+            f"<h3>{_esc(t.get('tensor'))} <code>{_esc(t.get('meta'))}</code></h3>"
+            f"<p class='legend'>{_esc(src)}: {_esc(t.get('differ'))} of {_esc(t.get('compared'))} "
+            f"values compared differ{_esc(cut)}" + ("; the rows that differ most" if t.get("differ") else "") + "</p>"
+            f"<table class='values'><tr><th>index</th><th>run A</th><th>run B</th>"
+            f"<th>{_esc(t.get('unit', 'ULP'))}</th></tr>"
+        )
         for idx, a, b, d in t.get("rows", []):
             cls = " class='d'" if _value(a) != _value(b) else ""
-            out.append(f"<tr{cls}><td class='num'>{_esc(idx)}</td><td class='num'>{_esc(_value(a))}</td>"
-                       f"<td class='num'>{_esc(_value(b))}</td><td class='num'>{_esc(d)}</td></tr>")
+            out.append(
+                f"<tr{cls}><td class='num'>{_esc(idx)}</td><td class='num'>{_esc(_value(a))}</td>"
+                f"<td class='num'>{_esc(_value(b))}</td><td class='num'>{_esc(d)}</td></tr>"
+            )
         out.append("</table>")
     return "".join(out) + "</section>"
 
@@ -497,5 +607,8 @@ def _values(report) -> str:
 def _notes(report) -> str:
     if not report.notes:
         return ""
-    return ("<section id='notes' data-part='notes'><h2>Notes</h2><ul>" +
-            "".join(f"<li>{_esc(n)}</li>" for n in report.notes) + "</ul></section>")
+    return (
+        "<section id='notes' data-part='notes'><h2>Notes</h2><ul>"
+        + "".join(f"<li>{_esc(n)}</li>" for n in report.notes)
+        + "</ul></section>"
+    )

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..errors import ConfigurationError, FileFormatError, RunError
 
+
 def _backend_module(framework: str):
     """The replay module of a framework's package (``fwd9m.torch._replay``); the
     registry validates the name."""
@@ -65,8 +66,10 @@ def take_call(rec, seq: int, framework: str, *call) -> None:
         spec, arrays = {"framework": framework, "error": f"the op has {exc}"}, {}
     except Exception as exc:  # noqa: BLE001 - never the program's failure, nor an extra trace record
         # (a jit call that donated its inputs has them deleted by the time JAX returns)
-        spec, arrays = {"framework": framework, "error": f"capturing it failed ({type(exc).__name__}: "
-                                                         f"{str(exc)[:200]})"}, {}
+        spec, arrays = (
+            {"framework": framework, "error": f"capturing it failed ({type(exc).__name__}: {str(exc)[:200]})"},
+            {},
+        )
     spec["seq"] = seq
     data = json.dumps(spec).encode("utf-8")
     try:
@@ -87,8 +90,10 @@ def load_capture(path: str) -> tuple[dict, dict]:
     except FileNotFoundError:
         raise
     except (OSError, ValueError, KeyError, UnicodeDecodeError) as exc:
-        raise FileFormatError(f"{path} is not a replay capture ({type(exc).__name__}: {exc}); it is written "
-                              f"by: fwd9m debug record --capture SEQ:0") from None
+        raise FileFormatError(
+            f"{path} is not a replay capture ({type(exc).__name__}: {exc}); it is written "
+            f"by: fwd9m debug record --capture SEQ:0"
+        ) from None
     if not isinstance(call, dict) or "framework" not in call:
         raise FileFormatError(f"{path} is not a replay capture (no call description)")
     return call, arrays
@@ -131,12 +136,14 @@ class ReplayResult:
             ulp = f" (max {o.max_ulp} ULP)" if o.max_ulp is not None else ""
             return f"confirmed: {o.distinct} distinct outputs in {o.repeats} replays{ulp}"
         if o.status == "deterministic":
-            return (f"not reproduced in isolation: 1 output in {o.repeats} replays. The op alone, on these "
-                    f"inputs, device ({self.device}) and {self.threads} thread(s), is deterministic here; what "
-                    f"made it differ in the runs is around it: concurrency with other work (other threads "
-                    f"or streams busy at the time), state the op reads that is not an input (an "
-                    f"allocator's memory layout, a cache, a global setting), or a different kernel choice "
-                    f"under load. Try more replays (--repeat), or the debug run's thread count.")
+            return (
+                f"not reproduced in isolation: 1 output in {o.repeats} replays. The op alone, on these "
+                f"inputs, device ({self.device}) and {self.threads} thread(s), is deterministic here; what "
+                f"made it differ in the runs is around it: concurrency with other work (other threads "
+                f"or streams busy at the time), state the op reads that is not an input (an "
+                f"allocator's memory layout, a cache, a global setting), or a different kernel choice "
+                f"under load. Try more replays (--repeat), or the debug run's thread count."
+            )
         return f"replay failed: {o.error}"
 
     def switch_verdict(self) -> str | None:
@@ -150,15 +157,19 @@ class ReplayResult:
             return f"{head} raises ({p.error}): no deterministic implementation; avoid the op"
         if p.status == "nondeterministic":
             ulp = f" (max {p.max_ulp} ULP)" if p.max_ulp is not None else ""
-            return (f"{head} STAYS NONDETERMINISTIC: {p.distinct} distinct outputs in {p.repeats} "
-                    f"replays{ulp}; a silent gap in the switch")
+            return (
+                f"{head} STAYS NONDETERMINISTIC: {p.distinct} distinct outputs in {p.repeats} "
+                f"replays{ulp}; a silent gap in the switch"
+            )
         return f"{head} replay failed: {p.error}"
 
     def render(self) -> str:
         from ..compare._escape import printable
 
-        head = (f"replay of op #{self.seq} {self.op} ({self.framework}, {self.device}, "
-                f"{self.threads} thread(s)), {self.repeat} times alone:")
+        head = (
+            f"replay of op #{self.seq} {self.op} ({self.framework}, {self.device}, "
+            f"{self.threads} thread(s)), {self.repeat} times alone:"
+        )
         lines = [head, f"  {self.verdict()}"]
         sv = self.switch_verdict()
         if sv:
@@ -167,8 +178,11 @@ class ReplayResult:
         return printable("\n".join(lines))
 
     def to_dict(self) -> dict:
-        return asdict(self) | {"confirmed": self.confirmed, "verdict": self.verdict(),
-                               "switch_verdict": self.switch_verdict()}
+        return asdict(self) | {
+            "confirmed": self.confirmed,
+            "verdict": self.verdict(),
+            "switch_verdict": self.switch_verdict(),
+        }
 
 
 def _device_of(call: dict) -> str:
@@ -178,8 +192,14 @@ def _device_of(call: dict) -> str:
     return call.get("device", "cpu")
 
 
-def replay(trace: str | os.PathLike[str], op: int, *, repeat: int = DEFAULT_REPEAT, switch: bool = True,
-           capture: str | os.PathLike[str] | None = None) -> ReplayResult:
+def replay(
+    trace: str | os.PathLike[str],
+    op: int,
+    *,
+    repeat: int = DEFAULT_REPEAT,
+    switch: bool = True,
+    capture: str | os.PathLike[str] | None = None,
+) -> ReplayResult:
     """Replay op ``op`` of ``trace`` alone from its capture (default
     ``TRACE.op<SEQ>.npz``), ``repeat`` times, then (``switch``) under the framework's
     determinism switch, each in a fresh process.
@@ -201,12 +221,15 @@ def replay(trace: str | os.PathLike[str], op: int, *, repeat: int = DEFAULT_REPE
         raise FileFormatError(
             f"no capture of op #{op} for {trace} (looked for {path}): replay needs the op's inputs, "
             f"which a trace holds only when it was recorded with them. Record it again with: "
-            f"fwd9m debug record --capture {op}:0 -o {trace} SCRIPT ...")
+            f"fwd9m debug record --capture {op}:0 -o {trace} SCRIPT ..."
+        )
     call, _ = load_capture(path)
     if call.get("error"):
-        raise ConfigurationError(f"op #{op} of {trace} cannot be rebuilt for replay: {call['error']}; "
-                                 f"replay works on ops whose arguments are tensors, numbers, strings, "
-                                 f"dtypes and lists of them")
+        raise ConfigurationError(
+            f"op #{op} of {trace} cannot be rebuilt for replay: {call['error']}; "
+            f"replay works on ops whose arguments are tensors, numbers, strings, "
+            f"dtypes and lists of them"
+        )
     backend = _backend_module(call["framework"])
     op_name = call.get("op", "?")
     if "narrowed" in call:  # a jitted call, narrowed in the targeted run (fwd9m.jax._narrow)
@@ -214,14 +237,34 @@ def replay(trace: str | os.PathLike[str], op: int, *, repeat: int = DEFAULT_REPE
     phases = [_phase(path, False, repeat)]
     if switch:
         phases.append(_phase(path, True, repeat))
-    return ReplayResult(trace, int(op), op_name, call["framework"], _device_of(call), call.get("threads"),
-                        repeat, phases[0], phases[1] if switch else None, getattr(backend, "SWITCH", ""))
+    return ReplayResult(
+        trace,
+        int(op),
+        op_name,
+        call["framework"],
+        _device_of(call),
+        call.get("threads"),
+        repeat,
+        phases[0],
+        phases[1] if switch else None,
+        getattr(backend, "SWITCH", ""),
+    )
 
 
-def confirm(report, target: str, args: list[str] | tuple = (), *, module: bool = False,
-            frameworks: list[str] | None = None, trace: str | None = None, cwd: str | None = None,
-            env: dict | None = None, repeat: int = DEFAULT_REPEAT, switch: bool = True,
-            timeout: float | None = None) -> ReplayResult | None:
+def confirm(
+    report,
+    target: str,
+    args: list[str] | tuple = (),
+    *,
+    module: bool = False,
+    frameworks: list[str] | None = None,
+    trace: str | None = None,
+    cwd: str | None = None,
+    env: dict | None = None,
+    repeat: int = DEFAULT_REPEAT,
+    switch: bool = True,
+    timeout: float | None = None,
+) -> ReplayResult | None:
     """For a culprit verdict of ``fwd9m debug``: a third, targeted run of ``target``
     captures the culprit's call, then :func:`replay`. None when ``report`` names no
     culprit. This is the function the debug report assembly calls.
@@ -243,25 +286,46 @@ def confirm(report, target: str, args: list[str] | tuple = (), *, module: bool =
     folder = tempfile.mkdtemp(prefix="fwd9m-replay-")
     trace = trace or os.path.join(folder, "targeted.trace")
     fws = ",".join(frameworks) if frameworks else "-"
-    cmd = [sys.executable, "-m", "fwd9m.debug._child", os.path.abspath(trace), "digests", f"{seq}:0", "-", fws,
-           "1" if module else "0", target if module else os.path.abspath(target), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "fwd9m.debug._child",
+        os.path.abspath(trace),
+        "digests",
+        f"{seq}:0",
+        "-",
+        fws,
+        "1" if module else "0",
+        target if module else os.path.abspath(target),
+        *args,
+    ]
     with tempfile.TemporaryFile() as log:
         try:
-            proc = subprocess.run(cmd, cwd=cwd or tempfile.mkdtemp(prefix="cwd-", dir=folder),
-                                  env={**os.environ, **(env or {})}, stdout=log, stderr=log, timeout=timeout,
-                                  check=False)
+            proc = subprocess.run(
+                cmd,
+                cwd=cwd or tempfile.mkdtemp(prefix="cwd-", dir=folder),
+                env={**os.environ, **(env or {})},
+                stdout=log,
+                stderr=log,
+                timeout=timeout,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             raise RunError(f"the targeted run of {target} (to capture op #{seq}) took over {timeout} s") from None
         log.seek(0)
         tail = log.read()[-1500:].decode("utf-8", "replace")
     if proc.returncode != 0 or not os.path.exists(capture_path(trace, seq)):
-        raise RunError(f"the targeted run of {target} (to capture op #{seq}) failed (exit {proc.returncode}) "
-                       f"or never reached op #{seq}; its last output:\n{tail}")
+        raise RunError(
+            f"the targeted run of {target} (to capture op #{seq}) failed (exit {proc.returncode}) "
+            f"or never reached op #{seq}; its last output:\n{tail}"
+        )
     got = next((o for o in TraceReader(trace) if o.seq == seq), None)
     if got is None or got.name != first.op:
-        raise RunError(f"the targeted run took another path: its op #{seq} is "
-                       f"{got.name if got else 'missing'}, not {first.op}; the program's control flow "
-                       f"differs between runs, so the culprit cannot be replayed by position")
+        raise RunError(
+            f"the targeted run took another path: its op #{seq} is "
+            f"{got.name if got else 'missing'}, not {first.op}; the program's control flow "
+            f"differs between runs, so the culprit cannot be replayed by position"
+        )
     result = replay(trace, seq, repeat=repeat, switch=switch)
     return result
 
@@ -269,17 +333,23 @@ def confirm(report, target: str, args: list[str] | tuple = (), *, module: bool =
 def _narrowed(trace: str, seq: int, call: dict) -> ReplayResult:
     n = call["narrowed"]
     runs = n.get("runs", 2)
-    how = (f"evaluated equation by equation {runs} times ({n.get('equations')} equations; each run alone, "
-           f"not the fused program XLA compiled)")
+    how = (
+        f"evaluated equation by equation {runs} times ({n.get('equations')} equations; each run alone, "
+        f"not the fused program XLA compiled)"
+    )
     if n.get("found"):
         off = Phase(False, "nondeterministic", 2, runs)
-        note = (f"narrowed inside the jitted call to equation {'/'.join(map(str, n['path']))}: "
-                f"{n['primitive']} at {n['location'] or '?'}: its inputs agree between the evaluations, "
-                f"its outputs differ; {how}")
+        note = (
+            f"narrowed inside the jitted call to equation {'/'.join(map(str, n['path']))}: "
+            f"{n['primitive']} at {n['location'] or '?'}: its inputs agree between the evaluations, "
+            f"its outputs differ; {how}"
+        )
     else:
         off = Phase(False, "deterministic", 1, runs)
-        note = (f"not narrowed: every equation agreed when {how}; the difference may come from the "
-                f"compiled program as a whole (fusion, a different kernel), or need more runs")
+        note = (
+            f"not narrowed: every equation agreed when {how}; the difference may come from the "
+            f"compiled program as a whole (fusion, a different kernel), or need more runs"
+        )
     r = ReplayResult(trace, seq, call.get("op", "jit"), "jax", "cpu", None, runs, off, None, "", [note])
     if n.get("found"):
         r.op = f"jit: {n['primitive']} at {n['location']}"
@@ -290,8 +360,7 @@ def _phase(path: str, switch: bool, repeat: int) -> Phase:
     cmd = [sys.executable, "-m", "fwd9m.debug._replay", path, "on" if switch else "off", str(repeat)]
     with tempfile.TemporaryFile() as err:
         try:
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, timeout=CHILD_TIMEOUT_S,
-                                  check=False)
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, timeout=CHILD_TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
             raise RunError(f"replay of {path} took over {CHILD_TIMEOUT_S:.0f} s") from None
         events = []
@@ -308,8 +377,9 @@ def _phase(path: str, switch: bool, repeat: int) -> Phase:
         if ev.get("fatal") == "rebuild":
             raise ConfigurationError(f"the op cannot be rebuilt for replay: {ev['error']}")
         if "status" in ev:
-            return Phase(switch, ev["status"], ev.get("distinct", 0), ev.get("repeats", 0), ev.get("max_ulp"),
-                         ev.get("error"))
+            return Phase(
+                switch, ev["status"], ev.get("distinct", 0), ev.get("repeats", 0), ev.get("max_ulp"), ev.get("error")
+            )
     raise RunError(f"the replay process died (exit {proc.returncode}); its last output:\n{tail}")
 
 
@@ -331,8 +401,11 @@ def _child(path: str, switch: str, repeat: int) -> int:
     backend = _backend_module(call["framework"])
     device = _device_of(call)
     if device not in backend.devices():
-        emit(fatal="device", error=f"the op ran on {device}, which is not there; {call['framework']} sees "
-                                   f"{', '.join(backend.devices())}: replay it on the machine that recorded it")
+        emit(
+            fatal="device",
+            error=f"the op ran on {device}, which is not there; {call['framework']} sees "
+            f"{', '.join(backend.devices())}: replay it on the machine that recorded it",
+        )
         return 2
     try:
         r = backend.Replayer(call, arrays, switch == "on")
@@ -345,8 +418,11 @@ def _child(path: str, switch: str, repeat: int) -> int:
         try:
             outs = r.run()
         except Exception as exc:  # noqa: BLE001 - the op's failure is the measurement
-            emit(status="raises" if r.is_switch_error(exc) else "error",
-                 error=f"{type(exc).__name__}: {exc}"[:400], repeats=i)
+            emit(
+                status="raises" if r.is_switch_error(exc) else "error",
+                error=f"{type(exc).__name__}: {exc}"[:400],
+                repeats=i,
+            )
             return 0
         key = _digest(outs)
         if key not in seen:
@@ -357,8 +433,9 @@ def _child(path: str, switch: str, repeat: int) -> int:
                 for a, b in zip(first, outs):
                     u = max_ulp(np, a, b)
                     ulp = u if u is not None and (ulp is None or u > ulp) else ulp
-    emit(status="nondeterministic" if len(seen) > 1 else "deterministic", distinct=len(seen),
-         repeats=repeat, max_ulp=ulp)
+    emit(
+        status="nondeterministic" if len(seen) > 1 else "deterministic", distinct=len(seen), repeats=repeat, max_ulp=ulp
+    )
     return 0
 
 

@@ -56,8 +56,10 @@ def _environment_lines(report) -> list[str]:
             lines.append(f"  ... {len(report.environment) - 8} more (see --format json)")
         return lines
     if report.environment:
-        return [f"note: the environments differ in {len(report.environment)} field(s) "
-                f"(first: {report.environment[0]['key']}) but the results agree"]
+        return [
+            f"note: the environments differ in {len(report.environment)} field(s) "
+            f"(first: {report.environment[0]['key']}) but the results agree"
+        ]
     return []
 
 
@@ -65,8 +67,7 @@ def _divergence_lines(report, f) -> list[str]:
     """The first divergence: its kind, the op, where it ran, why, how large; for a
     structural one the ops around it in both runs."""
     ex = f.explanation or {}
-    title = {"culprit": "CULPRIT OP", "external": "EXTERNAL SOURCE",
-             "structural": "STRUCTURAL DIFFERENCE"}[f.kind]
+    title = {"culprit": "CULPRIT OP", "external": "EXTERNAL SOURCE", "structural": "STRUCTURAL DIFFERENCE"}[f.kind]
     if f.kind == "external":
         title += f" ({f.source})"
     lines = [f"{title}: first divergence at op #{f.seq} of {report.ops_a} (step {f.step})"]
@@ -100,8 +101,10 @@ def _explanation_lines(ex: dict) -> list[str]:
     if ex.get("lint"):
         lines.append("  in your code (fwd9m lint):")
         for x in ex["lint"][:8]:
-            lines.append(f"    {x['path']}:{x['line']} {x['code']} {x['message']}"
-                         + (f" {MAY_NOT_RUN_NOTE}" if x.get("branch") else ""))
+            lines.append(
+                f"    {x['path']}:{x['line']} {x['code']} {x['message']}"
+                + (f" {MAY_NOT_RUN_NOTE}" if x.get("branch") else "")
+            )
             if x.get("fix"):
                 lines.append(f"      fix: {x['fix']}")
         if len(ex["lint"]) > 8:
@@ -119,11 +122,15 @@ def _spread_lines(report, f) -> list[str]:
     if not sp.get("ops_compared"):
         return []
     peak = sp.get("peak") or {}
-    lines = [f"spread: {sp['ops_differing']} of {sp['ops_compared'] - f.seq} ops from the first "
-             f"divergence on differ; steps with differences: {_steps_list(list(sp['steps_differing']))}"]
+    lines = [
+        f"spread: {sp['ops_differing']} of {sp['ops_compared'] - f.seq} ops from the first "
+        f"divergence on differ; steps with differences: {_steps_list(list(sp['steps_differing']))}"
+    ]
     if peak.get("seq") is not None:
-        lines.append(f"  largest difference: {peak['max_abs']:.3g} abs, {peak['max_ulp']} ULP at "
-                     f"op #{peak['seq']} (sampled values; --capture for exact)")
+        lines.append(
+            f"  largest difference: {peak['max_abs']:.3g} abs, {peak['max_ulp']} ULP at "
+            f"op #{peak['seq']} (sampled values; --capture for exact)"
+        )
     return lines
 
 
@@ -137,8 +144,10 @@ def text(report) -> str:
     lines: list[str] = []
     f = report.first
     if report.reproducible:
-        lines.append(f"reproducible: all {report.spread.get('ops_compared', 0)} recorded ops agree bit "
-                     f"for bit ({report.a} vs {report.b})")
+        lines.append(
+            f"reproducible: all {report.spread.get('ops_compared', 0)} recorded ops agree bit "
+            f"for bit ({report.a} vs {report.b})"
+        )
     lines += _environment_lines(report)
     if f is not None:
         lines += _divergence_lines(report, f) + _explanation_lines(f.explanation or {}) + _spread_lines(report, f)

@@ -22,9 +22,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .._frameworks import FRAMEWORKS  # what a run can be recorded for (Keras on its active backend)
 from .._log import logger
@@ -32,8 +33,19 @@ from ..errors import ConfigurationError, RunError
 from ._common import LEVELS, CaptureSpec
 from ._compare import DebugReport
 
-__all__ = ["DebugOptions", "debug_script", "record_script", "parse_steps", "check_output_path",
-           "kept_traces", "cut_traces", "FRAMEWORKS", "CWD_MODES", "RUN_FOLDER", "RUN_MARK"]
+__all__ = [
+    "DebugOptions",
+    "debug_script",
+    "record_script",
+    "parse_steps",
+    "check_output_path",
+    "kept_traces",
+    "cut_traces",
+    "FRAMEWORKS",
+    "CWD_MODES",
+    "RUN_FOLDER",
+    "RUN_MARK",
+]
 
 #: each run's working folder: links to the current directory's entries, or empty
 CWD_MODES = ("link", "empty")
@@ -60,16 +72,18 @@ def parse_steps(text: str | None) -> tuple[int, int] | None:
     if text is None:
         return None
     if not text.strip():
-        raise ConfigurationError("--steps is empty: give optimizer steps as N or FIRST:LAST, "
-                                 "e.g. --steps 3 or --steps 0:2")
+        raise ConfigurationError(
+            "--steps is empty: give optimizer steps as N or FIRST:LAST, e.g. --steps 3 or --steps 0:2"
+        )
     a, _, b = text.partition(":")
     try:
         lo, hi = int(a), int(b or a)
     except ValueError:
         lo = hi = -1
     if not 0 <= lo <= hi:
-        raise ConfigurationError(f"--steps {text!r}: use A:B with 0 <= A <= B (optimizer steps, "
-                                 f"counted from 0), e.g. --steps 3:3")
+        raise ConfigurationError(
+            f"--steps {text!r}: use A:B with 0 <= A <= B (optimizer steps, counted from 0), e.g. --steps 3:3"
+        )
     return lo, hi
 
 
@@ -110,14 +124,17 @@ class DebugOptions:
         object.__setattr__(self, "frameworks", names)
         steps = parse_steps(self.steps) if isinstance(self.steps, str) or self.steps is None else self.steps
         if steps is not None and not (len(steps) == 2 and 0 <= steps[0] <= steps[1]):
-            raise ConfigurationError(f"steps {self.steps!r}: use (A, B) with 0 <= A <= B (optimizer steps, "
-                                     f"counted from 0), e.g. (3, 3) or --steps 3:3")
+            raise ConfigurationError(
+                f"steps {self.steps!r}: use (A, B) with 0 <= A <= B (optimizer steps, "
+                f"counted from 0), e.g. (3, 3) or --steps 3:3"
+            )
         object.__setattr__(self, "steps", None if steps is None else (int(steps[0]), int(steps[1])))
         if self.timeout is not None and not self.timeout > 0:  # nan too
             raise ConfigurationError(f"--timeout must be a positive number of seconds, got {self.timeout}")
         if self.capture is not None and not CaptureSpec(self.capture):
-            raise ConfigurationError(f"--capture {self.capture!r} selects no op; name ops (index_put_,MatMul) "
-                                     f"or SEQ:RADIUS windows (1200:5)")
+            raise ConfigurationError(
+                f"--capture {self.capture!r} selects no op; name ops (index_put_,MatMul) or SEQ:RADIUS windows (1200:5)"
+            )
 
 
 @dataclass
@@ -147,6 +164,7 @@ class _Session:
 
 # ------------------------------------------------------------------ one recorded run
 
+
 def _check_target(target: str, options: DebugOptions) -> None:
     """Refuse a target that does not exist, or a script that imports no framework
     recorded (read from its import statements) when none is named."""
@@ -155,9 +173,11 @@ def _check_target(target: str, options: DebugOptions) -> None:
 
     resolve_target(target, options.module)
     if not options.frameworks and not options.module and not detect_frameworks(target, False):
-        raise ConfigurationError(f"{target} imports neither torch nor tensorflow/keras nor jax (read "
-                                 f"from its import statements); name the framework it uses: fwd9m debug "
-                                 f"--framework torch|tensorflow|jax ...")
+        raise ConfigurationError(
+            f"{target} imports neither torch nor tensorflow/keras nor jax (read "
+            f"from its import statements); name the framework it uses: fwd9m debug "
+            f"--framework torch|tensorflow|jax ..."
+        )
 
 
 def _child_frameworks(options: DebugOptions) -> str:
@@ -168,9 +188,19 @@ def _child_frameworks(options: DebugOptions) -> str:
 
 def _child_command(s: _Session, out: str, level: str | None) -> list[str]:
     o, steps = s.options, s.steps
-    return [sys.executable, "-m", "fwd9m.debug._child", os.path.abspath(out), level or o.level,
-            o.capture or "-", f"{steps[0]},{steps[1]}" if steps else "-", _child_frameworks(o),
-            "1" if o.module else "0", s.target if o.module else os.path.abspath(s.target), *s.args]
+    return [
+        sys.executable,
+        "-m",
+        "fwd9m.debug._child",
+        os.path.abspath(out),
+        level or o.level,
+        o.capture or "-",
+        f"{steps[0]},{steps[1]}" if steps else "-",
+        _child_frameworks(o),
+        "1" if o.module else "0",
+        s.target if o.module else os.path.abspath(s.target),
+        *s.args,
+    ]
 
 
 def _start(cmd: list[str], env: dict[str, str] | None, cwd: str | None, log: str | None) -> subprocess.Popen:
@@ -183,8 +213,14 @@ def _start(cmd: list[str], env: dict[str, str] | None, cwd: str | None, log: str
     except (AttributeError, OSError, ValueError):  # no real stderr (embedded use)
         to_stderr = subprocess.DEVNULL
     try:
-        return subprocess.Popen(cmd, env={**os.environ, **(env or {})}, start_new_session=True,
-                                stdout=sink or to_stderr, stderr=sink, cwd=cwd)
+        return subprocess.Popen(
+            cmd,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+            stdout=sink or to_stderr,
+            stderr=sink,
+            cwd=cwd,
+        )
     finally:
         if sink:
             sink.close()
@@ -210,16 +246,23 @@ def _wait(s: _Session, proc: subprocess.Popen, out: str, name: str, log: str | N
         kill_group(proc)
         _show_log(s, log, f"{name} timed out")
         kept = s.in_place or s.options.keep
-        raise RunError(f"{s.target} did not finish within {s.options.timeout:g} s (its whole process group "
-                       f"was killed); " + (f"the partial trace is in {out}" if kept else
-                                           "--keep DIR keeps the partial trace")) from None
+        raise RunError(
+            f"{s.target} did not finish within {s.options.timeout:g} s (its whole process group "
+            f"was killed); " + (f"the partial trace is in {out}" if kept else "--keep DIR keeps the partial trace")
+        ) from None
     except BaseException:  # Ctrl-C: leave nothing running
         kill_group(proc)
         raise
 
 
-def _record(s: _Session, out: str, env: dict[str, str] | None = None, label: str = "",
-            level: str | None = None, quiet: bool = False) -> int:
+def _record(
+    s: _Session,
+    out: str,
+    env: dict[str, str] | None = None,
+    label: str = "",
+    level: str | None = None,
+    quiet: bool = False,
+) -> int:
     """Record one run into ``out``; returns the script's exit status.
 
     With ``quiet`` (the runs ``fwd9m debug`` starts on its own; not with ``show_output``),
@@ -248,13 +291,14 @@ def _record(s: _Session, out: str, env: dict[str, str] | None = None, label: str
     kill_leftovers(proc)
     _note_writes_through_links(s, watch, os.path.dirname(os.path.abspath(out)), name)
     size = os.path.getsize(out) if os.path.exists(out) else 0
-    s.say(f"  done in {time.perf_counter() - t0:.1f} s, exit status {proc.returncode}, "
-          f"trace {size / 1024:.0f} KiB")
+    s.say(f"  done in {time.perf_counter() - t0:.1f} s, exit status {proc.returncode}, trace {size / 1024:.0f} KiB")
     if proc.returncode or size == 0:
         _show_log(s, log, f"{name} exited with status {proc.returncode}")
     if size == 0:
-        raise RunError(f"recording {s.target} failed before the trace was opened "
-                       f"(exit status {proc.returncode}); see the messages above")
+        raise RunError(
+            f"recording {s.target} failed before the trace was opened "
+            f"(exit status {proc.returncode}); see the messages above"
+        )
     return proc.returncode
 
 
@@ -277,8 +321,9 @@ def _run_folder(s: _Session, out: str, env: dict[str, str] | None) -> tuple[str 
         if not (folder / RUN_MARK).exists():
             from .._runtime.launch import shown
 
-            raise ConfigurationError(f"{shown(str(folder))} exists and fwd9m did not make it; --keep a "
-                                     f"folder without it, or remove it")
+            raise ConfigurationError(
+                f"{shown(str(folder))} exists and fwd9m did not make it; --keep a folder without it, or remove it"
+            )
         shutil.rmtree(folder)
     user = Path.cwd()
     watch = prepare_cwd(folder / "cwd", user, s.options.cwd, own=folder.parent)
@@ -311,20 +356,27 @@ def _note_writes_through_links(s: _Session, watch: Any, own: str, label: str) ->
     if not changed:
         return
     if s.guard is None:
-        s.say(f"  {label} changed {_first_five(changed)} in your directory, through its links to it; "
-              f"--cwd empty runs it in an empty folder")
+        s.say(
+            f"  {label} changed {_first_five(changed)} in your directory, through its links to it; "
+            f"--cwd empty runs it in an empty folder"
+        )
         return
     s.guard.restore(changed)
     kept = [c for c in changed if c in s.guard.unprotected]
     if kept:
-        s.say(f"  {label} changed {_first_five(kept)} in your directory, through its links to it; "
-              f"--cwd empty runs it in an empty folder")
+        s.say(
+            f"  {label} changed {_first_five(kept)} in your directory, through its links to it; "
+            f"--cwd empty runs it in an empty folder"
+        )
     else:
-        s.say(f"  {label} wrote into {_first_five(changed)} in your directory, through its links to it; "
-              f"put back as they were")
+        s.say(
+            f"  {label} wrote into {_first_five(changed)} in your directory, through its links to it; "
+            f"put back as they were"
+        )
 
 
 # ------------------------------------------------------------------ checks before any run
+
 
 def check_output_path(out: str, option: str = "-o", example: str = "run.trace") -> None:
     """Refuse, before any run, an output path that cannot be written as a file: a
@@ -340,12 +392,12 @@ def check_output_path(out: str, option: str = "-o", example: str = "run.trace") 
         mode = None
     if mode is not None and not stat.S_ISREG(mode):
         kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-        raise ConfigurationError(f"{option} {shown(out)} is {kind}; name the file to write, e.g. "
-                                 f"{option} {example}")
+        raise ConfigurationError(f"{option} {shown(out)} is {kind}; name the file to write, e.g. {option} {example}")
     folder = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(folder):
-        raise ConfigurationError(f"{option} {shown(out)}: the folder {folder} does not exist; create it first "
-                                 f"(mkdir -p {folder})")
+        raise ConfigurationError(
+            f"{option} {shown(out)}: the folder {folder} does not exist; create it first (mkdir -p {folder})"
+        )
 
 
 def kept_traces(options: DebugOptions) -> list[str]:
@@ -366,11 +418,19 @@ def _refuse_overwrites(options: DebugOptions, script: str | None, outputs: list[
 
     ins = [script] if script else []
     for out in outputs:
-        refuse_overwrite(out, option, inputs=ins, ours=is_trace, force=options.force, what="a trace",
-                         example="run.trace")
+        refuse_overwrite(
+            out, option, inputs=ins, ours=is_trace, force=options.force, what="a trace", example="run.trace"
+        )
         log = os.path.splitext(out)[0] + ".log"
-        refuse_overwrite(log, option, inputs=ins, force=options.force or (os.path.isfile(out) and is_trace(out)),
-                         ours=None, what="a log beside a trace", example="traces/")
+        refuse_overwrite(
+            log,
+            option,
+            inputs=ins,
+            force=options.force or (os.path.isfile(out) and is_trace(out)),
+            ours=None,
+            what="a log beside a trace",
+            example="traces/",
+        )
 
 
 def _check_keep(options: DebugOptions, target: str) -> None:
@@ -378,39 +438,49 @@ def _check_keep(options: DebugOptions, target: str) -> None:
 
     keep = options.keep
     if keep and os.path.exists(keep) and not os.path.isdir(keep):
-        raise ConfigurationError(f"--keep {shown(keep)} is a file; --keep names a folder for the two "
-                                 f"traces, e.g. --keep traces/")
+        raise ConfigurationError(
+            f"--keep {shown(keep)} is a file; --keep names a folder for the two traces, e.g. --keep traces/"
+        )
     if keep:
-        _refuse_overwrites(options, None if options.module else target, kept_traces(options),
-                           f"--keep {shown(keep)}:")
+        _refuse_overwrites(options, None if options.module else target, kept_traces(options), f"--keep {shown(keep)}:")
 
 
 # ------------------------------------------------------------------ the report
 
+
 def cut_traces(report: DebugReport, paths: Sequence[str | None]) -> list[str]:
     """The traces among ``paths`` (A, B) that the comparison says stop early (cut off,
     damaged, or without an end record)."""
-    return [p for name, p in zip("AB", paths)
-            if p is not None and any(n.startswith(f"trace {name} ({p}) ") for n in report.notes)]
+    return [
+        p
+        for name, p in zip("AB", paths)
+        if p is not None and any(n.startswith(f"trace {name} ({p}) ") for n in report.notes)
+    ]
 
 
 def _no_verdict_when_cut(s: _Session, report: DebugReport, codes: list[int], cut: list[int]) -> RunError:
-    why = (f"{s.target} failed in both runs (exit status {codes[0]})" if codes[0] else
-           (f"the trace of run {cut[0]} has" if len(cut) == 1 else "the traces of both runs have")
-           + " no end record (the process was killed or called os._exit, and the ops of its last, "
-             "unwritten frame are lost)")
+    why = (
+        f"{s.target} failed in both runs (exit status {codes[0]})"
+        if codes[0]
+        else (f"the trace of run {cut[0]} has" if len(cut) == 1 else "the traces of both runs have")
+        + " no end record (the process was killed or called os._exit, and the ops of its last, "
+        "unwritten frame are lost)"
+    )
     n = max(report.ops_a, report.ops_b)
-    return RunError(f"{why}, so only the {n} ops recorded before that were compared (they agree); "
-                    f"no verdict on the whole run")
+    return RunError(
+        f"{why}, so only the {n} ops recorded before that were compared (they agree); no verdict on the whole run"
+    )
 
 
 def _no_verdict_when_empty(s: _Session) -> RunError:
     steps = s.steps_text
-    return RunError(f"neither run of {s.target} recorded any op"
-                    + (f" in optimizer steps {steps}" if steps else "")
-                    + ", so nothing was compared and there is no verdict; check that it runs "
-                      "ops of the framework recorded (--framework torch|tensorflow|jax)"
-                    + (" and that --steps names steps it reaches" if steps else ""))
+    return RunError(
+        f"neither run of {s.target} recorded any op"
+        + (f" in optimizer steps {steps}" if steps else "")
+        + ", so nothing was compared and there is no verdict; check that it runs "
+        "ops of the framework recorded (--framework torch|tensorflow|jax)"
+        + (" and that --steps names steps it reaches" if steps else "")
+    )
 
 
 def _settle(s: _Session, report: DebugReport, codes: list[int], paths: list[str]) -> DebugReport:
@@ -425,9 +495,16 @@ def _settle(s: _Session, report: DebugReport, codes: list[int], paths: list[str]
         return report
     cut = [i for i, p in enumerate(paths, 1) if cut_traces(report, [p] if i == 1 else [None, p])]
     if codes[0] != codes[1]:
-        return replace(report, reproducible=False, kind="exit",
-                       notes=[f"NOT REPRODUCIBLE: run 1 exited with status {codes[0]}, run 2 with "
-                              f"status {codes[1]}; the ops both runs recorded agree", *report.notes])
+        return replace(
+            report,
+            reproducible=False,
+            kind="exit",
+            notes=[
+                f"NOT REPRODUCIBLE: run 1 exited with status {codes[0]}, run 2 with "
+                f"status {codes[1]}; the ops both runs recorded agree",
+                *report.notes,
+            ],
+        )
     if codes[0] or cut:
         raise _no_verdict_when_cut(s, report, codes, cut)
     if not (report.ops_a or report.ops_b):  # two empty traces agree: no verdict either
@@ -459,21 +536,28 @@ def _hash_seed_experiment(s: _Session, directory: str, report: DebugReport, path
 
     def run(seed: int, k: int) -> str:
         out = os.path.join(directory, f"hashseed{k}.trace")
-        _record(s, out, env={"PYTHONHASHSEED": str(seed)}, label=f"run {k} with PYTHONHASHSEED={seed}",
-                quiet=True)
+        _record(s, out, env={"PYTHONHASHSEED": str(seed)}, label=f"run {k} with PYTHONHASHSEED={seed}", quiet=True)
         return out
 
-    outcome = _hashseed.experiment(run, lambda a, b: _agree_at(a, b, seq), script=_explain._script(ha),
-                                   argv=_explain._argv(ha),
-                                   target=" ".join([*(["-m"] if s.options.module else []), s.target]),
-                                   progress=s.say)
+    outcome = _hashseed.experiment(
+        run,
+        lambda a, b: _agree_at(a, b, seq),
+        script=_explain._script(ha),
+        argv=_explain._argv(ha),
+        target=" ".join([*(["-m"] if s.options.module else []), s.target]),
+        progress=s.say,
+    )
     notes = report.notes
     if outcome.hash_order:
         f = replace(f, source="hashseed")  # the explanation's causes say what the experiment showed
     else:
         notes = [*notes, outcome.message()]
-    f = replace(f, explanation=_explain.explain(f, report, ha, _store.read_header(paths[1]),
-                                                hashseed=outcome.verdict, hashseed_note=outcome.message()))
+    f = replace(
+        f,
+        explanation=_explain.explain(
+            f, report, ha, _store.read_header(paths[1]), hashseed=outcome.verdict, hashseed_note=outcome.message()
+        ),
+    )
     return replace(report, first=f, notes=notes)
 
 
@@ -493,16 +577,19 @@ def _with_fast_pass(report: DebugReport, first_pass: DebugReport) -> DebugReport
     when the op-level runs agree (a race that did not recur), the module-level finding."""
     f0 = first_pass.first
     assert f0 is not None
-    notes = [f"module-level pass: first divergence at {f0.op} in {f0.module or '-'} (step {f0.step}); "
-             f"ops recorded for step {f0.step} only", *report.notes]
+    notes = [
+        f"module-level pass: first divergence at {f0.op} in {f0.module or '-'} (step {f0.step}); "
+        f"ops recorded for step {f0.step} only",
+        *report.notes,
+    ]
     if not report.reproducible:
         return replace(report, notes=notes)
-    notes.append("the op-level runs of that step agreed (a race that did not recur); showing the "
-                 "module-level finding")
+    notes.append("the op-level runs of that step agreed (a race that did not recur); showing the module-level finding")
     return replace(first_pass, notes=[*first_pass.notes, *notes])
 
 
 # ------------------------------------------------------------------ the two runs
+
 
 def _fast_pass(s: _Session, directory: str) -> tuple[DebugReport | None, DebugReport | None]:
     """``--fast``: two module-level runs. Returns (the final report when that pass
@@ -510,14 +597,17 @@ def _fast_pass(s: _Session, directory: str) -> tuple[DebugReport | None, DebugRe
     from ._compare import compare
 
     mpaths = [os.path.join(directory, f"modules{i}.trace") for i in (1, 2)]
-    mcodes = [_record(s, p, label=f"module-level run {i}/2", level="modules", quiet=True)
-              for i, p in enumerate(mpaths, 1)]
+    mcodes = [
+        _record(s, p, label=f"module-level run {i}/2", level="modules", quiet=True) for i, p in enumerate(mpaths, 1)
+    ]
     first_pass = compare(*mpaths)
     if first_pass.reproducible or first_pass.first is None or first_pass.first.step < 0:
         return _settle(s, first_pass, mcodes, mpaths), None
     step = first_pass.first.step
-    s.say(f"module-level pass: first divergence in step {step} "
-          f"({first_pass.first.op} {first_pass.first.module}); op-level runs of step {step}")
+    s.say(
+        f"module-level pass: first divergence in step {step} "
+        f"({first_pass.first.op} {first_pass.first.module}); op-level runs of step {step}"
+    )
     return None, first_pass
 
 
@@ -542,15 +632,25 @@ def _two_runs(s: _Session, directory: str) -> DebugReport:
     failed = [f"run {i} exited with status {c}" for i, c in enumerate(codes, 1) if c]
     report = replace(report, notes=[*report.notes, *failed])
     f = report.first
-    if (f is not None and f.kind == "external" and f.source in ("python", "data")
-            and "PYTHONHASHSEED" not in os.environ and s.options.hashseed_check):
+    if (
+        f is not None
+        and f.kind == "external"
+        and f.source in ("python", "data")
+        and "PYTHONHASHSEED" not in os.environ
+        and s.options.hashseed_check
+    ):
         report = _hash_seed_experiment(s, directory, report, paths)
-    if f is not None and f.kind == "culprit" and s.options.replay and not f.op.split(":", 1)[0] in _COARSE:
+    if f is not None and f.kind == "culprit" and s.options.replay and f.op.split(":", 1)[0] not in _COARSE:
         report = _replayed(s, directory, report)
     if s.options.keep:
-        report = replace(report, notes=[*report.notes, "the files each run wrote are in its own working folder: "
-                                        + " and ".join(shown(os.path.splitext(p)[0] + RUN_FOLDER + "/cwd")
-                                                       for p in paths)])
+        report = replace(
+            report,
+            notes=[
+                *report.notes,
+                "the files each run wrote are in its own working folder: "
+                + " and ".join(shown(os.path.splitext(p)[0] + RUN_FOLDER + "/cwd") for p in paths),
+            ],
+        )
     return _settle(s, report, codes, paths)
 
 
@@ -571,18 +671,29 @@ def _replayed(s: _Session, directory: str, report: DebugReport) -> DebugReport:
     cwd = Path(directory) / "replay" / "cwd"
     try:
         prepare_cwd(cwd, Path.cwd(), s.options.cwd, own=Path(directory))
-        result = confirm(report, s.target, list(s.args), module=s.options.module,
-                         frameworks=list(s.options.frameworks) or None,
-                         trace=os.path.join(directory, "replay", "run3.trace"), cwd=str(cwd),
-                         timeout=s.options.timeout)
+        result = confirm(
+            report,
+            s.target,
+            list(s.args),
+            module=s.options.module,
+            frameworks=list(s.options.frameworks) or None,
+            trace=os.path.join(directory, "replay", "run3.trace"),
+            cwd=str(cwd),
+            timeout=s.options.timeout,
+        )
     except Exception as exc:  # noqa: BLE001 - the verdict stands without its proof
         return replace(report, notes=[*report.notes, f"the culprit was not replayed: {exc}"])
     if result is None:
         return report
     off, on = result.off, result.on
-    proof = {"distinct": off.distinct, "replays": off.repeats, "max_ulp": off.max_ulp,
-             "status": off.status, "text": result.render(),
-             "switch": None if on is None else result.switch_verdict()}
+    proof = {
+        "distinct": off.distinct,
+        "replays": off.repeats,
+        "max_ulp": off.max_ulp,
+        "status": off.status,
+        "text": result.render(),
+        "switch": None if on is None else result.switch_verdict(),
+    }
     first = replace(first, explanation={**(first.explanation or {}), "replay": proof})
     return replace(report, first=first)
 
@@ -591,8 +702,14 @@ def _say(progress: Say | None) -> Say:
     return progress or (lambda msg: logger.info(msg))
 
 
-def debug_script(target: str, args: Sequence[str] = (), options: DebugOptions | None = None, *,
-                 progress: Say | None = None, output: Say | None = None) -> DebugReport:
+def debug_script(
+    target: str,
+    args: Sequence[str] = (),
+    options: DebugOptions | None = None,
+    *,
+    progress: Say | None = None,
+    output: Say | None = None,
+) -> DebugReport:
     """Record ``target`` twice, each run in a fresh interpreter and a working folder of its
     own, compare the traces and classify the first divergence (``fwd9m debug``).
 
@@ -636,8 +753,9 @@ def debug_script(target: str, args: Sequence[str] = (), options: DebugOptions | 
             shutil.rmtree(s.guard.folder.parent, ignore_errors=True)
 
 
-def record_script(target: str, args: Sequence[str], output: str, options: DebugOptions | None = None, *,
-                  progress: Say | None = None) -> int:
+def record_script(
+    target: str, args: Sequence[str], output: str, options: DebugOptions | None = None, *, progress: Say | None = None
+) -> int:
     """Record one run of ``target`` into the trace ``output`` (``fwd9m debug record``),
     in the current directory as the script runs on its own; its output passes through
     to stderr. Returns the script's exit status.
@@ -654,4 +772,3 @@ def record_script(target: str, args: Sequence[str], output: str, options: DebugO
     _check_target(target, options)
     say = _say(progress)
     return _record(_Session(target, tuple(args), options, say, say, in_place=True), output)
-

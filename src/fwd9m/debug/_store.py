@@ -43,14 +43,29 @@ import json
 import os
 import struct
 import zlib
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generator, Iterator
+from typing import Any
 
 from ..errors import FileFormatError
 
-__all__ = ["MAGIC", "FORMAT_VERSION", "TraceWriter", "TraceReader", "Op", "TensorRecord", "Tensor",
-           "HAS_DIGEST", "IS_PARAM", "IS_MODEL_INPUT", "HAS_SAMPLE", "IS_REF", "NO_STRING",
-           "ARGS_DTYPE", "NOT_RECORDED"]
+__all__ = [
+    "MAGIC",
+    "FORMAT_VERSION",
+    "TraceWriter",
+    "TraceReader",
+    "Op",
+    "TensorRecord",
+    "Tensor",
+    "HAS_DIGEST",
+    "IS_PARAM",
+    "IS_MODEL_INPUT",
+    "HAS_SAMPLE",
+    "IS_REF",
+    "NO_STRING",
+    "ARGS_DTYPE",
+    "NOT_RECORDED",
+]
 
 MAGIC = b"FWD9MTRC"
 FORMAT_VERSION = 1
@@ -109,14 +124,18 @@ class Op:
 
     def signature(self) -> tuple:
         """What must match for two runs to be executing the same op."""
-        return (self.name, self.module, self.phase,
-                tuple(t.meta for t in self.inputs), tuple(t.meta for t in self.outputs))
+        return (
+            self.name,
+            self.module,
+            self.phase,
+            tuple(t.meta for t in self.inputs),
+            tuple(t.meta for t in self.outputs),
+        )
 
     def describe(self) -> str:
         where = f" in {self.module}" if self.module else ""
         node = f" ({self.node})" if self.node else ""
-        return (f"#{self.seq} {self.name}{node}{where} [{self.phase}, step {self.step}] "
-                f"at {self.location or '?'}")
+        return f"#{self.seq} {self.name}{node}{where} [{self.phase}, step {self.step}] at {self.location or '?'}"
 
 
 #: Bytes per value of the dtypes whose sampled or captured values a report reads as numbers.
@@ -136,7 +155,7 @@ def fold(recs: list[tuple], limit: int, meta_id: int) -> list[tuple]:
         return recs
     from ..fingerprint import digest_bytes
 
-    keep, rest = recs[:limit - 1], recs[limit - 1:]
+    keep, rest = recs[: limit - 1], recs[limit - 1 :]
     digs = [t[2] for t in rest]
     dig = None if None in digs else digest_bytes(struct.pack(f"<{len(digs)}Q", *digs))
     flags = 0
@@ -161,8 +180,9 @@ class TraceWriter:
         self.ops = 0
         self.tensors = 0
         self.bytes_written = 8 + 4
-        self._write_frame(json.dumps({"format": "fwd9m.trace", "version": FORMAT_VERSION,
-                                      **header}, default=str).encode())
+        self._write_frame(
+            json.dumps({"format": "fwd9m.trace", "version": FORMAT_VERSION, **header}, default=str).encode()
+        )
 
     # -- low level
     def _write_frame(self, payload: bytes | bytearray) -> None:
@@ -186,8 +206,7 @@ class TraceWriter:
         return i
 
     # -- records
-    def op(self, name_id: int, ctx_id: int, step: int,
-           inputs: list[tuple], outputs: list[tuple]) -> int:
+    def op(self, name_id: int, ctx_id: int, step: int, inputs: list[tuple], outputs: list[tuple]) -> int:
         """Append one op. Each tensor is ``(meta_id, flags, digest or None, sample bytes
         or None, ref or None)``; more than :data:`MAX_TENSORS` on a side are folded
         (:func:`fold`). Returns the op's sequence index."""
@@ -268,15 +287,17 @@ class TraceReader:
 
         self.path = os.fspath(path)
         self._name = shown(self.path)  # in messages: control characters escaped
-        self._f = open_regular_file(self.path, "trace", "give a trace written by: "
-                                    "fwd9m debug record -o run.trace script.py")
+        self._f = open_regular_file(
+            self.path, "trace", "give a trace written by: fwd9m debug record -o run.trace script.py"
+        )
         self._size = os.fstat(self._f.fileno()).st_size
         head = self._f.read(12)
         if head[:8] != MAGIC:
             self._f.close()
             raise FileFormatError(
                 f"{self._name} is not a fwd9m trace (no {MAGIC.decode()} signature); "
-                f"record one with: fwd9m debug record -o run.trace script.py")
+                f"record one with: fwd9m debug record -o run.trace script.py"
+            )
         if len(head) < 12:
             self._f.close()
             raise FileFormatError(f"{self._name} is truncated inside its header; record it again")
@@ -286,7 +307,8 @@ class TraceReader:
             raise FileFormatError(
                 f"{self._name} uses trace format version {self.version}, but this fwd9m reads "
                 f"version {FORMAT_VERSION} only; record it again with this fwd9m, or read it "
-                f"with the fwd9m version that wrote it")
+                f"with the fwd9m version that wrote it"
+            )
         self._offset = 12
         payload = self._frame()
         if payload is None:
@@ -297,12 +319,17 @@ class TraceReader:
         except (ValueError, RecursionError):
             self._f.close()
             raise FileFormatError(f"{self._name}: the trace header is not valid JSON") from None
-        if not isinstance(header, dict) or header.get("format") != "fwd9m.trace" \
-                or header.get("version") != FORMAT_VERSION \
-                or not _header_shape_ok(header):
+        if (
+            not isinstance(header, dict)
+            or header.get("format") != "fwd9m.trace"
+            or header.get("version") != FORMAT_VERSION
+            or not _header_shape_ok(header)
+        ):
             self._f.close()
-            raise FileFormatError(f"{self._name}: the trace header is not a fwd9m trace header of format "
-                                  f"version {FORMAT_VERSION} (damaged or edited); record it again")
+            raise FileFormatError(
+                f"{self._name}: the trace header is not a fwd9m trace header of format "
+                f"version {FORMAT_VERSION} (damaged or edited); record it again"
+            )
         self.header = header
         self.header_bytes = self._offset  #: bytes before the first record frame
         self.end: dict[str, Any] | None = None
@@ -337,17 +364,18 @@ class TraceReader:
     def _damaged(self, what: str, at: int) -> FileFormatError:
         """The error for a frame whose checksum is right but whose records are not
         (written by another program, or edited and re-checksummed)."""
-        return FileFormatError(f"{self._name}: damaged trace (frame at byte {self._frame_at}, record at byte "
-                               f"{at} of it): {what}; the frame's checksum is right, so it was written "
-                               f"wrong or edited, not cut off; record it again")
+        return FileFormatError(
+            f"{self._name}: damaged trace (frame at byte {self._frame_at}, record at byte "
+            f"{at} of it): {what}; the frame's checksum is right, so it was written "
+            f"wrong or edited, not cut off; record it again"
+        )
 
     def _values(self, meta: str, data: bytes | None, what: str, at: int) -> str:
         """``meta``, after checking that ``data`` (a sample or capture) holds whole
         values of its dtype: a report reads them as numbers."""
         size = _ITEMSIZE.get(meta.split("[", 1)[0])
         if data and size and len(data) % size:
-            raise self._damaged(f"a {what} of {meta} values holds {len(data)} bytes, not a multiple "
-                                f"of {size}", at)
+            raise self._damaged(f"a {what} of {meta} values holds {len(data)} bytes, not a multiple of {size}", at)
         return meta
 
     def __iter__(self) -> Iterator[Op]:
@@ -370,8 +398,10 @@ class TraceReader:
             if st.pending is not None:
                 yield st.pending
             if self.end is None and self.truncated is None:
-                self.truncated = ("has no end record: the recorded process stopped before "
-                                  "closing the trace (crash, kill or still running)")
+                self.truncated = (
+                    "has no end record: the recorded process stopped before "
+                    "closing the trace (crash, kill or still running)"
+                )
         finally:
             self._f.close()
 
@@ -383,7 +413,7 @@ class TraceReader:
         i, n = 0, len(payload)
         while i < n:
             self._at = i
-            kind = payload[i:i + 1]
+            kind = payload[i : i + 1]
             if kind == b"S":
                 (ln,) = struct.unpack_from("<I", payload, i + 1)
                 i += 5
@@ -410,15 +440,13 @@ class TraceReader:
 
     def _string(self, strings: list[str], k: int, at: int) -> str:
         if k >= len(strings):
-            raise self._damaged(f"an op record names string {k}, but only {len(strings)} "
-                                f"are defined before it", at)
+            raise self._damaged(f"an op record names string {k}, but only {len(strings)} are defined before it", at)
         return strings[k]
 
     def _take(self, mv: memoryview, i: int, ln: int) -> bytes:
         if i + ln > len(mv):
-            raise self._damaged(f"a record declares {ln} bytes of data but its frame "
-                                f"holds {len(mv) - i}", i)
-        return bytes(mv[i:i + ln])
+            raise self._damaged(f"a record declares {ln} bytes of data but its frame holds {len(mv) - i}", i)
+        return bytes(mv[i : i + ln])
 
     def _tensor(self, payload: bytes, mv: memoryview, i: int, strings: list[str]) -> tuple[TensorRecord, int]:
         meta, flags = _T.unpack_from(payload, i)
@@ -435,8 +463,9 @@ class TraceReader:
         if flags & IS_REF:
             ref = _REF.unpack_from(payload, i)
             i += 5
-        return TensorRecord(self._values(self._string(strings, meta, i), sample, "sample", i), flags, dig,
-                            sample, ref), i
+        return TensorRecord(
+            self._values(self._string(strings, meta, i), sample, "sample", i), flags, dig, sample, ref
+        ), i
 
     def _op_record(self, payload: bytes, mv: memoryview, i: int, st: _Parsed) -> tuple[Op, int]:
         _, name, ctx, step, nin, nout = _OP.unpack_from(payload, i)
@@ -447,8 +476,18 @@ class TraceReader:
             ts.append(t)
         parts = self._string(st.strings, ctx, i).split(SEP)
         parts += [""] * (5 - len(parts))
-        return Op(st.seq, self._string(st.strings, name, i), parts[0], parts[1], parts[2], parts[3],
-                  parts[4], step, ts[:nin], ts[nin:]), i
+        return Op(
+            st.seq,
+            self._string(st.strings, name, i),
+            parts[0],
+            parts[1],
+            parts[2],
+            parts[3],
+            parts[4],
+            step,
+            ts[:nin],
+            ts[nin:],
+        ), i
 
     def _capture_record(self, payload: bytes, mv: memoryview, i: int, st: _Parsed) -> int:
         _, cseq, is_out, idx, meta, ln = _CAPTURE.unpack_from(payload, i)
@@ -456,8 +495,10 @@ class TraceReader:
         data = self._take(mv, i, ln)
         i += ln
         if st.pending is not None and st.pending.seq == cseq:
-            st.pending.captures[(is_out, idx)] = (self._values(self._string(st.strings, meta, i), data,
-                                                               "capture", i), data)
+            st.pending.captures[(is_out, idx)] = (
+                self._values(self._string(st.strings, meta, i), data, "capture", i),
+                data,
+            )
         return i
 
     def _end_record(self, raw: bytes) -> bool:
@@ -498,15 +539,25 @@ def _header_shape_ok(header: dict) -> bool:
     :func:`fwd9m.environment.collect`): a header edited or written by another program
     is refused here rather than failing later, mid-report."""
     program, env = header.get("program"), header.get("environment")
-    if not (isinstance(program, (dict, _NONE)) and isinstance(env, (dict, _NONE))
-            and _strings_or_none(header.get("frameworks")) and isinstance(header.get("level"), (str, _NONE))):
+    if not (
+        isinstance(program, (dict, _NONE))
+        and isinstance(env, (dict, _NONE))
+        and _strings_or_none(header.get("frameworks"))
+        and isinstance(header.get("level"), (str, _NONE))
+    ):
         return False
     program, env = program or {}, env or {}
     frameworks = env.get("frameworks")
-    return (isinstance(program.get("script"), (str, _NONE)) and _mapping_of(frameworks, (dict,))
-            and all(isinstance(f.get("version"), (str, _NONE)) and isinstance(f.get("intra_op_threads"), (int, _NONE))
-                    for f in (frameworks or {}).values())
-            and _mapping_of(env.get("packages"), (str, _NONE)) and _mapping_of(env.get("env"), (str, _NONE)))
+    return (
+        isinstance(program.get("script"), (str, _NONE))
+        and _mapping_of(frameworks, (dict,))
+        and all(
+            isinstance(f.get("version"), (str, _NONE)) and isinstance(f.get("intra_op_threads"), (int, _NONE))
+            for f in (frameworks or {}).values()
+        )
+        and _mapping_of(env.get("packages"), (str, _NONE))
+        and _mapping_of(env.get("env"), (str, _NONE))
+    )
 
 
 def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -39,7 +39,7 @@ def _prefix(name: str, depth: int) -> str:
     if name.startswith("("):
         return name
     cuts = [m.start() for m in _SEP.finditer(name)]
-    return name if depth > len(cuts) else name[:cuts[depth - 1]]
+    return name if depth > len(cuts) else name[: cuts[depth - 1]]
 
 
 def _merge(into: dict[int, list], bucket: int, cell: list) -> None:
@@ -53,8 +53,9 @@ def _merge(into: dict[int, list], bucket: int, cell: list) -> None:
     m[3] = max(m[3], cell[3])
 
 
-def _regroup(names: list[str], rows: dict[str, dict[int, list]],
-             depth: int) -> tuple[list[str], dict[str, dict[int, list]]]:
+def _regroup(
+    names: list[str], rows: dict[str, dict[int, list]], depth: int
+) -> tuple[list[str], dict[str, dict[int, list]]]:
     """The rows with their names cut to ``depth`` components, merged, in first order."""
     order: list[str] = []
     out: dict[str, dict[int, list]] = {}
@@ -156,8 +157,9 @@ class Timeline:
         Returns the rows and which row each module went to."""
         if len(self.order) <= MAX_ROWS:
             return self.order, {n: n for n in self.order}
-        ops = {n: (sum(c[1] for c in self.rows[n].values()), sum(c[0] for c in self.rows[n].values()))
-               for n in self.order}
+        ops = {
+            n: (sum(c[1] for c in self.rows[n].values()), sum(c[0] for c in self.rows[n].values())) for n in self.order
+        }
         groups: dict[str, tuple[int, list[str]]] = {}  # row name -> (depth, module names)
         for n in self.order:
             groups.setdefault(_prefix(n, 1), (1, []))[1].append(n)
@@ -169,8 +171,7 @@ class Timeline:
             best = None
             for name, (depth, members) in groups.items():
                 children = {_prefix(m, depth + 1) for m in members} if depth else {name}
-                if children != {name} and (len(groups) - 1 + len(children) <= MAX_ROWS
-                                           or len(groups) < MAX_ROWS // 2):
+                if children != {name} and (len(groups) - 1 + len(children) <= MAX_ROWS or len(groups) < MAX_ROWS // 2):
                     w = (-depth, *weight(members))  # level by level, the heaviest first
                     if best is None or w > best[0]:
                         best = (w, name, depth, members)
@@ -183,7 +184,7 @@ class Timeline:
             del groups[name]
             room = MAX_ROWS - len(groups)
             if len(kids) > room:  # not all fit: the heaviest children get rows, the rest one row
-                top = sorted(kids, key=lambda k: weight(kids[k]), reverse=True)[:room - 1]
+                top = sorted(kids, key=lambda k: weight(kids[k]), reverse=True)[: room - 1]
                 groups[f"{name} (rest)"] = (0, [m for k in kids if k not in top for m in kids[k]])
                 kids = {k: kids[k] for k in top}
             for k, ms in kids.items():
@@ -193,7 +194,7 @@ class Timeline:
         order = sorted(groups, key=first.__getitem__)
         if len(order) > MAX_ROWS:  # too many even at one component: keep the rows that differ most
             differ = {k: sum(ops[m][0] for m in groups[k][1]) for k in order}
-            keep = set(sorted(order, key=lambda k: -differ[k])[:MAX_ROWS - 1])  # stable sort
+            keep = set(sorted(order, key=lambda k: -differ[k])[: MAX_ROWS - 1])  # stable sort
             where = {m: (k if k in keep and k != OTHER else OTHER) for m, k in where.items()}
             order = [k for k in order if k in keep and k != OTHER] + [OTHER]
         return order, where
@@ -213,8 +214,16 @@ class Timeline:
         first = None
         if self.first is not None:
             first = [order.index(where[self.first[0]]), col[self.first[1] // self.width]]
-        return {"step_width": self.width, "columns": [b * self.width for b in buckets],
-                "rows": [{"name": k, "cells": [[col[b], c[0], c[1], float(f"{c[2]:.3g}"), c[3]]
-                                               for b, c in sorted(rows[k].items())]}
-                         for k in order],
-                "first": first, "grouped": bool(self.depth) or len(order) < len(self.order)}
+        return {
+            "step_width": self.width,
+            "columns": [b * self.width for b in buckets],
+            "rows": [
+                {
+                    "name": k,
+                    "cells": [[col[b], c[0], c[1], float(f"{c[2]:.3g}"), c[3]] for b, c in sorted(rows[k].items())],
+                }
+                for k in order
+            ],
+            "first": first,
+            "grouped": bool(self.depth) or len(order) < len(self.order),
+        }

@@ -24,13 +24,21 @@ MAX_ROWS = 12
 MAX_TENSORS = 4
 
 #: dtype -> (struct value format, struct bit-pattern format, bytes, float?)
-_FORMATS = {"float16": ("e", "H", 2, True), "float32": ("f", "I", 4, True),
-            "float64": ("d", "Q", 8, True), "bfloat16": (None, "H", 2, True),
-            "int8": ("b", "B", 1, False), "uint8": ("B", "B", 1, False),
-            "int16": ("h", "H", 2, False), "uint16": ("H", "H", 2, False),
-            "int32": ("i", "I", 4, False), "uint32": ("I", "I", 4, False),
-            "int64": ("q", "Q", 8, False), "uint64": ("Q", "Q", 8, False),
-            "bool": ("?", "B", 1, False)}
+_FORMATS = {
+    "float16": ("e", "H", 2, True),
+    "float32": ("f", "I", 4, True),
+    "float64": ("d", "Q", 8, True),
+    "bfloat16": (None, "H", 2, True),
+    "int8": ("b", "B", 1, False),
+    "uint8": ("B", "B", 1, False),
+    "int16": ("h", "H", 2, False),
+    "uint16": ("H", "H", 2, False),
+    "int32": ("i", "I", 4, False),
+    "uint32": ("I", "I", 4, False),
+    "int64": ("q", "Q", 8, False),
+    "uint64": ("Q", "Q", 8, False),
+    "bool": ("?", "B", 1, False),
+}
 
 
 def _numel(meta: str) -> int | None:
@@ -56,7 +64,7 @@ def _decode(dtype: str, data: bytes) -> tuple[list, list[int]] | None:
         return None
     vf, bf, size, _ = fmt
     n = min(len(data) // size, MAX_VALUES)
-    data = data[:n * size]
+    data = data[: n * size]
     bits = list(struct.unpack(f"<{n}{bf}", data))
     if vf is None:  # bfloat16: the high half of a float32
         values = [struct.unpack("<f", struct.pack("<I", b << 16))[0] for b in bits]
@@ -91,16 +99,21 @@ def _pair(which: str, ta: Tensor, tb: Tensor, ca, cb) -> dict[str, Any] | None:
     if va is None or vb is None or len(va[0]) != len(vb[0]):
         return None
     _, _, size, is_float = _FORMATS[dtype]
-    dist = [_distance(x, y, bx, by, size, is_float)
-            for x, y, bx, by in zip(va[0], vb[0], va[1], vb[1])]
+    dist = [_distance(x, y, bx, by, size, is_float) for x, y, bx, by in zip(va[0], vb[0], va[1], vb[1])]
     differ = [i for i, (bx, by) in enumerate(zip(va[1], vb[1])) if bx != by]
     # the rows that differ most, in index order; the first ones when none differ
     keep = sorted(sorted(differ, key=lambda i: -dist[i])[:MAX_ROWS]) or list(range(min(MAX_ROWS, len(dist))))
     index = _positions(meta, len(dist)) if source == "sampled" else list(range(len(dist)))
-    return {"tensor": which, "meta": meta, "source": source, "values": _numel(meta),
-            "compared": len(dist),
-            "differ": len(differ), "unit": "ULP" if is_float else "abs",
-            "rows": [[index[i], va[0][i], vb[0][i], dist[i]] for i in keep]}
+    return {
+        "tensor": which,
+        "meta": meta,
+        "source": source,
+        "values": _numel(meta),
+        "compared": len(dist),
+        "differ": len(differ),
+        "unit": "ULP" if is_float else "abs",
+        "rows": [[index[i], va[0][i], vb[0][i], dist[i]] for i in keep],
+    }
 
 
 def side_by_side(a: Op, b: Op, ins: list[int], outs: list[int]) -> list[dict[str, Any]]:
@@ -114,8 +127,13 @@ def side_by_side(a: Op, b: Op, ins: list[int], outs: list[int]) -> list[dict[str
         for i in idx:
             if ts_a[i].meta.startswith(ARGS_DTYPE + "["):
                 continue
-            pair = _pair(f"{('input', 'output')[side]} {i}", ts_a[i], ts_b[i],
-                         a.captures.get((side, i)), b.captures.get((side, i)))
+            pair = _pair(
+                f"{('input', 'output')[side]} {i}",
+                ts_a[i],
+                ts_b[i],
+                a.captures.get((side, i)),
+                b.captures.get((side, i)),
+            )
             if pair is not None:
                 out.append(pair)
             if len(out) >= MAX_TENSORS:

@@ -29,9 +29,32 @@ from __future__ import annotations
 
 from ._debug import ENV_RECORD_RANKS, RankDiff, diff_ranks, record_rank
 from ._ranks import RankInfo, epochs, rank_info, sampler, seeder, set_epoch
-from ._replicas import (ENV_CHECK_REPLICAS, ReplicaDiff, ReplicaMonitor, ReplicaReport, check_replicas,
-                        keras_callback, watch_replicas)
+from ._replicas import (
+    ENV_CHECK_REPLICAS,
+    ReplicaDiff,
+    ReplicaMonitor,
+    ReplicaReport,
+    check_replicas,
+    keras_callback,
+    watch_replicas,
+)
 
-__all__ = ["RankInfo", "rank_info", "seeder", "sampler", "set_epoch", "epochs", "check_replicas",
-           "ReplicaReport", "ReplicaDiff", "ReplicaMonitor", "watch_replicas", "keras_callback",
-           "ENV_CHECK_REPLICAS", "record_rank", "diff_ranks", "RankDiff", "ENV_RECORD_RANKS"]
+__all__ = [
+    "RankInfo",
+    "rank_info",
+    "seeder",
+    "sampler",
+    "set_epoch",
+    "epochs",
+    "check_replicas",
+    "ReplicaReport",
+    "ReplicaDiff",
+    "ReplicaMonitor",
+    "watch_replicas",
+    "keras_callback",
+    "ENV_CHECK_REPLICAS",
+    "record_rank",
+    "diff_ranks",
+    "RankDiff",
+    "ENV_RECORD_RANKS",
+]

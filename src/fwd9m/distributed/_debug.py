@@ -15,9 +15,10 @@ import contextlib
 import os
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .._log import logger
 from ..errors import ConfigurationError
@@ -111,26 +112,40 @@ class RankDiff:
 
     @property
     def first_rank(self) -> int | None:
-        bad = [(r.first.step if r.first else 0, r.first.seq if r.first else 0, k)
-               for k, r in self.reports.items() if not r.reproducible]
+        bad = [
+            (r.first.step if r.first else 0, r.first.seq if r.first else 0, k)
+            for k, r in self.reports.items()
+            if not r.reproducible
+        ]
         return min(bad)[2] if bad else None
 
     def render(self, fmt: str = "text") -> str:
         if fmt == "json":
             import json
 
-            return json.dumps({"a": self.a, "b": self.b, "reproducible": self.reproducible,
-                               "first_rank": self.first_rank, "missing": self.missing,
-                               "ranks": {str(k): json.loads(r.render("json")) for k, r in self.reports.items()}},
-                              indent=2, default=str)
+            return json.dumps(
+                {
+                    "a": self.a,
+                    "b": self.b,
+                    "reproducible": self.reproducible,
+                    "first_rank": self.first_rank,
+                    "missing": self.missing,
+                    "ranks": {str(k): json.loads(r.render("json")) for k, r in self.reports.items()},
+                },
+                indent=2,
+                default=str,
+            )
         lines = []
         first = self.first_rank
         if self.reproducible:
             lines.append(f"REPRODUCIBLE: every rank's trace agrees ({len(self.reports)} ranks).")
         else:
             bad = [k for k, r in self.reports.items() if not r.reproducible]
-            lines.append(f"NOT REPRODUCIBLE: ranks {', '.join(map(str, bad)) or '-'} diverge"
-                         + (f"; rank {first} diverges first" if first is not None else "") + ".")
+            lines.append(
+                f"NOT REPRODUCIBLE: ranks {', '.join(map(str, bad)) or '-'} diverge"
+                + (f"; rank {first} diverges first" if first is not None else "")
+                + "."
+            )
         if self.missing:
             lines.append(f"traces of ranks {', '.join(map(str, self.missing))} exist in one directory only")
         order = sorted(self.reports, key=lambda k: (k != first, k))
@@ -163,8 +178,9 @@ def diff_ranks(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> RankDiff
     ta, tb = _traces(a), _traces(b)
     for d, t in ((a, ta), (b, tb)):
         if not t:
-            raise ConfigurationError(f"{d} holds no rank<r>.trace files; record them with "
-                                     f"`fwd9m run --record-ranks {d} -- torchrun ...`")
+            raise ConfigurationError(
+                f"{d} holds no rank<r>.trace files; record them with `fwd9m run --record-ranks {d} -- torchrun ...`"
+            )
     result = RankDiff(a, b, missing=sorted(set(ta) ^ set(tb)))
     for rank in sorted(set(ta) & set(tb)):
         result.reports[rank] = debug.diff(ta[rank], tb[rank])

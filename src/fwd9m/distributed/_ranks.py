@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from .._log import logger
 from ..errors import ConfigurationError
@@ -32,8 +33,7 @@ __all__ = ["RankInfo", "rank_info", "seeder", "sampler", "set_epoch", "epochs"]
 ENV_SOURCES = (
     ("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"),
     ("horovod", "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE"),
-    ("mpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-     "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    ("mpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
 )
 
 
@@ -72,8 +72,9 @@ def _int(env: Mapping[str, str], name: str) -> int | None:
     try:
         return int(raw)
     except ValueError:
-        raise ConfigurationError(f"environment variable {name}={raw!r} is not an integer; "
-                                 f"the launcher that set it is misconfigured") from None
+        raise ConfigurationError(
+            f"environment variable {name}={raw!r} is not an integer; the launcher that set it is misconfigured"
+        ) from None
 
 
 def _from_tf_config(raw: str) -> RankInfo:
@@ -87,9 +88,11 @@ def _from_tf_config(raw: str) -> RankInfo:
         cluster, task = cfg.get("cluster") or {}, cfg.get("task") or {}
         kind, index = task.get("type"), int(task.get("index", 0))
     except (ValueError, TypeError, AttributeError) as exc:
-        raise ConfigurationError(f"TF_CONFIG is not valid JSON with 'cluster' and 'task' ({exc}); "
-                                 f"see https://www.tensorflow.org/guide/distributed_training"
-                                 f"#setting_up_the_tf_config_environment_variable") from None
+        raise ConfigurationError(
+            f"TF_CONFIG is not valid JSON with 'cluster' and 'task' ({exc}); "
+            f"see https://www.tensorflow.org/guide/distributed_training"
+            f"#setting_up_the_tf_config_environment_variable"
+        ) from None
     if kind in ("chief", "worker"):
         chiefs = len(cluster.get("chief", []))
         rank = 0 if kind == "chief" else index + chiefs
@@ -119,8 +122,9 @@ def rank_info(environ: Mapping[str, str] | None = None) -> RankInfo:
     dist = getattr(sys.modules.get("torch"), "distributed", None) if environ is None else None
     if dist is not None and dist.is_available() and dist.is_initialized():
         local = _int(env, "LOCAL_RANK")
-        info = RankInfo(dist.get_rank(), dist.get_world_size(), local,
-                        _int(env, "LOCAL_WORLD_SIZE"), "torch.distributed")
+        info = RankInfo(
+            dist.get_rank(), dist.get_world_size(), local, _int(env, "LOCAL_WORLD_SIZE"), "torch.distributed"
+        )
     if info is None:
         for source, r, w, lr, lw in ENV_SOURCES:
             rank, world = _int(env, r), _int(env, w)
@@ -131,8 +135,10 @@ def rank_info(environ: Mapping[str, str] | None = None) -> RankInfo:
         info = _from_tf_config(env["TF_CONFIG"])
     info = info or RankInfo()
     if not 0 <= info.rank < info.world_size:
-        raise ConfigurationError(f"rank {info.rank} is outside [0, world_size={info.world_size}) "
-                                 f"(from {info.source}); check the launcher's settings")
+        raise ConfigurationError(
+            f"rank {info.rank} is outside [0, world_size={info.world_size}) "
+            f"(from {info.source}); check the launcher's settings"
+        )
     return info
 
 
@@ -178,12 +184,17 @@ def seeder(seed: int | None = None, *, info: RankInfo | None = None):
                 f"rank {info.rank} of {info.world_size} has no seed: every rank would draw its "
                 f"own and seeds meant to be shared would differ.\n"
                 f"Fix: fwd9m.distributed.seeder(seed=1234), or launch with "
-                f"`fwd9m run --seed 1234 -- ...` (exports FWD9M_SEED to every rank)")
+                f"`fwd9m run --seed 1234 -- ...` (exports FWD9M_SEED to every rank)"
+            )
         box = [secrets.randbelow(MAX_SEED + 1) if info.rank == 0 else None]
         dist.broadcast_object_list(box, src=0)
         seed = int(box[0])
-        logger.warning("seeder: no seed given and FWD9M_SEED unset; rank 0 drew %d for all "
-                       "ranks. Pass seed=%d to repeat this run.", seed, seed)
+        logger.warning(
+            "seeder: no seed given and FWD9M_SEED unset; rank 0 drew %d for all "
+            "ranks. Pass seed=%d to repeat this run.",
+            seed,
+            seed,
+        )
     return Seeder(seed, rank=info.rank, world_size=info.world_size)
 
 
@@ -205,9 +216,14 @@ def sampler(dataset: Any, seeds: Any = None, *, shuffle: bool = True, drop_last:
     from torch.utils.data.distributed import DistributedSampler
 
     s = seeds if seeds is not None else seeder()
-    return DistributedSampler(dataset, num_replicas=s.world_size, rank=s.rank, shuffle=shuffle,
-                              seed=s.seed("DistributedSampler", shared=True, bits=62),
-                              drop_last=drop_last)
+    return DistributedSampler(
+        dataset,
+        num_replicas=s.world_size,
+        rank=s.rank,
+        shuffle=shuffle,
+        seed=s.seed("DistributedSampler", shared=True, bits=62),
+        drop_last=drop_last,
+    )
 
 
 def _epoch_targets(obj: Any) -> list[Any]:
@@ -219,9 +235,8 @@ def _epoch_targets(obj: Any) -> list[Any]:
     for attr in ("sampler", "batch_sampler", "dataset"):
         inner = getattr(obj, attr, None)
         if inner is not None and inner is not obj:
-            for t in ([inner] + [getattr(inner, "sampler", None)]):
-                if t is not None and callable(getattr(t, "set_epoch", None)) and \
-                        all(t is not o for o in out):
+            for t in [inner] + [getattr(inner, "sampler", None)]:
+                if t is not None and callable(getattr(t, "set_epoch", None)) and all(t is not o for o in out):
                     out.append(t)
     return out
 
@@ -241,8 +256,7 @@ def set_epoch(epoch: int, *objs: Any) -> list[str]:
     for obj in objs:
         targets = _epoch_targets(obj)
         if not targets:
-            raise TypeError(f"{type(obj).__name__} has no set_epoch (nor a sampler or dataset "
-                            f"with one)")
+            raise TypeError(f"{type(obj).__name__} has no set_epoch (nor a sampler or dataset with one)")
         for t in targets:
             t.set_epoch(int(epoch))
             done.append(type(t).__name__)
@@ -254,6 +268,6 @@ def epochs(n: int | Iterable[int], *objs: Any) -> Iterator[int]:
     :func:`set_epoch` on ``objs``, so no epoch is ever started with the previous
     epoch's order. ``n``: a count (epochs ``0..n-1``) or an iterable of epoch numbers
     (``range(start, stop)`` to resume)."""
-    for epoch in (range(n) if isinstance(n, int) else n):
+    for epoch in range(n) if isinstance(n, int) else n:
         set_epoch(epoch, *objs)
         yield epoch

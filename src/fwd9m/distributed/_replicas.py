@@ -29,14 +29,23 @@ from __future__ import annotations
 import sys
 import warnings
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .._log import logger
 from ..errors import Fwd9mWarning, NondeterminismError
 
-__all__ = ["ReplicaDiff", "ReplicaReport", "check_replicas", "ReplicaMonitor", "watch_replicas",
-           "keras_callback", "ENV_CHECK_REPLICAS", "install_from_env"]
+__all__ = [
+    "ReplicaDiff",
+    "ReplicaReport",
+    "check_replicas",
+    "ReplicaMonitor",
+    "watch_replicas",
+    "keras_callback",
+    "ENV_CHECK_REPLICAS",
+    "install_from_env",
+]
 
 #: ``fwd9m run --check-replicas N`` sets it to ``N``: every rank checks its replicas
 #: after every ``N``-th optimizer step and raises at the first divergence.
@@ -72,17 +81,24 @@ class ReplicaDiff:
         if missing:
             return f"{what}: missing on {names(missing)}"
         rest = "; ".join(names(g) for g in self.groups[1:])
-        s = f"{what}: {rest} differ{'s' if len(self.groups) == 2 and len(self.groups[1]) == 1 else ''} " \
+        s = (
+            f"{what}: {rest} differ{'s' if len(self.groups) == 2 and len(self.groups[1]) == 1 else ''} "
             f"from {names(self.groups[0])}"
+        )
         if self.max_abs is not None:
             s += f" (max |difference| {self.max_abs:.3g})"
         return s
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "dtype": self.dtype, "shape": list(self.shape),
-                "groups": [list(g) for g in self.groups],
-                "digests": [None if d is None else f"{d:016x}" for d in self.digests],
-                "max_abs": self.max_abs}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "dtype": self.dtype,
+            "shape": list(self.shape),
+            "groups": [list(g) for g in self.groups],
+            "digests": [None if d is None else f"{d:016x}" for d in self.digests],
+            "max_abs": self.max_abs,
+        }
 
 
 @dataclass
@@ -117,30 +133,41 @@ class ReplicaReport:
         n = len(self.replicas)
         if self.consistent:
             return f"REPLICAS CONSISTENT{at}: {self.checked} tensors identical on {n} {self.unit}s."
-        lines = [f"REPLICAS DIFFER{at}: {len(self.diffs)} of {self.checked} tensors differ between "
-                 f"{n} {self.unit}s; first: {self.first.kind} '{self.first.name}'."]
+        lines = [
+            f"REPLICAS DIFFER{at}: {len(self.diffs)} of {self.checked} tensors differ between "
+            f"{n} {self.unit}s; first: {self.first.kind} '{self.first.name}'."
+        ]
         lines += [f"  {i}. {d.summary(self.unit)}" for i, d in enumerate(self.diffs[:limit], 1)]
         if len(self.diffs) > limit:
             lines.append(f"  ... and {len(self.diffs) - limit} more")
         kinds = {d.kind for d in self.diffs}
         lines.append("Likely causes:")
         if "buffer" in kinds:
-            lines.append("  - buffers updated from each rank's own data (BatchNorm running statistics): "
-                         "use torch.nn.SyncBatchNorm.convert_sync_batchnorm(model), or keep DDP's "
-                         "buffer sync on and compare right after forward")
+            lines.append(
+                "  - buffers updated from each rank's own data (BatchNorm running statistics): "
+                "use torch.nn.SyncBatchNorm.convert_sync_batchnorm(model), or keep DDP's "
+                "buffer sync on and compare right after forward"
+            )
         if kinds & {"parameter", "variable"}:
-            lines.append("  - a parameter changed outside the synchronised update (an in-place edit on "
-                         "some ranks, an unsynchronised optimizer, gradients not all-reduced), or "
-                         "replicas initialised from different seeds: seed model init with a shared "
-                         "seed (fwd9m.distributed.seeder().seed_everything(shared=True))")
+            lines.append(
+                "  - a parameter changed outside the synchronised update (an in-place edit on "
+                "some ranks, an unsynchronised optimizer, gradients not all-reduced), or "
+                "replicas initialised from different seeds: seed model init with a shared "
+                "seed (fwd9m.distributed.seeder().seed_everything(shared=True))"
+            )
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"consistent": self.consistent, "step": self.step, "replicas": self.replicas,
-                "checked": self.checked, "skipped": self.skipped,
-                "diffs": [d.to_dict() for d in self.diffs]}
+        return {
+            "consistent": self.consistent,
+            "step": self.step,
+            "replicas": self.replicas,
+            "checked": self.checked,
+            "skipped": self.skipped,
+            "diffs": [d.to_dict() for d in self.diffs],
+        }
 
-    def raise_if_inconsistent(self) -> "ReplicaReport":
+    def raise_if_inconsistent(self) -> ReplicaReport:
         """Raises :class:`~fwd9m.errors.NondeterminismError` (the rendered report) when
         replicas differ; returns self otherwise."""
         if self.diffs:
@@ -149,6 +176,7 @@ class ReplicaReport:
 
 
 # ----------------------------------------------------------------------------- comparing
+
 
 def _group(digests: list[int | None]) -> tuple[tuple[int, ...], ...]:
     by: dict[Any, list[int]] = {}
@@ -170,8 +198,9 @@ def compare_digests(tables: list[list[tuple[str, str, str, tuple[int, ...], int]
         digests = [(m[name][2], tuple(m[name][3]), m[name][4]) if name in m else None for m in maps]
         groups = _group(digests)
         if len(groups) > 1:
-            diffs.append(ReplicaDiff(name, kind, dtype, shape, groups,
-                                     tuple(None if d is None else d[2] for d in digests)))
+            diffs.append(
+                ReplicaDiff(name, kind, dtype, shape, groups, tuple(None if d is None else d[2] for d in digests))
+            )
     return diffs
 
 
@@ -193,17 +222,18 @@ def _max_abs(arrays: list[Any], groups: tuple[tuple[int, ...], ...]) -> float | 
 
 # ----------------------------------------------------------------------------- torch
 
+
 def _torch_tensors(obj: Any, buffers: bool) -> list[tuple[str, str, Any]]:
     """``(name, kind, tensor)`` of a module (DDP/DataParallel unwrapped) in module
     order, or of a mapping of tensors."""
     import torch
 
     if isinstance(obj, dict):
-        return [(str(k), "buffer" if not getattr(v, "requires_grad", False) else "parameter", v)
-                for k, v in obj.items()]
+        return [
+            (str(k), "buffer" if not getattr(v, "requires_grad", False) else "parameter", v) for k, v in obj.items()
+        ]
     if not isinstance(obj, torch.nn.Module):
-        raise TypeError(f"check_replicas: expected a torch.nn.Module or dict of tensors, got "
-                        f"{type(obj).__name__}")
+        raise TypeError(f"check_replicas: expected a torch.nn.Module or dict of tensors, got {type(obj).__name__}")
     while isinstance(obj, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
         obj = obj.module
     out = []
@@ -233,17 +263,28 @@ def _check_torch(obj: Any, step: int | None, buffers: bool, group: Any) -> Repli
         first = diffs[0]
         tensors = {n: t for n, _, t in rows}
         t = tensors.get(first.name)
-        mine = t.detach().cpu().numpy() if t is not None and t.numel() <= DETAIL_LIMIT and \
-            t.dtype not in (torch.bfloat16,) and not t.is_complex() else None
+        mine = (
+            t.detach().cpu().numpy()
+            if t is not None and t.numel() <= DETAIL_LIMIT and t.dtype not in (torch.bfloat16,) and not t.is_complex()
+            else None
+        )
         arrays: list[Any] = [None] * world
         dist.all_gather_object(arrays, mine, group=group)
         if all(a is not None for a in arrays):
-            diffs[0] = ReplicaDiff(first.name, first.kind, first.dtype, first.shape, first.groups,
-                                   first.digests, _max_abs(arrays, first.groups))
+            diffs[0] = ReplicaDiff(
+                first.name,
+                first.kind,
+                first.dtype,
+                first.shape,
+                first.groups,
+                first.digests,
+                _max_abs(arrays, first.groups),
+            )
     return ReplicaReport(step, [f"rank {r}" for r in range(world)], len(table), diffs)
 
 
 # ----------------------------------------------------------------------------- TensorFlow
+
 
 def _tf_variables(obj: Any) -> list[Any]:
     if isinstance(obj, (list, tuple)):
@@ -283,26 +324,40 @@ def _check_tf(obj: Any, step: int | None) -> ReplicaReport:
             devices.append(values[len(devices)].device)
         checked += 1
         for i, component in enumerate(values):
-            tables[i].append((name, "variable", component.dtype.name, tuple(component.shape),
-                              tf_digest(component)))
+            tables[i].append((name, "variable", component.dtype.name, tuple(component.shape), tf_digest(component)))
     if not tables:
         return ReplicaReport(step, ["replica 0"], checked, skipped=skipped, unit="replica")
     diffs = compare_digests(tables)
     if diffs:
         first = diffs[0]
-        comps = next((getattr(getattr(v, "value", v), "values", None) for v in _tf_variables(obj)
-                      if (getattr(v, "path", None) or getattr(v, "name", "?")) == first.name), None)
+        comps = next(
+            (
+                getattr(getattr(v, "value", v), "values", None)
+                for v in _tf_variables(obj)
+                if (getattr(v, "path", None) or getattr(v, "name", "?")) == first.name
+            ),
+            None,
+        )
         if comps:
-            diffs[0] = ReplicaDiff(first.name, first.kind, first.dtype, first.shape, first.groups,
-                                   first.digests, _max_abs([c.numpy() for c in comps], first.groups))
+            diffs[0] = ReplicaDiff(
+                first.name,
+                first.kind,
+                first.dtype,
+                first.shape,
+                first.groups,
+                first.digests,
+                _max_abs([c.numpy() for c in comps], first.groups),
+            )
     labels = [f"replica {i} ({d.rsplit('/', 1)[-1] if d else '?'})" for i, d in enumerate(devices)]
     return ReplicaReport(step, labels, checked, diffs, skipped, unit="replica")
 
 
 # ----------------------------------------------------------------------------- public
 
-def check_replicas(obj: Any, *, step: int | None = None, buffers: bool = True,
-                   group: Any = None, raise_on_mismatch: bool = False) -> ReplicaReport:
+
+def check_replicas(
+    obj: Any, *, step: int | None = None, buffers: bool = True, group: Any = None, raise_on_mismatch: bool = False
+) -> ReplicaReport:
     """Compare every replica's copy of ``obj``'s parameters and buffers, bit for bit.
 
     Args:
@@ -327,15 +382,19 @@ def check_replicas(obj: Any, *, step: int | None = None, buffers: bool = True,
     """
     mod = type(obj).__module__ or ""
     torch = sys.modules.get("torch")
-    is_torch = torch is not None and (isinstance(obj, torch.nn.Module) or (
-        isinstance(obj, dict) and all(isinstance(v, torch.Tensor) for v in obj.values())))
+    is_torch = torch is not None and (
+        isinstance(obj, torch.nn.Module)
+        or (isinstance(obj, dict) and all(isinstance(v, torch.Tensor) for v in obj.values()))
+    )
     if is_torch:
         report = _check_torch(obj, step, buffers, group)
     elif mod.startswith(("keras", "tensorflow", "tf_keras")) or isinstance(obj, (list, tuple)):
         report = _check_tf(obj, step)
     else:
-        raise TypeError(f"check_replicas: cannot read replicas of {type(obj).__name__}; pass a "
-                        f"torch module, a dict of torch tensors, or a Keras model / TF variables")
+        raise TypeError(
+            f"check_replicas: cannot read replicas of {type(obj).__name__}; pass a "
+            f"torch module, a dict of torch tensors, or a Keras model / TF variables"
+        )
     if report.diffs:
         logger.warning("%s", report.render())
     return report.raise_if_inconsistent() if raise_on_mismatch else report
@@ -355,8 +414,9 @@ class ReplicaMonitor:
             at once), ``"warn"`` (:class:`~fwd9m.errors.Fwd9mWarning`) or ``"record"``.
     """
 
-    def __init__(self, obj: Any, *, every: int = 1, on_mismatch: str = "raise", buffers: bool = True,
-                 group: Any = None) -> None:
+    def __init__(
+        self, obj: Any, *, every: int = 1, on_mismatch: str = "raise", buffers: bool = True, group: Any = None
+    ) -> None:
         if every < 1:
             raise ValueError(f"every={every} must be >= 1")
         if on_mismatch not in ("raise", "warn", "record"):
@@ -371,8 +431,9 @@ class ReplicaMonitor:
     def check(self, step: int | None = None) -> ReplicaReport:
         """Check now (a collective for torch), recording the report if inconsistent."""
         self.checks += 1
-        report = check_replicas(self.obj, step=self.steps if step is None else step,
-                                buffers=self.buffers, group=self.group)
+        report = check_replicas(
+            self.obj, step=self.steps if step is None else step, buffers=self.buffers, group=self.group
+        )
         if not report and self.first is None:
             self.first = report
             if self.on_mismatch == "raise":
@@ -395,8 +456,15 @@ class ReplicaMonitor:
             self.handle = None
 
 
-def watch_replicas(model: Any, optimizer: Any = None, *, every: int = 1, on_mismatch: str = "raise",
-                   buffers: bool = True, group: Any = None) -> ReplicaMonitor:
+def watch_replicas(
+    model: Any,
+    optimizer: Any = None,
+    *,
+    every: int = 1,
+    on_mismatch: str = "raise",
+    buffers: bool = True,
+    group: Any = None,
+) -> ReplicaMonitor:
     """A :class:`ReplicaMonitor` on ``model``; with a torch ``optimizer`` it checks
     after every ``every``-th ``optimizer.step()`` (``Optimizer.register_step_post_hook``,
     https://docs.pytorch.org/docs/stable/generated/torch.optim.Optimizer.register_step_post_hook.html);
@@ -428,7 +496,7 @@ def keras_callback(every: int = 1, on_mismatch: str = "raise"):
 
 # ----------------------------------------------------------------------------- fwd9m run hook
 
-_watched: "weakref.WeakKeyDictionary[Any, ReplicaMonitor]" = weakref.WeakKeyDictionary()
+_watched: weakref.WeakKeyDictionary[Any, ReplicaMonitor] = weakref.WeakKeyDictionary()
 _handle: list[Any] = []
 
 
@@ -443,8 +511,9 @@ def _model_of(optimizer: Any) -> Any:
     if not params:
         return None
     first = params[0]
-    candidates = [o for o in gc.get_objects() if isinstance(o, torch.nn.Module)
-                  and any(p is first for p in o.parameters())]
+    candidates = [
+        o for o in gc.get_objects() if isinstance(o, torch.nn.Module) and any(p is first for p in o.parameters())
+    ]
     inner = {id(c) for o in candidates for c in o.modules() if c is not o}
     roots = [o for o in candidates if id(o) not in inner]
     return roots[0] if roots else None

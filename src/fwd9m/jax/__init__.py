@@ -10,14 +10,12 @@ the flag must be in the environment before that: ``fwd9m run`` sets it before st
 
 from __future__ import annotations
 
-
 from packaging.version import Version
 
 from .. import _frameworks
 from ..enable import Change, Changes, cite, env_change, seed_change, set_env, too_late
 
-__all__ = ["enable_determinism", "startup_env", "XLA_DETERMINISM_FLAG", "NEWEST_KNOWN",
-           "backend_initialized"]
+__all__ = ["enable_determinism", "startup_env", "XLA_DETERMINISM_FLAG", "NEWEST_KNOWN", "backend_initialized"]
 
 # --- version gates -------------------------------------------------------------------
 #: XLA's GPU determinism flag; "--xla_gpu_deterministic_ops is a superset of
@@ -27,8 +25,10 @@ XLA_DETERMINISM_FLAG = "--xla_gpu_deterministic_ops=true"
 #: Newest JAX this recipe was checked against (the version CI installs).
 NEWEST_KNOWN = Version("0.10")
 
-_FLAG_WHY = ("XLA on GPU implements scatter-add and autotuned GEMM/conv with "
-             "nondeterministic kernels; the flag selects deterministic ones")
+_FLAG_WHY = (
+    "XLA on GPU implements scatter-add and autotuned GEMM/conv with "
+    "nondeterministic kernels; the flag selects deterministic ones"
+)
 _GPU_PLATFORMS = {"cuda", "rocm", "gpu"}
 
 
@@ -41,8 +41,7 @@ def startup_env(version: str | None = None, environ: dict | None = None) -> list
     is not installed."""
     if version is None and _frameworks.installed_version("jax") is None:
         return []
-    c = env_change("jax", "XLA_FLAGS", XLA_DETERMINISM_FLAG, _FLAG_WHY, _source(),
-                   append_flag=True, environ=environ)
+    c = env_change("jax", "XLA_FLAGS", XLA_DETERMINISM_FLAG, _FLAG_WHY, _source(), append_flag=True, environ=environ)
     return [c] if c else []
 
 
@@ -76,11 +75,12 @@ def enable_determinism(seed: int | None = None) -> Changes:
     changes = Changes()
     v = Version(Version(jax.__version__).public)
     if Version(f"{v.major}.{v.minor}") > NEWEST_KNOWN:
-        changes.note(f"jax {jax.__version__} is newer than any version fwd9m knows "
-                     f"(newest checked: {NEWEST_KNOWN}); applied the newest recipe")
+        changes.note(
+            f"jax {jax.__version__} is newer than any version fwd9m knows "
+            f"(newest checked: {NEWEST_KNOWN}); applied the newest recipe"
+        )
     up, platforms = backend_initialized()
-    change = set_env("jax", "XLA_FLAGS", XLA_DETERMINISM_FLAG, _FLAG_WHY, _source(),
-                     append_flag=True, changes=changes)
+    change = set_env("jax", "XLA_FLAGS", XLA_DETERMINISM_FLAG, _FLAG_WHY, _source(), append_flag=True, changes=changes)
     if change is not None and up:
         _too_late(platforms)
     change = seed_change("jax", seed, ["jax"])
@@ -91,16 +91,22 @@ def enable_determinism(seed: int | None = None) -> Changes:
 
 
 def _too_late(platforms: list[str]) -> None:
-    fix = ("Fix: set the flag before the first JAX computation, best in the launching "
-           "shell:\n    XLA_FLAGS=--xla_gpu_deterministic_ops=true python train.py\n"
-           "or launch with `fwd9m run --seed 0 train.py`, or call "
-           "fwd9m.jax.enable_determinism() right after `import jax`.")
+    fix = (
+        "Fix: set the flag before the first JAX computation, best in the launching "
+        "shell:\n    XLA_FLAGS=--xla_gpu_deterministic_ops=true python train.py\n"
+        "or launch with `fwd9m run --seed 0 train.py`, or call "
+        "fwd9m.jax.enable_determinism() right after `import jax`."
+    )
     if _GPU_PLATFORMS & {p.lower() for p in platforms}:
-        too_late("JAX's backend (" + ", ".join(platforms) + ") was already initialised, so "
-                 f"XLA_FLAGS {XLA_DETERMINISM_FLAG} has no effect in this process.\n" + fix)
+        too_late(
+            "JAX's backend (" + ", ".join(platforms) + ") was already initialised, so "
+            f"XLA_FLAGS {XLA_DETERMINISM_FLAG} has no effect in this process.\n" + fix
+        )
     else:
         from .._log import logger
 
-        logger.info("JAX backend (%s) already up: %s takes effect only in new processes; "
-                    "it matters on GPU only", ", ".join(platforms) or "unknown",
-                    XLA_DETERMINISM_FLAG)
+        logger.info(
+            "JAX backend (%s) already up: %s takes effect only in new processes; it matters on GPU only",
+            ", ".join(platforms) or "unknown",
+            XLA_DETERMINISM_FLAG,
+        )

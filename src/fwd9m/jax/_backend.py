@@ -39,8 +39,11 @@ class JaxBackend(BackendBase):
     def runtime_info(self) -> dict[str, Any]:
         import jax
 
-        return {"version": jax.__version__, "backend": jax.default_backend(),
-                "devices": [str(d) for d in jax.devices()]}
+        return {
+            "version": jax.__version__,
+            "backend": jax.default_backend(),
+            "devices": [str(d) for d in jax.devices()],
+        }
 
     def recorder(self, rec: Any) -> Any:
         from ._recorder import JaxRecorder

@@ -93,7 +93,13 @@ def narrow(closed_jaxpr, args, runs: int = 2) -> dict:
             if outs != outs2:
                 if ins != ins2:
                     break
-                return {"found": True, "primitive": eqn.primitive.name, "location": location(eqn),
-                        "path": list(path), "equations": len(base), "runs": runs,
-                        "equation": str(eqn)[:300]}
+                return {
+                    "found": True,
+                    "primitive": eqn.primitive.name,
+                    "location": location(eqn),
+                    "path": list(path),
+                    "equations": len(base),
+                    "runs": runs,
+                    "equation": str(eqn)[:300],
+                }
     return {"found": False, "equations": len(base), "runs": runs}

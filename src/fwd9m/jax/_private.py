@@ -62,10 +62,19 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
-__all__ = ["CALLBACK_PRIMITIVES", "CHECKED_VERSION", "eager_hooks", "host_array", "op_name",
-           "primitive_names", "program_parts", "initialized_backends"]
+__all__ = [
+    "CALLBACK_PRIMITIVES",
+    "CHECKED_VERSION",
+    "eager_hooks",
+    "host_array",
+    "op_name",
+    "primitive_names",
+    "program_parts",
+    "initialized_backends",
+]
 
 #: The jax release whose private functions above were read.
 CHECKED_VERSION = "0.10.2"
@@ -126,7 +135,7 @@ def _jaxprs(closed_jaxpr) -> Iterator[tuple[Any, list]]:
         yield jaxpr, consts
         for eqn in jaxpr.eqns:
             for val in eqn.params.values():
-                for v in (val if isinstance(val, tuple) else (val,)):
+                for v in val if isinstance(val, tuple) else (val,):
                     if isinstance(v, (core.Jaxpr, core.ClosedJaxpr)):
                         todo.append(v)
 
@@ -134,8 +143,7 @@ def _jaxprs(closed_jaxpr) -> Iterator[tuple[Any, list]]:
 def primitive_names(closed_jaxpr) -> frozenset[str]:
     """Names of every primitive in ``closed_jaxpr`` and the jaxprs nested in it
     (``scatter-add``, ``dot_general``, ...)."""
-    return frozenset(eqn.primitive.name for jaxpr, _ in _jaxprs(closed_jaxpr)
-                     for eqn in jaxpr.eqns)
+    return frozenset(eqn.primitive.name for jaxpr, _ in _jaxprs(closed_jaxpr) for eqn in jaxpr.eqns)
 
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")
@@ -218,24 +226,31 @@ def eager_hooks(handler: Handler) -> Iterator[None]:
     except (ImportError, AttributeError, KeyError) as exc:
         raise UnsupportedVersionError(
             f"fwd9m.debug cannot hook jax {jax.__version__} ({exc}); it was written against "
-            f"jax {CHECKED_VERSION}: record with that version, or report this") from None
+            f"jax {CHECKED_VERSION}: record with that version, or report this"
+        ) from None
     ctx = _context()
     depth = _local
     owner = threading.get_ident()
 
     def process_primitive(self, primitive, args, params, /):
-        if getattr(depth, "n", 0) or type(self) is not core.EvalTrace \
-                or threading.get_ident() != owner:
+        if getattr(depth, "n", 0) or type(self) is not core.EvalTrace or threading.get_ident() != owner:
             return orig_process(self, primitive, args, params)
         depth.n = 1
         try:
+
             def run():
                 out = orig_process(self, primitive, args, params)
                 return out, (list(out) if primitive.multiple_results else [out])
 
             is_jit = primitive.name == jit_name
-            return handler(op_name(primitive.name, params), list(args), run, None,
-                           params.get("jaxpr") if is_jit else None, None if is_jit else params)
+            return handler(
+                op_name(primitive.name, params),
+                list(args),
+                run,
+                None,
+                params.get("jaxpr") if is_jit else None,
+                None if is_jit else params,
+            )
         finally:
             depth.n = 0
 
@@ -244,6 +259,7 @@ def eager_hooks(handler: Handler) -> Iterator[None]:
             return orig_run(p, args_flat, fun, args, kwargs)
         depth.n = 1
         try:
+
             def run():
                 res = orig_run(p, args_flat, fun, args, kwargs)
                 return res, list(res[1])

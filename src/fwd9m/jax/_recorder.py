@@ -75,10 +75,16 @@ PROGRAM_META = PROGRAM_DTYPE + "[]"
 
 #: primitives that draw random bits from (or make) a PRNG key: marked "random" so that a
 #: differing key input is classified as a seed, not a data value.
-RANDOM_PRIMITIVES = frozenset({
-    "random_bits", "random_seed", "random_split", "random_fold_in", "random_wrap",
-    "threefry2x32",
-})
+RANDOM_PRIMITIVES = frozenset(
+    {
+        "random_bits",
+        "random_seed",
+        "random_split",
+        "random_fold_in",
+        "random_wrap",
+        "threefry2x32",
+    }
+)
 
 #: ClosedJaxpr -> (node, program digest or None), shared by every recording of the
 #: process: both are functions of the (immutable) jaxpr, which JAX keeps per function
@@ -152,8 +158,7 @@ class JaxRecorder:
 
         if self._catalog_ops is None:
             try:
-                self._catalog_ops = frozenset(catalog.normalize_op(o)
-                                              for e in catalog.entries("jax") for o in e.ops)
+                self._catalog_ops = frozenset(catalog.normalize_op(o) for e in catalog.entries("jax") for o in e.ops)
             except Exception:  # noqa: BLE001 - the catalog is optional for recording
                 self._catalog_ops = frozenset()
         private = self._private
@@ -161,9 +166,9 @@ class JaxRecorder:
             inside = private.primitive_names(jaxpr)
         except (AttributeError, TypeError):  # another jax: no suspects, still recorded
             inside = frozenset()
-        suspects = [n for n in private.CALLBACK_PRIMITIVES if n in inside] + \
-            sorted(n for n in inside if n not in private.CALLBACK_PRIMITIVES
-                   and catalog.normalize_op(n) in self._catalog_ops)
+        suspects = [n for n in private.CALLBACK_PRIMITIVES if n in inside] + sorted(
+            n for n in inside if n not in private.CALLBACK_PRIMITIVES and catalog.normalize_op(n) in self._catalog_ops
+        )
         node = "jit:" + ",".join(suspects) if suspects else "jit"
         digest = None
         if self.rec.digests:
@@ -174,9 +179,11 @@ class JaxRecorder:
             if text is not None:
                 words = [fp.digest_bytes(text.encode())]
                 for v in values:
-                    d = self._digest(v, False, False)[2] \
-                        if isinstance(v, self._array_types) or type(v) in (bool, int, float, complex) \
+                    d = (
+                        self._digest(v, False, False)[2]
+                        if isinstance(v, self._array_types) or type(v) in (bool, int, float, complex)
                         else fp.digest_bytes(type(v).__qualname__.encode())
+                    )
                     words.append(d if d is not None else 0)
                 digest = fp.digest_bytes(struct.pack(f"<{len(words)}Q", *words))
         self._inner[jaxpr] = node, digest
@@ -188,8 +195,7 @@ class JaxRecorder:
         (:meth:`Recording.failed`) and the program goes on."""
         rec = self.rec
         try:
-            skip = not self._in_window() or \
-                (self._jit_only and not (fun is not None and self._is_user(fun)))
+            skip = not self._in_window() or (self._jit_only and not (fun is not None and self._is_user(fun)))
             pre = None if skip else self._before(name, inputs, params)
         except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
             self._failed(name, exc)
@@ -235,7 +241,7 @@ class JaxRecorder:
         ins = [x for x in inputs if isinstance(x, self._array_types) or type(x) in (bool, int, float, complex)]
         # digested before the call: a jit call may donate (delete) its input buffers
         in_recs = [self._tensor(x, False, True) for x in ins]
-        in_caps = [self._bytes(x) for x in ins[:MAX_TENSORS - 1]] if capture else None
+        in_caps = [self._bytes(x) for x in ins[: MAX_TENSORS - 1]] if capture else None
         args = rec.text_record(self._params_text(params)) if params else None
         return ins, in_recs, in_caps, capture, args, user_location(4)
 
@@ -269,7 +275,7 @@ class JaxRecorder:
         if capture:
             for i, (meta, data) in enumerate(in_caps):
                 w.capture(seq, False, i, meta, data)
-            for i, x in enumerate(outs[:MAX_TENSORS - 1]):
+            for i, x in enumerate(outs[: MAX_TENSORS - 1]):
                 meta, data = self._bytes(x)
                 w.capture(seq, True, i, meta, data)
 
@@ -323,7 +329,7 @@ class JaxRecorder:
         out = self._digest(x, want_sample, is_input)
         if cached and out[2] is not None:
             try:
-                ref = weakref.ref(x, lambda _, k=id(x), known=self._known: known.pop(k, None))
+                ref = weakref.ref(x, lambda _, k=id(x), known=self._known: known.pop(k, None))  # noqa: B008 - binds the id now
             except TypeError:
                 return out
             if len(self._known) > 100_000:

@@ -72,25 +72,30 @@ def enable_determinism(seed: int | None = None, include_backend: bool = True) ->
     changes = Changes()
     v = Version(Version(keras.__version__).public)
     if v < MULTI_BACKEND_SINCE:
-        changes.note(f"Keras {keras.__version__} is Keras 2 (tf.keras); determinism comes "
-                     "from TensorFlow: fwd9m.tensorflow.enable_determinism")
+        changes.note(
+            f"Keras {keras.__version__} is Keras 2 (tf.keras); determinism comes "
+            "from TensorFlow: fwd9m.tensorflow.enable_determinism"
+        )
         backend = "tensorflow"
     else:
         backend = active_backend()
         if Version(f"{v.major}.{v.minor}") > NEWEST_KNOWN:
-            changes.note(f"Keras {keras.__version__} is newer than any version fwd9m knows "
-                         f"(newest checked: {NEWEST_KNOWN}); applied the newest recipe")
+            changes.note(
+                f"Keras {keras.__version__} is newer than any version fwd9m knows "
+                f"(newest checked: {NEWEST_KNOWN}); applied the newest recipe"
+            )
     framework = _BACKENDS.get(backend)
     if framework is None:
-        changes.note(f"Keras backend {backend!r} has no determinism switch fwd9m knows; "
-                     "seeding only")
+        changes.note(f"Keras backend {backend!r} has no determinism switch fwd9m knows; seeding only")
     elif include_backend:
         module = importlib.import_module(f"fwd9m.{framework}")
         changes.extend_from(module.enable_determinism(seed=None))
     if backend == "jax":
-        changes.note("Keras on JAX compiles with XLA (jit_compile='auto' -> True): "
-                     "XLA_FLAGS --xla_gpu_deterministic_ops=true must be set before the JAX "
-                     "backend starts (fwd9m run does); source: " + cite("keras.jit-compile"))
+        changes.note(
+            "Keras on JAX compiles with XLA (jit_compile='auto' -> True): "
+            "XLA_FLAGS --xla_gpu_deterministic_ops=true must be set before the JAX "
+            "backend starts (fwd9m run does); source: " + cite("keras.jit-compile")
+        )
     names = ["keras"] + ([framework] if framework and _frameworks.is_imported(framework) else [])
     change = seed_change("keras", seed, names)
     if change:

@@ -6,7 +6,8 @@ is handled here. Keras is imported only inside the methods."""
 from __future__ import annotations
 
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .._backend import BackendBase, Source
 
@@ -49,8 +50,7 @@ def _cap_state():
 
     # Keras 3 has no public getter for its global seed and seed generator.
     gen = _private.global_seed_generator()
-    return {"global_seed": _private.global_seed(),
-            "global_seed_generator": None if gen is None else _keras_sg_get(gen)}
+    return {"global_seed": _private.global_seed(), "global_seed_generator": None if gen is None else _keras_sg_get(gen)}
 
 
 def _set_state(s):
@@ -122,8 +122,10 @@ class KerasBackend(BackendBase):
         import keras
 
         backend = getattr(keras, "backend", None)
-        return {"version": keras.__version__,
-                "backend": backend.backend() if backend and hasattr(backend, "backend") else None}
+        return {
+            "version": keras.__version__,
+            "backend": backend.backend() if backend and hasattr(backend, "backend") else None,
+        }
 
     def recorded_by(self) -> str | None:
         """Keras 3's ops run on its active backend (``keras.config.backend()``, read
@@ -140,6 +142,7 @@ class KerasBackend(BackendBase):
 
         name = self.recorded_by()
         if name is None:
-            raise ConfigurationError("fwd9m debug records Keras 3 on the tensorflow, torch or jax "
-                                     "backend; set KERAS_BACKEND to one of them")
+            raise ConfigurationError(
+                "fwd9m debug records Keras 3 on the tensorflow, torch or jax backend; set KERAS_BACKEND to one of them"
+            )
         return _frameworks.backend(name).recorder(rec)

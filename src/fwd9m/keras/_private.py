@@ -34,8 +34,16 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["callback_list_class", "flatten", "global_seed", "set_global_seed", "global_seed_generator",
-           "set_global_seed_generator", "layer_seed_generators", "sublayers"]
+__all__ = [
+    "callback_list_class",
+    "flatten",
+    "global_seed",
+    "set_global_seed",
+    "global_seed_generator",
+    "set_global_seed_generator",
+    "layer_seed_generators",
+    "sublayers",
+]
 
 
 def global_seed() -> int | None:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from ..errors import ConfigurationError
 from ._config import Config, expand_codes, find_pyproject, load_config
@@ -26,12 +26,40 @@ from ._engine import ENGINE_CODES, Finding, lint_bytes, too_large
 from ._engine import lint_source as _lint_source
 from ._rule import SECTIONS, Rule
 
-__all__ = ["Finding", "Config", "Rule", "Report", "lint_source", "lint_paths", "iter_files",
-           "all_rules", "get_rule", "load_config", "find_pyproject", "ENGINE_CODES", "SECTIONS"]
+__all__ = [
+    "Finding",
+    "Config",
+    "Rule",
+    "Report",
+    "lint_source",
+    "lint_paths",
+    "iter_files",
+    "all_rules",
+    "get_rule",
+    "load_config",
+    "find_pyproject",
+    "ENGINE_CODES",
+    "SECTIONS",
+]
 
 #: folder names never entered when walking a folder (a path given explicitly is linted)
-DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "build",
-                   "dist", "node_modules", ".eggs", "*.egg-info", ".mypy_cache", ".pytest_cache")
+DEFAULT_EXCLUDE = (
+    ".git",
+    ".hg",
+    ".svn",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    "__pycache__",
+    "build",
+    "dist",
+    "node_modules",
+    ".eggs",
+    "*.egg-info",
+    ".mypy_cache",
+    ".pytest_cache",
+)
 
 
 def all_rules() -> dict[str, type[Rule]]:
@@ -44,17 +72,21 @@ def all_rules() -> dict[str, type[Rule]]:
 def get_rule(code: str) -> type[Rule]:
     """The rule for a code or name; ConfigurationError (with a suggestion) if unknown."""
     if not str(code).strip():
-        raise ConfigurationError("--explain needs a rule code or name, e.g. --explain FWD101 "
-                                 "(`--explain ALL` lists the rules)")
+        raise ConfigurationError(
+            "--explain needs a rule code or name, e.g. --explain FWD101 (`--explain ALL` lists the rules)"
+        )
     matches = sorted(expand_codes([code], "--explain"))
     if len(matches) > 1:  # a prefix (FWD1) or ALL
         shown = ", ".join(matches[:8]) + (", ..." if len(matches) > 8 else "")
-        raise ConfigurationError(f"{code!r} matches {len(matches)} rules ({shown}); name one, or "
-                                 f"list them all with `fwd9m lint --explain ALL`")
+        raise ConfigurationError(
+            f"{code!r} matches {len(matches)} rules ({shown}); name one, or "
+            f"list them all with `fwd9m lint --explain ALL`"
+        )
     found = matches[0] if matches else None
     if found is None or found not in all_rules():
-        raise ConfigurationError(f"{code!r} is an engine diagnostic, not a rule: "
-                                 f"{ENGINE_CODES.get(found, ('', ''))[1]}")
+        raise ConfigurationError(
+            f"{code!r} is an engine diagnostic, not a rule: {ENGINE_CODES.get(found, ('', ''))[1]}"
+        )
     return all_rules()[found]
 
 
@@ -85,8 +117,7 @@ def lint_source(source: str | bytes, path: str = "<string>", config: Config | No
     """Findings for one source text (``str``, or ``bytes`` decoded per PEP 263)."""
     sel = _Selection(config or Config())
     if isinstance(source, bytes):
-        found = lint_bytes(source, path, sel.rules, trigger_re=sel.trigger_re,
-                           max_bytes=sel.config.max_file_size)
+        found = lint_bytes(source, path, sel.rules, trigger_re=sel.trigger_re, max_bytes=sel.config.max_file_size)
     else:
         found = _lint_source(source, path, sel.rules, trigger_re=sel.trigger_re)
     return sel.filter(found, path)
@@ -109,16 +140,19 @@ def iter_files(paths: Iterable[str | os.PathLike], exclude: Iterable[str] = ()) 
             continue
         if not p.is_dir():
             if p.exists():  # a pipe, socket or device: reading it could block or never end
-                raise ConfigurationError(f"{raw} is not a regular file or folder; "
-                                         f"pipe source code in with `fwd9m lint -`")
+                raise ConfigurationError(
+                    f"{raw} is not a regular file or folder; pipe source code in with `fwd9m lint -`"
+                )
             raise FileNotFoundError(f"no such file or folder: {raw}")
         for root, dirs, files in os.walk(p):
             rel_root = os.path.relpath(root, p)
-            dirs[:] = sorted(d for d in dirs
-                             if not _excluded(d, os.path.join(rel_root, d), patterns))
+            dirs[:] = sorted(d for d in dirs if not _excluded(d, os.path.join(rel_root, d), patterns))
             for f in sorted(files):
-                if f.endswith(".py") and not _excluded(f, os.path.join(rel_root, f), patterns) \
-                        and not _special(os.path.join(root, f)):
+                if (
+                    f.endswith(".py")
+                    and not _excluded(f, os.path.join(rel_root, f), patterns)
+                    and not _special(os.path.join(root, f))
+                ):
                     yield Path(root, f)
 
 
@@ -147,8 +181,9 @@ class Report:
         return dict(sorted(out.items()))
 
 
-def lint_paths(paths: Iterable[str | os.PathLike], config: Config | None = None, *,
-               stdin_name: str = "<stdin>") -> Report:
+def lint_paths(
+    paths: Iterable[str | os.PathLike], config: Config | None = None, *, stdin_name: str = "<stdin>"
+) -> Report:
     """Lint files and folders (``-`` reads standard input). Unreadable files give an
     engine finding; a missing path raises ConfigurationError before anything runs."""
     paths = list(paths)
@@ -177,10 +212,10 @@ def lint_paths(paths: Iterable[str | os.PathLike], config: Config | None = None,
                     with open(name, "rb") as fh:
                         data = fh.read()
                 except OSError as exc:
-                    report.findings.append(Finding(name, 1, 1, "FWD002", "undecodable",
-                                                   f"cannot read the file: {exc.strerror or exc}"))
+                    report.findings.append(
+                        Finding(name, 1, 1, "FWD002", "undecodable", f"cannot read the file: {exc.strerror or exc}")
+                    )
                     continue
-            found = lint_bytes(data, name, sel.rules, trigger_re=sel.trigger_re,
-                               max_bytes=config.max_file_size)
+            found = lint_bytes(data, name, sel.rules, trigger_re=sel.trigger_re, max_bytes=config.max_file_size)
             report.findings.extend(sel.filter(found, name))
     return report

@@ -104,7 +104,8 @@ def expand_codes(items, where: str) -> set[str]:
             hint = f"; did you mean {' or '.join(close)}?" if close else ""
             raise ConfigurationError(
                 f"unknown rule {item!r} in {where}{hint}\n"
-                "List the rules with `fwd9m lint --explain ALL` or see docs/rules.md.")
+                "List the rules with `fwd9m lint --explain ALL` or see docs/rules.md."
+            )
     return out
 
 
@@ -161,20 +162,22 @@ def load_config(pyproject: Path | None) -> Config:
             raise ConfigurationError(f"unknown key {key!r} in [tool.fwd9m.lint] of {pyproject}{hint}")
         if norm == "per_file_ignores":
             if not isinstance(value, dict):
-                raise ConfigurationError(f"per-file-ignores in {pyproject} must be a table "
-                                         '"glob" = ["FWD4"]')
+                raise ConfigurationError(f'per-file-ignores in {pyproject} must be a table "glob" = ["FWD4"]')
             value = {k: [v] if isinstance(v, str) else v for k, v in value.items()}
             if not all(_strings(v) for v in value.values()):
-                raise ConfigurationError(f"per-file-ignores in {pyproject}: each value must be a code or a "
-                                         'list of codes, "glob" = ["FWD4"]')
+                raise ConfigurationError(
+                    f'per-file-ignores in {pyproject}: each value must be a code or a list of codes, "glob" = ["FWD4"]'
+                )
         elif norm == "max_file_size":
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigurationError(f"max-file-size in {pyproject} must be a byte count")
         elif isinstance(value, str):
             value = [value]
         if norm in ("select", "ignore", "extend_select", "exclude") and not _strings(value):
-            raise ConfigurationError(f"{key} in {pyproject} must be a string or a list of strings, "
-                                     f"for example {key} = [\"{'build/*' if norm == 'exclude' else 'FWD1'}\"]")
+            raise ConfigurationError(
+                f"{key} in {pyproject} must be a string or a list of strings, "
+                f'for example {key} = ["{"build/*" if norm == "exclude" else "FWD1"}"]'
+            )
         setattr(cfg, norm, value)
     # validate codes now, so a typo is reported once, before any file is read
     cfg.rules()

@@ -17,14 +17,13 @@ import builtins
 import io
 import re
 import tokenize
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Iterable
 
 from ._helpers import FRAMEWORK_ROOTS
 from ._rule import Rule
 
-__all__ = ["Finding", "FileContext", "lint_source", "lint_bytes", "too_large", "ENGINE_CODES",
-           "DEFAULT_MAX_BYTES"]
+__all__ = ["Finding", "FileContext", "lint_source", "lint_bytes", "too_large", "ENGINE_CODES", "DEFAULT_MAX_BYTES"]
 
 #: files larger than this many bytes are not parsed (FWD003); ``max-file-size`` in config
 DEFAULT_MAX_BYTES = 5_000_000
@@ -32,8 +31,10 @@ DEFAULT_MAX_BYTES = 5_000_000
 #: engine diagnostics: code -> (name, what it means)
 ENGINE_CODES = {
     "FWD001": ("syntax-error", "the file does not parse as Python, so no rule ran on it"),
-    "FWD002": ("undecodable", "the file is not valid text in its declared encoding "
-                              "(UTF-8 unless a coding cookie says otherwise)"),
+    "FWD002": (
+        "undecodable",
+        "the file is not valid text in its declared encoding (UTF-8 unless a coding cookie says otherwise)",
+    ),
     "FWD003": ("too-large", "the file is larger than max-file-size and was not checked"),
     "FWD004": ("internal-error", "a rule failed on this file; the other rules still ran"),
 }
@@ -145,8 +146,7 @@ class FileContext:
             end_col = end_col + 1 if end_col is not None else None
         else:
             end_line = end_col = None
-        self.findings.append(Finding(self.path, line or 1, col or 1, code, name, message, fix,
-                                     end_line, end_col))
+        self.findings.append(Finding(self.path, line or 1, col or 1, code, name, message, fix, end_line, end_col))
 
     # -- imports -------------------------------------------------------------------------
     def _import(self, node: ast.Import) -> None:
@@ -174,16 +174,44 @@ class FileContext:
 
 
 #: fields that never hold nodes a rule needs (``ctx``/``op`` singletons, names, flags)
-_SKIP_FIELDS = frozenset({"ctx", "op", "id", "attr", "name", "arg", "module", "level", "kind",
-                          "type_comment", "is_async", "conversion", "names", "kwd_attrs", "rest",
-                          "lineno", "col_offset", "end_lineno", "end_col_offset",
-                          # annotations never run at training time: no rule looks inside them
-                          "annotation", "returns", "type_params", "type_ignores"})
+_SKIP_FIELDS = frozenset(
+    {
+        "ctx",
+        "op",
+        "id",
+        "attr",
+        "name",
+        "arg",
+        "module",
+        "level",
+        "kind",
+        "type_comment",
+        "is_async",
+        "conversion",
+        "names",
+        "kwd_attrs",
+        "rest",
+        "lineno",
+        "col_offset",
+        "end_lineno",
+        "end_col_offset",
+        # annotations never run at training time: no rule looks inside them
+        "annotation",
+        "returns",
+        "type_params",
+        "type_ignores",
+    }
+)
 #: evaluation order where it differs from field order
-_ORDER = {ast.Assign: ("value", "targets"), ast.AugAssign: ("value", "target"),
-          ast.AnnAssign: ("value", "target", "annotation"), ast.For: ("iter", "target", "body", "orelse"),
-          ast.AsyncFor: ("iter", "target", "body", "orelse"), ast.comprehension: ("iter", "target", "ifs"),
-          ast.NamedExpr: ("value", "target")}
+_ORDER = {
+    ast.Assign: ("value", "targets"),
+    ast.AugAssign: ("value", "target"),
+    ast.AnnAssign: ("value", "target", "annotation"),
+    ast.For: ("iter", "target", "body", "orelse"),
+    ast.AsyncFor: ("iter", "target", "body", "orelse"),
+    ast.comprehension: ("iter", "target", "ifs"),
+    ast.NamedExpr: ("value", "target"),
+}
 
 
 def _child_fields(t: type) -> tuple[str, ...]:
@@ -216,8 +244,13 @@ class _Walker:
         self.failed.add(rule)
         for handlers in self.dispatch.values():
             handlers[:] = [h for h in handlers if h.__self__ is not rule]
-        self.ctx.add("FWD004", None, f"rule {rule.code} ({rule.name}) failed on this file: "
-                     f"{type(exc).__name__}: {exc}; please report it", line=1, col=1)
+        self.ctx.add(
+            "FWD004",
+            None,
+            f"rule {rule.code} ({rule.name}) failed on this file: {type(exc).__name__}: {exc}; please report it",
+            line=1,
+            col=1,
+        )
 
     def walk(self, tree: ast.Module) -> None:
         ctx, dispatch = self.ctx, self.dispatch
@@ -267,7 +300,7 @@ class _Walker:
                 if t is not ast.Lambda:
                     ctx.shadow(node.name)
                     for d in node.decorator_list:  # run in the enclosing scope, after the
-                        push(d)                     # body here (order does not matter to rules)
+                        push(d)  # body here (order does not matter to rules)
                     if t is ast.ClassDef:
                         children = [*node.bases, *node.keywords, *node.body]
                     else:
@@ -327,8 +360,14 @@ def _noqa_filter(findings: list[Finding], text: str) -> list[Finding]:
     return out
 
 
-def lint_source(text: str, path: str, rule_classes: list[type[Rule]], *,
-                trigger_re: re.Pattern | None = None, tree: ast.Module | None = None) -> list[Finding]:
+def lint_source(
+    text: str,
+    path: str,
+    rule_classes: list[type[Rule]],
+    *,
+    trigger_re: re.Pattern | None = None,
+    tree: ast.Module | None = None,
+) -> list[Finding]:
     """Findings of ``rule_classes`` on source ``text`` (already decoded), sorted.
 
     ``trigger_re`` (a regex that finds identifiers) skips rules, and parsing, when
@@ -336,8 +375,7 @@ def lint_source(text: str, path: str, rule_classes: list[type[Rule]], *,
     ``text`` (the flake8 adapter passes flake8's)."""
     if trigger_re is not None:
         words = set(trigger_re.findall(text))
-        rule_classes = [r for r in rule_classes
-                        if not r.triggers or not words.isdisjoint(r.triggers)]
+        rule_classes = [r for r in rule_classes if not r.triggers or not words.isdisjoint(r.triggers)]
     ctx = FileContext(path, text)
     if not rule_classes:
         return []
@@ -345,12 +383,18 @@ def lint_source(text: str, path: str, rule_classes: list[type[Rule]], *,
         try:
             tree = ast.parse(text, filename=path)
         except SyntaxError as exc:
-            ctx.add("FWD001", None, f"syntax error: {exc.msg}; no rule ran on this file",
-                    line=exc.lineno or 1, col=exc.offset or 1)
+            ctx.add(
+                "FWD001",
+                None,
+                f"syntax error: {exc.msg}; no rule ran on this file",
+                line=exc.lineno or 1,
+                col=exc.offset or 1,
+            )
             return ctx.findings
         except (ValueError, RecursionError, MemoryError) as exc:
-            ctx.add("FWD001", None, f"cannot parse ({type(exc).__name__}: {exc}); no rule ran "
-                    "on this file", line=1, col=1)
+            ctx.add(
+                "FWD001", None, f"cannot parse ({type(exc).__name__}: {exc}); no rule ran on this file", line=1, col=1
+            )
             return ctx.findings
     ctx.tree = tree
     rules = [cls(ctx) for cls in rule_classes]
@@ -365,8 +409,13 @@ def lint_source(text: str, path: str, rule_classes: list[type[Rule]], *,
         try:
             rule.finish()
         except Exception as exc:  # noqa: BLE001
-            ctx.add("FWD004", None, f"rule {rule.code} ({rule.name}) failed on this file: "
-                    f"{type(exc).__name__}: {exc}; please report it", line=1, col=1)
+            ctx.add(
+                "FWD004",
+                None,
+                f"rule {rule.code} ({rule.name}) failed on this file: {type(exc).__name__}: {exc}; please report it",
+                line=1,
+                col=1,
+            )
     findings = _noqa_filter(ctx.findings, text)
     # one finding per (line, col, code): a rule may reach the same node twice
     unique = {(f.line, f.col, f.code): f for f in findings}
@@ -375,14 +424,25 @@ def lint_source(text: str, path: str, rule_classes: list[type[Rule]], *,
 
 def too_large(path: str, size: int, max_bytes: int) -> Finding:
     """The FWD003 finding for a file of ``size`` bytes over ``max_bytes``."""
-    return Finding(path, 1, 1, "FWD003", "too-large",
-                   f"file is {size:,} bytes, over max-file-size {max_bytes:,}; not checked "
-                   "(raise max-file-size in [tool.fwd9m.lint] to check it)")
+    return Finding(
+        path,
+        1,
+        1,
+        "FWD003",
+        "too-large",
+        f"file is {size:,} bytes, over max-file-size {max_bytes:,}; not checked "
+        "(raise max-file-size in [tool.fwd9m.lint] to check it)",
+    )
 
 
-def lint_bytes(data: bytes, path: str, rule_classes: list[type[Rule]], *,
-               trigger_re: re.Pattern | None = None,
-               max_bytes: int = DEFAULT_MAX_BYTES) -> list[Finding]:
+def lint_bytes(
+    data: bytes,
+    path: str,
+    rule_classes: list[type[Rule]],
+    *,
+    trigger_re: re.Pattern | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> list[Finding]:
     """Like :func:`lint_source` for raw file contents: decoding and size problems become
     FWD002/FWD003 findings, never exceptions."""
     if max_bytes and len(data) > max_bytes:
@@ -392,7 +452,15 @@ def lint_bytes(data: bytes, path: str, rule_classes: list[type[Rule]], *,
     except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
         reason = exc.reason if isinstance(exc, UnicodeDecodeError) else str(exc)
         line = data.count(b"\n", 0, exc.start) + 1 if isinstance(exc, UnicodeDecodeError) else 1
-        return [Finding(path, line, 1, "FWD002", "undecodable",
-                        f"cannot decode the file ({reason}); save it as UTF-8 or declare its "
-                        "encoding with a '# -*- coding: ... -*-' line")]
+        return [
+            Finding(
+                path,
+                line,
+                1,
+                "FWD002",
+                "undecodable",
+                f"cannot decode the file ({reason}); save it as UTF-8 or declare its "
+                "encoding with a '# -*- coding: ... -*-' line",
+            )
+        ]
     return lint_source(text, path, rule_classes, trigger_re=trigger_re)

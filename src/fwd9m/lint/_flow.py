@@ -29,10 +29,22 @@ from pathlib import Path
 
 from ._helpers import SEED_CALLS
 
-__all__ = ["SEED_METHODS", "ENTRY_POINTS", "GRADIENT_METHODS", "GRADIENT_CALLS", "helper_seed_calls",
-           "local_callees", "dotted",
-           "script_runs", "runs", "local_function", "computes_gradients", "assigns", "is_test_file",
-           "fallback_calls"]
+__all__ = [
+    "SEED_METHODS",
+    "ENTRY_POINTS",
+    "GRADIENT_METHODS",
+    "GRADIENT_CALLS",
+    "helper_seed_calls",
+    "local_callees",
+    "dotted",
+    "script_runs",
+    "runs",
+    "local_function",
+    "computes_gradients",
+    "assigns",
+    "is_test_file",
+    "fallback_calls",
+]
 
 #: methods that seed every generator whatever the receiver (Lightning Fabric and
 #: LightningModule-style objects: ``fabric.seed_everything(seed)``)
@@ -40,13 +52,22 @@ SEED_METHODS = frozenset({"seed_everything", "set_seed", "set_random_seed"})
 #: calls that take a seed keyword for the framework they configure
 SEED_KEYWORDS = {"RunConfig": "tf_random_seed"}
 #: calls that run ``main`` (their first argument, or the module's ``main`` when none)
-ENTRY_POINTS = frozenset({"absl.app.run", "tensorflow.app.run", "tensorflow.compat.v1.app.run",
-                          "tensorflow.python.platform.app.run"})
+ENTRY_POINTS = frozenset(
+    {"absl.app.run", "tensorflow.app.run", "tensorflow.compat.v1.app.run", "tensorflow.python.platform.app.run"}
+)
 #: methods and calls that compute gradients (a backward pass runs in this file)
-GRADIENT_METHODS = frozenset({"backward", "fit", "train_on_batch", "apply_gradients", "gradient",
-                              "minimize", "train"})
-GRADIENT_CALLS = frozenset({"jax.grad", "jax.value_and_grad", "jax.vjp", "jax.jacrev", "torch.autograd.grad",
-                            "torch.autograd.backward", "tensorflow.gradients"})
+GRADIENT_METHODS = frozenset({"backward", "fit", "train_on_batch", "apply_gradients", "gradient", "minimize", "train"})
+GRADIENT_CALLS = frozenset(
+    {
+        "jax.grad",
+        "jax.value_and_grad",
+        "jax.vjp",
+        "jax.jacrev",
+        "torch.autograd.grad",
+        "torch.autograd.backward",
+        "tensorflow.gradients",
+    }
+)
 _TEST_MAINS = frozenset({"main", "run"})  # unittest.main(), absltest.main(), tf.test.main()
 _LOCAL_DEPTH = 3  #: folders above the file searched for a local package
 
@@ -93,8 +114,9 @@ def _body_seeds(fn, aliases) -> frozenset[str]:
             qn = _dotted(n.func, aliases)
             if qn in SEED_CALLS:
                 out.add(qn)
-            elif qn is None and type(n.func) is ast.Attribute and n.func.attr in SEED_METHODS \
-                    and (n.args or n.keywords):
+            elif (
+                qn is None and type(n.func) is ast.Attribute and n.func.attr in SEED_METHODS and (n.args or n.keywords)
+            ):
                 out |= _METHOD_SEEDS
     return frozenset(out)
 
@@ -141,13 +163,21 @@ def local_function(ctx, qualname: str):
         tree = _parse(path) if path else None
         if tree is None:
             break
-        fn = next((s for s in tree.body if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef)
-                   and s.name == name), None)
+        fn = next((s for s in tree.body if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef) and s.name == name), None)
         if fn is not None:
             cache[qualname] = (fn, _qualnames(tree))
             break
-        src = next((s for s in tree.body if type(s) is ast.ImportFrom and s.level == 1 and s.module
-                    and any((a.asname or a.name) == name for a in s.names)), None)
+        src = next(
+            (
+                s
+                for s in tree.body
+                if type(s) is ast.ImportFrom
+                and s.level == 1
+                and s.module
+                and any((a.asname or a.name) == name for a in s.names)
+            ),
+            None,
+        )
         if src is None:
             break
         base = path.parent
@@ -178,8 +208,12 @@ def helper_seed_calls(ctx) -> list[tuple[ast.Call, frozenset[str]]]:
     if cached is not None:
         return cached
     # a method on an object of the script (fabric.seed_everything), not a module function
-    methods = [c for m in SEED_METHODS for c in ctx.methods.get(m, ())
-               if (c.args or c.keywords) and ctx.qualname(c.func) is None]
+    methods = [
+        c
+        for m in SEED_METHODS
+        for c in ctx.methods.get(m, ())
+        if (c.args or c.keywords) and ctx.qualname(c.func) is None
+    ]
     out = [(c, _METHOD_SEEDS) for c in methods]
     for qn, calls in ctx.calls.items():
         last = qn.rsplit(".", 1)[-1]
@@ -201,8 +235,12 @@ def helper_seed_calls(ctx) -> list[tuple[ast.Call, frozenset[str]]]:
                 seeding_defs.setdefault(fn.name, set()).add(qn)
     if seeding_defs:
         for call in ast.walk(ctx.tree):
-            if type(call) is ast.Call and type(call.func) is ast.Name and call.func.id in seeding_defs \
-                    and ctx.lookup(call.func.id) is None:
+            if (
+                type(call) is ast.Call
+                and type(call.func) is ast.Name
+                and call.func.id in seeding_defs
+                and ctx.lookup(call.func.id) is None
+            ):
                 out.append((call, frozenset(seeding_defs[call.func.id])))
     ctx.__dict__["_flow_seed_calls"] = out
     return out
@@ -232,16 +270,38 @@ def local_callees(ctx) -> list[tuple[ast.Call, ast.AST, dict, str]]:
 
 
 #: top-level packages never searched for as local modules
-_FOREIGN = frozenset({"torch", "tensorflow", "jax", "keras", "numpy", "os", "sys", "random",
-                      "flax", "optax", "absl", "tf_keras", "lightning", "pytorch_lightning",
-                      "transformers", "accelerate", "fwd9m"})
+_FOREIGN = frozenset(
+    {
+        "torch",
+        "tensorflow",
+        "jax",
+        "keras",
+        "numpy",
+        "os",
+        "sys",
+        "random",
+        "flax",
+        "optax",
+        "absl",
+        "tf_keras",
+        "lightning",
+        "pytorch_lightning",
+        "transformers",
+        "accelerate",
+        "fwd9m",
+    }
+)
 
 
 def main_block(tree):
     """The ``if __name__ == "__main__":`` statement of a module, if any."""
     for stmt in getattr(tree, "body", ()):
-        if type(stmt) is ast.If and type(stmt.test) is ast.Compare and \
-                type(stmt.test.left) is ast.Name and stmt.test.left.id == "__name__":
+        if (
+            type(stmt) is ast.If
+            and type(stmt.test) is ast.Compare
+            and type(stmt.test.left) is ast.Name
+            and stmt.test.left.id == "__name__"
+        ):
             return stmt
     return None
 
@@ -270,12 +330,17 @@ def script_roots(ctx) -> list[ast.AST] | None:
     None for a test module (its ``__main__`` block runs a test runner)."""
     tree = ctx.tree
     main = main_block(tree)
-    if main is not None and any(type(c) is ast.Call and type(c.func) is ast.Attribute
-                                and c.func.attr in _TEST_MAINS and ctx.qualname(c.func) not in ENTRY_POINTS
-                                for c in ast.walk(main)):
+    if main is not None and any(
+        type(c) is ast.Call
+        and type(c.func) is ast.Attribute
+        and c.func.attr in _TEST_MAINS
+        and ctx.qualname(c.func) not in ENTRY_POINTS
+        for c in ast.walk(main)
+    ):
         return None
-    return [s for s in getattr(tree, "body", ()) if type(s) not in (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                                    ast.ClassDef)]
+    return [
+        s for s in getattr(tree, "body", ()) if type(s) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    ]
 
 
 def script_runs(ctx) -> set[int]:
@@ -349,12 +414,20 @@ def fallback_calls(ctx) -> set[int]:
     for n in ast.walk(ctx.tree) if ctx.tree is not None else ():
         if type(n) is ast.BoolOp and type(n.op) is ast.Or and type(n.values[-1]) is ast.Call:
             out.add(id(n.values[-1]))
-        elif type(n) is ast.If and type(n.test) is ast.Compare and len(n.test.ops) == 1 \
-                and type(n.test.ops[0]) is ast.Is and type(n.test.comparators[0]) is ast.Constant \
-                and n.test.comparators[0].value is None:
+        elif (
+            type(n) is ast.If
+            and type(n.test) is ast.Compare
+            and len(n.test.ops) == 1
+            and type(n.test.ops[0]) is ast.Is
+            and type(n.test.comparators[0]) is ast.Constant
+            and n.test.comparators[0].value is None
+        ):
             tested = ast.unparse(n.test.left)
             for st in n.body:
-                if type(st) is ast.Assign and type(st.value) is ast.Call \
-                        and any(ast.unparse(t) == tested for t in st.targets):
+                if (
+                    type(st) is ast.Assign
+                    and type(st.value) is ast.Call
+                    and any(ast.unparse(t) == tested for t in st.targets)
+                ):
                     out.add(id(st.value))
     return out

@@ -6,8 +6,18 @@ import ast
 
 from .. import _frameworks
 
-__all__ = ["kwarg", "arg", "literal", "is_const", "call_name", "names_in", "calls_in",
-           "SEED_CALLS", "FRAMEWORK_SEED_CALLS", "FRAMEWORK_ROOTS"]
+__all__ = [
+    "kwarg",
+    "arg",
+    "literal",
+    "is_const",
+    "call_name",
+    "names_in",
+    "calls_in",
+    "SEED_CALLS",
+    "FRAMEWORK_SEED_CALLS",
+    "FRAMEWORK_ROOTS",
+]
 
 _MISSING = object()
 
@@ -16,26 +26,46 @@ _MISSING = object()
 FRAMEWORK_ROOTS = frozenset({*(f.module for f in _frameworks.FRAMEWORKS.values()), "tf_keras", "flax"})
 
 #: calls that seed one framework's global generator
-FRAMEWORK_SEED_CALLS = frozenset({
-    "tensorflow.random.set_seed", "tensorflow.set_random_seed",
-    "tensorflow.compat.v1.set_random_seed", "tensorflow.compat.v1.random.set_random_seed",
-    "tensorflow.random.set_random_seed", "torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed",
-    "torch.cuda.manual_seed_all",
-})
+FRAMEWORK_SEED_CALLS = frozenset(
+    {
+        "tensorflow.random.set_seed",
+        "tensorflow.set_random_seed",
+        "tensorflow.compat.v1.set_random_seed",
+        "tensorflow.compat.v1.random.set_random_seed",
+        "tensorflow.random.set_random_seed",
+        "torch.manual_seed",
+        "torch.random.manual_seed",
+        "torch.cuda.manual_seed",
+        "torch.cuda.manual_seed_all",
+    }
+)
 #: calls that seed Python, NumPy and the backend at once
-ALL_SEED_CALLS = frozenset({
-    "keras.utils.set_random_seed", "tensorflow.keras.utils.set_random_seed",
-    "tf_keras.utils.set_random_seed", "keras.src.utils.rng_utils.set_random_seed",
-    "lightning.seed_everything", "pytorch_lightning.seed_everything",
-    "lightning.pytorch.seed_everything", "lightning.fabric.seed_everything",
-    "transformers.set_seed", "transformers.trainer_utils.set_seed", "accelerate.utils.set_seed",
-    "accelerate.utils.random.set_seed", "lightning.fabric.utilities.seed.seed_everything",
-    "lightning.pytorch.utilities.seed.seed_everything", "pytorch_lightning.utilities.seed.seed_everything",
-    "fwd9m.seed_everything", "fwd9m.seed.seed_everything",
-    "fwd9m.enable_determinism", "fwd9m.tensorflow.enable_determinism",
-    "fwd9m.torch.enable_determinism", "fwd9m.jax.enable_determinism",
-    "fwd9m.keras.enable_determinism",
-})
+ALL_SEED_CALLS = frozenset(
+    {
+        "keras.utils.set_random_seed",
+        "tensorflow.keras.utils.set_random_seed",
+        "tf_keras.utils.set_random_seed",
+        "keras.src.utils.rng_utils.set_random_seed",
+        "lightning.seed_everything",
+        "pytorch_lightning.seed_everything",
+        "lightning.pytorch.seed_everything",
+        "lightning.fabric.seed_everything",
+        "transformers.set_seed",
+        "transformers.trainer_utils.set_seed",
+        "accelerate.utils.set_seed",
+        "accelerate.utils.random.set_seed",
+        "lightning.fabric.utilities.seed.seed_everything",
+        "lightning.pytorch.utilities.seed.seed_everything",
+        "pytorch_lightning.utilities.seed.seed_everything",
+        "fwd9m.seed_everything",
+        "fwd9m.seed.seed_everything",
+        "fwd9m.enable_determinism",
+        "fwd9m.tensorflow.enable_determinism",
+        "fwd9m.torch.enable_determinism",
+        "fwd9m.jax.enable_determinism",
+        "fwd9m.keras.enable_determinism",
+    }
+)
 PYTHON_SEED_CALLS = frozenset({"random.seed"})
 NUMPY_SEED_CALLS = frozenset({"numpy.random.seed"})
 #: every call that seeds a global generator
@@ -56,7 +86,7 @@ def arg(call: ast.Call, index: int, name: str | None = None):
         v = kwarg(call, name)
         if v is not None:
             return v
-    if len(call.args) > index and not any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
+    if len(call.args) > index and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
         return call.args[index]
     return None
 

@@ -39,8 +39,15 @@ def render_json(findings: list[Finding], files: int) -> str:
     counts: dict[str, int] = {}
     for f in findings:
         counts[f.code] = counts.get(f.code, 0) + 1
-    return json.dumps({"version": __version__, "files": files, "findings": [f.to_dict() for f in findings],
-                       "statistics": dict(sorted(counts.items()))}, indent=2)
+    return json.dumps(
+        {
+            "version": __version__,
+            "files": files,
+            "findings": [f.to_dict() for f in findings],
+            "statistics": dict(sorted(counts.items())),
+        },
+        indent=2,
+    )
 
 
 def render_sarif(findings: list[Finding], rule_classes) -> str:
@@ -48,18 +55,22 @@ def render_sarif(findings: list[Finding], rule_classes) -> str:
     descriptors, index = [], {}
     for code, (name, what) in ENGINE_CODES.items():
         index[code] = len(descriptors)
-        descriptors.append({"id": code, "name": name, "shortDescription": {"text": what},
-                            "defaultConfiguration": {"level": "error"}})
+        descriptors.append(
+            {"id": code, "name": name, "shortDescription": {"text": what}, "defaultConfiguration": {"level": "error"}}
+        )
     for r in rule_classes:
         index[r.code] = len(descriptors)
-        descriptors.append({
-            "id": r.code, "name": r.name,
-            "shortDescription": {"text": r.summary()},
-            "fullDescription": {"text": r.summary()},
-            "help": {"text": r.doc(), "markdown": r.doc()},
-            "defaultConfiguration": {"level": "warning"},
-            "properties": {"tags": ["reproducibility"], "default": r.default},
-        })
+        descriptors.append(
+            {
+                "id": r.code,
+                "name": r.name,
+                "shortDescription": {"text": r.summary()},
+                "fullDescription": {"text": r.summary()},
+                "help": {"text": r.doc(), "markdown": r.doc()},
+                "defaultConfiguration": {"level": "warning"},
+                "properties": {"tags": ["reproducibility"], "default": r.default},
+            }
+        )
     results = []
     for f in findings:
         region = {"startLine": f.line, "startColumn": f.col}
@@ -69,19 +80,23 @@ def render_sarif(findings: list[Finding], rule_classes) -> str:
             region["endColumn"] = f.end_col
         uri = f.path if f.path.startswith("<") else Path(f.path).as_posix()
         result = {
-            "ruleId": f.code, "ruleIndex": index.get(f.code, 0),
+            "ruleId": f.code,
+            "ruleIndex": index.get(f.code, 0),
             "level": "error" if f.code in ENGINE_CODES else "warning",
             "message": {"text": f.message},
-            "locations": [{"physicalLocation": {"artifactLocation": {"uri": uri},
-                                                "region": region}}],
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": uri}, "region": region}}],
         }
         if f.fix:
             result["properties"] = {"fix": f.fix}
         results.append(result)
     log = {
-        "$schema": SARIF_SCHEMA, "version": "2.1.0",
-        "runs": [{"tool": {"driver": {"name": "fwd9m lint", "version": __version__,
-                                      "rules": descriptors}},
-                  "results": results}],
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {"driver": {"name": "fwd9m lint", "version": __version__, "rules": descriptors}},
+                "results": results,
+            }
+        ],
     }
     return json.dumps(log, indent=2)

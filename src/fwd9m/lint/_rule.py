@@ -45,8 +45,15 @@ class Rule:
     def __init__(self, ctx: FileContext):
         self.ctx = ctx
 
-    def report(self, node: ast.AST | None, message: str | None = None, *, line: int | None = None,
-               col: int | None = None, fix: str = "") -> None:
+    def report(
+        self,
+        node: ast.AST | None,
+        message: str | None = None,
+        *,
+        line: int | None = None,
+        col: int | None = None,
+        fix: str = "",
+    ) -> None:
         """Add a finding at ``node``; ``fix``: code (or a comment) to paste for this very
         line, when it differs from the rule's general ``fix_code``."""
         self.ctx.add(self, node, message or self.message, line=line, col=col, fix=fix)

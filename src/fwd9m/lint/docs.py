@@ -17,9 +17,14 @@ __all__ = ["render", "main", "DEFAULT_PATH"]
 
 DEFAULT_PATH = Path(__file__).resolve().parents[3] / "docs" / "rules.md"
 _FAMILIES = {
-    "FWD0": "Engine diagnostics", "FWD1": "Seeding", "FWD2": "Configuration",
-    "FWD3": "Data pipelines", "FWD4": "Ordering and hashing", "FWD5": "Checkpoints and RNG state",
-    "FWD6": "JAX keys", "FWD7": "Known nondeterministic ops (generated from the catalog)",
+    "FWD0": "Engine diagnostics",
+    "FWD1": "Seeding",
+    "FWD2": "Configuration",
+    "FWD3": "Data pipelines",
+    "FWD4": "Ordering and hashing",
+    "FWD5": "Checkpoints and RNG state",
+    "FWD6": "JAX keys",
+    "FWD7": "Known nondeterministic ops (generated from the catalog)",
 }
 
 
@@ -62,8 +67,10 @@ def render() -> str:
         out.append(f"| {code} | {name} | always | | {what} |")
     for code, r in rules.items():
         summary = r.summary().replace("|", "\\|")
-        out.append(f"| [{code}](#{code.lower()}-{r.name}) | {r.name} | {'yes' if r.default else 'opt-in'} "
-                   f"| {_precision(r.measured)} | {summary} |")
+        out.append(
+            f"| [{code}](#{code.lower()}-{r.name}) | {r.name} | {'yes' if r.default else 'opt-in'} "
+            f"| {_precision(r.measured)} | {summary} |"
+        )
     family = None
     for code, r in rules.items():
         if code[:4] != family:
@@ -77,8 +84,11 @@ def render() -> str:
         if r.measured or r.measured_before or r.opt_in_reason:
             now = _precision(r.measured) or "no findings left in the corpus to measure"
             before = f" (before this version's fixes: {_precision(r.measured_before)})" if r.measured_before else ""
-            out += ["", f"Measured precision: {now}{before}."
-                    + (f" Opt-in because {r.opt_in_reason}." if r.opt_in_reason else "")]
+            out += [
+                "",
+                f"Measured precision: {now}{before}."
+                + (f" Opt-in because {r.opt_in_reason}." if r.opt_in_reason else ""),
+            ]
         if r.references:
             out += ["", "References: " + ", ".join(f"<{u}>" for u in r.references)]
     out.append("")

@@ -10,7 +10,7 @@ is given without any FWD code (``flake8 --select B``) the plugin does no work at
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from collections.abc import Iterator
 
 from .. import __version__
 
@@ -18,8 +18,7 @@ __all__ = ["Plugin"]
 
 
 def _mentions_fwd(codes) -> bool:
-    return any(str(c).upper().startswith("FWD") or "FWD".startswith(str(c).upper())
-               for c in codes or ())
+    return any(str(c).upper().startswith("FWD") or "FWD".startswith(str(c).upper()) for c in codes or ())
 
 
 class Plugin:
@@ -41,8 +40,9 @@ class Plugin:
         from . import _trigger_re
         from ._config import Config
 
-        wanted = [c for c in (*(select or ()), *(extend or ()))
-                  if str(c).upper().startswith("FWD") and len(str(c)) == 6]
+        wanted = [
+            c for c in (*(select or ()), *(extend or ())) if str(c).upper().startswith("FWD") and len(str(c)) == 6
+        ]
         config = Config()
         known = set(config.rules())
         from .rules import all_rules

@@ -82,10 +82,15 @@ class ProbeReport:
         return contradictions(self)
 
     def to_dict(self) -> dict:
-        return {"schema": "fwd9m.probe", "schema_version": 1, "settings": self.settings,
-                "environment": self.environment,
-                "results": [asdict(r) | {"catalog": self.expected.get(_ekey(r))} for r in self.results],
-                "skipped": self.skipped, "contradictions": self.contradictions()}
+        return {
+            "schema": "fwd9m.probe",
+            "schema_version": 1,
+            "settings": self.settings,
+            "environment": self.environment,
+            "results": [asdict(r) | {"catalog": self.expected.get(_ekey(r))} for r in self.results],
+            "skipped": self.skipped,
+            "contradictions": self.contradictions(),
+        }
 
     def render(self) -> str:
         from ._compare import render
@@ -157,10 +162,15 @@ def _spec_items(framework: str, keys: list[str] | None) -> tuple[list[dict], dic
     return items, skipped
 
 
-def probe(frameworks: str | list[str] | None = None, device: str | list[str] = "cpu",
-          switch: str = "both", threads: int | list[int] | None = None,
-          repeat: int = DEFAULT_REPEAT, entries: list[str] | None = None,
-          progress: Callable[[dict], None] | None = None) -> ProbeReport:
+def probe(
+    frameworks: str | list[str] | None = None,
+    device: str | list[str] = "cpu",
+    switch: str = "both",
+    threads: int | list[int] | None = None,
+    repeat: int = DEFAULT_REPEAT,
+    entries: list[str] | None = None,
+    progress: Callable[[dict], None] | None = None,
+) -> ProbeReport:
     """Probe the catalog's op entries of ``frameworks`` (default: those installed).
 
     Args:
@@ -186,10 +196,11 @@ def probe(frameworks: str | list[str] | None = None, device: str | list[str] = "
         known = {i["key"] for _, its in plan for i in its} | set(skipped)
         unknown = [k for k in keys if k not in known]
         if unknown:
-            raise ConfigurationError(f"no op entry {', '.join(map(repr, unknown))} for {', '.join(fws)}; "
-                                     f"list them with: fwd9m catalog kind:op")
-    report = probe_items(plan, device=device, switch=switch, threads=threads, repeat=repeat,
-                         progress=progress)
+            raise ConfigurationError(
+                f"no op entry {', '.join(map(repr, unknown))} for {', '.join(fws)}; "
+                f"list them with: fwd9m catalog kind:op"
+            )
+    report = probe_items(plan, device=device, switch=switch, threads=threads, repeat=repeat, progress=progress)
     report.skipped = skipped
     from ._compare import expectations
 
@@ -197,17 +208,21 @@ def probe(frameworks: str | list[str] | None = None, device: str | list[str] = "
     return report
 
 
-def probe_items(plan: list[tuple[str, list[dict]]], device="cpu", switch: str = "both",
-                threads=None, repeat: int = DEFAULT_REPEAT,
-                progress: Callable[[dict], None] | None = None) -> ProbeReport:
+def probe_items(
+    plan: list[tuple[str, list[dict]]],
+    device="cpu",
+    switch: str = "both",
+    threads=None,
+    repeat: int = DEFAULT_REPEAT,
+    progress: Callable[[dict], None] | None = None,
+) -> ProbeReport:
     """Run ``plan`` (framework, items: ``key``, ``inputs``, ``run``) at every setting."""
     from .. import environment
 
     if switch not in SWITCHES:
         raise ConfigurationError(f"switch must be off, on or both, not {switch!r}")
     if not isinstance(repeat, int) or repeat < 2:
-        raise ConfigurationError(f"repeat must be a whole number >= 2 (one run shows no difference), "
-                                 f"got {repeat!r}")
+        raise ConfigurationError(f"repeat must be a whole number >= 2 (one run shows no difference), got {repeat!r}")
     devices = _devices_arg(device)
     thread_counts = _threads_arg(threads)
     results: list[Result] = []
@@ -217,35 +232,64 @@ def probe_items(plan: list[tuple[str, list[dict]]], device="cpu", switch: str = 
         for sw in SWITCHES[switch]:
             for n in thread_counts:
                 results += _run_child(fw, items, devices, sw, n, repeat, progress)
-    settings = {"frameworks": [fw for fw, _ in plan], "devices": devices, "switch": switch,
-                "threads": thread_counts, "repeat": repeat}
+    settings = {
+        "frameworks": [fw for fw, _ in plan],
+        "devices": devices,
+        "switch": switch,
+        "threads": thread_counts,
+        "repeat": repeat,
+    }
     env = environment.collect(import_frameworks=False)
     return ProbeReport(results, env, settings)
 
 
-def _run_child(fw: str, items: list[dict], devices: list[str], sw: bool, threads: int, repeat: int,
-               progress) -> list[Result]:
+def _run_child(
+    fw: str, items: list[dict], devices: list[str], sw: bool, threads: int, repeat: int, progress
+) -> list[Result]:
     import importlib
 
     backend = importlib.import_module(f"fwd9m.probe._{fw}")
     env = dict(os.environ, **backend.child_env(sw, threads))
     out: list[Result] = []
     for dev in _expand(devices, fw, env):
-        request = {"framework": fw, "device": dev, "switch": sw, "threads": threads, "repeat": repeat,
-                   "items": items}
+        request = {"framework": fw, "device": dev, "switch": sw, "threads": threads, "repeat": repeat, "items": items}
         for ev in _child_events(request, env):
             if ev.get("event") == "fatal":
-                raise ConfigurationError(f"fwd9m probe {fw} on {dev}: {ev.get('error')}") \
-                    if ev.get("missing") else RunError(f"fwd9m probe: the {fw} child could not start: "
-                                                       f"{ev.get('error')}")
+                raise (
+                    ConfigurationError(f"fwd9m probe {fw} on {dev}: {ev.get('error')}")
+                    if ev.get("missing")
+                    else RunError(f"fwd9m probe: the {fw} child could not start: {ev.get('error')}")
+                )
             if progress is not None and ev.get("event") in ("progress", "result"):
-                progress(dict(ev, framework=fw, device=dev, switch=sw, threads=threads,
-                              index=len(out) + (ev["event"] == "progress"), total=len(items)))
+                progress(
+                    dict(
+                        ev,
+                        framework=fw,
+                        device=dev,
+                        switch=sw,
+                        threads=threads,
+                        index=len(out) + (ev["event"] == "progress"),
+                        total=len(items),
+                    )
+                )
             if ev.get("event") == "result":
                 op = next((i.get("op", "") for i in items if i["key"] == ev["key"]), "")
-                out.append(Result(ev["key"], fw, dev, sw, threads, ev.get("status", "error"),
-                                  ev.get("distinct", 0), ev.get("repeats", 0), ev.get("max_ulp"),
-                                  ev.get("error"), ev.get("seconds", 0.0), op))
+                out.append(
+                    Result(
+                        ev["key"],
+                        fw,
+                        dev,
+                        sw,
+                        threads,
+                        ev.get("status", "error"),
+                        ev.get("distinct", 0),
+                        ev.get("repeats", 0),
+                        ev.get("max_ulp"),
+                        ev.get("error"),
+                        ev.get("seconds", 0.0),
+                        op,
+                    )
+                )
     return out
 
 
@@ -268,8 +312,13 @@ def _expand(devices: list[str], fw: str, env: dict) -> list[str]:
 def _child_events(request: dict, env: dict):
     """Start a child, feed it ``request``, yield its JSON events as they come."""
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([sys.executable, "-m", "fwd9m.probe._child"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=err, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "fwd9m.probe._child"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=env,
+        )
         timer = threading.Timer(CHILD_TIMEOUT_S, proc.kill)
         timer.start()
         try:
@@ -293,5 +342,7 @@ def _child_events(request: dict, env: dict):
         if not ended:
             err.seek(0)
             tail = err.read()[-1500:].decode("utf-8", "replace")
-            raise RunError(f"fwd9m probe: the {request['framework']} child on {request['device']} died "
-                           f"(exit {rc}) before it finished; its last output:\n{tail}")
+            raise RunError(
+                f"fwd9m probe: the {request['framework']} child on {request['device']} died "
+                f"(exit {rc}) before it finished; its last output:\n{tail}"
+            )

@@ -87,8 +87,13 @@ def probe_item(backend, item: dict, device: str, repeat: int, stream) -> dict:
                 outs = backend.to_numpy(_execute(item["run"], ns))
         except Exception as exc:  # noqa: BLE001 - the op's failure is the measurement
             status = "raises" if backend.is_switch_error(exc) else "error"
-            return {"status": status, "error": f"{type(exc).__name__}: {exc}"[:400],
-                    "distinct": len(seen), "repeats": r, "seconds": time.perf_counter() - start}
+            return {
+                "status": status,
+                "error": f"{type(exc).__name__}: {exc}"[:400],
+                "distinct": len(seen),
+                "repeats": r,
+                "seconds": time.perf_counter() - start,
+            }
         key = _digest(outs)
         if key not in seen:
             seen[key] = r
@@ -99,9 +104,13 @@ def probe_item(backend, item: dict, device: str, repeat: int, stream) -> dict:
                     u = max_ulp(np, a, b)
                     if u is not None:
                         ulp = u if ulp is None else max(ulp, u)
-    return {"status": "nondeterministic" if len(seen) > 1 else "deterministic",
-            "distinct": len(seen), "repeats": repeat, "max_ulp": ulp,
-            "seconds": time.perf_counter() - start}
+    return {
+        "status": "nondeterministic" if len(seen) > 1 else "deterministic",
+        "distinct": len(seen),
+        "repeats": repeat,
+        "max_ulp": ulp,
+        "seconds": time.perf_counter() - start,
+    }
 
 
 def main() -> int:
@@ -117,8 +126,13 @@ def main() -> int:
         return 2
     _emit(proto, event="start", devices=found)
     if request["device"] not in found:
-        _emit(proto, event="fatal", missing=request["device"], devices=found,
-              error=f"device {request['device']} is not there; {request['framework']} sees: {', '.join(found)}")
+        _emit(
+            proto,
+            event="fatal",
+            missing=request["device"],
+            devices=found,
+            error=f"device {request['device']} is not there; {request['framework']} sees: {', '.join(found)}",
+        )
         return 2
     for item in request["items"]:
         try:

@@ -33,8 +33,11 @@ def _siblings(e) -> list:
     same probe measures them, so on a device one of them covers, that one is expected."""
     from .. import catalog
 
-    return [s for s in catalog.entries(e.framework)
-            if s.id != e.id and s.kind == "op" and set(s.ops) & set(e.ops) and s.condition == e.condition]
+    return [
+        s
+        for s in catalog.entries(e.framework)
+        if s.id != e.id and s.kind == "op" and set(s.ops) & set(e.ops) and s.condition == e.condition
+    ]
 
 
 def expectations(results) -> dict:
@@ -59,9 +62,11 @@ def contradictions(report) -> list[str]:
         want = report.expected.get(_ekey(r))
         if want is None or r.status == "error":
             continue
-        certain = (r.status == "nondeterministic" and want != "nondeterministic") \
-            or (r.status == "raises" and want != "raises") \
+        certain = (
+            (r.status == "nondeterministic" and want != "nondeterministic")
+            or (r.status == "raises" and want != "raises")
             or (want == "raises" and r.status == "deterministic" and r.switch)
+        )
         if certain:
             out.append(f"{r.key} ({_setting(r)}): catalog says {want}, measured {r.status}: {r.measured()}")
     return out
@@ -71,9 +76,11 @@ def unconfirmed(report) -> list[str]:
     """Expected nondeterministic, not observed in the repeats (weak evidence)."""
     from . import _ekey
 
-    return [f"{r.key} ({_setting(r)}): catalog says nondeterministic, not observed: {r.measured()}"
-            for r in report.results
-            if report.expected.get(_ekey(r)) == "nondeterministic" and r.status == "deterministic"]
+    return [
+        f"{r.key} ({_setting(r)}): catalog says nondeterministic, not observed: {r.measured()}"
+        for r in report.results
+        if report.expected.get(_ekey(r)) == "nondeterministic" and r.status == "deterministic"
+    ]
 
 
 def render(report) -> str:
@@ -84,14 +91,16 @@ def render(report) -> str:
         row = rows.setdefault((r.framework, r.key, r.device, r.threads), {})
         row["on" if r.switch else "off"] = r
     s = report.settings
-    title = (f"fwd9m probe: {len(rows)} probe(s), {s['repeat']} repeats each, devices "
-             f"{', '.join(s['devices'])}, threads {', '.join(map(str, s['threads']))}, switch {s['switch']}")
+    title = (
+        f"fwd9m probe: {len(rows)} probe(s), {s['repeat']} repeats each, devices "
+        f"{', '.join(s['devices'])}, threads {', '.join(map(str, s['threads']))}, switch {s['switch']}"
+    )
     lines = [title, ""]
     width = min(100, max([44] + [len(k[1]) for k in rows]))
     head = f"{'entry':{width}} {'device':7} {'thr':>3}  {'switch off':18} {'switch on':18}"
     lines.append(head)
     lines.append("-" * len(head))
-    for (fw, key, dev, n), row in rows.items():
+    for (_fw, key, dev, n), row in rows.items():
         cells = []
         for sw in ("off", "on"):
             r = row.get(sw)
@@ -115,8 +124,13 @@ def render(report) -> str:
     lines += [f"  {c}" for c in bad]
     weak = unconfirmed(report)
     if weak:
-        lines += ["", ("Catalog says nondeterministic, not observed here (more --repeat, other --threads "
-                       "or the entry's device may show it):")]
+        lines += [
+            "",
+            (
+                "Catalog says nondeterministic, not observed here (more --repeat, other --threads "
+                "or the entry's device may show it):"
+            ),
+        ]
         lines += [f"  {c}" for c in weak]
     if report.skipped:
         lines += ["", "Entries without a probe:"]

@@ -40,8 +40,10 @@ def parse_input(text: str, where: str = "input") -> tuple[str, tuple[int, ...], 
     """``"float32[8,16]"`` -> ("float32", (8, 16), None); ``"int64[100]<8"`` bound 8."""
     m = _INPUT.match(text)
     if not m or m.group(1) not in _DTYPES:
-        raise FileFormatError(f"{where}: bad input {text!r}; expected DTYPE[SHAPE] or DTYPE[SHAPE]<BOUND "
-                              f"with DTYPE one of {', '.join(_DTYPES)}")
+        raise FileFormatError(
+            f"{where}: bad input {text!r}; expected DTYPE[SHAPE] or DTYPE[SHAPE]<BOUND "
+            f"with DTYPE one of {', '.join(_DTYPES)}"
+        )
     shape = tuple(int(s) for s in m.group(2).replace(" ", "").split(",") if s)
     bound = float(m.group(3)) if m.group(3) else None
     return m.group(1), shape, bound
@@ -55,7 +57,7 @@ def _read(text: str, where: str) -> dict[str, Spec]:
     out = {}
     for key, raw in data.items():
         if not isinstance(raw, dict) or not (isinstance(raw.get("run"), str) or isinstance(raw.get("skip"), str)):
-            raise FileFormatError(f"{where}: [{key!r}] needs run = \"...\" or skip = \"why\"")
+            raise FileFormatError(f'{where}: [{key!r}] needs run = "..." or skip = "why"')
         inputs = {n: parse_input(v, f"{where} [{key}] {n}") for n, v in (raw.get("inputs") or {}).items()}
         out[key] = Spec(key, inputs, raw.get("run", ""), raw.get("skip"))
     return out

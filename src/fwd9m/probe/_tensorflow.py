@@ -70,6 +70,6 @@ def to_numpy(value) -> list:
 
 def is_switch_error(exc: BaseException) -> bool:
     tf = _tf
-    return (isinstance(exc, (tf.errors.UnimplementedError, tf.errors.InvalidArgumentError,
-                             tf.errors.FailedPreconditionError))
-            and "determinis" in str(exc))
+    return isinstance(
+        exc, (tf.errors.UnimplementedError, tf.errors.InvalidArgumentError, tf.errors.FailedPreconditionError)
+    ) and "determinis" in str(exc)

@@ -47,8 +47,13 @@ def namespace(device: str) -> dict:
         got = torch.autograd.grad(y, xs, gy)
         return got if isinstance(wrt, tuple) else got[0]
 
-    return {"torch": torch, "F": torch.nn.functional, "grad": grad, "device": device,
-            "rebuild": lambda name, metas, args: rebuild(name, metas, args, device)}
+    return {
+        "torch": torch,
+        "F": torch.nn.functional,
+        "grad": grad,
+        "device": device,
+        "rebuild": lambda name, metas, args: rebuild(name, metas, args, device),
+    }
 
 
 def _value(text: str):
@@ -111,11 +116,11 @@ def _fit(schema, tensors: list, named: dict):
                 return None
             value, i = tensors[i], i + 1
         elif kind.startswith("List[") and "Tensor" in kind and a.name not in named:
-            later = sum(1 for b in params[n + 1:] if str(b.type) in _ONE_TENSOR and b.name not in named)
+            later = sum(1 for b in params[n + 1 :] if str(b.type) in _ONE_TENSOR and b.name not in named)
             take = len(tensors) - i - later
             if take < 0:
                 return None
-            value, i = tensors[i:i + take], i + take
+            value, i = tensors[i : i + take], i + take
         elif a.name in named:
             value = named[a.name]
         elif a.has_default_value():

@@ -15,10 +15,28 @@ __all__ = ["probe_trace", "trace_items"]
 #: op kinds probed at most (the most frequent first)
 MAX_KINDS = 300
 #: not worth probing: uninitialised memory, RNG draws, views and copies
-_SKIP = ("aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty", "aten::resize_",
-         "aten::set_", "aten::detach", "aten::view", "aten::_unsafe_view", "aten::t", "aten::alias",
-         "aten::lift_fresh", "aten::normal_", "aten::uniform_", "aten::bernoulli_", "aten::randperm",
-         "aten::randint", "aten::randn", "aten::rand", "aten::random_")
+_SKIP = (
+    "aten::empty",
+    "aten::empty_like",
+    "aten::empty_strided",
+    "aten::new_empty",
+    "aten::resize_",
+    "aten::set_",
+    "aten::detach",
+    "aten::view",
+    "aten::_unsafe_view",
+    "aten::t",
+    "aten::alias",
+    "aten::lift_fresh",
+    "aten::normal_",
+    "aten::uniform_",
+    "aten::bernoulli_",
+    "aten::randperm",
+    "aten::randint",
+    "aten::randn",
+    "aten::rand",
+    "aten::random_",
+)
 
 
 def trace_items(path: str) -> tuple[str, list[dict], dict[str, str]]:
@@ -28,14 +46,20 @@ def trace_items(path: str) -> tuple[str, list[dict], dict[str, str]]:
     header = read_header(path)
     fws = header.get("frameworks") or []
     if fws != ["torch"]:
-        raise ConfigurationError(f"fwd9m probe --trace rebuilds PyTorch ops; {path} records "
-                                 f"{', '.join(fws) or 'no framework'} (TensorFlow and JAX traces: not yet; "
-                                 f"probe the catalog with fwd9m probe -f {fws[0] if fws else 'torch'})")
+        raise ConfigurationError(
+            f"fwd9m probe --trace rebuilds PyTorch ops; {path} records "
+            f"{', '.join(fws) or 'no framework'} (TensorFlow and JAX traces: not yet; "
+            f"probe the catalog with fwd9m probe -f {fws[0] if fws else 'torch'})"
+        )
     counts: dict[tuple, int] = {}
     skipped: dict[str, str] = {}
     for op in TraceReader(path):
-        if op.node.startswith(NOT_RECORDED) or op.node == "random" or op.name in _SKIP \
-                or not op.name.startswith("aten::"):
+        if (
+            op.node.startswith(NOT_RECORDED)
+            or op.node == "random"
+            or op.name in _SKIP
+            or not op.name.startswith("aten::")
+        ):
             continue
         metas = tuple(t.meta for t in op.inputs if t.dtype != ARGS_DTYPE)
         args = next(((t.sample or b"").decode("utf-8", "replace") for t in op.inputs if t.dtype == ARGS_DTYPE), "")
@@ -55,13 +79,11 @@ def trace_items(path: str) -> tuple[str, list[dict], dict[str, str]]:
     return "torch", items, skipped
 
 
-def probe_trace(path: str, device="cpu", switch: str = "both", threads=None, repeat: int = 5,
-                progress=None):
+def probe_trace(path: str, device="cpu", switch: str = "both", threads=None, repeat: int = 5, progress=None):
     from . import probe_items
 
     fw, items, skipped = trace_items(path)
-    report = probe_items([(fw, items)], device=device, switch=switch, threads=threads, repeat=repeat,
-                         progress=progress)
+    report = probe_items([(fw, items)], device=device, switch=switch, threads=threads, repeat=repeat, progress=progress)
     report.skipped = skipped
     report.settings["trace"] = path
     return report

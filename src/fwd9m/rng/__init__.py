@@ -72,7 +72,23 @@ from ._state import (
     unregister,
 )
 
-__all__ = ["capture_rng_state", "restore_rng_state", "save_rng_state", "load_rng_state",
-           "seeded", "register", "unregister", "registered", "RestoreReport", "State",
-           "state_dict", "load_state_dict", "to_bytes", "from_bytes", "reseed", "JaxKey",
-           "FORMAT", "FORMAT_VERSION"]
+__all__ = [
+    "capture_rng_state",
+    "restore_rng_state",
+    "save_rng_state",
+    "load_rng_state",
+    "seeded",
+    "register",
+    "unregister",
+    "registered",
+    "RestoreReport",
+    "State",
+    "state_dict",
+    "load_state_dict",
+    "to_bytes",
+    "from_bytes",
+    "reseed",
+    "JaxKey",
+    "FORMAT",
+    "FORMAT_VERSION",
+]

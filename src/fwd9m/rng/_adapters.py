@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from ..keras._hooks import layer_seed_generators as _layer_seed_generators
 from ..errors import ConfigurationError
-
+from ..keras._hooks import layer_seed_generators as _layer_seed_generators
 
 # --------------------------------------------------------------------------- adapters
 # One adapter per kind of generator: how to read, write and reseed its state.
+
 
 @dataclass(frozen=True)
 class _Adapter:
@@ -29,8 +30,7 @@ def _np():
 
 def _py_get(r):
     version, words, gauss = r.getstate()
-    return {"version": version, "words": _np().asarray(words, dtype=_np().uint64),
-            "gauss_next": gauss}
+    return {"version": version, "words": _np().asarray(words, dtype=_np().uint64), "gauss_next": gauss}
 
 
 def _py_set(r, s):
@@ -96,7 +96,8 @@ def _keras_layer_set(layer, s):
     if missing:
         raise ConfigurationError(
             f"seed generators {missing} are in the saved state but not in the model; "
-            f"it has {sorted(gens)}. Build the same model before restoring.")
+            f"it has {sorted(gens)}. Build the same model before restoring."
+        )
     for path, sub in s.items():
         _keras_sg_set(gens[path], sub)
 
@@ -111,9 +112,11 @@ def _keras_layer_reseed(layer, seed):
 def _loader_gens(loader) -> dict:
     """The torch.Generators a DataLoader draws from (loader, sampler, batch sampler)."""
     gens = {}
-    for name, owner in (("generator", loader), ("sampler", getattr(loader, "sampler", None)),
-                        ("batch_sampler.sampler",
-                         getattr(getattr(loader, "batch_sampler", None), "sampler", None))):
+    for name, owner in (
+        ("generator", loader),
+        ("sampler", getattr(loader, "sampler", None)),
+        ("batch_sampler.sampler", getattr(getattr(loader, "batch_sampler", None), "sampler", None)),
+    ):
         g = getattr(owner, "generator", None)
         if g is not None and all(g is not h for h in gens.values()):
             gens[name] = g
@@ -128,8 +131,9 @@ def _loader_set(loader, s):
     gens = _loader_gens(loader)
     for k, sub in s.items():
         if k not in gens:
-            raise ConfigurationError(f"DataLoader has no {k} generator to restore; pass "
-                                     f"generator=fwd9m.data.torch_generator(seed)")
+            raise ConfigurationError(
+                f"DataLoader has no {k} generator to restore; pass generator=fwd9m.data.torch_generator(seed)"
+            )
         _torchgen_set(gens[k], sub)
 
 
@@ -161,42 +165,45 @@ def _adapter_for(obj) -> _Adapter:
     if "numpy" in mods and isinstance(obj, mods["numpy"].random.Generator):
         return _Adapter("numpy.random.Generator", _npgen_get, _npgen_set, _npgen_reseed)
     if "numpy" in mods and isinstance(obj, mods["numpy"].random.RandomState):
-        return _Adapter("numpy.random.RandomState",
-                        lambda r: {"state": r.get_state(legacy=False)},
-                        lambda r, s: r.set_state(s["state"]), lambda r, s: r.seed(s % 2**32))
+        return _Adapter(
+            "numpy.random.RandomState",
+            lambda r: {"state": r.get_state(legacy=False)},
+            lambda r, s: r.set_state(s["state"]),
+            lambda r, s: r.seed(s % 2**32),
+        )
     if "torch" in mods:
         torch = mods["torch"]
         if isinstance(obj, torch.Generator):
-            return _Adapter("torch.Generator", _torchgen_get, _torchgen_set,
-                            lambda g, s: g.manual_seed(s))
+            return _Adapter("torch.Generator", _torchgen_get, _torchgen_set, lambda g, s: g.manual_seed(s))
         if isinstance(obj, torch.utils.data.DataLoader):
-            return _Adapter("torch.utils.data.DataLoader", _loader_get, _loader_set,
-                            _loader_reseed)
+            return _Adapter("torch.utils.data.DataLoader", _loader_get, _loader_set, _loader_reseed)
     if "tensorflow" in mods and isinstance(obj, mods["tensorflow"].random.Generator):
-        return _Adapter("tf.random.Generator", _tfgen_get, _tfgen_set,
-                        lambda g, s: g.reset_from_seed(s))
+        return _Adapter("tf.random.Generator", _tfgen_get, _tfgen_set, lambda g, s: g.reset_from_seed(s))
     if "keras" in mods:
         keras = mods["keras"]
         if isinstance(obj, keras.random.SeedGenerator):
-            return _Adapter("keras.random.SeedGenerator", _keras_sg_get, _keras_sg_set,
-                            _keras_sg_reseed)
+            return _Adapter("keras.random.SeedGenerator", _keras_sg_get, _keras_sg_set, _keras_sg_reseed)
         if isinstance(obj, keras.layers.Layer):
-            return _Adapter("keras.Layer", _keras_layer_get, _keras_layer_set,
-                            _keras_layer_reseed)
+            return _Adapter("keras.Layer", _keras_layer_get, _keras_layer_set, _keras_layer_reseed)
     reseeder = _duck_reseed(obj)
     if hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict"):
         return _Adapter("state_dict", _stateful_get, _stateful_set, reseeder)
     for get, put in (("get_state", "set_state"), ("getstate", "setstate")):
         if callable(getattr(obj, get, None)) and callable(getattr(obj, put, None)):
-            return _Adapter(f"{get}/{put}", lambda o, g=get: {"state": getattr(o, g)()},
-                            lambda o, s, p=put: getattr(o, p)(s["state"]), reseeder)
+            return _Adapter(
+                f"{get}/{put}",
+                lambda o, g=get: {"state": getattr(o, g)()},
+                lambda o, s, p=put: getattr(o, p)(s["state"]),
+                reseeder,
+            )
     raise TypeError(
         f"cannot register {type(obj).__name__}: supported are random.Random, "
         f"numpy.random.Generator/RandomState, torch.Generator, torch DataLoader, "
         f"tf.random.Generator, keras.random.SeedGenerator, Keras layers/models, "
         f"fwd9m.rng.JaxKey, and objects with state_dict()/load_state_dict(), "
         f"get_state()/set_state() or getstate()/setstate() (reseeded through "
-        f"set_seed/manual_seed/seed)")
+        f"set_seed/manual_seed/seed)"
+    )
 
 
 def _duck_reseed(obj) -> Callable[[Any, int], None]:
@@ -237,8 +244,7 @@ class JaxKey:
     def state_dict(self) -> dict:
         import jax
 
-        return {"impl": str(jax.random.key_impl(self.key)),
-                "data": _np().asarray(jax.random.key_data(self.key))}
+        return {"impl": str(jax.random.key_impl(self.key)), "data": _np().asarray(jax.random.key_data(self.key))}
 
     def load_state_dict(self, s: dict) -> None:
         import jax

@@ -12,8 +12,7 @@ from pathlib import Path
 
 from ..errors import ConfigurationError, FileFormatError
 from ._adapters import _np
-from ._state import (RestoreReport, State, _copy_tree, _validate, capture_rng_state,
-                     restore_rng_state)
+from ._state import RestoreReport, State, _copy_tree, _validate, capture_rng_state, restore_rng_state
 
 FORMAT = "fwd9m.rng-state"
 FORMAT_VERSION = 1
@@ -26,14 +25,14 @@ _FIX = "Fix: point to a file written by fwd9m.save_rng_state, or re-save the sta
 
 # --------------------------------------------------------------------------- file format
 
+
 def _framework_versions() -> dict[str, str]:
     from .._frameworks import FRAMEWORKS, installed_version
 
     out = {"python": sys.version.split()[0]}
     for name in ["numpy", *FRAMEWORKS]:
         if name in sys.modules:
-            out[name] = str(getattr(sys.modules[name], "__version__", None)
-                            or installed_version(name))
+            out[name] = str(getattr(sys.modules[name], "__version__", None) or installed_version(name))
     return out
 
 
@@ -68,8 +67,7 @@ def to_bytes(state: State | None = None) -> bytes:
     state = capture_rng_state() if state is None else state
     arrays: dict = {}
     sources = _split(_copy_tree(state), arrays, "")
-    header = {"format": FORMAT, "version": FORMAT_VERSION, "sources": sources,
-              "versions": _framework_versions()}
+    header = {"format": FORMAT, "version": FORMAT_VERSION, "sources": sources, "versions": _framework_versions()}
     blob = json.dumps(header, sort_keys=True).encode("utf-8")
     buf = io.BytesIO()
     np.savez(buf, **{_HEADER: np.frombuffer(blob, dtype=np.uint8)}, **arrays)
@@ -91,8 +89,10 @@ def _check_members(archive: bytes, origin: str) -> None:
         infos = z.infolist()
         total = sum(i.file_size for i in infos)
         if total > MAX_RNG_STATE_BYTES:
-            raise FileFormatError(f"{origin}: its members unpack to {total} bytes, more than any "
-                                  f"RNG-state file holds ({MAX_RNG_STATE_BYTES} at most). {_FIX}")
+            raise FileFormatError(
+                f"{origin}: its members unpack to {total} bytes, more than any "
+                f"RNG-state file holds ({MAX_RNG_STATE_BYTES} at most). {_FIX}"
+            )
         for info in infos:
             if not info.filename.endswith(".npy"):
                 continue
@@ -105,9 +105,11 @@ def _check_members(archive: bytes, origin: str) -> None:
                     count *= dim
                 need = count * dtype.itemsize
                 if need > info.file_size:
-                    raise FileFormatError(f"{origin}: member {info.filename!r} declares a {dtype} array "
-                                          f"of shape {shape} ({need} bytes) but holds {info.file_size} "
-                                          f"bytes. {_FIX}")
+                    raise FileFormatError(
+                        f"{origin}: member {info.filename!r} declares a {dtype} array "
+                        f"of shape {shape} ({need} bytes) but holds {info.file_size} "
+                        f"bytes. {_FIX}"
+                    )
 
 
 def from_bytes(data: bytes, *, origin: str = "<bytes>") -> State:
@@ -119,41 +121,52 @@ def from_bytes(data: bytes, *, origin: str = "<bytes>") -> State:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"expected bytes, got {type(data).__name__}")
     if bytes(data[:4]) != b"PK\x03\x04":
-        raise FileFormatError(f"{origin} is not an fwd9m RNG-state file (it is not a "
-                              f"zip/npz archive; {len(data)} bytes). {fix}")
+        raise FileFormatError(
+            f"{origin} is not an fwd9m RNG-state file (it is not a zip/npz archive; {len(data)} bytes). {fix}"
+        )
     try:
         _check_members(bytes(data), origin)
         with np.load(io.BytesIO(bytes(data)), allow_pickle=False) as z:
             if _HEADER not in z.files:
-                raise FileFormatError(f"{origin} is an npz archive but has no "
-                                      f"{_HEADER} entry: not an fwd9m RNG-state file. {fix}")
+                raise FileFormatError(
+                    f"{origin} is an npz archive but has no {_HEADER} entry: not an fwd9m RNG-state file. {fix}"
+                )
             header = json.loads(z[_HEADER].tobytes().decode("utf-8"))
             if not isinstance(header, dict) or header.get("format") != FORMAT:
                 got = header.get("format") if isinstance(header, dict) else header
-                raise FileFormatError(f"{origin}: header format is {got!r}, "
-                                      f"expected {FORMAT!r}. {fix}")
+                raise FileFormatError(f"{origin}: header format is {got!r}, expected {FORMAT!r}. {fix}")
             version = header.get("version")
             if version != FORMAT_VERSION:
                 raise FileFormatError(
                     f"{origin} was written in RNG-state format version {version!r}; this "
                     f"fwd9m reads version {FORMAT_VERSION}. Fix: use the fwd9m version that "
-                    f"wrote it (pip install -U framework-determinism for newer files).")
+                    f"wrote it (pip install -U framework-determinism for newer files)."
+                )
             arrays = {k: z[k] for k in z.files if k != _HEADER}
     except FileFormatError:
         raise
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, RecursionError,
-            NotImplementedError, SyntaxError, TypeError, OverflowError, MemoryError) as exc:
+    except (
+        zipfile.BadZipFile,
+        EOFError,
+        OSError,
+        ValueError,
+        KeyError,
+        RecursionError,
+        NotImplementedError,
+        SyntaxError,
+        TypeError,
+        OverflowError,
+        MemoryError,
+    ) as exc:
         # NotImplementedError: an unsupported zip compression; SyntaxError/TypeError: a
         # .npy header that is not a Python literal dict; MemoryError: last resort
-        raise FileFormatError(f"{origin} is truncated or corrupted ({type(exc).__name__}: "
-                              f"{exc}). {fix}") from exc
+        raise FileFormatError(f"{origin} is truncated or corrupted ({type(exc).__name__}: {exc}). {fix}") from exc
     try:
         state = _join(header["sources"], arrays)
     except RecursionError:
         raise FileFormatError(f"{origin}: the header is nested too deeply. {fix}") from None
     except (KeyError, TypeError) as exc:
-        raise FileFormatError(f"{origin}: the header refers to a missing array ({exc}). "
-                              f"{fix}") from exc
+        raise FileFormatError(f"{origin}: the header refers to a missing array ({exc}). {fix}") from exc
     if not isinstance(state, dict):
         raise FileFormatError(f"{origin}: sources is not a mapping. {fix}")
     try:
@@ -163,8 +176,7 @@ def from_bytes(data: bytes, *, origin: str = "<bytes>") -> State:
     return state
 
 
-def save_rng_state(path: str | os.PathLike, state: State | None = None, *,
-                   overwrite: bool = False) -> Path:
+def save_rng_state(path: str | os.PathLike, state: State | None = None, *, overwrite: bool = False) -> Path:
     """Write ``state`` (default: capture now) to ``path`` atomically (temp + rename).
 
     An existing RNG-state file is replaced (a checkpoint saved again); any other existing
@@ -182,11 +194,18 @@ def save_rng_state(path: str | os.PathLike, state: State | None = None, *,
 
     path = Path(path)
     if path.is_dir():
-        raise ConfigurationError(f"save_rng_state({str(path)!r}): that is a directory; name the file, "
-                                 f"e.g. {str(path / 'rng.npz')!r}")
-    refuse_overwrite(path, "save_rng_state:", ours=_is_state_file, force=overwrite,
-                     what="an RNG-state file", example="rng.npz",
-                     force_fix="pass overwrite=True to replace it")
+        raise ConfigurationError(
+            f"save_rng_state({str(path)!r}): that is a directory; name the file, e.g. {str(path / 'rng.npz')!r}"
+        )
+    refuse_overwrite(
+        path,
+        "save_rng_state:",
+        ours=_is_state_file,
+        force=overwrite,
+        what="an RNG-state file",
+        example="rng.npz",
+        force_fix="pass overwrite=True to replace it",
+    )
     data = to_bytes(state)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
@@ -214,8 +233,7 @@ def _is_state_file(path: Path) -> bool:
         return False
 
 
-def load_rng_state(path: str | os.PathLike, *, restore: bool = True,
-                   strict: bool = False) -> State:
+def load_rng_state(path: str | os.PathLike, *, restore: bool = True, strict: bool = False) -> State:
     """Read an RNG-state file and (by default) restore it.
 
     The whole file is read and checked before any RNG changes: a truncated, corrupted
@@ -251,8 +269,7 @@ def read_file(path: str | os.PathLike) -> bytes:
 
     if not os.path.lexists(path):
         raise FileNotFoundError(f"no such RNG-state file: {os.fspath(path)}")
-    return read_regular_file(path, "RNG-state", "point to a file written by fwd9m.save_rng_state",
-                             MAX_RNG_STATE_BYTES)
+    return read_regular_file(path, "RNG-state", "point to a file written by fwd9m.save_rng_state", MAX_RNG_STATE_BYTES)
 
 
 def _restore(state: State, strict: bool, origin: str) -> RestoreReport:
@@ -266,9 +283,11 @@ def _restore(state: State, strict: bool, origin: str) -> RestoreReport:
     except Fwd9mError:
         raise
     except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
-        raise FileFormatError(f"{origin}: a saved RNG state does not fit its generator "
-                              f"({type(exc).__name__}: {exc}); no RNG was changed. Fix: point to a "
-                              f"file written by fwd9m.save_rng_state, or re-save the state.") from exc
+        raise FileFormatError(
+            f"{origin}: a saved RNG state does not fit its generator "
+            f"({type(exc).__name__}: {exc}); no RNG was changed. Fix: point to a "
+            f"file written by fwd9m.save_rng_state, or re-save the state."
+        ) from exc
 
 
 def state_dict(sources: list[str] | None = None) -> dict:
@@ -280,8 +299,7 @@ def state_dict(sources: list[str] | None = None) -> dict:
     import torch
 
     blob = to_bytes(capture_rng_state(sources))
-    return {"format": FORMAT, "version": FORMAT_VERSION,
-            "data": torch.frombuffer(bytearray(blob), dtype=torch.uint8)}
+    return {"format": FORMAT, "version": FORMAT_VERSION, "data": torch.frombuffer(bytearray(blob), dtype=torch.uint8)}
 
 
 def load_state_dict(sd: dict, *, strict: bool = False) -> RestoreReport:

@@ -4,7 +4,8 @@ framework's from its backend, :meth:`fwd9m._backend.Backend.rng_sources`)."""
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ._adapters import _py_get, _py_set
 
@@ -20,8 +21,7 @@ def _global_sources() -> dict[str, tuple[Callable[[], Any], Callable[[Any], None
     mods = sys.modules
     if "numpy" in mods:
         np = mods["numpy"]
-        out["numpy"] = (lambda: np.random.get_state(legacy=False),
-                        lambda s: np.random.set_state(s))
+        out["numpy"] = (lambda: np.random.get_state(legacy=False), lambda s: np.random.set_state(s))
     for b in _backends():
         out.update(b.rng_sources())
     return out

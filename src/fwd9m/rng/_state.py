@@ -7,8 +7,9 @@ import numbers
 import os
 import sys
 import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from .._log import logger
 from ..errors import ConfigurationError
@@ -19,6 +20,7 @@ State = dict  # source name -> tree of JSON values and numpy arrays
 
 
 # --------------------------------------------------------------------------- registry
+
 
 class _Entry:
     __slots__ = ("ref", "adapter")
@@ -69,11 +71,12 @@ def register(obj: Any, name: str | None = None) -> Any:
             "register: this DataLoader has no torch.Generator (generator=None), so its "
             "shuffle order and worker seeds come from the global torch RNG, which also "
             "feeds dropout. Fix: DataLoader(..., generator=fwd9m.data.torch_generator(seed))",
-            Fwd9mWarning, stacklevel=2)
+            Fwd9mWarning,
+            stacklevel=2,
+        )
     if name is None:
         name = f"{adapter.kind}@{id(obj):x}"
-        logger.info("register: %s has no name; it will not restore in another process",
-                    name)
+        logger.info("register: %s has no name; it will not restore in another process", name)
     _REGISTRY[name] = _Entry(obj, adapter)
     return obj
 
@@ -159,20 +162,23 @@ def restore_rng_state(state: State, *, strict: bool = False) -> RestoreReport:
             plan.append((name, lambda f=live[name][1], s=sub: f(s)))
         elif name.startswith("user.") and name[5:] in regs:
             obj = regs[name[5:]]
-            plan.append((name, lambda a=_REGISTRY[name[5:]].adapter, o=obj, s=sub:
-                         a.set(o, s)))
+            plan.append((name, lambda a=_REGISTRY[name[5:]].adapter, o=obj, s=sub: a.set(o, s)))
         else:
             report.missing.append(name)
     optional = optional_sources()
     report.not_in_state = sorted(
         [n for n in live if n not in state and n not in optional]
-        + ["user." + n for n in regs if "user." + n not in state])
+        + ["user." + n for n in regs if "user." + n not in state]
+    )
     if report.missing:
-        msg = (f"RNG state has sources with nothing to restore into: {report.missing} "
-               f"(framework not imported or generator not registered here)")
+        msg = (
+            f"RNG state has sources with nothing to restore into: {report.missing} "
+            f"(framework not imported or generator not registered here)"
+        )
         if strict:
-            raise ConfigurationError(msg + ". Fix: import the framework / register(obj, "
-                                           "name) before restoring, or strict=False")
+            raise ConfigurationError(
+                msg + ". Fix: import the framework / register(obj, name) before restoring, or strict=False"
+            )
         logger.warning(msg)
     _validate(state)
     # Snapshot what we are about to change, so a failure part-way rolls back.
@@ -212,17 +218,18 @@ def _validate(state: State) -> None:
 
     py = state.get("python")
     if py is not None:
-        need(isinstance(py, dict) and _shape(py.get("words")) == (625,),
-             "python", "expected 625 MT19937 words")
+        need(isinstance(py, dict) and _shape(py.get("words")) == (625,), "python", "expected 625 MT19937 words")
     t = state.get("torch")
     if t is not None:
         a = _array(t)
-        need(a is not None and a.dtype == np.uint8 and a.ndim == 1, "torch",
-             "expected a 1-D uint8 array")
+        need(a is not None and a.dtype == np.uint8 and a.ndim == 1, "torch", "expected a 1-D uint8 array")
     n = state.get("numpy")
     if n is not None:
-        need(isinstance(n, dict) and "bit_generator" in n and "state" in n, "numpy",
-             "expected numpy.random.get_state(legacy=False)")
+        need(
+            isinstance(n, dict) and "bit_generator" in n and "state" in n,
+            "numpy",
+            "expected numpy.random.get_state(legacy=False)",
+        )
     for name, sub in state.items():
         _check_mt19937(sub, name, need)
 
@@ -249,10 +256,12 @@ def _check_mt19937(tree, src, need, depth: int = 0) -> None:
     if isinstance(tree, dict):
         if tree.get("bit_generator") == "MT19937" and isinstance(tree.get("state"), dict):
             pos = tree["state"].get("pos")
-            need(isinstance(pos, numbers.Integral) and not isinstance(pos, bool) and 0 <= pos <= 624, src,
-                 f"MT19937 position {pos!r} is outside 0..624")
-            need(_shape(tree["state"].get("key")) == (624,), src,
-                 "expected 624 MT19937 key words")
+            need(
+                isinstance(pos, numbers.Integral) and not isinstance(pos, bool) and 0 <= pos <= 624,
+                src,
+                f"MT19937 position {pos!r} is outside 0..624",
+            )
+            need(_shape(tree["state"].get("key")) == (624,), src, "expected 624 MT19937 key words")
         for v in tree.values():
             _check_mt19937(v, src, need, depth + 1)
     elif isinstance(tree, list):

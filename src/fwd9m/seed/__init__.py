@@ -18,8 +18,7 @@ from ._derive import derive_seed, jax_key
 from ._everything import ENV_VAR, MAX_SEED, current_seed, seed_everything
 from ._seeder import Seeder
 
-__all__ = ["seed_everything", "derive_seed", "Seeder", "jax_key", "ENV_VAR", "MAX_SEED",
-           "current_seed"]
+__all__ = ["seed_everything", "derive_seed", "Seeder", "jax_key", "ENV_VAR", "MAX_SEED", "current_seed"]
 
 # The public class keeps the module name (repr, pickling, docs) it had before
 # fwd9m.seed became a package.

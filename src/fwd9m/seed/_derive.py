@@ -46,8 +46,8 @@ def _encode_key(key: Any) -> bytes:
         tag, payload = b"t", b"".join(_encode_key(k) for k in key)
     else:
         raise TypeError(
-            f"derive_seed keys must be int, str, bytes, bool, None or tuples of them; "
-            f"got {type(key).__name__} {key!r}")
+            f"derive_seed keys must be int, str, bytes, bool, None or tuples of them; got {type(key).__name__} {key!r}"
+        )
     return tag + _PACK_LEN(len(payload)) + payload
 
 

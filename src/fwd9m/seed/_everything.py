@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import secrets
 import sys
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from .. import _frameworks
 from .._frameworks import installed_version, resolve
@@ -45,7 +46,8 @@ def _check_seed(seed: Any, *, name: str = "seed", maximum: int | None = MAX_SEED
             f"{name}={value} is out of range: seeds must be in [0, {maximum}] "
             f"(NumPy's global RNG accepts only 32-bit unsigned seeds).\n"
             f"Fix: pass a smaller seed, or fold a large one: "
-            f"fwd9m.derive_seed({value}, bits=32)")
+            f"fwd9m.derive_seed({value}, bits=32)"
+        )
     return value
 
 
@@ -65,7 +67,8 @@ def current_seed() -> int | None:
     except ValueError:
         raise ConfigurationError(
             f"environment variable {ENV_VAR}={raw!r} is not an integer.\n"
-            f"Fix: export {ENV_VAR}=<int in [0, {MAX_SEED}]> or unset it") from None
+            f"Fix: export {ENV_VAR}=<int in [0, {MAX_SEED}]> or unset it"
+        ) from None
     return _check_seed(value, name=ENV_VAR)
 
 
@@ -82,13 +85,17 @@ def _seed_or_default(seed: Any, caller: str) -> Any:
     seed = current_seed()
     if seed is None:
         seed = secrets.randbelow(MAX_SEED + 1)
-        logger.warning("%s: no seed given and %s unset; using fresh random seed %d. "
-                       "Pass seed=%d to repeat this run.", caller, ENV_VAR, seed, seed)
+        logger.warning(
+            "%s: no seed given and %s unset; using fresh random seed %d. Pass seed=%d to repeat this run.",
+            caller,
+            ENV_VAR,
+            seed,
+            seed,
+        )
     return seed
 
 
-def seed_everything(seed: int | None = None,
-                    frameworks: str | Iterable[str] | None = None) -> int:
+def seed_everything(seed: int | None = None, frameworks: str | Iterable[str] | None = None) -> int:
     """Seed Python, NumPy and every imported (or named) framework; return the seed.
 
     Seeds, in this order: Python's :mod:`random` (``random.seed(seed)``), NumPy's legacy
@@ -119,14 +126,13 @@ def seed_everything(seed: int | None = None,
         TypeError: seed is not an int (``bool`` is rejected).
     """
     seed = _check_seed(_seed_or_default(seed, "seed_everything"))
-    names = resolve(list(frameworks) if frameworks is not None
-                    and not isinstance(frameworks, str) else frameworks)
-    absent = [n for n in names if n != "jax" and n not in sys.modules
-              and installed_version(n) is None]
+    names = resolve(list(frameworks) if frameworks is not None and not isinstance(frameworks, str) else frameworks)
+    absent = [n for n in names if n != "jax" and n not in sys.modules and installed_version(n) is None]
     if absent:  # checked before anything is seeded
         raise ConfigurationError(
             f"seed_everything: frameworks {absent} were named but are not installed. "
-            f"Fix: install them, or leave them out of frameworks=")
+            f"Fix: install them, or leave them out of frameworks="
+        )
 
     import random
 
@@ -139,17 +145,18 @@ def seed_everything(seed: int | None = None,
         np.random.seed(seed)
     # Order matters: a backend whose seed() reseeds others (Keras' set_random_seed
     # reseeds TF and torch) runs first, and the framework-specific calls have the last word.
-    ordered = sorted(_frameworks.backends([n for n in _frameworks.FRAMEWORKS if n in names]),
-                     key=lambda b: not b.seeds_others)
+    ordered = sorted(
+        _frameworks.backends([n for n in _frameworks.FRAMEWORKS if n in names]), key=lambda b: not b.seeds_others
+    )
     for b in ordered:
         try:
             b.seed(seed)
         except ImportError as exc:
             raise ConfigurationError(
                 f"seed_everything: framework {b.name!r} was named but cannot be imported "
-                f"({exc}). Fix: install it, or leave it out of frameworks=") from exc
+                f"({exc}). Fix: install it, or leave it out of frameworks="
+            ) from exc
     # Keras' set_random_seed reseeded python/numpy with the same seed: harmless.
     os.environ[ENV_VAR] = str(seed)
-    logger.info("seed_everything(%d): python, numpy%s", seed,
-                "".join(", " + b.name for b in ordered))
+    logger.info("seed_everything(%d): python, numpy%s", seed, "".join(", " + b.name for b in ordered))
     return seed

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..errors import ConfigurationError
 from ._derive import derive_seed, jax_key
@@ -17,8 +18,7 @@ def _env_int(names: tuple[str, ...], default: int) -> int:
             try:
                 return int(raw)
             except ValueError:
-                raise ConfigurationError(f"environment variable {n}={raw!r} is not an "
-                                         f"integer") from None
+                raise ConfigurationError(f"environment variable {n}={raw!r} is not an integer") from None
     return default
 
 
@@ -46,23 +46,28 @@ class Seeder:
         ConfigurationError: negative seed, or rank not in ``[0, world_size)``.
     """
 
-    def __init__(self, seed: int | None = None, *, rank: int | None = None,
-                 world_size: int | None = None) -> None:
+    def __init__(self, seed: int | None = None, *, rank: int | None = None, world_size: int | None = None) -> None:
         self.base_seed = _check_seed(_seed_or_default(seed, "Seeder"), maximum=None)
         self.rank = _env_int(("RANK",), 0) if rank is None else int(rank)
         self.world_size = _env_int(("WORLD_SIZE",), 1) if world_size is None else int(world_size)
         if not 0 <= self.rank < self.world_size:
-            raise ConfigurationError(f"rank={self.rank} must be in [0, world_size="
-                                     f"{self.world_size})")
+            raise ConfigurationError(f"rank={self.rank} must be in [0, world_size={self.world_size})")
         self.epoch: int | None = None
         self._registered: dict[str, Any] = {}
 
     def __repr__(self) -> str:
-        return (f"Seeder({self.base_seed}, rank={self.rank}, world_size={self.world_size}, "
-                f"epoch={self.epoch})")
+        return f"Seeder({self.base_seed}, rank={self.rank}, world_size={self.world_size}, epoch={self.epoch})"
 
-    def seed(self, task: Any = "", *, epoch: int | None = None, step: int | None = None,
-             worker: int | None = None, shared: bool = False, bits: int = 64) -> int:
+    def seed(
+        self,
+        task: Any = "",
+        *,
+        epoch: int | None = None,
+        step: int | None = None,
+        worker: int | None = None,
+        shared: bool = False,
+        bits: int = 64,
+    ) -> int:
         """The seed for one coordinate of the run (see the class docstring).
 
         Args:
@@ -75,8 +80,9 @@ class Seeder:
         Returns:
             int in ``[0, 2**bits - 1]``.
         """
-        return derive_seed(self.base_seed, "fwd9m.Seeder", task, epoch, step,
-                           None if shared else self.rank, worker, bits=bits)
+        return derive_seed(
+            self.base_seed, "fwd9m.Seeder", task, epoch, step, None if shared else self.rank, worker, bits=bits
+        )
 
     def numpy(self, task: Any = "", **coords: Any) -> Any:
         """A fresh ``numpy.random.Generator`` (PCG64) for ``seed(task, **coords)``."""
@@ -96,11 +102,11 @@ class Seeder:
         """A JAX key for ``seed(task, **coords, bits=32)``."""
         return jax_key(self.seed(task, bits=32, **coords))
 
-    def seed_everything(self, epoch: int | None = None, *, shared: bool = False,
-                        frameworks: str | Iterable[str] | None = None) -> int:
+    def seed_everything(
+        self, epoch: int | None = None, *, shared: bool = False, frameworks: str | Iterable[str] | None = None
+    ) -> int:
         """``seed_everything`` with this Seeder's 32-bit seed for ``("global", epoch)``."""
-        return seed_everything(self.seed("global", epoch=epoch, shared=shared, bits=32),
-                               frameworks)
+        return seed_everything(self.seed("global", epoch=epoch, shared=shared, bits=32), frameworks)
 
     def register(self, obj: Any, name: str, *, shared: bool = False) -> Any:
         """Reseed ``obj`` at every :meth:`set_epoch` (kinds: see ``fwd9m.rng.register``).

@@ -42,10 +42,21 @@ __all__ = [
 ]
 
 
-def step_digest(step: int | None = None, *, loss: Any = None, params: Any = None, grads: Any = None,
-                buffers: Any = None, optimizer: Any = None, batch: Any = None, key: Any = None,
-                rng: Any = None, values: Any = None, global_rng: bool = True,
-                path: str | os.PathLike[str] | None = None) -> bool:
+def step_digest(
+    step: int | None = None,
+    *,
+    loss: Any = None,
+    params: Any = None,
+    grads: Any = None,
+    buffers: Any = None,
+    optimizer: Any = None,
+    batch: Any = None,
+    key: Any = None,
+    rng: Any = None,
+    values: Any = None,
+    global_rng: bool = True,
+    path: str | os.PathLike[str] | None = None,
+) -> bool:
     """Record one training step's digests.
 
     Call it once per step, outside ``jax.jit`` (with the step's outputs), in a custom
@@ -74,11 +85,20 @@ def step_digest(step: int | None = None, *, loss: Any = None, params: Any = None
     from ._values import digest_leaves, flatten, global_rng_leaves
 
     if path is None and for_path(None) is None:
-        raise ConfigurationError("step_digest() has nowhere to write: pass path='run.steps', or run the "
-                                 "script with: fwd9m run --digests run.steps train.py")
+        raise ConfigurationError(
+            "step_digest() has nowhere to write: pass path='run.steps', or run the "
+            "script with: fwd9m run --digests run.steps train.py"
+        )
     entries = []
-    for group, value in (("batch", batch), ("loss", loss), ("grads", grads), ("params", params),
-                         ("buffers", buffers), ("optimizer", optimizer), ("values", values)):
+    for group, value in (
+        ("batch", batch),
+        ("loss", loss),
+        ("grads", grads),
+        ("params", params),
+        ("buffers", buffers),
+        ("optimizer", optimizer),
+        ("values", values),
+    ):
         entries += digest_leaves(group, [(n or group, v) for n, v in flatten("", value)])
     rng_leaves = list(flatten("key", key)) + list(flatten("rng", rng))
     if global_rng:

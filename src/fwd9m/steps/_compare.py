@@ -103,8 +103,11 @@ class StepsReport:
         if self.environment:
             from ..environment import render_diff
 
-            head = ("The environments differ (a likely cause):" if not self.reproducible
-                    else "Note: the environments differ, yet every step agrees:")
+            head = (
+                "The environments differ (a likely cause):"
+                if not self.reproducible
+                else "Note: the environments differ, yet every step agrees:"
+            )
             lines += ["", head, *("  " + ln for ln in render_diff(self.environment[:10]).splitlines())]
             if len(self.environment) > 10:
                 lines.append(f"  ... and {len(self.environment) - 10} more")
@@ -116,20 +119,29 @@ class StepsReport:
         if self.first is not None:
             d = self.first
             agree = f"steps 0..{d.index - 1} agree" if d.index else "no earlier step"
-            where = f"step {d.step_b}" if d.step_a == d.step_b else f"record {d.index} ({a}: step {d.step_a}, {b}: step {d.step_b})"
+            where = (
+                f"step {d.step_b}"
+                if d.step_a == d.step_b
+                else f"record {d.index} ({a}: step {d.step_a}, {b}: step {d.step_b})"
+            )
             return [f"NOT REPRODUCIBLE: first difference at {where} ({agree}) between {a} and {b}."]
         if self.length is not None:
             return [f"NOT REPRODUCIBLE: {self.length}"]
         if self.unverified:
-            return [(f"REPRODUCIBLE where compared: {self.steps - self.unverified} of {self.steps} steps agree "
-                     f"between {a} and {b}; {self.unverified} could not be digested in one of the runs, so "
-                     f"they were not compared (see the warning the run logged).")]
+            return [
+                (
+                    f"REPRODUCIBLE where compared: {self.steps - self.unverified} of {self.steps} steps agree "
+                    f"between {a} and {b}; {self.unverified} could not be digested in one of the runs, so "
+                    f"they were not compared (see the warning the run logged)."
+                )
+            ]
         return [f"REPRODUCIBLE: all {self.steps} steps agree between {a} and {b}."]
 
 
 def _difference_lines(d: StepDifference, label_a: str, label_b: str) -> list[str]:
-    lines = [f"  {len(d.differ)} of {d.compared} digests differ"
-             + (f"; earliest: {d.differ[0][0]}" if d.differ else "")]
+    lines = [
+        f"  {len(d.differ)} of {d.compared} digests differ" + (f"; earliest: {d.differ[0][0]}" if d.differ else "")
+    ]
     by_group: dict[str, list[str]] = {}
     for g, n, ma, mb in d.differ:
         by_group.setdefault(g, []).append(f"{n} ({ma})" if ma == mb else f"{n} ({ma} vs {mb})")
@@ -158,8 +170,10 @@ def _environment(header_a: dict, header_b: dict) -> list[Any]:
 def _length(label_a: str, steps_a: int, complete_a: bool, label_b: str, steps_b: int) -> str | None:
     if steps_a == steps_b:
         return None
-    return (f"the first {min(steps_a, steps_b)} steps agree, but {label_a} has {steps_a} steps"
-            f"{'' if complete_a else ' (its run did not finish)'} and {label_b} {steps_b}.")
+    return (
+        f"the first {min(steps_a, steps_b)} steps agree, but {label_a} has {steps_a} steps"
+        f"{'' if complete_a else ' (its run did not finish)'} and {label_b} {steps_b}."
+    )
 
 
 def diff_steps(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> StepsReport:
@@ -224,15 +238,18 @@ class Against:
         self.environment = _environment(self.reader.header, header)
 
     def _report(self, **kw) -> StepsReport:
-        return StepsReport(self.label_a, self.label_b, self.index, environment=self.environment,
-                           unverified=self.unverified, **kw)
+        return StepsReport(
+            self.label_a, self.label_b, self.index, environment=self.environment, unverified=self.unverified, **kw
+        )
 
     def step(self, record: StepRecord) -> StepsReport | None:
         ref = next(self._records, None)
         if ref is None:
-            return self._report(length=f"{self.label_a} ends after {self.index} steps"
-                                f"{'' if self.reader.complete else ' (its run did not finish)'}, but this run "
-                                f"has more (the first {self.index} agree); stopped here.")
+            return self._report(
+                length=f"{self.label_a} ends after {self.index} steps"
+                f"{'' if self.reader.complete else ' (its run did not finish)'}, but this run "
+                f"has more (the first {self.index} agree); stopped here."
+            )
         d = compare_records(self.index, ref, record)
         if d:
             return self._report(first=d)
@@ -244,6 +261,8 @@ class Against:
         rest = sum(1 for _ in self._records)
         self.reader.close()
         if rest:
-            return self._report(length=f"this run ended after {self.index} steps, but {self.label_a} has "
-                                f"{self.index + rest} (the first {self.index} agree).")
+            return self._report(
+                length=f"this run ended after {self.index} steps, but {self.label_a} has "
+                f"{self.index + rest} (the first {self.index} agree)."
+            )
         return self._report()

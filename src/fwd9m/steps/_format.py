@@ -97,8 +97,10 @@ def check_replaceable(path: str) -> None:
     from .._runtime.launch import shown
 
     if os.path.lexists(path) and not (os.path.isfile(path) and _may_replace(path)):
-        raise ConfigurationError(f"{shown(path)} exists and is not a step digest file fwd9m wrote; fwd9m "
-                                 f"does not overwrite it: name another file, e.g. run.steps")
+        raise ConfigurationError(
+            f"{shown(path)} exists and is not a step digest file fwd9m wrote; fwd9m "
+            f"does not overwrite it: name another file, e.g. run.steps"
+        )
 
 
 class StepWriter:
@@ -115,15 +117,17 @@ class StepWriter:
     def __init__(self, path: str | os.PathLike[str], header: dict[str, Any]):
         self.path = os.fspath(path)
         check_replaceable(self.path)
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0),
-                                       0o644)
+        self._fd: int | None = os.open(
+            self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644
+        )
         self._ids: dict[tuple[str, str, str], int] = {}
         self.steps = 0
         self.bytes_written = 0
         os.write(self._fd, MAGIC + struct.pack("<HH", FORMAT_VERSION, 0))
         self.bytes_written = 12
-        self._frame(b"H" + json.dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION, **header},
-                                      default=str).encode())
+        self._frame(
+            b"H" + json.dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION, **header}, default=str).encode()
+        )
 
     def _frame(self, payload: bytes) -> None:
         assert self._fd is not None
@@ -182,16 +186,19 @@ class StepReader:
         try:
             self._size = os.fstat(self._f.fileno()).st_size
             head = self._f.read(12)
-            if head[:len(MAGIC)] != MAGIC:
-                raise FileFormatError(f"{self.name} is not a fwd9m step digest file (no {MAGIC.decode()} "
-                                      f"signature); {_HINT}")
+            if head[: len(MAGIC)] != MAGIC:
+                raise FileFormatError(
+                    f"{self.name} is not a fwd9m step digest file (no {MAGIC.decode()} signature); {_HINT}"
+                )
             if len(head) < 12:
                 raise FileFormatError(f"{self.name} is truncated inside its header; write it again")
             (self.version,) = struct.unpack("<H", head[8:10])
             if self.version != FORMAT_VERSION:
-                raise FileFormatError(f"{self.name} uses step digest format version {self.version}, but this "
-                                      f"fwd9m reads version {FORMAT_VERSION} only; write it again with this "
-                                      f"fwd9m, or read it with the fwd9m version that wrote it")
+                raise FileFormatError(
+                    f"{self.name} uses step digest format version {self.version}, but this "
+                    f"fwd9m reads version {FORMAT_VERSION} only; write it again with this "
+                    f"fwd9m, or read it with the fwd9m version that wrote it"
+                )
             self._offset = 12
             payload = self._frame("its header")
             if payload is None or payload[:1] != b"H":
@@ -200,12 +207,17 @@ class StepReader:
                 header = json.loads(payload[1:])
             except (ValueError, RecursionError):
                 header = None
-            if not (isinstance(header, dict) and header.get("format") == FORMAT_NAME
-                    and header.get("version") == FORMAT_VERSION
-                    and isinstance(header.get("environment"), (dict, type(None)))
-                    and isinstance(header.get("program"), (dict, type(None)))):
-                raise FileFormatError(f"{self.name}: the header is not a step digest header of format "
-                                      f"version {FORMAT_VERSION} (damaged or edited); write it again")
+            if not (
+                isinstance(header, dict)
+                and header.get("format") == FORMAT_NAME
+                and header.get("version") == FORMAT_VERSION
+                and isinstance(header.get("environment"), (dict, type(None)))
+                and isinstance(header.get("program"), (dict, type(None)))
+            ):
+                raise FileFormatError(
+                    f"{self.name}: the header is not a step digest header of format "
+                    f"version {FORMAT_VERSION} (damaged or edited); write it again"
+                )
         except BaseException:
             self._f.close()
             raise
@@ -218,8 +230,10 @@ class StepReader:
         return self.end is not None
 
     def _damaged(self, what: str) -> FileFormatError:
-        return FileFormatError(f"{self.name}: damaged step digest file at byte {self._offset}: {what}; "
-                               f"write it again (fwd9m run --digests FILE train.py)")
+        return FileFormatError(
+            f"{self.name}: damaged step digest file at byte {self._offset}: {what}; "
+            f"write it again (fwd9m run --digests FILE train.py)"
+        )
 
     def _frame(self, where: str = "a record") -> bytes | None:
         """The next frame's payload; None at a clean end of file."""
@@ -230,8 +244,7 @@ class StepReader:
             raise self._damaged(f"cut off inside the length of {where}")
         (n,) = _U32.unpack(head)
         if n > MAX_FRAME_BYTES or n + 8 > self._size - self._offset:  # never allocate what is not there
-            raise self._damaged(f"{where} of {n} bytes is cut off (the file is truncated) or its "
-                                f"length is damaged")
+            raise self._damaged(f"{where} of {n} bytes is cut off (the file is truncated) or its length is damaged")
         body = self._f.read(n + 4)
         if len(body) < n + 4:
             raise self._damaged(f"{where} is cut off (the file is truncated)")
@@ -283,8 +296,10 @@ class StepReader:
 
     def _names(self, raw: bytes) -> list[tuple[str, str, str]]:
         value = self._json(raw)
-        if not (isinstance(value, list) and all(
-                isinstance(v, list) and len(v) == 3 and all(isinstance(s, str) for s in v) for v in value)):
+        if not (
+            isinstance(value, list)
+            and all(isinstance(v, list) and len(v) == 3 and all(isinstance(s, str) for s in v) for v in value)
+        ):
             raise self._damaged("a name record is not a list of [group, name, meta]")
         return [tuple(v) for v in value]  # type: ignore[misc]
 
@@ -293,8 +308,7 @@ class StepReader:
             raise self._damaged("a step record is cut short")
         _, step, count = _STEP.unpack_from(payload)
         if len(payload) != _STEP.size + count * _ENTRY.size:
-            raise self._damaged(f"a step record declares {count} digests but holds "
-                                f"{len(payload) - _STEP.size} bytes")
+            raise self._damaged(f"a step record declares {count} digests but holds {len(payload) - _STEP.size} bytes")
         digests = {}
         for k in range(count):
             i, dig = _ENTRY.unpack_from(payload, _STEP.size + k * _ENTRY.size)

@@ -52,8 +52,9 @@ class StepSession:
         FileFormatError: ``against`` is not a readable digest file.
     """
 
-    def __init__(self, out: str | None = None, against: str | None = None, *, stop: bool = True,
-                 program: dict | None = None) -> None:
+    def __init__(
+        self, out: str | None = None, against: str | None = None, *, stop: bool = True, program: dict | None = None
+    ) -> None:
         from ._compare import Against
 
         self.out, self.stop = out, stop
@@ -86,8 +87,7 @@ class StepSession:
         if self.against is not None:
             self.against.set_header(header)
 
-    def record(self, entries: list[tuple[str, str, str, int]], step: int | None = None,
-               source: str = AUTO) -> bool:
+    def record(self, entries: list[tuple[str, str, str, int]], step: int | None = None, source: str = AUTO) -> bool:
         """Record one step (``step`` defaults to the count so far). Returns False when
         the session ignored it (another source claimed it, or it stopped).
 
@@ -131,8 +131,7 @@ class StepSession:
         if not self.failed:
             from .._log import logger
 
-            logger.warning("fwd9m step digests: step %d not recorded: %s: %s", self.steps,
-                           type(exc).__name__, exc)
+            logger.warning("fwd9m step digests: step %d not recorded: %s: %s", self.steps, type(exc).__name__, exc)
         self.failed += 1
 
     def _diverged(self, report: Any) -> None:
@@ -140,8 +139,7 @@ class StepSession:
         from .._runtime.launch import shown
 
         if self.writer is not None:
-            self.writer.close({"completed": False, "stopped": "differs from the reference",
-                               "at_record": report.steps})
+            self.writer.close({"completed": False, "stopped": "differs from the reference", "at_record": report.steps})
         text = report.render()
         if self.writer is not None:
             text += f"\nThis run's digests up to there: {shown(self.out or '')}"
@@ -159,10 +157,13 @@ class StepSession:
         if self.report is not None:
             return 1 if status in (0, None) else status
         if self.steps == 0 and self.out:
-            print("fwd9m: no training step was recorded (no optimizer.step() under PyTorch, and no "
-                  "step_digest() call or callback); the digest file holds no steps. For Keras, "
-                  "Lightning, HF Trainer, JAX or a custom loop add the callback or call "
-                  "fwd9m.debug.step_digest(...) (README: Step digests)", file=sys.stderr)
+            print(
+                "fwd9m: no training step was recorded (no optimizer.step() under PyTorch, and no "
+                "step_digest() call or callback); the digest file holds no steps. For Keras, "
+                "Lightning, HF Trainer, JAX or a custom loop add the callback or call "
+                "fwd9m.debug.step_digest(...) (README: Step digests)",
+                file=sys.stderr,
+            )
             self._start()
         if self.writer is not None:
             self.writer.close({"completed": status in (0, None), "exit_status": status})
@@ -219,6 +220,8 @@ def require(path: str | os.PathLike[str] | None, what: str) -> StepSession:
     if session is None:
         from ..errors import ConfigurationError
 
-        raise ConfigurationError(f"{what} has nowhere to write: pass a path, {what}('run.steps'), or run "
-                                 f"the script with: fwd9m run --digests run.steps train.py")
+        raise ConfigurationError(
+            f"{what} has nowhere to write: pass a path, {what}('run.steps'), or run "
+            f"the script with: fwd9m run --digests run.steps train.py"
+        )
     return session

@@ -82,10 +82,13 @@ def optimizer_entries(optimizer, model=None, *, grads: bool = True) -> list[tupl
         for k in ("lr", "momentum", "betas", "weight_decay"):
             if k in group:
                 state.append((f"group{gi}.{k}", group[k]))
-    groups = [("grads", [(n, p.grad) for n, p in params if p.grad is not None] if grads else []),
-              ("params", params),
-              ("buffers", list(model.named_buffers()) if model is not None else []),
-              ("optimizer", state), ("rng", global_rng_leaves())]
+    groups = [
+        ("grads", [(n, p.grad) for n, p in params if p.grad is not None] if grads else []),
+        ("params", params),
+        ("buffers", list(model.named_buffers()) if model is not None else []),
+        ("optimizer", state),
+        ("rng", global_rng_leaves()),
+    ]
     return digest_groups(groups)  # one batched digest for the whole step
 
 

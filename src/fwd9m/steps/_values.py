@@ -29,8 +29,7 @@ def flatten(prefix: str, value: Any) -> Iterator[tuple[str, Any]]:
     sequence indices, a torch module's named parameters); None is skipped."""
     if value is None:
         return
-    if isinstance(value, dict) or (hasattr(value, "items") and hasattr(value, "keys")
-                                   and not hasattr(value, "shape")):
+    if isinstance(value, dict) or (hasattr(value, "items") and hasattr(value, "keys") and not hasattr(value, "shape")):
         for k, v in value.items():
             yield from flatten(f"{prefix}.{k}" if prefix else str(k), v)
     elif isinstance(value, (list, tuple)):
@@ -75,7 +74,7 @@ def _plain(value: Any):
     if isinstance(value, bool):
         return np.asarray(value)
     if isinstance(value, int):
-        return np.asarray(value, np.int64) if -2**63 <= value < 2**63 else str(value).encode()
+        return np.asarray(value, np.int64) if -(2**63) <= value < 2**63 else str(value).encode()
     return np.asarray(value, np.float64)
 
 
@@ -115,8 +114,10 @@ def digest_groups(groups: list[tuple[str, list[tuple[str, Any]]]]) -> list[tuple
             try:
                 dig = fingerprint.digest(v)
             except (TypeError, ValueError) as exc:
-                raise TypeError(f"step digest: {group}/{name} is a {type(v).__name__}, not an array or a "
-                                f"number ({exc}); pass arrays, tensors, numbers, or dicts/lists of them") from None
+                raise TypeError(
+                    f"step digest: {group}/{name} is a {type(v).__name__}, not an array or a "
+                    f"number ({exc}); pass arrays, tensors, numbers, or dicts/lists of them"
+                ) from None
             entries.append((group, name, meta_of(v), dig))
     if batched:
         for i, d in zip(batched, _cpu_digests([entries[i][3] for i in batched])):
@@ -138,7 +139,7 @@ def _cpu_digests(tensors: list) -> list[int]:
     for k, t in enumerate(tensors):
         words += t.numel() * t.element_size() // 4 + fingerprint.ROW_WORDS
         if words >= _BATCH_WORDS:
-            out += _cpu_batch(tensors[start:k + 1])
+            out += _cpu_batch(tensors[start : k + 1])
             start, words = k + 1, 0
     return out + _cpu_batch(tensors[start:])
 

@@ -51,8 +51,7 @@ class StepDigests(pl.Callback):
             self.session._warn(exc)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self.session.record_safely(lambda: self._entries(trainer, pl_module, outputs, batch),
-                                   source="lightning")
+        self.session.record_safely(lambda: self._entries(trainer, pl_module, outputs, batch), source="lightning")
 
     def _entries(self, trainer, pl_module, outputs, batch) -> list:
         from ._torch import optimizer_entries

@@ -34,10 +34,20 @@ from ._recipe import (  # noqa: F401  (Step: the type of Recipe.steps, public be
     recipe,
 )
 
-__all__ = ["enable_determinism", "startup_env", "recipe", "Recipe", "patch",
-           "LegacyAPIWarning", "OP_DETERMINISM_SINCE", "DETERMINISTIC_OPS_ENV_SINCE",
-           "CUDNN_DETERMINISTIC_ENV_SINCE", "CUDNN_FRONTEND_WORKAROUND", "NGC_SINCE",
-           "NEWEST_KNOWN"]
+__all__ = [
+    "enable_determinism",
+    "startup_env",
+    "recipe",
+    "Recipe",
+    "patch",
+    "LegacyAPIWarning",
+    "OP_DETERMINISM_SINCE",
+    "DETERMINISTIC_OPS_ENV_SINCE",
+    "CUDNN_DETERMINISTIC_ENV_SINCE",
+    "CUDNN_FRONTEND_WORKAROUND",
+    "NGC_SINCE",
+    "NEWEST_KNOWN",
+]
 
 # Public classes keep the public module name (repr, pickling, docs) they had before
 # fwd9m.tensorflow became a package.

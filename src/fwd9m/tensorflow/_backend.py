@@ -4,7 +4,8 @@ inside the methods; its private API is reached through :mod:`._private`."""
 from __future__ import annotations
 
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .._backend import BackendBase, Source
 
@@ -19,8 +20,10 @@ def _cap_seed():
     seed = ctx._seed
     from ..rng._adapters import _py_get
 
-    return {"global_seed": None if seed is None else int(seed),
-            "op_seed_rng": None if rng is None or seed is None else _py_get(rng)}
+    return {
+        "global_seed": None if seed is None else int(seed),
+        "op_seed_rng": None if rng is None or seed is None else _py_get(rng),
+    }
 
 
 def _set_seed(s):
@@ -82,8 +85,10 @@ class TensorFlowBackend(BackendBase):
         tf.random.set_seed(seed)
 
     def rng_sources(self) -> dict[str, Source]:
-        return {"tensorflow": (_cap_seed, _set_seed),
-                "tensorflow.global_generator": (_cap_global_generator, _set_global_generator)}
+        return {
+            "tensorflow": (_cap_seed, _set_seed),
+            "tensorflow.global_generator": (_cap_global_generator, _set_global_generator),
+        }
 
     def to_numpy(self, value: Any):
         import numpy as np
@@ -100,7 +105,7 @@ class TensorFlowBackend(BackendBase):
         return None
 
     def expand(self, value: Any) -> tuple[Mapping[str, Any], bool] | None:
-        from ..keras._backend import layer_weights, layer_types
+        from ..keras._backend import layer_types, layer_weights
 
         types = layer_types()
         if types and isinstance(value, types):

@@ -37,10 +37,17 @@ def startup_env(version: str | None = None, environ: dict | None = None) -> list
             if c:
                 out.append(c)
                 env[step.name] = c.new
-    c = env_change("tensorflow", "XLA_FLAGS", _XLA_FLAG,
-                   "XLA (jit_compile=True, Keras jit_compile) picks nondeterministic GPU "
-                   "kernels (scatter, autotuned GEMM/conv) without it; read once, when XLA "
-                   "starts", cite("keras.jit-compile", _XLA_SOURCE), append_flag=True, environ=env)
+    c = env_change(
+        "tensorflow",
+        "XLA_FLAGS",
+        _XLA_FLAG,
+        "XLA (jit_compile=True, Keras jit_compile) picks nondeterministic GPU "
+        "kernels (scatter, autotuned GEMM/conv) without it; read once, when XLA "
+        "starts",
+        cite("keras.jit-compile", _XLA_SOURCE),
+        append_flag=True,
+        environ=env,
+    )
     if c:
         out.append(c)
     return out
@@ -90,13 +97,21 @@ def enable_determinism(seed: int | None = None, *, _simulate_version: str | None
         elif step.kind == "patch":
             for target, old in _apply_patches(tf):
                 _record(changes, Change("tensorflow", target, old, step.value, step.why, step.source))
-    set_env("tensorflow", "XLA_FLAGS", _XLA_FLAG,
-            "XLA (jit_compile=True) picks nondeterministic GPU kernels without it; only "
-            "effective if XLA has not started in this process (use `fwd9m run`)",
-            cite("keras.jit-compile", _XLA_SOURCE), append_flag=True, changes=changes)
+    set_env(
+        "tensorflow",
+        "XLA_FLAGS",
+        _XLA_FLAG,
+        "XLA (jit_compile=True) picks nondeterministic GPU kernels without it; only "
+        "effective if XLA has not started in this process (use `fwd9m run`)",
+        cite("keras.jit-compile", _XLA_SOURCE),
+        append_flag=True,
+        changes=changes,
+    )
     if plan.name != "op-determinism" and is_fully_imported("tensorflow"):
-        changes.note("TensorFlow reads TF_DETERMINISTIC_OPS/TF_CUDNN_* when ops first run; "
-                     "call this before building the model, or launch with `fwd9m run`")
+        changes.note(
+            "TensorFlow reads TF_DETERMINISTIC_OPS/TF_CUDNN_* when ops first run; "
+            "call this before building the model, or launch with `fwd9m run`"
+        )
     change = _seeding.seed(seed)
     if change:
         changes.append(change)

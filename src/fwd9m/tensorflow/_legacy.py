@@ -37,13 +37,17 @@ def patch(*, _simulate_version: str | None = None) -> Changes:
     version = _simulate_version or tf.version.VERSION
     plan = recipe(version)  # raises for unsupported versions, naming the fix
     if plan.name == "cudnn-deterministic+patch":
-        msg = ("patch() is deprecated; applying the TF 1.14-2.0 patch recipe. Use "
-               "fwd9m.tensorflow.enable_determinism(seed=...) instead, which also seeds "
-               "and keeps working on newer TensorFlow.")
+        msg = (
+            "patch() is deprecated; applying the TF 1.14-2.0 patch recipe. Use "
+            "fwd9m.tensorflow.enable_determinism(seed=...) instead, which also seeds "
+            "and keeps working on newer TensorFlow."
+        )
     else:
-        msg = (f"patch() is deprecated and has no meaning for TensorFlow {version}; "
-               "ran fwd9m.tensorflow.enable_determinism() instead. Replace the call with "
-               "fwd9m.tensorflow.enable_determinism(seed=...).")
+        msg = (
+            f"patch() is deprecated and has no meaning for TensorFlow {version}; "
+            "ran fwd9m.tensorflow.enable_determinism() instead. Replace the call with "
+            "fwd9m.tensorflow.enable_determinism(seed=...)."
+        )
     warnings.warn(msg, LegacyAPIWarning, stacklevel=_stacklevel())
     logger.warning("%s", msg)
     return enable_determinism(_simulate_version=_simulate_version)

@@ -64,8 +64,7 @@ def _make_bias_add(tf):
             if data_format is not None and data_format.startswith("NC"):
                 shape = tf.concat([[1, tf.size(bias)], tf.ones([tf.rank(value) - 2], tf.int32)], 0)
                 bias = tf.reshape(bias, shape)
-            elif data_format is not None and not (data_format.startswith("N")
-                                                  and data_format.endswith("C")):
+            elif data_format is not None and not (data_format.startswith("N") and data_format.endswith("C")):
                 raise ValueError("data_format must be of the form `N...C` or `NC...`")
             return tf.add(value, bias)
 
@@ -74,7 +73,7 @@ def _make_bias_add(tf):
 
 
 def _make_unsorted_segment_sum(tf):
-    original = getattr(tf.math, "unsorted_segment_sum")
+    original = tf.math.unsorted_segment_sum
 
     def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
         """Deterministic ``unsorted_segment_sum`` for floating types (fwd9m patch for TF
@@ -87,7 +86,7 @@ def _make_unsorted_segment_sum(tf):
             ids = tf.convert_to_tensor(segment_ids)
             flat_ids = tf.reshape(ids, [-1])
             rows = tf.size(flat_ids)
-            tail = tf.shape(data)[tf.rank(ids):]
+            tail = tf.shape(data)[tf.rank(ids) :]
             matrix = tf.reshape(data, tf.stack([rows, tf.reduce_prod(tail)]))
             onehot = tf.one_hot(flat_ids, tf.cast(num_segments, tf.int32), dtype=data.dtype)
             summed = tf.matmul(onehot, matrix, transpose_a=True)
@@ -104,8 +103,9 @@ def _make_segment_sum(tf):
         """Deterministic ``segment_sum`` (fwd9m patch for TF 1.14-2.0): sorted ids, so
         the number of segments is ``max(ids) + 1``."""
         ids = tf.convert_to_tensor(segment_ids)
-        count = tf.cond(tf.size(ids) > 0, lambda: tf.cast(tf.reduce_max(ids), tf.int32) + 1,
-                        lambda: tf.constant(0, tf.int32))
+        count = tf.cond(
+            tf.size(ids) > 0, lambda: tf.cast(tf.reduce_max(ids), tf.int32) + 1, lambda: tf.constant(0, tf.int32)
+        )
         return unsorted(data, ids, count, name=name or "SegmentSum")
 
     segment_sum._fwd9m_patch = True

@@ -36,15 +36,24 @@ importing this module imports no framework.
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["eager_execute", "eager_context", "global_generator", "op_determinism_query", "op_modules",
-           "op_callbacks", "op_callback_skip_ops", "make_ndarray", "in_xla_context",
-           "extract_stack"]
+__all__ = [
+    "eager_execute",
+    "eager_context",
+    "global_generator",
+    "op_determinism_query",
+    "op_modules",
+    "op_callbacks",
+    "op_callback_skip_ops",
+    "make_ndarray",
+    "in_xla_context",
+    "extract_stack",
+]
 
 #: TensorFlow's private op modules that hold ``bias_add`` and the segment sums
-OP_MODULES = ("tensorflow.python.ops.nn", "tensorflow.python.ops.nn_ops",
-              "tensorflow.python.ops.math_ops")
+OP_MODULES = ("tensorflow.python.ops.nn", "tensorflow.python.ops.nn_ops", "tensorflow.python.ops.math_ops")
 
 
 def eager_context() -> Any:

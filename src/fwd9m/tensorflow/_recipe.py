@@ -76,8 +76,9 @@ def _parse(text: str, what: str) -> Version:
         try:
             v = Version(head)
         except InvalidVersion:
-            raise ConfigurationError(f"cannot parse {what} version {text!r}; expected e.g. "
-                                     f"'2.21.0' or, for NGC, '22.01-tf2'") from None
+            raise ConfigurationError(
+                f"cannot parse {what} version {text!r}; expected e.g. '2.21.0' or, for NGC, '22.01-tf2'"
+            ) from None
     return Version(".".join(str(p) for p in v.release[:2]))  # major.minor
 
 
@@ -104,63 +105,103 @@ def recipe(version: str | None = None, ngc: str | None = None) -> Recipe:
     ngc_v = _parse(ngc, "NGC container") if ngc else None
     notes: list[str] = []
     if tf_v > NEWEST_KNOWN:
-        notes.append(f"TensorFlow {version} is newer than any version fwd9m knows "
-                     f"(newest checked: {NEWEST_KNOWN}); applied the newest recipe "
-                     f"(enable_op_determinism). Check `fwd9m catalog --framework tensorflow`.")
+        notes.append(
+            f"TensorFlow {version} is newer than any version fwd9m knows "
+            f"(newest checked: {NEWEST_KNOWN}); applied the newest recipe "
+            f"(enable_op_determinism). Check `fwd9m catalog --framework tensorflow`."
+        )
     steps: list[Step] = []
     if tf_v >= OP_DETERMINISM_SINCE:
         name = "op-determinism"
-        steps.append(Step("op_determinism", "tf.config.experimental.enable_op_determinism()",
-                          "True", "ops with nondeterministic kernels (GPU atomics, cuDNN "
-                          "autotuning, parallel tf.data) switch to deterministic ones or raise",
-                          cite("tensorflow.cudnn-autotune", "tensorflow.segment-reduction",
-                               _OP_D9M_DOC)))
+        steps.append(
+            Step(
+                "op_determinism",
+                "tf.config.experimental.enable_op_determinism()",
+                "True",
+                "ops with nondeterministic kernels (GPU atomics, cuDNN "
+                "autotuning, parallel tf.data) switch to deterministic ones or raise",
+                cite("tensorflow.cudnn-autotune", "tensorflow.segment-reduction", _OP_D9M_DOC),
+            )
+        )
     elif tf_v >= DETERMINISTIC_OPS_ENV_SINCE or (ngc_v is not None and ngc_v >= NGC_SINCE):
         name = "env-deterministic-ops"
-        steps.append(Step("env", "TF_DETERMINISTIC_OPS", "1",
-                          "this TensorFlow's determinism switch (deterministic cuDNN "
-                          "convolution/max-pool and bias_add backprop)",
-                          cite("tensorflow.bias-add-backprop", "tensorflow.cudnn-autotune",
-                               "https://github.com/tensorflow/tensorflow/pull/31465", _STATUS)))
+        steps.append(
+            Step(
+                "env",
+                "TF_DETERMINISTIC_OPS",
+                "1",
+                "this TensorFlow's determinism switch (deterministic cuDNN convolution/max-pool and bias_add backprop)",
+                cite(
+                    "tensorflow.bias-add-backprop",
+                    "tensorflow.cudnn-autotune",
+                    "https://github.com/tensorflow/tensorflow/pull/31465",
+                    _STATUS,
+                ),
+            )
+        )
         if ngc_v is not None:
-            notes.append(f"NGC container {ngc}: TF_DETERMINISTIC_OPS is honoured from NGC "
-                         f"{NGC_SINCE} ({_STATUS})")
+            notes.append(f"NGC container {ngc}: TF_DETERMINISTIC_OPS is honoured from NGC {NGC_SINCE} ({_STATUS})")
     elif ngc_v is not None:
         raise UnsupportedVersionError(
             f"NGC TensorFlow container {ngc} predates determinism support (NGC {NGC_SINCE}+).\n"
             f"Fix: use an NGC TensorFlow image >= {NGC_SINCE}, or stock TensorFlow >= "
-            f"{OP_DETERMINISM_SINCE} with fwd9m.tensorflow.enable_determinism()")
+            f"{OP_DETERMINISM_SINCE} with fwd9m.tensorflow.enable_determinism()"
+        )
     elif tf_v >= CUDNN_DETERMINISTIC_ENV_SINCE:
         name = "cudnn-deterministic+patch"
-        steps.append(Step("env", "TF_CUDNN_DETERMINISTIC", "1",
-                          "deterministic cuDNN convolution and max-pool algorithms "
-                          "(TF 1.14-2.0 have no TF_DETERMINISTIC_OPS)",
-                          cite("tensorflow.cudnn-autotune", _STATUS + "#auto-tuning")))
-        steps.append(Step("patch", "tf.nn.bias_add", "fwd9m broadcast-add",
-                          "BiasAddGrad reduces with CUDA atomics in TF < 2.1; a broadcast add "
-                          "back-propagates through a deterministic reduce_sum",
-                          cite("tensorflow.bias-add-backprop", _STATUS + "#bias-addition")))
-        steps.append(Step("patch", "tf.math.segment_sum/unsorted_segment_sum",
-                          "fwd9m one-hot matmul",
-                          "segment sums use CUDA atomics on GPU in TF < 2.7",
-                          cite("tensorflow.segment-reduction", _STATUS + "#segment-reduction")))
-        notes.append("TF 1.14-2.0: the segment-sum patch covers tf.math.segment_sum and "
-                     "unsorted_segment_sum called through the Python API only (not "
-                     "tf.gather gradients reduced inside tf.convert_to_tensor); see "
-                     f"{_STATUS}#segment-reduction")
+        steps.append(
+            Step(
+                "env",
+                "TF_CUDNN_DETERMINISTIC",
+                "1",
+                "deterministic cuDNN convolution and max-pool algorithms (TF 1.14-2.0 have no TF_DETERMINISTIC_OPS)",
+                cite("tensorflow.cudnn-autotune", _STATUS + "#auto-tuning"),
+            )
+        )
+        steps.append(
+            Step(
+                "patch",
+                "tf.nn.bias_add",
+                "fwd9m broadcast-add",
+                "BiasAddGrad reduces with CUDA atomics in TF < 2.1; a broadcast add "
+                "back-propagates through a deterministic reduce_sum",
+                cite("tensorflow.bias-add-backprop", _STATUS + "#bias-addition"),
+            )
+        )
+        steps.append(
+            Step(
+                "patch",
+                "tf.math.segment_sum/unsorted_segment_sum",
+                "fwd9m one-hot matmul",
+                "segment sums use CUDA atomics on GPU in TF < 2.7",
+                cite("tensorflow.segment-reduction", _STATUS + "#segment-reduction"),
+            )
+        )
+        notes.append(
+            "TF 1.14-2.0: the segment-sum patch covers tf.math.segment_sum and "
+            "unsorted_segment_sum called through the Python API only (not "
+            "tf.gather gradients reduced inside tf.convert_to_tensor); see "
+            f"{_STATUS}#segment-reduction"
+        )
     else:
         raise UnsupportedVersionError(
             f"TensorFlow {version} is older than {CUDNN_DETERMINISTIC_ENV_SINCE}, the oldest "
             f"version with deterministic GPU op support ({_STATUS}).\n"
             f"Fix: pip install 'tensorflow>={OP_DETERMINISM_SINCE}' and call "
-            f"fwd9m.tensorflow.enable_determinism(seed=...)")
+            f"fwd9m.tensorflow.enable_determinism(seed=...)"
+        )
     lo, hi = CUDNN_FRONTEND_WORKAROUND
     if lo <= tf_v < hi:
-        steps.append(Step("env", "TF_CUDNN_USE_FRONTEND", "1",
-                          f"TF {lo}-{hi} lost deterministic selection of cuDNN convolution "
-                          "algorithms; the cuDNN frontend path restores it",
-                          cite("tensorflow.cudnn-autotune",
-                               "https://github.com/tensorflow/tensorflow/issues/53771")))
+        steps.append(
+            Step(
+                "env",
+                "TF_CUDNN_USE_FRONTEND",
+                "1",
+                f"TF {lo}-{hi} lost deterministic selection of cuDNN convolution "
+                "algorithms; the cuDNN frontend path restores it",
+                cite("tensorflow.cudnn-autotune", "https://github.com/tensorflow/tensorflow/issues/53771"),
+            )
+        )
     return Recipe(str(version), ngc, name, steps, notes)
 
 

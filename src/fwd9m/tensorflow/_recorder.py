@@ -133,7 +133,7 @@ class _Registry:
     """Process-wide: graphs stay instrumented after a ``record()`` block ends (as with
     tfdbg), so their hooks report to whichever recorder is active (none: a no-op)."""
 
-    active: "TFRecorder | None" = None
+    active: TFRecorder | None = None
     #: per instrumented graph op: (op type, scope, phase, location,
     #: [(dtype, shape, producer ref)], [(dtype, shape)], digestable output slots, on_gpu)
     ops: list[tuple] = []
@@ -229,8 +229,7 @@ class TFRecorder:
                 stack.pop()
             ins, outs = flat(args), flat(out)
             if outs:
-                rec._pseudo_op(f"layer:{type(layer).__name__}", path, "forward",
-                               ins if not stack else [], outs)
+                rec._pseudo_op(f"layer:{type(layer).__name__}", path, "forward", ins if not stack else [], outs)
             return out
 
         owner.__call__ = call
@@ -240,8 +239,7 @@ class TFRecorder:
 
         @functools.wraps(apply)
         def apply_wrapper(optimizer, grads, trainable_variables=None, *a, **k):
-            variables = list(trainable_variables if trainable_variables is not None
-                             else optimizer._trainable_variables)
+            variables = list(trainable_variables if trainable_variables is not None else optimizer._trainable_variables)
             grads = list(grads)
             for g, v in zip(grads, variables):
                 if g is not None and is_tf(g):
@@ -252,8 +250,7 @@ class TFRecorder:
             finally:
                 self._phase.pop()
             for v in variables:
-                rec._pseudo_op("param", getattr(v, "path", v.name), "optimizer", [],
-                               [tf.convert_to_tensor(v)])
+                rec._pseudo_op("param", getattr(v, "path", v.name), "optimizer", [], [tf.convert_to_tensor(v)])
             if tf.executing_eagerly():
                 rec.rec.step += 1
             return result
@@ -269,9 +266,13 @@ class TFRecorder:
                 return
             rec = self.rec
             ctx = rec.ctx_id(scope, phase, user_location(3), "", "")
-            rec.writer.op(rec.name_id(op_type, op_type), ctx, rec.step,
-                          [self._eager_tensor(t, False) for t in inputs],
-                          [self._eager_tensor(t, True) for t in outputs])
+            rec.writer.op(
+                rec.name_id(op_type, op_type),
+                ctx,
+                rec.step,
+                [self._eager_tensor(t, False) for t in inputs],
+                [self._eager_tensor(t, True) for t in outputs],
+            )
             return
         graph = outputs[0].graph
         if (getattr(graph, "name", "") or "").startswith("Dataset_"):
@@ -381,9 +382,13 @@ class TFRecorder:
                 kind = "xla" if name in _Registry.xla_graphs else "function"
                 rec = self.rec
                 ctx = rec.ctx_id(name, self._phase_of(op_type, ""), user_location(2), kind, "")
-                rec.writer.op(rec.name_id((kind, name), f"{kind}:{name}"), ctx, rec.step,
-                              [self._eager_tensor(t, False) for t in inputs],
-                              [self._eager_tensor(t, True) for t in (outputs or ())])
+                rec.writer.op(
+                    rec.name_id((kind, name), f"{kind}:{name}"),
+                    ctx,
+                    rec.step,
+                    [self._eager_tensor(t, False) for t in inputs],
+                    [self._eager_tensor(t, True) for t in (outputs or ())],
+                )
             if name in _Registry.optimizer_graphs:
                 self.rec.step += 1
             return None
@@ -399,11 +404,10 @@ class TFRecorder:
             ins.append(rec.args_record(pairs, self._str_types))
         outs = [self._eager_tensor(t, True) for t in (outputs or ())]
         dev = ""
-        for t in (outputs or inputs or ()):
+        for t in outputs or inputs or ():
             dev = (t.device or "").rsplit("device:", 1)[-1]
             break
-        ctx = rec.ctx_id(scope.rstrip("/"), self._phase_of(op_type, scope),
-                         user_location(2), "", dev)
+        ctx = rec.ctx_id(scope.rstrip("/"), self._phase_of(op_type, scope), user_location(2), "", dev)
         seq = rec.writer.op(rec.name_id(op_type, op_type), ctx, rec.step, ins, outs)
         if capture:  # also the whole call, for replay (fwd9m.debug._replay)
             from ..debug._replay import take_call
@@ -431,13 +435,12 @@ class TFRecorder:
                 src[(gid, outputs[0].name)] = src.get((id(inputs[0].graph), inputs[0].name))
             return None
         scope = op_name.rsplit("/", 1)[0] if "/" in op_name else ""
-        phase = self._phase[-1] if self._phase else \
-            self._phase_of(op_type, op_name if "/" in op_name else "")
-        return self._register(op_type, scope, phase, inputs, outputs, graph,
-                              _graph_attrs_text(attrs) if self.rec.digests else None)
+        phase = self._phase[-1] if self._phase else self._phase_of(op_type, op_name if "/" in op_name else "")
+        return self._register(
+            op_type, scope, phase, inputs, outputs, graph, _graph_attrs_text(attrs) if self.rec.digests else None
+        )
 
-    def _register(self, op_type: str, scope: str, phase: str, inputs, outputs, graph,
-                  attrs_text: str | None = None):
+    def _register(self, op_type: str, scope: str, phase: str, inputs, outputs, graph, attrs_text: str | None = None):
         """Register a graph op (or a layer's outputs) and add its digest hook. Graphs
         compiled by XLA (``jit_compile=True``) cannot run Python hooks: they are
         recorded as one op per call instead (``xla:NAME``)."""
@@ -452,20 +455,26 @@ class TFRecorder:
         if _private.in_xla_context(graph):
             if outer.name not in _Registry.xla_graphs:
                 _Registry.xla_graphs.add(outer.name)
-                logger.info("fwd9m.debug: %s is compiled by XLA (jit_compile=True): recorded as "
-                            "one op per call; compile it with jit_compile=False to see its ops",
-                            outer.name)
+                logger.info(
+                    "fwd9m.debug: %s is compiled by XLA (jit_compile=True): recorded as "
+                    "one op per call; compile it with jit_compile=False to see its ops",
+                    outer.name,
+                )
             return None
         _Registry.instrumented.add(outer.name)
         gid = id(graph)
         src = _Registry.src
         ins = [(t.dtype.name, _shape(t), src.get((id(t.graph), t.name))) for t in inputs]
         outs = [(t.dtype.name, _shape(t)) for t in outputs]
-        digestable = [i for i, t in enumerate(outputs) if t.dtype.name not in _NOT_DIGESTED
-                      and t.dtype.is_numpy_compatible] if self.rec.digests else []
+        digestable = (
+            [i for i, t in enumerate(outputs) if t.dtype.name not in _NOT_DIGESTED and t.dtype.is_numpy_compatible]
+            if self.rec.digests
+            else []
+        )
         idx = len(_Registry.ops)
-        _Registry.ops.append((op_type, scope, phase, self._graph_location(), ins, outs,
-                              digestable, self._on_gpu, attrs_text))
+        _Registry.ops.append(
+            (op_type, scope, phase, self._graph_location(), ins, outs, digestable, self._on_gpu, attrs_text)
+        )
         for i, t in enumerate(outputs):
             src[(gid, t.name)] = (idx, i)
         if not outputs:
@@ -477,8 +486,7 @@ class TFRecorder:
                 s, n = fp.tf_partial(t)
                 parts += [s, tf.cast(n, tf.int64)]
             args = parts
-        tf.numpy_function(functools.partial(_graph_hook, idx), args, Tout=[],
-                          stateful=True, name="fwd9m_digest")
+        tf.numpy_function(functools.partial(_graph_hook, idx), args, Tout=[], stateful=True, name="fwd9m_digest")
         return None
 
     def _graph_location(self) -> str:
@@ -505,8 +513,7 @@ class TFRecorder:
         _, _, _, _, _, outs, digestable, on_gpu, _ = _Registry.ops[idx]
         vals: list = [None] * len(outs)
         for j, i in enumerate(digestable):
-            vals[i] = ("partial", int(arrays[2 * j]), int(arrays[2 * j + 1])) if on_gpu \
-                else (arrays[j],)
+            vals[i] = ("partial", int(arrays[2 * j]), int(arrays[2 * j + 1])) if on_gpu else (arrays[j],)
         self._vals[idx] = vals
 
     def _flush_graph(self) -> None:

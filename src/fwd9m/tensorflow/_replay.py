@@ -35,7 +35,7 @@ def _attr(v, tf):
 
 def _unattr(v, tf):
     if isinstance(v, dict):
-        (kind, x), = v.items()
+        ((kind, x),) = v.items()
         if kind == "float":
             return float.fromhex(x)
         if kind == "bytes":
@@ -53,11 +53,17 @@ def capture(op_type, inputs, attrs, num_outputs: int) -> tuple[dict, dict]:
     import tensorflow as tf
 
     flat = list(attrs or ())
-    call = {"framework": FRAMEWORK, "op": str(op_type), "num_outputs": int(num_outputs),
-            "attrs": [[str(k.decode() if isinstance(k, bytes) else k), _attr(v, tf)]
-                      for k, v in zip(flat[0::2], flat[1::2])],
-            "threads": tf.config.threading.get_intra_op_parallelism_threads() or None,
-            "tensorflow": tf.__version__, "tensors": []}
+    call = {
+        "framework": FRAMEWORK,
+        "op": str(op_type),
+        "num_outputs": int(num_outputs),
+        "attrs": [
+            [str(k.decode() if isinstance(k, bytes) else k), _attr(v, tf)] for k, v in zip(flat[0::2], flat[1::2])
+        ],
+        "threads": tf.config.threading.get_intra_op_parallelism_threads() or None,
+        "tensorflow": tf.__version__,
+        "tensors": [],
+    }
     arrays = {}
     for i, t in enumerate(inputs or ()):
         if t.dtype == tf.resource or t.dtype == tf.variant or t.dtype == tf.string:
@@ -65,8 +71,13 @@ def capture(op_type, inputs, attrs, num_outputs: int) -> tuple[dict, dict]:
         a = t.numpy()
         arrays[f"t{i}"] = np.frombuffer(np.ascontiguousarray(a).tobytes(), dtype=np.uint8)
         dev = (t.device or "").rsplit("device:", 1)[-1]
-        call["tensors"].append({"dtype": t.dtype.name, "shape": list(a.shape),
-                                "device": "cpu" if not dev or dev.startswith("CPU") else f"cuda:{dev.split(':')[-1]}"})
+        call["tensors"].append(
+            {
+                "dtype": t.dtype.name,
+                "shape": list(a.shape),
+                "device": "cpu" if not dev or dev.startswith("CPU") else f"cuda:{dev.split(':')[-1]}",
+            }
+        )
     return call, arrays
 
 
@@ -80,6 +91,7 @@ class Replayer:
     def __init__(self, call: dict, arrays: dict, switch: bool):
         import numpy as np
         import tensorflow as tf
+
         from ._private import eager_execute
 
         self.tf, self.execute = tf, eager_execute
@@ -91,9 +103,14 @@ class Replayer:
         dev = next((m["device"] for m in call["tensors"] if m["device"] != "cpu"), "cpu")
         self.device = "/CPU:0" if dev == "cpu" else f"/GPU:{dev.split(':')[1]}"
         with tf.device(self.device):
-            self.inputs = [tf.constant(np.frombuffer(arrays[f"t{i}"].tobytes(), dtype=tf.as_dtype(m["dtype"])
-                                                     .as_numpy_dtype).reshape(m["shape"]))
-                           for i, m in enumerate(call["tensors"])]
+            self.inputs = [
+                tf.constant(
+                    np.frombuffer(arrays[f"t{i}"].tobytes(), dtype=tf.as_dtype(m["dtype"]).as_numpy_dtype).reshape(
+                        m["shape"]
+                    )
+                )
+                for i, m in enumerate(call["tensors"])
+            ]
         self.attrs = tuple(x for k, v in call["attrs"] for x in (k, _unattr(v, tf)))
 
     def run(self) -> list:
@@ -103,5 +120,6 @@ class Replayer:
 
     def is_switch_error(self, exc: BaseException) -> bool:
         tf = self.tf
-        return (isinstance(exc, (tf.errors.UnimplementedError, tf.errors.InvalidArgumentError,
-                                 tf.errors.FailedPreconditionError)) and "determinis" in str(exc))
+        return isinstance(
+            exc, (tf.errors.UnimplementedError, tf.errors.InvalidArgumentError, tf.errors.FailedPreconditionError)
+        ) and "determinis" in str(exc)

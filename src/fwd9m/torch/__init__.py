@@ -16,9 +16,15 @@ from .. import _frameworks
 from .._log import logger
 from ..enable import Change, Changes, cite, env_change, seed_change, set_env, too_late
 
-__all__ = ["enable_determinism", "startup_env", "DETERMINISTIC_ALGORITHMS_SINCE",
-           "WARN_ONLY_SINCE", "FILL_UNINITIALIZED_MEMORY_SINCE", "CUBLAS_WORKSPACE_CONFIG",
-           "NEWEST_KNOWN"]
+__all__ = [
+    "enable_determinism",
+    "startup_env",
+    "DETERMINISTIC_ALGORITHMS_SINCE",
+    "WARN_ONLY_SINCE",
+    "FILL_UNINITIALIZED_MEMORY_SINCE",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "NEWEST_KNOWN",
+]
 
 # --- version gates -------------------------------------------------------------------
 #: ``torch.use_deterministic_algorithms`` (the switch):
@@ -45,8 +51,10 @@ _CUBLAS_DOC = "https://docs.nvidia.com/cuda/cublas/index.html#results-reproducib
 
 
 def _cublas_why() -> str:
-    return ("cuBLAS results can depend on the workspace when streams share it; PyTorch "
-            "before PR 161749 raises on cuBLAS calls under deterministic mode without it")
+    return (
+        "cuBLAS results can depend on the workspace when streams share it; PyTorch "
+        "before PR 161749 raises on cuBLAS calls under deterministic mode without it"
+    )
 
 
 def startup_env(version: str | None = None, environ: dict | None = None) -> list[Change]:
@@ -57,9 +65,14 @@ def startup_env(version: str | None = None, environ: dict | None = None) -> list
     env = dict(os.environ if environ is None else environ)
     if env.get("CUBLAS_WORKSPACE_CONFIG") in (":4096:8", ":16:8"):
         return []
-    c = env_change("torch", "CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE_CONFIG, _cublas_why(),
-                   cite(_CUBLAS_ENTRY, _CUBLAS_DOC),
-                   environ=env)
+    c = env_change(
+        "torch",
+        "CUBLAS_WORKSPACE_CONFIG",
+        CUBLAS_WORKSPACE_CONFIG,
+        _cublas_why(),
+        cite(_CUBLAS_ENTRY, _CUBLAS_DOC),
+        environ=env,
+    )
     return [c] if c else []
 
 
@@ -99,15 +112,21 @@ def enable_determinism(seed: int | None = None, warn_only: bool = False) -> Chan
 
         raise UnsupportedVersionError(
             f"torch {torch.__version__} predates torch.use_deterministic_algorithms "
-            f"({DETERMINISTIC_ALGORITHMS_SINCE}+).\nFix: pip install 'torch>=2.1'")
+            f"({DETERMINISTIC_ALGORITHMS_SINCE}+).\nFix: pip install 'torch>=2.1'"
+        )
     if Version(f"{version.major}.{version.minor}") > NEWEST_KNOWN:
-        changes.note(f"torch {torch.__version__} is newer than any version fwd9m knows "
-                     f"(newest checked: {NEWEST_KNOWN}); applied the newest recipe")
+        changes.note(
+            f"torch {torch.__version__} is newer than any version fwd9m knows "
+            f"(newest checked: {NEWEST_KNOWN}); applied the newest recipe"
+        )
     switch_src = cite("torch.index-put-accumulate", "torch.scatter-add", _SWITCH_DOC)
 
-    old = (torch.are_deterministic_algorithms_enabled(),
-           torch.is_deterministic_algorithms_warn_only_enabled()
-           if hasattr(torch, "is_deterministic_algorithms_warn_only_enabled") else False)
+    old = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled()
+        if hasattr(torch, "is_deterministic_algorithms_warn_only_enabled")
+        else False,
+    )
     new = (True, bool(warn_only))
     if old != new:
         if warn_only and version < WARN_ONLY_SINCE:
@@ -118,24 +137,30 @@ def enable_determinism(seed: int | None = None, warn_only: bool = False) -> Chan
             torch.use_deterministic_algorithms(True)
         else:
             torch.use_deterministic_algorithms(True, warn_only=bool(warn_only))
-        changes.append(_log(Change(
-            "torch", f"torch.use_deterministic_algorithms(True, warn_only={new[1]})",
-            {"mode": old[0], "warn_only": old[1]}, {"mode": True, "warn_only": new[1]},
-            "ops with nondeterministic kernels (e.g. index_put_ accumulate on CPU, "
-            "scatter_add_ on CUDA) switch to deterministic ones or "
-            + ("warn" if new[1] else "raise"), switch_src)))
+        changes.append(
+            _log(
+                Change(
+                    "torch",
+                    f"torch.use_deterministic_algorithms(True, warn_only={new[1]})",
+                    {"mode": old[0], "warn_only": old[1]},
+                    {"mode": True, "warn_only": new[1]},
+                    "ops with nondeterministic kernels (e.g. index_put_ accumulate on CPU, "
+                    "scatter_add_ on CUDA) switch to deterministic ones or " + ("warn" if new[1] else "raise"),
+                    switch_src,
+                )
+            )
+        )
 
     cudnn = torch.backends.cudnn
     cudnn_src = cite("torch.cudnn-benchmark", _RANDOMNESS)
     for attr, value, why in (
-            ("deterministic", True, "cuDNN may pick nondeterministic convolution algorithms"),
-            ("benchmark", False, "cuDNN benchmarking times algorithms and may pick a "
-                                 "different one in every run")):
+        ("deterministic", True, "cuDNN may pick nondeterministic convolution algorithms"),
+        ("benchmark", False, "cuDNN benchmarking times algorithms and may pick a different one in every run"),
+    ):
         before = getattr(cudnn, attr)
         if before != value:
             setattr(cudnn, attr, value)
-            changes.append(_log(Change("torch", f"torch.backends.cudnn.{attr}", before, value,
-                                       why, cudnn_src)))
+            changes.append(_log(Change("torch", f"torch.backends.cudnn.{attr}", before, value, why, cudnn_src)))
 
     det = getattr(getattr(torch, "utils", None), "deterministic", None)
     if det is None:
@@ -147,17 +172,30 @@ def enable_determinism(seed: int | None = None, warn_only: bool = False) -> Chan
         before = det.fill_uninitialized_memory
         if before is not True:
             det.fill_uninitialized_memory = True
-            changes.append(_log(Change(
-                "torch", "torch.utils.deterministic.fill_uninitialized_memory", before, True,
-                "torch.empty/resize_ would return leftover bytes that differ between runs",
-                "https://docs.pytorch.org/docs/stable/deterministic.html")))
+            changes.append(
+                _log(
+                    Change(
+                        "torch",
+                        "torch.utils.deterministic.fill_uninitialized_memory",
+                        before,
+                        True,
+                        "torch.empty/resize_ would return leftover bytes that differ between runs",
+                        "https://docs.pytorch.org/docs/stable/deterministic.html",
+                    )
+                )
+            )
 
     cuda_up = bool(getattr(torch, "cuda", None) and torch.cuda.is_initialized())
     had = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
     if had not in (":4096:8", ":16:8"):
-        set_env("torch", "CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE_CONFIG, _cublas_why(),
-                cite(_CUBLAS_ENTRY, _CUBLAS_DOC),
-                changes=changes)
+        set_env(
+            "torch",
+            "CUBLAS_WORKSPACE_CONFIG",
+            CUBLAS_WORKSPACE_CONFIG,
+            _cublas_why(),
+            cite(_CUBLAS_ENTRY, _CUBLAS_DOC),
+            changes=changes,
+        )
         if cuda_up:
             _warn_cublas_too_late(str(version))
 
@@ -175,16 +213,19 @@ def _warn_cublas_too_late(version: str) -> None:
         behaviour = catalog.get(_CUBLAS_ENTRY).behaviour_at(version)
     except Exception:
         behaviour = "raises"
-    consequence = ("cuBLAS calls (matmul, linear) will raise RuntimeError under deterministic "
-                   "mode" if behaviour == "raises" else
-                   "cuBLAS handles already created keep their workspace configuration")
+    consequence = (
+        "cuBLAS calls (matmul, linear) will raise RuntimeError under deterministic mode"
+        if behaviour == "raises"
+        else "cuBLAS handles already created keep their workspace configuration"
+    )
     too_late(
         "CUDA was already initialised when CUBLAS_WORKSPACE_CONFIG was set, so "
         f"{consequence} in this process (torch {version}).\n"
         "Fix: set it before the first CUDA call, best in the launching shell:\n"
         "    CUBLAS_WORKSPACE_CONFIG=:4096:8 python train.py\n"
         "or launch with `fwd9m run --seed 0 train.py`, or call "
-        "fwd9m.torch.enable_determinism() before touching CUDA.")
+        "fwd9m.torch.enable_determinism() before touching CUDA."
+    )
 
 
 def _log(change: Change) -> Change:

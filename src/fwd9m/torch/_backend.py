@@ -3,7 +3,8 @@ about torch. torch is imported only inside the methods."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .._backend import BackendBase, Source
 
@@ -32,8 +33,8 @@ def _set_cuda(s):
     states = [torch.from_numpy(_np().array(a, dtype=_np().uint8)) for a in s["states"]]
     if torch.cuda.device_count() != len(states):
         raise ConfigurationError(
-            f"the state has {len(states)} CUDA generators but this process sees "
-            f"{torch.cuda.device_count()} devices")
+            f"the state has {len(states)} CUDA generators but this process sees {torch.cuda.device_count()} devices"
+        )
     torch.cuda.set_rng_state_all(states)
 
 
@@ -80,10 +81,13 @@ class TorchBackend(BackendBase):
         import torch
 
         # restore order: CUDA generators before the CPU one
-        return {"torch.cuda": (_cap_cuda, _set_cuda),
-                "torch": (lambda: torch.get_rng_state().numpy(),
-                          lambda s: torch.set_rng_state(
-                              torch.from_numpy(_np().array(s, dtype=_np().uint8))))}
+        return {
+            "torch.cuda": (_cap_cuda, _set_cuda),
+            "torch": (
+                lambda: torch.get_rng_state().numpy(),
+                lambda s: torch.set_rng_state(torch.from_numpy(_np().array(s, dtype=_np().uint8))),
+            ),
+        }
 
     def to_numpy(self, value: Any):
         import torch
@@ -94,7 +98,8 @@ class TorchBackend(BackendBase):
         import torch
 
         if isinstance(value, (torch.nn.Module, torch.optim.Optimizer)) or (
-                callable(getattr(value, "state_dict", None)) and not isinstance(value, torch.Tensor)):
+            callable(getattr(value, "state_dict", None)) and not isinstance(value, torch.Tensor)
+        ):
             return value.state_dict(), False
         return None
 

@@ -26,10 +26,10 @@ this file so a torch upgrade breaks one place:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["dispatch_mode", "current_autograd_node", "next_sequence_nr", "op_schema_info",
-           "dataloader_iter_class"]
+__all__ = ["dispatch_mode", "current_autograd_node", "next_sequence_nr", "op_schema_info", "dataloader_iter_class"]
 
 
 def dispatch_mode(handler: Callable[[Any, tuple, dict], Any]):
@@ -68,14 +68,19 @@ def op_schema_info(func) -> dict[str, Any]:
 
     schema = func._schema
     # ops tagged nondeterministic_seeded draw from the RNG (native_functions.yaml tags)
-    random = torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()) or \
-        any("Generator" in str(a.type) for a in schema.arguments)
+    random = torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()) or any(
+        "Generator" in str(a.type) for a in schema.arguments
+    )
     out_args = {a.name for a in schema.arguments if getattr(a, "is_out", False)}
-    mutated = [i for i, a in enumerate(schema.arguments)
-               if a.alias_info is not None and a.alias_info.is_write]
-    return {"name": schema.name, "overload": schema.overload_name, "random": random,
-            "out_args": out_args, "mutated": mutated,
-            "arg_names": [a.name for a in schema.arguments]}
+    mutated = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+    return {
+        "name": schema.name,
+        "overload": schema.overload_name,
+        "random": random,
+        "out_args": out_args,
+        "mutated": mutated,
+        "arg_names": [a.name for a in schema.arguments],
+    }
 
 
 def dataloader_iter_class() -> type:

@@ -31,10 +31,18 @@ __all__ = ["TorchRecorder"]
 
 #: ops whose output is uninitialised memory: its bytes are not part of the program's
 #: result, so they are not digested (they differ run to run by design).
-UNINITIALISED_OUTPUT = frozenset({
-    "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
-    "aten::new_empty_strided", "aten::empty_permuted", "aten::resize_", "aten::set_",
-})
+UNINITIALISED_OUTPUT = frozenset(
+    {
+        "aten::empty",
+        "aten::empty_like",
+        "aten::empty_strided",
+        "aten::new_empty",
+        "aten::new_empty_strided",
+        "aten::empty_permuted",
+        "aten::resize_",
+        "aten::set_",
+    }
+)
 #: ops that are not recorded at all: profiler annotations carry no values, and in the
 #: data phase, tensors arriving from DataLoader worker processes are rebuilt from shared
 #: memory with empty + set_, a number of times that depends on how many batches the
@@ -43,11 +51,23 @@ UNINITIALISED_OUTPUT = frozenset({
 NOT_RECORDED = ("profiler::",)
 NOT_RECORDED_IN_DATA = frozenset({"aten::empty", "aten::set_"})
 #: in-place ops that overwrite their first argument without reading it.
-OVERWRITES_SELF = frozenset({
-    "aten::copy_", "aten::zero_", "aten::fill_", "aten::normal_", "aten::uniform_",
-    "aten::random_", "aten::bernoulli_", "aten::exponential_", "aten::geometric_",
-    "aten::cauchy_", "aten::log_normal_", "aten::randperm", "aten::randint",
-})
+OVERWRITES_SELF = frozenset(
+    {
+        "aten::copy_",
+        "aten::zero_",
+        "aten::fill_",
+        "aten::normal_",
+        "aten::uniform_",
+        "aten::random_",
+        "aten::bernoulli_",
+        "aten::exponential_",
+        "aten::geometric_",
+        "aten::cauchy_",
+        "aten::log_normal_",
+        "aten::randperm",
+        "aten::randint",
+    }
+)
 
 
 def _forget(known: dict, key: tuple, ref) -> None:
@@ -57,8 +77,18 @@ def _forget(known: dict, key: tuple, ref) -> None:
 
 
 class _OpInfo:
-    __slots__ = ("name_id", "name", "random", "out_args", "skip_self", "skip_out", "mutates", "ignore",
-                 "ignore_in_data", "arg_names")
+    __slots__ = (
+        "name_id",
+        "name",
+        "random",
+        "out_args",
+        "skip_self",
+        "skip_out",
+        "mutates",
+        "ignore",
+        "ignore_in_data",
+        "arg_names",
+    )
 
 
 class TorchRecorder:
@@ -124,7 +154,7 @@ class TorchRecorder:
         if self._modules and self._modules[-1] is module:
             self._modules.pop()
         elif module in self._modules:  # an exception skipped a post hook
-            del self._modules[self._modules.index(module):]
+            del self._modules[self._modules.index(module) :]
         if not self._modules:
             self._model_inputs = set()
 
@@ -164,18 +194,27 @@ class TorchRecorder:
         """Level "modules": one record per module call (inputs and outputs)."""
         torch = self.torch
         rec = self.rec
-        ins = [(a, IS_MODEL_INPUT if len(self._modules) == 1 else 0)
-               for a in args if isinstance(a, torch.Tensor)]
-        outs = [output] if isinstance(output, torch.Tensor) else \
-            [o for o in output if isinstance(o, torch.Tensor)] if isinstance(output, (tuple, list)) else []
+        ins = [(a, IS_MODEL_INPUT if len(self._modules) == 1 else 0) for a in args if isinstance(a, torch.Tensor)]
+        outs = (
+            [output]
+            if isinstance(output, torch.Tensor)
+            else [o for o in output if isinstance(o, torch.Tensor)]
+            if isinstance(output, (tuple, list))
+            else []
+        )
         name = type(module).__name__
         ctx = rec.ctx_id(self._path_of(module), "forward", user_location(3), "", "")
         in_recs = [self._tensor(t, f, True, False) for t, f in ins]
         other = [(str(i), a) for i, a in enumerate(args) if not isinstance(a, torch.Tensor)]
         if other:  # a Python value passed to the module (a scale, a flag): an input too
             in_recs.append(rec.args_record(other, self._str_types))
-        rec.writer.op(rec.name_id(("module", name), f"module:{name}"), ctx, rec.step,
-                      in_recs, [self._tensor(t, 0, True, True) for t in outs])
+        rec.writer.op(
+            rec.name_id(("module", name), f"module:{name}"),
+            ctx,
+            rec.step,
+            in_recs,
+            [self._tensor(t, 0, True, True) for t in outs],
+        )
 
     @guarded("<optimizer hook>")
     def _record_params(self, optimizer, grads: bool, step: int | None = None) -> None:
@@ -195,14 +234,30 @@ class TorchRecorder:
         name_id = rec.name_id(kind, kind)
         # the update's hyperparameters (lr, momentum, ...; a learning rate drawn per step)
         # are an input of each parameter record
-        hyper = [] if grads else [rec.args_record(
-            [(f"{k}" if len(optimizer.param_groups) == 1 else f"{i}.{k}", v)
-             for i, g in enumerate(optimizer.param_groups) for k, v in g.items() if k != "params"],
-            self._str_types)]
+        hyper = (
+            []
+            if grads
+            else [
+                rec.args_record(
+                    [
+                        (f"{k}" if len(optimizer.param_groups) == 1 else f"{i}.{k}", v)
+                        for i, g in enumerate(optimizer.param_groups)
+                        for k, v in g.items()
+                        if k != "params"
+                    ],
+                    self._str_types,
+                )
+            ]
+        )
         for path, tensors in by_module.items():
             ctx = rec.ctx_id(path, "backward" if grads else "optimizer", loc, "", "")
-            rec.writer.op(name_id, ctx, rec.step if step is None else step, hyper,
-                          [self._tensor(t, IS_PARAM, True, True) for t in tensors])
+            rec.writer.op(
+                name_id,
+                ctx,
+                rec.step if step is None else step,
+                hyper,
+                [self._tensor(t, IS_PARAM, True, True) for t in tensors],
+            )
 
     def _patch_dataloader(self) -> None:
         try:
@@ -294,8 +349,12 @@ class TorchRecorder:
                     key = None
             if key is not None:
                 hit = self._known.get(key)
-                if hit is not None and hit[1] == version and hit[0]() is not None \
-                        and (hit[3] is not None or not want_sample):
+                if (
+                    hit is not None
+                    and hit[1] == version
+                    and hit[0]() is not None
+                    and (hit[3] is not None or not want_sample)
+                ):
                     if want_sample:
                         return (meta, flags | HAS_SAMPLE, hit[2], hit[3], None)
                     return (meta, flags, hit[2], None, None)
@@ -336,16 +395,22 @@ class TorchRecorder:
         for i, a in enumerate(args):
             if isinstance(a, Tensor):
                 if not (i == 0 and info.skip_self):
-                    flags = (IS_PARAM if isinstance(a, Parameter) else 0) | \
-                        (IS_MODEL_INPUT if id(a) in model_inputs else 0)
+                    flags = (IS_PARAM if isinstance(a, Parameter) else 0) | (
+                        IS_MODEL_INPUT if id(a) in model_inputs else 0
+                    )
                     out.append((a, flags))
                 continue
             if isinstance(a, (list, tuple)):
                 tensors = True
                 for x in a:
                     if isinstance(x, Tensor):
-                        out.append((x, (IS_PARAM if isinstance(x, Parameter) else 0)
-                                    | (IS_MODEL_INPUT if id(x) in model_inputs else 0)))
+                        out.append(
+                            (
+                                x,
+                                (IS_PARAM if isinstance(x, Parameter) else 0)
+                                | (IS_MODEL_INPUT if id(x) in model_inputs else 0),
+                            )
+                        )
                     else:
                         tensors = False
                 if tensors and a:
@@ -457,14 +522,20 @@ class TorchRecorder:
                 nodes.clear()
             nodes.setdefault(self._dispatch.next_sequence_nr() - 1, (module, loc))
         device = ""
-        for t in (outs or [t for t, _ in ins]):
+        for t in outs or [t for t, _ in ins]:
             device = t.device.type if t.device.index is None else str(t.device)
             break
         if info.random:
             node_name = node_name or "random"
         ctx = rec.ctx_id(module, phase, loc, node_name, device)
-        entry = (info.name_id, ctx, rec.step, in_recs, out_recs,
-                 (in_caps, [self._bytes(t) for t in outs]) if capture else None)
+        entry = (
+            info.name_id,
+            ctx,
+            rec.step,
+            in_recs,
+            out_recs,
+            (in_caps, [self._bytes(t) for t in outs]) if capture else None,
+        )
         if self._partials:
             self._pending.append(entry)
             if len(self._pending) >= 256:

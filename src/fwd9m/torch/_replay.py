@@ -49,21 +49,33 @@ def capture(func, args, kwargs) -> tuple[dict, dict]:
     import torch
 
     tensors: list = []
-    call = {"framework": FRAMEWORK, "op": func._schema.name, "overload": func._overloadname,
-            "args": [_encode(a, tensors, torch) for a in args],
-            "kwargs": {k: _encode(v, tensors, torch) for k, v in kwargs.items()},
-            "threads": torch.get_num_threads(),
-            "deterministic": torch.are_deterministic_algorithms_enabled(),
-            "torch": torch.__version__, "tensors": []}
+    call = {
+        "framework": FRAMEWORK,
+        "op": func._schema.name,
+        "overload": func._overloadname,
+        "args": [_encode(a, tensors, torch) for a in args],
+        "kwargs": {k: _encode(v, tensors, torch) for k, v in kwargs.items()},
+        "threads": torch.get_num_threads(),
+        "deterministic": torch.are_deterministic_algorithms_enabled(),
+        "torch": torch.__version__,
+        "tensors": [],
+    }
     arrays = {}
     for i, t in enumerate(tensors):
         t = t.detach()
         dense = t.cpu().contiguous()
-        arrays[f"t{i}"] = np.frombuffer(dense.view(torch.uint8).numpy().tobytes() if dense.numel() else b"",
-                                        dtype=np.uint8)
-        call["tensors"].append({"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
-                                "stride": list(t.stride()), "device": str(t.device),
-                                "requires_grad": bool(t.requires_grad)})
+        arrays[f"t{i}"] = np.frombuffer(
+            dense.view(torch.uint8).numpy().tobytes() if dense.numel() else b"", dtype=np.uint8
+        )
+        call["tensors"].append(
+            {
+                "dtype": str(t.dtype).replace("torch.", ""),
+                "shape": list(t.shape),
+                "stride": list(t.stride()),
+                "device": str(t.device),
+                "requires_grad": bool(t.requires_grad),
+            }
+        )
     return call, arrays
 
 
@@ -75,7 +87,7 @@ def devices() -> list[str]:
 
 def _decode(x, tensors: list, torch):
     if isinstance(x, dict):
-        (kind, v), = x.items()
+        ((kind, v),) = x.items()
         if kind == "tensor":
             return tensors[v]
         if kind == "float":
@@ -95,8 +107,11 @@ def _decode(x, tensors: list, torch):
 
 def _tensor(meta: dict, data, torch):
     dtype = getattr(torch, meta["dtype"])
-    flat = torch.frombuffer(bytearray(data.tobytes()), dtype=torch.uint8) if data.size else \
-        torch.empty(0, dtype=torch.uint8)
+    flat = (
+        torch.frombuffer(bytearray(data.tobytes()), dtype=torch.uint8)
+        if data.size
+        else torch.empty(0, dtype=torch.uint8)
+    )
     dense = flat.view(dtype).reshape(meta["shape"]) if data.size else torch.empty(meta["shape"], dtype=dtype)
     out = torch.empty_strided(meta["shape"], meta["stride"], dtype=dtype, device=meta["device"])
     out.copy_(dense)  # the recorded layout (strides), on the recorded device

@@ -2,40 +2,75 @@
 
 from __future__ import annotations
 
-from .._helpers import ALL_SEED_CALLS, FRAMEWORK_SEED_CALLS, NUMPY_SEED_CALLS, PYTHON_SEED_CALLS, \
-    SEED_CALLS
+from .._helpers import ALL_SEED_CALLS, FRAMEWORK_SEED_CALLS, NUMPY_SEED_CALLS, PYTHON_SEED_CALLS, SEED_CALLS
 
-__all__ = ["ALL_SEED_CALLS", "FRAMEWORK_SEED_CALLS", "NUMPY_SEED_CALLS", "PYTHON_SEED_CALLS",
-           "SEED_CALLS", "TF_SEED_CALLS", "TORCH_SEED_CALLS", "SWITCH_ON_CALLS",
-           "uses_python_random", "uses_numpy_global_random", "seeds", "is_stateful_random"]
+__all__ = [
+    "ALL_SEED_CALLS",
+    "FRAMEWORK_SEED_CALLS",
+    "NUMPY_SEED_CALLS",
+    "PYTHON_SEED_CALLS",
+    "SEED_CALLS",
+    "TF_SEED_CALLS",
+    "TORCH_SEED_CALLS",
+    "SWITCH_ON_CALLS",
+    "uses_python_random",
+    "uses_numpy_global_random",
+    "seeds",
+    "is_stateful_random",
+]
 
-TF_SEED_CALLS = frozenset({
-    "tensorflow.random.set_seed", "tensorflow.set_random_seed",
-    "tensorflow.compat.v1.set_random_seed", "tensorflow.compat.v1.random.set_random_seed",
-}) | ALL_SEED_CALLS
+TF_SEED_CALLS = (
+    frozenset(
+        {
+            "tensorflow.random.set_seed",
+            "tensorflow.set_random_seed",
+            "tensorflow.compat.v1.set_random_seed",
+            "tensorflow.compat.v1.random.set_random_seed",
+        }
+    )
+    | ALL_SEED_CALLS
+)
 TORCH_SEED_CALLS = frozenset({"torch.manual_seed", "torch.random.manual_seed"}) | ALL_SEED_CALLS
 
 #: calls that turn on a framework's determinism switch
-SWITCH_ON_CALLS = frozenset({
-    "tensorflow.config.experimental.enable_op_determinism",
-    "tensorflow.python.framework.config.enable_op_determinism",
-    "torch.use_deterministic_algorithms", "fwd9m.enable_determinism",
-    "fwd9m.enable.enable_determinism", "fwd9m.tensorflow.enable_determinism",
-    "fwd9m.torch.enable_determinism", "fwd9m.jax.enable_determinism",
-    "fwd9m.keras.enable_determinism",
-})
+SWITCH_ON_CALLS = frozenset(
+    {
+        "tensorflow.config.experimental.enable_op_determinism",
+        "tensorflow.python.framework.config.enable_op_determinism",
+        "torch.use_deterministic_algorithms",
+        "fwd9m.enable_determinism",
+        "fwd9m.enable.enable_determinism",
+        "fwd9m.tensorflow.enable_determinism",
+        "fwd9m.torch.enable_determinism",
+        "fwd9m.jax.enable_determinism",
+        "fwd9m.keras.enable_determinism",
+    }
+)
 
 _PY_NOT_DRAWS = frozenset({"seed", "Random", "SystemRandom", "getstate", "setstate"})
-_NP_NOT_DRAWS = frozenset({"seed", "default_rng", "Generator", "RandomState", "SeedSequence",
-                           "PCG64", "PCG64DXSM", "Philox", "MT19937", "SFC64", "BitGenerator",
-                           "get_state", "set_state"})
+_NP_NOT_DRAWS = frozenset(
+    {
+        "seed",
+        "default_rng",
+        "Generator",
+        "RandomState",
+        "SeedSequence",
+        "PCG64",
+        "PCG64DXSM",
+        "Philox",
+        "MT19937",
+        "SFC64",
+        "BitGenerator",
+        "get_state",
+        "set_state",
+    }
+)
 
 
 def _draws(ctx, prefix: str, excluded) -> list:
     out = []
     for qn, calls in ctx.calls.items():
-        if qn.startswith(prefix) and qn.count(".") == prefix.count(".") \
-                and qn.rsplit(".", 1)[1] not in excluded:
+        if qn.startswith(prefix) and qn.count(".") == prefix.count(".") and qn.rsplit(".", 1)[1] not in excluded:
             out.extend(calls)
     return out
 
@@ -64,10 +99,26 @@ def seeds(ctx, names) -> bool:
     return any(not got.isdisjoint(names) for _, got in helper_seed_calls(ctx))
 
 
-_TF_STATEFUL = frozenset({"uniform", "normal", "truncated_normal", "shuffle", "categorical",
-                          "gamma", "poisson", "multinomial", "random_uniform", "random_normal",
-                          "random_shuffle", "random_crop", "random_gamma", "random_poisson",
-                          "log_uniform_candidate_sampler", "uniform_candidate_sampler"})
+_TF_STATEFUL = frozenset(
+    {
+        "uniform",
+        "normal",
+        "truncated_normal",
+        "shuffle",
+        "categorical",
+        "gamma",
+        "poisson",
+        "multinomial",
+        "random_uniform",
+        "random_normal",
+        "random_shuffle",
+        "random_crop",
+        "random_gamma",
+        "random_poisson",
+        "log_uniform_candidate_sampler",
+        "uniform_candidate_sampler",
+    }
+)
 
 
 def is_stateful_random(qn: str | None) -> bool:
@@ -78,8 +129,13 @@ def is_stateful_random(qn: str | None) -> bool:
         return qn.rsplit(".", 1)[1] in _TF_STATEFUL
     if qn.startswith("tensorflow.image.random_"):
         return True
-    if qn in ("tensorflow.random_uniform", "tensorflow.random_normal", "tensorflow.random_shuffle",
-              "tensorflow.compat.v1.random_uniform", "tensorflow.compat.v1.random_normal"):
+    if qn in (
+        "tensorflow.random_uniform",
+        "tensorflow.random_normal",
+        "tensorflow.random_shuffle",
+        "tensorflow.compat.v1.random_uniform",
+        "tensorflow.compat.v1.random_normal",
+    ):
         return True
     if qn.startswith("numpy.random.") and qn.count(".") == 2:
         return qn.rsplit(".", 1)[1] not in _NP_NOT_DRAWS
@@ -111,7 +167,6 @@ def env_writes(ctx, node) -> list[tuple[str, object]]:
         elif qn == "os.environ.update":
             for a in node.args:
                 if type(a) is ast.Dict:
-                    out.extend((k.value, node) for k in a.keys
-                               if type(k) is ast.Constant and isinstance(k.value, str))
+                    out.extend((k.value, node) for k in a.keys if type(k) is ast.Constant and isinstance(k.value, str))
             out.extend((k.arg, node) for k in node.keywords if k.arg)
     return out

@@ -32,8 +32,8 @@ from __future__ import annotations
 import ast
 import re
 
-from .._helpers import literal
 from .._flow import assigns, computes_gradients
+from .._helpers import literal
 from .._rule import Rule, register
 from ._common import SEED_CALLS, SWITCH_ON_CALLS
 
@@ -45,8 +45,10 @@ FRAMEWORK_CODES = {
     "jax": ("FWD704", ("jax",), "JAX"),
 }
 _SWITCH_FOR = {
-    "tensorflow": ("tensorflow.config.experimental.enable_op_determinism",
-                   "tensorflow.python.framework.config.enable_op_determinism"),
+    "tensorflow": (
+        "tensorflow.config.experimental.enable_op_determinism",
+        "tensorflow.python.framework.config.enable_op_determinism",
+    ),
     "keras": ("tensorflow.config.experimental.enable_op_determinism",),
     "torch": ("torch.use_deterministic_algorithms",),
     "jax": (),  # the switch is an XLA flag: found in the text
@@ -57,13 +59,47 @@ _CUDA_STRING = re.compile(r"""['"]cuda""")
 #: tensor methods whose names NumPy arrays, pandas objects or queues share: a method call
 #: ``x.put(...)`` says nothing about ``x`` being a tensor, so only the function spellings
 #: (``torch.cumsum``) are matched for these
-_AMBIGUOUS_METHODS = frozenset({"put", "get", "cumsum", "median", "take", "repeat", "sum", "mean",
-                                "resize_", "sort", "copy", "index", "scatter", "gather"})
+_AMBIGUOUS_METHODS = frozenset(
+    {
+        "put",
+        "get",
+        "cumsum",
+        "median",
+        "take",
+        "repeat",
+        "sum",
+        "mean",
+        "resize_",
+        "sort",
+        "copy",
+        "index",
+        "scatter",
+        "gather",
+    }
+)
 #: PyTorch factories: a tensor they make without ``device=`` is on the CPU (unless the
 #: file calls ``torch.set_default_device``)
-_TORCH_FACTORIES = frozenset(f"torch.{n}" for n in (
-    "tensor", "as_tensor", "from_numpy", "arange", "zeros", "ones", "empty", "full", "rand",
-    "randn", "randint", "randperm", "linspace", "eye", "zeros_like", "ones_like"))
+_TORCH_FACTORIES = frozenset(
+    f"torch.{n}"
+    for n in (
+        "tensor",
+        "as_tensor",
+        "from_numpy",
+        "arange",
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "linspace",
+        "eye",
+        "zeros_like",
+        "ones_like",
+    )
+)
 _KW_IN = re.compile(r"^\s*(\w+)\s+in\s+\((.+)\)\s*$")
 _MISSING = object()
 
@@ -139,7 +175,7 @@ _SHORT = (("tf.", "tensorflow."), ("jnp.", "jax.numpy."), ("np.", "numpy."))
 def _resolved(symbol: str) -> str:
     for short, full in _SHORT:
         if symbol.startswith(short):
-            return full + symbol[len(short):]
+            return full + symbol[len(short) :]
     return symbol
 
 
@@ -202,8 +238,7 @@ class CatalogOpRule(Rule):
         items = None
         if qn is not None:
             items = idx.functions.get(qn)
-        elif type(node.func) is ast.Attribute and node.func.attr in idx.methods and \
-                self.ctx.imports_any(*self.roots):
+        elif type(node.func) is ast.Attribute and node.func.attr in idx.methods and self.ctx.imports_any(*self.roots):
             items = idx.methods[node.func.attr]
         if not items:
             return
@@ -223,8 +258,11 @@ class CatalogOpRule(Rule):
     def _gpu_used(self) -> bool:
         ctx = self.ctx
         if self.gpu_seen is None:
-            self.gpu_seen = "cuda" in ctx.methods or any(qn.startswith("torch.cuda.") for qn in ctx.calls) \
+            self.gpu_seen = (
+                "cuda" in ctx.methods
+                or any(qn.startswith("torch.cuda.") for qn in ctx.calls)
                 or _CUDA_STRING.search(ctx.text) is not None
+            )
         return self.gpu_seen
 
     def _skip(self, e) -> bool:
@@ -256,8 +294,9 @@ class CatalogOpRule(Rule):
                 return False
             qn = self.ctx.qualname(node.func)
             if qn in _TORCH_FACTORIES:
-                return not any(k.arg in ("device", None) for k in node.keywords) and \
-                    not (qn == "torch.tensor" and len(node.args) > 1)
+                return not any(k.arg in ("device", None) for k in node.keywords) and not (
+                    qn == "torch.tensor" and len(node.args) > 1
+                )
             if not (qn and qn.startswith("torch.") and node.args):
                 return False
             node = node.args[0]
@@ -266,9 +305,13 @@ class CatalogOpRule(Rule):
     def _intent(self) -> bool:
         """The file asks for reproducible runs: it seeds, turns a switch on or uses fwd9m."""
         ctx = self.ctx
-        return bool(ctx.called(sorted(SEED_CALLS)) or ctx.called(sorted(SWITCH_ON_CALLS))
-                    or ctx.calls.get("jax.random.key") or ctx.calls.get("jax.random.PRNGKey")
-                    or ctx.imports_any("fwd9m"))
+        return bool(
+            ctx.called(sorted(SEED_CALLS))
+            or ctx.called(sorted(SWITCH_ON_CALLS))
+            or ctx.calls.get("jax.random.key")
+            or ctx.calls.get("jax.random.PRNGKey")
+            or ctx.imports_any("fwd9m")
+        )
 
     def finish(self):
         if (not self.pending and not self.switch_sites) or not self._intent():
@@ -276,21 +319,30 @@ class CatalogOpRule(Rule):
         for node, (e, behaviour, met) in self.pending:
             if self._skip(e) or (e.devices == ("gpu",) and self._cpu_operand(node)):
                 continue
-            how = ("raises under the determinism switch" if behaviour == "raises"
-                   else "stays nondeterministic even under the determinism switch")
+            how = (
+                "raises under the determinism switch"
+                if behaviour == "raises"
+                else "stays nondeterministic even under the determinism switch"
+            )
             where = "/".join(e.devices) or "any device"
             cond = f" (when {e.condition}: not ruled out here)" if e.condition and met is None else ""
             version = f" {self.index.version}" if self.index.version else ""
-            self.ctx.add(self, node, f"{e.title}: on {where} this{cond} {how} in "
-                         f"{self.framework}{version} [catalog {e.id}]; fix: "
-                         f"{e.fix or (e.solutions[0].text if e.solutions else 'see fwd9m catalog')}",
-                         fix=e.fix)
+            self.ctx.add(
+                self,
+                node,
+                f"{e.title}: on {where} this{cond} {how} in "
+                f"{self.framework}{version} [catalog {e.id}]; fix: "
+                f"{e.fix or (e.solutions[0].text if e.solutions else 'see fwd9m catalog')}",
+                fix=e.fix,
+            )
         if not self.switch_sites:
             return
         ctx = self.ctx
-        if any(ctx.calls.get(s) for s in _SWITCH_FOR[self.framework]) \
-                or ctx.called(["fwd9m.enable_determinism", f"fwd9m.{self.framework}.enable_determinism"]) \
-                or (self.framework == "jax" and "xla_gpu_deterministic_ops" in ctx.text):
+        if (
+            any(ctx.calls.get(s) for s in _SWITCH_FOR[self.framework])
+            or ctx.called(["fwd9m.enable_determinism", f"fwd9m.{self.framework}.enable_determinism"])
+            or (self.framework == "jax" and "xla_gpu_deterministic_ops" in ctx.text)
+        ):
             return
         from ... import catalog
 
@@ -301,9 +353,14 @@ class CatalogOpRule(Rule):
             if self._skip(e):
                 continue
             where = "/".join(e.devices) or "any device"
-            self.ctx.add(self, node, f"{e.title}: nondeterministic on {where} unless the determinism "
-                         f"switch is on, and this file seeds but never turns it on [catalog {e.id}]; "
-                         f"fix: {code or e.fix}", fix=code or e.fix)
+            self.ctx.add(
+                self,
+                node,
+                f"{e.title}: nondeterministic on {where} unless the determinism "
+                f"switch is on, and this file seeds but never turns it on [catalog {e.id}]; "
+                f"fix: {code or e.fix}",
+                fix=code or e.fix,
+            )
 
 
 _DOC = """Calls a {name} API that the catalog lists as nondeterministic.
@@ -335,16 +392,25 @@ ENTRY-ID` shows the details and sources.
 
 
 def _examples(framework: str, idx: _Index, switch_code: str):
-    roots = {"tensorflow": "import tensorflow as tf", "keras": "import tensorflow as tf",
-             "torch": "import torch\nx = x.cuda()", "jax": "import jax\nimport jax.numpy as jnp"}[framework]
-    seed = {"tensorflow": "tf.random.set_seed(0)", "keras": "tf.random.set_seed(0)",
-            "torch": "torch.manual_seed(0)", "jax": "key = jax.random.key(0)"}[framework]
+    roots = {
+        "tensorflow": "import tensorflow as tf",
+        "keras": "import tensorflow as tf",
+        "torch": "import torch\nx = x.cuda()",
+        "jax": "import jax\nimport jax.numpy as jnp",
+    }[framework]
+    seed = {
+        "tensorflow": "tf.random.set_seed(0)",
+        "keras": "tf.random.set_seed(0)",
+        "torch": "torch.manual_seed(0)",
+        "jax": "key = jax.random.key(0)",
+    }[framework]
     invalid, valid = [], []
     for e, behaviour, cond in idx.entries:
         if cond is None or cond or e.direction == "backward" or e.fixed_by:
             continue  # examples need no argument, backward pass or setting to hold
-        fn = next((s for s in (e.symbols or ()) if ".Tensor." not in s and
-                   not s.rsplit(".", 1)[-1].startswith("_")), None)
+        fn = next(
+            (s for s in (e.symbols or ()) if ".Tensor." not in s and not s.rsplit(".", 1)[-1].startswith("_")), None
+        )
         if fn is None:
             continue
         call = f"y = {fn}(x)"
@@ -385,8 +451,7 @@ def generate() -> None:
         except Exception:  # noqa: BLE001 - a broken catalog must not break the linter
             from ..._log import logger
 
-            logger.warning("catalog for %s unreadable; rule %s matches nothing", framework, code,
-                           exc_info=True)
+            logger.warning("catalog for %s unreadable; rule %s matches nothing", framework, code, exc_info=True)
             _INDEXES[framework] = idx = _Index.__new__(_Index)
             idx.version, idx.functions, idx.methods, idx.entries, idx.words = None, {}, {}, [], ()
         switch = _switch_code(framework) if idx.entries else ""
@@ -400,12 +465,27 @@ def generate() -> None:
         ids = ", ".join(f"`{e.id}`" for e, _, _ in doc_idx.entries) or "none"
         doc_invalid, _ = _examples(framework, doc_idx, switch)
         example = doc_invalid[0].strip() if doc_invalid else "# (no catalog entries)"
-        doc = _DOC.format(name=display, framework=framework, count=len(doc_idx.entries), ids=ids,
-                          example=example, switch=switch or "see the catalog")
-        cls = type(f"Catalog{display}Op", (CatalogOpRule,), {
-            "__doc__": doc, "__module__": __name__, "code": code,
-            "name": f"catalog-{framework}-op", "framework": framework,
-            "triggers": idx.words or ("<no catalog entries>",), "invalid": invalid, "valid": valid,
-            "references": ("https://github.com/NVIDIA/framework-reproducibility",),
-        })
+        doc = _DOC.format(
+            name=display,
+            framework=framework,
+            count=len(doc_idx.entries),
+            ids=ids,
+            example=example,
+            switch=switch or "see the catalog",
+        )
+        cls = type(
+            f"Catalog{display}Op",
+            (CatalogOpRule,),
+            {
+                "__doc__": doc,
+                "__module__": __name__,
+                "code": code,
+                "name": f"catalog-{framework}-op",
+                "framework": framework,
+                "triggers": idx.words or ("<no catalog entries>",),
+                "invalid": invalid,
+                "valid": valid,
+                "references": ("https://github.com/NVIDIA/framework-reproducibility",),
+            },
+        )
         register(cls)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from .._helpers import arg, kwarg, literal
 from .._flow import is_test_file
+from .._helpers import arg, kwarg, literal
 from .._rule import Rule, register
 from ._common import SEED_CALLS, SWITCH_ON_CALLS, TORCH_SEED_CALLS, env_writes, is_stateful_random, seeds
 
@@ -43,19 +43,23 @@ class CudnnBenchmark(Rule):
     triggers = ("benchmark",)
     fix_code = "torch.backends.cudnn.benchmark = False"
     references = (TORCH_REPRO,)
-    invalid = ("import torch\ntorch.backends.cudnn.benchmark = True\n",
-               "from torch.backends import cudnn\ncudnn.benchmark = True\n",
-               "import torch.backends.cudnn as C\nC.benchmark = 1\n")
-    valid = ("import torch\ntorch.backends.cudnn.benchmark = False\n",
-             "benchmark = True\n")
+    invalid = (
+        "import torch\ntorch.backends.cudnn.benchmark = True\n",
+        "from torch.backends import cudnn\ncudnn.benchmark = True\n",
+        "import torch.backends.cudnn as C\nC.benchmark = 1\n",
+    )
+    valid = ("import torch\ntorch.backends.cudnn.benchmark = False\n", "benchmark = True\n")
 
     def visit_Assign(self, node):
         if literal(node.value, None) not in (True, 1):
             return  # only a literal True: a computed value may well be False
         for t in node.targets:
             if type(t) is ast.Attribute and self.ctx.qualname(t) == "torch.backends.cudnn.benchmark":
-                self.report(node, "cudnn.benchmark = True lets cuDNN pick convolution algorithms by "
-                            "timing, which can differ between runs; set it to False")
+                self.report(
+                    node,
+                    "cudnn.benchmark = True lets cuDNN pick convolution algorithms by "
+                    "timing, which can differ between runs; set it to False",
+                )
 
     def visit_Call(self, node, qn):
         if qn == "torch.backends.cudnn.flags" and literal(kwarg(node, "benchmark"), False) not in (False, 0, None):
@@ -93,19 +97,27 @@ class DeterminismSwitchedOff(Rule):
     """
 
     code, name = "FWD202", "determinism-switched-off"
-    triggers = ("use_deterministic_algorithms", "deterministic", "disable_op_determinism",
-                "set_deterministic_debug_mode")
+    triggers = (
+        "use_deterministic_algorithms",
+        "deterministic",
+        "disable_op_determinism",
+        "set_deterministic_debug_mode",
+    )
     fix_code = "torch.use_deterministic_algorithms(True)"
     references = (TORCH_DET, TF_DET)
-    invalid = ("import torch\ntorch.manual_seed(0)\ntorch.use_deterministic_algorithms(False)\n",
-               "import torch\ntorch.manual_seed(0)\ntorch.backends.cudnn.deterministic = False\n",
-               "import tensorflow as tf\ntf.random.set_seed(0)\ntf.config.experimental.disable_op_determinism()\n")
-    valid = ("import torch\ntorch.manual_seed(0)\ntorch.use_deterministic_algorithms(True)\n",
-             "import torch\ntorch.use_deterministic_algorithms(False)\n",
-             # a test turns it on and puts the default back at its end (litgpt's tests)
-             "import torch\ndef test_batch():\n    torch.manual_seed(0)\n"
-             "    torch.use_deterministic_algorithms(True)\n    run()\n"
-             "    torch.use_deterministic_algorithms(False)\n")
+    invalid = (
+        "import torch\ntorch.manual_seed(0)\ntorch.use_deterministic_algorithms(False)\n",
+        "import torch\ntorch.manual_seed(0)\ntorch.backends.cudnn.deterministic = False\n",
+        "import tensorflow as tf\ntf.random.set_seed(0)\ntf.config.experimental.disable_op_determinism()\n",
+    )
+    valid = (
+        "import torch\ntorch.manual_seed(0)\ntorch.use_deterministic_algorithms(True)\n",
+        "import torch\ntorch.use_deterministic_algorithms(False)\n",
+        # a test turns it on and puts the default back at its end (litgpt's tests)
+        "import torch\ndef test_batch():\n    torch.manual_seed(0)\n"
+        "    torch.use_deterministic_algorithms(True)\n    run()\n"
+        "    torch.use_deterministic_algorithms(False)\n",
+    )
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -120,8 +132,10 @@ class DeterminismSwitchedOff(Rule):
     def visit_Call(self, node, qn):
         if qn == "torch.use_deterministic_algorithms" and literal(arg(node, 0, "mode"), True) in (False, 0):
             self.sites.append((node, "torch.use_deterministic_algorithms(False)"))
-        elif qn in ("tensorflow.config.experimental.disable_op_determinism",
-                    "tensorflow.python.framework.config.disable_op_determinism"):
+        elif qn in (
+            "tensorflow.config.experimental.disable_op_determinism",
+            "tensorflow.python.framework.config.disable_op_determinism",
+        ):
             self.sites.append((node, "disable_op_determinism()"))
         elif qn == "torch.set_deterministic_debug_mode" and literal(arg(node, 0, "debug_mode"), 1) in (0, "default"):
             self.sites.append((node, "set_deterministic_debug_mode(0)"))
@@ -131,15 +145,21 @@ class DeterminismSwitchedOff(Rule):
         ``finally:`` block, or the last statement of a function that turned it on
         earlier (a test's tear-down, as in litgpt's tests)."""
         for n in ast.walk(self.ctx.tree):
-            if type(n) is ast.Try and any(node.lineno >= s.lineno and node.lineno <= (s.end_lineno or s.lineno)
-                                          for s in n.finalbody):
+            if type(n) is ast.Try and any(
+                node.lineno >= s.lineno and node.lineno <= (s.end_lineno or s.lineno) for s in n.finalbody
+            ):
                 return True
             if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n.body:
                 last = n.body[-1]
                 if last.lineno <= node.lineno <= (last.end_lineno or last.lineno):
-                    on = [c for c in ast.walk(n) if type(c) is ast.Call and c.lineno < node.lineno
-                          and self.ctx.qualname(c.func) in SWITCH_ON_CALLS
-                          and literal(arg(c, 0, "mode"), True) not in (False, 0)]
+                    on = [
+                        c
+                        for c in ast.walk(n)
+                        if type(c) is ast.Call
+                        and c.lineno < node.lineno
+                        and self.ctx.qualname(c.func) in SWITCH_ON_CALLS
+                        and literal(arg(c, 0, "mode"), True) not in (False, 0)
+                    ]
                     if on:
                         return True
         return False
@@ -150,8 +170,11 @@ class DeterminismSwitchedOff(Rule):
         for node, what in self.sites:
             if self._restores(node):
                 continue
-            self.report(node, f"{what} in a file that seeds: the seed makes random numbers "
-                        "repeatable but nondeterministic kernels still differ between runs")
+            self.report(
+                node,
+                f"{what} in a file that seeds: the seed makes random numbers "
+                "repeatable but nondeterministic kernels still differ between runs",
+            )
 
 
 #: packages whose first call may start XLA (and so parse XLA_FLAGS)
@@ -204,21 +227,24 @@ class EnvSetTooLate(Rule):
 
     code, name = "FWD203", "env-set-too-late"
     triggers = ("environ", "putenv")
-    references = ("https://docs.nvidia.com/cuda/cublas/index.html#results-reproducibility",
-                  TORCH_REPRO, SEED_README)
-    invalid = ("import os\nimport torch\nos.environ['CUBLAS_WORKSPACE_CONFIG'] = ':4096:8'\n",
-               "import os\nimport jax\nx = jax.numpy.ones(3)\n"
-               "os.environ.update({'XLA_FLAGS': '--xla_gpu_deterministic_ops=true'})\n")
-    valid = ("import os\nos.environ['CUBLAS_WORKSPACE_CONFIG'] = ':4096:8'\nimport torch\n",
-             "import os\nimport torch\nos.environ['MY_APP_SETTING'] = '1'\n",
-             # JAX reads XLA_FLAGS when its backend starts (first device query), not at import
-             "import os\nimport jax\nif __name__ == '__main__':\n"
-             "    os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=8'\n    main()\n",
-             # TensorFlow too parses XLA_FLAGS at its first XLA compilation, not at import
-             "import os\nimport jax\nimport tensorflow as tf\ndef main():\n"
-             "    tf.config.experimental.set_visible_devices([], 'GPU')\n"
-             "    os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=8'\n"
-             "    print(jax.device_count())\n")
+    references = ("https://docs.nvidia.com/cuda/cublas/index.html#results-reproducibility", TORCH_REPRO, SEED_README)
+    invalid = (
+        "import os\nimport torch\nos.environ['CUBLAS_WORKSPACE_CONFIG'] = ':4096:8'\n",
+        "import os\nimport jax\nx = jax.numpy.ones(3)\n"
+        "os.environ.update({'XLA_FLAGS': '--xla_gpu_deterministic_ops=true'})\n",
+    )
+    valid = (
+        "import os\nos.environ['CUBLAS_WORKSPACE_CONFIG'] = ':4096:8'\nimport torch\n",
+        "import os\nimport torch\nos.environ['MY_APP_SETTING'] = '1'\n",
+        # JAX reads XLA_FLAGS when its backend starts (first device query), not at import
+        "import os\nimport jax\nif __name__ == '__main__':\n"
+        "    os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=8'\n    main()\n",
+        # TensorFlow too parses XLA_FLAGS at its first XLA compilation, not at import
+        "import os\nimport jax\nimport tensorflow as tf\ndef main():\n"
+        "    tf.config.experimental.set_visible_devices([], 'GPU')\n"
+        "    os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=8'\n"
+        "    print(jax.device_count())\n",
+    )
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -242,8 +268,9 @@ class EnvSetTooLate(Rule):
         aborts only at the first ``jit_compile=True`` call), so a TF call counts too."""
         scopes = {id(self.ctx.tree)}
         for fn in ast.walk(self.ctx.tree):
-            if type(fn) in (ast.FunctionDef, ast.AsyncFunctionDef) and \
-                    fn.lineno <= node.lineno <= (fn.end_lineno or fn.lineno):
+            if type(fn) in (ast.FunctionDef, ast.AsyncFunctionDef) and fn.lineno <= node.lineno <= (
+                fn.end_lineno or fn.lineno
+            ):
                 scopes.add(id(fn))
         for qn, calls in self.ctx.calls.items():
             if qn.split(".", 1)[0] in _XLA_STARTERS and not qn.startswith(("jax.config.", "tensorflow.config.")):
@@ -255,8 +282,11 @@ class EnvSetTooLate(Rule):
     def _scope_of(self, call):
         best = self.ctx.tree
         for fn in ast.walk(self.ctx.tree):
-            if type(fn) in (ast.FunctionDef, ast.AsyncFunctionDef) and \
-                    fn.lineno <= call.lineno <= (fn.end_lineno or fn.lineno) and fn.lineno >= getattr(best, "lineno", 0):
+            if (
+                type(fn) in (ast.FunctionDef, ast.AsyncFunctionDef)
+                and fn.lineno <= call.lineno <= (fn.end_lineno or fn.lineno)
+                and fn.lineno >= getattr(best, "lineno", 0)
+            ):
                 best = fn
         return id(best)
 
@@ -269,9 +299,12 @@ class EnvSetTooLate(Rule):
             if key == "XLA_FLAGS" and lazy_xla and node.lineno > first and not self._jax_started_before(node):
                 continue  # JAX / TF read it when they first start XLA, after this line
             if key in _LATE_ENV and node.lineno > first:
-                self.report(node, f"{key} is set after the framework import on line {first}; "
-                            f"{_LATE_ENV[key]}, so it may have no effect. Set it before any "
-                            "framework import or in the launching shell")
+                self.report(
+                    node,
+                    f"{key} is set after the framework import on line {first}; "
+                    f"{_LATE_ENV[key]}, so it may have no effect. Set it before any "
+                    "framework import or in the launching shell",
+                )
 
 
 @register
@@ -302,8 +335,10 @@ class PythonHashSeedInProcess(Rule):
     fix_code = "PYTHONHASHSEED=0 python train.py"
     references = ("https://docs.python.org/3/using/cmdline.html#envvar-PYTHONHASHSEED",)
     invalid = ("import os\nos.environ['PYTHONHASHSEED'] = '0'\n",)
-    valid = ("import os, subprocess, sys\nos.environ['PYTHONHASHSEED'] = '0'\n"
-             "subprocess.run([sys.executable, 'train.py'])\n",)
+    valid = (
+        "import os, subprocess, sys\nos.environ['PYTHONHASHSEED'] = '0'\n"
+        "subprocess.run([sys.executable, 'train.py'])\n",
+    )
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -317,13 +352,19 @@ class PythonHashSeedInProcess(Rule):
             self.sites.extend(s for s in env_writes(self.ctx, node) if s[0] == "PYTHONHASHSEED")
 
     def finish(self):
-        if any(qn.startswith(("subprocess.", "os.exec", "os.spawn", "multiprocessing.")) or
-               qn in ("os.system", "os.posix_spawn") for qn in self.ctx.calls):
+        if any(
+            qn.startswith(("subprocess.", "os.exec", "os.spawn", "multiprocessing."))
+            or qn in ("os.system", "os.posix_spawn")
+            for qn in self.ctx.calls
+        ):
             return
         for _, node in self.sites:
-            self.report(node, "PYTHONHASHSEED set inside the process has no effect on it: string "
-                        "hashing was randomised at start-up. Set it before Python starts "
-                        "(PYTHONHASHSEED=0 python ..., or fwd9m run)")
+            self.report(
+                node,
+                "PYTHONHASHSEED set inside the process has no effect on it: string "
+                "hashing was randomised at start-up. Set it before Python starts "
+                "(PYTHONHASHSEED=0 python ..., or fwd9m run)",
+            )
 
 
 _SWITCHES = {
@@ -362,17 +403,20 @@ class SwitchNotCalled(Rule):
     code, name = "FWD205", "switch-not-called"
     triggers = frozenset(q.rsplit(".", 1)[-1] for q in _SWITCHES)
     references = (TF_DET, TORCH_DET)
-    invalid = ("import tensorflow as tf\ntf.config.experimental.enable_op_determinism\n",
-               "import torch\nif torch.use_deterministic_algorithms:\n    pass\n")
-    valid = ("import tensorflow as tf\ntf.config.experimental.enable_op_determinism()\n",
-             "import torch\nf = torch.use_deterministic_algorithms\nf(True)\n")
+    invalid = (
+        "import tensorflow as tf\ntf.config.experimental.enable_op_determinism\n",
+        "import torch\nif torch.use_deterministic_algorithms:\n    pass\n",
+    )
+    valid = (
+        "import tensorflow as tf\ntf.config.experimental.enable_op_determinism()\n",
+        "import torch\nf = torch.use_deterministic_algorithms\nf(True)\n",
+    )
 
     def _check(self, expr):
         if type(expr) in (ast.Attribute, ast.Name):
             qn = self.ctx.qualname(expr)
             if qn in _SWITCHES:
-                self.report(expr, f"{qn} is referenced but not called, so it does nothing; "
-                            f"call it: {_SWITCHES[qn]}")
+                self.report(expr, f"{qn} is referenced but not called, so it does nothing; call it: {_SWITCHES[qn]}")
 
     def visit_Expr(self, node):
         self._check(node.value)
@@ -411,12 +455,16 @@ class JitCompileWithOpDeterminism(Rule):
     code, name = "FWD206", "jit-compile-with-op-determinism"
     triggers = ("jit_compile",)
     references = ("https://github.com/keras-team/keras/blob/master/keras/src/trainers/trainer.py", TF_DET)
-    invalid = ("import tensorflow as tf\ntf.config.experimental.enable_op_determinism()\n"
-               "model.compile(loss='mse', jit_compile=True)\n",)
-    valid = ("import tensorflow as tf\ntf.config.experimental.enable_op_determinism()\n"
-             "model.compile(loss='mse')\n", "model.compile(loss='mse', jit_compile=True)\n",
-             "import tensorflow as tf\ndef a():\n    tf.config.experimental.enable_op_determinism()\n"
-             "def b(model):\n    model.compile(loss='mse', jit_compile=True)\n")
+    invalid = (
+        "import tensorflow as tf\ntf.config.experimental.enable_op_determinism()\n"
+        "model.compile(loss='mse', jit_compile=True)\n",
+    )
+    valid = (
+        "import tensorflow as tf\ntf.config.experimental.enable_op_determinism()\nmodel.compile(loss='mse')\n",
+        "model.compile(loss='mse', jit_compile=True)\n",
+        "import tensorflow as tf\ndef a():\n    tf.config.experimental.enable_op_determinism()\n"
+        "def b(model):\n    model.compile(loss='mse', jit_compile=True)\n",
+    )
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -428,19 +476,25 @@ class JitCompileWithOpDeterminism(Rule):
         if type(node.func) is ast.Attribute and node.func.attr == "compile":
             if literal(kwarg(node, "jit_compile"), None) is True:
                 self.sites.append((scope, node))
-        elif qn in ("tensorflow.config.experimental.enable_op_determinism",
-                    "tensorflow.python.framework.config.enable_op_determinism",
-                    "fwd9m.enable_determinism", "fwd9m.tensorflow.enable_determinism",
-                    "fwd9m.keras.enable_determinism"):
+        elif qn in (
+            "tensorflow.config.experimental.enable_op_determinism",
+            "tensorflow.python.framework.config.enable_op_determinism",
+            "fwd9m.enable_determinism",
+            "fwd9m.tensorflow.enable_determinism",
+            "fwd9m.keras.enable_determinism",
+        ):
             self.enabled.add(scope)
 
     def finish(self):
         # determinism on at module level covers everything; in a function, that function
         for scope, node in self.sites:
             if None in self.enabled or scope in self.enabled:
-                self.report(node, "jit_compile=True with TF op determinism: Keras turns XLA off "
-                            "when determinism is on (or, if compile runs first, XLA runs outside "
-                            "the switch); drop jit_compile=True")
+                self.report(
+                    node,
+                    "jit_compile=True with TF op determinism: Keras turns XLA off "
+                    "when determinism is on (or, if compile runs first, XLA runs outside "
+                    "the switch); drop jit_compile=True",
+                )
 
 
 @register
@@ -477,24 +531,28 @@ class WhileLoopParallelIterations(Rule):
     code, name = "FWD207", "while-loop-parallel-iterations"
     triggers = ("while_loop", "set_loop_options")
     references = (SEED_README, "https://www.tensorflow.org/api_docs/python/tf/while_loop")
-    invalid = ("import tensorflow as tf\ntf.while_loop(c, b, [i])\n",
-               "import tensorflow as tf\ntf.while_loop(c, b, [i], parallel_iterations=4)\n",
-               "import tensorflow as tf\ndef crop(i):\n    return i + tf.random.uniform([])\n"
-               "def body(i):\n    return tf.cond(i > 0, crop, lambda: i)\n"
-               "tf.while_loop(lambda i: i < 3, body, [0.0])\n")
-    valid = ("import tensorflow as tf\ntf.while_loop(c, b, [i], parallel_iterations=1)\n",
-             # pure tensor ops (MaxText's sequence packing loop): the schedule cannot change them
-             "import tensorflow as tf\ndef body(i, acc):\n    return i + 1, acc + tf.reduce_sum(x[i])\n"
-             "tf.while_loop(lambda i, acc: i < 3, body, [0, 0.0])\n",
-             # retry loop (scenic's densevoc sampling): cond reads the draw, iterations are serial
-             "import tensorflow as tf\ndef draw(_):\n    if k:\n        o = tf.random.uniform([], maxval=5)\n"
-             "        return tf.range(o, o + 3)\n    return tf.random.shuffle(tf.range(9))[:3]\n"
-             "tf.while_loop(lambda x: tf.reduce_max(x) < 5, draw, [draw(())])\n")
-    _LOOPS = frozenset({"tensorflow.while_loop", "tensorflow.compat.v1.while_loop",
-                        "tensorflow.compat.v2.while_loop"})
+    invalid = (
+        "import tensorflow as tf\ntf.while_loop(c, b, [i])\n",
+        "import tensorflow as tf\ntf.while_loop(c, b, [i], parallel_iterations=4)\n",
+        "import tensorflow as tf\ndef crop(i):\n    return i + tf.random.uniform([])\n"
+        "def body(i):\n    return tf.cond(i > 0, crop, lambda: i)\n"
+        "tf.while_loop(lambda i: i < 3, body, [0.0])\n",
+    )
+    valid = (
+        "import tensorflow as tf\ntf.while_loop(c, b, [i], parallel_iterations=1)\n",
+        # pure tensor ops (MaxText's sequence packing loop): the schedule cannot change them
+        "import tensorflow as tf\ndef body(i, acc):\n    return i + 1, acc + tf.reduce_sum(x[i])\n"
+        "tf.while_loop(lambda i, acc: i < 3, body, [0, 0.0])\n",
+        # retry loop (scenic's densevoc sampling): cond reads the draw, iterations are serial
+        "import tensorflow as tf\ndef draw(_):\n    if k:\n        o = tf.random.uniform([], maxval=5)\n"
+        "        return tf.range(o, o + 3)\n    return tf.random.shuffle(tf.range(9))[:3]\n"
+        "tf.while_loop(lambda x: tf.reduce_max(x) < 5, draw, [draw(())])\n",
+    )
+    _LOOPS = frozenset({"tensorflow.while_loop", "tensorflow.compat.v1.while_loop", "tensorflow.compat.v2.while_loop"})
     #: methods that update state (tf.Variable) rather than compute a value
-    _STATEFUL_METHODS = frozenset({"assign", "assign_add", "assign_sub", "scatter_add", "scatter_update",
-                                   "scatter_nd_add", "scatter_nd_update"})
+    _STATEFUL_METHODS = frozenset(
+        {"assign", "assign_add", "assign_sub", "scatter_add", "scatter_update", "scatter_nd_add", "scatter_nd_update"}
+    )
 
     def _stateful_body(self, loop):
         """The first stateful op (random op from a global/op seed, variable update)
@@ -534,8 +592,14 @@ class WhileLoopParallelIterations(Rule):
         if type(node) is ast.Lambda:
             return node
         if type(node) is ast.Name:
-            return next((n for n in ast.walk(self.ctx.tree)
-                         if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n.name == node.id), None)
+            return next(
+                (
+                    n
+                    for n in ast.walk(self.ctx.tree)
+                    if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n.name == node.id
+                ),
+                None,
+            )
         return None
 
     def _serial_retry(self, loop) -> bool:
@@ -545,22 +609,34 @@ class WhileLoopParallelIterations(Rule):
         cond = self._function(kwarg(loop, "cond") or (loop.args[0] if loop.args else None))
         body = self._function(kwarg(loop, "body") or (loop.args[1] if len(loop.args) > 1 else None))
         loop_vars = kwarg(loop, "loop_vars") or (loop.args[2] if len(loop.args) > 2 else None)
-        if cond is None or body is None or type(loop_vars) not in (ast.List, ast.Tuple) \
-                or len(loop_vars.elts) != 1 or len(cond.args.args) != 1:
+        if (
+            cond is None
+            or body is None
+            or type(loop_vars) not in (ast.List, ast.Tuple)
+            or len(loop_vars.elts) != 1
+            or len(cond.args.args) != 1
+        ):
             return False
         param = cond.args.args[0].arg
         if not any(type(n) is ast.Name and n.id == param for n in ast.walk(cond)):
             return False
+
         def draws(expr) -> bool:  # a stateful call, or a name assigned from one in the body
-            return any((type(c) is ast.Call and is_stateful_random(self.ctx.qualname(c.func)))
-                       or (type(c) is ast.Name and c.id in drawn) for c in ast.walk(expr))
+            return any(
+                (type(c) is ast.Call and is_stateful_random(self.ctx.qualname(c.func)))
+                or (type(c) is ast.Name and c.id in drawn)
+                for c in ast.walk(expr)
+            )
 
         drawn: set[str] = set()
         for n in ast.walk(body):
             if type(n) is ast.Assign and draws(n.value):
                 drawn.update(t.id for t in n.targets if type(t) is ast.Name)
-        results = [body.body] if type(body) is ast.Lambda else \
-            [n.value for n in ast.walk(body) if type(n) is ast.Return and n.value is not None]
+        results = (
+            [body.body]
+            if type(body) is ast.Lambda
+            else [n.value for n in ast.walk(body) if type(n) is ast.Return and n.value is not None]
+        )
         return bool(results) and all(draws(r) for r in results)
 
     def visit_Call(self, node, qn):
@@ -573,16 +649,24 @@ class WhileLoopParallelIterations(Rule):
                 stateful = self._stateful_body(node)
                 if stateful is False or (stateful and self._serial_retry(node)):
                     return  # no stateful op, or draws that wait for each other: same result
-                what = (f"its body calls {stateful} (stateful)" if stateful
-                        else "its body is not in this file, so a stateful op in it cannot be ruled out")
-                self.report(node, f"tf.while_loop runs up to {value or 'N'} iterations in parallel "
-                            f"(default 10) and {what}: stateful ops can run in a different order "
-                            "between runs; pass parallel_iterations=1")
+                what = (
+                    f"its body calls {stateful} (stateful)"
+                    if stateful
+                    else "its body is not in this file, so a stateful op in it cannot be ruled out"
+                )
+                self.report(
+                    node,
+                    f"tf.while_loop runs up to {value or 'N'} iterations in parallel "
+                    f"(default 10) and {what}: stateful ops can run in a different order "
+                    "between runs; pass parallel_iterations=1",
+                )
         elif qn == "tensorflow.autograph.experimental.set_loop_options":
             value = literal(kwarg(node, "parallel_iterations"), 1)
             if isinstance(value, int) and value > 1:
-                self.report(node, "set_loop_options(parallel_iterations>1) can reorder ops between "
-                            "runs; use parallel_iterations=1")
+                self.report(
+                    node,
+                    "set_loop_options(parallel_iterations>1) can reorder ops between runs; use parallel_iterations=1",
+                )
 
 
 @register
@@ -610,8 +694,10 @@ class GateGradientsNone(Rule):
     code, name = "FWD208", "gate-gradients-none"
     triggers = ("gate_gradients",)
     references = ("https://www.tensorflow.org/api_docs/python/tf/compat/v1/train/Optimizer", SEED_README)
-    invalid = ("import tensorflow as tf\nopt.minimize(loss, gate_gradients=tf.compat.v1.train.Optimizer.GATE_NONE)\n",
-               "opt.compute_gradients(loss, gate_gradients=0)\n")
+    invalid = (
+        "import tensorflow as tf\nopt.minimize(loss, gate_gradients=tf.compat.v1.train.Optimizer.GATE_NONE)\n",
+        "opt.compute_gradients(loss, gate_gradients=0)\n",
+    )
     valid = ("import tensorflow as tf\nopt.minimize(loss, gate_gradients=tf.compat.v1.train.Optimizer.GATE_GRAPH)\n",)
 
     def visit_Call(self, node, qn):
@@ -620,8 +706,11 @@ class GateGradientsNone(Rule):
             return
         # GATE_NONE is 0, so False means the same (tf.gradients: explicit False)
         if (type(g) is ast.Attribute and g.attr == "GATE_NONE") or literal(g, None) in (0, False):
-            self.report(g, "gradients computed without gating may be applied in a different order "
-                        "each run (TF: 'at the cost of some non-reproducibility'); use GATE_OP or GATE_GRAPH")
+            self.report(
+                g,
+                "gradients computed without gating may be applied in a different order "
+                "each run (TF: 'at the cost of some non-reproducibility'); use GATE_OP or GATE_GRAPH",
+            )
 
 
 @register
@@ -655,10 +744,17 @@ class HorovodTensorFusion(Rule):
     valid = ("import os\nos.environ['HOROVOD_FUSION_THRESHOLD'] = '0'\nimport horovod.torch as hvd\nhvd.init()\n",)
 
     def visit_Call(self, node, qn):
-        if qn and qn.startswith("horovod.") and qn.endswith(".init") and \
-                "HOROVOD_FUSION_THRESHOLD" not in self.ctx.text:
-            self.report(node, "Horovod Tensor Fusion is on: the fused allreduce can sum gradients "
-                        "in a different order each run; set HOROVOD_FUSION_THRESHOLD=0")
+        if (
+            qn
+            and qn.startswith("horovod.")
+            and qn.endswith(".init")
+            and "HOROVOD_FUSION_THRESHOLD" not in self.ctx.text
+        ):
+            self.report(
+                node,
+                "Horovod Tensor Fusion is on: the fused allreduce can sum gradients "
+                "in a different order each run; set HOROVOD_FUSION_THRESHOLD=0",
+            )
 
 
 @register
@@ -693,12 +789,18 @@ class TorchCompileRng(Rule):
     default = False  # parity with eager is an assumption the source does not show
     triggers = ("compile",)
     fix_code = "torch._inductor.config.fallback_random = True"
-    references = ("https://github.com/pytorch/pytorch/blob/main/torch/_inductor/config.py",
-                  "https://docs.pytorch.org/docs/stable/generated/torch.compile.html")
-    invalid = ("import torch\ntorch.manual_seed(0)\nm = torch.compile(torch.nn.Linear(2, 2))\n",
-               "import torch\ntorch.manual_seed(0)\n@torch.compile\ndef f(x):\n    return x\n")
-    valid = ("import torch\nimport torch._inductor.config\ntorch._inductor.config.fallback_random = True\n"
-             "torch.manual_seed(0)\nm = torch.compile(torch.nn.Linear(2, 2))\n",)
+    references = (
+        "https://github.com/pytorch/pytorch/blob/main/torch/_inductor/config.py",
+        "https://docs.pytorch.org/docs/stable/generated/torch.compile.html",
+    )
+    invalid = (
+        "import torch\ntorch.manual_seed(0)\nm = torch.compile(torch.nn.Linear(2, 2))\n",
+        "import torch\ntorch.manual_seed(0)\n@torch.compile\ndef f(x):\n    return x\n",
+    )
+    valid = (
+        "import torch\nimport torch._inductor.config\ntorch._inductor.config.fallback_random = True\n"
+        "torch.manual_seed(0)\nm = torch.compile(torch.nn.Linear(2, 2))\n",
+    )
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -719,9 +821,12 @@ class TorchCompileRng(Rule):
         if "fallback_random" in self.ctx.text or not seeds(self.ctx, TORCH_SEED_CALLS):
             return
         for node in self.sites:
-            self.report(node, "torch.compile draws random numbers with Inductor's own kernels, so "
-                        "the seeded run differs from eager; set "
-                        "torch._inductor.config.fallback_random = True for eager parity")
+            self.report(
+                node,
+                "torch.compile draws random numbers with Inductor's own kernels, so "
+                "the seeded run differs from eager; set "
+                "torch._inductor.config.fallback_random = True for eager parity",
+            )
 
 
 @register
@@ -751,16 +856,22 @@ class DeterministicWarnOnly(Rule):
     triggers = ("warn_only", "set_deterministic_debug_mode")
     fix_code = "torch.use_deterministic_algorithms(True)"
     references = (TORCH_DET,)
-    invalid = ("import torch\ntorch.use_deterministic_algorithms(True, warn_only=True)\n",
-               "import torch\ntorch.set_deterministic_debug_mode('warn')\n")
-    valid = ("import torch\ntorch.use_deterministic_algorithms(True)\n",
-             "import torch\ntorch.set_deterministic_debug_mode('error')\n")
+    invalid = (
+        "import torch\ntorch.use_deterministic_algorithms(True, warn_only=True)\n",
+        "import torch\ntorch.set_deterministic_debug_mode('warn')\n",
+    )
+    valid = (
+        "import torch\ntorch.use_deterministic_algorithms(True)\n",
+        "import torch\ntorch.set_deterministic_debug_mode('error')\n",
+    )
 
     def visit_Call(self, node, qn):
-        if qn == "torch.use_deterministic_algorithms" and literal(arg(node, 0, "mode"), None) is True \
-                and literal(kwarg(node, "warn_only"), None) is True:
-            self.report(node, "warn_only=True runs nondeterministic ops after a warning; drop it so "
-                        "they raise")
+        if (
+            qn == "torch.use_deterministic_algorithms"
+            and literal(arg(node, 0, "mode"), None) is True
+            and literal(kwarg(node, "warn_only"), None) is True
+        ):
+            self.report(node, "warn_only=True runs nondeterministic ops after a warning; drop it so they raise")
         elif qn == "torch.set_deterministic_debug_mode" and literal(arg(node, 0, "debug_mode"), None) in (1, "warn"):
             self.report(node, "debug mode 'warn' runs nondeterministic ops after a warning; use 'error'")
 
@@ -796,7 +907,12 @@ class FillUninitializedMemoryOff(Rule):
     def visit_Assign(self, node):
         if literal(node.value, True) in (False, 0):
             for t in node.targets:
-                if type(t) is ast.Attribute and self.ctx.qualname(t) == \
-                        "torch.utils.deterministic.fill_uninitialized_memory":
-                    self.report(node, "fill_uninitialized_memory = False lets uninitialised memory "
-                                "reach results under deterministic mode; leave it True")
+                if (
+                    type(t) is ast.Attribute
+                    and self.ctx.qualname(t) == "torch.utils.deterministic.fill_uninitialized_memory"
+                ):
+                    self.report(
+                        node,
+                        "fill_uninitialized_memory = False lets uninitialised memory "
+                        "reach results under deterministic mode; leave it True",
+                    )

@@ -4,17 +4,28 @@ from __future__ import annotations
 
 import ast
 
+from .._flow import dotted, local_callees, runs
 from .._helpers import arg, call_name, kwarg, literal
 from .._rule import Rule, register
-from .._flow import dotted, local_callees, runs
 from ._common import SWITCH_ON_CALLS, TF_SEED_CALLS, TORCH_SEED_CALLS, is_stateful_random, seeds
 
 TF_DATA_DET = "https://www.tensorflow.org/api_docs/python/tf/data/Options#deterministic"
 TF_DET = "https://www.tensorflow.org/api_docs/python/tf/config/experimental/enable_op_determinism"
 TORCH_REPRO = "https://docs.pytorch.org/docs/stable/notes/randomness.html#dataloader"
 SEED_README = "https://github.com/NVIDIA/framework-reproducibility/blob/master/doc/d9m/tensorflow.md"
-_TF_DATA_METHODS = frozenset({"map", "interleave", "batch", "padded_batch", "parallel_interleave",
-                              "map_and_batch", "ragged_batch", "parallel_map", "flat_map"})
+_TF_DATA_METHODS = frozenset(
+    {
+        "map",
+        "interleave",
+        "batch",
+        "padded_batch",
+        "parallel_interleave",
+        "map_and_batch",
+        "ragged_batch",
+        "parallel_map",
+        "flat_map",
+    }
+)
 
 
 def _is_tf_file(ctx) -> bool:
@@ -61,24 +72,30 @@ class TfDataNondeterministic(Rule):
     code, name = "FWD301", "tf-data-nondeterministic"
     triggers = ("deterministic", "experimental_deterministic", "sloppy")
     references = (TF_DATA_DET, "https://www.tensorflow.org/api_docs/python/tf/data/Dataset#map")
-    invalid = ("ds = ds.map(f, num_parallel_calls=4, deterministic=False)\n",
-               "import tensorflow as tf\noptions = tf.data.Options()\noptions.experimental_deterministic = False\n",
-               "import tensorflow as tf\noptions = tf.data.Options()\noptions.deterministic = False\n",
-               # ELECTRA's pretraining input: sloppy exactly when training
-               "import tensorflow as tf\nd = d.apply(tf.data.experimental.parallel_interleave(\n"
-               "    tf.data.TFRecordDataset, sloppy=is_training, cycle_length=4))\n")
-    valid = ("ds = ds.map(f, num_parallel_calls=4)\n",
-             "import tensorflow as tf\nd = d.apply(tf.data.experimental.parallel_interleave(f, sloppy=use_sloppy))\n",
-             "import torch\ntorch.backends.cudnn.deterministic = False\n")
+    invalid = (
+        "ds = ds.map(f, num_parallel_calls=4, deterministic=False)\n",
+        "import tensorflow as tf\noptions = tf.data.Options()\noptions.experimental_deterministic = False\n",
+        "import tensorflow as tf\noptions = tf.data.Options()\noptions.deterministic = False\n",
+        # ELECTRA's pretraining input: sloppy exactly when training
+        "import tensorflow as tf\nd = d.apply(tf.data.experimental.parallel_interleave(\n"
+        "    tf.data.TFRecordDataset, sloppy=is_training, cycle_length=4))\n",
+    )
+    valid = (
+        "ds = ds.map(f, num_parallel_calls=4)\n",
+        "import tensorflow as tf\nd = d.apply(tf.data.experimental.parallel_interleave(f, sloppy=use_sloppy))\n",
+        "import torch\ntorch.backends.cudnn.deterministic = False\n",
+    )
 
     def visit_Call(self, node, qn):
         name = call_name(node)
         if name in _TF_DATA_METHODS and literal(kwarg(node, "deterministic"), None) is False:
-            self.report(node, f"{name}(deterministic=False) lets tf.data return elements out of "
-                        "order; remove it")
+            self.report(node, f"{name}(deterministic=False) lets tf.data return elements out of order; remove it")
         elif name == "parallel_interleave" and _sloppy_when_training(kwarg(node, "sloppy")):
-            self.report(node, f"parallel_interleave(sloppy={ast.unparse(kwarg(node, 'sloppy'))}) "
-                        "returns elements out of order; use sloppy=False")
+            self.report(
+                node,
+                f"parallel_interleave(sloppy={ast.unparse(kwarg(node, 'sloppy'))}) "
+                "returns elements out of order; use sloppy=False",
+            )
 
     def visit_Assign(self, node):
         if literal(node.value, None) is not False:
@@ -90,8 +107,9 @@ class TfDataNondeterministic(Rule):
                     continue
                 if t.attr == "deterministic" and not _is_tf_file(self.ctx):
                     continue
-                self.report(node, f"tf.data.Options.{t.attr} = False lets the pipeline return "
-                            "elements out of order; remove it")
+                self.report(
+                    node, f"tf.data.Options.{t.attr} = False lets the pipeline return elements out of order; remove it"
+                )
 
 
 @register
@@ -124,8 +142,11 @@ class RandomOpInParallelMap(Rule):
 
     code, name = "FWD302", "random-op-in-parallel-map"
     triggers = ("num_parallel_calls",)
-    references = (TF_DET, "https://www.tensorflow.org/guide/random_numbers#stateless_rngs",
-                  "https://www.tensorflow.org/api_docs/python/tf/data/Dataset#map")
+    references = (
+        TF_DET,
+        "https://www.tensorflow.org/guide/random_numbers#stateless_rngs",
+        "https://www.tensorflow.org/api_docs/python/tf/data/Dataset#map",
+    )
     invalid = (
         "import tensorflow as tf\nds = ds.map(lambda x: tf.image.random_crop(x, [8, 8, 1]), num_parallel_calls=4)\n",
         "import tensorflow as tf\ndef aug(x):\n    return x + tf.random.uniform([3])\n"
@@ -176,25 +197,34 @@ class RandomOpInParallelMap(Rule):
         if self.ctx.called(sorted(SWITCH_ON_CALLS)):
             return
         for node, fn in self.maps:
-            target = fn if type(fn) is ast.Lambda else \
-                self.functions.get(fn.id) if type(fn) is ast.Name else None
+            target = fn if type(fn) is ast.Lambda else self.functions.get(fn.id) if type(fn) is ast.Name else None
             hit = self._random_in(target) if target is not None else None
             if hit:
-                self.report(node, f"parallel map calls stateful random op {hit}: elements reach the "
-                            "shared generator in a different order each run; use stateless random "
-                            "ops with per-element seeds")
+                self.report(
+                    node,
+                    f"parallel map calls stateful random op {hit}: elements reach the "
+                    "shared generator in a different order each run; use stateless random "
+                    "ops with per-element seeds",
+                )
 
 
 def _tf_global_seed(ctx) -> bool:
-    return bool(ctx.called(["tensorflow.random.set_seed", "keras.utils.set_random_seed",
-                            "tensorflow.keras.utils.set_random_seed", "tensorflow.compat.v1.set_random_seed",
-                            "tensorflow.set_random_seed"]))
+    return bool(
+        ctx.called(
+            [
+                "tensorflow.random.set_seed",
+                "keras.utils.set_random_seed",
+                "tensorflow.keras.utils.set_random_seed",
+                "tensorflow.compat.v1.set_random_seed",
+                "tensorflow.set_random_seed",
+            ]
+        )
+    )
 
 
 def _looks_like_rng(receiver) -> bool:
     """``rng``, ``self._rng``, ``random_state``, ``np_random``...: a generator object."""
-    name = receiver.attr if type(receiver) is ast.Attribute else \
-        receiver.id if type(receiver) is ast.Name else ""
+    name = receiver.attr if type(receiver) is ast.Attribute else receiver.id if type(receiver) is ast.Name else ""
     low = name.lower()
     return "rng" in low or "random" in low or low in ("gen", "generator", "rs", "r", "prng")
 
@@ -230,22 +260,29 @@ class ShuffleWithoutSeed(Rule):
 
     code, name = "FWD303", "shuffle-without-seed"
     triggers = ("shuffle", "numpy_input_fn", "pandas_input_fn")
-    references = ("https://www.tensorflow.org/api_docs/python/tf/data/Dataset#shuffle",
-                  "https://www.tensorflow.org/api_docs/python/tf/random/set_seed", SEED_README)
-    invalid = ("import tensorflow as tf\nds = tf.data.Dataset.range(10).shuffle(10)\n",
-               "import tensorflow as tf\nx = tf.random.shuffle(x)\n",
-               # automl efficientnetv2: seeded only in debug mode
-               "import tensorflow as tf\nclass In:\n    def __init__(self, debug):\n"
-               "        self.shuffle_seed = 1111 if debug else None\n"
-               "    def make(self, ds):\n        return ds.shuffle(64, seed=self.shuffle_seed)\n",
-               "import tensorflow as tf\nf = tf.compat.v1.estimator.inputs.numpy_input_fn(x, y, shuffle=True)\n")
-    valid = ("import tensorflow as tf\nds = tf.data.Dataset.range(10).shuffle(10, seed=1)\n",
-             "import tensorflow as tf\nimport numpy as np\nrng = np.random.default_rng(0)\nrng.shuffle(idx)\n",
-             "import random\nrandom.shuffle(x)\n",
-             "import tensorflow as tf\nds = ds.shuffle(10, 1)\n",
-             "import tensorflow as tf\nseed = 1 if debug else 2\nds = ds.shuffle(10, seed=seed)\n",
-             "import tensorflow as tf\ncfg = tf.estimator.RunConfig(tf_random_seed=0)\n"
-             "f = tf.compat.v1.estimator.inputs.numpy_input_fn(x, y, shuffle=True)\n")
+    references = (
+        "https://www.tensorflow.org/api_docs/python/tf/data/Dataset#shuffle",
+        "https://www.tensorflow.org/api_docs/python/tf/random/set_seed",
+        SEED_README,
+    )
+    invalid = (
+        "import tensorflow as tf\nds = tf.data.Dataset.range(10).shuffle(10)\n",
+        "import tensorflow as tf\nx = tf.random.shuffle(x)\n",
+        # automl efficientnetv2: seeded only in debug mode
+        "import tensorflow as tf\nclass In:\n    def __init__(self, debug):\n"
+        "        self.shuffle_seed = 1111 if debug else None\n"
+        "    def make(self, ds):\n        return ds.shuffle(64, seed=self.shuffle_seed)\n",
+        "import tensorflow as tf\nf = tf.compat.v1.estimator.inputs.numpy_input_fn(x, y, shuffle=True)\n",
+    )
+    valid = (
+        "import tensorflow as tf\nds = tf.data.Dataset.range(10).shuffle(10, seed=1)\n",
+        "import tensorflow as tf\nimport numpy as np\nrng = np.random.default_rng(0)\nrng.shuffle(idx)\n",
+        "import random\nrandom.shuffle(x)\n",
+        "import tensorflow as tf\nds = ds.shuffle(10, 1)\n",
+        "import tensorflow as tf\nseed = 1 if debug else 2\nds = ds.shuffle(10, seed=seed)\n",
+        "import tensorflow as tf\ncfg = tf.estimator.RunConfig(tf_random_seed=0)\n"
+        "f = tf.compat.v1.estimator.inputs.numpy_input_fn(x, y, shuffle=True)\n",
+    )
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -257,15 +294,22 @@ class ShuffleWithoutSeed(Rule):
         # tf.compat.v1.set_random_seed / RunConfig(tf_random_seed=) fixes them
         if self.input_fns and not seeds(self.ctx, TF_SEED_CALLS):
             for node in self.input_fns:
-                self.report(node, f"{node.func.attr if type(node.func) is ast.Attribute else 'input_fn'}"
-                            "(shuffle=True) shuffles from the graph-level seed, which this file never "
-                            "sets; pass RunConfig(tf_random_seed=seed) to the Estimator or call "
-                            "tf.compat.v1.set_random_seed(seed)")
+                self.report(
+                    node,
+                    f"{node.func.attr if type(node.func) is ast.Attribute else 'input_fn'}"
+                    "(shuffle=True) shuffles from the graph-level seed, which this file never "
+                    "sets; pass RunConfig(tf_random_seed=seed) to the Estimator or call "
+                    "tf.compat.v1.set_random_seed(seed)",
+                )
 
     def visit_Call(self, node, qn):
         f = node.func
-        if qn and qn.rsplit(".", 1)[-1] in ("numpy_input_fn", "pandas_input_fn") and qn.startswith("tensorflow") \
-                and literal(kwarg(node, "shuffle"), None) is True:
+        if (
+            qn
+            and qn.rsplit(".", 1)[-1] in ("numpy_input_fn", "pandas_input_fn")
+            and qn.startswith("tensorflow")
+            and literal(kwarg(node, "shuffle"), None) is True
+        ):
             self.input_fns.append(node)
             return
         if type(f) is not ast.Attribute or f.attr != "shuffle" or not _is_tf_file(self.ctx):
@@ -278,14 +322,20 @@ class ShuffleWithoutSeed(Rule):
         if seed is not None:
             unless = self._none_unless(seed)
             if unless:
-                self.report(node, f"shuffle(seed={ast.unparse(seed)}): the seed is None unless "
-                            f"{unless} (line {self._none_line}), so the order depends on the global "
-                            "seed and on how many ops were created before it; give it a seed always")
+                self.report(
+                    node,
+                    f"shuffle(seed={ast.unparse(seed)}): the seed is None unless "
+                    f"{unless} (line {self._none_line}), so the order depends on the global "
+                    "seed and on how many ops were created before it; give it a seed always",
+                )
             return
         if not node.args and kwarg(node, "buffer_size") is None and qn is None:
             return
-        self.report(node, "shuffle without seed=: the order depends on the global seed and on how "
-                    "many ops were created before it; pass seed=")
+        self.report(
+            node,
+            "shuffle without seed=: the order depends on the global seed and on how "
+            "many ops were created before it; pass seed=",
+        )
 
     def _none_unless(self, seed) -> str:
         """The condition under which ``seed`` (``self.x`` or a name) is not None, when the
@@ -335,16 +385,21 @@ class ListFilesShuffled(Rule):
     triggers = ("list_files",)
     references = ("https://www.tensorflow.org/api_docs/python/tf/data/Dataset#list_files",)
     invalid = ("import tensorflow as tf\nfiles = tf.data.Dataset.list_files('d/*.rec')\n",)
-    valid = ("import tensorflow as tf\nfiles = tf.data.Dataset.list_files('d/*.rec', shuffle=False)\n",
-             "import tensorflow as tf\nfiles = tf.data.Dataset.list_files('d/*.rec', seed=3)\n")
+    valid = (
+        "import tensorflow as tf\nfiles = tf.data.Dataset.list_files('d/*.rec', shuffle=False)\n",
+        "import tensorflow as tf\nfiles = tf.data.Dataset.list_files('d/*.rec', seed=3)\n",
+    )
 
     def visit_Call(self, node, qn):
         if qn in ("tensorflow.data.Dataset.list_files", "tensorflow.compat.v1.data.Dataset.list_files"):
             shuffle, seed = arg(node, 1, "shuffle"), arg(node, 2, "seed")
             if literal(shuffle, True) in (False, 0) or (seed is not None and literal(seed, 0) is not None):
                 return
-            self.report(node, "list_files shuffles file names by default without a seed; pass "
-                        "shuffle=False (then shuffle with a seed) or seed=")
+            self.report(
+                node,
+                "list_files shuffles file names by default without a seed; pass "
+                "shuffle=False (then shuffle with a seed) or seed=",
+            )
 
 
 def _unseeded_shuffle_in_chain(node) -> ast.Call | None:
@@ -354,8 +409,11 @@ def _unseeded_shuffle_in_chain(node) -> ast.Call | None:
         name = cur.func.attr
         if name == "shuffle" and kwarg(cur, "seed") is None and len(cur.args) < 2:
             return cur
-        if name == "list_files" and kwarg(cur, "seed") is None and \
-                literal(arg(cur, 1, "shuffle"), True) not in (False, 0):
+        if (
+            name == "list_files"
+            and kwarg(cur, "seed") is None
+            and literal(arg(cur, 1, "shuffle"), True) not in (False, 0)
+        ):
             return cur
         cur = cur.func.value
     return None
@@ -388,15 +446,17 @@ class ShardAfterUnseededShuffle(Rule):
     code, name = "FWD305", "shard-after-unseeded-shuffle"
     triggers = ("shard",)
     references = ("https://www.tensorflow.org/api_docs/python/tf/data/Dataset#shard",)
-    invalid = ("import tensorflow as tf\nds = tf.data.Dataset.list_files('d/*').shard(4, 0)\n",
-               "ds = ds.shuffle(100).shard(4, 0)\n",
-               # on separate statements, followed through the assignments
-               "import tensorflow as tf\nds = tf.data.Dataset.list_files('d/*')\nds = ds.map(parse)\n"
-               "ds = ds.shard(4, 0)\n")
-    valid = ("import tensorflow as tf\nds = tf.data.Dataset.list_files('d/*', shuffle=False).shard(4, 0)\n",
-             "ds = ds.shuffle(100, seed=1).shard(4, 0)\n",
-             "import tensorflow as tf\nds = tf.data.Dataset.list_files('d/*')\nds = load(other)\n"
-             "ds = ds.shard(4, 0)\n")
+    invalid = (
+        "import tensorflow as tf\nds = tf.data.Dataset.list_files('d/*').shard(4, 0)\n",
+        "ds = ds.shuffle(100).shard(4, 0)\n",
+        # on separate statements, followed through the assignments
+        "import tensorflow as tf\nds = tf.data.Dataset.list_files('d/*')\nds = ds.map(parse)\nds = ds.shard(4, 0)\n",
+    )
+    valid = (
+        "import tensorflow as tf\nds = tf.data.Dataset.list_files('d/*', shuffle=False).shard(4, 0)\n",
+        "ds = ds.shuffle(100, seed=1).shard(4, 0)\n",
+        "import tensorflow as tf\nds = tf.data.Dataset.list_files('d/*')\nds = load(other)\nds = ds.shard(4, 0)\n",
+    )
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -418,9 +478,13 @@ class ShardAfterUnseededShuffle(Rule):
             return
         name, value = node.targets[0].id, node.value
         inner, _ = self._chain(value)
-        if inner is None and type(value) is ast.Call and type(value.func) is ast.Attribute \
-                and _unseeded_shuffle_in_chain(ast.Call(func=ast.Attribute(value=value, attr="x"),
-                                                        args=[], keywords=[])) is not None:
+        if (
+            inner is None
+            and type(value) is ast.Call
+            and type(value.func) is ast.Attribute
+            and _unseeded_shuffle_in_chain(ast.Call(func=ast.Attribute(value=value, attr="x"), args=[], keywords=[]))
+            is not None
+        ):
             inner = value  # ds = ds.shuffle(n) / list_files(p) itself
         if inner is not None:
             self.shuffled[name] = inner
@@ -431,9 +495,12 @@ class ShardAfterUnseededShuffle(Rule):
         if type(node.func) is ast.Attribute and node.func.attr == "shard":
             inner, _ = self._chain(node)
             if inner is not None:
-                self.report(node, f"shard after an unseeded {inner.func.attr}() on line {inner.lineno}: "
-                            "each worker shuffles differently, so shards overlap; shard first or "
-                            "seed the shuffle")
+                self.report(
+                    node,
+                    f"shard after an unseeded {inner.func.attr}() on line {inner.lineno}: "
+                    "each worker shuffles differently, so shards overlap; shard first or "
+                    "seed the shuffle",
+                )
 
 
 _DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
@@ -441,8 +508,15 @@ _DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.datal
 
 def _uses_randomness(ctx) -> int | None:
     for qn, calls in ctx.calls.items():
-        if is_stateful_random(qn) or qn in ("torch.rand", "torch.randn", "torch.randint", "torch.randperm",
-                                            "torch.rand_like", "torch.randn_like", "torch.bernoulli"):
+        if is_stateful_random(qn) or qn in (
+            "torch.rand",
+            "torch.randn",
+            "torch.randint",
+            "torch.randperm",
+            "torch.rand_like",
+            "torch.randn_like",
+            "torch.bernoulli",
+        ):
             return calls[0].lineno
     return None
 
@@ -481,24 +555,30 @@ class DataLoaderWorkersUnseeded(Rule):
     code, name = "FWD306", "dataloader-workers-unseeded"
     triggers = ("num_workers",)
     references = (TORCH_REPRO, "https://github.com/pytorch/pytorch/blob/main/torch/utils/data/_utils/worker.py")
-    invalid = ("import random, torch\nfrom torch.utils.data import DataLoader\n"
-               "class D(torch.utils.data.Dataset):\n    def __getitem__(self, i):\n        return random.random()\n"
-               "loader = DataLoader(D(), num_workers=4)\n",)
-    valid = ("import random, torch\nfrom torch.utils.data import DataLoader\ntorch.manual_seed(0)\n"
-             "class D(torch.utils.data.Dataset):\n    def __getitem__(self, i):\n        return random.random()\n"
-             "loader = DataLoader(D(), num_workers=4)\n",
-             "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=4)\n",
-             "import numpy as np, torch\nfrom torch.utils.data import DataLoader\n"
-             "class D(torch.utils.data.Dataset):\n    def __init__(self):\n"
-             "        self.rng = np.random.default_rng(0)\n"
-             "loader = DataLoader(D(), num_workers=2, worker_init_fn=init)\n")
+    invalid = (
+        "import random, torch\nfrom torch.utils.data import DataLoader\n"
+        "class D(torch.utils.data.Dataset):\n    def __getitem__(self, i):\n        return random.random()\n"
+        "loader = DataLoader(D(), num_workers=4)\n",
+    )
+    valid = (
+        "import random, torch\nfrom torch.utils.data import DataLoader\ntorch.manual_seed(0)\n"
+        "class D(torch.utils.data.Dataset):\n    def __getitem__(self, i):\n        return random.random()\n"
+        "loader = DataLoader(D(), num_workers=4)\n",
+        "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=4)\n",
+        "import numpy as np, torch\nfrom torch.utils.data import DataLoader\n"
+        "class D(torch.utils.data.Dataset):\n    def __init__(self):\n"
+        "        self.rng = np.random.default_rng(0)\n"
+        "loader = DataLoader(D(), num_workers=2, worker_init_fn=init)\n",
+    )
     invalid = invalid + (
         "import numpy as np, torch\nfrom torch.utils.data import DataLoader\ntorch.manual_seed(0)\n"
         "class D(torch.utils.data.Dataset):\n    def __init__(self):\n        self.rng = np.random.default_rng(0)\n"
-        "loader = DataLoader(D(), num_workers=2, generator=torch.Generator().manual_seed(0))\n",)
+        "loader = DataLoader(D(), num_workers=2, generator=torch.Generator().manual_seed(0))\n",
+    )
 
-    _GENERATOR_OBJECTS = frozenset({"numpy.random.default_rng", "numpy.random.RandomState",
-                                    "numpy.random.Generator", "random.Random"})
+    _GENERATOR_OBJECTS = frozenset(
+        {"numpy.random.default_rng", "numpy.random.RandomState", "numpy.random.Generator", "random.Random"}
+    )
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -519,9 +599,12 @@ class DataLoaderWorkersUnseeded(Rule):
     def finish(self):
         if self.no_init and self.generator_line is not None:
             for node in self.no_init:
-                self.report(node, f"the generator object made on line {self.generator_line} is copied into "
-                            "every DataLoader worker in the same state, so workers repeat one stream; "
-                            "reseed it per worker: worker_init_fn=fwd9m.data.worker_init_fn")
+                self.report(
+                    node,
+                    f"the generator object made on line {self.generator_line} is copied into "
+                    "every DataLoader worker in the same state, so workers repeat one stream; "
+                    "reseed it per worker: worker_init_fn=fwd9m.data.worker_init_fn",
+                )
             return
         if not self.sites or seeds(self.ctx, TORCH_SEED_CALLS):
             return
@@ -529,14 +612,24 @@ class DataLoaderWorkersUnseeded(Rule):
         if line is None:
             return
         for node in self.sites:
-            self.report(node, f"DataLoader workers draw random numbers (line {line}) from seeds based "
-                        "on the unseeded torch generator; pass generator=torch.Generator().manual_seed(seed) "
-                        "and a worker_init_fn")
+            self.report(
+                node,
+                f"DataLoader workers draw random numbers (line {line}) from seeds based "
+                "on the unseeded torch generator; pass generator=torch.Generator().manual_seed(seed) "
+                "and a worker_init_fn",
+            )
 
 
-_SAMPLERS = frozenset({"torch.utils.data.RandomSampler", "torch.utils.data.SubsetRandomSampler",
-                       "torch.utils.data.WeightedRandomSampler", "torch.utils.data.random_split",
-                       "torch.utils.data.sampler.RandomSampler", "torch.utils.data.dataset.random_split"})
+_SAMPLERS = frozenset(
+    {
+        "torch.utils.data.RandomSampler",
+        "torch.utils.data.SubsetRandomSampler",
+        "torch.utils.data.WeightedRandomSampler",
+        "torch.utils.data.random_split",
+        "torch.utils.data.sampler.RandomSampler",
+        "torch.utils.data.dataset.random_split",
+    }
+)
 
 
 @register
@@ -572,15 +665,19 @@ class ShuffleWithoutGenerator(Rule):
     triggers = ("shuffle", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler", "random_split", "torch")
     fix_code = "generator=torch.Generator().manual_seed(seed)"
     references = (TORCH_REPRO, "https://docs.pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader")
-    invalid = ("from torch.utils.data import DataLoader\nloader = DataLoader(ds, shuffle=True)\n",
-               "import torch\ns = torch.utils.data.RandomSampler(ds)\n")
-    valid = ("import torch\nfrom torch.utils.data import DataLoader\n"
-             "loader = DataLoader(ds, shuffle=True, generator=torch.Generator().manual_seed(0))\n",
-             "from torch.utils.data import DataLoader\nloader = DataLoader(ds)\n",
-             # the global generator is seeded (detr's main.py)
-             "import torch\ntorch.manual_seed(0)\nloader = torch.utils.data.DataLoader(ds, shuffle=True)\n",
-             # a library function: its caller seeds (timm's loader.py)
-             "import torch\ndef create_loader(ds):\n    return torch.utils.data.RandomSampler(ds)\n")
+    invalid = (
+        "from torch.utils.data import DataLoader\nloader = DataLoader(ds, shuffle=True)\n",
+        "import torch\ns = torch.utils.data.RandomSampler(ds)\n",
+    )
+    valid = (
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "loader = DataLoader(ds, shuffle=True, generator=torch.Generator().manual_seed(0))\n",
+        "from torch.utils.data import DataLoader\nloader = DataLoader(ds)\n",
+        # the global generator is seeded (detr's main.py)
+        "import torch\ntorch.manual_seed(0)\nloader = torch.utils.data.DataLoader(ds, shuffle=True)\n",
+        # a library function: its caller seeds (timm's loader.py)
+        "import torch\ndef create_loader(ds):\n    return torch.utils.data.RandomSampler(ds)\n",
+    )
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -592,8 +689,9 @@ class ShuffleWithoutGenerator(Rule):
         if kwarg(node, "generator") is not None or any(k.arg is None for k in node.keywords):
             return None
         if qn in _DATALOADERS:
-            if literal(kwarg(node, "shuffle"), None) is True or \
-                    (len(node.args) >= 3 and literal(node.args[2], None) is True):
+            if literal(kwarg(node, "shuffle"), None) is True or (
+                len(node.args) >= 3 and literal(node.args[2], None) is True
+            ):
                 return "DataLoader(shuffle=True)"
         elif qn in _SAMPLERS:
             return qn.rsplit(".", 1)[1]
@@ -602,25 +700,45 @@ class ShuffleWithoutGenerator(Rule):
     def visit_Call(self, node, qn):
         what = self._unseeded_order(node, qn)
         if what:
-            self.sites.append((node, f"{what} without generator= draws the order from the global torch "
-                               "generator, which this script never seeds; pass "
-                               "generator=torch.Generator().manual_seed(seed)"))
+            self.sites.append(
+                (
+                    node,
+                    f"{what} without generator= draws the order from the global torch "
+                    "generator, which this script never seeds; pass "
+                    "generator=torch.Generator().manual_seed(seed)",
+                )
+            )
 
     def _through_local_modules(self):
         """Loaders the script builds through a function of a local data module (one level)."""
         for call, fn, aliases, qn in local_callees(self.ctx):
             # only what the function always builds: a sampler under an `if` (timm's
             # create_loader: RandomSampler only with scheduled_batching) may not run
-            always = [st for st in fn.body if type(st) not in (ast.If, ast.Try, ast.For, ast.While,
-                                                               ast.FunctionDef, ast.ClassDef)]
-            inner = next((n for st in always for n in ast.walk(st) if type(n) is ast.Call
-                          and self._unseeded_order(n, dotted(n.func, aliases))), None)
+            always = [
+                st
+                for st in fn.body
+                if type(st) not in (ast.If, ast.Try, ast.For, ast.While, ast.FunctionDef, ast.ClassDef)
+            ]
+            inner = next(
+                (
+                    n
+                    for st in always
+                    for n in ast.walk(st)
+                    if type(n) is ast.Call and self._unseeded_order(n, dotted(n.func, aliases))
+                ),
+                None,
+            )
             if inner is not None:
                 what = self._unseeded_order(inner, dotted(inner.func, aliases))
-                yield call, (f"{qn} builds a {what} without generator= (line {inner.lineno} of its "
-                             "module), which draws the order from the global torch generator, and this "
-                             "script never seeds it; seed torch here or pass "
-                             "generator=torch.Generator().manual_seed(seed) there")
+                yield (
+                    call,
+                    (
+                        f"{qn} builds a {what} without generator= (line {inner.lineno} of its "
+                        "module), which draws the order from the global torch generator, and this "
+                        "script never seeds it; seed torch here or pass "
+                        "generator=torch.Generator().manual_seed(seed) there"
+                    ),
+                )
 
     def finish(self):
         # A file that seeds torch makes the order repeatable; a library module's caller
@@ -636,8 +754,9 @@ class ShuffleWithoutGenerator(Rule):
             self.report(node, msg)
 
 
-_KERAS_LOOPS = frozenset({"fit", "fit_generator", "evaluate", "predict", "evaluate_generator",
-                          "predict_generator", "__init__"})
+_KERAS_LOOPS = frozenset(
+    {"fit", "fit_generator", "evaluate", "predict", "evaluate_generator", "predict_generator", "__init__"}
+)
 
 
 @register
@@ -666,11 +785,15 @@ class KerasWorkersMultiprocessing(Rule):
 
     code, name = "FWD308", "keras-workers-multiprocessing"
     triggers = ("workers", "use_multiprocessing")
-    references = ("https://keras.io/api/utils/python_utils/#pydataset-class",
-                  "https://www.tensorflow.org/versions/r2.15/api_docs/python/tf/keras/Model#fit")
-    invalid = ("model.fit(seq, epochs=2, workers=4)\n",
-               "class S(keras.utils.PyDataset):\n    def __init__(self):\n"
-               "        super().__init__(workers=2, use_multiprocessing=True)\n")
+    references = (
+        "https://keras.io/api/utils/python_utils/#pydataset-class",
+        "https://www.tensorflow.org/versions/r2.15/api_docs/python/tf/keras/Model#fit",
+    )
+    invalid = (
+        "model.fit(seq, epochs=2, workers=4)\n",
+        "class S(keras.utils.PyDataset):\n    def __init__(self):\n"
+        "        super().__init__(workers=2, use_multiprocessing=True)\n",
+    )
     valid = ("model.fit(seq, epochs=2)\n", "model.fit(seq, workers=1)\n")
 
     def visit_Call(self, node, qn):
@@ -679,8 +802,11 @@ class KerasWorkersMultiprocessing(Rule):
         w = literal(kwarg(node, "workers"), 1)
         mp = literal(kwarg(node, "use_multiprocessing"), False)
         if (isinstance(w, int) and not isinstance(w, bool) and w > 1) or mp is True:
-            self.report(node, "workers>1 / use_multiprocessing=True runs a stateful data generator "
-                        "in several threads or processes, in a different order each run; use workers=1")
+            self.report(
+                node,
+                "workers>1 / use_multiprocessing=True runs a stateful data generator "
+                "in several threads or processes, in a different order each run; use workers=1",
+            )
 
 
 @register
@@ -715,7 +841,14 @@ class ShardByWorkerCount(Rule):
     valid = ("import tensorflow as tf\nds = ds.batch(8)\n",)
 
     def visit_Call(self, node, qn):
-        if type(node.func) is ast.Attribute and node.func.attr == "shard" and len(node.args) == 2 \
-                and _is_tf_file(self.ctx):
-            self.report(node, "shard() makes each worker's data depend on the number of workers; "
-                        "results are reproducible only on the same worker count")
+        if (
+            type(node.func) is ast.Attribute
+            and node.func.attr == "shard"
+            and len(node.args) == 2
+            and _is_tf_file(self.ctx)
+        ):
+            self.report(
+                node,
+                "shard() makes each worker's data depend on the number of workers; "
+                "results are reproducible only on the same worker count",
+            )

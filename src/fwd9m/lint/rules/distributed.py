@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import ast
 
-from .._helpers import kwarg, literal
 from .._flow import runs
+from .._helpers import kwarg, literal
 from .._rule import Rule, register
 
 SAMPLER_SRC = "https://github.com/pytorch/pytorch/blob/main/torch/utils/data/distributed.py"
 DDP_SRC = "https://github.com/pytorch/pytorch/blob/main/torch/nn/parallel/distributed.py"
-_SAMPLERS = frozenset({"torch.utils.data.DistributedSampler",
-                       "torch.utils.data.distributed.DistributedSampler"})
-_DDP = frozenset({"torch.nn.parallel.DistributedDataParallel",
-                  "torch.nn.parallel.distributed.DistributedDataParallel"})
+_SAMPLERS = frozenset({"torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler"})
+_DDP = frozenset({"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel"})
 
 
 @register
@@ -48,12 +46,13 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     fix_code = "sampler.set_epoch(epoch)"
     references = (SAMPLER_SRC,)
     invalid = ("from torch.utils.data import DistributedSampler\nsampler = DistributedSampler(ds)\n",)
-    valid = ("from torch.utils.data import DistributedSampler\nsampler = DistributedSampler(ds)\n"
-             "for epoch in range(3):\n    sampler.set_epoch(epoch)\n",
-             "from torch.utils.data import DistributedSampler\ns = DistributedSampler(ds, shuffle=False)\n",
-             # a library function: the training script calls set_epoch (timm's loader.py)
-             "import torch\ndef create_loader(ds):\n"
-             "    return torch.utils.data.distributed.DistributedSampler(ds)\n")
+    valid = (
+        "from torch.utils.data import DistributedSampler\nsampler = DistributedSampler(ds)\n"
+        "for epoch in range(3):\n    sampler.set_epoch(epoch)\n",
+        "from torch.utils.data import DistributedSampler\ns = DistributedSampler(ds, shuffle=False)\n",
+        # a library function: the training script calls set_epoch (timm's loader.py)
+        "import torch\ndef create_loader(ds):\n    return torch.utils.data.distributed.DistributedSampler(ds)\n",
+    )
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -71,8 +70,11 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         # script that iterates the epochs calls set_epoch in another file
         for node in self.sites:
             if runs(self.ctx, node):
-                self.report(node, "DistributedSampler without set_epoch: every epoch repeats the first "
-                            "epoch's order; call sampler.set_epoch(epoch) before each epoch")
+                self.report(
+                    node,
+                    "DistributedSampler without set_epoch: every epoch repeats the first "
+                    "epoch's order; call sampler.set_epoch(epoch) before each epoch",
+                )
 
 
 @register
@@ -102,8 +104,7 @@ class DdpBuffersNotSynchronised(Rule):
     code, name = "FWD220", "ddp-buffers-not-synchronised"
     triggers = ("DistributedDataParallel",)
     references = (DDP_SRC,)
-    invalid = ("from torch.nn.parallel import DistributedDataParallel as DDP\n"
-               "m = DDP(net, broadcast_buffers=False)\n",)
+    invalid = ("from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(net, broadcast_buffers=False)\n",)
     valid = ("from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(net)\n",)
 
     def visit_Call(self, node, qn):
@@ -111,5 +112,8 @@ class DdpBuffersNotSynchronised(Rule):
             return
         for name in ("broadcast_buffers", "forward_sync_buffers"):
             if literal(kwarg(node, name), None) is False:
-                self.report(node, f"{name}=False: buffers (BatchNorm running statistics) are never "
-                            f"synchronised again and the replicas drift apart")
+                self.report(
+                    node,
+                    f"{name}=False: buffers (BatchNorm running statistics) are never "
+                    f"synchronised again and the replicas drift apart",
+                )

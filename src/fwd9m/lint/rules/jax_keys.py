@@ -21,12 +21,44 @@ JAX_SHARP = "https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html
 
 _MAKERS = frozenset({"PRNGKey", "key", "split", "fold_in", "clone", "wrap_key_data"})
 _SEED_TAKING = ("PRNGKey", "key", "wrap_key_data", "key_data", "key_impl", "default_prng_impl")
-_NON_CONSUMING = frozenset({"fold_in", "key_data", "key_impl", "wrap_key_data", "clone", "PRNGKey", "key",
-                            "print", "len", "isinstance", "type", "repr", "str", "id", "hash",
-                            "debug", "info", "warning", "assert_equal", "device_put", "block_until_ready"}) | \
-    frozenset({  # abstract evaluation, compilation and placement: they read no random bits
-        "eval_shape", "fast_eval_shape", "make_jaxpr", "lower", "reshard", "device_put_replicated",
-        "device_put_sharded", "replicate", "put_cpu", "process_allgather"})
+_NON_CONSUMING = frozenset(
+    {
+        "fold_in",
+        "key_data",
+        "key_impl",
+        "wrap_key_data",
+        "clone",
+        "PRNGKey",
+        "key",
+        "print",
+        "len",
+        "isinstance",
+        "type",
+        "repr",
+        "str",
+        "id",
+        "hash",
+        "debug",
+        "info",
+        "warning",
+        "assert_equal",
+        "device_put",
+        "block_until_ready",
+    }
+) | frozenset(
+    {  # abstract evaluation, compilation and placement: they read no random bits
+        "eval_shape",
+        "fast_eval_shape",
+        "make_jaxpr",
+        "lower",
+        "reshard",
+        "device_put_replicated",
+        "device_put_sharded",
+        "replicate",
+        "put_cpu",
+        "process_allgather",
+    }
+)
 
 
 def _constructor(name: str | None) -> bool:
@@ -57,9 +89,14 @@ class _KeyAnalysis:
     def _passed_to_jax_random(self, fn) -> set[str]:
         """Names passed as the key (first argument) of a jax.random sampler or split in
         ``fn`` (not a seed passed to ``key``/``PRNGKey``)."""
-        return {n.args[0].id for n in ast.walk(fn)
-                if type(n) is ast.Call and n.args and type(n.args[0]) is ast.Name
-                and self._is_jax_random(n) not in (None, *_SEED_TAKING)}
+        return {
+            n.args[0].id
+            for n in ast.walk(fn)
+            if type(n) is ast.Call
+            and n.args
+            and type(n.args[0]) is ast.Name
+            and self._is_jax_random(n) not in (None, *_SEED_TAKING)
+        }
 
     # -- one level into a callee defined in this file ---------------------------------------
     def _local_def(self, call):
@@ -67,8 +104,7 @@ class _KeyAnalysis:
             return None
         defs = self.ctx.__dict__.get("_jax_local_defs")
         if defs is None:
-            defs = {n.name: n for n in ast.walk(self.ctx.tree)
-                    if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)}
+            defs = {n.name: n for n in ast.walk(self.ctx.tree) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)}
             self.ctx.__dict__["_jax_local_defs"] = defs
         return defs.get(call.func.id)
 
@@ -92,14 +128,14 @@ class _KeyAnalysis:
         if name is None:
             return True
         # uses up to the first rebinding (rng = jax.random.fold_in(rng, step)) see the argument
-        stores = [n.lineno for n in ast.walk(fn) if type(n) is ast.Name and n.id == name
-                  and type(n.ctx) is ast.Store]
+        stores = [n.lineno for n in ast.walk(fn) if type(n) is ast.Name and n.id == name and type(n.ctx) is ast.Store]
         last = min(stores) if stores else float("inf")
         for n in ast.walk(fn):
             if type(n) is ast.Call and n.lineno <= last:
                 fname = self._is_jax_random(n)
-                callee = fname or (n.func.attr if type(n.func) is ast.Attribute else
-                                   n.func.id if type(n.func) is ast.Name else None)
+                callee = fname or (
+                    n.func.attr if type(n.func) is ast.Attribute else n.func.id if type(n.func) is ast.Name else None
+                )
                 if callee in _NON_CONSUMING:
                     continue
                 if any(type(a) is ast.Name and a.id == name for a in (*n.args, *(k.value for k in n.keywords))):
@@ -118,16 +154,24 @@ class _KeyAnalysis:
                 continue
             if t is ast.Call:
                 fname = self._is_jax_random(node)
-                callee = fname or (node.func.attr if type(node.func) is ast.Attribute else
-                                   node.func.id if type(node.func) is ast.Name else None)
+                callee = fname or (
+                    node.func.attr
+                    if type(node.func) is ast.Attribute
+                    else node.func.id
+                    if type(node.func) is ast.Name
+                    else None
+                )
                 if callee not in _NON_CONSUMING and not (fname is None and _constructor(callee)):
                     local = self._local_def(node) if fname is None else None
-                    args = [(i, None, a) for i, a in enumerate(node.args)] + \
-                        [(None, k.arg, k.value) for k in node.keywords]
+                    args = [(i, None, a) for i, a in enumerate(node.args)] + [
+                        (None, k.arg, k.value) for k in node.keywords
+                    ]
                     for i, kw, a in args:
-                        leaves = [leaf for leaf in ([a] if type(a) is ast.Name else
-                                                    a.values if type(a) is ast.Dict else ())
-                                  if type(leaf) is ast.Name and leaf.id in keys]
+                        leaves = [
+                            leaf
+                            for leaf in ([a] if type(a) is ast.Name else a.values if type(a) is ast.Dict else ())
+                            if type(leaf) is ast.Name and leaf.id in keys
+                        ]
                         if not leaves or (local is not None and not self._callee_consumes(local, i, kw)):
                             continue  # not a key, or one level into the callee: it only folds it in
                         out.extend((leaf.id, leaf, fname or callee or "a call", looped) for leaf in leaves)
@@ -148,28 +192,42 @@ class _KeyAnalysis:
 
     def _consume(self, state, name, node, how, looped, loop_line=None):
         if looped:
-            self.found.append(("reuse", node, f"key {name!r} is consumed by {how} on every iteration "
-                               f"of a loop{f' (line {loop_line})' if loop_line else ''} without being "
-                               "split or replaced; split a fresh key per iteration (or fold_in the step)"))
+            self.found.append(
+                (
+                    "reuse",
+                    node,
+                    f"key {name!r} is consumed by {how} on every iteration "
+                    f"of a loop{f' (line {loop_line})' if loop_line else ''} without being "
+                    "split or replaced; split a fresh key per iteration (or fold_in the step)",
+                )
+            )
             state[name] = ("used", node.lineno, how)
             return
         prev = state.get(name)
         if prev is not None and prev[0] == "used":
             kind = "split-after-use" if how == "split" and prev[2] != "split" else "reuse"
             if kind == "split-after-use":
-                msg = (f"key {name!r} is split on line {node.lineno} after it was used by {prev[2]} on "
-                       f"line {prev[1]}: the new keys are correlated with that draw; split first and "
-                       "use only the new keys")
+                msg = (
+                    f"key {name!r} is split on line {node.lineno} after it was used by {prev[2]} on "
+                    f"line {prev[1]}: the new keys are correlated with that draw; split first and "
+                    "use only the new keys"
+                )
             else:
-                msg = (f"key {name!r} is used again by {how} after {prev[2]} on line {prev[1]}: both "
-                       "get the same random bits; split it and use each key once")
+                msg = (
+                    f"key {name!r} is used again by {how} after {prev[2]} on line {prev[1]}: both "
+                    "get the same random bits; split it and use each key once"
+                )
             self.found.append((kind, node, msg))
         state[name] = ("used", node.lineno, how)
 
     def _bind(self, state, targets, value):
-        is_maker = type(value) is ast.Call and self._is_jax_random(value) in _MAKERS or \
-            type(value) is ast.Subscript and type(value.value) is ast.Call and \
-            self._is_jax_random(value.value) in _MAKERS
+        is_maker = (
+            type(value) is ast.Call
+            and self._is_jax_random(value) in _MAKERS
+            or type(value) is ast.Subscript
+            and type(value.value) is ast.Call
+            and self._is_jax_random(value.value) in _MAKERS
+        )
         for t in targets:
             for n in ast.walk(t):
                 if type(n) is ast.Name:
@@ -223,8 +281,9 @@ class _KeyAnalysis:
                     va, vb = a.get(name), b.get(name)
                     state[name] = va if va and va[0] == "used" else vb if vb else va
             elif t in (ast.For, ast.AsyncFor, ast.While):
-                assigned = {n.id for st in s.body for n in ast.walk(st)
-                            if type(n) is ast.Name and type(n.ctx) is ast.Store}
+                assigned = {
+                    n.id for st in s.body for n in ast.walk(st) if type(n) is ast.Name and type(n.ctx) is ast.Store
+                }
                 if t is not ast.While:
                     assigned |= {n.id for n in ast.walk(s.target) if type(n) is ast.Name}
                     self._bind(state, [s.target], None)
@@ -356,7 +415,9 @@ class KeyUsedThenSplit(_JaxRule):
 
     code, name = "FWD602", "jax-key-used-then-split"
     kind = "split-after-use"
-    invalid = ("import jax\nkey = jax.random.key(0)\nx = jax.random.normal(key, (3,))\n"
-               "key, sub = jax.random.split(key)\n",)
-    valid = ("import jax\nkey = jax.random.key(0)\nkey, sub = jax.random.split(key)\n"
-             "x = jax.random.normal(sub, (3,))\n",)
+    invalid = (
+        "import jax\nkey = jax.random.key(0)\nx = jax.random.normal(key, (3,))\nkey, sub = jax.random.split(key)\n",
+    )
+    valid = (
+        "import jax\nkey = jax.random.key(0)\nkey, sub = jax.random.split(key)\nx = jax.random.normal(sub, (3,))\n",
+    )

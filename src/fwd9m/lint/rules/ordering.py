@@ -10,28 +10,64 @@ from .._rule import Rule, register
 
 HASH_DOC = "https://docs.python.org/3/reference/datamodel.html#object.__hash__"
 
-_LISTINGS = frozenset({
-    "os.listdir", "os.scandir", "os.walk", "glob.glob", "glob.iglob", "tensorflow.io.gfile.listdir",
-    "tensorflow.io.gfile.glob", "tensorflow.io.gfile.walk", "tensorflow.gfile.ListDirectory",
-    "tensorflow.gfile.Glob", "tensorflow.compat.v1.gfile.ListDirectory", "tensorflow.compat.v1.gfile.Glob",
-})
+_LISTINGS = frozenset(
+    {
+        "os.listdir",
+        "os.scandir",
+        "os.walk",
+        "glob.glob",
+        "glob.iglob",
+        "tensorflow.io.gfile.listdir",
+        "tensorflow.io.gfile.glob",
+        "tensorflow.io.gfile.walk",
+        "tensorflow.gfile.ListDirectory",
+        "tensorflow.gfile.Glob",
+        "tensorflow.compat.v1.gfile.ListDirectory",
+        "tensorflow.compat.v1.gfile.Glob",
+    }
+)
 _WALKS = frozenset({"os.walk", "tensorflow.io.gfile.walk"})
 _LISTING_METHODS = frozenset({"iterdir", "glob", "rglob"})
 
 #: calls whose result keeps the order of an iterable argument: ids, arrays, datasets, draws
-ORDER_CONSUMERS = frozenset({
-    "enumerate", "zip", "reversed", "dict.fromkeys", "itertools.cycle",
-    "itertools.islice", "numpy.array", "numpy.asarray", "numpy.stack", "numpy.concatenate",
-    "numpy.fromiter", "torch.tensor", "torch.as_tensor", "torch.stack", "torch.cat",
-    "tensorflow.constant", "tensorflow.convert_to_tensor", "tensorflow.stack", "tensorflow.concat",
-    "tensorflow.data.Dataset.from_tensor_slices", "tensorflow.data.Dataset.from_tensors",
-    "tensorflow.data.TFRecordDataset", "tensorflow.data.TextLineDataset", "jax.numpy.array",
-    "jax.numpy.asarray", "random.choice", "random.choices", "random.shuffle", "random.sample",
-    "numpy.random.choice", "numpy.random.shuffle", "numpy.random.permutation",
-})
+ORDER_CONSUMERS = frozenset(
+    {
+        "enumerate",
+        "zip",
+        "reversed",
+        "dict.fromkeys",
+        "itertools.cycle",
+        "itertools.islice",
+        "numpy.array",
+        "numpy.asarray",
+        "numpy.stack",
+        "numpy.concatenate",
+        "numpy.fromiter",
+        "torch.tensor",
+        "torch.as_tensor",
+        "torch.stack",
+        "torch.cat",
+        "tensorflow.constant",
+        "tensorflow.convert_to_tensor",
+        "tensorflow.stack",
+        "tensorflow.concat",
+        "tensorflow.data.Dataset.from_tensor_slices",
+        "tensorflow.data.Dataset.from_tensors",
+        "tensorflow.data.TFRecordDataset",
+        "tensorflow.data.TextLineDataset",
+        "jax.numpy.array",
+        "jax.numpy.asarray",
+        "random.choice",
+        "random.choices",
+        "random.shuffle",
+        "random.sample",
+        "numpy.random.choice",
+        "numpy.random.shuffle",
+        "numpy.random.permutation",
+    }
+)
 #: methods of the same kind (``"".join(x)``, ``rng.choice(x)``, ``rng.shuffle(x)``)
-ORDER_METHODS = frozenset({"join", "choice", "choices", "shuffle", "permutation", "sample",
-                           "from_tensor_slices"})
+ORDER_METHODS = frozenset({"join", "choice", "choices", "shuffle", "permutation", "sample", "from_tensor_slices"})
 #: a loop body that builds a sequence, accumulates, yields or draws depends on the order
 _BODY_METHODS = frozenset({"append", "extend", "insert", "write", "writelines", "put", "appendleft"})
 
@@ -46,8 +82,7 @@ def _numbers_in_order(value, table) -> bool:
     filled, or ``next(counter)``."""
     for c in ast.walk(value):
         if type(c) is ast.Call and type(c.func) is ast.Name and len(c.args) == 1:
-            if c.func.id == "next" or (c.func.id == "len" and table is not None and
-                                       _name_key(c.args[0]) == table):
+            if c.func.id == "next" or (c.func.id == "len" and table is not None and _name_key(c.args[0]) == table):
                 return True
     return False
 
@@ -66,15 +101,20 @@ def sensitive_body(ctx, stmts, augassign: bool = True) -> bool:
                 return True
             if augassign and t is ast.AugAssign and type(n.target) is not ast.Subscript:
                 return True  # total += x accumulates in order; counts[x] += 1 does not
-            if t is ast.Assign and any(type(g) is ast.Subscript and _numbers_in_order(n.value, _name_key(g.value))
-                                       for g in n.targets):
+            if t is ast.Assign and any(
+                type(g) is ast.Subscript and _numbers_in_order(n.value, _name_key(g.value)) for g in n.targets
+            ):
                 return True
             if t is ast.Call:
                 f = n.func
                 if type(f) is ast.Attribute and f.attr in _BODY_METHODS:
                     return True
-                if type(f) is ast.Attribute and f.attr == "setdefault" and len(n.args) == 2 \
-                        and _numbers_in_order(n.args[1], _name_key(f.value)):
+                if (
+                    type(f) is ast.Attribute
+                    and f.attr == "setdefault"
+                    and len(n.args) == 2
+                    and _numbers_in_order(n.args[1], _name_key(f.value))
+                ):
                     return True
                 if is_stateful_random(ctx.qualname(f)):
                     return True
@@ -118,11 +158,17 @@ class _OrderUses:
 
     def consumer(self, node, qn) -> bool:
         f = node.func
-        if type(f) is ast.Attribute and f.attr == "join" and type(f.value) is ast.Constant \
-                and isinstance(f.value.value, str) and any(c in f.value.value for c in (", ", "; ", "\n")):
+        if (
+            type(f) is ast.Attribute
+            and f.attr == "join"
+            and type(f.value) is ast.Constant
+            and isinstance(f.value.value, str)
+            and any(c in f.value.value for c in (", ", "; ", "\n"))
+        ):
             return False  # ", ".join(names): a list for people to read
-        return qn in ORDER_CONSUMERS or (type(f) is ast.Attribute and f.attr in ORDER_METHODS and
-                                        (qn is None or qn in ORDER_CONSUMERS))
+        return qn in ORDER_CONSUMERS or (
+            type(f) is ast.Attribute and f.attr in ORDER_METHODS and (qn is None or qn in ORDER_CONSUMERS)
+        )
 
     def note_call(self, node, qn):
         if self.consumer(node, qn):
@@ -147,8 +193,7 @@ class _OrderUses:
         found = [self.used.get((scope, name))]
         if subscripts:
             found.append(self.subscripted.get((scope, name)))
-        found += [loop.iter for s, n, loop, fn in self.loops
-                  if s == scope and n == name and self.in_order(loop, fn)]
+        found += [loop.iter for s, n, loop, fn in self.loops if s == scope and n == name and self.in_order(loop, fn)]
         found = [f for f in found if f is not None]
         return min(found, key=lambda f: (f.lineno, f.col_offset)) if found else None
 
@@ -179,8 +224,7 @@ def _unwrap_list(node):
     comprehension or generator, its first iterable; else ``node``."""
     for _ in range(8):
         t = type(node)
-        if t is ast.Call and type(node.func) is ast.Name and node.func.id in _PASS_ORDER \
-                and not node.keywords:
+        if t is ast.Call and type(node.func) is ast.Name and node.func.id in _PASS_ORDER and not node.keywords:
             want = 2 if node.func.id in ("map", "filter") else 1
             if len(node.args) != want or type(node.args[-1]) is ast.Starred:
                 return node
@@ -317,15 +361,17 @@ class _OrderRule(Rule):
     def visit_For(self, node):
         self.uses.note_for(node)
         what = self.source(_unwrap_list(node.iter))
-        if what and self.in_order(node, self.ctx.function_stack[-1] if self.ctx.function_stack
-                                  else self.ctx.tree):
+        if what and self.in_order(node, self.ctx.function_stack[-1] if self.ctx.function_stack else self.ctx.tree):
             self.flag(_unwrap_list(node.iter), what, "loop over")
 
     visit_AsyncFor = visit_For
 
     def visit_Call(self, node, qn):
-        if qn in _MESSAGE_CALLS or (qn and qn.startswith(("logging.", "warnings."))) or \
-                (type(node.func) is ast.Attribute and node.func.attr in _LOG_METHODS):
+        if (
+            qn in _MESSAGE_CALLS
+            or (qn and qn.startswith(("logging.", "warnings.")))
+            or (type(node.func) is ast.Attribute and node.func.attr in _LOG_METHODS)
+        ):
             self._message_span(node)
             return
         if self._in_message(node):
@@ -345,8 +391,7 @@ class _OrderRule(Rule):
                 continue
             use = self.uses.first_use(scope, name, subscripts=as_list)
             if use is not None:
-                self.flag(use if node is None else node, what,
-                          f"{name!r} (indexed, enumerated or looped over) from")
+                self.flag(use if node is None else node, what, f"{name!r} (indexed, enumerated or looped over) from")
 
 
 @register
@@ -379,20 +424,26 @@ class UnsortedDirectoryListing(_OrderRule):
 
     code, name = "FWD401", "unsorted-directory-listing"
     triggers = ("listdir", "scandir", "walk", "glob", "iglob", "iterdir", "rglob", "ListDirectory", "Glob")
-    references = ("https://docs.python.org/3/library/os.html#os.listdir",
-                  "https://docs.python.org/3/library/glob.html#glob.glob")
-    invalid = ("import os\nout = []\nfor f in os.listdir('d'):\n    out.append(f)\n",
-               "import glob\nimport numpy as np\nfiles = glob.glob('*.png')\nx = np.array(files)\n",
-               "from pathlib import Path\nclasses = {p.name: i for i, p in enumerate(Path('d').iterdir())}\n",
-               "import os\nfor root, dirs, files in os.walk('d'):\n    for f in files:\n        yield f\n",
-               "import glob\nfirst = glob.glob('*.png')[0]\n")
-    valid = ("import os\nout = []\nfor f in sorted(os.listdir('d')):\n    out.append(f)\n",
-             "import glob\nfiles = glob.glob('*.png')\nfiles.sort()\nfirst = files[0]\n",
-             "import glob\nn = len(glob.glob('*.png'))\n",
-             "import os\nfor root, dirs, files in os.walk('d'):\n    dirs.sort()\n"
-             "    for f in sorted(files):\n        yield f\n",
-             "import os\nfor f in os.listdir('d'):\n    os.remove(f)\n",
-             "import os\nassert 'a' in os.listdir('d')\n")
+    references = (
+        "https://docs.python.org/3/library/os.html#os.listdir",
+        "https://docs.python.org/3/library/glob.html#glob.glob",
+    )
+    invalid = (
+        "import os\nout = []\nfor f in os.listdir('d'):\n    out.append(f)\n",
+        "import glob\nimport numpy as np\nfiles = glob.glob('*.png')\nx = np.array(files)\n",
+        "from pathlib import Path\nclasses = {p.name: i for i, p in enumerate(Path('d').iterdir())}\n",
+        "import os\nfor root, dirs, files in os.walk('d'):\n    for f in files:\n        yield f\n",
+        "import glob\nfirst = glob.glob('*.png')[0]\n",
+    )
+    valid = (
+        "import os\nout = []\nfor f in sorted(os.listdir('d')):\n    out.append(f)\n",
+        "import glob\nfiles = glob.glob('*.png')\nfiles.sort()\nfirst = files[0]\n",
+        "import glob\nn = len(glob.glob('*.png'))\n",
+        "import os\nfor root, dirs, files in os.walk('d'):\n    dirs.sort()\n"
+        "    for f in sorted(files):\n        yield f\n",
+        "import os\nfor f in os.listdir('d'):\n    os.remove(f)\n",
+        "import os\nassert 'a' in os.listdir('d')\n",
+    )
 
     def source(self, node):
         return _listing(self.ctx, node)
@@ -422,9 +473,14 @@ class UnsortedDirectoryListing(_OrderRule):
             if len(elts) != 3 or {elts[1], elts[2]} & sorted_names:
                 continue
             files = elts[2]
-            body_uses_files = any(type(n) is ast.For and type(n.iter) is ast.Name and n.iter.id == files
-                                  and sensitive_body(self.ctx, n.body)
-                                  for st in loop.body for n in ast.walk(st))
+            body_uses_files = any(
+                type(n) is ast.For
+                and type(n.iter) is ast.Name
+                and n.iter.id == files
+                and sensitive_body(self.ctx, n.body)
+                for st in loop.body
+                for n in ast.walk(st)
+            )
             if body_uses_files or sensitive_body(self.ctx, loop.body):
                 self.flag(loop.iter, "os.walk", "loop over")
 
@@ -461,8 +517,14 @@ def _int_like(node) -> bool:
 def _ints_added(scope_node, key: str) -> bool:
     """Whether every ``KEY.add(x)`` / ``KEY.update(...)`` in ``scope_node`` adds int-like
     values, and there is at least one."""
-    adds = [n for n in ast.walk(scope_node) if type(n) is ast.Call and type(n.func) is ast.Attribute
-            and n.func.attr in ("add", "update") and _name_key(n.func.value) == key]
+    adds = [
+        n
+        for n in ast.walk(scope_node)
+        if type(n) is ast.Call
+        and type(n.func) is ast.Attribute
+        and n.func.attr in ("add", "update")
+        and _name_key(n.func.value) == key
+    ]
     return bool(adds) and all(n.func.attr == "add" and n.args and _int_like(n.args[0]) for n in adds)
 
 
@@ -474,14 +536,12 @@ def _set_expr(ctx, node) -> str | None:
         if qn in ("set", "frozenset"):
             if node.args and type(node.args[0]) is ast.Call and call_name(node.args[0]) == "range":
                 return None  # small ints hash to themselves
-            if node.args and type(node.args[0]) in (ast.GeneratorExp, ast.ListComp) \
-                    and _int_like(node.args[0].elt):
+            if node.args and type(node.args[0]) in (ast.GeneratorExp, ast.ListComp) and _int_like(node.args[0].elt):
                 return None  # a set of ints
             return f"{qn}(...)"
         if qn in _SET_CLASS_METHODS:
             return f"{qn}(...)"
-        if type(node.func) is ast.Attribute and node.func.attr in _SET_METHODS \
-                and _set_expr(ctx, node.func.value):
+        if type(node.func) is ast.Attribute and node.func.attr in _SET_METHODS and _set_expr(ctx, node.func.value):
             return "a set"
         return None
     if t is ast.SetComp:
@@ -489,8 +549,9 @@ def _set_expr(ctx, node) -> str | None:
     if t is ast.Set:
         # one element, or only numbers/None/bools and tuples of them (hashes that do not
         # vary between runs): a fixed order
-        if (len(node.elts) <= 1 and not any(type(e) is ast.Starred for e in node.elts)) \
-                or all(_fixed_hash(e) for e in node.elts):
+        if (len(node.elts) <= 1 and not any(type(e) is ast.Starred for e in node.elts)) or all(
+            _fixed_hash(e) for e in node.elts
+        ):
             return None
         return "a set literal"
     if t is ast.BinOp and type(node.op) in (ast.BitOr, ast.BitAnd, ast.Sub, ast.BitXor):
@@ -568,12 +629,15 @@ def _first_wins_or_output(ctx, loop) -> bool:
     alone (``if w in other: return False``) do not count."""
     element = _store_keys(loop.target)
     derived = set(element)
-    assigns = [n for n in _local_nodes(loop.body) if type(n) in (ast.Assign, ast.AnnAssign, ast.AugAssign)
-               and n.value is not None]
+    assigns = [
+        n
+        for n in _local_nodes(loop.body)
+        if type(n) in (ast.Assign, ast.AnnAssign, ast.AugAssign) and n.value is not None
+    ]
     for _ in range(2):  # names computed from the element (``name = w.upper()``)
         for n in assigns:
             if _loads(n.value) & derived:
-                for g in (n.targets if type(n) is ast.Assign else [n.target]):
+                for g in n.targets if type(n) is ast.Assign else [n.target]:
                     derived |= _store_keys(g)
     for n in _local_nodes(loop.body):
         if type(n) is ast.Return and n.value is not None and _loads(n.value) & derived:
@@ -661,27 +725,46 @@ def _one_or_worklist(scope_node, key: str, node) -> bool:
         t = type(n)
         if t is ast.Compare:
             sides = [n.left, *n.comparators]
-            if any(type(c) is ast.Constant and c.value in (1, 2) and type(c.value) is int for c in sides) \
-                    and any(type(c) is ast.Call and type(c.func) is ast.Name and c.func.id == "len"
-                            and len(c.args) == 1 and _name_key(c.args[0]) == key for c in sides):
+            if any(type(c) is ast.Constant and c.value in (1, 2) and type(c.value) is int for c in sides) and any(
+                type(c) is ast.Call
+                and type(c.func) is ast.Name
+                and c.func.id == "len"
+                and len(c.args) == 1
+                and _name_key(c.args[0]) == key
+                for c in sides
+            ):
                 return True
-        elif t is ast.While and key in _loads(n.test) and \
-                n.lineno <= node.lineno <= (n.end_lineno or n.lineno):
+        elif t is ast.While and key in _loads(n.test) and n.lineno <= node.lineno <= (n.end_lineno or n.lineno):
             return True
     return False
 
 
 def _dict_view(node) -> bool:
-    return type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr in ("keys", "items") \
-        and not node.args and not node.keywords
+    return (
+        type(node) is ast.Call
+        and type(node.func) is ast.Attribute
+        and node.func.attr in ("keys", "items")
+        and not node.args
+        and not node.keywords
+    )
 
 
 _SET_METHODS = ("union", "intersection", "difference", "symmetric_difference")
 #: ``set.union(*sets)``: the unbound methods, called on the class
 _SET_CLASS_METHODS = frozenset(f"{cls}.{m}" for cls in ("set", "frozenset") for m in _SET_METHODS)
 _NUMBER_TYPES = frozenset({"int", "bool", "float", "complex"})
-_SET_TYPES = frozenset({"set", "frozenset", "typing.Set", "typing.FrozenSet", "typing.AbstractSet",
-                        "typing.MutableSet", "collections.abc.Set", "collections.abc.MutableSet"})
+_SET_TYPES = frozenset(
+    {
+        "set",
+        "frozenset",
+        "typing.Set",
+        "typing.FrozenSet",
+        "typing.AbstractSet",
+        "typing.MutableSet",
+        "collections.abc.Set",
+        "collections.abc.MutableSet",
+    }
+)
 
 
 def _fixed_hash_type(ctx, node) -> bool:
@@ -759,73 +842,75 @@ class SetIterationOrder(_OrderRule):
     code, name = "FWD402", "set-iteration-order"
     triggers = ()  # set literals and comprehensions have no name: always runs
     references = (HASH_DOC, "https://docs.python.org/3/using/cmdline.html#envvar-PYTHONHASHSEED")
-    invalid = ("vocab = {w: i for i, w in enumerate(set(words))}\n",
-               "ids = list(set(names))\nfirst = ids[0]\n",
-               "out = []\nfor label in {'cat', 'dog'}:\n    out.append(label)\n",
-               "import random\npick = random.choice(list(set(a) | set(b)))\n",
-               "s = ''.join(set(chars))\n",
-               "text = ' '.join(set(words))\n",
-               # a set held in a variable, through list(...)
-               "import numpy as np\nset_of_strings = set(words)\nx = np.array(list(set_of_strings))\n",
-               "import torch\nt = torch.tensor(data=list(set(labels)))\n",
-               "import tensorflow as tf\nc = tf.constant([*set(words)])\n",
-               # vocabularies: a copy of the set, a loop numbering the items, an attribute
-               "uniq = set(words)\nitos = list(uniq)\nstoi = {s: i for i, s in enumerate(itos)}\n",
-               "vocab = {}\nfor w in set(words):\n    vocab[w] = len(vocab)\n",
-               "class Vocab:\n    def __init__(self, words):\n        self.words = set(words)\n"
-               "        self.ids = {w: i for i, w in enumerate(self.words)}\n",
-               # a parameter annotated as a set of strings
-               "import numpy as np\ndef encode(tags: set[str]):\n    return np.array(list(tags))\n",
-               "import numpy as np\nx = np.array(list(a.keys() - b.keys()))\n",
-               # the order reaches the output: float accumulation, first element, printing
-               "words = {'alpha', 'beta', 'gamma'}\ntotal = 0.0\nfor w in words:\n"
-               "    total = total * 1.1 + len(w) / 7\n",
-               "words = {'alpha', 'beta'}\nprint('first word:', next(iter(words)))\n",
-               "print(list({'a', 'b'}))\n",
-               "s = set(names)\nfirst = s.pop()\n",
-               "text = ''\nfor w in set(words):\n    text += w\n",
-               "def f(items):\n    for w in set(items):\n        print(w)\n",
-               "def f(items):\n    for w in set(items):\n        if w.startswith('a'):\n            return w\n",
-               "found = None\nfor w in set(items):\n    if w.endswith('x'):\n        found = w\n        break\n",
-               "def f(tags: set[str]):\n    return list(tags)\n",
-               "import json\njson.dump([*set(words)], fp)\n")
-    valid = ("vocab = {w: i for i, w in enumerate(sorted(set(words)))}\n",
-             "n = len(set(names))\n",
-             "out = []\nfor i in {1, 2, 3}:\n    out.append(i)\n",
-             "ok = 'a' in set(names)\n",
-             "names = list(set(names))\nassert 'a' in names\n",
-             "for k in set(a) | set(b):\n    d.pop(k, None)\n",
-             "keys = set(d)\nif 'x' not in keys:\n    raise KeyError(f\"known: {', '.join(keys)}\")\n",
-             "import logging\nlogging.info('tags: %s', ','.join(set(tags)))\n",
-             "names = [str(n) for n in set(nodes)]\nmsg = ', '.join(names)\n",
-             "class Bag:\n    def __init__(self, items):\n        self.items = set(items)\n"
-             "    def __iter__(self):\n        for x in self.items:\n            yield x\n",
-             "import numpy as np\nset_of_strings = set(words)\nx = np.array(sorted(set_of_strings))\n",
-             "uniq = set(words)\nitos = sorted(uniq)\nstoi = {s: i for i, s in enumerate(itos)}\n",
-             "lengths = {}\nfor w in set(words):\n    lengths[w] = len(w)\n",
-             "import numpy as np\ndef encode(ids: set[int]):\n    return np.array(list(ids))\n",
-             "def known(tags: set[str]):\n    return 'a' in tags\n",
-             "import numpy as np\nx = np.array(list({word}))\n",
-             # effects that are the same in any order: int counts, conditions, int sets
-             "count = 0\nfor w in {'a', 'b'}:\n    if w in other:\n        count += 1\n",
-             "n = 0\nfor w in set(words):\n    n += len(w)\n",
-             "def f(items):\n    for w in set(items):\n        if not w:\n            return False\n"
-             "    return True\n",
-             "for w in set(items):\n    if w in bad:\n        ok = False\n        break\n",
-             "print(list({1, 2, 3}))\n",
-             "def f(ids: set[int]):\n    return list(ids)\n",
-             # ints added one by one (MaxText's process indices): ints hash to themselves
-             "def hosts(shards):\n    used = set()\n    for p in shards:\n        used.add(p.process_index)\n"
-             "    return list(used)\n",
-             "def ids(rows):\n    return list(set(len(r) for r in rows))\n",
-             "def f(items):\n    return set(items)\n",
-             "s = set(names)\nprint(sorted(s), len(s))\n",
-             "s = list(set(names))\ns.sort()\nprint(s.pop())\n",
-             "total = 0.0\nfor w in set(words):\n    assert w, 'empty'\n",
-             # the one element of a set checked to hold one; a set drained as a work list
-             "devices = {p.device for p in params}\nif len(devices) > 1:\n"
-             "    raise ValueError('mixed')\ndevice = next(iter(devices))\n",
-             "todo = set(roots)\nseen = set()\nwhile todo:\n    n = todo.pop()\n    seen.add(n)\n")
+    invalid = (
+        "vocab = {w: i for i, w in enumerate(set(words))}\n",
+        "ids = list(set(names))\nfirst = ids[0]\n",
+        "out = []\nfor label in {'cat', 'dog'}:\n    out.append(label)\n",
+        "import random\npick = random.choice(list(set(a) | set(b)))\n",
+        "s = ''.join(set(chars))\n",
+        "text = ' '.join(set(words))\n",
+        # a set held in a variable, through list(...)
+        "import numpy as np\nset_of_strings = set(words)\nx = np.array(list(set_of_strings))\n",
+        "import torch\nt = torch.tensor(data=list(set(labels)))\n",
+        "import tensorflow as tf\nc = tf.constant([*set(words)])\n",
+        # vocabularies: a copy of the set, a loop numbering the items, an attribute
+        "uniq = set(words)\nitos = list(uniq)\nstoi = {s: i for i, s in enumerate(itos)}\n",
+        "vocab = {}\nfor w in set(words):\n    vocab[w] = len(vocab)\n",
+        "class Vocab:\n    def __init__(self, words):\n        self.words = set(words)\n"
+        "        self.ids = {w: i for i, w in enumerate(self.words)}\n",
+        # a parameter annotated as a set of strings
+        "import numpy as np\ndef encode(tags: set[str]):\n    return np.array(list(tags))\n",
+        "import numpy as np\nx = np.array(list(a.keys() - b.keys()))\n",
+        # the order reaches the output: float accumulation, first element, printing
+        "words = {'alpha', 'beta', 'gamma'}\ntotal = 0.0\nfor w in words:\n    total = total * 1.1 + len(w) / 7\n",
+        "words = {'alpha', 'beta'}\nprint('first word:', next(iter(words)))\n",
+        "print(list({'a', 'b'}))\n",
+        "s = set(names)\nfirst = s.pop()\n",
+        "text = ''\nfor w in set(words):\n    text += w\n",
+        "def f(items):\n    for w in set(items):\n        print(w)\n",
+        "def f(items):\n    for w in set(items):\n        if w.startswith('a'):\n            return w\n",
+        "found = None\nfor w in set(items):\n    if w.endswith('x'):\n        found = w\n        break\n",
+        "def f(tags: set[str]):\n    return list(tags)\n",
+        "import json\njson.dump([*set(words)], fp)\n",
+    )
+    valid = (
+        "vocab = {w: i for i, w in enumerate(sorted(set(words)))}\n",
+        "n = len(set(names))\n",
+        "out = []\nfor i in {1, 2, 3}:\n    out.append(i)\n",
+        "ok = 'a' in set(names)\n",
+        "names = list(set(names))\nassert 'a' in names\n",
+        "for k in set(a) | set(b):\n    d.pop(k, None)\n",
+        "keys = set(d)\nif 'x' not in keys:\n    raise KeyError(f\"known: {', '.join(keys)}\")\n",
+        "import logging\nlogging.info('tags: %s', ','.join(set(tags)))\n",
+        "names = [str(n) for n in set(nodes)]\nmsg = ', '.join(names)\n",
+        "class Bag:\n    def __init__(self, items):\n        self.items = set(items)\n"
+        "    def __iter__(self):\n        for x in self.items:\n            yield x\n",
+        "import numpy as np\nset_of_strings = set(words)\nx = np.array(sorted(set_of_strings))\n",
+        "uniq = set(words)\nitos = sorted(uniq)\nstoi = {s: i for i, s in enumerate(itos)}\n",
+        "lengths = {}\nfor w in set(words):\n    lengths[w] = len(w)\n",
+        "import numpy as np\ndef encode(ids: set[int]):\n    return np.array(list(ids))\n",
+        "def known(tags: set[str]):\n    return 'a' in tags\n",
+        "import numpy as np\nx = np.array(list({word}))\n",
+        # effects that are the same in any order: int counts, conditions, int sets
+        "count = 0\nfor w in {'a', 'b'}:\n    if w in other:\n        count += 1\n",
+        "n = 0\nfor w in set(words):\n    n += len(w)\n",
+        "def f(items):\n    for w in set(items):\n        if not w:\n            return False\n    return True\n",
+        "for w in set(items):\n    if w in bad:\n        ok = False\n        break\n",
+        "print(list({1, 2, 3}))\n",
+        "def f(ids: set[int]):\n    return list(ids)\n",
+        # ints added one by one (MaxText's process indices): ints hash to themselves
+        "def hosts(shards):\n    used = set()\n    for p in shards:\n        used.add(p.process_index)\n"
+        "    return list(used)\n",
+        "def ids(rows):\n    return list(set(len(r) for r in rows))\n",
+        "def f(items):\n    return set(items)\n",
+        "s = set(names)\nprint(sorted(s), len(s))\n",
+        "s = list(set(names))\ns.sort()\nprint(s.pop())\n",
+        "total = 0.0\nfor w in set(words):\n    assert w, 'empty'\n",
+        # the one element of a set checked to hold one; a set drained as a work list
+        "devices = {p.device for p in params}\nif len(devices) > 1:\n"
+        "    raise ValueError('mixed')\ndevice = next(iter(devices))\n",
+        "todo = set(roots)\nseen = set()\nwhile todo:\n    n = todo.pop()\n    seen.add(n)\n",
+    )
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -856,8 +941,11 @@ class SetIterationOrder(_OrderRule):
 
     def in_order(self, loop, scope_node):
         # ``+=`` counts only for floats, strings and lists: an int count is the same in any order
-        return sensitive_body(self.ctx, loop.body, augassign=False) \
-            or _first_wins_or_output(self.ctx, loop) or _ordered_accumulation(self.ctx, loop, scope_node)
+        return (
+            sensitive_body(self.ctx, loop.body, augassign=False)
+            or _first_wins_or_output(self.ctx, loop)
+            or _ordered_accumulation(self.ctx, loop, scope_node)
+        )
 
     def _set_like(self, node):
         """(what, name key or None, is a list copy) when ``node`` is a set expression or a
@@ -880,8 +968,13 @@ class SetIterationOrder(_OrderRule):
 
     def visit_Call(self, node, qn):
         f = node.func
-        if qn == "next" and node.args and type(node.args[0]) is ast.Call and len(node.args[0].args) == 1 \
-                and self.ctx.qualname(node.args[0].func) == "iter":
+        if (
+            qn == "next"
+            and node.args
+            and type(node.args[0]) is ast.Call
+            and len(node.args[0].args) == 1
+            and self.ctx.qualname(node.args[0].func) == "iter"
+        ):
             self._output(node.args[0].args[0], "next(iter(...)) takes whichever element comes first in", False)
         elif type(f) is ast.Attribute and f.attr == "pop" and not node.args and not node.keywords:
             self._output(f.value, "pop() takes whichever element comes first in", False)
@@ -910,11 +1003,15 @@ class SetIterationOrder(_OrderRule):
                 self.report(node, self.message_for(what if key is None else f"{key!r}, bound to {what}", how))
 
     def message_for(self, what, how):
-        return (f"{how} {what}: set order depends on hashing (salted per process for strings), "
-                "so it changes between runs; sort it first (sorted(...))")
+        return (
+            f"{how} {what}: set order depends on hashing (salted per process for strings), "
+            "so it changes between runs; sort it first (sorted(...))"
+        )
 
     def visit_comprehension(self, node):
         pass  # a comprehension's order matters only where its result goes (consumers, stores)
+
+
 _SEED_WORDS = ("seed", "random_state")
 
 
@@ -945,34 +1042,58 @@ class HashForIds(Rule):
     code, name = "FWD403", "hash-for-ids"
     triggers = ("hash",)
     references = (HASH_DOC, "https://docs.python.org/3/library/hashlib.html")
-    invalid = ("bucket = hash(token) % 100\n", "i = abs(hash(name))\n",
-               "import numpy as np\nrng = np.random.default_rng(hash('a'))\n")
-    valid = ("class K:\n    def __hash__(self):\n        return hash((self.a, self.b)) % 7\n",
-             "key = hash(token)\n", "import zlib\nbucket = zlib.crc32(token.encode()) % 100\n")
+    invalid = (
+        "bucket = hash(token) % 100\n",
+        "i = abs(hash(name))\n",
+        "import numpy as np\nrng = np.random.default_rng(hash('a'))\n",
+    )
+    valid = (
+        "class K:\n    def __hash__(self):\n        return hash((self.a, self.b)) % 7\n",
+        "key = hash(token)\n",
+        "import zlib\nbucket = zlib.crc32(token.encode()) % 100\n",
+    )
 
     def _is_hash(self, node) -> bool:
-        return type(node) is ast.Call and type(node.func) is ast.Name and node.func.id == "hash" \
+        return (
+            type(node) is ast.Call
+            and type(node.func) is ast.Name
+            and node.func.id == "hash"
             and self.ctx.lookup("hash") == "hash"
+        )
 
     def _ok_scope(self) -> bool:
         return not self.ctx.in_function("__hash__")
 
     def visit_BinOp(self, node):
         if type(node.op) in (ast.Mod, ast.BitAnd) and self._is_hash(node.left) and self._ok_scope():
-            self.report(node.left, "hash() changes between runs (salted per process for str/bytes, from the "
-                        "address for objects without their own __hash__); use hashlib or zlib.crc32 for stable buckets and ids")
+            self.report(
+                node.left,
+                "hash() changes between runs (salted per process for str/bytes, from the "
+                "address for objects without their own __hash__); use hashlib or zlib.crc32 for stable buckets and ids",
+            )
 
     def visit_Call(self, node, qn):
         if qn in ("abs", "int", "str") and node.args and self._is_hash(node.args[0]) and self._ok_scope():
-            self.report(node.args[0], "hash() changes between runs (salted per process for str/bytes, from the "
-                        "address for objects without their own __hash__); use hashlib or zlib.crc32 for stable ids")
+            self.report(
+                node.args[0],
+                "hash() changes between runs (salted per process for str/bytes, from the "
+                "address for objects without their own __hash__); use hashlib or zlib.crc32 for stable ids",
+            )
             return
         for k in node.keywords:
             if k.arg in _SEED_WORDS and self._is_hash(k.value):
                 self.report(k.value, "seed from hash() changes between runs; use fwd9m.derive_seed")
-        if qn and ("seed" in qn.rsplit(".", 1)[-1] or qn in ("numpy.random.default_rng", "random.Random",
-                                                              "numpy.random.RandomState", "jax.random.PRNGKey",
-                                                              "jax.random.key")):
+        if qn and (
+            "seed" in qn.rsplit(".", 1)[-1]
+            or qn
+            in (
+                "numpy.random.default_rng",
+                "random.Random",
+                "numpy.random.RandomState",
+                "jax.random.PRNGKey",
+                "jax.random.key",
+            )
+        ):
             if node.args and self._is_hash(node.args[0]):
                 self.report(node.args[0], "seed from hash() changes between runs; use fwd9m.derive_seed")
 
@@ -1016,8 +1137,7 @@ class OrderById(Rule):
                 if type(v) is ast.Call and type(v.func) is ast.Name and v.func.id == "id":
                     v = v.func
             if type(v) is ast.Name and v.id == "id" and self.ctx.lookup("id") == "id":
-                self.report(k.value, "ordering by id() (a memory address) changes between runs; sort "
-                            "by a stable key")
+                self.report(k.value, "ordering by id() (a memory address) changes between runs; sort by a stable key")
 
 
 @register
@@ -1045,15 +1165,22 @@ class CompletionOrder(Rule):
 
     code, name = "FWD405", "completion-order"
     triggers = ("as_completed", "imap_unordered")
-    references = ("https://docs.python.org/3/library/concurrent.futures.html#concurrent.futures.as_completed",
-                  "https://docs.python.org/3/library/multiprocessing.html#multiprocessing.pool.Pool.imap_unordered")
-    invalid = ("from concurrent.futures import as_completed\nfor f in as_completed(fs):\n    out.append(f.result())\n",
-               "r = list(pool.imap_unordered(work, items))\n")
+    references = (
+        "https://docs.python.org/3/library/concurrent.futures.html#concurrent.futures.as_completed",
+        "https://docs.python.org/3/library/multiprocessing.html#multiprocessing.pool.Pool.imap_unordered",
+    )
+    invalid = (
+        "from concurrent.futures import as_completed\nfor f in as_completed(fs):\n    out.append(f.result())\n",
+        "r = list(pool.imap_unordered(work, items))\n",
+    )
     valid = ("r = list(pool.imap(work, items))\n",)
 
     def visit_Call(self, node, qn):
         if qn in ("concurrent.futures.as_completed", "asyncio.as_completed"):
-            self.report(node, "as_completed yields results in completion order, which varies between "
-                        "runs; iterate the futures in submission order")
+            self.report(
+                node,
+                "as_completed yields results in completion order, which varies between "
+                "runs; iterate the futures in submission order",
+            )
         elif type(node.func) is ast.Attribute and node.func.attr == "imap_unordered":
             self.report(node, "imap_unordered yields results in completion order; use imap")

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import ast
 
-from .._helpers import arg, call_name, kwarg, literal
 from .._flow import ENTRY_POINTS, fallback_calls, is_test_file, main_block, runs
+from .._helpers import arg, call_name, kwarg, literal
 from .._rule import Rule, register
-from ._common import (ALL_SEED_CALLS, FRAMEWORK_SEED_CALLS, NUMPY_SEED_CALLS, PYTHON_SEED_CALLS,
-                      SEED_CALLS, SWITCH_ON_CALLS, TF_SEED_CALLS, TORCH_SEED_CALLS, seeds, uses_numpy_global_random,
-                      uses_python_random)
+from ._common import (
+    ALL_SEED_CALLS,
+    FRAMEWORK_SEED_CALLS,
+    NUMPY_SEED_CALLS,
+    PYTHON_SEED_CALLS,
+    SEED_CALLS,
+    SWITCH_ON_CALLS,
+    TF_SEED_CALLS,
+    TORCH_SEED_CALLS,
+    seeds,
+    uses_numpy_global_random,
+    uses_python_random,
+)
 
 KERAS_SEED_DOC = "https://keras.io/api/utils/python_utils/#setrandomseed-function"
 TORCH_REPRO = "https://docs.pytorch.org/docs/stable/notes/randomness.html"
@@ -48,8 +58,11 @@ class SeedsOneLibrary(Rule):
     code, name = "FWD101", "seeds-one-library"
     triggers = frozenset(q.rsplit(".", 1)[-1] for q in FRAMEWORK_SEED_CALLS)
     fix_code = "fwd9m.seed_everything(0)"
-    references = (KERAS_SEED_DOC, TORCH_REPRO,
-                  "https://github.com/keras-team/keras/blob/master/keras/src/random/seed_generator.py")
+    references = (
+        KERAS_SEED_DOC,
+        TORCH_REPRO,
+        "https://github.com/keras-team/keras/blob/master/keras/src/random/seed_generator.py",
+    )
     invalid = (
         "import random, torch\ntorch.manual_seed(0)\nx = random.random()\n",
         "import numpy as np\nimport tensorflow as tf\ntf.random.set_seed(0)\nx = np.random.rand(3)\n",
@@ -81,22 +94,53 @@ class SeedsOneLibrary(Rule):
             first = framework_seeds[0]
             what = ctx.qualname(first.func)
             keras = ctx.imports_any("keras") or ctx.imports_any("tensorflow")
-            at_once = ("keras.utils.set_random_seed(SEED) or fwd9m.seed_everything(SEED)" if keras else
-                       "fwd9m.seed_everything(SEED) (or add random.seed(SEED) and np.random.seed(SEED))")
-            self.report(first, f"{what} seeds one library only; not seeded: {'; '.join(missing)}. "
-                        f"Seed all at once with {at_once}")
+            at_once = (
+                "keras.utils.set_random_seed(SEED) or fwd9m.seed_everything(SEED)"
+                if keras
+                else "fwd9m.seed_everything(SEED) (or add random.seed(SEED) and np.random.seed(SEED))"
+            )
+            self.report(
+                first,
+                f"{what} seeds one library only; not seeded: {'; '.join(missing)}. Seed all at once with {at_once}",
+            )
 
 
 #: calls that draw from a framework's global generator or create state that does
-_TF_CONSUMER_PREFIXES = ("tensorflow.keras.layers.", "keras.layers.", "tensorflow.keras.initializers.",
-                         "keras.initializers.", "keras.random.", "tensorflow.data.Dataset.")
-_TF_CONSUMERS = frozenset({"tensorflow.keras.Sequential", "tensorflow.keras.Model", "keras.Sequential",
-                           "keras.Model", "tensorflow.Variable", "keras.models.Sequential",
-                           "tensorflow.keras.models.Sequential", "keras.applications"})
-_TORCH_RANDOM = frozenset({"torch.rand", "torch.randn", "torch.randint", "torch.randperm",
-                           "torch.normal", "torch.bernoulli", "torch.multinomial",
-                           "torch.rand_like", "torch.randn_like", "torch.randint_like",
-                           "torch.utils.data.random_split"})
+_TF_CONSUMER_PREFIXES = (
+    "tensorflow.keras.layers.",
+    "keras.layers.",
+    "tensorflow.keras.initializers.",
+    "keras.initializers.",
+    "keras.random.",
+    "tensorflow.data.Dataset.",
+)
+_TF_CONSUMERS = frozenset(
+    {
+        "tensorflow.keras.Sequential",
+        "tensorflow.keras.Model",
+        "keras.Sequential",
+        "keras.Model",
+        "tensorflow.Variable",
+        "keras.models.Sequential",
+        "tensorflow.keras.models.Sequential",
+        "keras.applications",
+    }
+)
+_TORCH_RANDOM = frozenset(
+    {
+        "torch.rand",
+        "torch.randn",
+        "torch.randint",
+        "torch.randperm",
+        "torch.normal",
+        "torch.bernoulli",
+        "torch.multinomial",
+        "torch.rand_like",
+        "torch.randn_like",
+        "torch.randint_like",
+        "torch.utils.data.random_split",
+    }
+)
 
 
 def _consumer(qn: str | None, seed_qn: str) -> bool:
@@ -113,14 +157,19 @@ def _consumer(qn: str | None, seed_qn: str) -> bool:
         if qn.startswith("torch.nn.") and qn.count(".") == 2 and qn.rsplit(".", 1)[1][:1].isupper():
             return True
     if seed_qn in NUMPY_SEED_CALLS or seed_qn in ALL_SEED_CALLS:
-        if qn.startswith("numpy.random.") and qn.count(".") == 2 and \
-                qn.rsplit(".", 1)[1] not in ("seed", "default_rng", "RandomState", "SeedSequence",
-                                             "Generator", "get_state", "set_state"):
+        if (
+            qn.startswith("numpy.random.")
+            and qn.count(".") == 2
+            and qn.rsplit(".", 1)[1]
+            not in ("seed", "default_rng", "RandomState", "SeedSequence", "Generator", "get_state", "set_state")
+        ):
             return True
     if seed_qn in PYTHON_SEED_CALLS or seed_qn in ALL_SEED_CALLS:
-        if qn.startswith("random.") and qn.count(".") == 1 and \
-                qn not in ("random.seed", "random.Random", "random.getstate", "random.setstate",
-                           "random.SystemRandom"):
+        if (
+            qn.startswith("random.")
+            and qn.count(".") == 1
+            and qn not in ("random.seed", "random.Random", "random.getstate", "random.setstate", "random.SystemRandom")
+        ):
             return True
     return False
 
@@ -185,8 +234,9 @@ class SeedAfterUse(Rule):
 
     def _feeds(self, call, seed) -> bool:
         """``s = random.randint(...); random.seed(s)``: the draw only makes the seed."""
-        used = {n.id for a in (*seed.args, *(k.value for k in seed.keywords)) for n in ast.walk(a)
-                if type(n) is ast.Name}
+        used = {
+            n.id for a in (*seed.args, *(k.value for k in seed.keywords)) for n in ast.walk(a) if type(n) is ast.Name
+        }
         if not used:
             return False
         if any(call is n for a in seed.args for n in ast.walk(a)):
@@ -220,8 +270,9 @@ class SeedAfterUse(Rule):
             for cscope, call, qn in self.calls:
                 if cscope is not scope or call.lineno >= seed.lineno or self._feeds(call, seed):
                     continue
-                if any(s_scope is scope and s_qn == seed_qn and s.lineno < call.lineno
-                       for s_scope, s, s_qn in self.seeds):
+                if any(
+                    s_scope is scope and s_qn == seed_qn and s.lineno < call.lineno for s_scope, s, s_qn in self.seeds
+                ):
                     continue  # drawn after an earlier seed: re-seeding, not seeding late
                 hit = None
                 if _consumer(qn, seed_qn):
@@ -230,34 +281,45 @@ class SeedAfterUse(Rule):
                     name = call.func.id if type(call.func) is ast.Name else None
                     inner = self._function_consumes(name, seed_qn) if name else None
                     if inner is not None:
-                        hit = (f"{name}() on line {call.lineno} (which calls "
-                               f"{self.ctx.qualname(inner.func)} on line {inner.lineno})")
+                        hit = (
+                            f"{name}() on line {call.lineno} (which calls "
+                            f"{self.ctx.qualname(inner.func)} on line {inner.lineno})"
+                        )
                 if hit:
-                    self.report(seed, f"{seed_qn} comes after {hit} already drew from the "
-                                "unseeded generator; seed first, before building models, "
-                                "layers or datasets",
-                                fix=f"# move line {seed.lineno} ({seed_qn}) above line {call.lineno}")
+                    self.report(
+                        seed,
+                        f"{seed_qn} comes after {hit} already drew from the "
+                        "unseeded generator; seed first, before building models, "
+                        "layers or datasets",
+                        fix=f"# move line {seed.lineno} ({seed_qn}) above line {call.lineno}",
+                    )
                     break
 
 
 _UNSEEDED_WHEN_NO_ARG = {
-    "numpy.random.default_rng": "seed", "numpy.random.RandomState": "seed",
-    "numpy.random.SeedSequence": "entropy", "numpy.random.PCG64": "seed",
-    "numpy.random.PCG64DXSM": "seed", "numpy.random.Philox": "seed",
-    "numpy.random.MT19937": "seed", "numpy.random.SFC64": "seed", "random.Random": "x",
+    "numpy.random.default_rng": "seed",
+    "numpy.random.RandomState": "seed",
+    "numpy.random.SeedSequence": "entropy",
+    "numpy.random.PCG64": "seed",
+    "numpy.random.PCG64DXSM": "seed",
+    "numpy.random.Philox": "seed",
+    "numpy.random.MT19937": "seed",
+    "numpy.random.SFC64": "seed",
+    "random.Random": "x",
 }
 _ALWAYS_ENTROPY = {
     "random.SystemRandom": "random.SystemRandom draws from os.urandom and cannot be seeded",
     "secrets.SystemRandom": "secrets.SystemRandom draws from os.urandom and cannot be seeded",
-    "tensorflow.random.Generator.from_non_deterministic_state":
-        "tf.random.Generator.from_non_deterministic_state() takes its seed from the OS",
-    "tensorflow.random.experimental.Generator.from_non_deterministic_state":
-        "tf.random.experimental.Generator.from_non_deterministic_state() takes its seed from the OS",
+    "tensorflow.random.Generator.from_non_deterministic_state": (
+        "tf.random.Generator.from_non_deterministic_state() takes its seed from the OS"
+    ),
+    "tensorflow.random.experimental.Generator.from_non_deterministic_state": (
+        "tf.random.experimental.Generator.from_non_deterministic_state() takes its seed from the OS"
+    ),
     "torch.seed": "torch.seed() re-seeds PyTorch with a non-deterministic random number",
     "torch.random.seed": "torch.random.seed() re-seeds PyTorch with a non-deterministic random number",
     "torch.cuda.seed": "torch.cuda.seed() seeds the GPU generator with a non-deterministic number",
-    "torch.cuda.seed_all": "torch.cuda.seed_all() seeds every GPU generator with a "
-                           "non-deterministic number",
+    "torch.cuda.seed_all": "torch.cuda.seed_all() seeds every GPU generator with a non-deterministic number",
 }
 
 
@@ -297,9 +359,24 @@ class UnseededGenerator(Rule):
     """
 
     code, name = "FWD103", "unseeded-generator"
-    triggers = frozenset({"default_rng", "RandomState", "Random", "SeedSequence", "PCG64", "PCG64DXSM",
-                          "Philox", "MT19937", "SFC64", "from_non_deterministic_state", "Generator",
-                          "seed", "seed_all", "SystemRandom"})
+    triggers = frozenset(
+        {
+            "default_rng",
+            "RandomState",
+            "Random",
+            "SeedSequence",
+            "PCG64",
+            "PCG64DXSM",
+            "Philox",
+            "MT19937",
+            "SFC64",
+            "from_non_deterministic_state",
+            "Generator",
+            "seed",
+            "seed_all",
+            "SystemRandom",
+        }
+    )
     fix_code = "rng = np.random.default_rng(seed)"
     references = (
         "https://numpy.org/doc/stable/reference/random/generator.html#numpy.random.default_rng",
@@ -364,17 +441,29 @@ class UnseededGenerator(Rule):
             self.seeded_inline.add(id(f.value))
         if qn in _UNSEEDED_WHEN_NO_ARG:
             a = arg(node, 0, _UNSEEDED_WHEN_NO_ARG[qn])
-            if (a is None or literal(a, 0) is None) and not any(k.arg is None for k in node.keywords) \
-                    and not any(type(x) is ast.Starred for x in node.args):
+            if (
+                (a is None or literal(a, 0) is None)
+                and not any(k.arg is None for k in node.keywords)
+                and not any(type(x) is ast.Starred for x in node.args)
+            ):
                 self.unseeded.append((node, qn))
         elif qn in _ALWAYS_ENTROPY:
             self.entropy.append((node, qn))
         elif qn == "torch.Generator":
             self.pending.append((None, node))
-        elif type(f) is ast.Attribute and f.attr == "seed" and not node.args and not node.keywords \
-                and type(f.value) is ast.Name and f.value.id in self.torch_generators:
-            self.report(node, f"{f.value.id}.seed() re-seeds the torch.Generator with a "
-                        "non-deterministic number; use .manual_seed(seed)")
+        elif (
+            type(f) is ast.Attribute
+            and f.attr == "seed"
+            and not node.args
+            and not node.keywords
+            and type(f.value) is ast.Name
+            and f.value.id in self.torch_generators
+        ):
+            self.report(
+                node,
+                f"{f.value.id}.seed() re-seeds the torch.Generator with a "
+                "non-deterministic number; use .manual_seed(seed)",
+            )
 
     def _reseeded(self) -> set[str]:
         """Names and attributes later given a seed: ``rng.seed(s)``, ``self._rng.seed(s)``."""
@@ -392,8 +481,9 @@ class UnseededGenerator(Rule):
         # name, which a seeded generator on another branch does not make seeded
         for qn in _SEEDED_CTORS:
             for c in self.ctx.calls.get(qn, ()):
-                if id(c) in self.to_attribute and \
-                        any(literal(a, 0) is not None for a in (*c.args, *(k.value for k in c.keywords))):
+                if id(c) in self.to_attribute and any(
+                    literal(a, 0) is not None for a in (*c.args, *(k.value for k in c.keywords))
+                ):
                     out.add(self.targets[id(c)])
         return out
 
@@ -407,33 +497,65 @@ class UnseededGenerator(Rule):
         for node, qn in self.unseeded:
             if self.targets.get(id(node)) in reseeded or id(node) in fallback:
                 continue
-            self.report(node, f"{qn}() without a seed takes fresh OS entropy every run; "
-                        "pass a seed derived from the run's seed")
+            self.report(
+                node, f"{qn}() without a seed takes fresh OS entropy every run; pass a seed derived from the run's seed"
+            )
         if not seeds(self.ctx, TORCH_SEED_CALLS):
             return  # a generator on the fixed default seed is repeatable; it only surprises
             # code that seeds torch and expects the seed to reach every generator
         for _, node in self.pending:
             if id(node) in self.seeded_inline or self.targets.get(id(node)) in reseeded:
                 continue
-            self.report(node, "torch.Generator() is never given manual_seed: it starts from the "
-                        "fixed default seed, apart from torch.manual_seed, so every unseeded "
-                        "generator repeats one stream; use torch.Generator().manual_seed(seed)")
+            self.report(
+                node,
+                "torch.Generator() is never given manual_seed: it starts from the "
+                "fixed default seed, apart from torch.manual_seed, so every unseeded "
+                "generator repeats one stream; use torch.Generator().manual_seed(seed)",
+            )
 
 
-_SEEDED_CTORS = frozenset({"random.Random", "numpy.random.default_rng", "numpy.random.RandomState",
-                           "numpy.random.Generator"})
-_ENTROPY = frozenset({
-    "time.time", "time.time_ns", "time.perf_counter", "time.perf_counter_ns", "time.monotonic",
-    "time.monotonic_ns", "time.process_time", "time.process_time_ns", "datetime.datetime.now",
-    "datetime.datetime.utcnow", "datetime.datetime.today", "datetime.date.today", "os.urandom",
-    "os.getpid", "uuid.uuid1", "uuid.uuid4", "secrets.randbits", "secrets.token_bytes",
-    "secrets.token_hex", "secrets.randbelow", "hash", "random.SystemRandom",
-})
+_SEEDED_CTORS = frozenset(
+    {"random.Random", "numpy.random.default_rng", "numpy.random.RandomState", "numpy.random.Generator"}
+)
+_ENTROPY = frozenset(
+    {
+        "time.time",
+        "time.time_ns",
+        "time.perf_counter",
+        "time.perf_counter_ns",
+        "time.monotonic",
+        "time.monotonic_ns",
+        "time.process_time",
+        "time.process_time_ns",
+        "datetime.datetime.now",
+        "datetime.datetime.utcnow",
+        "datetime.datetime.today",
+        "datetime.date.today",
+        "os.urandom",
+        "os.getpid",
+        "uuid.uuid1",
+        "uuid.uuid4",
+        "secrets.randbits",
+        "secrets.token_bytes",
+        "secrets.token_hex",
+        "secrets.randbelow",
+        "hash",
+        "random.SystemRandom",
+    }
+)
 _SEED_TAKERS = SEED_CALLS | {
-    "numpy.random.default_rng", "numpy.random.RandomState", "numpy.random.SeedSequence",
-    "random.Random", "jax.random.PRNGKey", "jax.random.key", "tensorflow.random.Generator.from_seed",
-    "tensorflow.random.experimental.Generator.from_seed", "keras.random.SeedGenerator",
-    "numpy.random.PCG64", "numpy.random.Philox", "numpy.random.MT19937",
+    "numpy.random.default_rng",
+    "numpy.random.RandomState",
+    "numpy.random.SeedSequence",
+    "random.Random",
+    "jax.random.PRNGKey",
+    "jax.random.key",
+    "tensorflow.random.Generator.from_seed",
+    "tensorflow.random.experimental.Generator.from_seed",
+    "keras.random.SeedGenerator",
+    "numpy.random.PCG64",
+    "numpy.random.Philox",
+    "numpy.random.MT19937",
 }
 _SEED_KWARGS = ("seed", "random_state", "random_seed")
 
@@ -467,8 +589,10 @@ class SeedFromEntropy(Rule):
 
     code, name = "FWD104", "seed-from-entropy"
     triggers = frozenset(q.rsplit(".", 1)[-1] for q in _ENTROPY)
-    references = ("https://docs.python.org/3/reference/datamodel.html#object.__hash__",
-                  "https://docs.python.org/3/library/os.html#os.urandom")
+    references = (
+        "https://docs.python.org/3/reference/datamodel.html#object.__hash__",
+        "https://docs.python.org/3/library/os.html#os.urandom",
+    )
     invalid = (
         "import time, numpy as np\nnp.random.seed(int(time.time()))\n",
         "import time, torch\nseed = int(time.time())\ntorch.manual_seed(seed)\n",
@@ -532,13 +656,21 @@ class SeedFromEntropy(Rule):
             src = self._entropy_in(value)
             if src:
                 where = qn or call_name(node) or "the call"
-                self.report(value, f"seed for {where} comes from {src}, which differs on every "
-                            "run; use a fixed seed or fwd9m.derive_seed(seed, ...)")
+                self.report(
+                    value,
+                    f"seed for {where} comes from {src}, which differs on every "
+                    "run; use a fixed seed or fwd9m.derive_seed(seed, ...)",
+                )
                 return
 
 
-_INITIALIZER_ROOTS = ("keras.initializers.", "tensorflow.keras.initializers.", "tf_keras.initializers.",
-                      "tensorflow.initializers.", "keras.src.initializers.")
+_INITIALIZER_ROOTS = (
+    "keras.initializers.",
+    "tensorflow.keras.initializers.",
+    "tf_keras.initializers.",
+    "tensorflow.initializers.",
+    "keras.src.initializers.",
+)
 
 
 @register
@@ -571,8 +703,10 @@ class SharedInitializer(Rule):
 
     code, name = "FWD105", "shared-initializer"
     triggers = ("initializers",)
-    references = ("https://github.com/keras-team/keras/blob/master/keras/src/initializers/random_initializers.py",
-                  "https://keras.io/api/layers/initializers/")
+    references = (
+        "https://github.com/keras-team/keras/blob/master/keras/src/initializers/random_initializers.py",
+        "https://keras.io/api/layers/initializers/",
+    )
     invalid = (
         "import keras\ninit = keras.initializers.GlorotUniform(seed=1)\n"
         "a = keras.layers.Dense(8, kernel_initializer=init)\n"
@@ -606,26 +740,56 @@ class SharedInitializer(Rule):
 
     def visit_Call(self, node, qn):
         for k in node.keywords:
-            if k.arg and (k.arg.endswith("_initializer") or (k.arg == "initializer" and call_name(node) == "add_weight")) \
-                    and type(k.value) is ast.Name:
+            if (
+                k.arg
+                and (k.arg.endswith("_initializer") or (k.arg == "initializer" and call_name(node) == "add_weight"))
+                and type(k.value) is ast.Name
+            ):
                 key = (self._scope(), k.value.id)
                 if key in self.instances:
                     self.uses[key] = self.uses.get(key, 0) + 1
                     if self.uses[key] == 2:
-                        self.report(k.value, f"initializer {k.value.id!r} (line {self.instances[key]}) "
-                                    "is shared by several layers, which then get the same initial "
-                                    "values; create one initializer per layer with its own seed")
+                        self.report(
+                            k.value,
+                            f"initializer {k.value.id!r} (line {self.instances[key]}) "
+                            "is shared by several layers, which then get the same initial "
+                            "values; create one initializer per layer with its own seed",
+                        )
 
 
-_RANDOM_LAYERS = frozenset({
-    "Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
-    "GaussianDropout", "AlphaDropout", "RandomFlip", "RandomRotation", "RandomZoom",
-    "RandomCrop", "RandomTranslation", "RandomContrast", "RandomBrightness", "RandomHeight",
-    "RandomWidth", "RandomErasing", "RandomGrayscale", "RandomHue", "RandomSaturation",
-    "RandomSharpness", "RandomShear", "RandomColorJitter", "RandomColorDegeneration",
-    "RandomPosterization", "RandomPerspective", "RandomGaussianBlur", "RandomInvert",
-    "RandomElasticTransform",
-})
+_RANDOM_LAYERS = frozenset(
+    {
+        "Dropout",
+        "SpatialDropout1D",
+        "SpatialDropout2D",
+        "SpatialDropout3D",
+        "GaussianNoise",
+        "GaussianDropout",
+        "AlphaDropout",
+        "RandomFlip",
+        "RandomRotation",
+        "RandomZoom",
+        "RandomCrop",
+        "RandomTranslation",
+        "RandomContrast",
+        "RandomBrightness",
+        "RandomHeight",
+        "RandomWidth",
+        "RandomErasing",
+        "RandomGrayscale",
+        "RandomHue",
+        "RandomSaturation",
+        "RandomSharpness",
+        "RandomShear",
+        "RandomColorJitter",
+        "RandomColorDegeneration",
+        "RandomPosterization",
+        "RandomPerspective",
+        "RandomGaussianBlur",
+        "RandomInvert",
+        "RandomElasticTransform",
+    }
+)
 _KERAS_ROOTS = ("keras.", "tensorflow.keras.", "tf_keras.")
 
 
@@ -659,8 +823,10 @@ class RandomLayerWithoutSeed(Rule):
 
     code, name = "FWD106", "random-layer-without-seed"
     triggers = _RANDOM_LAYERS
-    references = ("https://keras.io/api/layers/regularization_layers/dropout/",
-                  "https://github.com/keras-team/keras/blob/master/keras/src/random/seed_generator.py")
+    references = (
+        "https://keras.io/api/layers/regularization_layers/dropout/",
+        "https://github.com/keras-team/keras/blob/master/keras/src/random/seed_generator.py",
+    )
     invalid = (
         "import keras\nd = keras.layers.Dense(8, kernel_initializer=keras.initializers.GlorotUniform(seed=1))\n"
         "drop = keras.layers.Dropout(0.5)\n",
@@ -696,8 +862,11 @@ class RandomLayerWithoutSeed(Rule):
         for node, qn, scope in self.candidates:
             if scope not in self.op_seeds and None not in self.op_seeds:
                 continue  # op seeds elsewhere (another function) say nothing about this one
-            self.report(node, f"{qn} has no seed= although this file seeds other ops; its seed "
-                        "comes from the global state at construction time. Pass seed=")
+            self.report(
+                node,
+                f"{qn} has no seed= although this file seeds other ops; its seed "
+                "comes from the global state at construction time. Pass seed=",
+            )
 
 
 @register
@@ -728,11 +897,15 @@ class CudaSeedOnly(Rule):
     code, name = "FWD107", "cuda-seed-only"
     triggers = ("manual_seed", "manual_seed_all")
     fix_code = "torch.manual_seed(0)"
-    references = ("https://docs.pytorch.org/docs/stable/generated/torch.manual_seed.html",
-                  "https://docs.pytorch.org/docs/stable/generated/torch.cuda.manual_seed.html")
+    references = (
+        "https://docs.pytorch.org/docs/stable/generated/torch.manual_seed.html",
+        "https://docs.pytorch.org/docs/stable/generated/torch.cuda.manual_seed.html",
+    )
     invalid = ("import torch\ntorch.cuda.manual_seed_all(0)\nm = torch.nn.Linear(3, 3)\n",)
-    valid = ("import torch\ntorch.manual_seed(0)\ntorch.cuda.manual_seed_all(0)\n",
-             "import torch\ndef manual_seed(s):  # a seeding helper itself\n    torch.cuda.manual_seed_all(s)\n")
+    valid = (
+        "import torch\ntorch.manual_seed(0)\ntorch.cuda.manual_seed_all(0)\n",
+        "import torch\ndef manual_seed(s):  # a seeding helper itself\n    torch.cuda.manual_seed_all(s)\n",
+    )
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -743,18 +916,24 @@ class CudaSeedOnly(Rule):
 
     def finish(self):
         ctx = self.ctx
-        cuda = [c for c in ctx.called(["torch.cuda.manual_seed", "torch.cuda.manual_seed_all"])
-                if not any("seed" in getattr(d, "name", "") and
-                           d.lineno <= c.lineno <= d.end_lineno for d in self.defs)]
+        cuda = [
+            c
+            for c in ctx.called(["torch.cuda.manual_seed", "torch.cuda.manual_seed_all"])
+            if not any("seed" in getattr(d, "name", "") and d.lineno <= c.lineno <= d.end_lineno for d in self.defs)
+        ]
         if cuda and not seeds(ctx, TORCH_SEED_CALLS):
-            self.report(cuda[0], "seeds the CUDA generator only; CPU draws (weight init, "
-                        "shuffling) stay unseeded. Use torch.manual_seed(seed), which seeds all devices")
+            self.report(
+                cuda[0],
+                "seeds the CUDA generator only; CPU draws (weight init, "
+                "shuffling) stay unseeded. Use torch.manual_seed(seed), which seeds all devices",
+            )
 
 
 _TRAINING_METHODS = ("backward", "fit", "train_on_batch", "apply_gradients")
 _TRAINING_CALLS = ("jax.grad", "jax.value_and_grad")
-_JAX_KEYS = frozenset({"jax.random.PRNGKey", "jax.random.key", "jax.random.wrap_key_data",
-                       "haiku.PRNGSequence", "flax.nnx.Rngs"})
+_JAX_KEYS = frozenset(
+    {"jax.random.PRNGKey", "jax.random.key", "jax.random.wrap_key_data", "haiku.PRNGSequence", "flax.nnx.Rngs"}
+)
 _TEST_MAINS = frozenset({"main", "run"})  # unittest.main(), tf.test.main(), absltest.main(), pytest.main()
 
 
@@ -795,67 +974,93 @@ class TrainsWithoutSeed(Rule):
     code, name = "FWD108", "trains-without-seed"
     triggers = ("backward", "fit", "train_on_batch", "grad", "value_and_grad", "apply_gradients", "train")
     fix_code = "fwd9m.enable_determinism(seed=0)"
-    references = ("https://docs.pytorch.org/docs/stable/notes/randomness.html",
-                  "https://keras.io/api/utils/python_utils/#setrandomseed-function")
-    invalid = ("import torch\nmodel = torch.nn.Linear(4, 1)\nmodel(torch.ones(2, 4)).sum().backward()\n",
-               "import keras\ndef main():\n    model.fit(x, y)\n\nif __name__ == '__main__':\n    main()\n",
-               # reached through absl's app.run(main), as in google-research/bert
-               "import tensorflow as tf\nfrom absl import app\ndef main(_):\n"
-               "    estimator.train(input_fn=train_input_fn, max_steps=10)\n"
-               "if __name__ == '__main__':\n    app.run(main)\n",
-               # a function called from the module-level epoch loop (kuangliu/pytorch-cifar)
-               "import torch\ndef train(epoch):\n    loss.backward()\nfor epoch in range(3):\n    train(epoch)\n",
-               # a custom TF2 loop
-               "import tensorflow as tf\ndef main(_):\n    optimizer.apply_gradients(zip(g, v))\n"
-               "if __name__ == '__main__':\n    tf.compat.v1.app.run(main)\n",
-               # seeds NumPy but not the framework
-               "import numpy as np, torch\nnp.random.seed(0)\nmodel = torch.nn.Linear(3, 3)\nloss.backward()\n")
-    valid = ("import torch\ntorch.manual_seed(0)\nmodel = torch.nn.Linear(4, 1)\n"
-             "model(torch.ones(2, 4)).sum().backward()\n",
-             "import keras\ndef train(model):\n    model.fit(x, y)\n",  # a library function
-             "import tensorflow as tf\nclass T(tf.test.TestCase):\n    def test_fit(self):\n"
-             "        model.fit(x, y)\n\nif __name__ == '__main__':\n    tf.test.main()\n",
-             "import fwd9m, torch\nfwd9m.enable_determinism(seed=0)\nloss.backward()\n",
-             # seeding helpers: a Fabric method, a local function whose body seeds, RunConfig
-             "import lightning as L\nfabric = L.Fabric()\nfabric.seed_everything(42)\nfabric.backward(loss)\n",
-             "import torch\ndef set_seed(s):\n    torch.manual_seed(s)\nset_seed(0)\nloss.backward()\n",
-             "import tensorflow as tf\ndef main(_):\n    cfg = tf.estimator.RunConfig(tf_random_seed=0)\n"
-             "    est = tf.estimator.Estimator(fn, config=cfg)\n    est.train(input_fn=f)\n"
-             "if __name__ == '__main__':\n    tf.compat.v1.app.run()\n",
-             "import haiku as hk, jax\nrng = hk.PRNGSequence(42)\ng = jax.grad(loss)(params, next(rng))\n")
+    references = (
+        "https://docs.pytorch.org/docs/stable/notes/randomness.html",
+        "https://keras.io/api/utils/python_utils/#setrandomseed-function",
+    )
+    invalid = (
+        "import torch\nmodel = torch.nn.Linear(4, 1)\nmodel(torch.ones(2, 4)).sum().backward()\n",
+        "import keras\ndef main():\n    model.fit(x, y)\n\nif __name__ == '__main__':\n    main()\n",
+        # reached through absl's app.run(main), as in google-research/bert
+        "import tensorflow as tf\nfrom absl import app\ndef main(_):\n"
+        "    estimator.train(input_fn=train_input_fn, max_steps=10)\n"
+        "if __name__ == '__main__':\n    app.run(main)\n",
+        # a function called from the module-level epoch loop (kuangliu/pytorch-cifar)
+        "import torch\ndef train(epoch):\n    loss.backward()\nfor epoch in range(3):\n    train(epoch)\n",
+        # a custom TF2 loop
+        "import tensorflow as tf\ndef main(_):\n    optimizer.apply_gradients(zip(g, v))\n"
+        "if __name__ == '__main__':\n    tf.compat.v1.app.run(main)\n",
+        # seeds NumPy but not the framework
+        "import numpy as np, torch\nnp.random.seed(0)\nmodel = torch.nn.Linear(3, 3)\nloss.backward()\n",
+    )
+    valid = (
+        "import torch\ntorch.manual_seed(0)\nmodel = torch.nn.Linear(4, 1)\nmodel(torch.ones(2, 4)).sum().backward()\n",
+        "import keras\ndef train(model):\n    model.fit(x, y)\n",  # a library function
+        "import tensorflow as tf\nclass T(tf.test.TestCase):\n    def test_fit(self):\n"
+        "        model.fit(x, y)\n\nif __name__ == '__main__':\n    tf.test.main()\n",
+        "import fwd9m, torch\nfwd9m.enable_determinism(seed=0)\nloss.backward()\n",
+        # seeding helpers: a Fabric method, a local function whose body seeds, RunConfig
+        "import lightning as L\nfabric = L.Fabric()\nfabric.seed_everything(42)\nfabric.backward(loss)\n",
+        "import torch\ndef set_seed(s):\n    torch.manual_seed(s)\nset_seed(0)\nloss.backward()\n",
+        "import tensorflow as tf\ndef main(_):\n    cfg = tf.estimator.RunConfig(tf_random_seed=0)\n"
+        "    est = tf.estimator.Estimator(fn, config=cfg)\n    est.train(input_fn=f)\n"
+        "if __name__ == '__main__':\n    tf.compat.v1.app.run()\n",
+        "import haiku as hk, jax\nrng = hk.PRNGSequence(42)\ng = jax.grad(loss)(params, next(rng))\n",
+    )
 
     def finish(self):
         ctx = self.ctx
-        if not any(m in ctx.imports or m.split(".")[0] in {i.split(".")[0] for i in ctx.imports}
-                   for m in ("torch", "tensorflow", "keras", "jax")):
+        if not any(
+            m in ctx.imports or m.split(".")[0] in {i.split(".")[0] for i in ctx.imports}
+            for m in ("torch", "tensorflow", "keras", "jax")
+        ):
             return
         if seeds(ctx, FRAMEWORK_SEED_CALLS | ALL_SEED_CALLS | SWITCH_ON_CALLS | _JAX_KEYS):
             return  # JAX: an explicit key is the seed
         only = [qn for qn in sorted(PYTHON_SEED_CALLS | NUMPY_SEED_CALLS) if ctx.calls.get(qn)]
         calls = [c for m in _TRAINING_METHODS for c in ctx.methods.get(m, ())]
         calls += [c for qn in _TRAINING_CALLS for c in ctx.calls.get(qn, ())]
-        calls += [c for c in ctx.methods.get("train", ()) if any(k.arg == "input_fn" for k in c.keywords)
-                  or "estimator" in ast.unparse(c.func.value).lower()]  # TF1 Estimator.train
+        calls += [
+            c
+            for c in ctx.methods.get("train", ())
+            if any(k.arg == "input_fn" for k in c.keywords) or "estimator" in ast.unparse(c.func.value).lower()
+        ]  # TF1 Estimator.train
         calls += [c for qn, cs in ctx.calls.items() if qn.endswith(".estimator.train_and_evaluate") for c in cs]
         if not calls:
             return
         tree = ctx.tree
         main = main_block(tree)
-        top = {id(n) for stmt in getattr(tree, "body", ()) if type(stmt) not in (ast.FunctionDef,
-               ast.AsyncFunctionDef, ast.ClassDef) and stmt is not main for n in ast.walk(stmt)}
+        top = {
+            id(n)
+            for stmt in getattr(tree, "body", ())
+            if type(stmt) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef) and stmt is not main
+            for n in ast.walk(stmt)
+        }
         # module level, __main__, app.run(main) and the functions they call
         is_script = any(id(c) in top or runs(ctx, c) for c in calls)
         if main is not None and not is_script:
-            runners = [c for c in ast.walk(main) if type(c) is ast.Call and type(c.func) is ast.Attribute
-                       and c.func.attr in _TEST_MAINS and ctx.qualname(c.func) not in ENTRY_POINTS]
+            runners = [
+                c
+                for c in ast.walk(main)
+                if type(c) is ast.Call
+                and type(c.func) is ast.Attribute
+                and c.func.attr in _TEST_MAINS
+                and ctx.qualname(c.func) not in ENTRY_POINTS
+            ]
             is_script = not runners
         if is_script:
             first = min(calls, key=lambda c: (c.lineno, c.col_offset))
-            what = (f"seeds only {' and '.join(only)}, not the framework it trains with: weights and "
-                    "dropout" if only else "seeds nothing: weights, dropout and data order")
-            self.report(first, f"this script trains but {what} differ in every run; call "
-                        "fwd9m.enable_determinism(seed=0) before building the model (or run it with "
-                        "fwd9m run --seed 0)")
+            what = (
+                f"seeds only {' and '.join(only)}, not the framework it trains with: weights and dropout"
+                if only
+                else "seeds nothing: weights, dropout and data order"
+            )
+            self.report(
+                first,
+                f"this script trains but {what} differ in every run; call "
+                "fwd9m.enable_determinism(seed=0) before building the model (or run it with "
+                "fwd9m run --seed 0)",
+            )
 
 
 def _script_calls(ctx, calls) -> list:
@@ -864,13 +1069,20 @@ def _script_calls(ctx, calls) -> list:
     test runner (``unittest.main()``); [] for a library module."""
     tree = ctx.tree
     main = main_block(tree)
-    top = {id(n) for stmt in getattr(tree, "body", ()) if type(stmt) not in (ast.FunctionDef,
-           ast.AsyncFunctionDef, ast.ClassDef) and stmt is not main for n in ast.walk(stmt)}
+    top = {
+        id(n)
+        for stmt in getattr(tree, "body", ())
+        if type(stmt) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef) and stmt is not main
+        for n in ast.walk(stmt)
+    }
     at_top = [c for c in calls if id(c) in top]
     if at_top or main is None:
         return at_top
-    runners = [c for c in ast.walk(main) if type(c) is ast.Call and
-               type(c.func) is ast.Attribute and c.func.attr in _TEST_MAINS]
+    runners = [
+        c
+        for c in ast.walk(main)
+        if type(c) is ast.Call and type(c.func) is ast.Attribute and c.func.attr in _TEST_MAINS
+    ]
     return [] if runners else list(calls)
 
 
@@ -909,37 +1121,56 @@ class GlobalGeneratorUnseeded(Rule):
 
     code, name = "FWD109", "global-generator-unseeded"
     fix_code = "fwd9m.seed_everything(0)  # before the first draw"
-    references = ("https://numpy.org/doc/stable/reference/random/legacy.html",
-                  "https://docs.python.org/3/library/random.html#random.seed")
-    invalid = ("import numpy as np\nidx = np.random.permutation(10)\nprint(idx)\n",
-               "import random\ndef main():\n    items = list(range(9))\n    random.shuffle(items)\n"
-               "\nif __name__ == '__main__':\n    main()\n")
-    valid = ("import numpy as np\nnp.random.seed(0)\nidx = np.random.permutation(10)\n",
-             "import numpy as np\ndef split(n):\n    return np.random.permutation(n)\n",  # a library
-             "import numpy as np\nrng = np.random.default_rng(0)\nidx = rng.permutation(10)\n",
-             "import random, fwd9m\nfwd9m.seed_everything(0)\nrandom.shuffle(x)\n",
-             "import random, torch\ntorch.manual_seed(0)\nx = random.random()\n",  # FWD101's
-             "import random, unittest\nclass T(unittest.TestCase):\n    def test(self):\n"
-             "        random.random()\n\nif __name__ == '__main__':\n    unittest.main()\n")
+    references = (
+        "https://numpy.org/doc/stable/reference/random/legacy.html",
+        "https://docs.python.org/3/library/random.html#random.seed",
+    )
+    invalid = (
+        "import numpy as np\nidx = np.random.permutation(10)\nprint(idx)\n",
+        "import random\ndef main():\n    items = list(range(9))\n    random.shuffle(items)\n"
+        "\nif __name__ == '__main__':\n    main()\n",
+    )
+    valid = (
+        "import numpy as np\nnp.random.seed(0)\nidx = np.random.permutation(10)\n",
+        "import numpy as np\ndef split(n):\n    return np.random.permutation(n)\n",  # a library
+        "import numpy as np\nrng = np.random.default_rng(0)\nidx = rng.permutation(10)\n",
+        "import random, fwd9m\nfwd9m.seed_everything(0)\nrandom.shuffle(x)\n",
+        "import random, torch\ntorch.manual_seed(0)\nx = random.random()\n",  # FWD101's
+        "import random, unittest\nclass T(unittest.TestCase):\n    def test(self):\n"
+        "        random.random()\n\nif __name__ == '__main__':\n    unittest.main()\n",
+    )
 
     def finish(self):
         ctx = self.ctx
         if seeds(ctx, ALL_SEED_CALLS | FRAMEWORK_SEED_CALLS):
             return
         found = []
-        for name, draws, seed_calls in (("Python's random", uses_python_random(ctx), PYTHON_SEED_CALLS),
-                                        ("NumPy's global generator", uses_numpy_global_random(ctx),
-                                         NUMPY_SEED_CALLS)):
+        for name, draws, seed_calls in (
+            ("Python's random", uses_python_random(ctx), PYTHON_SEED_CALLS),
+            ("NumPy's global generator", uses_numpy_global_random(ctx), NUMPY_SEED_CALLS),
+        ):
             ran = _script_calls(ctx, draws) if not seeds(ctx, seed_calls) else []
             if ran:
                 found.append((min(ran, key=lambda c: (c.lineno, c.col_offset)), name))
         for call, name in sorted(found, key=lambda t: (t[0].lineno, t[0].col_offset))[:1]:
             what = ctx.qualname(call.func)
-            self.report(call, f"{what} draws from {name}, which this script never seeds: it differs in "
-                        "every run; seed it once at the top (fwd9m.seed_everything(0)) or draw from a "
-                        "seeded generator of your own (np.random.default_rng(0))")
+            self.report(
+                call,
+                f"{what} draws from {name}, which this script never seeds: it differs in "
+                "every run; seed it once at the top (fwd9m.seed_everything(0)) or draw from a "
+                "seeded generator of your own (np.random.default_rng(0))",
+            )
 
 
-__all__ = ["SeedsOneLibrary", "SeedAfterUse", "UnseededGenerator", "SeedFromEntropy",
-           "SharedInitializer", "RandomLayerWithoutSeed", "CudaSeedOnly", "TrainsWithoutSeed",
-           "GlobalGeneratorUnseeded", "kwarg"]
+__all__ = [
+    "SeedsOneLibrary",
+    "SeedAfterUse",
+    "UnseededGenerator",
+    "SeedFromEntropy",
+    "SharedInitializer",
+    "RandomLayerWithoutSeed",
+    "CudaSeedOnly",
+    "TrainsWithoutSeed",
+    "GlobalGeneratorUnseeded",
+    "kwarg",
+]

@@ -9,16 +9,33 @@ from .._helpers import call_name
 from .._rule import Rule, register
 from ._common import is_stateful_random
 
-_RNG_STATE_CALLS = frozenset({
-    "torch.get_rng_state", "torch.random.get_rng_state", "torch.cuda.get_rng_state",
-    "torch.cuda.get_rng_state_all", "numpy.random.get_state", "random.getstate",
-    "fwd9m.capture_rng_state", "fwd9m.rng.capture_rng_state",
-})
-_RNG_STATE_METHODS = frozenset({"get_rng_state", "get_state", "getstate", "get_rng_state_all",
-                                "capture_rng_state"})
+_RNG_STATE_CALLS = frozenset(
+    {
+        "torch.get_rng_state",
+        "torch.random.get_rng_state",
+        "torch.cuda.get_rng_state",
+        "torch.cuda.get_rng_state_all",
+        "numpy.random.get_state",
+        "random.getstate",
+        "fwd9m.capture_rng_state",
+        "fwd9m.rng.capture_rng_state",
+    }
+)
+_RNG_STATE_METHODS = frozenset({"get_rng_state", "get_state", "getstate", "get_rng_state_all", "capture_rng_state"})
 _RNG_WORDS = ("rng", "random", "generator", "seed")
-_PICKLERS = frozenset({"pickle.dump", "pickle.dumps", "cloudpickle.dump", "cloudpickle.dumps",
-                       "dill.dump", "dill.dumps", "joblib.dump", "_pickle.dump", "_pickle.dumps"})
+_PICKLERS = frozenset(
+    {
+        "pickle.dump",
+        "pickle.dumps",
+        "cloudpickle.dump",
+        "cloudpickle.dumps",
+        "dill.dump",
+        "dill.dumps",
+        "joblib.dump",
+        "_pickle.dump",
+        "_pickle.dumps",
+    }
+)
 
 
 def _torch_save_spellings(aliases, ctx) -> set[str]:
@@ -40,8 +57,9 @@ def _mentions_rng(ctx, node) -> bool:
             return True
         if t is ast.Name and any(w in n.id.lower() for w in _RNG_WORDS):
             return True
-        if t is ast.Attribute and (n.attr in ("bit_generator", "state") or
-                                   any(w in n.attr.lower() for w in _RNG_WORDS)):
+        if t is ast.Attribute and (
+            n.attr in ("bit_generator", "state") or any(w in n.attr.lower() for w in _RNG_WORDS)
+        ):
             return True
         if t is ast.Call and (ctx.qualname(n.func) in _RNG_STATE_CALLS or call_name(n) in _RNG_STATE_METHODS):
             return True
@@ -90,23 +108,30 @@ class CheckpointWithoutRngState(Rule):
         self.tf_checkpoints = []
         self.defs = None  #: module functions by name, built on first need
 
-    references = ("https://docs.pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html",
-                  "https://www.tensorflow.org/guide/random_numbers#interaction_with_tftrainCheckpoint")
-    invalid = ("import torch\ntorch.save({'model': m.state_dict(), 'optimizer': opt.state_dict()}, 'c.pt')\n",
-               "import tensorflow as tf\nds = ds.shuffle(100)\nckpt = tf.train.Checkpoint(model=model, optimizer=opt)\n")
+    references = (
+        "https://docs.pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html",
+        "https://www.tensorflow.org/guide/random_numbers#interaction_with_tftrainCheckpoint",
+    )
+    invalid = (
+        "import torch\ntorch.save({'model': m.state_dict(), 'optimizer': opt.state_dict()}, 'c.pt')\n",
+        "import tensorflow as tf\nds = ds.shuffle(100)\nckpt = tf.train.Checkpoint(model=model, optimizer=opt)\n",
+    )
     invalid += (  # DINO / MAE: a dict bound to a name, saved through a wrapper of torch.save
         "import torch\ndef save_on_master(*args, **kwargs):\n    torch.save(*args, **kwargs)\n"
         "def train(m, opt):\n    ckpt = {'model': m.state_dict(), 'optimizer': opt.state_dict()}\n"
-        "    ckpt['epoch'] = 3\n    save_on_master(ckpt, 'c.pt')\n",)
-    valid = ("import torch\ndef save_on_master(*args, **kwargs):\n    torch.save(*args, **kwargs)\n"
-             "def train(m, opt):\n    ckpt = {'model': m.state_dict(), 'optimizer': opt.state_dict()}\n"
-             "    ckpt['rng'] = torch.get_rng_state()\n    save_on_master(ckpt, 'c.pt')\n",
-             "import torch\ntorch.save({'model': m.state_dict(), 'optimizer': opt.state_dict(),\n"
-             "            'rng': torch.get_rng_state()}, 'c.pt')\n",
-             "import torch\ntorch.save(m.state_dict(), 'w.pt')\n",
-             "import tensorflow as tf\nckpt = tf.train.Checkpoint(model=model, optimizer=opt, rng=gen)\n",
-             "import tensorflow as tf\nx = tf.random.stateless_uniform([2], seed=[1, 2])\n"
-             "ckpt = tf.train.Checkpoint(model=model, optimizer=opt)\n")
+        "    ckpt['epoch'] = 3\n    save_on_master(ckpt, 'c.pt')\n",
+    )
+    valid = (
+        "import torch\ndef save_on_master(*args, **kwargs):\n    torch.save(*args, **kwargs)\n"
+        "def train(m, opt):\n    ckpt = {'model': m.state_dict(), 'optimizer': opt.state_dict()}\n"
+        "    ckpt['rng'] = torch.get_rng_state()\n    save_on_master(ckpt, 'c.pt')\n",
+        "import torch\ntorch.save({'model': m.state_dict(), 'optimizer': opt.state_dict(),\n"
+        "            'rng': torch.get_rng_state()}, 'c.pt')\n",
+        "import torch\ntorch.save(m.state_dict(), 'w.pt')\n",
+        "import tensorflow as tf\nckpt = tf.train.Checkpoint(model=model, optimizer=opt, rng=gen)\n",
+        "import tensorflow as tf\nx = tf.random.stateless_uniform([2], seed=[1, 2])\n"
+        "ckpt = tf.train.Checkpoint(model=model, optimizer=opt)\n",
+    )
 
     def _saves(self, node, qn) -> bool:
         """``torch.save``, or a wrapper whose body hands its first argument to it (DINO's
@@ -132,8 +157,9 @@ class CheckpointWithoutRngState(Rule):
         for n in ast.walk(fn):
             if type(n) is ast.Call and n.args and ast.unparse(n.func) in _torch_save_spellings(aliases, self.ctx):
                 a = n.args[0]
-                if (type(a) is ast.Starred and type(a.value) is ast.Name and a.value.id == first) or \
-                        (type(a) is ast.Name and a.id == first):
+                if (type(a) is ast.Starred and type(a.value) is ast.Name and a.value.id == first) or (
+                    type(a) is ast.Name and a.id == first
+                ):
                     return True
         return False
 
@@ -146,11 +172,21 @@ class CheckpointWithoutRngState(Rule):
             return arg, []
         if type(arg) is not ast.Name:
             return None, []
-        scope = next((f for f in ast.walk(self.ctx.tree) if type(f) in (ast.FunctionDef, ast.AsyncFunctionDef)
-                      and f.lineno <= node.lineno <= (f.end_lineno or f.lineno) and
-                      not any(type(g) in (ast.FunctionDef, ast.AsyncFunctionDef) and g is not f and
-                              g.lineno <= node.lineno <= (g.end_lineno or g.lineno) for g in ast.walk(f))),
-                     self.ctx.tree)
+        scope = next(
+            (
+                f
+                for f in ast.walk(self.ctx.tree)
+                if type(f) in (ast.FunctionDef, ast.AsyncFunctionDef)
+                and f.lineno <= node.lineno <= (f.end_lineno or f.lineno)
+                and not any(
+                    type(g) in (ast.FunctionDef, ast.AsyncFunctionDef)
+                    and g is not f
+                    and g.lineno <= node.lineno <= (g.end_lineno or g.lineno)
+                    for g in ast.walk(f)
+                )
+            ),
+            self.ctx.tree,
+        )
         found, extra = None, []
         for n in ast.walk(scope):
             if type(n) is ast.Assign and n.lineno < node.lineno:
@@ -162,20 +198,35 @@ class CheckpointWithoutRngState(Rule):
         return found, extra
 
     def visit_Call(self, node, qn):
-        if node.args and (qn == "torch.save" or self.ctx.imports_any("torch")) and \
-                not is_test_file(self.ctx) and self._saves(node, qn):
+        if (
+            node.args
+            and (qn == "torch.save" or self.ctx.imports_any("torch"))
+            and not is_test_file(self.ctx)
+            and self._saves(node, qn)
+        ):
             d, extra = self._saved_dict(node)
             if d is None:
                 return
-            optim = any((type(k) is ast.Constant and isinstance(k.value, str) and "optim" in k.value.lower())
-                        for k in d.keys) or any(
-                type(v) is ast.Call and type(v.func) is ast.Attribute and v.func.attr == "state_dict"
-                and "optim" in ast.unparse(v.func.value).lower() for v in d.values)
+            optim = any(
+                (type(k) is ast.Constant and isinstance(k.value, str) and "optim" in k.value.lower()) for k in d.keys
+            ) or any(
+                type(v) is ast.Call
+                and type(v.func) is ast.Attribute
+                and v.func.attr == "state_dict"
+                and "optim" in ast.unparse(v.func.value).lower()
+                for v in d.values
+            )
             if optim and not _mentions_rng(self.ctx, d) and not any(_mentions_rng(self.ctx, e) for e in extra):
-                self.report(node, "training checkpoint without RNG state: a resumed run restarts the "
-                            "generators; add 'rng': fwd9m.capture_rng_state()")
-        elif qn in ("tensorflow.train.Checkpoint", "tensorflow.compat.v2.train.Checkpoint") and \
-                any(k.arg == "optimizer" for k in node.keywords) and not _mentions_rng(self.ctx, node):
+                self.report(
+                    node,
+                    "training checkpoint without RNG state: a resumed run restarts the "
+                    "generators; add 'rng': fwd9m.capture_rng_state()",
+                )
+        elif (
+            qn in ("tensorflow.train.Checkpoint", "tensorflow.compat.v2.train.Checkpoint")
+            and any(k.arg == "optimizer" for k in node.keywords)
+            and not _mentions_rng(self.ctx, node)
+        ):
             self.tf_checkpoints.append(node)
 
     def finish(self):
@@ -183,18 +234,26 @@ class CheckpointWithoutRngState(Rule):
         # unseeded shuffles); stateless ops and Keras 3 SeedGenerators need no extra state
         if not self.tf_checkpoints:
             return
-        stateful = next((c for qn, calls in self.ctx.calls.items() if is_stateful_random(qn)
-                         for c in calls), None)
+        stateful = next((c for qn, calls in self.ctx.calls.items() if is_stateful_random(qn) for c in calls), None)
         if stateful is None:
-            stateful = next((c for c in self.ctx.methods.get("shuffle", ())
-                             if not any(k.arg == "seed" for k in c.keywords) and len(c.args) < 2), None)
+            stateful = next(
+                (
+                    c
+                    for c in self.ctx.methods.get("shuffle", ())
+                    if not any(k.arg == "seed" for k in c.keywords) and len(c.args) < 2
+                ),
+                None,
+            )
         if stateful is None:
             return
         for node in self.tf_checkpoints:
-            self.report(node, f"tf.train.Checkpoint without random state while line {stateful.lineno} "
-                        "draws from the global generator: a resumed run replays the first epochs' "
-                        "randomness; use a tf.random.Generator tracked in the checkpoint (rng=generator) "
-                        "or stateless ops seeded by (seed, epoch)")
+            self.report(
+                node,
+                f"tf.train.Checkpoint without random state while line {stateful.lineno} "
+                "draws from the global generator: a resumed run replays the first epochs' "
+                "randomness; use a tf.random.Generator tracked in the checkpoint (rng=generator) "
+                "or stateless ops seeded by (seed, epoch)",
+            )
 
 
 @register
@@ -225,10 +284,14 @@ class RngStatePickled(Rule):
     code, name = "FWD502", "rng-state-pickled"
     triggers = ("pickle", "cloudpickle", "_pickle", "joblib", "dill")
     fix_code = "fwd9m.save_rng_state(path)"
-    references = ("https://docs.python.org/3/library/pickle.html",
-                  "https://docs.pytorch.org/docs/stable/generated/torch.load.html")
-    invalid = ("import pickle, random\npickle.dump(random.getstate(), f)\n",
-               "import pickle, numpy as np\nstate = {'np': np.random.get_state()}\npickle.dump(state, f)\n")
+    references = (
+        "https://docs.python.org/3/library/pickle.html",
+        "https://docs.pytorch.org/docs/stable/generated/torch.load.html",
+    )
+    invalid = (
+        "import pickle, random\npickle.dump(random.getstate(), f)\n",
+        "import pickle, numpy as np\nstate = {'np': np.random.get_state()}\npickle.dump(state, f)\n",
+    )
     valid = ("import pickle\npickle.dump({'epoch': 3}, f)\n",)
 
     def __init__(self, ctx):
@@ -237,12 +300,17 @@ class RngStatePickled(Rule):
 
     def _has_state(self, node) -> bool:
         for n in ast.walk(node):
-            if type(n) is ast.Call and (self.ctx.qualname(n.func) in _RNG_STATE_CALLS or
-                                        call_name(n) in ("get_rng_state", "get_rng_state_all",
-                                                         "capture_rng_state")):
+            if type(n) is ast.Call and (
+                self.ctx.qualname(n.func) in _RNG_STATE_CALLS
+                or call_name(n) in ("get_rng_state", "get_rng_state_all", "capture_rng_state")
+            ):
                 return True
-            if type(n) is ast.Attribute and n.attr == "state" and type(n.value) is ast.Attribute \
-                    and n.value.attr == "bit_generator":
+            if (
+                type(n) is ast.Attribute
+                and n.attr == "state"
+                and type(n.value) is ast.Attribute
+                and n.value.attr == "bit_generator"
+            ):
                 return True
             if type(n) is ast.Name and n.id in self.tainted:
                 return True
@@ -254,8 +322,11 @@ class RngStatePickled(Rule):
 
     def visit_Call(self, node, qn):
         if qn in _PICKLERS and node.args and self._has_state(node.args[0]):
-            self.report(node, "RNG state saved with pickle: version-bound and unsafe to load; use "
-                        "fwd9m.save_rng_state(path) or np.savez")
+            self.report(
+                node,
+                "RNG state saved with pickle: version-bound and unsafe to load; use "
+                "fwd9m.save_rng_state(path) or np.savez",
+            )
 
 
 #: what restores optimizer and RNG state with a Keras fit, or the whole model
@@ -297,18 +368,27 @@ class KerasResumeFromWeightsOnly(Rule):
 
     code, name = "FWD503", "keras-resume-from-weights-only"
     triggers = ("load_weights",)
-    fix_code = "callbacks=[keras.callbacks.BackupAndRestore(ckpt_dir), fwd9m.callbacks.RngStateCheckpoint(ckpt_dir + '/rng.npz')]"
-    references = ("https://keras.io/api/callbacks/backup_and_restore/",
-                  "https://www.tensorflow.org/guide/keras/serialization_and_saving")
-    invalid = ("import tensorflow as tf\nmodel.load_weights(tf.train.latest_checkpoint(ckpt_dir))\n"
-               "model.fit(ds, epochs=10, initial_epoch=start)\n",
-               "import keras\nif args.resume:\n    model.load_weights(args.weights)\nmodel.fit(ds, epochs=5)\n",
-               "import keras\ncb = keras.callbacks.ModelCheckpoint('w.weights.h5', save_weights_only=True)\n"
-               "model.load_weights('w.weights.h5')\nmodel.fit(ds, callbacks=[cb])\n")
-    valid = ("import keras\nmodel.load_weights('imagenet_backbone.h5')\nmodel.fit(ds, epochs=5)\n",  # fine-tuning
-             "import keras\nmodel.load_weights(tf.train.latest_checkpoint(d))\nmodel.evaluate(ds)\n",
-             "import keras\nmodel.load_weights('ckpt/w.h5')\n"
-             "model.fit(ds, callbacks=[keras.callbacks.BackupAndRestore('ckpt')])\n")
+    fix_code = (
+        "callbacks=[keras.callbacks.BackupAndRestore(ckpt_dir), "
+        "fwd9m.callbacks.RngStateCheckpoint(ckpt_dir + '/rng.npz')]"
+    )
+    references = (
+        "https://keras.io/api/callbacks/backup_and_restore/",
+        "https://www.tensorflow.org/guide/keras/serialization_and_saving",
+    )
+    invalid = (
+        "import tensorflow as tf\nmodel.load_weights(tf.train.latest_checkpoint(ckpt_dir))\n"
+        "model.fit(ds, epochs=10, initial_epoch=start)\n",
+        "import keras\nif args.resume:\n    model.load_weights(args.weights)\nmodel.fit(ds, epochs=5)\n",
+        "import keras\ncb = keras.callbacks.ModelCheckpoint('w.weights.h5', save_weights_only=True)\n"
+        "model.load_weights('w.weights.h5')\nmodel.fit(ds, callbacks=[cb])\n",
+    )
+    valid = (
+        "import keras\nmodel.load_weights('imagenet_backbone.h5')\nmodel.fit(ds, epochs=5)\n",  # fine-tuning
+        "import keras\nmodel.load_weights(tf.train.latest_checkpoint(d))\nmodel.evaluate(ds)\n",
+        "import keras\nmodel.load_weights('ckpt/w.h5')\n"
+        "model.fit(ds, callbacks=[keras.callbacks.BackupAndRestore('ckpt')])\n",
+    )
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -319,8 +399,9 @@ class KerasResumeFromWeightsOnly(Rule):
         name = call_name(node)
         if name == "load_weights" and type(node.func) is ast.Attribute and node.args:
             self.loads.append(node)
-        elif name == "ModelCheckpoint" and any(k.arg == "save_weights_only" and
-                                               getattr(k.value, "value", None) is True for k in node.keywords):
+        elif name == "ModelCheckpoint" and any(
+            k.arg == "save_weights_only" and getattr(k.value, "value", None) is True for k in node.keywords
+        ):
             path = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "filepath"), None)
             if path is not None:
                 self.weight_files.add(ast.unparse(path))
@@ -331,8 +412,11 @@ class KerasResumeFromWeightsOnly(Rule):
             return True
         # under `if args.resume:` / `if restore_from:`
         for n in ast.walk(self.ctx.tree):
-            if type(n) is ast.If and any(w in ast.unparse(n.test).lower() for w in ("resume", "restore")) \
-                    and any(c is call for st in n.body for c in ast.walk(st)):
+            if (
+                type(n) is ast.If
+                and any(w in ast.unparse(n.test).lower() for w in ("resume", "restore"))
+                and any(c is call for st in n.body for c in ast.walk(st))
+            ):
                 return True
         return False
 
@@ -340,13 +424,17 @@ class KerasResumeFromWeightsOnly(Rule):
         ctx = self.ctx
         if not self.loads or not ctx.imports_any("keras", "tensorflow", "tf_keras"):
             return
-        if any(ctx.methods.get(m) for m in _FULL_RESUME) or any(qn.rsplit(".", 1)[-1] in _FULL_RESUME
-                                                                  for qn in ctx.calls):
+        if any(ctx.methods.get(m) for m in _FULL_RESUME) or any(
+            qn.rsplit(".", 1)[-1] in _FULL_RESUME for qn in ctx.calls
+        ):
             return
         fits = ctx.methods.get("fit", ())
         for call in self.loads:
             if any(f.lineno > call.lineno for f in fits) and self._checkpoint(call):
-                self.report(call, "resumes fit from weights only: the optimizer state (moments, step) and "
-                            "the random state (dropout, shuffles) restart, so the resumed run differs from "
-                            "an uninterrupted one; use keras.callbacks.BackupAndRestore with "
-                            "fwd9m.callbacks.RngStateCheckpoint, or save and load the whole model (.keras)")
+                self.report(
+                    call,
+                    "resumes fit from weights only: the optimizer state (moments, step) and "
+                    "the random state (dropout, shuffles) restart, so the resumed run differs from "
+                    "an uninterrupted one; use keras.callbacks.BackupAndRestore with "
+                    "fwd9m.callbacks.RngStateCheckpoint, or save and load the whole model (.keras)",
+                )
