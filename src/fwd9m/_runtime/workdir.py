@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,6 +149,12 @@ class Guard:
     restored: set[str] = field(default_factory=set)
     removed: set[str] = field(default_factory=set)
     unprotected: set[str] = field(default_factory=set)
+    #: where the versions :meth:`restore` replaced or removed are kept (made on first
+    #: use, never deleted by fwd9m): a file edited or created in the directory while a
+    #: run ran, by the user or by the run, is not lost when the user's copy comes back
+    displaced: Path | None = None
+    displaced_bytes: int = 0
+    rounds: int = 0
 
     @classmethod
     def make(cls, source: Path, folder: Path) -> Guard:
@@ -173,21 +180,55 @@ class Guard:
         return guard
 
     def restore(self, changed: list[str]) -> None:
-        """Undo what a run did to ``changed`` (paths relative to the user's directory)."""
+        """Undo what a run did to ``changed`` (paths relative to the user's directory).
+        The version found there is first moved to :attr:`displaced`; one that cannot be
+        kept (over the size limits, or unreadable) is left in place (``unprotected``)."""
+        self.rounds += 1
         for rel in sorted(changed, key=lambda r: -r.count(os.sep)):  # deepest first
             p = self.source / rel
             try:
-                if rel in self.saved:
-                    shutil.copy2(self.saved[rel], p)
-                    self.restored.add(rel)
-                elif rel not in self.existed:
-                    if p.is_symlink() or p.is_file():
-                        p.unlink()
-                        self.removed.add(rel)
-                    elif p.is_dir() and not any(p.iterdir()):
+                if p.is_dir() and not p.is_symlink():
+                    if rel not in self.existed and not any(p.iterdir()):
                         p.rmdir()
                         self.removed.add(rel)
-                elif not p.is_dir():
+                    continue
+                present = p.is_file() or p.is_symlink()
+                if rel in self.saved or rel not in self.existed:
+                    if present and not self._displace(p, rel):
+                        self.unprotected.add(rel)
+                        continue
+                    if rel in self.saved:
+                        shutil.copy2(self.saved[rel], p)
+                        self.restored.add(rel)
+                    elif present:
+                        self.removed.add(rel)
+                elif rel in self.existed:
                     self.unprotected.add(rel)
             except OSError:
                 self.unprotected.add(rel)
+
+    def _displace(self, p: Path, rel: str) -> bool:
+        """Move the file at ``p`` to :attr:`displaced` (run by run); False when it does
+        not fit the limits (:data:`BACKUP_FILE_LIMIT`, :data:`BACKUP_LIMIT`) or cannot be moved."""
+        size = 0 if p.is_symlink() else p.stat().st_size
+        if size > BACKUP_FILE_LIMIT or self.displaced_bytes + size > BACKUP_LIMIT:
+            return False
+        if self.displaced is None:
+            self.displaced = Path(tempfile.mkdtemp(prefix="fwd9m-displaced-"))
+        dst = self.displaced / f"after-run-{self.rounds}" / rel
+        try:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(p), str(dst))
+        except OSError:
+            return False
+        self.displaced_bytes += size
+        return True
+
+    def displaced_note(self) -> str | None:
+        """Where the replaced versions are, for the report (None when there are none)."""
+        if self.displaced is None:
+            return None
+        return (
+            f"the versions found in your directory before fwd9m put your files back are kept in "
+            f"{self.displaced} (after-run-N: after run N), in case one was yours; delete it when done"
+        )

@@ -362,6 +362,8 @@ def _note_writes_through_links(s: _Session, watch: Any, own: str, label: str) ->
         )
         return
     s.guard.restore(changed)
+    if s.guard.displaced_note():
+        s.say(f"  {s.guard.displaced_note()}")
     kept = [c for c in changed if c in s.guard.unprotected]
     if kept:
         s.say(
