@@ -664,27 +664,30 @@ def _replayed(s: _Session, directory: str, report: DebugReport) -> DebugReport:
     """Prove the culprit: a third run, in a folder like the others', captures its call, and
     the op is replayed alone (:func:`fwd9m.debug._replay.confirm`). The result goes into
     the explanation (``replay``); a replay that cannot be done is a note, never an error."""
-    from .._runtime.workdir import prepare_cwd
     from ._replay import confirm
 
     first = report.first
     assert first is not None
     s.say(f"replaying the culprit op #{first.seq} {first.op} alone (a third, targeted run)")
-    cwd = Path(directory) / "replay" / "cwd"
+    trace = os.path.join(directory, "run3.trace")
+    watch = None
     try:
-        prepare_cwd(cwd, Path.cwd(), s.options.cwd, own=Path(directory))
+        cwd, watch, env = _run_folder(s, trace, None)  # as runs 1 and 2: its own folder, your files guarded
         result = confirm(
             report,
             s.target,
             list(s.args),
             module=s.options.module,
             frameworks=list(s.options.frameworks) or None,
-            trace=os.path.join(directory, "replay", "run3.trace"),
-            cwd=str(cwd),
+            trace=trace,
+            cwd=cwd,
+            env=env,
             timeout=s.options.timeout,
         )
     except Exception as exc:  # noqa: BLE001 - the verdict stands without its proof
         return replace(report, notes=[*report.notes, f"the culprit was not replayed: {exc}"])
+    finally:
+        _note_writes_through_links(s, watch, directory, "the replay run")
     if result is None:
         return report
     off, on = result.off, result.on
