@@ -276,7 +276,30 @@ _FIXES = {
 }
 
 
+_JAX_KEY_FIX = (
+    "save the key in the checkpoint with the weights (jax.random.key_data(key) for a typed key, "
+    "the uint32 array itself for jax.random.PRNGKey) and restore it when resuming "
+    "(jax.random.wrap_key_data(...)), or derive it from the step: jax.random.fold_in(key, step)"
+)
+
+
+def _lost_jax(name: str) -> LostState:
+    """An argument of the jitted training step that differs at the resume point."""
+    if any(w in name.lower() for w in ("key", "rng", "seed")):
+        what = f"the PRNG key passed to the jitted step as {name!r} (dropout masks, sampling)"
+        fix = _JAX_KEY_FIX
+    elif "opt" in name.lower():
+        what = f"the optimizer state passed to the jitted step as {name!r}"
+        fix = "save the optax state (opt_state) in the checkpoint with the weights and restore it"
+    else:
+        what = f"the argument {name!r} of the jitted training step (a batch: the data order or position)"
+        fix = "save what it is made from (the data position, the step, a key) in the checkpoint and restore it"
+    return LostState(f"JAX step argument {name}", f"{what}: not the same. Fix: {fix}", fix)
+
+
 def _lost(component: str, hook: str) -> LostState:
+    if component.startswith("jax argument "):
+        return _lost_jax(component.removeprefix("jax argument "))
     if component.startswith("generator:"):
         where = component.split(":", 1)[1]
         fix = (
@@ -575,7 +598,8 @@ def _run_b(cmd, root, invocation, cwd, env, timeout, how: Interruption, say, def
         raise RunError(f"run B of {display} timed out (--timeout) before it was interrupted; raise --timeout")
     if control.info is None:
         why = (
-            "fwd9m saw no training step: no torch.optim optimizer stepped and no Keras fit batch ran"
+            "fwd9m saw no training step: no torch.optim optimizer stepped, no Keras fit batch ran "
+            "and no jax.jit-compiled function called optax.apply_updates"
             if not steps
             else f"it did {steps} step(s)"
         )
@@ -661,6 +685,7 @@ def _compare(
     # C's process ran with the resume arguments: its state is paired with A's by A's argv
     argv = next((cap.get("argv") for cap in a.captures if cap.get("flat")), None)
     captures = [{**cap, "argv": argv} for cap in c.captures] if len(c.captures) == 1 else c.captures
+    captures, resume_only = _drop_resume_globals(captures, a.captures)
     c_view = dataclasses.replace(
         c,
         stdout=_segment(c.stdout, sc, seg / "c", ec),
@@ -686,6 +711,11 @@ def _compare(
         diverged_before=diverged,
     )
     result.notes.append(stdout_note)
+    if resume_only:
+        result.notes.append(
+            f"not compared: variables of the script that only run C (resumed) bound, in its resume "
+            f"branch: {', '.join(resume_only[:5])}{' and more' if len(resume_only) > 5 else ''}"
+        )
     if tails is not None:
         _compare_tails(result, tails, a, c, strict)
     if unstable:
@@ -706,6 +736,35 @@ def _compare(
         result.notes.append("fwd9m's step hooks could not read everything (the runs went on): " + "; ".join(errors[:3]))
     _explain(result, hook, ev_c)
     return result
+
+
+def _global_name(key: str) -> str | None:
+    """``globals.restored.key`` -> ``restored``: the script variable a final-state leaf is in."""
+    head, sep, rest = key.partition(".")
+    if head != "globals" or not sep:
+        return None
+    name = rest.split(".", 1)[0].split("[", 1)[0]
+    return name or None
+
+
+def _drop_resume_globals(captures: list[dict], of_a: list[dict]) -> tuple[list[dict], list[str]]:
+    """Run C's captures without the leaves of script variables that run A did not bind (what
+    the resume branch loaded: ``ckpt = torch.load(...)``, ``restored = ...restore(...)``),
+    and those variables' names. A variable of run A that run C lacks is still a difference."""
+    in_a = {_global_name(k) for cap in of_a for k in cap.get("flat") or {}}
+    dropped: set[str] = set()
+    out = []
+    for cap in captures:
+        flat = cap.get("flat") or {}
+        keep = {}
+        for k, v in flat.items():
+            name = _global_name(k)
+            if name is not None and name not in in_a:
+                dropped.add(name)
+            else:
+                keep[k] = v
+        out.append({**cap, "flat": keep} if len(keep) != len(flat) else cap)
+    return out, sorted(dropped)
 
 
 def _order(component: str) -> tuple[int, str]:

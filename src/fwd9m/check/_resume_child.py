@@ -13,6 +13,14 @@ Step boundaries come from two places:
   (torch/optim/optimizer.py, https://github.com/pytorch/pytorch; ``Optimizer.step``
   runs the pre hooks, the step, then the post hooks). Steps of the first optimizer that
   steps are counted.
+- JAX: a jitted function is a training step when its trace calls ``optax.apply_updates``
+  (a jitted step calls it only while tracing, so it is seen once, at the first call):
+  ``jax.jit`` is wrapped so that each host call of that function is a step, and the
+  argument whose leaves ``apply_updates`` received as ``params`` is the model's weights;
+  every other argument (optimizer state, PRNG key, batch) is a state component named by
+  its parameter name. Not seen: a step that is not jitted (eager), one jitted by another
+  wrapper (``flax.nnx.jit``, ``pmap``), or one that applies updates without
+  ``optax.apply_updates``.
 - Keras ``fit``: a callback added to every ``keras.callbacks.CallbackList`` (built by
   ``fit`` from the user's callbacks, keras/src/callbacks/callback_list.py,
   https://github.com/keras-team/keras); it comes after the user's callbacks, so a
@@ -62,6 +70,7 @@ _state: dict[str, Any] = {
     "done": False,
     "objects": None,
     "files": None,
+    "jax step": None,
 }
 
 
@@ -136,6 +145,11 @@ def _as_array(x: Any) -> Any:
         return np.ascontiguousarray(x)
     if isinstance(x, np.generic):
         return np.asarray(x)
+    jax = sys.modules.get("jax")
+    if jax is not None and isinstance(x, jax.Array):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):  # a typed key: its bits
+            x = jax.random.key_data(x)
+        return np.ascontiguousarray(np.asarray(x))
     if hasattr(x, "numpy") and callable(x.numpy):  # TF tensors and variables, Keras variables
         try:
             return np.ascontiguousarray(np.asarray(x.numpy()))
@@ -310,21 +324,179 @@ def _install_keras() -> None:
     )
 
 
+# --------------------------------------------------------------------------- jax
+
+#: the traces in progress of wrapped jitted functions: (their _JaxStep, the traced arguments)
+_tracing: list[tuple[Any, tuple]] = []
+
+
+class _JaxStep:
+    """What ``jax.jit`` returned, called through: the first call (the trace) says whether
+    the function is a training step (its trace called ``optax.apply_updates``); each call
+    of the first such function is a step. Attributes (``lower``, ``trace``, ...) are the
+    jitted function's."""
+
+    def __init__(self, jitted: Any, fun: Any) -> None:
+        self._fwd9m_jitted = jitted
+        self._fwd9m_names = _arg_names(fun)
+        self._fwd9m_step: bool | None = None  # None: not traced yet
+        self._fwd9m_params: int | None = None  # which positional argument is the weights
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fwd9m_jitted, name)
+
+    def _fwd9m_state(self, digests: tuple[list[str], dict[str, str], dict[str, str]]) -> dict[str, str]:
+        """The state components: the weights as ``model weights``, the other arguments as
+        ``jax argument NAME`` (their parameter names), and the RNG streams."""
+        positional, keywords, rng = digests
+        out = {}
+        for i, d in enumerate(positional):
+            name = self._fwd9m_names[i] if i < len(self._fwd9m_names) else f"#{i + 1}"
+            out["model weights" if i == self._fwd9m_params else f"jax argument {name}"] = d
+        out.update({f"jax argument {k}": d for k, d in sorted(keywords.items())})
+        return {**out, **rng}
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        jitted = self._fwd9m_jitted
+        if self._fwd9m_step is False or _state["jax step"] not in (None, self) or _traced(args, kwargs):
+            return jitted(*args, **kwargs)
+        j = _state["step"] + 1
+        before = None
+        if self._fwd9m_step is None and j <= _record_limit():  # the state before the trace
+            before = _safe(lambda: _jax_digests(args, kwargs), j)
+        if self._fwd9m_step:
+            _before_step(lambda: self._fwd9m_state(_jax_digests(args, kwargs)), "jax")
+        out = jitted(*args, **kwargs)
+        if self._fwd9m_step is None:
+            self._fwd9m_step = self._fwd9m_params is not None
+            if not self._fwd9m_step:
+                return out
+            _state["jax step"] = self
+            if before is not None:  # now that it is known which argument is the weights
+                _emit({"e": "pre", "step": j, "hook": "jax", "state": self._fwd9m_state(before)})
+        _after_step()
+        return out
+
+
+def _arg_names(fun: Any) -> list[str]:
+    import inspect
+
+    try:
+        return [
+            p.name
+            for p in inspect.signature(fun).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):
+        return []
+
+
+def _traced(args: tuple, kwargs: dict) -> bool:
+    """Whether the call is made inside another trace (its arguments are tracers)."""
+    jax = sys.modules["jax"]
+    leaves = jax.tree_util.tree_leaves((args, kwargs))
+    return any(isinstance(x, jax.core.Tracer) for x in leaves)
+
+
+def _jax_digests(args: tuple, kwargs: dict) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """The digest of each positional and keyword argument, and of the RNG streams."""
+    jax = sys.modules["jax"]
+    leaves = jax.tree_util.tree_leaves
+    return (
+        [digest(leaves(v)) for v in args],
+        {k: digest(leaves(v)) for k, v in kwargs.items()},
+        _rng_components(),
+    )
+
+
+def _record_limit() -> int:
+    try:
+        return int(os.environ.get(ENV_RECORD) or 0)
+    except ValueError:
+        return 0
+
+
+def _safe(state, j: int) -> dict[str, str] | None:
+    try:
+        return state()
+    except Exception as exc:  # a component fwd9m cannot read: say so, go on
+        _emit({"e": "error", "where": f"state before step {j}", "error": f"{type(exc).__name__}: {exc}"})
+        return None
+
+
+def _install_jax() -> None:
+    import functools
+
+    import jax
+
+    original = jax.jit
+
+    @functools.wraps(original)
+    def jit(fun: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if fun is None or not callable(fun):  # jax.jit(static_argnums=...) as a decorator factory
+            if fun is not None:
+                args = (fun, *args)
+            return lambda f: jit(f, *args, **kwargs)
+        holder: list[_JaxStep] = []
+
+        @functools.wraps(fun)
+        def traced(*a: Any, **kw: Any) -> Any:
+            _tracing.append((holder[0] if holder else None, a))
+            try:
+                return fun(*a, **kw)
+            finally:
+                _tracing.pop()
+
+        step = _JaxStep(original(traced, *args, **kwargs), fun)
+        holder.append(step)
+        return step
+
+    jax.jit = jit
+
+
+def _install_optax() -> None:
+    import functools
+
+    import optax
+
+    original = optax.apply_updates
+
+    @functools.wraps(original)
+    def apply_updates(params: Any, updates: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            _note_params(params)
+        except Exception as exc:
+            _emit({"e": "error", "where": "optax hook", "error": f"{type(exc).__name__}: {exc}"})
+        return original(params, updates, *args, **kwargs)
+
+    optax.apply_updates = apply_updates
+
+
+def _note_params(params: Any) -> None:
+    """In the trace of a wrapped jitted function: which of its arguments ``params`` is
+    (the one holding the same tracers)."""
+    if not _tracing or _tracing[-1][0] is None:
+        return
+    step, args = _tracing[-1]
+    jax = sys.modules["jax"]
+    mine = {id(x) for x in jax.tree_util.tree_leaves(params)}
+    for i, value in enumerate(args):
+        leaves = jax.tree_util.tree_leaves(value)
+        if leaves and mine and {id(x) for x in leaves} == mine:
+            step._fwd9m_params = i
+            return
+
+
 # --------------------------------------------------------------------------- boundaries
 
 
 def _before_step(state, hook: str) -> None:
     j = _state["step"] + 1
-    try:
-        limit = int(os.environ.get(ENV_RECORD) or 0)
-    except ValueError:
-        limit = 0
-    if j > limit:
+    if j > _record_limit():
         return
-    try:
-        _emit({"e": "pre", "step": j, "hook": hook, "state": state()})
-    except Exception as exc:  # a component fwd9m cannot read: say so, go on
-        _emit({"e": "error", "where": f"state before step {j}", "error": f"{type(exc).__name__}: {exc}"})
+    values = _safe(state, j)
+    if values is not None:
+        _emit({"e": "pre", "step": j, "hook": hook, "state": values})
 
 
 def _after_step() -> None:
@@ -405,10 +577,10 @@ def _interrupt(at: str) -> None:
 
 
 class _PostImport:
-    """Runs an installer after ``torch`` or ``keras`` finishes importing."""
+    """Runs an installer after ``torch``, ``keras``, ``jax`` or ``optax`` finishes importing."""
 
     def __init__(self) -> None:
-        self.pending = {"torch": _install_torch, "keras": _install_keras}
+        self.pending = {"torch": _install_torch, "keras": _install_keras, "jax": _install_jax, "optax": _install_optax}
 
     def find_spec(self, name, path=None, target=None):
         install = self.pending.pop(name, None)
