@@ -4,6 +4,7 @@ digests, and the control of run B (a real child process, no framework)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -158,3 +159,79 @@ def test_a_summary_after_the_last_step_counts_only_when_nothing_else_was_compare
     _resume._compare_tails(result, (ta, tc), *runs, strict=False)
     assert bool(result.findings) is counted
     assert counted or "train_loss" in result.notes[0]
+
+
+def test_variables_only_the_resume_branch_binds_are_left_out_of_the_final_state():
+    """``restored = ckptr.restore(...)`` exists in run C only: not a difference from run A.
+    A variable of run A that run C lacks stays in (it is still compared)."""
+    a = [{"flat": {"globals.params.w": 1, "globals.only_a": 2, "model:net.w": 3}}]
+    c = [{"flat": {"globals.params.w": 1, "globals.restored.key": 4, "globals.restored[0]": 5, "model:net.w": 3}}]
+    kept, dropped = _resume._drop_resume_globals(c, a)
+    assert kept == [{"flat": {"globals.params.w": 1, "model:net.w": 3}}]
+    assert dropped == ["restored"]
+    assert _resume._drop_resume_globals(a, a) == (a, [])
+
+
+_JAX_LOOP = """
+import jax, jax.numpy as jnp, optax
+tx = optax.sgd(0.1)
+params = {"w": jnp.ones(3)}
+opt_state = tx.init(params)
+
+@jax.jit
+def evaluate(params, x):  # jitted, but no update: not a step
+    return jnp.sum(params["w"] * x)
+
+@jax.jit(static_argnums=())
+def inner(x):  # called inside the step's trace: not a step either
+    return x * 2
+
+@jax.jit
+def train_step(params, opt_state, key, x):
+    g = jax.grad(lambda p: jnp.sum(p["w"] * inner(x) * jax.random.normal(key, (3,))))(params)
+    updates, opt_state = tx.update(g, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
+key = jax.random.key(0)
+for i in range(3):
+    key, sub = jax.random.split(key)
+    evaluate(params, jnp.ones(3))
+    params, opt_state = train_step(params, opt_state, sub, jnp.full(3, float(i + 1)))
+print(train_step.lower(params, opt_state, sub, jnp.ones(3)) is not None)
+"""
+
+
+def test_a_jitted_optax_step_is_seen_from_its_trace_and_its_arguments_are_the_state(tmp_path):
+    """A real JAX/optax loop (no change to it) under the child: three steps, the jitted
+    step's arguments digested before each; other jitted functions are not steps."""
+    pytest.importorskip("jax")
+    pytest.importorskip("optax")
+    script = tmp_path / "loop.py"
+    script.write_text(_JAX_LOOP)
+    env = {_resume_child.ENV_DIR: str(tmp_path), _resume_child.ENV_RECORD: "2"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "fwd9m.check._resume_child", str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().endswith("True")  # .lower reaches the jitted function
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert [e["e"] for e in events if e["e"] != "epoch"] == ["pre", "post", "pre", "post", "post"], events
+    pre = [e for e in events if e["e"] == "pre"]
+    assert [e["step"] for e in pre] == [1, 2] and {e["hook"] for e in pre} == {"jax"}
+    names = set(pre[0]["state"])
+    assert {"model weights", "jax argument opt_state", "jax argument key", "jax argument x"} <= names, names
+    assert pre[0]["state"]["model weights"] != pre[1]["state"]["model weights"]  # the step changed them
+    assert pre[0]["state"]["jax argument key"] != pre[1]["state"]["jax argument key"]
+
+
+def test_digest_reads_jax_arrays_and_typed_keys_by_their_bits():
+    jax = pytest.importorskip("jax")
+    k0, k1 = jax.random.key(0), jax.random.key(1)
+    assert _resume_child.digest(k0) == _resume_child.digest(jax.random.key(0))
+    assert _resume_child.digest(k0) != _resume_child.digest(k1)
+    assert _resume_child.digest(jax.numpy.zeros(2)) == _resume_child.digest(np.zeros(2, np.float32))
