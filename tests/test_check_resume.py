@@ -192,6 +192,14 @@ def train_step(params, opt_state, key, x):
     updates, opt_state = tx.update(g, opt_state, params)
     return optax.apply_updates(params, updates), opt_state
 
+import functools
+
+class Scaler:
+    @functools.partial(jax.jit, static_argnums=0)
+    def scale(self, x):  # a jitted method: bound as jax.jit's are
+        return x * 3
+
+assert float(Scaler().scale(jnp.ones(()))) == 3.0
 key = jax.random.key(0)
 for i in range(3):
     key, sub = jax.random.split(key)

@@ -345,6 +345,11 @@ class _JaxStep:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._fwd9m_jitted, name)
 
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:  # a jitted method, as jax.jit's binds
+        import types
+
+        return self if obj is None else types.MethodType(self, obj)
+
     def _fwd9m_state(self, digests: tuple[list[str], dict[str, str], dict[str, str]]) -> dict[str, str]:
         """The state components: the weights as ``model weights``, the other arguments as
         ``jax argument NAME`` (their parameter names), and the RNG streams."""
