@@ -243,3 +243,18 @@ def test_digest_reads_jax_arrays_and_typed_keys_by_their_bits():
     assert _resume_child.digest(k0) == _resume_child.digest(jax.random.key(0))
     assert _resume_child.digest(k0) != _resume_child.digest(k1)
     assert _resume_child.digest(jax.numpy.zeros(2)) == _resume_child.digest(np.zeros(2, np.float32))
+
+
+def test_a_checkpoint_still_being_written_is_not_a_new_checkpoint(tmp_path, monkeypatch):
+    """orbax-checkpoint writes into STEP.orbax-checkpoint-tmp-TIME and renames it to STEP
+    when it is complete (asynchronously with CheckpointManager): only the rename counts."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(_resume_child._state, "files", None)
+    assert not _resume_child._new_files()
+    tmp = tmp_path / "ckpt" / "3.orbax-checkpoint-tmp-1700000000"
+    tmp.mkdir(parents=True)
+    (tmp / "_METADATA").write_text("{}")
+    assert not _resume_child._new_files()
+    tmp.rename(tmp_path / "ckpt" / "3")
+    assert _resume_child._new_files()
+    assert not _resume_child._new_files()

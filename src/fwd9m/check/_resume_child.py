@@ -536,11 +536,23 @@ def _target() -> tuple[str | None, int]:
         return None, 0
 
 
+#: a folder being written: orbax-checkpoint writes a step into ``<step>.orbax-checkpoint-tmp-<time>``
+#: and renames it to ``<step>`` when it is complete (orbax/checkpoint/_src/path/atomicity.py,
+#: AtomicRenameTemporaryPath.finalize; atomicity_types.TMP_DIR_SUFFIX), asynchronously with
+#: CheckpointManager's default async save
+_UNFINISHED = (".orbax-checkpoint-tmp",)
+
+
 def _files() -> dict[str, tuple[int, int]]:
-    """Files under the working directory (links not followed): ``{path: (size, mtime)}``."""
+    """Files under the working directory (links not followed, folders still being written
+    left out): ``{path: (size, mtime)}``."""
     out = {}
     for root, dirs, files in os.walk(".", followlinks=False):
-        dirs[:] = [d for d in dirs if d != "__pycache__" and not os.path.islink(os.path.join(root, d))]
+        dirs[:] = [
+            d
+            for d in dirs
+            if d != "__pycache__" and not any(u in d for u in _UNFINISHED) and not os.path.islink(os.path.join(root, d))
+        ]
         for name in files:
             p = os.path.join(root, name)
             try:
