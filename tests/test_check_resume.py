@@ -258,3 +258,43 @@ def test_a_checkpoint_still_being_written_is_not_a_new_checkpoint(tmp_path, monk
     tmp.rename(tmp_path / "ckpt" / "3")
     assert _resume_child._new_files()
     assert not _resume_child._new_files()
+
+
+_JAX_STATE_LOOP = """
+import jax, jax.numpy as jnp, optax
+tx = optax.adam(0.1)  # a state with leaves
+params = {"w": jnp.ones(3)}
+state = {"params": params, "opt": tx.init(params)}  # as flax's TrainState holds them
+
+@jax.jit
+def step(state, rng):
+    g = jax.grad(lambda p: jnp.sum(p["w"] * jax.random.normal(rng, (3,))))(state["params"])
+    updates, opt = tx.update(g, state["opt"], state["params"])
+    return {"params": optax.apply_updates(state["params"], updates), "opt": opt}
+
+for i in range(2):
+    state = step(state, jax.random.key(i))
+"""
+
+
+def test_the_weights_are_the_argument_that_holds_the_params_with_more(tmp_path):
+    """A train state (params and optimizer state in one argument, flax's TrainState) is
+    the weights; the key beside it is still compared on its own."""
+    pytest.importorskip("jax")
+    pytest.importorskip("optax")
+    (tmp_path / "loop.py").write_text(_JAX_STATE_LOOP)
+    env = {**os.environ, _resume_child.ENV_DIR: str(tmp_path), _resume_child.ENV_RECORD: "5"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "fwd9m.check._resume_child", "loop.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    pre = [e for e in events if e["e"] == "pre"]
+    assert [e["step"] for e in pre] == [1, 2], events
+    assert {"model weights", "jax argument rng"} <= set(pre[0]["state"]), pre[0]
+    assert "jax argument state" not in pre[0]["state"]

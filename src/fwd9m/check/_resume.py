@@ -604,7 +604,10 @@ def _run_b(cmd, root, invocation, cwd, env, timeout, how: Interruption, say, def
             else f"it did {steps} step(s)"
         )
         if how.at == "epoch" and steps:
-            why += " and fwd9m saw no epoch end (it sees those of Keras fit only; for a PyTorch loop give a step count)"
+            why += (
+                " and fwd9m saw no epoch end (it sees those of Keras fit only; for a PyTorch or JAX "
+                "loop give a step count)"
+            )
         raise RunError(
             f"run B of {display} ended ({_status(b.info)}) before it could be interrupted "
             f"{how.describe()}: {why}. Fix: interrupt it earlier (--interrupt-after N with N below "

@@ -16,7 +16,8 @@ Step boundaries come from two places:
 - JAX: a jitted function is a training step when its trace calls ``optax.apply_updates``
   (a jitted step calls it only while tracing, so it is seen once, at the first call):
   ``jax.jit`` is wrapped so that each host call of that function is a step, and the
-  argument whose leaves ``apply_updates`` received as ``params`` is the model's weights;
+  argument holding the leaves ``apply_updates`` received as ``params`` is the model's
+  weights (with what it holds besides: flax's ``TrainState``);
   every other argument (optimizer state, PRNG key, batch) is a state component named by
   its parameter name. Not seen: a step that is not jitted (eager), one jitted by another
   wrapper (``flax.nnx.jit``, ``pmap``), or one that applies updates without
@@ -478,18 +479,21 @@ def _install_optax() -> None:
 
 
 def _note_params(params: Any) -> None:
-    """In the trace of a wrapped jitted function: which of its arguments ``params`` is
-    (the one holding the same tracers)."""
+    """In the trace of a wrapped jitted function: which of its arguments holds ``params``
+    (the same tracers: the argument itself, or one that holds them with more, as flax's
+    ``TrainState`` holds params and opt_state)."""
     if not _tracing or _tracing[-1][0] is None:
         return
     step, args = _tracing[-1]
     jax = sys.modules["jax"]
     mine = {id(x) for x in jax.tree_util.tree_leaves(params)}
-    for i, value in enumerate(args):
-        leaves = jax.tree_util.tree_leaves(value)
-        if leaves and mine and {id(x) for x in leaves} == mine:
-            step._fwd9m_params = i
-            return
+    if not mine:
+        return
+    held = [{id(x) for x in jax.tree_util.tree_leaves(value)} for value in args]
+    exact = [i for i, ids in enumerate(held) if ids == mine]
+    wider = [i for i, ids in enumerate(held) if mine <= ids]
+    if exact or wider:
+        step._fwd9m_params = (exact or wider)[0]
 
 
 # --------------------------------------------------------------------------- boundaries
