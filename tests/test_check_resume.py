@@ -274,6 +274,15 @@ def step(state, rng):
 
 for i in range(2):
     state = step(state, jax.random.key(i))
+
+def again(p, rng):  # jax.jit(again) made anew at each step: one trace, every call a step
+    print("tracing")
+    g = jax.grad(lambda q: jnp.sum(q["w"] * jax.random.normal(rng, (3,))))(p)
+    return optax.apply_updates(p, jax.tree_util.tree_map(lambda v: -0.1 * v, g))
+
+p = params
+for i in range(2):
+    p = jax.jit(again)(p, jax.random.key(i))
 """
 
 
@@ -295,6 +304,28 @@ def test_the_weights_are_the_argument_that_holds_the_params_with_more(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     pre = [e for e in events if e["e"] == "pre"]
-    assert [e["step"] for e in pre] == [1, 2], events
+    assert [e["step"] for e in pre] == [1, 2], events  # the first step function's steps
     assert {"model weights", "jax argument rng"} <= set(pre[0]["state"]), pre[0]
+    assert proc.stdout.count("tracing") == 1, proc.stdout  # jax's cache still hit
     assert "jax argument state" not in pre[0]["state"]
+
+
+def test_a_step_function_jitted_anew_at_each_step_is_traced_once_and_counted(tmp_path):
+    pytest.importorskip("jax")
+    pytest.importorskip("optax")
+    script = _JAX_STATE_LOOP.split("for i in range(2):")[0] + _JAX_STATE_LOOP.split("jax.random.key(i))", 1)[1]
+    (tmp_path / "loop.py").write_text(script)
+    env = {**os.environ, _resume_child.ENV_DIR: str(tmp_path), _resume_child.ENV_RECORD: "5"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "fwd9m.check._resume_child", "loop.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("tracing") == 1, proc.stdout
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in events if e["e"] == "post"] == [1, 2], events
+    assert {"model weights", "jax argument rng"} <= set(events[0]["state"]), events[0]

@@ -327,7 +327,7 @@ def _install_keras() -> None:
 
 # --------------------------------------------------------------------------- jax
 
-#: the traces in progress of wrapped jitted functions: (their _JaxStep, the traced arguments)
+#: the traces in progress of wrapped jitted functions: (their _Traced, the traced arguments)
 _tracing: list[tuple[Any, tuple]] = []
 
 
@@ -337,11 +337,16 @@ class _JaxStep:
     of the first such function is a step. Attributes (``lower``, ``trace``, ...) are the
     jitted function's."""
 
-    def __init__(self, jitted: Any, fun: Any) -> None:
+    def __init__(self, jitted: Any, fun: Any, traced: _Traced) -> None:
         self._fwd9m_jitted = jitted
         self._fwd9m_names = _arg_names(fun)
-        self._fwd9m_step: bool | None = None  # None: not traced yet
-        self._fwd9m_params: int | None = None  # which positional argument is the weights
+        self._fwd9m_traced = traced
+        self._fwd9m_step: bool | None = None  # None: not called yet
+
+    @property
+    def _fwd9m_params(self) -> int | None:
+        """Which positional argument is the weights (None: its trace applied no updates)."""
+        return self._fwd9m_traced.params
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._fwd9m_jitted, name)
@@ -364,7 +369,7 @@ class _JaxStep:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         jitted = self._fwd9m_jitted
-        if self._fwd9m_step is False or _state["jax step"] not in (None, self) or _traced(args, kwargs):
+        if self._fwd9m_step is False or _state["jax step"] not in (None, self._fwd9m_traced) or _traced(args, kwargs):
             return jitted(*args, **kwargs)
         j = _state["step"] + 1
         before = None
@@ -377,7 +382,7 @@ class _JaxStep:
             self._fwd9m_step = self._fwd9m_params is not None
             if not self._fwd9m_step:
                 return out
-            _state["jax step"] = self
+            _state["jax step"] = self._fwd9m_traced  # the function's: jax.jit(f) made again counts too
             if before is not None:  # now that it is known which argument is the weights
                 _emit({"e": "pre", "step": j, "hook": "jax", "state": self._fwd9m_state(before)})
         _after_step()
@@ -400,7 +405,10 @@ def _arg_names(fun: Any) -> list[str]:
 def _traced(args: tuple, kwargs: dict) -> bool:
     """Whether the call is made inside another trace (its arguments are tracers)."""
     jax = sys.modules["jax"]
-    leaves = jax.tree_util.tree_leaves((args, kwargs))
+    try:
+        leaves = jax.tree_util.tree_leaves((args, kwargs))
+    except Exception:  # a pytree fwd9m cannot flatten: leave the call alone
+        return True
     return any(isinstance(x, jax.core.Tracer) for x in leaves)
 
 
@@ -430,6 +438,49 @@ def _safe(state, j: int) -> dict[str, str] | None:
         return None
 
 
+class _Traced:
+    """What the traces of one function said: which argument held the params."""
+
+    params: int | None = None
+
+
+_TRACED: Any = None  # weakref.WeakKeyDictionary: function -> its traced wrapper
+
+
+def _traced_of(fun: Any) -> Any:
+    """The function jax.jit is given in place of ``fun``: it calls ``fun`` and notes what
+    its trace does. One per ``fun``, so that ``jax.jit(f)`` made again (in a loop) hits
+    jax's compilation cache as it would without fwd9m (keyed by the function)."""
+    import functools
+    import weakref
+
+    global _TRACED
+    if _TRACED is None:
+        _TRACED = weakref.WeakKeyDictionary()
+    try:
+        found = _TRACED.get(fun)
+    except TypeError:  # not weakly referenceable or not hashable: one per jax.jit call
+        found = None
+    if found is not None:
+        return found
+    info = _Traced()
+
+    @functools.wraps(fun)
+    def traced(*a: Any, **kw: Any) -> Any:
+        _tracing.append((info, a))
+        try:
+            return fun(*a, **kw)
+        finally:
+            _tracing.pop()
+
+    traced.info = info  # type: ignore[attr-defined]
+    try:
+        _TRACED[fun] = traced
+    except TypeError:
+        pass
+    return traced
+
+
 def _install_jax() -> None:
     import functools
 
@@ -443,19 +494,8 @@ def _install_jax() -> None:
             if fun is not None:
                 args = (fun, *args)
             return lambda f: jit(f, *args, **kwargs)
-        holder: list[_JaxStep] = []
-
-        @functools.wraps(fun)
-        def traced(*a: Any, **kw: Any) -> Any:
-            _tracing.append((holder[0] if holder else None, a))
-            try:
-                return fun(*a, **kw)
-            finally:
-                _tracing.pop()
-
-        step = _JaxStep(original(traced, *args, **kwargs), fun)
-        holder.append(step)
-        return step
+        traced = _traced_of(fun)
+        return _JaxStep(original(traced, *args, **kwargs), fun, traced.info)
 
     jax.jit = jit
 
@@ -482,9 +522,9 @@ def _note_params(params: Any) -> None:
     """In the trace of a wrapped jitted function: which of its arguments holds ``params``
     (the same tracers: the argument itself, or one that holds them with more, as flax's
     ``TrainState`` holds params and opt_state)."""
-    if not _tracing or _tracing[-1][0] is None:
+    if not _tracing:
         return
-    step, args = _tracing[-1]
+    info, args = _tracing[-1]
     jax = sys.modules["jax"]
     mine = {id(x) for x in jax.tree_util.tree_leaves(params)}
     if not mine:
@@ -493,7 +533,7 @@ def _note_params(params: Any) -> None:
     exact = [i for i, ids in enumerate(held) if ids == mine]
     wider = [i for i, ids in enumerate(held) if mine <= ids]
     if exact or wider:
-        step._fwd9m_params = (exact or wider)[0]
+        info.params = (exact or wider)[0]
 
 
 # --------------------------------------------------------------------------- boundaries
