@@ -146,7 +146,6 @@ def exit_on_sigterm() -> None:
 
 
 def run(args) -> int:
-    from ..check import check_script, parse_vary
     from ..errors import ConfigurationError, RunError
 
     rest = list(args.program)
@@ -159,60 +158,91 @@ def run(args) -> int:
             "(fwd9m check -m pkg.train) or a command (fwd9m check -- torchrun ... train.py)"
         )
     target, script_args = rest[0], rest[1:]
-    env = {}
-    for item in args.env:
-        k, sep, v = item.partition("=")
-        if not sep or not k:
-            raise ConfigurationError(f"--env {item!r}: expected K=V, for example --env OMP_NUM_THREADS=1")
-        env[k] = v
+    env = _env_option(args.env)
     if args.timeout is not None and not args.timeout > 0:  # nan too
         raise ConfigurationError(f"--timeout must be positive, got {args.timeout}")
-    start = time.monotonic()
-
-    def progress(msg: str) -> None:
-        if not args.quiet:
-            from ..compare import escape_control
-
-            print(f"fwd9m check [{time.monotonic() - start:5.1f} s] {escape_control(msg)}", file=sys.stderr, flush=True)
-
+    progress = _progress(args.quiet)
     exit_on_sigterm()
     try:
         if args.resume:
             result = _check_resume(args, command, target, script_args, env, progress)
         else:
-            result = check_script(
-                target,
-                script_args,
-                module=bool(args.module),
-                command=command,
-                runs=args.runs,
-                seed=args.seed,
-                timeout=args.timeout,
-                env=env,
-                enable=args.enable,
-                vary=parse_vary(args.vary),
-                cwd=args.cwd,
-                keep=args.keep,
-                progress=progress,
-                hashseed_check=args.hashseed_check,
-                strict=args.strict,
-            )
+            result = _check_script(args, command, target, script_args, env, progress)
     except RunError as exc:
         if args.format == "json":  # CI parses stdout: say why there is no verdict
-            from ..check import SCHEMA, SCHEMA_VERSION
-
-            print(
-                json.dumps(
-                    {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "reproducible": None, "error": str(exc)},
-                    indent=2,
-                )
-            )
+            _print_json_error(exc)
         raise
     if args.format == "json":
         print(result.to_json())
     else:
         print(result.report(max_findings=None if getattr(args, "verbose", 0) else 5))
     return 0 if result else 1
+
+
+def _env_option(items: list[str]) -> dict[str, str]:
+    """``--env K=V`` options as a dict.
+
+    Raises:
+        ConfigurationError: an item without ``=`` or with an empty name.
+    """
+    from ..errors import ConfigurationError
+
+    env = {}
+    for item in items:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise ConfigurationError(f"--env {item!r}: expected K=V, for example --env OMP_NUM_THREADS=1")
+        env[k] = v
+    return env
+
+
+def _progress(quiet: bool):
+    """The progress callback: each message on stderr with the seconds since now (none
+    with ``--quiet``)."""
+    start = time.monotonic()
+
+    def progress(msg: str) -> None:
+        if not quiet:
+            from ..compare import escape_control
+
+            print(f"fwd9m check [{time.monotonic() - start:5.1f} s] {escape_control(msg)}", file=sys.stderr, flush=True)
+
+    return progress
+
+
+def _check_script(args, command: bool, target: str, script_args: list[str], env: dict[str, str], progress):
+    """The plain check: :func:`fwd9m.check.check_script` with the options."""
+    from ..check import check_script, parse_vary
+
+    return check_script(
+        target,
+        script_args,
+        module=bool(args.module),
+        command=command,
+        runs=args.runs,
+        seed=args.seed,
+        timeout=args.timeout,
+        env=env,
+        enable=args.enable,
+        vary=parse_vary(args.vary),
+        cwd=args.cwd,
+        keep=args.keep,
+        progress=progress,
+        hashseed_check=args.hashseed_check,
+        strict=args.strict,
+    )
+
+
+def _print_json_error(exc: Exception) -> None:
+    """``--format json`` without a verdict: the schema, ``reproducible: null`` and why."""
+    from ..check import SCHEMA, SCHEMA_VERSION
+
+    print(
+        json.dumps(
+            {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "reproducible": None, "error": str(exc)},
+            indent=2,
+        )
+    )
 
 
 def _check_resume(args, command: bool, target: str, script_args: list[str], env: dict[str, str], progress):

@@ -122,14 +122,8 @@ def plan(
             https://docs.python.org/3/using/cmdline.html#envvar-PYTHONHASHSEED) or
             threads < 1.
     """
-    from .. import jax as fw_jax
-    from .. import keras as fw_keras
-    from .. import tensorflow as fw_tf
-    from .. import torch as fw_torch
-    from .._runtime.bootstrap import ENV_ENABLE, ENV_VERBOSE, ENV_WARN_ONLY, bootstrap_dir
-    from ..enable import cite, env_change
     from ..errors import ConfigurationError
-    from ..seed import ENV_VAR, MAX_SEED, current_seed
+    from ..seed import MAX_SEED, current_seed
 
     env = dict(os.environ if environ is None else environ)
     if seed is None:
@@ -145,6 +139,22 @@ def plan(
         if c is not None:
             changes.append(c)
             env[c.what[len("env:") :]] = c.new
+
+    _plan_python(put, env, seed, threads)
+    _plan_frameworks(put, env, first)
+    if enable:
+        _plan_hook(put, env, seed, warn_only, verbose)
+    else:
+        from .._runtime.bootstrap import ENV_ENABLE
+
+        env.pop(ENV_ENABLE, None)
+    return env, changes
+
+
+def _plan_python(put, env: dict, seed: int, threads: int | None) -> None:
+    """``plan``'s interpreter-wide variables: PYTHONHASHSEED, Horovod's fusion threshold
+    and, with ``threads``, the thread counts (each passed to ``put`` in that order)."""
+    from ..enable import cite, env_change
 
     put(
         env_change(
@@ -183,51 +193,65 @@ def plan(
                     environ=env,
                 )
             )
+
+
+def _plan_frameworks(put, env: dict, first: tuple[str, ...]) -> None:
+    """``plan``'s start-up settings of each framework, those in ``first`` first."""
+    from .. import jax as fw_jax
+    from .. import keras as fw_keras
+    from .. import tensorflow as fw_tf
+    from .. import torch as fw_torch
+
     modules = {"tensorflow": fw_tf, "keras": fw_keras, "torch": fw_torch, "jax": fw_jax}
     for name in sorted(modules, key=lambda n: n not in first):
         for c in modules[name].startup_env(environ=env):
             put(c)
-    if enable:
+
+
+def _plan_hook(put, env: dict, seed: int, warn_only: bool, verbose: int) -> None:
+    """``plan``'s import hook: the seed and switch for it, ``PYTHONPATH`` leading to it
+    (unless already there), and its warn-only and verbosity settings."""
+    from .._runtime.bootstrap import ENV_ENABLE, ENV_VERBOSE, ENV_WARN_ONLY, bootstrap_dir
+    from ..enable import env_change
+    from ..seed import ENV_VAR
+
+    put(
+        env_change(
+            "python",
+            ENV_VAR,
+            str(seed),
+            "seed for the import hook and children",
+            "https://docs.python.org/3/library/random.html",
+            environ=env,
+        )
+    )
+    put(
+        env_change(
+            "python",
+            ENV_ENABLE,
+            "1",
+            "enable determinism for each framework as it is imported",
+            "fwd9m._runtime.bootstrap",
+            environ=env,
+        )
+    )
+    path = env.get("PYTHONPATH", "")
+    parts = [p for p in path.split(os.pathsep) if p]
+    if bootstrap_dir() not in parts:
         put(
             env_change(
                 "python",
-                ENV_VAR,
-                str(seed),
-                "seed for the import hook and children",
-                "https://docs.python.org/3/library/random.html",
+                "PYTHONPATH",
+                os.pathsep.join([bootstrap_dir(), *parts]),
+                "start-up hook (sitecustomize) for this and every child interpreter",
+                "https://docs.python.org/3/library/site.html",
                 environ=env,
             )
         )
-        put(
-            env_change(
-                "python",
-                ENV_ENABLE,
-                "1",
-                "enable determinism for each framework as it is imported",
-                "fwd9m._runtime.bootstrap",
-                environ=env,
-            )
-        )
-        path = env.get("PYTHONPATH", "")
-        parts = [p for p in path.split(os.pathsep) if p]
-        if bootstrap_dir() not in parts:
-            put(
-                env_change(
-                    "python",
-                    "PYTHONPATH",
-                    os.pathsep.join([bootstrap_dir(), *parts]),
-                    "start-up hook (sitecustomize) for this and every child interpreter",
-                    "https://docs.python.org/3/library/site.html",
-                    environ=env,
-                )
-            )
-        if warn_only:
-            env[ENV_WARN_ONLY] = "1"
-        if verbose:
-            env[ENV_VERBOSE] = str(min(verbose, 2))
-    else:
-        env.pop(ENV_ENABLE, None)
-    return env, changes
+    if warn_only:
+        env[ENV_WARN_ONLY] = "1"
+    if verbose:
+        env[ENV_VERBOSE] = str(min(verbose, 2))
 
 
 def _script_frameworks(script: str | None) -> set[str] | None:
@@ -291,6 +315,29 @@ def run(args) -> int:
     env, changes = plan(
         args.seed, args.threads, args.enable, args.warn_only, args.verbose, first=tuple(sorted(used or ()))
     )
+    _distributed_options(args, env)
+    if args.digests is not None or args.against is not None:
+        _digest_options(args, launcher, env)
+    if args.show:
+        if args.format == "json":
+            json.dump([c.to_dict() for c in changes], sys.stdout, indent=2)
+            print()
+        else:
+            _print_show(changes, used)
+        return 0
+    if args.verbose:
+        for c in changes:
+            print(f"fwd9m run: {c}", file=sys.stderr)
+    return _launch(args, command, launcher, env)
+
+
+def _distributed_options(args, env: dict) -> None:
+    """Check ``--check-replicas``/``--record-ranks`` and pass them to the child.
+
+    Raises:
+        ConfigurationError: N < 1, a folder name that is empty or a file, or either
+            option with --no-enable.
+    """
     if args.check_replicas is not None:
         from ..distributed._replicas import ENV_CHECK_REPLICAS
         from ..errors import ConfigurationError
@@ -315,18 +362,17 @@ def run(args) -> int:
                 f"(created if missing), e.g. --record-ranks runA"
             )
         env[ENV_RECORD_RANKS] = os.path.abspath(folder)
-    if args.digests is not None or args.against is not None:
-        _digest_options(args, launcher, env)
-    if args.show:
-        if args.format == "json":
-            json.dump([c.to_dict() for c in changes], sys.stdout, indent=2)
-            print()
-        else:
-            _print_show(changes, used)
-        return 0
-    if args.verbose:
-        for c in changes:
-            print(f"fwd9m run: {c}", file=sys.stderr)
+
+
+def _launch(args, command: list[str], launcher: bool, env: dict) -> int:
+    """Replace this process with the launcher command, module or script, under ``env``.
+
+    Raises:
+        RunError: the command is not found, the module name is malformed, or the script
+            is missing or unreadable.
+    """
+    from ..errors import RunError
+
     if launcher and not (command[0].endswith(".py") and os.path.isfile(command[0])):
         from .._runtime.launch import shown
 

@@ -239,6 +239,28 @@ def _label(kind: str, obj: Any, names: dict[int, str], used: dict[str, int]) -> 
 def collect() -> dict[str, Any]:
     """``{label: object}`` of everything to save, in a stable order."""
     names, arrays = _global_names()
+    torch_mods, torch_opts, keras_layers, tf_vars = _live_objects()
+    used: dict[str, int] = {}
+    out: dict[str, Any] = {}
+    torch_roots = _roots(torch_mods, lambda m: list(m.modules())[1:])
+    _collect_torch(out, torch_roots, torch_opts, names, used)
+    owned = _collect_keras(out, keras_layers, names, used)
+    loose = [v for v in tf_vars if id(v) not in owned]
+    if loose:
+        out["tf.variables"] = {v.name: v for v in sorted(loose, key=lambda v: v.name)}
+    taken = {id(v) for v in out.values()} | {id(v) for v in loose} | owned
+    for m in torch_roots:
+        taken.update(id(t) for t in (*m.parameters(), *m.buffers()))
+    for k in sorted(arrays):
+        if id(arrays[k]) not in taken:
+            out[f"globals.{k}"] = arrays[k]
+    return out
+
+
+def _live_objects() -> tuple[list, list, list, list]:
+    """The live torch modules, torch optimizers, Keras layers and TensorFlow variables
+    (those the hooks saw, then, if a framework is loaded, every object the garbage
+    collector tracks), each once, in the order found."""
     mods = sys.modules
     torch_mods, torch_opts, keras_layers, tf_vars = [], [], [], []
     nn = getattr(mods.get("torch"), "nn", None)
@@ -271,9 +293,12 @@ def collect() -> dict[str, Any]:
     if nn is not None or layer_types or tf_var is not None:
         for o in gc.get_objects():
             consider(o)
-    used: dict[str, int] = {}
-    out: dict[str, Any] = {}
-    torch_roots = _roots(torch_mods, lambda m: list(m.modules())[1:])
+    return torch_mods, torch_opts, keras_layers, tf_vars
+
+
+def _collect_torch(out: dict, torch_roots: list, torch_opts: list, names: dict[int, str], used: dict[str, int]):
+    """Add to ``out`` the root torch modules with state (named ones first, by name) and
+    the optimizers with state."""
 
     def by_name(m):
         return _name_of(m, names) is None, _name_of(m, names) or "", type(m).__name__
@@ -284,6 +309,12 @@ def collect() -> dict[str, Any]:
     for o in torch_opts:
         if o.state_dict().get("state"):
             out[_label("torch", o, names, used)] = o
+
+
+def _collect_keras(out: dict, keras_layers: list, names: dict[int, str], used: dict[str, int]) -> set[int]:
+    """Add to ``out`` the root Keras layers with weights not already taken by another
+    (named ones first); return the ids of the variables (and their values) they own,
+    their optimizers' included."""
     keras_roots = _roots(keras_layers, _keras_sublayers)
     owned: set[int] = set()
     for layer in sorted(keras_roots, key=lambda m: (_name_of(m, names) is None, getattr(m, "name", ""))):
@@ -297,16 +328,7 @@ def collect() -> dict[str, Any]:
         for v in variables:
             owned.add(id(v))
             owned.add(id(getattr(v, "value", None)))
-    loose = [v for v in tf_vars if id(v) not in owned]
-    if loose:
-        out["tf.variables"] = {v.name: v for v in sorted(loose, key=lambda v: v.name)}
-    taken = {id(v) for v in out.values()} | {id(v) for v in loose} | owned
-    for m in torch_roots:
-        taken.update(id(t) for t in (*m.parameters(), *m.buffers()))
-    for k in sorted(arrays):
-        if id(arrays[k]) not in taken:
-            out[f"globals.{k}"] = arrays[k]
-    return out
+    return owned
 
 
 # --------------------------------------------------------------------------- write / read
@@ -335,12 +357,29 @@ def write(out_dir: str | os.PathLike[str] | None = None) -> Path | None:
     out_dir = Path(out_dir or _state.get("out_dir") or os.environ.get(ENV_DIR, ""))
     if not str(out_dir) or not out_dir.is_dir():
         return None
+    pid = os.getpid()
+    manifest = _manifest(pid)
+    arrays: dict[str, Any] = {}
+    try:
+        _add_leaves(manifest, arrays)
+    except Exception as exc:
+        manifest["error"] = f"capture failed: {type(exc).__name__}: {exc}"
+    try:
+        from .. import environment
+
+        manifest["environment"] = environment.collect()
+    except Exception as exc:
+        manifest["environment_error"] = f"{type(exc).__name__}: {exc}"
+    return _save(out_dir, pid, manifest, arrays)
+
+
+def _manifest(pid: int) -> dict[str, Any]:
+    """The capture manifest of this process, without its leaves and environment yet."""
     from .launch import RANK_VARS
 
-    pid = os.getpid()
     # the rank under torchrun, mpirun or horovodrun: state is compared rank by rank
     rank = next((os.environ[v] for v in RANK_VARS if os.environ.get(v)), None)
-    manifest: dict[str, Any] = {
+    return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "pid": pid,
@@ -354,31 +393,32 @@ def write(out_dir: str | os.PathLike[str] | None = None) -> Path | None:
         "error": _state.get("error"),
         "environment": None,
     }
-    arrays: dict[str, Any] = {}
-    try:
-        from ..compare import Tensor, flatten
 
-        for label, obj in collect().items():
-            try:
-                flat = flatten(obj, label)
-            except Exception as exc:
-                manifest["leaves"].append({"path": label, "error": f"{type(exc).__name__}: {exc}"})
-                continue
-            for path, leaf in flat.items():
-                if isinstance(leaf, Tensor) and leaf.array.dtype != object:
-                    key = f"a{len(arrays)}"
-                    arrays[key] = leaf.array
-                    manifest["leaves"].append({"path": path, "dtype": leaf.dtype, "key": key})
-                else:
-                    manifest["leaves"].append({"path": path, **_jsonable(leaf)})
-    except Exception as exc:
-        manifest["error"] = f"capture failed: {type(exc).__name__}: {exc}"
-    try:
-        from .. import environment
 
-        manifest["environment"] = environment.collect()
-    except Exception as exc:
-        manifest["environment_error"] = f"{type(exc).__name__}: {exc}"
+def _add_leaves(manifest: dict[str, Any], arrays: dict[str, Any]) -> None:
+    """Flatten everything :func:`collect` finds into ``manifest["leaves"]``: arrays go to
+    ``arrays`` under a key, other leaves inline; an object that cannot be flattened is
+    an error leaf."""
+    from ..compare import Tensor, flatten
+
+    for label, obj in collect().items():
+        try:
+            flat = flatten(obj, label)
+        except Exception as exc:
+            manifest["leaves"].append({"path": label, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        for path, leaf in flat.items():
+            if isinstance(leaf, Tensor) and leaf.array.dtype != object:
+                key = f"a{len(arrays)}"
+                arrays[key] = leaf.array
+                manifest["leaves"].append({"path": path, "dtype": leaf.dtype, "key": key})
+            else:
+                manifest["leaves"].append({"path": path, **_jsonable(leaf)})
+
+
+def _save(out_dir: Path, pid: int, manifest: dict[str, Any], arrays: dict[str, Any]) -> Path | None:
+    """Write ``capture-<pid>.npz`` (if any arrays) then ``capture-<pid>.json``, each
+    through a temporary file; None, with a message, if that fails."""
     try:
         if arrays:
             import numpy as np

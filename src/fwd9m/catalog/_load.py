@@ -147,63 +147,18 @@ def _switch_since(framework: str) -> str | None:
 
 
 def _entry(framework: str, raw: dict, where: str) -> Entry:
-    unknown = set(raw) - set(_REQUIRED) - set(_OPTIONAL)
-    if unknown:
-        raise FileFormatError(f"{where}: unknown keys {sorted(unknown)}")
-    missing = [k for k in _REQUIRED if k not in raw]
-    if missing:
-        raise FileFormatError(f"{where}: missing required keys {missing}")
+    _check_keys(framework, raw, where)
     eid = raw["id"]
-    if not isinstance(eid, str) or not _ID.match(eid) or not eid.startswith(framework + "."):
-        raise FileFormatError(f"{where}: id {eid!r} must look like '{framework}.kebab-slug'")
-    if raw["kind"] not in KINDS:
-        raise FileFormatError(f"{where}: kind {raw['kind']!r} not one of {KINDS}")
     direction = raw.get("direction")
-    if direction is not None and direction not in DIRECTIONS:
-        raise FileFormatError(f"{where}: direction {direction!r} not one of {DIRECTIONS}")
     devices = _strs(raw.get("devices", []), where, "devices")
     if not set(devices) <= set(DEVICES):
         raise FileFormatError(f"{where}: devices {devices} not within {DEVICES}")
-    try:
-        parse_specifier(raw["affected"])
-        if raw.get("ngc"):
-            parse_specifier(raw["ngc"])
-        timeline = []
-        if "timeline" in raw and "behaviour" in raw:
-            raise FileFormatError(f"{where}: give 'behaviour' or 'timeline', not both")
-        if "behaviour" in raw:
-            timeline = [("0", raw["behaviour"])]
-        for item in raw.get("timeline", []):
-            since, behaviour = item
-            parse_version(since)
-            timeline.append((str(since), behaviour))
-        for _, behaviour in timeline:
-            if behaviour not in BEHAVIOURS:
-                raise FileFormatError(f"{where}: behaviour {behaviour!r} not one of {BEHAVIOURS}")
-        since = raw.get("deterministic_since")
-        if since is not None:
-            parse_version(since)
-        else:
-            since = next((s for s, b in timeline if b == "deterministic" and s != "0"), None)
-    except CatalogError as exc:
-        raise FileFormatError(f"{where}: {exc}") from None
-    except (TypeError, ValueError):
-        raise FileFormatError(f"{where}: timeline items must be [version, behaviour]") from None
-    solutions = []
-    for s in raw["solutions"]:
-        if not isinstance(s, dict) or "text" not in s or set(s) - {"text", "code"}:
-            raise FileFormatError(f"{where}: each solution needs 'text' (and optional 'code')")
-        solutions.append(Solution(text=" ".join(s["text"].split()), code=s.get("code", "").strip()))
+    timeline, since = _versions(raw, where)
+    solutions = _solutions(raw["solutions"], where)
     refs = _strs(raw["references"], where, "references")
     if not refs or not all(r.startswith("https://") for r in refs):
         raise FileFormatError(f"{where}: needs at least one reference, all https:// URLs")
-    verified = raw.get("verified")
-    if raw["kind"] == "op" and not isinstance(verified, bool):
-        raise FileFormatError(f"{where}: an op entry needs verified = true or false")
-    if verified is False and not raw.get("verified_why"):
-        raise FileFormatError(f"{where}: verified = false needs verified_why (what was not checked)")
-    if verified is True and not raw.get("source"):
-        raise FileFormatError(f"{where}: verified = true needs source (file and line read)")
+    verified = _verified(raw, where)
     entry = Entry(
         id=eid,
         framework=framework,
@@ -231,6 +186,96 @@ def _entry(framework: str, raw: dict, where: str) -> Entry:
         switch_since=_switch_since(framework),
     )
     return entry
+
+
+def _check_keys(framework: str, raw: dict, where: str) -> None:
+    """An entry's keys are known and complete; its id, kind and direction well formed.
+
+    Raises:
+        FileFormatError: the first key or value that is not.
+    """
+    unknown = set(raw) - set(_REQUIRED) - set(_OPTIONAL)
+    if unknown:
+        raise FileFormatError(f"{where}: unknown keys {sorted(unknown)}")
+    missing = [k for k in _REQUIRED if k not in raw]
+    if missing:
+        raise FileFormatError(f"{where}: missing required keys {missing}")
+    eid = raw["id"]
+    if not isinstance(eid, str) or not _ID.match(eid) or not eid.startswith(framework + "."):
+        raise FileFormatError(f"{where}: id {eid!r} must look like '{framework}.kebab-slug'")
+    if raw["kind"] not in KINDS:
+        raise FileFormatError(f"{where}: kind {raw['kind']!r} not one of {KINDS}")
+    direction = raw.get("direction")
+    if direction is not None and direction not in DIRECTIONS:
+        raise FileFormatError(f"{where}: direction {direction!r} not one of {DIRECTIONS}")
+
+
+def _versions(raw: dict, where: str) -> tuple[list[tuple[str, str]], str | None]:
+    """An entry's behaviour timeline, [(since, behaviour)], and the version from which it
+    is deterministic (``deterministic_since``, else the timeline's first "deterministic"
+    after "0"); its version specifiers checked.
+
+    Raises:
+        FileFormatError: a bad specifier, version or behaviour, both ``behaviour`` and
+            ``timeline``, or a timeline item that is not [version, behaviour].
+    """
+    try:
+        parse_specifier(raw["affected"])
+        if raw.get("ngc"):
+            parse_specifier(raw["ngc"])
+        timeline = []
+        if "timeline" in raw and "behaviour" in raw:
+            raise FileFormatError(f"{where}: give 'behaviour' or 'timeline', not both")
+        if "behaviour" in raw:
+            timeline = [("0", raw["behaviour"])]
+        for item in raw.get("timeline", []):
+            since, behaviour = item
+            parse_version(since)
+            timeline.append((str(since), behaviour))
+        for _, behaviour in timeline:
+            if behaviour not in BEHAVIOURS:
+                raise FileFormatError(f"{where}: behaviour {behaviour!r} not one of {BEHAVIOURS}")
+        since = raw.get("deterministic_since")
+        if since is not None:
+            parse_version(since)
+        else:
+            since = next((s for s, b in timeline if b == "deterministic" and s != "0"), None)
+    except CatalogError as exc:
+        raise FileFormatError(f"{where}: {exc}") from None
+    except (TypeError, ValueError):
+        raise FileFormatError(f"{where}: timeline items must be [version, behaviour]") from None
+    return timeline, since
+
+
+def _solutions(raw_solutions, where: str) -> list[Solution]:
+    """An entry's solutions, their text on one line and their code stripped.
+
+    Raises:
+        FileFormatError: a solution that is not a table of 'text' and optional 'code'.
+    """
+    solutions = []
+    for s in raw_solutions:
+        if not isinstance(s, dict) or "text" not in s or set(s) - {"text", "code"}:
+            raise FileFormatError(f"{where}: each solution needs 'text' (and optional 'code')")
+        solutions.append(Solution(text=" ".join(s["text"].split()), code=s.get("code", "").strip()))
+    return solutions
+
+
+def _verified(raw: dict, where: str) -> bool | None:
+    """An entry's ``verified`` flag, with what each value requires.
+
+    Raises:
+        FileFormatError: an op entry without the flag, false without verified_why, true
+            without source.
+    """
+    verified = raw.get("verified")
+    if raw["kind"] == "op" and not isinstance(verified, bool):
+        raise FileFormatError(f"{where}: an op entry needs verified = true or false")
+    if verified is False and not raw.get("verified_why"):
+        raise FileFormatError(f"{where}: verified = false needs verified_why (what was not checked)")
+    if verified is True and not raw.get("source"):
+        raise FileFormatError(f"{where}: verified = true needs source (file and line read)")
+    return verified
 
 
 @functools.cache

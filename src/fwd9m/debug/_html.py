@@ -188,6 +188,28 @@ def _card(report) -> str:
         )
     ex = f.explanation or {}
     title = _KIND_TITLE.get(f.kind, f.kind) + (f" ({f.source})" if f.source else "")
+    rows = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in _facts(f))
+    body = [f"<section class='card' id='first-divergence' data-part='card'><h2>{_esc(title)}</h2>"]
+    if ex.get("headline"):
+        body.append(f"<p><strong>{_esc(ex['headline'])}</strong></p>")
+    body.append(f"<dl class='facts'>{rows}</dl>")
+    if f.detail:
+        body.append(f"<p>{_esc(f.detail)}</p>")
+    if f.kind == "structural" and (f.a_context or f.b_context):
+        body.append(
+            "<table><tr><th>run A</th><th>run B</th></tr><tr>"
+            f"<td><pre>{_esc(chr(10).join(f.a_context))}</pre></td>"
+            f"<td><pre>{_esc(chr(10).join(f.b_context))}</pre></td></tr></table>"
+        )
+    body.append(_replay(f))
+    body.extend(_advice(ex))
+    body.append("</section>")
+    return "".join(body)
+
+
+def _facts(f) -> list[tuple[str, str]]:
+    """The first divergence's facts, (label, HTML) pairs: the op, where and when it ran,
+    which inputs and outputs differ, and by how much."""
     facts = [
         (
             "op",
@@ -214,20 +236,12 @@ def _card(report) -> str:
                 ),
             )
         )
-    rows = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
-    body = [f"<section class='card' id='first-divergence' data-part='card'><h2>{_esc(title)}</h2>"]
-    if ex.get("headline"):
-        body.append(f"<p><strong>{_esc(ex['headline'])}</strong></p>")
-    body.append(f"<dl class='facts'>{rows}</dl>")
-    if f.detail:
-        body.append(f"<p>{_esc(f.detail)}</p>")
-    if f.kind == "structural" and (f.a_context or f.b_context):
-        body.append(
-            "<table><tr><th>run A</th><th>run B</th></tr><tr>"
-            f"<td><pre>{_esc(chr(10).join(f.a_context))}</pre></td>"
-            f"<td><pre>{_esc(chr(10).join(f.b_context))}</pre></td></tr></table>"
-        )
-    body.append(_replay(f))
+    return facts
+
+
+def _advice(ex: dict) -> list[str]:
+    """The explanation's likely causes, lint findings, catalog entries and fix, as HTML."""
+    body = []
     if ex.get("causes"):
         body.append("<h3>Likely causes</h3><ol>" + "".join(f"<li>{_esc(c)}</li>" for c in ex["causes"]) + "</ol>")
     if ex.get("lint"):
@@ -243,8 +257,7 @@ def _card(report) -> str:
     body.extend(_catalog(e) for e in ex.get("catalog", [])[:3])
     if ex.get("fix"):
         body.append(f"<h3>Fix</h3><pre id='fix'>{_esc(ex['fix'])}</pre>")
-    body.append("</section>")
-    return "".join(body)
+    return body
 
 
 def _io(differ: list[int], what: str) -> str:
@@ -374,32 +387,63 @@ def _chart(report, width: int = 1000) -> str:
             "<section id='timeline' data-part='timeline'><h2>Timeline</h2>"
             "<p class='muted'>No ops compared.</p></section>"
         )
-    left, right, top = 70, 20, 16
-    mag_h, bar_h, gap, bottom = 130, 60, 18, 58
-    height = top + mag_h + gap + bar_h + bottom
     bucket = max(1, sp.get("series_bucket_ops", 1))
-    last = max(p[0] for p in pts) + bucket
-    plot_w = width - left - right
-
-    def x(seq: float) -> float:
-        return left + plot_w * seq / max(1, last)
-
+    g = _Plot(width, bucket, max(p[0] for p in pts) + bucket)
     out = [
         (
-            f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' width='{width}' "
-            f"height='{height}' role='img' aria-label='differences along the run, by op'>"
+            f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {g.height}' width='{width}' "
+            f"height='{g.height}' role='img' aria-label='differences along the run, by op'>"
         )
     ]
-    vals = [p[2] for p in pts if p[2] > 0 and math.isfinite(p[2])]
-    lo = math.floor(math.log10(min(vals))) if vals else -8
-    hi = math.ceil(math.log10(max(vals))) if vals else 0
-    if hi - lo < 2:
-        lo, hi = lo - 1, hi + 1
+    g.scale([p[2] for p in pts if p[2] > 0 and math.isfinite(p[2])])
+    out.append(_magnitudes(g, pts))
+    out.append(_bars(g, pts))
+    out.append(_step_marks(pts, g.x, g.top, g.base, width - g.right))
+    out.append(_op_axis(g))
+    out.append(_first_mark(g, report.first))
+    out.append("</svg>")
+    return (
+        "<section id='timeline' data-part='timeline'><h2>Timeline of the run</h2>"
+        "<p class='legend'>Top: the largest difference between the runs per group of ops (log "
+        "scale; from 4 sampled values per float output, or the full tensors where captured, so a "
+        "lower bound). Bottom: how many ops have outputs that differ. Dotted lines: training "
+        "steps. Dashed red line: the first divergence.</p>" + "".join(out) + "</section>"
+    )
 
-    def y(v: float) -> float:
-        return top + mag_h * (1 - (math.log10(v) - lo) / (hi - lo))
 
-    decades = list(range(lo, hi + 1))
+class _Plot:
+    """The timeline's geometry: margins, panel heights, op index -> x, and (after
+    :meth:`scale`) the magnitude panel's log scale, decades ``lo`` to ``hi``."""
+
+    left, right, top = 70, 20, 16
+    mag_h, bar_h, gap, bottom = 130, 60, 18, 58
+
+    def __init__(self, width: int, bucket: int, last: int) -> None:
+        self.width, self.bucket, self.last = width, bucket, last
+        self.height = self.top + self.mag_h + self.gap + self.bar_h + self.bottom
+        self.plot_w = width - self.left - self.right
+        self.base = self.top + self.mag_h + self.gap + self.bar_h  # the bars' baseline
+        self.lo, self.hi = -8, 0
+
+    def scale(self, vals: list[float]) -> None:
+        lo = math.floor(math.log10(min(vals))) if vals else -8
+        hi = math.ceil(math.log10(max(vals))) if vals else 0
+        if hi - lo < 2:
+            lo, hi = lo - 1, hi + 1
+        self.lo, self.hi = lo, hi
+
+    def x(self, seq: float) -> float:
+        return self.left + self.plot_w * seq / max(1, self.last)
+
+    def y(self, v: float) -> float:
+        return self.top + self.mag_h * (1 - (math.log10(v) - self.lo) / (self.hi - self.lo))
+
+
+def _magnitudes(g: _Plot, pts: list) -> str:
+    """The top panel: decade grid lines, one dot per group of ops that differ, its label."""
+    left, right, width, top, mag_h, y = g.left, g.right, g.width, g.top, g.mag_h, g.y
+    out = []
+    decades = list(range(g.lo, g.hi + 1))
     stride = max(1, math.ceil(len(decades) / 6))  # at most 6 labels, at least 18 px apart
     for e in decades[::stride]:
         out.append(
@@ -410,18 +454,23 @@ def _chart(report, width: int = 1000) -> str:
     dots = []  # one path of round dots: small for any number of points
     for p in pts:
         if p[2] > 0:
-            v = min(p[2], 10.0**hi) if math.isfinite(p[2]) else 10.0**hi
-            dots.append(f"M{x(p[0] + bucket / 2):.1f},{y(v):.1f}h0")
+            v = min(p[2], 10.0**g.hi) if math.isfinite(p[2]) else 10.0**g.hi
+            dots.append(f"M{g.x(p[0] + g.bucket / 2):.1f},{y(v):.1f}h0")
     if dots:
         out.append(f"<path d='{''.join(dots)}' stroke='#1f5fbf' stroke-width='4' stroke-linecap='round'/>")
     out.append(
         f"<text x='14' y='{top + mag_h / 2:.0f}' transform='rotate(-90 14 {top + mag_h / 2:.0f})' "
         f"text-anchor='middle'>max abs diff (log)</text>"
     )
-    # the bars: how many ops differ in each bucket
-    base = top + mag_h + gap + bar_h
+    return "".join(out)
+
+
+def _bars(g: _Plot, pts: list) -> str:
+    """The bottom panel: how many ops differ in each bucket, with its scale and label."""
+    left, base, bar_h, x = g.left, g.base, g.bar_h, g.x
+    out = []
     most = max(p[1] for p in pts) or 1
-    bw = max(1.0, plot_w * bucket / last - 0.5)
+    bw = max(1.0, g.plot_w * g.bucket / g.last - 0.5)
     bars = "".join(f"M{x(p[0]):.1f},{base}v{-bar_h * p[1] / most:.1f}h{bw:.1f}V{base}z" for p in pts if p[1])
     if bars:
         out.append(f"<path d='{bars}' fill='#e57373'/>")
@@ -431,9 +480,14 @@ def _chart(report, width: int = 1000) -> str:
         f"<text x='14' y='{base - bar_h / 2:.0f}' transform='rotate(-90 14 {base - bar_h / 2:.0f})' "
         f"text-anchor='middle'>ops differ</text>"
     )
-    out.append(_step_marks(pts, x, top, base, width - right))
-    out.append(f"<line class='axis' x1='{left}' x2='{width - right}' y1='{base}' y2='{base}'/>")
-    ticks = _nice_ticks(0, last, 10)
+    return "".join(out)
+
+
+def _op_axis(g: _Plot) -> str:
+    """The op-index axis under the bars: its line, ticks and title."""
+    left, right, width, base, x = g.left, g.right, g.width, g.base, g.x
+    out = [f"<line class='axis' x1='{left}' x2='{width - right}' y1='{base}' y2='{base}'/>"]
+    ticks = _nice_ticks(0, g.last, 10)
     for t in ticks:
         anchor = "end" if x(t) > width - right - 30 else "middle"  # the last label stays inside
         out.append(
@@ -441,27 +495,24 @@ def _chart(report, width: int = 1000) -> str:
             f"<text x='{x(t):.1f}' y='{base + 16}' text-anchor='{anchor}'>{_num(t)}</text>"
         )
     out.append(
-        f"<text x='{left + plot_w / 2:.0f}' y='{height - 6}' text-anchor='middle'>op index "
-        f"(each point: {bucket} op{'s' if bucket > 1 else ''})</text>"
+        f"<text x='{left + g.plot_w / 2:.0f}' y='{g.height - 6}' text-anchor='middle'>op index "
+        f"(each point: {g.bucket} op{'s' if g.bucket > 1 else ''})</text>"
     )
-    f = report.first
-    if f is not None and f.seq is not None and 0 <= f.seq <= last:
-        fx = x(f.seq)
-        anchor = "end" if fx > left + plot_w * 0.7 else "start"
-        tx = fx - 4 if anchor == "end" else fx + 4
-        out.append(
-            f"<line x1='{fx:.1f}' x2='{fx:.1f}' y1='{top}' y2='{base}' stroke='#c62828' "
-            f"stroke-width='1.5' stroke-dasharray='5 3'/><text id='first-mark' x='{tx:.1f}' "
-            f"y='{top + 10}' text-anchor='{anchor}' style='fill:#c62828'>first divergence: "
-            f"op #{_esc(f.seq)} {_esc(_short(f.op, 40))}</text>"
-        )
-    out.append("</svg>")
+    return "".join(out)
+
+
+def _first_mark(g: _Plot, f) -> str:
+    """The dashed red line at the first divergence and its label ('' without one)."""
+    if f is None or f.seq is None or not 0 <= f.seq <= g.last:
+        return ""
+    fx = g.x(f.seq)
+    anchor = "end" if fx > g.left + g.plot_w * 0.7 else "start"
+    tx = fx - 4 if anchor == "end" else fx + 4
     return (
-        "<section id='timeline' data-part='timeline'><h2>Timeline of the run</h2>"
-        "<p class='legend'>Top: the largest difference between the runs per group of ops (log "
-        "scale; from 4 sampled values per float output, or the full tensors where captured, so a "
-        "lower bound). Bottom: how many ops have outputs that differ. Dotted lines: training "
-        "steps. Dashed red line: the first divergence.</p>" + "".join(out) + "</section>"
+        f"<line x1='{fx:.1f}' x2='{fx:.1f}' y1='{g.top}' y2='{g.base}' stroke='#c62828' "
+        f"stroke-width='1.5' stroke-dasharray='5 3'/><text id='first-mark' x='{tx:.1f}' "
+        f"y='{g.top + 10}' text-anchor='{anchor}' style='fill:#c62828'>first divergence: "
+        f"op #{_esc(f.seq)} {_esc(_short(f.op, 40))}</text>"
     )
 
 

@@ -285,8 +285,29 @@ def confirm(
     seq = int(first.seq)
     folder = tempfile.mkdtemp(prefix="fwd9m-replay-")
     trace = trace or os.path.join(folder, "targeted.trace")
+    cmd = _targeted_command(trace, seq, target, args, module, frameworks)
+    returncode, tail = _run_logged(cmd, target, seq, cwd, folder, env, timeout)
+    if returncode != 0 or not os.path.exists(capture_path(trace, seq)):
+        raise RunError(
+            f"the targeted run of {target} (to capture op #{seq}) failed (exit {returncode}) "
+            f"or never reached op #{seq}; its last output:\n{tail}"
+        )
+    got = next((o for o in TraceReader(trace) if o.seq == seq), None)
+    if got is None or got.name != first.op:
+        raise RunError(
+            f"the targeted run took another path: its op #{seq} is "
+            f"{got.name if got else 'missing'}, not {first.op}; the program's control flow "
+            f"differs between runs, so the culprit cannot be replayed by position"
+        )
+    result = replay(trace, seq, repeat=repeat, switch=switch)
+    return result
+
+
+def _targeted_command(trace: str, seq: int, target: str, args, module: bool, frameworks: list[str] | None) -> list[str]:
+    """The child command of the targeted run: record ``target`` into ``trace`` and
+    capture op ``seq``'s call."""
     fws = ",".join(frameworks) if frameworks else "-"
-    cmd = [
+    return [
         sys.executable,
         "-m",
         "fwd9m.debug._child",
@@ -299,6 +320,17 @@ def confirm(
         target if module else os.path.abspath(target),
         *args,
     ]
+
+
+def _run_logged(
+    cmd: list[str], target: str, seq: int, cwd: str | None, folder: str, env: dict | None, timeout: float | None
+) -> tuple[int, str]:
+    """Run the targeted run ``cmd`` in ``cwd`` (default: a new empty folder in ``folder``);
+    its exit status and last 1500 bytes of output.
+
+    Raises:
+        RunError: it ran over ``timeout`` seconds.
+    """
     with tempfile.TemporaryFile() as log:
         try:
             proc = subprocess.run(
@@ -314,20 +346,7 @@ def confirm(
             raise RunError(f"the targeted run of {target} (to capture op #{seq}) took over {timeout} s") from None
         log.seek(0)
         tail = log.read()[-1500:].decode("utf-8", "replace")
-    if proc.returncode != 0 or not os.path.exists(capture_path(trace, seq)):
-        raise RunError(
-            f"the targeted run of {target} (to capture op #{seq}) failed (exit {proc.returncode}) "
-            f"or never reached op #{seq}; its last output:\n{tail}"
-        )
-    got = next((o for o in TraceReader(trace) if o.seq == seq), None)
-    if got is None or got.name != first.op:
-        raise RunError(
-            f"the targeted run took another path: its op #{seq} is "
-            f"{got.name if got else 'missing'}, not {first.op}; the program's control flow "
-            f"differs between runs, so the culprit cannot be replayed by position"
-        )
-    result = replay(trace, seq, repeat=repeat, switch=switch)
-    return result
+    return proc.returncode, tail
 
 
 def _narrowed(trace: str, seq: int, call: dict) -> ReplayResult:

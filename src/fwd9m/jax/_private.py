@@ -229,8 +229,31 @@ def eager_hooks(handler: Handler) -> Iterator[None]:
             f"jax {CHECKED_VERSION}: record with that version, or report this"
         ) from None
     ctx = _context()
-    depth = _local
     owner = threading.get_ident()
+    process_primitive = _primitive_hook(handler, core, orig_process, jit_name, owner)
+    run_python_pjit = _pjit_hook(handler, orig_run, clean, jit_name, owner)
+
+    def get_fastpath_data(*a, **k):
+        if ctx.value == _TOKEN:
+            return None
+        return orig_fast(*a, **k)
+
+    core.EvalTrace.process_primitive = process_primitive
+    pjit._run_python_pjit = run_python_pjit
+    pjit._get_fastpath_data = get_fastpath_data
+    try:
+        with ctx(_TOKEN):
+            yield
+    finally:
+        core.EvalTrace.process_primitive = orig_process
+        pjit._run_python_pjit = orig_run
+        pjit._get_fastpath_data = orig_fast
+
+
+def _primitive_hook(handler: Handler, core, orig_process, jit_name: str, owner: int):
+    """``EvalTrace.process_primitive`` that hands a top-level eager primitive (or jit
+    call) on thread ``owner`` to ``handler``; any other goes straight to the original."""
+    depth = _local
 
     def process_primitive(self, primitive, args, params, /):
         if getattr(depth, "n", 0) or type(self) is not core.EvalTrace or threading.get_ident() != owner:
@@ -254,6 +277,14 @@ def eager_hooks(handler: Handler) -> Iterator[None]:
         finally:
             depth.n = 0
 
+    return process_primitive
+
+
+def _pjit_hook(handler: Handler, orig_run, clean, jit_name: str, owner: int):
+    """``pjit._run_python_pjit`` that hands a top-level jit call on thread ``owner``,
+    outside any trace, to ``handler``; any other goes straight to the original."""
+    depth = _local
+
     def run_python_pjit(p, args_flat, fun, args, kwargs):
         if getattr(depth, "n", 0) or threading.get_ident() != owner or not clean():
             return orig_run(p, args_flat, fun, args, kwargs)
@@ -269,18 +300,4 @@ def eager_hooks(handler: Handler) -> Iterator[None]:
         finally:
             depth.n = 0
 
-    def get_fastpath_data(*a, **k):
-        if ctx.value == _TOKEN:
-            return None
-        return orig_fast(*a, **k)
-
-    core.EvalTrace.process_primitive = process_primitive
-    pjit._run_python_pjit = run_python_pjit
-    pjit._get_fastpath_data = get_fastpath_data
-    try:
-        with ctx(_TOKEN):
-            yield
-    finally:
-        core.EvalTrace.process_primitive = orig_process
-        pjit._run_python_pjit = orig_run
-        pjit._get_fastpath_data = orig_fast
+    return run_python_pjit

@@ -253,10 +253,9 @@ class _Walker:
         )
 
     def walk(self, tree: ast.Module) -> None:
-        ctx, dispatch = self.ctx, self.dispatch
+        ctx, dispatch, enter = self.ctx, self.dispatch, self._enter
         AST = ast.AST
         Call, Import, ImportFrom, Name, Store = ast.Call, ast.Import, ast.ImportFrom, ast.Name, ast.Store
-        fdefs = (ast.FunctionDef, ast.AsyncFunctionDef)
         stack: list = [tree]
         pop, push, extend = stack.pop, stack.append, stack.extend
         while stack:
@@ -297,28 +296,7 @@ class _Walker:
                         except Exception as exc:  # noqa: BLE001
                             self._fail(h, exc)
             if t in _SCOPES:
-                if t is not ast.Lambda:
-                    ctx.shadow(node.name)
-                    for d in node.decorator_list:  # run in the enclosing scope, after the
-                        push(d)  # body here (order does not matter to rules)
-                    if t is ast.ClassDef:
-                        children = [*node.bases, *node.keywords, *node.body]
-                    else:
-                        children = [node.args, *node.body]
-                else:
-                    children = [node.args, node.body]
-                is_fn = t in fdefs
-                push(node if is_fn else None)
-                push(_EXIT)
-                extend(reversed(children))
-                ctx.scopes.append({})
-                if is_fn:
-                    ctx.function_stack.append(node)
-                if t is not ast.ClassDef:
-                    a = node.args
-                    for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg):
-                        if p is not None:
-                            ctx.scopes[-1][p.arg] = None
+                enter(node, t, push, extend)
                 continue
             fields = _FIELDS.get(t)
             if fields is None:
@@ -332,6 +310,34 @@ class _Walker:
                         extend(reversed(v))
                 elif isinstance(v, AST):
                     push(v)
+
+    def _enter(self, node, t: type, push, extend) -> None:
+        """A function, class or lambda: its name bound outside, its decorators pushed to
+        run in the enclosing scope, then its children and the scope exit (with the
+        function, if one) pushed, and a new scope opened with its parameters."""
+        ctx = self.ctx
+        if t is not ast.Lambda:
+            ctx.shadow(node.name)
+            for d in node.decorator_list:  # run in the enclosing scope, after the
+                push(d)  # body here (order does not matter to rules)
+            if t is ast.ClassDef:
+                children = [*node.bases, *node.keywords, *node.body]
+            else:
+                children = [node.args, *node.body]
+        else:
+            children = [node.args, node.body]
+        is_fn = t in (ast.FunctionDef, ast.AsyncFunctionDef)
+        push(node if is_fn else None)
+        push(_EXIT)
+        extend(reversed(children))
+        ctx.scopes.append({})
+        if is_fn:
+            ctx.function_stack.append(node)
+        if t is not ast.ClassDef:
+            a = node.args
+            for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg):
+                if p is not None:
+                    ctx.scopes[-1][p.arg] = None
 
 
 def _decode(data: bytes) -> str:

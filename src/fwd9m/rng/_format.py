@@ -114,8 +114,6 @@ def _check_members(archive: bytes, origin: str) -> None:
 
 def from_bytes(data: bytes, *, origin: str = "<bytes>") -> State:
     """Parse the file format; raises FileFormatError on anything unexpected."""
-    import zipfile
-
     np = _np()
     fix = "Fix: point to a file written by fwd9m.save_rng_state, or re-save the state."
     if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -124,6 +122,31 @@ def from_bytes(data: bytes, *, origin: str = "<bytes>") -> State:
         raise FileFormatError(
             f"{origin} is not an fwd9m RNG-state file (it is not a zip/npz archive; {len(data)} bytes). {fix}"
         )
+    header, arrays = _read_archive(np, data, origin, fix)
+    try:
+        state = _join(header["sources"], arrays)
+    except RecursionError:
+        raise FileFormatError(f"{origin}: the header is nested too deeply. {fix}") from None
+    except (KeyError, TypeError) as exc:
+        raise FileFormatError(f"{origin}: the header refers to a missing array ({exc}). {fix}") from exc
+    if not isinstance(state, dict):
+        raise FileFormatError(f"{origin}: sources is not a mapping. {fix}")
+    try:
+        _validate(state)
+    except ConfigurationError as exc:
+        raise FileFormatError(f"{origin}: {exc}. {fix}") from exc
+    return state
+
+
+def _read_archive(np, data, origin: str, fix: str) -> tuple[dict, dict]:
+    """The header and the arrays of the npz archive ``data``, without unpickling.
+
+    Raises:
+        FileFormatError: no or a foreign header, another format version, or an archive
+            that is truncated or corrupted.
+    """
+    import zipfile
+
     try:
         _check_members(bytes(data), origin)
         with np.load(io.BytesIO(bytes(data)), allow_pickle=False) as z:
@@ -132,16 +155,7 @@ def from_bytes(data: bytes, *, origin: str = "<bytes>") -> State:
                     f"{origin} is an npz archive but has no {_HEADER} entry: not an fwd9m RNG-state file. {fix}"
                 )
             header = json.loads(z[_HEADER].tobytes().decode("utf-8"))
-            if not isinstance(header, dict) or header.get("format") != FORMAT:
-                got = header.get("format") if isinstance(header, dict) else header
-                raise FileFormatError(f"{origin}: header format is {got!r}, expected {FORMAT!r}. {fix}")
-            version = header.get("version")
-            if version != FORMAT_VERSION:
-                raise FileFormatError(
-                    f"{origin} was written in RNG-state format version {version!r}; this "
-                    f"fwd9m reads version {FORMAT_VERSION}. Fix: use the fwd9m version that "
-                    f"wrote it (pip install -U framework-determinism for newer files)."
-                )
+            _check_header(header, origin, fix)
             arrays = {k: z[k] for k in z.files if k != _HEADER}
     except FileFormatError:
         raise
@@ -161,19 +175,25 @@ def from_bytes(data: bytes, *, origin: str = "<bytes>") -> State:
         # NotImplementedError: an unsupported zip compression; SyntaxError/TypeError: a
         # .npy header that is not a Python literal dict; MemoryError: last resort
         raise FileFormatError(f"{origin} is truncated or corrupted ({type(exc).__name__}: {exc}). {fix}") from exc
-    try:
-        state = _join(header["sources"], arrays)
-    except RecursionError:
-        raise FileFormatError(f"{origin}: the header is nested too deeply. {fix}") from None
-    except (KeyError, TypeError) as exc:
-        raise FileFormatError(f"{origin}: the header refers to a missing array ({exc}). {fix}") from exc
-    if not isinstance(state, dict):
-        raise FileFormatError(f"{origin}: sources is not a mapping. {fix}")
-    try:
-        _validate(state)
-    except ConfigurationError as exc:
-        raise FileFormatError(f"{origin}: {exc}. {fix}") from exc
-    return state
+    return header, arrays
+
+
+def _check_header(header, origin: str, fix: str) -> None:
+    """The header names this format and its version.
+
+    Raises:
+        FileFormatError: another format or version.
+    """
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        got = header.get("format") if isinstance(header, dict) else header
+        raise FileFormatError(f"{origin}: header format is {got!r}, expected {FORMAT!r}. {fix}")
+    version = header.get("version")
+    if version != FORMAT_VERSION:
+        raise FileFormatError(
+            f"{origin} was written in RNG-state format version {version!r}; this "
+            f"fwd9m reads version {FORMAT_VERSION}. Fix: use the fwd9m version that "
+            f"wrote it (pip install -U framework-determinism for newer files)."
+        )
 
 
 def save_rng_state(path: str | os.PathLike, state: State | None = None, *, overwrite: bool = False) -> Path:

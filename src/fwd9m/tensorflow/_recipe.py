@@ -113,32 +113,10 @@ def recipe(version: str | None = None, ngc: str | None = None) -> Recipe:
     steps: list[Step] = []
     if tf_v >= OP_DETERMINISM_SINCE:
         name = "op-determinism"
-        steps.append(
-            Step(
-                "op_determinism",
-                "tf.config.experimental.enable_op_determinism()",
-                "True",
-                "ops with nondeterministic kernels (GPU atomics, cuDNN "
-                "autotuning, parallel tf.data) switch to deterministic ones or raise",
-                cite("tensorflow.cudnn-autotune", "tensorflow.segment-reduction", _OP_D9M_DOC),
-            )
-        )
+        steps.append(_op_determinism_step())
     elif tf_v >= DETERMINISTIC_OPS_ENV_SINCE or (ngc_v is not None and ngc_v >= NGC_SINCE):
         name = "env-deterministic-ops"
-        steps.append(
-            Step(
-                "env",
-                "TF_DETERMINISTIC_OPS",
-                "1",
-                "this TensorFlow's determinism switch (deterministic cuDNN convolution/max-pool and bias_add backprop)",
-                cite(
-                    "tensorflow.bias-add-backprop",
-                    "tensorflow.cudnn-autotune",
-                    "https://github.com/tensorflow/tensorflow/pull/31465",
-                    _STATUS,
-                ),
-            )
-        )
+        steps.append(_deterministic_ops_step())
         if ngc_v is not None:
             notes.append(f"NGC container {ngc}: TF_DETERMINISTIC_OPS is honoured from NGC {NGC_SINCE} ({_STATUS})")
     elif ngc_v is not None:
@@ -149,34 +127,7 @@ def recipe(version: str | None = None, ngc: str | None = None) -> Recipe:
         )
     elif tf_v >= CUDNN_DETERMINISTIC_ENV_SINCE:
         name = "cudnn-deterministic+patch"
-        steps.append(
-            Step(
-                "env",
-                "TF_CUDNN_DETERMINISTIC",
-                "1",
-                "deterministic cuDNN convolution and max-pool algorithms (TF 1.14-2.0 have no TF_DETERMINISTIC_OPS)",
-                cite("tensorflow.cudnn-autotune", _STATUS + "#auto-tuning"),
-            )
-        )
-        steps.append(
-            Step(
-                "patch",
-                "tf.nn.bias_add",
-                "fwd9m broadcast-add",
-                "BiasAddGrad reduces with CUDA atomics in TF < 2.1; a broadcast add "
-                "back-propagates through a deterministic reduce_sum",
-                cite("tensorflow.bias-add-backprop", _STATUS + "#bias-addition"),
-            )
-        )
-        steps.append(
-            Step(
-                "patch",
-                "tf.math.segment_sum/unsorted_segment_sum",
-                "fwd9m one-hot matmul",
-                "segment sums use CUDA atomics on GPU in TF < 2.7",
-                cite("tensorflow.segment-reduction", _STATUS + "#segment-reduction"),
-            )
-        )
+        steps += _cudnn_patch_steps()
         notes.append(
             "TF 1.14-2.0: the segment-sum patch covers tf.math.segment_sum and "
             "unsorted_segment_sum called through the Python API only (not "
@@ -190,19 +141,81 @@ def recipe(version: str | None = None, ngc: str | None = None) -> Recipe:
             f"Fix: pip install 'tensorflow>={OP_DETERMINISM_SINCE}' and call "
             f"fwd9m.tensorflow.enable_determinism(seed=...)"
         )
-    lo, hi = CUDNN_FRONTEND_WORKAROUND
-    if lo <= tf_v < hi:
-        steps.append(
-            Step(
-                "env",
-                "TF_CUDNN_USE_FRONTEND",
-                "1",
-                f"TF {lo}-{hi} lost deterministic selection of cuDNN convolution "
-                "algorithms; the cuDNN frontend path restores it",
-                cite("tensorflow.cudnn-autotune", "https://github.com/tensorflow/tensorflow/issues/53771"),
-            )
-        )
+    steps += _frontend_steps(tf_v)
     return Recipe(str(version), ngc, name, steps, notes)
+
+
+def _op_determinism_step() -> Step:
+    """TF >= 2.8's switch: ``enable_op_determinism``."""
+    return Step(
+        "op_determinism",
+        "tf.config.experimental.enable_op_determinism()",
+        "True",
+        "ops with nondeterministic kernels (GPU atomics, cuDNN "
+        "autotuning, parallel tf.data) switch to deterministic ones or raise",
+        cite("tensorflow.cudnn-autotune", "tensorflow.segment-reduction", _OP_D9M_DOC),
+    )
+
+
+def _deterministic_ops_step() -> Step:
+    """TF 2.1-2.7's (and NGC >= 19.06's) switch: ``TF_DETERMINISTIC_OPS``."""
+    return Step(
+        "env",
+        "TF_DETERMINISTIC_OPS",
+        "1",
+        "this TensorFlow's determinism switch (deterministic cuDNN convolution/max-pool and bias_add backprop)",
+        cite(
+            "tensorflow.bias-add-backprop",
+            "tensorflow.cudnn-autotune",
+            "https://github.com/tensorflow/tensorflow/pull/31465",
+            _STATUS,
+        ),
+    )
+
+
+def _cudnn_patch_steps() -> list[Step]:
+    """TF 1.14-2.0: ``TF_CUDNN_DETERMINISTIC`` and fwd9m's bias_add and segment-sum patches."""
+    return [
+        Step(
+            "env",
+            "TF_CUDNN_DETERMINISTIC",
+            "1",
+            "deterministic cuDNN convolution and max-pool algorithms (TF 1.14-2.0 have no TF_DETERMINISTIC_OPS)",
+            cite("tensorflow.cudnn-autotune", _STATUS + "#auto-tuning"),
+        ),
+        Step(
+            "patch",
+            "tf.nn.bias_add",
+            "fwd9m broadcast-add",
+            "BiasAddGrad reduces with CUDA atomics in TF < 2.1; a broadcast add "
+            "back-propagates through a deterministic reduce_sum",
+            cite("tensorflow.bias-add-backprop", _STATUS + "#bias-addition"),
+        ),
+        Step(
+            "patch",
+            "tf.math.segment_sum/unsorted_segment_sum",
+            "fwd9m one-hot matmul",
+            "segment sums use CUDA atomics on GPU in TF < 2.7",
+            cite("tensorflow.segment-reduction", _STATUS + "#segment-reduction"),
+        ),
+    ]
+
+
+def _frontend_steps(tf_v) -> list[Step]:
+    """The cuDNN frontend switch, for the TensorFlow versions that need it (else none)."""
+    lo, hi = CUDNN_FRONTEND_WORKAROUND
+    if not lo <= tf_v < hi:
+        return []
+    return [
+        Step(
+            "env",
+            "TF_CUDNN_USE_FRONTEND",
+            "1",
+            f"TF {lo}-{hi} lost deterministic selection of cuDNN convolution "
+            "algorithms; the cuDNN frontend path restores it",
+            cite("tensorflow.cudnn-autotune", "https://github.com/tensorflow/tensorflow/issues/53771"),
+        ),
+    ]
 
 
 def _installed() -> str | None:

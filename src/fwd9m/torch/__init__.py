@@ -107,6 +107,23 @@ def enable_determinism(seed: int | None = None, warn_only: bool = False) -> Chan
 
     changes = Changes()
     version = Version(Version(torch.__version__).public)
+    _check_version(torch, version, changes)
+    _set_switch(torch, version, warn_only, changes)
+    _set_cudnn(torch, changes)
+    _set_fill_memory(torch, changes)
+    _set_cublas(torch, version, changes)
+    change = seed_change("torch", seed, ["torch"])
+    if change:
+        changes.append(change)
+    return changes
+
+
+def _check_version(torch, version: Version, changes: Changes) -> None:
+    """Refuse a torch without ``use_deterministic_algorithms``; note one newer than known.
+
+    Raises:
+        UnsupportedVersionError: torch < 1.8.
+    """
     if not hasattr(torch, "use_deterministic_algorithms"):
         from ..errors import UnsupportedVersionError
 
@@ -119,6 +136,11 @@ def enable_determinism(seed: int | None = None, warn_only: bool = False) -> Chan
             f"torch {torch.__version__} is newer than any version fwd9m knows "
             f"(newest checked: {NEWEST_KNOWN}); applied the newest recipe"
         )
+
+
+def _set_switch(torch, version: Version, warn_only: bool, changes: Changes) -> None:
+    """``torch.use_deterministic_algorithms(True, warn_only=...)`` unless already so
+    (strict mode, with a note, where this torch has no warn-only mode)."""
     switch_src = cite("torch.index-put-accumulate", "torch.scatter-add", _SWITCH_DOC)
 
     old = (
@@ -151,6 +173,9 @@ def enable_determinism(seed: int | None = None, warn_only: bool = False) -> Chan
             )
         )
 
+
+def _set_cudnn(torch, changes: Changes) -> None:
+    """``cudnn.deterministic = True`` and ``cudnn.benchmark = False``, each only if not so."""
     cudnn = torch.backends.cudnn
     cudnn_src = cite("torch.cudnn-benchmark", _RANDOMNESS)
     for attr, value, why in (
@@ -162,6 +187,9 @@ def enable_determinism(seed: int | None = None, warn_only: bool = False) -> Chan
             setattr(cudnn, attr, value)
             changes.append(_log(Change("torch", f"torch.backends.cudnn.{attr}", before, value, why, cudnn_src)))
 
+
+def _set_fill_memory(torch, changes: Changes) -> None:
+    """``torch.utils.deterministic.fill_uninitialized_memory = True`` where this torch has it."""
     det = getattr(getattr(torch, "utils", None), "deterministic", None)
     if det is None:
         try:
@@ -185,6 +213,10 @@ def enable_determinism(seed: int | None = None, warn_only: bool = False) -> Chan
                 )
             )
 
+
+def _set_cublas(torch, version: Version, changes: Changes) -> None:
+    """``CUBLAS_WORKSPACE_CONFIG`` unless set to a deterministic value; warns if CUDA is
+    already up (handles made so far keep their setting)."""
     cuda_up = bool(getattr(torch, "cuda", None) and torch.cuda.is_initialized())
     had = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
     if had not in (":4096:8", ":16:8"):
@@ -198,11 +230,6 @@ def enable_determinism(seed: int | None = None, warn_only: bool = False) -> Chan
         )
         if cuda_up:
             _warn_cublas_too_late(str(version))
-
-    change = seed_change("torch", seed, ["torch"])
-    if change:
-        changes.append(change)
-    return changes
 
 
 def _warn_cublas_too_late(version: str) -> None:
