@@ -16,13 +16,6 @@ ALLOWED = {
     "_cli/check.py::add_arguments": "a declarative table: only p.add_argument calls, in the order --help shows",
 }
 
-#: over the limit, in a file another branch is changing at present; remove each entry once
-#: that branch has split the function (the test says so when it is no longer needed)
-PENDING = {
-    "check/_resume.py::_compare": "check/_resume.py is being changed on another branch (issue 20 split pending)",
-    "check/_resume.py::check_resume": "check/_resume.py is being changed on another branch (issue 20 split pending)",
-}
-
 
 def _length(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     """Lines from ``def`` to the function's last line, without its docstring."""
@@ -58,7 +51,7 @@ def _long_functions() -> dict[str, int]:
 
 def test_no_function_is_over_60_lines():
     long = _long_functions()
-    over = {k: n for k, n in long.items() if k not in ALLOWED and k not in PENDING}
+    over = {k: n for k, n in long.items() if k not in ALLOWED}
     assert not over, (
         f"functions over {MAX_LINES} lines (docstring not counted): "
         + ", ".join(f"{k} ({n})" for k, n in sorted(over.items()))
@@ -68,8 +61,8 @@ def test_no_function_is_over_60_lines():
 
 def test_every_listed_function_is_still_over_the_limit():
     long = _long_functions()
-    stale = sorted(k for k in (*ALLOWED, *PENDING) if k not in long)
-    assert not stale, f"no longer over {MAX_LINES} lines (or gone): remove {stale} from ALLOWED/PENDING"
+    stale = sorted(k for k in ALLOWED if k not in long)
+    assert not stale, f"no longer over {MAX_LINES} lines (or gone): remove {stale} from ALLOWED"
 
 
 def test_length_counts_the_body_without_the_docstring():

@@ -475,16 +475,9 @@ def check_resume(
             interruption, or ignored SIGTERM past ``how.grace``; the resumed run
             failed; nothing left running in any case.
     """
-    from .._runtime.launch import resolve_target
-
     say = progress or (lambda msg: logger.info(msg))
-    python = python or sys.executable
     invocation = Path.cwd()
-    display = " ".join([*(["-m"] if module else []), target, *args])
-    source = None
-    if not module:
-        target = source = str(Path(resolve_target(target)).resolve())
-    cmd = [python, "-m", "fwd9m.check._resume_child", *(["-m"] if module else []), target, *args]
+    display, source, cmd = _command(target, args, module, python or sys.executable)
     root = Path(tempfile.mkdtemp(prefix="fwd9m-resume-"))
     guard = Guard.make(invocation, root / "backup") if cwd == "link" else None
     deferred = _Deferred()
@@ -493,56 +486,81 @@ def check_resume(
         env["PYTHONHASHSEED"] = "0"  # the same string hashing in A, B and C: a resume is what is tested
     try:
         b = _run_b(cmd, root, invocation, cwd, env, timeout, how, say, deferred, display)
-        n_b = b.info.settings["interrupted at step"]
-        a = _one_run(
-            "run A (uninterrupted)",
-            cmd,
-            root / "runA",
-            invocation,
-            cwd,
-            env,
-            timeout,
-            say,
-            guard,
-            record=int(n_b) + 1,
-            which="2/3",
-        )
-        c = _one_run(
-            "run C (resumed)",
-            cmd + list(resume_args),
-            root / "runC",
-            invocation,
-            cwd,
-            env,
-            timeout,
-            say,
-            deferred,
-            record=1,
-            which="3/3",
-            work=b.cwd,
-        )
-        if c.info.returncode != 0:
-            raise RunError(
-                f"the resume command failed (run C: {_status(c.info)}), so there is no verdict: "
-                f"{shlex.join(cmd[3:] + list(resume_args))} in run B's folder. End of its error "
-                f"output:\n{c.info.stderr_tail}\nFix: pass the arguments that make the script load "
-                f'its checkpoint with --resume-args "..." (or none, if it resumes by itself)'
-            )
+        a, c = _runs_a_and_c(cmd, resume_args, root, invocation, cwd, env, timeout, say, guard, deferred, b)
         result = _compare(display, a, b, c, source, strict, root, how)
-        result.notes[:0] = _run_notes([a, b, c], display, guard)
-        if env.get("PYTHONHASHSEED") == "0" and "PYTHONHASHSEED" not in os.environ:
-            result.notes.append(
-                "the three runs ran with PYTHONHASHSEED=0, so that string hashing is the same in "
-                "each (whether the script depends on it is fwd9m check's question)"
-            )
-        if keep:
-            result.notes.append(f"run directories kept in {root} (runA, runB: B's folder, where C ran too)")
+        _add_run_notes(result, [a, b, c], display, guard, env, root if keep else None)
         return result
     finally:
         if guard is not None:
             guard.restore(deferred.changed)
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _command(target: str, args: Sequence[str], module: bool, python: str) -> tuple[str, str | None, list[str]]:
+    """How the report names the script, its source file (None for a module), and the
+    command of each run (the resume child running it)."""
+    from .._runtime.launch import resolve_target
+
+    display = " ".join([*(["-m"] if module else []), target, *args])
+    source = None
+    if not module:
+        target = source = str(Path(resolve_target(target)).resolve())
+    return display, source, [python, "-m", "fwd9m.check._resume_child", *(["-m"] if module else []), target, *args]
+
+
+def _runs_a_and_c(cmd, resume_args, root, invocation, cwd, env, timeout, say, guard, deferred, b) -> tuple[_Run, _Run]:
+    """Run A through (recording the state before the steps B did, and one more), then run
+    C, the command plus ``resume_args``, in run B's folder."""
+    n_b = b.info.settings["interrupted at step"]
+    a = _one_run(
+        "run A (uninterrupted)",
+        cmd,
+        root / "runA",
+        invocation,
+        cwd,
+        env,
+        timeout,
+        say,
+        guard,
+        record=int(n_b) + 1,
+        which="2/3",
+    )
+    c = _one_run(
+        "run C (resumed)",
+        cmd + list(resume_args),
+        root / "runC",
+        invocation,
+        cwd,
+        env,
+        timeout,
+        say,
+        deferred,
+        record=1,
+        which="3/3",
+        work=b.cwd,
+    )
+    if c.info.returncode != 0:
+        raise RunError(
+            f"the resume command failed (run C: {_status(c.info)}), so there is no verdict: "
+            f"{shlex.join(cmd[3:] + list(resume_args))} in run B's folder. End of its error "
+            f"output:\n{c.info.stderr_tail}\nFix: pass the arguments that make the script load "
+            f'its checkpoint with --resume-args "..." (or none, if it resumes by itself)'
+        )
+    return a, c
+
+
+def _add_run_notes(result: ResumeResult, runs: list[_Run], display: str, guard, env: dict, kept: Path | None) -> None:
+    """The notes about the runs themselves: the watch and the guard of your directory, the
+    hash seed they ran with, where they were kept."""
+    result.notes[:0] = _run_notes(runs, display, guard)
+    if env.get("PYTHONHASHSEED") == "0" and "PYTHONHASHSEED" not in os.environ:
+        result.notes.append(
+            "the three runs ran with PYTHONHASHSEED=0, so that string hashing is the same in "
+            "each (whether the script depends on it is fwd9m check's question)"
+        )
+    if kept is not None:
+        result.notes.append(f"run directories kept in {kept} (runA, runB: B's folder, where C ran too)")
 
 
 def _one_run(
@@ -597,23 +615,7 @@ def _run_b(cmd, root, invocation, cwd, env, timeout, how: Interruption, say, def
     if b.info.timed_out:
         raise RunError(f"run B of {display} timed out (--timeout) before it was interrupted; raise --timeout")
     if control.info is None:
-        why = (
-            "fwd9m saw no training step: no torch.optim optimizer stepped, no Keras fit batch ran "
-            "and no jax.jit-compiled function called optax.apply_updates"
-            if not steps
-            else f"it did {steps} step(s)"
-        )
-        if how.at == "epoch" and steps:
-            why += (
-                " and fwd9m saw no epoch end (it sees those of Keras fit only; for a PyTorch or JAX "
-                "loop give a step count)"
-            )
-        raise RunError(
-            f"run B of {display} ended ({_status(b.info)}) before it could be interrupted "
-            f"{how.describe()}: {why}. Fix: interrupt it earlier (--interrupt-after N with N below "
-            f"the number of steps it trains), or make sure it checkpoints (--interrupt-after checkpoint "
-            f"waits for a new file in its folder). End of its error output:\n{b.info.stderr_tail}"
-        )
+        raise _not_interrupted(b, how, steps, display)
     if control.killed:
         raise RunError(
             f"run B of {display} did not exit within {how.grace:g} s of SIGTERM (at step "
@@ -641,7 +643,68 @@ def _run_b(cmd, root, invocation, cwd, env, timeout, how: Interruption, say, def
     return b
 
 
+def _not_interrupted(b: _Run, how: Interruption, steps: int, display: str) -> RunError:
+    """Run B ended before its interruption: why (no step seen, too few steps, no epoch end)."""
+    why = (
+        "fwd9m saw no training step: no torch.optim optimizer stepped, no Keras fit batch ran "
+        "and no jax.jit-compiled function called optax.apply_updates"
+        if not steps
+        else f"it did {steps} step(s)"
+    )
+    if how.at == "epoch" and steps:
+        why += (
+            " and fwd9m saw no epoch end (it sees those of Keras fit only; for a PyTorch or JAX loop give a step count)"
+        )
+    return RunError(
+        f"run B of {display} ended ({_status(b.info)}) before it could be interrupted "
+        f"{how.describe()}: {why}. Fix: interrupt it earlier (--interrupt-after N with N below "
+        f"the number of steps it trains), or make sure it checkpoints (--interrupt-after checkpoint "
+        f"waits for a new file in its folder). End of its error output:\n{b.info.stderr_tail}"
+    )
+
+
 # --------------------------------------------------------------------------- compare
+
+
+def _resume_point(pre_a: dict, first_c: dict | None, unstable: set) -> tuple[int | None, list, str]:
+    """Where run C resumed (the step of run A whose weights C starts from, None if none
+    matches), the state components that differ there, and the hook that saw the steps."""
+    resume_step, lost, hook = None, [], (first_c or {}).get("hook", "torch")
+    if first_c is None:
+        return resume_step, lost, hook
+    weights = first_c["state"].get("model weights")
+    match = [j for j, e in sorted(pre_a.items()) if e["state"].get("model weights") == weights]
+    if not match:
+        return resume_step, [_lost("model weights", hook)], hook
+    j = match[-1]
+    sa, sc = pre_a[j]["state"], first_c["state"]
+    lost = [
+        _lost(k, hook)
+        for k in sorted(set(sa) | set(sc), key=_order)
+        if k != "model weights" and k not in unstable and sa.get(k) != sc.get(k)
+    ]
+    return j - 1, lost, hook
+
+
+def _stdout_spans(a: _Run, c: _Run, ev_a: list, ev_c: list, resume_step: int | None, seg: Path):
+    """Which part of each run's printed output is compared: (start and end offsets in A,
+    in C), the parts after the last step (A's, C's) or None, and the note saying so."""
+    off_a, off_c = _post_offsets(ev_a), _post_offsets(ev_c)
+    if resume_step is None or (resume_step + 1) not in off_a or 1 not in off_c:
+        return (
+            (None, None, None, None),
+            None,
+            "printed output compared whole (fwd9m found no step of run C to align it by)",
+        )
+    sa, sc = off_a[resume_step + 1], off_c[1]
+    ea, ec = off_a[max(off_a)], off_c[max(off_c)]
+    note = (
+        f"printed output compared from the end of step {resume_step + 1} to the end of the last "
+        f"step (run A) and from the end of run C's first step to the end of its last; what "
+        f"followed the last step separately"
+    )
+    tails = (_segment(a.stdout, ea, seg / "a.tail"), _segment(c.stdout, ec, seg / "c.tail"))
+    return (sa, ea, sc, ec), tails, note
 
 
 def _compare(
@@ -651,39 +714,11 @@ def _compare(
     pre_a, pre_b, pre_c = _pre_states(ev_a), _pre_states(ev_b), _pre_states(ev_c)
     n_b = int(b.info.settings["interrupted at step"])
     diverged, unstable = _first_divergence(pre_a, pre_b, n_b)
-    first_c = pre_c.get(1)
-    resume_step, lost, hook = None, [], (first_c or {}).get("hook", "torch")
-    if first_c is not None:
-        weights = first_c["state"].get("model weights")
-        match = [j for j, e in sorted(pre_a.items()) if e["state"].get("model weights") == weights]
-        if match:
-            j = match[-1]
-            resume_step = j - 1
-            sa, sc = pre_a[j]["state"], first_c["state"]
-            lost = [
-                _lost(k, hook)
-                for k in sorted(set(sa) | set(sc), key=_order)
-                if k != "model weights" and k not in unstable and sa.get(k) != sc.get(k)
-            ]
-        else:
-            lost = [_lost("model weights", hook)]
+    resume_step, lost, hook = _resume_point(pre_a, pre_c.get(1), unstable)
     from_scratch = resume_step == 0 and n_b >= 1
-    off_a, off_c = _post_offsets(ev_a), _post_offsets(ev_c)
     seg = root / "segments"
     seg.mkdir()
-    tails = None
-    if resume_step is not None and (resume_step + 1) in off_a and 1 in off_c:
-        sa, sc = off_a[resume_step + 1], off_c[1]
-        ea, ec = off_a[max(off_a)], off_c[max(off_c)]
-        stdout_note = (
-            f"printed output compared from the end of step {resume_step + 1} to the end of the last "
-            f"step (run A) and from the end of run C's first step to the end of its last; what "
-            f"followed the last step separately"
-        )
-        tails = (_segment(a.stdout, ea, seg / "a.tail"), _segment(c.stdout, ec, seg / "c.tail"))
-    else:
-        sa = sc = ea = ec = None
-        stdout_note = "printed output compared whole (fwd9m found no step of run C to align it by)"
+    (sa, ea, sc, ec), tails, stdout_note = _stdout_spans(a, c, ev_a, ev_c, resume_step, seg)
     a_view = dataclasses.replace(a, stdout=_segment(a.stdout, sa, seg / "a", ea))
     # C's process ran with the resume arguments: its state is paired with A's by A's argv
     argv = next((cap.get("argv") for cap in a.captures if cap.get("flat")), None)
@@ -721,6 +756,14 @@ def _compare(
         )
     if tails is not None:
         _compare_tails(result, tails, a, c, strict)
+    _state_notes(result, unstable, a, c, (ev_a, ev_b, ev_c))
+    _explain(result, hook, ev_c)
+    return result
+
+
+def _state_notes(result: ResumeResult, unstable: set, a: _Run, c: _Run, events: tuple) -> None:
+    """What was left out of the comparison, and what the step hooks could not read."""
+    ev_a, ev_b, ev_c = events
     if unstable:
         result.notes.append(
             f"not compared at the resume point: {', '.join(sorted(unstable))} (they differ between "
@@ -737,8 +780,6 @@ def _compare(
     )
     if errors:
         result.notes.append("fwd9m's step hooks could not read everything (the runs went on): " + "; ".join(errors[:3]))
-    _explain(result, hook, ev_c)
-    return result
 
 
 def _global_name(key: str) -> str | None:
