@@ -813,3 +813,15 @@ def test_catalog_entries_for_a_cpu_op_leave_out_gpu_only_entries():
 
     assert "torch.cublas-workspace-config" not in {e["id"] for e in _entries_for_op("torch", "aten::mm", None, "cpu")}
     assert "torch.cublas-workspace-config" in {e["id"] for e in _entries_for_op("torch", "aten::mm", None, "cuda:0")}
+
+
+def test_a_torch_culprit_in_a_process_that_also_imported_tensorflow_gets_torch_catalog_entries():
+    """The trace header lists frameworks in registry order (tensorflow first): the op's own
+    framework, not the header's first, chooses the catalog entries."""
+    from fwd9m.debug._compare import _framework_of
+
+    assert _framework_of("aten::index_put_", ["tensorflow", "torch"], "tensorflow") == "torch"
+    assert _framework_of("MatMul", ["tensorflow", "torch"], "tensorflow") == "tensorflow"
+    assert _framework_of("dot_general", ["tensorflow", "jax"], "tensorflow") == "jax"
+    assert _framework_of("module:Net.pool", ["tensorflow", "torch"], "tensorflow") == "tensorflow"
+    assert _framework_of("aten::mm", ["torch"], "torch") == "torch"

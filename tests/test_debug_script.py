@@ -17,7 +17,7 @@ from fwd9m.errors import ConfigurationError
     [
         ("level", "ops", "modules, sequence, digests, full"),
         ("cwd", "tmp", "link, empty"),
-        ("frameworks", ("pytorch",), "torch, tensorflow, keras, jax"),
+        ("frameworks", ("pytorch",), "tensorflow, keras, torch, jax"),  # the registry's order
     ],
 )
 def test_an_invalid_option_lists_the_valid_values(field, value, listed):

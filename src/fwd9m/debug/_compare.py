@@ -394,6 +394,22 @@ def _reader_notes(name: str, r: TraceReader) -> list[str]:
     return notes
 
 
+def _framework_of(op: str, frameworks: list[str], default: str) -> str:
+    """The recorded framework an op comes from, in a trace of several (a process that
+    imported torch and TensorFlow records both): torch's ops are ``aten::NAME``,
+    TensorFlow's op types are CamelCase, JAX's primitives lower case. ``default`` (the
+    header's first) when there is one framework or the name does not tell."""
+    if len(frameworks) <= 1:
+        return default
+    if "::" in op and "torch" in frameworks:
+        return "torch"
+    if op[:1].isupper() and "tensorflow" in frameworks:
+        return "tensorflow"
+    if op[:1].islower() and ":" not in op and "jax" in frameworks:
+        return "jax"
+    return default
+
+
 def _explained(first: Divergence, framework: str, ha: dict, hb: dict) -> Divergence:
     from . import _explain
 
@@ -441,6 +457,7 @@ def compare(a: str, b: str, *, context: int = 3) -> DebugReport:
             f"(control flow or shapes changed); the spread stops there"
         )
     if first is not None:
+        framework = _framework_of(first.op, ha.get("frameworks") or [], framework)
         first = _explained(first, framework, ha, hb)
     walk.first = first
     kind = "reproducible" if first is None else "environment" if env else first.kind

@@ -120,7 +120,7 @@ class DebugOptions:
         _one_of("cwd", self.cwd, CWD_MODES)
         names = (self.frameworks,) if isinstance(self.frameworks, str) else tuple(self.frameworks)
         for name in names:
-            _one_of("framework", name, FRAMEWORKS)
+            _one_of("framework", name, tuple(FRAMEWORKS))
         object.__setattr__(self, "frameworks", names)
         steps = parse_steps(self.steps) if isinstance(self.steps, str) or self.steps is None else self.steps
         if steps is not None and not (len(steps) == 2 and 0 <= steps[0] <= steps[1]):
