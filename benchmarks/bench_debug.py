@@ -21,6 +21,7 @@ import os
 import tempfile
 
 from _harness import Case
+from _models import torch_models
 
 TMP = tempfile.mkdtemp(prefix="fwd9m-bench-debug-")
 
@@ -36,27 +37,8 @@ def _torch_cases(quick: bool):
     steps = 3 if quick else 10
     repeat = 3 if quick else 5
 
-    def cnn():
-        model = nn.Sequential(
-            nn.Conv2d(3, 16, 3, padding=1),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 3, padding=1),
-            nn.ReLU(),
-            nn.AdaptiveAvgPool2d(1),
-            nn.Flatten(),
-            nn.Linear(32, 10),
-        )
-        return model, torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
-
-    def block():
-        model = nn.Sequential(
-            nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True), nn.Flatten(), nn.Linear(64 * 32, 10)
-        )
-        return model, torch.randn(16, 32, 64), torch.randint(0, 10, (16,))
-
     out = []
-    for name, make in (("small CNN", cnn), ("transformer block", block)):
+    for name, make in torch_models():
         model, x, y = make()
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
 

@@ -22,6 +22,7 @@ import os
 import tempfile
 
 from _harness import Case
+from _models import torch_models
 
 TMP = tempfile.mkdtemp(prefix="fwd9m-bench-steps-")
 TARGET = 1.05
@@ -46,27 +47,8 @@ def _torch_cases(quick: bool):
     torch.set_num_threads(1)  # a shared 2-core machine: keep the measurement stable
     steps = 3 if quick else 10
 
-    def cnn():
-        model = nn.Sequential(
-            nn.Conv2d(3, 16, 3, padding=1),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 3, padding=1),
-            nn.ReLU(),
-            nn.AdaptiveAvgPool2d(1),
-            nn.Flatten(),
-            nn.Linear(32, 10),
-        )
-        return model, torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
-
-    def block():
-        model = nn.Sequential(
-            nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True), nn.Flatten(), nn.Linear(64 * 32, 10)
-        )
-        return model, torch.randn(16, 32, 64), torch.randint(0, 10, (16,))
-
     out = []
-    for name, make in (("small CNN", cnn), ("transformer block", block)):
+    for name, make in torch_models():
         model, x, y = make()
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
