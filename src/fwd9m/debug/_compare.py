@@ -260,16 +260,9 @@ class _Walk:
             self.structural_later = opa.seq
             return
         c = self.context
-        self.first = Divergence(
+        self.first = _divergence_at(
+            opa,
             kind="structural",
-            seq=opa.seq,
-            step=opa.step,
-            op=opa.name,
-            module=opa.module,
-            phase=opa.phase,
-            location=opa.location,
-            node=opa.node,
-            device=opa.device,
             detail=f"run A executes {opa.name}{_shapes(opa)} where run B executes {opb.name}{_shapes(opb)}",
             a_context=[o.describe() for o in self.hist_a]
             + ["> " + opa.describe()]
@@ -569,20 +562,29 @@ def _classify(a: Op, b: Op, ins: list[int], outs: list[int], produced: set[int],
         kind, (source, detail) = "external", _argument_differs(a, b, ins[0])
     else:
         kind, (source, detail) = "external", _input_differs(a, ins[0], produced, framework)
-    return Divergence(
+    return _divergence_at(
+        a,
         kind=kind,
-        seq=a.seq,
-        step=a.step,
-        op=a.name,
-        module=a.module,
-        phase=a.phase,
-        location=a.location,
-        node=a.node,
-        device=a.device,
         source=source,
         inputs_differ=ins,
         outputs_differ=outs,
         detail=detail,
+    )
+
+
+def _divergence_at(op: Op, **fields: Any) -> Divergence:
+    """A divergence at ``op``: where it is (seq, step, name, module, phase, location,
+    node, device) from the op, the rest from ``fields``."""
+    return Divergence(
+        seq=op.seq,
+        step=op.step,
+        op=op.name,
+        module=op.module,
+        phase=op.phase,
+        location=op.location,
+        node=op.node,
+        device=op.device,
+        **fields,
     )
 
 
