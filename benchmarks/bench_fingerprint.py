@@ -3,7 +3,7 @@
 Target: a digest costs at most 2x a plain sum (throughput >= 0.5x). The plain sum of
 each framework is its own reduction (``torch.sum``, ``tf.reduce_sum``, ``numpy.sum``),
 timed in the same run, interleaved (see ``_harness.py``). On a CUDA machine the torch
-device path (:func:`fwd9m.fingerprint.torch_partial`) is measured against
+device path (:func:`fwd9m.torch._digest.partial`) is measured against
 ``torch.sum`` on the GPU as well.
 """
 
@@ -16,6 +16,8 @@ def cases(quick: bool):
     import numpy as np
 
     from fwd9m import fingerprint as fp
+    from fwd9m.tensorflow import _digest as tf_dg
+    from fwd9m.torch import _digest as torch_dg
 
     n = (1 << 20) if quick else (1 << 23)  # float32 elements: 4 MiB / 32 MiB
     repeat = 5 if quick else 9
@@ -41,7 +43,7 @@ def cases(quick: bool):
             Case(
                 f"torch_digest cpu {a.nbytes >> 20} MiB",
                 lambda: t.sum(),
-                lambda: fp.torch_digest(t),
+                lambda: torch_dg.digest(t),
                 baseline_name="torch.sum",
                 target=2.0,
                 repeat=repeat,
@@ -52,7 +54,7 @@ def cases(quick: bool):
             Case(
                 f"torch_partial cpu (device path) {a.nbytes >> 20} MiB",
                 lambda: t.sum(),
-                lambda: fp.torch_partial(t)[0].item(),
+                lambda: torch_dg.partial(t)[0].item(),
                 baseline_name="torch.sum",
                 repeat=repeat,
                 note="the accelerator code path, run on CPU: no target",
@@ -66,7 +68,7 @@ def cases(quick: bool):
                 torch.cuda.synchronize()
 
             def gdig():
-                fp.torch_partial(g)
+                torch_dg.partial(g)
                 torch.cuda.synchronize()
 
             out.append(
@@ -89,7 +91,7 @@ def cases(quick: bool):
             Case(
                 f"tf_digest cpu {a.nbytes >> 20} MiB",
                 lambda: tf.reduce_sum(x).numpy(),
-                lambda: fp.tf_digest(x),
+                lambda: tf_dg.digest(x),
                 baseline_name="tf.reduce_sum",
                 target=2.0,
                 repeat=repeat,

@@ -8,6 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fwd9m import fingerprint as fp
+from fwd9m.tensorflow import _digest as tf_dg
+from fwd9m.torch import _digest as torch_dg
 
 SIZES = [0, 1, 3, 4, 5, 1023, 1024, 1025, 4096 + 7, 3 * 1024 * 4 + 2]
 
@@ -58,14 +60,14 @@ def test_torch_matches_numpy():
     for a in _arrays():
         t = torch.from_numpy(a.copy())
         want = fp.numpy_digest(a)
-        assert fp.torch_digest(t) == want
-        s, nbytes = fp.torch_partial(t)  # the device path, run on CPU here
+        assert torch_dg.digest(t) == want
+        s, nbytes = torch_dg.partial(t)  # the device path, run on CPU here
         assert fp.finalize(int(s), nbytes) == want
     t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
-    assert fp.torch_digest(t.t()) == fp.numpy_digest(t.t().contiguous().numpy())
-    assert fp.torch_digest(torch.tensor([True, False, True])) == fp.numpy_digest(np.array([1, 0, 1], np.uint8))
+    assert torch_dg.digest(t.t()) == fp.numpy_digest(t.t().contiguous().numpy())
+    assert torch_dg.digest(torch.tensor([True, False, True])) == fp.numpy_digest(np.array([1, 0, 1], np.uint8))
     bf = torch.randn(77).to(torch.bfloat16)
-    assert fp.torch_digest(bf) == fp.numpy_digest(bf.view(torch.int16).numpy())
+    assert torch_dg.digest(bf) == fp.numpy_digest(bf.view(torch.int16).numpy())
 
 
 def test_tensorflow_matches_numpy():
@@ -73,13 +75,13 @@ def test_tensorflow_matches_numpy():
     for a in _arrays():
         want = fp.numpy_digest(a)
         t = tf.constant(a)
-        assert fp.tf_digest(t) == want
-        s, nbytes = fp.tf_partial(t)  # the device path, run on CPU here
+        assert tf_dg.digest(t) == want
+        s, nbytes = tf_dg.partial(t)  # the device path, run on CPU here
         assert fp.finalize(int(s.numpy()), int(nbytes)) == want
 
     @tf.function
     def in_graph(x):
-        return fp.tf_partial(x)
+        return tf_dg.partial(x)
 
     a = np.random.default_rng(1).standard_normal(3000).astype(np.float32)
     s, nbytes = in_graph(tf.constant(a))
@@ -100,6 +102,17 @@ def test_torch_cuda_partial_matches_numpy():
         pytest.skip("torch has no CUDA here")
     for a in _arrays():
         t = torch.from_numpy(a.copy()).cuda()
-        s, nbytes = fp.torch_partial(t)
+        s, nbytes = torch_dg.partial(t)
         assert s.device.type == "cuda"  # reduced on the device, 8 bytes come back
         assert fp.finalize(int(s), nbytes) == fp.numpy_digest(a)
+
+
+def test_moved_device_digests_still_import_from_fingerprint():
+    # issue 20 moved the torch and TF implementations into their framework packages;
+    # the old names of fwd9m.fingerprint keep working
+    from fwd9m.fingerprint import tf_digest, tf_partial, torch_digest, torch_partial
+
+    assert (torch_digest, torch_partial) == (torch_dg.digest, torch_dg.partial)
+    assert (tf_digest, tf_partial) == (tf_dg.digest, tf_dg.partial)
+    with pytest.raises(AttributeError):
+        fp.no_such_digest  # noqa: B018

@@ -136,8 +136,8 @@ def test_report_escapes_control_characters(tmp_path):
 
 def test_batched_digests_equal_fingerprint(monkeypatch):
     torch = pytest.importorskip("torch")
-    from fwd9m.fingerprint import torch_digest
     from fwd9m.steps import _values
+    from fwd9m.torch._digest import digest as torch_digest
 
     g = torch.Generator().manual_seed(0)
     ts = [

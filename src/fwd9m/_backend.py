@@ -74,6 +74,13 @@ class Backend(Protocol):
         """Exact digest (:mod:`fwd9m.fingerprint`) of this framework's tensor, else None."""
         ...
 
+    def digest_partial(self, value: Any) -> tuple[Any, int] | None:
+        """Steps 1-3 of the digest of this framework's tensor, run on its device:
+        ``(S, nbytes)`` with ``S`` a 0-d int64 tensor there, so that callers bring many
+        sums back in one transfer (then :func:`fwd9m.fingerprint.finalize`); None for
+        anything else, or where the framework has no device path."""
+        ...
+
     def runtime_info(self) -> dict[str, Any]:
         """What the imported framework says about itself (threads, CUDA, devices)."""
         ...
@@ -120,6 +127,9 @@ class BackendBase:
         return None
 
     def digest(self, value: Any) -> int | None:
+        return None
+
+    def digest_partial(self, value: Any) -> tuple[Any, int] | None:
         return None
 
     def recorded_by(self) -> str | None:

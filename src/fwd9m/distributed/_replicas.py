@@ -248,7 +248,7 @@ def _torch_tensors(obj: Any, buffers: bool) -> list[tuple[str, str, Any]]:
 def _check_torch(obj: Any, step: int | None, buffers: bool, group: Any) -> ReplicaReport:
     import torch
 
-    from ..fingerprint import torch_digest
+    from ..torch._digest import digest as torch_digest
 
     rows = _torch_tensors(obj, buffers)
     table = [(n, k, str(t.dtype).replace("torch.", ""), tuple(t.shape), torch_digest(t)) for n, k, t in rows]
@@ -297,7 +297,7 @@ def _tf_variables(obj: Any) -> list[Any]:
 
 
 def _check_tf(obj: Any, step: int | None) -> ReplicaReport:
-    from ..fingerprint import tf_digest
+    from ..tensorflow._digest import digest as tf_digest
 
     tables: list[list[Any]] = []
     skipped: list[str] = []

@@ -114,7 +114,7 @@ class KerasBackend(BackendBase):
     def digest(self, value: Any) -> int | None:
         if not (type(value).__module__ or "").startswith("keras"):
             return None
-        from ..fingerprint import tf_digest
+        from ..tensorflow._digest import digest as tf_digest
 
         return tf_digest(value)
 

@@ -4,7 +4,7 @@ arrays (NumPy, torch, TensorFlow, Keras, JAX) and Python numbers.
 Digests are those of :mod:`fwd9m.fingerprint` (exact, order-sensitive). A step's CPU
 torch tensors (parameters, gradients, optimizer moments: many, mostly small) are
 digested together in a few NumPy calls (:func:`_cpu_digests`, the same values as
-:func:`fwd9m.fingerprint.torch_digest` one by one, tested); tensors on an accelerator
+``fwd9m.torch._digest.digest`` one by one, tested); tensors on an accelerator
 are reduced there and their sums come back in one transfer.
 """
 
@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from .. import fingerprint
+from .. import _frameworks, fingerprint
 
 #: CPU torch tensors up to this many bytes are digested together (:func:`_cpu_digests`);
 #: a larger one alone (no copy; its rows in parallel, :mod:`fwd9m.fingerprint`)
@@ -95,6 +95,7 @@ def digest_groups(groups: list[tuple[str, list[tuple[str, Any]]]]) -> list[tuple
     batched: list[int] = []
     device: list[int] = []
     torch = sys.modules.get("torch")
+    backend = _frameworks.backend("torch")
     for group, leaves in groups:
         for name, v in leaves:
             if isinstance(v, (int, float, bool)):
@@ -106,10 +107,10 @@ def digest_groups(groups: list[tuple[str, list[tuple[str, Any]]]]) -> list[tuple
                         batched.append(len(entries))
                         entries.append((group, name, meta, v))
                     else:
-                        entries.append((group, name, meta, fingerprint.torch_digest(v)))
+                        entries.append((group, name, meta, backend.digest(v)))
                 else:
                     device.append(len(entries))
-                    entries.append((group, name, meta, fingerprint.torch_partial(v)))
+                    entries.append((group, name, meta, backend.digest_partial(v)))
                 continue
             try:
                 dig = fingerprint.digest(v)
@@ -132,7 +133,7 @@ def digest_groups(groups: list[tuple[str, list[tuple[str, Any]]]]) -> list[tuple
 
 
 def _cpu_digests(tensors: list) -> list[int]:
-    """:func:`fwd9m.fingerprint.torch_digest` of each CPU torch tensor, computed together
+    """``fwd9m.torch._digest.digest`` of each CPU torch tensor, computed together
     in batches of about :data:`_BATCH_WORDS` words."""
     out: list[int] = []
     start, words = 0, 0

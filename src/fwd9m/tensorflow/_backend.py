@@ -123,9 +123,17 @@ class TensorFlowBackend(BackendBase):
     def digest(self, value: Any) -> int | None:
         if not (type(value).__module__ or "").startswith("tensorflow"):
             return None
-        from ..fingerprint import tf_digest
+        from ._digest import digest as tf_digest
 
         return tf_digest(value)
+
+    def digest_partial(self, value: Any) -> tuple[Any, int] | None:
+        if not (type(value).__module__ or "").startswith("tensorflow"):
+            return None
+        from ._digest import partial
+
+        s, nbytes = partial(value)
+        return s, int(nbytes)
 
     def runtime_info(self) -> dict[str, Any]:
         import tensorflow as tf

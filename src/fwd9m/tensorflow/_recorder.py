@@ -10,7 +10,7 @@ tfdbg2 does in ``tensorflow/python/debug/lib/dumping_callback.py``
   building, so the program that runs is the compiled function itself, not an eager
   imitation. For each op it adds one stateful ``tf.numpy_function`` that receives the
   op's outputs (on a GPU: their 8-byte partial digests computed in the graph by
-  :func:`fwd9m.fingerprint.tf_partial`); in TF2 function graphs stateful ops run
+  :func:`fwd9m.tensorflow._digest.partial`); in TF2 function graphs stateful ops run
   through automatic control dependencies, as tfdbg's ``DebugIdentityV2`` ops do. The
   graph's ops are written in construction order (execution order inside a graph can
   vary between runs) when the eager call of the function returns. Ops TF's own
@@ -49,6 +49,7 @@ from .. import fingerprint as fp
 from .._log import logger
 from ..debug._common import Recording, guarded, user_location
 from ..debug._store import HAS_SAMPLE, SEP
+from . import _digest
 
 __all__ = ["TFRecorder"]
 
@@ -335,7 +336,7 @@ class TFRecorder:
             return (meta, 0, None, None, None)
         try:
             if self._on_gpu and "GPU" in (t.device or ""):
-                s, nbytes = fp.tf_partial(t)
+                s, nbytes = _digest.partial(t)
                 return (meta, 0, fp.finalize(int(s.numpy()), int(nbytes)), None, None)
             a = np.asarray(t)  # zero-copy view of a host tensor (.numpy() copies)
         except (TypeError, ValueError, AttributeError, self.tf.errors.OpError):
@@ -349,7 +350,7 @@ class TFRecorder:
         if a.dtype.hasobject:
             return (meta, 0, None, None, None)
         u8 = a.reshape(-1).view(np.uint8)
-        dig = fp.finalize(fp._numpy_partial(fp._bytes_to_words(u8)), u8.size)
+        dig = fp.u8_digest(u8)
         if want_sample and self.rec.samples and dtype in self._float and u8.size:
             return (meta, HAS_SAMPLE, dig, self.rec.sample(u8, a.itemsize), None)
         return (meta, 0, dig, None, None)
@@ -483,7 +484,7 @@ class TFRecorder:
         if self._on_gpu and args:
             parts = []
             for t in args:
-                s, n = fp.tf_partial(t)
+                s, n = _digest.partial(t)
                 parts += [s, tf.cast(n, tf.int64)]
             args = parts
         tf.numpy_function(functools.partial(_graph_hook, idx), args, Tout=[], stateful=True, name="fwd9m_digest")

@@ -106,9 +106,16 @@ class TorchBackend(BackendBase):
     def digest(self, value: Any) -> int | None:
         if not (type(value).__module__ or "").startswith("torch"):
             return None
-        from ..fingerprint import torch_digest
+        from ._digest import digest as torch_digest
 
         return torch_digest(value)
+
+    def digest_partial(self, value: Any) -> tuple[Any, int] | None:
+        if not (type(value).__module__ or "").startswith("torch"):
+            return None
+        from ._digest import partial
+
+        return partial(value)
 
     def runtime_info(self) -> dict[str, Any]:
         import torch

@@ -26,6 +26,7 @@ from typing import Any
 from .. import fingerprint as fp
 from ..debug._common import Recording, guarded, user_location
 from ..debug._store import HAS_SAMPLE, IS_MODEL_INPUT, IS_PARAM
+from . import _digest
 
 __all__ = ["TorchRecorder"]
 
@@ -359,15 +360,15 @@ class TorchRecorder:
                         return (meta, flags | HAS_SAMPLE, hit[2], hit[3], None)
                     return (meta, flags, hit[2], None, None)
             try:
-                u8 = fp._torch_cpu_bytes(t, memory_order=True)
+                u8 = _digest.cpu_bytes(t, memory_order=True)
             except (RuntimeError, TypeError):  # sparse, quantized, meta...
                 return (meta, flags, None, None, None)
-            dig = fp.finalize(fp._numpy_partial(fp._bytes_to_words(u8)), u8.size)
+            dig = fp.u8_digest(u8)
             sample = None
             if want_sample and u8.size:
                 sample = rec.sample(u8, t.element_size())
                 flags |= HAS_SAMPLE
-            if key is not None and (t.is_contiguous() or fp._dense_permuted(t.shape, t.stride())):
+            if key is not None and (t.is_contiguous() or _digest.dense_permuted(t.shape, t.stride())):
                 try:
                     ref = weakref.ref(t, functools.partial(_forget, self._known, key))
                 except TypeError:
@@ -379,7 +380,7 @@ class TorchRecorder:
             return (meta, flags, dig, sample, None)
         if t.is_sparse or t.layout != self.torch.strided or t.device.type == "meta":
             return (meta, flags, None, None, None)
-        partial, nbytes = fp.torch_partial(t)
+        partial, nbytes = _digest.partial(t)
         self._partials.append(partial)
         return (meta, flags, ("partial", len(self._partials) - 1, nbytes), None, None)
 
@@ -547,7 +548,7 @@ class TorchRecorder:
         """(meta id, raw bytes) for a full capture; copies the tensor to the host."""
         meta = self.rec.meta_id(str(t.dtype).replace("torch.", ""), tuple(t.shape))
         try:
-            return meta, fp._torch_cpu_bytes(t.detach().cpu()).tobytes()
+            return meta, _digest.cpu_bytes(t.detach().cpu()).tobytes()
         except (RuntimeError, TypeError):
             return meta, b""
 
