@@ -277,3 +277,20 @@ def test_ranks_interleaving_a_shared_stdout_is_no_difference(tmp_path, mode, how
         )
         for n in result["notes"]
     ), result["notes"]
+
+
+def test_finding_the_model_of_an_optimizer_warns_nothing():
+    # scanning live objects with isinstance read torch.distributed.reduce_op's __class__,
+    # which printed torch's FutureWarning into the user's output
+    import warnings
+
+    torch = pytest.importorskip("torch")
+
+    from fwd9m.distributed._replicas import _model_of
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert _model_of(optimizer) is model
+    assert [str(w.message) for w in caught] == []

@@ -511,8 +511,11 @@ def _model_of(optimizer: Any) -> Any:
     if not params:
         return None
     first = params[0]
+    module = torch.nn.Module
+    # issubclass(type(o)), not isinstance: isinstance reads o.__class__, which on
+    # torch.distributed.reduce_op (a deprecated alias) emits a FutureWarning to the user
     candidates = [
-        o for o in gc.get_objects() if isinstance(o, torch.nn.Module) and any(p is first for p in o.parameters())
+        o for o in gc.get_objects() if issubclass(type(o), module) and any(p is first for p in o.parameters())
     ]
     inner = {id(c) for o in candidates for c in o.modules() if c is not o}
     roots = [o for o in candidates if id(o) not in inner]
