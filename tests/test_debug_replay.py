@@ -175,3 +175,33 @@ def test_debug_replay_is_a_debug_subcommand_and_bad_input_is_exit_2(tmp_path, ca
     missing = tmp_path / "none.trace"
     assert cli.main(["debug", "replay", str(missing), "--op", "3"]) == 2
     assert "none.trace" in capsys.readouterr().err
+
+
+def test_a_targeted_run_over_its_timeout_is_killed_with_what_it_started(tmp_path):
+    # the targeted run used subprocess.run(timeout=), which kills only the child: a
+    # grandchild (a data loader worker, a launcher's rank) outlived fwd9m debug
+    import subprocess
+    import sys
+    import time
+
+    from fwd9m.errors import RunError
+
+    pidfile = tmp_path / "grandchild.pid"
+    code = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(600)"
+    )
+    with pytest.raises(RunError, match="took over 3 s"):
+        _replay._run_logged([sys.executable, "-c", code], "train.py", 7, str(tmp_path), None, 3)
+    pid = int(pidfile.read_text())
+    for _ in range(100):  # reaped by init shortly after the kill
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        if subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True).stdout.startswith("Z"):
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"grandchild {pid} still runs after the targeted run timed out")

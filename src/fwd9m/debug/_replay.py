@@ -283,10 +283,12 @@ def confirm(
     from ._store import TraceReader
 
     seq = int(first.seq)
-    folder = tempfile.mkdtemp(prefix="fwd9m-replay-")
-    trace = trace or os.path.join(folder, "targeted.trace")
+    if trace is None or cwd is None:  # a folder of its own only for what the caller did not give
+        folder = tempfile.mkdtemp(prefix="fwd9m-replay-")
+        trace = trace or os.path.join(folder, "targeted.trace")
+        cwd = cwd or tempfile.mkdtemp(prefix="cwd-", dir=folder)
     cmd = _targeted_command(trace, seq, target, args, module, frameworks)
-    returncode, tail = _run_logged(cmd, target, seq, cwd, folder, env, timeout)
+    returncode, tail = _run_logged(cmd, target, seq, cwd, env, timeout)
     if returncode != 0 or not os.path.exists(capture_path(trace, seq)):
         raise RunError(
             f"the targeted run of {target} (to capture op #{seq}) failed (exit {returncode}) "
@@ -323,27 +325,27 @@ def _targeted_command(trace: str, seq: int, target: str, args, module: bool, fra
 
 
 def _run_logged(
-    cmd: list[str], target: str, seq: int, cwd: str | None, folder: str, env: dict | None, timeout: float | None
+    cmd: list[str], target: str, seq: int, cwd: str, env: dict | None, timeout: float | None
 ) -> tuple[int, str]:
-    """Run the targeted run ``cmd`` in ``cwd`` (default: a new empty folder in ``folder``);
-    its exit status and last 1500 bytes of output.
+    """Run the targeted run ``cmd`` in ``cwd``, in a process group of its own (so that
+    nothing it started outlives it); its exit status and last 1500 bytes of output.
 
     Raises:
-        RunError: it ran over ``timeout`` seconds.
+        RunError: it ran over ``timeout`` seconds (its whole process group is killed).
     """
+    from .._runtime.process import kill_group, kill_leftovers
+
     with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, env={**os.environ, **(env or {})}, stdout=log, stderr=log, start_new_session=True
+        )
         try:
-            proc = subprocess.run(
-                cmd,
-                cwd=cwd or tempfile.mkdtemp(prefix="cwd-", dir=folder),
-                env={**os.environ, **(env or {})},
-                stdout=log,
-                stderr=log,
-                timeout=timeout,
-                check=False,
-            )
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            kill_group(proc)
             raise RunError(f"the targeted run of {target} (to capture op #{seq}) took over {timeout} s") from None
+        finally:
+            kill_leftovers(proc)
         log.seek(0)
         tail = log.read()[-1500:].decode("utf-8", "replace")
     return proc.returncode, tail
