@@ -68,3 +68,41 @@ def test_debug_script_returns_the_report_of_two_fresh_runs(tmp_path, monkeypatch
     assert report.a == "run1.trace" and "--keep DIR keeps the traces" in report.render()
     assert any(m.startswith("recording run 1/2") for m in said) and "comparing" in said, said
     assert sorted(os.listdir(tmp_path)) == ["unseeded.py"]  # the runs' folders and traces are gone
+
+
+_LOADER_WORKERS = """import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Squares(Dataset):  # ops in the DataLoader workers: more than one trace frame
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        x = torch.full((8,), float(i))
+        for _ in range(60):
+            x = x * 0.5 + 1.0
+        return x, torch.tensor(i % 2)
+
+
+torch.manual_seed(0)
+model = torch.nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(Squares(), batch_size=16, shuffle=True, num_workers=2, generator=torch.Generator().manual_seed(1))
+for xb, yb in loader:
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(xb), yb).backward()
+    opt.step()
+"""
+
+
+def test_dataloader_workers_do_not_write_into_the_trace(tmp_path, monkeypatch):
+    """Forked DataLoader workers inherited the recorder and wrote their ops into the
+    parent's trace, interleaved in a different order each run: a reproducible training
+    was reported as an EXTERNAL SOURCE at the dataset's torch.full."""
+    pytest.importorskip("torch")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(_LOADER_WORKERS)
+    report = debug_script("train.py", [], DebugOptions(hashseed_check=False, timeout=300))
+    assert report.reproducible, report.render()
+    assert report.ops_a < 400, report.ops_a  # the parent's ops only (the workers ran ~8000)

@@ -174,6 +174,8 @@ class TraceWriter:
     def __init__(self, path: str | os.PathLike[str], header: dict[str, Any]):
         self.path = os.fspath(path)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        #: a forked child (a DataLoader worker) shares the file: only this process writes
+        self._pid = os.getpid()
         os.write(self._fd, MAGIC + struct.pack("<HH", FORMAT_VERSION, 0))
         self._buf = bytearray()
         self._strings: dict[str, int] = {}
@@ -186,6 +188,8 @@ class TraceWriter:
 
     # -- low level
     def _write_frame(self, payload: bytes | bytearray) -> None:
+        if os.getpid() != self._pid:  # a forked child's records would interleave with ours
+            return
         frame = _FRAME_HEAD.pack(len(payload)) + bytes(payload) + _FRAME_HEAD.pack(zlib.crc32(payload))
         os.write(self._fd, frame)
         self.bytes_written += len(frame)
@@ -242,6 +246,10 @@ class TraceWriter:
 
     def close(self, end: dict[str, Any] | None = None) -> None:
         if self._fd is None:
+            return
+        if os.getpid() != self._pid:  # a forked child: the file is the parent's to end
+            os.close(self._fd)
+            self._fd = None
             return
         info = {"ops": self.ops, "tensors": self.tensors, **(end or {})}
         data = json.dumps(info, default=str).encode()

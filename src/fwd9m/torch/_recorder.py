@@ -20,6 +20,7 @@ unchanged, and is written as "not recorded" (:meth:`Recording.failed`).
 from __future__ import annotations
 
 import functools
+import os
 import weakref
 from typing import Any
 
@@ -90,6 +91,23 @@ class _OpInfo:
         "ignore_in_data",
         "arg_names",
     )
+
+
+#: recorders between start() and stop(), left by a forked child (:func:`_after_fork`)
+_active: weakref.WeakSet = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    """In a child forked while recording (a DataLoader worker, ``multiprocessing``'s
+    fork): record nothing there. The trace is the parent's (its writer drops a child's
+    records, which would interleave with the parent's in a different order each run),
+    and the child's ops need not pay for digests. What the child computes reaches the
+    parent as values the parent's recorded ops read."""
+    for recorder in list(_active):
+        recorder._leave_child()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 class TorchRecorder:
@@ -293,8 +311,23 @@ class TorchRecorder:
         ]
         self._patch_dataloader()
         self._window()
+        _active.add(self)
+
+    def _leave_child(self) -> None:
+        """:func:`_after_fork`: leave the dispatch mode and remove the hooks, writing nothing."""
+        _active.discard(self)
+        mode, self._mode = self._mode, None
+        try:
+            if mode is not None:
+                mode.__exit__(None, None, None)
+            for h in self._handles:
+                h.remove()
+        except Exception:  # noqa: BLE001 - a recorder never breaks the program
+            pass
+        self._handles, self._pending, self._partials = [], [], []
 
     def stop(self) -> None:
+        _active.discard(self)
         if self._mode is not None:
             self._mode.__exit__(None, None, None)
             self._mode = None
