@@ -323,7 +323,8 @@ def _side_by_side(
     pair = [_new_run(root / "side-by-side", k, *plan[k][:2], plan[k][3]) for k in (0, 1)]
     which = [f"{k + 1}/{len(plan)}" for k in (0, 1)]
     say(
-        "runs 1 and 2 run side by side, to stop both at the first training step that differs (--no-early-stop: one after the other)"
+        "runs 1 and 2 run side by side, to stop both at the first training step that differs "
+        "(--no-early-stop: one after the other)"
     )
     envs = [{**o.env, **plan[k][2]} for k in (0, 1)]
     found = run_pair(pair, prog.invocation, o.cwd, envs, site, o.timeout, which, say, guard, prog.display)
