@@ -6,8 +6,13 @@ diverges at step k (one gradient element one ulp off), for k = 0, 150, 299.
 
 Prints, in seconds: the start-up (``fwd9m run`` of zero steps: interpreter and torch
 import), the plain run of k + 1 steps and of all 300, run 1 writing its digests
-(``--digests``), and run 2 against them (``--against``), which stops at step k. The
-issue's target for the whole diagnosis is <= 2 x plain(k + 1) + the start-ups.
+(``--digests``), and run 2 against them (``--against``), which stops at step k. Then
+the same for ``fwd9m check`` (its runs side by side, stopped at step k; the divergence
+is a value of ``os.urandom``, so that two runs of one command differ) and, with
+``--debug``, ``fwd9m debug`` (today: both whole runs recorded op by op). The issue's
+target for the whole diagnosis is <= 2 x plain(k + 1) + the start-ups.
+
+    python benchmarks/early_stop.py [--debug]
 """
 
 from __future__ import annotations
@@ -33,16 +38,18 @@ for step in range(int(os.environ.get("STEPS", "300"))):
     if step == k:
         g = model[2].bias.grad
         g.copy_(torch.nextafter(g, torch.full_like(g, 1.0)))
+    if step == int(os.environ.get("URANDOM_AT", "-1")):  # differs between any two runs
+        model[2].bias.grad.add_(1e-9 + int.from_bytes(os.urandom(4), "little") * 1e-12)
     opt.step()
 """
 
 
-def timed(cwd: Path, *args: str, **env: str) -> tuple[float, int]:
+def timed(cwd: Path, *args: str, command: str = "run", **env: str) -> tuple[float, int]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("FWD9M_")}
     full.update(env)
     t0 = time.perf_counter()
     r = subprocess.run(
-        [sys.executable, "-m", "fwd9m", "run", *args], cwd=cwd, env=full, capture_output=True, text=True, check=False
+        [sys.executable, "-m", "fwd9m", command, *args], cwd=cwd, env=full, capture_output=True, text=True, check=False
     )
     return time.perf_counter() - t0, r.returncode
 
@@ -66,6 +73,12 @@ def main() -> int:
             f"diagnosis (run 1 + run 2) {ref + against:.2f}  target 2 x plain(k+1) + start-ups "
             f"{2 * part:.2f}"
         )
+        check, code = timed(cwd, "-q", "train.py", command="check", URANDOM_AT=str(k))
+        line = f"k={k:<3}  fwd9m check {check:.2f} (exit {code}, {check / part:.2f}x plain(k+1))"
+        if "--debug" in sys.argv:
+            debug, code = timed(cwd, "-q", "train.py", command="debug", URANDOM_AT=str(k))
+            line += f"  fwd9m debug {debug:.2f} (exit {code}, {debug / plain:.2f}x the plain 300 steps)"
+        print(line, flush=True)
     return 0
 
 
