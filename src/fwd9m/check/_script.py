@@ -320,7 +320,7 @@ def _side_by_side(
     after the other)."""
     from ._lockstep import doubt, run_pair
 
-    pair = [_new_run(root / "side-by-side", k, *plan[k][:2], plan[k][3]) for k in (0, 1)]
+    pair = [_new_run(root / "side-by-side", k, plan[k][0], plan[k][1], plan[k][3]) for k in (0, 1)]
     which = [f"{k + 1}/{len(plan)}" for k in (0, 1)]
     say(
         "runs 1 and 2 run side by side, to stop both at the first training step that differs "
