@@ -73,6 +73,30 @@ def test_divergence_at_step_150_of_300_is_diagnosed_there(train):
     assert "run 1: step" in out.stderr or "differ at step 150: both stopped" in out.stderr
 
 
+def test_debug_records_only_the_diverging_step_150(train):
+    """fwd9m debug: the digest runs find step 150; the op-level runs record that step
+    only and end after it; the first divergence is the value os.urandom added there."""
+    pytest.importorskip("torch")
+    full = {k: v for k, v in os.environ.items() if not k.startswith("FWD9M_")}
+    full.update(DIVERGE_AT="150", PYTHONHASHSEED="0")  # no hash-seed runs
+    out = subprocess.run(
+        [sys.executable, "-m", "fwd9m", "debug", "--format", "json", "train.py"],
+        cwd=train,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 1, out.stderr
+    report = json.loads(out.stdout)
+    assert report["first"]["step"] == 150 and report["kind"] == "external", report["first"]
+    assert "train.py:15" in report["first"]["location"]  # the add_ of the os.urandom value
+    assert report["notes"][0].startswith(
+        "early stop: step digests of two runs side by side first differ at optimizer step 150"
+    )
+    assert "op-level runs of that step only" in out.stderr
+
+
 def test_reproducible_training_stays_reproducible(train):
     """The rng digests differ at every step (an unseeded random.random()), the script's
     outputs do not: REPRODUCIBLE, with the whole comparison done."""
