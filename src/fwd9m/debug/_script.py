@@ -312,6 +312,47 @@ def _record(
     return proc.returncode
 
 
+def _side_by_side(s: _Session, paths: list[str]) -> list[int] | None:
+    """The early stop's two op-level runs of one step, side by side (their exit
+    statuses); None when one changed your directory through its links, where the other
+    could read it: your files are put back and the caller runs them one after the other."""
+    from .._runtime.process import kill_group, kill_leftovers
+    from .._runtime.workdir import snapshot_tree
+    from ._common import ENV_STOP_AFTER
+
+    runs = []
+    try:
+        for i, out in enumerate(paths, 1):
+            cwd, watch, env = _run_folder(s, out, {ENV_STOP_AFTER: "1"})
+            log = os.path.splitext(out)[0] + ".log" if not s.options.show_output else None
+            s.say(f"recording run {i}/2 (side by side)")
+            runs.append((out, watch, log, _start(_child_command(s, out, None), env, cwd, log)))
+        t0 = time.perf_counter()
+        for i, (out, _, log, proc) in enumerate(runs, 1):
+            _wait(s, proc, out, f"run {i}/2", log)
+    except BaseException:
+        for run in runs:
+            kill_group(run[3])
+        raise
+    s.say(f"  both done in {time.perf_counter() - t0:.1f} s")
+    changed = False
+    for i, (out, watch, log, proc) in enumerate(runs, 1):
+        kill_leftovers(proc)
+        if watch is not None:
+            after = snapshot_tree(Path.cwd(), own=Path(os.path.dirname(os.path.abspath(out))))
+            changed |= any(watch.entries.get(k) != v for k, v in after.entries.items())
+        if proc.returncode or not os.path.exists(out) or not os.path.getsize(out):
+            _show_log(s, log, f"run {i}/2 exited with status {proc.returncode}")
+    if changed:
+        for out, watch, _, _ in runs:
+            _note_writes_through_links(s, watch, os.path.dirname(os.path.abspath(out)), "a run side by side")
+        s.say("the runs side by side changed your directory; recording them again one after the other")
+        return None
+    if any(not os.path.exists(out) or not os.path.getsize(out) for out, *_ in runs):
+        raise RunError(f"recording {s.target} failed before the trace was opened; see the messages above")
+    return [proc.returncode for *_, proc in runs]
+
+
 def _run_folder(s: _Session, out: str, env: dict[str, str] | None) -> tuple[str | None, Any, dict | None]:
     """The working folder of one recorded run: for ``fwd9m debug`` (two runs), a folder
     of its own beside the trace (``run1.files/``), linking to the entries of the current
@@ -637,7 +678,9 @@ def _two_runs(s: _Session, directory: str) -> DebugReport:
         assert first_pass is not None and first_pass.first is not None
         s.steps = (first_pass.first.step, first_pass.first.step)
     paths = [os.path.join(directory, f"run{i}.trace") for i in (1, 2)]
-    codes = [_record(s, p, label=f"run {i}/2", quiet=True) for i, p in enumerate(paths, 1)]
+    codes = _side_by_side(s, paths) if s.stop_after else None
+    if codes is None:
+        codes = [_record(s, p, label=f"run {i}/2", quiet=True) for i, p in enumerate(paths, 1)]
     s.say("comparing")
     report = compare(*paths)
     if first_pass is not None:
