@@ -205,3 +205,31 @@ def test_damaged_digest_files_are_exit_2_for_every_reader(tmp_path, capsys, monk
     assert code == 2 and "bad.steps" in err and "never run" not in err, err
     code, err = cli_in_process(capsys, "debug", "diff", "good.steps", "bad.steps")
     assert code == 2 and "bad.steps" in err, err
+
+
+# a custom loop with fwd9m.debug.step_digest and no file of its own: NumPy only (cheap)
+LOOP = """
+import os
+import numpy as np
+import fwd9m.debug
+w = np.zeros(4)
+for i in range(10):
+    w = w + 1.0
+    if i == int(os.environ.get("AT", "-1")):
+        w[0] += 1e-9 + int.from_bytes(os.urandom(4), "little") * 1e-12
+    fwd9m.debug.step_digest(i, params={"w": w})
+print(w.sum())
+"""
+
+
+def test_step_digest_loop_stops_at_its_step_and_every_run_records(tmp_path):
+    """Regression: only runs 1 and 2 had somewhere to write steps, so run 3 of a script
+    calling step_digest() without a path stopped with an error: a false NOT REPRODUCIBLE."""
+    (tmp_path / "loop.py").write_text(LOOP)
+    out = check(tmp_path, "--format", "json", "--runs", "3", "loop.py")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert [r["returncode"] for r in json.loads(out.stdout)["runs"]] == [0, 0, 0]
+    out = check(tmp_path, "--format", "json", "loop.py", AT="3")
+    assert out.returncode == 1, out.stderr
+    (finding,) = json.loads(out.stdout)["findings"]
+    assert finding["summary"].startswith("training step 3:") and "params: w" in finding["detail"]

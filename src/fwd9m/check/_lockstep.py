@@ -234,6 +234,7 @@ def early_result(
     source: str | None,
     argv: list[str] | None = None,
     env: dict[str, str] | None = None,
+    hash_seed_set: bool = True,
 ):
     """The :class:`~fwd9m.check.CheckResult` of runs stopped at ``found``: one ``step``
     finding naming the step, the tensors and the process; the next steps and catalog
@@ -267,6 +268,11 @@ def early_result(
         f"step whose {', '.join(groups)} differ; their printed output, files and final state were not "
         f"compared. To run both to the end: fwd9m check --no-early-stop {display}"
     )
+    if not hash_seed_set:
+        result.notes.append(
+            "PYTHONHASHSEED was unset, so the string-hash seed differed between the runs too; "
+            f"fwd9m check --no-early-stop {display} tests whether it is the cause"
+        )
     if _debug_can_record(found.environment):
         result.next_steps.append(f"find the first op that differs: fwd9m debug {_debug_args(display, False)}")
     device = "gpu" if (found.environment or {}).get("gpus") else "cpu"

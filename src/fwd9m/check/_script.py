@@ -300,9 +300,8 @@ def _run_all(
             return done, found
     for k, (label, cmd, extra_env, settings) in enumerate(plan[len(done) :], start=len(done)):
         run = _new_run(root, k, label, cmd, settings)
-        _execute(
-            run, prog.invocation, o.cwd, {**o.env, **extra_env}, site, o.timeout, f"{k + 1}/{len(plan)}", say, guard
-        )
+        env = {**o.env, **extra_env, **_steps_env(prog, run)}
+        _execute(run, prog.invocation, o.cwd, env, site, o.timeout, f"{k + 1}/{len(plan)}", say, guard)
         done.append(run)
     if o.timeout is not None and all(r.info.timed_out for r in done):
         raise RunError(
@@ -310,6 +309,19 @@ def _run_all(
             f"or check the script for a hang (the whole process group was killed)"
         )
     return done, None
+
+
+def _steps_env(prog: _Program, run: _Run) -> dict[str, str]:
+    """Every run but a command's records its steps, as runs 1 and 2 side by side do, so
+    that all runs are alike: a step callback without a file of its own
+    (``StepDigests()``) writes there instead of stopping the script with an error."""
+    from ..steps._session import ENV_CHECK
+
+    if prog.mode == "command":
+        return {}
+    folder = run.root / "steps"
+    folder.mkdir(parents=True, exist_ok=True)
+    return {ENV_CHECK: str(folder)}
 
 
 def _side_by_side(
@@ -357,7 +369,7 @@ def _hash_seed_runs(
             run,
             prog.invocation,
             o.cwd,
-            {**o.env, "PYTHONHASHSEED": str(seed)},
+            {**o.env, "PYTHONHASHSEED": str(seed), **_steps_env(prog, run)},
             site,
             o.timeout,
             f"{k}/{MAX_RUNS} at most",
@@ -396,7 +408,8 @@ def _check(prog: _Program, o: CheckOptions, say: Callable[[str], None]) -> Check
         if found is not None:
             from ._lockstep import early_result
 
-            result = early_result(prog.display, done, found, prog.source, argv=argv, env=known_env)
+            seeded = "PYTHONHASHSEED" in {**os.environ, **o.env}
+            result = early_result(prog.display, done, found, prog.source, argv, known_env, seeded)
         else:
             result = _compare_runs(prog.display, done, prog.source, o.command, o.strict, argv=argv, env=known_env)
         result.notes[:0] = _run_notes(done, prog.display, guard)
