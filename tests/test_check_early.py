@@ -233,3 +233,17 @@ def test_step_digest_loop_stops_at_its_step_and_every_run_records(tmp_path):
     assert out.returncode == 1, out.stderr
     (finding,) = json.loads(out.stdout)["findings"]
     assert finding["summary"].startswith("training step 3:") and "params: w" in finding["detail"]
+
+
+def test_the_stream_says_who_recorded_its_steps(tmp_path):
+    """fwd9m debug narrows to an optimizer step only for streams of the automatic hook
+    (one record per optimizer.step()); a callback's step may hold several."""
+    from fwd9m.steps import StepReader, StepSession
+
+    for claim, source in ((None, "auto"), ("lightning", "lightning")):
+        session = StepSession(str(tmp_path / f"{source}.steps"), quiet=True)
+        if claim:
+            session.claim(claim)
+        session.record([("params", "w", "float32[1]", 1)], source=claim or "auto")
+        session.finish()
+        assert StepReader(tmp_path / f"{source}.steps").header["source"] == source

@@ -54,6 +54,9 @@ class Divergence:
     process: str
     environment: dict | None = None
     other: list[str] = field(default_factory=list)  #: ``group/name`` that differ there but do not stop a run
+    #: who recorded the steps (the stream header's ``source``): ``"auto"`` is one record
+    #: per PyTorch ``optimizer.step()``; else the callback or ``step_digest``
+    source: str | None = None
 
 
 class _Streams:
@@ -113,6 +116,7 @@ def _first_divergence(a: _Streams, b: _Streams, start: int, display: str) -> tup
                 f"{display} (the process that trained: pid {a.pid} in run 1, pid {b.pid} in run 2)",
                 header.get("environment"),
                 other,
+                header.get("source"),
             )
     return n, None
 

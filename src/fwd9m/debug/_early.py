@@ -6,10 +6,12 @@ only and end right after it (:data:`~fwd9m.debug._common.ENV_STOP_AFTER`).
 
 Steps are PyTorch optimizer steps here: the digest runs number them as the PyTorch
 recorder's step window does (one per ``optimizer.step()``, from 0), so it is used for
-scripts that import PyTorch and no other framework recorded, and not when the steps
-are named (``--steps``). Where no step differs (no optimizer step, a script that
-differs only after training, runs that changed your files) nothing is narrowed and
-``fwd9m debug`` records the whole runs, as without it.
+scripts that import PyTorch and no other framework recorded, only when the automatic
+optimizer hook recorded the steps (a callback's step may hold several optimizer steps,
+with gradient accumulation), and not when the steps are named (``--steps``). Where no
+step differs (no optimizer step, a script that differs only after training, runs that
+changed your files) nothing is narrowed and ``fwd9m debug`` records the whole runs, as
+without it.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ def first_step(s: Any, directory: str) -> Any:
         s.say("step digests: no training step differs; recording the whole runs")
         return None
     reason = doubt(runs, True)
+    if found.source != "auto":  # a callback's step need not be an optimizer step (accumulation)
+        reason = f"its steps were recorded by {found.source or 'an unknown source'}, not counted as optimizer steps"
     if reason is not None:
         s.say(f"step digests: the runs differ at step {found.step}, but {reason}; recording the whole runs")
         return None

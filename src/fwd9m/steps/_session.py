@@ -89,7 +89,10 @@ class StepSession:
     def _header(self) -> dict[str, Any]:
         from .. import environment
 
-        return {"program": self.program, "created": time.time(), "environment": environment.collect()}
+        # who records the steps: "auto" (the PyTorch optimizer hook: one record per
+        # optimizer.step()) or the integration that claimed the session
+        source = self.claimed or AUTO
+        return {"program": self.program, "created": time.time(), "environment": environment.collect(), "source": source}
 
     def _start(self) -> None:
         header = self._header()
