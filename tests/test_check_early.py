@@ -247,3 +247,18 @@ def test_the_stream_says_who_recorded_its_steps(tmp_path):
         session.record([("params", "w", "float32[1]", 1)], source=claim or "auto")
         session.finish()
         assert StepReader(tmp_path / f"{source}.steps").header["source"] == source
+
+
+def test_steps_of_a_process_the_script_starts_are_not_compared(tmp_path):
+    """Regression: the only stream of each run came from a child process (which child
+    pairs with which is unknown); compared, its random digests made a false NOT
+    REPRODUCIBLE of a script whose output is the same."""
+    child = (
+        "import os, numpy as np, fwd9m.debug; "
+        "fwd9m.debug.step_digest(0, params={'w': np.frombuffer(os.urandom(8), dtype=np.uint8)})"
+    )
+    (tmp_path / "parent.py").write_text(
+        f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {child!r}], check=True)\nprint('done')\n"
+    )
+    out = check(tmp_path, "parent.py")
+    assert out.returncode == 0 and out.stdout.startswith("REPRODUCIBLE"), out.stdout + out.stderr

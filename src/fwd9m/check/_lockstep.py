@@ -1,23 +1,23 @@
 """The early stop of ``fwd9m check``: run 1 and run 2 run side by side, each process
-writing its training steps' digests (:data:`fwd9m.steps._session.ENV_CHECK`, the
-PyTorch optimizer hooks and the step callbacks); this process compares the two
-streams as they grow and stops both runs at the first step where a tensor that
-determines the result differs.
+writing its training steps' digests (:data:`fwd9m.steps._session.ENV_CHECK`, the PyTorch
+optimizer hooks and the step callbacks); this process compares the two streams as they
+grow and stops both runs at the first step where a tensor that determines the result
+differs.
 
-Only :data:`RESULT_GROUPS` stop a run: the parameters before the first update, the
-loss, gradients, parameters, buffers and optimizer state. RNG states, batches and the
-step numbers do not (a script may draw different random numbers that never reach its
-result); a run with more or fewer steps, a crash, a timeout, a script that records no
-step or records them in more than one process: the runs go on to the end and are
-compared as without the early stop. Side by side, runs could meet where sequential
-runs do not (the user's directory through the links of their folders, a port); so a
-pair whose runs changed the user's directory, or ended differently, is not trusted:
-:func:`doubt` says so and the caller runs them again one after the other.
+Only :data:`RESULT_GROUPS` stop a run: the parameters before the first update, the loss,
+gradients, parameters, buffers and optimizer state. RNG states, batches and the step
+numbers do not (a script may draw different random numbers that never reach its result);
+a run with more or fewer steps, a crash, a timeout, a script whose own process records
+no step (the processes it starts are not compared: which pairs with which is unknown):
+the runs go on to the end and are compared as without the early stop. Side by side, runs
+could meet where sequential runs do not (the user's directory through the links of their
+folders, a port); so a pair whose runs changed the user's directory, or ended
+differently, is not trusted: :func:`doubt` says so and the caller runs them again one
+after the other.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -60,40 +60,36 @@ class Divergence:
 
 
 class _Streams:
-    """The step streams of one run: one file per process that recorded steps."""
+    """The step stream of one run's own process (``steps-<pid>``; what the processes it
+    starts record is not compared: which of them pairs with which is unknown)."""
 
     def __init__(self, folder: Path):
         self.folder = folder
-        self.followers: dict[str, StepFollower] = {}
+        self.follower: StepFollower | None = None
         self.records: list[StepRecord] = []
+        self.pid: int | None = None  #: the run's process, once started
         self.off: str | None = None  #: why this run's steps are not compared
 
     def poll(self) -> None:
-        if self.off:
+        if self.off or self.pid is None:
             return
         try:
-            for name in sorted(os.listdir(self.folder)):
-                if name not in self.followers:
-                    self.followers[name] = StepFollower(self.folder / name)
-            if len(self.followers) > 1:
-                self.off = f"{len(self.followers)} processes recorded training steps"
-                return
-            for f in self.followers.values():
-                self.records += f.poll()
+            if self.follower is None:
+                path = self.folder / f"steps-{self.pid}"
+                if not path.exists():
+                    return
+                self.follower = StepFollower(path)
+            self.records += self.follower.poll()
         except (OSError, FileFormatError) as exc:
             self.off = f"its step digests could not be read ({exc})"
 
     @property
-    def pid(self) -> str:
-        return next(iter(self.followers), "steps-?").removeprefix("steps-")
-
-    @property
     def header(self) -> dict | None:
-        return next((f.header for f in self.followers.values()), None)
+        return self.follower.header if self.follower is not None else None
 
     def close(self) -> None:
-        for f in self.followers.values():
-            f.close()
+        if self.follower is not None:
+            self.follower.close()
 
 
 def _first_divergence(a: _Streams, b: _Streams, start: int, display: str) -> tuple[int, Divergence | None]:
@@ -113,7 +109,7 @@ def _first_divergence(a: _Streams, b: _Streams, start: int, display: str) -> tup
                 b.records[i].step,
                 stop,
                 d.compared,
-                f"{display} (the process that trained: pid {a.pid} in run 1, pid {b.pid} in run 2)",
+                f"{display} (the run's own process: pid {a.pid} in run 1, pid {b.pid} in run 2)",
                 header.get("environment"),
                 other,
                 header.get("source"),
@@ -144,6 +140,7 @@ def run_pair(
         folder.mkdir(parents=True)
         streams.append(_Streams(folder))
         launched.append(_launch(run, invocation, cwd_mode, {**env, ENV_CHECK: str(folder)}, site, w, say))
+        streams[-1].pid = launched[-1].proc.pid if launched[-1] is not None else None
     stopped: list[int] = []
     try:
         found = _watch(runs, launched, streams, timeout, say, display, stopped)
