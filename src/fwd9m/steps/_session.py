@@ -216,7 +216,6 @@ def from_env() -> StepSession | None:
 def start() -> StepSession | None:
     """In a run's process: the session of the environment (None without one), with
     PyTorch's optimizer hooks installed when torch is (or gets) imported."""
-    import sys
 
     session = from_env()
     if session is None:
