@@ -2,7 +2,7 @@
 """Time to diagnosis with a reference stream: a 300-step PyTorch training whose run 2
 diverges at step k (one gradient element one ulp off), for k = 0, 150, 299.
 
-    python benchmarks/early_stop.py [--debug]
+    python benchmarks/early_stop.py [--debug]     # EARLY_STOP_KS=150: that k only
 
 Prints, in seconds: the start-up (``fwd9m run`` of zero steps: interpreter and torch
 import), the plain run of k + 1 steps and of all 300, run 1 writing its digests
@@ -65,7 +65,7 @@ def main() -> int:
         f"start-up {startup:.2f}  plain 300 steps {plain:.2f}  run 1 with --digests {ref:.2f} "
         f"({(ref - startup) / max(plain - startup, 1e-9):.2f}x the plain steps)"
     )
-    for k in (0, 150, 299):
+    for k in [int(x) for x in os.environ.get("EARLY_STOP_KS", "0,150,299").split(",")]:
         part, _ = timed(cwd, "train.py", STEPS=str(k + 1))
         against, code = timed(cwd, "--against", "ref.steps", "train.py", DIVERGE_AT=str(k))
         print(
