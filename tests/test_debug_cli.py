@@ -109,9 +109,18 @@ def test_record_diff_and_clear_errors(fwd9m_cli, tmp_path):
 
 
 def test_fast_two_pass(fwd9m_cli, tmp_path):
+    """The module-level pass (--no-early-stop: with it, PyTorch's step digests find the
+    step instead, test_check_early.py)."""
     pytest.importorskip("torch")
     p = fwd9m_cli(
-        "debug", "--fast", "--no-hashseed-check", "--format", "json", str(DATA / "torch_data_order.py"), cwd=tmp_path
+        "debug",
+        "--fast",
+        "--no-early-stop",
+        "--no-hashseed-check",
+        "--format",
+        "json",
+        str(DATA / "torch_data_order.py"),
+        cwd=tmp_path,
     )
     assert p.returncode == 1, p.stderr
     report = json.loads(p.stdout)

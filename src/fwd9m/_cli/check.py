@@ -68,6 +68,13 @@ def add_arguments(p) -> None:
     )
     p.add_argument("--keep", action="store_true", help="keep the runs' directories and say where")
     p.add_argument(
+        "--no-early-stop",
+        dest="early_stop",
+        action="store_false",
+        help="run 1 and 2 one after the other to the end, not side by side stopping at the first "
+        "training step whose loss, parameters, gradients, buffers or optimizer state differ",
+    )
+    p.add_argument(
         "--no-hashseed-check",
         dest="hashseed_check",
         action="store_false",
@@ -230,6 +237,7 @@ def _check_script(args, command: bool, target: str, script_args: list[str], env:
         progress=progress,
         hashseed_check=args.hashseed_check,
         strict=args.strict,
+        early_stop=args.early_stop,
     )
 
 

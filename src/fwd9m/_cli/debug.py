@@ -120,6 +120,12 @@ def add_arguments(p) -> None:
         help="PyTorch: a module-level pass first, then op-level recording of the "
         "first diverging step only (for long or large runs)",
     )
+    p.add_argument(
+        "--no-early-stop",
+        action="store_true",
+        help="PyTorch: record the whole runs, without first finding the first diverging optimizer "
+        "step with step digests of two runs side by side (and recording that step only)",
+    )
     p.add_argument("--keep", metavar="DIR", help="keep the traces in DIR (without it they are deleted on exit)")
     p.add_argument(
         "--cwd",
@@ -202,6 +208,7 @@ def _options(args: argparse.Namespace):
         hashseed_check=not getattr(args, "no_hashseed_check", False),
         replay=not getattr(args, "no_replay", False),
         show_output=bool(getattr(args, "verbose", 0)),
+        early_stop=not getattr(args, "no_early_stop", False),
     )
 
 

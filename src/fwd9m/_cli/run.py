@@ -436,24 +436,9 @@ def _digest_options(args, launcher: bool, env: dict) -> None:
 def _start_digests() -> Any:
     """In the child: the step session of ``--digests/--against`` (None without them),
     with PyTorch's optimizer hooks installed when torch is (or gets) imported."""
-    from ..steps._session import from_env
+    from ..steps._session import start
 
-    session = from_env()
-    if session is None:
-        return None
-
-    def on_import(name: str) -> None:
-        from ..steps._torch import install
-
-        install(session)
-
-    if "torch" in sys.modules:
-        on_import("torch")
-    else:
-        from .._runtime.bootstrap import _EnableOnImport
-
-        sys.meta_path.insert(0, _EnableOnImport(["torch"], on_import))
-    return session
+    return start()
 
 
 def _exec(argv: list[str], env: dict) -> int:

@@ -552,6 +552,10 @@ def main(argv: list[str] | None = None) -> int:
     if not module and sys.path and os.path.abspath(sys.path[0] or ".") == os.getcwd():
         del sys.path[0]
     install(at_exit=False)
+    if os.environ.get("FWD9M_STEPS_CHECK"):  # fwd9m check's early stop: step digests
+        from ..steps._session import start
+
+        start()
     try:
         code = run_as_main(argv[0], argv[1:], module=module)
     except RunError as exc:

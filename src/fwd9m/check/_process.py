@@ -32,6 +32,8 @@ from ..compare import TEXT_LIMIT, TEXT_SUFFIXES, is_structured, orbax_roots
 from ..errors import FileFormatError
 from ._result import RunInfo
 
+#: how the error of a run the early stop stopped begins (:mod:`fwd9m.check._lockstep`)
+STOPPED = "stopped by the early stop"
 #: seconds between "still running" progress messages
 HEARTBEAT_S = 30.0
 IGNORED_PREFIXES: tuple[str, ...] = ()
@@ -268,6 +270,21 @@ def _collect_outputs(run: _Run, invocation: Path, changed: list[str], logs: list
     run.files = _group_files(dict(sorted(files.items())))
 
 
+@dataclass
+class _Launched:
+    """A run's process while it runs, and what :func:`_collect_run` needs after it."""
+
+    proc: subprocess.Popen
+    linked: Watch | None
+    capdir: Path
+    rankdir: Path
+    t0: float
+
+    @property
+    def stderr_path(self) -> Path:
+        return self.capdir.parent / "stderr"
+
+
 def _execute(
     run: _Run,
     invocation: Path,
@@ -283,6 +300,24 @@ def _execute(
     """Run one run of the script in its own folder and session (process group), and
     collect what it left: its output, files and captured final state. ``control``: see
     :func:`_wait`."""
+    launched = _launch(run, invocation, cwd_mode, extra_env, site, which, say)
+    if launched is None:
+        return
+    _wait(launched.proc, run.info, timeout, launched.t0, say, control)
+    _collect_run(run, launched, invocation, say, guard)
+
+
+def _launch(
+    run: _Run,
+    invocation: Path,
+    cwd_mode: str,
+    extra_env: dict[str, str],
+    site: bool,
+    which: str,
+    say: Callable[[str], None],
+) -> _Launched | None:
+    """Start one run in its own folder and session (process group); None when it could
+    not start (``run.info.error`` says why)."""
     info = run.info
     linked = prepare_cwd(run.cwd, invocation, cwd_mode)
     capdir = run.root / "capture"
@@ -292,7 +327,7 @@ def _execute(
     rankdir = run.root / "ranks"
     say(f"{info.label} ({which}): starting: {' '.join(info.command)}")
     t0 = time.monotonic()
-    with open(run.stdout, "wb") as out, open(stderr_path, "wb") as err:
+    with open(run.stdout, "wb") as out, open(stderr_path, "wb") as err:  # the child keeps its own copies
         if site:  # a launcher's workers write their output to a file per rank (fwd9m._runtime.launch)
             rankdir.mkdir()
             env[ENV_RANK_DIR] = str(rankdir)
@@ -311,12 +346,19 @@ def _execute(
             )
         except OSError as exc:
             info.error = f"could not start: {exc}"
-            return
-        _wait(proc, info, timeout, t0, say, control)
-    logs = _ended(run, proc, stderr_path, rankdir, t0)
+            return None
+    return _Launched(proc, linked, capdir, rankdir, t0)
+
+
+def _collect_run(
+    run: _Run, launched: _Launched, invocation: Path, say: Callable[[str], None], guard: Guard | None = None
+) -> None:
+    """After the run ended: its status, output, files and captured final state."""
+    proc, info = launched.proc, run.info
+    logs = _ended(run, proc, launched.stderr_path, launched.rankdir, launched.t0)
     say(f"{info.label}: {'timed out' if info.timed_out else f'exit {proc.returncode}'} after {info.seconds:.1f} s")
-    _read_captures(run, capdir)
-    changed = _changed_through_links(run, invocation, linked, logs, say)
+    _read_captures(run, launched.capdir)
+    changed = _changed_through_links(run, invocation, launched.linked, logs, say)
     _collect_outputs(run, invocation, changed, logs, guard)
 
 
@@ -410,7 +452,7 @@ def _run_notes(done: list[_Run], display: str = "SCRIPT.py", guard: Guard | None
             for leaf in c.get("leaves", ())
             if leaf.get("error")
         }
-        | {f"{r.info.label}: {r.info.error}" for r in done if r.info.error}
+        | {f"{r.info.label}: {r.info.error}" for r in done if r.info.error and not r.info.error.startswith(STOPPED)}
     )
     if errors:
         notes.append("the final state was only partly captured: " + "; ".join(errors[:3]))

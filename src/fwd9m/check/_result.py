@@ -14,14 +14,15 @@ SCHEMA = "fwd9m.check"
 SCHEMA_VERSION = 1
 
 # ranking of finding sources: a crash outranks a tensor, a tensor outranks a printed line
-_SOURCE_ORDER = {"exit": 0, "timeout": 0, "value": 2, "state": 2, "file": 3, "stdout": 4}
+_SOURCE_ORDER = {"exit": 0, "timeout": 0, "step": 1, "value": 2, "state": 2, "file": 3, "stdout": 4}
 
 
 @dataclass
 class Difference:
     """One difference between a run and the first run.
 
-    ``source``: ``"exit"`` (exit status or exception), ``"timeout"``, ``"value"`` (what
+    ``source``: ``"exit"`` (exit status or exception), ``"timeout"``, ``"step"`` (a
+    training step's digests, where the early stop stopped both runs), ``"value"`` (what
     a checked function returned), ``"state"`` (captured final state), ``"file"``,
     or ``"stdout"``. ``run``: label of the run compared with run 1.
     ``diff``: the leaf-level difference where there is one.

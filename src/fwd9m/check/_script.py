@@ -15,6 +15,7 @@ from .._hashseed import MAX_RUNS, experiment
 from .._log import logger
 from .._runtime.workdir import Guard
 from ..errors import RunError
+from ._lockstep import Divergence
 from ._process import _execute, _Run, _run_notes
 from ._result import CheckResult, RunInfo
 from ._runs import _compare_runs, _finding_key, _settle_hash_seed
@@ -124,6 +125,7 @@ def check_script(
     python: str | None = None,
     hashseed_check: bool = True,
     strict: bool = False,
+    early_stop: bool = True,
 ) -> CheckResult:
     """Run ``target`` ``runs`` times (plus once per ``vary`` setting), each in a fresh
     interpreter and its own working directory, and compare what the runs print, write
@@ -155,6 +157,10 @@ def check_script(
             timestamps, addresses, temporary names are compared too); only the runs'
             own folder paths are still rewritten. Otherwise every masked value is listed
             in ``result.ignored`` and the report.
+        early_stop: run 1 and run 2 run side by side and stop at the first training
+            step whose loss, parameters, gradients, buffers or optimizer state differ
+            (:mod:`fwd9m.check._lockstep`); the result then has one ``step`` finding.
+            Not for a ``command``. Without training steps the check is as without it.
 
     Returns:
         A :class:`CheckResult`. The runs' standard input is closed.
@@ -183,6 +189,7 @@ def check_script(
         python=python or sys.executable,
         hashseed_check=hashseed_check,
         strict=strict,
+        early_stop=early_stop,
     )
     return _check(_resolve(target, tuple(args), options), options, progress or (lambda msg: logger.info(msg)))
 
@@ -204,6 +211,7 @@ class CheckOptions:
     python: str = sys.executable
     hashseed_check: bool = True
     strict: bool = False
+    early_stop: bool = True
 
 
 @dataclass(frozen=True)
@@ -273,29 +281,70 @@ def _plan(prog: _Program, o: CheckOptions) -> list[tuple[str, list[str], dict[st
     return plan
 
 
+def _new_run(root: Path, k: int, label: str, cmd: list[str], settings: dict[str, str]) -> _Run:
+    d = root / f"run{k + 1}"
+    return _Run(RunInfo(label, list(cmd), settings), d, d / "cwd", d / "stdout")
+
+
 def _run_all(
     prog: _Program, o: CheckOptions, root: Path, guard: Guard | None, say: Callable[[str], None]
-) -> list[_Run]:
+) -> tuple[list[_Run], Divergence | None]:
+    """Every run of the plan; runs 1 and 2 side by side first (the early stop), and the
+    :class:`~fwd9m.check._lockstep.Divergence` where they stopped (None: all ran)."""
     site = prog.mode not in ("script", "module")  # other interpreters: capture in each (start-up hook)
     plan = _plan(prog, o)
     done: list[_Run] = []
-    for k, (label, cmd, extra_env, settings) in enumerate(plan):
-        run = _Run(
-            RunInfo(label, list(cmd), settings),
-            root / f"run{k + 1}",
-            root / f"run{k + 1}" / "cwd",
-            root / f"run{k + 1}" / "stdout",
-        )
-        _execute(
-            run, prog.invocation, o.cwd, {**o.env, **extra_env}, site, o.timeout, f"{k + 1}/{len(plan)}", say, guard
-        )
+    if o.early_stop and prog.mode != "command":
+        done, found = _side_by_side(prog, o, root, guard, say, plan, site)
+        if found is not None:
+            return done, found
+    for k, (label, cmd, extra_env, settings) in enumerate(plan[len(done) :], start=len(done)):
+        run = _new_run(root, k, label, cmd, settings)
+        env = {**o.env, **extra_env, **_steps_env(prog, run)}
+        _execute(run, prog.invocation, o.cwd, env, site, o.timeout, f"{k + 1}/{len(plan)}", say, guard)
         done.append(run)
     if o.timeout is not None and all(r.info.timed_out for r in done):
         raise RunError(
             f"every run of {prog.display} timed out (--timeout {o.timeout:g} s); raise --timeout "
             f"or check the script for a hang (the whole process group was killed)"
         )
-    return done
+    return done, None
+
+
+def _steps_env(prog: _Program, run: _Run) -> dict[str, str]:
+    """Every run but a command's records its steps, as runs 1 and 2 side by side do, so
+    that all runs are alike: a step callback without a file of its own
+    (``StepDigests()``) writes there instead of stopping the script with an error."""
+    from ..steps._session import ENV_CHECK
+
+    if prog.mode == "command":
+        return {}
+    folder = run.root / "steps"
+    folder.mkdir(parents=True, exist_ok=True)
+    return {ENV_CHECK: str(folder)}
+
+
+def _side_by_side(
+    prog: _Program, o: CheckOptions, root: Path, guard: Guard | None, say: Callable[[str], None], plan, site: bool
+) -> tuple[list[_Run], Divergence | None]:
+    """Runs 1 and 2 side by side (:func:`~fwd9m.check._lockstep.run_pair`): both, and
+    where they diverged; no runs when their outcome is in doubt (they run again one
+    after the other)."""
+    from ._lockstep import doubt, run_pair
+
+    pair = [_new_run(root / "side-by-side", k, plan[k][0], plan[k][1], plan[k][3]) for k in (0, 1)]
+    which = [f"{k + 1}/{len(plan)}" for k in (0, 1)]
+    say(
+        "runs 1 and 2 run side by side, to stop both at the first training step that differs "
+        "(--no-early-stop: one after the other)"
+    )
+    envs = [{**o.env, **plan[k][2]} for k in (0, 1)]
+    found = run_pair(pair, prog.invocation, o.cwd, envs, site, o.timeout, which, say, guard, prog.display)
+    reason = doubt(pair, found is not None)
+    if reason is None:
+        return pair, found
+    say(f"run 1 and run 2 ran side by side, but {reason}: running them again one after the other")
+    return [], None
 
 
 def _hash_seed_runs(
@@ -320,7 +369,7 @@ def _hash_seed_runs(
             run,
             prog.invocation,
             o.cwd,
-            {**o.env, "PYTHONHASHSEED": str(seed)},
+            {**o.env, "PYTHONHASHSEED": str(seed), **_steps_env(prog, run)},
             site,
             o.timeout,
             f"{k}/{MAX_RUNS} at most",
@@ -353,10 +402,16 @@ def _check(prog: _Program, o: CheckOptions, say: Callable[[str], None]) -> Check
     # a copy of your files first, so that what a run writes into them through its links is undone
     guard = Guard.make(prog.invocation, root / "backup") if o.cwd == "link" else None
     try:
-        done = _run_all(prog, o, root, guard, say)
+        done, found = _run_all(prog, o, root, guard, say)
         argv = prog.argv(o)
         known_env = None if argv is None else {**os.environ, **o.env}
-        result = _compare_runs(prog.display, done, prog.source, o.command, o.strict, argv=argv, env=known_env)
+        if found is not None:
+            from ._lockstep import early_result
+
+            seeded = "PYTHONHASHSEED" in {**os.environ, **o.env}
+            result = early_result(prog.display, done, found, prog.source, argv, known_env, seeded)
+        else:
+            result = _compare_runs(prog.display, done, prog.source, o.command, o.strict, argv=argv, env=known_env)
         result.notes[:0] = _run_notes(done, prog.display, guard)
         if o.strict:
             result.notes.append(

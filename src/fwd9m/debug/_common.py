@@ -294,6 +294,20 @@ class Recording:
         return rows[[0, n // 3, (2 * n) // 3, n - 1]].tobytes()
 
 
+#: set by ``fwd9m debug``'s early stop in the runs it records for one step window: the
+#: run ends (exit status 0) as soon as its last step is recorded
+ENV_STOP_AFTER = "FWD9M_DEBUG_STOP_AFTER_WINDOW"
+
+
+class WindowDone(SystemExit):
+    """Raised by a recorder once the last step of its window is recorded, under
+    :data:`ENV_STOP_AFTER`: the run ends there with status 0 (a ``SystemExit``, so a
+    script's ``except Exception`` does not swallow it)."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+
 def guarded(what: str):
     """Decorate a recorder hook method so that an exception inside it is counted on
     ``self.rec`` (:meth:`Recording.failed`, as ``what``) instead of reaching the

@@ -264,6 +264,7 @@ def confirm(
     repeat: int = DEFAULT_REPEAT,
     switch: bool = True,
     timeout: float | None = None,
+    steps: tuple[int, int] | None = None,
 ) -> ReplayResult | None:
     """For a culprit verdict of ``fwd9m debug``: a third, targeted run of ``target``
     captures the culprit's call, then :func:`replay`. None when ``report`` names no
@@ -272,6 +273,7 @@ def confirm(
     ``trace``: where the third run's trace goes (default: a new temporary folder); its
     capture lands beside it. ``cwd``: the folder the run works in (default: a new empty
     one, so that the user's files are not touched; give the folder the other runs used).
+    ``steps``: the optimizer steps the traces recorded (``--steps``), so that op numbers match.
 
     Raises:
         RunError: the targeted run failed, or took another path (op #SEQ is not the
@@ -287,7 +289,7 @@ def confirm(
         folder = tempfile.mkdtemp(prefix="fwd9m-replay-")
         trace = trace or os.path.join(folder, "targeted.trace")
         cwd = cwd or tempfile.mkdtemp(prefix="cwd-", dir=folder)
-    cmd = _targeted_command(trace, seq, target, args, module, frameworks)
+    cmd = _targeted_command(trace, seq, target, args, module, frameworks, steps)
     returncode, tail = _run_logged(cmd, target, seq, cwd, env, timeout)
     if returncode != 0 or not os.path.exists(capture_path(trace, seq)):
         raise RunError(
@@ -305,7 +307,9 @@ def confirm(
     return result
 
 
-def _targeted_command(trace: str, seq: int, target: str, args, module: bool, frameworks: list[str] | None) -> list[str]:
+def _targeted_command(
+    trace: str, seq: int, target: str, args, module: bool, frameworks: list[str] | None, steps=None
+) -> list[str]:
     """The child command of the targeted run: record ``target`` into ``trace`` and
     capture op ``seq``'s call."""
     fws = ",".join(frameworks) if frameworks else "-"
@@ -316,7 +320,7 @@ def _targeted_command(trace: str, seq: int, target: str, args, module: bool, fra
         os.path.abspath(trace),
         "digests",
         f"{seq}:0",
-        "-",
+        f"{steps[0]},{steps[1]}" if steps else "-",
         fws,
         "1" if module else "0",
         target if module else os.path.abspath(target),

@@ -30,6 +30,7 @@ from typing import Any
 from .._frameworks import FRAMEWORKS  # what a run can be recorded for (Keras on its active backend)
 from .._log import logger
 from ..errors import ConfigurationError, RunError
+from . import _early
 from ._common import LEVELS, CaptureSpec
 from ._compare import DebugReport
 
@@ -114,6 +115,9 @@ class DebugOptions:
     #: the script's output passes through to stderr as it runs (``fwd9m -v debug``); by
     #: default it goes to a log beside each trace, whose end is shown when a run fails
     show_output: bool = False
+    #: PyTorch: find the first diverging optimizer step with step digests first, then
+    #: record that step only (:mod:`._early`)
+    early_stop: bool = True
 
     def __post_init__(self) -> None:
         _one_of("level", self.level, LEVELS)
@@ -152,6 +156,8 @@ class _Session:
     #: the optimizer steps recorded: ``options.steps``, or with ``fast`` the step the
     #: module-level pass found (for the op-level runs and the hash-seed runs alike)
     steps: tuple[int, int] | None = None
+    #: the op-level runs end after the last step of ``steps`` (the early stop found it)
+    stop_after: bool = False
 
     def __post_init__(self) -> None:
         if self.steps is None and isinstance(self.options.steps, tuple):
@@ -282,6 +288,10 @@ def _record(
     from .._runtime.process import kill_leftovers
 
     name = label or s.target
+    if s.stop_after:
+        from ._common import ENV_STOP_AFTER
+
+        env = {**(env or {}), ENV_STOP_AFTER: "1"}
     cwd, watch, env = _run_folder(s, out, env)
     s.say(f"recording {name}" + (f" -> {out}" if s.in_place or s.options.keep else ""))
     t0 = time.perf_counter()
@@ -300,6 +310,47 @@ def _record(
             f"(exit status {proc.returncode}); see the messages above"
         )
     return proc.returncode
+
+
+def _side_by_side(s: _Session, paths: list[str]) -> list[int] | None:
+    """The early stop's two op-level runs of one step, side by side (their exit
+    statuses); None when one changed your directory through its links, where the other
+    could read it: your files are put back and the caller runs them one after the other."""
+    from .._runtime.process import kill_group, kill_leftovers
+    from .._runtime.workdir import snapshot_tree
+    from ._common import ENV_STOP_AFTER
+
+    runs = []
+    try:
+        for i, out in enumerate(paths, 1):
+            cwd, watch, env = _run_folder(s, out, {ENV_STOP_AFTER: "1"})
+            log = os.path.splitext(out)[0] + ".log" if not s.options.show_output else None
+            s.say(f"recording run {i}/2 (side by side)")
+            runs.append((out, watch, log, _start(_child_command(s, out, None), env, cwd, log)))
+        t0 = time.perf_counter()
+        for i, (out, _, log, proc) in enumerate(runs, 1):
+            _wait(s, proc, out, f"run {i}/2", log)
+    except BaseException:
+        for run in runs:
+            kill_group(run[3])
+        raise
+    s.say(f"  both done in {time.perf_counter() - t0:.1f} s")
+    changed = False
+    for i, (out, watch, log, proc) in enumerate(runs, 1):
+        kill_leftovers(proc)
+        if watch is not None:
+            after = snapshot_tree(Path.cwd(), own=Path(os.path.dirname(os.path.abspath(out))))
+            changed |= any(watch.entries.get(k) != v for k, v in after.entries.items())
+        if proc.returncode or not os.path.exists(out) or not os.path.getsize(out):
+            _show_log(s, log, f"run {i}/2 exited with status {proc.returncode}")
+    if changed:
+        for out, watch, _, _ in runs:
+            _note_writes_through_links(s, watch, os.path.dirname(os.path.abspath(out)), "a run side by side")
+        s.say("the runs side by side changed your directory; recording them again one after the other")
+        return None
+    if any(not os.path.exists(out) or not os.path.getsize(out) for out, *_ in runs):
+        raise RunError(f"recording {s.target} failed before the trace was opened; see the messages above")
+    return [proc.returncode for *_, proc in runs]
 
 
 def _run_folder(s: _Session, out: str, env: dict[str, str] | None) -> tuple[str | None, Any, dict | None]:
@@ -619,18 +670,27 @@ def _two_runs(s: _Session, directory: str) -> DebugReport:
     from ._compare import compare
 
     first_pass = None
-    if s.options.fast:
+    early = _early_step(s, directory)
+    if s.options.fast and early is None:
         done, first_pass = _fast_pass(s, directory)
         if done is not None:
             return done
         assert first_pass is not None and first_pass.first is not None
         s.steps = (first_pass.first.step, first_pass.first.step)
     paths = [os.path.join(directory, f"run{i}.trace") for i in (1, 2)]
-    codes = [_record(s, p, label=f"run {i}/2", quiet=True) for i, p in enumerate(paths, 1)]
+    codes = _side_by_side(s, paths) if s.stop_after else None
+    if codes is None:
+        codes = [_record(s, p, label=f"run {i}/2", quiet=True) for i, p in enumerate(paths, 1)]
     s.say("comparing")
     report = compare(*paths)
     if first_pass is not None:
         report = _with_fast_pass(report, first_pass)
+    if early is not None:
+        if report.reproducible:  # the step's ops agree this time: the whole runs, as without it
+            s.say("the op-level runs of that step agree; recording the whole runs")
+            s.steps, s.stop_after = None, False
+            return _two_runs(replace(s, options=replace(s.options, early_stop=False)), directory)
+        report = replace(report, notes=[_early.note(early), *report.notes])
     failed = [f"run {i} exited with status {c}" for i, c in enumerate(codes, 1) if c]
     report = replace(report, notes=[*report.notes, *failed])
     f = report.first
@@ -656,6 +716,18 @@ def _two_runs(s: _Session, directory: str) -> DebugReport:
     return _settle(s, report, codes, paths)
 
 
+def _early_step(s: _Session, directory: str) -> Any:
+    """The early stop (:mod:`._early`): the first differing step, now the session's only
+    recorded step with its runs ending after it; None when it does not apply or no step
+    differs."""
+    if not _early.applies(s):
+        return None
+    found = _early.first_step(s, directory)
+    if found is not None:
+        s.steps, s.stop_after = (found.index, found.index), True
+    return found
+
+
 #: op names of the module-level pass (``--fast``): a module, not one op, so nothing to replay
 _COARSE = ("module", "layer", "grad", "grads", "param", "params")
 
@@ -664,6 +736,7 @@ def _replayed(s: _Session, directory: str, report: DebugReport) -> DebugReport:
     """Prove the culprit: a third run, in a folder like the others', captures its call, and
     the op is replayed alone (:func:`fwd9m.debug._replay.confirm`). The result goes into
     the explanation (``replay``); a replay that cannot be done is a note, never an error."""
+    from ._common import ENV_STOP_AFTER
     from ._replay import confirm
 
     first = report.first
@@ -681,8 +754,9 @@ def _replayed(s: _Session, directory: str, report: DebugReport) -> DebugReport:
             frameworks=list(s.options.frameworks) or None,
             trace=trace,
             cwd=cwd,
-            env=env,
+            env={**(env or {}), **({ENV_STOP_AFTER: "1"} if s.stop_after else {})},
             timeout=s.options.timeout,
+            steps=s.steps,
         )
     except Exception as exc:  # noqa: BLE001 - the verdict stands without its proof
         return replace(report, notes=[*report.notes, f"the culprit was not replayed: {exc}"])

@@ -19,12 +19,15 @@ from typing import Any
 
 from ._format import StepRecord, StepWriter
 
-__all__ = ["ENV_AGAINST", "ENV_OUT", "DivergenceExit", "StepSession", "for_path", "from_env"]
+__all__ = ["ENV_AGAINST", "ENV_CHECK", "ENV_OUT", "DivergenceExit", "StepSession", "for_path", "from_env", "start"]
 
 #: digest file to write (``fwd9m run --digests FILE``)
 ENV_OUT = "FWD9M_STEPS_OUT"
 #: reference digest file to compare against (``fwd9m run --against REF``)
 ENV_AGAINST = "FWD9M_STEPS_AGAINST"
+#: directory where each process of a ``fwd9m check`` run writes its step stream,
+#: ``steps-<pid>``, quietly (the early stop, :mod:`fwd9m.check._lockstep`)
+ENV_CHECK = "FWD9M_STEPS_CHECK"
 #: the source that automatic hooks give; a claimed session ignores it
 AUTO = "auto"
 
@@ -53,7 +56,13 @@ class StepSession:
     """
 
     def __init__(
-        self, out: str | None = None, against: str | None = None, *, stop: bool = True, program: dict | None = None
+        self,
+        out: str | None = None,
+        against: str | None = None,
+        *,
+        stop: bool = True,
+        program: dict | None = None,
+        quiet: bool = False,
     ) -> None:
         from ._compare import Against
 
@@ -66,6 +75,8 @@ class StepSession:
         self.report: Any = None
         self.closed = False
         self.failed = 0
+        self.quiet = quiet  #: no messages on stderr (under fwd9m check, whose stderr is the script's)
+        self.pid = os.getpid()  #: a forked child that trains records nothing: the file is this process's
         if out:  # refuse a file fwd9m must not replace now, not at the first step
             from ._format import check_replaceable
 
@@ -78,7 +89,10 @@ class StepSession:
     def _header(self) -> dict[str, Any]:
         from .. import environment
 
-        return {"program": self.program, "created": time.time(), "environment": environment.collect()}
+        # who records the steps: "auto" (the PyTorch optimizer hook: one record per
+        # optimizer.step()) or the integration that claimed the session
+        source = self.claimed or AUTO
+        return {"program": self.program, "created": time.time(), "environment": environment.collect(), "source": source}
 
     def _start(self) -> None:
         header = self._header()
@@ -94,7 +108,7 @@ class StepSession:
         Raises:
             DivergenceExit: the step differs from the reference and ``stop`` is set.
         """
-        if self.closed or self.report is not None or (source == AUTO and self.claimed):
+        if self.closed or self.report is not None or (source == AUTO and self.claimed) or os.getpid() != self.pid:
             return False
         if self.steps == 0 and self.writer is None:
             self._start()
@@ -151,12 +165,12 @@ class StepSession:
         """Close the session at the end of the run; returns the exit status to use: 1
         when the run agreed so far but ended with fewer steps than the reference,
         else ``status``."""
-        if self.closed:
+        if self.closed or os.getpid() != self.pid:
             return status
         self.closed = True
         if self.report is not None:
             return 1 if status in (0, None) else status
-        if self.steps == 0 and self.out:
+        if self.steps == 0 and self.out and not self.quiet:
             print(
                 "fwd9m: no training step was recorded (no optimizer.step() under PyTorch, and no "
                 "step_digest() call or callback); the digest file holds no steps. For Keras, "
@@ -187,12 +201,38 @@ def from_env() -> StepSession | None:
     global _session
     if _session is None:
         out, against = os.environ.get(ENV_OUT) or None, os.environ.get(ENV_AGAINST) or None
+        check_dir = os.environ.get(ENV_CHECK) or None
         if out or against:
             _session = StepSession(out, against)
+        elif check_dir and os.path.isdir(check_dir):
+            _session = StepSession(os.path.join(check_dir, f"steps-{os.getpid()}"), quiet=True)
+        if _session is not None:
             import atexit
 
             atexit.register(_session.finish)
     return _session
+
+
+def start() -> StepSession | None:
+    """In a run's process: the session of the environment (None without one), with
+    PyTorch's optimizer hooks installed when torch is (or gets) imported."""
+
+    session = from_env()
+    if session is None:
+        return None
+
+    def on_import(name: str) -> None:
+        from ._torch import install
+
+        install(session)
+
+    if "torch" in sys.modules:
+        on_import("torch")
+    else:
+        from .._runtime.bootstrap import _EnableOnImport
+
+        sys.meta_path.insert(0, _EnableOnImport(["torch"], on_import))
+    return session
 
 
 def for_path(path: str | os.PathLike[str] | None) -> StepSession | None:

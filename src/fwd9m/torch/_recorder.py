@@ -25,7 +25,7 @@ import weakref
 from typing import Any
 
 from .. import fingerprint as fp
-from ..debug._common import Recording, guarded, user_location
+from ..debug._common import ENV_STOP_AFTER, Recording, WindowDone, guarded, user_location
 from ..debug._store import HAS_SAMPLE, IS_MODEL_INPUT, IS_PARAM
 from . import _digest
 
@@ -206,6 +206,8 @@ class TorchRecorder:
             self.flush()
             self._mode.__exit__(None, None, None)
             self._mode = None
+            if steps is not None and self.rec.step > steps[1] and os.environ.get(ENV_STOP_AFTER) == "1":
+                raise WindowDone  # fwd9m debug's early stop: nothing after the window is needed
 
     # ------------------------------------------------------------------ module level
     @guarded("<module hook>")

@@ -1,0 +1,281 @@
+"""The early stop of ``fwd9m check``: run 1 and run 2 run side by side, each process
+writing its training steps' digests (:data:`fwd9m.steps._session.ENV_CHECK`, the PyTorch
+optimizer hooks and the step callbacks); this process compares the two streams as they
+grow and stops both runs at the first step where a tensor that determines the result
+differs.
+
+Only :data:`RESULT_GROUPS` stop a run: the parameters before the first update, the loss,
+gradients, parameters, buffers and optimizer state. RNG states, batches and the step
+numbers do not (a script may draw different random numbers that never reach its result);
+a run with more or fewer steps, a crash, a timeout, a script whose own process records
+no step (the processes it starts are not compared: which pairs with which is unknown):
+the runs go on to the end and are compared as without the early stop. Side by side, runs
+could meet where sequential runs do not (the user's directory through the links of their
+folders, a port); so a pair whose runs changed the user's directory, or ended
+differently, is not trusted: :func:`doubt` says so and the caller runs them again one
+after the other.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .._runtime.process import kill_group, kill_leftovers
+from ..errors import FileFormatError
+from ..steps._compare import compare_records
+from ..steps._follow import StepFollower
+from ..steps._format import StepRecord
+from ..steps._session import ENV_CHECK
+from ._process import STOPPED, Guard, _collect_run, _launch, _Launched, _Run
+
+__all__ = ["RESULT_GROUPS", "Divergence", "doubt", "run_pair"]
+
+#: the step digest groups whose difference stops both runs: what the result is made of
+RESULT_GROUPS = ("initial", "loss", "grads", "params", "buffers", "optimizer")
+#: seconds between the "run 1 at step N, run 2 at step M" progress lines
+PROGRESS_S = 10.0
+#: seconds between two looks at the runs and their streams
+POLL_S = 0.02
+
+
+@dataclass
+class Divergence:
+    """The first step whose result tensors differ: ``index`` (the record's position,
+    from 0), ``step`` (its number), ``differ`` (``(group, name, meta_1, meta_2)``),
+    ``compared`` (digests in that step), ``process`` (who wrote the streams)."""
+
+    index: int
+    step: int
+    differ: list[tuple[str, str, str, str]]
+    compared: int
+    process: str
+    environment: dict | None = None
+    other: list[str] = field(default_factory=list)  #: ``group/name`` that differ there but do not stop a run
+    #: who recorded the steps (the stream header's ``source``): ``"auto"`` is one record
+    #: per PyTorch ``optimizer.step()``; else the callback or ``step_digest``
+    source: str | None = None
+
+
+class _Streams:
+    """The step stream of one run's own process (``steps-<pid>``; what the processes it
+    starts record is not compared: which of them pairs with which is unknown)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.follower: StepFollower | None = None
+        self.records: list[StepRecord] = []
+        self.pid: int | None = None  #: the run's process, once started
+        self.off: str | None = None  #: why this run's steps are not compared
+
+    def poll(self) -> None:
+        if self.off or self.pid is None:
+            return
+        try:
+            if self.follower is None:
+                path = self.folder / f"steps-{self.pid}"
+                if not path.exists():
+                    return
+                self.follower = StepFollower(path)
+            self.records += self.follower.poll()
+        except (OSError, FileFormatError) as exc:
+            self.off = f"its step digests could not be read ({exc})"
+
+    @property
+    def header(self) -> dict | None:
+        return self.follower.header if self.follower is not None else None
+
+    def close(self) -> None:
+        if self.follower is not None:
+            self.follower.close()
+
+
+def _first_divergence(a: _Streams, b: _Streams, start: int, display: str) -> tuple[int, Divergence | None]:
+    """Compare the records both runs have from ``start`` on; returns the next index to
+    compare and the first step whose result tensors differ."""
+    if a.off or b.off:
+        return start, None
+    n = min(len(a.records), len(b.records))
+    for i in range(start, n):
+        d = compare_records(i, a.records[i], b.records[i])
+        stop = [x for x in d.differ if x[0] in RESULT_GROUPS]
+        if stop:
+            other = [f"{g}/{k}" for g, k, _, _ in d.differ if g not in RESULT_GROUPS]
+            header = b.header or {}
+            return i, Divergence(
+                i,
+                b.records[i].step,
+                stop,
+                d.compared,
+                f"{display} (the run's own process: pid {a.pid} in run 1, pid {b.pid} in run 2)",
+                header.get("environment"),
+                other,
+                header.get("source"),
+            )
+    return n, None
+
+
+def run_pair(
+    runs: list[_Run],
+    invocation: Path,
+    cwd_mode: str,
+    envs: list[dict[str, str]],
+    site: bool,
+    timeout: float | None,
+    which: list[str],
+    say: Callable[[str], None],
+    guard: Guard | None,
+    display: str,
+) -> Divergence | None:
+    """Run ``runs`` (two) side by side, comparing their step streams as they grow; at the
+    first step whose result tensors differ both are stopped (their ``info.error`` says
+    so) and the :class:`Divergence` is returned; None when no step differed (each run
+    ran to its end, collected as by :func:`~fwd9m.check._process._execute`)."""
+    streams = []
+    launched: list[_Launched | None] = []
+    for run, env, w in zip(runs, envs, which):
+        folder = run.root / "steps"
+        folder.mkdir(parents=True)
+        streams.append(_Streams(folder))
+        launched.append(_launch(run, invocation, cwd_mode, {**env, ENV_CHECK: str(folder)}, site, w, say))
+        streams[-1].pid = launched[-1].proc.pid if launched[-1] is not None else None
+    stopped: list[int] = []
+    try:
+        found = _watch(runs, launched, streams, timeout, say, display, stopped)
+    except BaseException:
+        for x in launched:
+            if x is not None:
+                kill_group(x.proc)
+        raise
+    finally:
+        for s in streams:
+            s.close()
+    for k, (run, x) in enumerate(zip(runs, launched)):
+        if x is not None:
+            kill_leftovers(x.proc)
+            _collect_run(run, x, invocation, say, guard)
+            if found is not None and k in stopped:
+                run.info.returncode = None
+                run.info.error = f"{STOPPED} at step {found.step}"
+    return found
+
+
+def _watch(
+    runs: list[_Run],
+    launched: list[_Launched | None],
+    streams: list[_Streams],
+    timeout: float | None,
+    say: Callable[[str], None],
+    display: str,
+    stopped: list[int],
+) -> Divergence | None:
+    """Until both runs ended or a step differs: poll the processes and the streams;
+    ``stopped`` gets the index of each run stopped at the divergence."""
+    t0 = time.monotonic()
+    beat = t0 + PROGRESS_S
+    index = 0
+    while True:
+        alive = [x for x in launched if x is not None and x.proc.poll() is None]
+        for s in streams:  # after the poll: a run that ended has written all its records
+            s.poll()
+        index, found = _first_divergence(streams[0], streams[1], index, display)
+        if found is not None:
+            for k, x in enumerate(launched):
+                if x in alive:
+                    kill_group(x.proc)
+                    stopped.append(k)
+            say(f"run 1 and run 2 differ at step {found.step}: both stopped")
+            return found
+        if not alive:
+            return None
+        for run, x in zip(runs, launched):
+            if x in alive and timeout is not None and time.monotonic() - x.t0 > timeout:
+                run.info.timed_out = True
+                kill_group(x.proc)
+        if time.monotonic() >= beat:
+            beat += PROGRESS_S
+            say(", ".join(_where(run, s) for run, s in zip(runs, streams)) + f" ({time.monotonic() - t0:.0f} s)")
+        time.sleep(POLL_S)
+
+
+def _where(run: _Run, s: _Streams) -> str:
+    if s.off:
+        return f"{run.info.label}: running (steps not compared: {s.off})"
+    if not s.records:
+        return f"{run.info.label}: no training step yet"
+    return f"{run.info.label}: step {s.records[-1].step}"
+
+
+def doubt(runs: list[_Run], diverged: bool) -> str | None:
+    """Why runs that ran side by side must run again one after the other (None: their
+    outcome stands): they changed the user's directory (through the links of their
+    folders: one may have read what the other wrote), or they ended differently (a
+    crash or a timeout in one only may come from the other run, such as a port both
+    wanted)."""
+    if any(r.touched or r.through for r in runs):
+        return "they changed files in your directory, where each could see the other's"
+    if diverged:
+        return None
+    a, b = (r.info for r in runs)
+    if (a.returncode, a.timed_out, a.error) != (b.returncode, b.timed_out, b.error):
+        return "they ended differently, which may come from running side by side"
+    return None
+
+
+#: tensors named per group in the finding's detail; the rest are counted
+_LISTED = 8
+
+
+def early_result(
+    display: str,
+    runs: list[_Run],
+    found: Divergence,
+    source: str | None,
+    argv: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    hash_seed_set: bool = True,
+):
+    """The :class:`~fwd9m.check.CheckResult` of runs stopped at ``found``: one ``step``
+    finding naming the step, the tensors and the process; the next steps and catalog
+    entries as for any difference."""
+    from ._hints import _catalog_hints, _debug_args, _debug_can_record
+    from ._result import CheckResult, Difference
+
+    groups: dict[str, list[str]] = {}
+    for g, name, ma, mb in found.differ:
+        groups.setdefault(g, []).append(name if ma == mb else f"{name} ({ma} vs {mb})")
+    detail = [f"in {found.process}"]
+    for g, names in groups.items():
+        more = f", ... and {len(names) - _LISTED} more" if len(names) > _LISTED else ""
+        detail.append(f"{g}: {', '.join(names[:_LISTED])}{more}")
+    if found.other:
+        detail.append(f"also differ there (do not decide the result alone): {', '.join(found.other[:_LISTED])}")
+    earlier = f"steps before it agree ({found.index} compared)" if found.index else "the first step recorded"
+    summary = (
+        f"training step {found.step}: {len(found.differ)} of {found.compared} step digests differ, "
+        f"earliest {found.differ[0][0]}/{found.differ[0][1]}; {earlier}"
+    )
+    result = CheckResult(
+        display,
+        [r.info for r in runs],
+        [Difference("step", "run 2", summary, detail="\n".join(detail))],
+        {"training steps": found.index + 1},
+        environment=found.environment,
+    )
+    result.notes.append(
+        f"early stop: run 1 and run 2 ran side by side and were stopped at step {found.step}, the first "
+        f"step whose {', '.join(groups)} differ; their printed output, files and final state were not "
+        f"compared. To run both to the end: fwd9m check --no-early-stop {display}"
+    )
+    if not hash_seed_set:
+        result.notes.append(
+            "PYTHONHASHSEED was unset, so the string-hash seed differed between the runs too; "
+            f"fwd9m check --no-early-stop {display} tests whether it is the cause"
+        )
+    if _debug_can_record(found.environment):
+        result.next_steps.append(f"find the first op that differs: fwd9m debug {_debug_args(display, False)}")
+    device = "gpu" if (found.environment or {}).get("gpus") else "cpu"
+    result.catalog = _catalog_hints(found.environment, device, source=source, argv=argv, env=env)
+    return result

@@ -1,0 +1,78 @@
+"""``fwd9m debug``'s early stop: before anything is recorded op by op, two cheap runs
+side by side with step digests only (``fwd9m check``'s early stop,
+:mod:`fwd9m.check._lockstep`) find the first training step whose loss, parameters,
+gradients, buffers or optimizer state differ; the op-level runs then record that step
+only and end right after it (:data:`~fwd9m.debug._common.ENV_STOP_AFTER`).
+
+Steps are PyTorch optimizer steps here: the digest runs number them as the PyTorch
+recorder's step window does (one per ``optimizer.step()``, from 0), so it is used for
+scripts that import PyTorch and no other framework recorded, only when the automatic
+optimizer hook recorded the steps (a callback's step may hold several optimizer steps,
+with gradient accumulation), and not when the steps are named (``--steps``). Where no
+step differs (no optimizer step, a script that differs only after training, runs that
+changed your files) nothing is narrowed and ``fwd9m debug`` records the whole runs, as
+without it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["applies", "first_step", "note"]
+
+
+def applies(s: Any) -> bool:
+    """Whether the early stop runs for this session: on, no ``--steps``, PyTorch only."""
+    from ._child import detect_frameworks
+
+    o = s.options
+    if not o.early_stop or s.steps is not None:
+        return False
+    names = list(o.frameworks) or detect_frameworks(s.target, o.module)
+    return names == ["torch"]
+
+
+def first_step(s: Any, directory: str) -> Any:
+    """Runs 1 and 2 side by side with step digests; the
+    :class:`~fwd9m.check._lockstep.Divergence` of their first differing step, or None."""
+    from ..check._lockstep import doubt, run_pair
+    from ..check._process import _Run
+    from ..check._result import RunInfo
+
+    o = s.options
+    target = s.target if o.module else os.path.abspath(s.target)
+    cmd = [sys.executable, "-m", "fwd9m._runtime.capture", *(["-m"] if o.module else []), target, *s.args]
+    root = Path(directory) / "steps"
+    runs = []
+    for i in (1, 2):
+        d = root / f"run{i}"
+        runs.append(_Run(RunInfo(f"digest run {i}", cmd), d, d / "cwd", d / "stdout"))
+    s.say("step digests first: two runs side by side, to find the first training step that differs")
+    env: dict[str, str] = {}
+    if o.module and o.cwd == "empty":  # the module is found from your directory, as python -m finds it
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path.cwd()), os.environ.get("PYTHONPATH", "")) if p)
+    found = run_pair(runs, Path.cwd(), o.cwd, [env, env], False, o.timeout, ["1/2", "2/2"], s.say, s.guard, s.target)
+    if found is None:
+        s.say("step digests: no training step differs; recording the whole runs")
+        return None
+    reason = doubt(runs, True)
+    if found.source != "auto":  # a callback's step need not be an optimizer step (accumulation)
+        reason = f"its steps were recorded by {found.source or 'an unknown source'}, not counted as optimizer steps"
+    if reason is not None:
+        s.say(f"step digests: the runs differ at step {found.step}, but {reason}; recording the whole runs")
+        return None
+    s.say(f"step digests: first difference at step {found.index}; op-level runs of that step only")
+    return found
+
+
+def note(found: Any) -> str:
+    names = ", ".join(f"{g}/{n}" for g, n, _, _ in found.differ[:5])
+    more = f" and {len(found.differ) - 5} more" if len(found.differ) > 5 else ""
+    return (
+        f"early stop: step digests of two runs side by side first differ at optimizer step {found.index} "
+        f"({names}{more}); ops were recorded for that step only, each run ending after it "
+        f"(fwd9m debug --no-early-stop records the whole runs)"
+    )
