@@ -155,6 +155,11 @@ def test_batched_digests_equal_fingerprint(monkeypatch):
         torch.randn(4, generator=g, requires_grad=True),
     ]
     expected = [torch_digest(t) for t in ts]
+    assert _values._cpu_digests(ts) == expected  # the compiled kernel, where there is one
+    from fwd9m import _ckernel
+
+    monkeypatch.setitem(_ckernel._state, "lib", None)  # the NumPy path (no C compiler)
+    assert [torch_digest(t) for t in ts] == expected
     assert _values._cpu_digests(ts) == expected
     monkeypatch.setattr(_values, "_BATCH_WORDS", 1500)  # batches split between tensors
     assert _values._cpu_digests(ts) == expected

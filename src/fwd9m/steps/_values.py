@@ -3,7 +3,8 @@ arrays (NumPy, torch, TensorFlow, Keras, JAX) and Python numbers.
 
 Digests are those of :mod:`fwd9m.fingerprint` (exact, order-sensitive). A step's CPU
 torch tensors (parameters, gradients, optimizer moments: many, mostly small) are
-digested together in a few NumPy calls (:func:`_cpu_digests`, the same values as
+digested together, in place by one call of the compiled kernel (:mod:`fwd9m._ckernel`)
+or else in a few NumPy calls (:func:`_cpu_digests`, the same values as
 ``fwd9m.torch._digest.digest`` one by one, tested); tensors on an accelerator
 are reduced there and their sums come back in one transfer.
 """
@@ -133,8 +134,13 @@ def digest_groups(groups: list[tuple[str, list[tuple[str, Any]]]]) -> list[tuple
 
 
 def _cpu_digests(tensors: list) -> list[int]:
-    """``fwd9m.torch._digest.digest`` of each CPU torch tensor, computed together
-    in batches of about :data:`_BATCH_WORDS` words."""
+    """``fwd9m.torch._digest.digest`` of each CPU torch tensor, computed together: by
+    the compiled kernel in one call (:func:`_kernel_digests`) when it is available,
+    else with NumPy in batches of about :data:`_BATCH_WORDS` words."""
+    from .. import _ckernel
+
+    if _ckernel.kernel() is not None:
+        return _kernel_digests(tensors)
     out: list[int] = []
     start, words = 0, 0
     for k, t in enumerate(tensors):
@@ -143,6 +149,22 @@ def _cpu_digests(tensors: list) -> list[int]:
             out += _cpu_batch(tensors[start : k + 1])
             start, words = k + 1, 0
     return out + _cpu_batch(tensors[start:])
+
+
+def _kernel_digests(tensors: list) -> list[int]:
+    """The digests of CPU torch tensors in one call of the compiled kernel, reading each
+    tensor's bytes in place (a non-contiguous, conjugated or negated view is made
+    contiguous first, a copy kept alive until the call returns)."""
+    from .. import _ckernel
+
+    keep, addresses, nbytes = [], [], []
+    for t in tensors:
+        if t.is_conj() or t.is_neg() or not t.is_contiguous():
+            t = t.detach().resolve_conj().resolve_neg().contiguous()
+            keep.append(t)
+        addresses.append(t.data_ptr())
+        nbytes.append(t.numel() * t.element_size())
+    return _ckernel.digests(addresses, nbytes)
 
 
 def _cpu_batch(tensors: list) -> list[int]:
