@@ -180,3 +180,18 @@ def test_a_failed_build_falls_back_to_numpy(monkeypatch, tmp_path):
     assert _ckernel.kernel() is None
     assert fp.digest_bytes(b"abcde") == fp.finalize(_reference_partial(b"abcde"), 5)
     assert not list(tmp_path.rglob("*.so"))
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "numpy"])
+def test_digests_of_many_values_equal_one_by_one(kernel, monkeypatch):
+    torch = pytest.importorskip("torch")
+    from fwd9m import _ckernel
+
+    if not kernel:
+        monkeypatch.setitem(_ckernel._state, "lib", None)
+    values = [a for a in _arrays()[:16]]
+    values += [np.arange(12, dtype=np.int16).reshape(3, 4).T, np.float32(2.5), 3, b"abc", torch.arange(5)]
+    values += [np.array(True), np.zeros((0, 2))]
+    assert fp.digests(values) == [fp.digest(v) for v in values]
+    with pytest.raises(TypeError):
+        fp.digests([np.ones(3), np.array([object()])])

@@ -170,9 +170,14 @@ def _load():
 
 
 def _m_address() -> int:
-    from .fingerprint import word_multipliers
+    """The address of ``M`` (:func:`fwd9m.fingerprint.word_multipliers`, a read-only
+    array the cache keeps alive)."""
+    address = _state.get("M")
+    if address is None:
+        from .fingerprint import word_multipliers
 
-    return int(word_multipliers().ctypes.data)
+        address = _state["M"] = int(word_multipliers().ctypes.data)
+    return address
 
 
 def partial(address: int, nbytes: int, row0: int = 0) -> int:

@@ -45,6 +45,7 @@ __all__ = [
     "ROW_WORDS",
     "digest",
     "digest_bytes",
+    "digests",
     "numpy_digest",
     "u8_digest",
     "finalize",
@@ -263,6 +264,41 @@ def digest(value) -> int:
     import numpy as np
 
     return numpy_digest(np.asarray(value))
+
+
+def digests(values: list) -> list[int]:
+    """``[digest(v) for v in values]``, with the NumPy-viewable values (NumPy arrays,
+    JAX CPU arrays, numbers) digested together in one call of the compiled kernel when
+    it is available. Raises ``TypeError`` as :func:`digest` does."""
+    import numpy as np
+
+    if _ckernel.kernel() is None:
+        return [digest(v) for v in values]
+    from . import _frameworks
+
+    backends = _frameworks.backends(list(_frameworks.FRAMEWORKS))
+    out: list[Any] = []
+    arrays: list[tuple[int, Any]] = []
+    for v in values:
+        d = None
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            d = digest_bytes(v)
+        elif not isinstance(v, np.ndarray):
+            for b in backends:
+                d = b.digest(v)
+                if d is not None:
+                    break
+        if d is None:
+            a = np.ascontiguousarray(v)
+            if a.dtype.hasobject:
+                raise TypeError("cannot digest an object array")
+            arrays.append((len(out), a))
+        out.append(d)
+    if arrays:
+        sums = _ckernel.digests([a.ctypes.data for _, a in arrays], [a.nbytes for _, a in arrays])
+        for (i, _), d in zip(arrays, sums):
+            out[i] = d
+    return out
 
 
 #: Names this module had before the framework implementations moved into the framework

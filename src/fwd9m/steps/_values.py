@@ -96,15 +96,17 @@ def digest_groups(groups: list[tuple[str, list[tuple[str, Any]]]]) -> list[tuple
     batched: list[int] = []
     device: list[int] = []
     torch = sys.modules.get("torch")
+    tensor = torch.Tensor if torch is not None else ()
     backend = _frameworks.backend("torch")
+    others: list[int] = []
     for group, leaves in groups:
         for name, v in leaves:
             if isinstance(v, (int, float, bool)):
                 v = _plain(v)
-            if torch is not None and isinstance(v, torch.Tensor):
+            if isinstance(v, tensor):
                 meta = _torch_meta(v)
-                if v.device.type == "cpu":
-                    if v.numel() * v.element_size() <= _BATCHED and not v.is_complex():
+                if v.is_cpu:
+                    if v.nbytes <= _BATCHED and not v.is_complex():
                         batched.append(len(entries))
                         entries.append((group, name, meta, v))
                     else:
@@ -113,14 +115,11 @@ def digest_groups(groups: list[tuple[str, list[tuple[str, Any]]]]) -> list[tuple
                     device.append(len(entries))
                     entries.append((group, name, meta, backend.digest_partial(v)))
                 continue
-            try:
-                dig = fingerprint.digest(v)
-            except (TypeError, ValueError) as exc:
-                raise TypeError(
-                    f"step digest: {group}/{name} is a {type(v).__name__}, not an array or a "
-                    f"number ({exc}); pass arrays, tensors, numbers, or dicts/lists of them"
-                ) from None
-            entries.append((group, name, meta_of(v), dig))
+            others.append(len(entries))
+            entries.append((group, name, meta_of(v), v))
+    if others:
+        for i, d in zip(others, _other_digests([entries[i] for i in others])):
+            entries[i] = (*entries[i][:3], d)
     if batched:
         for i, d in zip(batched, _cpu_digests([entries[i][3] for i in batched])):
             entries[i] = (*entries[i][:3], d)
@@ -131,6 +130,28 @@ def digest_groups(groups: list[tuple[str, list[tuple[str, Any]]]]) -> list[tuple
         for i, (s, (_, nbytes)) in zip(device, zip(sums, parts)):
             entries[i] = (*entries[i][:3], fingerprint.finalize(s, nbytes))
     return entries
+
+
+def _other_digests(entries: list) -> list[int]:
+    """:func:`fwd9m.fingerprint.digests` of the values of ``(group, name, meta, value)``.
+
+    Raises:
+        TypeError: a value is neither an array nor a number, named in the message.
+    """
+    try:
+        return fingerprint.digests([e[3] for e in entries])
+    except (TypeError, ValueError):
+        pass
+    out = []
+    for group, name, _, v in entries:  # again one by one, to name the value that fails
+        try:
+            out.append(fingerprint.digest(v))
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"step digest: {group}/{name} is a {type(v).__name__}, not an array or a "
+                f"number ({exc}); pass arrays, tensors, numbers, or dicts/lists of them"
+            ) from None
+    return out
 
 
 def _cpu_digests(tensors: list) -> list[int]:
@@ -163,7 +184,7 @@ def _kernel_digests(tensors: list) -> list[int]:
             t = t.detach().resolve_conj().resolve_neg().contiguous()
             keep.append(t)
         addresses.append(t.data_ptr())
-        nbytes.append(t.numel() * t.element_size())
+        nbytes.append(t.nbytes)
     return _ckernel.digests(addresses, nbytes)
 
 
