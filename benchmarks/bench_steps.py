@@ -14,18 +14,63 @@ target <= 1.05x a plain step:
 Digests are exact (:mod:`fwd9m.fingerprint`): their cost grows with the bytes of
 state (parameters, gradients, optimizer moments), a step's with the batch too, so the
 ratio is worst for a small batch on a CPU.
+
+Each case is also timed with an option switched off, as its own ratio in the same run:
+``[NumPy digest]`` without the compiled kernel (:mod:`fwd9m._ckernel`, as on a machine
+without a C compiler), and for Keras ``[one by one]`` reading each variable eagerly
+instead of all in one ``tf.function`` (:mod:`fwd9m.tensorflow._many`).
+
+The clock is this process's CPU time (all its threads), which the other processes of
+a shared machine do not inflate as they do wall-clock time (``FWD9M_BENCH_WALL=1`` for
+wall-clock time); every case here computes on the CPU.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+import time
 
 from _harness import Case
 from _models import torch_models
 
 TMP = tempfile.mkdtemp(prefix="fwd9m-bench-steps-")
 TARGET = 1.05
+CLOCK = time.perf_counter if os.environ.get("FWD9M_BENCH_WALL") else time.process_time
+
+
+@contextlib.contextmanager
+def _numpy_digests():
+    """The NumPy digest path only (no compiled kernel), for the time being."""
+    from fwd9m import _ckernel
+
+    _ckernel.kernel()
+    saved = _ckernel._state["lib"]
+    _ckernel._state["lib"] = None
+    try:
+        yield
+    finally:
+        _ckernel._state["lib"] = saved
+
+
+def _variants(name: str, baseline, candidate, baseline_name: str, repeat: int, extra=()) -> list[Case]:
+    """The case with every option on, then one case per option switched off
+    (``extra``: ``(label, context manager factory)``)."""
+
+    def off(make):
+        def run():
+            with make():
+                candidate()
+
+        return run
+
+    out = [Case(name, baseline, candidate, baseline_name=baseline_name, target=TARGET, repeat=repeat, clock=CLOCK)]
+    for label, make in (("NumPy digest", _numpy_digests), *extra):
+        out.append(
+            Case(f"{name} [{label}]", baseline, off(make), baseline_name=baseline_name, repeat=repeat, clock=CLOCK)
+        )
+    return out
 
 
 def _session(name: str):
@@ -68,16 +113,7 @@ def _torch_cases(quick: bool):
             finally:
                 hooks.uninstall()
 
-        out.append(
-            Case(
-                f"steps: torch {name}, {steps} steps",
-                train,
-                with_digests,
-                baseline_name="plain steps",
-                target=TARGET,
-                repeat=3 if quick else 5,
-            )
-        )
+        out += _variants(f"steps: torch {name}, {steps} steps", train, with_digests, "plain steps", 3 if quick else 5)
     return out
 
 
@@ -117,16 +153,22 @@ def _keras_cases(quick: bool):
     def fit_digests():
         digested.fit(x, y, batch_size=32, epochs=1, verbose=0, shuffle=False, callbacks=[callback])
 
-    return [
-        Case(
-            f"steps: keras small CNN fit, {batches} batches",
-            fit_plain,
-            fit_digests,
-            baseline_name="fit without the callback",
-            target=TARGET,
-            repeat=3 if quick else 5,
-        )
-    ]
+    @contextlib.contextmanager
+    def one_by_one():
+        from fwd9m.steps import _values
+        from fwd9m.steps import keras as steps_keras
+
+        saved = steps_keras._variable_digests
+        steps_keras._variable_digests = _values.digest_groups
+        try:
+            yield
+        finally:
+            steps_keras._variable_digests = saved
+
+    name = f"steps: keras small CNN fit, {batches} batches"
+    return _variants(
+        name, fit_plain, fit_digests, "fit without the callback", 3 if quick else 5, [("one by one", one_by_one)]
+    )
 
 
 def _jax_cases(quick: bool):
@@ -172,16 +214,7 @@ def _jax_cases(quick: bool):
             p, loss, g, key = step(p, key)
             step_digest(i, loss=loss, params=p, grads=g, key=key, batch=x, path=path)
 
-    return [
-        Case(
-            f"steps: jax jitted MLP, {steps} steps",
-            plain,
-            digests,
-            baseline_name="jitted steps alone",
-            target=TARGET,
-            repeat=3 if quick else 5,
-        )
-    ]
+    return _variants(f"steps: jax jitted MLP, {steps} steps", plain, digests, "jitted steps alone", 3 if quick else 5)
 
 
 def cases(quick: bool):

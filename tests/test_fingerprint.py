@@ -116,3 +116,82 @@ def test_moved_device_digests_still_import_from_fingerprint():
     assert (tf_digest, tf_partial) == (tf_dg.digest, tf_dg.partial)
     with pytest.raises(AttributeError):
         fp.no_such_digest  # noqa: B018
+
+
+def _reference_partial(data: bytes) -> int:
+    """Steps 1-3 of the module docstring in plain Python: the spec every
+    implementation must match (slow; small inputs only)."""
+    mask = (1 << 64) - 1
+    data = data + b"\0" * (-len(data) % 4)
+    words = [int.from_bytes(data[i : i + 4], "little", signed=True) for i in range(0, len(data), 4)]
+    m = [int(x) & mask for x in fp.word_multipliers()]
+    total = 0
+    for j in range(0, len(words), fp.ROW_WORDS):
+        row = sum(w * m[i] for i, w in enumerate(words[j : j + fp.ROW_WORDS])) & mask
+        k = ((j // fp.ROW_WORDS) * fp.GOLDEN + fp.ROW_OFFSET) & mask | 1
+        total = (total + row * k) & mask
+    return total
+
+
+@pytest.fixture
+def no_kernel(monkeypatch):
+    """The NumPy path, as on a machine without a C compiler."""
+    from fwd9m import _ckernel
+
+    monkeypatch.setitem(_ckernel._state, "lib", None)
+
+
+def test_compiled_kernel_agrees_with_numpy_and_the_spec():
+    from fwd9m import _ckernel
+
+    if _ckernel.kernel() is None:
+        pytest.skip("no C compiler here: the NumPy path is the only one")
+    rng = np.random.default_rng(3)
+    for n in SIZES + [4095, 4097, 2 * 4096 + 1, 2 * 4096 + 3]:
+        data = rng.integers(0, 256, n, dtype=np.uint8)
+        want = _reference_partial(data.tobytes())
+        padded = fp._bytes_to_words(data)
+        assert fp._numpy_only_partial(padded) == want, n
+        assert _ckernel.partial(data.ctypes.data, n) == want, n  # a ragged tail read in place
+        shifted = np.zeros(n + 1, np.uint8)
+        shifted[1:] = data
+        assert _ckernel.partial(shifted.ctypes.data + 1, n) == want, n  # an unaligned address
+        assert fp.u8_digest(shifted[1:]) == fp.finalize(want, n)
+        assert _ckernel.digests([shifted.ctypes.data + 1], [n]) == [fp.finalize(want, n)]
+    big = rng.integers(-(2**31), 2**31, 5 * fp._PARALLEL_ROWS * fp.ROW_WORDS // 4 + 5, dtype=np.int32)
+    assert fp._numpy_partial(big) == fp._numpy_only_partial(big)  # rows split between threads
+
+
+def test_without_the_kernel_digests_are_the_same(no_kernel):
+    from fwd9m import _ckernel
+
+    assert _ckernel.kernel() is None
+    for a in _arrays()[:12]:
+        assert fp.numpy_digest(a) == fp.finalize(_reference_partial(a.tobytes()), a.nbytes)
+
+
+def test_a_failed_build_falls_back_to_numpy(monkeypatch, tmp_path):
+    from fwd9m import _ckernel
+
+    monkeypatch.setitem(_ckernel._state, "lib", None)
+    del _ckernel._state["lib"]
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(_ckernel, "_compiler", lambda: "false")  # a compiler that always fails
+    assert _ckernel.kernel() is None
+    assert fp.digest_bytes(b"abcde") == fp.finalize(_reference_partial(b"abcde"), 5)
+    assert not list(tmp_path.rglob("*.so"))
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "numpy"])
+def test_digests_of_many_values_equal_one_by_one(kernel, monkeypatch):
+    torch = pytest.importorskip("torch")
+    from fwd9m import _ckernel
+
+    if not kernel:
+        monkeypatch.setitem(_ckernel._state, "lib", None)
+    values = [a for a in _arrays()[:16]]
+    values += [np.arange(12, dtype=np.int16).reshape(3, 4).T, np.float32(2.5), 3, b"abc", torch.arange(5)]
+    values += [np.array(True), np.zeros((0, 2))]
+    assert fp.digests(values) == [fp.digest(v) for v in values]
+    with pytest.raises(TypeError):
+        fp.digests([np.ones(3), np.array([object()])])

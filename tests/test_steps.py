@@ -155,6 +155,11 @@ def test_batched_digests_equal_fingerprint(monkeypatch):
         torch.randn(4, generator=g, requires_grad=True),
     ]
     expected = [torch_digest(t) for t in ts]
+    assert _values._cpu_digests(ts) == expected  # the compiled kernel, where there is one
+    from fwd9m import _ckernel
+
+    monkeypatch.setitem(_ckernel._state, "lib", None)  # the NumPy path (no C compiler)
+    assert [torch_digest(t) for t in ts] == expected
     assert _values._cpu_digests(ts) == expected
     monkeypatch.setattr(_values, "_BATCH_WORDS", 1500)  # batches split between tensors
     assert _values._cpu_digests(ts) == expected
@@ -305,3 +310,30 @@ def test_debug_diff_reads_step_digest_files(tmp_path, capsys):
     trace_like.write_bytes(b"not a digest file")
     assert _cli(["debug", "diff", str(a), str(trace_like)]) == 2
     assert "is a step digest file but" in capsys.readouterr().err
+
+
+def test_keras_variables_read_together_have_the_one_by_one_digests():
+    keras = pytest.importorskip("keras")
+    if keras.config.backend() != "tensorflow":
+        pytest.skip("the batched read is the TensorFlow backend's")
+    from fwd9m.steps import keras as steps_keras
+    from fwd9m.steps._values import digest_groups
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.BatchNormalization()])
+    model.compile(optimizer="adam", loss="mse")
+    model.fit(np.ones((8, 4)), np.ones((8, 3)), verbose=0)
+    odd = [
+        ("bool", keras.Variable(np.array([True, False, True]), dtype="bool")),
+        ("int8", keras.Variable(np.array([-1, 2, 3], np.int8), dtype="int8")),
+        ("half", keras.Variable(np.arange(3), dtype="float16")),
+        ("empty", keras.Variable(np.zeros((0, 3)), dtype="float32")),
+    ]
+    groups = [
+        ("params", steps_keras._named(model.trainable_weights)),
+        ("buffers", steps_keras._named(model.non_trainable_weights)),
+        ("optimizer", steps_keras._named(model.optimizer.variables)),
+        ("values", odd),
+    ]
+    together = steps_keras._variable_digests(groups)
+    assert together == digest_groups(groups)
+    assert len(together) == sum(len(leaves) for _, leaves in groups)

@@ -22,7 +22,9 @@ Algorithm (identical in every implementation, for identical bytes):
    done on the host with Python integers after ``S`` (8 bytes) comes back.
 
 This module holds the NumPy implementation (also used for CPU tensors through
-zero-copy views); each framework package holds the implementation on its tensors
+zero-copy views), which hands steps 1-3 to the same arithmetic in C
+(:mod:`fwd9m._ckernel`, built on first use; about 2.5x faster, no temporary arrays)
+when a C compiler is present; each framework package holds the implementation on its tensors
 (``fwd9m/torch/_digest.py``, ``fwd9m/tensorflow/_digest.py``), and all give the same
 digest for the same bytes (``tests/test_fingerprint.py``). Steps 1-3 run on the
 tensor's device; only the 8-byte partial sum ``S`` travels to the host, and callers can
@@ -37,10 +39,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import _ckernel
+
 __all__ = [
     "ROW_WORDS",
     "digest",
     "digest_bytes",
+    "digests",
     "numpy_digest",
     "u8_digest",
     "finalize",
@@ -115,7 +120,17 @@ def finalize(partial: int, nbytes: int) -> int:
 
 
 def _numpy_partial(words) -> int:
-    """``S`` for a 1-D int32 NumPy array of words."""
+    """``S`` for a 1-D int32 NumPy array of words: by the compiled kernel
+    (:mod:`fwd9m._ckernel`) when it is available, else by NumPy (the same value)."""
+    if _ckernel.kernel() is not None and words.flags.c_contiguous:
+        if words.size >= _PARALLEL_ROWS * ROW_WORDS:
+            return _parallel_kernel(words)
+        return _ckernel.partial(words.ctypes.data, words.nbytes)
+    return _numpy_only_partial(words)
+
+
+def _numpy_only_partial(words) -> int:
+    """``S`` for a 1-D int32 NumPy array of words, with NumPy only."""
     import numpy as np
 
     n = words.size
@@ -142,9 +157,22 @@ def _numpy_partial(words) -> int:
 _PARALLEL_ROWS = 1024  # 4 MiB and more
 
 
-def _parallel_rows(full, m):
-    import numpy as np
+def _parallel_kernel(words) -> int:
+    """:func:`_numpy_partial` of a large array by the compiled kernel, its rows split
+    between the pool's threads (the kernel releases the GIL); each part's rows are
+    numbered from where it starts, and the parts' sums add modulo 2**64 (exact)."""
+    pool = _pool()
+    rows = -(-words.size // ROW_WORDS)
+    step = max(256, -(-rows // pool._max_workers)) * ROW_WORDS
+    base, nbytes = words.ctypes.data, words.nbytes
+    futures = [
+        pool.submit(_ckernel.partial, base + 4 * i, min(nbytes - 4 * i, 4 * step), i // ROW_WORDS)
+        for i in range(0, words.size, step)
+    ]
+    return sum(f.result() for f in futures) & _MASK
 
+
+def _pool():
     pool = _cache.get("pool")
     if pool is None:
         import os
@@ -154,10 +182,26 @@ def _parallel_rows(full, m):
             1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
         )
         pool = _cache["pool"] = ThreadPoolExecutor(workers, thread_name_prefix="fwd9m-digest")
+    return pool
+
+
+def _parallel_rows(full, m):
+    import numpy as np
+
+    pool = _pool()
     rows = full.shape[0]
     step = max(256, -(-rows // pool._max_workers))
     futures = [pool.submit(np.einsum, "ij,j->i", full[i : i + step], m) for i in range(0, rows, step)]
     return np.concatenate([f.result() for f in futures])
+
+
+def _u8_partial(u8) -> int:
+    """``S`` of a contiguous 1-D uint8 array (the kernel reads a ragged tail in place;
+    NumPy needs it padded, a copy)."""
+    small = u8.size < _PARALLEL_ROWS * ROW_WORDS * 4
+    if u8.size % 4 and small and u8.flags.c_contiguous and _ckernel.kernel() is not None:
+        return _ckernel.partial(u8.ctypes.data, u8.size)
+    return _numpy_partial(_bytes_to_words(u8))
 
 
 def _bytes_to_words(u8):
@@ -187,12 +231,12 @@ def numpy_digest(array) -> int:
     if a.dtype.hasobject:
         raise TypeError("cannot digest an object array")
     u8 = a.reshape(-1).view(np.uint8)
-    return finalize(_numpy_partial(_bytes_to_words(u8)), u8.size)
+    return finalize(_u8_partial(u8), u8.size)
 
 
 def u8_digest(u8) -> int:
     """Digest of a 1-D uint8 NumPy array of bytes (no copy unless padding is needed)."""
-    return finalize(_numpy_partial(_bytes_to_words(u8)), u8.size)
+    return finalize(_u8_partial(u8), u8.size)
 
 
 def digest_bytes(data: bytes | bytearray | memoryview) -> int:
@@ -200,7 +244,7 @@ def digest_bytes(data: bytes | bytearray | memoryview) -> int:
     import numpy as np
 
     u8 = np.frombuffer(data, dtype=np.uint8)
-    return finalize(_numpy_partial(_bytes_to_words(u8)), u8.size)
+    return finalize(_u8_partial(u8), u8.size)
 
 
 # ----------------------------------------------------------------------------- any
@@ -220,6 +264,41 @@ def digest(value) -> int:
     import numpy as np
 
     return numpy_digest(np.asarray(value))
+
+
+def digests(values: list) -> list[int]:
+    """``[digest(v) for v in values]``, with the NumPy-viewable values (NumPy arrays,
+    JAX CPU arrays, numbers) digested together in one call of the compiled kernel when
+    it is available. Raises ``TypeError`` as :func:`digest` does."""
+    import numpy as np
+
+    if _ckernel.kernel() is None:
+        return [digest(v) for v in values]
+    from . import _frameworks
+
+    backends = _frameworks.backends(list(_frameworks.FRAMEWORKS))
+    out: list[Any] = []
+    arrays: list[tuple[int, Any]] = []
+    for v in values:
+        d = None
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            d = digest_bytes(v)
+        elif not isinstance(v, np.ndarray):
+            for b in backends:
+                d = b.digest(v)
+                if d is not None:
+                    break
+        if d is None:
+            a = np.ascontiguousarray(v)
+            if a.dtype.hasobject:
+                raise TypeError("cannot digest an object array")
+            arrays.append((len(out), a))
+        out.append(d)
+    if arrays:
+        sums = _ckernel.digests([a.ctypes.data for _, a in arrays], [a.nbytes for _, a in arrays])
+        for (i, _), d in zip(arrays, sums):
+            out[i] = d
+    return out
 
 
 #: Names this module had before the framework implementations moved into the framework

@@ -3,7 +3,8 @@ arrays (NumPy, torch, TensorFlow, Keras, JAX) and Python numbers.
 
 Digests are those of :mod:`fwd9m.fingerprint` (exact, order-sensitive). A step's CPU
 torch tensors (parameters, gradients, optimizer moments: many, mostly small) are
-digested together in a few NumPy calls (:func:`_cpu_digests`, the same values as
+digested together, in place by one call of the compiled kernel (:mod:`fwd9m._ckernel`)
+or else in a few NumPy calls (:func:`_cpu_digests`, the same values as
 ``fwd9m.torch._digest.digest`` one by one, tested); tensors on an accelerator
 are reduced there and their sums come back in one transfer.
 """
@@ -95,15 +96,17 @@ def digest_groups(groups: list[tuple[str, list[tuple[str, Any]]]]) -> list[tuple
     batched: list[int] = []
     device: list[int] = []
     torch = sys.modules.get("torch")
+    tensor = torch.Tensor if torch is not None else ()
     backend = _frameworks.backend("torch")
+    others: list[int] = []
     for group, leaves in groups:
         for name, v in leaves:
             if isinstance(v, (int, float, bool)):
                 v = _plain(v)
-            if torch is not None and isinstance(v, torch.Tensor):
+            if isinstance(v, tensor):
                 meta = _torch_meta(v)
-                if v.device.type == "cpu":
-                    if v.numel() * v.element_size() <= _BATCHED and not v.is_complex():
+                if v.is_cpu:
+                    if v.nbytes <= _BATCHED and not v.is_complex():
                         batched.append(len(entries))
                         entries.append((group, name, meta, v))
                     else:
@@ -112,14 +115,11 @@ def digest_groups(groups: list[tuple[str, list[tuple[str, Any]]]]) -> list[tuple
                     device.append(len(entries))
                     entries.append((group, name, meta, backend.digest_partial(v)))
                 continue
-            try:
-                dig = fingerprint.digest(v)
-            except (TypeError, ValueError) as exc:
-                raise TypeError(
-                    f"step digest: {group}/{name} is a {type(v).__name__}, not an array or a "
-                    f"number ({exc}); pass arrays, tensors, numbers, or dicts/lists of them"
-                ) from None
-            entries.append((group, name, meta_of(v), dig))
+            others.append(len(entries))
+            entries.append((group, name, meta_of(v), v))
+    if others:
+        for i, d in zip(others, _other_digests([entries[i] for i in others])):
+            entries[i] = (*entries[i][:3], d)
     if batched:
         for i, d in zip(batched, _cpu_digests([entries[i][3] for i in batched])):
             entries[i] = (*entries[i][:3], d)
@@ -132,9 +132,36 @@ def digest_groups(groups: list[tuple[str, list[tuple[str, Any]]]]) -> list[tuple
     return entries
 
 
+def _other_digests(entries: list) -> list[int]:
+    """:func:`fwd9m.fingerprint.digests` of the values of ``(group, name, meta, value)``.
+
+    Raises:
+        TypeError: a value is neither an array nor a number, named in the message.
+    """
+    try:
+        return fingerprint.digests([e[3] for e in entries])
+    except (TypeError, ValueError):
+        pass
+    out = []
+    for group, name, _, v in entries:  # again one by one, to name the value that fails
+        try:
+            out.append(fingerprint.digest(v))
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"step digest: {group}/{name} is a {type(v).__name__}, not an array or a "
+                f"number ({exc}); pass arrays, tensors, numbers, or dicts/lists of them"
+            ) from None
+    return out
+
+
 def _cpu_digests(tensors: list) -> list[int]:
-    """``fwd9m.torch._digest.digest`` of each CPU torch tensor, computed together
-    in batches of about :data:`_BATCH_WORDS` words."""
+    """``fwd9m.torch._digest.digest`` of each CPU torch tensor, computed together: by
+    the compiled kernel in one call (:func:`_kernel_digests`) when it is available,
+    else with NumPy in batches of about :data:`_BATCH_WORDS` words."""
+    from .. import _ckernel
+
+    if _ckernel.kernel() is not None:
+        return _kernel_digests(tensors)
     out: list[int] = []
     start, words = 0, 0
     for k, t in enumerate(tensors):
@@ -143,6 +170,22 @@ def _cpu_digests(tensors: list) -> list[int]:
             out += _cpu_batch(tensors[start : k + 1])
             start, words = k + 1, 0
     return out + _cpu_batch(tensors[start:])
+
+
+def _kernel_digests(tensors: list) -> list[int]:
+    """The digests of CPU torch tensors in one call of the compiled kernel, reading each
+    tensor's bytes in place (a non-contiguous, conjugated or negated view is made
+    contiguous first, a copy kept alive until the call returns)."""
+    from .. import _ckernel
+
+    keep, addresses, nbytes = [], [], []
+    for t in tensors:
+        if t.is_conj() or t.is_neg() or not t.is_contiguous():
+            t = t.detach().resolve_conj().resolve_neg().contiguous()
+            keep.append(t)
+        addresses.append(t.data_ptr())
+        nbytes.append(t.nbytes)
+    return _ckernel.digests(addresses, nbytes)
 
 
 def _cpu_batch(tensors: list) -> list[int]:

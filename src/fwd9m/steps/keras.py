@@ -18,7 +18,7 @@ import os
 import keras
 
 from ._session import require
-from ._values import digest_leaves, global_rng_leaves
+from ._values import digest_groups, digest_leaves, global_rng_leaves, meta_of
 
 __all__ = ["StepDigests"]
 
@@ -57,10 +57,25 @@ class StepDigests(keras.callbacks.Callback):
         entries, self._initial = self._initial, []
         if logs and "loss" in logs:
             entries += digest_leaves("loss", [("loss", logs["loss"])])
-        entries += digest_leaves("params", _named(self.model.trainable_weights))
-        entries += digest_leaves("buffers", _named(self.model.non_trainable_weights))
+        groups = [("params", _named(self.model.trainable_weights))]
+        groups.append(("buffers", _named(self.model.non_trainable_weights)))
         optimizer = getattr(self.model, "optimizer", None)
         if optimizer is not None:
-            entries += digest_leaves("optimizer", _named(optimizer.variables))
+            groups.append(("optimizer", _named(optimizer.variables)))
         gens = [(f"seed:{p}", sg.state) for p, sg in rng._keras_layer_gens(self.model).items()]
-        return entries + digest_leaves("rng", gens + global_rng_leaves())
+        groups.append(("rng", gens))
+        return entries + _variable_digests(groups) + digest_leaves("rng", global_rng_leaves())
+
+
+def _variable_digests(groups: list) -> list:
+    """:func:`digest_groups` of Keras variables: under the TensorFlow backend all are read
+    in one ``tf.function`` call (:mod:`fwd9m.tensorflow._many`, the same digests), else
+    (or when that path does not apply) one by one."""
+    if keras.config.backend() == "tensorflow":
+        from ..tensorflow._many import cpu_digests
+
+        flat = [(g, n, v) for g, leaves in groups for n, v in leaves]
+        digests = cpu_digests([getattr(v, "value", v) for _, _, v in flat])
+        if digests is not None:
+            return [(g, n, meta_of(v), d) for (g, n, v), d in zip(flat, digests)]
+    return digest_groups(groups)
