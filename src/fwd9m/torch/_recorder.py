@@ -121,6 +121,12 @@ class TorchRecorder:
         self._node_modules: dict[int, tuple[str, str]] = {}  # autograd seq nr -> (module, line)
         self._param_paths: dict[int, tuple[str, str]] = {}  # id(param) -> (module path, name)
         self._known: dict[tuple, tuple] = {}  # (data_ptr, nbytes, dtype) -> (ref, version, digest, sample)
+        #: while Dynamo traces a compiled function it runs the global hooks too; they
+        #: must leave no trace in the compiled program (public: torch.compiler.is_compiling)
+        self._compiling = torch.compiler.is_compiling
+        from ._compiled import CompiledGraphs
+
+        self._compiled = CompiledGraphs(self)
 
     # ------------------------------------------------------------------ hooks
     def _path_of(self, module) -> str:
@@ -143,12 +149,16 @@ class TorchRecorder:
 
     @guarded("<module pre-hook>")
     def _pre_hook(self, module, args):
+        if self._compiling():
+            return
         if not self._modules:
             self._model_inputs = {id(a) for a in args if isinstance(a, self.torch.Tensor)}
         self._modules.append(module)
 
     @guarded("<module hook>")
     def _post_hook(self, module, args, output):
+        if self._compiling():
+            return
         if self._module_level and self._modules:
             self._record_module(module, args, output)  # guarded: the stack below is kept
         if self._modules and self._modules[-1] is module:
@@ -160,12 +170,16 @@ class TorchRecorder:
 
     @guarded("<optimizer pre-hook>")
     def _opt_pre(self, optimizer, args, kwargs):
+        if self._compiling():
+            return
         self._phase_stack.append("optimizer")
         if self._module_level:
             self._record_params(optimizer, grads=True)
 
     @guarded("<optimizer hook>")
     def _opt_post(self, optimizer, args, kwargs):
+        if self._compiling():
+            return
         if self._phase_stack:
             self._phase_stack.pop()
         self.rec.step += 1
@@ -291,6 +305,7 @@ class TorchRecorder:
             opt.register_optimizer_step_post_hook(self._opt_post),
         ]
         self._patch_dataloader()
+        self._compiled.start()
         self._window()
 
     def stop(self) -> None:
@@ -303,6 +318,7 @@ class TorchRecorder:
         for cls, attr, original in reversed(self._patched):
             setattr(cls, attr, original)
         self._patched = []
+        self._compiled.stop()
         self.flush()
 
     # ------------------------------------------------------------------ ops
@@ -435,6 +451,8 @@ class TorchRecorder:
 
         An exception of the recorder (never of the op) is caught: the op is written as
         "not recorded" (:meth:`Recording.failed`) and the program goes on."""
+        if self._compiled.depth:  # inside a compiled graph: part of its one op
+            return func(*args, **kwargs)
         try:
             info = self._infos.get(func)
             if info is None:
@@ -461,6 +479,9 @@ class TorchRecorder:
             name = self._infos[func].name if func in self._infos else str(func._schema.name)
         except Exception:  # noqa: BLE001
             name = "aten::?"
+        self._failed_name(name, exc)
+
+    def _failed_name(self, name: str, exc: BaseException) -> None:
         try:
             name_id, ctx = self.rec.failed(name, exc)
             entry = (name_id, ctx, self.rec.step, [], [], None)
