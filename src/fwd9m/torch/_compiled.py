@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import weakref
 
 from ..debug._common import _is_library, _short
 from ..debug._store import IS_PARAM
@@ -44,6 +45,16 @@ def _user_frame() -> tuple[str, str]:
     return "?", ""
 
 
+#: id(CompiledFxGraph) -> (weak reference to it, its eager aten graph), for the graphs
+#: built while a recorder that narrows was on (one process may record several times)
+_EAGER: dict[int, tuple] = {}
+
+
+def _eager_of(graph):
+    ref, gm = _EAGER.get(id(graph), (None, None))
+    return gm if ref is not None and ref() is graph else None
+
+
 class CompiledGraphs:
     """The graph-call hooks of one :class:`~fwd9m.torch._recorder.TorchRecorder`."""
 
@@ -55,7 +66,6 @@ class CompiledGraphs:
         self.depth = 0  # > 0 while a compiled graph runs: its inner ops are its own
         self.calls = 0
         self._names: dict[object, tuple[str, str, str]] = {}  # graph id -> (name, location, module)
-        self._gms: dict[int, object] = {}  # id(CompiledFxGraph) -> its eager aten graph
         self._undo = None
         self._caches_on = None
 
@@ -74,26 +84,29 @@ class CompiledGraphs:
 
     def _on_init(self, graph, gm) -> None:
         if self.r.rec.capture.windows:  # only the narrowing needs the eager graph
-            self._gms[id(graph)] = gm
+            try:
+                _EAGER[id(graph)] = (weakref.ref(graph), gm)
+            except TypeError:
+                pass
 
     def _on_call(self, graph, inputs, call):
         if self.r._mode is None or self.depth:
             return call(inputs)
+        self.depth += 1  # the recorder's own ops (digests, narrowing) are not recorded either
         try:
-            pre = self._before(graph, inputs)
-        except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
-            self.r._failed_name(NAME_PREFIX + "?", exc)
-            return call(inputs)
-        self.depth += 1
-        try:
+            try:
+                pre = self._before(graph, inputs)
+            except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
+                self.r._failed_name(NAME_PREFIX + "?", exc)
+                return call(inputs)
             result = call(inputs)
+            try:
+                self._after(pre, result)
+            except Exception as exc:  # noqa: BLE001
+                self.r._failed_name(pre[0], exc)
+            return result
         finally:
             self.depth -= 1
-        try:
-            self._after(pre, result)
-        except Exception as exc:  # noqa: BLE001
-            self.r._failed_name(pre[0], exc)
-        return result
 
     def _where(self, graph) -> tuple[str, str, str]:
         backward, gid = self._private.graph_info(graph)
@@ -123,7 +136,7 @@ class CompiledGraphs:
         if capture:
             from ..debug._replay import take_call
 
-            take_call(rec, seq, "torch", _Graph(graph, self._gms.get(id(graph)), name), list(inputs), {})
+            take_call(rec, seq, "torch", _Graph(graph, _eager_of(graph), name), list(inputs), {})
         in_caps = [r._bytes(t) for t in tensors] if capture else None
         return name, loc, module, in_recs, in_caps, capture
 
@@ -177,18 +190,73 @@ def _distinct(run, inputs, repeat: int, torch) -> int:
     return len(seen)
 
 
+def _where_node(node) -> str:
+    """file:line of the user's line an FX node came from (its last stack frame)."""
+    trace = (node.meta.get("stack_trace") or "").strip().splitlines()
+    for line in reversed(trace):
+        line = line.strip()
+        if line.startswith('File "') and '", line ' in line:
+            fn, rest = line[6:].split('", line ', 1)
+            return f"{_short(fn)}:{rest.split(',', 1)[0]}"
+    return ""
+
+
+def _ops(gm) -> list[dict]:
+    """The graph's ops (aten overloads, after Inductor's decompositions), with lines."""
+    if gm is None:
+        return []
+    return [{"op": str(n.target), "location": _where_node(n)} for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def _node_digests(gm, inputs, torch) -> list[tuple[str, str, str, str]]:
+    """(op, location, inputs digest, outputs digest) of each node of one eager run of
+    ``gm`` (torch.fx.Interpreter: each node run by PyTorch's own kernel)."""
+    seen = []
+
+    class _Each(torch.fx.Interpreter):
+        def run_node(self, n):
+            if n.op != "call_function":
+                return super().run_node(n)
+            ins = _digest([self.env[a] for a in n.all_input_nodes], torch)  # before: it may write them
+            out = super().run_node(n)
+            seen.append((str(n.target), _where_node(n), ins, _digest(out, torch)))
+            return out
+
+    fresh = [t.detach().clone() if isinstance(t, torch.Tensor) else t for t in inputs]
+    with torch.no_grad():
+        _Each(gm).run(*fresh)
+    return seen
+
+
+def _first_varying_node(gm, inputs, torch, runs: int = 2) -> dict | None:
+    """The first node whose inputs agree and outputs differ between eager runs."""
+    first = _node_digests(gm, inputs, torch)
+    for _ in range(runs - 1):
+        other = _node_digests(gm, inputs, torch)
+        for (op, loc, ins, out), (_, _, ins2, out2) in zip(first, other):
+            if ins == ins2 and out != out2:
+                return {"op": op, "location": loc}
+            if ins != ins2:
+                break
+    return None
+
+
 def narrow(g: _Graph, inputs: list, repeat: int = NARROW_REPEAT) -> dict:
     """Run the compiled graph and its eager equivalent ``repeat`` times each on copies
-    of ``inputs`` (before the program's own call, which empties the list); the torch
-    RNG state is put back, so the program goes on as if this had not run."""
+    of ``inputs`` (before the program's own call, which empties the list); when the
+    eager graph varies too, run it node by node to name the first node that does. The
+    torch RNG state is put back, so the program goes on as if this had not run."""
     import torch
 
     from . import _private
 
     state = torch.random.get_rng_state()
+    node = None
     try:
         compiled = _distinct(lambda xs: _private.run_graph(g.graph, xs), inputs, repeat, torch)
         eager = _distinct(lambda xs: g.gm(*xs), inputs, repeat, torch) if g.gm is not None else None
+        if eager is not None and eager > 1:
+            node = _first_varying_node(g.gm, inputs, torch, runs=repeat)
     finally:
         torch.random.set_rng_state(state)
     return {
@@ -197,6 +265,9 @@ def narrow(g: _Graph, inputs: list, repeat: int = NARROW_REPEAT) -> dict:
         "runs": repeat,
         "compiled": compiled,
         "eager": eager,
+        "node": node,
+        "ops": _ops(g.gm)[:64],
         "threads": torch.get_num_threads(),
+        "device": next((str(t.device) for t in inputs if isinstance(t, torch.Tensor)), "cpu"),
         "found": compiled > 1 and eager == 1,
     }
