@@ -11,6 +11,29 @@ from __future__ import annotations
 FIX = "torch.use_deterministic_algorithms(True) before the first call of the compiled function (Inductor then lowers some accumulating ops, index_put_ among them, to PyTorch's deterministic kernels), or torch.compiler.disable on the function that holds the op"
 
 
+#: the node field of a compiled graph's op record (fwd9m.torch._compiled.NODE)
+COMPILED_NODE = "compiled graph"
+
+
+def compiled_culprit(first) -> dict:
+    """The explanation of a culprit that is a compiled graph's call."""
+    return {
+        "headline": (
+            f"{first.op}, a compiled graph, gave different outputs from identical inputs "
+            f"(recorded as one op: the kernels inside it are not recorded one by one; the "
+            f"replay below narrows it)"
+        ),
+        "causes": [
+            "the code the compiler generated for the graph accumulates in a run-dependent order "
+            "(Inductor's CPU code adds with atomic_add inside parallel loops when more than one "
+            "thread runs: torch/_inductor/codegen/cpp.py, CppKernel.store)",
+            "one of the graph's ops is nondeterministic when run eagerly too",
+        ],
+        "catalog": [],
+        "fix": "import torch\ntorch.use_deterministic_algorithms(True)  # before the first call of the compiled function",
+    }
+
+
 def _ops_text(ops: list) -> str:
     shown = [f"{o.get('op', '?')} at {o.get('location') or '?'}" for o in ops if isinstance(o, dict)][:8]
     return "; ".join(shown) + (f"; and {len(ops) - 8} more" if len(ops) > 8 else "")

@@ -29,7 +29,7 @@ from ..debug._store import IS_PARAM
 __all__ = ["CompiledGraphs", "NAME_PREFIX", "narrow"]
 
 NAME_PREFIX = "torch.compile:"
-NODE = "compiled graph (Inductor)"
+NODE = "compiled graph (Inductor)"  # starts with fwd9m.debug._compiled.COMPILED_NODE
 NARROW_REPEAT = 20
 
 
