@@ -73,8 +73,10 @@ def test_a_compiled_function_runs_compiled_and_is_one_op(compiled, tmp_path):
 
 
 def test_a_compiled_module_trains_unchanged_under_the_recorder(tmp_path):
-    # before: Dynamo traced the recorder's global module hooks and raised an AssertionError
-    # (the recorder broke the program); now the hooks do nothing while Dynamo traces
+    # before: under the recorder the module ran eagerly (Dynamo skipped it), and its
+    # parameters after one step differed in their bits from the unrecorded compiled run;
+    # with Dynamo compiling under the mode, it traced the recorder's global module hooks
+    # and raised an AssertionError; now the hooks do nothing while Dynamo traces
     torch.manual_seed(0)
     nets = [Net(), Net()]
     nets[1].load_state_dict(nets[0].state_dict())
@@ -98,6 +100,20 @@ def test_a_compiled_module_trains_unchanged_under_the_recorder(tmp_path):
     assert not any(o.name == "aten::addmm" for o in ops)  # Inductor's kernels, not eager ones
 
 
+def test_where_compiled_graphs_cannot_be_hooked_they_run_eagerly_and_the_trace_says_so(compiled, tmp_path, monkeypatch):
+    # simulated: a torch whose Inductor has no CompiledFxGraph to hook (none installable here)
+    from fwd9m.torch import _private
+
+    monkeypatch.setattr(_private, "compiled_graph_hooks", lambda *a: None)
+    fn, idx, v, _, _ = compiled
+    path = tmp_path / "eager.trace"
+    ops = _record(path, fn, idx, v)
+    assert "aten::index_add" in [o.name for o in ops]  # Dynamo ran it eagerly, every op recorded
+    reader = dbg.TraceReader(path)
+    list(reader)
+    assert any("compiled functions ran eagerly under the recorder" in n for n in reader.end["notes"])
+
+
 @TWO_CORES
 def test_a_nondeterministic_compiled_graph_is_named_and_narrowed(compiled, tmp_path):
     fn, idx, v, _, narrow_trace = compiled
@@ -114,6 +130,7 @@ def test_a_nondeterministic_compiled_graph_is_named_and_narrowed(compiled, tmp_p
     assert "a compiled graph, gave different outputs from identical inputs" in text
     assert "(compiled graph (Inductor): recorded as one op)" in text
     assert "torch.use_deterministic_algorithms(True)" in text
+    assert "torch.compile: 3 call(s) of Inductor-compiled graphs, each recorded as one op" in text
 
     r = dbg.replay(narrow_trace, 0)  # narrowed in the recording that compiled it
     assert r.op == "torch.compile:bucket_sums" and r.confirmed, r.render()
@@ -139,7 +156,7 @@ def test_the_narrowing_leaves_the_program_unchanged(compiled, tmp_path):
 
 @pytest.mark.slow
 @TWO_CORES
-def test_fwd9m_debug_names_and_narrows_a_compiled_training_step(tmp_path):
+def test_fwd9m_debug_names_and_narrows_a_compiled_training_step(tmp_path, monkeypatch):
     script = tmp_path / "train.py"
     script.write_text(
         textwrap.dedent(f"""
@@ -162,8 +179,10 @@ def test_fwd9m_debug_names_and_narrows_a_compiled_training_step(tmp_path):
             opt.step()
         """)
     )
+    monkeypatch.chdir(tmp_path)
     report = dbg.debug_script(str(script), [], dbg.DebugOptions())
     assert report.kind == "culprit" and report.first.op == "torch.compile:bucket_sums", report.render()
     text = report.render()
     assert "narrowed: the nondeterminism is in the code Inductor generated for this graph" in text
     assert "aten.index_put_.default at train.py:13" in text
+    assert "torch.compile: 8 call(s) of Inductor-compiled graphs, each recorded as one op" in text

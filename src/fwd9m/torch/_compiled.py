@@ -68,13 +68,36 @@ class CompiledGraphs:
         self._names: dict[object, tuple[str, str, str]] = {}  # graph id -> (name, location, module)
         self._undo = None
         self._caches_on = None
+        self._used = False
 
-    def start(self) -> bool:
-        """Install the hooks; False when this torch cannot be hooked."""
+    @property
+    def hooked(self) -> bool:
+        """Whether Inductor's graph calls are seen (else compiled code must run eagerly)."""
+        return self._undo is not None
+
+    def start(self) -> None:
+        """Install the hooks (none when this torch's Inductor cannot be hooked)."""
         self._undo = self._private.compiled_graph_hooks(self._on_call, self._on_init)
         if self._undo is not None and self.r.rec.capture.windows:  # a targeted run narrows
             self._caches_on = self._private.compile_caches_off()
-        return self._undo is not None
+        self._used = "torch._dynamo" in sys.modules
+
+    def notes(self) -> list[str]:
+        """What the report must say about compiled code in this run."""
+        if not self.hooked and (self._used or "torch._dynamo" in sys.modules):
+            return [
+                "torch.compile: fwd9m cannot see this torch's compiled graphs "
+                "(torch._inductor.output_code.CompiledFxGraph), so compiled functions ran "
+                "eagerly under the recorder: the compiled kernels were not recorded, and the "
+                "program recorded is not the one that runs without fwd9m"
+            ]
+        if self.calls:
+            return [
+                f"torch.compile: {self.calls} call(s) of Inductor-compiled graphs, each recorded "
+                f"as one op (torch.compile:NAME): they ran compiled, as without fwd9m; the "
+                f"kernels inside a graph are not recorded one by one"
+            ]
+        return []
 
     def stop(self) -> None:
         for undo in (self._undo, self._caches_on):

@@ -63,16 +63,18 @@ __all__ = [
 ]
 
 
-def dispatch_mode(handler: Callable[[Any, tuple, dict], Any]):
+def dispatch_mode(handler: Callable[[Any, tuple, dict], Any], compiled: bool = True):
     """A TorchDispatchMode instance calling ``handler(func, args, kwargs)`` for every
     aten op; the handler must call ``func(*args, **kwargs)`` and return its result.
-    Enter it with ``with mode:``."""
+    Enter it with ``with mode:``. ``compiled``: let ``torch.compile`` run compiled under
+    it (the ops inside compiled graphs are then not seen); False: Dynamo runs every
+    compiled function eagerly under it."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class _Fwd9mRecordMode(TorchDispatchMode):
         @classmethod
-        def ignore_compile_internals(cls) -> bool:  # torch.compile runs compiled (see above)
-            return True
+        def ignore_compile_internals(cls) -> bool:  # see the module's docstring
+            return compiled
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             return handler(func, args, kwargs or {})

@@ -195,7 +195,7 @@ class TorchRecorder:
         steps = self.rec.steps
         inside = steps is None or steps[0] <= self.rec.step <= steps[1]
         if inside and self._mode is None:
-            self._mode = self._dispatch.dispatch_mode(self._on_op)
+            self._mode = self._dispatch.dispatch_mode(self._on_op, compiled=self._compiled.hooked)
             self._mode.__enter__()
         elif not inside and self._mode is not None:
             self.flush()
@@ -318,6 +318,7 @@ class TorchRecorder:
         for cls, attr, original in reversed(self._patched):
             setattr(cls, attr, original)
         self._patched = []
+        self.rec.notes.extend(self._compiled.notes())
         self._compiled.stop()
         self.flush()
 
