@@ -13,6 +13,7 @@ parallel grain size) gave 1. One compilation per graph, module-scoped.
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 
 import pytest
@@ -28,6 +29,10 @@ N = 32000  # updates: Inductor parallelises them; PyTorch's eager kernel runs th
 
 def bucket_sums(idx, v):
     return torch.zeros(2).index_add(0, idx, v)  # the compiled graph's culprit line
+
+
+def eager_sums(idx, v):
+    return torch.zeros(2).index_add(0, idx, v)
 
 
 class Net(torch.nn.Module):
@@ -105,9 +110,11 @@ def test_where_compiled_graphs_cannot_be_hooked_they_run_eagerly_and_the_trace_s
     from fwd9m.torch import _private
 
     monkeypatch.setattr(_private, "compiled_graph_hooks", lambda *a: None)
-    fn, idx, v, _, _ = compiled
+    _, idx, v, _, _ = compiled
     path = tmp_path / "eager.trace"
-    ops = _record(path, fn, idx, v)
+    # a function of its own: Dynamo skips a code object for the rest of the process once
+    # it met it under a dispatch mode that does not ignore compile internals (measured)
+    ops = _record(path, torch.compile(eager_sums), idx, v)
     assert "aten::index_add" in [o.name for o in ops]  # Dynamo ran it eagerly, every op recorded
     reader = dbg.TraceReader(path)
     list(reader)
@@ -137,7 +144,7 @@ def test_a_nondeterministic_compiled_graph_is_named_and_narrowed(compiled, tmp_p
     assert r.off.distinct > 1 and r.threads == 2
     notes = " ".join(r.notes)
     assert "narrowed: the nondeterminism is in the code Inductor generated for this graph" in notes
-    assert "eager, 1 output in 20" in notes
+    assert re.search(r"compiled, \d+ distinct outputs in (\d+) runs; eager, 1 output in \1", notes), notes
     line = f"{os.path.relpath(__file__)}:{bucket_sums.__code__.co_firstlineno + 1}"
     assert f"aten.index_put_.default at {line}" in notes
 
@@ -175,7 +182,8 @@ def test_fwd9m_debug_names_and_narrows_a_compiled_training_step(tmp_path, monkey
 
         for step in range(8):
             opt.zero_grad()
-            (bucket_sums(idx, v) * w).sum().backward()
+            s = sum(bucket_sums(idx, v) for _ in range(20))  # 20 calls: a race shows even on a busy machine
+            (s * w).sum().backward()
             opt.step()
         """)
     )
@@ -185,4 +193,4 @@ def test_fwd9m_debug_names_and_narrows_a_compiled_training_step(tmp_path, monkey
     text = report.render()
     assert "narrowed: the nondeterminism is in the code Inductor generated for this graph" in text
     assert "aten.index_put_.default at train.py:13" in text
-    assert "torch.compile: 8 call(s) of Inductor-compiled graphs, each recorded as one op" in text
+    assert "torch.compile: 160 call(s) of Inductor-compiled graphs, each recorded as one op" in text

@@ -31,6 +31,10 @@ __all__ = ["CompiledGraphs", "NAME_PREFIX", "narrow"]
 NAME_PREFIX = "torch.compile:"
 NODE = "compiled graph (Inductor)"  # starts with fwd9m.debug._compiled.COMPILED_NODE
 NARROW_REPEAT = 20
+#: runs of a compiled graph that gave one output in NARROW_REPEAT runs go on up to this
+#: many: a race between threads shows rarely on a busy machine (measured: 6 distinct
+#: outputs in 100 calls at a load average of 7, 61 in 100 on an idle one)
+NARROW_MORE = 100
 
 
 def _user_frame() -> tuple[str, str]:
@@ -88,8 +92,9 @@ class CompiledGraphs:
             return [
                 "torch.compile: fwd9m cannot see this torch's compiled graphs "
                 "(torch._inductor.output_code.CompiledFxGraph), so compiled functions ran "
-                "eagerly under the recorder: the compiled kernels were not recorded, and the "
-                "program recorded is not the one that runs without fwd9m"
+                "eagerly under the recorder (and go on running eagerly in this process: Dynamo "
+                "skips a function it met under the recorder): the compiled kernels were not "
+                "recorded, and the program recorded is not the one that runs without fwd9m"
             ]
         if self.calls:
             return [
@@ -203,14 +208,17 @@ def _digest(outs, torch) -> str:
     return h.hexdigest()
 
 
-def _distinct(run, inputs, repeat: int, torch) -> int:
-    """How many distinct outputs ``run`` gives on fresh copies of ``inputs``."""
-    seen = set()
-    for _ in range(repeat):
+def _distinct(run, inputs, repeat: int, torch, more: int = 0) -> tuple[int, int]:
+    """(distinct outputs, runs): ``run`` on fresh copies of ``inputs`` ``repeat`` times,
+    then on up to ``more`` runs in all while it has given one output."""
+    seen: set = set()
+    runs = 0
+    while runs < repeat or (len(seen) == 1 and runs < more):
+        runs += 1
         fresh = [t.detach().clone() if isinstance(t, torch.Tensor) else t for t in inputs]
         with torch.no_grad():
             seen.add(_digest(run(fresh), torch))
-    return len(seen)
+    return len(seen), runs
 
 
 def _where_node(node) -> str:
@@ -276,16 +284,16 @@ def narrow(g: _Graph, inputs: list, repeat: int = NARROW_REPEAT) -> dict:
     state = torch.random.get_rng_state()
     node = None
     try:
-        compiled = _distinct(lambda xs: _private.run_graph(g.graph, xs), inputs, repeat, torch)
-        eager = _distinct(lambda xs: g.gm(*xs), inputs, repeat, torch) if g.gm is not None else None
+        compiled, runs = _distinct(lambda xs: _private.run_graph(g.graph, xs), inputs, repeat, torch, NARROW_MORE)
+        eager = _distinct(lambda xs: g.gm(*xs), inputs, runs, torch)[0] if g.gm is not None else None
         if eager is not None and eager > 1:
-            node = _first_varying_node(g.gm, inputs, torch, runs=repeat)
+            node = _first_varying_node(g.gm, inputs, torch, runs=runs)
     finally:
         torch.random.set_rng_state(state)
     return {
         "kind": "torch.compile",
         "graph": g.name,
-        "runs": repeat,
+        "runs": runs,
         "compiled": compiled,
         "eager": eager,
         "node": node,

@@ -23,7 +23,9 @@ this file so a torch upgrade breaks one place:
   dispatch mode present, this is not supported today in torch.compile",
   ``torch/_dynamo/convert_frame.py`` ``ConvertFrame.__call__``, torch 2.13), so a
   ``torch.compile``d function runs eagerly: measured, its aten ops were recorded one by
-  one and Inductor's kernels never ran. The recorder's mode returns True, as
+  one and Inductor's kernels never ran, nor afterwards: once Dynamo met a function
+  under such a mode it skips its code for the rest of the process (measured: 0 compiled
+  graph calls after the mode was exited). The recorder's mode returns True, as
   ``torch.utils._debug_mode.DebugMode`` does: the compiled program runs, and the mode
   does not see the ops inside it (measured: not even the extern ``addmm``). Source:
   https://github.com/pytorch/pytorch/blob/main/torch/utils/_python_dispatch.py
