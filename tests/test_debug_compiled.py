@@ -194,3 +194,19 @@ def test_fwd9m_debug_names_and_narrows_a_compiled_training_step(tmp_path, monkey
     assert "narrowed: the nondeterminism is in the code Inductor generated for this graph" in text
     assert "aten.index_put_.default at train.py:13" in text
     assert "torch.compile: 160 call(s) of Inductor-compiled graphs, each recorded as one op" in text
+
+
+def test_a_damaged_compiled_graph_capture_is_a_clear_error(tmp_path):
+    import json
+
+    import numpy as np
+
+    from fwd9m.errors import FileFormatError
+
+    trace = tmp_path / "run.trace"
+    trace.write_bytes(b"")
+    call = {"framework": "torch", "op": "torch.compile:f", "narrowed": {"kind": "torch.compile", "runs": "20"}}
+    with open(_replay.capture_path(trace, 3), "xb") as f:
+        np.savez(f, call=np.frombuffer(json.dumps(call).encode(), dtype=np.uint8))
+    with pytest.raises(FileFormatError, match="capture of op #3 .* is damaged"):
+        dbg.replay(trace, 3)

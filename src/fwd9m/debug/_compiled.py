@@ -4,11 +4,17 @@ each run alone on the captured inputs, and the eager graph node by node when it 
 
 from __future__ import annotations
 
+from ..errors import FileFormatError
+
 #: the determinism switch, measured on a compiled index_add (1 output in 100 calls
 #: against 6 to 61 without it, 2 threads): Inductor then lowers index_put_ to PyTorch's
 #: kernel (torch/_inductor/lowering.py, index_put_impl_: "Fallback in torch
 #: deterministic mode", torch 2.13)
-FIX = "torch.use_deterministic_algorithms(True) before the first call of the compiled function (Inductor then lowers some accumulating ops, index_put_ among them, to PyTorch's deterministic kernels), or torch.compiler.disable on the function that holds the op"
+FIX = (
+    "torch.use_deterministic_algorithms(True) before the first call of the compiled function "
+    "(Inductor then lowers some accumulating ops, index_put_ among them, to PyTorch's "
+    "deterministic kernels), or torch.compiler.disable on the function that holds the op"
+)
 
 
 #: the node field of a compiled graph's op record (fwd9m.torch._compiled.NODE)
@@ -30,12 +36,13 @@ def compiled_culprit(first) -> dict:
             "one of the graph's ops is nondeterministic when run eagerly too",
         ],
         "catalog": [],
-        "fix": "import torch\ntorch.use_deterministic_algorithms(True)  # before the first call of the compiled function",
+        "fix": "import torch\ntorch.use_deterministic_algorithms(True)  # before the compiled function's first call",
     }
 
 
 def _ops_text(ops: list) -> str:
-    shown = [f"{o.get('op', '?')} at {o.get('location') or '?'}" for o in ops if isinstance(o, dict)][:8]
+    shown = [f"{o.get('op', '?')} at {o.get('location') or '?'}" for o in ops if isinstance(o, dict)]
+    shown = shown[:8]
     return "; ".join(shown) + (f"; and {len(ops) - 8} more" if len(ops) > 8 else "")
 
 
@@ -44,7 +51,9 @@ def compiled_result(result_type, phase_type, trace: str, seq: int, call: dict):
     in the code the compiler generated for the graph, in one of the graph's ops run
     eagerly, or not reproduced in isolation."""
     n = call["narrowed"]
-    runs, compiled, eager = int(n.get("runs", 0)), int(n.get("compiled", 0)), n.get("eager")
+    runs, compiled, eager = n.get("runs"), n.get("compiled"), n.get("eager")
+    if not (isinstance(runs, int) and isinstance(compiled, int) and (eager is None or isinstance(eager, int))):
+        raise FileFormatError(f"the capture of op #{seq} of {trace} is damaged (its narrowing counts are not numbers)")
     graph = str(n.get("graph", call.get("op", "?")))
     off = phase_type(False, "nondeterministic" if compiled > 1 else "deterministic", max(compiled, 1), runs)
     how = (
@@ -81,4 +90,5 @@ def compiled_result(result_type, phase_type, trace: str, seq: int, call: dict):
         notes.append(f"not narrowed: compiled and eager each gave 1 output in {runs} runs; {how}")
     if ops:
         notes.append(f"the graph's ops: {_ops_text(ops)}")
-    return result_type(trace, seq, graph, "torch", str(n.get("device", "cpu")), n.get("threads"), runs, off, None, "", notes)
+    device = str(n.get("device", "cpu"))
+    return result_type(trace, seq, graph, "torch", device, n.get("threads"), runs, off, None, "", notes)
