@@ -136,7 +136,10 @@ def compiled_graph_hooks(on_call: Callable[[Any, list, Callable], Any], on_init:
     ``CompiledFxGraph`` as described above."""
     try:
         from torch._inductor.output_code import CompiledFxGraph
+        from torch.utils._python_dispatch import TorchDispatchMode
     except Exception:  # noqa: BLE001 - no Inductor, or another layout: nothing to hook
+        return None
+    if not hasattr(TorchDispatchMode, "ignore_compile_internals"):  # Dynamo would skip anyway
         return None
     call0, init0 = CompiledFxGraph.__dict__.get("__call__"), CompiledFxGraph.__dict__.get("__init__")
     if call0 is None or init0 is None:

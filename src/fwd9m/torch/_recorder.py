@@ -123,7 +123,7 @@ class TorchRecorder:
         self._known: dict[tuple, tuple] = {}  # (data_ptr, nbytes, dtype) -> (ref, version, digest, sample)
         #: while Dynamo traces a compiled function it runs the global hooks too; they
         #: must leave no trace in the compiled program (public: torch.compiler.is_compiling)
-        self._compiling = torch.compiler.is_compiling
+        self._compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
         from ._compiled import CompiledGraphs
 
         self._compiled = CompiledGraphs(self)
