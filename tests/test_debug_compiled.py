@@ -210,3 +210,23 @@ def test_a_damaged_compiled_graph_capture_is_a_clear_error(tmp_path):
         np.savez(f, call=np.frombuffer(json.dumps(call).encode(), dtype=np.uint8))
     with pytest.raises(FileFormatError, match="capture of op #3 .* is damaged"):
         dbg.replay(trace, 3)
+
+
+def pooled(idx, v):
+    return torch.zeros(8, 16).index_add(0, idx, v).relu()  # 200000 x 16 updates: eager is parallel too
+
+
+@TWO_CORES
+def test_where_the_eager_graph_varies_too_its_first_varying_op_is_named(tmp_path):
+    # PyTorch's eager index_put_(accumulate=True) adds with atomics above its grain size
+    # (the existing replay test measures 20 of 20 replays distinct at this size)
+    torch.set_num_threads(2)
+    g = torch.Generator().manual_seed(1)
+    idx, v = torch.randint(0, 8, (200000,), generator=g), torch.randn(200000, 16, generator=g)
+    with dbg.record(tmp_path / "k.trace", framework="torch", capture="0:0"):
+        torch.compile(pooled)(idx, v)
+    r = dbg.replay(tmp_path / "k.trace", 0)
+    notes = " ".join(r.notes)
+    line = f"{os.path.relpath(__file__)}:{pooled.__code__.co_firstlineno + 1}"
+    assert "the graph's ops are nondeterministic when run eagerly too" in notes, notes
+    assert f"run one by one: aten.index_put_.default at {line}" in notes
