@@ -172,6 +172,9 @@ class CompiledGraphs:
         name, loc, module, in_recs, in_caps, capture = pre
         r = self.r
         rec = r.rec
+        # Inductor's kernels may write an input in place through its data pointer, without
+        # bumping its version counter: no digest remembered before the call is trusted after
+        r._known.clear()
         outs = [t for t in (result if isinstance(result, (list, tuple)) else [result]) if isinstance(t, r.torch.Tensor)]
         node = r._dispatch.current_autograd_node()
         phase = "backward" if node is not None else (r._phase_stack[-1] if r._phase_stack else "forward")
