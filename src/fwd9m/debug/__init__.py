@@ -258,6 +258,8 @@ def _finish(recorders, rec: Recording, writer: TraceWriter, completed: bool, tra
     end: dict[str, Any] = {"completed": completed, "steps": rec.step}
     if rec.not_recorded:
         end["not_recorded"] = dict(sorted(rec.not_recorded.items()))
+    if rec.notes:
+        end["notes"] = list(dict.fromkeys(rec.notes))
     writer.close(end)
     trace.ops, trace.tensors, trace.bytes = writer.ops, writer.tensors, writer.bytes_written
 

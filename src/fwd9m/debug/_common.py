@@ -226,6 +226,9 @@ class Recording:
         #: op name -> how many ops of that name a hook failed on (see :meth:`failed`)
         self.not_recorded: dict[str, int] = {}
         self._args: dict[str, tuple] = {}  # text -> args record (see text_record)
+        #: sentences a recorder adds about what it could not see as the program ran it
+        #: (the end record's ``notes``; the report prints them)
+        self.notes: list[str] = []
 
     def args_record(self, items, str_types: tuple = ()) -> tuple:
         """The input record of an op's non-tensor arguments ``items`` ((name, value)

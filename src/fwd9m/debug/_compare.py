@@ -387,6 +387,22 @@ def _reader_notes(name: str, r: TraceReader) -> list[str]:
     return notes
 
 
+def _recorder_notes(ra: TraceReader, rb: TraceReader) -> list[str]:
+    """The recorders' own notes (end record ``notes``: what they could not see, such as
+    compiled code), once when both runs have them, else with the run's name."""
+
+    def of(r: TraceReader) -> list[str]:
+        got = (r.end or {}).get("notes")
+        return [n[:500] for n in got[:10] if isinstance(n, str)] if isinstance(got, list) else []
+
+    a, b = of(ra), of(rb)
+    return (
+        [n for n in a if n in b]
+        + [f"run A: {n}" for n in a if n not in b]
+        + [f"run B: {n}" for n in b if n not in a]
+    )
+
+
 def _framework_of(op: str, frameworks: list[str], default: str) -> str:
     """The recorded framework an op comes from, in a trace of several (a process that
     imported torch and TensorFlow records both): torch's ops are ``aten::NAME``,
@@ -428,7 +444,7 @@ def compare(a: str, b: str, *, context: int = 3) -> DebugReport:
     notes = _header_notes(ha, hb)
     walk = _Walk(framework, context)
     rest_a, rest_b = walk.run(iter(ra), iter(rb))
-    notes += _reader_notes("A", ra) + _reader_notes("B", rb)
+    notes += _reader_notes("A", ra) + _reader_notes("B", rb) + _recorder_notes(ra, rb)
     first = walk.first
     if first is None and (rest_a or rest_b) and not (ra.truncated or rb.truncated):
         longer = "A" if rest_a else "B"

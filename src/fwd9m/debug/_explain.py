@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._log import logger
+from ._compiled import COMPILED_NODE, compiled_culprit
 
 __all__ = ["explain"]
 
@@ -448,6 +449,8 @@ def _explain_culprit(
         return _explain_module_pass(first)
     if framework == "jax" and first.node.partition(":")[0] == "jit":
         return _jit_culprit(first, version, ha, hashseed)
+    if first.node.startswith(COMPILED_NODE):  # a compiled graph recorded as one op (torch.compile)
+        return dict(compiled_culprit(first), lint=_lint(ha, "op", hashseed))
     if framework == "jax":
         from ..jax._recorder import CALLBACK_PRIMITIVES
 

@@ -357,6 +357,10 @@ def _run_logged(
 
 def _narrowed(trace: str, seq: int, call: dict) -> ReplayResult:
     n = call["narrowed"]
+    if isinstance(n, dict) and n.get("kind") == "torch.compile":
+        from ._compiled import compiled_result
+
+        return compiled_result(ReplayResult, Phase, trace, seq, call)
     runs = n.get("runs", 2)
     how = (
         f"evaluated equation by equation {runs} times ({n.get('equations')} equations; each run alone, "

@@ -45,6 +45,8 @@ def _node(framework: str, node: str) -> str:
     if framework == "jax":
         inside = node.partition(":")[2]
         return f"  (contains: {inside.replace(',', ', ')})" if inside else ""
+    if node.startswith("compiled graph"):  # torch.compile (fwd9m.debug._compiled)
+        return f"  ({node}: recorded as one op)"
     return f"  (autograd node {node})"
 
 

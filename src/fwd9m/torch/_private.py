@@ -18,6 +18,29 @@ this file so a torch upgrade breaks one place:
   below autograd, so inside the dispatch handler of a forward op ``value - 1`` is the
   node that op created (the profiler links forward and backward ops the same way).
   Source: https://github.com/pytorch/pytorch/blob/main/torch/csrc/autograd/function.h
+* ``TorchDispatchMode.ignore_compile_internals()``: when False (the default), Dynamo
+  skips every frame it would compile while the mode is on the stack ("non-infra torch
+  dispatch mode present, this is not supported today in torch.compile",
+  ``torch/_dynamo/convert_frame.py`` ``ConvertFrame.__call__``, torch 2.13), so a
+  ``torch.compile``d function runs eagerly: measured, its aten ops were recorded one by
+  one and Inductor's kernels never ran, nor afterwards: once Dynamo met a function
+  under such a mode it skips its code for the rest of the process (measured: 0 compiled
+  graph calls after the mode was exited). The recorder's mode returns True, as
+  ``torch.utils._debug_mode.DebugMode`` does: the compiled program runs, and the mode
+  does not see the ops inside it (measured: not even the extern ``addmm``). Source:
+  https://github.com/pytorch/pytorch/blob/main/torch/utils/_python_dispatch.py
+* ``torch._inductor.output_code.CompiledFxGraph``: one Inductor-compiled FX graph (a
+  forward or a backward graph after AOTAutograd). ``__call__(self, inputs)`` runs it
+  with the boxed calling convention (it empties the ``inputs`` list);
+  ``__init__(self, current_callable, graph, gm, ...)`` gets the post-grad aten graph
+  ``gm``, which runs eagerly as ``gm(*inputs)``: the graph's eager equivalent.
+  ``fx_kwargs["is_backward"]`` / ``["graph_id"]`` say which graph it is. Checked on torch
+  2.13. Source: https://github.com/pytorch/pytorch/blob/main/torch/_inductor/output_code.py
+* ``torch._inductor.config.fx_graph_cache`` and
+  ``torch._functorch.config.enable_autograd_cache``: a graph loaded from these caches is
+  not built by ``__init__`` (no ``gm``); the narrowing run turns them off (compilation
+  only: the same kernels are generated). Sources: ``torch/_inductor/config.py``,
+  ``torch/_functorch/config.py``.
 * ``torch.utils.data.dataloader._BaseDataLoaderIter``: the base class of the single-
   and multi-process DataLoader iterators; its ``__next__`` fetches every batch, so the
   debug recorder marks the ops it runs as the "data" phase. Source:
@@ -29,16 +52,32 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["dispatch_mode", "current_autograd_node", "next_sequence_nr", "op_schema_info", "dataloader_iter_class"]
+__all__ = [
+    "compiled_graph_hooks",
+    "compile_caches_off",
+    "graph_info",
+    "current_autograd_node",
+    "dataloader_iter_class",
+    "dispatch_mode",
+    "next_sequence_nr",
+    "op_schema_info",
+    "run_graph",
+]
 
 
-def dispatch_mode(handler: Callable[[Any, tuple, dict], Any]):
+def dispatch_mode(handler: Callable[[Any, tuple, dict], Any], compiled: bool = True):
     """A TorchDispatchMode instance calling ``handler(func, args, kwargs)`` for every
     aten op; the handler must call ``func(*args, **kwargs)`` and return its result.
-    Enter it with ``with mode:``."""
+    Enter it with ``with mode:``. ``compiled``: let ``torch.compile`` run compiled under
+    it (the ops inside compiled graphs are then not seen); False: Dynamo runs every
+    compiled function eagerly under it."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class _Fwd9mRecordMode(TorchDispatchMode):
+        @classmethod
+        def ignore_compile_internals(cls) -> bool:  # see the module's docstring
+            return compiled
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             return handler(func, args, kwargs or {})
 
@@ -88,3 +127,60 @@ def dataloader_iter_class() -> type:
     from torch.utils.data import dataloader
 
     return dataloader._BaseDataLoaderIter
+
+
+def compiled_graph_hooks(on_call: Callable[[Any, list, Callable], Any], on_init: Callable[[Any, Any], None]):
+    """Route every Inductor graph call through ``on_call(graph, inputs, call)`` (which
+    must return ``call(inputs)``) and tell ``on_init(graph, gm)`` of each graph built;
+    returns the function that undoes both, or None when this torch has no
+    ``CompiledFxGraph`` as described above."""
+    try:
+        from torch._inductor.output_code import CompiledFxGraph
+        from torch.utils._python_dispatch import TorchDispatchMode
+    except Exception:  # noqa: BLE001 - no Inductor, or another layout: nothing to hook
+        return None
+    if not hasattr(TorchDispatchMode, "ignore_compile_internals"):  # Dynamo would skip anyway
+        return None
+    call0, init0 = CompiledFxGraph.__dict__.get("__call__"), CompiledFxGraph.__dict__.get("__init__")
+    if call0 is None or init0 is None:
+        return None
+
+    def call(self, inputs):
+        return on_call(self, inputs, lambda boxed: call0(self, boxed))
+
+    def init(self, current_callable, graph, gm, *args, **kwargs):
+        init0(self, current_callable, graph, gm, *args, **kwargs)
+        on_init(self, gm)
+
+    CompiledFxGraph.__call__, CompiledFxGraph.__init__ = call, init
+
+    def undo() -> None:
+        CompiledFxGraph.__call__, CompiledFxGraph.__init__ = call0, init0
+
+    return undo
+
+
+def graph_info(graph) -> tuple[bool, int | None]:
+    """(is a backward graph, AOTAutograd graph id) of a ``CompiledFxGraph``."""
+    kw = getattr(graph, "fx_kwargs", None) or {}
+    return bool(kw.get("is_backward")), kw.get("graph_id")
+
+
+def run_graph(graph, inputs: list):
+    """Run a ``CompiledFxGraph``'s compiled code itself (``current_callable``, what its
+    ``__call__`` runs), not through the recorder's hook."""
+    return graph.current_callable(inputs)
+
+
+def compile_caches_off():
+    """Turn off Inductor's FX graph cache and AOTAutograd's cache; returns the undo."""
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    old = inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache
+    inductor_config.fx_graph_cache = functorch_config.enable_autograd_cache = False
+
+    def undo() -> None:
+        inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache = old
+
+    return undo

@@ -140,6 +140,12 @@ class TorchRecorder:
         self._node_modules: dict[int, tuple[str, str]] = {}  # autograd seq nr -> (module, line)
         self._param_paths: dict[int, tuple[str, str]] = {}  # id(param) -> (module path, name)
         self._known: dict[tuple, tuple] = {}  # (data_ptr, nbytes, dtype) -> (ref, version, digest, sample)
+        #: while Dynamo traces a compiled function it runs the global hooks too; they
+        #: must leave no trace in the compiled program (public: torch.compiler.is_compiling)
+        self._compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
+        from ._compiled import CompiledGraphs
+
+        self._compiled = CompiledGraphs(self)
 
     # ------------------------------------------------------------------ hooks
     def _path_of(self, module) -> str:
@@ -162,12 +168,16 @@ class TorchRecorder:
 
     @guarded("<module pre-hook>")
     def _pre_hook(self, module, args):
+        if self._compiling():
+            return
         if not self._modules:
             self._model_inputs = {id(a) for a in args if isinstance(a, self.torch.Tensor)}
         self._modules.append(module)
 
     @guarded("<module hook>")
     def _post_hook(self, module, args, output):
+        if self._compiling():
+            return
         if self._module_level and self._modules:
             self._record_module(module, args, output)  # guarded: the stack below is kept
         if self._modules and self._modules[-1] is module:
@@ -179,12 +189,16 @@ class TorchRecorder:
 
     @guarded("<optimizer pre-hook>")
     def _opt_pre(self, optimizer, args, kwargs):
+        if self._compiling():
+            return
         self._phase_stack.append("optimizer")
         if self._module_level:
             self._record_params(optimizer, grads=True)
 
     @guarded("<optimizer hook>")
     def _opt_post(self, optimizer, args, kwargs):
+        if self._compiling():
+            return
         if self._phase_stack:
             self._phase_stack.pop()
         self.rec.step += 1
@@ -200,7 +214,7 @@ class TorchRecorder:
         steps = self.rec.steps
         inside = steps is None or steps[0] <= self.rec.step <= steps[1]
         if inside and self._mode is None:
-            self._mode = self._dispatch.dispatch_mode(self._on_op)
+            self._mode = self._dispatch.dispatch_mode(self._on_op, compiled=self._compiled.hooked)
             self._mode.__enter__()
         elif not inside and self._mode is not None:
             self.flush()
@@ -312,6 +326,7 @@ class TorchRecorder:
             opt.register_optimizer_step_post_hook(self._opt_post),
         ]
         self._patch_dataloader()
+        self._compiled.start()
         self._window()
         _active.add(self)
 
@@ -339,6 +354,8 @@ class TorchRecorder:
         for cls, attr, original in reversed(self._patched):
             setattr(cls, attr, original)
         self._patched = []
+        self.rec.notes.extend(self._compiled.notes())
+        self._compiled.stop()
         self.flush()
 
     # ------------------------------------------------------------------ ops
@@ -471,6 +488,8 @@ class TorchRecorder:
 
         An exception of the recorder (never of the op) is caught: the op is written as
         "not recorded" (:meth:`Recording.failed`) and the program goes on."""
+        if self._compiled.depth:  # inside a compiled graph: part of its one op
+            return func(*args, **kwargs)
         try:
             info = self._infos.get(func)
             if info is None:
@@ -497,6 +516,9 @@ class TorchRecorder:
             name = self._infos[func].name if func in self._infos else str(func._schema.name)
         except Exception:  # noqa: BLE001
             name = "aten::?"
+        self._failed_name(name, exc)
+
+    def _failed_name(self, name: str, exc: BaseException) -> None:
         try:
             name_id, ctx = self.rec.failed(name, exc)
             entry = (name_id, ctx, self.rec.step, [], [], None)
