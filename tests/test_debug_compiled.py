@@ -131,6 +131,8 @@ def test_a_nondeterministic_compiled_graph_is_named_and_narrowed(compiled, tmp_p
         b = _record(tmp_path / f"b{attempt}.trace", fn, idx, v, calls=3)
         if [o.outputs[0].digest for o in a] != [o.outputs[0].digest for o in b]:
             break
+    else:  # a real race: on a machine too busy for it to show, there is nothing to name
+        pytest.skip("the atomic-add race did not show in 10 pairs of recordings on this machine")
     report = dbg.diff(tmp_path / f"a{attempt}.trace", tmp_path / f"b{attempt}.trace")
     assert report.kind == "culprit" and report.first.op == "torch.compile:bucket_sums"
     text = report.render()
@@ -189,6 +191,8 @@ def test_fwd9m_debug_names_and_narrows_a_compiled_training_step(tmp_path, monkey
     )
     monkeypatch.chdir(tmp_path)
     report = dbg.debug_script(str(script), [], dbg.DebugOptions())
+    if report.reproducible:  # a real race: both runs may draw the same sums on a busy machine
+        pytest.skip("the atomic-add race did not show in either run on this machine")
     assert report.kind == "culprit" and report.first.op == "torch.compile:bucket_sums", report.render()
     text = report.render()
     assert "narrowed: the nondeterminism is in the code Inductor generated for this graph" in text
