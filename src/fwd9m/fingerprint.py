@@ -23,7 +23,7 @@ Algorithm (identical in every implementation, for identical bytes):
 
 This module holds the NumPy implementation (also used for CPU tensors through
 zero-copy views), which hands steps 1-3 to the same arithmetic in C
-(:mod:`fwd9m._ckernel`, built on first use; about 2.5x faster, no temporary arrays)
+(:mod:`fwd9m._ckernel`, built on first use; about 2x faster, no temporary arrays)
 when a C compiler is present; each framework package holds the implementation on its tensors
 (``fwd9m/torch/_digest.py``, ``fwd9m/tensorflow/_digest.py``), and all give the same
 digest for the same bytes (``tests/test_fingerprint.py``). Steps 1-3 run on the
