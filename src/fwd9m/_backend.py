@@ -14,17 +14,29 @@ implements :class:`Backend`, plus one line in :data:`fwd9m._frameworks.FRAMEWORK
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
     from .compare._values import Tensor
     from .enable import Change, Changes
 
-__all__ = ["Backend", "BackendBase", "Source"]
+__all__ = ["Backend", "BackendBase", "Source", "outermost"]
 
 #: an RNG source: (capture() -> state, restore(state))
 Source = tuple[Callable[[], Any], Callable[[Any], None]]
+
+
+def outermost(objs: list[Any], children: Callable[[Any], Iterable[Any]]) -> list[Any]:
+    """The objects of ``objs`` that are no other's child (top-level models), in order;
+    an object whose ``children`` raises counts as having none."""
+    inner: set[int] = set()
+    for o in objs:
+        try:
+            inner.update(id(c) for c in children(o))
+        except Exception:
+            pass
+    return [o for o in objs if id(o) not in inner]
 
 
 @runtime_checkable
@@ -42,6 +54,12 @@ class Backend(Protocol):
     type_roots: tuple[str, ...]
     #: RNG sources that may have nothing to capture (not reported missing on restore)
     optional_sources: tuple[str, ...]
+    #: final-state capture order, lower first (Keras layers claim their TensorFlow
+    #: variables before the loose ones are saved)
+    capture_rank: int
+    #: top-level modules whose tensors :meth:`final_state` saves through the framework's
+    #: models and variables: a script global holding only those is not saved again
+    state_roots: tuple[str, ...]
 
     def enable_determinism(self, seed: int | None = None, **options: Any) -> Changes:
         """The package's ``enable_determinism`` with the options it accepts."""
@@ -95,11 +113,47 @@ class Backend(Protocol):
         (:class:`fwd9m.debug._common.Recording`)."""
         ...
 
+    # final-state capture (:mod:`fwd9m._runtime.capture`, at the end of a check run);
+    # called whether or not the framework is imported: nothing to do when it is not
+
+    def keep_alive(self, keep: Callable[[Any], Any]) -> None:
+        """Install hooks passing ``keep`` each stateful object the framework creates, so
+        that one local to a function that returned is still there at exit; called once
+        the framework is imported. Nothing where it has no such hooks."""
+        ...
+
+    def state_types(self) -> tuple[type, ...]:
+        """The imported framework's types whose live instances make up a run's final
+        state (models, optimizers, variables), ``()`` when it is not imported."""
+        ...
+
+    def final_state(
+        self,
+        found: list[Any],
+        name_of: Callable[[Any], str | None],
+        label: Callable[[str, Any], str],
+        taken: set[int],
+    ) -> dict[str, Any]:
+        """``{label: object}`` to save from ``found`` (the live instances of
+        :meth:`state_types`, in the order found), named ones first. ``name_of`` gives
+        an object's global name in the script, ``label(kind, obj)`` a unique label.
+        Objects whose ids are in ``taken`` are saved already; add the ids of the
+        tensors and variables the result holds."""
+        ...
+
+    def tree_leaves(self, value: Any) -> list[Any] | None:
+        """The leaves of this framework's container ``value`` (a JAX pytree such as a
+        Flax ``TrainState``), looked through for arrays among the script's globals;
+        None for anything else."""
+        ...
+
 
 class BackendBase:
     """Registry metadata and the defaults most backends share."""
 
     seeds_others = False
+    capture_rank = 9
+    state_roots: tuple[str, ...] = ()
 
     def __init__(self, name: str, module: str, distributions: tuple[str, ...], libraries: tuple[str, ...]):
         self.name, self.module = name, module
@@ -134,3 +188,21 @@ class BackendBase:
 
     def recorded_by(self) -> str | None:
         return self.name
+
+    def keep_alive(self, keep: Callable[[Any], Any]) -> None:
+        return None
+
+    def state_types(self) -> tuple[type, ...]:
+        return ()
+
+    def final_state(
+        self,
+        found: list[Any],
+        name_of: Callable[[Any], str | None],
+        label: Callable[[str, Any], str],
+        taken: set[int],
+    ) -> dict[str, Any]:
+        return {}
+
+    def tree_leaves(self, value: Any) -> list[Any] | None:
+        return None

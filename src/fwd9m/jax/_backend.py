@@ -3,6 +3,7 @@ methods."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from .._backend import BackendBase, Source
@@ -49,3 +50,13 @@ class JaxBackend(BackendBase):
         from ._recorder import JaxRecorder
 
         return JaxRecorder(rec)
+
+    def tree_leaves(self, value: Any) -> list[Any] | None:
+        """A registered pytree's leaves (FrozenDict, a flax struct, an optax state)."""
+        jax = sys.modules.get("jax")
+        if jax is None or type(value).__module__.split(".")[0] not in ("flax", "optax", "jax"):
+            return None
+        try:
+            return jax.tree_util.tree_leaves(value)
+        except Exception:
+            return None

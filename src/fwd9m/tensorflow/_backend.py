@@ -4,7 +4,7 @@ inside the methods; its private API is reached through :mod:`._private`."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._backend import BackendBase, Source
@@ -74,6 +74,8 @@ def _first_root(value: Any) -> str | None:
 class TensorFlowBackend(BackendBase):
     type_roots = ("tensorflow", "tf_keras")
     optional_sources = ("tensorflow.global_generator",)
+    capture_rank = 2
+    state_roots = ("tensorflow", "tf_keras")
 
     def seed(self, seed: int) -> None:
         import tensorflow as tf
@@ -155,3 +157,19 @@ class TensorFlowBackend(BackendBase):
         from ._recorder import TFRecorder
 
         return TFRecorder(rec)
+
+    def state_types(self) -> tuple[type, ...]:
+        from ._capture import state_types
+
+        return state_types()
+
+    def final_state(
+        self,
+        found: list[Any],
+        name_of: Callable[[Any], str | None],
+        label: Callable[[str, Any], str],
+        taken: set[int],
+    ) -> dict[str, Any]:
+        from ._capture import final_state
+
+        return final_state(found, name_of, label, taken)
