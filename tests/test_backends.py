@@ -33,6 +33,7 @@ _ATTR_TYPES = {
     "seeds_others": bool,
     "type_roots": tuple,
     "optional_sources": tuple,
+    "rng_kinds": tuple,
     "capture_rank": int,
     "state_roots": tuple,
 }
@@ -50,6 +51,7 @@ def test_protocol_members_are_the_ones_checked_here():
         "startup_env",
         "seed",
         "rng_sources",
+        "rng_adapter",
         "to_numpy",
         "expand",
         "digest",
@@ -131,6 +133,7 @@ def test_backend_round_trips_its_own_values(name):
         assert finalize(int(partial[0]), partial[1]) == digest
     assert b.digest_partial([1, 2]) is None
     assert b.runtime_info()["version"] == fw.__version__
+    assert b.rng_adapter([1, 2]) is None
     b.seed(3)
     for source, (capture, restore) in b.rng_sources().items():
         state = capture()
@@ -270,3 +273,14 @@ def test_private_api_check_finds_each_form():
         "tensorflow.python.ops.nn",
         "torch._C",
     ]
+
+
+def test_unsupported_generator_lists_every_backends_kinds():
+    """fwd9m.rng.register's TypeError names what each registered backend can adapt."""
+    from fwd9m import rng
+
+    with pytest.raises(TypeError, match="cannot register") as err:
+        rng.register(object())
+    for name in NAMES:
+        for kind in _frameworks.backend(name).rng_kinds:
+            assert kind in str(err.value), kind

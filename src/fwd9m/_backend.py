@@ -15,16 +15,29 @@ implements :class:`Backend`, plus one line in :data:`fwd9m._frameworks.FRAMEWORK
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
     from .compare._values import Tensor
     from .enable import Change, Changes
 
-__all__ = ["Backend", "BackendBase", "Source", "outermost"]
+__all__ = ["Adapter", "Backend", "BackendBase", "Source", "outermost"]
 
 #: an RNG source: (capture() -> state, restore(state))
 Source = tuple[Callable[[], Any], Callable[[Any], None]]
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """How :mod:`fwd9m.rng` reads, writes and reseeds one kind of generator object."""
+
+    kind: str
+    get: Callable[[Any], Any]
+    set: Callable[[Any, Any], None]
+    reseed: Callable[[Any, int], None]
+    #: a warning for ``fwd9m.rng.register`` about this object, or None
+    warning: Callable[[Any], str | None] | None = None
 
 
 def outermost(objs: list[Any], children: Callable[[Any], Iterable[Any]]) -> list[Any]:
@@ -54,6 +67,8 @@ class Backend(Protocol):
     type_roots: tuple[str, ...]
     #: RNG sources that may have nothing to capture (not reported missing on restore)
     optional_sources: tuple[str, ...]
+    #: the generator objects :meth:`rng_adapter` handles, as messages name them
+    rng_kinds: tuple[str, ...]
     #: final-state capture order, lower first (Keras layers claim their TensorFlow
     #: variables before the loose ones are saved)
     capture_rank: int
@@ -76,6 +91,12 @@ class Backend(Protocol):
     def rng_sources(self) -> dict[str, Source]:
         """Source name -> (capture, restore) of the framework's global RNG state; called
         only while the framework is imported."""
+        ...
+
+    def rng_adapter(self, obj: Any) -> Adapter | None:
+        """How to read, write and reseed ``obj`` if it is one of this framework's
+        generator objects (``fwd9m.rng.register``), else None; called only while the
+        framework is imported."""
         ...
 
     def to_numpy(self, value: Any) -> Tensor | None:
@@ -152,6 +173,7 @@ class BackendBase:
     """Registry metadata and the defaults most backends share."""
 
     seeds_others = False
+    rng_kinds: tuple[str, ...] = ()
     capture_rank = 9
     state_roots: tuple[str, ...] = ()
 
@@ -176,6 +198,9 @@ class BackendBase:
 
     def startup_env(self, version: str | None = None, environ: dict | None = None) -> list[Change]:
         return self._package().startup_env(version, environ)
+
+    def rng_adapter(self, obj: Any) -> Adapter | None:
+        return None
 
     def expand(self, value: Any) -> tuple[Mapping[str, Any], bool] | None:
         return None

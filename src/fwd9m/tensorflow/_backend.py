@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._backend import BackendBase, Source
+from .._backend import Adapter, BackendBase, Source
 
 __all__ = ["TensorFlowBackend"]
 
@@ -41,24 +41,24 @@ def _set_seed(s):
 
 
 def _cap_global_generator():
-    from ..rng._adapters import _tfgen_get
     from . import _private
+    from ._rng import generator_state
 
     g = _private.global_generator()
-    return None if g is None else _tfgen_get(g)
+    return None if g is None else generator_state(g)
 
 
 def _set_global_generator(s):
     import tensorflow as tf
 
-    from ..rng._adapters import _tfgen_set
     from . import _private
+    from ._rng import set_generator_state
 
     g = _private.global_generator()
     if g is None:
         g = tf.random.Generator.from_seed(0)
         tf.random.set_global_generator(g)
-    _tfgen_set(g, s)
+    set_generator_state(g, s)
 
 
 def _first_root(value: Any) -> str | None:
@@ -74,6 +74,7 @@ def _first_root(value: Any) -> str | None:
 class TensorFlowBackend(BackendBase):
     type_roots = ("tensorflow", "tf_keras")
     optional_sources = ("tensorflow.global_generator",)
+    rng_kinds = ("tf.random.Generator",)
     capture_rank = 2
     state_roots = ("tensorflow", "tf_keras")
 
@@ -91,6 +92,11 @@ class TensorFlowBackend(BackendBase):
             "tensorflow": (_cap_seed, _set_seed),
             "tensorflow.global_generator": (_cap_global_generator, _set_global_generator),
         }
+
+    def rng_adapter(self, obj: Any) -> Adapter | None:
+        from ._rng import adapter
+
+        return adapter(obj)
 
     def to_numpy(self, value: Any):
         import numpy as np

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._backend import BackendBase, Source
+from .._backend import Adapter, BackendBase, Source
 
 __all__ = ["TorchBackend"]
 
@@ -68,6 +68,7 @@ def _array(t: Any):
 class TorchBackend(BackendBase):
     type_roots = ("torch",)
     optional_sources = ("torch.cuda",)
+    rng_kinds = ("torch.Generator", "torch DataLoader")
     capture_rank = 0
     state_roots = ("torch",)
 
@@ -90,6 +91,11 @@ class TorchBackend(BackendBase):
                 lambda s: torch.set_rng_state(torch.from_numpy(_np().array(s, dtype=_np().uint8))),
             ),
         }
+
+    def rng_adapter(self, obj: Any) -> Adapter | None:
+        from ._rng import adapter
+
+        return adapter(obj)
 
     def to_numpy(self, value: Any):
         import torch
