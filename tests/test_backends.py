@@ -31,6 +31,7 @@ _ATTR_TYPES = {
     "distributions": tuple,
     "libraries": tuple,
     "seeds_others": bool,
+    "global_rng": bool,
     "type_roots": tuple,
     "optional_sources": tuple,
     "rng_kinds": tuple,

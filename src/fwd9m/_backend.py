@@ -63,6 +63,9 @@ class Backend(Protocol):
     #: its seed() also reseeds other frameworks, so it runs first and the others have
     #: the last word (Keras' ``set_random_seed`` seeds TF and torch too)
     seeds_others: bool
+    #: it has process-global generators that :meth:`seed` sets (JAX has none: its keys
+    #: are values), so seeding it needs it installed and a check seeds it
+    global_rng: bool
     #: top-level modules whose types :meth:`to_numpy` and :meth:`expand` handle
     type_roots: tuple[str, ...]
     #: RNG sources that may have nothing to capture (not reported missing on restore)
@@ -173,6 +176,7 @@ class BackendBase:
     """Registry metadata and the defaults most backends share."""
 
     seeds_others = False
+    global_rng = True
     rng_kinds: tuple[str, ...] = ()
     capture_rank = 9
     state_roots: tuple[str, ...] = ()

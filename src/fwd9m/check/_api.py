@@ -20,7 +20,7 @@ from ._result import CheckResult, Difference, Draft, RunInfo, leaf_finding
 
 def _seeded_frameworks() -> set[str]:
     """The imported frameworks that ``seed_everything`` seeds (JAX has no global RNG)."""
-    return {n for n in _frameworks.imported() if n != "jax"}
+    return {n for n in _frameworks.imported() if _frameworks.backend(n).global_rng}
 
 
 # --------------------------------------------------------------------------- in-process

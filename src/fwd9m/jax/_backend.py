@@ -14,6 +14,7 @@ __all__ = ["JaxBackend"]
 class JaxBackend(BackendBase):
     type_roots = ("jax", "jaxlib")
     optional_sources: tuple[str, ...] = ()
+    global_rng = False  # https://docs.jax.dev/en/latest/random-numbers.html
     rng_kinds = ("fwd9m.rng.JaxKey",)  # JAX has no generator object; JaxKey is a state_dict one
 
     def seed(self, seed: int) -> None:
