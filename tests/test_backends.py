@@ -31,8 +31,12 @@ _ATTR_TYPES = {
     "distributions": tuple,
     "libraries": tuple,
     "seeds_others": bool,
+    "global_rng": bool,
     "type_roots": tuple,
     "optional_sources": tuple,
+    "rng_kinds": tuple,
+    "capture_rank": int,
+    "state_roots": tuple,
 }
 
 
@@ -48,6 +52,7 @@ def test_protocol_members_are_the_ones_checked_here():
         "startup_env",
         "seed",
         "rng_sources",
+        "rng_adapter",
         "to_numpy",
         "expand",
         "digest",
@@ -55,6 +60,10 @@ def test_protocol_members_are_the_ones_checked_here():
         "runtime_info",
         "recorded_by",
         "recorder",
+        "keep_alive",
+        "state_types",
+        "final_state",
+        "tree_leaves",
     } == set(METHODS)
 
 
@@ -125,12 +134,59 @@ def test_backend_round_trips_its_own_values(name):
         assert finalize(int(partial[0]), partial[1]) == digest
     assert b.digest_partial([1, 2]) is None
     assert b.runtime_info()["version"] == fw.__version__
+    assert b.rng_adapter([1, 2]) is None
     b.seed(3)
     for source, (capture, restore) in b.rng_sources().items():
         state = capture()
         if state is not None:
             restore(state)
             assert _same(capture(), state), source
+
+
+def test_capture_members_do_nothing_without_their_framework():
+    """Final-state capture asks every backend, imported or not: without its framework
+    each has no state types, no final state, no tree leaves, and imports nothing."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, fwd9m._frameworks as r\n"
+        "for b in r.backends(list(r.FRAMEWORKS)):\n"
+        "    assert b.state_types() == () and b.tree_leaves({'a': 1}) is None, b\n"
+        "    assert b.final_state([], lambda o: None, lambda k, o: k, set()) == {}, b\n"
+        "print(sorted(m for m in ('torch', 'tensorflow', 'jax', 'keras') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_torch_final_state_keeps_a_model_local_to_a_function():
+    """The torch backend's capture on real torch: keep_alive holds a module from its
+    construction, final_state saves the root (not its submodule) and the stepped
+    optimizer, and takes their tensors."""
+    torch = pytest.importorskip("torch")
+    b = _frameworks.backend("torch")
+    kept: dict[int, object] = {}
+    on = [True]  # torch's global hooks cannot be removed here: they stop keeping after the test
+    b.keep_alive(lambda o: on[0] and kept.setdefault(id(o), o))
+
+    def train():
+        m = torch.nn.Sequential(torch.nn.Linear(2, 1))
+        opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        m(torch.ones(1, 2)).sum().backward()
+        opt.step()
+
+    try:
+        train()
+    finally:
+        on[0] = False
+    types = b.state_types()
+    found = [o for o in kept.values() if isinstance(o, types)]
+    kept.clear()
+    taken: set[int] = set()
+    out = b.final_state(found, lambda o: None, lambda kind, o: f"{kind}:{type(o).__name__}", taken)
+    assert list(out) == ["torch:Sequential", "torch:SGD"]
+    assert {id(p) for p in out["torch:Sequential"].parameters()} <= taken
 
 
 def _same(a, b) -> bool:
@@ -218,3 +274,14 @@ def test_private_api_check_finds_each_form():
         "tensorflow.python.ops.nn",
         "torch._C",
     ]
+
+
+def test_unsupported_generator_lists_every_backends_kinds():
+    """fwd9m.rng.register's TypeError names what each registered backend can adapt."""
+    from fwd9m import rng
+
+    with pytest.raises(TypeError, match="cannot register") as err:
+        rng.register(object())
+    for name in NAMES:
+        for kind in _frameworks.backend(name).rng_kinds:
+            assert kind in str(err.value), kind

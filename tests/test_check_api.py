@@ -44,6 +44,27 @@ def test_unseeded_function_differs_with_named_leaf():
     assert data["findings"][0]["diff"]["max_abs"] == 1.0
 
 
+def test_result_is_built_once_and_frozen():
+    """check() returns a frozen CheckResult (issue 20): its fields cannot be set again and
+    its lists are not the ones the check's steps filled (a Draft, frozen once)."""
+    import dataclasses
+
+    from fwd9m.check._result import CheckResult, Draft
+
+    counter = iter(range(10))
+    result = fwd9m.check(lambda: next(counter), runs=2)
+    assert not result and result.next_steps
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.notes = []
+    draft = Draft(CheckResult, "t", [], [])
+    draft.notes.append("a note")
+    frozen = draft.freeze()
+    draft.notes.append("added after freezing")
+    assert frozen.notes == ["a note"] and frozen.reproducible and bool(draft)
+    with pytest.raises(AttributeError, match="no field 'note'"):
+        draft.note = "a misspelt field"
+
+
 def test_assert_reproducible_raises_with_report_and_crashes_are_findings():
     calls = []
 

@@ -14,17 +14,42 @@ implements :class:`Backend`, plus one line in :data:`fwd9m._frameworks.FRAMEWORK
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
     from .compare._values import Tensor
     from .enable import Change, Changes
 
-__all__ = ["Backend", "BackendBase", "Source"]
+__all__ = ["Adapter", "Backend", "BackendBase", "Source", "outermost"]
 
 #: an RNG source: (capture() -> state, restore(state))
 Source = tuple[Callable[[], Any], Callable[[Any], None]]
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """How :mod:`fwd9m.rng` reads, writes and reseeds one kind of generator object."""
+
+    kind: str
+    get: Callable[[Any], Any]
+    set: Callable[[Any, Any], None]
+    reseed: Callable[[Any, int], None]
+    #: a warning for ``fwd9m.rng.register`` about this object, or None
+    warning: Callable[[Any], str | None] | None = None
+
+
+def outermost(objs: list[Any], children: Callable[[Any], Iterable[Any]]) -> list[Any]:
+    """The objects of ``objs`` that are no other's child (top-level models), in order;
+    an object whose ``children`` raises counts as having none."""
+    inner: set[int] = set()
+    for o in objs:
+        try:
+            inner.update(id(c) for c in children(o))
+        except Exception:
+            pass
+    return [o for o in objs if id(o) not in inner]
 
 
 @runtime_checkable
@@ -38,10 +63,21 @@ class Backend(Protocol):
     #: its seed() also reseeds other frameworks, so it runs first and the others have
     #: the last word (Keras' ``set_random_seed`` seeds TF and torch too)
     seeds_others: bool
+    #: it has process-global generators that :meth:`seed` sets (JAX has none: its keys
+    #: are values), so seeding it needs it installed and a check seeds it
+    global_rng: bool
     #: top-level modules whose types :meth:`to_numpy` and :meth:`expand` handle
     type_roots: tuple[str, ...]
     #: RNG sources that may have nothing to capture (not reported missing on restore)
     optional_sources: tuple[str, ...]
+    #: the generator objects :meth:`rng_adapter` handles, as messages name them
+    rng_kinds: tuple[str, ...]
+    #: final-state capture order, lower first (Keras layers claim their TensorFlow
+    #: variables before the loose ones are saved)
+    capture_rank: int
+    #: top-level modules whose tensors :meth:`final_state` saves through the framework's
+    #: models and variables: a script global holding only those is not saved again
+    state_roots: tuple[str, ...]
 
     def enable_determinism(self, seed: int | None = None, **options: Any) -> Changes:
         """The package's ``enable_determinism`` with the options it accepts."""
@@ -58,6 +94,12 @@ class Backend(Protocol):
     def rng_sources(self) -> dict[str, Source]:
         """Source name -> (capture, restore) of the framework's global RNG state; called
         only while the framework is imported."""
+        ...
+
+    def rng_adapter(self, obj: Any) -> Adapter | None:
+        """How to read, write and reseed ``obj`` if it is one of this framework's
+        generator objects (``fwd9m.rng.register``), else None; called only while the
+        framework is imported."""
         ...
 
     def to_numpy(self, value: Any) -> Tensor | None:
@@ -95,11 +137,49 @@ class Backend(Protocol):
         (:class:`fwd9m.debug._common.Recording`)."""
         ...
 
+    # final-state capture (:mod:`fwd9m._runtime.capture`, at the end of a check run);
+    # called whether or not the framework is imported: nothing to do when it is not
+
+    def keep_alive(self, keep: Callable[[Any], Any]) -> None:
+        """Install hooks passing ``keep`` each stateful object the framework creates, so
+        that one local to a function that returned is still there at exit; called once
+        the framework is imported. Nothing where it has no such hooks."""
+        ...
+
+    def state_types(self) -> tuple[type, ...]:
+        """The imported framework's types whose live instances make up a run's final
+        state (models, optimizers, variables), ``()`` when it is not imported."""
+        ...
+
+    def final_state(
+        self,
+        found: list[Any],
+        name_of: Callable[[Any], str | None],
+        label: Callable[[str, Any], str],
+        taken: set[int],
+    ) -> dict[str, Any]:
+        """``{label: object}`` to save from ``found`` (the live instances of
+        :meth:`state_types`, in the order found), named ones first. ``name_of`` gives
+        an object's global name in the script, ``label(kind, obj)`` a unique label.
+        Objects whose ids are in ``taken`` are saved already; add the ids of the
+        tensors and variables the result holds."""
+        ...
+
+    def tree_leaves(self, value: Any) -> list[Any] | None:
+        """The leaves of this framework's container ``value`` (a JAX pytree such as a
+        Flax ``TrainState``), looked through for arrays among the script's globals;
+        None for anything else."""
+        ...
+
 
 class BackendBase:
     """Registry metadata and the defaults most backends share."""
 
     seeds_others = False
+    global_rng = True
+    rng_kinds: tuple[str, ...] = ()
+    capture_rank = 9
+    state_roots: tuple[str, ...] = ()
 
     def __init__(self, name: str, module: str, distributions: tuple[str, ...], libraries: tuple[str, ...]):
         self.name, self.module = name, module
@@ -123,6 +203,9 @@ class BackendBase:
     def startup_env(self, version: str | None = None, environ: dict | None = None) -> list[Change]:
         return self._package().startup_env(version, environ)
 
+    def rng_adapter(self, obj: Any) -> Adapter | None:
+        return None
+
     def expand(self, value: Any) -> tuple[Mapping[str, Any], bool] | None:
         return None
 
@@ -134,3 +217,21 @@ class BackendBase:
 
     def recorded_by(self) -> str | None:
         return self.name
+
+    def keep_alive(self, keep: Callable[[Any], Any]) -> None:
+        return None
+
+    def state_types(self) -> tuple[type, ...]:
+        return ()
+
+    def final_state(
+        self,
+        found: list[Any],
+        name_of: Callable[[Any], str | None],
+        label: Callable[[str, Any], str],
+        taken: set[int],
+    ) -> dict[str, Any]:
+        return {}
+
+    def tree_leaves(self, value: Any) -> list[Any] | None:
+        return None

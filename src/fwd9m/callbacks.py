@@ -22,6 +22,7 @@ import keras
 from . import rng
 from ._log import logger
 from ._runtime.launch import shown
+from .keras._rng import layer_generators, layer_state, set_layer_state
 from .rng._format import _restore
 from .rng._format import read_file as _read_rng_file
 
@@ -93,7 +94,7 @@ class RngStateCheckpoint(keras.callbacks.Callback):
                 f"RngStateCheckpoint, or delete it to start afresh."
             )
         if model_state is not None:  # checked before any RNG changes
-            gens = rng._keras_layer_gens(self.model)
+            gens = layer_generators(self.model)
             missing = sorted(set(model_state) - set(gens))
             if missing:
                 from .errors import ConfigurationError
@@ -104,7 +105,7 @@ class RngStateCheckpoint(keras.callbacks.Callback):
                 )
         _restore(state, False, origin)  # a state its generator refuses: FileFormatError, nothing changed
         if model_state is not None:
-            rng._keras_layer_set(self.model, model_state)
+            set_layer_state(self.model, model_state)
         self.initial_epoch = int(progress["epoch"])
         if self._epoch_variable is not None:
             self._epoch_variable.assign(self.initial_epoch)
@@ -120,6 +121,6 @@ class RngStateCheckpoint(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         state = rng.capture_rng_state()
-        state[_MODEL] = rng._keras_layer_get(self.model)
+        state[_MODEL] = layer_state(self.model)
         state[_PROGRESS] = {"epoch": epoch + 1}
         rng.save_rng_state(self.filepath.format(epoch=epoch + 1), state)

@@ -11,19 +11,14 @@ When the environment variable :data:`ENV_DIR` names a directory, :func:`install`
   the leaf paths, their framework dtypes, non-array leaves, a string-hash probe, the
   process's argv and rank, and the environment fingerprint (``fwd9m.environment``).
 
-What is captured: every ``torch.nn.Module`` (its ``state_dict``, top-level models only)
-and ``torch.optim.Optimizer``; every Keras model or layer (weights and optimizer
-variables, top-level only); every TensorFlow variable not owned by one of those; and the
-arrays and tensors bound to global names of the script. Objects are found with
-``gc.get_objects()`` at exit. Torch modules that went out of scope before the end (a
-model local to ``main()``) are kept alive from construction by torch's global module
-registration hooks (``torch.nn.modules.module.register_module_*_registration_hook``,
-https://github.com/pytorch/pytorch/blob/main/torch/nn/modules/module.py; they run at
-construction, not at every forward call), optimizers by the global step hook
-(``torch.optim.optimizer.register_optimizer_step_post_hook``), and the
-script's ``__main__`` globals are kept alive through the ``exec`` audit event, so both
-are still there at the end. TensorFlow and Keras objects local to a function that has
-returned are gone by then and are not captured (what they print or save still is).
+What is captured: what each framework's backend gives
+(:meth:`fwd9m._backend.Backend.final_state`: models, optimizers and variables, found
+with ``gc.get_objects()`` at exit among the live instances of its
+:meth:`~fwd9m._backend.Backend.state_types`, top-level models only), then the arrays and
+tensors bound to global names of the script. Objects that went out of scope before the
+end are there only if a backend's :meth:`~fwd9m._backend.Backend.keep_alive` hooks kept
+them from construction (``fwd9m/<framework>/_capture.py`` says which); the script's
+``__main__`` globals are kept alive through the ``exec`` audit event.
 
 Nothing here raises into the user's script: a failed capture is recorded in the JSON.
 """
@@ -41,8 +36,6 @@ import types
 from pathlib import Path
 from typing import Any
 
-from ..keras._hooks import sublayers as _keras_sublayers
-
 ENV_DIR = "FWD9M_CHECK_CAPTURE"
 #: a fixed string whose ``hash()`` differs between interpreters unless PYTHONHASHSEED is set
 HASH_PROBE_TEXT = "fwd9m hash-seed probe"
@@ -50,7 +43,7 @@ FORMAT = "fwd9m.capture"
 FORMAT_VERSION = 1
 
 _SKIP_GLOBALS = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
-_state: dict[str, Any] = {"installed": False, "written": False, "mains": [], "torch": {}, "started": time.time()}
+_state: dict[str, Any] = {"installed": False, "written": False, "mains": [], "kept": {}, "started": time.time()}
 
 
 # --------------------------------------------------------------------------- install
@@ -65,42 +58,36 @@ def _audit(event: str, args: tuple) -> None:
             _state["mains"].append(main)
 
 
-def _torch_hooks() -> None:
-    """Keep every torch module that registers a parameter, buffer or submodule alive."""
-    import torch.nn.modules.module as mm
+def _keep(obj: Any) -> None:
+    _state["kept"].setdefault(id(obj), obj)
 
-    keep = _state["torch"]
 
-    def hook(module, name, value):
-        keep.setdefault(id(module), module)
+def _keep_alive(name: str) -> None:
+    """Install framework ``name``'s keep-alive hooks; a failure is recorded, not raised."""
+    from .. import _frameworks
 
-    for reg in (
-        "register_module_parameter_registration_hook",
-        "register_module_buffer_registration_hook",
-        "register_module_module_registration_hook",
-    ):
-        fn = getattr(mm, reg, None)
-        if fn is not None:  # torch >= 2.0
-            fn(hook)
-    import torch.optim.optimizer as oo
-
-    def step_hook(optimizer, args, kwargs):  # one dict lookup per optimizer step
-        keep.setdefault(id(optimizer), optimizer)
-
-    if hasattr(oo, "register_optimizer_step_post_hook"):  # torch >= 2.0
-        oo.register_optimizer_step_post_hook(step_hook)
+    try:
+        _frameworks.backend(name).keep_alive(_keep)
+    except Exception as exc:  # never break the user's import
+        _state["error"] = f"{name} hooks: {type(exc).__name__}: {exc}"
 
 
 class _PostImport:
-    """A meta-path finder that runs a callback after ``torch`` finishes importing."""
+    """A meta-path finder that installs a framework's keep-alive hooks right after the
+    framework finishes importing (``pending``: top-level module -> framework name)."""
+
+    def __init__(self, pending: dict[str, str]) -> None:
+        self.pending = pending
 
     def find_spec(self, name, path=None, target=None):
-        if name != "torch":
+        framework = self.pending.pop(name, None)
+        if framework is None:
             return None
-        try:  # first, so that finders asked below cannot re-enter
-            sys.meta_path.remove(self)
-        except ValueError:
-            return None
+        if not self.pending:  # first, so that finders asked below cannot re-enter
+            try:
+                sys.meta_path.remove(self)
+            except ValueError:
+                pass
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
@@ -116,13 +103,24 @@ class _PostImport:
 
         def exec_module(module):
             original(module)
-            try:
-                _torch_hooks()
-            except Exception as exc:  # never break the user's import
-                _state["error"] = f"torch hooks: {type(exc).__name__}: {exc}"
+            _keep_alive(framework)
 
         loader.exec_module = exec_module
         return spec
+
+
+def _install_keep_alive() -> None:
+    """Keep-alive hooks of every framework: now if it is imported, else once it is."""
+    from .. import _frameworks
+
+    pending = {}
+    for f in _frameworks.FRAMEWORKS.values():
+        if f.module in sys.modules:
+            _keep_alive(f.name)
+        else:
+            pending[f.module] = f.name
+    if pending:
+        sys.meta_path.insert(0, _PostImport(pending))
 
 
 def install(out_dir: str | os.PathLike[str] | None = None, at_exit: bool = True) -> bool:
@@ -140,13 +138,7 @@ def install(out_dir: str | os.PathLike[str] | None = None, at_exit: bool = True)
     except OSError:
         pass
     sys.addaudithook(_audit)
-    if "torch" in sys.modules:
-        try:
-            _torch_hooks()
-        except Exception as exc:
-            _state["error"] = f"torch hooks: {type(exc).__name__}: {exc}"
-    else:
-        sys.meta_path.insert(0, _PostImport())
+    _install_keep_alive()
     if at_exit:
         atexit.register(write)
     return True
@@ -159,12 +151,13 @@ def _name_of(obj: Any, names: dict[int, str]) -> str | None:
     return names.get(id(obj))
 
 
-def _global_names() -> tuple[dict[int, str], dict[str, Any]]:
+def _global_names(backends: list[Any]) -> tuple[dict[int, str], dict[str, Any]]:
     """id -> global name of the script's objects, and its array-like globals."""
     names: dict[int, str] = {}
     arrays: dict[str, Any] = {}
     from ..compare import to_numpy
 
+    saved_elsewhere = {root for b in backends for root in b.state_roots}
     mains = list(_state["mains"]) + [sys.modules.get("__main__")]
     for main in mains:
         g = getattr(main, "__dict__", None) or {}
@@ -175,22 +168,18 @@ def _global_names() -> tuple[dict[int, str], dict[str, Any]]:
                 continue
             names.setdefault(id(v), k)
             try:
-                if to_numpy(v) is not None or _holds_arrays(v, to_numpy):
+                if to_numpy(v) is not None or _holds_arrays(v, to_numpy, backends, saved_elsewhere):
                     arrays[k] = v
             except Exception:
                 pass
     return names, arrays
 
 
-#: modules whose tensors the final state captures through their models, optimizers and
-#: variables: a container of only those is not captured again as a global
-_CAPTURED_ELSEWHERE = ("torch", "tensorflow", "keras", "tf_keras")
-
-
-def _holds_arrays(value: Any, to_numpy, budget: int = 10_000) -> bool:
-    """Whether ``value`` is a container (dict, list, tuple, dataclass, a JAX pytree such
-    as a Flax ``TrainState`` or an optax state) with an array leaf that no model or
-    variable capture covers (NumPy, JAX). At most ``budget`` nodes are looked at."""
+def _holds_arrays(value: Any, to_numpy, backends: list[Any], saved_elsewhere: set[str], budget: int = 10_000) -> bool:
+    """Whether ``value`` is a container (dict, list, tuple, dataclass, a framework's
+    container such as a JAX pytree: a Flax ``TrainState``, an optax state) with an array
+    leaf that no model or variable capture covers (none of the modules in
+    ``saved_elsewhere``: NumPy, JAX). At most ``budget`` nodes are looked at."""
     if isinstance(value, (str, bytes, int, float, bool, type(None))):
         return False
     stack, seen = [value], set()
@@ -201,7 +190,7 @@ def _holds_arrays(value: Any, to_numpy, budget: int = 10_000) -> bool:
             continue
         seen.add(id(v))
         if v is not value and to_numpy(v) is not None:
-            if type(v).__module__.split(".")[0] not in _CAPTURED_ELSEWHERE:
+            if type(v).__module__.split(".")[0] not in saved_elsewhere:
                 return True
             continue
         if isinstance(v, dict):
@@ -210,24 +199,19 @@ def _holds_arrays(value: Any, to_numpy, budget: int = 10_000) -> bool:
             stack.extend(v)
         elif dataclasses.is_dataclass(v) and not isinstance(v, type):
             stack.extend(getattr(v, f.name, None) for f in dataclasses.fields(v))
-        elif "jax" in sys.modules and type(v).__module__.split(".")[0] in ("flax", "optax", "jax"):
-            try:  # a registered pytree (FrozenDict, a flax struct)
-                leaves = sys.modules["jax"].tree_util.tree_leaves(v)
-            except Exception:
-                continue
-            if not (len(leaves) == 1 and leaves[0] is v):
-                stack.extend(leaves)
+        else:
+            stack.extend(_tree_leaves(v, backends))
     return False
 
 
-def _roots(objs: list[Any], children) -> list[Any]:
-    inner: set[int] = set()
-    for o in objs:
-        try:
-            inner.update(id(c) for c in children(o))
-        except Exception:
-            pass
-    return [o for o in objs if id(o) not in inner]
+def _tree_leaves(v: Any, backends: list[Any]) -> list[Any]:
+    """The first backend's :meth:`~fwd9m._backend.Backend.tree_leaves` of ``v``, [] for
+    none (or for a leaf that is its own only leaf)."""
+    for b in backends:
+        leaves = b.tree_leaves(v)
+        if leaves is not None:
+            return [] if len(leaves) == 1 and leaves[0] is v else leaves
+    return []
 
 
 def _label(kind: str, obj: Any, names: dict[int, str], used: dict[str, int]) -> str:
@@ -236,99 +220,65 @@ def _label(kind: str, obj: Any, names: dict[int, str], used: dict[str, int]) -> 
     return base if used[base] == 1 else f"{base}#{used[base]}"
 
 
+def _backends() -> list[Any]:
+    """Every framework's backend (imported or not: each looks at ``sys.modules``), in
+    capture order."""
+    from .. import _frameworks
+
+    return sorted(_frameworks.backends(list(_frameworks.FRAMEWORKS)), key=lambda b: b.capture_rank)
+
+
 def collect() -> dict[str, Any]:
-    """``{label: object}`` of everything to save, in a stable order."""
-    names, arrays = _global_names()
-    torch_mods, torch_opts, keras_layers, tf_vars = _live_objects()
+    """``{label: object}`` of everything to save, in a stable order: each backend's
+    final state in capture order, then the script's array globals not saved with them."""
+    backends = _backends()
+    names, arrays = _global_names(backends)
+    found = _live_objects(backends)
     used: dict[str, int] = {}
     out: dict[str, Any] = {}
-    torch_roots = _roots(torch_mods, lambda m: list(m.modules())[1:])
-    _collect_torch(out, torch_roots, torch_opts, names, used)
-    owned = _collect_keras(out, keras_layers, names, used)
-    loose = [v for v in tf_vars if id(v) not in owned]
-    if loose:
-        out["tf.variables"] = {v.name: v for v in sorted(loose, key=lambda v: v.name)}
-    taken = {id(v) for v in out.values()} | {id(v) for v in loose} | owned
-    for m in torch_roots:
-        taken.update(id(t) for t in (*m.parameters(), *m.buffers()))
+    taken: set[int] = set()
+
+    def name_of(obj: Any) -> str | None:
+        return _name_of(obj, names)
+
+    def label(kind: str, obj: Any) -> str:
+        return _label(kind, obj, names, used)
+
+    for b in backends:
+        part = b.final_state(found[b.name], name_of, label, taken)
+        out.update(part)
+        taken.update(id(v) for v in part.values())
     for k in sorted(arrays):
         if id(arrays[k]) not in taken:
             out[f"globals.{k}"] = arrays[k]
     return out
 
 
-def _live_objects() -> tuple[list, list, list, list]:
-    """The live torch modules, torch optimizers, Keras layers and TensorFlow variables
-    (those the hooks saw, then, if a framework is loaded, every object the garbage
-    collector tracks), each once, in the order found."""
-    mods = sys.modules
-    torch_mods, torch_opts, keras_layers, tf_vars = [], [], [], []
-    nn = getattr(mods.get("torch"), "nn", None)
-    optim = getattr(mods.get("torch"), "optim", None)
-    layer_types = tuple(
-        m.layers.Layer for m in (mods.get("keras"), mods.get("tf_keras")) if m is not None and hasattr(m, "layers")
-    )
-    tf = mods.get("tensorflow")
-    tf_var = getattr(tf, "Variable", None) if tf is not None else None
+def _live_objects(backends: list[Any]) -> dict[str, list]:
+    """Backend name -> the live instances of its state types (those the keep-alive hooks
+    saw, then, if a framework is loaded, every object the garbage collector tracks),
+    each once, in the order found; an object of several backends' types goes to the
+    first in capture order."""
+    found: dict[str, list] = {b.name: [] for b in backends}
+    buckets = [(types, found[b.name]) for b in backends if (types := b.state_types())]
     seen: set[int] = set()
-    buckets = [
-        (nn.Module if nn is not None else None, torch_mods),
-        (optim.Optimizer if optim is not None else None, torch_opts),
-        (layer_types or None, keras_layers),
-        (tf_var, tf_vars),
-    ]
     kinds: dict[type, list | None] = {}  # one issubclass test per type, not per object
 
     def consider(o: Any) -> None:
         t = type(o)
         if t not in kinds:
-            kinds[t] = next((bucket for cls, bucket in buckets if cls is not None and issubclass(t, cls)), None)
+            kinds[t] = next((bucket for types, bucket in buckets if issubclass(t, types)), None)
         bucket = kinds[t]
         if bucket is not None and id(o) not in seen:
             seen.add(id(o))
             bucket.append(o)
 
-    for o in _state["torch"].values():
+    for o in _state["kept"].values():
         consider(o)
-    if nn is not None or layer_types or tf_var is not None:
+    if buckets:
         for o in gc.get_objects():
             consider(o)
-    return torch_mods, torch_opts, keras_layers, tf_vars
-
-
-def _collect_torch(out: dict, torch_roots: list, torch_opts: list, names: dict[int, str], used: dict[str, int]):
-    """Add to ``out`` the root torch modules with state (named ones first, by name) and
-    the optimizers with state."""
-
-    def by_name(m):
-        return _name_of(m, names) is None, _name_of(m, names) or "", type(m).__name__
-
-    for m in sorted(torch_roots, key=by_name):
-        if m.state_dict():
-            out[_label("torch", m, names, used)] = m
-    for o in torch_opts:
-        if o.state_dict().get("state"):
-            out[_label("torch", o, names, used)] = o
-
-
-def _collect_keras(out: dict, keras_layers: list, names: dict[int, str], used: dict[str, int]) -> set[int]:
-    """Add to ``out`` the root Keras layers with weights not already taken by another
-    (named ones first); return the ids of the variables (and their values) they own,
-    their optimizers' included."""
-    keras_roots = _roots(keras_layers, _keras_sublayers)
-    owned: set[int] = set()
-    for layer in sorted(keras_roots, key=lambda m: (_name_of(m, names) is None, getattr(m, "name", ""))):
-        if not getattr(layer, "weights", None) or all(id(v) in owned for v in layer.weights):
-            continue  # Sequential's inner Functional shares the Sequential's weights
-        out[_label("keras", layer, names, used)] = layer
-        variables = list(layer.weights)
-        opt = getattr(layer, "optimizer", None)
-        if opt is not None and isinstance(getattr(opt, "variables", None), list):
-            variables += opt.variables
-        for v in variables:
-            owned.add(id(v))
-            owned.add(id(getattr(v, "value", None)))
-    return owned
+    return found
 
 
 # --------------------------------------------------------------------------- write / read

@@ -13,14 +13,14 @@ from ..compare import Flat, LeafDiff, Tensor, _Opaque, compare_flat, escape_cont
 from ..errors import NondeterminismError, RunError
 from ..seed import seed_everything
 from ._hints import _catalog_hints
-from ._result import CheckResult, Difference, RunInfo, leaf_finding
+from ._result import CheckResult, Difference, Draft, RunInfo, leaf_finding
 
 # --------------------------------------------------------------------------- seeding
 
 
 def _seeded_frameworks() -> set[str]:
     """The imported frameworks that ``seed_everything`` seeds (JAX has no global RNG)."""
-    return {n for n in _frameworks.imported() if n != "jax"}
+    return {n for n in _frameworks.imported() if _frameworks.backend(n).global_rng}
 
 
 # --------------------------------------------------------------------------- in-process
@@ -69,14 +69,14 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
     while len(calls.infos) < runs and calls.call(fn, args, kwargs, seed):
         pass
     calls.refuse_uncomparable()
-    result = CheckResult(name, calls.infos, calls.findings, {"values": len(calls.first or {})})
+    result = Draft(CheckResult, name, calls.infos, calls.findings, {"values": len(calls.first or {})})
     result.notes += _check_notes(calls)
     if calls.findings:
         result.next_steps.append(
             "localise the first op that differs: fwd9m.debug.localize(fn, *args) (see `fwd9m debug --help`)"
         )
         result.catalog = _catalog_hints(None, device=None)
-    return result
+    return result.freeze()
 
 
 @dataclass

@@ -1,12 +1,16 @@
 """What a check found: :class:`Difference` s, :class:`RunInfo` s and the :class:`CheckResult`
-that ranks them and renders the text report and the JSON form."""
+that ranks them and renders the text report and the JSON form.
+
+A :class:`CheckResult` is frozen: the steps of a check put it together in a
+:class:`Draft` (each adds its notes, causes and next steps) and the check returns
+``draft.freeze()``, built once."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ..compare import LeafDiff, escape_control
 
@@ -148,10 +152,11 @@ class RunInfo:
         return dataclasses.asdict(self)
 
 
-@dataclass
+@dataclass(frozen=True)
 class CheckResult:
     """The outcome of :func:`check` or :func:`check_script`. ``bool(result)`` is True
-    when every run agreed bit for bit."""
+    when every run agreed bit for bit. Frozen: its fields cannot be set again (its
+    lists are its own copies, made once by :meth:`Draft.freeze`)."""
 
     target: str
     runs: list[RunInfo]
@@ -302,6 +307,41 @@ class CheckResult:
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, default=str)
+
+
+R = TypeVar("R", bound=CheckResult)
+
+
+class Draft(Generic[R]):
+    """A check result being put together: the fields of the frozen result class
+    ``cls``, which the steps of a check set and extend (``draft.notes.append(...)``),
+    then :meth:`freeze` builds the result, once. What the result computes
+    (``reproducible``, ``verdict()``, ``bool()``) is read from a frozen copy."""
+
+    def __init__(self, cls: type[R], *args: Any, **kwargs: Any) -> None:
+        start = cls(*args, **kwargs)  # the class's own defaults and checks
+        object.__setattr__(self, "_cls", cls)
+        object.__setattr__(self, "_fields", {f.name: getattr(start, f.name) for f in dataclasses.fields(cls)})
+
+    def __getattr__(self, name: str) -> Any:
+        fields = self.__dict__["_fields"]
+        return fields[name] if name in fields else getattr(self.freeze(), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in self._fields:
+            raise AttributeError(f"{self._cls.__name__} has no field {name!r}")
+        self._fields[name] = value
+
+    def __bool__(self) -> bool:
+        return bool(self.freeze())
+
+    def freeze(self) -> R:
+        """The result: the fields as they are now, each list and dict copied."""
+        return self._cls(**{k: _copy(v) for k, v in self._fields.items()})
+
+
+def _copy(value: Any) -> Any:
+    return list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value
 
 
 def _shown_findings(ranked: list[Difference], limit: int) -> list[Difference]:

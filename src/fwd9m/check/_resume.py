@@ -42,7 +42,7 @@ from .._log import logger
 from ..errors import ConfigurationError, RunError
 from . import _resume_child as child
 from ._process import Guard, _execute, _Run, _run_notes
-from ._result import CheckResult, Finding, RunInfo
+from ._result import CheckResult, Draft, Finding, RunInfo
 from ._runs import _compare_runs
 
 #: seconds between SIGTERM and SIGKILL by default (SLURM's KillWait defaults to 30 s:
@@ -116,7 +116,7 @@ class LostState:
         return dataclasses.asdict(self)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ResumeResult(CheckResult):
     """The outcome of :func:`check_resume`: truthy when run C (resumed) agrees with run
     A (uninterrupted) bit for bit and did resume (it did not start from scratch)."""
@@ -427,7 +427,7 @@ def _segment(src: Path, offset: int | None, dst: Path, end: int | None = None) -
     return dst
 
 
-def _compare_tails(result: ResumeResult, tails: tuple[Path, Path], a: _Run, c: _Run, strict: bool) -> None:
+def _compare_tails(result: Draft[ResumeResult], tails: tuple[Path, Path], a: _Run, c: _Run, strict: bool) -> None:
     """What runs A and C printed after their last step. A summary there may be an average
     over the steps the process itself ran (HF Trainer's ``train_loss``: C ran only the steps
     after the resume), so when the final state or files were compared and agree on their
@@ -489,7 +489,7 @@ def check_resume(
         a, c = _runs_a_and_c(cmd, resume_args, root, invocation, cwd, env, timeout, say, guard, deferred, b)
         result = _compare(display, a, b, c, source, strict, root, how)
         _add_run_notes(result, [a, b, c], display, guard, env, root if keep else None)
-        return result
+        return result.freeze()
     finally:
         if guard is not None:
             guard.restore(deferred.changed)
@@ -550,7 +550,9 @@ def _runs_a_and_c(cmd, resume_args, root, invocation, cwd, env, timeout, say, gu
     return a, c
 
 
-def _add_run_notes(result: ResumeResult, runs: list[_Run], display: str, guard, env: dict, kept: Path | None) -> None:
+def _add_run_notes(
+    result: Draft[ResumeResult], runs: list[_Run], display: str, guard, env: dict, kept: Path | None
+) -> None:
     """The notes about the runs themselves: the watch and the guard of your directory, the
     hash seed they ran with, where they were kept."""
     result.notes[:0] = _run_notes(runs, display, guard)
@@ -709,7 +711,7 @@ def _stdout_spans(a: _Run, c: _Run, ev_a: list, ev_c: list, resume_step: int | N
 
 def _compare(
     display: str, a: _Run, b: _Run, c: _Run, source: str | None, strict: bool, root: Path, how: Interruption
-) -> ResumeResult:
+) -> Draft[ResumeResult]:
     ev_a, ev_b, ev_c = (_events(r.root / "resume") for r in (a, b, c))
     pre_a, pre_b, pre_c = _pre_states(ev_a), _pre_states(ev_b), _pre_states(ev_c)
     n_b = int(b.info.settings["interrupted at step"])
@@ -739,7 +741,8 @@ def _compare(
         hash_seed_suspect=False,
         causes=[x for x in base.causes if not x.startswith("PYTHONHASHSEED differed")],
     )
-    result = ResumeResult(
+    result = Draft(
+        ResumeResult,
         **fields,
         interruption=how.describe(),
         interrupted_at=n_b,
@@ -761,7 +764,7 @@ def _compare(
     return result
 
 
-def _state_notes(result: ResumeResult, unstable: set, a: _Run, c: _Run, events: tuple) -> None:
+def _state_notes(result: Draft[ResumeResult], unstable: set, a: _Run, c: _Run, events: tuple) -> None:
     """What was left out of the comparison, and what the step hooks could not read."""
     ev_a, ev_b, ev_c = events
     if unstable:
@@ -842,7 +845,7 @@ def _first_divergence(pre_a: dict[int, dict], pre_b: dict[int, dict], n: int) ->
     return None, unstable
 
 
-def _explain(result: ResumeResult, hook: str, ev_c: list[dict[str, Any]]) -> None:
+def _explain(result: Draft[ResumeResult], hook: str, ev_c: list[dict[str, Any]]) -> None:
     """Causes and next steps from what was lost."""
     if result.diverged_before:
         result.next_steps.append(f"make the script reproducible first: fwd9m check {result.target}")

@@ -287,14 +287,14 @@ def _mine(optimizer: Any) -> bool:
 
 
 def _keras_state(model: Any) -> dict[str, str]:
-    from .. import rng
+    from ..keras._rng import layer_state
 
     out = {"model weights": digest(list(model.weights))}
     opt = getattr(model, "optimizer", None)
     if opt is not None and getattr(opt, "built", False):
         out["optimizer"] = digest(list(opt.variables))
     try:
-        gens = rng._keras_layer_get(model)
+        gens = layer_state(model)
     except Exception:
         gens = None
     if gens:

@@ -26,7 +26,7 @@ from ..compare._text import IgnoredValues
 from ..errors import FileFormatError, RunError
 from ._hints import _catalog_hints, _debug_args, _debug_can_record
 from ._process import _Run
-from ._result import CheckResult, Difference, RunInfo, leaf_finding
+from ._result import CheckResult, Difference, Draft, RunInfo, leaf_finding
 
 
 def _state_groups(run: _Run) -> dict[str, dict[str, Any]]:
@@ -285,7 +285,7 @@ class _Pairs:
             self.env_diffs += [{"run": label, **e.to_dict()} for e in environment.diff(self.base_env, other_env)]
 
 
-def _launch_notes(result: CheckResult, first: _Run, pairs: _Pairs) -> None:
+def _launch_notes(result: Draft[CheckResult], first: _Run, pairs: _Pairs) -> None:
     if pairs.skipped:  # leaves a reader marked as time stamps (compare.ignored)
         result.notes.append("not compared (they change with every save): " + _ignored_summary(pairs.skipped))
     if first.ranks:
@@ -301,7 +301,7 @@ def _launch_notes(result: CheckResult, first: _Run, pairs: _Pairs) -> None:
         )
 
 
-def _hash_seed_notes(result: CheckResult, pairs: _Pairs) -> None:
+def _hash_seed_notes(result: Draft[CheckResult], pairs: _Pairs) -> None:
     if pairs.probe_differs and pairs.findings:
         result.hash_seed_suspect = True
         result.causes.append(
@@ -318,7 +318,7 @@ def _hash_seed_notes(result: CheckResult, pairs: _Pairs) -> None:
         )
 
 
-def _rank_notes(result: CheckResult, done: list[_Run], ranks: list[str]) -> None:
+def _rank_notes(result: Draft[CheckResult], done: list[_Run], ranks: list[str]) -> None:
     """A distributed launch: differences counted per rank, and ranks sharing stdout."""
     findings, first = result.findings, done[0]
     counts = [
@@ -346,7 +346,7 @@ def _rank_notes(result: CheckResult, done: list[_Run], ranks: list[str]) -> None
 
 
 def _next_steps(
-    result: CheckResult,
+    result: Draft[CheckResult],
     display: str,
     pairs: _Pairs,
     ranks: list[str],
@@ -392,7 +392,7 @@ def _compare_runs(
     strict: bool = False,
     argv: list[str] | None = None,
     env: dict[str, str] | None = None,
-) -> CheckResult:
+) -> Draft[CheckResult]:
     """Compare each run with the first. Printed output and text files are compared with
     timing values masked (each one listed in ``result.ignored``), unless ``strict``.
     ``argv``, ``env``: the runs' ``sys.argv`` and environment when every run had the same
@@ -410,7 +410,8 @@ def _compare_runs(
     pairs = _Pairs(first, strict)
     for other in done[1:]:
         pairs.add(other)
-    result = CheckResult(
+    result = Draft(
+        CheckResult,
         display,
         [r.info for r in done],
         pairs.findings,
@@ -431,7 +432,7 @@ def _compare_runs(
     return result
 
 
-def _threads_differ(result: CheckResult) -> bool:
+def _threads_differ(result: Draft[CheckResult]) -> bool:
     """Whether the runs' thread settings differed (an environment difference about
     threads, or a run under --vary threads=...)."""
     return any("thread" in str(d.get("key", "")).lower() for d in result.environment_diffs) or any(
@@ -448,7 +449,7 @@ def _finding_key(f: Difference) -> str:
 
 
 def _settle_hash_seed(
-    result: CheckResult,
+    result: Draft[CheckResult],
     outcome: Outcome,
     moved: set[str],
     source: str | None,

@@ -17,7 +17,7 @@ from .._runtime.workdir import Guard
 from ..errors import RunError
 from ._lockstep import Divergence
 from ._process import _execute, _Run, _run_notes
-from ._result import CheckResult, RunInfo
+from ._result import CheckResult, Draft, RunInfo
 from ._runs import _compare_runs, _finding_key, _settle_hash_seed
 
 
@@ -348,7 +348,12 @@ def _side_by_side(
 
 
 def _hash_seed_runs(
-    result: CheckResult, prog: _Program, o: CheckOptions, root: Path, guard: Guard | None, say: Callable[[str], None]
+    result: Draft[CheckResult],
+    prog: _Program,
+    o: CheckOptions,
+    root: Path,
+    guard: Guard | None,
+    say: Callable[[str], None],
 ) -> None:
     """The controlled hash-seed experiment (:mod:`fwd9m._hashseed`) on reruns of the script."""
     base_cmd = _launch_command(prog.target, prog.args, prog.mode, o.seed, o.python)
@@ -426,7 +431,7 @@ def _check(prog: _Program, o: CheckOptions, say: Callable[[str], None]) -> Check
             _enable_did_not_fix(result)
         if o.keep:
             result.notes.append(f"run directories kept in {root}")
-        return result
+        return result.freeze()
     finally:
         if not o.keep:
             shutil.rmtree(root, ignore_errors=True)

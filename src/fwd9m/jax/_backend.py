@@ -3,6 +3,7 @@ methods."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from .._backend import BackendBase, Source
@@ -13,6 +14,8 @@ __all__ = ["JaxBackend"]
 class JaxBackend(BackendBase):
     type_roots = ("jax", "jaxlib")
     optional_sources: tuple[str, ...] = ()
+    global_rng = False  # https://docs.jax.dev/en/latest/random-numbers.html
+    rng_kinds = ("fwd9m.rng.JaxKey",)  # JAX has no generator object; JaxKey is a state_dict one
 
     def seed(self, seed: int) -> None:
         # JAX has no global RNG state: randomness comes from explicit keys
@@ -49,3 +52,13 @@ class JaxBackend(BackendBase):
         from ._recorder import JaxRecorder
 
         return JaxRecorder(rec)
+
+    def tree_leaves(self, value: Any) -> list[Any] | None:
+        """A registered pytree's leaves (FrozenDict, a flax struct, an optax state)."""
+        jax = sys.modules.get("jax")
+        if jax is None or type(value).__module__.split(".")[0] not in ("flax", "optax", "jax"):
+            return None
+        try:
+            return jax.tree_util.tree_leaves(value)
+        except Exception:
+            return None

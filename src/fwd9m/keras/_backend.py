@@ -6,10 +6,10 @@ is handled here. Keras is imported only inside the methods."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._backend import BackendBase, Source
+from .._backend import Adapter, BackendBase, Source
 
 __all__ = ["KerasBackend", "layer_types", "layer_weights"]
 
@@ -45,17 +45,20 @@ def layer_weights(layer: Any) -> dict[str, Any]:
 
 
 def _cap_state():
-    from ..rng._adapters import _keras_sg_get
     from . import _private
+    from ._rng import generator_state
 
     # Keras 3 has no public getter for its global seed and seed generator.
     gen = _private.global_seed_generator()
-    return {"global_seed": _private.global_seed(), "global_seed_generator": None if gen is None else _keras_sg_get(gen)}
+    return {
+        "global_seed": _private.global_seed(),
+        "global_seed_generator": None if gen is None else generator_state(gen),
+    }
 
 
 def _set_state(s):
-    from ..rng._adapters import _keras_sg_set
     from . import _private
+    from ._rng import set_generator_state
 
     _private.set_global_seed(s["global_seed"])
     if s["global_seed_generator"] is None:
@@ -67,13 +70,16 @@ def _set_state(s):
 
         gen = keras.random.SeedGenerator(seed=0)
         _private.set_global_seed_generator(gen)
-    _keras_sg_set(gen, s["global_seed_generator"])
+    set_generator_state(gen, s["global_seed_generator"])
 
 
 class KerasBackend(BackendBase):
     type_roots = ("keras",)
     optional_sources: tuple[str, ...] = ()
     seeds_others = True  # keras.utils.set_random_seed also seeds TF and torch
+    rng_kinds = ("keras.random.SeedGenerator", "Keras layers/models")
+    capture_rank = 1
+    state_roots = ("keras",)
 
     def seed(self, seed: int) -> None:
         import keras
@@ -94,6 +100,11 @@ class KerasBackend(BackendBase):
 
     def rng_sources(self) -> dict[str, Source]:
         return {"keras": (_cap_state, _set_state)}
+
+    def rng_adapter(self, obj: Any) -> Adapter | None:
+        from ._rng import adapter
+
+        return adapter(obj)
 
     def to_numpy(self, value: Any):
         import keras
@@ -146,3 +157,19 @@ class KerasBackend(BackendBase):
                 "fwd9m debug records Keras 3 on the tensorflow, torch or jax backend; set KERAS_BACKEND to one of them"
             )
         return _frameworks.backend(name).recorder(rec)
+
+    def state_types(self) -> tuple[type, ...]:
+        from ._capture import state_types
+
+        return state_types()
+
+    def final_state(
+        self,
+        found: list[Any],
+        name_of: Callable[[Any], str | None],
+        label: Callable[[str, Any], str],
+        taken: set[int],
+    ) -> dict[str, Any]:
+        from ._capture import final_state
+
+        return final_state(found, name_of, label, taken)

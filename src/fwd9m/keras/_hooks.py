@@ -1,24 +1,15 @@
-"""What fwd9m's process plumbing needs from Keras, for modules outside this package
-(``_runtime/capture.py``, ``check/_resume_child.py``, ``rng/_adapters.py``): they may not import
-:mod:`._private`, which keeps every use of Keras' private API in one file."""
+"""Keras' ``fit`` hook for ``fwd9m check --resume``'s child (``check/_resume_child.py``):
+it may not import :mod:`._private`, which keeps every use of Keras' private API in one
+file. This stays a function of the Keras package, not a
+:class:`~fwd9m._backend.Backend` method: only Keras wraps a training loop's callbacks,
+and the resume child's other step hooks (torch's optimizer hook, the ``jax.jit``
+wrapper) are framework-specific code of its own too."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from . import _private
-
-
-def sublayers(layer: Any, include_self: bool = False) -> list:
-    """A layer's sublayers (see :func:`._private.sublayers`)."""
-    return _private.sublayers(layer, include_self)
-
-
-def layer_seed_generators(layer: Any) -> list:
-    """The ``SeedGenerator`` objects of a layer and its sublayers (see
-    :func:`._private.layer_seed_generators`)."""
-    return _private.layer_seed_generators(layer)
 
 
 def add_to_every_fit(callback_type: type, on_error: Callable[[BaseException], None]) -> None:

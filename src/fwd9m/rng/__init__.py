@@ -43,12 +43,9 @@ File format (:func:`save_rng_state`): a NumPy ``.npz`` (zip) with an entry
 
 from __future__ import annotations
 
-from ._adapters import (  # noqa: F401  (private helpers used by fwd9m.data/.callbacks)
+from ._adapters import (  # noqa: F401  (private helper used by fwd9m.seed)
     JaxKey,
     _adapter_for,
-    _keras_layer_gens,
-    _keras_layer_get,
-    _keras_layer_set,
     reseed,
 )
 from ._format import (

@@ -62,18 +62,13 @@ def register(obj: Any, name: str | None = None) -> Any:
         TypeError: unsupported object.
     """
     adapter = _adapter_for(obj)
-    if adapter.kind == "torch.utils.data.DataLoader" and not adapter.get(obj):
+    warning = adapter.warning(obj) if adapter.warning is not None else None
+    if warning:
         import warnings
 
         from ..errors import Fwd9mWarning
 
-        warnings.warn(
-            "register: this DataLoader has no torch.Generator (generator=None), so its "
-            "shuffle order and worker seeds come from the global torch RNG, which also "
-            "feeds dropout. Fix: DataLoader(..., generator=fwd9m.data.torch_generator(seed))",
-            Fwd9mWarning,
-            stacklevel=2,
-        )
+        warnings.warn(warning, Fwd9mWarning, stacklevel=2)
     if name is None:
         name = f"{adapter.kind}@{id(obj):x}"
         logger.info("register: %s has no name; it will not restore in another process", name)

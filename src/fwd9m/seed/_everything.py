@@ -127,7 +127,9 @@ def seed_everything(seed: int | None = None, frameworks: str | Iterable[str] | N
     """
     seed = _check_seed(_seed_or_default(seed, "seed_everything"))
     names = resolve(list(frameworks) if frameworks is not None and not isinstance(frameworks, str) else frameworks)
-    absent = [n for n in names if n != "jax" and n not in sys.modules and installed_version(n) is None]
+    absent = [
+        n for n in names if _frameworks.backend(n).global_rng and n not in sys.modules and installed_version(n) is None
+    ]
     if absent:  # checked before anything is seeded
         raise ConfigurationError(
             f"seed_everything: frameworks {absent} were named but are not installed. "

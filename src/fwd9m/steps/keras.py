@@ -52,7 +52,7 @@ class StepDigests(keras.callbacks.Callback):
         self.session.record_safely(lambda: self._entries(logs), source="keras")
 
     def _entries(self, logs) -> list:
-        from .. import rng
+        from ..keras._rng import layer_generators
 
         entries, self._initial = self._initial, []
         if logs and "loss" in logs:
@@ -62,7 +62,7 @@ class StepDigests(keras.callbacks.Callback):
         optimizer = getattr(self.model, "optimizer", None)
         if optimizer is not None:
             groups.append(("optimizer", _named(optimizer.variables)))
-        gens = [(f"seed:{p}", sg.state) for p, sg in rng._keras_layer_gens(self.model).items()]
+        gens = [(f"seed:{p}", sg.state) for p, sg in layer_generators(self.model).items()]
         groups.append(("rng", gens))
         return entries + _variable_digests(groups) + digest_leaves("rng", global_rng_leaves())
 

@@ -4,10 +4,10 @@ inside the methods; its private API is reached through :mod:`._private`."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._backend import BackendBase, Source
+from .._backend import Adapter, BackendBase, Source
 
 __all__ = ["TensorFlowBackend"]
 
@@ -41,24 +41,24 @@ def _set_seed(s):
 
 
 def _cap_global_generator():
-    from ..rng._adapters import _tfgen_get
     from . import _private
+    from ._rng import generator_state
 
     g = _private.global_generator()
-    return None if g is None else _tfgen_get(g)
+    return None if g is None else generator_state(g)
 
 
 def _set_global_generator(s):
     import tensorflow as tf
 
-    from ..rng._adapters import _tfgen_set
     from . import _private
+    from ._rng import set_generator_state
 
     g = _private.global_generator()
     if g is None:
         g = tf.random.Generator.from_seed(0)
         tf.random.set_global_generator(g)
-    _tfgen_set(g, s)
+    set_generator_state(g, s)
 
 
 def _first_root(value: Any) -> str | None:
@@ -74,6 +74,9 @@ def _first_root(value: Any) -> str | None:
 class TensorFlowBackend(BackendBase):
     type_roots = ("tensorflow", "tf_keras")
     optional_sources = ("tensorflow.global_generator",)
+    rng_kinds = ("tf.random.Generator",)
+    capture_rank = 2
+    state_roots = ("tensorflow", "tf_keras")
 
     def seed(self, seed: int) -> None:
         import tensorflow as tf
@@ -89,6 +92,11 @@ class TensorFlowBackend(BackendBase):
             "tensorflow": (_cap_seed, _set_seed),
             "tensorflow.global_generator": (_cap_global_generator, _set_global_generator),
         }
+
+    def rng_adapter(self, obj: Any) -> Adapter | None:
+        from ._rng import adapter
+
+        return adapter(obj)
 
     def to_numpy(self, value: Any):
         import numpy as np
@@ -155,3 +163,19 @@ class TensorFlowBackend(BackendBase):
         from ._recorder import TFRecorder
 
         return TFRecorder(rec)
+
+    def state_types(self) -> tuple[type, ...]:
+        from ._capture import state_types
+
+        return state_types()
+
+    def final_state(
+        self,
+        found: list[Any],
+        name_of: Callable[[Any], str | None],
+        label: Callable[[str, Any], str],
+        taken: set[int],
+    ) -> dict[str, Any]:
+        from ._capture import final_state
+
+        return final_state(found, name_of, label, taken)

@@ -3,10 +3,10 @@ about torch. torch is imported only inside the methods."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._backend import BackendBase, Source
+from .._backend import Adapter, BackendBase, Source
 
 __all__ = ["TorchBackend"]
 
@@ -68,6 +68,9 @@ def _array(t: Any):
 class TorchBackend(BackendBase):
     type_roots = ("torch",)
     optional_sources = ("torch.cuda",)
+    rng_kinds = ("torch.Generator", "torch DataLoader")
+    capture_rank = 0
+    state_roots = ("torch",)
 
     def seed(self, seed: int) -> None:
         import torch
@@ -88,6 +91,11 @@ class TorchBackend(BackendBase):
                 lambda s: torch.set_rng_state(torch.from_numpy(_np().array(s, dtype=_np().uint8))),
             ),
         }
+
+    def rng_adapter(self, obj: Any) -> Adapter | None:
+        from ._rng import adapter
+
+        return adapter(obj)
 
     def to_numpy(self, value: Any):
         import torch
@@ -137,3 +145,24 @@ class TorchBackend(BackendBase):
         from ._recorder import TorchRecorder
 
         return TorchRecorder(rec)
+
+    def keep_alive(self, keep: Callable[[Any], Any]) -> None:
+        from ._capture import keep_alive
+
+        keep_alive(keep)
+
+    def state_types(self) -> tuple[type, ...]:
+        from ._capture import state_types
+
+        return state_types()
+
+    def final_state(
+        self,
+        found: list[Any],
+        name_of: Callable[[Any], str | None],
+        label: Callable[[str, Any], str],
+        taken: set[int],
+    ) -> dict[str, Any]:
+        from ._capture import final_state
+
+        return final_state(found, name_of, label, taken)
