@@ -397,9 +397,7 @@ def _recorder_notes(ra: TraceReader, rb: TraceReader) -> list[str]:
 
     a, b = of(ra), of(rb)
     return (
-        [n for n in a if n in b]
-        + [f"run A: {n}" for n in a if n not in b]
-        + [f"run B: {n}" for n in b if n not in a]
+        [n for n in a if n in b] + [f"run A: {n}" for n in a if n not in b] + [f"run B: {n}" for n in b if n not in a]
     )
 
 
