@@ -128,13 +128,16 @@ def run_pair(
     say: Callable[[str], None],
     guard: Guard | None,
     display: str,
+    together: bool = False,
 ) -> tuple[Divergence | None, bool]:
     """Run ``runs`` (two) side by side from run 1's first step on, comparing their step
     streams as they grow; at the first step whose result tensors differ both are
     stopped (their ``info.error`` says so). Returns that :class:`Divergence` (None when
     no step differed: each run ran to its end, collected as by
     :func:`~fwd9m.check._process._execute`) and whether the runs overlapped (False: run
-    1 recorded no step and ended before run 2 started, as without the early stop)."""
+    1 recorded no step and ended before run 2 started, as without the early stop).
+    ``together``: start both at once (``fwd9m debug``'s digest runs, whose verdict
+    the op-level runs give)."""
     streams = [_Streams(run.root / "steps") for run in runs]
 
     def launch(k: int) -> _Launched | None:
@@ -145,6 +148,8 @@ def run_pair(
         return x
 
     launched: list[_Launched | None] = [launch(0), None]
+    if together:
+        launched[1] = launch(1)
     collected: list[int] = []
 
     def second() -> _Launched | None:
@@ -157,7 +162,7 @@ def run_pair(
 
     stopped: list[int] = []
     try:
-        found = _watch(runs, launched, streams, timeout, say, display, stopped, second)
+        found = _watch(runs, launched, streams, timeout, say, display, stopped, second, together)
     except BaseException:
         for x in launched:
             if x is not None:
@@ -185,6 +190,7 @@ def _watch(
     display: str,
     stopped: list[int],
     second: Callable[[], _Launched | None],
+    started: bool = False,
 ) -> Divergence | None:
     """Until both runs ended or a step differs: poll the processes and the streams;
     ``stopped`` gets the index of each run stopped at the divergence. Run 2 starts
@@ -193,7 +199,6 @@ def _watch(
     t0 = time.monotonic()
     beat = t0 + PROGRESS_S
     index = 0
-    started = False
     while True:
         alive = [x for x in launched if x is not None and x.proc.poll() is None]
         for s in streams:  # after the poll: a run that ended has written all its records
