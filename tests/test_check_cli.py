@@ -217,7 +217,8 @@ def test_torch_model_local_to_main_is_captured(tmp_path):
         "if __name__ == '__main__':\n"
         "    main()\n"
     )
-    out = check("-q", "--format", "json", str(script))
+    # --no-early-stop: the final state is what this tests (the early stop would name step 0)
+    out = check("-q", "--no-early-stop", "--format", "json", str(script))
     assert out.returncode == 1, out.stdout + out.stderr
     data = json.loads(out.stdout)
     paths = {f["diff"]["path"] for f in data["findings"] if f["diff"]}

@@ -128,22 +128,41 @@ def run_pair(
     say: Callable[[str], None],
     guard: Guard | None,
     display: str,
-) -> Divergence | None:
-    """Run ``runs`` (two) side by side, comparing their step streams as they grow; at the
-    first step whose result tensors differ both are stopped (their ``info.error`` says
-    so) and the :class:`Divergence` is returned; None when no step differed (each run
-    ran to its end, collected as by :func:`~fwd9m.check._process._execute`)."""
-    streams = []
-    launched: list[_Launched | None] = []
-    for run, env, w in zip(runs, envs, which):
-        folder = run.root / "steps"
-        folder.mkdir(parents=True)
-        streams.append(_Streams(folder))
-        launched.append(_launch(run, invocation, cwd_mode, {**env, ENV_CHECK: str(folder)}, site, w, say))
-        streams[-1].pid = launched[-1].proc.pid if launched[-1] is not None else None
+    together: bool = False,
+) -> tuple[Divergence | None, bool]:
+    """Run ``runs`` (two) side by side from run 1's first step on, comparing their step
+    streams as they grow; at the first step whose result tensors differ both are
+    stopped (their ``info.error`` says so). Returns that :class:`Divergence` (None when
+    no step differed: each run ran to its end, collected as by
+    :func:`~fwd9m.check._process._execute`) and whether the runs overlapped (False: run
+    1 recorded no step and ended before run 2 started, as without the early stop).
+    ``together``: start both at once (``fwd9m debug``'s digest runs, whose verdict
+    the op-level runs give)."""
+    streams = [_Streams(run.root / "steps") for run in runs]
+
+    def launch(k: int) -> _Launched | None:
+        streams[k].folder.mkdir(parents=True)
+        env = {**envs[k], ENV_CHECK: str(streams[k].folder)}
+        x = _launch(runs[k], invocation, cwd_mode, env, site, which[k], say)
+        streams[k].pid = x.proc.pid if x is not None else None
+        return x
+
+    launched: list[_Launched | None] = [launch(0), None]
+    if together:
+        launched[1] = launch(1)
+    collected: list[int] = []
+
+    def second() -> _Launched | None:
+        x = launched[0]
+        if x is not None and x.proc.poll() is not None:  # run 1 ended before any step: one after the other
+            kill_leftovers(x.proc)
+            _collect_run(runs[0], x, invocation, say, guard)  # your files put back before run 2
+            collected.append(0)
+        return launch(1)
+
     stopped: list[int] = []
     try:
-        found = _watch(runs, launched, streams, timeout, say, display, stopped)
+        found = _watch(runs, launched, streams, timeout, say, display, stopped, second, together)
     except BaseException:
         for x in launched:
             if x is not None:
@@ -153,13 +172,13 @@ def run_pair(
         for s in streams:
             s.close()
     for k, (run, x) in enumerate(zip(runs, launched)):
-        if x is not None:
+        if x is not None and k not in collected:
             kill_leftovers(x.proc)
             _collect_run(run, x, invocation, say, guard)
             if found is not None and k in stopped:
                 run.info.returncode = None
                 run.info.error = f"{STOPPED} at step {found.step}"
-    return found
+    return found, not collected
 
 
 def _watch(
@@ -170,9 +189,13 @@ def _watch(
     say: Callable[[str], None],
     display: str,
     stopped: list[int],
+    second: Callable[[], _Launched | None],
+    started: bool = False,
 ) -> Divergence | None:
     """Until both runs ended or a step differs: poll the processes and the streams;
-    ``stopped`` gets the index of each run stopped at the divergence."""
+    ``stopped`` gets the index of each run stopped at the divergence. Run 2 starts
+    (``second``) when run 1 records its first step, or when run 1 ended: a script that
+    trains no step runs one run after the other, as without the early stop."""
     t0 = time.monotonic()
     beat = t0 + PROGRESS_S
     index = 0
@@ -180,6 +203,10 @@ def _watch(
         alive = [x for x in launched if x is not None and x.proc.poll() is None]
         for s in streams:  # after the poll: a run that ended has written all its records
             s.poll()
+        if not started and (streams[0].records or streams[0].off or launched[0] not in alive):
+            started = True
+            launched[1] = second()
+            continue
         index, found = _first_divergence(streams[0], streams[1], index, display)
         if found is not None:
             for k, x in enumerate(launched):
@@ -188,7 +215,7 @@ def _watch(
                     stopped.append(k)
             say(f"run 1 and run 2 differ at step {found.step}: both stopped")
             return found
-        if not alive:
+        if not alive and started:
             return None
         for run, x in zip(runs, launched):
             if x in alive and timeout is not None and time.monotonic() - x.t0 > timeout:

@@ -157,7 +157,7 @@ def check_script(
             timestamps, addresses, temporary names are compared too); only the runs'
             own folder paths are still rewritten. Otherwise every masked value is listed
             in ``result.ignored`` and the report.
-        early_stop: run 1 and run 2 run side by side and stop at the first training
+        early_stop: run 2 starts beside run 1 once run 1 trains; both stop at the first training
             step whose loss, parameters, gradients, buffers or optimizer state differ
             (:mod:`fwd9m.check._lockstep`); the result then has one ``step`` finding.
             Not for a ``command``. Without training steps the check is as without it.
@@ -335,12 +335,12 @@ def _side_by_side(
     pair = [_new_run(root / "side-by-side", k, plan[k][0], plan[k][1], plan[k][3]) for k in (0, 1)]
     which = [f"{k + 1}/{len(plan)}" for k in (0, 1)]
     say(
-        "runs 1 and 2 run side by side, to stop both at the first training step that differs "
-        "(--no-early-stop: one after the other)"
+        "run 2 starts beside run 1 once run 1 trains, to stop both at the first training step that "
+        "differs (--no-early-stop: one after the other)"
     )
     envs = [{**o.env, **plan[k][2]} for k in (0, 1)]
-    found = run_pair(pair, prog.invocation, o.cwd, envs, site, o.timeout, which, say, guard, prog.display)
-    reason = doubt(pair, found is not None)
+    found, overlapped = run_pair(pair, prog.invocation, o.cwd, envs, site, o.timeout, which, say, guard, prog.display)
+    reason = doubt(pair, found is not None) if overlapped else None
     if reason is None:
         return pair, found
     say(f"run 1 and run 2 ran side by side, but {reason}: running them again one after the other")

@@ -54,7 +54,9 @@ def first_step(s: Any, directory: str) -> Any:
     env: dict[str, str] = {}
     if o.module and o.cwd == "empty":  # the module is found from your directory, as python -m finds it
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path.cwd()), os.environ.get("PYTHONPATH", "")) if p)
-    found = run_pair(runs, Path.cwd(), o.cwd, [env, env], False, o.timeout, ["1/2", "2/2"], s.say, s.guard, s.target)
+    found, _ = run_pair(
+        runs, Path.cwd(), o.cwd, [env, env], False, o.timeout, ["1/2", "2/2"], s.say, s.guard, s.target, True
+    )
     if found is None:
         s.say("step digests: no training step differs; recording the whole runs")
         return None
