@@ -85,6 +85,14 @@ def _qualnames(tree) -> dict[str, str]:
     return out
 
 
+def module_aliases(ctx) -> dict[str, str]:
+    """:func:`_qualnames` of the linted file's tree, computed once per file."""
+    cached = ctx.__dict__.get("_flow_aliases")
+    if cached is None:
+        cached = ctx.__dict__["_flow_aliases"] = _qualnames(ctx.tree)
+    return cached
+
+
 def dotted(node, aliases) -> str | None:
     """``node``'s qualified name under a module's import ``aliases`` (None: not an import)."""
     return _dotted(node, aliases)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .._flow import _FOREIGN, _qualnames, is_test_file, local_function
+from .._flow import _FOREIGN, is_test_file, local_function, module_aliases
 from .._helpers import call_name
 from .._rule import Rule, register
 from ._common import is_stateful_random
@@ -40,7 +40,7 @@ _PICKLERS = frozenset(
 
 def _torch_save_spellings(aliases, ctx) -> set[str]:
     """How ``torch.save`` is spelled in a module with import ``aliases`` (None: this file)."""
-    names = aliases if aliases is not None else _qualnames(ctx.tree)
+    names = aliases if aliases is not None else module_aliases(ctx)
     out = {"torch.save"}
     for local, target in names.items():
         if target == "torch":
@@ -154,8 +154,9 @@ class CheckpointWithoutRngState(Rule):
         if fn is None:
             return False
         first = fn.args.vararg.arg if fn.args.vararg else (fn.args.args[0].arg if fn.args.args else None)
+        spellings = _torch_save_spellings(aliases, self.ctx)
         for n in ast.walk(fn):
-            if type(n) is ast.Call and n.args and ast.unparse(n.func) in _torch_save_spellings(aliases, self.ctx):
+            if type(n) is ast.Call and n.args and ast.unparse(n.func) in spellings:
                 a = n.args[0]
                 if (type(a) is ast.Starred and type(a.value) is ast.Name and a.value.id == first) or (
                     type(a) is ast.Name and a.id == first
