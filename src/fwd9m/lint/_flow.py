@@ -156,6 +156,22 @@ def _parse_cached(path: Path, mtime_ns: int, size: int):
         return None
 
 
+def _aliases(path: Path) -> dict[str, str]:
+    """The import aliases of a local module, cached with its tree (every file of a
+    folder that imports the module asks again)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return {}
+    return _aliases_cached(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _aliases_cached(path: Path, mtime_ns: int, size: int) -> dict[str, str]:
+    tree = _parse_cached(path, mtime_ns, size)
+    return _qualnames(tree) if tree is not None else {}
+
+
 def local_function(ctx, qualname: str):
     """``(FunctionDef, aliases)`` of ``pkg.mod.func`` defined in a local module beside
     the linted file (following one ``from .x import func`` re-export), else None."""
@@ -173,7 +189,7 @@ def local_function(ctx, qualname: str):
             break
         fn = next((s for s in tree.body if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef) and s.name == name), None)
         if fn is not None:
-            cache[qualname] = (fn, _qualnames(tree))
+            cache[qualname] = (fn, _aliases(path))
             break
         src = next(
             (
@@ -411,7 +427,12 @@ def assigns(ctx, setting: str) -> bool:
 def is_test_file(ctx) -> bool:
     """A pytest/unittest module by its name (``test_*.py``, ``*_test.py``, ``conftest.py``):
     its random draws and seeds set up one test, not a training run."""
-    name = Path(ctx.path).name
+    return _test_name(ctx.path)
+
+
+@functools.lru_cache(maxsize=256)
+def _test_name(path: str) -> bool:
+    name = Path(path).name
     return name == "conftest.py" or (name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")))
 
 

@@ -50,6 +50,15 @@ def _torch_save_spellings(aliases, ctx) -> set[str]:
     return out
 
 
+def _named_save(node, qn) -> bool:
+    """``torch.save`` or a call whose name says it saves: the only calls :meth:`_saves`
+    looks into (a cheap test first: every call of the file comes here)."""
+    if qn == "torch.save":
+        return True
+    name = qn or (node.func.id if type(node.func) is ast.Name else "")
+    return "save" in name.rsplit(".", 1)[-1].lower()
+
+
 def _mentions_rng(ctx, node) -> bool:
     for n in ast.walk(node):
         t = type(n)
@@ -133,7 +142,7 @@ class CheckpointWithoutRngState(Rule):
         "ckpt = tf.train.Checkpoint(model=model, optimizer=opt)\n",
     )
 
-    def _saves(self, node, qn) -> bool:
+    def _saves(self, node, qn) -> bool:  # after _named_save
         """``torch.save``, or a wrapper whose body hands its first argument to it (DINO's
         and MAE's ``save_on_master(*args)``): a function of this file or of a local
         module the file imports, one level deep, whose name contains "save"."""
@@ -201,6 +210,7 @@ class CheckpointWithoutRngState(Rule):
     def visit_Call(self, node, qn):
         if (
             node.args
+            and _named_save(node, qn)
             and (qn == "torch.save" or self.ctx.imports_any("torch"))
             and not is_test_file(self.ctx)
             and self._saves(node, qn)
