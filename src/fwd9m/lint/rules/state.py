@@ -342,6 +342,7 @@ class RngStatePickled(Rule):
 
 #: what restores optimizer and RNG state with a Keras fit, or the whole model
 _FULL_RESUME = ("BackupAndRestore", "RngStateCheckpoint", "load_model")
+_KERAS_TRAIN = ("fit", "fit_generator")  #: Keras training loops (fit_generator: Keras 2)
 _RESUME_WORDS = ("ckpt", "checkpoint", "latest", "resume", "restore", "last")
 
 
@@ -352,11 +353,13 @@ class KerasResumeFromWeightsOnly(Rule):
     ## What it does
     Flags `model.load_weights(...)` of a checkpoint (a path or argument that names a
     checkpoint, `tf.train.latest_checkpoint(...)`, a `resume` flag, or a file the script
-    writes with `ModelCheckpoint(save_weights_only=True)`) in a file that then trains
-    with `fit`, when nothing in the file restores the rest (`BackupAndRestore`,
-    `fwd9m.callbacks.RngStateCheckpoint`, `load_model` of a full `.keras` file).
-    Loading pretrained weights to fine-tune (a path that names no checkpoint) is not
-    flagged.
+    writes with a `ModelCheckpoint` callback or a subclass of it, whole model or weights
+    only) before any training call in a file that trains with `fit` or `fit_generator`,
+    when nothing in the file restores the rest (`BackupAndRestore`,
+    `fwd9m.callbacks.RngStateCheckpoint`, `load_model` of a full `.keras` file before the
+    last training call). Loading pretrained weights to fine-tune (a path that names no
+    checkpoint), and loading after a `fit` of the same file (a stage of the same run),
+    are not flagged.
 
     ## Why is this bad
     Weights are only part of the training state: the optimizer's moments and step
@@ -393,8 +396,23 @@ class KerasResumeFromWeightsOnly(Rule):
         "import keras\nif args.resume:\n    model.load_weights(args.weights)\nmodel.fit(ds, epochs=5)\n",
         "import keras\ncb = keras.callbacks.ModelCheckpoint('w.weights.h5', save_weights_only=True)\n"
         "model.load_weights('w.weights.h5')\nmodel.fit(ds, callbacks=[cb])\n",
+        # keras-yolo3: a ModelCheckpoint subclass saving the whole model, its file loaded
+        # with load_weights in one function, Keras 2 fit_generator in another, and
+        # load_model of the trained file only after training
+        "import keras, os\nfrom callbacks import CustomModelCheckpoint\n"
+        "def create_callbacks(saved_weights_name):\n"
+        "    return [CustomModelCheckpoint(filepath=saved_weights_name, save_best_only=True)]\n"
+        "def create_model(saved_weights_name):\n    model = make()\n"
+        "    if os.path.exists(saved_weights_name):\n        model.load_weights(saved_weights_name)\n"
+        "    return model\n"
+        "def main(cfg):\n    model = create_model(cfg['w'])\n"
+        "    model.fit_generator(gen, callbacks=create_callbacks(cfg['w']))\n"
+        "    best = keras.models.load_model(cfg['w'])\n",
     )
     valid = (
+        # two-stage training in one run: the load after the first fit repeats with the run
+        "import keras\ncb = keras.callbacks.ModelCheckpoint('best.h5', save_best_only=True)\n"
+        "model.fit(ds, callbacks=[cb])\nmodel.load_weights('best.h5')\nmodel.fit(ds, epochs=3)\n",
         "import keras\nmodel.load_weights('imagenet_backbone.h5')\nmodel.fit(ds, epochs=5)\n",  # fine-tuning
         "import keras\nmodel.load_weights(tf.train.latest_checkpoint(d))\nmodel.evaluate(ds)\n",
         "import keras\nmodel.load_weights('ckpt/w.h5')\n"
@@ -410,9 +428,10 @@ class KerasResumeFromWeightsOnly(Rule):
         name = call_name(node)
         if name == "load_weights" and type(node.func) is ast.Attribute and node.args:
             self.loads.append(node)
-        elif name == "ModelCheckpoint" and any(
-            k.arg == "save_weights_only" and getattr(k.value, "value", None) is True for k in node.keywords
-        ):
+        elif name and name.endswith("ModelCheckpoint"):
+            # the file this run's checkpoint callback (or a subclass, keras-yolo3's
+            # CustomModelCheckpoint) writes: load_weights of it restores only the weights,
+            # whether the callback saved weights only or the whole model
             path = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "filepath"), None)
             if path is not None:
                 self.weight_files.add(ast.unparse(path))
@@ -435,13 +454,21 @@ class KerasResumeFromWeightsOnly(Rule):
         ctx = self.ctx
         if not self.loads or not ctx.imports_any("keras", "tensorflow", "tf_keras"):
             return
-        if any(ctx.methods.get(m) for m in _FULL_RESUME) or any(
-            qn.rsplit(".", 1)[-1] in _FULL_RESUME for qn in ctx.calls
-        ):
+        fits = [f for m in _KERAS_TRAIN for f in ctx.methods.get(m, ())]
+        if not fits:
             return
-        fits = ctx.methods.get("fit", ())
+        # a full restore counts when it can come before training: load_model after the
+        # last fit loads the trained model for evaluation, not to resume
+        last_fit = max(f.lineno for f in fits)
+        restores = [(m, c) for m in _FULL_RESUME for c in ctx.methods.get(m, ())]
+        restores += [(qn.rsplit(".", 1)[-1], c) for qn, cs in ctx.calls.items() for c in cs]
+        if any(m in _FULL_RESUME and (m != "load_model" or c.lineno < last_fit) for m, c in restores):
+            return
+        first_fit = min(f.lineno for f in fits)
         for call in self.loads:
-            if any(f.lineno > call.lineno for f in fits) and self._checkpoint(call):
+            # a load before any training in the file: one after a fit restores a stage
+            # of this same run (two-stage training), which repeats with the run
+            if call.lineno < first_fit and self._checkpoint(call):
                 self.report(
                     call,
                     "resumes fit from weights only: the optimizer state (moments, step) and "
