@@ -72,10 +72,29 @@ _TEST_MAINS = frozenset({"main", "run"})  # unittest.main(), absltest.main(), tf
 _LOCAL_DEPTH = 3  #: folders above the file searched for a local package
 
 
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")  #: fields that hold statements
+
+
+def _statements(tree):
+    """Every statement of ``tree``, nested ones too, without walking expressions (an
+    import is always a statement)."""
+    todo = [tree]
+    while todo:
+        n = todo.pop()
+        yield n
+        for f in _BLOCKS:
+            v = getattr(n, f, None)
+            if type(v) is list:
+                todo.extend(v)
+
+
 def _qualnames(tree) -> dict[str, str]:
     """Import aliases of a module: local name -> dotted target."""
     out = {}
-    for n in ast.walk(tree):
+    for n in sorted(
+        (s for s in _statements(tree) if type(s) in (ast.Import, ast.ImportFrom)),
+        key=lambda s: (s.lineno, s.col_offset),
+    ):
         if type(n) is ast.Import:
             for a in n.names:
                 out[(a.asname or a.name).split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
