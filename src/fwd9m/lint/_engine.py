@@ -41,7 +41,7 @@ ENGINE_CODES = {
 
 _BUILTINS = frozenset(dir(builtins))
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.I)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
 _EXIT = object()
 
 
@@ -224,6 +224,7 @@ def _child_fields(t: type) -> tuple[str, ...]:
     return tuple(f for f in t._fields if f not in _SKIP_FIELDS)
 
 
+#: node type -> its child fields, last first (the walk pushes them on a stack)
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
@@ -300,8 +301,8 @@ class _Walker:
                 continue
             fields = _FIELDS.get(t)
             if fields is None:
-                fields = _FIELDS[t] = _child_fields(t)
-            for name in reversed(fields):
+                fields = _FIELDS[t] = _child_fields(t)[::-1]
+            for name in fields:
                 v = getattr(node, name, None)
                 if v is None:
                     continue

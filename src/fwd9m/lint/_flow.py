@@ -23,6 +23,7 @@ points), not in rules. Facts about a file are computed once and cached on its
 from __future__ import annotations
 
 import ast
+import collections
 import functools
 import sys
 from pathlib import Path
@@ -72,20 +73,33 @@ _TEST_MAINS = frozenset({"main", "run"})  # unittest.main(), absltest.main(), tf
 _LOCAL_DEPTH = 3  #: folders above the file searched for a local package
 
 
-_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")  #: fields that hold statements
+_BLOCKS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})  #: fields that hold statements
 
 
-def _statements(tree):
-    """Every statement of ``tree``, nested ones too, without walking expressions (an
-    import is always a statement)."""
-    todo = [tree]
+def _statements(tree) -> list:
+    """Every statement of ``tree`` (and the except handlers and match cases between
+    them), nested ones too, in the order ``ast.walk`` yields them, without walking
+    expressions: imports, definitions, assignments, ``if`` and ``try`` are statements,
+    and no statement sits inside an expression."""
+    out, todo = [], collections.deque([tree])
     while todo:
-        n = todo.pop()
-        yield n
-        for f in _BLOCKS:
-            v = getattr(n, f, None)
-            if type(v) is list:
-                todo.extend(v)
+        n = todo.popleft()
+        out.append(n)
+        for f in n._fields:
+            if f in _BLOCKS:
+                v = getattr(n, f, None)
+                if type(v) is list:
+                    todo.extend(v)
+    return out
+
+
+def statements(ctx) -> list:
+    """:func:`_statements` of the linted file, computed once per file: for rules that
+    look for a definition, an assignment, an ``if`` or a ``try`` anywhere in the file."""
+    cached = ctx.__dict__.get("_flow_statements")
+    if cached is None:
+        cached = ctx.__dict__["_flow_statements"] = _statements(ctx.tree) if ctx.tree is not None else []
+    return cached
 
 
 def _qualnames(tree) -> dict[str, str]:
@@ -436,7 +450,7 @@ def assigns(ctx, setting: str) -> bool:
     """Whether the file assigns ``"qualified.name=Value"`` (``torch.backends.cudnn.
     deterministic=True``), however the module was imported."""
     name, _, value = setting.partition("=")
-    for n in ast.walk(ctx.tree) if ctx.tree is not None else ():
+    for n in statements(ctx):
         if type(n) is ast.Assign and type(n.value) is ast.Constant and repr(n.value.value) == value.strip():
             if any(ctx.qualname(t) == name.strip() for t in n.targets):
                 return True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .._flow import is_test_file
+from .._flow import is_test_file, statements
 from .._helpers import arg, kwarg, literal
 from .._rule import Rule, register
 from ._common import SEED_CALLS, SWITCH_ON_CALLS, TORCH_SEED_CALLS, env_writes, is_stateful_random, seeds
@@ -144,7 +144,7 @@ class DeterminismSwitchedOff(Rule):
         """``node`` puts back the default after the switch was turned on: it is in a
         ``finally:`` block, or the last statement of a function that turned it on
         earlier (a test's tear-down, as in litgpt's tests)."""
-        for n in ast.walk(self.ctx.tree):
+        for n in statements(self.ctx):
             if type(n) is ast.Try and any(
                 node.lineno >= s.lineno and node.lineno <= (s.end_lineno or s.lineno) for s in n.finalbody
             ):
@@ -267,7 +267,7 @@ class EnvSetTooLate(Rule):
         CPU with TF 2.21: an unknown flag set after ``import tensorflow`` and an eager op
         aborts only at the first ``jit_compile=True`` call), so a TF call counts too."""
         scopes = {id(self.ctx.tree)}
-        for fn in ast.walk(self.ctx.tree):
+        for fn in statements(self.ctx):
             if type(fn) in (ast.FunctionDef, ast.AsyncFunctionDef) and fn.lineno <= node.lineno <= (
                 fn.end_lineno or fn.lineno
             ):
@@ -281,7 +281,7 @@ class EnvSetTooLate(Rule):
 
     def _scope_of(self, call):
         best = self.ctx.tree
-        for fn in ast.walk(self.ctx.tree):
+        for fn in statements(self.ctx):
             if (
                 type(fn) in (ast.FunctionDef, ast.AsyncFunctionDef)
                 and fn.lineno <= call.lineno <= (fn.end_lineno or fn.lineno)
@@ -573,7 +573,7 @@ class WhileLoopParallelIterations(Rule):
         when the body is a lambda or function of this file with none; None when the
         body cannot be seen."""
         body = kwarg(loop, "body") or (loop.args[1] if len(loop.args) > 1 else None)
-        defs = {n.name: n for n in ast.walk(self.ctx.tree) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)}
+        defs = {n.name: n for n in statements(self.ctx) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)}
         if type(body) is ast.Name and body.id in defs:
             todo = [defs[body.id]]
         elif type(body) is ast.Lambda:
@@ -608,7 +608,7 @@ class WhileLoopParallelIterations(Rule):
             return next(
                 (
                     n
-                    for n in ast.walk(self.ctx.tree)
+                    for n in statements(self.ctx)
                     if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n.name == node.id
                 ),
                 None,
@@ -665,7 +665,7 @@ class WhileLoopParallelIterations(Rule):
         if type(body) is not ast.FunctionDef or type(loop_vars) not in (ast.List, ast.Tuple):
             return False
         params = [p.arg for p in body.args.args][: len(loop_vars.elts)]
-        defs = {n.name: n for n in ast.walk(self.ctx.tree) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)}
+        defs = {n.name: n for n in statements(self.ctx) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)}
 
         def stateful(fn) -> bool:  # a function of this file that draws or updates a variable
             return any(

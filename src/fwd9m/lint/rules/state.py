@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .._flow import _FOREIGN, is_test_file, local_function, module_aliases
+from .._flow import _FOREIGN, is_test_file, local_function, module_aliases, statements
 from .._helpers import call_name
 from .._rule import Rule, register
 from ._common import is_stateful_random
@@ -185,7 +185,7 @@ class CheckpointWithoutRngState(Rule):
         scope = next(
             (
                 f
-                for f in ast.walk(self.ctx.tree)
+                for f in statements(self.ctx)
                 if type(f) in (ast.FunctionDef, ast.AsyncFunctionDef)
                 and f.lineno <= node.lineno <= (f.end_lineno or f.lineno)
                 and not any(
@@ -441,7 +441,7 @@ class KerasResumeFromWeightsOnly(Rule):
         if arg in self.weight_files or any(w in arg.lower() for w in _RESUME_WORDS):
             return True
         # under `if args.resume:` / `if restore_from:`
-        for n in ast.walk(self.ctx.tree):
+        for n in statements(self.ctx):
             if (
                 type(n) is ast.If
                 and any(w in ast.unparse(n.test).lower() for w in ("resume", "restore"))
