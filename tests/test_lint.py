@@ -203,7 +203,8 @@ def test_cli_explain(capsys):
 
 
 def test_cli_stdin_and_real_subprocess(tmp_path):
-    """A real ``fwd9m lint`` run: stdin, a file, and no framework imported."""
+    """A real ``fwd9m lint`` run: stdin, a file, and no framework imported, nor the other
+    subcommands' machinery (the parser sets up only the command it runs: start-up time)."""
     out = run_fwd9m("lint", "-", "--stdin-filename", "train.py", input=BROKEN, timeout=120)
     assert out.returncode == 1 and out.stdout.startswith("train.py:2:7: FWD103")
     f = tmp_path / "train.py"
@@ -212,7 +213,7 @@ def test_cli_stdin_and_real_subprocess(tmp_path):
         "import runpy, sys\nsys.argv = ['fwd9m', 'lint', sys.argv[1]]\n"
         "try:\n    runpy.run_module('fwd9m', run_name='__main__')\nexcept SystemExit as e:\n"
         "    code = e.code\n"
-        "bad = [m for m in ('torch', 'tensorflow', 'jax', 'keras') if m in sys.modules]\n"
+        "bad = [m for m in ('torch', 'tensorflow', 'jax', 'keras', 'fwd9m.debug', 'fwd9m.probe') if m in sys.modules]\n"
         "print('RC', code, 'IMPORTED', bad)\n"
     )
     res = subprocess.run([sys.executable, "-c", probe, str(f)], capture_output=True, text=True, timeout=120)

@@ -30,7 +30,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_ERROR, f"fwd9m: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_in(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names (its first word not an option; the top-level
+    options take no value), or None."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in COMMANDS else None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``only``, the other subcommands are listed with their help but
+    their arguments are not set up (that imports their modules' dependencies: a
+    ``fwd9m lint`` run does not need the debugger's)."""
     parser = _Parser(
         prog="fwd9m",
         description="Make deep-learning runs bit-for-bit reproducible, and find out why when they are not.",
@@ -46,13 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         p = sub.add_parser(name, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP))
-        module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+        if only is None or name == only:
+            module.add_arguments(p)
+            p.set_defaults(_run=module.run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(only=_command_in(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)

@@ -41,7 +41,7 @@ ENGINE_CODES = {
 
 _BUILTINS = frozenset(dir(builtins))
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.I)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
 _EXIT = object()
 
 
@@ -224,6 +224,7 @@ def _child_fields(t: type) -> tuple[str, ...]:
     return tuple(f for f in t._fields if f not in _SKIP_FIELDS)
 
 
+#: node type -> its child fields, last first (the walk pushes them on a stack)
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
@@ -300,8 +301,8 @@ class _Walker:
                 continue
             fields = _FIELDS.get(t)
             if fields is None:
-                fields = _FIELDS[t] = _child_fields(t)
-            for name in reversed(fields):
+                fields = _FIELDS[t] = _child_fields(t)[::-1]
+            for name in fields:
                 v = getattr(node, name, None)
                 if v is None:
                     continue
@@ -377,15 +378,19 @@ def lint_source(
     """Findings of ``rule_classes`` on source ``text`` (already decoded), sorted.
 
     ``trigger_re`` (a regex that finds identifiers) skips rules, and parsing, when
-    none of their trigger words occurs in the text as an identifier; ``tree`` is a tree already parsed from
+    none of their trigger words (or none of their required words) occurs in the text as
+    an identifier (the file is still parsed, for FWD001); ``tree`` is a tree already parsed from
     ``text`` (the flake8 adapter passes flake8's)."""
     if trigger_re is not None:
         words = set(trigger_re.findall(text))
-        rule_classes = [r for r in rule_classes if not r.triggers or not words.isdisjoint(r.triggers)]
+        rule_classes = [
+            r
+            for r in rule_classes
+            if (not r.triggers or not words.isdisjoint(r.triggers))
+            and (not r.requires or not words.isdisjoint(r.requires))
+        ]
     ctx = FileContext(path, text)
-    if not rule_classes:
-        return []
-    if tree is None:
+    if tree is None:  # parsed even when no rule is active: a file that does not parse gets FWD001
         try:
             tree = ast.parse(text, filename=path)
         except SyntaxError as exc:
@@ -402,6 +407,8 @@ def lint_source(
                 "FWD001", None, f"cannot parse ({type(exc).__name__}: {exc}); no rule ran on this file", line=1, col=1
             )
             return ctx.findings
+    if not rule_classes:
+        return []
     ctx.tree = tree
     rules = [cls(ctx) for cls in rule_classes]
     walker = _Walker(ctx, rules)

@@ -23,6 +23,7 @@ points), not in rules. Facts about a file are computed once and cached on its
 from __future__ import annotations
 
 import ast
+import collections
 import functools
 import sys
 from pathlib import Path
@@ -72,10 +73,42 @@ _TEST_MAINS = frozenset({"main", "run"})  # unittest.main(), absltest.main(), tf
 _LOCAL_DEPTH = 3  #: folders above the file searched for a local package
 
 
+_BLOCKS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})  #: fields that hold statements
+
+
+def _statements(tree) -> list:
+    """Every statement of ``tree`` (and the except handlers and match cases between
+    them), nested ones too, in the order ``ast.walk`` yields them, without walking
+    expressions: imports, definitions, assignments, ``if`` and ``try`` are statements,
+    and no statement sits inside an expression."""
+    out, todo = [], collections.deque([tree])
+    while todo:
+        n = todo.popleft()
+        out.append(n)
+        for f in n._fields:
+            if f in _BLOCKS:
+                v = getattr(n, f, None)
+                if type(v) is list:
+                    todo.extend(v)
+    return out
+
+
+def statements(ctx) -> list:
+    """:func:`_statements` of the linted file, computed once per file: for rules that
+    look for a definition, an assignment, an ``if`` or a ``try`` anywhere in the file."""
+    cached = ctx.__dict__.get("_flow_statements")
+    if cached is None:
+        cached = ctx.__dict__["_flow_statements"] = _statements(ctx.tree) if ctx.tree is not None else []
+    return cached
+
+
 def _qualnames(tree) -> dict[str, str]:
     """Import aliases of a module: local name -> dotted target."""
     out = {}
-    for n in ast.walk(tree):
+    for n in sorted(
+        (s for s in _statements(tree) if type(s) in (ast.Import, ast.ImportFrom)),
+        key=lambda s: (s.lineno, s.col_offset),
+    ):
         if type(n) is ast.Import:
             for a in n.names:
                 out[(a.asname or a.name).split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
@@ -83,6 +116,14 @@ def _qualnames(tree) -> dict[str, str]:
             for a in n.names:
                 out[a.asname or a.name] = f"{n.module}.{a.name}"
     return out
+
+
+def module_aliases(ctx) -> dict[str, str]:
+    """:func:`_qualnames` of the linted file's tree, computed once per file."""
+    cached = ctx.__dict__.get("_flow_aliases")
+    if cached is None:
+        cached = ctx.__dict__["_flow_aliases"] = _qualnames(ctx.tree)
+    return cached
 
 
 def dotted(node, aliases) -> str | None:
@@ -148,6 +189,22 @@ def _parse_cached(path: Path, mtime_ns: int, size: int):
         return None
 
 
+def _aliases(path: Path) -> dict[str, str]:
+    """The import aliases of a local module, cached with its tree (every file of a
+    folder that imports the module asks again)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return {}
+    return _aliases_cached(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _aliases_cached(path: Path, mtime_ns: int, size: int) -> dict[str, str]:
+    tree = _parse_cached(path, mtime_ns, size)
+    return _qualnames(tree) if tree is not None else {}
+
+
 def local_function(ctx, qualname: str):
     """``(FunctionDef, aliases)`` of ``pkg.mod.func`` defined in a local module beside
     the linted file (following one ``from .x import func`` re-export), else None."""
@@ -165,7 +222,7 @@ def local_function(ctx, qualname: str):
             break
         fn = next((s for s in tree.body if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef) and s.name == name), None)
         if fn is not None:
-            cache[qualname] = (fn, _qualnames(tree))
+            cache[qualname] = (fn, _aliases(path))
             break
         src = next(
             (
@@ -393,7 +450,7 @@ def assigns(ctx, setting: str) -> bool:
     """Whether the file assigns ``"qualified.name=Value"`` (``torch.backends.cudnn.
     deterministic=True``), however the module was imported."""
     name, _, value = setting.partition("=")
-    for n in ast.walk(ctx.tree) if ctx.tree is not None else ():
+    for n in statements(ctx):
         if type(n) is ast.Assign and type(n.value) is ast.Constant and repr(n.value.value) == value.strip():
             if any(ctx.qualname(t) == name.strip() for t in n.targets):
                 return True
@@ -403,7 +460,12 @@ def assigns(ctx, setting: str) -> bool:
 def is_test_file(ctx) -> bool:
     """A pytest/unittest module by its name (``test_*.py``, ``*_test.py``, ``conftest.py``):
     its random draws and seeds set up one test, not a training run."""
-    name = Path(ctx.path).name
+    return _test_name(ctx.path)
+
+
+@functools.lru_cache(maxsize=256)
+def _test_name(path: str) -> bool:
+    name = Path(path).name
     return name == "conftest.py" or (name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")))
 
 

@@ -38,6 +38,9 @@ class Rule:
     #: identifiers of which at least one must occur in a file's text for the rule to run
     #: (an empty tuple: always runs). A prefilter: list every name the rule can match.
     triggers: ClassVar[frozenset[str] | tuple[str, ...]] = ()
+    #: identifiers of which at least one must occur as well (an empty tuple: no such
+    #: condition): e.g. the framework's import root for a rule that matches its calls
+    requires: ClassVar[frozenset[str] | tuple[str, ...]] = ()
     references: ClassVar[tuple[str, ...]] = ()
     valid: ClassVar[tuple[str, ...]] = ()
     invalid: ClassVar[tuple[str, ...]] = ()

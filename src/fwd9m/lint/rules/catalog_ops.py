@@ -483,6 +483,8 @@ def generate() -> None:
                 "name": f"catalog-{framework}-op",
                 "framework": framework,
                 "triggers": idx.words or ("<no catalog entries>",),
+                # a call is matched only through an import of the framework (visit_Call)
+                "requires": FRAMEWORK_CODES[framework][1],
                 "invalid": invalid,
                 "valid": valid,
                 "references": ("https://github.com/NVIDIA/framework-reproducibility",),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .._flow import is_test_file
+from .._flow import is_test_file, statements
 from .._helpers import arg, kwarg, literal
 from .._rule import Rule, register
 from ._common import SEED_CALLS, SWITCH_ON_CALLS, TORCH_SEED_CALLS, env_writes, is_stateful_random, seeds
@@ -144,7 +144,7 @@ class DeterminismSwitchedOff(Rule):
         """``node`` puts back the default after the switch was turned on: it is in a
         ``finally:`` block, or the last statement of a function that turned it on
         earlier (a test's tear-down, as in litgpt's tests)."""
-        for n in ast.walk(self.ctx.tree):
+        for n in statements(self.ctx):
             if type(n) is ast.Try and any(
                 node.lineno >= s.lineno and node.lineno <= (s.end_lineno or s.lineno) for s in n.finalbody
             ):
@@ -267,7 +267,7 @@ class EnvSetTooLate(Rule):
         CPU with TF 2.21: an unknown flag set after ``import tensorflow`` and an eager op
         aborts only at the first ``jit_compile=True`` call), so a TF call counts too."""
         scopes = {id(self.ctx.tree)}
-        for fn in ast.walk(self.ctx.tree):
+        for fn in statements(self.ctx):
             if type(fn) in (ast.FunctionDef, ast.AsyncFunctionDef) and fn.lineno <= node.lineno <= (
                 fn.end_lineno or fn.lineno
             ):
@@ -281,7 +281,7 @@ class EnvSetTooLate(Rule):
 
     def _scope_of(self, call):
         best = self.ctx.tree
-        for fn in ast.walk(self.ctx.tree):
+        for fn in statements(self.ctx):
             if (
                 type(fn) in (ast.FunctionDef, ast.AsyncFunctionDef)
                 and fn.lineno <= call.lineno <= (fn.end_lineno or fn.lineno)
@@ -509,8 +509,11 @@ class WhileLoopParallelIterations(Rule):
     and `tf.autograph.experimental.set_loop_options(parallel_iterations=N)` with N > 1.
     A loop of pure tensor ops (NMS, sequence packing) computes the same values whatever
     the iterations' schedule and is not flagged, nor a retry loop whose one loop variable
-    is the body's draw and is read by the condition (resample until valid): the next
-    iteration cannot start before this one's draw is done, so the draws keep their order.
+    is the body's draw and is read by the condition (resample until valid), nor a loop
+    whose draws read a loop variable that the body returns computed from the draw (an
+    autoregressive decode: the next token is sampled from `tokens[step]` and written
+    into `tokens`): the next iteration cannot start before this one's draw is done, so
+    the draws keep their order.
 
     ## Why is this bad
     In a graph (`tf.function`), iterations that run in parallel can execute their ops in
@@ -537,6 +540,10 @@ class WhileLoopParallelIterations(Rule):
         "import tensorflow as tf\ndef crop(i):\n    return i + tf.random.uniform([])\n"
         "def body(i):\n    return tf.cond(i > 0, crop, lambda: i)\n"
         "tf.while_loop(lambda i: i < 3, body, [0.0])\n",
+        # the draw does not read the loop variable it writes: iterations can overlap
+        "import tensorflow as tf\ndef body(step, tokens):\n    nxt = tf.random.uniform([4])\n"
+        "    tokens = tf.tensor_scatter_nd_update(tokens, [[step]], [nxt])\n    return step + 1, tokens\n"
+        "tf.while_loop(lambda s, t: s < 9, body, [0, t0])\n",
     )
     valid = (
         "import tensorflow as tf\ntf.while_loop(c, b, [i], parallel_iterations=1)\n",
@@ -547,6 +554,12 @@ class WhileLoopParallelIterations(Rule):
         "import tensorflow as tf\ndef draw(_):\n    if k:\n        o = tf.random.uniform([], maxval=5)\n"
         "        return tf.range(o, o + 3)\n    return tf.random.shuffle(tf.range(9))[:3]\n"
         "tf.while_loop(lambda x: tf.reduce_max(x) < 5, draw, [draw(())])\n",
+        # autoregressive decode (pix2seq): the draw reads tokens[step], its result goes
+        # back into tokens, so each iteration waits for the previous one's draw
+        "import tensorflow as tf\ndef body(step, tokens):\n    logits = model(tokens[step])\n"
+        "    nxt = tf.random.categorical(logits, 1)[:, 0]\n"
+        "    tokens = tf.tensor_scatter_nd_update(tokens, [[step + 1]], [nxt])\n    return step + 1, tokens\n"
+        "tf.while_loop(lambda s, t: s < 9, body, [0, t0])\n",
     )
     _LOOPS = frozenset({"tensorflow.while_loop", "tensorflow.compat.v1.while_loop", "tensorflow.compat.v2.while_loop"})
     #: methods that update state (tf.Variable) rather than compute a value
@@ -560,7 +573,7 @@ class WhileLoopParallelIterations(Rule):
         when the body is a lambda or function of this file with none; None when the
         body cannot be seen."""
         body = kwarg(loop, "body") or (loop.args[1] if len(loop.args) > 1 else None)
-        defs = {n.name: n for n in ast.walk(self.ctx.tree) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)}
+        defs = {n.name: n for n in statements(self.ctx) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)}
         if type(body) is ast.Name and body.id in defs:
             todo = [defs[body.id]]
         elif type(body) is ast.Lambda:
@@ -595,7 +608,7 @@ class WhileLoopParallelIterations(Rule):
             return next(
                 (
                     n
-                    for n in ast.walk(self.ctx.tree)
+                    for n in statements(self.ctx)
                     if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n.name == node.id
                 ),
                 None,
@@ -639,6 +652,77 @@ class WhileLoopParallelIterations(Rule):
         )
         return bool(results) and all(draws(r) for r in results)
 
+    def _serial_chain(self, loop) -> bool:
+        """Every stateful op of the body is a draw of this file's body function itself
+        whose inputs depend on one loop variable, and the body returns, in that variable's
+        place, a value that depends on the draw (an autoregressive decode: the next token
+        is drawn from logits of ``tokens[step]`` and written into ``tokens``): iteration
+        i+1's draws wait for iteration i's, so they keep their order. Followed through the
+        body's assignments in source order; a draw or variable update in a function of this
+        file the body calls, or a variable update in the body, is not followed (False)."""
+        body = self._function(kwarg(loop, "body") or (loop.args[1] if len(loop.args) > 1 else None))
+        loop_vars = kwarg(loop, "loop_vars") or (loop.args[2] if len(loop.args) > 2 else None)
+        if type(body) is not ast.FunctionDef or type(loop_vars) not in (ast.List, ast.Tuple):
+            return False
+        params = [p.arg for p in body.args.args][: len(loop_vars.elts)]
+        defs = {n.name: n for n in statements(self.ctx) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)}
+
+        def stateful(fn) -> bool:  # a function of this file that draws or updates a variable
+            return any(
+                type(c) is ast.Call
+                and (
+                    is_stateful_random(self.ctx.qualname(c.func))
+                    or (type(c.func) is ast.Attribute and c.func.attr in self._STATEFUL_METHODS)
+                )
+                for c in ast.walk(fn)
+            )
+
+        deps: dict[str, set[str]] = {p: {p} for p in params}  # name -> loop variables it depends on
+        drawn: set[str] = set()  # names whose value depends on a draw
+        draw_deps: list[set[str]] = []  # per draw: the loop variables its inputs depend on
+
+        def scan(expr) -> tuple[set[str], bool]:
+            got, is_drawn = set(), False
+            for n in ast.walk(expr):
+                if type(n) is ast.Name:
+                    got |= deps.get(n.id, set())
+                    is_drawn |= n.id in drawn
+                elif type(n) is ast.Call and is_stateful_random(self.ctx.qualname(n.func)):
+                    inputs = set()
+                    for a in (*n.args, *(k.value for k in n.keywords)):
+                        inputs |= scan(a)[0]
+                    draw_deps.append(inputs)
+                    is_drawn = True
+            return got, is_drawn
+
+        for st in ast.walk(body):
+            if type(st) is ast.Call and (
+                (type(st.func) is ast.Attribute and st.func.attr in self._STATEFUL_METHODS)
+                or any(type(a) is ast.Name and a.id in defs and stateful(defs[a.id]) for a in (st.func, *st.args))
+            ):
+                return False  # a variable update, or a call into a function of this file that draws
+        returns = []
+        for st in sorted(
+            (n for n in ast.walk(body) if type(n) in (ast.Assign, ast.Return, ast.Expr)), key=lambda n: n.lineno
+        ):
+            if type(st) is ast.Return:
+                returns.append(st.value)
+                continue
+            got, is_drawn = scan(st.value)
+            for t in st.targets if type(st) is ast.Assign else ():
+                for n in ast.walk(t):
+                    if type(n) is ast.Name:
+                        deps[n.id] = got
+                        (drawn.add if is_drawn else drawn.discard)(n.id)
+        if not draw_deps or not returns:
+            return False
+        for k, p in enumerate(params):
+            if all(p in d for d in draw_deps) and all(
+                type(r) in (ast.Tuple, ast.List) and len(r.elts) == len(params) and scan(r.elts[k])[1] for r in returns
+            ):
+                return True
+        return False
+
     def visit_Call(self, node, qn):
         if qn in self._LOOPS:
             p = kwarg(node, "parallel_iterations")
@@ -647,7 +731,7 @@ class WhileLoopParallelIterations(Rule):
             value = literal(p, None) if p is not None else 10
             if value is None or (isinstance(value, int) and value > 1):
                 stateful = self._stateful_body(node)
-                if stateful is False or (stateful and self._serial_retry(node)):
+                if stateful is False or (stateful and (self._serial_retry(node) or self._serial_chain(node))):
                     return  # no stateful op, or draws that wait for each other: same result
                 what = (
                     f"its body calls {stateful} (stateful)"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .._flow import dotted, local_callees, runs
+from .._flow import dotted, local_callees, runs, statements
 from .._helpers import arg, call_name, kwarg, literal
 from .._rule import Rule, register
 from ._common import SWITCH_ON_CALLS, TF_SEED_CALLS, TORCH_SEED_CALLS, is_stateful_random, seeds
@@ -347,7 +347,7 @@ class ShuffleWithoutSeed(Rule):
             same = lambda t: type(t) is ast.Name and t.id == seed.id  # noqa: E731
         else:
             return ""
-        values = [n for n in ast.walk(self.ctx.tree) if type(n) is ast.Assign and any(same(t) for t in n.targets)]
+        values = [n for n in statements(self.ctx) if type(n) is ast.Assign and any(same(t) for t in n.targets)]
         if len(values) != 1 or type(values[0].value) is not ast.IfExp:
             return ""
         e = values[0].value

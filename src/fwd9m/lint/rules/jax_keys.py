@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 
+from .._flow import statements
 from .._rule import Rule, register
 
 JAX_PRNG = "https://docs.jax.dev/en/latest/random-numbers.html"
@@ -104,7 +105,7 @@ class _KeyAnalysis:
             return None
         defs = self.ctx.__dict__.get("_jax_local_defs")
         if defs is None:
-            defs = {n.name: n for n in ast.walk(self.ctx.tree) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)}
+            defs = {n.name: n for n in statements(self.ctx) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)}
             self.ctx.__dict__["_jax_local_defs"] = defs
         return defs.get(call.func.id)
 

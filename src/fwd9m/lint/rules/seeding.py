@@ -635,7 +635,9 @@ class SeedFromEntropy(Rule):
         # the targets (see visit_Call); a value computed from a tainted name taints them
         # too (seed = tf.stack([step, CLOCK_SEED])); a plain reassignment clears them
         self.assign = node
-        derived = any(type(n) is ast.Name for n in ast.walk(node.value)) and self._entropy_in(node.value)
+        # with nothing tainted yet only an entropy call in the value can taint, and
+        # visit_Call does that: the value need not be walked
+        derived = bool(self.tainted) and self._entropy_in(node.value)
         for t in node.targets:
             if type(t) is ast.Name:
                 self.tainted.pop((self._scope(), t.id), None)
@@ -1069,12 +1071,14 @@ def _script_calls(ctx, calls) -> list:
     test runner (``unittest.main()``); [] for a library module."""
     tree = ctx.tree
     main = main_block(tree)
-    top = {
-        id(n)
-        for stmt in getattr(tree, "body", ())
-        if type(stmt) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef) and stmt is not main
-        for n in ast.walk(stmt)
-    }
+    top = ctx.__dict__.get("_seeding_top_ids")
+    if top is None:  # the same for every rule that asks: once per file
+        top = ctx.__dict__["_seeding_top_ids"] = {
+            id(n)
+            for stmt in getattr(tree, "body", ())
+            if type(stmt) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef) and stmt is not main
+            for n in ast.walk(stmt)
+        }
     at_top = [c for c in calls if id(c) in top]
     if at_top or main is None:
         return at_top
@@ -1120,6 +1124,7 @@ class GlobalGeneratorUnseeded(Rule):
     """
 
     code, name = "FWD109", "global-generator-unseeded"
+    triggers = ("random",)  # a draw resolves through an import naming `random`
     fix_code = "fwd9m.seed_everything(0)  # before the first draw"
     references = (
         "https://numpy.org/doc/stable/reference/random/legacy.html",

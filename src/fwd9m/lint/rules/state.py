@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .._flow import _FOREIGN, _qualnames, is_test_file, local_function
+from .._flow import _FOREIGN, is_test_file, local_function, module_aliases, statements
 from .._helpers import call_name
 from .._rule import Rule, register
 from ._common import is_stateful_random
@@ -40,7 +40,7 @@ _PICKLERS = frozenset(
 
 def _torch_save_spellings(aliases, ctx) -> set[str]:
     """How ``torch.save`` is spelled in a module with import ``aliases`` (None: this file)."""
-    names = aliases if aliases is not None else _qualnames(ctx.tree)
+    names = aliases if aliases is not None else module_aliases(ctx)
     out = {"torch.save"}
     for local, target in names.items():
         if target == "torch":
@@ -48,6 +48,15 @@ def _torch_save_spellings(aliases, ctx) -> set[str]:
         elif target == "torch.save":
             out.add(local)
     return out
+
+
+def _named_save(node, qn) -> bool:
+    """``torch.save`` or a call whose name says it saves: the only calls :meth:`_saves`
+    looks into (a cheap test first: every call of the file comes here)."""
+    if qn == "torch.save":
+        return True
+    name = qn or (node.func.id if type(node.func) is ast.Name else "")
+    return "save" in name.rsplit(".", 1)[-1].lower()
 
 
 def _mentions_rng(ctx, node) -> bool:
@@ -133,7 +142,7 @@ class CheckpointWithoutRngState(Rule):
         "ckpt = tf.train.Checkpoint(model=model, optimizer=opt)\n",
     )
 
-    def _saves(self, node, qn) -> bool:
+    def _saves(self, node, qn) -> bool:  # after _named_save
         """``torch.save``, or a wrapper whose body hands its first argument to it (DINO's
         and MAE's ``save_on_master(*args)``): a function of this file or of a local
         module the file imports, one level deep, whose name contains "save"."""
@@ -154,8 +163,9 @@ class CheckpointWithoutRngState(Rule):
         if fn is None:
             return False
         first = fn.args.vararg.arg if fn.args.vararg else (fn.args.args[0].arg if fn.args.args else None)
+        spellings = _torch_save_spellings(aliases, self.ctx)
         for n in ast.walk(fn):
-            if type(n) is ast.Call and n.args and ast.unparse(n.func) in _torch_save_spellings(aliases, self.ctx):
+            if type(n) is ast.Call and n.args and ast.unparse(n.func) in spellings:
                 a = n.args[0]
                 if (type(a) is ast.Starred and type(a.value) is ast.Name and a.value.id == first) or (
                     type(a) is ast.Name and a.id == first
@@ -175,7 +185,7 @@ class CheckpointWithoutRngState(Rule):
         scope = next(
             (
                 f
-                for f in ast.walk(self.ctx.tree)
+                for f in statements(self.ctx)
                 if type(f) in (ast.FunctionDef, ast.AsyncFunctionDef)
                 and f.lineno <= node.lineno <= (f.end_lineno or f.lineno)
                 and not any(
@@ -200,6 +210,7 @@ class CheckpointWithoutRngState(Rule):
     def visit_Call(self, node, qn):
         if (
             node.args
+            and _named_save(node, qn)
             and (qn == "torch.save" or self.ctx.imports_any("torch"))
             and not is_test_file(self.ctx)
             and self._saves(node, qn)
@@ -331,6 +342,7 @@ class RngStatePickled(Rule):
 
 #: what restores optimizer and RNG state with a Keras fit, or the whole model
 _FULL_RESUME = ("BackupAndRestore", "RngStateCheckpoint", "load_model")
+_KERAS_TRAIN = ("fit", "fit_generator")  #: Keras training loops (fit_generator: Keras 2)
 _RESUME_WORDS = ("ckpt", "checkpoint", "latest", "resume", "restore", "last")
 
 
@@ -341,11 +353,13 @@ class KerasResumeFromWeightsOnly(Rule):
     ## What it does
     Flags `model.load_weights(...)` of a checkpoint (a path or argument that names a
     checkpoint, `tf.train.latest_checkpoint(...)`, a `resume` flag, or a file the script
-    writes with `ModelCheckpoint(save_weights_only=True)`) in a file that then trains
-    with `fit`, when nothing in the file restores the rest (`BackupAndRestore`,
-    `fwd9m.callbacks.RngStateCheckpoint`, `load_model` of a full `.keras` file).
-    Loading pretrained weights to fine-tune (a path that names no checkpoint) is not
-    flagged.
+    writes with a `ModelCheckpoint` callback or a subclass of it, whole model or weights
+    only) before any training call in a file that trains with `fit` or `fit_generator`,
+    when nothing in the file restores the rest (`BackupAndRestore`,
+    `fwd9m.callbacks.RngStateCheckpoint`, `load_model` of a full `.keras` file before the
+    last training call). Loading pretrained weights to fine-tune (a path that names no
+    checkpoint), and loading after a `fit` of the same file (a stage of the same run),
+    are not flagged.
 
     ## Why is this bad
     Weights are only part of the training state: the optimizer's moments and step
@@ -382,8 +396,23 @@ class KerasResumeFromWeightsOnly(Rule):
         "import keras\nif args.resume:\n    model.load_weights(args.weights)\nmodel.fit(ds, epochs=5)\n",
         "import keras\ncb = keras.callbacks.ModelCheckpoint('w.weights.h5', save_weights_only=True)\n"
         "model.load_weights('w.weights.h5')\nmodel.fit(ds, callbacks=[cb])\n",
+        # keras-yolo3: a ModelCheckpoint subclass saving the whole model, its file loaded
+        # with load_weights in one function, Keras 2 fit_generator in another, and
+        # load_model of the trained file only after training
+        "import keras, os\nfrom callbacks import CustomModelCheckpoint\n"
+        "def create_callbacks(saved_weights_name):\n"
+        "    return [CustomModelCheckpoint(filepath=saved_weights_name, save_best_only=True)]\n"
+        "def create_model(saved_weights_name):\n    model = make()\n"
+        "    if os.path.exists(saved_weights_name):\n        model.load_weights(saved_weights_name)\n"
+        "    return model\n"
+        "def main(cfg):\n    model = create_model(cfg['w'])\n"
+        "    model.fit_generator(gen, callbacks=create_callbacks(cfg['w']))\n"
+        "    best = keras.models.load_model(cfg['w'])\n",
     )
     valid = (
+        # two-stage training in one run: the load after the first fit repeats with the run
+        "import keras\ncb = keras.callbacks.ModelCheckpoint('best.h5', save_best_only=True)\n"
+        "model.fit(ds, callbacks=[cb])\nmodel.load_weights('best.h5')\nmodel.fit(ds, epochs=3)\n",
         "import keras\nmodel.load_weights('imagenet_backbone.h5')\nmodel.fit(ds, epochs=5)\n",  # fine-tuning
         "import keras\nmodel.load_weights(tf.train.latest_checkpoint(d))\nmodel.evaluate(ds)\n",
         "import keras\nmodel.load_weights('ckpt/w.h5')\n"
@@ -399,9 +428,10 @@ class KerasResumeFromWeightsOnly(Rule):
         name = call_name(node)
         if name == "load_weights" and type(node.func) is ast.Attribute and node.args:
             self.loads.append(node)
-        elif name == "ModelCheckpoint" and any(
-            k.arg == "save_weights_only" and getattr(k.value, "value", None) is True for k in node.keywords
-        ):
+        elif name and name.endswith("ModelCheckpoint"):
+            # the file this run's checkpoint callback (or a subclass, keras-yolo3's
+            # CustomModelCheckpoint) writes: load_weights of it restores only the weights,
+            # whether the callback saved weights only or the whole model
             path = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "filepath"), None)
             if path is not None:
                 self.weight_files.add(ast.unparse(path))
@@ -411,7 +441,7 @@ class KerasResumeFromWeightsOnly(Rule):
         if arg in self.weight_files or any(w in arg.lower() for w in _RESUME_WORDS):
             return True
         # under `if args.resume:` / `if restore_from:`
-        for n in ast.walk(self.ctx.tree):
+        for n in statements(self.ctx):
             if (
                 type(n) is ast.If
                 and any(w in ast.unparse(n.test).lower() for w in ("resume", "restore"))
@@ -424,13 +454,21 @@ class KerasResumeFromWeightsOnly(Rule):
         ctx = self.ctx
         if not self.loads or not ctx.imports_any("keras", "tensorflow", "tf_keras"):
             return
-        if any(ctx.methods.get(m) for m in _FULL_RESUME) or any(
-            qn.rsplit(".", 1)[-1] in _FULL_RESUME for qn in ctx.calls
-        ):
+        fits = [f for m in _KERAS_TRAIN for f in ctx.methods.get(m, ())]
+        if not fits:
             return
-        fits = ctx.methods.get("fit", ())
+        # a full restore counts when it can come before training: load_model after the
+        # last fit loads the trained model for evaluation, not to resume
+        last_fit = max(f.lineno for f in fits)
+        restores = [(m, c) for m in _FULL_RESUME for c in ctx.methods.get(m, ())]
+        restores += [(qn.rsplit(".", 1)[-1], c) for qn, cs in ctx.calls.items() for c in cs]
+        if any(m in _FULL_RESUME and (m != "load_model" or c.lineno < last_fit) for m, c in restores):
+            return
+        first_fit = min(f.lineno for f in fits)
         for call in self.loads:
-            if any(f.lineno > call.lineno for f in fits) and self._checkpoint(call):
+            # a load before any training in the file: one after a fit restores a stage
+            # of this same run (two-stage training), which repeats with the run
+            if call.lineno < first_fit and self._checkpoint(call):
                 self.report(
                     call,
                     "resumes fit from weights only: the optimizer state (moments, step) and "
