@@ -652,6 +652,30 @@ class WhileLoopParallelIterations(Rule):
         )
         return bool(results) and all(draws(r) for r in results)
 
+    def _updates_or_calls_a_draw(self, body) -> bool:
+        """Whether ``body`` updates a variable, or calls (or passes) a function of this file
+        that draws or updates a variable: what :meth:`_serial_chain` does not follow."""
+        defs = {n.name: n for n in statements(self.ctx) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)}
+
+        def stateful(fn) -> bool:  # a function of this file that draws or updates a variable
+            return any(
+                type(c) is ast.Call
+                and (
+                    is_stateful_random(self.ctx.qualname(c.func))
+                    or (type(c.func) is ast.Attribute and c.func.attr in self._STATEFUL_METHODS)
+                )
+                for c in ast.walk(fn)
+            )
+
+        return any(
+            type(st) is ast.Call
+            and (
+                (type(st.func) is ast.Attribute and st.func.attr in self._STATEFUL_METHODS)
+                or any(type(a) is ast.Name and a.id in defs and stateful(defs[a.id]) for a in (st.func, *st.args))
+            )
+            for st in ast.walk(body)
+        )
+
     def _serial_chain(self, loop) -> bool:
         """Every stateful op of the body is a draw of this file's body function itself
         whose inputs depend on one loop variable, and the body returns, in that variable's
@@ -664,18 +688,9 @@ class WhileLoopParallelIterations(Rule):
         loop_vars = kwarg(loop, "loop_vars") or (loop.args[2] if len(loop.args) > 2 else None)
         if type(body) is not ast.FunctionDef or type(loop_vars) not in (ast.List, ast.Tuple):
             return False
+        if self._updates_or_calls_a_draw(body):
+            return False
         params = [p.arg for p in body.args.args][: len(loop_vars.elts)]
-        defs = {n.name: n for n in statements(self.ctx) if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef)}
-
-        def stateful(fn) -> bool:  # a function of this file that draws or updates a variable
-            return any(
-                type(c) is ast.Call
-                and (
-                    is_stateful_random(self.ctx.qualname(c.func))
-                    or (type(c.func) is ast.Attribute and c.func.attr in self._STATEFUL_METHODS)
-                )
-                for c in ast.walk(fn)
-            )
 
         deps: dict[str, set[str]] = {p: {p} for p in params}  # name -> loop variables it depends on
         drawn: set[str] = set()  # names whose value depends on a draw
@@ -695,12 +710,6 @@ class WhileLoopParallelIterations(Rule):
                     is_drawn = True
             return got, is_drawn
 
-        for st in ast.walk(body):
-            if type(st) is ast.Call and (
-                (type(st.func) is ast.Attribute and st.func.attr in self._STATEFUL_METHODS)
-                or any(type(a) is ast.Name and a.id in defs and stateful(defs[a.id]) for a in (st.func, *st.args))
-            ):
-                return False  # a variable update, or a call into a function of this file that draws
         returns = []
         for st in sorted(
             (n for n in ast.walk(body) if type(n) in (ast.Assign, ast.Return, ast.Expr)), key=lambda n: n.lineno
