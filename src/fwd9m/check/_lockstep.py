@@ -264,11 +264,11 @@ def early_result(
     env: dict[str, str] | None = None,
     hash_seed_set: bool = True,
 ):
-    """The :class:`~fwd9m.check.CheckResult` of runs stopped at ``found``: one ``step``
+    """The :class:`~fwd9m.check.CheckResult` (a draft, frozen by the caller) of runs stopped at ``found``: one ``step``
     finding naming the step, the tensors and the process; the next steps and catalog
     entries as for any difference."""
     from ._hints import _catalog_hints, _debug_args, _debug_can_record
-    from ._result import CheckResult, Difference
+    from ._result import CheckResult, Difference, Draft
 
     groups: dict[str, list[str]] = {}
     for g, name, ma, mb in found.differ:
@@ -284,7 +284,8 @@ def early_result(
         f"training step {found.step}: {len(found.differ)} of {found.compared} step digests differ, "
         f"earliest {found.differ[0][0]}/{found.differ[0][1]}; {earlier}"
     )
-    result = CheckResult(
+    result = Draft(
+        CheckResult,
         display,
         [r.info for r in runs],
         [Difference("step", "run 2", summary, detail="\n".join(detail))],

@@ -456,7 +456,8 @@ def _run_notes(done: list[_Run], display: str = "SCRIPT.py", guard: Guard | None
     )
     if errors:
         notes.append("the final state was only partly captured: " + "; ".join(errors[:3]))
-    if done and not any(r.captures for r in done):
+    stopped = any((r.info.error or "").startswith(STOPPED) for r in done)
+    if done and not any(r.captures for r in done) and not stopped:  # the early stop says what was compared
         notes.append(
             "no final state was captured (the process was killed, called os._exit, or is not "
             "Python); only printed output and files were compared"
