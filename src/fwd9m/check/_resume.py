@@ -165,11 +165,8 @@ class ResumeResult(CheckResult):
     def report(self, max_findings: int | None = 5) -> str:
         from ..compare import escape_control
 
-        runs, self.runs = self.runs, []
-        try:
-            lines = super().report(max_findings).split("\n")
-        finally:
-            self.runs = runs
+        runs = self.runs  # listed below, with what each run did; the base report without them
+        lines = super(ResumeResult, dataclasses.replace(self, runs=[])).report(max_findings).split("\n")
         extra = []
         if self.lost:
             point = (
