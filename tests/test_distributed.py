@@ -294,3 +294,27 @@ def test_finding_the_model_of_an_optimizer_warns_nothing():
         warnings.simplefilter("always")
         assert _model_of(optimizer) is model
     assert [str(w.message) for w in caught] == []
+
+
+def test_a_rank_trace_is_named_when_its_process_ends_and_never_replaces_another(tmp_path, monkeypatch):
+    # fwd9m run --record-ranks with torch.multiprocessing.spawn: every child (and the
+    # parent) looked like rank 0 when it imported torch, and all wrote rank0.trace at once
+    # (a trace "truncated inside its header"); the name is now decided at the end
+    import os
+
+    from fwd9m.distributed import _debug
+
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "TF_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+
+    def ended(name: str, joined: dict) -> list[str]:
+        pending = tmp_path / f".pending-{name}.trace"
+        pending.write_text(name)
+        _debug._settle(str(pending), str(tmp_path), joined)
+        return sorted(p.name for p in tmp_path.iterdir())
+
+    assert ended("child1", {"rank": 1}) == ["rank1.trace"]  # spawned, joined as rank 1
+    assert ended("child0", {"rank": 0}) == ["rank0.trace", "rank1.trace"]
+    parent = ended("parent", {})  # never joined a group, no launcher rank: rank 0 was taken
+    assert parent == ["rank0.trace", "rank1.trace", f"single-{os.getpid()}.trace"]
+    assert (tmp_path / "rank0.trace").read_text() == "child0"  # not replaced

@@ -52,25 +52,90 @@ def record_rank(directory: str | os.PathLike[str], **kwargs: Any) -> Iterator[An
 
 
 def record_from_env(environ: dict | None = None) -> bool:
-    """Start recording this process into ``$FWD9M_RECORD_RANKS/rank<r>.trace`` until it
-    exits (called by ``fwd9m run``'s import hook once torch is imported). Returns True
-    when recording started."""
+    """Start recording this process until it exits (called by ``fwd9m run``'s import
+    hook once torch is imported), into ``$FWD9M_RECORD_RANKS/rank<r>.trace``. Returns
+    True when recording started.
+
+    The rank is decided when the process ends, not when it imports torch: a child of
+    ``torch.multiprocessing.spawn`` learns its rank only in ``init_process_group``, so at
+    import every child (and their parent) looked like rank 0 and all wrote into
+    ``rank0.trace`` at once. Until the end the trace is ``.pending-<pid>.trace``; a
+    process that never joined a process group and has no launcher rank (the parent of
+    spawned ranks) gets ``rank<r>.trace`` only if no rank took it (else
+    ``single-<pid>.trace``), and a DataLoader worker's trace is dropped (the rank's own
+    trace has what the worker handed it)."""
     directory = (os.environ if environ is None else environ).get(ENV_RECORD_RANKS)
     if not directory:
         return False
     if rank_info().source == "single" and is_launcher():
         return False  # torchrun's agent imports torch too; its ranks record themselves
-    cm = record_rank(directory, framework="torch")
+    os.makedirs(directory, exist_ok=True)
+    pending = os.path.join(directory, f".pending-{os.getpid()}.trace")
+    program = {"argv": list(sys.argv)}
+    from .. import debug
+
+    cm = debug.record(pending, framework="torch", program=program)
     cm.__enter__()
+    joined = _watch_process_group()
 
     def stop() -> None:
         try:
             cm.__exit__(None, None, None)
+            _settle(pending, directory, joined)
         except Exception as exc:  # the process is ending; the trace says it is incomplete
             logger.warning("could not close the trace in %s: %s", directory, exc)
 
     atexit.register(stop)
     return True
+
+
+def _watch_process_group() -> dict[str, int]:
+    """``{"rank": r}`` once ``torch.distributed.init_process_group`` returns in this
+    process (the wrapper only notes the rank; the call is the user's)."""
+    import torch.distributed as dist
+
+    joined: dict[str, int] = {}
+    original = getattr(dist, "init_process_group", None)
+    if original is None or getattr(original, "_fwd9m_watched", False):
+        return joined
+
+    def init_process_group(*args, **kwargs):
+        out = original(*args, **kwargs)
+        try:
+            joined["rank"] = dist.get_rank()
+        except Exception:  # noqa: BLE001 - never break the user's call
+            pass
+        return out
+
+    init_process_group._fwd9m_watched = True  # type: ignore[attr-defined]
+    init_process_group.__wrapped__ = original  # type: ignore[attr-defined]
+    dist.init_process_group = init_process_group
+    return joined
+
+
+def _settle(pending: str, directory: str, joined: dict[str, int]) -> None:
+    """Give the ended trace ``pending`` its name (see :func:`record_from_env`); never
+    replaces a trace another process of the run wrote."""
+    data = sys.modules.get("torch.utils.data")
+    if "rank" not in joined and data is not None and data.get_worker_info() is not None:
+        os.unlink(pending)  # a DataLoader worker
+        return
+    info = rank_info()
+    rank = joined.get("rank", info.rank)
+    names = [f"rank{rank}.trace"]
+    if "rank" not in joined and info.source == "single":
+        names.append(f"single-{os.getpid()}.trace")
+    else:
+        names.append(f"rank{rank}.{os.getpid()}.trace")
+    for name in names:
+        try:
+            os.link(pending, os.path.join(directory, name))  # fails if the name is taken
+        except FileExistsError:
+            continue
+        os.unlink(pending)
+        if name != names[0]:
+            logger.warning("%s was taken by another process of the run; this one's trace is %s", names[0], name)
+        return
 
 
 #: programs that start ranks rather than being one: ``torchrun``, ``horovodrun``,
