@@ -212,8 +212,13 @@ def test_check_says_broken_is_not_reproducible(stack):
     assert proc.returncode == 1, explain(proc)
     assert report["reproducible"] is False
     found = _summaries(report)
-    for expected in stack.broken_finds:
-        assert expected in found, f"{expected!r} not among the findings:\n{found}"
+    steps = [f for f in report["findings"] if f.get("source") == "step"]
+    if steps:  # the early stop: both runs stopped at the first training step that differs
+        assert len(report["findings"]) == 1 and steps[0]["summary"].startswith("training step "), found
+        assert any(g in steps[0]["detail"] for g in ("params: ", "grads: ", "loss: ")), steps[0]
+    else:  # compared to the end: the final state, checkpoints and logs
+        for expected in stack.broken_finds:
+            assert expected in found, f"{expected!r} not among the findings:\n{found}"
     hints = [c.get("id") for c in report.get("catalog") or []]
     for expected in stack.broken_catalog:
         assert expected in hints, f"{expected!r} not among the catalog hints {hints}"
