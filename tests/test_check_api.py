@@ -109,7 +109,10 @@ def test_torch_index_put_accumulate_on_two_threads():
     torch = pytest.importorskip("torch")
     threads = torch.get_num_threads()
     try:
-        flaky = fwd9m.check(_index_put_sum, False, runs=4)
+        for _ in range(5):  # a real race: on a busy machine 4 calls may all agree
+            flaky = fwd9m.check(_index_put_sum, False, runs=4)
+            if not flaky:
+                break
         assert not flaky
         assert flaky.findings[0].diff.dtype == "float32" and flaky.findings[0].diff.max_ulp >= 1
         assert fwd9m.check(_index_put_sum, True, runs=4)

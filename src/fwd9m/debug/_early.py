@@ -45,7 +45,7 @@ def first_step(s: Any, directory: str) -> Any:
     o = s.options
     target = s.target if o.module else os.path.abspath(s.target)
     cmd = [sys.executable, "-m", "fwd9m._runtime.capture", *(["-m"] if o.module else []), target, *s.args]
-    root = Path(directory) / "steps"
+    root = _own_folder(Path(directory) / "steps")
     runs = []
     for i in (1, 2):
         d = root / f"run{i}"
@@ -68,6 +68,29 @@ def first_step(s: Any, directory: str) -> Any:
         return None
     s.say(f"step digests: first difference at step {found.index}; op-level runs of that step only")
     return found
+
+
+#: marks a digest-runs folder as fwd9m's, so that a later ``--keep`` into the same folder replaces it
+_MARK = ".fwd9m-digest-runs"
+
+
+def _own_folder(root: Path) -> Path:
+    """``root``, new and marked as fwd9m's: one left by an earlier ``debug --keep`` into the
+    same folder is replaced (it failed with FileExistsError); one fwd9m did not make is
+    refused."""
+    import shutil
+
+    from ..errors import ConfigurationError
+
+    if root.exists():
+        if not (root / _MARK).exists():
+            raise ConfigurationError(
+                f"{root} exists and fwd9m did not make it; --keep a folder without it, or remove it"
+            )
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    (root / _MARK).write_text("the step-digest runs of fwd9m debug's early stop\n")
+    return root
 
 
 def note(found: Any) -> str:
