@@ -190,10 +190,7 @@ class CompiledGraphs:
             out_recs,
             (in_caps, [r._bytes(t) for t in outs]) if capture else None,
         )
-        if r._partials:
-            r._pending.append(entry)
-        else:
-            r._write(entry)
+        r._emit(entry)
 
 
 class _Graph:

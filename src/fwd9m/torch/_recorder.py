@@ -594,12 +594,7 @@ class TorchRecorder:
             out_recs,
             (in_caps, [self._bytes(t) for t in outs]) if capture else None,
         )
-        if self._partials:
-            self._pending.append(entry)
-            if len(self._pending) >= 256:
-                self.flush()
-        else:
-            self._write(entry)
+        self._emit(entry)
 
     def _bytes(self, t):
         """(meta id, raw bytes) for a full capture; copies the tensor to the host."""
@@ -608,6 +603,16 @@ class TorchRecorder:
             return meta, _digest.cpu_bytes(t.detach().cpu()).tobytes()
         except (RuntimeError, TypeError):
             return meta, b""
+
+    def _emit(self, entry) -> None:
+        """Write op ``entry`` now, or queue it behind the ops whose device digests are not
+        back yet (in order; flushed every 256)."""
+        if self._partials:
+            self._pending.append(entry)
+            if len(self._pending) >= 256:
+                self.flush()
+        else:
+            self._write(entry)
 
     def _write(self, entry) -> None:
         name_id, ctx, step, ins, outs, caps = entry
