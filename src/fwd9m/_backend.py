@@ -180,6 +180,9 @@ class BackendBase:
     rng_kinds: tuple[str, ...] = ()
     capture_rank = 9
     state_roots: tuple[str, ...] = ()
+    #: the package has a ``_capture`` module with ``state_types()`` and ``final_state()``,
+    #: which the defaults below call (else the framework leaves no final state of its own)
+    captures_state = False
 
     def __init__(self, name: str, module: str, distributions: tuple[str, ...], libraries: tuple[str, ...]):
         self.name, self.module = name, module
@@ -221,8 +224,14 @@ class BackendBase:
     def keep_alive(self, keep: Callable[[Any], Any]) -> None:
         return None
 
+    def _capture(self):
+        import importlib
+
+        return importlib.import_module(f"fwd9m.{self.name}._capture") if self.captures_state else None
+
     def state_types(self) -> tuple[type, ...]:
-        return ()
+        capture = self._capture()
+        return capture.state_types() if capture is not None else ()
 
     def final_state(
         self,
@@ -231,7 +240,8 @@ class BackendBase:
         label: Callable[[str, Any], str],
         taken: set[int],
     ) -> dict[str, Any]:
-        return {}
+        capture = self._capture()
+        return capture.final_state(found, name_of, label, taken) if capture is not None else {}
 
     def tree_leaves(self, value: Any) -> list[Any] | None:
         return None

@@ -6,7 +6,7 @@ is handled here. Keras is imported only inside the methods."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from .._backend import Adapter, BackendBase, Source
@@ -79,6 +79,7 @@ class KerasBackend(BackendBase):
     seeds_others = True  # keras.utils.set_random_seed also seeds TF and torch
     rng_kinds = ("keras.random.SeedGenerator", "Keras layers/models")
     capture_rank = 1
+    captures_state = True  # fwd9m.keras._capture
     state_roots = ("keras",)
 
     def seed(self, seed: int) -> None:
@@ -157,19 +158,3 @@ class KerasBackend(BackendBase):
                 "fwd9m debug records Keras 3 on the tensorflow, torch or jax backend; set KERAS_BACKEND to one of them"
             )
         return _frameworks.backend(name).recorder(rec)
-
-    def state_types(self) -> tuple[type, ...]:
-        from ._capture import state_types
-
-        return state_types()
-
-    def final_state(
-        self,
-        found: list[Any],
-        name_of: Callable[[Any], str | None],
-        label: Callable[[str, Any], str],
-        taken: set[int],
-    ) -> dict[str, Any]:
-        from ._capture import final_state
-
-        return final_state(found, name_of, label, taken)

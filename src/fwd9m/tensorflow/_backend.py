@@ -4,7 +4,7 @@ inside the methods; its private API is reached through :mod:`._private`."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from .._backend import Adapter, BackendBase, Source
@@ -76,6 +76,7 @@ class TensorFlowBackend(BackendBase):
     optional_sources = ("tensorflow.global_generator",)
     rng_kinds = ("tf.random.Generator",)
     capture_rank = 2
+    captures_state = True  # fwd9m.tensorflow._capture
     state_roots = ("tensorflow", "tf_keras")
 
     def seed(self, seed: int) -> None:
@@ -163,19 +164,3 @@ class TensorFlowBackend(BackendBase):
         from ._recorder import TFRecorder
 
         return TFRecorder(rec)
-
-    def state_types(self) -> tuple[type, ...]:
-        from ._capture import state_types
-
-        return state_types()
-
-    def final_state(
-        self,
-        found: list[Any],
-        name_of: Callable[[Any], str | None],
-        label: Callable[[str, Any], str],
-        taken: set[int],
-    ) -> dict[str, Any]:
-        from ._capture import final_state
-
-        return final_state(found, name_of, label, taken)

@@ -70,6 +70,7 @@ class TorchBackend(BackendBase):
     optional_sources = ("torch.cuda",)
     rng_kinds = ("torch.Generator", "torch DataLoader")
     capture_rank = 0
+    captures_state = True  # fwd9m.torch._capture
     state_roots = ("torch",)
 
     def seed(self, seed: int) -> None:
@@ -150,19 +151,3 @@ class TorchBackend(BackendBase):
         from ._capture import keep_alive
 
         keep_alive(keep)
-
-    def state_types(self) -> tuple[type, ...]:
-        from ._capture import state_types
-
-        return state_types()
-
-    def final_state(
-        self,
-        found: list[Any],
-        name_of: Callable[[Any], str | None],
-        label: Callable[[str, Any], str],
-        taken: set[int],
-    ) -> dict[str, Any]:
-        from ._capture import final_state
-
-        return final_state(found, name_of, label, taken)
