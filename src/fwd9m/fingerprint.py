@@ -59,15 +59,14 @@ _MASK = (1 << 64) - 1
 #: The constants of ``K[j]`` (step 3), public for the device implementations.
 GOLDEN = 0x9E3779B97F4A7C15
 ROW_OFFSET = 0x632BE59BD9B4E5D
-_GOLDEN, _ROW_OFFSET = GOLDEN, ROW_OFFSET
 _LEN_MULT = 0xC2B2AE3D27D4EB4F
-_K0 = _ROW_OFFSET | 1  # K[0]
+_K0 = ROW_OFFSET | 1  # K[0]
 
 _cache: dict[Any, Any] = {}
 
 
 def _splitmix64(x: int) -> int:
-    x = (x + _GOLDEN) & _MASK
+    x = (x + GOLDEN) & _MASK
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
     x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
     return x ^ (x >> 31)
@@ -98,7 +97,7 @@ def row_multipliers(rows: int):
     if k is None or len(k) < rows:
         n = max(rows, 2 * len(k) if k is not None else 4096)
         with np.errstate(over="ignore"):
-            u = np.arange(n, dtype=np.uint64) * np.uint64(_GOLDEN) + np.uint64(_ROW_OFFSET)
+            u = np.arange(n, dtype=np.uint64) * np.uint64(GOLDEN) + np.uint64(ROW_OFFSET)
         k = (u | np.uint64(1)).view(np.int64)
         k.setflags(write=False)
         _cache["K"] = k
