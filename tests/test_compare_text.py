@@ -315,3 +315,20 @@ def test_text_verdict_is_same_exactly_when_the_meaningful_values_agree(tmp_path,
     a, b, same = runs
     d = compare_text("stdout", *_text_pair(tmp_path, a, b))
     assert (d is None) == same, (a, b, d)
+
+
+def test_lines_that_differ_only_in_the_width_of_their_blanks_agree(tmp_path):
+    """Regression (CI, Lightning's rich progress bar): the metrics column wraps onto the
+    next line, padded by the width of the rate on the bar's line (38.44it/s in one run,
+    188.46it/s in the other); the runs were NOT REPRODUCIBLE on that padding."""
+    bar = "Epoch 1/1  ━━━━━━━ 4/4 0:00:00 • 0:00:00 {rate}it/s v_num: 0\n{pad}train_loss: 3.160\n"
+    a = bar.format(rate="38.44", pad=" " * 62)
+    b = bar.format(rate="188.46", pad=" " * 61)
+    ignored = IgnoredValues()
+    assert compare_text("stdout", *_text_pair(tmp_path, a, b), ignored=ignored) is None
+    spacing = [e for e in ignored.to_list() if e["name"] == "spacing"]
+    assert spacing and spacing[0]["differed"] == 1 and spacing[0]["a"] == "blanks 62, 1"
+    # the numbers are still compared, blanks are never inserted, and --strict keeps blanks
+    assert compare_text("stdout", *_text_pair(tmp_path, a, b.replace("3.160", "3.161"))) is not None
+    assert compare_text("stdout", *_text_pair(tmp_path, "x 12\n", "x 1 2\n")) is not None
+    assert compare_text("stdout", *_text_pair(tmp_path, "a  b\n", "a b\n"), strict=True) is not None

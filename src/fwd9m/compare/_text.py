@@ -6,9 +6,11 @@ A line is split into its text, its numbers and its masked values. Two lines agre
 their text is the same, their numbers have the same exact value and sign (``1.0`` and
 ``1.00`` agree; ``2**62`` and ``2**62 + 1``, ``0.1`` and ``0.1000000000000000055``,
 ``0.0`` and ``-0.0``, ``0x1a2b3c00`` and ``0x1a2b3c02`` do not), whatever the masked
-values are. Every masked value is counted in an :class:`IgnoredValues` so that a report
-can say what was not compared; ``strict=True`` masks nothing (only the per-run folder
-replacements apply).
+values are, and however wide the runs of blanks between them are (a table or a progress
+bar pads its columns around values of a varying width). Every masked value is counted
+in an :class:`IgnoredValues` so that a report can say what was not compared;
+``strict=True`` masks nothing and keeps blanks (only the per-run folder replacements
+apply).
 """
 
 from __future__ import annotations
@@ -420,10 +422,28 @@ def _number_distance(x: str, y: str) -> float | None:
     return float(_EXACT.subtract(vx, vy).copy_abs())
 
 
-def _line_distance(ta: _Tokens, tb: _Tokens) -> float | None:
+_BLANKS = re.compile(r"[ \t]+")
+
+
+def _spacing_only(ta: _Tokens, tb: _Tokens) -> bool:
+    """Whether the lines' texts differ only in the length of their runs of blanks (and
+    leading blanks): a table or a progress bar lays out its columns around values of a
+    varying width, such as a masked rate (rich's progress bar pads the next line of its
+    metrics column by the width of ``38.44it/s`` or ``188.46it/s``). A blank is never
+    added or removed between two characters: ``12`` and ``1 2`` still differ."""
+    return _BLANKS.sub(" ", ta.template).lstrip(" ") == _BLANKS.sub(" ", tb.template).lstrip(" ")
+
+
+def _blank_runs(line: str) -> str:
+    """How a line is spaced, for the report: ``blanks 62, 1`` (the lengths of its runs)."""
+    return "blanks " + ", ".join(str(len(m)) for m in _BLANKS.findall(line))
+
+
+def _line_distance(ta: _Tokens, tb: _Tokens, spacing: bool = False) -> float | None:
     """-1.0 when the lines agree; the largest distance between their numbers when they
-    differ only in numbers; None when their text differs."""
-    if ta.template != tb.template:
+    differ only in numbers; None when their text differs (unless ``spacing`` and they
+    differ only in :func:`_spacing_only` blanks)."""
+    if ta.template != tb.template and not (spacing and _spacing_only(ta, tb)):
         return None
     worst = -1.0
     for x, y in zip(ta.numbers, tb.numbers):
@@ -506,7 +526,9 @@ def compare_text(
     (:data:`MASKS`; values named like timings, ``train_runtime``, ``elapsed``, in
     ``key: value``, ``key=value``, dict reprs and JSON, and the timing columns of a
     ``.csv``/``.tsv`` header) unless ``strict``; each one is counted in ``ignored``
-    (nothing is counted for byte-identical files: no mask was needed).
+    (nothing is counted for byte-identical files: no mask was needed). Lines that differ
+    only in how wide their runs of blanks are agree too (counted as ``spacing``) unless
+    ``strict``.
 
     The returned ``LeafDiff`` has kind ``"lines"``: ``n_diff`` differing lines out of
     ``size``; ``first_index``: ``(line number,)`` 1-based; ``a``/``b`` that line in each
@@ -541,10 +563,12 @@ def compare_text(
                 else:
                     ta = _tokens(ca, strict, columns, delimiter or ",")
                     tb = ta if cb == ca else _tokens(cb, strict, columns, delimiter or ",")
-                    d = _line_distance(ta, tb)
+                    d = _line_distance(ta, tb, spacing=not strict)
                     if ignored is not None and d is not None:
                         for (kind, name, xa), (_, _, xb) in zip(ta.masked, tb.masked):
                             ignored.add(path, kind, name, total, xa, xb)
+                        if ta.template != tb.template:
+                            ignored.add(path, "layout", "spacing", total, _blank_runs(ca), _blank_runs(cb))
                 if d == -1.0:
                     continue
                 if d is not None:
