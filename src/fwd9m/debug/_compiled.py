@@ -92,3 +92,90 @@ def compiled_result(result_type, phase_type, trace: str, seq: int, call: dict):
         notes.append(f"the graph's ops: {_ops_text(ops)}")
     device = str(n.get("device", "cpu"))
     return result_type(trace, seq, graph, "torch", device, n.get("threads"), runs, off, None, "", notes)
+
+
+# ------------------------------------------------------------------ tf.function(jit_compile=True)
+#: the node field of an XLA-compiled function's op record (fwd9m.tensorflow._recorder)
+XLA_NODE = "xla"
+XLA_FIX = (
+    "compile the function without XLA (tf.function(jit_compile=False)) to record its ops one by one; "
+    "on a GPU, XLA_FLAGS=--xla_gpu_deterministic_ops=true before TensorFlow starts "
+    "(https://github.com/openxla/xla/pull/12520)"
+)
+
+
+def xla_culprit(first) -> dict:
+    """The explanation of a culprit that is an XLA-compiled ``tf.function``'s call."""
+    return {
+        "headline": (
+            f"{first.op}, a tf.function compiled by XLA (jit_compile=True), gave different outputs "
+            f"from identical inputs (recorded as one op: XLA's code cannot run the recorder's hooks; "
+            f"the replay below narrows it)"
+        ),
+        "causes": [
+            "the code XLA generated for the function is nondeterministic (on a GPU: scatter and "
+            "autotuned kernels without --xla_gpu_deterministic_ops)",
+            "an op of the function is nondeterministic or stateful when run without XLA too",
+            "a variable the function reads differed between the runs (its value is not a recorded input of the call)",
+        ],
+        "catalog": [],
+        "fix": (
+            "import fwd9m\nfwd9m.enable_determinism(seed=0)  # before XLA starts: op determinism, "
+            "and XLA_FLAGS=--xla_gpu_deterministic_ops=true"
+        ),
+    }
+
+
+def _xla_node_text(node: dict) -> str:
+    where = f"op {node.get('op')} ({node.get('name')}) at {node.get('location') or '?'}"
+    if node.get("stateful"):
+        where += (
+            " (a stateful op: its kernel keeps state of its own that changes with every run, such "
+            "as a random op's generator; seeded stateless ops, tf.random.stateless_*, do not)"
+        )
+    return where
+
+
+def _xla_notes(n: dict, runs: int, compiled: int, graph: int) -> list[str]:
+    how = (
+        f"the XLA-compiled function and the same graph without XLA (its FunctionDef with "
+        f"_XlaMustCompile false: each op run by TensorFlow's own kernel) each run {runs} times alone "
+        f"on the call's inputs, its {n.get('variables', 0)} variable(s) put back before every run"
+    )
+    if compiled > 1 and graph == 1:
+        return [
+            f"narrowed: the nondeterminism is in the code XLA generated for this function: compiled, "
+            f"{compiled} distinct outputs in {runs} runs; without XLA, 1 output in {runs}; {how}",
+            f"fix: {XLA_FIX}",
+        ]
+    if graph > 1:
+        node = n.get("node")
+        where = (
+            f": the first op whose inputs agree between two runs and whose outputs differ is {_xla_node_text(node)}"
+            if isinstance(node, dict)
+            else "; no single op of its graph was named (each differing op had an input not compared)"
+        )
+        return [
+            f"narrowed: the function varies without XLA too (compiled {compiled}, without XLA {graph} "
+            f"distinct outputs in {runs} runs){where}; {how}"
+        ]
+    return [f"not narrowed: compiled and without XLA each gave 1 output in {runs} runs; {how}"]
+
+
+def xla_result(result_type, phase_type, trace: str, seq: int, call: dict):
+    """A :class:`~fwd9m.debug._replay.ReplayResult` for an XLA-compiled function's call,
+    narrowed in the targeted run (:func:`fwd9m.tensorflow._xla.narrow`): in the code XLA
+    generated, in one op of its graph (with file:line), or not reproduced in isolation."""
+    n = call["narrowed"]
+    runs, compiled, graph = n.get("runs"), n.get("compiled"), n.get("graph")
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in (runs, compiled, graph)):
+        raise FileFormatError(f"the capture of op #{seq} of {trace} is damaged (its narrowing counts are not numbers)")
+    off = phase_type(False, "nondeterministic" if compiled > 1 else "deterministic", compiled, runs)
+    notes = _xla_notes(n, runs, compiled, graph)
+    ops = n.get("ops") or []
+    if ops:
+        shown = [f"{o.get('op', '?')} at {o.get('location') or '?'}" for o in ops[:8] if isinstance(o, dict)]
+        notes.append("the function's ops: " + "; ".join(shown) + (f"; and {len(ops) - 8} more" if len(ops) > 8 else ""))
+    op = str(call.get("op", f"xla:{n.get('function', '?')}"))
+    threads = n.get("threads") if isinstance(n.get("threads"), int) else None
+    return result_type(trace, seq, op, "tensorflow", str(n.get("device", "cpu")), threads, runs, off, None, "", notes)

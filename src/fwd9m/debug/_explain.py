@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._log import logger
-from ._compiled import COMPILED_NODE, compiled_culprit
+from ._compiled import COMPILED_NODE, XLA_NODE, compiled_culprit, xla_culprit
 
 __all__ = ["explain"]
 
@@ -451,6 +451,8 @@ def _explain_culprit(
         return _jit_culprit(first, version, ha, hashseed)
     if first.node.startswith(COMPILED_NODE):  # a compiled graph recorded as one op (torch.compile)
         return dict(compiled_culprit(first), lint=_lint(ha, "op", hashseed))
+    if framework == "tensorflow" and first.node == XLA_NODE:  # tf.function(jit_compile=True)
+        return dict(xla_culprit(first), lint=_lint(ha, "op", hashseed))
     if framework == "jax":
         from ..jax._recorder import CALLBACK_PRIMITIVES
 

@@ -232,7 +232,7 @@ def replay(
         )
     backend = _backend_module(call["framework"])
     op_name = call.get("op", "?")
-    if "narrowed" in call:  # a jitted call, narrowed in the targeted run (fwd9m.jax._narrow)
+    if "narrowed" in call:  # a jitted / compiled call, narrowed in the targeted run
         return _narrowed(trace, int(op), call)
     phases = [_phase(path, False, repeat)]
     if switch:
@@ -361,6 +361,10 @@ def _narrowed(trace: str, seq: int, call: dict) -> ReplayResult:
         from ._compiled import compiled_result
 
         return compiled_result(ReplayResult, Phase, trace, seq, call)
+    if isinstance(n, dict) and n.get("kind") == "tf.xla":
+        from ._compiled import xla_result
+
+        return xla_result(ReplayResult, Phase, trace, seq, call)
     runs = n.get("runs", 2)
     how = (
         f"evaluated equation by equation {runs} times ({n.get('equations')} equations; each run alone, "

@@ -47,6 +47,9 @@ def _node(framework: str, node: str) -> str:
         return f"  (contains: {inside.replace(',', ', ')})" if inside else ""
     if node.startswith("compiled graph"):  # torch.compile (fwd9m.debug._compiled)
         return f"  ({node}: recorded as one op)"
+    if framework == "tensorflow" and node in ("xla", "function"):  # fwd9m.tensorflow._recorder
+        what = "compiled by XLA" if node == "xla" else "a tf.function traced before recording started"
+        return f"  ({what}: recorded as one op)"
     return f"  (autograd node {node})"
 
 

@@ -31,6 +31,18 @@ importing this module imports no framework.
   num_outputs, inputs, attrs, ctx)`` runs one eager op from its type and attrs, as the
   generated ``gen_*_ops`` wrappers do. Source:
   https://github.com/tensorflow/tensorflow/blob/master/tensorflow/python/eager/execute.py
+* Narrowing an XLA-compiled function (:mod:`._xla`): ``Context.call_function(name,
+  tensor_inputs, num_outputs)`` is where an eager call of a ``tf.function`` runs
+  (``AtomicFunction.call_flat``, tensorflow/python/eager/polymorphic_function/atomic_function.py),
+  wrapped in the targeted run to see the call's inputs before it runs;
+  ``Context.get_function_def`` / ``add_function_def`` / ``remove_function`` /
+  ``get_graph_debug_info`` (the runtime's FunctionDef and its nodes' stack traces),
+  ``execute.quick_execute`` (runs a function by name, without op callbacks: the path
+  ``call_function`` takes), the FunctionDef attr ``_XlaMustCompile``
+  (``attributes.XLA_COMPILE``, tensorflow/python/eager/polymorphic_function/attributes.py),
+  ``op_def_registry.get`` (an op's output args), and
+  ``resource_variable_ops.get_eager_safe_handle_data`` (a variable handle's dtype).
+  Source: https://github.com/tensorflow/tensorflow/blob/master/tensorflow/python/eager/context.py
 """
 
 from __future__ import annotations
@@ -50,7 +62,21 @@ __all__ = [
     "make_ndarray",
     "in_xla_context",
     "extract_stack",
+    "XLA_COMPILE",
+    "call_function_hook",
+    "function_def",
+    "add_function_def",
+    "remove_function",
+    "graph_debug_info",
+    "run_function",
+    "op_def",
+    "variable_dtype",
+    "read_variable",
+    "assign_variable",
 ]
+
+#: the FunctionDef attr of ``tf.function(jit_compile=True)`` (attributes.XLA_COMPILE)
+XLA_COMPILE = "_XlaMustCompile"
 
 #: TensorFlow's private op modules that hold ``bias_add`` and the segment sums
 OP_MODULES = ("tensorflow.python.ops.nn", "tensorflow.python.ops.nn_ops", "tensorflow.python.ops.math_ops")
@@ -124,3 +150,81 @@ def eager_execute(op_type: str, num_outputs: int, inputs: list, attrs: tuple) ->
     from tensorflow.python.eager import context, execute
 
     return execute.execute(op_type, num_outputs, inputs, attrs, context.context())
+
+
+def call_function_hook(before: Callable[[str, list, int], None]) -> tuple[Any, str, Any]:
+    """Wrap ``Context.call_function`` so that ``before(name, inputs, num_outputs)`` runs
+    before each eager call of a function; (class, attribute, original) to undo it."""
+    from tensorflow.python.eager import context
+
+    cls = context.Context
+    original = cls.__dict__["call_function"]
+
+    def call_function(self, name, tensor_inputs, num_outputs):
+        before(name.decode("utf-8") if isinstance(name, bytes) else str(name), tensor_inputs, num_outputs)
+        return original(self, name, tensor_inputs, num_outputs)
+
+    call_function.__wrapped__ = original  # type: ignore[attr-defined]
+    cls.call_function = call_function
+    return cls, "call_function", original
+
+
+def function_def(name: str) -> Any:
+    return eager_context().get_function_def(name)
+
+
+def add_function_def(fdef: Any) -> None:
+    eager_context().add_function_def(fdef)
+
+
+def remove_function(name: str) -> None:
+    eager_context().remove_function(name)
+
+
+def graph_debug_info(name: str) -> Any:
+    return eager_context().get_graph_debug_info(name.encode("utf-8"))
+
+
+def run_function(name: str, inputs: list, num_outputs: int) -> Any:
+    """Run a registered function by name, as ``Context.call_function`` does, without op
+    callbacks (``execute.quick_execute``)."""
+    import itertools
+
+    from tensorflow.python.eager import execute
+
+    ctx = eager_context()
+    attrs = tuple(itertools.chain(*ctx.function_call_options.as_attrs().items()))
+    return execute.quick_execute(name, num_outputs, list(inputs), attrs, ctx)
+
+
+def op_def(op_type: str) -> Any:
+    """The OpDef of a registered op; None for a function name."""
+    from tensorflow.python.framework import op_def_registry
+
+    return op_def_registry.get(op_type)
+
+
+def variable_dtype(handle: Any) -> Any:
+    """The dtype enum of the variable behind an eager resource handle; None when the
+    handle is not a variable's (no handle data)."""
+    from tensorflow.python.ops import resource_variable_ops
+
+    try:
+        data = resource_variable_ops.get_eager_safe_handle_data(handle)
+    except (AttributeError, AssertionError):
+        return None
+    if data is None or not data.is_set or not data.shape_and_type:
+        return None
+    return data.shape_and_type[0].dtype
+
+
+def read_variable(handle: Any, dtype: Any) -> Any:
+    from tensorflow.python.ops import gen_resource_variable_ops
+
+    return gen_resource_variable_ops.read_variable_op(handle, dtype)
+
+
+def assign_variable(handle: Any, value: Any) -> None:
+    from tensorflow.python.ops import gen_resource_variable_ops
+
+    gen_resource_variable_ops.assign_variable_op(handle, value)

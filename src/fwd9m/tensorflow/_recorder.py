@@ -141,6 +141,7 @@ class _Registry:
     src: dict[tuple, tuple[int, int] | None] = {}  # (graph id, tensor name) -> (op, slot)
     optimizer_graphs: set[str] = set()  # outermost function graphs that apply an optimizer
     xla_graphs: set[str] = set()  # XLA-compiled functions: recorded as one op per call
+    xla_functions: dict[str, bool] = {}  # runtime function name -> compiled by XLA
     instrumented: set[str] = set()  # outermost function graphs with hooks
 
 
@@ -179,6 +180,8 @@ class TFRecorder:
         self._vals: dict[int, list[int | None]] = {}  # gop -> output digests of the current call
         self._float = {"float16", "bfloat16", "float32", "float64"}
         self._str_types = (tf.DType, tf.TensorShape)
+        self._narrowing = False  # True while an XLA call is narrowed: its runs are not the program's
+        self._xla_pending = None  # (seq, fwd9m.tensorflow._xla.Pending) of the call about to run
 
     # ------------------------------------------------------------- install
     def _wrap_phase(self, cls, attr: str, phase: str, step: bool = False) -> None:
@@ -305,7 +308,47 @@ class TFRecorder:
         except (ImportError, AttributeError):
             pass
         self._op_callbacks.add_op_callback(self._callback)
+        if self.rec.capture.windows:  # a targeted run: an XLA call it captures is narrowed
+            from . import _private
+
+            self._patched.append(_private.call_function_hook(self._before_call))
         _Registry.active = self
+
+    def _before_call(self, name: str, inputs, num_outputs: int) -> None:
+        """Before an eager function call (targeted run): when it is the op a capture
+        window selects and XLA compiles it, keep its inputs and variables' values for
+        :mod:`._xla`'s narrowing after it ran."""
+        if self._narrowing or not self._in_window():
+            return
+        try:
+            seq = self.rec.writer.ops + len(self._vals)  # the graph ops still to write come first
+            if not any(a <= seq <= b for a, b in self.rec.capture.windows):
+                return
+            from . import _xla
+
+            self._narrowing = True  # reading the variables is not the program's op
+            try:
+                pending = _xla.before(name, inputs, num_outputs)
+            finally:
+                self._narrowing = False
+            self._xla_pending = (seq, pending) if pending is not None else None
+        except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
+            self._xla_pending = None
+            logger.info("fwd9m.debug: cannot keep the inputs of %s for narrowing: %s", name, exc)
+
+    def _narrow_xla(self, seq: int, op_type: str, kind: str) -> None:
+        """After the program's call of a pending XLA function (op ``seq``): narrow it
+        into the capture file (:func:`fwd9m.debug._replay.take_call`)."""
+        pending, self._xla_pending = self._xla_pending, None
+        if pending is None or pending[0] != seq or pending[1].name != op_type or kind != "xla":
+            return
+        from ..debug._replay import take_call
+
+        self._narrowing = True
+        try:
+            take_call(self.rec, seq, "tensorflow", pending[1], (), None, 0)
+        finally:
+            self._narrowing = False
 
     def stop(self) -> None:
         self._op_callbacks.remove_op_callback(self._installed)
@@ -361,6 +404,8 @@ class TFRecorder:
         as "not recorded" (:meth:`Recording.failed`) and the program goes on (a callback
         that raises would fail the user's op)."""
         op_type = _text(op_type)
+        if self._narrowing:
+            return None
         try:
             return self._on_op(op_type, inputs, attrs, outputs, op_name, graph)
         except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
@@ -380,16 +425,18 @@ class TFRecorder:
             name = op_type.split("_", 3)[-1].rsplit("_", 1)[0]  # __inference_NAME_123
             if name not in _Registry.instrumented and self._in_window():
                 # XLA-compiled, or traced before recording started: one op per call
-                kind = "xla" if name in _Registry.xla_graphs else "function"
+                kind = "xla" if name in _Registry.xla_graphs or _is_xla_function(op_type) else "function"
                 rec = self.rec
                 ctx = rec.ctx_id(name, self._phase_of(op_type, ""), user_location(2), kind, "")
-                rec.writer.op(
+                seq = rec.writer.op(
                     rec.name_id((kind, name), f"{kind}:{name}"),
                     ctx,
                     rec.step,
                     [self._eager_tensor(t, False) for t in inputs],
                     [self._eager_tensor(t, True) for t in (outputs or ())],
                 )
+                if self._xla_pending is not None:
+                    self._narrow_xla(seq, op_type, kind)
             if name in _Registry.optimizer_graphs:
                 self.rec.step += 1
             return None
@@ -546,6 +593,21 @@ class TFRecorder:
                 ins.append(rec.text_record(attrs_text))
             ctx = rec.ctx_id(scope, phase, loc, "", "")
             rec.writer.op(rec.name_id(op_type, op_type), ctx, rec.step, ins, outs)
+
+
+def _is_xla_function(op_type: str) -> bool:
+    """Whether the runtime function ``op_type`` is compiled by XLA (its FunctionDef's
+    ``_XlaMustCompile``): a function traced before recording started is one too."""
+    got = _Registry.xla_functions.get(op_type)
+    if got is None:
+        from . import _private
+
+        try:
+            attr = _private.function_def(op_type).attr.get(_private.XLA_COMPILE)
+        except Exception:  # noqa: BLE001 - not a registered function: a plain call
+            attr = None
+        got = _Registry.xla_functions[op_type] = bool(attr is not None and attr.b)
+    return got
 
 
 def _shape(t) -> tuple:

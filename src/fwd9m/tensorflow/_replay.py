@@ -7,6 +7,10 @@ the flat ``attrs`` tuple that eager execution passed to the kernel; running it a
 uses ``tensorflow.python.eager.execute.execute(op_type, num_outputs, inputs, attrs,
 ctx)`` (https://github.com/tensorflow/tensorflow/blob/master/tensorflow/python/eager/execute.py),
 private API, the same call ``tf.raw_ops`` functions end in.
+
+An XLA-compiled function's call cannot be rebuilt from a file (its program lives in the
+recording process's runtime): its capture is the narrowing done in the targeted run
+itself (:mod:`._xla`), which replay reports (:mod:`fwd9m.debug._compiled`).
 """
 
 from __future__ import annotations
@@ -49,8 +53,15 @@ def _unattr(v, tf):
 
 
 def capture(op_type, inputs, attrs, num_outputs: int) -> tuple[dict, dict]:
+    """(call JSON, arrays) of one eager op; for an XLA-compiled function's call
+    (a :class:`fwd9m.tensorflow._xla.Pending`), its narrowing, done now."""
     import numpy as np
     import tensorflow as tf
+
+    from . import _xla
+
+    if isinstance(op_type, _xla.Pending):
+        return {"framework": FRAMEWORK, "op": f"xla:{op_type.short}", "narrowed": _xla.narrow(op_type)}, {}
 
     flat = list(attrs or ())
     call = {
