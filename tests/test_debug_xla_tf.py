@@ -118,3 +118,27 @@ def test_replay_of_an_xla_call_recorded_without_capture_is_exit_2(tmp_path, caps
         noisy(tf.ones([4]))
     assert cli.main(["debug", "replay", str(tmp_path / "x.trace"), "--op", "0"]) == 2
     assert "record it again with: fwd9m debug record --capture 0:0" in capsys.readouterr().err.lower()
+
+
+def test_the_targeted_run_of_a_script_narrows_its_xla_call(tmp_path):
+    # the path fwd9m debug takes after a culprit: a third run of the script (a child
+    # process) captures op #0, an XLA call, and narrows it there
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import tensorflow as tf\n"
+        "@tf.function(jit_compile=True)\n"
+        "def noisy(x):\n"
+        "    return x * tf.random.uniform([4])\n"
+        "noisy(tf.constant([1.0, 1.0, 1.0, 1.0]))\n"
+    )
+    x = tf.ones([4])
+    paths = [tmp_path / "a.trace", tmp_path / "b.trace"]
+    for path in paths:
+        with dbg.record(path, framework="tensorflow"):
+            noisy(x)
+    report = dbg.diff(*paths)
+    assert report.kind == "culprit" and report.first.op == "xla:noisy" and report.first.seq == 0
+    r = _replay.confirm(report, str(script), trace=str(tmp_path / "run3.trace"), switch=False)
+    assert r.confirmed and r.op == "xla:noisy", r.render()
+    notes = " ".join(r.notes)
+    assert "op RandomUniform (random_uniform/RandomUniform) at " in notes and "train.py:4" in notes
