@@ -172,6 +172,10 @@ def xla_result(result_type, phase_type, trace: str, seq: int, call: dict):
         raise FileFormatError(f"the capture of op #{seq} of {trace} is damaged (its narrowing counts are not numbers)")
     off = phase_type(False, "nondeterministic" if compiled > 1 else "deterministic", compiled, runs)
     notes = _xla_notes(n, runs, compiled, graph)
+    notes.append(
+        "the program's own call ran compiled by XLA, as without fwd9m, before these runs; "
+        "a stateful kernel's state they advanced (a random op's) is not put back"
+    )
     ops = n.get("ops") or []
     if ops:
         shown = [f"{o.get('op', '?')} at {o.get('location') or '?'}" for o in ops[:8] if isinstance(o, dict)]

@@ -125,6 +125,10 @@ class ReplayResult:
     switch_code: str = ""
     notes: list[str] = field(default_factory=list)
 
+    def _threads_text(self) -> str:
+        # None: the framework's default (TensorFlow's intra-op setting 0: it picks)
+        return f"{self.threads} thread(s)" if self.threads else "the default thread count"
+
     @property
     def confirmed(self) -> bool:
         return self.off.status == "nondeterministic"
@@ -138,7 +142,7 @@ class ReplayResult:
         if o.status == "deterministic":
             return (
                 f"not reproduced in isolation: 1 output in {o.repeats} replays. The op alone, on these "
-                f"inputs, device ({self.device}) and {self.threads} thread(s), is deterministic here; what "
+                f"inputs, device ({self.device}) and {self._threads_text()}, is deterministic here; what "
                 f"made it differ in the runs is around it: concurrency with other work (other threads "
                 f"or streams busy at the time), state the op reads that is not an input (an "
                 f"allocator's memory layout, a cache, a global setting), or a different kernel choice "
@@ -168,7 +172,7 @@ class ReplayResult:
 
         head = (
             f"replay of op #{self.seq} {self.op} ({self.framework}, {self.device}, "
-            f"{self.threads} thread(s)), {self.repeat} times alone:"
+            f"{self._threads_text()}), {self.repeat} times alone:"
         )
         lines = [head, f"  {self.verdict()}"]
         sv = self.switch_verdict()
