@@ -142,3 +142,21 @@ def test_the_targeted_run_of_a_script_narrows_its_xla_call(tmp_path):
     assert r.confirmed and r.op == "xla:noisy", r.render()
     notes = " ".join(r.notes)
     assert "op RandomUniform (random_uniform/RandomUniform) at " in notes and "train.py:4" in notes
+
+
+def test_a_function_call_that_cannot_be_narrowed_is_a_clear_error_exit_2(tmp_path, capsys):
+    # a tf.function without XLA traced before recording: recorded as one op, not narrowed
+    from fwd9m import cli
+
+    @tf.function
+    def plain(x):
+        return x + 1.0
+
+    x = tf.ones([4])
+    plain(x)
+    with dbg.record(tmp_path / "p.trace", framework="tensorflow", capture="0:0"):
+        plain(x)
+    assert [o.name for o in dbg.TraceReader(tmp_path / "p.trace")] == ["function:plain"]
+    assert cli.main(["debug", "replay", str(tmp_path / "p.trace"), "--op", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be rebuilt for replay: the op has the call of a tf.function traced before recording" in err

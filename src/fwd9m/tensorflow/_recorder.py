@@ -320,33 +320,43 @@ class TFRecorder:
         :mod:`._xla`'s narrowing after it ran."""
         if self._narrowing or not self._in_window():
             return
-        try:
-            seq = self.rec.writer.ops + len(self._vals)  # the graph ops still to write come first
-            if not any(a <= seq <= b for a, b in self.rec.capture.windows):
-                return
-            from . import _xla
+        from . import _xla
 
-            self._narrowing = True  # reading the variables is not the program's op
-            try:
-                pending = _xla.before(name, inputs, num_outputs)
-            finally:
-                self._narrowing = False
-            self._xla_pending = (seq, pending) if pending is not None else None
+        seq = self.rec.writer.ops + len(self._vals)  # the graph ops still to write come first
+        if not any(a <= seq <= b for a, b in self.rec.capture.windows):
+            return
+        self._narrowing = True  # reading the variables is not the program's op
+        try:
+            pending = _xla.before(name, inputs, num_outputs)
         except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
-            self._xla_pending = None
-            logger.info("fwd9m.debug: cannot keep the inputs of %s for narrowing: %s", name, exc)
+            pending = _xla.Pending.failed(name, f"inputs that could not be kept before the call ({_error_text(exc)})")
+        finally:
+            self._narrowing = False
+        self._xla_pending = (seq, pending) if pending is not None else None
 
     def _narrow_xla(self, seq: int, op_type: str, kind: str) -> None:
-        """After the program's call of a pending XLA function (op ``seq``): narrow it
-        into the capture file (:func:`fwd9m.debug._replay.take_call`)."""
+        """After the program's call of a function (op ``seq``), when a capture window
+        selects it: narrow a pending XLA call into the capture file
+        (:func:`fwd9m.debug._replay.take_call`); another call's capture says why not."""
         pending, self._xla_pending = self._xla_pending, None
-        if pending is None or pending[0] != seq or pending[1].name != op_type or kind != "xla":
+        if not any(a <= seq <= b for a, b in self.rec.capture.windows):
             return
         from ..debug._replay import take_call
+        from . import _xla
 
+        if pending is not None and pending[0] == seq and pending[1].name == op_type:
+            call = pending[1]
+        elif kind == "xla":
+            call = _xla.Pending.failed(op_type, "inputs that were not kept before the call")
+        else:
+            call = _xla.Pending.failed(
+                op_type,
+                "the call of a tf.function traced before recording started: its ops were not "
+                "recorded one by one, and only calls of XLA-compiled functions are narrowed",
+            )
         self._narrowing = True
         try:
-            take_call(self.rec, seq, "tensorflow", pending[1], (), None, 0)
+            take_call(self.rec, seq, "tensorflow", call, (), None, 0)
         finally:
             self._narrowing = False
 
@@ -435,7 +445,7 @@ class TFRecorder:
                     [self._eager_tensor(t, False) for t in inputs],
                     [self._eager_tensor(t, True) for t in (outputs or ())],
                 )
-                if self._xla_pending is not None:
+                if rec.capture.windows:
                     self._narrow_xla(seq, op_type, kind)
             if name in _Registry.optimizer_graphs:
                 self.rec.step += 1
@@ -593,6 +603,10 @@ class TFRecorder:
                 ins.append(rec.text_record(attrs_text))
             ctx = rec.ctx_id(scope, phase, loc, "", "")
             rec.writer.op(rec.name_id(op_type, op_type), ctx, rec.step, ins, outs)
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
 def _is_xla_function(op_type: str) -> bool:

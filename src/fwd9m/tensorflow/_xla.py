@@ -64,6 +64,13 @@ class Pending:
         except Unrebuildable as exc:
             self.error = str(exc)
 
+    @classmethod
+    def failed(cls, name: str, reason: str) -> Pending:
+        """A call that cannot be narrowed; ``reason`` completes "the op has ..."."""
+        p = cls.__new__(cls)
+        p.name, p.fdef, p.inputs, p.num_outputs, p.saved, p.error = name, None, [], 0, [], reason
+        return p
+
     @property
     def short(self) -> str:
         """The Python name (``__inference_step_12`` -> ``step``)."""
@@ -95,7 +102,10 @@ def _variables(inputs) -> list[tuple[Any, Any]]:
                 f"a resource input that is not a variable (input {i}: a lookup table, an iterator, "
                 f"...), whose state the narrowing could not put back"
             )
-        out.append((t, _private.read_variable(t, dtype)))
+        try:
+            out.append((t, _private.read_variable(t, dtype)))
+        except Exception as exc:  # noqa: BLE001 - said in the capture, never raised into the program
+            raise Unrebuildable(f"a resource input that could not be read as a variable (input {i}: {exc})") from None
     return out
 
 
