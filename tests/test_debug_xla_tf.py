@@ -23,6 +23,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 import fwd9m.debug as dbg  # noqa: E402
+from fwd9m import fingerprint as fp  # noqa: E402
 from fwd9m.debug import _replay  # noqa: E402
 from fwd9m.errors import FileFormatError  # noqa: E402
 
@@ -69,20 +70,28 @@ def test_a_deterministic_xla_step_is_not_reproduced_and_the_program_is_unchanged
             return tf.reduce_sum(v * v)
 
         x = tf.constant([0.1, 0.2, 0.3, 0.4])
-        outs = []
+        outs, values = [], [v.numpy()]
         with dbg.record(tmp_path / f"{capture}.trace", framework="tensorflow", capture=capture):
             for _ in range(3):
                 outs.append(step(x).numpy())
-        return np.array(outs), v.numpy(), list(dbg.TraceReader(tmp_path / f"{capture}.trace"))
+                values.append(v.numpy())
+        ops = list(dbg.TraceReader(tmp_path / f"{capture}.trace"))
+        assert [o.name for o in ops] == ["xla:step", "ReadVariableOp"] * 3, [o.name for o in ops]
+        return np.array(outs), values, ops[::2]  # the narrowing's own ops are not recorded
 
-    plain, v_plain, ops_plain = run("")
-    got, v_got, ops_got = run("1:0")  # the second call narrowed: 40 more runs of the step
+    plain, values, ops_plain = run("")
+    v_plain = values[-1]
+    # the variable the call is given is an input (its value before) and an output (after)
+    for op, before, after in zip(ops_plain, values, values[1:]):
+        assert [t.meta for t in op.inputs] == ["float32[4]", "float32[4]"]
+        assert op.inputs[1].digest == fp.numpy_digest(before) and op.outputs[1].digest == fp.numpy_digest(after)
+    got, values, ops_got = run("2:0")
+    v_got = values[-1]  # the second call narrowed: 40 more runs of the step
     np.testing.assert_array_equal(got, plain)  # the program computed the same bits
     np.testing.assert_array_equal(v_got, v_plain)  # and its variable holds what it left
-    assert [o.name for o in ops_got] == ["xla:step"] * 3  # the narrowing's own ops are not recorded
-    assert [o.outputs[0].digest for o in ops_got] == [o.outputs[0].digest for o in ops_plain]
+    assert [[t.digest for t in o.outputs] for o in ops_got] == [[t.digest for t in o.outputs] for o in ops_plain]
 
-    r = dbg.replay(tmp_path / "1:0.trace", 1)
+    r = dbg.replay(tmp_path / "2:0.trace", 2)
     assert not r.confirmed and r.off.status == "deterministic"
     assert r.verdict().startswith("not reproduced in isolation: 1 output in 20 replays")
     assert "not narrowed: compiled and without XLA each gave 1 output in 20 runs" in " ".join(r.notes)
@@ -160,3 +169,14 @@ def test_a_function_call_that_cannot_be_narrowed_is_a_clear_error_exit_2(tmp_pat
     assert cli.main(["debug", "replay", str(tmp_path / "p.trace"), "--op", "0"]) == 2
     err = capsys.readouterr().err
     assert "cannot be rebuilt for replay: the op has the call of a tf.function traced before recording" in err
+
+
+def test_capturing_an_eager_op_with_a_resource_input_records_it_once(tmp_path):
+    # before: the capture loop's .numpy() of the handle raised InvalidArgumentError, and
+    # the op was written a second time as "not recorded"
+    v = tf.Variable([1.0, 2.0])
+    with dbg.record(tmp_path / "r.trace", framework="tensorflow", capture="0:0"):
+        v.numpy()
+    reader = dbg.TraceReader(tmp_path / "r.trace")
+    assert [o.name for o in reader] == ["ReadVariableOp"]
+    assert "not_recorded" not in reader.end

@@ -19,6 +19,16 @@ tfdbg2 does in ``tensorflow/python/debug/lib/dumping_callback.py``
   digest through. ``tf.data`` functions are not instrumented (their ops appear as
   eager ``*Dataset`` ops in the data phase).
 
+An eager call of an XLA-compiled function (``jit_compile=True``; XLA's code cannot run
+the hooks) is one op ``xla:NAME``: its tensor inputs and outputs, plus the values of the
+variables it is given, read before the call (inputs, flagged as parameters) and after
+it (outputs), through a hook on ``Context.call_function`` (:mod:`._private`); a function
+traced before recording started is ``function:NAME``. In a targeted run (a capture
+window) a selected XLA call is narrowed after it ran (:mod:`._xla`). An XLA function
+called inside another ``tf.function`` is not an eager call: it is not recorded (the
+call op of a function is not passed to op callbacks; Keras 3's ``jit_compile=True``
+train step is called so, inside ``multi_step_on_iterator``).
+
 Keras layer/module path: the TF name scope (``tf.get_current_name_scope()`` eagerly,
 the op name in graphs), which Keras 3 sets to the layer path. Phase: backward inside
 ``tf.GradientTape.gradient`` (and graph ops under ``gradient_tape/``), optimizer
@@ -48,7 +58,7 @@ from typing import Any
 from .. import fingerprint as fp
 from .._log import logger
 from ..debug._common import Recording, guarded, user_location
-from ..debug._store import HAS_SAMPLE, SEP
+from ..debug._store import HAS_SAMPLE, IS_PARAM, SEP
 from . import _digest
 
 __all__ = ["TFRecorder"]
@@ -182,6 +192,7 @@ class TFRecorder:
         self._str_types = (tf.DType, tf.TensorShape)
         self._narrowing = False  # True while an XLA call is narrowed: its runs are not the program's
         self._xla_pending = None  # (seq, fwd9m.tensorflow._xla.Pending) of the call about to run
+        self._xla_vars = None  # (function, [(input index, handle, dtype)], value records) before a call
 
     # ------------------------------------------------------------- install
     def _wrap_phase(self, cls, attr: str, phase: str, step: bool = False) -> None:
@@ -308,18 +319,39 @@ class TFRecorder:
         except (ImportError, AttributeError):
             pass
         self._op_callbacks.add_op_callback(self._callback)
-        if self.rec.capture.windows:  # a targeted run: an XLA call it captures is narrowed
-            from . import _private
+        from . import _private
 
-            self._patched.append(_private.call_function_hook(self._before_call))
+        # before an XLA call: its variables' values; in a targeted run, its inputs for narrowing
+        self._patched.append(_private.call_function_hook(self._before_call))
         _Registry.active = self
 
     def _before_call(self, name: str, inputs, num_outputs: int) -> None:
-        """Before an eager function call (targeted run): when it is the op a capture
-        window selects and XLA compiles it, keep its inputs and variables' values for
-        :mod:`._xla`'s narrowing after it ran."""
+        """Before an eager function call: when XLA compiles it, read the values of the
+        variables it is given (inputs of its op record); in a targeted run, when it is the
+        op a capture window selects, keep its inputs for :mod:`._xla`'s narrowing after it
+        ran. Never raises into the program."""
+        self._xla_vars = None
         if self._narrowing or not self._in_window():
             return
+        try:
+            if not _is_xla_function(name):
+                return
+            if self.rec.digests:
+                self._read_variables(name, inputs)
+            if self.rec.capture.windows:
+                self._keep_for_narrowing(name, inputs, num_outputs)
+        except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
+            logger.info("fwd9m.debug: cannot read the variables of %s: %s", name, _error_text(exc))
+
+    def _read_variables(self, name: str, inputs) -> None:
+        from . import _private
+
+        handles = [(i, t, _private.variable_dtype(t)) for i, t in enumerate(inputs) if t.dtype.name == "resource"]
+        handles = [h for h in handles if h[2]]
+        if handles:
+            self._xla_vars = (name, handles, self._variable_records([(h, d) for _, h, d in handles], False))
+
+    def _keep_for_narrowing(self, name: str, inputs, num_outputs: int) -> None:
         from . import _xla
 
         seq = self.rec.writer.ops + len(self._vals)  # the graph ops still to write come first
@@ -328,7 +360,7 @@ class TFRecorder:
         self._narrowing = True  # reading the variables is not the program's op
         try:
             pending = _xla.before(name, inputs, num_outputs)
-        except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
+        except Exception as exc:  # noqa: BLE001 - said in the capture, never raised into the program
             pending = _xla.Pending.failed(name, f"inputs that could not be kept before the call ({_error_text(exc)})")
         finally:
             self._narrowing = False
@@ -431,24 +463,7 @@ class TFRecorder:
         if graph is not None:
             return self._instrument(op_type, inputs, attrs, outputs, _text(op_name or ""), graph)
         if _is_function(op_type):
-            self._flush_graph()
-            name = op_type.split("_", 3)[-1].rsplit("_", 1)[0]  # __inference_NAME_123
-            if name not in _Registry.instrumented and self._in_window():
-                # XLA-compiled, or traced before recording started: one op per call
-                kind = "xla" if name in _Registry.xla_graphs or _is_xla_function(op_type) else "function"
-                rec = self.rec
-                ctx = rec.ctx_id(name, self._phase_of(op_type, ""), user_location(2), kind, "")
-                seq = rec.writer.op(
-                    rec.name_id((kind, name), f"{kind}:{name}"),
-                    ctx,
-                    rec.step,
-                    [self._eager_tensor(t, False) for t in inputs],
-                    [self._eager_tensor(t, True) for t in (outputs or ())],
-                )
-                if rec.capture.windows:
-                    self._narrow_xla(seq, op_type, kind)
-            if name in _Registry.optimizer_graphs:
-                self.rec.step += 1
+            self._function_call(op_type, inputs, outputs)
             return None
         if op_type in self._skip or not self._in_window():
             return None
@@ -475,10 +490,49 @@ class TFRecorder:
                 for i, t in enumerate(ts):
                     try:
                         data = t.numpy().tobytes()
-                    except (TypeError, ValueError, AttributeError):
-                        continue
+                    except (TypeError, ValueError, AttributeError, self.tf.errors.OpError):
+                        continue  # a resource handle (InvalidArgumentError): not a value
                     rec.writer.capture(seq, is_out, i, rec.meta_id(t.dtype.name, tuple(t.shape)), data)
         return None
+
+    def _function_call(self, op_type: str, inputs, outputs) -> None:
+        """An eager call of a function whose ops are not instrumented (XLA-compiled, or
+        traced before recording started): one op, ``xla:NAME`` or ``function:NAME``; an
+        XLA call's variables are inputs (their values before the call) and outputs
+        (after it), read by :meth:`_before_call`."""
+        self._flush_graph()
+        name = op_type.split("_", 3)[-1].rsplit("_", 1)[0]  # __inference_NAME_123
+        got, self._xla_vars = self._xla_vars, None
+        if name not in _Registry.instrumented and self._in_window():
+            kind = "xla" if name in _Registry.xla_graphs or _is_xla_function(op_type) else "function"
+            rec = self.rec
+            ins = [self._eager_tensor(t, False) for t in inputs]
+            outs = [self._eager_tensor(t, True) for t in (outputs or ())]
+            if got is not None and got[0] == op_type:
+                for (i, _, _), r in zip(got[1], got[2]):
+                    ins[i] = r
+                outs += self._variable_records([(h, d) for _, h, d in got[1]], True)
+            ctx = rec.ctx_id(name, self._phase_of(op_type, ""), user_location(3), kind, "")
+            seq = rec.writer.op(rec.name_id((kind, name), f"{kind}:{name}"), ctx, rec.step, ins, outs)
+            if rec.capture.windows:
+                self._narrow_xla(seq, op_type, kind)
+        if name in _Registry.optimizer_graphs:
+            self.rec.step += 1
+
+    def _variable_records(self, handles, want_sample: bool) -> list:
+        """Tensor records of the values of variables (by handle and dtype), flagged as
+        parameters; the reads are not the program's ops (not recorded)."""
+        from . import _private
+
+        self._narrowing = True
+        try:
+            out = []
+            for h, dtype in handles:
+                meta, flags, *rest = self._eager_tensor(_private.read_variable(h, dtype), want_sample)
+                out.append((meta, flags | IS_PARAM, *rest))
+            return out
+        finally:
+            self._narrowing = False
 
     def _instrument(self, op_type, inputs, attrs, outputs, op_name: str, graph):
         """Graph construction: register the op and add its digest side effect."""
