@@ -13,7 +13,10 @@ before every run:
    XLA's executable, compiled once for the program's call) ``repeat`` times: does the
    code XLA generated vary?
 2. without XLA: a copy of the same FunctionDef with ``_XlaMustCompile`` false, under
-   another name (the same graph, each op run by TensorFlow's own kernel), as many times;
+   another name (the same graph, each op run by TensorFlow's own kernel), as many times
+   (measured, TF 2.21 on CPU, 4096 float32 values: for sin, pow, gelu, erf, lgamma,
+   softmax and log1p the copy's outputs equal a plain ``tf.function``'s bit for bit and
+   differ from XLA's in 854 to 4055 elements: the copy is not compiled by XLA);
 3. when 2 varies: that copy again with every op's outputs added to the function's
    outputs, and the first op (in graph order) whose inputs agree between two runs and
    whose outputs differ is named, with its type, node name and the user's file:line
