@@ -5,8 +5,9 @@ A dispatch mode (:mod:`fwd9m.torch._private`) sees each op; global module hooks
 https://pytorch.org/docs/stable/generated/torch.nn.modules.module.register_module_forward_pre_hook.html)
 give the module path; global optimizer hooks
 (``torch.optim.optimizer.register_optimizer_step_pre_hook`` / ``..._post_hook``,
-https://pytorch.org/docs/stable/optim.html) give the optimizer phase and the step
-count; the autograd node being executed marks backward ops; a patch of the
+https://pytorch.org/docs/stable/optim.html, subscribed through :mod:`fwd9m.torch._steps`,
+so that they run eagerly at each step also when the step is compiled) give the optimizer
+phase and the step count; the autograd node being executed marks backward ops; a patch of the
 DataLoader iterator's ``__next__`` (restored on exit) marks the data phase.
 
 Every non-tensor argument and keyword of an op (``other=0.37`` of ``aten::mul``, an
@@ -316,14 +317,14 @@ class TorchRecorder:
             self._patched.append((cls, attr, original))
 
     def start(self) -> None:
-        import torch.optim.optimizer as opt
         from torch.nn.modules import module as mod
+
+        from ._steps import subscribe  # eager step boundaries, also for a compiled step
 
         self._handles = [
             mod.register_module_forward_pre_hook(self._pre_hook),
             mod.register_module_forward_hook(self._post_hook, always_call=True),
-            opt.register_optimizer_step_pre_hook(self._opt_pre),
-            opt.register_optimizer_step_post_hook(self._opt_post),
+            subscribe(self._opt_pre, self._opt_post),
         ]
         self._patch_dataloader()
         self._compiled.start()
