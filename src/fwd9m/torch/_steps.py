@@ -18,19 +18,28 @@ that calls ``opt.step()``) Dynamo traces that wrapper and, with it, every global
 what Dynamo can trace of a hook's Python runs at trace time only and is replayed with
 the values it had then (``torch.compiler.is_compiling()`` true), what it cannot falls
 back to eager piece by piece, and fwd9m's own functions become compiled frames
-(measured, torch 2.13, Adam with ``opt.step = torch.compile(opt.step)``: 14 graph
-breaks inside fwd9m's code under ``fwd9m run --digests``; ``fwd9m check --resume``'s
-child wrote no state before any step; ``fwd9m debug``'s recorder counted no step).
-So both hooks here are wrapped by
-``torch.compiler.disable`` (torch/compiler/__init__.py; Dynamo graph-breaks at a call
-of a function marked ``_torchdynamo_disable``, "Skip calling `torch.compiler.disable()`d
-function" in torch/_dynamo/variables/functions.py, and the call runs eagerly, with
-Dynamo off in everything it calls): each step boundary runs in eager Python, at every
-call, compiled or not. The break is outside the update itself: torch already breaks the
-graph right before and after the optimizer's update (``_use_grad_for_differentiable``
-calls ``torch._dynamo.graph_break()`` on both sides, torch/optim/optimizer.py), so the
-update's graph, and its numerics, are the same as without fwd9m. A hook is registered
-only while one of its kind has a subscriber, so a run without any adds no break.
+(measured, torch 2.13, Adam with ``opt.step = torch.compile(opt.step)``: 14 graph breaks
+inside fwd9m's code under ``fwd9m run --digests``; ``fwd9m check --resume``'s child
+recorded no state before any step, its digests failing on Dynamo's fake tensors
+(``ReferenceError``, ``setStorage`` errors); ``fwd9m debug``'s recorder, whose hooks
+return while compiling, counted no step: every op at step 0).
+
+So both hooks here are wrapped by ``torch.compiler.disable``
+(torch/compiler/__init__.py; Dynamo graph-breaks at a call of a function marked
+``_torchdynamo_disable``, "Skip calling `torch.compiler.disable()`d function" in
+torch/_dynamo/variables/functions.py, and the call runs eagerly, with Dynamo off in
+everything it calls): each step boundary runs in eager Python, at every call, compiled
+or not. The hooks are called in a ``for`` loop, where Dynamo cannot break a graph, so it
+runs that wrapper's frame eagerly ("graph break in loop", frame skipped,
+torch/_dynamo/symbolic_convert.py) and compiles the frames it calls: the update. Its
+graph is the same as without fwd9m: torch already breaks the graph right before and
+after the update (``_use_grad_for_differentiable`` calls ``torch._dynamo.graph_break()``
+on both sides, torch/optim/optimizer.py); what runs eagerly instead of traced is only
+the hook loop and ``record_function`` (which Dynamo ignores when it traces). Measured: the same
+final weights, bit for bit, as the script run plainly, under ``fwd9m run --digests``,
+``check``, ``check --resume``'s child and ``debug``, for a compiled ``opt.step`` and for
+a compiled function calling ``opt.step()``. A hook is registered only while one of its
+kind has a subscriber, so a run without any adds no break.
 """
 
 from __future__ import annotations
