@@ -189,7 +189,10 @@ def _torch_objects() -> dict[str, list[Any]]:
     found: dict[str, list[Any]] = {}
     for o in gc.get_objects():
         for name, cls in kinds:
-            if cls is not None and isinstance(o, cls):
+            # type(o), not isinstance: isinstance reads o.__class__, which raises
+            # ReferenceError on a weakref.proxy whose object is gone (Dynamo leaves such
+            # proxies behind when it compiles a function that calls optimizer.step())
+            if cls is not None and issubclass(type(o), cls):
                 try:
                     found.setdefault(name, []).append(weakref.ref(o))
                 except TypeError:
