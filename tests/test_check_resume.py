@@ -329,3 +329,24 @@ def test_a_step_function_jitted_anew_at_each_step_is_traced_once_and_counted(tmp
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert [e["step"] for e in events if e["e"] == "post"] == [1, 2], events
     assert {"model weights", "jax argument rng"} <= set(events[0]["state"]), events[0]
+
+
+def test_the_state_objects_are_found_past_a_dead_weak_proxy():
+    # before: isinstance() on a weakref.proxy whose object is gone raised ReferenceError,
+    # so no state was recorded before any step (Dynamo leaves such proxies behind when it
+    # compiles a function that calls optimizer.step(); measured with torch 2.13)
+    torch = pytest.importorskip("torch")
+    import weakref
+
+    from fwd9m.check import _resume_child as child
+
+    class Gone:
+        pass
+
+    obj = Gone()
+    held = [weakref.proxy(obj)]
+    del obj
+    loader = torch.utils.data.DataLoader([1, 2], generator=torch.Generator())
+    found = child._torch_objects()
+    assert any(ref() is loader for ref in found["data loader generator"])
+    assert held

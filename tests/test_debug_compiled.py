@@ -105,6 +105,28 @@ def test_a_compiled_module_trains_unchanged_under_the_recorder(tmp_path):
     assert not any(o.name == "aten::addmm" for o in ops)  # Inductor's kernels, not eager ones
 
 
+def test_the_module_level_pass_names_a_compiled_module_and_its_parameters_as_the_users(tmp_path):
+    # before: "module:OptimizedModule" at path "OptimizedModule", parameters under
+    # "OptimizedModule._orig_mod.a"; the modules inside run compiled, so their own calls
+    # are not seen (recording them would break the compiled graph at each module)
+    torch.manual_seed(0)
+    net = Net()
+    cnet = torch.compile(net)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    x, y = torch.randn(16, 4), torch.randn(16, 2)
+    with dbg.record(tmp_path / "m.trace", framework="torch", level="modules"):
+        for _ in range(2):
+            ((cnet(x) - y) ** 2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+    ops = [(o.step, o.name, o.module) for o in dbg.TraceReader(tmp_path / "m.trace")]
+    assert ops == [
+        (s, name, module)
+        for s in (0, 1)
+        for name, module in [("module:Net", "Net"), *((k, f"Net.{m}") for k in ("grads", "params") for m in "ab")]
+    ]
+
+
 def test_where_compiled_graphs_cannot_be_hooked_they_run_eagerly_and_the_trace_says_so(compiled, tmp_path, monkeypatch):
     # simulated: a torch whose Inductor has no CompiledFxGraph to hook (none installable here)
     from fwd9m.torch import _private

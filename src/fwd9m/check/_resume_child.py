@@ -11,8 +11,9 @@ Step boundaries come from two places:
   optimizer): the global optimizer step hooks
   ``torch.optim.optimizer.register_optimizer_step_pre_hook`` / ``..._post_hook``
   (torch/optim/optimizer.py, https://github.com/pytorch/pytorch; ``Optimizer.step``
-  runs the pre hooks, the step, then the post hooks). Steps of the first optimizer that
-  steps are counted.
+  runs the pre hooks, the step, then the post hooks), subscribed through
+  :mod:`fwd9m.torch._steps`, which runs them eagerly also when the step is compiled.
+  Steps of the first optimizer that steps are counted.
 - JAX: a jitted function is a training step when its trace calls ``optax.apply_updates``
   (a jitted step calls it only while tracing, so it is seen once, at the first call):
   ``jax.jit`` is wrapped so that each host call of that function is a step, and the
@@ -188,7 +189,10 @@ def _torch_objects() -> dict[str, list[Any]]:
     found: dict[str, list[Any]] = {}
     for o in gc.get_objects():
         for name, cls in kinds:
-            if cls is not None and isinstance(o, cls):
+            # type(o), not isinstance: isinstance reads o.__class__, which raises
+            # ReferenceError on a weakref.proxy whose object is gone (Dynamo leaves such
+            # proxies behind when it compiles a function that calls optimizer.step())
+            if cls is not None and issubclass(type(o), cls):
                 try:
                     found.setdefault(name, []).append(weakref.ref(o))
                 except TypeError:
@@ -251,7 +255,7 @@ def _generator_state(gen: Any) -> Any:
 
 
 def _install_torch() -> None:
-    import torch.optim.optimizer as oo
+    from ..torch._steps import subscribe
 
     def pre(optimizer, args, kwargs):
         if _mine(optimizer):
@@ -261,8 +265,7 @@ def _install_torch() -> None:
         if _mine(optimizer):
             _after_step()
 
-    oo.register_optimizer_step_pre_hook(pre)
-    oo.register_optimizer_step_post_hook(post)
+    subscribe(pre, post)
 
 
 def _torch_stack() -> str:

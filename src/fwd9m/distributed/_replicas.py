@@ -471,7 +471,9 @@ def watch_replicas(
     without one call ``monitor.step()`` yourself. ``monitor.remove()`` detaches it."""
     monitor = ReplicaMonitor(model, every=every, on_mismatch=on_mismatch, buffers=buffers, group=group)
     if optimizer is not None:
-        monitor.handle = optimizer.register_step_post_hook(lambda opt, args, kwargs: monitor.step())
+        from ..torch._steps import eager  # a collective per check: never traced by torch.compile
+
+        monitor.handle = optimizer.register_step_post_hook(eager(lambda opt, args, kwargs: monitor.step()))
     return monitor
 
 
@@ -558,8 +560,8 @@ def install_from_env(environ: dict | None = None) -> bool:
         return False
     if every < 1:
         return False
-    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from ..torch._steps import subscribe
 
-    _handle.append(register_optimizer_step_post_hook(_global_hook(every, "raise")))
+    _handle.append(subscribe(post=_global_hook(every, "raise")))
     logger.info("replica check after every %d optimizer step(s)", every)
     return True

@@ -1,5 +1,6 @@
-"""PyTorch step digests: what one optimizer step holds, and the global optimizer hooks
-that ``fwd9m run --digests/--against`` installs.
+"""PyTorch step digests: what one optimizer step holds, and the optimizer step hooks
+that ``fwd9m run --digests/--against`` subscribes (:mod:`fwd9m.torch._steps`, eager
+also when the step is compiled).
 
 ``torch.optim.optimizer.register_optimizer_step_pre_hook`` / ``..._post_hook`` register
 hooks that every optimizer's ``step()`` calls, with ``(optimizer, args, kwargs)``,
@@ -26,7 +27,7 @@ from ._values import digest_groups, digest_leaves, global_rng_leaves
 __all__ = ["initial_entries", "install", "optimizer_entries"]
 
 _names: weakref.WeakKeyDictionary[Any, tuple[Any, dict[int, str]]] = weakref.WeakKeyDictionary()
-_handles: list[Any] = []
+_subscription: list[Any] = []
 
 
 def _model_and_names(optimizer, model=None) -> tuple[Any, dict[int, str]]:
@@ -96,12 +97,9 @@ def install(session) -> None:
     """Install the global optimizer hooks feeding ``session`` (idempotent). A hook that
     fails logs a warning once and lets training go on, except for the stop at the first
     divergence (:class:`~fwd9m.steps._session.DivergenceExit`)."""
-    if _handles:
+    if _subscription:
         return
-    from torch.optim.optimizer import (
-        register_optimizer_step_post_hook,
-        register_optimizer_step_pre_hook,
-    )
+    from ..torch._steps import subscribe
 
     seen: weakref.WeakSet[Any] = weakref.WeakSet()
     pending: list[tuple[str, str, str, int]] = []
@@ -124,11 +122,10 @@ def install(session) -> None:
 
         session.record_safely(entries)
 
-    _handles.append(register_optimizer_step_pre_hook(pre))
-    _handles.append(register_optimizer_step_post_hook(post))
+    _subscription.append(subscribe(pre, post))
 
 
 def uninstall() -> None:
     """Remove the hooks (for tests)."""
-    while _handles:
-        _handles.pop().remove()
+    while _subscription:
+        _subscription.pop().remove()

@@ -44,7 +44,9 @@ def keep_alive(keep: Callable[[Any], Any]) -> None:
         keep(optimizer)
 
     if hasattr(oo, "register_optimizer_step_post_hook"):  # torch >= 2.0
-        oo.register_optimizer_step_post_hook(step_hook)
+        from ._steps import subscribe
+
+        subscribe(post=step_hook)
 
 
 def state_types() -> tuple[type, ...]:

@@ -41,6 +41,11 @@ this file so a torch upgrade breaks one place:
   not built by ``__init__`` (no ``gm``); the narrowing run turns them off (compilation
   only: the same kernels are generated). Sources: ``torch/_inductor/config.py``,
   ``torch/_functorch/config.py``.
+* ``torch._dynamo.eval_frame.OptimizedModule``: what ``torch.compile(module)`` returns;
+  the user's module is its submodule ``_orig_mod``, and its ``forward`` is the compiled
+  ``_orig_mod.__call__`` (``OptimizedModule._initialize``), so the global module hooks
+  of the modules inside run only while Dynamo traces them. Checked on torch 2.13.
+  Source: https://github.com/pytorch/pytorch/blob/main/torch/_dynamo/eval_frame.py
 * ``torch.utils.data.dataloader._BaseDataLoaderIter``: the base class of the single-
   and multi-process DataLoader iterators; its ``__next__`` fetches every batch, so the
   debug recorder marks the ops it runs as the "data" phase. Source:
@@ -54,6 +59,8 @@ from typing import Any
 
 __all__ = [
     "compiled_graph_hooks",
+    "compiled_module_inner",
+    "COMPILED_MODULE_ATTR",
     "compile_caches_off",
     "graph_info",
     "current_autograd_node",
@@ -164,6 +171,19 @@ def graph_info(graph) -> tuple[bool, int | None]:
     """(is a backward graph, AOTAutograd graph id) of a ``CompiledFxGraph``."""
     kw = getattr(graph, "fx_kwargs", None) or {}
     return bool(kw.get("is_backward")), kw.get("graph_id")
+
+
+#: the attribute of ``OptimizedModule`` that holds the user's module
+COMPILED_MODULE_ATTR = "_orig_mod"
+
+
+def compiled_module_inner(module) -> Any:
+    """The user's module inside a ``torch.compile``d module, or None for any other."""
+    import sys
+
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")  # not imported: nothing compiled
+    cls = getattr(eval_frame, "OptimizedModule", None)
+    return getattr(module, COMPILED_MODULE_ATTR, None) if cls is not None and isinstance(module, cls) else None
 
 
 def run_graph(graph, inputs: list):

@@ -5,8 +5,9 @@ A dispatch mode (:mod:`fwd9m.torch._private`) sees each op; global module hooks
 https://pytorch.org/docs/stable/generated/torch.nn.modules.module.register_module_forward_pre_hook.html)
 give the module path; global optimizer hooks
 (``torch.optim.optimizer.register_optimizer_step_pre_hook`` / ``..._post_hook``,
-https://pytorch.org/docs/stable/optim.html) give the optimizer phase and the step
-count; the autograd node being executed marks backward ops; a patch of the
+https://pytorch.org/docs/stable/optim.html, subscribed through :mod:`fwd9m.torch._steps`,
+so that they run eagerly at each step also when the step is compiled) give the optimizer
+phase and the step count; the autograd node being executed marks backward ops; a patch of the
 DataLoader iterator's ``__next__`` (restored on exit) marks the data phase.
 
 Every non-tensor argument and keyword of an op (``other=0.37`` of ``aten::mul``, an
@@ -152,10 +153,12 @@ class TorchRecorder:
         p = self._paths.get(id(module))
         if p is None:
             root = self._modules[0] if self._modules else module
-            base = type(root).__name__
+            base = self._type_name(root)
             for name, sub in root.named_modules():
+                name = self._unwrapped(name)
                 self._paths[id(sub)] = f"{base}.{name}" if name else base
             for name, prm in root.named_parameters():
+                name = self._unwrapped(name)
                 self._param_paths[id(prm)] = (f"{base}.{name}".rsplit(".", 1)[0], name.rsplit(".", 1)[-1])
             p = self._paths.get(id(module))
             if p is None:  # made on the fly (a loss module built inside forward): under its caller
@@ -165,6 +168,17 @@ class TorchRecorder:
                     parent = self._paths.setdefault(id(m), f"{parent}.{type(m).__name__}".lstrip("."))
                 p = self._paths[id(module)] = f"{parent}.{type(module).__name__}".lstrip(".")
         return p
+
+    def _type_name(self, module) -> str:
+        """The module's class name; for a ``torch.compile``d module, the user's module's."""
+        inner = self._dispatch.compiled_module_inner(module)
+        return type(module if inner is None else inner).__name__
+
+    def _unwrapped(self, name: str) -> str:
+        """A submodule's name without the compiled modules' wrapper level (``_orig_mod``):
+        a compiled model's modules are named as the user's."""
+        attr = self._dispatch.COMPILED_MODULE_ATTR
+        return ".".join(part for part in name.split(".") if part != attr) if attr in name else name
 
     @guarded("<module pre-hook>")
     def _pre_hook(self, module, args):
@@ -237,7 +251,7 @@ class TorchRecorder:
             if isinstance(output, (tuple, list))
             else []
         )
-        name = type(module).__name__
+        name = self._type_name(module)
         ctx = rec.ctx_id(self._path_of(module), "forward", user_location(3), "", "")
         in_recs = [self._tensor(t, f, True, False) for t, f in ins]
         other = [(str(i), a) for i, a in enumerate(args) if not isinstance(a, torch.Tensor)]
@@ -316,14 +330,14 @@ class TorchRecorder:
             self._patched.append((cls, attr, original))
 
     def start(self) -> None:
-        import torch.optim.optimizer as opt
         from torch.nn.modules import module as mod
+
+        from ._steps import subscribe  # eager step boundaries, also for a compiled step
 
         self._handles = [
             mod.register_module_forward_pre_hook(self._pre_hook),
             mod.register_module_forward_hook(self._post_hook, always_call=True),
-            opt.register_optimizer_step_pre_hook(self._opt_pre),
-            opt.register_optimizer_step_post_hook(self._opt_post),
+            subscribe(self._opt_pre, self._opt_post),
         ]
         self._patch_dataloader()
         self._compiled.start()
