@@ -267,3 +267,38 @@ def test_steps_of_a_process_the_script_starts_are_not_compared(tmp_path):
     )
     out = check(tmp_path, "parent.py")
     assert out.returncode == 0 and out.stdout.startswith("REPRODUCIBLE"), out.stdout + out.stderr
+
+
+def test_debug_reports_digest_runs_that_end_differently(tmp_path):
+    """fwd9m debug: digest runs that differ in no step but end with different exit
+    statuses are reported as they are (the statuses, each run's stderr), without
+    recording the whole runs op by op. The run that creates the flag file first exits
+    0, the other prints to stderr and exits 3."""
+    pytest.importorskip("torch")
+    flag = tmp_path / "flag"  # outside the script's folder: not a file of the user's directory
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "ends.py").write_text(
+        "import os, sys, torch\n"
+        "try:\n"
+        f"    os.close(os.open({str(flag)!r}, os.O_CREAT | os.O_EXCL | os.O_WRONLY))\n"
+        "except FileExistsError:\n"
+        "    print('second run: giving up', file=sys.stderr)\n"
+        "    sys.exit(3)\n"
+    )
+    full = {k: v for k, v in os.environ.items() if not k.startswith("FWD9M_")}
+    out = subprocess.run(
+        [sys.executable, "-m", "fwd9m", "debug", "--format", "json", "ends.py"],
+        cwd=tmp_path / "work",
+        env={**full, "PYTHONHASHSEED": "0"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 1, out.stderr
+    report = json.loads(out.stdout)
+    assert report["kind"] == "exit" and not report["reproducible"] and report["first"] is None, report
+    statuses = sorted(["exited with status 0", "exited with status 3"])
+    assert all(s in report["notes"][0] for s in statuses), report["notes"]
+    assert any("the end of its stderr: second run: giving up" in n for n in report["notes"]), report["notes"]
+    assert "recording the whole runs" not in out.stderr and "recording run" not in out.stderr, out.stderr
+    assert "| second run: giving up" in out.stderr

@@ -671,6 +671,8 @@ def _two_runs(s: _Session, directory: str) -> DebugReport:
 
     first_pass = None
     early = _early_step(s, directory)
+    if isinstance(early, _early.Ended):  # no step differs, but the runs ended differently
+        return _early.ended_report(early)
     if s.options.fast and early is None:
         done, first_pass = _fast_pass(s, directory)
         if done is not None:
@@ -718,12 +720,13 @@ def _two_runs(s: _Session, directory: str) -> DebugReport:
 
 def _early_step(s: _Session, directory: str) -> Any:
     """The early stop (:mod:`._early`): the first differing step, now the session's only
-    recorded step with its runs ending after it; None when it does not apply or no step
+    recorded step with its runs ending after it; an :class:`~._early.Ended` when no step
+    differs but the runs ended differently; None when it does not apply or no step
     differs."""
     if not _early.applies(s):
         return None
     found = _early.first_step(s, directory)
-    if found is not None:
+    if found is not None and not isinstance(found, _early.Ended):
         s.steps, s.stop_after = (found.index, found.index), True
     return found
 
