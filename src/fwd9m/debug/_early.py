@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Ended", "applies", "ended_report", "first_step", "note"]
+__all__ = ["Ended", "applies", "ended_report", "first_step", "note", "overlap"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,34 @@ class Ended:
     :class:`~fwd9m.check._result.RunInfo` of each (status, timeout, stderr tail)."""
 
     infos: tuple[Any, Any]
+
+
+#: the op-level runs start beside the digest runs (:func:`overlap`) where at least this
+#: many cores are there for the four runs at once
+OVERLAP_CPUS = 4
+#: ``1``: start the op-level runs beside the digest runs; ``0``: after them; unset: :func:`overlap` decides
+ENV_OVERLAP = "FWD9M_DEBUG_OVERLAP"
+#: device files of GPUs (NVIDIA, AMD): where one exists the op-level runs wait for the
+#: digest runs, so that no more than two runs hold accelerator memory at once
+_ACCELERATORS = ("/dev/nvidiactl", "/dev/kfd")
+
+
+def overlap() -> bool:
+    """Whether the op-level runs start with the digest runs, each waiting at its steps for
+    their verdict (their start-up and the steps before the one that differs then overlap
+    the digest runs): on a machine without a GPU and with :data:`OVERLAP_CPUS` cores for
+    this process (fewer: four runs would share them, and take as long as two after two),
+    or as :data:`ENV_OVERLAP` says."""
+    forced = os.environ.get(ENV_OVERLAP)
+    if forced in ("0", "1"):
+        return forced == "1"
+    if any(os.path.exists(p) for p in _ACCELERATORS):
+        return False
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return cpus >= OVERLAP_CPUS
 
 
 def applies(s: Any) -> bool:
@@ -47,10 +75,12 @@ def applies(s: Any) -> bool:
     return names == ["torch"]
 
 
-def first_step(s: Any, directory: str) -> Any:
+def first_step(s: Any, directory: str, compared: Any = None) -> Any:
     """Runs 1 and 2 side by side with step digests; the
     :class:`~fwd9m.check._lockstep.Divergence` of their first differing step, an
-    :class:`Ended` when no step differs but the runs ended differently, or None."""
+    :class:`Ended` when no step differs but the runs ended differently, or None.
+    ``compared``: told as they go how many steps agree, and the divergence
+    (:func:`fwd9m.check._lockstep.run_pair`)."""
     from ..check._lockstep import doubt, run_pair
     from ..check._process import _Run
     from ..check._result import RunInfo
@@ -68,7 +98,7 @@ def first_step(s: Any, directory: str) -> Any:
     if o.module and o.cwd == "empty":  # the module is found from your directory, as python -m finds it
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path.cwd()), os.environ.get("PYTHONPATH", "")) if p)
     found, _ = run_pair(
-        runs, Path.cwd(), o.cwd, [env, env], False, o.timeout, ["1/2", "2/2"], s.say, s.guard, s.target, True
+        runs, Path.cwd(), o.cwd, [env, env], False, o.timeout, ["1/2", "2/2"], s.say, s.guard, s.target, True, compared
     )
     if found is None:
         return _no_step_differs(s, runs)
