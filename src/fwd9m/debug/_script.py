@@ -159,7 +159,7 @@ class _Session:
     #: the op-level runs end after the last step of ``steps`` (the early stop found it)
     stop_after: bool = False
     #: the early stop's op-level runs, started beside its digest runs (:class:`_Ahead`)
-    ahead: list | None = None
+    ahead: Any = None
 
     def __post_init__(self) -> None:
         if self.steps is None and isinstance(self.options.steps, tuple):
@@ -696,8 +696,12 @@ def _two_runs(s: _Session, directory: str) -> DebugReport:
         assert first_pass is not None and first_pass.first is not None
         s.steps = (first_pass.first.step, first_pass.first.step)
     paths = [os.path.join(directory, f"run{i}.trace") for i in (1, 2)]
-    codes = _side_by_side(s, paths, s.ahead) if s.stop_after else None
-    s.ahead = None
+    try:
+        codes = _side_by_side(s, paths, s.ahead.runs if s.ahead else None) if s.stop_after else None
+    finally:
+        if s.ahead is not None:
+            s.ahead.close()  # the runs that read its gate file have ended
+        s.ahead = None
     if codes is None:
         codes = [_record(s, p, label=f"run {i}/2", quiet=True) for i, p in enumerate(paths, 1)]
     s.say("comparing")
@@ -743,19 +747,15 @@ def _early_step(s: _Session, directory: str) -> Any:
     if not _early.applies(s):
         return None
     ahead = _Ahead(s, directory) if _early.overlap() else None
+    found = None
     try:
         found = _early.first_step(s, directory, ahead.compared if ahead else None)
-    except BaseException:
-        if ahead is not None:
+    finally:
+        if ahead is not None and (found is None or isinstance(found, _early.Ended)):  # (or an exception)
             ahead.stop(s)
-        raise
     if found is not None and not isinstance(found, _early.Ended):
         s.steps, s.stop_after = (found.index, found.index), True
-        s.ahead = ahead.runs if ahead is not None else None
-    elif ahead is not None:
-        ahead.stop(s)
-    if ahead is not None:
-        ahead.close()
+        s.ahead = ahead
     return found
 
 
@@ -772,10 +772,16 @@ class _Ahead:
 
         fd, self.gate = tempfile.mkstemp(prefix="fwd9m-debug-gate-")
         os.close(fd)
-        StepGate.write(self.gate, 0)
         self.below = 0
         paths = [os.path.join(directory, f"run{i}.trace") for i in (1, 2)]
-        self.runs = _start_pair(s, paths, {ENV_STEP_GATE: self.gate}, "beside the digest runs, waiting for its step")
+        try:
+            StepGate.write(self.gate, 0)
+            self.runs = _start_pair(
+                s, paths, {ENV_STEP_GATE: self.gate}, "beside the digest runs, waiting for its step"
+            )
+        except BaseException:
+            self.close()
+            raise
 
     def compared(self, agree: int, found: Any) -> None:
         """The digest runs agree in their first ``agree`` steps (``found``: and differ in the next)."""
@@ -791,11 +797,14 @@ class _Ahead:
         """Stop the runs (your files they changed through their links put back)."""
         from .._runtime.process import kill_group, kill_leftovers
 
-        for out, watch, _, proc in self.runs:
-            kill_group(proc)
-            proc.wait()
-            kill_leftovers(proc)
-            _note_writes_through_links(s, watch, os.path.dirname(os.path.abspath(out)), "a run started ahead")
+        try:
+            for out, watch, _, proc in self.runs:
+                kill_group(proc)
+                proc.wait()
+                kill_leftovers(proc)
+                _note_writes_through_links(s, watch, os.path.dirname(os.path.abspath(out)), "a run started ahead")
+        finally:
+            self.close()
 
     def close(self) -> None:
         for path in (self.gate, f"{self.gate}.tmp"):
