@@ -2,7 +2,7 @@
 """Time to diagnosis with a reference stream: a 300-step PyTorch training whose run 2
 diverges at step k (one gradient element one ulp off), for k = 0, 150, 299.
 
-    python benchmarks/early_stop.py [--debug]     # EARLY_STOP_KS=150: that k only
+    python benchmarks/early_stop.py [--debug [--overlap]]     # EARLY_STOP_KS=150: that k only
 
 Prints, in seconds: the start-up (``fwd9m run`` of zero steps: interpreter and torch
 import), the plain run of k + 1 steps and of all 300, run 1 writing its digests
@@ -11,7 +11,10 @@ the same diagnosis by ``fwd9m check`` (its runs side by side, stopped at step k;
 divergence is a value of ``os.urandom``, so that two runs of one command differ) and,
 with ``--debug``, by ``fwd9m debug`` (digest runs side by side, then op-level runs of
 step k) and once by ``fwd9m debug --no-early-stop`` (both whole runs recorded op by op,
-as before the early stop). The issue's target for the whole diagnosis is
+as before the early stop). ``--overlap`` adds ``fwd9m debug`` with
+``FWD9M_DEBUG_OVERLAP=1``: its op-level runs start beside the digest runs, each waiting
+at its steps for their verdict (automatic with 4 cores and no GPU; forced here, where it
+may have fewer). The issue's target for the whole diagnosis is
 <= 2 x plain(k + 1) + the start-ups.
 """
 
@@ -78,6 +81,11 @@ def main() -> int:
         if "--debug" in sys.argv:  # PYTHONHASHSEED=0: no hash-seed runs (the divergence is a Python value)
             debug, code = timed(cwd, "train.py", command="debug", URANDOM_AT=str(k), PYTHONHASHSEED="0")
             line += f"  fwd9m debug {debug:.2f} (exit {code}, {debug / part:.2f}x plain(k+1))"
+        if "--overlap" in sys.argv:
+            debug, code = timed(
+                cwd, "train.py", command="debug", URANDOM_AT=str(k), PYTHONHASHSEED="0", FWD9M_DEBUG_OVERLAP="1"
+            )
+            line += f"  with the overlap {debug:.2f} (exit {code}, {debug / part:.2f}x plain(k+1))"
         print(line, flush=True)
     if "--debug" in sys.argv:
         today, code = timed(cwd, "--no-early-stop", "train.py", command="debug", URANDOM_AT="150", PYTHONHASHSEED="0")

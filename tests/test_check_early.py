@@ -78,12 +78,15 @@ def test_divergence_at_step_150_of_300_is_diagnosed_there(train):
     assert "run 1: step" in out.stderr or "differ at step 150: both stopped" in out.stderr
 
 
-def test_debug_records_only_the_diverging_step_150(train):
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_debug_records_only_the_diverging_step_150(train, overlap):
     """fwd9m debug: the digest runs find step 150; the op-level runs record that step
-    only and end after it; the first divergence is the value os.urandom added there."""
+    only and end after it; the first divergence is the value os.urandom added there.
+    FWD9M_DEBUG_OVERLAP=1: the op-level runs start beside the digest runs and wait at
+    each step for their verdict (automatic with 4 cores and no GPU)."""
     pytest.importorskip("torch")
     full = {k: v for k, v in os.environ.items() if not k.startswith("FWD9M_")}
-    full.update(DIVERGE_AT="150", PYTHONHASHSEED="0")  # no hash-seed runs
+    full.update(DIVERGE_AT="150", PYTHONHASHSEED="0", FWD9M_DEBUG_OVERLAP=overlap)  # no hash-seed runs
     out = subprocess.run(
         [sys.executable, "-m", "fwd9m", "debug", "--format", "json", "train.py"],
         cwd=train,
@@ -100,6 +103,44 @@ def test_debug_records_only_the_diverging_step_150(train):
         "early stop: step digests of two runs side by side first differ at optimizer step 150"
     )
     assert "op-level runs of that step only" in out.stderr
+    assert ("beside the digest runs, waiting for its step" in out.stderr) == (overlap == "1"), out.stderr
+
+
+def test_debug_overlap_without_a_differing_step_records_the_whole_runs(train):
+    """FWD9M_DEBUG_OVERLAP=1 and no step differs: the op-level runs started beside the
+    digest runs are stopped and the whole runs recorded, as without the overlap."""
+    pytest.importorskip("torch")
+    full = {k: v for k, v in os.environ.items() if not k.startswith("FWD9M_")}
+    full.update(STEPS="3", PYTHONHASHSEED="0", FWD9M_DEBUG_OVERLAP="1")
+    out = subprocess.run(
+        [sys.executable, "-m", "fwd9m", "debug", "train.py"],
+        cwd=train,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0 and out.stdout.startswith("reproducible: all"), out.stdout + out.stderr
+    assert "beside the digest runs" in out.stderr and "recording the whole runs" in out.stderr, out.stderr
+
+
+def test_step_gate_decides_the_window_as_the_digest_runs_go_on(tmp_path):
+    """The op-level runs started beside the digest runs (fwd9m.debug._common.StepGate):
+    a step below the agreed ones runs unrecorded at once, a later one waits for the
+    verdict, and the first differing step becomes the window."""
+    import threading
+
+    from fwd9m.debug._common import StepGate
+
+    path = str(tmp_path / "gate")
+    StepGate.write(path, 3)
+    gate = StepGate(path)
+    assert gate.steps_at(0) == (3, 3) and gate.steps_at(2) == (3, 3)  # outside: no dispatch mode
+    later = threading.Timer(0.05, StepGate.write, (path, 5, True))
+    later.start()
+    assert gate.steps_at(3) == (5, 5)  # waited until the digest runs differed at step 5
+    assert gate.steps_at(5) == (5, 5) and gate.window == (5, 5)
+    later.join()
 
 
 def test_reproducible_training_stays_reproducible(train):
@@ -267,3 +308,38 @@ def test_steps_of_a_process_the_script_starts_are_not_compared(tmp_path):
     )
     out = check(tmp_path, "parent.py")
     assert out.returncode == 0 and out.stdout.startswith("REPRODUCIBLE"), out.stdout + out.stderr
+
+
+def test_debug_reports_digest_runs_that_end_differently(tmp_path):
+    """fwd9m debug: digest runs that differ in no step but end with different exit
+    statuses are reported as they are (the statuses, each run's stderr), without
+    recording the whole runs op by op. The run that creates the flag file first exits
+    0, the other prints to stderr and exits 3."""
+    pytest.importorskip("torch")
+    flag = tmp_path / "flag"  # outside the script's folder: not a file of the user's directory
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "ends.py").write_text(
+        "import os, sys, torch\n"
+        "try:\n"
+        f"    os.close(os.open({str(flag)!r}, os.O_CREAT | os.O_EXCL | os.O_WRONLY))\n"
+        "except FileExistsError:\n"
+        "    print('second run: giving up', file=sys.stderr)\n"
+        "    sys.exit(3)\n"
+    )
+    full = {k: v for k, v in os.environ.items() if not k.startswith("FWD9M_")}
+    out = subprocess.run(
+        [sys.executable, "-m", "fwd9m", "debug", "--format", "json", "ends.py"],
+        cwd=tmp_path / "work",
+        env={**full, "PYTHONHASHSEED": "0"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 1, out.stderr
+    report = json.loads(out.stdout)
+    assert report["kind"] == "exit" and not report["reproducible"] and report["first"] is None, report
+    statuses = sorted(["exited with status 0", "exited with status 3"])
+    assert all(s in report["notes"][0] for s in statuses), report["notes"]
+    assert any("the end of its stderr: second run: giving up" in n for n in report["notes"]), report["notes"]
+    assert "recording the whole runs" not in out.stderr and "recording run" not in out.stderr, out.stderr
+    assert "| second run: giving up" in out.stderr

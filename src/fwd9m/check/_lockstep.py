@@ -129,6 +129,7 @@ def run_pair(
     guard: Guard | None,
     display: str,
     together: bool = False,
+    compared: Callable[[int, Divergence | None], None] | None = None,
 ) -> tuple[Divergence | None, bool]:
     """Run ``runs`` (two) side by side from run 1's first step on, comparing their step
     streams as they grow; at the first step whose result tensors differ both are
@@ -137,7 +138,9 @@ def run_pair(
     :func:`~fwd9m.check._process._execute`) and whether the runs overlapped (False: run
     1 recorded no step and ended before run 2 started, as without the early stop).
     ``together``: start both at once (``fwd9m debug``'s digest runs, whose verdict
-    the op-level runs give)."""
+    the op-level runs give). ``compared(n, found)`` is told, at each look, that the
+    first ``n`` steps agree, and the divergence once found (``fwd9m debug``'s op-level
+    runs started beside these wait on it)."""
     streams = [_Streams(run.root / "steps") for run in runs]
 
     def launch(k: int) -> _Launched | None:
@@ -162,7 +165,7 @@ def run_pair(
 
     stopped: list[int] = []
     try:
-        found = _watch(runs, launched, streams, timeout, say, display, stopped, second, together)
+        found = _watch(runs, launched, streams, timeout, say, display, stopped, second, together, compared)
     except BaseException:
         for x in launched:
             if x is not None:
@@ -191,6 +194,7 @@ def _watch(
     stopped: list[int],
     second: Callable[[], _Launched | None],
     started: bool = False,
+    compared: Callable[[int, Divergence | None], None] | None = None,
 ) -> Divergence | None:
     """Until both runs ended or a step differs: poll the processes and the streams;
     ``stopped`` gets the index of each run stopped at the divergence. Run 2 starts
@@ -208,6 +212,8 @@ def _watch(
             launched[1] = second()
             continue
         index, found = _first_divergence(streams[0], streams[1], index, display)
+        if compared is not None:
+            compared(index, found)
         if found is not None:
             for k, x in enumerate(launched):
                 if x in alive:

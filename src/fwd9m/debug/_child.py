@@ -158,5 +158,32 @@ def main(argv: list[str]) -> int:
     return code
 
 
+def _exit_now(code: int) -> None:
+    """End a run cut after its step window (:class:`~fwd9m.debug._common.WindowDone`;
+    its trace is closed) without the interpreter's teardown: the atexit functions run
+    and the standard streams are flushed, then ``os._exit``. The teardown of a process
+    that imported torch and torch._dynamo (what ``torch.optim`` imports) is the
+    collection of thousands of modules' objects: measured 1.1 s of CPU after the atexit
+    functions, of 4.1 s for the whole process (torch 2.13, Python 3.11), and nothing
+    of such a run is read but its trace."""
+    import atexit
+
+    run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)  # CPython's atexit module
+    if run_exitfuncs is None:
+        raise SystemExit(code)
+    run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed or broken stream: nothing to flush
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    status = main(sys.argv[1:])
+    from ._common import WindowDone
+
+    if WindowDone.raised:
+        _exit_now(status)
+    raise SystemExit(status)

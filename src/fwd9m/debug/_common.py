@@ -218,6 +218,8 @@ class Recording:
         self.samples = samples and self.digests
         #: record ops only while ``steps[0] <= step <= steps[1]`` (None: always)
         self.steps = steps
+        #: the window decided while the run goes on (:class:`StepGate`), or None
+        self.gate = StepGate.from_env() if steps is None else None
         self.step = 0
         self.phase_override: str | None = None
         self._ctx: dict[tuple, int] = {}
@@ -302,13 +304,76 @@ class Recording:
 ENV_STOP_AFTER = "FWD9M_DEBUG_STOP_AFTER_WINDOW"
 
 
+#: set by ``fwd9m debug``'s early stop in op-level runs it starts beside the digest runs,
+#: before the step to record is known: the file the :class:`StepGate` reads
+ENV_STEP_GATE = "FWD9M_DEBUG_STEP_GATE"
+#: seconds between two looks at the gate file of a run waiting for its step
+GATE_POLL_S = 0.005
+
+
+class StepGate:
+    """The step window of an op-level run started before the digest runs found it: its
+    file holds ``N`` (optimizer steps below N agree in the digest runs: run them
+    unrecorded) or ``N record`` (record step N, the first that differs), written whole
+    (``os.replace``) by ``fwd9m debug`` as the digest runs go on. :meth:`steps_at` waits
+    until the step the run is at is decided; a run whose parent is gone ends (status 2)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.below = 0  #: the steps below this one agree
+        self.window: tuple[int, int] | None = None
+        self._parent = os.getppid()
+
+    @classmethod
+    def from_env(cls) -> StepGate | None:
+        path = os.environ.get(ENV_STEP_GATE)
+        return cls(path) if path else None
+
+    def steps_at(self, step: int) -> tuple[int, int]:
+        """The recording's ``steps`` for optimizer step ``step``: the window once it is
+        known, else ``(N, N)`` with N > ``step`` (outside it); waits while undecided."""
+        import time
+
+        while self.window is None and step >= self.below:
+            self._read()
+            if self.window is None and step >= self.below:
+                if os.getppid() != self._parent:  # fwd9m debug is gone: nothing will decide
+                    os._exit(2)
+                time.sleep(GATE_POLL_S)
+        return self.window or (self.below, self.below)
+
+    def _read(self) -> None:
+        try:
+            with open(self.path, encoding="ascii") as f:
+                words = f.read().split()
+        except (OSError, ValueError):
+            return
+        if words and words[0].isdigit():
+            self.below = max(self.below, int(words[0]))
+            if words[1:] == ["record"]:
+                self.window = (self.below, self.below)
+
+    @staticmethod
+    def write(path: str, below: int, record: bool = False) -> None:
+        """Tell the runs waiting on ``path``: steps below ``below`` agree (``record``:
+        step ``below`` is the first that differs)."""
+        tmp = f"{path}.tmp"
+        with open(tmp, "w", encoding="ascii") as f:
+            f.write(f"{below}{' record' if record else ''}\n")
+        os.replace(tmp, path)
+
+
 class WindowDone(SystemExit):
     """Raised by a recorder once the last step of its window is recorded, under
     :data:`ENV_STOP_AFTER`: the run ends there with status 0 (a ``SystemExit``, so a
     script's ``except Exception`` does not swallow it)."""
 
+    #: set once raised in this process: the run ended at its window (:mod:`._child` exits at once)
+    raised = False
+
     def __init__(self) -> None:
         super().__init__(0)
+        WindowDone.raised = True
 
 
 def guarded(what: str):

@@ -11,17 +11,57 @@ optimizer hook recorded the steps (a callback's step may hold several optimizer 
 with gradient accumulation), and not when the steps are named (``--steps``). Where no
 step differs (no optimizer step, a script that differs only after training, runs that
 changed your files) nothing is narrowed and ``fwd9m debug`` records the whole runs, as
-without it.
+without it. Digest runs that end differently (one exits with another status, crashes or
+times out) and differ in no step are reported as they are (:class:`Ended`,
+:func:`ended_report`): their exit statuses and the end of each run's stderr, without
+recording anything op by op.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["applies", "first_step", "note"]
+__all__ = ["Ended", "applies", "ended_report", "first_step", "note", "overlap"]
+
+
+@dataclass(frozen=True)
+class Ended:
+    """Digest runs that differ in no step but ended differently: the
+    :class:`~fwd9m.check._result.RunInfo` of each (status, timeout, stderr tail)."""
+
+    infos: tuple[Any, Any]
+
+
+#: the op-level runs start beside the digest runs (:func:`overlap`) where at least this
+#: many cores are there for the four runs at once
+OVERLAP_CPUS = 4
+#: ``1``: start the op-level runs beside the digest runs; ``0``: after them; unset: :func:`overlap` decides
+ENV_OVERLAP = "FWD9M_DEBUG_OVERLAP"
+#: device files of GPUs (NVIDIA, AMD): where one exists the op-level runs wait for the
+#: digest runs, so that no more than two runs hold accelerator memory at once
+_ACCELERATORS = ("/dev/nvidiactl", "/dev/kfd")
+
+
+def overlap() -> bool:
+    """Whether the op-level runs start with the digest runs, each waiting at its steps for
+    their verdict (their start-up and the steps before the one that differs then overlap
+    the digest runs): on a machine without a GPU and with :data:`OVERLAP_CPUS` cores for
+    this process (fewer: four runs would share them, and take as long as two after two),
+    or as :data:`ENV_OVERLAP` says."""
+    forced = os.environ.get(ENV_OVERLAP)
+    if forced in ("0", "1"):
+        return forced == "1"
+    if any(os.path.exists(p) for p in _ACCELERATORS):
+        return False
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return cpus >= OVERLAP_CPUS
 
 
 def applies(s: Any) -> bool:
@@ -35,9 +75,12 @@ def applies(s: Any) -> bool:
     return names == ["torch"]
 
 
-def first_step(s: Any, directory: str) -> Any:
+def first_step(s: Any, directory: str, compared: Any = None) -> Any:
     """Runs 1 and 2 side by side with step digests; the
-    :class:`~fwd9m.check._lockstep.Divergence` of their first differing step, or None."""
+    :class:`~fwd9m.check._lockstep.Divergence` of their first differing step, an
+    :class:`Ended` when no step differs but the runs ended differently, or None.
+    ``compared``: told as they go how many steps agree, and the divergence
+    (:func:`fwd9m.check._lockstep.run_pair`)."""
     from ..check._lockstep import doubt, run_pair
     from ..check._process import _Run
     from ..check._result import RunInfo
@@ -55,11 +98,10 @@ def first_step(s: Any, directory: str) -> Any:
     if o.module and o.cwd == "empty":  # the module is found from your directory, as python -m finds it
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path.cwd()), os.environ.get("PYTHONPATH", "")) if p)
     found, _ = run_pair(
-        runs, Path.cwd(), o.cwd, [env, env], False, o.timeout, ["1/2", "2/2"], s.say, s.guard, s.target, True
+        runs, Path.cwd(), o.cwd, [env, env], False, o.timeout, ["1/2", "2/2"], s.say, s.guard, s.target, True, compared
     )
     if found is None:
-        s.say("step digests: no training step differs; recording the whole runs")
-        return None
+        return _no_step_differs(s, runs)
     reason = doubt(runs, True)
     if found.source != "auto":  # a callback's step need not be an optimizer step (accumulation)
         reason = f"its steps were recorded by {found.source or 'an unknown source'}, not counted as optimizer steps"
@@ -68,6 +110,19 @@ def first_step(s: Any, directory: str) -> Any:
         return None
     s.say(f"step digests: first difference at step {found.index}; op-level runs of that step only")
     return found
+
+
+def _no_step_differs(s: Any, runs: list) -> Ended | None:
+    """Digest runs in which no step differs: an :class:`Ended` when they ended differently
+    (unless they changed your files, where each could see the other's: then, as when
+    they ended alike, None: the whole runs are recorded)."""
+    a, b = (r.info for r in runs)
+    if _status(a) != _status(b) and not any(r.touched or r.through for r in runs):
+        s.say(f"step digests: no training step differs, but run 1 {_status(a)} and run 2 {_status(b)}")
+        _show_tails(s, (a, b))
+        return Ended((a, b))
+    s.say("step digests: no training step differs; recording the whole runs")
+    return None
 
 
 #: marks a digest-runs folder as fwd9m's, so that a later ``--keep`` into the same folder replaces it
@@ -91,6 +146,44 @@ def _own_folder(root: Path) -> Path:
     root.mkdir(parents=True)
     (root / _MARK).write_text("the step-digest runs of fwd9m debug's early stop\n")
     return root
+
+
+def _status(info: Any) -> str:
+    """How a digest run ended: ``exited with status N`` or ``timed out``."""
+    return "timed out" if info.timed_out else f"exited with status {info.returncode}"
+
+
+def _show_tails(s: Any, infos: tuple[Any, Any]) -> None:
+    """The end of each digest run's stderr, escaped, as a failed recorded run's log is shown."""
+    from ..compare import printable
+
+    for i, info in enumerate(infos, 1):
+        if info.stderr_tail:
+            s.say(f"  digest run {i} {_status(info)}; the end of its stderr:")
+            s.show("\n".join(f"    | {line}" for line in printable(info.stderr_tail).splitlines()[-_TAIL_LINES:]))
+
+
+def ended_report(ended: Ended) -> Any:
+    """The report of digest runs that ended differently: NOT REPRODUCIBLE (kind
+    ``exit``), with each run's exit status and the end of its stderr (escaped when the
+    report is rendered); no op was recorded."""
+    from ._compare import DebugReport
+
+    a, b = ended.infos
+    notes = [
+        f"NOT REPRODUCIBLE: run 1 {_status(a)}, run 2 {_status(b)}; no training step differs in "
+        f"their step digests (two runs side by side, nothing recorded op by op; fwd9m debug "
+        f"--no-early-stop records the whole runs, one after the other)"
+    ]
+    for i, info in enumerate(ended.infos, 1):
+        lines = info.stderr_tail.splitlines()[-_TAIL_LINES:]
+        end = " | ".join(line.strip() for line in lines if line.strip())
+        notes.append(f"run {i} {_status(info)}; " + (f"the end of its stderr: {end}" if end else "its stderr is empty"))
+    return DebugReport(a.label, b.label, "torch", False, "exit", 0, 0, notes=notes)
+
+
+#: the last lines of each run's stderr in the report of runs that ended differently
+_TAIL_LINES = 12
 
 
 def note(found: Any) -> str:

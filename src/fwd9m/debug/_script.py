@@ -158,6 +158,8 @@ class _Session:
     steps: tuple[int, int] | None = None
     #: the op-level runs end after the last step of ``steps`` (the early stop found it)
     stop_after: bool = False
+    #: the early stop's op-level runs, started beside its digest runs (:class:`_Ahead`)
+    ahead: Any = None
 
     def __post_init__(self) -> None:
         if self.steps is None and isinstance(self.options.steps, tuple):
@@ -312,21 +314,35 @@ def _record(
     return proc.returncode
 
 
-def _side_by_side(s: _Session, paths: list[str]) -> list[int] | None:
-    """The early stop's two op-level runs of one step, side by side (their exit
-    statuses); None when one changed your directory through its links, where the other
-    could read it: your files are put back and the caller runs them one after the other."""
-    from .._runtime.process import kill_group, kill_leftovers
-    from .._runtime.workdir import snapshot_tree
+def _start_pair(s: _Session, paths: list[str], env: dict[str, str] | None = None, how: str = "side by side") -> list:
+    """Start the early stop's two op-level runs side by side: (trace, watch, log, process) each."""
+    from .._runtime.process import kill_group
     from ._common import ENV_STOP_AFTER
 
-    runs = []
+    runs: list = []
     try:
         for i, out in enumerate(paths, 1):
-            cwd, watch, env = _run_folder(s, out, {ENV_STOP_AFTER: "1"})
+            cwd, watch, run_env = _run_folder(s, out, {ENV_STOP_AFTER: "1", **(env or {})})
             log = os.path.splitext(out)[0] + ".log" if not s.options.show_output else None
-            s.say(f"recording run {i}/2 (side by side)")
-            runs.append((out, watch, log, _start(_child_command(s, out, None), env, cwd, log)))
+            s.say(f"recording run {i}/2 ({how})")
+            runs.append((out, watch, log, _start(_child_command(s, out, None), run_env, cwd, log)))
+    except BaseException:
+        for run in runs:
+            kill_group(run[3])
+        raise
+    return runs
+
+
+def _side_by_side(s: _Session, paths: list[str], runs: list | None = None) -> list[int] | None:
+    """The early stop's two op-level runs of one step, side by side (their exit
+    statuses; ``runs``: already started, :class:`_Ahead`); None when one changed your
+    directory through its links, where the other could read it: your files are put back
+    and the caller runs them one after the other."""
+    from .._runtime.process import kill_group, kill_leftovers
+    from .._runtime.workdir import snapshot_tree
+
+    runs = runs or _start_pair(s, paths)
+    try:
         t0 = time.perf_counter()
         for i, (out, _, log, proc) in enumerate(runs, 1):
             _wait(s, proc, out, f"run {i}/2", log)
@@ -671,6 +687,8 @@ def _two_runs(s: _Session, directory: str) -> DebugReport:
 
     first_pass = None
     early = _early_step(s, directory)
+    if isinstance(early, _early.Ended):  # no step differs, but the runs ended differently
+        return _early.ended_report(early)
     if s.options.fast and early is None:
         done, first_pass = _fast_pass(s, directory)
         if done is not None:
@@ -678,7 +696,12 @@ def _two_runs(s: _Session, directory: str) -> DebugReport:
         assert first_pass is not None and first_pass.first is not None
         s.steps = (first_pass.first.step, first_pass.first.step)
     paths = [os.path.join(directory, f"run{i}.trace") for i in (1, 2)]
-    codes = _side_by_side(s, paths) if s.stop_after else None
+    try:
+        codes = _side_by_side(s, paths, s.ahead.runs if s.ahead else None) if s.stop_after else None
+    finally:
+        if s.ahead is not None:
+            s.ahead.close()  # the runs that read its gate file have ended
+        s.ahead = None
     if codes is None:
         codes = [_record(s, p, label=f"run {i}/2", quiet=True) for i, p in enumerate(paths, 1)]
     s.say("comparing")
@@ -718,14 +741,77 @@ def _two_runs(s: _Session, directory: str) -> DebugReport:
 
 def _early_step(s: _Session, directory: str) -> Any:
     """The early stop (:mod:`._early`): the first differing step, now the session's only
-    recorded step with its runs ending after it; None when it does not apply or no step
+    recorded step with its runs ending after it; an :class:`~._early.Ended` when no step
+    differs but the runs ended differently; None when it does not apply or no step
     differs."""
     if not _early.applies(s):
         return None
-    found = _early.first_step(s, directory)
-    if found is not None:
+    ahead = _Ahead(s, directory) if _early.overlap() else None
+    found = None
+    try:
+        found = _early.first_step(s, directory, ahead.compared if ahead else None)
+    finally:
+        if ahead is not None and (found is None or isinstance(found, _early.Ended)):  # (or an exception)
+            ahead.stop(s)
+    if found is not None and not isinstance(found, _early.Ended):
         s.steps, s.stop_after = (found.index, found.index), True
+        s.ahead = ahead
     return found
+
+
+class _Ahead:
+    """The early stop's op-level runs started beside its digest runs
+    (:func:`fwd9m.debug._early.overlap`): each runs the script as the op-level runs do
+    and waits at each optimizer step until the digest runs have compared it
+    (:class:`~fwd9m.debug._common.StepGate`): steps that agree run unrecorded, the first
+    that differs is recorded and the run ends after it. When no step differs (or the
+    digest runs are not trusted) they are stopped and the whole runs are recorded."""
+
+    def __init__(self, s: _Session, directory: str):
+        from ._common import ENV_STEP_GATE, StepGate
+
+        fd, self.gate = tempfile.mkstemp(prefix="fwd9m-debug-gate-")
+        os.close(fd)
+        self.below = 0
+        paths = [os.path.join(directory, f"run{i}.trace") for i in (1, 2)]
+        try:
+            StepGate.write(self.gate, 0)
+            self.runs = _start_pair(
+                s, paths, {ENV_STEP_GATE: self.gate}, "beside the digest runs, waiting for its step"
+            )
+        except BaseException:
+            self.close()
+            raise
+
+    def compared(self, agree: int, found: Any) -> None:
+        """The digest runs agree in their first ``agree`` steps (``found``: and differ in the next)."""
+        from ._common import StepGate
+
+        if found is not None:
+            StepGate.write(self.gate, found.index, record=True)
+        elif agree > self.below:
+            self.below = agree
+            StepGate.write(self.gate, agree)
+
+    def stop(self, s: _Session) -> None:
+        """Stop the runs (your files they changed through their links put back)."""
+        from .._runtime.process import kill_group, kill_leftovers
+
+        try:
+            for out, watch, _, proc in self.runs:
+                kill_group(proc)
+                proc.wait()
+                kill_leftovers(proc)
+                _note_writes_through_links(s, watch, os.path.dirname(os.path.abspath(out)), "a run started ahead")
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        for path in (self.gate, f"{self.gate}.tmp"):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
 
 #: op names of the module-level pass (``--fast``): a module, not one op, so nothing to replay

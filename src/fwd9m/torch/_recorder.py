@@ -225,6 +225,8 @@ class TorchRecorder:
         """Enter the dispatch mode while the step is inside ``rec.steps``."""
         if self._module_level:
             return
+        if self.rec.gate is not None:  # fwd9m debug decides the window as its digest runs go on
+            self.rec.steps = self.rec.gate.steps_at(self.rec.step)
         steps = self.rec.steps
         inside = steps is None or steps[0] <= self.rec.step <= steps[1]
         if inside and self._mode is None:
