@@ -332,3 +332,30 @@ def test_lines_that_differ_only_in_the_width_of_their_blanks_agree(tmp_path):
     assert compare_text("stdout", *_text_pair(tmp_path, a, b.replace("3.160", "3.161"))) is not None
     assert compare_text("stdout", *_text_pair(tmp_path, "x 12\n", "x 1 2\n")) is not None
     assert compare_text("stdout", *_text_pair(tmp_path, "a  b\n", "a b\n"), strict=True) is not None
+
+
+def test_nested_tqdm_bars_compare_by_what_the_terminal_shows(tmp_path):
+    """Regression (a torch loop with ``trange(epochs, file=sys.stdout)`` around
+    ``tqdm(batches, leave=False, file=sys.stdout)``): the inner bar redraws its row below
+    the outer one with ``\\n`` and moves back up with ``CSI A``, so each redraw was a line
+    of its own; their number follows the clock and the runs were NOT REPRODUCIBLE. The
+    screen is now resolved as a terminal shows it once the program has ended."""
+    tqdm = pytest.importorskip("tqdm").tqdm
+
+    def bars(**kw):
+        out = io.StringIO()
+        for epoch in tqdm(range(2), file=out, mininterval=0):
+            for _ in tqdm(range(50), file=out, leave=False, mininterval=0, **kw):
+                pass
+            tqdm.write(f"epoch {epoch} loss 0.25", file=out)
+        return out.getvalue() + "done\n"
+
+    a, b = bars(), bars(miniters=7)  # a different number of redraws of the inner bar
+    assert a.count("\n") != b.count("\n") and "\x1b[A" in a
+    assert compare_text("stdout", *_text_pair(tmp_path, a, b)) is None
+    # what stays on the screen is still compared
+    d = compare_text("stdout", *_text_pair(tmp_path, a, b.replace("epoch 1 loss 0.25", "epoch 1 loss 0.26")))
+    assert d is not None and "0.26" in d.b
+    # rows above the screen's reach are final; CSI 2 A moves two rows; a cut escape is text
+    assert compare_text("stdout", *_text_pair(tmp_path, "a 1\nb 2\n\x1b[2Ac 3\n", "c 3\nb 2\n")) is None
+    assert compare_text("stdout", *_text_pair(tmp_path, "x\n\x1b[", "x\n")) is not None

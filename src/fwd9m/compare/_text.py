@@ -453,50 +453,112 @@ def _line_distance(ta: _Tokens, tb: _Tokens, spacing: bool = False) -> float | N
     return worst
 
 
+#: rows of the screen a cursor movement can still reach (a terminal's height): a row
+#: that scrolls above them is final; memory stays bounded by this many rows
+SCREEN_ROWS = 64
+#: what ends a stretch of a row: a line feed, a carriage return, and the cursor
+#: movements between rows (CSI n A/F up, CSI n B/E down) that tqdm's nested bars
+#: (``position=``) and terminal redraws use
+_SPLIT = re.compile(r"(\r|\n|\x1b\[\d*[ABEF])")
+#: an escape sequence cut off at the end of a piece read (completed by the next one)
+_PARTIAL_ESC = re.compile(r"\x1b(?:\[[0-9;?]*)?$")
+
+
+class _Row:
+    """One row of the screen: the last non-empty stretch written to it (after a ``\r``
+    or a cursor movement into it) and the stretch being written, its first
+    :data:`LINE_LIMIT` characters as text and the SHA-256 of the rest."""
+
+    def __init__(self) -> None:
+        self.last = ""
+        self.cur: list[str] = []
+        self.size = 0
+        self.rest: Any = None
+        self.rest_n = 0
+
+    def write(self, piece: str) -> None:
+        room = LINE_LIMIT - self.size
+        if room > 0:
+            self.cur.append(piece[:room])
+            self.size += min(room, len(piece))
+        if len(piece) > room:
+            if self.rest is None:
+                self.rest = hashlib.sha256()
+            tail = piece[max(room, 0) :]
+            self.rest.update(tail.encode("utf-8", "surrogatepass"))
+            self.rest_n += len(tail)
+
+    def end_stretch(self) -> None:
+        if self.cur or self.rest is not None:
+            self.last = "".join(self.cur)
+            if self.rest is not None:
+                self.last += f"\u2026[+{self.rest_n} characters, sha256 x{self.rest.hexdigest()[:16]}]"
+        self.cur, self.size, self.rest, self.rest_n = [], 0, None, 0
+
+
+class _Screen:
+    """The rows a terminal shows, fed piece by piece: ``\n`` moves down a row (a new
+    one at the bottom), ``\r`` starts the row over, CSI n A/F and B/E move the cursor
+    up or down n rows (no further than the top of the screen, :data:`SCREEN_ROWS` rows,
+    or its last row). A row that scrolls off the top is final (:meth:`scrolled`)."""
+
+    def __init__(self) -> None:
+        self.rows = [_Row()]
+        self.at = 0
+
+    def feed(self, piece: str) -> None:
+        if piece not in ("\n", "\r") and not (piece[0] == "\x1b" and _SPLIT.fullmatch(piece)):
+            self.rows[self.at].write(piece)
+            return
+        self.rows[self.at].end_stretch()
+        if piece == "\n":
+            self.at += 1
+            if self.at == len(self.rows):
+                self.rows.append(_Row())
+        elif piece != "\r":
+            n = int(piece[2:-1] or 1) or 1  # CSI 0 A moves one row, as CSI A
+            down = piece[-1] in "BE"
+            self.at = min(self.at + n, len(self.rows) - 1) if down else max(self.at - n, 0)
+
+    def scrolled(self) -> Iterator[str]:
+        while len(self.rows) > SCREEN_ROWS:
+            yield self.rows.pop(0).last
+            self.at -= 1
+
+    def end(self) -> Iterator[str]:
+        """The rows left, at the end of the stream (a last row never written to is none)."""
+        self.rows[self.at].end_stretch()
+        if not self.rows[-1].last:
+            self.rows.pop()
+        for row in self.rows:
+            yield row.last
+
+
 def _lines(f) -> Iterator[str]:
-    """The lines of a text stream as a terminal shows them: for each line (ending at
-    ``\\n``), the last non-empty stretch after a ``\\r`` (a progress bar redraws itself
-    any number of times), read in bounded pieces however long the line is. A stretch
-    longer than :data:`LINE_LIMIT` keeps its head and the SHA-256 of the rest."""
-    last = ""
-    cur: list[str] = []
-    size = 0
-    rest: Any = None
-    rest_n = 0
-
-    def stretch() -> str:
-        s = "".join(cur)
-        if rest is not None:
-            s += f"\u2026[+{rest_n} characters, sha256 x{rest.hexdigest()[:16]}]"
-        return s
-
+    """The lines of a text stream as a terminal shows them once it has ended: for each
+    row (lines end at ``\n``), the last non-empty stretch written to it, after a ``\r``
+    or a cursor movement into it (a progress bar redraws itself any number of times,
+    tqdm's nested bars move up and down between their rows), read in bounded pieces
+    however long a line is (see :class:`_Screen`). Safe: what is compared is what the
+    terminal would show at the end, as for ``\r``; text written over is what the user
+    never sees either. A stretch longer than :data:`LINE_LIMIT` keeps its head and the
+    SHA-256 of the rest."""
+    screen = _Screen()
+    carry = ""
     while True:
         chunk = f.read(1 << 16)
         if not chunk:
+            if carry:  # an escape sequence the stream left unfinished: text
+                screen.feed(carry)
             break
-        for piece in re.split(r"([\r\n])", chunk):
-            if piece == "\n" or piece == "\r":
-                if cur or rest is not None:
-                    last = stretch()
-                cur, size, rest, rest_n = [], 0, None, 0
-                if piece == "\n":
-                    yield last
-                    last = ""
-            elif piece:
-                room = LINE_LIMIT - size
-                if room > 0:
-                    cur.append(piece[:room])
-                    size += min(room, len(piece))
-                if len(piece) > room:
-                    if rest is None:
-                        rest = hashlib.sha256()
-                    tail = piece[max(room, 0) :]
-                    rest.update(tail.encode("utf-8", "surrogatepass"))
-                    rest_n += len(tail)
-    if cur or rest is not None:
-        last = stretch()
-    if last:
-        yield last
+        chunk = carry + chunk
+        m = _PARTIAL_ESC.search(chunk, max(len(chunk) - 32, 0))
+        chunk, carry = (chunk[: m.start()], m.group()) if m else (chunk, "")
+        for piece in _SPLIT.split(chunk):
+            if piece:
+                screen.feed(piece)
+        yield from screen.scrolled()
+    yield from screen.end()
 
 
 def _timing_columns(header: str | None, delimiter: str) -> dict[int, str]:
