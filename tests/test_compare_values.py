@@ -279,6 +279,41 @@ def test_event_files_compare_tags_steps_and_values_not_wall_times(tmp_path):
     assert scalars == {k: v for k, v in fa.items() if k.startswith("loss/")}
 
 
+def test_event_values_tagged_as_timings_are_masked_and_listed(tmp_path):
+    """Regression (HF ``Trainer(report_to="tensorboard")``): ``eval/runtime``,
+    ``eval/samples_per_second`` and ``train/train_runtime`` were compared as values, and
+    a reproducible run was NOT REPRODUCIBLE on its own speed. Tags named as timings are
+    masked (listed, ``--strict`` compares them); the loss stays compared."""
+    pytest.importorskip("torch.utils.tensorboard")
+    from torch.utils.tensorboard import SummaryWriter
+
+    from fwd9m.compare import mask_timing_tags
+    from fwd9m.compare._text import IgnoredValues
+
+    def events(folder, runtime, loss):
+        writer = SummaryWriter(str(folder))
+        for tag, v in (
+            ("train/loss", loss),
+            ("eval/runtime", runtime),
+            ("train/train_samples_per_second", 1 / runtime),
+        ):
+            writer.add_scalar(tag, v, 3)
+        writer.add_scalar("time/total_timesteps", 64, 3)  # a count, not a timing
+        writer.close()
+        return read_structured(next(folder.glob("events.out.tfevents.*")))
+
+    fa, fb, fc = events(tmp_path / "a", 0.25, 1.0), events(tmp_path / "b", 0.5, 1.0), events(tmp_path / "c", 0.5, 1.5)
+    assert {d.path for d in compare_flat(fa, fb)} == {"eval/runtime/step 3", "train/train_samples_per_second/step 3"}
+    masked = IgnoredValues()
+    name = "tb/events.out.tfevents#1"
+    assert compare_flat(*mask_timing_tags(name, fa, fb, masked)) == []
+    listed = {e["name"]: e for e in masked.to_list()}
+    assert set(listed) == {"eval/runtime", "train/train_samples_per_second"}
+    assert listed["eval/runtime"]["differed"] == 1 and listed["eval/runtime"]["where"] == f"{name}:eval/runtime/step 3"
+    assert one(compare_flat(*mask_timing_tags(name, fa, fc, None))).path == "train/loss/step 3"
+    assert mask_timing_tags("metrics.h5", fa, fb, None) == (fa, fb)  # only event files
+
+
 def test_event_files_pair_by_folder_and_order():
     from fwd9m.compare import pair_names
 

@@ -16,6 +16,7 @@ from ..compare import (
     escape_control,
     file_digest,
     ignored,
+    mask_timing_tags,
     normalize_line,
     pair_names,
     printable,
@@ -62,7 +63,7 @@ def _compare_files(
 ) -> None:
     """Findings for the files of run ``b`` that differ from run ``a``'s; ``skipped`` gets
     ``{file:leaf path: reason}`` of what was not compared (a save time stamp), ``masked``
-    the timing values masked in text files (none with ``strict``). Files
+    the timing values masked in text files and TensorBoard tags (none with ``strict``). Files
     named by the time and process that wrote them (TensorBoard's) pair up by
     :func:`~fwd9m.compare.pair_names`."""
     names_a, names_b = pair_names(a.files), pair_names(b.files)
@@ -94,6 +95,8 @@ def _compare_files(
                 kind = "bytes"
                 detail = f"{exc}; compared by content hash"
             else:
+                if not strict:
+                    fa, fb = mask_timing_tags(name, fa, fb, masked)
                 if skipped is not None:
                     skipped.update((f"{name}:{path}", why) for path, why in ignored(fa, fb))
                 for d in compare_flat(fa, fb):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .._runtime.quiet import QuietNativeStderr
+from ._text import IgnoredValues, timing_name
 from ._values import Flat, Tensor, _np, flatten
 
 #: File name suffixes read tensor by tensor; anything else is compared by content hash
@@ -524,6 +525,39 @@ def _read_events(path: Path) -> Flat:
     if n:
         out.ignored["wall_time"] = f"the time each of the {n} events was written"
     return out
+
+
+#: an event file's leaf path (:func:`_read_events`): ``<tag>/step <step>``, ``#k`` for a
+#: tag written again at one step
+_EVENT_LEAF = re.compile(r"(?P<tag>.+)/step -?\d+(?:#\d+)?")
+
+
+def mask_timing_tags(name: str, fa: Flat, fb: Flat, masked: IgnoredValues | None) -> tuple[Flat, Flat]:
+    """Two runs' TensorBoard event file ``name`` without the values whose tag names a
+    timing (:func:`~fwd9m.compare._text.timing_name` of the tag: HF ``Trainer``'s
+    ``train/train_runtime``, ``eval/samples_per_second``, Keras's
+    ``epoch_steps_per_second``), each counted in ``masked``; other files as they are.
+    Safe: the same names are masked in printed lines, JSON and CSV, where the same values
+    are logged; a tag such as ``train/loss``, ``time/total_timesteps`` or ``epoch`` is
+    not a timing name and stays compared (``--strict`` does not call this)."""
+    if not name.rsplit("/", 1)[-1].startswith(EVENTS_PREFIX.rstrip(".")):
+        return fa, fb
+    paths = {}
+    for path in [*fa, *fb]:
+        m = _EVENT_LEAF.fullmatch(str(path))
+        if m and timing_name(m.group("tag")):
+            paths[path] = m.group("tag")
+    if not paths:
+        return fa, fb
+    if masked is not None:
+        for path, tag in paths.items():
+            if path in fa and path in fb:
+                masked.add(name, "timing", tag, str(path), repr(fa[path]), repr(fb[path]))
+
+    def rest(f: Flat) -> Flat:
+        return Flat({k: v for k, v in f.items() if k not in paths}, containers=f.containers, ignored=f.ignored)
+
+    return rest(fa), rest(fb)
 
 
 #: An Orbax checkpoint (JAX) is a folder: ``_CHECKPOINT_METADATA`` (a step's JSON

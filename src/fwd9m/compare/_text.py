@@ -220,16 +220,19 @@ class IgnoredValues:
 
     entries: dict[tuple[str, str, str], Ignored] = field(default_factory=dict)
 
-    def add(self, source: str, kind: str, name: str, line: int, a: str, b: str) -> None:
+    def add(self, source: str, kind: str, name: str, line: int | str, a: str, b: str) -> None:
+        """Count one masked value at ``line`` of ``source`` (or at the leaf path ``line``
+        of a file read leaf by leaf: ``train/train_runtime/step 24``)."""
         a, b = a.strip(), b.strip()  # tqdm's padding
         key = (source, kind, name)
+        where = f"{source} line {line}" if isinstance(line, int) else f"{source}:{line}"
         e = self.entries.get(key)
         if e is None:
-            e = self.entries[key] = Ignored(source, kind, name, f"{source} line {line}", clip(a, 40), clip(b, 40))
+            e = self.entries[key] = Ignored(source, kind, name, where, clip(a, 40), clip(b, 40))
         e.count += 1
         if a != b:
             if not e.differed:  # show an example that differed
-                e.where, e.a, e.b = f"{source} line {line}", clip(a, 40), clip(b, 40)
+                e.where, e.a, e.b = where, clip(a, 40), clip(b, 40)
             e.differed += 1
 
     def merge(self, other: IgnoredValues) -> None:
