@@ -257,7 +257,12 @@ class IgnoredValues:
 
 
 class _Tokens(NamedTuple):
-    template: str  #: the line with each number as \0N\0 and each masked value as \0M:name\0
+    #: the line with each number as \0N\0 and each masked value as \0M:kind\0: by its
+    #: kind, not its name, since a timing's unit follows the speed (Keras prints
+    #: ``987us/step`` or ``1ms/step``, tqdm ``1.52it/s`` or ``1.42s/it``); safe, as a
+    #: masked value is not compared whatever its unit, and a timing never stands for a
+    #: timestamp or an address
+    template: str
     numbers: list[str]
     masked: list[tuple[str, str, str]]  #: (kind, name, text)
 
@@ -360,7 +365,7 @@ def _tokens(line: str, strict: bool, columns: dict[int, str] | None = None, deli
             pos = m.end()
         parts.append(line[pos:start])
         if kind:
-            parts.append(f"\0M:{name}\0")
+            parts.append(f"\0M:{kind}\0")
             masked.append((kind, name, line[start:end]))
         pos = end
     return _Tokens("".join(parts), numbers, masked)
