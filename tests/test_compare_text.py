@@ -381,3 +381,26 @@ def test_a_timing_agrees_whatever_its_unit(tmp_path, a, b):
     assert any(e["differed"] for e in ignored.to_list())
     assert compare_text("stdout", *_text_pair(tmp_path, a, b.replace("0.5", "0.6"))) is not None
     assert compare_text("stdout", *_text_pair(tmp_path, "at 1ms\n", "at 2026-01-01\n")) is not None
+
+
+def test_a_progress_bar_whose_width_follows_its_rate_agrees(tmp_path):
+    """Regression (Lightning's RichProgressBar under FORCE_COLOR, a busy machine): Rich
+    gives the bar the width the other columns leave, so a wider rate drew one ``━``
+    fewer and the runs were NOT REPRODUCIBLE. On a line with a masked timing, the length
+    of a run of bar glyphs is layout; the counts beside the bar are still compared, and a
+    line without a timing (a sparkline) keeps its glyphs."""
+    line = "Epoch 2/2  {bar} {n}/32 0:00:01 • 0:00:00 {rate}it/s v_num: 0\n"
+    a = line.format(bar="━" * 17, n=32, rate="9.98")
+    b = line.format(bar="━" * 16, n=32, rate="16.21")
+    ignored = IgnoredValues()
+    assert compare_text("stdout", *_text_pair(tmp_path, a, b), ignored=ignored) is None
+    spacing = [e for e in ignored.to_list() if e["name"] == "spacing"]
+    assert spacing and spacing[0]["a"].endswith("; bar 17")
+    tqdm_a, tqdm_b = (
+        "100%|██████████| 3/3 [00:01<00:00,  1.52it/s]\n",
+        "100%|█████████▌| 3/3 [00:04<00:00,  1.42s/it]\n",
+    )
+    assert compare_text("stdout", *_text_pair(tmp_path, tqdm_a, tqdm_b)) is None
+    assert compare_text("stdout", *_text_pair(tmp_path, a, b.replace("32/32", "31/32"))) is not None
+    assert compare_text("stdout", *_text_pair(tmp_path, "loss ▁▂▃▃ 2\n", "loss ▁▂▃ 2\n")) is not None
+    assert compare_text("stdout", *_text_pair(tmp_path, a, b), strict=True) is not None

@@ -431,6 +431,9 @@ def _number_distance(x: str, y: str) -> float | None:
 
 
 _BLANKS = re.compile(r"[ \t]+")
+#: the glyphs progress bars draw their bar with: box drawing (Rich's and Keras's ``━``,
+#: ``╸``, ``╺``) and block elements (tqdm's ``█▏▎▍▌▋▊▉``)
+_BAR = re.compile(r"[\u2500-\u259f]+")
 
 
 def _spacing_only(ta: _Tokens, tb: _Tokens) -> bool:
@@ -438,13 +441,33 @@ def _spacing_only(ta: _Tokens, tb: _Tokens) -> bool:
     leading blanks): a table or a progress bar lays out its columns around values of a
     varying width, such as a masked rate (rich's progress bar pads the next line of its
     metrics column by the width of ``38.44it/s`` or ``188.46it/s``). A blank is never
-    added or removed between two characters: ``12`` and ``1 2`` still differ."""
-    return _BLANKS.sub(" ", ta.template).lstrip(" ") == _BLANKS.sub(" ", tb.template).lstrip(" ")
+    added or removed between two characters: ``12`` and ``1 2`` still differ.
+
+    On a line that holds a masked timing in both runs (a progress bar's rate or time),
+    runs of bar glyphs (:data:`_BAR`) agree whatever their length too: Rich gives its bar
+    the width the other columns leave (``━`` 16 times beside ``188.46it/s``, 17 times
+    beside ``38.44it/s``). Safe: the progress the bar draws is printed beside it as
+    numbers (``4/32``, ``12%``), which are compared; a line without a masked timing (a
+    sparkline of losses, ``loss ▁▂▃▃``, a histogram) keeps its glyphs compared one by one."""
+    a, b = ta.template, tb.template
+    if _timed(ta) and _timed(tb):
+        a, b = _BAR.sub("\u2501", a), _BAR.sub("\u2501", b)
+    return _BLANKS.sub(" ", a).lstrip(" ") == _BLANKS.sub(" ", b).lstrip(" ")
+
+
+def _timed(t: _Tokens) -> bool:
+    return any(kind == "timing" for kind, _, _ in t.masked)
 
 
 def _blank_runs(line: str) -> str:
-    """How a line is spaced, for the report: ``blanks 62, 1`` (the lengths of its runs)."""
-    return "blanks " + ", ".join(str(len(m)) for m in _BLANKS.findall(line))
+    """How a line is spaced, for the report: ``blanks 62, 1`` (the lengths of its runs),
+    and ``; bar 17`` (the lengths of its runs of bar glyphs) where it has any."""
+    bars = _BAR.findall(line)
+    return (
+        "blanks "
+        + ", ".join(str(len(m)) for m in _BLANKS.findall(line))
+        + ("; bar " + ", ".join(str(len(m)) for m in bars) if bars else "")
+    )
 
 
 def _line_distance(ta: _Tokens, tb: _Tokens, spacing: bool = False) -> float | None:
