@@ -404,3 +404,18 @@ def test_a_progress_bar_whose_width_follows_its_rate_agrees(tmp_path):
     assert compare_text("stdout", *_text_pair(tmp_path, a, b.replace("32/32", "31/32"))) is not None
     assert compare_text("stdout", *_text_pair(tmp_path, "loss ▁▂▃▃ 2\n", "loss ▁▂▃ 2\n")) is not None
     assert compare_text("stdout", *_text_pair(tmp_path, a, b), strict=True) is not None
+
+
+def test_time_stamps_inside_names_are_masked(tmp_path):
+    """A script that prints where it saved (``run_2026-12-01_19-12-33/model.pt``,
+    ``train_20261201-191233.log``): the time stamp inside the name was text, compared.
+    It is masked after a letter or ``_`` too, never after a digit."""
+    for a, b in [
+        ("saved to run_2026-12-01_19-12-33/model.pt\n", "saved to run_2026-12-01_19-12-41/model.pt\n"),
+        ("log train_20261201-191233.log\n", "log train_20261201-191241.log\n"),
+    ]:
+        assert compare_text("stdout", *_text_pair(tmp_path, a, b)) is None
+    assert compare_text("stdout", *_text_pair(tmp_path, "id 120261201-191233\n", "id 120261201-191241\n")) is not None
+    assert (
+        compare_text("stdout", *_text_pair(tmp_path, "run_2026-12-01 loss 1\n", "run_2026-12-01 loss 2\n")) is not None
+    )

@@ -345,6 +345,32 @@ def test_event_files_pair_by_folder_and_order():
     )
 
 
+def test_names_with_time_stamps_pair_by_their_order():
+    """Regression (a script that saves into ``checkpoints/<start time>/`` and logs into
+    ``train_<start time>.log``): the names differed between runs, so every file was
+    "written by run 1 only" and the run NOT REPRODUCIBLE. Time stamps in names read
+    ``<time>``; names that then collide are numbered in order, so a run that wrote more
+    files still differs."""
+    from fwd9m.compare import pair_names
+
+    run1 = ["checkpoints/2026-12-01_19-12-33/epoch0.pt", "train_20261201-191233.log", "model.pt"]
+    run2 = ["checkpoints/2026-12-01_19-12-41/epoch0.pt", "train_20261201-191241.log", "model.pt"]
+    assert (
+        list(pair_names(run1).values())
+        == list(pair_names(run2).values())
+        == [
+            "checkpoints/<time>/epoch0.pt",
+            "train_<time>.log",
+            "model.pt",
+        ]
+    )
+    per_epoch = ["m_2026-12-01_19-12-35.csv", "m_2026-12-01_19-12-33.csv"]
+    assert pair_names(per_epoch) == {per_epoch[1]: "m_<time>#1.csv", per_epoch[0]: "m_<time>#2.csv"}
+    # numbers that are not time stamps stay: a step, a seed, a 14-digit id out of range
+    for name in ("ckpt/step_000120.pt", "seed_20261399-999999.pt", "epoch=2-step=1200.ckpt"):
+        assert pair_names([name]) == {name: name}
+
+
 # ----------------------------------------------------------------- readers under bad input
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402

@@ -81,11 +81,16 @@ MASKS = (
 #: Values that start with a digit, tried (anchored) where a number starts; ``unit``
 #: names a rate or a per-step duration.
 NUMBER_MASKS = (
+    # ISO dates and times, and 20261201-191233 (strftime("%Y%m%d-%H%M%S")), also inside
+    # a name (run_2026-12-01_19-12-33/, train_20261201-191233.log): not after a digit
     _Mask(
         "timestamp",
         "timestamp",
-        re.compile(r"\d{4}-\d{2}-\d{2}(?:[ T_]\d{2}[:-]\d{2}(?:[:-]\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)"),
-        "\\w",
+        re.compile(
+            r"\d{4}-\d{2}-\d{2}(?:[ T_]\d{2}[:-]\d{2}(?:[:-]\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)"
+            r"|(?:19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])[-_T](?:[01]\d|2[0-3])[0-5]\d[0-5]\d(?!\d)"
+        ),
+        "0123456789.",
     ),
     _Mask("timing", "elapsed (progress bar)", re.compile(_CLOCK + r"(?=[<,\]])"), "=["),
     _Mask("timing", "remaining (progress bar)", re.compile(_CLOCK + r"(?=[,\]])"), "=<"),
