@@ -271,7 +271,7 @@ class _Pairs:
             strict=self.strict,
             ignored=pair,
         )
-        how = _interleaved_only(first, other) if d and _multi_rank(first, other) else None
+        how = _interleaved_only(first, other, launched=_multi_rank(first, other)) if d else None
         if how:
             self.interleaved.append(f"{label} ({how})")
         elif d:
@@ -298,7 +298,7 @@ def _launch_notes(result: Draft[CheckResult], first: _Run, pairs: _Pairs) -> Non
         )
     if pairs.interleaved:
         result.notes.append(
-            "the launcher's shared standard output differs only in how the ranks' lines "
+            "the shared standard output differs only in how the ranks' lines "
             "interleave in " + "; ".join(pairs.interleaved) + ": several processes write to it, "
             "so their lines come in a random order; that is not a difference of the training"
         )
@@ -521,14 +521,21 @@ def _multi_rank(*runs: _Run) -> bool:
 _RANK_PREFIX = re.compile(r"^\s*(\[[A-Za-z_ ]*\d+(?:,\d+)*\]|rank\s*\d+\b)", re.IGNORECASE)
 
 
-def _interleaved_only(a: _Run, b: _Run, limit: int = 1 << 24) -> str | None:
+def _interleaved_only(a: _Run, b: _Run, limit: int = 1 << 24, launched: bool = True) -> str | None:
     """How two runs' shared stdout agree once the ranks' interleaving is set aside, or
     None when they do not. When each rank's output was captured on its own (and is
     compared on its own), lines with a rank prefix in the shared stream are torchrun's
     ``--tee`` copies of it and are set aside; the other lines are compared as a multiset.
     Otherwise: rank by rank in order when the lines carry a rank prefix, else as a
     multiset of lines (an order change within one rank is then not seen, as the lines
-    cannot be told apart by rank)."""
+    cannot be told apart by rank).
+
+    Without a launcher (``launched`` False: ranks the script starts itself, with
+    ``torch.multiprocessing.spawn``, whose rank only ``init_process_group`` learns):
+    only rank by rank, when lines of two ranks or more carry a rank prefix, and the
+    lines without one in order. Safe: every line is compared, in order within its rank;
+    only the order between processes writing to one pipe, which the scheduler decides,
+    is set aside."""
     import collections
 
     try:
@@ -538,6 +545,10 @@ def _interleaved_only(a: _Run, b: _Run, limit: int = 1 << 24) -> str | None:
     except OSError:
         return None
     ga, gb = _by_rank_prefix(la), _by_rank_prefix(lb)
+    if not launched:
+        return (
+            "compared rank by rank, by the rank prefix of each line" if len(ga.keys() - {""}) > 1 and ga == gb else None
+        )
     if a.ranks and b.ranks:
         if collections.Counter(ga.pop("", [])) != collections.Counter(gb.pop("", [])):
             return None
