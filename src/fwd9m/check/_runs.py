@@ -67,6 +67,8 @@ def _compare_files(
     named by the time and process that wrote them (TensorBoard's) pair up by
     :func:`~fwd9m.compare.pair_names`."""
     names_a, names_b = pair_names(a.files), pair_names(b.files)
+    if masked is not None and not strict:
+        _list_timed_names(names_a, names_b, masked)
     files_a = {names_a[k]: v for k, v in a.files.items()}
     files_b = {names_b[k]: v for k, v in b.files.items()}
     through_a = {names_a.get(k, k) for k in a.through}
@@ -135,6 +137,16 @@ def _content_digest(path: Path, tf: bool = False, replacements: tuple[tuple[str,
     for name, p in zip(names, parts):
         h.update(f"{name}\0{file_digest(p, replacements)}\0".encode())
     return h.hexdigest(), sum(p.stat().st_size for p in parts)
+
+
+def _list_timed_names(names_a: dict[str, str], names_b: dict[str, str], masked: IgnoredValues) -> None:
+    """Count in ``masked`` each file whose name held a time stamp that
+    :func:`~fwd9m.compare.pair_names` set aside (``<time>``), as the report lists every
+    masked value; TensorBoard's event files, named by the clock by design, are not."""
+    run_b = {paired: name for name, paired in names_b.items()}
+    for name, paired in names_a.items():
+        if "<time>" in paired and name != paired and ".tfevents" not in paired and paired in run_b:
+            masked.add(paired, "timestamp", "file name", "name", name, run_b[paired])
 
 
 def _ignored_summary(skipped: dict[str, str]) -> str:
