@@ -419,3 +419,12 @@ def test_time_stamps_inside_names_are_masked(tmp_path):
     assert (
         compare_text("stdout", *_text_pair(tmp_path, "run_2026-12-01 loss 1\n", "run_2026-12-01 loss 2\n")) is not None
     )
+
+
+def test_a_cursor_movement_cut_by_a_read_is_still_one():
+    """The stream is read 64 KiB at a time: an escape sequence cut at that boundary is
+    completed by the next piece, and a lone ``ESC [`` before a line feed keeps the line feed."""
+    from fwd9m.compare._text import _lines
+
+    assert list(_lines(io.StringIO("x" * 65533 + "\n" + "\x1b[1Ay\n"))) == ["y"]
+    assert list(_lines(io.StringIO("x\x1b[\ny\n"))) == ["x\x1b[", "y"]

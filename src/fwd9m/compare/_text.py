@@ -497,7 +497,7 @@ SCREEN_ROWS = 64
 #: (``position=``) and terminal redraws use
 _SPLIT = re.compile(r"(\r|\n|\x1b\[\d*[ABEF])")
 #: an escape sequence cut off at the end of a piece read (completed by the next one)
-_PARTIAL_ESC = re.compile(r"\x1b(?:\[[0-9;?]*)?$")
+_PARTIAL_ESC = re.compile(r"\x1b(?:\[[0-9;?]*)?\Z")
 
 
 class _Row:
