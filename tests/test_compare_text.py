@@ -428,3 +428,17 @@ def test_a_cursor_movement_cut_by_a_read_is_still_one():
 
     assert list(_lines(io.StringIO("x" * 65533 + "\n" + "\x1b[1Ay\n"))) == ["y"]
     assert list(_lines(io.StringIO("x\x1b[\ny\n"))) == ["x\x1b[", "y"]
+
+
+def test_words_rich_cuts_to_a_width_that_follows_the_rate_agree(tmp_path):
+    """Regression (Lightning's RichProgressBar, a long metric name): Rich cuts a metric's
+    name to its column's width, which follows the width of the masked rate, so one run
+    showed ``another_metric_wi…`` and the other ``another_metric_w…``. Words cut with
+    ``…`` agree when one shows a prefix of the other; other words and numbers do not."""
+    bar = "Epoch 2/2  {bar} 32/32 0:00:04 • 0:00:00 {rate}it/s v_num: 0\n"
+    metrics = "{pad}train_loss: 0.166\n{pad}{cut}\n{pad}0.332 val_loss:\n"
+    a = bar.format(bar="━" * 17, rate="7.70") + metrics.format(pad=" " * 62, cut="another_metric_wi…")
+    b = bar.format(bar="━" * 16, rate="11.42") + metrics.format(pad=" " * 63, cut="another_metric_w…")
+    assert compare_text("stdout", *_text_pair(tmp_path, a, b)) is None
+    for x, y in [("loss_a…\n", "loss_b…\n"), ("loss 0.12…\n", "loss 0.1…\n"), ("val_loss…\n", "val_loss\n")]:
+        assert compare_text("stdout", *_text_pair(tmp_path, x, y)) is not None
