@@ -366,6 +366,8 @@ def test_names_with_time_stamps_pair_by_their_order():
     )
     per_epoch = ["m_2026-12-01_19-12-35.csv", "m_2026-12-01_19-12-33.csv"]
     assert pair_names(per_epoch) == {per_epoch[1]: "m_<time>#1.csv", per_epoch[0]: "m_<time>#2.csv"}
+    assert pair_names(run1, strict=True)["model.pt"] == "model.pt"
+    assert pair_names(run1, strict=True)[run1[1]] == run1[1]  # --strict: names as they are
     # numbers that are not time stamps stay: a step, a seed, a 14-digit id out of range
     for name in ("ckpt/step_000120.pt", "seed_20261399-999999.pt", "epoch=2-step=1200.ckpt"):
         assert pair_names([name]) == {name: name}

@@ -66,7 +66,7 @@ def _compare_files(
     the timing values masked in text files and TensorBoard tags (none with ``strict``). Files
     named by the time and process that wrote them (TensorBoard's) pair up by
     :func:`~fwd9m.compare.pair_names`."""
-    names_a, names_b = pair_names(a.files), pair_names(b.files)
+    names_a, names_b = pair_names(a.files, strict), pair_names(b.files, strict)
     if masked is not None and not strict:
         _list_timed_names(names_a, names_b, masked)
     files_a = {names_a[k]: v for k, v in a.files.items()}

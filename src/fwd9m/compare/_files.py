@@ -76,7 +76,7 @@ def _timeless(name: str) -> str:
     return "/".join(parts)
 
 
-def pair_names(names: Any) -> dict[str, str]:
+def pair_names(names: Any, strict: bool = False) -> dict[str, str]:
     """``{name: name to pair it with}``: TensorBoard event files, whose names hold the
     time, host name and process id, become ``<folder>/events.out.tfevents#k``, the k-th
     in that folder by the time in its name, where a folder named by the clock (see
@@ -84,8 +84,8 @@ def pair_names(names: Any) -> dict[str, str]:
     time stamps in them, which read ``<time>`` (a run folder or log named by the start
     time: ``checkpoints/2026-12-01_19-12-33/epoch0.pt``), and names that are then the
     same get ``#k`` after their last ``<time>``, the k-th by their own text (time stamps in the usual formats sort
-    by time). Safe: files still pair one to one, their contents are compared, and a run
-    that wrote more or fewer of them still differs."""
+    by time); with ``strict``, they stay as they are. Safe: files still pair one to one,
+    their contents are compared, and a run that wrote more or fewer of them still differs."""
     out: dict[str, str] = {}
     by_dir: dict[str, list[str]] = {}
     same: dict[str, list[str]] = {}
@@ -94,7 +94,7 @@ def pair_names(names: Any) -> dict[str, str]:
         if base.startswith(EVENTS_PREFIX):
             by_dir.setdefault(_timeless(folder) if folder else "", []).append(name)
         else:
-            same.setdefault(_timeless(name), []).append(name)
+            same.setdefault(name if strict else _timeless(name), []).append(name)
     for masked, group in same.items():
         if len(group) == 1:
             out[group[0]] = masked
