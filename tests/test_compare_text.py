@@ -332,3 +332,113 @@ def test_lines_that_differ_only_in_the_width_of_their_blanks_agree(tmp_path):
     assert compare_text("stdout", *_text_pair(tmp_path, a, b.replace("3.160", "3.161"))) is not None
     assert compare_text("stdout", *_text_pair(tmp_path, "x 12\n", "x 1 2\n")) is not None
     assert compare_text("stdout", *_text_pair(tmp_path, "a  b\n", "a b\n"), strict=True) is not None
+
+
+def test_nested_tqdm_bars_compare_by_what_the_terminal_shows(tmp_path):
+    """Regression (a torch loop with ``trange(epochs, file=sys.stdout)`` around
+    ``tqdm(batches, leave=False, file=sys.stdout)``): the inner bar redraws its row below
+    the outer one with ``\\n`` and moves back up with ``CSI A``, so each redraw was a line
+    of its own; their number follows the clock and the runs were NOT REPRODUCIBLE. The
+    screen is now resolved as a terminal shows it once the program has ended."""
+    tqdm = pytest.importorskip("tqdm").tqdm
+
+    def bars(**kw):
+        out = io.StringIO()
+        for epoch in tqdm(range(2), file=out, mininterval=0):
+            for _ in tqdm(range(50), file=out, leave=False, mininterval=0, **kw):
+                pass
+            tqdm.write(f"epoch {epoch} loss 0.25", file=out)
+        return out.getvalue() + "done\n"
+
+    a, b = bars(), bars(miniters=7)  # a different number of redraws of the inner bar
+    assert a.count("\n") != b.count("\n") and "\x1b[A" in a
+    assert compare_text("stdout", *_text_pair(tmp_path, a, b)) is None
+    # what stays on the screen is still compared
+    d = compare_text("stdout", *_text_pair(tmp_path, a, b.replace("epoch 1 loss 0.25", "epoch 1 loss 0.26")))
+    assert d is not None and "0.26" in d.b
+    # rows above the screen's reach are final; CSI 2 A moves two rows; a cut escape is text
+    assert compare_text("stdout", *_text_pair(tmp_path, "a 1\nb 2\n\x1b[2Ac 3\n", "c 3\nb 2\n")) is None
+    assert compare_text("stdout", *_text_pair(tmp_path, "x\n\x1b[", "x\n")) is not None
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        # Keras's progress bar: the time per step in us, ms or s, as fast as the step was
+        ("32/32 - 0s - 987us/step - loss: 0.5012\n", "32/32 - 1s - 1ms/step - loss: 0.5012\n"),
+        ("32/32 - 0s - 8ms/step - loss: 0.5012\n", "32/32 - 2s - 2s/step - loss: 0.5012\n"),
+        # tqdm: under 1 it/s the rate turns into seconds per iteration
+        ("100%|##| 3/3 [00:01<00:00,  1.52it/s, loss=0.5]\n", "100%|##| 3/3 [00:04<00:00,  1.42s/it, loss=0.5]\n"),
+    ],
+)
+def test_a_timing_agrees_whatever_its_unit(tmp_path, a, b):
+    """Regression: a masked value stood in the line by its name, which holds its unit, so
+    a step that took 987us in one run and 1ms in the other (a tiny Keras model on a busy
+    machine) was a different line. Masked values now stand by their kind; the numbers
+    around them are still compared, and a timing does not agree with a timestamp."""
+    ignored = IgnoredValues()
+    assert compare_text("stdout", *_text_pair(tmp_path, a, b), ignored=ignored) is None
+    assert any(e["differed"] for e in ignored.to_list())
+    assert compare_text("stdout", *_text_pair(tmp_path, a, b.replace("0.5", "0.6"))) is not None
+    assert compare_text("stdout", *_text_pair(tmp_path, "at 1ms\n", "at 2026-01-01\n")) is not None
+
+
+def test_a_progress_bar_whose_width_follows_its_rate_agrees(tmp_path):
+    """Regression (Lightning's RichProgressBar under FORCE_COLOR, a busy machine): Rich
+    gives the bar the width the other columns leave, so a wider rate drew one ``━``
+    fewer and the runs were NOT REPRODUCIBLE. On a line with a masked timing, the length
+    of a run of bar glyphs is layout; the counts beside the bar are still compared, and a
+    line without a timing (a sparkline) keeps its glyphs."""
+    line = "Epoch 2/2  {bar} {n}/32 0:00:01 • 0:00:00 {rate}it/s v_num: 0\n"
+    a = line.format(bar="━" * 17, n=32, rate="9.98")
+    b = line.format(bar="━" * 16, n=32, rate="16.21")
+    ignored = IgnoredValues()
+    assert compare_text("stdout", *_text_pair(tmp_path, a, b), ignored=ignored) is None
+    spacing = [e for e in ignored.to_list() if e["name"] == "spacing"]
+    assert spacing and spacing[0]["a"].endswith("; bar 17")
+    tqdm_a, tqdm_b = (
+        "100%|██████████| 3/3 [00:01<00:00,  1.52it/s]\n",
+        "100%|█████████▌| 3/3 [00:04<00:00,  1.42s/it]\n",
+    )
+    assert compare_text("stdout", *_text_pair(tmp_path, tqdm_a, tqdm_b)) is None
+    assert compare_text("stdout", *_text_pair(tmp_path, a, b.replace("32/32", "31/32"))) is not None
+    assert compare_text("stdout", *_text_pair(tmp_path, "loss ▁▂▃▃ 2\n", "loss ▁▂▃ 2\n")) is not None
+    assert compare_text("stdout", *_text_pair(tmp_path, a, b), strict=True) is not None
+
+
+def test_time_stamps_inside_names_are_masked(tmp_path):
+    """A script that prints where it saved (``run_2026-12-01_19-12-33/model.pt``,
+    ``train_20261201-191233.log``): the time stamp inside the name was text, compared.
+    It is masked after a letter or ``_`` too, never after a digit."""
+    for a, b in [
+        ("saved to run_2026-12-01_19-12-33/model.pt\n", "saved to run_2026-12-01_19-12-41/model.pt\n"),
+        ("log train_20261201-191233.log\n", "log train_20261201-191241.log\n"),
+    ]:
+        assert compare_text("stdout", *_text_pair(tmp_path, a, b)) is None
+    assert compare_text("stdout", *_text_pair(tmp_path, "id 120261201-191233\n", "id 120261201-191241\n")) is not None
+    assert (
+        compare_text("stdout", *_text_pair(tmp_path, "run_2026-12-01 loss 1\n", "run_2026-12-01 loss 2\n")) is not None
+    )
+
+
+def test_a_cursor_movement_cut_by_a_read_is_still_one():
+    """The stream is read 64 KiB at a time: an escape sequence cut at that boundary is
+    completed by the next piece, and a lone ``ESC [`` before a line feed keeps the line feed."""
+    from fwd9m.compare._text import _lines
+
+    assert list(_lines(io.StringIO("x" * 65533 + "\n" + "\x1b[1Ay\n"))) == ["y"]
+    assert list(_lines(io.StringIO("x\x1b[\ny\n"))) == ["x\x1b[", "y"]
+
+
+def test_words_rich_cuts_to_a_width_that_follows_the_rate_agree(tmp_path):
+    """Regression (Lightning's RichProgressBar, a long metric name): Rich cuts a metric's
+    name to its column's width, which follows the width of the masked rate, so one run
+    showed ``another_metric_wi…`` and the other ``another_metric_w…``. Words cut with
+    ``…`` agree when one shows a prefix of the other; other words and numbers do not."""
+    bar = "Epoch 2/2  {bar} 32/32 0:00:04 • 0:00:00 {rate}it/s v_num: 0\n"
+    metrics = "{pad}train_loss: 0.166\n{pad}{cut}\n{pad}0.332 val_loss:\n"
+    a = bar.format(bar="━" * 17, rate="7.70") + metrics.format(pad=" " * 62, cut="another_metric_wi…")
+    b = bar.format(bar="━" * 16, rate="11.42") + metrics.format(pad=" " * 63, cut="another_metric_w…")
+    assert compare_text("stdout", *_text_pair(tmp_path, a, b)) is None
+    for x, y in [("loss_a…\n", "loss_b…\n"), ("loss 0.12…\n", "loss 0.1…\n"), ("val_loss…\n", "val_loss\n")]:
+        assert compare_text("stdout", *_text_pair(tmp_path, x, y)) is not None

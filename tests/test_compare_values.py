@@ -279,6 +279,41 @@ def test_event_files_compare_tags_steps_and_values_not_wall_times(tmp_path):
     assert scalars == {k: v for k, v in fa.items() if k.startswith("loss/")}
 
 
+def test_event_values_tagged_as_timings_are_masked_and_listed(tmp_path):
+    """Regression (HF ``Trainer(report_to="tensorboard")``): ``eval/runtime``,
+    ``eval/samples_per_second`` and ``train/train_runtime`` were compared as values, and
+    a reproducible run was NOT REPRODUCIBLE on its own speed. Tags named as timings are
+    masked (listed, ``--strict`` compares them); the loss stays compared."""
+    pytest.importorskip("torch.utils.tensorboard")
+    from torch.utils.tensorboard import SummaryWriter
+
+    from fwd9m.compare import mask_timing_tags
+    from fwd9m.compare._text import IgnoredValues
+
+    def events(folder, runtime, loss):
+        writer = SummaryWriter(str(folder))
+        for tag, v in (
+            ("train/loss", loss),
+            ("eval/runtime", runtime),
+            ("train/train_samples_per_second", 1 / runtime),
+        ):
+            writer.add_scalar(tag, v, 3)
+        writer.add_scalar("time/total_timesteps", 64, 3)  # a count, not a timing
+        writer.close()
+        return read_structured(next(folder.glob("events.out.tfevents.*")))
+
+    fa, fb, fc = events(tmp_path / "a", 0.25, 1.0), events(tmp_path / "b", 0.5, 1.0), events(tmp_path / "c", 0.5, 1.5)
+    assert {d.path for d in compare_flat(fa, fb)} == {"eval/runtime/step 3", "train/train_samples_per_second/step 3"}
+    masked = IgnoredValues()
+    name = "tb/events.out.tfevents#1"
+    assert compare_flat(*mask_timing_tags(name, fa, fb, masked)) == []
+    listed = {e["name"]: e for e in masked.to_list()}
+    assert set(listed) == {"eval/runtime", "train/train_samples_per_second"}
+    assert listed["eval/runtime"]["differed"] == 1 and listed["eval/runtime"]["where"] == f"{name}:eval/runtime/step 3"
+    assert one(compare_flat(*mask_timing_tags(name, fa, fc, None))).path == "train/loss/step 3"
+    assert mask_timing_tags("metrics.h5", fa, fb, None) == (fa, fb)  # only event files
+
+
 def test_event_files_pair_by_folder_and_order():
     from fwd9m.compare import pair_names
 
@@ -308,6 +343,34 @@ def test_event_files_pair_by_folder_and_order():
         == list(pair_names(run2).values())
         == ["runs/<time>/events.out.tfevents#1", "runs/<time>/<time>/events.out.tfevents#1"]
     )
+
+
+def test_names_with_time_stamps_pair_by_their_order():
+    """Regression (a script that saves into ``checkpoints/<start time>/`` and logs into
+    ``train_<start time>.log``): the names differed between runs, so every file was
+    "written by run 1 only" and the run NOT REPRODUCIBLE. Time stamps in names read
+    ``<time>``; names that then collide are numbered in order, so a run that wrote more
+    files still differs."""
+    from fwd9m.compare import pair_names
+
+    run1 = ["checkpoints/2026-12-01_19-12-33/epoch0.pt", "train_20261201-191233.log", "model.pt"]
+    run2 = ["checkpoints/2026-12-01_19-12-41/epoch0.pt", "train_20261201-191241.log", "model.pt"]
+    assert (
+        list(pair_names(run1).values())
+        == list(pair_names(run2).values())
+        == [
+            "checkpoints/<time>/epoch0.pt",
+            "train_<time>.log",
+            "model.pt",
+        ]
+    )
+    per_epoch = ["m_2026-12-01_19-12-35.csv", "m_2026-12-01_19-12-33.csv"]
+    assert pair_names(per_epoch) == {per_epoch[1]: "m_<time>#1.csv", per_epoch[0]: "m_<time>#2.csv"}
+    assert pair_names(run1, strict=True)["model.pt"] == "model.pt"
+    assert pair_names(run1, strict=True)[run1[1]] == run1[1]  # --strict: names as they are
+    # numbers that are not time stamps stay: a step, a seed, a 14-digit id out of range
+    for name in ("ckpt/step_000120.pt", "seed_20261399-999999.pt", "epoch=2-step=1200.ckpt"):
+        assert pair_names([name]) == {name: name}
 
 
 # ----------------------------------------------------------------- readers under bad input

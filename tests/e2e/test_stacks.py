@@ -262,6 +262,25 @@ def test_check_ignores_timings_and_lists_them():
         assert value in report, f"the report does not list the ignored {value!r}:\n{explain(proc)}"
 
 
+# -- output and files that follow the clock -------------------------------------------
+
+PROGRESS = Stack("progress", ("torch", "tqdm"))
+
+
+@pytest.mark.slow
+def test_check_reads_output_as_a_terminal_shows_it_and_pairs_time_stamped_names():
+    """Nested tqdm bars on stdout (each redraw of the inner bar was a line of its own, as
+    many as the clock allowed), logging with the time, and a run folder and log file
+    named by the start time (every file was "written by run 1 only"): exit 0, with the
+    names listed among the masked values."""
+    _require(PROGRESS)
+    proc = _check(PROGRESS, "ok")
+    report = parse_json(proc)
+    assert proc.returncode == 0, f"{report.get('verdict')}\n{_summaries(report)}\n{explain(proc)}"
+    assert report["compared"].get("files") == 3, report["compared"]
+    assert any(e["name"] == "file name" for e in report["ignored"]), report["ignored"]
+
+
 # -- final state held in pytrees -------------------------------------------------------
 
 FLAX_TRAINSTATE = Stack("flax_trainstate", ("flax", "optax", "jax"))

@@ -16,6 +16,7 @@ from ..compare import (
     escape_control,
     file_digest,
     ignored,
+    mask_timing_tags,
     normalize_line,
     pair_names,
     printable,
@@ -62,10 +63,12 @@ def _compare_files(
 ) -> None:
     """Findings for the files of run ``b`` that differ from run ``a``'s; ``skipped`` gets
     ``{file:leaf path: reason}`` of what was not compared (a save time stamp), ``masked``
-    the timing values masked in text files (none with ``strict``). Files
+    the timing values masked in text files and TensorBoard tags (none with ``strict``). Files
     named by the time and process that wrote them (TensorBoard's) pair up by
     :func:`~fwd9m.compare.pair_names`."""
-    names_a, names_b = pair_names(a.files), pair_names(b.files)
+    names_a, names_b = pair_names(a.files, strict), pair_names(b.files, strict)
+    if masked is not None and not strict:
+        _list_timed_names(names_a, names_b, masked)
     files_a = {names_a[k]: v for k, v in a.files.items()}
     files_b = {names_b[k]: v for k, v in b.files.items()}
     through_a = {names_a.get(k, k) for k in a.through}
@@ -94,6 +97,8 @@ def _compare_files(
                 kind = "bytes"
                 detail = f"{exc}; compared by content hash"
             else:
+                if not strict:
+                    fa, fb = mask_timing_tags(name, fa, fb, masked)
                 if skipped is not None:
                     skipped.update((f"{name}:{path}", why) for path, why in ignored(fa, fb))
                 for d in compare_flat(fa, fb):
@@ -132,6 +137,16 @@ def _content_digest(path: Path, tf: bool = False, replacements: tuple[tuple[str,
     for name, p in zip(names, parts):
         h.update(f"{name}\0{file_digest(p, replacements)}\0".encode())
     return h.hexdigest(), sum(p.stat().st_size for p in parts)
+
+
+def _list_timed_names(names_a: dict[str, str], names_b: dict[str, str], masked: IgnoredValues) -> None:
+    """Count in ``masked`` each file whose name held a time stamp that
+    :func:`~fwd9m.compare.pair_names` set aside (``<time>``), as the report lists every
+    masked value; TensorBoard's event files, named by the clock by design, are not."""
+    run_b = {paired: name for name, paired in names_b.items()}
+    for name, paired in names_a.items():
+        if "<time>" in paired and name != paired and ".tfevents" not in paired and paired in run_b:
+            masked.add(paired, "timestamp", "file name", "name", name, run_b[paired])
 
 
 def _ignored_summary(skipped: dict[str, str]) -> str:
@@ -268,7 +283,7 @@ class _Pairs:
             strict=self.strict,
             ignored=pair,
         )
-        how = _interleaved_only(first, other) if d and _multi_rank(first, other) else None
+        how = _interleaved_only(first, other, launched=_multi_rank(first, other)) if d else None
         if how:
             self.interleaved.append(f"{label} ({how})")
         elif d:
@@ -295,7 +310,7 @@ def _launch_notes(result: Draft[CheckResult], first: _Run, pairs: _Pairs) -> Non
         )
     if pairs.interleaved:
         result.notes.append(
-            "the launcher's shared standard output differs only in how the ranks' lines "
+            "the shared standard output differs only in how the ranks' lines "
             "interleave in " + "; ".join(pairs.interleaved) + ": several processes write to it, "
             "so their lines come in a random order; that is not a difference of the training"
         )
@@ -518,14 +533,21 @@ def _multi_rank(*runs: _Run) -> bool:
 _RANK_PREFIX = re.compile(r"^\s*(\[[A-Za-z_ ]*\d+(?:,\d+)*\]|rank\s*\d+\b)", re.IGNORECASE)
 
 
-def _interleaved_only(a: _Run, b: _Run, limit: int = 1 << 24) -> str | None:
+def _interleaved_only(a: _Run, b: _Run, limit: int = 1 << 24, launched: bool = True) -> str | None:
     """How two runs' shared stdout agree once the ranks' interleaving is set aside, or
     None when they do not. When each rank's output was captured on its own (and is
     compared on its own), lines with a rank prefix in the shared stream are torchrun's
     ``--tee`` copies of it and are set aside; the other lines are compared as a multiset.
     Otherwise: rank by rank in order when the lines carry a rank prefix, else as a
     multiset of lines (an order change within one rank is then not seen, as the lines
-    cannot be told apart by rank)."""
+    cannot be told apart by rank).
+
+    Without a launcher (``launched`` False: ranks the script starts itself, with
+    ``torch.multiprocessing.spawn``, whose rank only ``init_process_group`` learns):
+    only rank by rank, when lines of two ranks or more carry a rank prefix, and the
+    lines without one in order. Safe: every line is compared, in order within its rank;
+    only the order between processes writing to one pipe, which the scheduler decides,
+    is set aside."""
     import collections
 
     try:
@@ -535,6 +557,10 @@ def _interleaved_only(a: _Run, b: _Run, limit: int = 1 << 24) -> str | None:
     except OSError:
         return None
     ga, gb = _by_rank_prefix(la), _by_rank_prefix(lb)
+    if not launched:
+        return (
+            "compared rank by rank, by the rank prefix of each line" if len(ga.keys() - {""}) > 1 and ga == gb else None
+        )
     if a.ranks and b.ranks:
         if collections.Counter(ga.pop("", [])) != collections.Counter(gb.pop("", [])):
             return None

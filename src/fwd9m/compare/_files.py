@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .._runtime.quiet import QuietNativeStderr
+from ._text import IgnoredValues, timing_name
 from ._values import Flat, Tensor, _np, flatten
 
 #: File name suffixes read tensor by tensor; anything else is compared by content hash
@@ -57,20 +58,49 @@ def is_structured(name: str) -> bool:
 _TIMED_FOLDER = re.compile(r"[A-Z][a-z]{2}\d{2}_\d{2}-\d{2}-\d{2}_.*|\d{9,11}\.\d+")
 
 
-def pair_names(names: Any) -> dict[str, str]:
+#: a time stamp inside a file or folder name: ``2026-12-01_19-12-33`` (and its date
+#: alone), ``20261201-191233``, TensorBoard's ``Dec01_19-12-33``
+_STAMP_IN_NAME = re.compile(
+    r"(?<!\d)(?:\d{4}-\d{2}-\d{2}(?:[ T_]\d{2}[:-]\d{2}(?:[:-]\d{2}(?:[.,]\d+)?)?)?"
+    r"|(?:19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])[-_T]?(?:[01]\d|2[0-3])[0-5]\d[0-5]\d"
+    r"|(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\d{2}_\d{2}-\d{2}-\d{2})(?!\d)"
+)
+
+
+def _timeless(name: str) -> str:
+    """``name`` with each folder named by the clock (:data:`_TIMED_FOLDER`) and each time
+    stamp in it (:data:`_STAMP_IN_NAME`) as ``<time>``."""
+    parts = [
+        "<time>" if _TIMED_FOLDER.fullmatch(part) else _STAMP_IN_NAME.sub("<time>", part) for part in name.split("/")
+    ]
+    return "/".join(parts)
+
+
+def pair_names(names: Any, strict: bool = False) -> dict[str, str]:
     """``{name: name to pair it with}``: TensorBoard event files, whose names hold the
     time, host name and process id, become ``<folder>/events.out.tfevents#k``, the k-th
     in that folder by the time in its name, where a folder named by the clock (see
-    :data:`_TIMED_FOLDER`) reads ``<time>``; every other name stays as it is."""
+    :data:`_TIMED_FOLDER`) reads ``<time>``. Other names keep their text but for the
+    time stamps in them, which read ``<time>`` (a run folder or log named by the start
+    time: ``checkpoints/2026-12-01_19-12-33/epoch0.pt``), and names that are then the
+    same get ``#k`` after their last ``<time>``, the k-th by their own text (time stamps in the usual formats sort
+    by time); with ``strict``, they stay as they are. Safe: files still pair one to one,
+    their contents are compared, and a run that wrote more or fewer of them still differs."""
     out: dict[str, str] = {}
     by_dir: dict[str, list[str]] = {}
+    same: dict[str, list[str]] = {}
     for name in names:
         folder, _, base = name.rpartition("/")
         if base.startswith(EVENTS_PREFIX):
-            masked = "/".join("<time>" if _TIMED_FOLDER.fullmatch(part) else part for part in folder.split("/"))
-            by_dir.setdefault(masked if folder else "", []).append(name)
+            by_dir.setdefault(_timeless(folder) if folder else "", []).append(name)
         else:
-            out[name] = name
+            same.setdefault(name if strict else _timeless(name), []).append(name)
+    for masked, group in same.items():
+        if len(group) == 1:
+            out[group[0]] = masked
+        else:
+            head, _, tail = masked.rpartition("<time>")  # the suffix stays last (.csv)
+            out.update((name, f"{head}<time>#{k}{tail}") for k, name in enumerate(sorted(group), 1))
 
     def when(name: str) -> tuple[str, int, str]:
         folder, _, base = name.rpartition("/")
@@ -524,6 +554,39 @@ def _read_events(path: Path) -> Flat:
     if n:
         out.ignored["wall_time"] = f"the time each of the {n} events was written"
     return out
+
+
+#: an event file's leaf path (:func:`_read_events`): ``<tag>/step <step>``, ``#k`` for a
+#: tag written again at one step
+_EVENT_LEAF = re.compile(r"(?P<tag>.+)/step -?\d+(?:#\d+)?")
+
+
+def mask_timing_tags(name: str, fa: Flat, fb: Flat, masked: IgnoredValues | None) -> tuple[Flat, Flat]:
+    """Two runs' TensorBoard event file ``name`` without the values whose tag names a
+    timing (:func:`~fwd9m.compare._text.timing_name` of the tag: HF ``Trainer``'s
+    ``train/train_runtime``, ``eval/samples_per_second``, Keras's
+    ``epoch_steps_per_second``), each counted in ``masked``; other files as they are.
+    Safe: the same names are masked in printed lines, JSON and CSV, where the same values
+    are logged; a tag such as ``train/loss``, ``time/total_timesteps`` or ``epoch`` is
+    not a timing name and stays compared (``--strict`` does not call this)."""
+    if not name.rsplit("/", 1)[-1].startswith(EVENTS_PREFIX.rstrip(".")):
+        return fa, fb
+    paths = {}
+    for path in [*fa, *fb]:
+        m = _EVENT_LEAF.fullmatch(str(path))
+        if m and timing_name(m.group("tag")):
+            paths[path] = m.group("tag")
+    if not paths:
+        return fa, fb
+    if masked is not None:
+        for path, tag in paths.items():
+            if path in fa and path in fb:
+                masked.add(name, "timing", tag, str(path), repr(fa[path]), repr(fb[path]))
+
+    def rest(f: Flat) -> Flat:
+        return Flat({k: v for k, v in f.items() if k not in paths}, containers=f.containers, ignored=f.ignored)
+
+    return rest(fa), rest(fb)
 
 
 #: An Orbax checkpoint (JAX) is a folder: ``_CHECKPOINT_METADATA`` (a step's JSON

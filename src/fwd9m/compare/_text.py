@@ -81,11 +81,16 @@ MASKS = (
 #: Values that start with a digit, tried (anchored) where a number starts; ``unit``
 #: names a rate or a per-step duration.
 NUMBER_MASKS = (
+    # ISO dates and times, and 20261201-191233 (strftime("%Y%m%d-%H%M%S")), also inside
+    # a name (run_2026-12-01_19-12-33/, train_20261201-191233.log): not after a digit
     _Mask(
         "timestamp",
         "timestamp",
-        re.compile(r"\d{4}-\d{2}-\d{2}(?:[ T_]\d{2}[:-]\d{2}(?:[:-]\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)"),
-        "\\w",
+        re.compile(
+            r"\d{4}-\d{2}-\d{2}(?:[ T_]\d{2}[:-]\d{2}(?:[:-]\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)"
+            r"|(?:19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])[-_T](?:[01]\d|2[0-3])[0-5]\d[0-5]\d(?!\d)"
+        ),
+        "0123456789.",
     ),
     _Mask("timing", "elapsed (progress bar)", re.compile(_CLOCK + r"(?=[<,\]])"), "=["),
     _Mask("timing", "remaining (progress bar)", re.compile(_CLOCK + r"(?=[,\]])"), "=<"),
@@ -220,16 +225,19 @@ class IgnoredValues:
 
     entries: dict[tuple[str, str, str], Ignored] = field(default_factory=dict)
 
-    def add(self, source: str, kind: str, name: str, line: int, a: str, b: str) -> None:
+    def add(self, source: str, kind: str, name: str, line: int | str, a: str, b: str) -> None:
+        """Count one masked value at ``line`` of ``source`` (or at the leaf path ``line``
+        of a file read leaf by leaf: ``train/train_runtime/step 24``)."""
         a, b = a.strip(), b.strip()  # tqdm's padding
         key = (source, kind, name)
+        where = f"{source} line {line}" if isinstance(line, int) else f"{source}:{line}"
         e = self.entries.get(key)
         if e is None:
-            e = self.entries[key] = Ignored(source, kind, name, f"{source} line {line}", clip(a, 40), clip(b, 40))
+            e = self.entries[key] = Ignored(source, kind, name, where, clip(a, 40), clip(b, 40))
         e.count += 1
         if a != b:
             if not e.differed:  # show an example that differed
-                e.where, e.a, e.b = f"{source} line {line}", clip(a, 40), clip(b, 40)
+                e.where, e.a, e.b = where, clip(a, 40), clip(b, 40)
             e.differed += 1
 
     def merge(self, other: IgnoredValues) -> None:
@@ -254,7 +262,12 @@ class IgnoredValues:
 
 
 class _Tokens(NamedTuple):
-    template: str  #: the line with each number as \0N\0 and each masked value as \0M:name\0
+    #: the line with each number as \0N\0 and each masked value as \0M:kind\0: by its
+    #: kind, not its name, since a timing's unit follows the speed (Keras prints
+    #: ``987us/step`` or ``1ms/step``, tqdm ``1.52it/s`` or ``1.42s/it``); safe, as a
+    #: masked value is not compared whatever its unit, and a timing never stands for a
+    #: timestamp or an address
+    template: str
     numbers: list[str]
     masked: list[tuple[str, str, str]]  #: (kind, name, text)
 
@@ -357,7 +370,7 @@ def _tokens(line: str, strict: bool, columns: dict[int, str] | None = None, deli
             pos = m.end()
         parts.append(line[pos:start])
         if kind:
-            parts.append(f"\0M:{name}\0")
+            parts.append(f"\0M:{kind}\0")
             masked.append((kind, name, line[start:end]))
         pos = end
     return _Tokens("".join(parts), numbers, masked)
@@ -423,6 +436,9 @@ def _number_distance(x: str, y: str) -> float | None:
 
 
 _BLANKS = re.compile(r"[ \t]+")
+#: the glyphs progress bars draw their bar with: box drawing (Rich's and Keras's ``━``,
+#: ``╸``, ``╺``) and block elements (tqdm's ``█▏▎▍▌▋▊▉``)
+_BAR = re.compile(r"[\u2500-\u259f]+")
 
 
 def _spacing_only(ta: _Tokens, tb: _Tokens) -> bool:
@@ -430,13 +446,55 @@ def _spacing_only(ta: _Tokens, tb: _Tokens) -> bool:
     leading blanks): a table or a progress bar lays out its columns around values of a
     varying width, such as a masked rate (rich's progress bar pads the next line of its
     metrics column by the width of ``38.44it/s`` or ``188.46it/s``). A blank is never
-    added or removed between two characters: ``12`` and ``1 2`` still differ."""
-    return _BLANKS.sub(" ", ta.template).lstrip(" ") == _BLANKS.sub(" ", tb.template).lstrip(" ")
+    added or removed between two characters: ``12`` and ``1 2`` still differ.
+
+    On a line that holds a masked timing in both runs (a progress bar's rate or time),
+    runs of bar glyphs (:data:`_BAR`) agree whatever their length too: Rich gives its bar
+    the width the other columns leave (``━`` 16 times beside ``188.46it/s``, 17 times
+    beside ``38.44it/s``). Safe: the progress the bar draws is printed beside it as
+    numbers (``4/32``, ``12%``), which are compared; a line without a masked timing (a
+    sparkline of losses, ``loss ▁▂▃▃``, a histogram) keeps its glyphs compared one by one."""
+    a, b = ta.template, tb.template
+    if _timed(ta) and _timed(tb):
+        a, b = _BAR.sub("\u2501", a), _BAR.sub("\u2501", b)
+    a, b = _BLANKS.sub(" ", a).lstrip(" "), _BLANKS.sub(" ", b).lstrip(" ")
+    return a == b or _cut_alike(a, b)
+
+
+def _timed(t: _Tokens) -> bool:
+    return any(kind == "timing" for kind, _, _ in t.masked)
+
+
+def _cut_alike(a: str, b: str) -> bool:
+    """Whether two lines differ only in where words cut short with ``…`` were cut: Rich
+    cuts a metric's name to the width of its column, which follows a masked rate
+    (``another_metric_wi…`` beside ``7.70it/s``, ``another_metric_w…`` beside
+    ``11.42it/s``). Safe: what one run shows of the word is a prefix of what the other
+    shows, so they never contradict; numbers are compared apart (a cut ``0.12…`` and
+    ``0.1…`` still differ)."""
+    wa, wb = a.split(" "), b.split(" ")
+    if len(wa) != len(wb):
+        return False
+    for x, y in zip(wa, wb):
+        if x == y:
+            continue
+        if not (x.endswith("\u2026") and y.endswith("\u2026")):
+            return False
+        x, y = x[:-1], y[:-1]
+        if not (x.startswith(y) or y.startswith(x)):
+            return False
+    return True
 
 
 def _blank_runs(line: str) -> str:
-    """How a line is spaced, for the report: ``blanks 62, 1`` (the lengths of its runs)."""
-    return "blanks " + ", ".join(str(len(m)) for m in _BLANKS.findall(line))
+    """How a line is spaced, for the report: ``blanks 62, 1`` (the lengths of its runs),
+    and ``; bar 17`` (the lengths of its runs of bar glyphs) where it has any."""
+    bars = _BAR.findall(line)
+    return (
+        "blanks "
+        + ", ".join(str(len(m)) for m in _BLANKS.findall(line))
+        + ("; bar " + ", ".join(str(len(m)) for m in bars) if bars else "")
+    )
 
 
 def _line_distance(ta: _Tokens, tb: _Tokens, spacing: bool = False) -> float | None:
@@ -453,50 +511,112 @@ def _line_distance(ta: _Tokens, tb: _Tokens, spacing: bool = False) -> float | N
     return worst
 
 
+#: rows of the screen a cursor movement can still reach (a terminal's height): a row
+#: that scrolls above them is final; memory stays bounded by this many rows
+SCREEN_ROWS = 64
+#: what ends a stretch of a row: a line feed, a carriage return, and the cursor
+#: movements between rows (CSI n A/F up, CSI n B/E down) that tqdm's nested bars
+#: (``position=``) and terminal redraws use
+_SPLIT = re.compile(r"(\r|\n|\x1b\[\d*[ABEF])")
+#: an escape sequence cut off at the end of a piece read (completed by the next one)
+_PARTIAL_ESC = re.compile(r"\x1b(?:\[[0-9;?]*)?\Z")
+
+
+class _Row:
+    """One row of the screen: the last non-empty stretch written to it (after a ``\r``
+    or a cursor movement into it) and the stretch being written, its first
+    :data:`LINE_LIMIT` characters as text and the SHA-256 of the rest."""
+
+    def __init__(self) -> None:
+        self.last = ""
+        self.cur: list[str] = []
+        self.size = 0
+        self.rest: Any = None
+        self.rest_n = 0
+
+    def write(self, piece: str) -> None:
+        room = LINE_LIMIT - self.size
+        if room > 0:
+            self.cur.append(piece[:room])
+            self.size += min(room, len(piece))
+        if len(piece) > room:
+            if self.rest is None:
+                self.rest = hashlib.sha256()
+            tail = piece[max(room, 0) :]
+            self.rest.update(tail.encode("utf-8", "surrogatepass"))
+            self.rest_n += len(tail)
+
+    def end_stretch(self) -> None:
+        if self.cur or self.rest is not None:
+            self.last = "".join(self.cur)
+            if self.rest is not None:
+                self.last += f"\u2026[+{self.rest_n} characters, sha256 x{self.rest.hexdigest()[:16]}]"
+        self.cur, self.size, self.rest, self.rest_n = [], 0, None, 0
+
+
+class _Screen:
+    """The rows a terminal shows, fed piece by piece: ``\n`` moves down a row (a new
+    one at the bottom), ``\r`` starts the row over, CSI n A/F and B/E move the cursor
+    up or down n rows (no further than the top of the screen, :data:`SCREEN_ROWS` rows,
+    or its last row). A row that scrolls off the top is final (:meth:`scrolled`)."""
+
+    def __init__(self) -> None:
+        self.rows = [_Row()]
+        self.at = 0
+
+    def feed(self, piece: str) -> None:
+        if piece not in ("\n", "\r") and not (piece[0] == "\x1b" and _SPLIT.fullmatch(piece)):
+            self.rows[self.at].write(piece)
+            return
+        self.rows[self.at].end_stretch()
+        if piece == "\n":
+            self.at += 1
+            if self.at == len(self.rows):
+                self.rows.append(_Row())
+        elif piece != "\r":
+            n = int(piece[2:-1] or 1) or 1  # CSI 0 A moves one row, as CSI A
+            down = piece[-1] in "BE"
+            self.at = min(self.at + n, len(self.rows) - 1) if down else max(self.at - n, 0)
+
+    def scrolled(self) -> Iterator[str]:
+        while len(self.rows) > SCREEN_ROWS:
+            yield self.rows.pop(0).last
+            self.at -= 1
+
+    def end(self) -> Iterator[str]:
+        """The rows left, at the end of the stream (a last row never written to is none)."""
+        self.rows[self.at].end_stretch()
+        if not self.rows[-1].last:
+            self.rows.pop()
+        for row in self.rows:
+            yield row.last
+
+
 def _lines(f) -> Iterator[str]:
-    """The lines of a text stream as a terminal shows them: for each line (ending at
-    ``\\n``), the last non-empty stretch after a ``\\r`` (a progress bar redraws itself
-    any number of times), read in bounded pieces however long the line is. A stretch
-    longer than :data:`LINE_LIMIT` keeps its head and the SHA-256 of the rest."""
-    last = ""
-    cur: list[str] = []
-    size = 0
-    rest: Any = None
-    rest_n = 0
-
-    def stretch() -> str:
-        s = "".join(cur)
-        if rest is not None:
-            s += f"\u2026[+{rest_n} characters, sha256 x{rest.hexdigest()[:16]}]"
-        return s
-
+    """The lines of a text stream as a terminal shows them once it has ended: for each
+    row (lines end at ``\n``), the last non-empty stretch written to it, after a ``\r``
+    or a cursor movement into it (a progress bar redraws itself any number of times,
+    tqdm's nested bars move up and down between their rows), read in bounded pieces
+    however long a line is (see :class:`_Screen`). Safe: what is compared is what the
+    terminal would show at the end, as for ``\r``; text written over is what the user
+    never sees either. A stretch longer than :data:`LINE_LIMIT` keeps its head and the
+    SHA-256 of the rest."""
+    screen = _Screen()
+    carry = ""
     while True:
         chunk = f.read(1 << 16)
         if not chunk:
+            if carry:  # an escape sequence the stream left unfinished: text
+                screen.feed(carry)
             break
-        for piece in re.split(r"([\r\n])", chunk):
-            if piece == "\n" or piece == "\r":
-                if cur or rest is not None:
-                    last = stretch()
-                cur, size, rest, rest_n = [], 0, None, 0
-                if piece == "\n":
-                    yield last
-                    last = ""
-            elif piece:
-                room = LINE_LIMIT - size
-                if room > 0:
-                    cur.append(piece[:room])
-                    size += min(room, len(piece))
-                if len(piece) > room:
-                    if rest is None:
-                        rest = hashlib.sha256()
-                    tail = piece[max(room, 0) :]
-                    rest.update(tail.encode("utf-8", "surrogatepass"))
-                    rest_n += len(tail)
-    if cur or rest is not None:
-        last = stretch()
-    if last:
-        yield last
+        chunk = carry + chunk
+        m = _PARTIAL_ESC.search(chunk, max(len(chunk) - 32, 0))
+        chunk, carry = (chunk[: m.start()], m.group()) if m else (chunk, "")
+        for piece in _SPLIT.split(chunk):
+            if piece:
+                screen.feed(piece)
+        yield from screen.scrolled()
+    yield from screen.end()
 
 
 def _timing_columns(header: str | None, delimiter: str) -> dict[int, str]:
