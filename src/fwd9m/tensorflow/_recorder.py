@@ -193,6 +193,7 @@ class TFRecorder:
         self._narrowing = False  # True while an XLA call is narrowed: its runs are not the program's
         self._xla_pending = None  # (seq, fwd9m.tensorflow._xla.Pending) of the call about to run
         self._xla_vars = None  # (function, [(input index, handle, dtype)], value records) before a call
+        self._keras_pending = False  # Keras' TF trainer not yet patched (:mod:`._keras_xla`)
 
     # ------------------------------------------------------------- install
     def _wrap_phase(self, cls, attr: str, phase: str, step: bool = False) -> None:
@@ -297,12 +298,16 @@ class TFRecorder:
     def _flush_only(self, op_type, inputs, attrs, outputs, op_name=None, graph=None):
         """Level "modules": the op callback only marks function calls."""
         op_type = _text(op_type)
+        if self._keras_pending and graph is None:
+            self._patch_keras_steps()
         if graph is None and _is_function(op_type):
             return self._callback(op_type, inputs, attrs, outputs)
         return None
 
     def start(self) -> None:
         tf = self.tf
+        self._keras_pending = True
+        self._patch_keras_steps()
         if self.rec.level == "modules":
             self._patch_layers()
             self._op_callbacks.add_op_callback(self._flush_only)
@@ -324,6 +329,23 @@ class TFRecorder:
         # before an XLA call: its variables' values; in a targeted run, its inputs for narrowing
         self._patched.append(_private.call_function_hook(self._before_call))
         _Registry.active = self
+
+    def _patch_keras_steps(self) -> None:
+        """Keras 3's XLA-compiled ``fit`` step, called inside a plain ``tf.function``,
+        runs as an eager call while recording, so that it is recorded (:mod:`._keras_xla`).
+        Tried at start and then before each eager op until Keras' TensorFlow trainer is
+        imported (the recorder can start while Keras is importing TensorFlow)."""
+        from . import _keras_xla
+
+        try:
+            undo = _keras_xla.patch(lambda: _Registry.active is not None)
+        except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
+            logger.info("fwd9m.debug: Keras' train step is not patched: %s", _error_text(exc))
+            self._keras_pending = False
+            return
+        if undo is not None:
+            self._patched.append(undo)
+            self._keras_pending = False
 
     def _before_call(self, name: str, inputs, num_outputs: int) -> None:
         """Before an eager function call: when XLA compiles it, read the values of the
@@ -448,6 +470,8 @@ class TFRecorder:
         op_type = _text(op_type)
         if self._narrowing:
             return None
+        if self._keras_pending and graph is None:
+            self._patch_keras_steps()
         try:
             return self._on_op(op_type, inputs, attrs, outputs, op_name, graph)
         except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
