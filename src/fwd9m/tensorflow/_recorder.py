@@ -194,6 +194,7 @@ class TFRecorder:
         self._xla_pending = None  # (seq, fwd9m.tensorflow._xla.Pending) of the call about to run
         self._xla_vars = None  # (function, [(input index, handle, dtype)], value records) before a call
         self._keras_pending = False  # Keras' TF trainer not yet patched (:mod:`._keras_xla`)
+        self._nested_xla: set[str] = set()  # non-XLA functions that call an XLA one (not recorded)
 
     # ------------------------------------------------------------- install
     def _wrap_phase(self, cls, attr: str, phase: str, step: bool = False) -> None:
@@ -596,6 +597,12 @@ class TFRecorder:
                     "one op per call; compile it with jit_compile=False to see its ops",
                     outer.name,
                 )
+            # TF enters an XLA context on the caller's graph for the call of an XLA function
+            # (polymorphic_function.py, OptionalXlaContext): an outer function whose own ops
+            # were instrumented is not compiled by XLA
+            if outer.name in _Registry.instrumented and outer.name not in self._nested_xla:
+                self._nested_xla.add(outer.name)
+                self.rec.notes.append(_nested_xla_note(outer.name))
             return None
         _Registry.instrumented.add(outer.name)
         gid = id(graph)
@@ -681,6 +688,16 @@ class TFRecorder:
                 ins.append(rec.text_record(attrs_text))
             ctx = rec.ctx_id(scope, phase, loc, "", "")
             rec.writer.op(rec.name_id(op_type, op_type), ctx, rec.step, ins, outs)
+
+
+def _nested_xla_note(outer: str) -> str:
+    return (
+        f"the tf.function {outer} calls a function compiled by XLA (jit_compile=True) inside its graph: "
+        "TensorFlow passes no such call to the recorder and XLA's code runs no hooks, so the ops of that "
+        "call (in Keras: the training step) were not recorded, and a difference made inside it shows only "
+        "on what later reads its results; to record it op by op, compile it with jit_compile=False "
+        "(Keras: model.compile(..., jit_compile=False))"
+    )
 
 
 def _error_text(exc: BaseException) -> str:
