@@ -26,8 +26,10 @@ it (outputs), through a hook on ``Context.call_function`` (:mod:`._private`); a 
 traced before recording started is ``function:NAME``. In a targeted run (a capture
 window) a selected XLA call is narrowed after it ran (:mod:`._xla`). An XLA function
 called inside another ``tf.function`` is not an eager call: it is not recorded (the
-call op of a function is not passed to op callbacks; Keras 3's ``jit_compile=True``
-train step is called so, inside ``multi_step_on_iterator``).
+call op of a function is not passed to op callbacks), and the trace's notes name the
+calling function. Keras 3's ``jit_compile=True`` train step is called so, inside
+``multi_step_on_iterator``: while recording, it runs as an eager call instead
+(:mod:`._keras_xla`, patched once Keras has imported its TensorFlow trainer).
 
 Keras layer/module path: the TF name scope (``tf.get_current_name_scope()`` eagerly,
 the op name in graphs), which Keras 3 sets to the layer path. Phase: backward inside
