@@ -42,7 +42,7 @@ def _fit(factor: float = 1.0, steps_per_execution: int = 1):
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), Scale(factor), keras.layers.Dropout(0.5)])
     model.compile(optimizer="adam", loss="mse", jit_compile=True, steps_per_execution=steps_per_execution)
     history = model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)  # 3 steps: 4, 4, 2
-    return [v.numpy() for v in model.variables], history.history["loss"]
+    return [v.numpy() for v in model.variables] + [model.predict(x, verbose=0)], history.history["loss"]
 
 
 def test_each_xla_step_of_fit_is_one_op_and_the_numbers_do_not_change(tmp_path):
@@ -52,11 +52,11 @@ def test_each_xla_step_of_fit_is_one_op_and_the_numbers_do_not_change(tmp_path):
     with dbg.record(tmp_path / "a.trace", framework="tensorflow"):
         got, got_loss = _fit(steps_per_execution=2)
     assert cls.__dict__["_make_function"] is before  # undone
-    for a, b in zip(plain, got):  # bit for bit, steps_per_execution 1 without fwd9m, 2 with
+    for a, b in zip(plain, got):  # weights and predictions bit for bit, steps_per_execution 1 without fwd9m, 2 with
         np.testing.assert_array_equal(a, b)
     assert got_loss == loss
     steps = [o for o in dbg.TraceReader(tmp_path / "a.trace") if o.name == "xla:one_step_on_data"]
-    assert [o.step for o in steps] == [0, 1, 2]
+    assert [o.step for o in steps] == [0, 1, 2, 3]  # the last one predict's (its step has the same name)
     assert [t.meta for t in steps[2].inputs[:2]] == ["float32[2,4]", "float32[2,1]"]  # the last batch
     assert len(steps[0].outputs) > 1  # the loss, and the variables after the step
 

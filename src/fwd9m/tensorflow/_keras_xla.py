@@ -18,11 +18,14 @@ other branch: ``one_step_on_data`` called eagerly on each of up to
 function, recorded as the op ``xla:one_step_on_data`` (:mod:`._recorder`: its inputs
 are the batch and the variables' values before the step, its outputs the loss and
 metrics and the variables' values after it), and can be narrowed (:mod:`._xla`).
-The step still runs compiled by XLA. Measured (Keras 3.15.1, TensorFlow 2.21, CPU; a
+``predict``'s function (``make_predict_function``: a plain ``tf.function`` around the
+same kind of XLA step) runs its Python function eagerly instead, while recording. The
+step still runs compiled by XLA. Measured (Keras 3.15.1, TensorFlow 2.21, CPU; a
 Dense-gelu-Dropout-LayerNormalization-Dense model, Adam, a metric, validation data,
 50 samples in batches of 16, 2 epochs, ``steps_per_execution`` 1 and 3): every
 variable after ``fit`` and every logged loss and metric equal, bit for bit, those of
-the same script run without the wrapper.
+the same script run without the wrapper; ``predict``'s outputs too (a
+Dense-Dense model, and the model of ``tests/test_debug_keras_xla.py``).
 
 Left as Keras runs them: a model under a non-default ``tf.distribute`` strategy, a
 step that is not compiled by XLA (its ops are recorded one by one in the outer
@@ -40,24 +43,49 @@ from typing import Any
 __all__ = ["patch"]
 
 
-def patch(is_active: Callable[[], bool]) -> tuple[Any, str, Any] | None:
-    """Wrap ``TensorFlowTrainer._make_function`` so that the functions it builds run an
-    XLA-compiled step eagerly while ``is_active()``; (class, attribute, original) to undo
-    it, or None while Keras has not imported its TensorFlow trainer (imports nothing:
-    the recorder may start while Keras itself is importing TensorFlow)."""
+def patch(is_active: Callable[[], bool]) -> list[tuple[Any, str, Any]] | None:
+    """Wrap ``TensorFlowTrainer._make_function`` and ``make_predict_function`` so that
+    the functions they build run an XLA-compiled step eagerly while ``is_active()``;
+    [(class, attribute, original)] to undo it, or None while Keras has not imported its
+    TensorFlow trainer (imports nothing: the recorder may start while Keras itself is
+    importing TensorFlow)."""
     from ..keras import _private
 
     cls = _private.tf_trainer_class()
-    original = None if cls is None else cls.__dict__.get("_make_function")
-    if original is None:
+    make = None if cls is None else cls.__dict__.get("_make_function")
+    make_predict = None if cls is None else cls.__dict__.get("make_predict_function")
+    if make is None or make_predict is None:
         return None
 
-    @functools.wraps(original)
+    @functools.wraps(make)
     def _make_function(trainer, step_function):
-        return _eager_steps(trainer, original(trainer, step_function), is_active)
+        return _eager_steps(trainer, make(trainer, step_function), is_active)
+
+    @functools.wraps(make_predict)
+    def make_predict_function(trainer, force=False):
+        out = make_predict(trainer, force)
+        function = trainer.predict_function
+        if not getattr(function, "_fwd9m_eager", False) and hasattr(function, "python_function"):
+            trainer.predict_function = _eager_predict(trainer, function, is_active)
+        return out
 
     cls._make_function = _make_function
-    return cls, "_make_function", original
+    cls.make_predict_function = make_predict_function
+    return [(cls, "_make_function", make), (cls, "make_predict_function", make_predict)]
+
+
+def _eager_predict(trainer, function, is_active: Callable[[], bool]):
+    """Keras' predict function, a plain ``tf.function`` around the XLA step: while
+    recording, its Python function runs eagerly (the step called eagerly, compiled)."""
+
+    @functools.wraps(function.python_function)
+    def predict(data):
+        if is_active() and _default_strategy(trainer):
+            return function.python_function(data)
+        return function(data)
+
+    predict._fwd9m_eager = True  # type: ignore[attr-defined]
+    return predict
 
 
 def _eager_steps(trainer, function, is_active: Callable[[], bool]):
@@ -77,10 +105,16 @@ def _applies(trainer, iterator) -> bool:
     """A ``tf.data.Iterator`` given to a compiled XLA step on the default strategy."""
     import tensorflow as tf
 
+    return isinstance(iterator, tf.data.Iterator) and _default_strategy(trainer)
+
+
+def _default_strategy(trainer) -> bool:
+    """The step is compiled by XLA, not run eagerly, on the default strategy."""
+    import tensorflow as tf
+
     try:
         return bool(
-            isinstance(iterator, tf.data.Iterator)
-            and trainer.jit_compile
+            trainer.jit_compile
             and not trainer.run_eagerly
             and not tf.distribute.has_strategy()
             and trainer.distribute_strategy is tf.distribute.get_strategy()

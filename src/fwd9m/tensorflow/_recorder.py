@@ -347,7 +347,7 @@ class TFRecorder:
             self._keras_pending = False
             return
         if undo is not None:
-            self._patched.append(undo)
+            self._patched += undo
             self._keras_pending = False
 
     def _before_call(self, name: str, inputs, num_outputs: int) -> None:
@@ -696,8 +696,8 @@ def _nested_xla_note(outer: str) -> str:
     return (
         f"the tf.function {outer} calls a function compiled by XLA (jit_compile=True) inside its graph: "
         "TensorFlow passes no such call to the recorder and XLA's code runs no hooks, so the ops of that "
-        "call (in Keras: the training step) were not recorded, and a difference made inside it shows only "
-        "on what later reads its results; to record it op by op, compile it with jit_compile=False "
+        "call (in Keras: its train, test or predict step) were not recorded, and a difference made inside "
+        "it shows only on what later reads its results; to record it op by op, compile it with jit_compile=False "
         "(Keras: model.compile(..., jit_compile=False))"
     )
 
