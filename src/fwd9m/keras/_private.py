@@ -25,6 +25,15 @@ against the installed Keras). Checked against Keras 3.15.1:
   in (``fwd9m check --resume`` adds its step hook there), and ``keras.src.tree.flatten``,
   which it uses to flatten the callbacks it is given. Source:
   https://github.com/keras-team/keras/blob/master/keras/src/callbacks/callback_list.py
+* ``keras.src.backend.tensorflow.trainer.TensorFlowTrainer._make_function(step_function)``:
+  builds ``train_function`` / ``test_function`` (``make_train_function``). The function
+  it returns runs ``multi_step_on_iterator``, a plain ``tf.function``, when it is given
+  a ``tf.data.Iterator`` (what ``fit`` passes); the step ``one_step_on_data`` (a
+  ``tf.function(jit_compile=self.jit_compile)``) is then called inside that graph.
+  Given any other iterable it calls ``one_step_on_data`` eagerly on each of up to
+  ``steps_per_execution`` batches and returns the last outputs (its ``else`` branch).
+  ``fwd9m debug`` (:mod:`fwd9m.tensorflow._keras_xla`) uses that branch. Source:
+  https://github.com/keras-team/keras/blob/master/keras/src/backend/tensorflow/trainer.py
 
 Every function imports Keras' private modules when called: importing this module
 imports no framework.
@@ -36,6 +45,7 @@ from typing import Any
 
 __all__ = [
     "callback_list_class",
+    "tf_trainer_class",
     "flatten",
     "global_seed",
     "set_global_seed",
@@ -110,3 +120,12 @@ def flatten(structure: Any) -> list:
     from keras.src import tree
 
     return tree.flatten(structure)
+
+
+def tf_trainer_class() -> Any:
+    """``keras.src.backend.tensorflow.trainer.TensorFlowTrainer`` once Keras has imported
+    it (Keras imports the trainer of its active backend only); None before, and while
+    that module is still being imported. Imports nothing."""
+    import sys
+
+    return getattr(sys.modules.get("keras.src.backend.tensorflow.trainer"), "TensorFlowTrainer", None)

@@ -26,8 +26,10 @@ it (outputs), through a hook on ``Context.call_function`` (:mod:`._private`); a 
 traced before recording started is ``function:NAME``. In a targeted run (a capture
 window) a selected XLA call is narrowed after it ran (:mod:`._xla`). An XLA function
 called inside another ``tf.function`` is not an eager call: it is not recorded (the
-call op of a function is not passed to op callbacks; Keras 3's ``jit_compile=True``
-train step is called so, inside ``multi_step_on_iterator``).
+call op of a function is not passed to op callbacks), and the trace's notes name the
+calling function. Keras 3's ``jit_compile=True`` train step is called so, inside
+``multi_step_on_iterator``: while recording, it runs as an eager call instead
+(:mod:`._keras_xla`, patched once Keras has imported its TensorFlow trainer).
 
 Keras layer/module path: the TF name scope (``tf.get_current_name_scope()`` eagerly,
 the op name in graphs), which Keras 3 sets to the layer path. Phase: backward inside
@@ -193,6 +195,8 @@ class TFRecorder:
         self._narrowing = False  # True while an XLA call is narrowed: its runs are not the program's
         self._xla_pending = None  # (seq, fwd9m.tensorflow._xla.Pending) of the call about to run
         self._xla_vars = None  # (function, [(input index, handle, dtype)], value records) before a call
+        self._keras_pending = False  # Keras' TF trainer not yet patched (:mod:`._keras_xla`)
+        self._nested_xla: set[str] = set()  # non-XLA functions that call an XLA one (not recorded)
 
     # ------------------------------------------------------------- install
     def _wrap_phase(self, cls, attr: str, phase: str, step: bool = False) -> None:
@@ -297,12 +301,16 @@ class TFRecorder:
     def _flush_only(self, op_type, inputs, attrs, outputs, op_name=None, graph=None):
         """Level "modules": the op callback only marks function calls."""
         op_type = _text(op_type)
+        if self._keras_pending and graph is None:
+            self._patch_keras_steps()
         if graph is None and _is_function(op_type):
             return self._callback(op_type, inputs, attrs, outputs)
         return None
 
     def start(self) -> None:
         tf = self.tf
+        self._keras_pending = True
+        self._patch_keras_steps()
         if self.rec.level == "modules":
             self._patch_layers()
             self._op_callbacks.add_op_callback(self._flush_only)
@@ -324,6 +332,23 @@ class TFRecorder:
         # before an XLA call: its variables' values; in a targeted run, its inputs for narrowing
         self._patched.append(_private.call_function_hook(self._before_call))
         _Registry.active = self
+
+    def _patch_keras_steps(self) -> None:
+        """Keras 3's XLA-compiled ``fit`` step, called inside a plain ``tf.function``,
+        runs as an eager call while recording, so that it is recorded (:mod:`._keras_xla`).
+        Tried at start and then before each eager op until Keras' TensorFlow trainer is
+        imported (the recorder can start while Keras is importing TensorFlow)."""
+        from . import _keras_xla
+
+        try:
+            undo = _keras_xla.patch(lambda: _Registry.active is not None)
+        except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
+            logger.info("fwd9m.debug: Keras' train step is not patched: %s", _error_text(exc))
+            self._keras_pending = False
+            return
+        if undo is not None:
+            self._patched += undo
+            self._keras_pending = False
 
     def _before_call(self, name: str, inputs, num_outputs: int) -> None:
         """Before an eager function call: when XLA compiles it, read the values of the
@@ -448,6 +473,8 @@ class TFRecorder:
         op_type = _text(op_type)
         if self._narrowing:
             return None
+        if self._keras_pending and graph is None:
+            self._patch_keras_steps()
         try:
             return self._on_op(op_type, inputs, attrs, outputs, op_name, graph)
         except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
@@ -572,6 +599,12 @@ class TFRecorder:
                     "one op per call; compile it with jit_compile=False to see its ops",
                     outer.name,
                 )
+            # TF enters an XLA context on the caller's graph for the call of an XLA function
+            # (polymorphic_function.py, OptionalXlaContext): an outer function whose own ops
+            # were instrumented is not compiled by XLA
+            if outer.name in _Registry.instrumented and outer.name not in self._nested_xla:
+                self._nested_xla.add(outer.name)
+                self.rec.notes.append(_nested_xla_note(outer.name))
             return None
         _Registry.instrumented.add(outer.name)
         gid = id(graph)
@@ -657,6 +690,16 @@ class TFRecorder:
                 ins.append(rec.text_record(attrs_text))
             ctx = rec.ctx_id(scope, phase, loc, "", "")
             rec.writer.op(rec.name_id(op_type, op_type), ctx, rec.step, ins, outs)
+
+
+def _nested_xla_note(outer: str) -> str:
+    return (
+        f"the tf.function {outer} calls a function compiled by XLA (jit_compile=True) inside its graph: "
+        "TensorFlow passes no such call to the recorder and XLA's code runs no hooks, so the ops of that "
+        "call (in Keras: its train, test or predict step) were not recorded, and a difference made inside "
+        "it shows only on what later reads its results; to record it op by op, compile it with jit_compile=False "
+        "(Keras: model.compile(..., jit_compile=False))"
+    )
 
 
 def _error_text(exc: BaseException) -> str:

@@ -1,0 +1,92 @@
+"""fwd9m debug and Keras 3 ``fit`` with ``jit_compile=True`` on the TensorFlow backend.
+
+Keras calls its XLA-compiled step inside the plain ``tf.function`` ``multi_step_on_iterator``;
+TensorFlow passes that call to no op callback, so before the fix a recorded ``fit``
+held only iterator, Optional and Placeholder ops, and a difference made inside the step
+was blamed on ``OptionalGetValue`` as "a value built outside the framework" (measured
+on a script whose step multiplies by a per-process constant). While recording, the
+step now runs as an eager call of the XLA function (:mod:`fwd9m.tensorflow._keras_xla`):
+one op ``xla:one_step_on_data`` per step, the program's numbers unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+if keras.backend.backend() != "tensorflow":
+    pytest.skip("Keras runs on another backend here", allow_module_level=True)
+
+import fwd9m.debug as dbg  # noqa: E402
+from fwd9m.keras import _private  # noqa: E402
+
+
+class Scale(keras.layers.Layer):
+    """Multiplies by a Python number: traced into the XLA step as a constant."""
+
+    def __init__(self, factor: float):
+        super().__init__()
+        self.factor = factor
+
+    def call(self, t):
+        return t * self.factor
+
+
+def _fit(factor: float = 1.0, steps_per_execution: int = 1):
+    keras.backend.clear_session()  # layer names (sequential_1, ...) as in a fresh process
+    keras.utils.set_random_seed(0)
+    x = np.linspace(-1, 1, 40, dtype="float32").reshape(10, 4)
+    y = x.sum(axis=1, keepdims=True)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), Scale(factor), keras.layers.Dropout(0.5)])
+    model.compile(optimizer="adam", loss="mse", jit_compile=True, steps_per_execution=steps_per_execution)
+    history = model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)  # 3 steps: 4, 4, 2
+    return [v.numpy() for v in model.variables] + [model.predict(x, verbose=0)], history.history["loss"]
+
+
+def test_each_xla_step_of_fit_is_one_op_and_the_numbers_do_not_change(tmp_path):
+    plain, loss = _fit()
+    cls = _private.tf_trainer_class()
+    before = cls.__dict__["_make_function"]
+    with dbg.record(tmp_path / "a.trace", framework="tensorflow"):
+        got, got_loss = _fit(steps_per_execution=2)
+    assert cls.__dict__["_make_function"] is before  # undone
+    for a, b in zip(plain, got):  # weights and predictions bit for bit, steps_per_execution 1 without fwd9m, 2 with
+        np.testing.assert_array_equal(a, b)
+    assert got_loss == loss
+    steps = [o for o in dbg.TraceReader(tmp_path / "a.trace") if o.name == "xla:one_step_on_data"]
+    assert [o.step for o in steps] == [0, 1, 2, 3]  # the last one predict's (its step has the same name)
+    assert [t.meta for t in steps[2].inputs[:2]] == ["float32[2,4]", "float32[2,1]"]  # the last batch
+    assert len(steps[0].outputs) > 1  # the loss, and the variables after the step
+
+
+def test_a_difference_inside_the_xla_step_is_found_there(tmp_path):
+    paths = [tmp_path / "a.trace", tmp_path / "b.trace"]
+    for path, factor in zip(paths, (1.0, 1.5)):  # as a per-process constant would
+        with dbg.record(path, framework="tensorflow"):
+            _fit(factor)
+    report = dbg.diff(*paths)
+    assert report.kind == "culprit" and report.first.op == "xla:one_step_on_data", report.render()
+    assert report.first.step == 0
+
+
+def test_an_xla_call_inside_another_tf_function_is_named_as_not_recorded(tmp_path):
+    v = tf.Variable(tf.ones([4]))
+
+    @tf.function(jit_compile=True)
+    def inner(x):
+        v.assign_add(x)
+        return tf.reduce_sum(v)
+
+    @tf.function
+    def outer_fn(x):
+        return inner(x) + 1.0
+
+    with dbg.record(tmp_path / "n.trace", framework="tensorflow"):
+        outer_fn(tf.ones([4]))
+    reader = dbg.TraceReader(tmp_path / "n.trace")
+    list(reader)
+    notes = reader.end["notes"]
+    assert any(n.startswith("the tf.function outer_fn calls a function compiled by XLA") for n in notes), notes
+    assert "jit_compile=False" in notes[0]
