@@ -435,30 +435,52 @@ def _number_distance(x: str, y: str) -> float | None:
     return float(_EXACT.subtract(vx, vy).copy_abs())
 
 
-_BLANKS = re.compile(r"[ \t]+")
+#: spaces only: a tab is a TSV file's delimiter (``1\t\t0.5`` and ``1\t0.5\t`` put
+#: 0.5 in different columns), never layout padding
+_BLANKS = re.compile(r" +")
+_LEAD = re.compile(r" *")
 #: the glyphs progress bars draw their bar with: box drawing (Rich's and Keras's ``━``,
 #: ``╸``, ``╺``) and block elements (tqdm's ``█▏▎▍▌▋▊▉``)
 _BAR = re.compile(r"[\u2500-\u259f]+")
+#: the lower blocks a sparkline of values draws with (``loss ▁▂▃█``), which no progress
+#: bar uses (tqdm's partial blocks are the left blocks ``▏``..``▉``, U+2589..U+258F)
+_SPARK = re.compile(r"[\u2581-\u2587]")
 
 
-def _spacing_only(ta: _Tokens, tb: _Tokens) -> bool:
-    """Whether the lines' texts differ only in the length of their runs of blanks (and
-    leading blanks): a table or a progress bar lays out its columns around values of a
-    varying width, such as a masked rate (rich's progress bar pads the next line of its
-    metrics column by the width of ``38.44it/s`` or ``188.46it/s``). A blank is never
-    added or removed between two characters: ``12`` and ``1 2`` still differ.
+def _spacing_only(ta: _Tokens, tb: _Tokens, continued: bool = False) -> bool:
+    """Whether the lines' texts differ only in layout that follows a masked timing's
+    width: a progress bar lays out its columns around its rate (rich's progress bar pads
+    the next lines of its wrapped metrics column by the width of ``38.44it/s`` or
+    ``188.46it/s``). A blank is never added or removed between two characters: ``12``
+    and ``1 2`` still differ, and tabs are compared as they are.
 
     On a line that holds a masked timing in both runs (a progress bar's rate or time),
-    runs of bar glyphs (:data:`_BAR`) agree whatever their length too: Rich gives its bar
-    the width the other columns leave (``━`` 16 times beside ``188.46it/s``, 17 times
-    beside ``38.44it/s``). Safe: the progress the bar draws is printed beside it as
-    numbers (``4/32``, ``12%``), which are compared; a line without a masked timing (a
-    sparkline of losses, ``loss ▁▂▃▃``, a histogram) keeps its glyphs compared one by one."""
+    the runs of spaces may be of any width, and so may runs of bar glyphs (:data:`_BAR`):
+    Rich gives its bar the width the other columns leave (``━`` 16 times beside
+    ``188.46it/s``, 17 times beside ``38.44it/s``). Safe: the progress the bar draws is
+    printed beside it as numbers (``4/32``, ``12%``), which are compared; a line without
+    a masked timing, or with a sparkline's glyphs (``loss ▁▂▃█``), keeps its glyphs
+    compared one by one.
+
+    On a line without one, only the leading spaces may differ, and only when
+    ``continued`` (the line continues a timed line: the lines before it, up to a timed
+    one, agreed with leading spaces in both runs) and both lines start with spaces: a
+    table whose empty cell moves a value to another column (``1      0.5`` and
+    ``1            0.5``), or YAML whose nesting differs, still differs."""
     a, b = ta.template, tb.template
     if _timed(ta) and _timed(tb):
-        a, b = _BAR.sub("\u2501", a), _BAR.sub("\u2501", b)
-    a, b = _BLANKS.sub(" ", a).lstrip(" "), _BLANKS.sub(" ", b).lstrip(" ")
+        if not (_SPARK.search(a) or _SPARK.search(b)):
+            a, b = _BAR.sub("\u2501", a), _BAR.sub("\u2501", b)
+        a, b = _BLANKS.sub(" ", a).lstrip(" "), _BLANKS.sub(" ", b).lstrip(" ")
+    elif continued and a[:1] == b[:1] == " ":
+        a, b = a.lstrip(" "), b.lstrip(" ")
     return a == b or _cut_alike(a, b)
+
+
+def _continues(ta: _Tokens, tb: _Tokens, continued: bool) -> bool:
+    """Whether the line after an agreeing pair ``ta``, ``tb`` continues a timed line's
+    layout (see :func:`_spacing_only`)."""
+    return _timed(ta) or _timed(tb) or continued and ta.template[:1] == tb.template[:1] == " "
 
 
 def _timed(t: _Tokens) -> bool:
@@ -471,7 +493,8 @@ def _cut_alike(a: str, b: str) -> bool:
     (``another_metric_wi…`` beside ``7.70it/s``, ``another_metric_w…`` beside
     ``11.42it/s``). Safe: what one run shows of the word is a prefix of what the other
     shows, so they never contradict; numbers are compared apart (a cut ``0.12…`` and
-    ``0.1…`` still differ)."""
+    ``0.1…`` still differ), and a word cut before a number in one run only (``x=…`` and
+    ``x=2…``) differs: its numbers would be compared out of line."""
     wa, wb = a.split(" "), b.split(" ")
     if len(wa) != len(wb):
         return False
@@ -481,7 +504,7 @@ def _cut_alike(a: str, b: str) -> bool:
         if not (x.endswith("\u2026") and y.endswith("\u2026")):
             return False
         x, y = x[:-1], y[:-1]
-        if not (x.startswith(y) or y.startswith(x)):
+        if x.count("\0") != y.count("\0") or not (x.startswith(y) or y.startswith(x)):
             return False
     return True
 
@@ -497,11 +520,13 @@ def _blank_runs(line: str) -> str:
     )
 
 
-def _line_distance(ta: _Tokens, tb: _Tokens, spacing: bool = False) -> float | None:
+def _line_distance(ta: _Tokens, tb: _Tokens, spacing: bool = False, continued: bool = False) -> float | None:
     """-1.0 when the lines agree; the largest distance between their numbers when they
     differ only in numbers; None when their text differs (unless ``spacing`` and they
-    differ only in :func:`_spacing_only` blanks)."""
-    if ta.template != tb.template and not (spacing and _spacing_only(ta, tb)):
+    differ only in :func:`_spacing_only` layout) or they hold different counts of numbers."""
+    if len(ta.numbers) != len(tb.numbers):
+        return None
+    if ta.template != tb.template and not (spacing and _spacing_only(ta, tb, continued)):
         return None
     worst = -1.0
     for x, y in zip(ta.numbers, tb.numbers):
@@ -666,6 +691,7 @@ def compare_text(
     n_diff = total = 0
     first = None
     max_abs: float | None = None
+    continued = False  # the line continues a timed line's layout (see _spacing_only)
     # lines end at "\n" only: a "\r" redraws the line, as on a terminal
     with (
         open(file_a, encoding="utf-8", errors="replace", newline="\n") as fa,
@@ -683,7 +709,8 @@ def compare_text(
                 else:
                     ta = _tokens(ca, strict, columns, delimiter or ",")
                     tb = ta if cb == ca else _tokens(cb, strict, columns, delimiter or ",")
-                    d = _line_distance(ta, tb, spacing=not strict)
+                    d = _line_distance(ta, tb, spacing=not strict, continued=continued)
+                    continued = d is not None and _continues(ta, tb, continued)
                     if ignored is not None and d is not None:
                         for (kind, name, xa), (_, _, xb) in zip(ta.masked, tb.masked):
                             ignored.add(path, kind, name, total, xa, xb)

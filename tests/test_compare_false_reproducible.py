@@ -1,0 +1,89 @@
+"""Adversarial guards for the relaxations of the output comparison: for each, two runs
+whose results genuinely differ (a loss, a metric, a count, a printed tensor) that it must
+not call identical, beside the layout change it was made for, which must still agree."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from fwd9m.compare import compare_text, pair_names
+from fwd9m.compare._text import timing_name
+
+
+def _same(tmp_path, a: str, b: str, name: str = "stdout", **kw) -> bool:
+    pa, pb = tmp_path / "a", tmp_path / "b"
+    pa.write_text(a, newline="")
+    pb.write_text(b, newline="")
+    return compare_text(name, pa, pb, **kw) is None
+
+
+BAR = "Epoch 1/1  ━━━━━━━ 4/4 0:00:00 • 0:00:00 {rate}it/s v_num: 0\n"
+
+
+@pytest.mark.parametrize(
+    "a, b, name",
+    [
+        # a TSV row whose empty cell is another column: 0.5 is the loss in one run, the accuracy in the other
+        ("epoch\tloss\tacc\n1\t\t0.5\n", "epoch\tloss\tacc\n1\t0.5\t\n", "metrics.tsv"),
+        ("1\t\t0.5\n", "1\t0.5\n", "stdout"),
+        # a table whose empty cell moves a value to another column
+        ("epoch  loss  acc\n1            0.5\n", "epoch  loss  acc\n1      0.5\n", "stdout"),
+        # YAML whose nesting differs: warmup under the scheduler, or at the top
+        ("sched:\n  name: cos\n  warmup: 100\n", "sched:\n  name: cos\nwarmup: 100\n", "hparams.yaml"),
+        # the same after a progress bar's line: only a line with leading blanks in both continues it
+        (BAR.format(rate="38.44") + "  warmup: 100\n", BAR.format(rate="188.46") + "warmup: 100\n", "stdout"),
+    ],
+)
+def test_blanks_that_move_a_value_to_another_column_differ(tmp_path, a, b, name):
+    assert not _same(tmp_path, a, b, name)
+
+
+def test_the_wrapped_metrics_of_a_progress_bar_still_agree(tmp_path):
+    """The layout the spacing relaxation was made for (Rich pads the wrapped metrics lines
+    by the width of the rate on the bar's line), with a value still compared."""
+    a = BAR.format(rate="38.44") + " " * 62 + "train_loss: 3.160\n" + " " * 62 + "val_loss: 2.5\n"
+    b = BAR.format(rate="188.46") + " " * 61 + "train_loss: 3.160\n" + " " * 61 + "val_loss: 2.5\n"
+    assert _same(tmp_path, a, b)
+    assert not _same(tmp_path, a, b.replace("2.5", "2.25"))
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        # numpy pads a column to its widest value: the padding moves, the values differ
+        ("[1.5  2.25]\n", "[1.25 2.5 ]\n"),
+        (
+            "tensor([[1.0000, 2.2500],\n        [3.5000, 4.0000]])\n",
+            "tensor([[1.0000, 2.2500],\n        [3.5000, 4.0001]])\n",
+        ),
+        # a loss in a tqdm postfix, beside a masked rate
+        ("100%|███| 3/3 [00:01<00:00,  1.52it/s, loss=0.5]\n", "100%|███| 3/3 [00:04<00:00,  1.42s/it, loss=0.6]\n"),
+        # a sparkline of losses beside a masked time: its glyphs are values
+        ("loss ▁▂▃█ 2s\n", "loss █▃▂▁ 3s\n"),
+        ("loss ▁▂██ 2s\n", "loss ▁▂█ 3s\n"),
+        # a timing's slot holds a plain number in the other run
+        ("step 3 took 3s\n", "step 3 took 3\n"),
+    ],
+)
+def test_values_beside_masked_layout_differ(tmp_path, a, b):
+    assert not _same(tmp_path, a, b)
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        # a cut word in one run holds a number the other's cut dropped: the numbers after it
+        # would be compared out of line (2 with 2, 2 with 2, and run b's 3 never)
+        ("x=… 2 2\n", "x=2… 2 3\n"),
+        ("(… 1 1\n", "(1… 1 2\n"),
+        ("loss=0.1234… acc\n", "loss=0.12… acc\n"),
+    ],
+)
+def test_words_cut_with_an_ellipsis_keep_their_numbers_in_line(tmp_path, a, b):
+    assert not _same(tmp_path, a, b)
+    assert _same(tmp_path, "another_metric_wi…\n", "another_metric_w…\n")
+
+
