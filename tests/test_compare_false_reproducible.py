@@ -87,3 +87,47 @@ def test_words_cut_with_an_ellipsis_keep_their_numbers_in_line(tmp_path, a, b):
     assert _same(tmp_path, "another_metric_wi…\n", "another_metric_w…\n")
 
 
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        # a shorter redraw leaves the rest of the row on the terminal: the loss stays visible
+        ("step 99 loss 0.51\rok\n", "step 99 loss 0.73\rok\n"),
+        # a cursor movement up, then a shorter row over the loss
+        ("loss 0.51\n\x1b[Aok\n", "loss 0.73\n\x1b[Aok\n"),
+        ("loss 0.51\n\x1b[1Fok\n", "loss 0.73\n\x1b[1Fok\n"),
+    ],
+)
+def test_a_value_a_shorter_redraw_leaves_on_the_screen_is_compared(tmp_path, a, b):
+    assert not _same(tmp_path, a, b)
+    assert not _same(tmp_path, a, b, strict=True)
+    # erased (CSI K, as Rich does) or padded with blanks (as tqdm and Keras do), it is gone
+    assert _same(tmp_path, a.replace("ok", "\x1b[2Kok"), b.replace("ok", "\x1b[2Kok"))
+    assert _same(tmp_path, a.replace("ok", "ok" + " " * 20), b.replace("ok", "ok" + " " * 20))
+
+
+def test_rich_progress_redraws_still_agree(tmp_path):
+    """Rich redraws its live rows with CR, CSI A and CSI 2K (erase): what it printed
+    stays compared, the number of redraws does not matter."""
+    rich_console = pytest.importorskip("rich.console")
+    rich_progress = pytest.importorskip("rich.progress")
+
+    def run(steps_per_refresh: int, loss: str) -> str:
+        out = io.StringIO()
+        console = rich_console.Console(file=out, force_terminal=True, width=100)
+        with rich_progress.Progress(console=console, auto_refresh=False) as p:
+            task = p.add_task("epoch", total=20)
+            for i in range(20):
+                p.advance(task)
+                if i % steps_per_refresh == 0:
+                    p.refresh()
+                if i == 9:
+                    console.print(f"half loss {loss}")
+        console.print("done")
+        return out.getvalue()
+
+    a, b = run(1, "0.25"), run(3, "0.25")
+    assert a.count("\r") != b.count("\r")
+    assert _same(tmp_path, a, b)
+    assert not _same(tmp_path, a, run(3, "0.125"))
+
+

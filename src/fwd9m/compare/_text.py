@@ -548,8 +548,9 @@ _PARTIAL_ESC = re.compile(r"\x1b(?:\[[0-9;?]*)?\Z")
 
 
 class _Row:
-    """One row of the screen: the last non-empty stretch written to it (after a ``\r``
-    or a cursor movement into it) and the stretch being written, its first
+    """One row of the screen: what its non-empty stretches written over one another
+    (after a ``\r`` or a cursor movement into it) leave visible (:func:`_overlay`) and
+    the stretch being written, its first
     :data:`LINE_LIMIT` characters as text and the SHA-256 of the rest."""
 
     def __init__(self) -> None:
@@ -573,10 +574,31 @@ class _Row:
 
     def end_stretch(self) -> None:
         if self.cur or self.rest is not None:
-            self.last = "".join(self.cur)
+            new = "".join(self.cur)
             if self.rest is not None:
-                self.last += f"\u2026[+{self.rest_n} characters, sha256 x{self.rest.hexdigest()[:16]}]"
+                new += f"\u2026[+{self.rest_n} characters, sha256 x{self.rest.hexdigest()[:16]}]"
+            self.last = _overlay(self.last, new)
         self.cur, self.size, self.rest, self.rest_n = [], 0, None, 0
+
+
+#: erase to the end of the row, or the whole row (CSI K, 0 K, 2 K: Rich's redraws)
+_ERASE = re.compile(r"\x1b\[[02]?K")
+
+
+def _overlay(old: str, new: str) -> str:
+    """The row a terminal shows once ``new`` is written over ``old`` from its first
+    column: a shorter ``new`` leaves the rest of ``old`` visible (``step 9 loss
+    0.51\rok`` shows ``okep 9 loss 0.51``), unless ``new`` erases the row (CSI K).
+    Progress bars pad a shorter redraw with blanks (tqdm's ``print_status``, tqdm/std.py:
+    ``'\\r' + s + ' ' * max(last_len - len_s, 0)``; Keras's ``Progbar.update``,
+    keras/src/utils/progbar.py: ``" " * (self._prev_total_width - total_width)``) or
+    erase the row (Rich's ``LiveRender.position_cursor``, rich/live_render.py: CSI 2 K),
+    so their rows are ``new`` alone; text written over that is what the user never sees
+    either."""
+    if not old or _ERASE.search(new):
+        return new
+    tail = _ANSI.sub("", old)[len(_ANSI.sub("", new)) :]
+    return new + tail if tail.strip() else new
 
 
 class _Screen:
@@ -619,13 +641,14 @@ class _Screen:
 
 def _lines(f) -> Iterator[str]:
     """The lines of a text stream as a terminal shows them once it has ended: for each
-    row (lines end at ``\n``), the last non-empty stretch written to it, after a ``\r``
-    or a cursor movement into it (a progress bar redraws itself any number of times,
+    row (lines end at ``\n``), what the stretches written to it, each after a ``\r``
+    or a cursor movement into it, leave visible (:func:`_overlay`: a shorter one
+    leaves the rest of the row before it) (a progress bar redraws itself any number of times,
     tqdm's nested bars move up and down between their rows), read in bounded pieces
     however long a line is (see :class:`_Screen`). Safe: what is compared is what the
     terminal would show at the end, as for ``\r``; text written over is what the user
-    never sees either. A stretch longer than :data:`LINE_LIMIT` keeps its head and the
-    SHA-256 of the rest."""
+    never sees either, and text a shorter redraw leaves is what the user still sees. A
+    stretch longer than :data:`LINE_LIMIT` keeps its head and the SHA-256 of the rest."""
     screen = _Screen()
     carry = ""
     while True:
