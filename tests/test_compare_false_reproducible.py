@@ -131,3 +131,34 @@ def test_rich_progress_redraws_still_agree(tmp_path):
     assert not _same(tmp_path, a, run(3, "0.125"))
 
 
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        # layer sizes are no date (a year 19xx/20xx, a month 01-12, a day 01-31 are)
+        ("best arch 1024-64-32\n", "best arch 1024-32-16\n"),
+        ("hidden=0512-16-08 acc 0.9\n", "hidden=0512-32-16 acc 0.9\n"),
+        ("saved model_1024-64-32.pt\n", "saved model_1024-32-16.pt\n"),
+    ],
+)
+def test_numbers_shaped_like_no_real_date_are_compared(tmp_path, a, b):
+    assert not _same(tmp_path, a, b)
+
+
+def test_file_names_shaped_like_no_real_date_keep_their_numbers():
+    """Each run wrote one model, named by its layer sizes: the names do not pair."""
+    a, b = pair_names(["model_1024-64-32.pt"]), pair_names(["model_1024-32-16.pt"])
+    assert a["model_1024-64-32.pt"] != b["model_1024-32-16.pt"]
+    assert pair_names(["run_2026-12-01_19-12-33/x.pt"]) == {"run_2026-12-01_19-12-33/x.pt": "run_<time>/x.pt"}
+
+
+@pytest.mark.parametrize(
+    "key", ["duration_loss", "train/duration_loss", "eta_mae", "runtime_error_rate", "loss/ns", "arrival_time_pred"]
+)
+def test_a_result_named_after_a_time_is_no_timing(tmp_path, key):
+    """FastSpeech's duration_loss, an arrival-time model's eta_mae: a result, compared
+    (in printed lines, JSON, CSV columns and TensorBoard tags alike)."""
+    assert not timing_name(key)
+    assert not _same(tmp_path, f"{key}: 0.51\n", f"{key}: 0.73\n")
+    assert timing_name("train/train_runtime") and timing_name("eval_samples_per_second")
+
+

@@ -36,6 +36,8 @@ LINE_LIMIT = 1 << 20
 _NUM = r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _CLOCK = r"\d+:\d{2}(?::\d{2})?"
+#: an ISO date of a real year, month and day (``1024-64-32``, a model's layer sizes, is none)
+DATE = r"(?:19|20)\d{2}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
 #: units of what progress bars and loggers count per second (``it/s``, ``samples/s``)
 _COUNT_UNITS = (
     r"(?:it|its|steps?|batch(?:es)?|samples?|examples?|ex|tokens?|toks?|imgs?|images?|seqs?|"
@@ -81,13 +83,14 @@ MASKS = (
 #: Values that start with a digit, tried (anchored) where a number starts; ``unit``
 #: names a rate or a per-step duration.
 NUMBER_MASKS = (
-    # ISO dates and times, and 20261201-191233 (strftime("%Y%m%d-%H%M%S")), also inside
+    # ISO dates and times (a real year, month and day: 1024-64-32, a model's layer
+    # sizes, is no date), and 20261201-191233 (strftime("%Y%m%d-%H%M%S")), also inside
     # a name (run_2026-12-01_19-12-33/, train_20261201-191233.log): not after a digit
     _Mask(
         "timestamp",
         "timestamp",
         re.compile(
-            r"\d{4}-\d{2}-\d{2}(?:[ T_]\d{2}[:-]\d{2}(?:[:-]\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)"
+            DATE + r"(?:[ T_]\d{2}[:-]\d{2}(?:[:-]\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)"
             r"|(?:19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])[-_T](?:[01]\d|2[0-3])[0-5]\d[0-5]\d(?!\d)"
         ),
         "0123456789.",
@@ -169,6 +172,29 @@ _TIMING_WORDS = {
     "timing",
     "timings",
 }
+#: words that make a name a result whatever timing word it holds: FastSpeech's
+#: ``duration_loss``, an arrival-time model's ``eta_mae``, ``runtime_error_rate``
+_RESULT_WORDS = {
+    "loss",
+    "losses",
+    "error",
+    "errors",
+    "err",
+    "mae",
+    "mse",
+    "rmse",
+    "mape",
+    "nll",
+    "acc",
+    "accuracy",
+    "score",
+    "pred",
+    "preds",
+    "prediction",
+    "predictions",
+    "target",
+    "targets",
+}
 _TIMING_LAST = {"time", "times", "date", "seconds", "secs", "sec", "ms", "us", "ns"}
 _TIME_UNIT_WORDS = {"s", "ms", "us", "ns", "sec", "secs", "seconds", "min", "mins", "minutes", "h"}
 
@@ -177,9 +203,10 @@ def timing_name(key: str) -> bool:
     """Whether ``key`` names a timing or bookkeeping value (``train_runtime``,
     ``eval_samples_per_second``, ``time``, ``wall_time``, ``elapsed``, ``timestamp``,
     ``created_at``, ``it/s``), by its words: ``timesteps``, ``num_timesteps``,
-    ``time_step``, ``epoch``, ``learning_rate`` are not."""
+    ``time_step``, ``epoch``, ``learning_rate`` are not, nor is a name with a result's
+    word (``duration_loss``, ``eta_mae``: :data:`_RESULT_WORDS`)."""
     words = [w.lower() for w in _WORDS.findall(key)]
-    if not words:
+    if not words or _RESULT_WORDS.intersection(words):
         return False
     if _TIMING_WORDS.intersection(words) or words[-1] in _TIMING_LAST:
         return True
