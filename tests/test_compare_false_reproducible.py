@@ -162,3 +162,25 @@ def test_a_result_named_after_a_time_is_no_timing(tmp_path, key):
     assert timing_name("train/train_runtime") and timing_name("eval_samples_per_second")
 
 
+def _run(tmp_path: Path, name: str, text: str):
+    from fwd9m.check._process import _Run
+
+    out = tmp_path / f"{name}.txt"
+    out.write_text(text)
+    return _Run(None, tmp_path, tmp_path, out)  # type: ignore[arg-type]
+
+
+def test_shared_stdout_of_spawned_ranks_is_split_by_rank_names_only(tmp_path):
+    """Without a launcher, lines are compared rank by rank only by a prefix naming a rank:
+    a script's ``[batch 17]`` names no process, and an order change between such lines
+    (the data order a shuffle chose) is a difference; --strict masks nothing there too."""
+    from fwd9m.check._runs import _interleaved_only
+
+    def how(a: str, b: str, strict: bool = False):
+        return _interleaved_only(_run(tmp_path, "a", a), _run(tmp_path, "b", b), launched=False, strict=strict)
+
+    ranks = "[rank 0] step 1 took 3.2s\n[rank 1] step 1 took 3.1s\n"
+    swapped = "[rank 1] step 1 took 3.5s\n[rank 0] step 1 took 3.0s\n"
+    assert how(ranks, swapped) is not None
+    assert how(ranks, swapped, strict=True) is None
+    assert how("[batch 3] size 32\n[batch 7] size 32\n", "[batch 7] size 32\n[batch 3] size 32\n") is None
