@@ -152,14 +152,16 @@ def test_file_names_shaped_like_no_real_date_keep_their_numbers():
 
 
 @pytest.mark.parametrize(
-    "key", ["duration_loss", "train/duration_loss", "eta_mae", "runtime_error_rate", "loss/ns", "arrival_time_pred"]
+    "key",
+    ["duration_loss", "train/duration_loss", "eta_mae", "runtime_error_rate", "loss/ns", "arrival_time_pred", "eta"],
 )
 def test_a_result_named_after_a_time_is_no_timing(tmp_path, key):
-    """FastSpeech's duration_loss, an arrival-time model's eta_mae: a result, compared
-    (in printed lines, JSON, CSV columns and TensorBoard tags alike)."""
+    """FastSpeech's duration_loss, an arrival-time model's eta_mae, DDIM's or XGBoost's
+    eta (a step size; an estimated time is written ETA): a result, compared (in printed
+    lines, JSON, CSV columns and TensorBoard tags alike)."""
     assert not timing_name(key)
     assert not _same(tmp_path, f"{key}: 0.51\n", f"{key}: 0.73\n")
-    assert timing_name("train/train_runtime") and timing_name("eval_samples_per_second")
+    assert timing_name("train/train_runtime") and timing_name("eval_samples_per_second") and timing_name("ETA")
 
 
 def _run(tmp_path: Path, name: str, text: str):

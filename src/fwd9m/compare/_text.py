@@ -166,7 +166,7 @@ _TIMING_WORDS = {
     "timestamps",
     "walltime",
     "datetime",
-    "eta",
+    "eta",  # written ETA: a lower-case eta is a step size (XGBoost's, DDIM's), a result
     "created",
     "throughput",
     "timing",
@@ -205,7 +205,8 @@ def timing_name(key: str) -> bool:
     ``created_at``, ``it/s``), by its words: ``timesteps``, ``num_timesteps``,
     ``time_step``, ``epoch``, ``learning_rate`` are not, nor is a name with a result's
     word (``duration_loss``, ``eta_mae``: :data:`_RESULT_WORDS`)."""
-    words = [w.lower() for w in _WORDS.findall(key)]
+    raw = _WORDS.findall(key)
+    words = [w.lower() if w != "eta" else "eta (a step size)" for w in raw]
     if not words or _RESULT_WORDS.intersection(words):
         return False
     if _TIMING_WORDS.intersection(words) or words[-1] in _TIMING_LAST:
