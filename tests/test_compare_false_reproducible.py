@@ -31,6 +31,7 @@ BAR = "Epoch 1/1  ━━━━━━━ 4/4 0:00:00 • 0:00:00 {rate}it/s v_num
         ("1\t\t0.5\n", "1\t0.5\n", "stdout"),
         # a table whose empty cell moves a value to another column
         ("epoch  loss  acc\n1            0.5\n", "epoch  loss  acc\n1      0.5\n", "stdout"),
+        ("  3           0.871   12.3s\n", "  3   0.871           12.3s\n", "stdout"),  # beside a time too
         # YAML whose nesting differs: warmup under the scheduler, or at the top
         ("sched:\n  name: cos\n  warmup: 100\n", "sched:\n  name: cos\nwarmup: 100\n", "hparams.yaml"),
         # the same after a progress bar's line: only a line with leading blanks in both continues it
@@ -103,6 +104,37 @@ def test_a_value_a_shorter_redraw_leaves_on_the_screen_is_compared(tmp_path, a, 
     # erased (CSI K, as Rich does) or padded with blanks (as tqdm and Keras do), it is gone
     assert _same(tmp_path, a.replace("ok", "\x1b[2Kok"), b.replace("ok", "\x1b[2Kok"))
     assert _same(tmp_path, a.replace("ok", "ok" + " " * 20), b.replace("ok", "ok" + " " * 20))
+
+
+def test_a_rich_bar_whose_columns_follow_its_rate_agrees(tmp_path):
+    """Rich lays out a progress row as Lightning's RichProgressBar does (a flexible bar,
+    then the count, the time, the rate, the metrics): a wider rate draws a shorter bar and
+    pads the rate's column; the loss is still compared."""
+    rich_console = pytest.importorskip("rich.console")
+    rp = pytest.importorskip("rich.progress")
+
+    def run(rates: list[str], loss: str) -> str:
+        out = io.StringIO()
+        console = rich_console.Console(file=out, force_terminal=True, width=90)
+        columns = (
+            rp.TextColumn("{task.description}"),
+            rp.BarColumn(bar_width=None),
+            rp.MofNCompleteColumn(),
+            rp.TimeElapsedColumn(),
+            rp.TextColumn("{task.fields[rate]}it/s", justify="right"),
+            rp.TextColumn("loss: {task.fields[loss]}"),
+        )
+        with rp.Progress(*columns, console=console, expand=True, auto_refresh=False) as p:
+            tasks = [p.add_task(name, total=4, rate=r, loss=loss) for name, r in zip(["train", "val"], rates)]
+            for t in tasks:
+                p.update(t, advance=4)
+            p.refresh()
+        return out.getvalue()
+
+    a, b = run(["9.98", "7.5"], "0.25"), run(["16.21", "7.5"], "0.25")
+    assert a != b
+    assert _same(tmp_path, a, b)
+    assert not _same(tmp_path, a, run(["16.21", "7.5"], "0.26"))
 
 
 def test_rich_progress_redraws_still_agree(tmp_path):

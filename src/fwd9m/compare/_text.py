@@ -473,6 +473,9 @@ _BAR = re.compile(r"[\u2500-\u259f]+")
 #: the lower blocks a sparkline of values draws with (``loss ▁▂▃█``), which no progress
 #: bar uses (tqdm's partial blocks are the left blocks ``▏``..``▉``, U+2589..U+258F)
 _SPARK = re.compile(r"[\u2581-\u2587]")
+#: runs of spaces beside a masked value or a bar: a column's padding that follows the
+#: masked value's width (tqdm's `` 9.98it/s``, Rich's right-aligned rate)
+_NEAR_LAYOUT = re.compile(r" +(?=\0M:|[\u2500-\u259f])|(?<=[a-z]\0) +|(?<=[\u2500-\u259f]) +")
 
 
 def _spacing_only(ta: _Tokens, tb: _Tokens, continued: bool = False) -> bool:
@@ -499,7 +502,7 @@ def _spacing_only(ta: _Tokens, tb: _Tokens, continued: bool = False) -> bool:
     if _timed(ta) and _timed(tb):
         if not (_SPARK.search(a) or _SPARK.search(b)):
             a, b = _BAR.sub("\u2501", a), _BAR.sub("\u2501", b)
-        a, b = _BLANKS.sub(" ", a).lstrip(" "), _BLANKS.sub(" ", b).lstrip(" ")
+        a, b = _NEAR_LAYOUT.sub(" ", a).lstrip(" "), _NEAR_LAYOUT.sub(" ", b).lstrip(" ")
     elif continued and a[:1] == b[:1] == " ":
         a, b = a.lstrip(" "), b.lstrip(" ")
     return a == b or _cut_alike(a, b)
