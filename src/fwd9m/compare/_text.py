@@ -486,7 +486,8 @@ def _spacing_only(ta: _Tokens, tb: _Tokens, continued: bool = False) -> bool:
     and ``1 2`` still differ, and tabs are compared as they are.
 
     On a line that holds a masked timing in both runs (a progress bar's rate or time),
-    the runs of spaces may be of any width, and so may runs of bar glyphs (:data:`_BAR`):
+    the runs of spaces beside a masked value or a bar (:data:`_NEAR_LAYOUT`) may be of
+    any width, and so may runs of bar glyphs (:data:`_BAR`):
     Rich gives its bar the width the other columns leave (``━`` 16 times beside
     ``188.46it/s``, 17 times beside ``38.44it/s``). Safe: the progress the bar draws is
     printed beside it as numbers (``4/32``, ``12%``), which are compared; a line without
@@ -497,15 +498,18 @@ def _spacing_only(ta: _Tokens, tb: _Tokens, continued: bool = False) -> bool:
     ``continued`` (the line continues a timed line: the lines before it, up to a timed
     one, agreed with leading spaces in both runs) and both lines start with spaces: a
     table whose empty cell moves a value to another column (``1      0.5`` and
-    ``1            0.5``), or YAML whose nesting differs, still differs."""
+    ``1            0.5``), or YAML whose nesting differs, still differs. Words cut with
+    ``…`` (:func:`_cut_alike`) agree on those lines only: a column's width follows the
+    timing there."""
     a, b = ta.template, tb.template
-    if _timed(ta) and _timed(tb):
+    timed = _timed(ta) and _timed(tb)
+    if timed:
         if not (_SPARK.search(a) or _SPARK.search(b)):
             a, b = _BAR.sub("\u2501", a), _BAR.sub("\u2501", b)
         a, b = _NEAR_LAYOUT.sub(" ", a).lstrip(" "), _NEAR_LAYOUT.sub(" ", b).lstrip(" ")
     elif continued and a[:1] == b[:1] == " ":
         a, b = a.lstrip(" "), b.lstrip(" ")
-    return a == b or _cut_alike(a, b)
+    return a == b or (timed or continued) and _cut_alike(a, b)
 
 
 def _continues(ta: _Tokens, tb: _Tokens, continued: bool) -> bool:
