@@ -225,3 +225,7 @@ def test_shared_stdout_of_spawned_ranks_is_split_by_rank_names_only(tmp_path):
     assert how(ranks, swapped) is not None
     assert how(ranks, swapped, strict=True) is None
     assert how("[batch 3] size 32\n[batch 7] size 32\n", "[batch 7] size 32\n[batch 3] size 32\n") is None
+    # a rank's loss a shorter redraw leaves on the screen is compared there too
+    r0 = "[rank 0] step 9 loss {}\r[rank 0] ok\n"
+    assert how(r0.format("0.51") + "[rank 1] x\n", "[rank 1] x\n" + r0.format("0.73")) is None
+    assert how(r0.format("0.51") + "[rank 1] x\n", "[rank 1] x\n" + r0.format("0.51")) is not None

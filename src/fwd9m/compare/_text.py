@@ -405,14 +405,18 @@ def _tokens(line: str, strict: bool, columns: dict[int, str] | None = None, deli
 
 
 def normalize_line(line: str, replacements: tuple[tuple[str, str], ...] = (), strict: bool = False) -> str:
-    """What a terminal shows once the line is finished: the text after the last
-    carriage return (progress bars redraw themselves with ``\\r`` a varying number of
-    times), without colour escapes, backspaces and trailing blanks, with
+    """What a terminal shows once the line is finished: its stretches between carriage
+    returns written over one another (progress bars redraw themselves with ``\\r`` a
+    varying number of times; a shorter one leaves the rest visible, :func:`_overlay`),
+    without colour escapes, backspaces and trailing blanks, with
     ``replacements`` (such as the run's working directory) applied and the values of
     :data:`MASKS` and timing names replaced by ``<kind>`` (none when ``strict``)."""
     line = line.rstrip("\n").rstrip("\r")
     if "\r" in line:
-        line = line.rsplit("\r", 1)[1]
+        shown = ""
+        for piece in line.split("\r"):
+            shown = _overlay(shown, piece) if piece else shown
+        line = shown
     t = _tokens(_clean(line, replacements), strict)
     it = iter(t.numbers)
     kinds = iter(t.masked)
