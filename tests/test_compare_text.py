@@ -284,6 +284,17 @@ def _volatile(draw, form) -> str:
     return form(x, s, t)
 
 
+def _redrawn(redraws: list[str], line: str) -> str:
+    """``line`` after ``redraws`` of it, each from the first column after a ``\r`` and
+    padded with blanks over the longer one before it, as tqdm draws (``print_status``,
+    tqdm/std.py): a terminal then shows ``line`` alone."""
+    out, before = [], 0
+    for s in [*redraws, line]:
+        out.append(s + " " * max(before - len(s), 0))
+        before = len(s)
+    return "\r".join(out)
+
+
 @st.composite
 def _runs_output(draw):
     """The stdout of two runs and whether their meaningful values all agree."""
@@ -302,8 +313,8 @@ def _runs_output(draw):
             fb.append(f"{word} {b}")
         la, lb = " ; ".join(fa), " ; ".join(fb)
         # a progress bar redraws the line a timing-dependent number of times first
-        la = "".join(f"{i}%|#|\r" for i in range(draw(st.integers(0, 3)))) + la
-        lb = "".join(f"{i}0%|##|\r" for i in range(draw(st.integers(0, 3)))) + lb
+        la = _redrawn([f"{i}%|#|" for i in range(draw(st.integers(0, 3)))], la)
+        lb = _redrawn([f"{i}0%|##|" for i in range(draw(st.integers(0, 3)))], lb)
         lines_a.append(la)
         lines_b.append(lb)
     return "\n".join(lines_a) + "\n", "\n".join(lines_b) + "\n", same
@@ -426,7 +437,7 @@ def test_a_cursor_movement_cut_by_a_read_is_still_one():
     completed by the next piece, and a lone ``ESC [`` before a line feed keeps the line feed."""
     from fwd9m.compare._text import _lines
 
-    assert list(_lines(io.StringIO("x" * 65533 + "\n" + "\x1b[1Ay\n"))) == ["y"]
+    assert list(_lines(io.StringIO("x" * 65533 + "\n" + "\x1b[1Ay\n"))) == ["y" + "x" * 65532]  # y over the row
     assert list(_lines(io.StringIO("x\x1b[\ny\n"))) == ["x\x1b[", "y"]
 
 

@@ -283,7 +283,7 @@ class _Pairs:
             strict=self.strict,
             ignored=pair,
         )
-        how = _interleaved_only(first, other, launched=_multi_rank(first, other)) if d else None
+        how = _interleaved_only(first, other, launched=_multi_rank(first, other), strict=self.strict) if d else None
         if how:
             self.interleaved.append(f"{label} ({how})")
         elif d:
@@ -531,9 +531,15 @@ def _multi_rank(*runs: _Run) -> bool:
 #: MPI's ``--tag-output`` (``[1,0]<stdout>:``), horovodrun (``[0]<stdout>:``), and the
 #: usual ``[rank 0]`` / ``rank 0:`` of scripts
 _RANK_PREFIX = re.compile(r"^\s*(\[[A-Za-z_ ]*\d+(?:,\d+)*\]|rank\s*\d+\b)", re.IGNORECASE)
+#: without a launcher, only a prefix that names a rank (``[rank 0]``, ``rank 0:``): a
+#: script's own ``[epoch 3]`` or ``[batch 17]`` names no process, and its lines' order
+#: (the data order a shuffle chose) is no scheduler's choice
+_SPAWN_RANK_PREFIX = re.compile(r"^\s*(\[\s*rank\s*\d+\s*\]|rank\s*\d+\b)", re.IGNORECASE)
 
 
-def _interleaved_only(a: _Run, b: _Run, limit: int = 1 << 24, launched: bool = True) -> str | None:
+def _interleaved_only(
+    a: _Run, b: _Run, limit: int = 1 << 24, launched: bool = True, strict: bool = False
+) -> str | None:
     """How two runs' shared stdout agree once the ranks' interleaving is set aside, or
     None when they do not. When each rank's output was captured on its own (and is
     compared on its own), lines with a rank prefix in the shared stream are torchrun's
@@ -547,20 +553,25 @@ def _interleaved_only(a: _Run, b: _Run, limit: int = 1 << 24, launched: bool = T
     only rank by rank, when lines of two ranks or more carry a rank prefix, and the
     lines without one in order. Safe: every line is compared, in order within its rank;
     only the order between processes writing to one pipe, which the scheduler decides,
-    is set aside."""
+    is set aside. With ``strict``, lines are compared with nothing masked, as
+    :func:`~fwd9m.compare.compare_text` compared them."""
     import collections
 
     try:
         if max(a.stdout.stat().st_size, b.stdout.stat().st_size) > limit:
             return None
-        la, lb = _normalized_lines(a.stdout, a.replacements), _normalized_lines(b.stdout, b.replacements)
+        la, lb = (
+            _normalized_lines(a.stdout, a.replacements, strict),
+            _normalized_lines(b.stdout, b.replacements, strict),
+        )
     except OSError:
         return None
-    ga, gb = _by_rank_prefix(la), _by_rank_prefix(lb)
     if not launched:
+        ga, gb = _by_rank_prefix(la, _SPAWN_RANK_PREFIX), _by_rank_prefix(lb, _SPAWN_RANK_PREFIX)
         return (
             "compared rank by rank, by the rank prefix of each line" if len(ga.keys() - {""}) > 1 and ga == gb else None
         )
+    ga, gb = _by_rank_prefix(la), _by_rank_prefix(lb)
     if a.ranks and b.ranks:
         if collections.Counter(ga.pop("", [])) != collections.Counter(gb.pop("", [])):
             return None
@@ -575,15 +586,15 @@ def _interleaved_only(a: _Run, b: _Run, limit: int = 1 << 24, launched: bool = T
     return "compared as a multiset of lines, as they carry no rank prefix"
 
 
-def _normalized_lines(path: Path, replacements: tuple[tuple[str, str], ...]) -> list[str]:
+def _normalized_lines(path: Path, replacements: tuple[tuple[str, str], ...], strict: bool = False) -> list[str]:
     with open(path, encoding="utf-8", errors="replace", newline="\n") as f:
-        return [normalize_line(line, replacements) for line in f]
+        return [normalize_line(line, replacements, strict) for line in f]
 
 
-def _by_rank_prefix(lines: list[str]) -> dict[str, list[str]]:
+def _by_rank_prefix(lines: list[str], prefix: re.Pattern[str] = _RANK_PREFIX) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for line in lines:
-        m = _RANK_PREFIX.match(line)
+        m = prefix.match(line)
         out.setdefault(re.sub(r"\s+", "", m.group(1)).lower() if m else "", []).append(line)
     return out
 

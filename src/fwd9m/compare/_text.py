@@ -36,6 +36,8 @@ LINE_LIMIT = 1 << 20
 _NUM = r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _CLOCK = r"\d+:\d{2}(?::\d{2})?"
+#: an ISO date of a real year, month and day (``1024-64-32``, a model's layer sizes, is none)
+DATE = r"(?:19|20)\d{2}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
 #: units of what progress bars and loggers count per second (``it/s``, ``samples/s``)
 _COUNT_UNITS = (
     r"(?:it|its|steps?|batch(?:es)?|samples?|examples?|ex|tokens?|toks?|imgs?|images?|seqs?|"
@@ -81,13 +83,14 @@ MASKS = (
 #: Values that start with a digit, tried (anchored) where a number starts; ``unit``
 #: names a rate or a per-step duration.
 NUMBER_MASKS = (
-    # ISO dates and times, and 20261201-191233 (strftime("%Y%m%d-%H%M%S")), also inside
+    # ISO dates and times (a real year, month and day: 1024-64-32, a model's layer
+    # sizes, is no date), and 20261201-191233 (strftime("%Y%m%d-%H%M%S")), also inside
     # a name (run_2026-12-01_19-12-33/, train_20261201-191233.log): not after a digit
     _Mask(
         "timestamp",
         "timestamp",
         re.compile(
-            r"\d{4}-\d{2}-\d{2}(?:[ T_]\d{2}[:-]\d{2}(?:[:-]\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)"
+            DATE + r"(?:[ T_]\d{2}[:-]\d{2}(?:[:-]\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)"
             r"|(?:19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])[-_T](?:[01]\d|2[0-3])[0-5]\d[0-5]\d(?!\d)"
         ),
         "0123456789.",
@@ -163,11 +166,34 @@ _TIMING_WORDS = {
     "timestamps",
     "walltime",
     "datetime",
-    "eta",
+    "eta",  # written ETA: a lower-case eta is a step size (XGBoost's, DDIM's), a result
     "created",
     "throughput",
     "timing",
     "timings",
+}
+#: words that make a name a result whatever timing word it holds: FastSpeech's
+#: ``duration_loss``, an arrival-time model's ``eta_mae``, ``runtime_error_rate``
+_RESULT_WORDS = {
+    "loss",
+    "losses",
+    "error",
+    "errors",
+    "err",
+    "mae",
+    "mse",
+    "rmse",
+    "mape",
+    "nll",
+    "acc",
+    "accuracy",
+    "score",
+    "pred",
+    "preds",
+    "prediction",
+    "predictions",
+    "target",
+    "targets",
 }
 _TIMING_LAST = {"time", "times", "date", "seconds", "secs", "sec", "ms", "us", "ns"}
 _TIME_UNIT_WORDS = {"s", "ms", "us", "ns", "sec", "secs", "seconds", "min", "mins", "minutes", "h"}
@@ -177,9 +203,11 @@ def timing_name(key: str) -> bool:
     """Whether ``key`` names a timing or bookkeeping value (``train_runtime``,
     ``eval_samples_per_second``, ``time``, ``wall_time``, ``elapsed``, ``timestamp``,
     ``created_at``, ``it/s``), by its words: ``timesteps``, ``num_timesteps``,
-    ``time_step``, ``epoch``, ``learning_rate`` are not."""
-    words = [w.lower() for w in _WORDS.findall(key)]
-    if not words:
+    ``time_step``, ``epoch``, ``learning_rate`` are not, nor is a name with a result's
+    word (``duration_loss``, ``eta_mae``: :data:`_RESULT_WORDS`)."""
+    raw = _WORDS.findall(key)
+    words = [w.lower() if w != "eta" else "eta (a step size)" for w in raw]
+    if not words or _RESULT_WORDS.intersection(words):
         return False
     if _TIMING_WORDS.intersection(words) or words[-1] in _TIMING_LAST:
         return True
@@ -377,14 +405,18 @@ def _tokens(line: str, strict: bool, columns: dict[int, str] | None = None, deli
 
 
 def normalize_line(line: str, replacements: tuple[tuple[str, str], ...] = (), strict: bool = False) -> str:
-    """What a terminal shows once the line is finished: the text after the last
-    carriage return (progress bars redraw themselves with ``\\r`` a varying number of
-    times), without colour escapes, backspaces and trailing blanks, with
+    """What a terminal shows once the line is finished: its stretches between carriage
+    returns written over one another (progress bars redraw themselves with ``\\r`` a
+    varying number of times; a shorter one leaves the rest visible, :func:`_overlay`),
+    without colour escapes, backspaces and trailing blanks, with
     ``replacements`` (such as the run's working directory) applied and the values of
     :data:`MASKS` and timing names replaced by ``<kind>`` (none when ``strict``)."""
     line = line.rstrip("\n").rstrip("\r")
     if "\r" in line:
-        line = line.rsplit("\r", 1)[1]
+        shown = ""
+        for piece in line.split("\r"):
+            shown = _overlay(shown, piece) if piece else shown
+        line = shown
     t = _tokens(_clean(line, replacements), strict)
     it = iter(t.numbers)
     kinds = iter(t.masked)
@@ -435,30 +467,59 @@ def _number_distance(x: str, y: str) -> float | None:
     return float(_EXACT.subtract(vx, vy).copy_abs())
 
 
-_BLANKS = re.compile(r"[ \t]+")
+#: spaces only: a tab is a TSV file's delimiter (``1\t\t0.5`` and ``1\t0.5\t`` put
+#: 0.5 in different columns), never layout padding
+_BLANKS = re.compile(r" +")
+_LEAD = re.compile(r" *")
 #: the glyphs progress bars draw their bar with: box drawing (Rich's and Keras's ``━``,
 #: ``╸``, ``╺``) and block elements (tqdm's ``█▏▎▍▌▋▊▉``)
 _BAR = re.compile(r"[\u2500-\u259f]+")
+#: the lower blocks a sparkline of values draws with (``loss ▁▂▃█``), which no progress
+#: bar uses (tqdm's partial blocks are the left blocks ``▏``..``▉``, U+2589..U+258F)
+_SPARK = re.compile(r"[\u2581-\u2587]")
+#: runs of spaces beside a masked value or a bar: a column's padding that follows the
+#: masked value's width (tqdm's `` 9.98it/s``, Rich's right-aligned rate)
+_NEAR_LAYOUT = re.compile(r" +(?=\0M:|[\u2500-\u259f])|(?<=[a-z]\0) +|(?<=[\u2500-\u259f]) +")
 
 
-def _spacing_only(ta: _Tokens, tb: _Tokens) -> bool:
-    """Whether the lines' texts differ only in the length of their runs of blanks (and
-    leading blanks): a table or a progress bar lays out its columns around values of a
-    varying width, such as a masked rate (rich's progress bar pads the next line of its
-    metrics column by the width of ``38.44it/s`` or ``188.46it/s``). A blank is never
-    added or removed between two characters: ``12`` and ``1 2`` still differ.
+def _spacing_only(ta: _Tokens, tb: _Tokens, continued: bool = False) -> bool:
+    """Whether the lines' texts differ only in layout that follows a masked timing's
+    width: a progress bar lays out its columns around its rate (rich's progress bar pads
+    the next lines of its wrapped metrics column by the width of ``38.44it/s`` or
+    ``188.46it/s``). A blank is never added or removed between two characters: ``12``
+    and ``1 2`` still differ, and tabs are compared as they are.
 
     On a line that holds a masked timing in both runs (a progress bar's rate or time),
-    runs of bar glyphs (:data:`_BAR`) agree whatever their length too: Rich gives its bar
-    the width the other columns leave (``━`` 16 times beside ``188.46it/s``, 17 times
-    beside ``38.44it/s``). Safe: the progress the bar draws is printed beside it as
-    numbers (``4/32``, ``12%``), which are compared; a line without a masked timing (a
-    sparkline of losses, ``loss ▁▂▃▃``, a histogram) keeps its glyphs compared one by one."""
+    the runs of spaces beside a masked value or a bar (:data:`_NEAR_LAYOUT`) may be of
+    any width, and so may runs of bar glyphs (:data:`_BAR`):
+    Rich gives its bar the width the other columns leave (``━`` 16 times beside
+    ``188.46it/s``, 17 times beside ``38.44it/s``). Safe: the progress the bar draws is
+    printed beside it as numbers (``4/32``, ``12%``), which are compared; a line without
+    a masked timing, or with a sparkline's glyphs (``loss ▁▂▃█``), keeps its glyphs
+    compared one by one.
+
+    On a line without one, only the leading spaces may differ, and only when
+    ``continued`` (the line continues a timed line: the lines before it, up to a timed
+    one, agreed with leading spaces in both runs) and both lines start with spaces: a
+    table whose empty cell moves a value to another column (``1      0.5`` and
+    ``1            0.5``), or YAML whose nesting differs, still differs. Words cut with
+    ``…`` (:func:`_cut_alike`) agree on those lines only: a column's width follows the
+    timing there."""
     a, b = ta.template, tb.template
-    if _timed(ta) and _timed(tb):
-        a, b = _BAR.sub("\u2501", a), _BAR.sub("\u2501", b)
-    a, b = _BLANKS.sub(" ", a).lstrip(" "), _BLANKS.sub(" ", b).lstrip(" ")
-    return a == b or _cut_alike(a, b)
+    timed = _timed(ta) and _timed(tb)
+    if timed:
+        if not (_SPARK.search(a) or _SPARK.search(b)):
+            a, b = _BAR.sub("\u2501", a), _BAR.sub("\u2501", b)
+        a, b = _NEAR_LAYOUT.sub(" ", a).lstrip(" "), _NEAR_LAYOUT.sub(" ", b).lstrip(" ")
+    elif continued and a[:1] == b[:1] == " ":
+        a, b = a.lstrip(" "), b.lstrip(" ")
+    return a == b or (timed or continued) and _cut_alike(a, b)
+
+
+def _continues(ta: _Tokens, tb: _Tokens, continued: bool) -> bool:
+    """Whether the line after an agreeing pair ``ta``, ``tb`` continues a timed line's
+    layout (see :func:`_spacing_only`)."""
+    return _timed(ta) or _timed(tb) or continued and ta.template[:1] == tb.template[:1] == " "
 
 
 def _timed(t: _Tokens) -> bool:
@@ -471,7 +532,8 @@ def _cut_alike(a: str, b: str) -> bool:
     (``another_metric_wi…`` beside ``7.70it/s``, ``another_metric_w…`` beside
     ``11.42it/s``). Safe: what one run shows of the word is a prefix of what the other
     shows, so they never contradict; numbers are compared apart (a cut ``0.12…`` and
-    ``0.1…`` still differ)."""
+    ``0.1…`` still differ), and a word cut before a number in one run only (``x=…`` and
+    ``x=2…``) differs: its numbers would be compared out of line."""
     wa, wb = a.split(" "), b.split(" ")
     if len(wa) != len(wb):
         return False
@@ -481,7 +543,7 @@ def _cut_alike(a: str, b: str) -> bool:
         if not (x.endswith("\u2026") and y.endswith("\u2026")):
             return False
         x, y = x[:-1], y[:-1]
-        if not (x.startswith(y) or y.startswith(x)):
+        if x.count("\0") != y.count("\0") or not (x.startswith(y) or y.startswith(x)):
             return False
     return True
 
@@ -497,11 +559,13 @@ def _blank_runs(line: str) -> str:
     )
 
 
-def _line_distance(ta: _Tokens, tb: _Tokens, spacing: bool = False) -> float | None:
+def _line_distance(ta: _Tokens, tb: _Tokens, spacing: bool = False, continued: bool = False) -> float | None:
     """-1.0 when the lines agree; the largest distance between their numbers when they
     differ only in numbers; None when their text differs (unless ``spacing`` and they
-    differ only in :func:`_spacing_only` blanks)."""
-    if ta.template != tb.template and not (spacing and _spacing_only(ta, tb)):
+    differ only in :func:`_spacing_only` layout) or they hold different counts of numbers."""
+    if len(ta.numbers) != len(tb.numbers):
+        return None
+    if ta.template != tb.template and not (spacing and _spacing_only(ta, tb, continued)):
         return None
     worst = -1.0
     for x, y in zip(ta.numbers, tb.numbers):
@@ -523,8 +587,9 @@ _PARTIAL_ESC = re.compile(r"\x1b(?:\[[0-9;?]*)?\Z")
 
 
 class _Row:
-    """One row of the screen: the last non-empty stretch written to it (after a ``\r``
-    or a cursor movement into it) and the stretch being written, its first
+    """One row of the screen: what its non-empty stretches written over one another
+    (after a ``\r`` or a cursor movement into it) leave visible (:func:`_overlay`) and
+    the stretch being written, its first
     :data:`LINE_LIMIT` characters as text and the SHA-256 of the rest."""
 
     def __init__(self) -> None:
@@ -548,10 +613,31 @@ class _Row:
 
     def end_stretch(self) -> None:
         if self.cur or self.rest is not None:
-            self.last = "".join(self.cur)
+            new = "".join(self.cur)
             if self.rest is not None:
-                self.last += f"\u2026[+{self.rest_n} characters, sha256 x{self.rest.hexdigest()[:16]}]"
+                new += f"\u2026[+{self.rest_n} characters, sha256 x{self.rest.hexdigest()[:16]}]"
+            self.last = _overlay(self.last, new)
         self.cur, self.size, self.rest, self.rest_n = [], 0, None, 0
+
+
+#: erase to the end of the row, or the whole row (CSI K, 0 K, 2 K: Rich's redraws)
+_ERASE = re.compile(r"\x1b\[[02]?K")
+
+
+def _overlay(old: str, new: str) -> str:
+    """The row a terminal shows once ``new`` is written over ``old`` from its first
+    column: a shorter ``new`` leaves the rest of ``old`` visible (``step 9 loss
+    0.51\rok`` shows ``okep 9 loss 0.51``), unless ``new`` erases the row (CSI K).
+    Progress bars pad a shorter redraw with blanks (tqdm's ``print_status``, tqdm/std.py:
+    ``'\\r' + s + ' ' * max(last_len - len_s, 0)``; Keras's ``Progbar.update``,
+    keras/src/utils/progbar.py: ``" " * (self._prev_total_width - total_width)``) or
+    erase the row (Rich's ``LiveRender.position_cursor``, rich/live_render.py: CSI 2 K),
+    so their rows are ``new`` alone; text written over that is what the user never sees
+    either."""
+    if not old or _ERASE.search(new):
+        return new
+    tail = _ANSI.sub("", old)[len(_ANSI.sub("", new)) :]
+    return new + tail if tail.strip() else new
 
 
 class _Screen:
@@ -594,13 +680,14 @@ class _Screen:
 
 def _lines(f) -> Iterator[str]:
     """The lines of a text stream as a terminal shows them once it has ended: for each
-    row (lines end at ``\n``), the last non-empty stretch written to it, after a ``\r``
-    or a cursor movement into it (a progress bar redraws itself any number of times,
+    row (lines end at ``\n``), what the stretches written to it, each after a ``\r``
+    or a cursor movement into it, leave visible (:func:`_overlay`: a shorter one
+    leaves the rest of the row before it) (a progress bar redraws itself any number of times,
     tqdm's nested bars move up and down between their rows), read in bounded pieces
     however long a line is (see :class:`_Screen`). Safe: what is compared is what the
     terminal would show at the end, as for ``\r``; text written over is what the user
-    never sees either. A stretch longer than :data:`LINE_LIMIT` keeps its head and the
-    SHA-256 of the rest."""
+    never sees either, and text a shorter redraw leaves is what the user still sees. A
+    stretch longer than :data:`LINE_LIMIT` keeps its head and the SHA-256 of the rest."""
     screen = _Screen()
     carry = ""
     while True:
@@ -666,6 +753,7 @@ def compare_text(
     n_diff = total = 0
     first = None
     max_abs: float | None = None
+    continued = False  # the line continues a timed line's layout (see _spacing_only)
     # lines end at "\n" only: a "\r" redraws the line, as on a terminal
     with (
         open(file_a, encoding="utf-8", errors="replace", newline="\n") as fa,
@@ -683,7 +771,8 @@ def compare_text(
                 else:
                     ta = _tokens(ca, strict, columns, delimiter or ",")
                     tb = ta if cb == ca else _tokens(cb, strict, columns, delimiter or ",")
-                    d = _line_distance(ta, tb, spacing=not strict)
+                    d = _line_distance(ta, tb, spacing=not strict, continued=continued)
+                    continued = d is not None and _continues(ta, tb, continued)
                     if ignored is not None and d is not None:
                         for (kind, name, xa), (_, _, xb) in zip(ta.masked, tb.masked):
                             ignored.add(path, kind, name, total, xa, xb)
