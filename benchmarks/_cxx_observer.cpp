@@ -31,11 +31,12 @@ struct Rec {
 
 constexpr size_t CAP = 1 << 20;
 std::vector<Rec> buf(CAP);
-std::atomic<uint64_t> n_rec{0}, n_ops{0}, n_bwd_nodes{0};
+std::atomic<uint64_t> n_rec{0}, n_ops{0}, n_bwd_nodes{0}, n_bytes{0}, n_copies{0};
 thread_local int bwd_depth = 0;
 at::CallbackHandle handle = 0, bwd_handle = 0;
 bool installed = false;
 bool do_digest = true;  // false: variant 3 (outputs captured, not read)
+bool leaf_only = false;  // variant 4: outputs of leaf ops only, views skipped
 
 constexpr uint64_t P0 = 0x9E3779B97F4A7C15ULL, P1 = 0xC2B2AE3D27D4EB4FULL;
 constexpr uint64_t P2 = 0x165667B19E3779F9ULL, P3 = 0xD6E8FEB86659FD93ULL;
@@ -67,9 +68,11 @@ uint64_t digest_tensor(const at::Tensor& t) {
   if (!t.defined() || t.layout() != at::kStrided || !t.device().is_cpu()) return 0;
   size_t nbytes = static_cast<size_t>(t.numel()) * t.element_size();
   if (nbytes == 0) return fmix(0);
+  n_bytes.fetch_add(nbytes, std::memory_order_relaxed);
   if (t.is_non_overlapping_and_dense()) {  // memory order, no copy (as fwd9m's digest)
     return digest_bytes(static_cast<const unsigned char*>(t.const_data_ptr()), nbytes);
   }
+  n_copies.fetch_add(1, std::memory_order_relaxed);
   at::DisableRecordFunctionGuard off;  // the copy's own ops are not observed
   at::Tensor c = t.contiguous();
   return digest_bytes(static_cast<const unsigned char*>(c.const_data_ptr()), nbytes);
@@ -83,7 +86,9 @@ inline void put(uint64_t seq, const char* name, const at::Tensor& t, int32_t slo
 void put_values(uint64_t seq, const char* name, c10::ArrayRef<const c10::IValue> vs, bool inputs) {
   int32_t k = 0;
   for (const auto& v : vs) {
-    if (v.isTensor()) {
+    if (leaf_only && v.isTensor() && v.toTensor().is_view()) {
+      k++;  // a view's bytes were digested when its base was written
+    } else if (v.isTensor()) {
       put(seq, name, v.toTensor(), inputs ? -1 - k : k);
       k++;
     } else if (v.isTensorList()) {
@@ -92,18 +97,32 @@ void put_values(uint64_t seq, const char* name, c10::ArrayRef<const c10::IValue>
   }
 }
 
-struct SeqCtx : at::ObserverContext { uint64_t seq; explicit SeqCtx(uint64_t s) : seq(s) {} };
+// the op's number, and the op it runs inside: an op during which no other op started is
+// a leaf (aten::linear is not, the aten::addmm inside it is)
+struct SeqCtx : at::ObserverContext {
+  uint64_t seq;
+  SeqCtx* parent;
+  bool had_child = false;
+  SeqCtx(uint64_t s, SeqCtx* p) : seq(s), parent(p) {}
+};
+thread_local SeqCtx* current = nullptr;
 
 std::unique_ptr<at::ObserverContext> start_noop(const at::RecordFunction&) { return nullptr; }
 
 std::unique_ptr<at::ObserverContext> start_rec(const at::RecordFunction& fn) {
   uint64_t seq = n_ops.fetch_add(1, std::memory_order_relaxed);
   if (fn.needsInputs()) put_values(seq, fn.name(), fn.inputs(), true);
-  return std::make_unique<SeqCtx>(seq);
+  if (current) current->had_child = true;
+  auto ctx = std::make_unique<SeqCtx>(seq, current);
+  current = ctx.get();
+  return ctx;
 }
 
 void end_rec(const at::RecordFunction& fn, at::ObserverContext* ctx) {
-  if (!fn.needsOutputs() || ctx == nullptr) return;
+  if (ctx == nullptr) return;
+  auto* c = static_cast<SeqCtx*>(ctx);
+  current = c->parent;
+  if (!fn.needsOutputs() || (leaf_only && c->had_child)) return;
   const auto& outs = fn.outputs();
   put_values(static_cast<SeqCtx*>(ctx)->seq, fn.name(), c10::ArrayRef<const c10::IValue>(outs.data(), outs.size()), false);
 }
@@ -118,15 +137,17 @@ void end_bwd(const at::RecordFunction&, at::ObserverContext*) { bwd_depth--; }
 }  // namespace
 
 // variant: 0 = do nothing, 1 = digest outputs, 2 = digest inputs and outputs,
-// 3 = capture the outputs and write a record per output tensor, digest nothing;
+// 3 = capture the outputs and write a record per output tensor, digest nothing,
+// 4 = digest the outputs of leaf ops only (no op started inside them), views skipped;
 // track_backward: also observe autograd nodes (BACKWARD_FUNCTION) to tag the ops inside
 void install(int64_t variant, bool track_backward) {
   TORCH_CHECK(!installed, "observer already installed");
-  TORCH_CHECK(variant >= 0 && variant <= 3, "variant must be 0, 1, 2 or 3");
+  TORCH_CHECK(variant >= 0 && variant <= 4, "variant must be 0 to 4");
   do_digest = variant != 3;
+  leaf_only = variant == 4;
   at::RecordFunctionCallback cb = variant == 0 ? at::RecordFunctionCallback(start_noop)
                                                : at::RecordFunctionCallback(start_rec, end_rec);
-  cb.scopes({at::RecordScope::FUNCTION}).needsOutputs(variant >= 1).needsInputs(variant == 2);
+  cb.scopes({at::RecordScope::FUNCTION}).needsOutputs(variant != 0).needsInputs(variant == 2);
   handle = at::addGlobalCallback(cb);
   if (track_backward) {
     bwd_handle = at::addGlobalCallback(
@@ -143,11 +164,12 @@ void uninstall() {
   installed = false;
 }
 
-void reset() { n_rec = 0; n_ops = 0; n_bwd_nodes = 0; }
+void reset() { n_rec = 0; n_ops = 0; n_bwd_nodes = 0; n_bytes = 0; n_copies = 0; }
 
-// (ops observed, records written, autograd nodes seen)
+// (ops observed, records written, autograd nodes seen, bytes digested, tensors copied to digest)
 std::vector<int64_t> counts() {
-  return {static_cast<int64_t>(n_ops.load()), static_cast<int64_t>(n_rec.load()), static_cast<int64_t>(n_bwd_nodes.load())};
+  return {static_cast<int64_t>(n_ops.load()), static_cast<int64_t>(n_rec.load()), static_cast<int64_t>(n_bwd_nodes.load()),
+          static_cast<int64_t>(n_bytes.load()), static_cast<int64_t>(n_copies.load())};
 }
 
 // the first min(records, capacity) records: (seq, op name, digest, slot, inside backward)

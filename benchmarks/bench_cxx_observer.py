@@ -11,6 +11,8 @@ of ``_models.py`` (the workloads of ``bench_debug.py``):
 * ``C++ RF outputs``: ``needsOutputs``; every output tensor digested in C++ (a 64-bit
   multiply-xor over its bytes in memory order), appended with the op name and number to a
   preallocated in-memory buffer;
+* ``C++ RF outputs, leaf ops, no views``: the outputs of the ops during which no other op
+  started (``aten::addmm``, not the ``aten::linear`` around it), views skipped;
 * ``C++ RF inputs+outputs``: the same with ``needsInputs``, inputs digested before the kernel;
 * ``Python no-op TorchDispatchMode`` and ``fwd9m record`` (as ``bench_debug.py`` drives it).
 
@@ -39,7 +41,13 @@ HERE = Path(__file__).resolve().parent
 TMP = tempfile.mkdtemp(prefix="fwd9m-bench-cxxobs-")
 FUNCTIONS = ["install", "uninstall", "reset", "counts", "records", "digest_of"]
 #: variant number of _cxx_observer.cpp's install() -> case label
-VARIANTS = {0: "C++ RF floor", 3: "C++ RF outputs, no digest", 1: "C++ RF outputs", 2: "C++ RF inputs+outputs"}
+VARIANTS = {
+    0: "C++ RF floor",
+    3: "C++ RF outputs, no digest",
+    1: "C++ RF outputs",
+    4: "C++ RF outputs, leaf ops, no views",
+    2: "C++ RF inputs+outputs",
+}
 #: -DNDEBUG as torch's release build: without it record_function.h's debug-only
 #: ``inputs_valid_`` check fires on every ``inputs()`` (the member is never set true by a
 #: release libtorch) and the class's debug-only member differs from the library's
@@ -142,16 +150,25 @@ def cases(quick: bool):
         raise ImportError("torch is not installed") from None
     steps, repeat = (3, 3) if quick else (10, 5)
     return [
-        Case(f"torch {label} {name} ({steps} steps)", train, cand, baseline_name="uninstrumented", repeat=repeat)
+        Case(
+            f"torch {label} {name} ({steps} steps)",
+            train,
+            cand,
+            baseline_name="uninstrumented",
+            repeat=repeat,
+            clock=time.process_time,  # one torch thread: CPU time, which the load inflates less
+        )
         for name, train, cands in _workloads(steps)
         for label, cand in cands.items()
     ]
 
 
 def _timed(fn) -> float:
-    t0 = time.perf_counter()
+    """CPU seconds of this process: torch runs on one thread here, and other processes on
+    the shared machine inflate wall time far more than they do this."""
+    t0 = time.process_time()
     fn()
-    return time.perf_counter() - t0
+    return time.process_time() - t0
 
 
 def _rounds(train, cands: dict, rounds: int) -> dict:
@@ -170,9 +187,10 @@ def _rounds(train, cands: dict, rounds: int) -> dict:
     return {"plain (s)": plain, **ratios}
 
 
-def _op_census(ext, train_step) -> tuple[int, int, int, int]:
+def _op_census(ext, train_step) -> tuple[int, int, int, int, list[int]]:
     """(ops the dispatch mode sees, ATen ops RecordFunction sees, of them inside autograd
-    nodes, autograd nodes) in one training step."""
+    nodes, autograd nodes, [output records, bytes, copies; inputs+outputs records, bytes,
+    copies]) in one training step."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Count(TorchDispatchMode):
@@ -190,9 +208,18 @@ def _op_census(ext, train_step) -> tuple[int, int, int, int]:
         train_step()
     finally:
         ext.uninstall()
-    ops, _records, nodes = ext.counts()
+    ops, _records, nodes, _b, _c = ext.counts()
     in_bwd = len({seq for seq, _n, _d, _s, inb in ext.records() if inb})
-    return Count.n, ops, in_bwd, nodes
+    digested = []
+    for variant in (1, 4, 2):
+        ext.reset()
+        ext.install(variant, False)
+        try:
+            train_step()
+        finally:
+            ext.uninstall()
+        digested += ext.counts()[1:2] + ext.counts()[3:]
+    return Count.n, ops, in_bwd, nodes, digested
 
 
 def main(argv: list[str]) -> int:
@@ -208,14 +235,17 @@ def main(argv: list[str]) -> int:
         return 0
     print(f"load average before: {os.getloadavg()}, cpus: {os.cpu_count()}, torch threads: 1")
     for (name, train, cands), (_n, step, _c) in zip(work, steps1):
-        mode_ops, rf_ops, in_bwd, nodes = _op_census(ext, step)
+        mode_ops, rf_ops, in_bwd, nodes, (ro, bo, co, rl, bl, cl, ri, bi, ci) = _op_census(ext, step)
         print(
             f"\n{name}, one step: dispatch mode sees {mode_ops} ops; RecordFunction (FUNCTION scope) "
-            f"{rf_ops} ATen ops, {in_bwd} of them inside {nodes} autograd nodes"
+            f"{rf_ops} ATen ops, {in_bwd} of them inside {nodes} autograd nodes; digested: outputs "
+            f"{ro} tensors {bo / 2**20:.1f} MiB ({co} copied first), leaf ops' non-view outputs {rl} "
+            f"tensors {bl / 2**20:.1f} MiB ({cl} copied first), inputs+outputs {ri} tensors "
+            f"{bi / 2**20:.1f} MiB ({ci} copied first)"
         )
         print(f"{name}, 10 steps, {rounds} rounds: candidate/plain, median (best)")
         timed = _rounds(train, cands, rounds)
-        print(f"  plain: {statistics.median(timed.pop('plain (s)')) * 1e3:.1f} ms median")
+        print(f"  plain: {statistics.median(timed.pop('plain (s)')) * 1e3:.1f} ms CPU median")
         for label, rs in timed.items():
             print(f"  {label:<36} {statistics.median(rs):6.2f}x ({min(rs):.2f}x)", flush=True)
     print(f"\nload average after: {os.getloadavg()}")
