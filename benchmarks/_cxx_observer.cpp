@@ -17,13 +17,17 @@
 #include <ATen/record_function.h>
 #include <atomic>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace {
 
 struct Rec {
   uint64_t seq;      // op number since reset (FUNCTION scope starts)
-  const char* name;  // the operator's schema name (lives as long as the registration)
+  const char* name;  // the op's name, interned
   uint64_t digest;   // digest of one tensor's bytes
   int32_t slot;      // output index (>= 0) or -1 - input index
   int32_t in_bwd;    // 1 when recorded inside an autograd node (BACKWARD_FUNCTION scope)
@@ -99,11 +103,29 @@ void put_values(uint64_t seq, const char* name, c10::ArrayRef<const c10::IValue>
 
 // the op's number, and the op it runs inside: an op during which no other op started is
 // a leaf (aten::linear is not, the aten::addmm inside it is)
+// RecordFunction::name() points into the schema for dispatcher ops, but into the
+// RecordFunction itself for ranges opened by name (RECORD_FUNCTION("...") in C++ code is
+// FUNCTION scope too): names are interned so a record never points at a dead string
+std::mutex names_mu;
+std::deque<std::string> names;
+std::unordered_map<std::string_view, const char*> interned;
+
+const char* intern(const char* name) {
+  std::string_view v(name);
+  std::lock_guard<std::mutex> lock(names_mu);
+  auto it = interned.find(v);
+  if (it != interned.end()) return it->second;
+  const std::string& kept = names.emplace_back(v);
+  interned.emplace(std::string_view(kept), kept.c_str());
+  return kept.c_str();
+}
+
 struct SeqCtx : at::ObserverContext {
   uint64_t seq;
+  const char* name;
   SeqCtx* parent;
   bool had_child = false;
-  SeqCtx(uint64_t s, SeqCtx* p) : seq(s), parent(p) {}
+  SeqCtx(uint64_t s, const char* n, SeqCtx* p) : seq(s), name(n), parent(p) {}
 };
 thread_local SeqCtx* current = nullptr;
 
@@ -111,9 +133,10 @@ std::unique_ptr<at::ObserverContext> start_noop(const at::RecordFunction&) { ret
 
 std::unique_ptr<at::ObserverContext> start_rec(const at::RecordFunction& fn) {
   uint64_t seq = n_ops.fetch_add(1, std::memory_order_relaxed);
-  if (fn.needsInputs()) put_values(seq, fn.name(), fn.inputs(), true);
+  const char* name = intern(fn.name());
+  if (fn.needsInputs()) put_values(seq, name, fn.inputs(), true);
   if (current) current->had_child = true;
-  auto ctx = std::make_unique<SeqCtx>(seq, current);
+  auto ctx = std::make_unique<SeqCtx>(seq, name, current);
   current = ctx.get();
   return ctx;
 }
@@ -124,7 +147,7 @@ void end_rec(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   current = c->parent;
   if (!fn.needsOutputs() || (leaf_only && c->had_child)) return;
   const auto& outs = fn.outputs();
-  put_values(static_cast<SeqCtx*>(ctx)->seq, fn.name(), c10::ArrayRef<const c10::IValue>(outs.data(), outs.size()), false);
+  put_values(c->seq, c->name, c10::ArrayRef<const c10::IValue>(outs.data(), outs.size()), false);
 }
 
 std::unique_ptr<at::ObserverContext> start_bwd(const at::RecordFunction&) {
