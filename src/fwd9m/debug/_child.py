@@ -161,18 +161,18 @@ def main(argv: list[str]) -> int:
 def _exit_now(code: int) -> None:
     """End a run cut after its step window (:class:`~fwd9m.debug._common.WindowDone`;
     its trace is closed) without the interpreter's teardown: the atexit functions run
-    and the standard streams are flushed, then ``os._exit``. The teardown of a process
-    that imported torch and torch._dynamo (what ``torch.optim`` imports) is the
-    collection of thousands of modules' objects: measured 1.1 s of CPU after the atexit
-    functions, of 4.1 s for the whole process (torch 2.13, Python 3.11), and nothing
-    of such a run is read but its trace."""
+    and the standard streams (and the ones a script put in their place) are flushed,
+    then ``os._exit``. The teardown of a process that imported torch and torch._dynamo
+    (what ``torch.optim`` imports) is the collection of thousands of modules' objects:
+    measured 1.1 s of CPU after the atexit functions, of 4.1 s for the whole process
+    (torch 2.13, Python 3.11), and nothing of such a run is read but its trace."""
     import atexit
 
     run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)  # CPython's atexit module
     if run_exitfuncs is None:
         raise SystemExit(code)
     run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):  # the script may replace them
         try:
             stream.flush()
         except Exception:  # noqa: BLE001 - a closed or broken stream: nothing to flush
