@@ -5,7 +5,7 @@ TensorFlow passes that call to no op callback, so before the fix a recorded ``fi
 held only iterator, Optional and Placeholder ops, and a difference made inside the step
 was blamed on ``OptionalGetValue`` as "a value built outside the framework" (measured
 on a script whose step multiplies by a per-process constant). While recording, the
-step now runs as an eager call of the XLA function (:mod:`fwd9m.tensorflow._keras_xla`):
+step now runs as an eager call of the XLA function (:mod:`fwd9m.keras._tf_xla`):
 one op ``xla:one_step_on_data`` per step, the program's numbers unchanged.
 """
 

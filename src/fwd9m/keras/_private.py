@@ -32,7 +32,7 @@ against the installed Keras). Checked against Keras 3.15.1:
   ``tf.function(jit_compile=self.jit_compile)``) is then called inside that graph.
   Given any other iterable it calls ``one_step_on_data`` eagerly on each of up to
   ``steps_per_execution`` batches and returns the last outputs (its ``else`` branch).
-  ``fwd9m debug`` (:mod:`fwd9m.tensorflow._keras_xla`) uses that branch. Source:
+  ``fwd9m debug`` (:mod:`fwd9m.keras._tf_xla`) uses that branch. Source:
   https://github.com/keras-team/keras/blob/master/keras/src/backend/tensorflow/trainer.py
 
 Every function imports Keras' private modules when called: importing this module

@@ -29,7 +29,7 @@ called inside another ``tf.function`` is not an eager call: it is not recorded (
 call op of a function is not passed to op callbacks), and the trace's notes name the
 calling function. Keras 3's ``jit_compile=True`` train step is called so, inside
 ``multi_step_on_iterator``: while recording, it runs as an eager call instead
-(:mod:`._keras_xla`, patched once Keras has imported its TensorFlow trainer).
+(:mod:`fwd9m.keras._tf_xla`, patched once Keras has imported its TensorFlow trainer).
 
 Keras layer/module path: the TF name scope (``tf.get_current_name_scope()`` eagerly,
 the op name in graphs), which Keras 3 sets to the layer path. Phase: backward inside
@@ -195,7 +195,7 @@ class TFRecorder:
         self._narrowing = False  # True while an XLA call is narrowed: its runs are not the program's
         self._xla_pending = None  # (seq, fwd9m.tensorflow._xla.Pending) of the call about to run
         self._xla_vars = None  # (function, [(input index, handle, dtype)], value records) before a call
-        self._keras_pending = False  # Keras' TF trainer not yet patched (:mod:`._keras_xla`)
+        self._keras_pending = False  # Keras' TF trainer not yet patched (:mod:`fwd9m.keras._tf_xla`)
         self._nested_xla: set[str] = set()  # non-XLA functions that call an XLA one (not recorded)
 
     # ------------------------------------------------------------- install
@@ -335,13 +335,13 @@ class TFRecorder:
 
     def _patch_keras_steps(self) -> None:
         """Keras 3's XLA-compiled ``fit`` step, called inside a plain ``tf.function``,
-        runs as an eager call while recording, so that it is recorded (:mod:`._keras_xla`).
+        runs as an eager call while recording, so that it is recorded (:mod:`fwd9m.keras._tf_xla`).
         Tried at start and then before each eager op until Keras' TensorFlow trainer is
         imported (the recorder can start while Keras is importing TensorFlow)."""
-        from . import _keras_xla
+        from ..keras import _tf_xla
 
         try:
-            undo = _keras_xla.patch(lambda: _Registry.active is not None)
+            undo = _tf_xla.patch(lambda: _Registry.active is not None)
         except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
             logger.info("fwd9m.debug: Keras' train step is not patched: %s", _error_text(exc))
             self._keras_pending = False

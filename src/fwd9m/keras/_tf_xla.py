@@ -5,7 +5,7 @@ and ``jit_compile="auto"`` resolves to XLA whenever a non-CPU device is present
 (``_resolve_auto_jit_compile`` in keras/src/trainers/trainer.py). ``fit`` calls that
 step, ``one_step_on_data`` (``tf.function(jit_compile=...)``), inside
 ``multi_step_on_iterator``, a plain ``tf.function`` (``TensorFlowTrainer._make_function``,
-keras/src/backend/tensorflow/trainer.py, :mod:`fwd9m.keras._private`). TensorFlow
+keras/src/backend/tensorflow/trainer.py, :mod:`._private`). TensorFlow
 does not pass a function's call op to op callbacks, and XLA's code runs no Python
 hooks, so such a recording held only the iterator's ops: no op of any training step.
 
@@ -49,7 +49,7 @@ def patch(is_active: Callable[[], bool]) -> list[tuple[Any, str, Any]] | None:
     [(class, attribute, original)] to undo it, or None while Keras has not imported its
     TensorFlow trainer (imports nothing: the recorder may start while Keras itself is
     importing TensorFlow)."""
-    from ..keras import _private
+    from . import _private
 
     cls = _private.tf_trainer_class()
     make = None if cls is None else cls.__dict__.get("_make_function")
