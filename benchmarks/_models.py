@@ -29,3 +29,17 @@ def torch_models() -> list[tuple[str, object]]:
         return model, torch.randn(16, 32, 64), torch.randint(0, 10, (16,))
 
     return [("small CNN", cnn), ("transformer block", block)]
+
+
+def torch_train(model, x, y, opt, steps: int):
+    """A plain training loop of ``steps`` cross-entropy steps on one batch, as a closure:
+    the baseline every torch recording benchmark times itself against."""
+    from torch import nn
+
+    def train():
+        for _ in range(steps):
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+
+    return train

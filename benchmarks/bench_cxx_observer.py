@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from _harness import Case
-from _models import torch_models
+from _models import torch_models, torch_train
 
 HERE = Path(__file__).resolve().parent
 TMP = tempfile.mkdtemp(prefix="fwd9m-bench-cxxobs-")
@@ -102,7 +102,6 @@ def _noop_mode():
 def _workloads(steps: int):
     """[(model name, train, {label: candidate})], the candidates in the order printed."""
     import torch
-    from torch import nn
 
     import fwd9m.debug as dbg
 
@@ -114,11 +113,7 @@ def _workloads(steps: int):
         model, x, y = make()
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
 
-        def train(model=model, x=x, y=y, opt=opt):
-            for _ in range(steps):
-                opt.zero_grad()
-                nn.functional.cross_entropy(model(x), y).backward()
-                opt.step()
+        train = torch_train(model, x, y, opt, steps)
 
         def observed(variant, train=train):
             ext.reset()

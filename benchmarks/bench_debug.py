@@ -21,14 +21,13 @@ import os
 import tempfile
 
 from _harness import Case
-from _models import torch_models
+from _models import torch_models, torch_train
 
 TMP = tempfile.mkdtemp(prefix="fwd9m-bench-debug-")
 
 
 def _torch_cases(quick: bool):
     import torch
-    from torch import nn
 
     import fwd9m.debug as dbg
 
@@ -42,11 +41,7 @@ def _torch_cases(quick: bool):
         model, x, y = make()
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
 
-        def train(model=model, x=x, y=y, opt=opt):
-            for _ in range(steps):
-                opt.zero_grad()
-                nn.functional.cross_entropy(model(x), y).backward()
-                opt.step()
+        train = torch_train(model, x, y, opt, steps)
 
         def recorded(train=train, name=name):
             with dbg.record(os.path.join(TMP, f"torch-{name}.trace"), framework="torch"):
