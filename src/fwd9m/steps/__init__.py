@@ -82,28 +82,30 @@ def step_digest(
     """
     from ..errors import ConfigurationError
     from ._session import for_path
-    from ._values import digest_leaves, flatten, global_rng_leaves
+    from ._values import digest_groups, flatten, global_rng_leaves
 
     if path is None and for_path(None) is None:
         raise ConfigurationError(
             "step_digest() has nowhere to write: pass path='run.steps', or run the "
             "script with: fwd9m run --digests run.steps train.py"
         )
-    entries = []
-    for group, value in (
-        ("batch", batch),
-        ("loss", loss),
-        ("grads", grads),
-        ("params", params),
-        ("buffers", buffers),
-        ("optimizer", optimizer),
-        ("values", values),
-    ):
-        entries += digest_leaves(group, [(n or group, v) for n, v in flatten("", value)])
+    groups = [
+        (group, [(n or group, v) for n, v in flatten("", value)])
+        for group, value in (
+            ("batch", batch),
+            ("loss", loss),
+            ("grads", grads),
+            ("params", params),
+            ("buffers", buffers),
+            ("optimizer", optimizer),
+            ("values", values),
+        )
+    ]
     rng_leaves = list(flatten("key", key)) + list(flatten("rng", rng))
     if global_rng:
         rng_leaves += global_rng_leaves()
-    entries += digest_leaves("rng", rng_leaves)
+    groups.append(("rng", rng_leaves))
+    entries = digest_groups(groups)  # all groups at once: one call of the kernel
     session = for_path(path)  # after the digests: a value of the wrong type leaves no file
     assert session is not None
     session.claim("step_digest")
