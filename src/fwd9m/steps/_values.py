@@ -258,10 +258,38 @@ def global_rng_leaves() -> list[tuple[str, Any]]:
     # the same uint64 array as np.asarray(state[1], np.uint64), built faster by array
     leaves: list[tuple[str, Any]] = [("python", np.frombuffer(array.array("Q", state[1]), np.uint64))]
     if "numpy" in sys.modules:
-        leaves.append(("numpy", np.random.get_state()[1]))  # type: ignore[index]  # legacy: a tuple
+        leaves.append(("numpy", _numpy_key(np)))
     torch = sys.modules.get("torch")
     if torch is not None:
         leaves.append(("torch", torch.random.default_generator.get_state()))
         if torch.cuda.is_initialized():
             leaves += [(f"torch.cuda{i}", s) for i, s in enumerate(torch.cuda.get_rng_state_all())]
     return leaves
+
+
+#: the global NumPy generator whose key :func:`_numpy_key` reads in place, and that view
+_KEY_VIEW: list[Any] = [None, None]
+
+
+def _numpy_key(np) -> Any:
+    """``np.random.get_state()[1]``, the MT19937 key (uint32[624]) of NumPy's legacy
+    global generator, to digest at once. ``get_state`` copies it element by element
+    (~30 us); this reads the key in place through the generator's public
+    ``ctypes.state_address`` instead, once the bytes there were seen to equal
+    ``get_state()[1]`` for this generator (the same bytes, so the same digest)."""
+    get = getattr(np.random, "get_bit_generator", None)  # NumPy >= 1.25
+    try:
+        bg = get() if get is not None else None
+        if bg is not None and _KEY_VIEW[0] is bg:
+            return _KEY_VIEW[1]
+        key = np.random.get_state()[1]  # type: ignore[index]  # legacy: a tuple
+        if bg is not None and type(bg).__name__ == "MT19937" and key.dtype == np.uint32 and key.size == 624:
+            import ctypes
+
+            view = np.ctypeslib.as_array((ctypes.c_uint32 * 624).from_address(bg.ctypes.state_address))
+            view.flags.writeable = False
+            if np.array_equal(view, key):
+                _KEY_VIEW[:] = [bg, view]
+        return key
+    except Exception:  # noqa: BLE001 - a digest never breaks the user's step
+        return np.random.get_state()[1]  # type: ignore[index]
