@@ -182,6 +182,31 @@ def test_a_failed_build_falls_back_to_numpy(monkeypatch, tmp_path):
     assert not list(tmp_path.rglob("*.so"))
 
 
+def test_a_compiler_without_the_avx512_level_builds_the_avx2_clones(monkeypatch, tmp_path):
+    """A compiler that rejects the x86-64-v4 clone (before GCC 12) still gives a kernel,
+    with the same digests (a real compiler behind a wrapper that refuses that flag)."""
+    import os
+    import platform
+
+    from fwd9m import _ckernel
+
+    cc = _ckernel._compiler()
+    if cc is None or platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("needs a C compiler on x86-64")
+    wrapper = tmp_path / "cc"
+    wrapper.write_text(f'#!/bin/sh\ncase "$*" in *FWD9M_CLONES_V4*) exit 1;; esac\nexec {cc} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setitem(_ckernel._state, "lib", None)
+    del _ckernel._state["lib"]
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(_ckernel, "_compiler", lambda: str(wrapper))
+    assert _ckernel.kernel() is not None
+    (so,) = (tmp_path / "cache").rglob("*.so")
+    assert b"arch_x86_64_v4" not in so.read_bytes() and os.path.getsize(so)
+    data = np.random.default_rng(3).integers(0, 256, 3 * fp.ROW_WORDS * 4 + 7, dtype=np.uint8)
+    assert fp.u8_digest(data) == fp.finalize(_reference_partial(data.tobytes()), data.size)
+
+
 @pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "numpy"])
 def test_digests_of_many_values_equal_one_by_one(kernel, monkeypatch):
     torch = pytest.importorskip("torch")
