@@ -179,6 +179,10 @@ def test_bad_reference_is_exit_2_before_the_run(tmp_path):
     (tmp_path / "model.pt").write_bytes(b"user data")
     r = _fwd9m(tmp_path, "--digests", "model.pt", "train.py")
     assert r.returncode == 2 and (tmp_path / "model.pt").read_bytes() == b"user data"
+    # a missing folder: exit 2 before the run (it ran, then crashed on writing the file)
+    r = _fwd9m(tmp_path, "--digests", "missing/run.steps", "train.py")
+    assert r.returncode == 2 and "does not exist; create it first" in r.stderr and "ran" not in r.stdout
+    assert "Traceback" not in r.stderr
 
 
 def test_thread_counts(tmp_path):

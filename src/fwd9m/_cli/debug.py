@@ -224,8 +224,7 @@ def _is_report(path: str) -> bool:
 def _check_html(args: argparse.Namespace, inputs: list[str]) -> None:
     """Refuse, before any run, an --html path that cannot be written, or that is an
     input or an existing file fwd9m did not write (unless --force)."""
-    from .._runtime.launch import refuse_overwrite
-    from ..debug._script import check_output_path
+    from .._runtime.launch import check_output_path, refuse_overwrite
 
     if args.html:
         check_output_path(args.html, "--html", "report.html")

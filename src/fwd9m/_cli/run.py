@@ -402,7 +402,7 @@ def _digest_options(args, launcher: bool, env: dict) -> None:
             that is not a digest file.
         FileFormatError: REF is missing, not a digest file, damaged or truncated.
     """
-    from .._runtime.launch import refuse_overwrite
+    from .._runtime.launch import check_output_path, refuse_overwrite
     from ..errors import ConfigurationError
     from ..steps._format import StepReader, is_step_digest_file
     from ..steps._session import ENV_AGAINST, ENV_OUT
@@ -421,6 +421,7 @@ def _digest_options(args, launcher: bool, env: dict) -> None:
     if args.digests is not None:
         if not args.digests.strip():
             raise ConfigurationError("--digests needs a file name, e.g. --digests run.steps")
+        check_output_path(args.digests, "--digests", "run.steps")  # a missing folder: exit 2 before training
         refuse_overwrite(
             args.digests,
             "--digests",

@@ -157,6 +157,26 @@ def starts_with(path: str | os.PathLike[str], marks: tuple[bytes, ...], within: 
     return not head or any(m in head for m in marks)
 
 
+def check_output_path(out: str, option: str = "-o", example: str = "run.trace") -> None:
+    """Refuse, before any run, an output path that cannot be written as a file: a
+    directory, a named pipe (opening it to write blocks until a reader comes) or a
+    device, or one in a missing folder."""
+    from ..errors import ConfigurationError
+
+    try:
+        mode: int | None = os.stat(out).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise ConfigurationError(f"{option} {shown(out)} is {kind}; name the file to write, e.g. {option} {example}")
+    folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(folder):
+        raise ConfigurationError(
+            f"{option} {shown(out)}: the folder {folder} does not exist; create it first (mkdir -p {folder})"
+        )
+
+
 def refuse_overwrite(
     path: str | os.PathLike[str],
     option: str,

@@ -29,6 +29,7 @@ from typing import Any
 
 from .._frameworks import FRAMEWORKS  # what a run can be recorded for (Keras on its active backend)
 from .._log import logger
+from .._runtime.launch import check_output_path
 from ..errors import ConfigurationError, RunError
 from . import _early
 from ._common import LEVELS, CaptureSpec
@@ -445,28 +446,6 @@ def _note_writes_through_links(s: _Session, watch: Any, own: str, label: str) ->
 
 
 # ------------------------------------------------------------------ checks before any run
-
-
-def check_output_path(out: str, option: str = "-o", example: str = "run.trace") -> None:
-    """Refuse, before any run, an output path that cannot be written as a file: a
-    directory, a named pipe (opening it to write blocks until a reader comes) or a
-    device, or one in a missing folder."""
-    import stat
-
-    from .._runtime.launch import shown
-
-    try:
-        mode: int | None = os.stat(out).st_mode
-    except OSError:
-        mode = None
-    if mode is not None and not stat.S_ISREG(mode):
-        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-        raise ConfigurationError(f"{option} {shown(out)} is {kind}; name the file to write, e.g. {option} {example}")
-    folder = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(folder):
-        raise ConfigurationError(
-            f"{option} {shown(out)}: the folder {folder} does not exist; create it first (mkdir -p {folder})"
-        )
 
 
 def kept_traces(options: DebugOptions) -> list[str]:
