@@ -231,6 +231,7 @@ def test_bad_outputs_and_targets_fail_before_any_run(capsys, tmp_path):
         (("--capture", ",,"), "selects no op"),
         (("--html", str(tmp_path / "no" / "r.html")), "does not exist"),
         (("--html", str(tmp_path)), "--html report.html"),
+        (("-o", str(tmp_path / "x.trace")), "fwd9m debug record -o FILE"),  # was: ignored
     ):
         code, err = _cli(capsys, "debug", *args, str(script))  # was: found after two runs, or never
         assert code == 2 and message in err, (args, err)

@@ -374,8 +374,15 @@ def _run_record(args: argparse.Namespace) -> int:
 def _run_script(args: argparse.Namespace, options) -> int:
     """Record the script twice, compare, explain (:func:`fwd9m.debug.debug_script`)."""
     from .. import debug
+    from .._runtime.launch import shown
     from ..debug._script import kept_traces
+    from ..errors import ConfigurationError
 
+    if getattr(args, "output", None):
+        raise ConfigurationError(
+            f"-o {shown(args.output)} names the trace of one run, written by `fwd9m debug record -o FILE "
+            f"script.py`; `fwd9m debug script.py` records two runs: keep their traces with --keep DIR"
+        )
     _check_html(args, [*([] if args.module else [args.target]), *kept_traces(options)])
     report = debug.debug_script(args.target, args.args, options, progress=_progress, output=_output)
     return _emit(report, args)
