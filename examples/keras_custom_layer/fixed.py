@@ -1,12 +1,10 @@
-"""A custom Keras layer whose weights come from ``add_weight`` initializers, seeded only
-with ``tf.random.set_seed(1)``: every run prints different weights.
-
-Why: in Keras 3 an initializer created without a ``seed`` draws one from Python's
-``random`` module when it is built (``keras.src.random.seed_generator.make_default_seed``,
+"""The custom Keras layer of ``broken.py``, fixed: ``fwd9m.tensorflow.enable_determinism``
+seeds Python's ``random`` too, from which Keras 3 draws the seed of an initializer created
+without one (``keras.src.random.seed_generator.make_default_seed``,
 https://github.com/keras-team/keras/blob/master/keras/src/random/seed_generator.py),
-and ``tf.random.set_seed`` does not touch Python's ``random``.
+so every run prints the same weights.
 
-Run:  python examples/keras_custom_layer/broken.py [--out weights.npz]
+Run:  python examples/keras_custom_layer/fixed.py [--out weights.npz]
 """
 
 import argparse
