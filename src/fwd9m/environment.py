@@ -373,8 +373,9 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         data = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or JSON, huge ints
+        why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc)
         raise FileFormatError(
-            f"{name}: not a JSON environment fingerprint ({exc}); write one with: fwd9m env --format json > {p.name}"
+            f"{name}: not a JSON environment fingerprint ({why}); write one with: fwd9m env --format json > env.json"
         ) from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise FileFormatError(

@@ -225,7 +225,7 @@ def replay(
         raise FileFormatError(
             f"no capture of op #{op} for {trace} (looked for {path}): replay needs the op's inputs, "
             f"which a trace holds only when it was recorded with them. Record it again with: "
-            f"fwd9m debug record --capture {op}:0 -o {trace} SCRIPT ..."
+            f"fwd9m debug record --capture {op}:0 -o RUN.trace SCRIPT ..."
         )
     call, _ = load_capture(path)
     if call.get("error"):
