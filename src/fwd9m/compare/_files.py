@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .._runtime.quiet import QuietNativeStderr
-from ._text import DATE, IgnoredValues, timing_name
+from ._text import CLOCK_AFTER_DATE, COMPACT_DATE, COMPACT_TIME, DATE, TB_STAMP, IgnoredValues, timing_name
 from ._values import Flat, Tensor, _np, flatten
 
 #: File name suffixes read tensor by tensor; anything else is compared by content hash
@@ -62,9 +62,8 @@ _TIMED_FOLDER = re.compile(r"[A-Z][a-z]{2}\d{2}_\d{2}-\d{2}-\d{2}_.*|\d{9,11}\.\
 #: alone; a real year, month and day: ``model_1024-64-32.pt`` names layer sizes),
 #: ``20261201-191233``, TensorBoard's ``Dec01_19-12-33``
 _STAMP_IN_NAME = re.compile(
-    r"(?<!\d)(?:" + DATE + r"(?:[ T_]\d{2}[:-]\d{2}(?:[:-]\d{2}(?:[.,]\d+)?)?)?"
-    r"|(?:19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])[-_T]?(?:[01]\d|2[0-3])[0-5]\d[0-5]\d"
-    r"|(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\d{2}_\d{2}-\d{2}-\d{2})(?!\d)"
+    r"(?<!\d)(?:" + DATE + CLOCK_AFTER_DATE + r")?"
+    r"|" + COMPACT_DATE + r"[-_T]?" + COMPACT_TIME + r"|" + TB_STAMP + r")(?!\d)"
 )
 
 

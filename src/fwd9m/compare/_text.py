@@ -34,10 +34,17 @@ from ._escape import clip
 LINE_LIMIT = 1 << 20
 
 _NUM = r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _CLOCK = r"\d+:\d{2}(?::\d{2})?"
 #: an ISO date of a real year, month and day (``1024-64-32``, a model's layer sizes, is none)
 DATE = r"(?:19|20)\d{2}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
+#: the time of day after a :data:`DATE` (``_19-12-33``, `` 19:12:33.5``)
+CLOCK_AFTER_DATE = r"(?:[ T_]\d{2}[:-]\d{2}(?:[:-]\d{2}(?:[.,]\d+)?)?"
+#: ``strftime("%Y%m%d")`` and ``("%H%M%S")`` of a real date and time
+COMPACT_DATE = r"(?:19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
+COMPACT_TIME = r"(?:[01]\d|2[0-3])[0-5]\d[0-5]\d"
+#: TensorBoard's and transformers' default log folder: ``Dec01_07-45-28``
+TB_STAMP = MONTH + r"\d{2}_\d{2}-\d{2}-\d{2}"
 #: units of what progress bars and loggers count per second (``it/s``, ``samples/s``)
 _COUNT_UNITS = (
     r"(?:it|its|steps?|batch(?:es)?|samples?|examples?|ex|tokens?|toks?|imgs?|images?|seqs?|"
@@ -66,7 +73,7 @@ MASKS = (
         "timestamp",
         "timestamp",
         re.compile(  # time.ctime()
-            r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) " + _MONTH + r" [ \d]\d \d{2}:\d{2}:\d{2} \d{4}\b"
+            r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) " + MONTH + r" [ \d]\d \d{2}:\d{2}:\d{2} \d{4}\b"
         ),
         re.compile(r"\d:\d\d \d{4}"),
     ),
@@ -74,7 +81,7 @@ MASKS = (
     _Mask(
         "timestamp",
         "timestamp",
-        re.compile(r"\b" + _MONTH + r"\d{2}_\d{2}-\d{2}-\d{2}(?!\d)"),
+        re.compile(r"\b" + TB_STAMP + r"(?!\d)"),
         re.compile(r"[a-z]\d\d_\d"),
     ),
     _Mask("timing", "{unit}", re.compile(r"(?<![\w.])\? ?(?P<unit>[^\s,\]]+/s)(?![\w/])"), re.compile(r"\?")),
@@ -90,8 +97,8 @@ NUMBER_MASKS = (
         "timestamp",
         "timestamp",
         re.compile(
-            DATE + r"(?:[ T_]\d{2}[:-]\d{2}(?:[:-]\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)"
-            r"|(?:19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])[-_T](?:[01]\d|2[0-3])[0-5]\d[0-5]\d(?!\d)"
+            DATE + CLOCK_AFTER_DATE + r"(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)"
+            r"|" + COMPACT_DATE + r"[-_T]" + COMPACT_TIME + r"(?!\d)"
         ),
         "0123456789.",
     ),
