@@ -229,3 +229,31 @@ def test_shared_stdout_of_spawned_ranks_is_split_by_rank_names_only(tmp_path):
     r0 = "[rank 0] step 9 loss {}\r[rank 0] ok\n"
     assert how(r0.format("0.51") + "[rank 1] x\n", "[rank 1] x\n" + r0.format("0.73")) is None
     assert how(r0.format("0.51") + "[rank 1] x\n", "[rank 1] x\n" + r0.format("0.51")) is not None
+
+
+def test_ranks_lines_merged_by_unbuffered_writes_are_split_again(tmp_path):
+    """Regression (``mp.spawn`` of two DDP ranks under PYTHONUNBUFFERED=1, as in many
+    Docker images): ``print`` writes its text and its newline separately, so two ranks'
+    lines landed as ``rank 0 ...rank 1 ...`` plus a blank line, and a reproducible run was
+    NOT REPRODUCIBLE. Such lines are split at each prefix of the same form; what a rank
+    printed, and its order, is still compared."""
+    from fwd9m.check._runs import _interleaved_only
+
+    def how(a: str, b: str, launched: bool = False):
+        return _interleaved_only(_run(tmp_path, "a", a), _run(tmp_path, "b", b), launched=launched)
+
+    clean = "rank 0 step 0 loss 1.65\nrank 1 step 0 loss 3.76\nrank 0 step 1 loss 0.35\nrank 1 step 1 loss 0.76\n"
+    merged = "rank 0 step 0 loss 1.65rank 1 step 0 loss 3.76\n\nrank 1 step 1 loss 0.76rank 0 step 1 loss 0.35\n\n"
+    said = how(clean, merged)
+    assert said is not None and "split at each prefix" in said
+    assert how(merged, clean) == said and how(clean, merged, launched=True) == said
+    # a different value, or a rank's own lines in another order, still differ
+    assert how(clean, merged.replace("0.35", "0.36")) is None
+    swapped = "rank 0 step 1 loss 0.35rank 1 step 0 loss 3.76\n\nrank 1 step 1 loss 0.76rank 0 step 0 loss 1.65\n\n"
+    assert how(clean, swapped) is None
+    # only a prefix of the line's own form splits it: torchrun's [default0]: before a [3]
+    tee = "[default0]:shape [3] ok\n[default1]:shape [3] ok\n"
+    assert how(tee, "[default1]:shape [3] ok\n[default0]:shape [3] ok\n", launched=True) is not None
+    assert "split" not in how(tee, "[default1]:shape [3] ok\n[default0]:shape [3] ok\n", launched=True)
+    # lines without a rank prefix are never split or reordered when spawned
+    assert how("a 1\nb 2\n", "b 2\na 1\n") is None

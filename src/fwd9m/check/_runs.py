@@ -258,7 +258,7 @@ class _Pairs:
     def __init__(self, first: _Run, strict: bool):
         self.first, self.strict = first, strict
         self.findings: list[Difference] = []
-        self.interleaved: list[str] = []
+        self.interleaved: dict[str, list[str]] = {}  # how they were compared -> run labels
         self.probe_differs: list[str] = []
         self.env_diffs: list[dict[str, Any]] = []
         self.skipped: dict[str, str] = {}
@@ -285,7 +285,7 @@ class _Pairs:
         )
         how = _interleaved_only(first, other, launched=_multi_rank(first, other), strict=self.strict) if d else None
         if how:
-            self.interleaved.append(f"{label} ({how})")
+            self.interleaved.setdefault(how, []).append(label)
         elif d:
             self.findings.append(_text_finding("stdout", label, d, first.info.label))
         _compare_rank_outputs(first, other, label, self.findings, self.strict, pair)
@@ -309,11 +309,20 @@ def _launch_notes(result: Draft[CheckResult], first: _Run, pairs: _Pairs) -> Non
             f"launcher) and compared rank by rank (rank r of each run with rank r of run 1)"
         )
     if pairs.interleaved:
+        where = "; ".join(f"{_and_list(labels)} ({how})" for how, labels in pairs.interleaved.items())
         result.notes.append(
             "the shared standard output differs only in how the ranks' lines "
-            "interleave in " + "; ".join(pairs.interleaved) + ": several processes write to it, "
+            f"interleave in {where}: several processes write to it, "
             "so their lines come in a random order; that is not a difference of the training"
         )
+
+
+def _and_list(labels: list[str]) -> str:
+    """``run 2``, ``runs 2 and 3``, ``runs 2, 3 and 4``."""
+    if len(labels) == 1:
+        return labels[0]
+    nums = [label.removeprefix("run ") for label in labels]
+    return "runs " + ", ".join(nums[:-1]) + " and " + nums[-1]
 
 
 def _hash_seed_notes(result: Draft[CheckResult], pairs: _Pairs) -> None:
@@ -566,11 +575,17 @@ def _interleaved_only(
         )
     except OSError:
         return None
+    prefix = _RANK_PREFIX if launched else _SPAWN_RANK_PREFIX
+    la, lb, rejoined = _split_merged_lines(la, lb, prefix)
+    by_rank = "compared rank by rank, by the rank prefix of each line" + (
+        "; lines that two ranks wrote into one, as unbuffered output does, split at each prefix, "
+        "and blank lines set aside"
+        if rejoined
+        else ""
+    )
     if not launched:
-        ga, gb = _by_rank_prefix(la, _SPAWN_RANK_PREFIX), _by_rank_prefix(lb, _SPAWN_RANK_PREFIX)
-        return (
-            "compared rank by rank, by the rank prefix of each line" if len(ga.keys() - {""}) > 1 and ga == gb else None
-        )
+        ga, gb = _by_rank_prefix(la, prefix), _by_rank_prefix(lb, prefix)
+        return by_rank if len(ga.keys() - {""}) > 1 and ga == gb else None
     ga, gb = _by_rank_prefix(la), _by_rank_prefix(lb)
     if a.ranks and b.ranks:
         if collections.Counter(ga.pop("", [])) != collections.Counter(gb.pop("", [])):
@@ -582,8 +597,39 @@ def _interleaved_only(
     if collections.Counter(la) != collections.Counter(lb):
         return None
     if len(ga) > 1:
-        return "compared rank by rank, by the rank prefix of each line" if ga == gb else None
+        return by_rank if ga == gb else None
     return "compared as a multiset of lines, as they carry no rank prefix"
+
+
+def _split_merged_lines(la: list[str], lb: list[str], prefix: re.Pattern[str]) -> tuple[list[str], list[str], bool]:
+    """Undo what unbuffered writers do to a shared pipe: ``print`` writes its text and its
+    newline in two writes, so two ranks' lines can land as ``rank 0 ...rank 1 ...`` and a
+    blank line. Only when such a line is seen in either run: both runs' lines that start
+    with a rank prefix are split at each later prefix, and blank lines are left out (in
+    both, so the comparison stays symmetric). Returns the lines and whether they were split."""
+    anywhere = re.compile(prefix.pattern.removeprefix("^\\s*"), prefix.flags)
+
+    def cuts(line: str) -> list[int]:
+        """Where later prefixes of the same form as the line's own start (``rank 1`` after
+        ``rank 0``, never ``[3]`` after ``[default0]:``)."""
+        m = prefix.match(line)
+        if not m:
+            return []
+        form = re.sub(r"\d+", "#", m.group(1))
+        return [h.start() for h in anywhere.finditer(line, m.end()) if re.sub(r"\d+", "#", h.group(1)) == form]
+
+    if not any(cuts(line) for line in (*la, *lb)):
+        return la, lb, False
+
+    def split(lines: list[str]) -> list[str]:
+        out: list[str] = []
+        for line in lines:
+            starts = [0, *cuts(line)]
+            parts = [line[i:j] for i, j in zip(starts, [*starts[1:], len(line)])]
+            out += [part for part in parts if part.strip()]
+        return out
+
+    return split(la), split(lb), True
 
 
 def _normalized_lines(path: Path, replacements: tuple[tuple[str, str], ...], strict: bool = False) -> list[str]:
