@@ -171,6 +171,11 @@ class _OrderUses:
         )
 
     def note_call(self, node, qn):
+        f = node.func
+        if type(f) is ast.Attribute and f.attr == "index" and len(node.args) == 1:
+            key = _name_key(f.value)  # ``labels.index(c)``: an item's position is its id
+            if key:
+                self.subscripted.setdefault((self.scope(key), key), node)
         if self.consumer(node, qn):
             for a in _call_inputs(node):
                 key = _name_key(_unwrap_list(a))
@@ -872,6 +877,8 @@ class SetIterationOrder(_OrderRule):
         "found = None\nfor w in set(items):\n    if w.endswith('x'):\n        found = w\n        break\n",
         "def f(tags: set[str]):\n    return list(tags)\n",
         "import json\njson.dump([*set(words)], fp)\n",
+        # an item's position in a list made from the set is its id
+        "labels = list(set(names))\nids = [labels.index(n) for n in names]\n",
     )
     valid = (
         "vocab = {w: i for i, w in enumerate(sorted(set(words)))}\n",
