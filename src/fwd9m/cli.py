@@ -27,7 +27,21 @@ COMMANDS = ("check", "debug", "run", "lint", "catalog", "env", "probe")
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # argparse exits 2 too; keep its message short
         self.print_usage(sys.stderr)
-        self.exit(EXIT_ERROR, f"fwd9m: error: {message}\n")
+        self.exit(EXIT_ERROR, f"fwd9m: error: {message}{_did_you_mean(message)}\n")
+
+
+def _did_you_mean(message: str) -> str:
+    """``; did you mean 'check'?`` after argparse's "invalid choice: 'chek' (choose from
+    ...)" when one choice is close to what was typed, else nothing."""
+    import difflib
+    import re
+
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if not m or "did you mean" in message:
+        return ""
+    choices = re.findall(r"'([^']*)'", m.group(2)) or [c.strip() for c in m.group(2).split(",")]
+    close = difflib.get_close_matches(m.group(1), choices, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _command_in(argv: list[str]) -> str | None:
@@ -57,6 +71,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             continue
         p = sub.add_parser(name, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP))
         if only is None or name == only:
+            # ``fwd9m check -v train.py`` as well as ``fwd9m -v check train.py``
+            p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
             module.add_arguments(p)
             p.set_defaults(_run=module.run)
     return parser

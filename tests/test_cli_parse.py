@@ -1,0 +1,27 @@
+"""The top-level parser of ``fwd9m``: what a new user types that argparse alone refuses."""
+
+from fwd9m.cli import main
+
+
+def test_verbose_after_the_subcommand_is_the_same_as_before_it(tmp_path, capsys):
+    """A new user typed ``fwd9m lint -v train.py`` and got "unrecognized arguments: -v"."""
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")
+    assert main(["lint", "-v", str(script)]) == 0
+    assert main(["-v", "lint", str(script)]) == 0
+    assert "unrecognized" not in capsys.readouterr().err
+
+
+def test_a_mistyped_command_or_choice_says_what_was_meant(capsys):
+    for argv, meant in ((["chek", "x.py"], "'check'"), (["check", "--format", "jsn", "x.py"], "'json'")):
+        try:
+            main(argv)
+        except SystemExit as exc:
+            assert exc.code == 2
+        err = capsys.readouterr().err
+        assert err.rstrip().endswith(f"did you mean {meant}?"), err
+    try:
+        main(["zzzzzz"])
+    except SystemExit:
+        pass
+    assert "did you mean" not in capsys.readouterr().err
