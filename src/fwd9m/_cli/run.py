@@ -431,6 +431,17 @@ def _digest_options(args, launcher: bool, env: dict) -> None:
             example="run2.steps",
             force_fix="delete it first if you mean to replace it",
         )
+        if os.path.isfile(args.digests):  # one fwd9m wrote (refused otherwise): said, not silent
+            import time
+
+            from ..compare._escape import printable
+
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(os.path.getmtime(args.digests)))
+            print(
+                f"fwd9m run: --digests {printable(args.digests)} exists (step digests fwd9m wrote {when}); "
+                f"this run's replace them",
+                file=sys.stderr,
+            )
         env[ENV_OUT] = os.path.abspath(args.digests)
 
 
