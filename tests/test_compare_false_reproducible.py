@@ -257,3 +257,10 @@ def test_ranks_lines_merged_by_unbuffered_writes_are_split_again(tmp_path):
     assert "split" not in how(tee, "[default1]:shape [3] ok\n[default0]:shape [3] ok\n", launched=True)
     # lines without a rank prefix are never split or reordered when spawned
     assert how("a 1\nb 2\n", "b 2\na 1\n") is None
+
+
+def test_the_interleave_note_names_runs_once():
+    from fwd9m.check._runs import _and_list
+
+    assert _and_list(["run 2"]) == "run 2" and _and_list(["run 2", "run 3", "run 4"]) == "runs 2, 3 and 4"
+    assert _and_list(["run 2", "PYTHONHASHSEED=0 run 1"]) == "run 2 and PYTHONHASHSEED=0 run 1"

@@ -322,6 +322,8 @@ def _and_list(labels: list[str]) -> str:
     if len(labels) == 1:
         return labels[0]
     nums = [label.removeprefix("run ") for label in labels]
+    if not all(n.isdigit() for n in nums):  # ``PYTHONHASHSEED=0 run 1``, a --vary setting
+        return ", ".join(labels[:-1]) + " and " + labels[-1]
     return "runs " + ", ".join(nums[:-1]) + " and " + nums[-1]
 
 
