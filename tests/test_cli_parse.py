@@ -10,6 +10,10 @@ def test_verbose_after_the_subcommand_is_the_same_as_before_it(tmp_path, capsys)
     assert main(["lint", "-v", str(script)]) == 0
     assert main(["-v", "lint", str(script)]) == 0
     assert "unrecognized" not in capsys.readouterr().err
+    from fwd9m.cli import build_parser
+
+    args = build_parser().parse_args(["-vv", "lint", "-v", str(script)])
+    assert args.verbose + args.sub_verbose == 3  # counted together, as main does
 
 
 def test_a_mistyped_command_or_choice_says_what_was_meant(capsys):

@@ -257,6 +257,18 @@ def test_ranks_lines_merged_by_unbuffered_writes_are_split_again(tmp_path):
     assert "split" not in how(tee, "[default1]:shape [3] ok\n[default0]:shape [3] ok\n", launched=True)
     # lines without a rank prefix are never split or reordered when spawned
     assert how("a 1\nb 2\n", "b 2\na 1\n") is None
+    # a timing at the end of the cut piece is masked as on a clean line
+    assert how("rank 0 took 3.2s\nrank 1 took 3.1s\n", "rank 0 took 3.0srank 1 took 3.5s\n\n") is not None
+    # lines that only mention another rank (no blank line a merge would leave) are not cut:
+    # an exchange of values between ranks, or a rank's own lines reordered, still differ
+    assert how("rank 0 peer rank 1 val 5\nrank 1 val 6\n", "rank 1 val 5\nrank 0 peer rank 1 val 6\n") is None
+    mention = "rank 0 sees rank 1 acc 0.5\nrank 0 sees rank 1 acc 0.7\nrank 1 acc 0.5\n"
+    assert how(mention, "rank 1 acc 0.5\nrank 0 sees rank 1 acc 0.7\nrank 0 sees rank 1 acc 0.5\n") is None
+    # ... and, only interleaved, agree without being cut
+    said = how("rank 0 waits for rank 1\nrank 1 ready\n", "rank 1 ready\nrank 0 waits for rank 1\n")
+    assert said is not None and "split" not in said
+    hvd = "[0]<stdout>:torch.Size([1]) ok\n[1]<stdout>:done\n"
+    assert how(hvd, "[1]<stdout>:done\n[0]<stdout>:torch.Size([1]) ok\n", launched=True) is not None
 
 
 def test_the_interleave_note_names_runs_once():

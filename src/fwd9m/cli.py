@@ -72,7 +72,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP))
         if only is None or name == only:
             # ``fwd9m check -v train.py`` as well as ``fwd9m -v check train.py``
-            p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+            p.add_argument("-v", "--verbose", dest="sub_verbose", action="count", default=0, help=argparse.SUPPRESS)
             module.add_arguments(p)
             p.set_defaults(_run=module.run)
     return parser
@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return EXIT_ERROR
+    args.verbose += getattr(args, "sub_verbose", 0)  # -vv check -v: 3
     logging.basicConfig(
         level={0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG),
         format="fwd9m: %(message)s",

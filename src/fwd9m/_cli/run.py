@@ -431,7 +431,7 @@ def _digest_options(args, launcher: bool, env: dict) -> None:
             example="run2.steps",
             force_fix="delete it first if you mean to replace it",
         )
-        if os.path.isfile(args.digests):  # one fwd9m wrote (refused otherwise): said, not silent
+        if os.path.isfile(args.digests) and not args.show:  # one fwd9m wrote (refused otherwise): said
             import time
 
             from ..compare._escape import printable

@@ -566,25 +566,44 @@ def _interleaved_only(
     only the order between processes writing to one pipe, which the scheduler decides,
     is set aside. With ``strict``, lines are compared with nothing masked, as
     :func:`~fwd9m.compare.compare_text` compared them."""
-    import collections
 
     try:
         if max(a.stdout.stat().st_size, b.stdout.stat().st_size) > limit:
             return None
-        la, lb = (
-            _normalized_lines(a.stdout, a.replacements, strict),
-            _normalized_lines(b.stdout, b.replacements, strict),
-        )
+        ra, rb = _raw_lines(a.stdout), _raw_lines(b.stdout)
     except OSError:
         return None
     prefix = _RANK_PREFIX if launched else _SPAWN_RANK_PREFIX
-    la, lb, rejoined = _split_merged_lines(la, lb, prefix)
-    by_rank = "compared rank by rank, by the rank prefix of each line" + (
+    la = [normalize_line(line, a.replacements, strict) for line in ra]
+    lb = [normalize_line(line, b.replacements, strict) for line in rb]
+    how = _interleaved_lines(a, b, la, lb, launched, prefix, "")
+    if how is not None:
+        return how
+    sa, sb = _split_merged(ra, prefix), _split_merged(rb, prefix)
+    if sa is None and sb is None:
+        return None
+    # blank lines left out of both runs: a merge leaves one where the cut line's newline went
+    la = [normalize_line(line, a.replacements, strict) for line in (sa if sa is not None else ra) if line.strip()]
+    lb = [normalize_line(line, b.replacements, strict) for line in (sb if sb is not None else rb) if line.strip()]
+    return _interleaved_lines(
+        a,
+        b,
+        la,
+        lb,
+        launched,
+        prefix,
         "; lines that two ranks wrote into one, as unbuffered output does, split at each prefix, "
-        "and blank lines set aside"
-        if rejoined
-        else ""
+        "and blank lines set aside",
     )
+
+
+def _interleaved_lines(
+    a: _Run, b: _Run, la: list[str], lb: list[str], launched: bool, prefix: re.Pattern[str], also: str
+) -> str | None:
+    """:func:`_interleaved_only` on the runs' normalised lines; ``also`` ends the note."""
+    import collections
+
+    by_rank = "compared rank by rank, by the rank prefix of each line" + also
     if not launched:
         ga, gb = _by_rank_prefix(la, prefix), _by_rank_prefix(lb, prefix)
         return by_rank if len(ga.keys() - {""}) > 1 and ga == gb else None
@@ -594,44 +613,46 @@ def _interleaved_only(
             return None
         return (
             "its lines with a rank prefix are copies of each rank's own output, compared on their own; "
-            "the others compared as a multiset of lines"
+            "the others compared as a multiset of lines" + also
         )
     if collections.Counter(la) != collections.Counter(lb):
         return None
     if len(ga) > 1:
         return by_rank if ga == gb else None
-    return "compared as a multiset of lines, as they carry no rank prefix"
+    return "compared as a multiset of lines, as they carry no rank prefix" + also
 
 
-def _split_merged_lines(la: list[str], lb: list[str], prefix: re.Pattern[str]) -> tuple[list[str], list[str], bool]:
-    """Undo what unbuffered writers do to a shared pipe: ``print`` writes its text and its
-    newline in two writes, so two ranks' lines can land as ``rank 0 ...rank 1 ...`` and a
-    blank line. Only when such a line is seen in either run: both runs' lines that start
-    with a rank prefix are split at each later prefix, and blank lines are left out (in
-    both, so the comparison stays symmetric). Returns the lines and whether they were split."""
+def _split_merged(lines: list[str], prefix: re.Pattern[str]) -> list[str] | None:
+    """One run's raw lines with those two ranks wrote into one split again, or None when
+    it shows no such merge. Unbuffered ``print`` writes its text and its newline in two
+    writes, so two ranks' lines can land as ``rank 0 ...rank 1 ...`` followed by a blank
+    line. A line is cut where a later prefix of the same form as its own start begins
+    (``rank 1`` after ``rank 0``; never ``[3]`` after ``[default0]:``), and only when the
+    run holds at least as many blank lines as cuts: every merge leaves one, so a run whose
+    lines only mention another rank (``rank 0 waits for rank 1``) is left as it is."""
     anywhere = re.compile(prefix.pattern.removeprefix("^\\s*"), prefix.flags)
 
     def cuts(line: str) -> list[int]:
-        """Where later prefixes of the same form as the line's own start (``rank 1`` after
-        ``rank 0``, never ``[3]`` after ``[default0]:``)."""
         m = prefix.match(line)
         if not m:
             return []
         form = re.sub(r"\d+", "#", m.group(1))
         return [h.start() for h in anywhere.finditer(line, m.end()) if re.sub(r"\d+", "#", h.group(1)) == form]
 
-    if not any(cuts(line) for line in (*la, *lb)):
-        return la, lb, False
+    where = [cuts(line) for line in lines]
+    n = sum(map(len, where))
+    if not n or n > sum(not line.strip() for line in lines):
+        return None
+    out: list[str] = []
+    for line, at in zip(lines, where):
+        starts = [0, *at]
+        out += [line[i:j] for i, j in zip(starts, [*starts[1:], len(line)])]
+    return out
 
-    def split(lines: list[str]) -> list[str]:
-        out: list[str] = []
-        for line in lines:
-            starts = [0, *cuts(line)]
-            parts = [line[i:j] for i, j in zip(starts, [*starts[1:], len(line)])]
-            out += [part for part in parts if part.strip()]
-        return out
 
-    return split(la), split(lb), True
+def _raw_lines(path: Path) -> list[str]:
+    with open(path, encoding="utf-8", errors="replace", newline="\n") as f:
+        return list(f)
 
 
 def _normalized_lines(path: Path, replacements: tuple[tuple[str, str], ...], strict: bool = False) -> list[str]:
