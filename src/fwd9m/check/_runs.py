@@ -655,11 +655,6 @@ def _raw_lines(path: Path) -> list[str]:
         return list(f)
 
 
-def _normalized_lines(path: Path, replacements: tuple[tuple[str, str], ...], strict: bool = False) -> list[str]:
-    with open(path, encoding="utf-8", errors="replace", newline="\n") as f:
-        return [normalize_line(line, replacements, strict) for line in f]
-
-
 def _by_rank_prefix(lines: list[str], prefix: re.Pattern[str] = _RANK_PREFIX) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for line in lines:
