@@ -566,7 +566,6 @@ def _interleaved_only(
     only the order between processes writing to one pipe, which the scheduler decides,
     is set aside. With ``strict``, lines are compared with nothing masked, as
     :func:`~fwd9m.compare.compare_text` compared them."""
-
     try:
         if max(a.stdout.stat().st_size, b.stdout.stat().st_size) > limit:
             return None
@@ -574,22 +573,23 @@ def _interleaved_only(
     except OSError:
         return None
     prefix = _RANK_PREFIX if launched else _SPAWN_RANK_PREFIX
-    la = [normalize_line(line, a.replacements, strict) for line in ra]
-    lb = [normalize_line(line, b.replacements, strict) for line in rb]
-    how = _interleaved_lines(a, b, la, lb, launched, prefix, "")
+
+    def normalized(run: _Run, lines: list[str]) -> list[str]:
+        return [normalize_line(line, run.replacements, strict) for line in lines]
+
+    how = _interleaved_lines(a, b, normalized(a, ra), normalized(b, rb), launched, prefix, "")
     if how is not None:
         return how
     sa, sb = _split_merged(ra, prefix), _split_merged(rb, prefix)
     if sa is None and sb is None:
         return None
     # blank lines left out of both runs: a merge leaves one where the cut line's newline went
-    la = [normalize_line(line, a.replacements, strict) for line in (sa if sa is not None else ra) if line.strip()]
-    lb = [normalize_line(line, b.replacements, strict) for line in (sb if sb is not None else rb) if line.strip()]
+    sa, sb = [x for x in sa or ra if x.strip()], [x for x in sb or rb if x.strip()]
     return _interleaved_lines(
         a,
         b,
-        la,
-        lb,
+        normalized(a, sa),
+        normalized(b, sb),
         launched,
         prefix,
         "; lines that two ranks wrote into one, as unbuffered output does, split at each prefix, "
@@ -604,10 +604,9 @@ def _interleaved_lines(
     import collections
 
     by_rank = "compared rank by rank, by the rank prefix of each line" + also
+    ga, gb = _by_rank_prefix(la, prefix), _by_rank_prefix(lb, prefix)
     if not launched:
-        ga, gb = _by_rank_prefix(la, prefix), _by_rank_prefix(lb, prefix)
         return by_rank if len(ga.keys() - {""}) > 1 and ga == gb else None
-    ga, gb = _by_rank_prefix(la), _by_rank_prefix(lb)
     if a.ranks and b.ranks:
         if collections.Counter(ga.pop("", [])) != collections.Counter(gb.pop("", [])):
             return None
