@@ -62,9 +62,12 @@ def add_arguments(p) -> None:
     )
     p.add_argument(
         "--cwd",
-        choices=("link", "empty"),
-        default="link",
-        help="each run's working directory: links to this directory's entries (default), or empty",
+        choices=("isolate", "link", "empty"),
+        default="isolate",
+        help="each run's working directory: this directory seen through a copy-on-write layer of "
+        "the run's own, so that your files are never written (default, where the machine allows "
+        "it, else as link); links to this directory's entries, with what the runs write there put "
+        "back (link); or an empty folder (empty)",
     )
     p.add_argument("--keep", action="store_true", help="keep the runs' directories and say where")
     p.add_argument(

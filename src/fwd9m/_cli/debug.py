@@ -129,11 +129,12 @@ def add_arguments(p) -> None:
     p.add_argument("--keep", metavar="DIR", help="keep the traces in DIR (without it they are deleted on exit)")
     p.add_argument(
         "--cwd",
-        choices=("link", "empty"),
-        default="link",
-        help="each run's working folder, beside its trace (deleted with the traces unless "
-        "--keep): links to this directory's entries (default), or empty; the runs do not "
-        "write into this directory (except through the links)",
+        choices=("isolate", "link", "empty"),
+        default="isolate",
+        help="each run's working directory: this directory seen through a copy-on-write layer of "
+        "the run's own, so that your files are never written (default, where the machine allows "
+        "it, else as link); links to this directory's entries, with what the runs write there put "
+        "back (link); or an empty folder (empty)",
     )
     p.add_argument(
         "--no-hashseed-check",
@@ -204,7 +205,7 @@ def _options(args: argparse.Namespace):
         keep=getattr(args, "keep", None),
         force=args.force,
         timeout=args.timeout,
-        cwd=getattr(args, "cwd", "link"),
+        cwd=getattr(args, "cwd", "isolate"),
         hashseed_check=not getattr(args, "no_hashseed_check", False),
         replay=not getattr(args, "no_replay", False),
         show_output=bool(getattr(args, "verbose", 0)),

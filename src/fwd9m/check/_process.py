@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .._runtime import capture as _capture
+from .._runtime import isolation as isolation_
 from .._runtime import workdir
 from .._runtime.launch import ENV_RANK_DIR, ENV_SHARED_OUT
 from .._runtime.process import KILL_GRACE_S, TAIL_BYTES, kill_group, kill_leftovers, tail  # noqa: F401
@@ -251,11 +252,21 @@ def _changed_through_links(
     ]
 
 
-def _collect_outputs(run: _Run, invocation: Path, changed: list[str], logs: list[str], guard: Guard | None) -> None:
-    """The files the run wrote, in its folder and (copied) through its links, grouped
-    for comparison; then the user's files are put back (``guard``)."""
+def _collect_outputs(
+    run: _Run,
+    invocation: Path,
+    changed: list[str],
+    logs: list[str],
+    guard: Guard | None,
+    isolation: isolation_.Isolation | None = None,
+) -> None:
+    """The files the run wrote, in its folder (with ``isolation``: its copy-on-write
+    layers) and (copied) through its links, grouped for comparison; then the user's
+    files are put back (``guard``)."""
     run.touched = sorted({rel.split(os.sep)[0] for rel in changed})
     files = {rel: p for rel, p in _collect_files(run.cwd).items() if not _under(p, logs)}
+    if isolation is not None:
+        files.update(isolation_.written(isolation, run.cwd))
     for rel in changed:  # written through a link into the user's directory: keep a copy
         src = invocation / rel
         if src.suffix in SOURCE_SUFFIXES or not src.is_file() or src.is_symlink() or src.stat().st_size > COPY_LIMIT:
@@ -279,6 +290,7 @@ class _Launched:
     capdir: Path
     rankdir: Path
     t0: float
+    isolation: isolation_.Isolation | None = None
 
     @property
     def stderr_path(self) -> Path:
@@ -288,7 +300,7 @@ class _Launched:
 def _execute(
     run: _Run,
     invocation: Path,
-    cwd_mode: str,
+    cwd_mode: str | isolation_.Isolation,
     extra_env: dict[str, str],
     site: bool,
     timeout: float | None,
@@ -310,16 +322,19 @@ def _execute(
 def _launch(
     run: _Run,
     invocation: Path,
-    cwd_mode: str,
+    cwd_mode: str | isolation_.Isolation,
     extra_env: dict[str, str],
     site: bool,
     which: str,
     say: Callable[[str], None],
 ) -> _Launched | None:
     """Start one run in its own folder and session (process group); None when it could
-    not start (``run.info.error`` says why)."""
+    not start (``run.info.error`` says why). With an :class:`~fwd9m._runtime.isolation.Isolation`
+    the run starts in ``invocation`` seen copy-on-write, its writes landing in ``run.cwd``."""
     info = run.info
-    linked = prepare_cwd(run.cwd, invocation, cwd_mode)
+    iso = cwd_mode if isinstance(cwd_mode, isolation_.Isolation) else None
+    linked = prepare_cwd(run.cwd, invocation, "isolate" if iso else cwd_mode)
+    command = isolation_.wrap(info.command, iso, run.cwd) if iso else info.command
     capdir = run.root / "capture"
     capdir.mkdir()
     env = _run_env(run, extra_env, site, capdir)
@@ -336,7 +351,7 @@ def _launch(
             )
         try:
             proc = subprocess.Popen(
-                info.command,
+                command,
                 cwd=run.cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -347,7 +362,7 @@ def _launch(
         except OSError as exc:
             info.error = f"could not start: {exc}"
             return None
-    return _Launched(proc, linked, capdir, rankdir, t0)
+    return _Launched(proc, linked, capdir, rankdir, t0, iso)
 
 
 def _collect_run(
@@ -359,7 +374,7 @@ def _collect_run(
     say(f"{info.label}: {'timed out' if info.timed_out else f'exit {proc.returncode}'} after {info.seconds:.1f} s")
     _read_captures(run, launched.capdir)
     changed = _changed_through_links(run, invocation, launched.linked, logs, say)
-    _collect_outputs(run, invocation, changed, logs, guard)
+    _collect_outputs(run, invocation, changed, logs, guard, launched.isolation)
 
 
 def _rank_outputs(rankdir: Path) -> tuple[dict[str, dict[str, Path]], set[int], list[str]]:

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .._log import logger
+from .._runtime import isolation
 from ..errors import ConfigurationError, RunError
 from . import _resume_child as child
 from ._process import Guard, _execute, _Run, _run_notes
@@ -457,7 +458,7 @@ def check_resume(
     module: bool = False,
     timeout: float | None = None,
     env: dict[str, str] | None = None,
-    cwd: str = "link",
+    cwd: str = "isolate",
     keep: bool = False,
     progress: Callable[[str], None] | None = None,
     python: str | None = None,
@@ -476,6 +477,7 @@ def check_resume(
     invocation = Path.cwd()
     display, source, cmd = _command(target, args, module, python or sys.executable)
     root = Path(tempfile.mkdtemp(prefix="fwd9m-resume-"))
+    cwd = isolation.choose(cwd, invocation, source, str(root), say)
     guard = Guard.make(invocation, root / "backup") if cwd == "link" else None
     deferred = _Deferred()
     env = dict(env or {})

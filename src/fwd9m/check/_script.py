@@ -3,6 +3,7 @@ times, each in a fresh interpreter, and compares the runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from .._hashseed import MAX_RUNS, experiment
 from .._log import logger
+from .._runtime import isolation
 from .._runtime.workdir import Guard
 from ..errors import RunError
 from ._lockstep import Divergence
@@ -119,7 +121,7 @@ def check_script(
     env: dict[str, str] | None = None,
     enable: bool = False,
     vary: Sequence[Variant] = (),
-    cwd: str = "link",
+    cwd: str = "isolate",
     keep: bool = False,
     progress: Callable[[str], None] | None = None,
     python: str | None = None,
@@ -141,7 +143,9 @@ def check_script(
         env: extra environment variables for every run.
         enable: launch each run as ``python -m fwd9m run --seed SEED target args``.
         vary: one extra run per :class:`Variant`, compared with run 1.
-        cwd: ``"link"`` (default; see the module docstring) or ``"empty"``.
+        cwd: ``"isolate"`` (default: each run sees your directory copy-on-write, where
+            the machine allows it, else as ``"link"``), ``"link"`` (see the module
+            docstring) or ``"empty"``.
         keep: keep the runs' directories (their path is in the notes).
         progress: called with one-line progress messages (which run, how long).
         python: interpreter for the runs (default: this one).
@@ -206,7 +210,7 @@ class CheckOptions:
     env: dict[str, str] = field(default_factory=dict)
     enable: bool = False
     vary: tuple[Variant, ...] = ()
-    cwd: str = "link"
+    cwd: str | isolation.Isolation = "isolate"  #: an Isolation once chosen (``_check``)
     keep: bool = False
     python: str = sys.executable
     hashseed_check: bool = True
@@ -404,8 +408,10 @@ def _hash_seed_runs(
 
 def _check(prog: _Program, o: CheckOptions, say: Callable[[str], None]) -> CheckResult:
     root = Path(tempfile.mkdtemp(prefix="fwd9m-check-"))
+    mode = isolation.choose(o.cwd, prog.invocation, prog.source, str(root), say)
+    o = dataclasses.replace(o, cwd=mode)
     # a copy of your files first, so that what a run writes into them through its links is undone
-    guard = Guard.make(prog.invocation, root / "backup") if o.cwd == "link" else None
+    guard = Guard.make(prog.invocation, root / "backup") if mode == "link" else None
     try:
         done, found = _run_all(prog, o, root, guard, say)
         argv = prog.argv(o)

@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from ..errors import ConfigurationError, FileFormatError, RunError
@@ -264,6 +265,7 @@ def confirm(
     frameworks: list[str] | None = None,
     trace: str | None = None,
     cwd: str | None = None,
+    wrap: Callable[[list[str]], list[str]] | None = None,
     env: dict | None = None,
     repeat: int = DEFAULT_REPEAT,
     switch: bool = True,
@@ -294,7 +296,7 @@ def confirm(
         trace = trace or os.path.join(folder, "targeted.trace")
         cwd = cwd or tempfile.mkdtemp(prefix="cwd-", dir=folder)
     cmd = _targeted_command(trace, seq, target, args, module, frameworks, steps)
-    returncode, tail = _run_logged(cmd, target, seq, cwd, env, timeout)
+    returncode, tail = _run_logged(wrap(cmd) if wrap else cmd, target, seq, cwd, env, timeout)
     if returncode != 0 or not os.path.exists(capture_path(trace, seq)):
         raise RunError(
             f"the targeted run of {target} (to capture op #{seq}) failed (exit {returncode}) "

@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 #: each run's working folder: links to the current directory's entries, or empty
-CWD_MODES = ("link", "empty")
+CWD_MODES = ("isolate", "link", "empty")
 #: suffix of the working folder of a run ``fwd9m debug`` records (beside its trace)
 RUN_FOLDER = ".files"
 #: a file in each such folder, so that a later --keep into the same DIR may replace it
@@ -109,7 +109,8 @@ class DebugOptions:
     keep: str | None = None  #: a folder to keep the traces in (without it they are deleted)
     force: bool = False  #: replace an existing file that is not a fwd9m trace
     timeout: float | None = None  #: seconds per run; the whole process group is killed after it
-    cwd: str = "link"  #: one of :data:`CWD_MODES`
+    #: one of :data:`CWD_MODES`; an :class:`~fwd9m._runtime.isolation.Isolation` once chosen
+    cwd: Any = "isolate"
     hashseed_check: bool = True  #: run the hash-seed experiment when it can explain the divergence
     #: prove a culprit op: a third run captures its call, replayed alone (:mod:`._replay`)
     replay: bool = True
@@ -212,6 +213,16 @@ def _child_command(s: _Session, out: str, level: str | None) -> list[str]:
     ]
 
 
+def _isolated(s: _Session, cmd: list[str], cwd: str | None) -> list[str]:
+    """``cmd`` run in the user's directory seen copy-on-write, its writes landing in
+    ``cwd`` (the run's folder), when the session isolates its runs."""
+    from .._runtime import isolation
+
+    if cwd is None or not isinstance(s.options.cwd, isolation.Isolation):
+        return cmd
+    return isolation.wrap(cmd, s.options.cwd, Path(cwd))
+
+
 def _start(cmd: list[str], env: dict[str, str] | None, cwd: str | None, log: str | None) -> subprocess.Popen:
     """Start the child in its own session (process group). Its standard output goes to
     our stderr, so that stdout carries the report only, or with ``log`` both its streams
@@ -299,7 +310,7 @@ def _record(
     s.say(f"recording {name}" + (f" -> {out}" if s.in_place or s.options.keep else ""))
     t0 = time.perf_counter()
     log = os.path.splitext(out)[0] + ".log" if quiet and not s.options.show_output else None
-    proc = _start(_child_command(s, out, level), env, cwd, log)
+    proc = _start(_isolated(s, _child_command(s, out, level), cwd), env, cwd, log)
     _wait(s, proc, out, name, log)
     kill_leftovers(proc)
     _note_writes_through_links(s, watch, os.path.dirname(os.path.abspath(out)), name)
@@ -326,7 +337,7 @@ def _start_pair(s: _Session, paths: list[str], env: dict[str, str] | None = None
             cwd, watch, run_env = _run_folder(s, out, {ENV_STOP_AFTER: "1", **(env or {})})
             log = os.path.splitext(out)[0] + ".log" if not s.options.show_output else None
             s.say(f"recording run {i}/2 ({how})")
-            runs.append((out, watch, log, _start(_child_command(s, out, None), run_env, cwd, log)))
+            runs.append((out, watch, log, _start(_isolated(s, _child_command(s, out, None), cwd), run_env, cwd, log)))
     except BaseException:
         for run in runs:
             kill_group(run[3])
@@ -820,6 +831,7 @@ def _replayed(s: _Session, directory: str, report: DebugReport) -> DebugReport:
             trace=trace,
             cwd=cwd,
             env={**(env or {}), **({ENV_STOP_AFTER: "1"} if s.stop_after else {})},
+            wrap=lambda cmd: _isolated(s, cmd, cwd),
             timeout=s.options.timeout,
             steps=s.steps,
         )
@@ -877,6 +889,7 @@ def debug_script(
         RunError: a run timed out, or there is no verdict: both runs failed, a trace
             lacks its end record, or neither run recorded an op.
     """
+    from .._runtime import isolation
     from .._runtime.workdir import Guard
 
     options = options or DebugOptions()
@@ -886,6 +899,10 @@ def debug_script(
     s = _Session(target, tuple(args), options, say, output or say)
     directory = options.keep or tempfile.mkdtemp(prefix="fwd9m-debug-")
     os.makedirs(directory, exist_ok=True)
+    script = None if options.module else target
+    s.options = options = replace(
+        options, cwd=isolation.choose(options.cwd, Path.cwd(), script, os.path.abspath(directory), say)
+    )
     if options.cwd == "link":  # what a run writes into your files through its links is put back
         s.guard = Guard.make(Path.cwd(), Path(tempfile.mkdtemp(prefix="fwd9m-debug-backup-")) / "files")
     try:
