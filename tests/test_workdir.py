@@ -1,45 +1,78 @@
-"""The guard of the user's directory (``--cwd link``): what a restore replaces or
-removes is kept, so an edit made while a run ran (by the user or by the run) is not lost."""
+"""The guard of the user's directory (``--cwd link``, where runs cannot be isolated):
+what a run changed, created or deleted is put back; its journal lets a later command
+put the files back after fwd9m was killed; nothing is left behind."""
 
 from __future__ import annotations
 
+import json
+
 from fwd9m._runtime import workdir
-from fwd9m._runtime.workdir import Guard
+from fwd9m._runtime.workdir import JOURNAL, Guard, recover_journal
 
 
 def _guarded(tmp_path):
     user = tmp_path / "user"
-    user.mkdir()
+    (user / "out").mkdir(parents=True)
     (user / "notes.txt").write_text("before")
     (user / "big.bin").write_bytes(b"x" * 10)
+    (user / "out" / "prev.txt").write_text("prev")
+    (user / "link").symlink_to("notes.txt")
     return user, Guard.make(user, tmp_path / "backup" / "files")
 
 
-def test_a_file_edited_during_a_run_is_put_back_and_the_edit_kept(tmp_path):
+def test_changed_created_and_deleted_entries_are_put_back_without_leftovers(tmp_path):
     user, guard = _guarded(tmp_path)
-    (user / "notes.txt").write_text("edited while the run ran")
-    (user / "new.py").write_text("a file the user saved meanwhile")
-    guard.restore(["notes.txt", "new.py"])
-    assert (user / "notes.txt").read_text() == "before" and not (user / "new.py").exists()
-    kept = guard.displaced / "after-run-1"
-    assert (kept / "notes.txt").read_text() == "edited while the run ran"
-    assert (kept / "new.py").read_text() == "a file the user saved meanwhile"
-    assert str(guard.displaced) in guard.displaced_note()
-
-
-def test_a_deleted_file_comes_back_and_nothing_is_displaced(tmp_path):
-    user, guard = _guarded(tmp_path)
-    (user / "notes.txt").unlink()
-    guard.restore(["notes.txt"])
+    (user / "notes.txt").write_text("changed by a run")
+    (user / "out" / "prev.txt").unlink()
+    (user / "out").rmdir()
+    (user / "new").mkdir()
+    (user / "new" / "ckpt.pt").write_bytes(b"run 1's checkpoint")
+    (user / "link").unlink()
+    assert guard.restore_all() == []
     assert (user / "notes.txt").read_text() == "before"
-    assert guard.displaced is None and guard.displaced_note() is None
+    assert (user / "out" / "prev.txt").read_text() == "prev"
+    assert not (user / "new").exists()
+    assert (user / "link").is_symlink() and str((user / "link").readlink()) == "notes.txt"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["backup", "user"]  # no displaced copies
 
 
-def test_a_version_too_large_to_keep_is_left_in_place(tmp_path, monkeypatch):
+def test_a_source_file_edited_meanwhile_is_left_and_named(tmp_path):
     user, guard = _guarded(tmp_path)
-    monkeypatch.setattr(workdir, "BACKUP_FILE_LIMIT", 16)
+    (user / "train.py").write_text("print(1)\n")
+    guard2 = Guard.make(user, tmp_path / "backup2" / "files")
+    (user / "train.py").write_text("print(2)  # the user's edit\n")
+    assert guard2.restore_all() == ["train.py"]
+    assert (user / "train.py").read_text() == "print(2)  # the user's edit\n"
+    del guard
+
+
+def test_a_file_too_large_to_copy_is_named_when_a_run_changed_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(workdir, "BACKUP_FILE_LIMIT", 8)
+    user, guard = _guarded(tmp_path)
     (user / "big.bin").write_bytes(b"y" * 64)
     (user / "made.bin").write_bytes(b"z" * 64)
-    guard.restore(["big.bin", "made.bin"])
-    assert (user / "big.bin").read_bytes() == b"y" * 64 and (user / "made.bin").exists()
-    assert guard.unprotected == {"big.bin", "made.bin"}
+    assert guard.restore_all() == ["big.bin"]
+    assert not (user / "made.bin").exists()  # created by the run: removed whatever its size
+
+
+def test_the_journal_puts_files_back_after_fwd9m_was_killed(tmp_path):
+    user, guard = _guarded(tmp_path)
+    (user / "notes.txt").write_text("changed by a run")
+    (user / "made.txt").write_text("new")
+    done, left = recover_journal(tmp_path / "backup")  # a later command, from the journal alone
+    assert (user / "notes.txt").read_text() == "before" and not (user / "made.txt").exists()
+    assert "notes.txt" in done and "made.txt" in done and left == []
+
+
+def test_a_crafted_journal_touches_nothing_outside_its_directory(tmp_path):
+    user, guard = _guarded(tmp_path)
+    outside = tmp_path / "victim.txt"
+    outside.write_text("keep me")
+    data = json.loads((tmp_path / "backup" / JOURNAL).read_text())
+    data["before"]["../victim.txt"] = [1, 1, 1, 1]
+    data["saved"]["../victim.txt"] = "../../victim.txt"
+    (tmp_path / "backup" / JOURNAL).write_text(json.dumps(data))
+    assert recover_journal(tmp_path / "backup") == ([], [])
+    (tmp_path / "backup" / JOURNAL).write_text("{not json")
+    assert recover_journal(tmp_path / "backup") == ([], [])
+    assert outside.read_text() == "keep me"

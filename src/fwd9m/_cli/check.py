@@ -142,17 +142,20 @@ def add_arguments(p) -> None:
 
 
 def exit_on_sigterm() -> None:
-    """Make SIGTERM (``timeout``, a CI job being cancelled) unwind like Ctrl-C, so that
-    the runs' process groups (started in sessions of their own) are killed on the way
-    out instead of being left running."""
+    """Make SIGTERM (``timeout``, a CI job being cancelled, a scheduler) and SIGHUP (the
+    terminal closed) unwind like Ctrl-C, so that the runs' process groups (started in
+    sessions of their own) are killed and the user's files put back on the way out."""
     import signal
     import threading
 
     def _term(signum, frame):
         raise SystemExit(128 + signum)
 
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _term)
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            signal.signal(sig, _term)
 
 
 def run(args) -> int:

@@ -417,6 +417,15 @@ def _digest_options(args, launcher: bool, env: dict) -> None:
         with StepReader(args.against) as reader:  # FileFormatError: exit 2, nothing run
             for _ in reader:
                 pass
+        if not reader.complete:
+            from ..compare._escape import printable
+            from ..errors import FileFormatError
+
+            raise FileFormatError(
+                f"--against {printable(args.against)}: the reference is incomplete ({reader.steps_read} step(s) and "
+                f"no end record: the run that wrote it was killed or is still running), so no verdict can rest "
+                f"on it; record it again to the end: fwd9m run --digests {printable(args.against)} SCRIPT.py"
+            )
         env[ENV_AGAINST] = os.path.abspath(args.against)
     if args.digests is not None:
         if not args.digests.strip():

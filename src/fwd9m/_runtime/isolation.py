@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import os
 import stat
+import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -226,21 +226,23 @@ def written(iso: Isolation, upper: Path) -> dict[str, Path]:
 _PROBED: dict[tuple, str] = {}
 
 
-def probe(iso: Isolation) -> str:
-    """Try ``iso`` once (a command that does nothing, in scratch layers): "" when this
-    machine allows it, else what failed. Cached per set of layers."""
+def probe(iso: Isolation, scratch: Path) -> str:
+    """Try ``iso`` once (a command that does nothing, in layers under ``scratch``, a new
+    folder in fwd9m's own, deleted after): "" when this machine allows it, else what
+    failed. Cached per set of layers."""
     key = tuple(iso.layers)
     if key in _PROBED:
         return _PROBED[key]
-    with tempfile.TemporaryDirectory(prefix="fwd9m-probe-") as scratch:
-        cmd = wrap(["true"], iso, Path(scratch) / "cwd")
-        try:
-            done = subprocess.run(cmd, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
-            why = ""
-            if done.returncode != 0:
-                why = done.stderr.decode(errors="replace").strip()[-300:] or f"exit status {done.returncode}"
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            why = str(exc)
+    try:
+        cmd = wrap(["true"], iso, scratch / "cwd")
+        done = subprocess.run(cmd, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+        why = ""
+        if done.returncode != 0:
+            why = done.stderr.decode(errors="replace").strip()[-300:] or f"exit status {done.returncode}"
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        why = str(exc)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     _PROBED[key] = why.removeprefix("fwd9m isolation failed: ")
     return _PROBED[key]
 
@@ -254,7 +256,7 @@ def choose(mode: object, source: Path, script: str | None, own: str, say) -> obj
     script_dir = os.path.dirname(os.path.abspath(script)) if script and os.path.isfile(script) else None
     iso, why = plan(source, script_dir, os.path.realpath(own))
     if iso is not None:
-        why = probe(iso)
+        why = probe(iso, Path(own) / "isolation-probe")
     if iso is None or why:
         say(
             f"your directory cannot be given a copy-on-write layer here ({why}); the runs link to it "

@@ -5,10 +5,10 @@ went through those links and :class:`Guard` puts back what a run changed there."
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,18 +66,43 @@ class Watch:
     complete: bool = True
 
 
+def own_outputs() -> set[tuple[int, int]]:
+    """``(st_dev, st_ino)`` of the regular files this process's stdout and stderr (file
+    descriptors 1 and 2) write to: ``fwd9m check x.py > out.txt 2>&1`` in the directory
+    the runs link to makes fwd9m's own progress lines grow ``out.txt`` while they run,
+    which is no output of the script's, and never a file to put back."""
+    out = set()
+    for fd in (1, 2):
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            out.add((st.st_dev, st.st_ino))
+    return out
+
+
+#: levels of symbolic links to folders outside the user's directory that the watch follows
+LINK_HOPS = 4
+
+
 def snapshot_tree(source: Path, limit: int | None = None, own: Path | None = None) -> Watch:
     """Every entry under ``source`` up to ``limit`` (directories included: their mtime
     changes when a file is created in them; hidden ones too, as a script may write into
     ``.results/``), except :data:`TOOL_DIRS` and ``own``, the check's own temporary
-    directory when it lies under ``source``. Symbolic links are not followed."""
+    directory when it lies under ``source``. A symbolic link to a folder outside
+    ``source`` (``outputs -> /scratch/outputs``) is followed, :data:`LINK_HOPS` levels at
+    most and each folder once: its entries are named through the link
+    (``outputs/result.txt``), so that what a run writes there is seen and put back."""
     limit = WATCH_LIMIT if limit is None else limit
     watch = Watch()
+    mine = own_outputs()
     own_path = str(own) if own is not None else None
-    stack = [str(source)]
-    cut = len(os.path.join(str(source), ""))  # the relative path follows "source/"
+    top = os.path.realpath(source)
+    seen = {top}
+    stack: list[tuple[str, str, int]] = [(str(source), "", 0)]  # (folder, its name through links, hops)
     while stack:
-        root = stack.pop()
+        root, prefix, hops = stack.pop()
         try:
             with os.scandir(root) as it:
                 entries = sorted(it, key=lambda e: e.name)
@@ -96,11 +121,25 @@ def snapshot_tree(source: Path, limit: int | None = None, own: Path | None = Non
                 st = e.stat(follow_symlinks=False)
             except OSError:
                 continue
-            watch.entries[e.path[cut:]] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            if (st.st_dev, st.st_ino) in mine:
+                continue  # fwd9m's own report (fwd9m debug x.py > log.txt), not the runs'
+            rel = prefix + e.name
+            watch.entries[rel] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
             if stat.S_ISDIR(st.st_mode):
-                subdirs.append(e.path)
+                subdirs.append((e.path, rel + os.sep, hops))
+            elif stat.S_ISLNK(st.st_mode) and hops < LINK_HOPS:
+                target = os.path.realpath(e.path)
+                outside = not (target == top or target.startswith(top + os.sep))
+                if outside and target not in seen and os.path.isdir(target) and not _holds(target, own_path):
+                    seen.add(target)
+                    subdirs.append((target, rel + os.sep, hops + 1))
         stack.extend(reversed(subdirs))
     return watch
+
+
+def _holds(folder: str, own: str | None) -> bool:
+    """``own`` (fwd9m's folder) is ``folder`` or lies under it."""
+    return own is not None and (own == folder or own.startswith(folder.rstrip(os.sep) + os.sep))
 
 
 def prepare_cwd(cwd: Path, source: Path, mode: str, own: Path | None = None) -> Watch | None:
@@ -128,41 +167,58 @@ def prepare_cwd(cwd: Path, source: Path, mode: str, own: Path | None = None) -> 
 
 #: files of the user's directory copied before the runs, so that what a run writes into
 #: one through its link can be put back: each at most BACKUP_FILE_LIMIT bytes and
-#: BACKUP_LIMIT bytes in all (larger ones, datasets mostly, are only watched)
+#: BACKUP_LIMIT bytes in all (larger ones, datasets mostly, are only watched; the report
+#: names any such file a run changed)
 BACKUP_FILE_LIMIT = 64 << 20
 BACKUP_LIMIT = 512 << 20
+#: the guard's journal, beside its copies: what the directory held and which copies
+#: exist, written before any run starts, so that a later fwd9m command can put the
+#: files back after fwd9m itself was killed (:func:`recover_journal`)
+JOURNAL = "journal.json"
+#: files a restore never overwrites (an edit the user made while a run ran): they are
+#: kept where they are and the report names them
+SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb", ".c", ".cc", ".cpp", ".h", ".toml", ".cfg", ".md", ".rst")
 
 
 @dataclass
 class Guard:
-    """The user's directory as it was before the runs (``--cwd link``): copies of its
-    files (:data:`BACKUP_FILE_LIMIT`, :data:`BACKUP_LIMIT`) and the entries that existed.
-    After each run, :meth:`restore` puts back every file the run wrote into through a
-    link and removes the files and folders it created there (the check keeps its own
-    copies to compare), so that the user's files are left as they were and each run
-    starts from the same files (run 2 does not resume from run 1's checkpoint)."""
+    """The user's directory as it was before the runs (``--cwd link``, where runs
+    cannot be isolated): copies of its files (:data:`BACKUP_FILE_LIMIT`,
+    :data:`BACKUP_LIMIT`), the signature of every entry, and a journal of both on disk
+    (:data:`JOURNAL`). After each run, :meth:`restore` puts back every file the run
+    wrote into, removes the files and folders it created there and brings back what it
+    deleted, so that the user's files are left as they were and each run starts from the
+    same files (run 2 does not resume from run 1's checkpoint). :meth:`restore_all`
+    does the same for whatever differs now (Ctrl-C, SIGTERM, a crash of fwd9m)."""
 
     source: Path
-    folder: Path  #: where the copies are
+    folder: Path  #: where the copies are; the journal is in its parent
     saved: dict[str, Path] = field(default_factory=dict)
     existed: set[str] = field(default_factory=set)
+    before: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
+    dirs: set[str] = field(default_factory=set)  #: the folders among ``existed``
+    links: dict[str, str] = field(default_factory=dict)  #: the symbolic links among them, and their targets
     restored: set[str] = field(default_factory=set)
     removed: set[str] = field(default_factory=set)
+    #: files a run changed that could not be put back (too large to copy beforehand,
+    #: or unwritable), and source files left as they are (an edit of the user's)
     unprotected: set[str] = field(default_factory=set)
-    #: where the versions :meth:`restore` replaced or removed are kept (made on first
-    #: use, never deleted by fwd9m): a file edited or created in the directory while a
-    #: run ran, by the user or by the run, is not lost when the user's copy comes back
-    displaced: Path | None = None
-    displaced_bytes: int = 0
     rounds: int = 0
 
     @classmethod
     def make(cls, source: Path, folder: Path) -> Guard:
         watch = snapshot_tree(source, own=folder.parent)
-        guard = cls(source, folder, existed=set(watch.entries))
+        guard = cls(source, folder, existed=set(watch.entries), before=dict(watch.entries))
         files = []
         for rel, (size, *_rest) in watch.entries.items():
             p = source / rel
+            if p.is_symlink():
+                try:
+                    guard.links[rel] = os.readlink(p)
+                except OSError:
+                    pass
+            elif p.is_dir():
+                guard.dirs.add(rel)
             if size <= BACKUP_FILE_LIMIT and p.is_file() and not p.is_symlink():
                 files.append((size, rel))
         total = 0
@@ -177,58 +233,107 @@ class Guard:
                 continue
             guard.saved[rel] = dst
             total += size
+        guard._write_journal()
         return guard
 
+    def _write_journal(self) -> None:
+        data = {
+            "source": str(self.source),
+            "before": self.before,
+            "dirs": sorted(self.dirs),
+            "links": self.links,
+            "folder": self.folder.name,
+            "saved": {rel: str(p.relative_to(self.folder)) for rel, p in self.saved.items()},
+        }
+        tmp = self.folder.parent / (JOURNAL + ".tmp")
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(tmp, self.folder.parent / JOURNAL)
+
+    def changes(self) -> list[str]:
+        """The entries that differ from before the runs: changed, created or deleted."""
+        after = snapshot_tree(self.source, own=self.folder.parent)
+        changed = [rel for rel, sig in after.entries.items() if self.before.get(rel) != sig]
+        gone = [rel for rel in self.before if rel not in after.entries and after.complete]
+        return changed + gone
+
+    def restore_all(self) -> list[str]:
+        """Put back whatever differs now (:meth:`changes`); returns what could not be."""
+        self.restore(self.changes())
+        return sorted(self.unprotected)
+
     def restore(self, changed: list[str]) -> None:
-        """Undo what a run did to ``changed`` (paths relative to the user's directory).
-        The version found there is first moved to :attr:`displaced`; one that cannot be
-        kept (over the size limits, or unreadable) is left in place (``unprotected``)."""
+        """Undo what a run did to ``changed`` (paths relative to the user's directory):
+        copies put back, files and folders the run created removed (their content was
+        compared from the run's own copy), folders it deleted made again. A changed file
+        without a copy is left in place and named in ``unprotected``."""
         self.rounds += 1
-        for rel in sorted(changed, key=lambda r: -r.count(os.sep)):  # deepest first
-            p = self.source / rel
+        changed = sorted(set(changed), key=lambda r: (r.count(os.sep), r))
+        for rel in changed:  # folders it deleted, outer first
+            if rel in self.dirs and not os.path.lexists(self.source / rel):
+                (self.source / rel).mkdir(parents=True, exist_ok=True)
+        for rel in reversed(changed):  # deepest first
             try:
-                if p.is_dir() and not p.is_symlink():
-                    if rel not in self.existed and not any(p.iterdir()):
-                        p.rmdir()
-                        self.removed.add(rel)
-                    continue
-                present = p.is_file() or p.is_symlink()
-                if rel in self.saved or rel not in self.existed:
-                    if present and not self._displace(p, rel):
-                        self.unprotected.add(rel)
-                        continue
-                    if rel in self.saved:
-                        shutil.copy2(self.saved[rel], p)
-                        self.restored.add(rel)
-                    elif present:
-                        self.removed.add(rel)
-                elif rel in self.existed:
-                    self.unprotected.add(rel)
+                self._restore_one(rel)
             except OSError:
                 self.unprotected.add(rel)
 
-    def _displace(self, p: Path, rel: str) -> bool:
-        """Move the file at ``p`` to :attr:`displaced` (run by run); False when it does
-        not fit the limits (:data:`BACKUP_FILE_LIMIT`, :data:`BACKUP_LIMIT`) or cannot be moved."""
-        size = 0 if p.is_symlink() else p.stat().st_size
-        if size > BACKUP_FILE_LIMIT or self.displaced_bytes + size > BACKUP_LIMIT:
-            return False
-        if self.displaced is None:
-            self.displaced = Path(tempfile.mkdtemp(prefix="fwd9m-displaced-"))
-        dst = self.displaced / f"after-run-{self.rounds}" / rel
-        try:
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(p), str(dst))
-        except OSError:
-            return False
-        self.displaced_bytes += size
-        return True
+    def _restore_one(self, rel: str) -> None:
+        p = self.source / rel
+        if p.is_dir() and not p.is_symlink():
+            if rel not in self.existed and not any(p.iterdir()):
+                p.rmdir()
+                self.removed.add(rel)
+            return
+        present = p.is_file() or p.is_symlink()
+        if rel in self.links:
+            if not p.is_symlink() or os.readlink(p) != self.links[rel]:
+                if present:
+                    p.unlink()
+                os.symlink(self.links[rel], p)
+                self.restored.add(rel)
+            return
+        if rel in self.saved:
+            if present and p.suffix in SOURCE_SUFFIXES and not p.is_symlink():
+                self.unprotected.add(rel)  # most likely the user's own edit: left as it is
+                return
+            tmp = p.with_name(f".{p.name}.fwd9m-restore")
+            shutil.copy2(self.saved[rel], tmp)
+            os.replace(tmp, p)
+            self.restored.add(rel)
+        elif rel not in self.existed:
+            if present:
+                p.unlink()
+                self.removed.add(rel)
+        elif present or not p.exists():
+            self.unprotected.add(rel)
 
-    def displaced_note(self) -> str | None:
-        """Where the replaced versions are, for the report (None when there are none)."""
-        if self.displaced is None:
-            return None
-        return (
-            f"the versions found in your directory before fwd9m put your files back are kept in "
-            f"{self.displaced} (after-run-N: after run N), in case one was yours; delete it when done"
-        )
+
+def recover_journal(root: Path) -> tuple[list[str], list[str]]:
+    """Put back the files of the guard whose journal is in ``root`` (left by a fwd9m
+    that was killed): (restored or removed, could not). The journal is data fwd9m wrote,
+    read as JSON and checked: paths stay inside its source and its backup folder."""
+    try:
+        data = json.loads((root / JOURNAL).read_text(encoding="utf-8"))
+        source = Path(data["source"])
+        before = {str(k): tuple(int(x) for x in v) for k, v in data["before"].items()}
+        folder = root / str(data["folder"])
+        saved = {str(k): folder / str(v) for k, v in data["saved"].items()}
+        dirs = {str(d) for d in data["dirs"]}
+        links = {str(k): str(v) for k, v in data["links"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return [], []
+    safe = all(_inside(source / k, source) for k in before) and all(
+        _inside(v, folder) and _inside(source / k, source) for k, v in saved.items()
+    ) and _inside(folder, root)
+    if not safe or not source.is_dir():
+        return [], []
+    if not all(_inside(source / k, source) for k in (*dirs, *links)):
+        return [], []
+    guard = Guard(source, folder, saved, set(before), before, dirs, links)  # type: ignore[arg-type]
+    left = guard.restore_all()
+    return sorted(guard.restored | guard.removed), left
+
+
+def _inside(path: Path, root: Path) -> bool:
+    rel = os.path.normpath(os.path.relpath(path, root))
+    return not (rel == ".." or rel.startswith(".." + os.sep) or os.path.isabs(rel))

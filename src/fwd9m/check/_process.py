@@ -22,6 +22,7 @@ from .._runtime.workdir import (  # noqa: F401
     BACKUP_FILE_LIMIT,
     BACKUP_LIMIT,
     IGNORED_PARTS,
+    SOURCE_SUFFIXES,
     TOOL_DIRS,
     WATCH_LIMIT,
     Guard,
@@ -40,24 +41,6 @@ HEARTBEAT_S = 30.0
 IGNORED_PREFIXES: tuple[str, ...] = ()
 #: files (bytes) written through a link that are copied after the run to be compared
 COPY_LIMIT = 1 << 30
-#: changed files never taken for outputs (someone editing the project during the check)
-SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb", ".c", ".cc", ".cpp", ".h", ".toml", ".cfg", ".md", ".rst")
-
-
-def _own_outputs() -> set[tuple[int, int]]:
-    """``(st_dev, st_ino)`` of the regular files this process's stdout and stderr (file
-    descriptors 1 and 2) write to: ``fwd9m check x.py > out.txt 2>&1`` in the directory
-    the runs link to makes fwd9m's own progress lines grow ``out.txt`` while they run,
-    which is no output of the script's."""
-    out = set()
-    for fd in (1, 2):
-        try:
-            st = os.fstat(fd)
-        except OSError:
-            continue
-        if stat.S_ISREG(st.st_mode):
-            out.add((st.st_dev, st.st_ino))
-    return out
 
 
 def _is_own_output(path: Path, own: set[tuple[int, int]]) -> bool:
@@ -243,7 +226,7 @@ def _changed_through_links(
             f"{run.info.label}: WARNING: your directory has more than {workdir.WATCH_LIMIT:,} entries; writes "
             f"beyond them are not seen (fwd9m check --cwd empty avoids the watch)"
         )
-    own = _own_outputs() if linked is not None else set()
+    own = workdir.own_outputs() if linked is not None else set()
     before = linked.entries if linked is not None else {}
     return [
         rel
@@ -448,8 +431,6 @@ def _run_notes(done: list[_Run], display: str = "SCRIPT.py", guard: Guard | None
             touched = []
         elif guard.unprotected:
             touched = sorted(guard.unprotected)
-    if guard is not None and guard.displaced_note():
-        notes.append(guard.displaced_note())
     if touched:
         names = ", ".join(touched[:5]) + (f" and {len(touched) - 5} more" if len(touched) > 5 else "")
         notes.append(

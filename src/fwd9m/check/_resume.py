@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .._log import logger
-from .._runtime import isolation
+from .._runtime import isolation, lease
 from ..errors import ConfigurationError, RunError
 from . import _resume_child as child
 from ._process import Guard, _execute, _Run, _run_notes
@@ -476,7 +476,9 @@ def check_resume(
     say = progress or (lambda msg: logger.info(msg))
     invocation = Path.cwd()
     display, source, cmd = _command(target, args, module, python or sys.executable)
+    lease.recover(say)
     root = Path(tempfile.mkdtemp(prefix="fwd9m-resume-"))
+    lease.claim(root)
     cwd = isolation.choose(cwd, invocation, source, str(root), say)
     guard = Guard.make(invocation, root / "backup") if cwd == "link" else None
     deferred = _Deferred()
@@ -490,10 +492,7 @@ def check_resume(
         _add_run_notes(result, [a, b, c], display, guard, env, root if keep else None)
         return result.freeze()
     finally:
-        if guard is not None:
-            guard.restore(deferred.changed)
-        if not keep:
-            shutil.rmtree(root, ignore_errors=True)
+        lease.finish(root, guard, keep, say)
 
 
 def _command(target: str, args: Sequence[str], module: bool, python: str) -> tuple[str, str | None, list[str]]:

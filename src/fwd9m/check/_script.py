@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .._hashseed import MAX_RUNS, experiment
 from .._log import logger
-from .._runtime import isolation
+from .._runtime import isolation, lease
 from .._runtime.workdir import Guard
 from ..errors import RunError
 from ._lockstep import Divergence
@@ -407,7 +407,9 @@ def _hash_seed_runs(
 
 
 def _check(prog: _Program, o: CheckOptions, say: Callable[[str], None]) -> CheckResult:
+    lease.recover(say)
     root = Path(tempfile.mkdtemp(prefix="fwd9m-check-"))
+    lease.claim(root)
     mode = isolation.choose(o.cwd, prog.invocation, prog.source, str(root), say)
     o = dataclasses.replace(o, cwd=mode)
     # a copy of your files first, so that what a run writes into them through its links is undone
@@ -439,8 +441,7 @@ def _check(prog: _Program, o: CheckOptions, say: Callable[[str], None]) -> Check
             result.notes.append(f"run directories kept in {root}")
         return result.freeze()
     finally:
-        if not o.keep:
-            shutil.rmtree(root, ignore_errors=True)
+        lease.finish(root, guard, o.keep, say)
 
 
 def _enable_did_not_fix(result) -> None:

@@ -441,8 +441,6 @@ def _note_writes_through_links(s: _Session, watch: Any, own: str, label: str) ->
         )
         return
     s.guard.restore(changed)
-    if s.guard.displaced_note():
-        s.say(f"  {s.guard.displaced_note()}")
     kept = [c for c in changed if c in s.guard.unprotected]
     if kept:
         s.say(
@@ -889,7 +887,7 @@ def debug_script(
         RunError: a run timed out, or there is no verdict: both runs failed, a trace
             lacks its end record, or neither run recorded an op.
     """
-    from .._runtime import isolation
+    from .._runtime import isolation, lease
     from .._runtime.workdir import Guard
 
     options = options or DebugOptions()
@@ -897,21 +895,21 @@ def debug_script(
     _check_target(target, options)
     say = _say(progress)
     s = _Session(target, tuple(args), options, say, output or say)
-    directory = options.keep or tempfile.mkdtemp(prefix="fwd9m-debug-")
+    lease.recover(say)
+    state = Path(tempfile.mkdtemp(prefix="fwd9m-debug-"))  # the traces (without --keep) and the guard's copies
+    lease.claim(state)
+    directory = options.keep or str(state / "traces")
     os.makedirs(directory, exist_ok=True)
     script = None if options.module else target
     s.options = options = replace(
         options, cwd=isolation.choose(options.cwd, Path.cwd(), script, os.path.abspath(directory), say)
     )
     if options.cwd == "link":  # what a run writes into your files through its links is put back
-        s.guard = Guard.make(Path.cwd(), Path(tempfile.mkdtemp(prefix="fwd9m-debug-backup-")) / "files")
+        s.guard = Guard.make(Path.cwd(), state / "backup" / "files")
     try:
         return _hide_deleted(_two_runs(s, directory), None if options.keep else directory)
     finally:
-        if not options.keep:
-            shutil.rmtree(directory, ignore_errors=True)
-        if s.guard is not None:  # the copies of your files
-            shutil.rmtree(s.guard.folder.parent, ignore_errors=True)
+        lease.finish(state, s.guard, False, say)
 
 
 def record_script(

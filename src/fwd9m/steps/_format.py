@@ -107,18 +107,26 @@ class StepWriter:
     """Streams step records to ``path``; :meth:`close` writes the end record.
 
     An existing file is replaced only when it is empty or a step digest file (fwd9m
-    never overwrites another file).
+    never overwrites another file). With ``keep_old``, an existing file is replaced only
+    at :meth:`close` of a completed run (written beside it as ``PATH.partial`` until
+    then, an atomic rename): a run killed or failed early keeps the reference it would
+    have replaced, and leaves its own digests in ``partial``.
 
     Raises:
         ConfigurationError: ``path`` exists and is not a step digest file.
         OSError: the file cannot be created or written.
     """
 
-    def __init__(self, path: str | os.PathLike[str], header: dict[str, Any]):
+    def __init__(self, path: str | os.PathLike[str], header: dict[str, Any], keep_old: bool = False):
         self.path = os.fspath(path)
         check_replaceable(self.path)
+        #: where the records go until close: beside an existing file with ``keep_old``
+        self.partial = self.path + ".partial" if keep_old and os.path.lexists(self.path) else self.path
+        self.kept_old = False  #: close left the old file and the new digests in ``partial``
+        if self.partial != self.path:
+            check_replaceable(self.partial)
         self._fd: int | None = os.open(
-            self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644
+            self.partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644
         )
         self._ids: dict[tuple[str, str, str], int] = {}
         self.steps = 0
@@ -164,6 +172,11 @@ class StepWriter:
         finally:
             os.close(self._fd)
             self._fd = None
+        if self.partial != self.path:
+            if (end or {}).get("completed", True) is False:
+                self.kept_old = True
+            else:
+                os.replace(self.partial, self.path)
 
 
 class StepReader:

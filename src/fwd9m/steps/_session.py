@@ -63,6 +63,7 @@ class StepSession:
         stop: bool = True,
         program: dict | None = None,
         quiet: bool = False,
+        keep_old: bool = True,
     ) -> None:
         from ._compare import Against
 
@@ -76,6 +77,8 @@ class StepSession:
         self.closed = False
         self.failed = 0
         self.quiet = quiet  #: no messages on stderr (under fwd9m check, whose stderr is the script's)
+        #: an existing ``out`` is replaced only by a completed run (:class:`~._format.StepWriter`)
+        self.keep_old = keep_old
         self.pid = os.getpid()  #: a forked child that trains records nothing: the file is this process's
         if out:  # refuse a file fwd9m must not replace now, not at the first step
             from ._format import check_replaceable
@@ -97,7 +100,7 @@ class StepSession:
     def _start(self) -> None:
         header = self._header()
         if self.out:
-            self.writer = StepWriter(self.out, header)
+            self.writer = StepWriter(self.out, header, keep_old=self.keep_old)
         if self.against is not None:
             self.against.set_header(header)
 
@@ -181,6 +184,12 @@ class StepSession:
             self._start()
         if self.writer is not None:
             self.writer.close({"completed": status in (0, None), "exit_status": status})
+            if self.writer.kept_old and not self.quiet:
+                print(
+                    f"fwd9m: the run did not complete (exit status {status}), so {self.writer.path} is "
+                    f"left as it was; this run's digests are in {self.writer.partial}",
+                    file=sys.stderr,
+                )
         if self.against is None:
             return status
         report = self.against.finish()
@@ -205,7 +214,7 @@ def from_env() -> StepSession | None:
         if out or against:
             _session = StepSession(out, against)
         elif check_dir and os.path.isdir(check_dir):
-            _session = StepSession(os.path.join(check_dir, f"steps-{os.getpid()}"), quiet=True)
+            _session = StepSession(os.path.join(check_dir, f"steps-{os.getpid()}"), quiet=True, keep_old=False)
         if _session is not None:
             import atexit
 
