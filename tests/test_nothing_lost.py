@@ -64,7 +64,12 @@ def _manifest(roots: list[Path]) -> dict[str, tuple]:
                 p = Path(dirpath, name)
                 st = p.lstat()
                 digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() and not p.is_symlink() else ""
-                out[str(p)] = (st.st_mode, st.st_size if not p.is_dir() else 0, digest, os.readlink(p) if p.is_symlink() else "")
+                out[str(p)] = (
+                    st.st_mode,
+                    st.st_size if not p.is_dir() else 0,
+                    digest,
+                    os.readlink(p) if p.is_symlink() else "",
+                )
     return out
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import shutil
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -215,7 +215,7 @@ def written(iso: Isolation, upper: Path) -> dict[str, Path]:
             if p.is_file() and not p.is_symlink():
                 out[layer.name] = p
             continue
-        for root, dirs, files in os.walk(up):
+        for root, _dirs, files in os.walk(up):
             for f in files:
                 p = Path(root, f)
                 if stat.S_ISREG(os.lstat(p).st_mode):
@@ -247,7 +247,7 @@ def probe(iso: Isolation, scratch: Path) -> str:
     return _PROBED[key]
 
 
-def choose(mode: object, source: Path, script: str | None, own: str, say) -> object:
+def choose(mode: str | Isolation, source: Path, script: str | None, own: str, say) -> str | Isolation:
     """The working-directory mode the runs get: for ``"isolate"`` an :class:`Isolation`
     when this machine allows it, else ``"link"`` (said through ``say`` with the reason);
     any other mode as it is."""

@@ -102,8 +102,12 @@ def recover(say: Callable[[str], None]) -> None:
         shutil.rmtree(root, ignore_errors=True)
         if put_back or killed:
             say(
-                f"recovery: a fwd9m command was killed before it finished; "
-                + (f"put back {', '.join(put_back[:5])}" + (" and more" if len(put_back) > 5 else "") if put_back else "")
+                "recovery: a fwd9m command was killed before it finished; "
+                + (
+                    f"put back {', '.join(put_back[:5])}" + (" and more" if len(put_back) > 5 else "")
+                    if put_back
+                    else ""
+                )
                 + ("; " if put_back and killed else "")
                 + (f"stopped {killed} process(es) it left running" if killed else "")
             )

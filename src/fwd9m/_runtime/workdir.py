@@ -322,9 +322,11 @@ def recover_journal(root: Path) -> tuple[list[str], list[str]]:
         links = {str(k): str(v) for k, v in data["links"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return [], []
-    safe = all(_inside(source / k, source) for k in before) and all(
-        _inside(v, folder) and _inside(source / k, source) for k, v in saved.items()
-    ) and _inside(folder, root)
+    safe = (
+        all(_inside(source / k, source) for k in before)
+        and all(_inside(v, folder) and _inside(source / k, source) for k, v in saved.items())
+        and _inside(folder, root)
+    )
     if not safe or not source.is_dir():
         return [], []
     if not all(_inside(source / k, source) for k in (*dirs, *links)):

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._runtime.isolation import Isolation
 from .._runtime.process import kill_group, kill_leftovers
 from ..errors import FileFormatError
 from ..steps._compare import compare_records
@@ -120,7 +121,7 @@ def _first_divergence(a: _Streams, b: _Streams, start: int, display: str) -> tup
 def run_pair(
     runs: list[_Run],
     invocation: Path,
-    cwd_mode: str,
+    cwd_mode: str | Isolation,
     envs: list[dict[str, str]],
     site: bool,
     timeout: float | None,
