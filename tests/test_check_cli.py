@@ -69,7 +69,7 @@ def test_a_difference_that_does_not_recur_is_not_blamed_on_the_hash_seed(tmp_pat
     marker file, later runs do): the hash seed differed between the runs too, but the
     runs with PYTHONHASHSEED=0, 0, 1, 2 and 3 all agree, so the hash seed is not
     confirmed (nor said to be excluded): the difference did not recur."""
-    marker = tmp_path / "seen"
+    marker = tmp_path.parent / f"{tmp_path.name}-seen"  # outside the runs' copy-on-write layers
     script = tmp_path / "once.py"
     script.write_text(
         "import os, sys\n"
@@ -98,7 +98,7 @@ def _sequence_script(tmp_path, values):
         "open(path, 'w').write(str(n + 1))\n"
         "print('value', values[n])\n"
     )
-    return [str(script), str(tmp_path / "count"), values]
+    return [str(script), str(tmp_path.parent / f"{tmp_path.name}-count"), values]  # outside the runs' layers
 
 
 @pytest.mark.parametrize(
@@ -249,7 +249,7 @@ def test_files_compared_tensor_by_tensor_and_by_hash():
 
 
 def test_crash_in_one_run_is_a_finding_with_both_error_tails(tmp_path):
-    marker = tmp_path / "marker"
+    marker = tmp_path.parent / f"{tmp_path.name}-marker"  # outside the runs' copy-on-write layers
     out = check("-q", str(DATA / "flaky_crash.py"), str(marker))
     assert out.returncode == 1, out.stdout + out.stderr
     assert "[exit, run 2] exit status 1, run 1 exited 0" in out.stdout
@@ -343,11 +343,14 @@ def test_module_and_command_forms(tmp_path):
     # a write into an existing directory goes through the link: copied after each run, compared, noted
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "into.py").write_text("import numpy as np\nnp.save('ckpt/w.npy', np.random.rand(3))\n")
-    out = check("-q", "--", sys.executable, "into.py", cwd=tmp_path)
+    out = check("-q", "--cwd", "link", "--", sys.executable, "into.py", cwd=tmp_path)
     assert out.returncode == 1 and "[file, run 2] ckpt/w.npy (float64, 3)" in out.stdout, out.stdout
     assert "the runs wrote into ckpt/w.npy in your directory" in out.stdout
     assert "put back your files as they were" in out.stdout and not (tmp_path / "ckpt" / "w.npy").exists()
     assert f"fwd9m check --cwd empty -- {sys.executable} into.py" in out.stdout
+    out = check("-q", "--", sys.executable, "into.py", cwd=tmp_path)  # isolated: compared, never written
+    assert out.returncode == 1 and "[file, run 2] ckpt/w.npy (float64, 3)" in out.stdout, out.stdout
+    assert not (tmp_path / "ckpt" / "w.npy").exists() and "put back" not in out.stdout
     # a command's Python processes are captured through sitecustomize on PYTHONPATH
     (tmp_path / "randarr.py").write_text("import numpy as np\nx = np.random.rand(3)\n")
     out = check("-q", "--", sys.executable, "randarr.py", cwd=tmp_path)
@@ -455,7 +458,7 @@ def test_script_escape_sequences_are_shown_escaped_not_sent_to_the_terminal(tmp_
     """A script's colours and control characters, quoted in the report (a differing
     stdout line, the end of stderr), must not act on the user's terminal."""
     script = tmp_path / "colour.py"
-    marker = tmp_path / "ran-once"
+    marker = tmp_path.parent / f"{tmp_path.name}-ran-once"  # outside the runs' copy-on-write layers
     script.write_text(
         "import os, random, sys\n"
         "print('\\x1b[31mred\\x1b[0m', random.random())\n"
@@ -529,10 +532,10 @@ def test_a_watch_that_stops_at_its_limit_says_so(tmp_path, monkeypatch):
     (tmp_path / "ok.py").write_text("print(1)\n")
     (tmp_path / "quiet.py").write_text("import os\n")
     monkeypatch.chdir(tmp_path)
-    result = check_script("ok.py", hashseed_check=False)
+    result = check_script("ok.py", hashseed_check=False, cwd="link")
     assert result and result.notes[0].startswith("WARNING: the watch of your directory stopped at 10 entries")
     with pytest.raises(RunError, match="the first 10 entries of your directory .the watch stopped there"):
-        check_script("quiet.py", hashseed_check=False)
+        check_script("quiet.py", hashseed_check=False, cwd="link")
 
 
 def test_nothing_to_compare_gives_no_verdict(tmp_path):
@@ -711,7 +714,7 @@ def test_writes_through_links_are_put_back(tmp_path):
         "os.makedirs('outputs/sub', exist_ok=True)\n"
         "open('outputs/sub/new.txt', 'w').write('new\\n')\n"
     )
-    out = check("-q", "--no-hashseed-check", "train.py", cwd=tmp_path)
+    out = check("-q", "--cwd", "link", "--no-hashseed-check", "train.py", cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "put back your files as they were" in out.stdout
     assert (tmp_path / "model.pt").read_text() == "my trained model\n"

@@ -23,8 +23,9 @@ the final state of its models and variables.
   fwd9m check --vary=--batch-size=32,64 train.py
   fwd9m check --resume --interrupt-after 5 --resume-args "--resume" train.py
 
-Each run starts in a fresh temporary directory that links to the entries of the
-current directory, so relative paths to data work and each run writes its own files.
+Each run starts in the current directory seen through a copy-on-write layer of its
+own, so relative paths to data work, each run writes its own files and yours are never
+written (where the machine forbids that: a folder of links, with your files put back).
 Exit status: 0 reproducible, 1 not reproducible, 2 could not run.
 """
 
