@@ -343,3 +343,33 @@ def test_keras_variables_read_together_have_the_one_by_one_digests():
     together = steps_keras._variable_digests(groups)
     assert together == digest_groups(groups)
     assert len(together) == sum(len(leaves) for _, leaves in groups)
+
+
+def test_a_reference_is_replaced_only_by_a_completed_run(tmp_path):
+    """run --digests over an existing reference: a run that fails (or is killed) keeps
+    the reference and leaves its own digests beside it; a completed run replaces it."""
+    from conftest import run_fwd9m
+
+    (tmp_path / "ok.py").write_text("print('ran')\n")
+    (tmp_path / "fails.py").write_text("import sys\nsys.exit(3)\n")
+    _write(tmp_path / "ref.steps", 2)
+    kept = (tmp_path / "ref.steps").read_bytes()
+    out = run_fwd9m("run", "--digests", "ref.steps", "fails.py", cwd=tmp_path)
+    assert out.returncode == 3 and (tmp_path / "ref.steps").read_bytes() == kept, out.stderr
+    assert "ref.steps is left as it was" in out.stderr and (tmp_path / "ref.steps.partial").exists()
+    out = run_fwd9m("run", "--digests", "ref.steps", "ok.py", cwd=tmp_path)
+    assert out.returncode == 0 and (tmp_path / "ref.steps").read_bytes() != kept, out.stderr
+    assert list(StepReader(tmp_path / "ref.steps")) == [] and not (tmp_path / "ref.steps.partial").exists()
+
+
+def test_against_an_incomplete_reference_is_exit_2(capsys, tmp_path, monkeypatch):
+    from conftest import cli_in_process
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print('ran')\n")
+    w = StepWriter(tmp_path / "cut.steps", {})
+    w.step(0, [("params", "w", "float32[1]", 1)])
+    os.close(w._fd)  # killed before its end record
+    w._fd = None
+    code, err = cli_in_process(capsys, "run", "--against", "cut.steps", "train.py")
+    assert code == 2 and "the reference is incomplete (1 step(s) and no end record" in err, err

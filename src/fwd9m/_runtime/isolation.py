@@ -125,7 +125,7 @@ def plan(source: Path, script_dir: str | None, own: str) -> tuple[Isolation | No
     if top == os.sep:
         return None, "your directory is the root of the file system"
     if _under(own, top) or _under(top, own):
-        return None, f"fwd9m's temporary folder {own} lies in your directory (TMPDIR)"
+        return None, f"fwd9m's own folder {own} lies in your directory (TMPDIR, or --keep DIR there)"
     iso = Isolation(str(source), [Layer(top, "")])
     budget = [SCAN_LIMIT]
     queue = [(top, "", 0)]
@@ -134,8 +134,8 @@ def plan(source: Path, script_dir: str | None, own: str) -> tuple[Isolation | No
     while queue:
         lower, name, depth = queue.pop(0)
         if lower != top:
-            if any(_under(lower, layer.lower) for layer in iso.layers):
-                continue  # already seen copy-on-write
+            if any(_under(lower, layer.lower) and layer.only is None for layer in iso.layers):
+                continue  # already seen copy-on-write (and reported)
             if _under(own, lower) or _under(lower, own) or lower == os.sep:
                 iso.skipped.append(f"{name or lower} -> {lower} (it holds fwd9m's temporary folder)")
                 continue
@@ -148,7 +148,10 @@ def plan(source: Path, script_dir: str | None, own: str) -> tuple[Isolation | No
                 queue.append((target, label, depth + 1))
             elif os.path.isfile(target):
                 parent = os.path.dirname(target)
-                if any(_under(target, layer.lower) for layer in iso.layers):
+                if any(_under(target, layer.lower) and layer.only is None for layer in iso.layers):
+                    continue
+                if any(layer.lower == parent for layer in iso.layers):
+                    iso.skipped.append(f"{label} -> {target} (its folder is covered for another link's file)")
                     continue
                 if _under(own, parent) or parent == os.sep:
                     iso.skipped.append(f"{label} -> {target} (its folder holds fwd9m's temporary folder)")

@@ -86,7 +86,7 @@ def own_outputs() -> set[tuple[int, int]]:
 LINK_HOPS = 4
 
 
-def snapshot_tree(source: Path, limit: int | None = None, own: Path | None = None) -> Watch:
+def snapshot_tree(source: Path, limit: int | None = None, own: Path | None = None, skip: tuple[str, ...] = ()) -> Watch:
     """Every entry under ``source`` up to ``limit`` (directories included: their mtime
     changes when a file is created in them; hidden ones too, as a script may write into
     ``.results/``), except :data:`TOOL_DIRS` and ``own``, the check's own temporary
@@ -98,6 +98,7 @@ def snapshot_tree(source: Path, limit: int | None = None, own: Path | None = Non
     watch = Watch()
     mine = own_outputs()
     own_path = str(own) if own is not None else None
+    skipped = {own_path, *skip}
     top = os.path.realpath(source)
     seen = {top}
     stack: list[tuple[str, str, int]] = [(str(source), "", 0)]  # (folder, its name through links, hops)
@@ -112,7 +113,7 @@ def snapshot_tree(source: Path, limit: int | None = None, own: Path | None = Non
             continue  # a virtual environment (its own entry was recorded by its parent)
         subdirs = []
         for e in entries:
-            if e.name in TOOL_DIRS or e.path == own_path:
+            if e.name in TOOL_DIRS or e.path in skipped:
                 continue
             if len(watch.entries) >= limit:
                 watch.complete = False
@@ -193,6 +194,8 @@ class Guard:
 
     source: Path
     folder: Path  #: where the copies are; the journal is in its parent
+    #: folders of fwd9m's own in the directory, never watched nor put back (``debug --keep DIR``)
+    skip: tuple[str, ...] = ()
     saved: dict[str, Path] = field(default_factory=dict)
     existed: set[str] = field(default_factory=set)
     before: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
@@ -206,9 +209,10 @@ class Guard:
     rounds: int = 0
 
     @classmethod
-    def make(cls, source: Path, folder: Path) -> Guard:
-        watch = snapshot_tree(source, own=folder.parent)
-        guard = cls(source, folder, existed=set(watch.entries), before=dict(watch.entries))
+    def make(cls, source: Path, folder: Path, skip: tuple[str, ...] = ()) -> Guard:
+        skip = tuple(os.path.abspath(p) for p in skip)
+        watch = snapshot_tree(source, own=folder.parent, skip=skip)
+        guard = cls(source, folder, skip, existed=set(watch.entries), before=dict(watch.entries))
         files = []
         for rel, (size, *_rest) in watch.entries.items():
             p = source / rel
@@ -243,6 +247,7 @@ class Guard:
             "dirs": sorted(self.dirs),
             "links": self.links,
             "folder": self.folder.name,
+            "skip": list(self.skip),
             "saved": {rel: str(p.relative_to(self.folder)) for rel, p in self.saved.items()},
         }
         tmp = self.folder.parent / (JOURNAL + ".tmp")
@@ -251,7 +256,7 @@ class Guard:
 
     def changes(self) -> list[str]:
         """The entries that differ from before the runs: changed, created or deleted."""
-        after = snapshot_tree(self.source, own=self.folder.parent)
+        after = snapshot_tree(self.source, own=self.folder.parent, skip=self.skip)
         changed = [rel for rel, sig in after.entries.items() if self.before.get(rel) != sig]
         gone = [rel for rel in self.before if rel not in after.entries and after.complete]
         return changed + gone
@@ -320,6 +325,7 @@ def recover_journal(root: Path) -> tuple[list[str], list[str]]:
         saved = {str(k): folder / str(v) for k, v in data["saved"].items()}
         dirs = {str(d) for d in data["dirs"]}
         links = {str(k): str(v) for k, v in data["links"].items()}
+        skip = tuple(str(p) for p in data["skip"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return [], []
     safe = (
@@ -331,7 +337,7 @@ def recover_journal(root: Path) -> tuple[list[str], list[str]]:
         return [], []
     if not all(_inside(source / k, source) for k in (*dirs, *links)):
         return [], []
-    guard = Guard(source, folder, saved, set(before), before, dirs, links)  # type: ignore[arg-type]
+    guard = Guard(source, folder, skip, saved, set(before), before, dirs, links)  # type: ignore[arg-type]
     left = guard.restore_all()
     return sorted(guard.restored | guard.removed), left
 

@@ -905,7 +905,7 @@ def debug_script(
         options, cwd=isolation.choose(options.cwd, Path.cwd(), script, os.path.abspath(directory), say)
     )
     if options.cwd == "link":  # what a run writes into your files through its links is put back
-        s.guard = Guard.make(Path.cwd(), state / "backup" / "files")
+        s.guard = Guard.make(Path.cwd(), state / "backup" / "files", skip=(directory,))
     try:
         return _hide_deleted(_two_runs(s, directory), None if options.keep else directory)
     finally:
