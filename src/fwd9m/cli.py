@@ -78,8 +78,30 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+#: options whose value may itself start with "-" (``--resume-args "--resume"``, as the
+#: docs write it): argparse takes such a value for an option and says "expected one argument"
+_DASH_VALUES = ("--resume-args",)
+
+
+def _joined_values(argv: list[str]) -> list[str]:
+    """``--resume-args --resume`` as ``--resume-args=--resume``, before the program (the
+    first ``.py`` path, ``-m`` or ``--``): the script's own arguments are left as given."""
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--", "-m") or a.endswith(".py"):
+            return out + argv[i:]
+        if a in _DASH_VALUES and i + 1 < len(argv):
+            out.append(f"{a}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = _joined_values(sys.argv[1:] if argv is None else argv)
     parser = build_parser(only=_command_in(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
