@@ -123,7 +123,8 @@ class DebugOptions:
 
     def __post_init__(self) -> None:
         _one_of("level", self.level, LEVELS)
-        _one_of("cwd", self.cwd, CWD_MODES)
+        if isinstance(self.cwd, str):  # else the Isolation chosen for the session
+            _one_of("cwd", self.cwd, CWD_MODES)
         names = (self.frameworks,) if isinstance(self.frameworks, str) else tuple(self.frameworks)
         for name in names:
             _one_of("framework", name, tuple(FRAMEWORKS))
