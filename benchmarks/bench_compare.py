@@ -37,7 +37,36 @@ def cases(quick: bool):
     (tmp / "b.txt").write_text(lines)
     (tmp / "c.txt").write_text(lines.replace("loss", "loss ", 1))  # differs in the first line only
 
+    def long_line(size: int, shape: str) -> tuple[Path, Path]:
+        """Two files of one printed line of ``size`` bytes that differ at its end."""
+        unit = {"log": "loss={:.5f}|time={:.2f}s ", "digits": "1", "exp": "1e", "clock": "1:"}[shape]
+        r = np.random.default_rng(size)
+        text = "".join(unit.format(r.random(), r.random()) for _ in range(size // len(unit.format(0.5, 0.5))))
+        a, b = tmp / f"{shape}{size}a.txt", tmp / f"{shape}{size}b.txt"
+        a.write_text(text + "s,\n")
+        b.write_text(text + "x,\n")
+        return a, b
+
+    def times(k: int, files: tuple[Path, Path]):
+        return lambda: [compare_text("stdout", *files) for _ in range(k)]
+
+    linear = []
+    for shape in ("log", "digits", "exp", "clock"):  # the last three: lines that once took minutes
+        small, large = (1 << 10, 1 << 16) if quick else (1 << 16, 1 << 20)
+        linear.append(
+            Case(
+                f"compare_text one {large >> 10} KiB {shape} line vs {large // small} x {small >> 10} KiB",
+                times(large // small, long_line(small, shape)),
+                times(1, long_line(large, shape)),
+                baseline_name=f"{large // small} x a {small >> 10} KiB line",
+                target=2.0,
+                repeat=3,
+                note="masking and comparing a printed line is linear in its length",
+            )
+        )
+
     return [
+        *linear,
         Case(
             f"compare equal float32 x{n:,}",
             lambda: np.array_equal(a, same),

@@ -33,7 +33,7 @@ from ._escape import clip
 #: characters as text; the rest is compared by its SHA-256 (memory stays bounded).
 LINE_LIMIT = 1 << 20
 
-_NUM = r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_NUM = r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"  # unambiguous: linear on a long run of digits
 MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _CLOCK = r"\d+:\d{2}(?::\d{2})?"
 #: an ISO date of a real year, month and day (``1024-64-32``, a model's layer sizes, is none)
@@ -84,7 +84,7 @@ MASKS = (
         re.compile(r"\b" + TB_STAMP + r"(?!\d)"),
         re.compile(r"[a-z]\d\d_\d"),
     ),
-    _Mask("timing", "{unit}", re.compile(r"(?<![\w.])\? ?(?P<unit>[^\s,\]]+/s)(?![\w/])"), re.compile(r"\?")),
+    _Mask("timing", "{unit}", re.compile(r"(?<![\w.])\? ?(?P<unit>[^\s,\]]{1,30}/s)(?![\w/])"), re.compile(r"\?")),
     _Mask("timing", "duration", re.compile(r"-:--:--"), re.compile("-:--")),  # rich: time remaining unknown
 )
 #: Values that start with a digit, tried (anchored) where a number starts; ``unit``
@@ -109,7 +109,8 @@ NUMBER_MASKS = (
     _Mask(
         "timing",
         "{unit} (progress bar)",
-        re.compile(r"(?:" + _NUM + r")[kMGTPEZY]? ?(?P<unit>[^\s,\]]+/s|s/[^\s,\]]+)(?=[,\]])"),
+        # a unit is short and starts with no digit: linear time on any line
+        re.compile(r"(?:" + _NUM + r")[kMGTPEZY]? ?(?P<unit>[^\s,\]\d.][^\s,\]]{0,30}/s|s/[^\s,\]]{1,30})(?=[,\]])"),
         "=, ",
     ),
     _Mask(
@@ -143,7 +144,7 @@ VOLATILE = tuple((m.pattern, f"<{m.kind}>") for m in MASKS + NUMBER_MASKS)
 #: where a value of :data:`NUMBER_MASKS` may start: a number followed by "-", ":", ",",
 #: "]", "<", a letter or " day" (a fast test: a number followed by a blank and a digit
 #: or by nothing starts none)
-_CANDIDATE = re.compile(r"\d[\d.]*(?:[eE][-+]?\d+)?(?:[-:,\]<]| ?[A-Za-zµμ?])")
+_CANDIDATE = re.compile(r"(?<![\d.])\.?\d[\d.]*(?:[eE][-+]?\d+)?(?:[-:,\]<]| ?[A-Za-zµμ?])")
 _NUMBER_MASKS_ALL: re.Pattern[str]  # set below, once _combined is defined
 #: a line without any of these holds no timing name (a fast test before looking for keys)
 _KEY_HINT = re.compile(
@@ -151,8 +152,25 @@ _KEY_HINT = re.compile(
     r"[\w./\-]*['\"]?[ \t]*[:=]"
 )  # searched in the lowercased line
 
-_KEY = re.compile(r"(?<![\w.\-/'\"])(?P<q>['\"]?)(?P<key>[A-Za-z_][\w.\-/]*)(?P=q)[ \t]*[:=][ \t]*")
-_VALUE = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|[^\s,;}\])]+")
+_KEY = re.compile(r"(?<![\w.\-'\"])(?<![A-Za-z_]/)(?P<q>['\"]?)(?P<key>[A-Za-z_][\w.\-/]*)(?P=q)[ \t]*[:=][ \t]*")
+#: what a rate or a per-step time is per: ``it/s``, ``12ms/step`` (``s/loss`` is two fields)
+_PER = r"(?:s|sec|step|it|iter|epoch|sample|batch|token|tok|img|image|example)s?"
+#: the value after a timing name, and no further: a quoted string, a date (and time), a
+#: clock or duration (``0:00:12``), a number with its time unit or rate (``3.2s``,
+#: ``12ms/step``, ``1.42s/it``), else a word; it ends at any separator a log line puts
+#: between fields (``|``, ``&``, ``,``, ``;``, ``/``, ``:``, ``=``, brackets, blanks), so
+#: ``time=1.2|loss=0.5`` masks ``1.2`` only and the loss is still compared
+_VALUE = re.compile(
+    r"'[^'\n]*'|\"[^\"\n]*\""
+    r"|\d{4}[-/]\d{2}[-/]\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?)?(?:Z|[+-]\d{2}:?\d{2})?"
+    r"|\d+(?::\d{2})+(?:[.,]\d+)?"
+    r"|[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?: ?(?:[A-Za-zµμ]+/"
+    + _PER
+    + r"|"
+    + _TIME_UNITS
+    + r")(?![A-Za-z]))?"
+    r"|[^\s,;|&}\])=:/]+"
+)
 _NUMBER = re.compile(
     r"(?<![\w.])[-+]?0[xX][0-9a-fA-F]+(?![\w.])"
     r"|(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])"
@@ -201,6 +219,26 @@ _RESULT_WORDS = {
     "predictions",
     "target",
     "targets",
+    "f1",
+    "auc",
+    "output",
+    "outputs",
+    "reward",
+    "rewards",
+    "return",
+    "returns",
+    "metric",
+    "metrics",
+    "survival",
+    "arrival",
+    "predicted",
+    "hazard",
+    "perplexity",
+    "ppl",
+    "bleu",
+    "precision",
+    "recall",
+    "logits",
 }
 _TIMING_LAST = {"time", "times", "date", "seconds", "secs", "sec", "ms", "us", "ns"}
 _TIME_UNIT_WORDS = {"s", "ms", "us", "ns", "sec", "secs", "seconds", "min", "mins", "minutes", "h"}
@@ -214,7 +252,8 @@ def timing_name(key: str) -> bool:
     word (``duration_loss``, ``eta_mae``: :data:`_RESULT_WORDS`)."""
     raw = _WORDS.findall(key)
     words = [w.lower() if w != "eta" else "eta (a step size)" for w in raw]
-    if not words or _RESULT_WORDS.intersection(words):
+    parts = re.split(r"[^a-z0-9]+", key.lower())  # f1_us: "f1", which _WORDS splits
+    if not words or _RESULT_WORDS.intersection(words) or _RESULT_WORDS.intersection(parts):
         return False
     if _TIMING_WORDS.intersection(words) or words[-1] in _TIMING_LAST:
         return True

@@ -1,0 +1,72 @@
+"""The timing mask of printed lines as a grammar, tested on lines generated from the
+formats real logs use: changing a result must always be a difference, changing a
+timing never; and masking is linear in the line's length."""
+
+from __future__ import annotations
+
+import time
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fwd9m.compare._text import normalize_line, timing_name
+
+TIMING_KEYS = ["time", "elapsed", "step_time", "train_runtime", "duration", "epoch_time", "time_s", "wall_time"]
+RESULT_KEYS = ["loss", "acc", "val_loss", "f1", "reward", "f1_us", "epoch_time_loss", "survival_time", "eta_mae"]
+RESULT_KEYS += ["ETA_regressor_output", "duration_loss", "val/acc", "ppl"]
+#: (how a field is written, what separates two fields)
+STYLES = (
+    [("{k}={v}", sep) for sep in ("|", "&", ",", ";", " ", ":", "/", " | ", "\t", ", ", " - ")]
+    + [("{k}: {v}", sep) for sep in (" | ", ", ", " ", "\t", " - ", "; ")]
+    + [("'{k}': {v}", ", "), ('"{k}": {v}', ", "), ('"{k}":{v}', ",")]
+)
+
+timings = st.one_of(
+    st.floats(0, 1e4, allow_nan=False).map(lambda x: f"{x:.3f}"),
+    st.floats(0, 1e4, allow_nan=False).map(lambda x: f"{x:.2f}s"),
+    st.integers(0, 999).map(lambda x: f"{x}ms/step"),
+    st.integers(0, 59).map(lambda x: f"0:00:{x:02d}"),
+)
+results = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False).map(lambda x: f"{x:.4f}")
+
+
+def _line(style, tkey, tval, rkey, rval, timing_first: bool) -> str:
+    field, sep = style
+    t, r = field.format(k=tkey, v=tval), field.format(k=rkey, v=rval)
+    return "epoch 3" + sep + (t + sep + r if timing_first else r + sep + t)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(STYLES),
+    st.sampled_from(TIMING_KEYS),
+    timings,
+    timings,
+    st.sampled_from(RESULT_KEYS),
+    results,
+    results,
+    st.booleans(),
+)
+def test_a_result_beside_a_timing_is_always_compared_and_the_timing_never(style, tkey, t1, t2, rkey, r1, r2, first):
+    base = normalize_line(_line(style, tkey, t1, rkey, r1, first))
+    assert normalize_line(_line(style, tkey, t2, rkey, r1, first)) == base  # a timing changed: no difference
+    if r1 != r2:  # a result changed: always a difference
+        assert normalize_line(_line(style, tkey, t1, rkey, r2, first)) != base
+
+
+def test_result_names_are_never_timings():
+    assert not any(timing_name(k) for k in RESULT_KEYS)
+    assert all(timing_name(k) for k in TIMING_KEYS)
+
+
+def test_masking_is_linear_in_the_line_length():
+    """Lines that took minutes (a long run of digits, ``1e1e...``, ``1:1:...``): 16
+    times longer costs at most about 16 times as long (60 with a busy machine's noise)."""
+    for unit in ("1", "1e", "1:", "time=1.5s|", "1 "):
+        short, long_ = unit * (4000 // len(unit)) + "s", unit * (64000 // len(unit)) + "s"
+        t0 = time.perf_counter()
+        normalize_line(short)
+        t1 = time.perf_counter()
+        normalize_line(long_)
+        t2 = time.perf_counter()
+        assert t2 - t1 < max(60 * (t1 - t0), 0.5), (unit, t1 - t0, t2 - t1)
