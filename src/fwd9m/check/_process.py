@@ -125,6 +125,8 @@ class _Run:
     seen_ranks: set[int] = field(default_factory=set)  #: ranks of any launcher that ran (fwd9m._runtime.launch)
     watched: bool = False  #: the user's directory was watched (``--cwd link``)
     watch_complete: bool = True  #: False when the watch of the user's directory stopped at WATCH_LIMIT
+    #: its stderr as compared, and the framework lines left out (``check._runs._stderr``)
+    stderr_compared: tuple[Path, dict[str, tuple[int, str]]] | None = None
 
     @property
     def replacements(self) -> tuple[tuple[str, str], ...]:

@@ -18,7 +18,7 @@ SCHEMA = "fwd9m.check"
 SCHEMA_VERSION = 1
 
 # ranking of finding sources: a crash outranks a tensor, a tensor outranks a printed line
-_SOURCE_ORDER = {"exit": 0, "timeout": 0, "step": 1, "value": 2, "state": 2, "file": 3, "stdout": 4}
+_SOURCE_ORDER = {"exit": 0, "timeout": 0, "step": 1, "value": 2, "state": 2, "file": 3, "stdout": 4, "stderr": 5}
 
 
 @dataclass
@@ -206,6 +206,12 @@ class CheckResult:
         if self.ignored:
             masked = sum(e["count"] for e in self.ignored)
             what += f"; {masked} masked value{'s' * (masked != 1)} not compared, listed below"
+        if self.reproducible and not self.compared.get("state tensors") and not self.compared.get("files"):
+            return (
+                f"REPRODUCIBLE: {n} runs of {self.target} agree bit for bit ({what}), but the verdict rests on "
+                f"printed text only: no model, array or file was found to compare (a model or arrays held "
+                f"only in a function's locals are not seen: save them, or keep them in a global)."
+            )
         if self.reproducible:
             return f"REPRODUCIBLE: {n} runs of {self.target} agree bit for bit ({what})."
         runs = sorted(

@@ -250,6 +250,17 @@ def _state_findings(first: _Run, other: _Run, label: str) -> list[Difference]:
     return out
 
 
+def _stderr(run: _Run) -> tuple[Path, dict[str, tuple[int, str]]]:
+    """The run's standard error as it is compared (:func:`fwd9m.compare._stderr.for_comparison`),
+    made once per run."""
+    from ..compare._stderr import for_comparison
+
+    out = run.root / "stderr.compared"
+    if run.stderr_compared is None:
+        run.stderr_compared = for_comparison(run.root / "stderr", out)
+    return run.stderr_compared
+
+
 class _Pairs:
     """What comparing each run with the first found: differences, and what the notes say
     (runs whose shared stdout only interleaved ranks differently, runs whose hash-seed
@@ -264,6 +275,23 @@ class _Pairs:
         self.skipped: dict[str, str] = {}
         self.ignored = IgnoredValues()
         self.base_env = next((c.get("environment") for c in first.captures if c.get("environment")), None)
+
+    def _stderr(self, other: _Run, pair: IgnoredValues) -> None:
+        """Standard error compared as stdout is; the framework lines left out counted."""
+        (pa, left_a), (pb, left_b) = _stderr(self.first), _stderr(other)
+        if self.strict:  # everything, the frameworks' own lines too
+            pa, pb, left_a, left_b = self.first.root / "stderr", other.root / "stderr", {}, {}
+        d = compare_text(
+            "stderr", pa, pb, self.first.replacements, other.replacements, strict=self.strict, ignored=pair
+        )
+        if d:
+            self.findings.append(_text_finding("stderr", other.info.label, d, self.first.info.label))
+        from ..compare._stderr import LEFT_OUT
+
+        for kind, name in LEFT_OUT.items():
+            (na, a), (nb, b) = left_a.get(kind, (0, "")), left_b.get(kind, (0, ""))
+            for i in range(max(na, nb)):  # whole lines, counted: the first of each run shown
+                pair.add("stderr", "framework log", name, "(whole lines)", printable(a), printable(b))
 
     def add(self, other: _Run) -> None:
         from .. import environment
@@ -288,6 +316,7 @@ class _Pairs:
             self.interleaved.setdefault(how, []).append(label)
         elif d:
             self.findings.append(_text_finding("stdout", label, d, first.info.label))
+        self._stderr(other, pair)
         _compare_rank_outputs(first, other, label, self.findings, self.strict, pair)
         _compare_files(first, other, label, self.findings, self.skipped, self.strict, pair)
         self.ignored.merge(pair)
@@ -430,6 +459,7 @@ def _compare_runs(
     rank_lines = sum(_count_lines(o["stdout"]) for o in first.ranks.values() if "stdout" in o)
     compared = {
         "stdout lines": _count_lines(first.stdout) + rank_lines,
+        "stderr lines": _count_lines(_stderr(first)[0]),
         "files": len(first.files),
         "state tensors": sum(len(g["flat"]) for g in _state_groups(first).values()),
     }

@@ -1,0 +1,71 @@
+"""No silent false REPRODUCIBLE from ``fwd9m check``, written as users write scripts:
+results logged to stderr, a timing beside a result on one line, a verdict that rests on
+printed text only; and no false NOT REPRODUCIBLE from the frameworks' own stderr."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def _check(tmp_path, script: str, *args: str) -> subprocess.CompletedProcess:
+    (tmp_path / "train.py").write_text(script)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    return subprocess.run(
+        [sys.executable, "-m", "fwd9m", "check", "-q", "--no-hashseed-check", *args, "train.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_a_result_logged_to_stderr_is_compared(tmp_path):
+    out = _check(
+        tmp_path,
+        "import logging, random\nlogging.basicConfig(level=logging.INFO)\n"
+        "logging.info('final loss %.4f', random.random())\nprint('done')\n",
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "[stderr, run 2] stderr: 1 of 1 lines differ" in out.stdout and "INFO:root:final loss" in out.stdout
+
+
+def test_the_frameworks_own_stderr_lines_are_left_out_and_listed(tmp_path):
+    """C++ log lines (clock, thread id) and absl's Python log prefix differ in every run;
+    the message of an absl line is compared."""
+    script = (
+        "import os, sys, time\n"
+        "t = time.time()\n"
+        "sys.stderr.write(f'I0000 00:00:{t:.6f}   {os.getpid()} port.cc:153] oneDNN custom operations are on.\\n')\n"
+        "sys.stderr.write(f'[W1202 09:42:{int(t) % 60:02d}.{os.getpid()} socket.cpp:752] [c10d] hostname\\n')\n"
+        "sys.stderr.write(f'I1202 09:42:{int(t) % 60:02d}.123456 {os.getpid()} train.py:12] loss=VALUE\\n')\n"
+        "print('done')\n"
+    )
+    out = _check(tmp_path, script.replace("VALUE", "0.5"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 stderr line" in out.stdout.splitlines()[0] and "C++ log line of a framework" in out.stdout
+    out = _check(tmp_path, script.replace("VALUE", "{t}"))
+    assert out.returncode == 1 and "[stderr, run 2]" in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize("sep", ["|", "&", ":", "/", ", "])
+def test_a_timing_beside_a_result_never_hides_it(tmp_path, sep):
+    out = _check(tmp_path, f"import random\nprint(f'epoch 1{sep}time=0.52{sep}loss={{random.random():.4f}}')\n")
+    assert out.returncode == 1, out.stdout + out.stderr
+
+
+def test_a_verdict_on_printed_text_only_says_so_in_its_first_line(tmp_path):
+    script = (
+        "import numpy as np\n"
+        "def main():\n"
+        "    w = np.random.default_rng(0).standard_normal(3)  # held in main()'s locals only\n"
+        "    print('trained')\n"
+        "main()\n"
+    )
+    out = _check(tmp_path, script)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "the verdict rests on printed text only" in out.stdout.splitlines()[0]
