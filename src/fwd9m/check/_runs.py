@@ -290,7 +290,7 @@ class _Pairs:
 
         for kind, name in LEFT_OUT.items():
             (na, a), (nb, b) = left_a.get(kind, (0, "")), left_b.get(kind, (0, ""))
-            for i in range(max(na, nb)):  # whole lines, counted: the first of each run shown
+            for _ in range(max(na, nb)):  # whole lines, counted: the first of each run shown
                 pair.add("stderr", "framework log", name, "(whole lines)", printable(a), printable(b))
 
     def add(self, other: _Run) -> None:
