@@ -69,3 +69,50 @@ def test_a_verdict_on_printed_text_only_says_so_in_its_first_line(tmp_path):
     out = _check(tmp_path, script)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "the verdict rests on printed text only" in out.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    "make, named",
+    [
+        ("(x for x in range(3))", "generator"),
+        ("map(float, [1, 2])", "builtins.map"),
+        ("np.random.default_rng()", "Generator"),
+        ("random.Random()", "random.Random"),
+        ("{'rng': np.random.RandomState(0)}", "RandomState"),
+        ("[1.0, iter([1])]", "list_iterator"),
+    ],
+)
+def test_the_api_refuses_what_it_cannot_compare(make, named):
+    import random
+
+    import numpy as np
+
+    from fwd9m import check
+    from fwd9m.errors import UncomparableError
+
+    with pytest.raises(UncomparableError, match=named) as e:
+        check(lambda: eval(make, {"np": np, "random": random}))
+    assert isinstance(e.value, TypeError) and "return" in str(e.value)
+
+
+def test_a_masked_array_whose_mask_differs_differs():
+    import numpy as np
+
+    from fwd9m import check
+
+    masks = iter([[True, False], [False, True], [True, False]])
+    assert not check(lambda: np.ma.masked_array([1.0, 2.0], mask=next(masks)))
+
+
+def test_the_marker_fails_a_test_that_returns_nothing(tmp_path):
+    (tmp_path / "test_x.py").write_text(
+        "import pytest\n\n@pytest.mark.reproducible\ndef test_trains():\n    x = 1 + 1\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "test_x.py")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert out.returncode == 1 and "returned None, so there is nothing to compare" in out.stdout, out.stdout

@@ -15,6 +15,7 @@ __all__ = [
     "FileFormatError",
     "CatalogError",
     "RunError",
+    "UncomparableError",
     "NondeterminismError",
     "Fwd9mWarning",
     "TooLateWarning",
@@ -44,6 +45,11 @@ class CatalogError(Fwd9mError, LookupError):
 
 class RunError(Fwd9mError, RuntimeError):
     """A script or function under test could not be run (missing, crashed, timed out)."""
+
+
+class UncomparableError(Fwd9mError, TypeError):
+    """A value fwd9m cannot compare between runs (an iterator, a random generator): the
+    message names its type and what to return instead."""
 
 
 class NondeterminismError(Fwd9mError, AssertionError):

@@ -70,5 +70,16 @@ def pytest_pyfunc_call(pyfuncitem):
         raise pytest.UsageError(f"@pytest.mark.{MARKER} does not support async tests")
     names = pyfuncitem._fixtureinfo.argnames
     kwargs = {name: pyfuncitem.funcargs[name] for name in names}
-    assert_reproducible(fn, runs=options.get("runs", 2), seed=options.get("seed", 0), **kwargs)
+
+    def returned(**kw):
+        value = fn(**kw)
+        if value is None:
+            raise pytest.fail.Exception(
+                f"@pytest.mark.{MARKER}: {pyfuncitem.name} returned None, so there is nothing to compare "
+                f"between its runs; return the loss, the weights or the model it trains"
+            )
+        return value
+
+    returned.__qualname__ = getattr(fn, "__qualname__", pyfuncitem.name)
+    assert_reproducible(returned, runs=options.get("runs", 2), seed=options.get("seed", 0), **kwargs)
     return True

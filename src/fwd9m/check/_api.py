@@ -79,6 +79,65 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
     return result.freeze()
 
 
+#: generators of random numbers, by module and class name: a generator's state is not
+#: its result (and two runs seeded alike hold equal ones, whatever they drew)
+_RNG_TYPES = frozenset(
+    {
+        "random.Random",
+        "random.SystemRandom",
+        "numpy.random._generator.Generator",
+        "numpy.random.mtrand.RandomState",
+        "torch.Generator",
+        "torch._C.Generator",
+        "keras.src.random.seed_generator.SeedGenerator",
+        "tensorflow.python.ops.stateful_random_ops.Generator",
+    }
+)
+
+
+def refuse_uncomparable_types(value: Any, name: str, path: str = "the result", depth: int = 0) -> None:
+    """Raise when ``value`` is, or holds in its dicts, lists, tuples and dataclasses, a
+    value whose comparison says nothing: an iterator or generator (consumed once: its
+    type is all there is to compare), or a random generator (its state, not a result).
+
+    Raises:
+        UncomparableError: the path, the type, and what to return instead.
+    """
+    import dataclasses
+    import random
+    import types
+    from collections.abc import Iterator, Mapping
+
+    from ..errors import UncomparableError
+
+    kind = type(value)
+    qual = f"{kind.__module__}.{kind.__qualname__}"
+    if isinstance(value, (Iterator, types.GeneratorType)) or (
+        isinstance(value, random.Random) or qual in _RNG_TYPES or qual.endswith(".BitGenerator")
+    ):
+        what = (
+            "a random generator: its state is not a result (two runs seeded alike hold equal ones whatever they drew)"
+            if not isinstance(value, Iterator)
+            else "an iterator: it is consumed once, so only its type could be compared"
+        )
+        fix = "return what you draw from it" if "an iterator" not in what else "return list(...) of it"
+        raise UncomparableError(
+            escape_control(f"fwd9m.check cannot compare what {name} returns: {path} is {qual}, {what}; {fix}")
+        )
+    if depth > 32:
+        return
+    if isinstance(value, Mapping):
+        items = ((f"{path}[{k!r}]", v) for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        items = ((f"{path}.{f.name}", getattr(value, f.name)) for f in dataclasses.fields(value))
+    else:
+        return
+    for sub, v in items:
+        refuse_uncomparable_types(v, name, sub, depth + 1)
+
+
 @dataclass
 class _Calls:
     """The calls :func:`check` made and what they returned: the first result (flattened),
@@ -110,6 +169,7 @@ class _Calls:
             return self._raised(info, label, exc)
         info.seconds = time.perf_counter() - t0
         info.returncode = 0
+        refuse_uncomparable_types(value, self.name)
         new = sorted(_seeded_frameworks() - before) if seed is not None and self.first is None else []
         if new and len(self.late) < len(_frameworks.FRAMEWORKS):  # bounded: each repeat needs a new import
             self.late += new

@@ -121,6 +121,12 @@ def _walk(
     if depth > MAX_DEPTH or id(value) in seen:
         yield _path(path, named), _Opaque(type(value))
         return
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, np.ma.MaskedArray):  # its mask is part of the value
+        data, mask = np.asarray(value.data), np.ma.getmaskarray(value)
+        yield _path(_join(path, "data"), named), Tensor(data, data.dtype.name)
+        yield _path(_join(path, "mask"), named), Tensor(mask, mask.dtype.name)
+        return
     arr = to_numpy(value)
     if arr is not None:
         yield _path(path, named), arr
