@@ -16,7 +16,7 @@ from fwd9m.errors import ConfigurationError
     "field, value, listed",
     [
         ("level", "ops", "modules, sequence, digests, full"),
-        ("cwd", "tmp", "link, empty"),
+        ("cwd", "tmp", "isolate, link, empty"),
         ("frameworks", ("pytorch",), "tensorflow, keras, torch, jax"),  # the registry's order
     ],
 )

@@ -338,7 +338,12 @@ def test_a_difference_in_one_rank_output_is_named_with_the_users_tee_and_log_dir
     assert code == 1, err[-3000:]
     assert [f["summary"].split(":")[0] for f in result["findings"]] == ["rank 1 stdout"], result["findings"]
     assert any("copies of each rank's own output" in n for n in result["notes"]), result["notes"]
-    assert len(list((tmp_path / "work" / "logs").glob("*/attempt_0/1/stdout.log"))) == 2  # the user's logs
+    from fwd9m._runtime import isolation
+
+    iso, _ = isolation.plan(tmp_path / "work", None, str(tmp_path / "own"))
+    isolated = iso is not None and not isolation.probe(iso, tmp_path / "own" / "probe")
+    # isolated runs never write the user's folder; linked runs write their logs there
+    assert len(list((tmp_path / "work" / "logs").glob("*/attempt_0/1/stdout.log"))) == (0 if isolated else 2)
 
 
 def test_a_rank_that_crashes_shows_its_own_error(torch_available, tmp_path):

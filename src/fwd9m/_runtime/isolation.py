@@ -226,6 +226,18 @@ def written(iso: Isolation, upper: Path) -> dict[str, Path]:
     return out
 
 
+def host_path(iso: Isolation, upper: Path, path: str) -> str:
+    """Where a file a run named (as it saw it, under a covered directory) is for fwd9m:
+    in the run's layer when the run wrote it, else where it always was."""
+    real = os.path.abspath(path)
+    for i, layer in reversed(list(enumerate(iso.layers))):  # the innermost layer holding it
+        if _under(real, layer.lower):
+            rel = os.path.relpath(real, layer.lower)
+            mine = (upper if layer.name == "" else _upper(upper, i)) / rel
+            return str(mine) if os.path.lexists(mine) else real
+    return real
+
+
 _PROBED: dict[tuple, str] = {}
 
 

@@ -188,14 +188,22 @@ def _wait(
     kill_leftovers(proc)
 
 
-def _ended(run: _Run, proc: subprocess.Popen, stderr_path: Path, rankdir: Path, t0: float) -> list[str]:
+def _ended(
+    run: _Run,
+    proc: subprocess.Popen,
+    stderr_path: Path,
+    rankdir: Path,
+    t0: float,
+    iso: isolation_.Isolation | None = None,
+) -> list[str]:
     """Record how the run ended (time, status, output sizes, the end of stderr and of
     each rank's); returns the directories of a launcher's own logs."""
     info = run.info
     info.seconds = time.monotonic() - t0
     info.returncode = None if info.timed_out else proc.returncode
     info.stdout_bytes = run.stdout.stat().st_size
-    run.ranks, run.seen_ranks, logs = _rank_outputs(rankdir)
+    to_host = (lambda p: Path(isolation_.host_path(iso, run.cwd, str(p)))) if iso else (lambda p: p)
+    run.ranks, run.seen_ranks, logs = _rank_outputs(rankdir, to_host)
     info.stderr_tail = tail(stderr_path)
     if proc.returncode and run.ranks:  # the workers' errors are in their own files now
         info.stderr_tail += "".join(
@@ -355,14 +363,16 @@ def _collect_run(
 ) -> None:
     """After the run ended: its status, output, files and captured final state."""
     proc, info = launched.proc, run.info
-    logs = _ended(run, proc, launched.stderr_path, launched.rankdir, launched.t0)
+    logs = _ended(run, proc, launched.stderr_path, launched.rankdir, launched.t0, launched.isolation)
     say(f"{info.label}: {'timed out' if info.timed_out else f'exit {proc.returncode}'} after {info.seconds:.1f} s")
     _read_captures(run, launched.capdir)
     changed = _changed_through_links(run, invocation, launched.linked, logs, say)
     _collect_outputs(run, invocation, changed, logs, guard, launched.isolation)
 
 
-def _rank_outputs(rankdir: Path) -> tuple[dict[str, dict[str, Path]], set[int], list[str]]:
+def _rank_outputs(
+    rankdir: Path, to_host: Callable[[Path], Path] = lambda p: p
+) -> tuple[dict[str, dict[str, Path]], set[int], list[str]]:
     """The per-rank output files that :func:`fwd9m._runtime.launch.split_rank_output` left in
     ``rankdir`` (``rank<R>.stdout``, or ``rank<R>.stdout.path`` naming the file torchrun
     itself sends that rank's output to), by ``"rank R"``, ranks in order; the ranks of any
@@ -388,7 +398,7 @@ def _rank_outputs(rankdir: Path) -> tuple[dict[str, dict[str, Path]], set[int], 
         path = rankdir / name
         if rest.endswith(".path"):
             try:
-                path = Path(path.read_text(encoding="utf-8", errors="replace")[:4096])
+                path = to_host(Path(path.read_text(encoding="utf-8", errors="replace")[:4096]))
                 if not stat.S_ISREG(os.stat(path).st_mode):  # a pipe would block the read
                     continue
             except (OSError, ValueError):

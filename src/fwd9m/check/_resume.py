@@ -477,15 +477,15 @@ def check_resume(
     invocation = Path.cwd()
     display, source, cmd = _command(target, args, module, python or sys.executable)
     lease.recover(say)
-    root = Path(tempfile.mkdtemp(prefix="fwd9m-resume-"))
-    lease.claim(root)
-    cwd = isolation.choose(cwd, invocation, source, str(root), say)
-    guard = Guard.make(invocation, root / "backup") if cwd == "link" else None
+    root, guard = Path(tempfile.mkdtemp(prefix="fwd9m-resume-")), None
     deferred = _Deferred()
     env = dict(env or {})
     if "PYTHONHASHSEED" not in env and "PYTHONHASHSEED" not in os.environ:
         env["PYTHONHASHSEED"] = "0"  # the same string hashing in A, B and C: a resume is what is tested
-    try:
+    try:  # from here on, every way out (SIGTERM too) goes through lease.finish
+        lease.claim(root)
+        cwd = isolation.choose(cwd, invocation, source, str(root), say)
+        guard = Guard.make(invocation, root / "backup") if cwd == "link" else None
         b = _run_b(cmd, root, invocation, cwd, env, timeout, how, say, deferred, display)
         a, c = _runs_a_and_c(cmd, resume_args, root, invocation, cwd, env, timeout, say, guard, deferred, b)
         result = _compare(display, a, b, c, source, strict, root, how)

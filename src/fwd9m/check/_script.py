@@ -408,13 +408,13 @@ def _hash_seed_runs(
 
 def _check(prog: _Program, o: CheckOptions, say: Callable[[str], None]) -> CheckResult:
     lease.recover(say)
-    root = Path(tempfile.mkdtemp(prefix="fwd9m-check-"))
-    lease.claim(root)
-    mode = isolation.choose(o.cwd, prog.invocation, prog.source, str(root), say)
-    o = dataclasses.replace(o, cwd=mode)
-    # a copy of your files first, so that what a run writes into them through its links is undone
-    guard = Guard.make(prog.invocation, root / "backup") if mode == "link" else None
-    try:
+    root, guard = Path(tempfile.mkdtemp(prefix="fwd9m-check-")), None
+    try:  # from here on, every way out (SIGTERM too) goes through lease.finish
+        lease.claim(root)
+        mode = isolation.choose(o.cwd, prog.invocation, prog.source, str(root), say)
+        o = dataclasses.replace(o, cwd=mode)
+        # a copy of your files first, so that what a run writes into them through its links is undone
+        guard = Guard.make(prog.invocation, root / "backup") if mode == "link" else None
         done, found = _run_all(prog, o, root, guard, say)
         argv = prog.argv(o)
         known_env = None if argv is None else {**os.environ, **o.env}

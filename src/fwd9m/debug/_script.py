@@ -898,16 +898,16 @@ def debug_script(
     s = _Session(target, tuple(args), options, say, output or say)
     lease.recover(say)
     state = Path(tempfile.mkdtemp(prefix="fwd9m-debug-"))  # the traces (without --keep) and the guard's copies
-    lease.claim(state)
     directory = options.keep or str(state / "traces")
-    os.makedirs(directory, exist_ok=True)
-    script = None if options.module else target
-    s.options = options = replace(
-        options, cwd=isolation.choose(options.cwd, Path.cwd(), script, os.path.abspath(directory), say)
-    )
-    if options.cwd == "link":  # what a run writes into your files through its links is put back
-        s.guard = Guard.make(Path.cwd(), state / "backup" / "files", skip=(directory,))
-    try:
+    try:  # from here on, every way out (SIGTERM too) goes through lease.finish
+        lease.claim(state)
+        os.makedirs(directory, exist_ok=True)
+        script = None if options.module else target
+        s.options = options = replace(
+            options, cwd=isolation.choose(options.cwd, Path.cwd(), script, os.path.abspath(directory), say)
+        )
+        if options.cwd == "link":  # what a run writes into your files through its links is put back
+            s.guard = Guard.make(Path.cwd(), state / "backup" / "files", skip=(directory,))
         return _hide_deleted(_two_runs(s, directory), None if options.keep else directory)
     finally:
         lease.finish(state, s.guard, False, say)
