@@ -66,14 +66,22 @@ def _compare_files(
     the timing values masked in text files and TensorBoard tags (none with ``strict``). Files
     named by the time and process that wrote them (TensorBoard's) pair up by
     :func:`~fwd9m.compare.pair_names`."""
+    from ..compare._files import TRACKER_BOOKKEEPING, renamed_folders
+
     names_a, names_b = pair_names(a.files, strict), pair_names(b.files, strict)
     if masked is not None and not strict:
         _list_timed_names(names_a, names_b, masked)
+    # a file that names its own run folder (outputs/<date>/<time>/) reads the same in each run
+    ra, rb = (*renamed_folders(names_a), *a.replacements), (*renamed_folders(names_b), *b.replacements)
     files_a = {names_a[k]: v for k, v in a.files.items()}
     files_b = {names_b[k]: v for k, v in b.files.items()}
     through_a = {names_a.get(k, k) for k in a.through}
     through_b = {names_b.get(k, k) for k in b.through}
     for name in sorted(set(files_a) | set(files_b)):
+        if TRACKER_BOOKKEEPING.search(name) and not strict:
+            if skipped is not None:
+                skipped[name] = "a tracker's own bookkeeping: clock, host and process ids"
+            continue
         if (name in through_a) != (name in through_b) and (name not in files_a or name not in files_b):
             continue  # changed in the user's directory during one run only: not the script's output
         if name not in files_b:
@@ -85,14 +93,14 @@ def _compare_files(
         (kind, pa), (_, pb) = files_a[name], files_b[name]
         tf = kind == "tf"  # pa, pb: a checkpoint prefix, no file of its own
         if kind == "text":
-            d = compare_text(name, pa, pb, a.replacements, b.replacements, strict=strict, ignored=masked)
+            d = compare_text(name, pa, pb, ra, rb, strict=strict, ignored=masked)
             if d:
                 findings.append(_text_finding("file", label, d, a.info.label))
             continue
         if kind in ("tf", "structured"):
             try:
-                fa = replace_in_leaves(read_structured(pa, tf_checkpoint=kind == "tf"), a.replacements)
-                fb = replace_in_leaves(read_structured(pb, tf_checkpoint=kind == "tf"), b.replacements)
+                fa = replace_in_leaves(read_structured(pa, tf_checkpoint=kind == "tf"), ra)
+                fb = replace_in_leaves(read_structured(pb, tf_checkpoint=kind == "tf"), rb)
             except FileFormatError as exc:
                 kind = "bytes"
                 detail = f"{exc}; compared by content hash"
@@ -106,7 +114,7 @@ def _compare_files(
                 continue
         else:
             detail = None
-        (ha, sa), (hb, sb) = _content_digest(pa, tf, a.replacements), _content_digest(pb, tf, b.replacements)
+        (ha, sa), (hb, sb) = _content_digest(pa, tf, ra), _content_digest(pb, tf, rb)
         if ha != hb:
             d = LeafDiff(
                 name, "content", "bytes", None, a=f"sha256 {ha[:12]} ({sa} bytes)", b=f"sha256 {hb[:12]} ({sb} bytes)"
@@ -261,6 +269,15 @@ def _stderr(run: _Run) -> tuple[Path, dict[str, tuple[int, str]]]:
     return run.stderr_compared
 
 
+def _renames(run: _Run, strict: bool) -> tuple[tuple[str, str], ...]:
+    """What printed output is read with: the run's own folder, and the folders named by
+    the clock or a tracker's run id that the run wrote (``wandb: Run data is saved
+    locally in .../offline-run-<time>-<run id>``), as their files are paired."""
+    from ..compare._files import renamed_folders
+
+    return run.replacements if strict else (*renamed_folders(pair_names(run.files)), *run.replacements)
+
+
 class _Pairs:
     """What comparing each run with the first found: differences, and what the notes say
     (runs whose shared stdout only interleaved ranks differently, runs whose hash-seed
@@ -281,9 +298,8 @@ class _Pairs:
         (pa, left_a), (pb, left_b) = _stderr(self.first), _stderr(other)
         if self.strict:  # everything, the frameworks' own lines too
             pa, pb, left_a, left_b = self.first.root / "stderr", other.root / "stderr", {}, {}
-        d = compare_text(
-            "stderr", pa, pb, self.first.replacements, other.replacements, strict=self.strict, ignored=pair
-        )
+        ra, rb = _renames(self.first, self.strict), _renames(other, self.strict)
+        d = compare_text("stderr", pa, pb, ra, rb, strict=self.strict, ignored=pair)
         if d:
             self.findings.append(_text_finding("stderr", other.info.label, d, self.first.info.label))
         from ..compare._stderr import LEFT_OUT
@@ -306,8 +322,8 @@ class _Pairs:
             "stdout",
             first.stdout,
             other.stdout,
-            first.replacements,
-            other.replacements,
+            _renames(first, self.strict),
+            _renames(other, self.strict),
             strict=self.strict,
             ignored=pair,
         )

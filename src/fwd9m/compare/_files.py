@@ -22,12 +22,21 @@ from pathlib import Path
 from typing import Any
 
 from .._runtime.quiet import QuietNativeStderr
-from ._text import CLOCK_AFTER_DATE, COMPACT_DATE, COMPACT_TIME, DATE, TB_STAMP, IgnoredValues, timing_name
+from ._text import (
+    CLOCK_AFTER_DATE,
+    COMPACT_DATE,
+    COMPACT_TIME,
+    DATE,
+    TB_STAMP,
+    IgnoredValues,
+    normalize_line,
+    timing_name,
+)
 from ._values import Flat, Tensor, _np, flatten
 
 #: File name suffixes read tensor by tensor; anything else is compared by content hash
 #: (or line by line for :data:`TEXT_SUFFIXES`).
-STRUCTURED_SUFFIXES = (".npy", ".npz", ".safetensors", ".h5", ".hdf5", ".keras", ".pt", ".pth", ".ckpt")
+STRUCTURED_SUFFIXES = (".npy", ".npz", ".safetensors", ".h5", ".hdf5", ".keras", ".pt", ".pth", ".ckpt", ".zip", ".gz")
 TEXT_SUFFIXES = (".txt", ".csv", ".tsv", ".json", ".jsonl", ".log", ".yaml", ".yml", ".md", ".out")
 #: Text files larger than this (bytes) are compared by hash.
 TEXT_LIMIT = 64 << 20
@@ -67,13 +76,63 @@ _STAMP_IN_NAME = re.compile(
 )
 
 
+#: a folder named by the time of day alone, below one named by the date: Hydra's
+#: default ``outputs/${now:%Y-%m-%d}/${now:%H-%M-%S}`` (hydra/conf/hydra/config.yaml)
+_CLOCK_FOLDER = re.compile(r"(?:[01]\d|2[0-3])[-_:.]?[0-5]\d[-_:.]?[0-5]\d(?:[.,_]\d{1,6})?")
+#: a tracker's run folder: wandb's ``offline-run-<time>-<run id>`` (8 random letters and
+#: digits), and MLflow's ``mlruns/<experiment>/<run id>`` (a uuid4 hex)
+_RUN_ID = re.compile(r"((?:offline-)?run-<time>-)([a-z0-9]{8})")
+#: a tracker's own bookkeeping, named as :func:`pair_names` pairs it: logs of its
+#: processes, its binary record of the run and the host's description (clock, host
+#: and process ids in every line); the run's results (wandb-summary.json,
+#: config.yaml, metrics) are compared
+TRACKER_BOOKKEEPING = re.compile(
+    r"(?:^|/)wandb/(?:[^/]+/)?(?:logs/)?debug(?:-internal|-core|-cli\.[^/]*)?\.log$"
+    r"|(?:^|/)wandb/[^/]+/run-<run id>\.wandb$"
+    r"|(?:^|/)wandb/[^/]+/files/wandb-metadata\.json$"
+)
+_MLFLOW_RUN = re.compile(r"[0-9a-f]{32}")
+
+
 def _timeless(name: str) -> str:
-    """``name`` with each folder named by the clock (:data:`_TIMED_FOLDER`) and each time
-    stamp in it (:data:`_STAMP_IN_NAME`) as ``<time>``."""
-    parts = [
-        "<time>" if _TIMED_FOLDER.fullmatch(part) else _STAMP_IN_NAME.sub("<time>", part) for part in name.split("/")
-    ]
+    """``name`` with each folder named by the clock (:data:`_TIMED_FOLDER`, and
+    :data:`_CLOCK_FOLDER` under a dated one) and each time stamp in it
+    (:data:`_STAMP_IN_NAME`) as ``<time>``, and a tracker's run id (:data:`_RUN_ID`) as
+    ``<run id>``."""
+    parts: list[str] = []
+    run_id = None
+    for i, part in enumerate(name.split("/")):
+        if _TIMED_FOLDER.fullmatch(part) or (parts and parts[-1].endswith("<time>") and _CLOCK_FOLDER.fullmatch(part)):
+            parts.append("<time>")
+            continue
+        if run_id:  # wandb names files in its run folder by the run id too (run-<id>.wandb)
+            part = part.replace(run_id, "<run id>")
+        part = _STAMP_IN_NAME.sub("<time>", part)
+        m = _RUN_ID.fullmatch(part)
+        if m:
+            run_id, part = m.group(2), m.group(1) + "<run id>"
+        if i >= 2 and parts[i - 2] == "mlruns" and _MLFLOW_RUN.fullmatch(part):
+            part = "<run id>"
+        parts.append(part)
     return "/".join(parts)
+
+
+def renamed_folders(names: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """(folder as written, folder as paired) for each folder :func:`pair_names` renamed
+    (``outputs/2026-12-02/10-31-40`` -> ``outputs/<time>/<time>``), longest first: a file's
+    content that names its own run folder (Hydra's ``hydra.yaml``, a Lightning checkpoint's
+    ``dirpath``) reads the same in every run."""
+    out = set()
+    for name, paired in names.items():
+        real, masked = name.split("/"), paired.split("/")
+        if len(real) != len(masked):
+            continue
+        for i in range(len(real) - 1):
+            if real[i] != masked[i]:
+                out.add(("/".join(real[: i + 1]), "/".join(masked[: i + 1])))
+                if masked[i].endswith("<run id>"):  # the id alone, as a tracker's files quote it
+                    out.add((real[i][-8:] if masked[i] != "<run id>" else real[i], "<run id>"))
+    return tuple(sorted(out, key=lambda kv: -len(kv[0])))
 
 
 def pair_names(names: Any, strict: bool = False) -> dict[str, str]:
@@ -281,19 +340,67 @@ def _read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, out: Flat) -> None:
         out.update(flatten(dict(_read_zip(io.BytesIO(data), len(data))), name))
     elif name.endswith(".h5"):
         out.update(flatten(_read_h5(io.BytesIO(data), len(data)), name))
-    elif name.endswith(".json"):
+    elif name.endswith(".json") or _json_member(data) is not None:
         value = json.loads(data)
         if name == "config.json":
             value = _drop_ids(value)
         flat = flatten(value, name)
+        for path, leaf in flat.items():  # addresses and times in strings, as in printed lines
+            if isinstance(leaf, str) and len(leaf) <= _STRING_LIMIT:
+                flat[path] = normalize_line(leaf)
         out.update(flat)
         out.containers.update(flat.containers)
-        if name == "metadata.json" and isinstance(value, dict):
-            for key in _KERAS_TIME_STAMPS:
-                if key in value:
-                    out.ignored[f"{name}.{key}"] = "the time of the save"
+        for path in flat:  # a timing saved with the model (SB3's start_time) is no result
+            if timing_name(str(path).rsplit(".", 1)[-1]):
+                out.ignored[str(path)] = "a timing"
+        if isinstance(value, dict):
+            for key in _KERAS_TIME_STAMPS if name == "metadata.json" else _SB3_TIMED if name == "data" else ():
+                for path in flat:  # the key's value, or each leaf under it
+                    if str(path) == f"{name}.{key}" or str(path).startswith(f"{name}.{key}."):
+                        out.ignored[str(path)] = "the time of the save"
+    elif data[:4] == b"PK\x03\x04" and len(data) <= _NESTED_LIMIT:  # an archive in the archive (SB3's policy.pth)
+        out.update(flatten(dict(_read_zip(io.BytesIO(data), len(data))), name))
     else:
         out[name] = data
+
+
+#: members of a Stable-Baselines3 archive's ``data`` (JSON) that hold wall times, pickled:
+#: ``ep_info_buffer`` keeps each episode's ``{"r", "l", "t": time.time() - t_start}``
+#: (stable_baselines3/common/monitor.py, Monitor.step)
+_SB3_TIMED = ("ep_info_buffer",)
+
+
+def _json_member(data: bytes) -> Any:
+    """A member without a suffix that holds JSON (SB3's ``data``): its value, else None."""
+    head = data[:64].lstrip()
+    if not head.startswith((b"{", b"[")):
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+#: strings of a JSON member masked as printed lines are (``<function f at 0x7f..>``) up to this length
+_STRING_LIMIT = 1 << 16
+
+#: archives inside an archive read member by member up to this size (else their bytes)
+_NESTED_LIMIT = 256 << 20
+
+
+def _read_gzip(p: Path) -> Flat:
+    """A ``.gz`` file by its content: the header's write time and file name are not the
+    content (RFC 1952: MTIME, FNAME)."""
+    import gzip
+
+    out = Flat()
+    with gzip.open(p, "rb") as f:
+        data = f.read(_NESTED_LIMIT + 1)
+    if len(data) > _NESTED_LIMIT:
+        raise _Malformed("larger than fwd9m reads uncompressed")
+    out["<content>"] = data
+    out.ignored["<gzip header>"] = "the time of the write"
+    return out
 
 
 def _read_zip(source: Any, size: int) -> Flat:
@@ -695,8 +802,10 @@ def read_structured(path: str | os.PathLike[str], tf_checkpoint: bool = False) -
         if suffix == ".npy":
             with open(p, "rb") as f:
                 return {"": _tensor(_read_npy(f, os.path.getsize(p)))}
-        if suffix in (".npz", ".keras"):
+        if suffix in (".npz", ".keras", ".zip"):  # by member: the headers hold each member's write time
             return _read_zip(p, os.path.getsize(p))
+        if suffix == ".gz":
+            return _read_gzip(p)
         if suffix == ".safetensors":
             return _read_safetensors(p)
         if suffix in (".h5", ".hdf5"):

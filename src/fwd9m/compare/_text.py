@@ -148,10 +148,12 @@ _CANDIDATE = re.compile(r"(?<![\d.])\.?\d[\d.]*(?:[eE][-+]?\d+)?(?:[-:,\]<]| ?[A
 _NUMBER_MASKS_ALL: re.Pattern[str]  # set below, once _combined is defined
 #: a line without any of these holds no timing name (a fast test before looking for keys)
 _KEY_HINT = re.compile(
-    r"(?:time|elapsed|duration|date|created|eta|sec|ms|us|ns|throughput|/s|per_s|timing)"
+    r"(?:time|elapsed|duration|date|created|eta|sec|ms|us|ns|throughput|/s|per_s|timing|fps|sps)"
     r"[\w./\-]*['\"]?[ \t]*[:=]"
 )  # searched in the lowercased line
 
+#: a row of a logger's table (Stable-Baselines3's ``|    fps             | 4082  |``)
+_TABLE_ROW = re.compile(r"\|\s*(?P<key>[A-Za-z_][\w./\-]*)\s*\|\s*(?P<v>[^|\s]+)\s*\|\s*$")
 _KEY = re.compile(r"(?<![\w.\-'\"])(?<![A-Za-z_]/)(?P<q>['\"]?)(?P<key>[A-Za-z_][\w.\-/]*)(?P=q)[ \t]*[:=][ \t]*")
 #: what a rate or a per-step time is per: ``it/s``, ``12ms/step`` (``s/loss`` is two fields)
 _PER = r"(?:s|sec|step|it|iter|epoch|sample|batch|token|tok|img|image|example)s?"
@@ -196,6 +198,8 @@ _TIMING_WORDS = {
     "throughput",
     "timing",
     "timings",
+    "fps",  # frames per second: Stable-Baselines3's time/fps
+    "sps",  # steps per second: CleanRL's SPS (stdout and charts/SPS)
 }
 #: words that make a name a result whatever timing word it holds: FastSpeech's
 #: ``duration_loss``, an arrival-time model's ``eta_mae``, ``runtime_error_rate``
@@ -365,6 +369,10 @@ def _mask_spans(line: str, columns: dict[int, str] | None, delimiter: str) -> li
             if i in columns:
                 claim(pos, pos + len(cell), "timing", columns[i])
             pos += len(cell) + 1
+    if line.startswith("|") and line.count("|") >= 3:  # a logger's table row: | time/fps | 4082 |
+        m = _TABLE_ROW.match(line)
+        if m and timing_name(m.group("key")):
+            claim(m.start("v"), m.end("v"), "timing", m.group("key"))
     if ("=" in line or ":" in line) and _KEY_HINT.search(line.lower()):
         for m in _KEY.finditer(line):
             if timing_name(m.group("key")):
