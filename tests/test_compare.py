@@ -477,3 +477,50 @@ def test_check_script_report_has_no_raw_escape(tmp_path):
     report = result.report()
     assert not result and "\\x1b[31mred" in report and "\x1b" not in report, report
     assert "\x1b" not in result.to_json()
+
+
+def test_run_folders_named_by_the_clock_or_a_tracker_pair_up():
+    """Hydra's outputs/<date>/<time>/, wandb's offline-run-<time>-<run id>/ (the id in
+    its file names too), MLflow's mlruns/<exp>/<run id>/ and CleanRL's
+    runs/<exp>__<seed>__<unix time>/ read the same in every run."""
+    from fwd9m.compare._files import pair_names, renamed_folders
+
+    a = pair_names(
+        [
+            "outputs/2026-12-02/10-31-40/.hydra/config.yaml",
+            "wandb/offline-run-20261202_103236-gb0sf5m7/run-gb0sf5m7.wandb",
+            "mlruns/0/0123456789abcdef0123456789abcdef/metrics/loss",
+            "runs/cleanrl__1__1796207800/q.pt",
+        ]
+    )
+    assert sorted(a.values()) == [
+        "mlruns/0/<run id>/metrics/loss",
+        "outputs/<time>/<time>/.hydra/config.yaml",
+        "runs/cleanrl__1__<time>/q.pt",
+        "wandb/offline-run-<time>-<run id>/run-<run id>.wandb",
+    ]
+    renames = dict(renamed_folders(a))
+    assert renames["outputs/2026-12-02/10-31-40"] == "outputs/<time>/<time>" and renames["gb0sf5m7"] == "<run id>"
+    assert pair_names(["model_1024-64-32.pt", "ckpt/12-30-45/x.pt"]) == {
+        "model_1024-64-32.pt": "model_1024-64-32.pt",
+        "ckpt/12-30-45/x.pt": "ckpt/12-30-45/x.pt",  # a time of day alone, under no date: kept
+    }
+
+
+def test_archives_are_compared_by_content_not_by_their_headers_times(tmp_path):
+    import gzip
+    import zipfile
+
+    from fwd9m.compare import compare_flat
+    from fwd9m.compare._files import read_structured
+
+    for i, when in enumerate(((2020, 1, 1, 0, 0, 0), (2026, 12, 2, 10, 0, 0))):
+        with zipfile.ZipFile(tmp_path / f"m{i}.zip", "w") as z:
+            z.writestr(zipfile.ZipInfo("weights.bin", when), b"\x00\x01")
+            z.writestr(zipfile.ZipInfo("data", when), '{"start_time": %d, "f": "<function f at 0x7f%d>"}' % (i, i))
+        with gzip.GzipFile(tmp_path / f"l{i}.gz", "wb", mtime=1000 + i) as g:
+            g.write(b"loss 0.5\n")
+    for name in ("m0.zip", "l0.gz"):
+        fa, fb = read_structured(tmp_path / name), read_structured(tmp_path / name.replace("0", "1"))
+        assert (tmp_path / name).read_bytes() != (tmp_path / name.replace("0", "1")).read_bytes()
+        assert not compare_flat(fa, fb), name

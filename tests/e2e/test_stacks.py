@@ -150,6 +150,11 @@ STACKS_TABLE = (
         broken_catalog=("tensorflow.data-shuffle-seed",),
         first_lint=("FWD303", "FWD108"),
     ),
+    # run folders named by the clock or a tracker's run id, loggers' timings (issue 26)
+    Stack("hydra", ("hydra", "omegaconf", "torch"), broken_finds=("training step 0",)),
+    Stack("wandb", ("wandb", "torch"), broken_finds=("training step 0",)),
+    Stack("sb3", ("stable_baselines3", "gymnasium", "torch"), broken_finds=("training step 0",)),
+    Stack("cleanrl", ("torch", "tensorboard"), broken_finds=("training step 0",)),
 )
 BY_NAME = {s.name: s for s in STACKS_TABLE}
 

@@ -73,6 +73,7 @@ _TIMED_FOLDER = re.compile(r"[A-Z][a-z]{2}\d{2}_\d{2}-\d{2}-\d{2}_.*|\d{9,11}\.\
 _STAMP_IN_NAME = re.compile(
     r"(?<!\d)(?:" + DATE + CLOCK_AFTER_DATE + r")?"
     r"|" + COMPACT_DATE + r"[-_T]?" + COMPACT_TIME + r"|" + TB_STAMP + r")(?!\d)"
+    r"|(?<![\d.])1[6-9]\d{8}(?![\d])"  # Unix seconds (2020-2033): CleanRL's runs/<exp>__<seed>__<int(time.time())>
 )
 
 
