@@ -517,7 +517,7 @@ def test_archives_are_compared_by_content_not_by_their_headers_times(tmp_path):
     for i, when in enumerate(((2020, 1, 1, 0, 0, 0), (2026, 12, 2, 10, 0, 0))):
         with zipfile.ZipFile(tmp_path / f"m{i}.zip", "w") as z:
             z.writestr(zipfile.ZipInfo("weights.bin", when), b"\x00\x01")
-            z.writestr(zipfile.ZipInfo("data", when), '{"start_time": %d, "f": "<function f at 0x7f%d>"}' % (i, i))
+            z.writestr(zipfile.ZipInfo("data", when), f'{{"start_time": {i}, "f": "<function f at 0x7f{i}>"}}')
         with gzip.GzipFile(tmp_path / f"l{i}.gz", "wb", mtime=1000 + i) as g:
             g.write(b"loss 0.5\n")
     for name in ("m0.zip", "l0.gz"):
