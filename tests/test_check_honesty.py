@@ -116,3 +116,22 @@ def test_the_marker_fails_a_test_that_returns_nothing(tmp_path):
         timeout=300,
     )
     assert out.returncode == 1 and "returned None, so there is nothing to compare" in out.stdout, out.stdout
+
+
+def test_state_is_captured_after_threads_and_atexit_handlers(tmp_path):
+    """A seeded training in a non-daemon thread that outlives the script, and a result
+    saved in an atexit handler: captured when the program is over, as the interpreter ends."""
+    script = (
+        "import atexit, threading, time\n"
+        "import numpy as np\n"
+        "w = np.zeros(3)\n"
+        "def train():\n"
+        "    time.sleep(0.5)\n"
+        "    w[:] = np.random.default_rng(SEED).standard_normal(3)\n"
+        "threading.Thread(target=train).start()\n"
+        "atexit.register(lambda: np.save('final.npy', w))\n"
+    )
+    out = _check(tmp_path, script.replace("SEED", "0"))
+    assert out.returncode == 0 and "1 file" in out.stdout.splitlines()[0], out.stdout + out.stderr
+    out = _check(tmp_path, script.replace("SEED", ""))
+    assert out.returncode == 1 and "globals.w" in out.stdout and "final.npy" in out.stdout, out.stdout

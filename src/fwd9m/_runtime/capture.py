@@ -511,12 +511,31 @@ def main(argv: list[str] | None = None) -> int:
     except RunError as exc:
         print(f"fwd9m check: {exc}", file=sys.stderr)
         return 2
+    _end_of_program()
     try:
         sys.stdout.flush()
     except Exception:
         pass
     write()
     return code
+
+
+def _end_of_program() -> None:
+    """What the interpreter does when ``__main__`` returns, before the state is captured:
+    wait for the non-daemon threads (a training in a thread that outlives the script),
+    then run the atexit handlers (a save at exit); each once, as the interpreter would."""
+    import threading
+
+    for t in threading.enumerate():
+        if t is not threading.current_thread() and not t.daemon:
+            try:
+                t.join()
+            except RuntimeError:
+                pass
+    try:
+        atexit._run_exitfuncs()  # the handlers run and are cleared (CPython's atexit module)
+    except Exception:  # noqa: BLE001 - the interpreter prints them and goes on, as here
+        pass
 
 
 if __name__ == "__main__":  # keep the state in the importable module, not in __main__
