@@ -135,3 +135,38 @@ def test_state_is_captured_after_threads_and_atexit_handlers(tmp_path):
     assert out.returncode == 0 and "1 file" in out.stdout.splitlines()[0], out.stdout + out.stderr
     out = _check(tmp_path, script.replace("SEED", ""))
     assert out.returncode == 1 and "globals.w" in out.stdout and "final.npy" in out.stdout, out.stdout
+
+
+CKPT_SCRIPT = """\
+import json, os, sys
+import torch
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+os.makedirs("ckpt", exist_ok=True)
+json.dump({"lr": 0.1}, open("config.json", "w"))  # written at start: not a checkpoint
+open("train.log", "w").write("start\\n")
+start = 0
+if "--resume" in sys.argv and os.path.exists("ckpt/last.pt"):
+    state = torch.load("ckpt/last.pt")
+    model.load_state_dict(state["model"]); opt.load_state_dict(state["opt"]); start = state["step"] + 1
+    torch.set_rng_state(state["rng"])
+for step in range(start, 30):
+    loss = model(torch.randn(8, 4)).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    if step % 10 == 9:
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+                    "rng": torch.get_rng_state()}, "ckpt/last.pt")
+print("final", model.weight.sum().item())
+"""
+
+
+def test_resume_waits_for_a_checkpoint_not_for_any_new_file_and_takes_dashed_args(tmp_path):
+    """--interrupt-after checkpoint (the default) fired on the config.json written at
+    start, so run C had nothing to resume from; --resume-args "--resume" (as the docs
+    write it) was refused by argparse."""
+    pytest.importorskip("torch")
+    out = _check(tmp_path, CKPT_SCRIPT, "--resume", "--resume-args", "--resume")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith("RESUMES EXACTLY") and "resumed from step 10" in out.stdout, out.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]  # the runs' files: not in the folder

@@ -111,6 +111,13 @@ def add_arguments(p) -> None:
         "the N-th checkpoint appeared in its folder (default: checkpoint)",
     )
     r.add_argument(
+        "--checkpoint",
+        metavar="GLOB",
+        help="what --interrupt-after checkpoint waits for (default: a file in a framework's save "
+        "format, .pt .ckpt .safetensors .keras .h5 .npz .msgpack, or under a folder named as "
+        "checkpoints are; never a log or a config written at start), e.g. --checkpoint 'ckpt/*.bin'",
+    )
+    r.add_argument(
         "--signal",
         default="TERM",
         metavar="TERM|KILL",
@@ -299,4 +306,5 @@ def _check_resume(args, command: bool, target: str, script_args: list[str], env:
         keep=args.keep,
         progress=progress,
         strict=args.strict,
+        checkpoint=args.checkpoint,
     )

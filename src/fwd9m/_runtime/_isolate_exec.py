@@ -82,6 +82,8 @@ def isolate(spec):
     for fd in fds:
         os.close(fd)
     os.chdir(spec["cwd"])
+    # what the run wrote in its working directory, for fwd9m's own code in it (check --resume)
+    os.environ["FWD9M_RUN_WRITES"] = spec["writes"]
 
 
 def main(argv):

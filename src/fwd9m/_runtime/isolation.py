@@ -197,7 +197,7 @@ def wrap(command: list[str], iso: Isolation, upper: Path) -> list[str]:
         work.mkdir(parents=True, exist_ok=True)
         spec_layers.append({"lower": layer.lower, "upper": str(up), "work": str(work)})
     spec = base / "spec.json"
-    spec.write_text(json.dumps({"cwd": iso.cwd, "layers": spec_layers}), encoding="utf-8")
+    spec.write_text(json.dumps({"cwd": iso.cwd, "writes": str(upper), "layers": spec_layers}), encoding="utf-8")
     return [sys.executable, "-I", _EXEC, str(spec), "--", *command]
 
 

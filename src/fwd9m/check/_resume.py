@@ -463,6 +463,7 @@ def check_resume(
     progress: Callable[[str], None] | None = None,
     python: str | None = None,
     strict: bool = False,
+    checkpoint: str | None = None,
 ) -> ResumeResult:
     """Run ``target`` interrupted (B), uninterrupted (A), and resumed in B's folder with
     ``resume_args`` appended (C); compare C with A and name the state lost at the resume
@@ -480,6 +481,8 @@ def check_resume(
     root, guard = Path(tempfile.mkdtemp(prefix="fwd9m-resume-")), None
     deferred = _Deferred()
     env = dict(env or {})
+    if checkpoint:  # what --interrupt-after checkpoint waits for
+        env[child.ENV_CHECKPOINT] = checkpoint
     if "PYTHONHASHSEED" not in env and "PYTHONHASHSEED" not in os.environ:
         env["PYTHONHASHSEED"] = "0"  # the same string hashing in A, B and C: a resume is what is tested
     try:  # from here on, every way out (SIGTERM too) goes through lease.finish

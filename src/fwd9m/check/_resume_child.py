@@ -49,14 +49,22 @@ A failing hook writes ``{"e": "error", ...}`` and lets the program go on.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 from typing import Any
 
 ENV_DIR = "FWD9M_RESUME_DIR"
+#: run B: what a checkpoint is called (a glob, ``--checkpoint``); without it, a file in a
+#: framework's save format or in a folder named as checkpoints are (:func:`_is_checkpoint`)
+ENV_CHECKPOINT = "FWD9M_RESUME_CHECKPOINT"
+#: set by fwd9m's isolation in the run: the folder that holds exactly what the run wrote
+#: in its working directory (walked instead of the whole project)
+ENV_WRITES = "FWD9M_RUN_WRITES"
 #: run B: where to interrupt: ``step:N``, ``epoch:N`` or ``checkpoint:N``
 ENV_AT = "FWD9M_RESUME_AT"
 #: how many steps' state to record (the first K steps' "pre" events)
@@ -590,11 +598,35 @@ def _target() -> tuple[str | None, int]:
 _UNFINISHED = (".orbax-checkpoint-tmp",)
 
 
+#: what a checkpoint looks like without --checkpoint: the save formats of torch, Keras,
+#: TF, safetensors, NumPy, Flax (msgpack), and any file in a folder or with a name that
+#: says so (HF's checkpoint-500/, Lightning's checkpoints/, orbax step folders); never a
+#: log, a config or a metrics file written at start
+_CKPT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors", ".keras", ".h5", ".hdf5", ".npz", ".msgpack", ".index")
+_CKPT_WORDS = re.compile(r"(?i)ckpt|checkpoint|orbax|saved_model|\.data-\d")
+_NOT_CKPT = (".json", ".log", ".txt", ".csv", ".yaml", ".yml", ".out", ".err", ".md", ".tfevents")
+
+
+def _is_checkpoint(path: str) -> bool:
+    """Whether the file ``path`` (relative) is a checkpoint (:data:`ENV_CHECKPOINT`, else
+    :data:`_CKPT_SUFFIXES` / :data:`_CKPT_WORDS`)."""
+    pattern = os.environ.get(ENV_CHECKPOINT)
+    rel = os.path.normpath(path)
+    if pattern:
+        return fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(os.path.basename(rel), pattern)
+    name = os.path.basename(rel).lower()
+    if ".tfevents" in name or name.endswith(_NOT_CKPT) and not name.endswith(".index"):
+        return False
+    return name.endswith(_CKPT_SUFFIXES) or bool(_CKPT_WORDS.search(rel))
+
+
 def _files() -> dict[str, tuple[int, int]]:
-    """Files under the working directory (links not followed, folders still being written
-    left out): ``{path: (size, mtime)}``."""
+    """Checkpoint files (:func:`_is_checkpoint`) under the working directory, or, in an
+    isolated run, among what it wrote (:data:`ENV_WRITES`) (links not followed, folders
+    still being written left out): ``{path: (size, mtime)}``."""
     out = {}
-    for root, dirs, files in os.walk(".", followlinks=False):
+    top = os.environ.get(ENV_WRITES) or "."
+    for root, dirs, files in os.walk(top, followlinks=False):
         dirs[:] = [
             d
             for d in dirs
@@ -606,7 +638,7 @@ def _files() -> dict[str, tuple[int, int]]:
                 st = os.stat(p, follow_symlinks=False)
             except OSError:
                 continue
-            if not os.path.islink(p):
+            if not os.path.islink(p) and _is_checkpoint(os.path.relpath(p, top)):
                 out[p] = (st.st_size, st.st_mtime_ns)
     return out
 
