@@ -70,3 +70,15 @@ def test_masking_is_linear_in_the_line_length():
         normalize_line(long_)
         t2 = time.perf_counter()
         assert t2 - t1 < max(60 * (t1 - t0), 0.5), (unit, t1 - t0, t2 - t1)
+
+
+def test_a_dict_of_timings_and_quoted_csv_cells_are_masked_whole(tmp_path):
+    from fwd9m.compare import compare_text
+
+    a = normalize_line('{"epoch": 1, "time": {"data": 0.12, "step": 0.33}, "loss": 0.5}')
+    assert a == normalize_line('{"epoch": 1, "time": {"data": 0.93, "step": 0.01}, "loss": 0.5}')
+    assert a != normalize_line('{"epoch": 1, "time": {"data": 0.12, "step": 0.33}, "loss": 0.6}')
+    for i, (t, loss) in enumerate((("1.5", "0.5"), ("9.1", "0.5"), ("1.5", "0.7"))):
+        (tmp_path / f"{i}.csv").write_text(f'"epoch","time","loss"\n"1","{t}","{loss}"\n')
+    assert not compare_text("m.csv", tmp_path / "0.csv", tmp_path / "1.csv")  # QUOTE_ALL: the time masked
+    assert compare_text("m.csv", tmp_path / "0.csv", tmp_path / "2.csv")  # the loss compared

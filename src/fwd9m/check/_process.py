@@ -130,7 +130,14 @@ class _Run:
 
     @property
     def replacements(self) -> tuple[tuple[str, str], ...]:
-        return ((str(self.cwd), "<cwd>"), (os.path.realpath(self.cwd), "<cwd>"))
+        # the run's folder last (its cwd lies in it): fwd9m's own variables name it
+        # (FWD9M_CHECK_CAPTURE=.../run1/capture), and a script may save os.environ
+        return (
+            (str(self.cwd), "<cwd>"),
+            (os.path.realpath(self.cwd), "<cwd>"),
+            (str(self.root), "<run folder>"),
+            (os.path.realpath(self.root), "<run folder>"),
+        )
 
 
 def _run_env(run: _Run, extra_env: dict[str, str], site: bool, capdir: Path) -> dict[str, str]:

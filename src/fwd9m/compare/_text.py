@@ -363,12 +363,10 @@ def _mask_spans(line: str, columns: dict[int, str] | None, delimiter: str) -> li
         spans.insert(i, (start, end, kind, name))
         return True
 
-    if columns and '"' not in line:  # a CSV row: the timing columns named by its header
-        pos = 0
-        for i, cell in enumerate(line.split(delimiter)):
+    if columns:  # a CSV row: the timing columns named by its header (quoted cells too)
+        for i, (start, end) in enumerate(_cells(line, delimiter)):
             if i in columns:
-                claim(pos, pos + len(cell), "timing", columns[i])
-            pos += len(cell) + 1
+                claim(start, end, "timing", columns[i])
     if line.startswith("|") and line.count("|") >= 3:  # a logger's table row: | time/fps | 4082 |
         m = _TABLE_ROW.match(line)
         if m and timing_name(m.group("key")):
@@ -376,9 +374,10 @@ def _mask_spans(line: str, columns: dict[int, str] | None, delimiter: str) -> li
     if ("=" in line or ":" in line) and _KEY_HINT.search(line.lower()):
         for m in _KEY.finditer(line):
             if timing_name(m.group("key")):
+                end = _braced(line, m.end())  # "time": {"data": 0.1, "step": 0.3}: all of it
                 v = _VALUE.match(line, m.end())
-                if v:
-                    claim(v.start(), v.end(), "timing", m.group("key"))
+                if end > m.end() or v:
+                    claim(m.end(), end if end > m.end() else v.end(), "timing", m.group("key"))
     for mask in MASKS:
         if mask.before.search(line):
             for m in mask.pattern.finditer(line):
@@ -401,6 +400,35 @@ def _mask_spans(line: str, columns: dict[int, str] | None, delimiter: str) -> li
                 until = mm.end()
                 break
     return spans
+
+
+def _cells(line: str, delimiter: str) -> list[tuple[int, int]]:
+    """(start, end) of each cell of a CSV row, quoted cells (``csv.QUOTE_ALL``) whole."""
+    out, start, quoted = [], 0, False
+    for i, c in enumerate(line):
+        if c == '"':
+            quoted = not quoted
+        elif c == delimiter and not quoted:
+            out.append((start, i))
+            start = i + 1
+    out.append((start, len(line)))
+    return out
+
+
+def _braced(line: str, p: int, limit: int = 4096) -> int:
+    """The end of the ``{...}`` or ``[...]`` that starts at ``line[p]`` (a timing's value
+    that is a dict of timings), or ``p`` when none does or it does not close within ``limit``."""
+    if p >= len(line) or line[p] not in "{[":
+        return p
+    depth = 0
+    for i in range(p, min(len(line), p + limit)):
+        if line[i] in "{[":
+            depth += 1
+        elif line[i] in "}]":
+            depth -= 1
+            if not depth:
+                return i + 1
+    return p
 
 
 def _start(before: str, line: str, p: int) -> int:
