@@ -567,7 +567,38 @@ def _settle(s: _Session, report: DebugReport, codes: list[int], paths: list[str]
         raise _no_verdict_when_cut(s, report, codes, cut)
     if not (report.ops_a or report.ops_b):  # two empty traces agree: no verdict either
         raise _no_verdict_when_empty(s)
-    return report
+    return _outputs_settle(s, report, paths)
+
+
+def _outputs_settle(s: _Session, report: DebugReport, paths: list[str]) -> DebugReport:
+    """The recorded ops agree: whether what the runs printed and wrote agrees too (a
+    difference that enters after, or outside, every recorded op: NumPy noise added to
+    the predictions). Only for whole runs (not runs stopped after one step)."""
+    from ..compare._outputs import differing_outputs
+
+    if s.stop_after or s.in_place:
+        return report
+    base = [os.path.splitext(p)[0] for p in paths]
+    logs = tuple(Path(b + ".log") if os.path.isfile(b + ".log") else None for b in base)
+    folders = tuple(Path(b + RUN_FOLDER) / "cwd" for b in base)
+    differ = differing_outputs(logs, folders, Path(os.path.dirname(paths[0])) / "outputs-compared")  # type: ignore[arg-type]
+    seen = "their printed output and " if all(logs) else ""
+    if not differ:
+        return replace(report, notes=[*report.notes, f"compared too: {seen}the files the runs wrote; they agree"])
+    n = report.spread.get("ops_compared", 0)
+    target = s.target
+    return replace(
+        report,
+        reproducible=False,
+        kind="outputs",
+        notes=[
+            f"NOT REPRODUCIBLE: all {n} recorded ops agree, but the runs' outputs differ after them: "
+            f"{'; '.join(differ[:5])}. The difference enters outside the recorded framework ops "
+            f"(NumPy, Python's random, a library that is not recorded); fwd9m lint {target} names "
+            f"unseeded generators, fwd9m check {target} what differs",
+            *report.notes,
+        ],
+    )
 
 
 def _agree_at(a: str, b: str, seq: int) -> bool:
