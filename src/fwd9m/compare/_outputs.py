@@ -26,8 +26,8 @@ def _files(folder: Path) -> dict[str, Path]:
 
 
 def _file_differs(name: str, pa: Path, pb: Path, ra: tuple, rb: tuple) -> bool:
-    from . import TEXT_LIMIT, TEXT_SUFFIXES, compare_flat, compare_text, file_digest, is_structured, replace_in_leaves
     from ..errors import FileFormatError
+    from . import TEXT_LIMIT, TEXT_SUFFIXES, compare_flat, compare_text, file_digest, is_structured, replace_in_leaves
 
     if pa.suffix.lower() in TEXT_SUFFIXES and max(pa.stat().st_size, pb.stat().st_size) <= TEXT_LIMIT:
         return bool(compare_text(name, pa, pb, ra, rb))
