@@ -76,3 +76,49 @@ def test_a_crafted_journal_touches_nothing_outside_its_directory(tmp_path):
     (tmp_path / "backup" / JOURNAL).write_text("{not json")
     assert recover_journal(tmp_path / "backup") == ([], [])
     assert outside.read_text() == "keep me"
+
+
+def test_recovery_keeps_what_changed_after_fwd9m_died(tmp_path):
+    import os
+    import time
+
+    user, guard = _guarded(tmp_path)
+    (user / "notes.txt").write_text("changed by a run")
+    died = time.time()
+    (user / "new_work.py").write_text("the user's work, after fwd9m was killed")
+    (user / "big.bin").write_bytes(b"the user's edit")
+    for name in ("new_work.py", "big.bin"):
+        os.utime(user / name, (died + 60, died + 60))
+    done, left = recover_journal(tmp_path / "backup", until=died + 4)
+    assert (user / "notes.txt").read_text() == "before"
+    assert (user / "new_work.py").exists() and (user / "big.bin").read_bytes() == b"the user's edit"
+    assert "notes.txt" in done and {"new_work.py", "big.bin"} <= set(left)
+
+
+def test_a_folder_that_is_not_this_users_own_is_never_recovered(tmp_path, monkeypatch):
+    """A journal planted in a shared /tmp (another user's folder, or one anyone may
+    write) must never be obeyed: it could name any folder as the one to 'put back'."""
+    import os
+
+    from fwd9m._runtime import lease
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "thesis.tex").write_text("precious")
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    for i, mode in enumerate((0o777, 0o700)):
+        evil = tmp_path / "tmp" / f"fwd9m-evil{i}"
+        (evil / "files").mkdir(parents=True)
+        (evil / "owner.json").write_text(json.dumps({"pid": 999999, "start": "0", "where": lease._where()}))
+        (evil / JOURNAL).write_text(
+            json.dumps({"source": str(victim), "before": {}, "dirs": [], "links": {}, "folder": "files",
+                        "skip": [], "inodes": [], "saved": {}})
+        )  # fmt: skip
+        os.chmod(evil, mode)
+        if mode == 0o700 and os.getuid() == 0:
+            os.chown(evil, 65534, 65534)  # another user's
+    said = []
+    lease.recover(said.append)
+    assert (victim / "thesis.tex").read_text() == "precious" and not said
+    assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == ["fwd9m-evil0", "fwd9m-evil1"]

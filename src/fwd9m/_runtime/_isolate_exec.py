@@ -68,6 +68,8 @@ def isolate(spec):
     _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
     if os.getppid() != parent:  # fwd9m died before the line above
         os._exit(FAILED)
+    if not spec["layers"]:  # --cwd link or empty: only dying with fwd9m
+        return
     userns = _namespaces(libc)
     _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "making mounts private")
     # each lower directory as it is now, before any overlay hides a mount under it

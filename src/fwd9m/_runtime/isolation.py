@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -71,14 +72,15 @@ def _under(path: str, root: str) -> bool:
 def _mounts() -> list[tuple[str, str]]:
     """(mount point, file system type) of this process's mounts (/proc/self/mountinfo)."""
     out = []
+    octal = re.compile(rb"\\([0-7]{3})")  # the kernel writes a space as \040, a newline as \012
     try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+        with open("/proc/self/mountinfo", "rb") as f:
             for line in f:
-                left, _, right = line.partition(" - ")
+                left, _, right = line.partition(b" - ")
                 parts, fstype = left.split(), right.split()[:1]
                 if len(parts) >= 5 and fstype:
-                    point = parts[4].encode().decode("unicode_escape")  # \040 for a space
-                    out.append((point, fstype[0]))
+                    raw = octal.sub(lambda m: bytes([int(m.group(1), 8)]), parts[4])
+                    out.append((os.fsdecode(raw), os.fsdecode(fstype[0])))
     except OSError:
         pass
     return out
@@ -140,9 +142,11 @@ def plan(source: Path, script_dir: str | None, own: str) -> tuple[Isolation | No
                 iso.skipped.append(f"{name or lower} -> {lower} (it holds fwd9m's temporary folder)")
                 continue
             iso.layers.append(Layer(lower, name))
+        links = _links(lower, budget)
         if depth >= LINK_DEPTH:
+            iso.skipped += [f"{os.path.join(name, rel)} -> {t} (more than {LINK_DEPTH} links deep)" for rel, t in links]
             continue
-        for rel, target in _links(lower, budget):
+        for rel, target in links:
             label = os.path.join(name, rel) if name else rel
             if os.path.isdir(target):
                 queue.append((target, label, depth + 1))
@@ -198,6 +202,15 @@ def wrap(command: list[str], iso: Isolation, upper: Path) -> list[str]:
         spec_layers.append({"lower": layer.lower, "upper": str(up), "work": str(work)})
     spec = base / "spec.json"
     spec.write_text(json.dumps({"cwd": iso.cwd, "writes": str(upper), "layers": spec_layers}), encoding="utf-8")
+    return [sys.executable, "-I", _EXEC, str(spec), "--", *command]
+
+
+def wrap_plain(command: list[str], folder: Path) -> list[str]:
+    """``command`` that dies with fwd9m (SIGKILL included), without isolation: for the
+    runs of ``--cwd link`` and ``--cwd empty`` (``folder``: where the spec goes)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = folder / "exec.json"
+    spec.write_text(json.dumps({"cwd": "", "writes": "", "layers": []}), encoding="utf-8")
     return [sys.executable, "-I", _EXEC, str(spec), "--", *command]
 
 
@@ -281,8 +294,13 @@ def choose(mode: str | Isolation, source: Path, script: str | None, own: str, sa
     covered = ", ".join(layer.name for layer in iso.layers if layer.name)
     say(
         "isolation: the runs see your directory through a copy-on-write layer (overlay mount); "
-        "your files are never written" + (f" (also through: {covered})" if covered else "")
+        + (
+            "your files are never written"
+            if not iso.skipped
+            else "your files are not written but through the links below"
+        )
+        + (f" (covered too: {covered})" if covered else "")
     )
     for s in iso.skipped:
-        say(f"isolation: not covered: {s}")
+        say(f"isolation: WARNING: not covered, a run writes there for real: {s}")
     return iso

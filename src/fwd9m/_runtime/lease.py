@@ -12,7 +12,9 @@ import json
 import os
 import shutil
 import signal
+import stat
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,27 +40,94 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
+def _where() -> str:
+    """This process's machine and PID namespace (a pid means nothing elsewhere: another
+    container sharing /tmp, another node sharing a TMPDIR)."""
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        ns = "?"
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = "?"
+    return f"{os.uname().nodename} {boot} {ns}"
+
+
+#: seconds between the owner file's heartbeats: recovery puts back only what changed
+#: before the owner's last sign of life (and a little after), never a later edit
+HEARTBEAT_S = 2.0
+_beating: dict[str, threading.Event] = {}
+
+
 def claim(root: Path) -> None:
-    """Mark ``root`` as this process's, and make it the lease of every process started
-    from now on (:data:`ENV_LEASE`, inherited)."""
+    """Mark ``root`` as this process's (its pid, start time, machine and PID namespace),
+    keep it alive with a heartbeat (the owner file's mtime), and make it the lease of
+    every process started from now on (:data:`ENV_LEASE`, inherited)."""
     tmp = root / (OWNER + ".tmp")
-    tmp.write_text(json.dumps({"pid": os.getpid(), "start": _start_time(os.getpid())}), encoding="utf-8")
+    owner = {"pid": os.getpid(), "start": _start_time(os.getpid()), "where": _where()}
+    tmp.write_text(json.dumps(owner), encoding="utf-8")
     os.replace(tmp, root / OWNER)
     os.environ[ENV_LEASE] = str(root)
+    stop = _beating[str(root)] = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(HEARTBEAT_S):
+            try:
+                os.utime(root / OWNER)
+            except OSError:
+                return
+
+    threading.Thread(target=beat, name="fwd9m-heartbeat", daemon=True).start()
 
 
 def release(root: Path) -> None:
+    stop = _beating.pop(str(root), None)
+    if stop is not None:
+        stop.set()
     if os.environ.get(ENV_LEASE) == str(root):
         del os.environ[ENV_LEASE]
 
 
-def _orphaned(root: Path) -> bool:
+def _mine(path: Path) -> bool:
+    """``path`` belongs to this user and no one else may write it (a folder or file in a
+    shared /tmp may be anyone's: a planted journal must never be obeyed)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022 and not stat.S_ISLNK(st.st_mode)
+
+
+def _orphaned(root: Path) -> float | None:
+    """The owner's last sign of life (its heartbeat) when ``root`` is a folder of this
+    user's whose fwd9m is gone, on this machine and in this PID namespace; else None."""
+    if not (_mine(root) and _mine(root / OWNER)):
+        return None
     try:
         owner = json.loads((root / OWNER).read_text(encoding="utf-8"))
-        pid, start = int(owner["pid"]), owner["start"]
+        pid, start, where = int(owner["pid"]), owner["start"], owner["where"]
+        alive = os.stat(root / OWNER).st_mtime
     except (OSError, ValueError, KeyError, TypeError):
-        return False  # not a folder of this version, or being made: left alone
-    return pid != os.getpid() and _start_time(pid) != start
+        return None  # not a folder of this version, or being made: left alone
+    if where != _where() or pid == os.getpid() or _start_time(pid) == start:
+        return None
+    return alive
+
+
+def remove(root: Path) -> None:
+    """Delete ``root``, also the mode-000 ``work/work`` folders an overlay leaves when not root."""
+
+    def retry(func, path, _exc):
+        try:
+            os.chmod(os.path.dirname(path), 0o700)
+            os.chmod(path, 0o700)
+            func(path)
+        except OSError:
+            pass
+
+    shutil.rmtree(root, onerror=retry)
 
 
 def _kill_leased(root: Path) -> int:
@@ -89,17 +158,18 @@ def recover(say: Callable[[str], None]) -> None:
     except OSError:
         return
     for root in roots:
-        if not _orphaned(root):
+        alive = _orphaned(root)
+        if alive is None:
             continue
         killed = _kill_leased(root)
         put_back: list[str] = []
         left: list[str] = []
         for journal in (root / JOURNAL, root / "backup" / JOURNAL):
-            if journal.is_file():
-                done, failed = recover_journal(journal.parent)
+            if journal.is_file() and _mine(journal):
+                done, failed = recover_journal(journal.parent, alive + 2 * HEARTBEAT_S)
                 put_back += done
                 left += failed
-        shutil.rmtree(root, ignore_errors=True)
+        remove(root)
         if put_back or killed:
             say(
                 "recovery: a fwd9m command was killed before it finished; "
@@ -113,8 +183,9 @@ def recover(say: Callable[[str], None]) -> None:
             )
         if left:
             say(
-                f"recovery: fwd9m could not put back {', '.join(left[:5])}: the runs changed them and "
-                f"fwd9m had no copy (larger than its copy limit, or a source file left as you may have edited it)"
+                f"recovery: fwd9m left {', '.join(left[:5])} as they are: changed after fwd9m was killed "
+                f"(your edits are kept), or changed by its runs without a copy (larger than its copy limit, "
+                f"or a source file you may have edited)"
             )
 
 
@@ -123,15 +194,16 @@ def finish(root: Path, guard: Guard | None, keep: bool, say: Callable[[str], Non
     ``--cwd link``), fwd9m's folder deleted (kept, without its journal, with ``keep``);
     signals wait until it is done."""
     with shielded():
+        _kill_leased(root)  # a process of the runs that left their process group
         left = guard.restore_all() if guard is not None else []
         if left:
             say(f"WARNING: fwd9m could not put back {', '.join(left[:5])} in your directory (no copy of it was made)")
+        release(root)
         if keep:  # a folder the user asked for: no longer fwd9m's to recover
             (root / OWNER).unlink(missing_ok=True)
-            shutil.rmtree(root / "backup", ignore_errors=True)
+            remove(root / "backup")
         else:
-            shutil.rmtree(root, ignore_errors=True)
-        release(root)
+            remove(root)
 
 
 @contextmanager

@@ -86,7 +86,13 @@ def own_outputs() -> set[tuple[int, int]]:
 LINK_HOPS = 4
 
 
-def snapshot_tree(source: Path, limit: int | None = None, own: Path | None = None, skip: tuple[str, ...] = ()) -> Watch:
+def snapshot_tree(
+    source: Path,
+    limit: int | None = None,
+    own: Path | None = None,
+    skip: tuple[str, ...] = (),
+    inodes: frozenset[tuple[int, int]] = frozenset(),
+) -> Watch:
     """Every entry under ``source`` up to ``limit`` (directories included: their mtime
     changes when a file is created in them; hidden ones too, as a script may write into
     ``.results/``), except :data:`TOOL_DIRS` and ``own``, the check's own temporary
@@ -96,7 +102,7 @@ def snapshot_tree(source: Path, limit: int | None = None, own: Path | None = Non
     (``outputs/result.txt``), so that what a run writes there is seen and put back."""
     limit = WATCH_LIMIT if limit is None else limit
     watch = Watch()
-    mine = own_outputs()
+    mine = own_outputs() | inodes
     own_path = str(own) if own is not None else None
     skipped = {own_path, *skip}
     top = os.path.realpath(source)
@@ -207,12 +213,22 @@ class Guard:
     #: or unwritable), and source files left as they are (an edit of the user's)
     unprotected: set[str] = field(default_factory=set)
     rounds: int = 0
+    #: (st_dev, st_ino) of fwd9m's own report files (its stdout and stderr when they are
+    #: files), never put back: also by a later command that recovers from the journal
+    inodes: frozenset[tuple[int, int]] = frozenset()
 
     @classmethod
     def make(cls, source: Path, folder: Path, skip: tuple[str, ...] = ()) -> Guard:
         skip = tuple(os.path.abspath(p) for p in skip)
         watch = snapshot_tree(source, own=folder.parent, skip=skip)
-        guard = cls(source, folder, skip, existed=set(watch.entries), before=dict(watch.entries))
+        guard = cls(
+            source,
+            folder,
+            skip,
+            existed=set(watch.entries),
+            before=dict(watch.entries),
+            inodes=frozenset(own_outputs()),
+        )
         files = []
         for rel, (size, *_rest) in watch.entries.items():
             p = source / rel
@@ -248,22 +264,36 @@ class Guard:
             "links": self.links,
             "folder": self.folder.name,
             "skip": list(self.skip),
+            "inodes": sorted(self.inodes),
             "saved": {rel: str(p.relative_to(self.folder)) for rel, p in self.saved.items()},
         }
         tmp = self.folder.parent / (JOURNAL + ".tmp")
         tmp.write_text(json.dumps(data), encoding="utf-8")
         os.replace(tmp, self.folder.parent / JOURNAL)
 
-    def changes(self) -> list[str]:
-        """The entries that differ from before the runs: changed, created or deleted."""
-        after = snapshot_tree(self.source, own=self.folder.parent, skip=self.skip)
+    def changes(self, until: float | None = None) -> list[str]:
+        """The entries that differ from before the runs: changed, created or deleted; with
+        ``until`` (a time), only those changed by then (a later change, of the user's
+        after fwd9m was killed, goes to :attr:`unprotected`, left as it is)."""
+        after = snapshot_tree(self.source, own=self.folder.parent, skip=self.skip, inodes=self.inodes)
         changed = [rel for rel, sig in after.entries.items() if self.before.get(rel) != sig]
         gone = [rel for rel in self.before if rel not in after.entries and after.complete]
-        return changed + gone
+        if until is None:
+            return changed + gone
+        late = {rel for rel in changed if after.entries[rel][1] / 1e9 > until}
+        late |= {rel for rel in gone if self._mtime(os.path.dirname(rel)) > until}
+        self.unprotected |= late
+        return [rel for rel in changed + gone if rel not in late]
 
-    def restore_all(self) -> list[str]:
+    def _mtime(self, rel: str) -> float:
+        try:
+            return os.stat(self.source / rel).st_mtime
+        except OSError:
+            return 0.0
+
+    def restore_all(self, until: float | None = None) -> list[str]:
         """Put back whatever differs now (:meth:`changes`); returns what could not be."""
-        self.restore(self.changes())
+        self.restore(self.changes(until))
         return sorted(self.unprotected)
 
     def restore(self, changed: list[str]) -> None:
@@ -301,9 +331,13 @@ class Guard:
             if present and p.suffix in SOURCE_SUFFIXES and not p.is_symlink():
                 self.unprotected.add(rel)  # most likely the user's own edit: left as it is
                 return
-            tmp = p.with_name(f".{p.name}.fwd9m-restore")
-            shutil.copy2(self.saved[rel], tmp)
-            os.replace(tmp, p)
+            if p.is_file() and not p.is_symlink():  # in place: its inode, owner and hard links stay
+                shutil.copyfile(self.saved[rel], p)
+                shutil.copystat(self.saved[rel], p)
+            else:
+                tmp = p.with_name(f".{p.name}.fwd9m-restore-{os.getpid()}")
+                shutil.copy2(self.saved[rel], tmp)
+                os.replace(tmp, p)
             self.restored.add(rel)
         elif rel not in self.existed:
             if present:
@@ -313,10 +347,12 @@ class Guard:
             self.unprotected.add(rel)
 
 
-def recover_journal(root: Path) -> tuple[list[str], list[str]]:
+def recover_journal(root: Path, until: float | None = None) -> tuple[list[str], list[str]]:
     """Put back the files of the guard whose journal is in ``root`` (left by a fwd9m
-    that was killed): (restored or removed, could not). The journal is data fwd9m wrote,
-    read as JSON and checked: paths stay inside its source and its backup folder."""
+    that was killed): (restored or removed, left as they are). ``until``: the last time
+    that fwd9m (and so its runs) lived; what changed later is the user's, left as it is.
+    The journal is data fwd9m wrote, read as JSON and checked: paths stay inside its
+    source and its backup folder (the caller checks that the folder is this user's)."""
     try:
         data = json.loads((root / JOURNAL).read_text(encoding="utf-8"))
         source = Path(data["source"])
@@ -326,6 +362,7 @@ def recover_journal(root: Path) -> tuple[list[str], list[str]]:
         dirs = {str(d) for d in data["dirs"]}
         links = {str(k): str(v) for k, v in data["links"].items()}
         skip = tuple(str(p) for p in data["skip"])
+        inodes = frozenset((int(d), int(i)) for d, i in data["inodes"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return [], []
     safe = (
@@ -337,8 +374,8 @@ def recover_journal(root: Path) -> tuple[list[str], list[str]]:
         return [], []
     if not all(_inside(source / k, source) for k in (*dirs, *links)):
         return [], []
-    guard = Guard(source, folder, skip, saved, set(before), before, dirs, links)  # type: ignore[arg-type]
-    left = guard.restore_all()
+    guard = Guard(source, folder, skip, saved, set(before), before, dirs, links, inodes=inodes)  # type: ignore[arg-type]
+    left = guard.restore_all(until)
     return sorted(guard.restored | guard.removed), left
 
 

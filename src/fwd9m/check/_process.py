@@ -334,7 +334,7 @@ def _launch(
     info = run.info
     iso = cwd_mode if isinstance(cwd_mode, isolation_.Isolation) else None
     linked = prepare_cwd(run.cwd, invocation, "isolate" if iso else cwd_mode)
-    command = isolation_.wrap(info.command, iso, run.cwd) if iso else info.command
+    command = isolation_.wrap(info.command, iso, run.cwd) if iso else isolation_.wrap_plain(info.command, run.root)
     capdir = run.root / "capture"
     capdir.mkdir()
     env = _run_env(run, extra_env, site, capdir)

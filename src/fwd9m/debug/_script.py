@@ -219,8 +219,10 @@ def _isolated(s: _Session, cmd: list[str], cwd: str | None) -> list[str]:
     ``cwd`` (the run's folder), when the session isolates its runs."""
     from .._runtime import isolation
 
-    if cwd is None or not isinstance(s.options.cwd, isolation.Isolation):
+    if cwd is None:
         return cmd
+    if not isinstance(s.options.cwd, isolation.Isolation):  # --cwd link or empty: dies with fwd9m all the same
+        return isolation.wrap_plain(cmd, Path(cwd).parent)
     return isolation.wrap(cmd, s.options.cwd, Path(cwd))
 
 
