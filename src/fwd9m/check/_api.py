@@ -79,20 +79,16 @@ def check(fn: Callable[..., Any], *args: Any, runs: int = 2, seed: int | None = 
     return result.freeze()
 
 
-#: generators of random numbers, by module and class name: a generator's state is not
-#: its result (and two runs seeded alike hold equal ones, whatever they drew)
-_RNG_TYPES = frozenset(
-    {
-        "random.Random",
-        "random.SystemRandom",
-        "numpy.random._generator.Generator",
-        "numpy.random.mtrand.RandomState",
-        "torch.Generator",
-        "torch._C.Generator",
-        "keras.src.random.seed_generator.SeedGenerator",
-        "tensorflow.python.ops.stateful_random_ops.Generator",
-    }
-)
+#: generators of random numbers, by class name, from Python, NumPy or a registered
+#: framework (a user's own ``Generator``, a GAN's module, is a result): a generator's
+#: state is not its result, and two runs seeded alike hold equal ones
+_RNG_CLASSES = frozenset({"Random", "SystemRandom", "Generator", "RandomState", "SeedGenerator", "BitGenerator"})
+
+
+def _is_rng(kind: type) -> bool:
+    top = kind.__module__.split(".", 1)[0]
+    libraries = {"random", "numpy", *(f.module for f in _frameworks.FRAMEWORKS.values())}
+    return top in libraries and (kind.__name__ in _RNG_CLASSES or kind.__name__.endswith("BitGenerator"))
 
 
 def refuse_uncomparable_types(value: Any, name: str, path: str = "the result", depth: int = 0) -> None:
@@ -112,9 +108,7 @@ def refuse_uncomparable_types(value: Any, name: str, path: str = "the result", d
 
     kind = type(value)
     qual = f"{kind.__module__}.{kind.__qualname__}"
-    if isinstance(value, (Iterator, types.GeneratorType)) or (
-        isinstance(value, random.Random) or qual in _RNG_TYPES or qual.endswith(".BitGenerator")
-    ):
+    if isinstance(value, (Iterator, types.GeneratorType)) or isinstance(value, random.Random) or _is_rng(kind):
         what = (
             "a random generator: its state is not a result (two runs seeded alike hold equal ones whatever they drew)"
             if not isinstance(value, Iterator)
