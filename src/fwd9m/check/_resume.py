@@ -733,7 +733,8 @@ def _compare(
         captures=captures,
         files={k: v for k, v in c.files.items() if k in a.files},
     )
-    base = _compare_runs(display, [a_view, c_view], source, strict=strict)
+    # stderr not compared: a resumed run warns of the checkpoint it loads, by design
+    base = _compare_runs(display, [a_view, c_view], source, strict=strict, stderr=False)
     fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(CheckResult)}
     fields.update(
         runs=[a.info, b.info, c.info],

@@ -283,8 +283,8 @@ class _Pairs:
     (runs whose shared stdout only interleaved ranks differently, runs whose hash-seed
     probe differed, environment differences, files not compared, values masked)."""
 
-    def __init__(self, first: _Run, strict: bool):
-        self.first, self.strict = first, strict
+    def __init__(self, first: _Run, strict: bool, stderr: bool = True):
+        self.first, self.strict, self.with_stderr = first, strict, stderr
         self.findings: list[Difference] = []
         self.interleaved: dict[str, list[str]] = {}  # how they were compared -> run labels
         self.probe_differs: list[str] = []
@@ -332,7 +332,8 @@ class _Pairs:
             self.interleaved.setdefault(how, []).append(label)
         elif d:
             self.findings.append(_text_finding("stdout", label, d, first.info.label))
-        self._stderr(other, pair)
+        if self.with_stderr:
+            self._stderr(other, pair)
         _compare_rank_outputs(first, other, label, self.findings, self.strict, pair)
         _compare_files(first, other, label, self.findings, self.skipped, self.strict, pair)
         self.ignored.merge(pair)
@@ -463,9 +464,11 @@ def _compare_runs(
     strict: bool = False,
     argv: list[str] | None = None,
     env: dict[str, str] | None = None,
+    stderr: bool = True,
 ) -> Draft[CheckResult]:
     """Compare each run with the first. Printed output and text files are compared with
-    timing values masked (each one listed in ``result.ignored``), unless ``strict``.
+    timing values masked (each one listed in ``result.ignored``), unless ``strict``;
+    standard error too, unless not ``stderr`` (a resumed run warns of the checkpoint it loads).
     ``argv``, ``env``: the runs' ``sys.argv`` and environment when every run had the same
     (None: unknown), for the lint hints."""
     from .. import environment
@@ -475,11 +478,11 @@ def _compare_runs(
     rank_lines = sum(_count_lines(o["stdout"]) for o in first.ranks.values() if "stdout" in o)
     compared = {
         "stdout lines": _count_lines(first.stdout) + rank_lines,
-        "stderr lines": _count_lines(_stderr(first)[0]),
+        "stderr lines": _count_lines(_stderr(first)[0]) if stderr else 0,
         "files": len(first.files),
         "state tensors": sum(len(g["flat"]) for g in _state_groups(first).values()),
     }
-    pairs = _Pairs(first, strict)
+    pairs = _Pairs(first, strict, stderr)
     for other in done[1:]:
         pairs.add(other)
     result = Draft(
