@@ -526,12 +526,15 @@ def _end_of_program() -> None:
     then run the atexit handlers (a save at exit); each once, as the interpreter would."""
     import threading
 
-    for t in threading.enumerate():
-        if t is not threading.current_thread() and not t.daemon:
-            try:
-                t.join()
-            except RuntimeError:
-                pass
+    # the interpreter's own step (CPython's threading._shutdown): the hooks registered
+    # with threading._register_atexit first (concurrent.futures stops its workers there:
+    # an async checkpointer's pool), then every non-daemon thread joined
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None and threading.current_thread() is threading.main_thread():
+        try:
+            shutdown()
+        except Exception:  # noqa: BLE001 - as at exit: the state is captured all the same
+            pass
     try:
         atexit._run_exitfuncs()  # the handlers run and are cleared (CPython's atexit module)
     except Exception:  # noqa: BLE001 - the interpreter prints them and goes on, as here

@@ -66,7 +66,7 @@ def _compare_files(
     the timing values masked in text files and TensorBoard tags (none with ``strict``). Files
     named by the time and process that wrote them (TensorBoard's) pair up by
     :func:`~fwd9m.compare.pair_names`."""
-    from ..compare._files import TRACKER_BOOKKEEPING, renamed_folders
+    from ..compare._files import renamed_folders
 
     names_a, names_b = pair_names(a.files, strict), pair_names(b.files, strict)
     if masked is not None and not strict:
@@ -78,17 +78,7 @@ def _compare_files(
     through_a = {names_a.get(k, k) for k in a.through}
     through_b = {names_b.get(k, k) for k in b.through}
     for name in sorted(set(files_a) | set(files_b)):
-        if TRACKER_BOOKKEEPING.search(name) and not strict:
-            if skipped is not None:
-                skipped[name] = "a tracker's own bookkeeping: clock, host and process ids"
-            continue
-        if (name in through_a) != (name in through_b) and (name not in files_a or name not in files_b):
-            continue  # changed in the user's directory during one run only: not the script's output
-        if name not in files_b:
-            findings.append(Difference("file", label, f"{name}: written by run 1 only"))
-            continue
-        if name not in files_a:
-            findings.append(Difference("file", label, f"{name}: not written by run 1"))
+        if _unpaired(name, files_a, files_b, through_a, through_b, label, findings, skipped, strict):
             continue
         (kind, pa), (_, pb) = files_a[name], files_b[name]
         tf = kind == "tf"  # pa, pb: a checkpoint prefix, no file of its own
@@ -120,6 +110,25 @@ def _compare_files(
                 name, "content", "bytes", None, a=f"sha256 {ha[:12]} ({sa} bytes)", b=f"sha256 {hb[:12]} ({sb} bytes)"
             )
             findings.append(Difference("file", label, f"{name}: content differs ({d.a} vs {d.b})", d, detail))
+
+
+def _unpaired(name, files_a, files_b, through_a, through_b, label, findings, skipped, strict) -> bool:
+    """True when file ``name`` is not compared content to content: a tracker's own
+    bookkeeping (listed in ``skipped``), a file changed in the user's directory during
+    one run only, or one that only one run wrote (a finding)."""
+    from ..compare._files import TRACKER_BOOKKEEPING
+
+    if TRACKER_BOOKKEEPING.search(name) and not strict:
+        if skipped is not None:
+            skipped[name] = "a tracker's own bookkeeping: clock, host and process ids"
+        return True
+    if (name in through_a) != (name in through_b) and (name not in files_a or name not in files_b):
+        return True  # changed in the user's directory during one run only: not the script's output
+    if name not in files_b or name not in files_a:
+        said = "written by run 1 only" if name not in files_b else "not written by run 1"
+        findings.append(Difference("file", label, f"{name}: {said}"))
+        return True
+    return False
 
 
 def _content_digest(path: Path, tf: bool = False, replacements: tuple[tuple[str, str], ...] = ()) -> tuple[str, int]:
