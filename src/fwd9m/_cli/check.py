@@ -61,15 +61,7 @@ def add_arguments(p) -> None:
         help="one extra run per value of an environment variable, 'threads', or a script "
         "option (--vary=--batch-size=32,64), each compared with run 1 (repeatable)",
     )
-    p.add_argument(
-        "--cwd",
-        choices=("isolate", "link", "empty"),
-        default="isolate",
-        help="each run's working directory: this directory seen through a copy-on-write layer of "
-        "the run's own, so that your files are never written (default, where the machine allows "
-        "it, else as link); links to this directory's entries, with what the runs write there put "
-        "back (link); or an empty folder (empty)",
-    )
+    add_cwd_option(p)
     p.add_argument("--keep", action="store_true", help="keep the runs' directories and say where")
     p.add_argument(
         "--no-early-stop",
@@ -146,6 +138,19 @@ def add_arguments(p) -> None:
         nargs=argparse.REMAINDER,
         metavar="script.py [args] | -m module [args] | -- command ...",
         help="the script and its arguments, a module (with -m), or -- and a command line",
+    )
+
+
+def add_cwd_option(p) -> None:
+    """``--cwd``, the same for ``check`` and ``debug``: where each run works."""
+    p.add_argument(
+        "--cwd",
+        choices=("isolate", "link", "empty"),
+        default="isolate",
+        help="each run's working directory: this directory seen through a copy-on-write layer of "
+        "the run's own, so that your files are never written (default, where the machine allows "
+        "it, else as link); links to this directory's entries, with what the runs write there put "
+        "back (link); or an empty folder (empty)",
     )
 
 

@@ -127,15 +127,9 @@ def add_arguments(p) -> None:
         "step with step digests of two runs side by side (and recording that step only)",
     )
     p.add_argument("--keep", metavar="DIR", help="keep the traces in DIR (without it they are deleted on exit)")
-    p.add_argument(
-        "--cwd",
-        choices=("isolate", "link", "empty"),
-        default="isolate",
-        help="each run's working directory: this directory seen through a copy-on-write layer of "
-        "the run's own, so that your files are never written (default, where the machine allows "
-        "it, else as link); links to this directory's entries, with what the runs write there put "
-        "back (link); or an empty folder (empty)",
-    )
+    from .check import add_cwd_option
+
+    add_cwd_option(p)
     p.add_argument(
         "--no-hashseed-check",
         action="store_true",
