@@ -94,7 +94,8 @@ def measure(corpus: Path, all_rules: bool = False, show_unjudged: bool = False) 
         f"default rules: {t} true, {f} false, {d} debatable, {total['unjudged']} unjudged: "
         f"precision {precision:.3f} (strict {t / max(1, t + f + d):.3f})"
     )
-    recall_rows = _rows("recall.csv")
+    present = {p.name.replace("+", "/", 1) for p in corpus.iterdir() if p.is_dir()}
+    recall_rows = [r for r in _rows("recall.csv") if r["repo"] in present]  # this corpus's rounds only
     at = defaultdict(list)
     for repo, path, line, code, _ in findings:
         at[(repo, path, code)].append(line)
