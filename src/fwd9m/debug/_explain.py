@@ -536,3 +536,40 @@ def _explain_external(
         "fix": _situated_fix(fix, lint, _script(ha)),
         "lint": lint,
     }
+
+
+#: the likely causes of a culprit whose replay alone did not vary
+_UNCONFIRMED_CAUSES = [
+    "an input was changed outside the recorded ops, in memory shared with NumPy or another "
+    "library (a `.numpy()` view written, a `torch.from_numpy` buffer refilled in place): the "
+    "inputs were recorded as identical but were not",
+    "concurrency with other work at the time (other threads, streams or processes)",
+    "state the op reads that is not an input (a cache, a global setting, the memory layout)",
+]
+
+
+def unconfirmed(first, framework: str) -> dict[str, Any]:
+    """The explanation of a culprit whose replay says "not reproduced in isolation": the
+    op is not known to be nondeterministic, so it is not blamed (no "please report it"),
+    and the catalog's fix is kept only for an op the catalog lists."""
+    ex = dict(first.explanation or {})
+    ex["unconfirmed"] = True
+    ex["headline"] = (
+        f"unconfirmed: {first.op} gave different outputs from inputs recorded as identical, "
+        f"but replayed alone on those inputs it is deterministic; what changed is likely "
+        f"outside the op"
+    )
+    causes = _UNCONFIRMED_CAUSES if framework == "torch" else _UNCONFIRMED_CAUSES[1:]
+    ex["causes"] = [*causes, *(c for c in ex.get("causes", []) if "intra-op threads" in c)]
+    if not ex.get("catalog"):
+        ex["fix"] = (
+            "# the op is not shown to be at fault: rerun fwd9m debug to see whether the divergence\n"
+            "# recurs at the same op, and seed the NumPy/Python randomness that fills its inputs"
+            + (
+                ";\n# a tensor written through NumPy (t.numpy()[:] = ..., a torch.from_numpy buffer\n"
+                "# refilled in place) changes outside torch's ops"
+                if framework == "torch"
+                else ""
+            )
+        )
+    return ex

@@ -170,9 +170,10 @@ def _header(report) -> str:
     where = ""
     if f is not None and f.seq is not None:
         where = f" at op #{f.seq} of {report.ops_a}" + (f" (step {f.step})" if f.step >= 0 else "")
+    unconfirmed = " (unconfirmed)" if f is not None and (f.explanation or {}).get("unconfirmed") else ""
     return (
         f"<header data-part='header'><h1>fwd9m debug <span class='badge {_esc(kind)}'>"
-        f"{_KIND_TITLE[kind]}</span></h1><p class='sub'>{_esc(report.framework)}: "
+        f"{_KIND_TITLE[kind]}{unconfirmed}</span></h1><p class='sub'>{_esc(report.framework)}: "
         f"<code>{_esc(report.a)}</code> vs <code>{_esc(report.b)}</code>; "
         f"{_esc(sp.get('ops_compared', 0))} ops compared{_esc(where)}</p></header>"
     )

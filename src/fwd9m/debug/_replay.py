@@ -149,13 +149,15 @@ class ReplayResult:
                 f"allocator's memory layout, a cache, a global setting), or a different kernel choice "
                 f"under load. Try more replays (--repeat), or the debug run's thread count."
             )
-        return f"replay failed: {o.error}"
+        return f"replay failed: {_one_line(o.error)}"
 
     def switch_verdict(self) -> str | None:
         p = self.on
         if p is None:
             return None
         head = f"with {self.switch_code}:" if self.switch_code else "with the determinism switch:"
+        if p.status == "deterministic" and self.off.status == "deterministic":  # nothing to fix alone
+            return f"{head} deterministic too (1 output in {p.repeats} replays)"
         if p.status == "deterministic":
             return f"{head} deterministic (1 output in {p.repeats} replays): the switch fixes it"
         if p.status == "raises":
@@ -166,7 +168,7 @@ class ReplayResult:
                 f"{head} STAYS NONDETERMINISTIC: {p.distinct} distinct outputs in {p.repeats} "
                 f"replays{ulp}; a silent gap in the switch"
             )
-        return f"{head} replay failed: {p.error}"
+        return f"{head} replay failed: {_one_line(p.error)}"
 
     def render(self) -> str:
         from ..compare._escape import printable
@@ -188,6 +190,14 @@ class ReplayResult:
             "verdict": self.verdict(),
             "switch_verdict": self.switch_verdict(),
         }
+
+
+def _one_line(error: str | None, limit: int = 300) -> str:
+    """A replay's error for the report: its last line (a framework's exception carries
+    the traceback of where it was raised, which is not the user's), cut at ``limit``."""
+    lines = [s.strip() for s in (error or "").splitlines() if s.strip()]
+    last = lines[-1] if lines else "unknown error"
+    return last if len(last) <= limit else last[: limit - 3] + "..."
 
 
 def _device_of(call: dict) -> str:

@@ -75,6 +75,8 @@ def _divergence_lines(report, f) -> list[str]:
     title = {"culprit": "CULPRIT OP", "external": "EXTERNAL SOURCE", "structural": "STRUCTURAL DIFFERENCE"}[f.kind]
     if f.kind == "external":
         title += f" ({f.source})"
+    elif ex.get("unconfirmed"):  # its replay alone did not vary (fwd9m.debug._explain.unconfirmed)
+        title += " (unconfirmed)"
     lines = [f"{title}: first divergence at op #{f.seq} of {report.ops_a} (step {f.step})"]
     if ex.get("headline"):
         lines.append(f"  {ex['headline']}")

@@ -883,6 +883,11 @@ def _replayed(s: _Session, directory: str, report: DebugReport) -> DebugReport:
         "switch": None if on is None else result.switch_verdict(),
     }
     first = replace(first, explanation={**(first.explanation or {}), "replay": proof})
+    if off.status == "deterministic":  # not reproduced in isolation: not blamed
+        from ._explain import unconfirmed
+
+        detail = first.detail.replace(": the op is nondeterministic", " (as recorded)")
+        first = replace(first, detail=detail, explanation=unconfirmed(first, report.framework))
     return replace(report, first=first)
 
 

@@ -29,6 +29,7 @@ from .. import fingerprint as fp
 from ..debug._common import ENV_STOP_AFTER, Recording, WindowDone, guarded, user_location
 from ..debug._store import HAS_SAMPLE, IS_MODEL_INPUT, IS_PARAM
 from . import _digest
+from ._foreign import ForeignMemory
 
 __all__ = ["TorchRecorder"]
 
@@ -141,6 +142,8 @@ class TorchRecorder:
         self._node_modules: dict[int, tuple[str, str]] = {}  # autograd seq nr -> (module, line)
         self._param_paths: dict[int, tuple[str, str]] = {}  # id(param) -> (module path, name)
         self._known: dict[tuple, tuple] = {}  # (data_ptr, nbytes, dtype) -> (ref, version, digest, sample)
+        #: memory NumPy or DLPack can write behind the version counter's back: never cached
+        self._foreign = ForeignMemory()
         #: while Dynamo traces a compiled function it runs the global hooks too; they
         #: must leave no trace in the compiled program (public: torch.compiler.is_compiling)
         self._compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
@@ -342,6 +345,7 @@ class TorchRecorder:
             subscribe(self._opt_pre, self._opt_post),
         ]
         self._patch_dataloader()
+        self._foreign.start(self.torch, self._compiling)
         self._compiled.start()
         self._window()
         _active.add(self)
@@ -370,6 +374,7 @@ class TorchRecorder:
         for cls, attr, original in reversed(self._patched):
             setattr(cls, attr, original)
         self._patched = []
+        self._foreign.stop()
         self.rec.notes.extend(self._compiled.notes())
         self._compiled.stop()
         self.flush()
@@ -400,7 +405,9 @@ class TorchRecorder:
         version counter (shared by all views, bumped by every in-place write) is
         unchanged: inputs that are earlier outputs, views and unchanged parameters are
         not read again. Outputs of mutating ops bypass the cache (``cache=False``):
-        autograd bumps the version counter only after the kernel returns.
+        autograd bumps the version counter only after the kernel returns. Memory that NumPy
+        or DLPack shares (:mod:`fwd9m.torch._foreign`) is written without bumping it, so
+        it bypasses the cache too: digested again at every use.
         """
         rec = self.rec
         dtype = t.dtype
@@ -414,6 +421,8 @@ class TorchRecorder:
                 try:
                     key = (t.data_ptr(), t.numel() * t.element_size(), dtype)
                     version = t._version
+                    if self._foreign and self._foreign.covers(key[0], key[1]):
+                        key = None
                 except (RuntimeError, TypeError, AttributeError):  # sparse, inference tensors
                     key = None
             if key is not None:
