@@ -162,7 +162,7 @@ def test_nondeterministic_jitted_call_is_the_culprit_at_jit_granularity(tmp_path
 
 def test_eager_host_callback_is_explained_as_a_callback(tmp_path):
     """pure_callback bound outside any jit is recorded as its own op; fresh entropy in
-    it is a host callback's doing, not an uncatalogued kernel."""
+    it is the program's Python, a value entering from outside (issue 27), not a kernel."""
     shape = jax.ShapeDtypeStruct((3,), jnp.float32)
     x = jnp.ones(3)
 
@@ -175,10 +175,10 @@ def test_eager_host_callback_is_explained_as_a_callback(tmp_path):
 
     report = dbg.localize(run, framework="jax", directory=str(tmp_path))
     first = report.first
-    assert report.kind == "culprit" and first.op == "pure_callback", report.render()
+    assert report.kind == "external" and first.source == "python" and first.op == "pure_callback", report.render()
     told = first.explanation
-    assert "host callback" in told["headline"] and "not in fwd9m's catalog" not in told["headline"]
-    assert len(told["causes"]) == 1 and "XLA" not in report.render()
+    assert "the Python function run by pure_callback (jax.pure_callback)" in told["headline"]
+    assert "not in fwd9m's catalog" not in told["headline"] and "XLA" not in report.render()
     assert told["catalog"][0]["id"] == "python.numpy-unseeded"
 
 

@@ -488,10 +488,35 @@ def _shapes(op: Op) -> str:
     return "(" + ", ".join(t.meta for t in op.inputs) + ") -> (" + ", ".join(t.meta for t in op.outputs) + ")"
 
 
+#: ops that run the program's own Python function (``tf.py_function``,
+#: ``tf.numpy_function``; ``jax.pure_callback`` / ``io_callback`` run eagerly): what they
+#: return is made by Python code no recorder sees, so from identical inputs it is a value
+#: entering from outside (Python's ``random``, NumPy's global RNG, the clock), never a kernel
+PYTHON_OPS = {
+    "EagerPyFunc": "tf.py_function",
+    "PyFunc": "tf.numpy_function",
+    "PyFuncStateless": "tf.numpy_function",
+    "pure_callback": "jax.pure_callback",
+    "io_callback": "jax.experimental.io_callback",
+}
+
+
 def _same_inputs(a: Op, outs: list[int]) -> tuple[str, str | None, str]:
     """(kind, source, detail) of a first divergence whose inputs all agree: a random op
-    (its generator state differs), an op reading a variable or resource set outside the
-    recorded ops, or else a nondeterministic op (a culprit)."""
+    (its generator state differs), an op running the program's Python (:data:`PYTHON_OPS`),
+    an op reading a variable or resource set outside the recorded ops, or else a
+    nondeterministic op (a culprit)."""
+    if a.name in PYTHON_OPS:
+        return (
+            "external",
+            "data" if a.phase == "data" else "python",
+            (
+                f"{a.name} runs a Python function of the program ({PYTHON_OPS[a.name]}); its "
+                f"inputs are identical in both runs but output(s) {outs} differ: the Python code "
+                f"inside it drew values from outside the recorded ops (Python's random, NumPy's "
+                f"global RNG, the clock, a file)"
+            ),
+        )
     if a.node == "random" or _is_tf_random(a.name):
         detail = (
             f"{a.name} draws from a random generator whose state differs between the runs (its inputs are identical)"

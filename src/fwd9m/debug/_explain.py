@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._log import logger
+from ._compare import PYTHON_OPS
 from ._compiled import COMPILED_NODE, XLA_NODE, compiled_culprit, xla_culprit
 
 __all__ = ["explain"]
@@ -512,6 +513,8 @@ def _explain_external(
             )
             causes = _JAX_PROGRAM_CAUSES + causes
             fix = _JAX_PROGRAM_FIX + "\n" + fix
+    if first.op in PYTHON_OPS:  # tf.py_function / numpy_function, an eager jax.pure_callback
+        headline, causes, fix = _python_op(first.op, framework, causes, fix)
     if source == "hashseed" and hashseed_note:
         causes.append(hashseed_note)
     if hashseed in _NOT_HASH and source != "hashseed":
@@ -536,6 +539,28 @@ def _explain_external(
         "fix": _situated_fix(fix, lint, _script(ha)),
         "lint": lint,
     }
+
+
+_PYTHON_OP_CAUSE = (
+    "the function draws from Python's random or NumPy's global RNG (unseeded), or reads the clock or a file"
+)
+_PYTHON_OP_FIX = (
+    "import fwd9m, numpy as np\n"
+    "# inside the function: a generator with a fixed seed, made once outside it\n"
+    'rng = np.random.default_rng(fwd9m.derive_seed(0, "py_function"))\n'
+    "# or seed Python's random and NumPy's global RNG before the first call:"
+)
+_JAX_PYTHON_OP_FIX = "# in the callback: no unseeded draw; a generator with a fixed seed, made once outside it:"
+
+
+def _python_op(op: str, framework: str, causes: list[str], fix: str) -> tuple[str, list[str], str]:
+    """(headline, causes, fix) of an op running the program's Python (PYTHON_OPS)."""
+    headline = (
+        f"the Python function run by {op} ({PYTHON_OPS[op]}) returns different "
+        f"values from identical inputs: Python code, not a kernel"
+    )
+    causes = [_PYTHON_OP_CAUSE, *(c for c in causes if "Python's random" not in c)]
+    return headline, causes, (_JAX_PYTHON_OP_FIX if framework == "jax" else _PYTHON_OP_FIX) + "\n" + fix
 
 
 #: the likely causes of a culprit whose replay alone did not vary

@@ -125,6 +125,8 @@ class ReplayResult:
     on: Phase | None = None
     switch_code: str = ""
     notes: list[str] = field(default_factory=list)
+    #: a jitted call narrowed to one equation: its primitive and location
+    inside: dict = field(default_factory=dict)
 
     def _threads_text(self) -> str:
         # None: the framework's default (TensorFlow's intra-op setting 0: it picks)
@@ -402,6 +404,7 @@ def _narrowed(trace: str, seq: int, call: dict) -> ReplayResult:
     r = ReplayResult(trace, seq, call.get("op", "jit"), "jax", "cpu", None, runs, off, None, "", [note])
     if n.get("found"):
         r.op = f"jit: {n['primitive']} at {n['location']}"
+        r.inside = {"primitive": n["primitive"], "location": n["location"] or ""}
     return r
 
 

@@ -33,7 +33,7 @@ from .._runtime.launch import check_output_path
 from ..errors import ConfigurationError, RunError
 from . import _early
 from ._common import LEVELS, CaptureSpec
-from ._compare import DebugReport
+from ._compare import PYTHON_OPS, DebugReport
 
 __all__ = [
     "DebugOptions",
@@ -868,7 +868,11 @@ def _replayed(s: _Session, directory: str, report: DebugReport) -> DebugReport:
             steps=s.steps,
         )
     except Exception as exc:  # noqa: BLE001 - the verdict stands without its proof
-        return replace(report, notes=[*report.notes, f"the culprit was not replayed: {exc}"])
+        why, _, tail = str(exc).partition("\n")  # the run's last output: progress, not the report
+        if tail.strip():
+            s.say(f"the replay's targeted run: its last output:\n{tail.rstrip()}")
+        why = why.removesuffix("; its last output:").removesuffix(": its last output:")
+        return replace(report, notes=[*report.notes, f"the culprit was not replayed: {why}"])
     finally:
         _note_writes_through_links(s, watch, directory, "the replay run")
     if result is None:
@@ -883,12 +887,40 @@ def _replayed(s: _Session, directory: str, report: DebugReport) -> DebugReport:
         "switch": None if on is None else result.switch_verdict(),
     }
     first = replace(first, explanation={**(first.explanation or {}), "replay": proof})
+    if result.inside.get("primitive") in PYTHON_OPS:  # a jit's callback: the program's Python
+        return _python_inside(report, replace(first, explanation={"replay": proof}), result.inside, directory)
     if off.status == "deterministic":  # not reproduced in isolation: not blamed
         from ._explain import unconfirmed
 
         detail = first.detail.replace(": the op is nondeterministic", " (as recorded)")
         first = replace(first, detail=detail, explanation=unconfirmed(first, report.framework))
     return replace(report, first=first)
+
+
+def _python_inside(report: DebugReport, first: Any, inside: dict, directory: str) -> DebugReport:
+    """A jitted call narrowed to a host callback (``jax.pure_callback``): the Python it
+    calls made the difference, a value entering from outside (EXTERNAL), named at the
+    callback's line."""
+    from . import _explain, _store
+
+    prim = inside["primitive"]
+    f = replace(
+        first,
+        kind="external",
+        source="python",
+        op=prim,
+        node="",
+        location=inside.get("location") or first.location,
+        detail=(
+            f"{prim} inside {first.op} (called at {first.location}) runs a Python function of the "
+            f"program ({PYTHON_OPS[prim]}); replayed equation by equation on the recorded inputs, its "
+            f"inputs agree and its outputs differ: the Python code inside it drew values from outside "
+            f"the recorded ops (Python's random, NumPy's global RNG, the clock, a file)"
+        ),
+    )
+    ha, hb = (_store.read_header(os.path.join(directory, f"run{i}.trace")) for i in (1, 2))
+    f = replace(f, explanation={**_explain.explain(f, report, ha, hb), "replay": first.explanation["replay"]})
+    return replace(report, kind="external", first=f)
 
 
 def _say(progress: Say | None) -> Say:
