@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import collections
 import functools
+import re
 import sys
 from pathlib import Path
 
@@ -45,6 +46,9 @@ __all__ = [
     "assigns",
     "is_test_file",
     "fallback_calls",
+    "importers",
+    "importer_seeds",
+    "importer_scripts",
 ]
 
 #: methods that seed every generator whatever the receiver (Lightning Fabric and
@@ -348,6 +352,115 @@ _FOREIGN = frozenset(
         "fwd9m",
     }
 )
+
+
+_IMPORTERS_MAX_FILES = 300  #: a larger tree is not searched for importers (speed)
+_SEED_TEXT = re.compile(
+    r"\b(?:set_seed|set_random_seed|manual_seed|seed_everything|enable_determinism|"
+    r"enable_op_determinism|use_deterministic_algorithms|PRNGKey|random\.key)\s*\("
+)
+_TF_SEED_TEXT = re.compile(r"\b(?:set_seed|set_random_seed|seed_everything|enable_determinism)\s*\(")
+
+
+def _import_index(root: Path) -> dict[str, tuple[Path, ...]]:
+    """Module name (each dotted part) -> the ``.py`` files under ``root`` importing it,
+    read once per folder (again when a file is added or removed there); {} when the
+    folder holds too many files."""
+    try:
+        mtime = root.stat().st_mtime_ns
+    except OSError:
+        return {}
+    return _import_index_cached(root, mtime)
+
+
+@functools.lru_cache(maxsize=32)
+def _import_index_cached(root: Path, mtime_ns: int) -> dict[str, tuple[Path, ...]]:
+    files = []
+    for path in root.rglob("*.py"):
+        files.append(path)
+        if len(files) > _IMPORTERS_MAX_FILES:
+            return {}
+    index: dict[str, set[Path]] = collections.defaultdict(set)
+    pattern = re.compile(r"^\s*(?:from\s+([\w.]*)\s+import\s+([\w, ()]+)|import\s+([\w., ]+))", re.M)
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for m in pattern.finditer(text):
+            names = " ".join(g for g in m.groups() if g).replace(",", " ").replace(".", " ")
+            for name in names.replace("(", " ").replace(")", " ").split():
+                index[name].add(path)
+    return {k: tuple(sorted(v)) for k, v in index.items()}
+
+
+def importers(ctx, depth: int = 3) -> list[Path]:
+    """The files of the project (the linted file's folder, or the folder above its top
+    package) that import this module, directly or through up to ``depth`` local modules, read
+    textually (``import data``, ``from .data import f``, ``from pkg.data import f``). The
+    whole-program view of a library module: its callers. Cached per file."""
+    cached = ctx.__dict__.get("_flow_importers")
+    if cached is not None:
+        return cached
+    out: list[Path] = []
+    if ctx.path not in ("-", "<stdin>"):
+        me = Path(ctx.path).resolve()
+        root = me.parent
+        while (root / "__init__.py").is_file() and root.parent != root:
+            root = root.parent  # the folder that holds the top package: where scripts live
+        index = _import_index(root)
+        ctx.__dict__["_flow_import_index"] = index
+        todo, seen = [me], {me}
+        for _ in range(depth):
+            nxt = []
+            for mod in todo:
+                stem = mod.parent.name if mod.name == "__init__.py" else mod.stem
+                for p in index.get(stem, ()):
+                    if p not in seen:
+                        seen.add(p)
+                        nxt.append(p)
+            out += nxt
+            todo = nxt
+    ctx.__dict__["_flow_importers"] = out
+    return out
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def importer_scripts(ctx) -> list[str]:
+    """The texts of the scripts among :func:`importers`: files with a ``__main__`` block
+    or ``app.run``, or that no other file imports."""
+    cached = ctx.__dict__.get("_flow_importer_scripts")
+    if cached is not None:
+        return cached
+    found = importers(ctx)
+    index = ctx.__dict__.get("_flow_import_index", {})
+
+    def imported(p: Path) -> bool:
+        return any(q != p for q in index.get(p.stem, ()))
+
+    texts = {p: _text(p) for p in found}
+    out = [t for p, t in texts.items() if "__main__" in t or "app.run(" in t or not imported(p)]
+    ctx.__dict__["_flow_importer_scripts"] = out
+    return out
+
+
+def importer_seeds(ctx, tf_only: bool = False) -> tuple[bool, bool]:
+    """``(any, all)``: whether any / every script among :func:`importers` (a file with a
+    ``__main__`` block or ``app.run``, or one no other file imports) seeds, read
+    textually; ``tf_only``: a seed call that sets TensorFlow's global seed. (False,
+    False) when no script imports the module."""
+    pattern = _TF_SEED_TEXT if tf_only else _SEED_TEXT
+    scripts = importer_scripts(ctx)
+    if not scripts:
+        return False, False
+    hits = [pattern.search(t) is not None for t in scripts]
+    return any(hits), all(hits)
 
 
 def main_block(tree):

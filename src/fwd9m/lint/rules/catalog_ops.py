@@ -32,7 +32,7 @@ from __future__ import annotations
 import ast
 import re
 
-from .._flow import assigns, computes_gradients
+from .._flow import assigns, computes_gradients, importer_scripts, importer_seeds, main_block
 from .._helpers import literal
 from .._rule import Rule, register
 from ._common import SEED_CALLS, SWITCH_ON_CALLS
@@ -56,6 +56,8 @@ _SWITCH_FOR = {
 _KW_EQ = re.compile(r"^\s*(\w+)\s*=\s*(.+?)\s*$")
 _KW_GIVEN = re.compile(r"^\s*(\w+)\s+given\b")
 _CUDA_STRING = re.compile(r"""['"]cuda""")
+_GPU_TEXT = re.compile(r"""['"]cuda|\.cuda\(|torch\.cuda\.|torch\.accelerator\.""")
+_BACKWARD_TEXT = re.compile(r"\.(?:backward|fit|train_on_batch|apply_gradients|minimize)\(|\bgrad\(")
 #: tensor methods whose names NumPy arrays, pandas objects or queues share: a method call
 #: ``x.put(...)`` says nothing about ``x`` being a tensor, so only the function spellings
 #: (``torch.cumsum``) are matched for these
@@ -179,6 +181,52 @@ def _resolved(symbol: str) -> str:
     return symbol
 
 
+#: TF2 modules that re-export Keras's (``tf.losses.CategoricalCrossentropy`` is
+#: ``tf.keras.losses.CategoricalCrossentropy``: tensorflow/__init__.py imports them from
+#: keras/api/_v2/keras)
+_TF_KERAS_REEXPORTS = ("losses", "metrics", "optimizers", "initializers")
+
+
+def _aliases(norm: str) -> list[str]:
+    """The other spellings that resolve to the same TensorFlow symbol: ``tf.compat.v1``
+    / ``tf.compat.v2``, and the TF2 re-exports of Keras modules."""
+    if not norm.startswith("tensorflow.") or norm.startswith("tensorflow.compat."):
+        return []
+    rest = norm[len("tensorflow.") :]
+    out = [f"tensorflow.compat.v1.{rest}", f"tensorflow.compat.v2.{rest}"]
+    head, _, tail = rest.partition(".")
+    if head == "keras" and tail.split(".", 1)[0] in _TF_KERAS_REEXPORTS:
+        out.append(f"tensorflow.{tail}")
+    return out
+
+
+def _maybe_gradient(ctx, call: ast.Call) -> bool:
+    """``tf.convert_to_tensor(x)`` densifies an IndexedSlices only when ``x`` is one: a
+    gradient (``tape.gradient``, ``tf.gradients``, a name like ``grads``) or an
+    ``IndexedSlices``; a NumPy array or a list converts without a segment sum."""
+    value = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "value"), None)
+    if value is None:
+        return True
+
+    def gradient_like(node) -> bool:
+        text = ast.unparse(node).lower()
+        return "grad" in text or "indexedslices" in text
+
+    if gradient_like(value):
+        return True
+    if type(value) is ast.Name:
+        return any(
+            gradient_like(n.value)
+            for n in ast.walk(ctx.tree)
+            if type(n) is ast.Assign and any(type(t) is ast.Name and t.id == value.id for t in n.targets)
+        )
+    return False
+
+
+#: symbols whose catalog entry holds only for some operands, and the test for them
+_OPERAND_TESTS = {"tensorflow.convert_to_tensor": _maybe_gradient}
+
+
 class _Index:
     """Symbol lookup tables for one framework, built once from the catalog."""
 
@@ -209,7 +257,8 @@ class _Index:
                     if last not in _AMBIGUOUS_METHODS:
                         self.methods.setdefault(last, []).append(item)
                 else:
-                    self.functions.setdefault(norm, []).append(item)
+                    for name in (norm, *_aliases(norm)):
+                        self.functions.setdefault(name, []).append(item)
         self.words = tuple(sorted({s.rsplit(".", 1)[-1] for s in (*self.functions, *self.methods)}))
 
 
@@ -228,7 +277,7 @@ class CatalogOpRule(Rule):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.index = _index(self.framework)
-        self.switch_sites: dict[str, ast.Call] = {}
+        self.switch_sites: dict[str, list[ast.Call]] = {}
         self.pending: list = []
         self.gpu_seen: bool | None = None
         _, self.roots, _ = FRAMEWORK_CODES[self.framework]
@@ -242,6 +291,9 @@ class CatalogOpRule(Rule):
             items = idx.methods[node.func.attr]
         if not items:
             return
+        test = _OPERAND_TESTS.get((qn or "").replace(".compat.v1.", ".").replace(".compat.v2.", "."))
+        if test is not None and not test(self.ctx, node):
+            return
         worst = None
         for e, behaviour, cond in items:
             met = _condition_met(node, cond)
@@ -250,8 +302,8 @@ class CatalogOpRule(Rule):
             if behaviour in ("raises", "nondeterministic"):
                 if worst is None or worst[1] == "deterministic":
                     worst = (e, behaviour, met)
-            elif behaviour == "deterministic" and e.id not in self.switch_sites:
-                self.switch_sites[e.id] = node
+            elif behaviour == "deterministic":
+                self.switch_sites.setdefault(e.id, []).append(node)
         if worst is not None:
             self.pending.append((node, worst))
 
@@ -260,10 +312,18 @@ class CatalogOpRule(Rule):
         if self.gpu_seen is None:
             self.gpu_seen = (
                 "cuda" in ctx.methods
-                or any(qn.startswith("torch.cuda.") for qn in ctx.calls)
+                or any(qn.startswith(("torch.cuda.", "torch.accelerator.")) for qn in ctx.calls)
                 or _CUDA_STRING.search(ctx.text) is not None
+                or any(_GPU_TEXT.search(t) for t in self._callers())
             )
         return self.gpu_seen
+
+    def _callers(self) -> list[str]:
+        """The scripts that import this module when it has no ``__main__`` block of its
+        own (a model module): where it runs, on which device, with a backward pass."""
+        if main_block(self.ctx.tree) is not None:
+            return []
+        return importer_scripts(self.ctx)
 
     def _skip(self, e) -> bool:
         """The entry's conditions cannot hold in this file: PyTorch keeps tensors on the
@@ -271,7 +331,11 @@ class CatalogOpRule(Rule):
         backward pass in the file; a setting the catalog lists in ``fixed_by`` is made."""
         if self.framework == "torch" and e.devices == ("gpu",) and not self._gpu_used():
             return True
-        if e.direction == "backward" and not computes_gradients(self.ctx):
+        if (
+            e.direction == "backward"
+            and not computes_gradients(self.ctx)
+            and not any(_BACKWARD_TEXT.search(t) for t in self._callers())
+        ):
             return True
         return any(assigns(self.ctx, s) for s in e.fixed_by)
 
@@ -311,13 +375,16 @@ class CatalogOpRule(Rule):
             or ctx.calls.get("jax.random.key")
             or ctx.calls.get("jax.random.PRNGKey")
             or ctx.imports_any("fwd9m")
+            # a model module (no __main__ block) whose training script seeds
+            or (main_block(ctx.tree) is None and importer_seeds(ctx)[0])
         )
 
     def finish(self):
         if (not self.pending and not self.switch_sites) or not self._intent():
             return
+        dead = _never_called(self.ctx)
         for node, (e, behaviour, met) in self.pending:
-            if self._skip(e) or (e.devices == ("gpu",) and self._cpu_operand(node)):
+            if self._skip(e) or (e.devices == ("gpu",) and self._cpu_operand(node)) or dead(node):
                 continue
             how = (
                 "raises under the determinism switch"
@@ -348,9 +415,10 @@ class CatalogOpRule(Rule):
 
         switch = catalog.switch(self.framework) if self.framework != "keras" else catalog.switch("tensorflow")
         code = switch.code if switch else ""
-        for entry_id, node in self.switch_sites.items():
+        for entry_id, nodes in self.switch_sites.items():
             e = next(e for e, _, _ in self.index.entries if e.id == entry_id)
-            if self._skip(e):
+            node = next((n for n in nodes if not dead(n)), None)
+            if node is None or self._skip(e):
                 continue
             where = "/".join(e.devices) or "any device"
             self.ctx.add(
@@ -361,6 +429,27 @@ class CatalogOpRule(Rule):
                 f"fix: {code or e.fix}",
                 fix=code or e.fix,
             )
+
+
+def _never_called(ctx):
+    """A test ``node -> bool``: the node sits in a module-level function that a script
+    (a file with a ``__main__`` block) never names anywhere, so it never runs (a loss
+    helper whose only call is commented out). Library modules: always False."""
+    tree = ctx.tree
+    if tree is None or main_block(tree) is None:
+        return lambda node: False
+    named = {n.id for n in ast.walk(tree) if type(n) is ast.Name} | {
+        n.attr for n in ast.walk(tree) if type(n) is ast.Attribute
+    }
+    named |= {a.name for n in ast.walk(tree) if type(n) is ast.ImportFrom for a in n.names}
+    dead = [
+        (s.lineno, s.end_lineno or s.lineno)
+        for s in tree.body
+        if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef) and s.name not in named and not s.decorator_list
+    ]
+    if "__all__" in named or not dead:
+        return lambda node: False
+    return lambda node: any(a <= node.lineno <= b for a, b in dead)
 
 
 _DOC = """Calls a {name} API that the catalog lists as nondeterministic.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .._flow import dotted, local_callees, runs, statements
+from .._flow import dotted, helper_seed_calls, importer_seeds, local_callees, main_block, runs, statements
 from .._helpers import arg, call_name, kwarg, literal
 from .._rule import Rule, register
 from ._common import SWITCH_ON_CALLS, TF_SEED_CALLS, TORCH_SEED_CALLS, is_stateful_random, seeds
@@ -222,6 +222,58 @@ def _tf_global_seed(ctx) -> bool:
     )
 
 
+def _top_def(ctx, line: int):
+    """The module-level statement that holds ``line`` when it is a function, else None
+    (module level)."""
+    for s in getattr(ctx.tree, "body", ()):
+        if s.lineno <= line <= (s.end_lineno or s.lineno):
+            return s if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef) else None
+    return None
+
+
+def tf_seeded_before(ctx, node) -> bool:
+    """Whether the program sets TensorFlow's global seed before ``node`` builds its op:
+    a seed call (``tf.random.set_seed``, ``keras.utils.set_random_seed``,
+    ``tf.compat.v1.set_random_seed``, a helper that makes one) at module level, or in
+    another function than ``node``'s, or earlier in the same function; for a library
+    module, in every script that imports it (:func:`~fwd9m.lint._flow.importers`). TF then derives
+    the op seed from the global seed and a counter, so an unseeded shuffle repeats its
+    order on every re-run of the same program."""
+    sites = ctx.__dict__.get("_data_tf_seeds")
+    if sites is None:  # asked from finish(): the call tables are complete
+        sites = [c for qn in TF_SEED_CALLS for c in ctx.calls.get(qn, ())]
+        sites += [c for c, got in helper_seed_calls(ctx) if not got.isdisjoint(TF_SEED_CALLS)]
+        ctx.__dict__["_data_tf_seeds"] = sites
+    if not sites:
+        # a library module (no __main__ block): every script that imports it seeds TF
+        return main_block(ctx.tree) is None and importer_seeds(ctx, tf_only=True)[1]
+    where = _top_def(ctx, node.lineno)
+    for s in sites:
+        at = _top_def(ctx, s.lineno)
+        if at is not where or s.lineno < node.lineno:
+            if at is None and where is None and s.lineno > node.lineno:
+                continue
+            return True
+    return False
+
+
+class _UnlessTfSeeded(Rule):
+    """A rule whose findings wait for the end of the file: each is dropped when the
+    program sets TensorFlow's global seed before it (:func:`tf_seeded_before`)."""
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.held: list[tuple[ast.AST, ast.AST, str]] = []
+
+    def hold(self, node, message: str, at=None) -> None:
+        self.held.append((node, at or node, message))
+
+    def finish(self):
+        for node, at, message in self.held:
+            if not tf_seeded_before(self.ctx, at):
+                self.report(node, message)
+
+
 def _looks_like_rng(receiver) -> bool:
     """``rng``, ``self._rng``, ``random_state``, ``np_random``...: a generator object."""
     name = receiver.attr if type(receiver) is ast.Attribute else receiver.id if type(receiver) is ast.Name else ""
@@ -230,7 +282,7 @@ def _looks_like_rng(receiver) -> bool:
 
 
 @register
-class ShuffleWithoutSeed(Rule):
+class ShuffleWithoutSeed(_UnlessTfSeeded):
     """`Dataset.shuffle` without a `seed`.
 
     ## What it does
@@ -239,13 +291,16 @@ class ShuffleWithoutSeed(Rule):
     in files that use TensorFlow or Keras, and TF1 Estimator input functions
     `numpy_input_fn(..., shuffle=True)` / `pandas_input_fn(..., shuffle=True)` in a file
     that sets no graph-level seed (`tf.compat.v1.set_random_seed`,
-    `RunConfig(tf_random_seed=...)`).
+    `RunConfig(tf_random_seed=...)`). A shuffle built after the program sets
+    TensorFlow's global seed (`tf.random.set_seed`, `keras.utils.set_random_seed`,
+    `tf.compat.v1.set_random_seed` or a helper that calls one: at module level, in
+    another function, or earlier in the same function) is not flagged: its order
+    repeats on every re-run of the same program.
 
     ## Why is this bad
     Without an op seed the shuffle order comes from the global seed combined with a
-    counter of ops created so far: with no global seed it changes every run, and with
-    one it still changes when ops are added or removed before it, or when a run
-    resumes from a checkpoint and rebuilds the pipeline. NVIDIA's TensorFlow
+    counter of ops created so far: with no global seed it changes every run (with
+    one it repeats, and changes only when the code adds or removes ops before it). NVIDIA's TensorFlow
     determinism notes: "the seed parameter of the shuffle method should always be set".
 
     ## Example
@@ -282,6 +337,10 @@ class ShuffleWithoutSeed(Rule):
         "import tensorflow as tf\nseed = 1 if debug else 2\nds = ds.shuffle(10, seed=seed)\n",
         "import tensorflow as tf\ncfg = tf.estimator.RunConfig(tf_random_seed=0)\n"
         "f = tf.compat.v1.estimator.inputs.numpy_input_fn(x, y, shuffle=True)\n",
+        # the global seed set first (dragen1860/TensorFlow-2.x-Tutorials): the order repeats
+        "import tensorflow as tf\ntf.random.set_seed(22)\nds = ds.shuffle(512).batch(32)\n",
+        "import tensorflow as tf\ndef data():\n    return ds.shuffle(64)\n"
+        "def main():\n    tf.random.set_seed(0)\n    train(data())\n",
     )
 
     def __init__(self, ctx):
@@ -290,6 +349,7 @@ class ShuffleWithoutSeed(Rule):
         self._none_line = 0
 
     def finish(self):
+        super().finish()
         # TF1 Estimator input functions shuffle with the graph-level seed: only
         # tf.compat.v1.set_random_seed / RunConfig(tf_random_seed=) fixes them
         if self.input_fns and not seeds(self.ctx, TF_SEED_CALLS):
@@ -322,7 +382,7 @@ class ShuffleWithoutSeed(Rule):
         if seed is not None:
             unless = self._none_unless(seed)
             if unless:
-                self.report(
+                self.hold(
                     node,
                     f"shuffle(seed={ast.unparse(seed)}): the seed is None unless "
                     f"{unless} (line {self._none_line}), so the order depends on the global "
@@ -331,7 +391,7 @@ class ShuffleWithoutSeed(Rule):
             return
         if not node.args and kwarg(node, "buffer_size") is None and qn is None:
             return
-        self.report(
+        self.hold(  # dropped at the end when the global seed is set first (the order repeats)
             node,
             "shuffle without seed=: the order depends on the global seed and on how "
             "many ops were created before it; pass seed=",
@@ -358,12 +418,13 @@ class ShuffleWithoutSeed(Rule):
 
 
 @register
-class ListFilesShuffled(Rule):
+class ListFilesShuffled(_UnlessTfSeeded):
     """`tf.data.Dataset.list_files` shuffles by default.
 
     ## What it does
     Flags `tf.data.Dataset.list_files(pattern)` without `shuffle=False` and without
-    `seed=`.
+    `seed=`, unless the program sets TensorFlow's global seed before it (as for
+    FWD303: the order then repeats on every re-run).
 
     ## Why is this bad
     Its documentation: "The default behavior of this method is to return filenames in
@@ -388,6 +449,7 @@ class ListFilesShuffled(Rule):
     valid = (
         "import tensorflow as tf\nfiles = tf.data.Dataset.list_files('d/*.rec', shuffle=False)\n",
         "import tensorflow as tf\nfiles = tf.data.Dataset.list_files('d/*.rec', seed=3)\n",
+        "import tensorflow as tf\ntf.random.set_seed(1)\nfiles = tf.data.Dataset.list_files('d/*.rec')\n",
     )
 
     def visit_Call(self, node, qn):
@@ -395,7 +457,7 @@ class ListFilesShuffled(Rule):
             shuffle, seed = arg(node, 1, "shuffle"), arg(node, 2, "seed")
             if literal(shuffle, True) in (False, 0) or (seed is not None and literal(seed, 0) is not None):
                 return
-            self.report(
+            self.hold(
                 node,
                 "list_files shuffles file names by default without a seed; pass "
                 "shuffle=False (then shuffle with a seed) or seed=",
@@ -420,14 +482,15 @@ def _unseeded_shuffle_in_chain(node) -> ast.Call | None:
 
 
 @register
-class ShardAfterUnseededShuffle(Rule):
+class ShardAfterUnseededShuffle(_UnlessTfSeeded):
     """`Dataset.shard` after an unseeded shuffle.
 
     ## What it does
     Flags `.shard(num_shards, index)` whose input pipeline shuffles without a seed
     (`.shuffle(n)`, `list_files(pattern)`): in the method chain it is called on, or
     earlier through assignments to the same name (`ds = list_files(p)`, `ds = ds.map(f)`,
-    `ds = ds.shard(n, i)`).
+    `ds = ds.shard(n, i)`); not when the program sets TensorFlow's global seed before the
+    shuffle (every worker then draws the same order).
 
     ## Why is this bad
     Each worker shuffles with its own unseeded order and then keeps every n-th element,
@@ -495,30 +558,71 @@ class ShardAfterUnseededShuffle(Rule):
         if type(node.func) is ast.Attribute and node.func.attr == "shard":
             inner, _ = self._chain(node)
             if inner is not None:
-                self.report(
+                self.hold(
                     node,
                     f"shard after an unseeded {inner.func.attr}() on line {inner.lineno}: "
                     "each worker shuffles differently, so shards overlap; shard first or "
                     "seed the shuffle",
+                    at=inner,
                 )
 
 
 _DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 
 
-def _uses_randomness(ctx) -> int | None:
+_TORCH_DRAWS = frozenset(
+    {
+        "torch.rand",
+        "torch.randn",
+        "torch.randint",
+        "torch.randperm",
+        "torch.rand_like",
+        "torch.randn_like",
+        "torch.bernoulli",
+        "torch.multinomial",
+        "torch.normal",
+    }
+)
+#: torchvision transforms that draw (besides the ``Random*`` ones)
+_DRAWING_TRANSFORMS = frozenset(
+    {"ColorJitter", "RandAugment", "AutoAugment", "TrivialAugmentWide", "AugMix", "GaussianBlur", "ElasticTransform"}
+)
+#: methods a DataLoader worker runs: a dataset's item access, a transform's call
+_WORKER_METHODS = frozenset({"__getitem__", "__iter__", "__next__", "__call__", "__getitems__"})
+
+
+def _is_draw(qn: str | None) -> bool:
+    if not qn:
+        return False
+    if qn in _TORCH_DRAWS or is_stateful_random(qn):
+        return True
+    root, _, last = qn.rpartition(".")
+    if root == "random" or root == "numpy.random":
+        return last not in ("seed", "Random", "SystemRandom", "default_rng", "RandomState", "get_state", "getstate")
+    return root.startswith("torchvision.transforms") and (last.startswith("Random") or last in _DRAWING_TRANSFORMS)
+
+
+def _worker_draw(ctx) -> int | None:
+    """Line of a random draw that runs in DataLoader workers: in a dataset or transform
+    class (a class with ``__getitem__``, ``__iter__`` or ``__call__``), in a module
+    function such a class calls, or a torchvision random transform built in the file.
+    Draws elsewhere (a model's initializer, the training loop) run in the main process."""
+    tree = ctx.tree
+    if tree is None:
+        return None
+    defs = {s.name: s for s in tree.body if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef)}
+    bodies = []
+    for cls in (n for n in ast.walk(tree) if type(n) is ast.ClassDef):
+        methods = {m.name for m in cls.body if type(m) in (ast.FunctionDef, ast.AsyncFunctionDef)}
+        if methods & _WORKER_METHODS:
+            bodies.append(cls)
+            called = {c.func.id for c in ast.walk(cls) if type(c) is ast.Call and type(c.func) is ast.Name}
+            bodies += [defs[n] for n in called if n in defs]
+    lines = [c.lineno for b in bodies for c in ast.walk(b) if type(c) is ast.Call and _is_draw(ctx.qualname(c.func))]
     for qn, calls in ctx.calls.items():
-        if is_stateful_random(qn) or qn in (
-            "torch.rand",
-            "torch.randn",
-            "torch.randint",
-            "torch.randperm",
-            "torch.rand_like",
-            "torch.randn_like",
-            "torch.bernoulli",
-        ):
-            return calls[0].lineno
-    return None
+        if qn.startswith("torchvision.transforms") and _is_draw(qn):
+            lines += [c.lineno for c in calls]
+    return min(lines) if lines else None
 
 
 @register
@@ -527,8 +631,13 @@ class DataLoaderWorkersUnseeded(Rule):
 
     ## What it does
     Flags `torch.utils.data.DataLoader(..., num_workers=N)` (N not 0) without
-    `worker_init_fn=` or `generator=`, in a file that draws random numbers (Python
-    `random`, `np.random`, `torch.rand*`) and never calls `torch.manual_seed`; and,
+    `worker_init_fn=` or `generator=`, that a script runs (a loader built in a library
+    function is left to its caller), in a file that never calls `torch.manual_seed` and
+    whose workers draw random numbers: Python `random`, `np.random` or `torch.rand*` in
+    a dataset or transform class (one with `__getitem__`, `__iter__` or `__call__`) or a
+    module function it calls, or a torchvision random transform (`RandomCrop`,
+    `ColorJitter`, ...); draws in the main process (a model's initializer) do not count;
+    and,
     seeded or not, such a loader without `worker_init_fn=` in a file that creates
     generator objects (`np.random.default_rng`, `np.random.RandomState`,
     `random.Random`), which a dataset usually holds.
@@ -565,6 +674,14 @@ class DataLoaderWorkersUnseeded(Rule):
         "class D(torch.utils.data.Dataset):\n    def __getitem__(self, i):\n        return random.random()\n"
         "loader = DataLoader(D(), num_workers=4)\n",
         "import torch\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=4)\n",
+        # the draw is a model's initializer in the main process; the dataset draws nothing
+        "import torch\nfrom torch.utils.data import DataLoader\nw = torch.nn.Parameter(torch.randn(8))\n"
+        "class D(torch.utils.data.Dataset):\n    def __getitem__(self, i):\n        return self.x[i]\n"
+        "loader = DataLoader(D(), num_workers=4)\n",
+        # a library's trainer: its caller seeds (lucidrains/denoising-diffusion-pytorch)
+        "import torch, random\nfrom torch.utils.data import DataLoader\n"
+        "class D(torch.utils.data.Dataset):\n    def __getitem__(self, i):\n        return random.random()\n"
+        "class Trainer:\n    def __init__(self, ds):\n        self.dl = DataLoader(ds, num_workers=4)\n",
         "import numpy as np, torch\nfrom torch.utils.data import DataLoader\n"
         "class D(torch.utils.data.Dataset):\n    def __init__(self):\n"
         "        self.rng = np.random.default_rng(0)\n"
@@ -608,10 +725,10 @@ class DataLoaderWorkersUnseeded(Rule):
             return
         if not self.sites or seeds(self.ctx, TORCH_SEED_CALLS):
             return
-        line = _uses_randomness(self.ctx)
+        line = _worker_draw(self.ctx)
         if line is None:
             return
-        for node in self.sites:
+        for node in (n for n in self.sites if runs(self.ctx, n)):  # a library's caller seeds
             self.report(
                 node,
                 f"DataLoader workers draw random numbers (line {line}) from seeds based "

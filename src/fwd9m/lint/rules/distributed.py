@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .._flow import runs
+from .._flow import local_callees, runs
 from .._helpers import kwarg, literal
 from .._rule import Rule, register
 
@@ -20,8 +20,10 @@ class DistributedSamplerWithoutSetEpoch(Rule):
 
     ## What it does
     Flags `DistributedSampler(...)` (shuffling, the default) in a script that runs it
-    and never calls `set_epoch(...)` nor `fwd9m.distributed.epochs(...)`. A sampler
-    built in a library function (whose caller runs the epochs) is not flagged.
+    and never calls `set_epoch(...)` nor `fwd9m.distributed.epochs(...)`, itself or in a
+    function of a local module it calls (`from utils import train`, whose body calls
+    `sampler.set_epoch(epoch)`). A sampler built in a library function (whose caller
+    runs the epochs) is not flagged.
 
     ## Why is this bad
     `DistributedSampler` shuffles with a generator seeded by `seed + epoch`; its epoch
@@ -66,6 +68,12 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         text = self.ctx.text
         if not self.sites or "set_epoch(" in text or "epochs(" in text:
             return
+        if any(
+            type(n) is ast.Attribute and n.attr in ("set_epoch", "epochs")
+            for _, fn, _, _ in local_callees(self.ctx)
+            for n in ast.walk(fn)
+        ):
+            return  # a helper of a local module the script calls does it (train(..., sampler))
         # a library module (timm's data/loader.py) builds the sampler; the training
         # script that iterates the epochs calls set_epoch in another file
         for node in self.sites:

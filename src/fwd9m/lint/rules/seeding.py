@@ -217,6 +217,9 @@ class SeedAfterUse(Rule):
         "def main():\n    keras.utils.set_random_seed(0)\n    m = build()\n",
         "import torch\ndef f():\n    return torch.nn.Linear(3, 3)\ntorch.manual_seed(0)\n",
         "import random\nseed = random.randint(0, 100)\nrandom.seed(seed)\n",
+        # draw a seed, print it, then seed with it (pytorch/examples dcgan)
+        "import random, torch\nif opt.manualSeed is None:\n    opt.manualSeed = random.randint(1, 10000)\n"
+        "print(opt.manualSeed)\nrandom.seed(opt.manualSeed)\ntorch.manual_seed(opt.manualSeed)\n",
         "import numpy as np\nnp.random.seed(1)\na = np.random.rand()\nnp.random.seed(1)\nb = np.random.rand()\n",
     )
 
@@ -228,14 +231,18 @@ class SeedAfterUse(Rule):
         self.assigns: list[tuple[int, int, set[str]]] = []  # value line span, target names
 
     def visit_Assign(self, node):
-        names = {t.id for t in node.targets if type(t) is ast.Name}
-        if names:
+        names = {ast.unparse(t) for t in node.targets if type(t) in (ast.Name, ast.Attribute)}
+        if names:  # a name or an attribute (opt.manualSeed = random.randint(...))
             self.assigns.append((node.value.lineno, node.value.end_lineno, names))
 
     def _feeds(self, call, seed) -> bool:
-        """``s = random.randint(...); random.seed(s)``: the draw only makes the seed."""
+        """``s = random.randint(...); random.seed(s)`` (also ``opt.seed = ...``): the draw
+        only makes the seed."""
         used = {
-            n.id for a in (*seed.args, *(k.value for k in seed.keywords)) for n in ast.walk(a) if type(n) is ast.Name
+            ast.unparse(n)
+            for a in (*seed.args, *(k.value for k in seed.keywords))
+            for n in ast.walk(a)
+            if type(n) in (ast.Name, ast.Attribute)
         }
         if not used:
             return False
@@ -932,6 +939,15 @@ class CudaSeedOnly(Rule):
 
 
 _TRAINING_METHODS = ("backward", "fit", "train_on_batch", "apply_gradients")
+#: TF1 graph training: ``train_op = optimizer.minimize(loss)`` run by ``sess.run(train_op)``
+_GRAPH_SESSIONS = (
+    "tensorflow.Session",
+    "tensorflow.compat.v1.Session",
+    "tensorflow.InteractiveSession",
+    "tensorflow.compat.v1.InteractiveSession",
+    "tensorflow.train.MonitoredTrainingSession",
+    "tensorflow.compat.v1.train.MonitoredTrainingSession",
+)
 _TRAINING_CALLS = ("jax.grad", "jax.value_and_grad")
 _JAX_KEYS = frozenset(
     {"jax.random.PRNGKey", "jax.random.key", "jax.random.wrap_key_data", "haiku.PRNGSequence", "flax.nnx.Rngs"}
@@ -945,7 +961,8 @@ class TrainsWithoutSeed(Rule):
 
     ## What it does
     Flags the first training call (`loss.backward()`, `model.fit(...)`,
-    `train_on_batch`, `optimizer.apply_gradients`, an Estimator's `train`,
+    `train_on_batch`, `optimizer.apply_gradients`, an Estimator's `train`, a TF1 graph's
+    `optimizer.minimize(loss)` in a file that opens a `tf.Session`,
     `jax.grad`/`jax.value_and_grad`) in a script that imports a framework and calls no
     function seeding it (`torch.manual_seed`, `tf.random.set_seed`,
     `keras.utils.set_random_seed`, `fwd9m.seed_everything`, `fwd9m.enable_determinism`,
@@ -974,7 +991,7 @@ class TrainsWithoutSeed(Rule):
     """
 
     code, name = "FWD108", "trains-without-seed"
-    triggers = ("backward", "fit", "train_on_batch", "grad", "value_and_grad", "apply_gradients", "train")
+    triggers = ("backward", "fit", "train_on_batch", "grad", "value_and_grad", "apply_gradients", "train", "minimize")
     fix_code = "fwd9m.enable_determinism(seed=0)"
     references = (
         "https://docs.pytorch.org/docs/stable/notes/randomness.html",
@@ -994,6 +1011,10 @@ class TrainsWithoutSeed(Rule):
         "if __name__ == '__main__':\n    tf.compat.v1.app.run(main)\n",
         # seeds NumPy but not the framework
         "import numpy as np, torch\nnp.random.seed(0)\nmodel = torch.nn.Linear(3, 3)\nloss.backward()\n",
+        # TF1 graph training: minimize builds the step, a session runs it
+        "import tensorflow as tf\nW = tf.Variable(tf.random_normal([4, 2]))\n"
+        "train_op = tf.train.AdamOptimizer(0.1).minimize(loss)\n"
+        "with tf.Session() as sess:\n    sess.run(train_op)\n",
     )
     valid = (
         "import torch\ntorch.manual_seed(0)\nmodel = torch.nn.Linear(4, 1)\nmodel(torch.ones(2, 4)).sum().backward()\n",
@@ -1008,6 +1029,9 @@ class TrainsWithoutSeed(Rule):
         "    est = tf.estimator.Estimator(fn, config=cfg)\n    est.train(input_fn=f)\n"
         "if __name__ == '__main__':\n    tf.compat.v1.app.run()\n",
         "import haiku as hk, jax\nrng = hk.PRNGSequence(42)\ng = jax.grad(loss)(params, next(rng))\n",
+        # a library's Trainer; the __main__ demo only samples (lucidrains guided_diffusion.py)
+        "import torch\nclass Trainer:\n    def train(self):\n        self.loss.backward()\n"
+        "if __name__ == '__main__':\n    model = torch.nn.Linear(3, 3)\n    print(model(torch.ones(3)))\n",
     )
 
     def finish(self):
@@ -1028,6 +1052,8 @@ class TrainsWithoutSeed(Rule):
             if any(k.arg == "input_fn" for k in c.keywords) or "estimator" in ast.unparse(c.func.value).lower()
         ]  # TF1 Estimator.train
         calls += [c for qn, cs in ctx.calls.items() if qn.endswith(".estimator.train_and_evaluate") for c in cs]
+        if any(ctx.calls.get(qn) for qn in _GRAPH_SESSIONS):  # TF1: minimize builds the step sess.run runs
+            calls += [c for c in ctx.methods.get("minimize", ()) if ctx.qualname(c.func) is None]
         if not calls:
             return
         tree = ctx.tree
@@ -1049,7 +1075,8 @@ class TrainsWithoutSeed(Rule):
                 and c.func.attr in _TEST_MAINS
                 and ctx.qualname(c.func) not in ENTRY_POINTS
             ]
-            is_script = not runners
+            # a method of a class the __main__ block (or what it runs) names: Trainer(...).train()
+            is_script = not runners and any(_owner_named(ctx, main, c) for c in calls)
         if is_script:
             first = min(calls, key=lambda c: (c.lineno, c.col_offset))
             what = (
@@ -1063,6 +1090,47 @@ class TrainsWithoutSeed(Rule):
                 "fwd9m.enable_determinism(seed=0) before building the model (or run it with "
                 "fwd9m run --seed 0)",
             )
+
+
+#: modules whose objects draw from NumPy's global generator in a method: TensorFlow 1's
+#: tutorial MNIST reader (``input_data.read_data_sets``): ``DataSet.next_batch`` calls
+#: ``numpy.random.shuffle`` at each epoch start (tensorflow/contrib/learn/python/learn/
+#: datasets/mnist.py, which tensorflow/examples/tutorials/mnist/input_data.py re-exports)
+_NUMPY_DRAWING_METHODS = {"next_batch": ("tensorflow.examples.tutorials.mnist", "tensorflow.contrib.learn")}
+
+
+def _library_numpy_draws(ctx) -> list:
+    """Method calls of library objects that draw from NumPy's global generator."""
+    return [
+        c
+        for method, modules in _NUMPY_DRAWING_METHODS.items()
+        for c in ctx.methods.get(method, ())
+        if ctx.imports_any(*modules)
+    ]
+
+
+def _owner_named(ctx, main, call) -> bool:
+    """Whether the module-level class or function holding ``call`` is named in the
+    ``__main__`` block or in a module function it runs (a demo block that only samples
+    from a library's model never reaches its ``Trainer.train``)."""
+    owner = next(
+        (s for s in ctx.tree.body if s.lineno <= call.lineno <= (s.end_lineno or s.lineno)),
+        None,
+    )
+    if owner is None or type(owner) not in (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef):
+        return True
+    named = ctx.__dict__.get("_seeding_main_named")
+    if named is None:  # names reachable from __main__: followed through the defs they name
+        defs = {s.name: s for s in ctx.tree.body if type(s) in (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)}
+        named, todo = set(), [main]
+        while todo:
+            for n in ast.walk(todo.pop()):
+                if type(n) is ast.Name and n.id not in named:
+                    named.add(n.id)
+                    if n.id in defs:
+                        todo.append(defs[n.id])
+        ctx.__dict__["_seeding_main_named"] = named
+    return owner.name in named
 
 
 def _script_calls(ctx, calls) -> list:
@@ -1097,8 +1165,10 @@ class GlobalGeneratorUnseeded(Rule):
     ## What it does
     Flags the first draw from Python's `random` module (`random.shuffle`,
     `random.random`, ...) or NumPy's global generator (`np.random.permutation`,
-    `np.random.rand`, ...) in a script (a file that runs the draw at module level, or
-    has an `if __name__ == "__main__":` block that is not a test runner) that calls no
+    `np.random.rand`, ..., and TensorFlow 1's tutorial MNIST reader, whose
+    `mnist.train.next_batch` shuffles with `numpy.random.shuffle`) in a script (a file
+    that runs the draw at module level, or has an `if __name__ == "__main__":` block
+    that is not a test runner) that calls no
     function seeding that generator (`random.seed` / `np.random.seed`, or one that seeds
     everything: `keras.utils.set_random_seed`, `fwd9m.seed_everything`, Lightning's
     `seed_everything`, `transformers.set_seed`, ...) and no framework seed either (a
@@ -1124,7 +1194,7 @@ class GlobalGeneratorUnseeded(Rule):
     """
 
     code, name = "FWD109", "global-generator-unseeded"
-    triggers = ("random",)  # a draw resolves through an import naming `random`
+    triggers = ("random", "next_batch")  # a draw resolves through an import naming `random`
     fix_code = "fwd9m.seed_everything(0)  # before the first draw"
     references = (
         "https://numpy.org/doc/stable/reference/random/legacy.html",
@@ -1132,6 +1202,9 @@ class GlobalGeneratorUnseeded(Rule):
     )
     invalid = (
         "import numpy as np\nidx = np.random.permutation(10)\nprint(idx)\n",
+        # TF1's tutorial MNIST reader shuffles with numpy.random.shuffle in next_batch
+        "from tensorflow.examples.tutorials.mnist import input_data\n"
+        "mnist = input_data.read_data_sets('/tmp/data/')\nx, y = mnist.train.next_batch(128)\n",
         "import random\ndef main():\n    items = list(range(9))\n    random.shuffle(items)\n"
         "\nif __name__ == '__main__':\n    main()\n",
     )
@@ -1152,13 +1225,13 @@ class GlobalGeneratorUnseeded(Rule):
         found = []
         for name, draws, seed_calls in (
             ("Python's random", uses_python_random(ctx), PYTHON_SEED_CALLS),
-            ("NumPy's global generator", uses_numpy_global_random(ctx), NUMPY_SEED_CALLS),
+            ("NumPy's global generator", uses_numpy_global_random(ctx) + _library_numpy_draws(ctx), NUMPY_SEED_CALLS),
         ):
             ran = _script_calls(ctx, draws) if not seeds(ctx, seed_calls) else []
             if ran:
                 found.append((min(ran, key=lambda c: (c.lineno, c.col_offset)), name))
         for call, name in sorted(found, key=lambda t: (t[0].lineno, t[0].col_offset))[:1]:
-            what = ctx.qualname(call.func)
+            what = ctx.qualname(call.func) or f"{ast.unparse(call.func)} (TensorFlow's tutorial MNIST DataSet)"
             self.report(
                 call,
                 f"{what} draws from {name}, which this script never seeds: it differs in "
