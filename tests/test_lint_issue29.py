@@ -195,3 +195,16 @@ def test_key_split_in_a_test_file_is_not_flagged():
     assert _codes(src2, "FWD602", "scope_test.py") == []
     assert _codes(src2, "FWD602", "train.py") == [4]
     assert "FWD602" not in {f.code for f in lint.lint_source(src, "train.py")}  # opt-in now
+
+
+def test_model_module_of_a_script_that_turns_the_switch_on(tmp_path):
+    (tmp_path / "model.py").write_text(
+        "import torch.nn as nn\nclass Net(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.conv = nn.Conv2d(1, 8, 3)\n"
+        "def anchors(x):\n    return nn.functional.conv2d(x, w)\n"
+    )
+    (tmp_path / "main.py").write_text(
+        "import torch\nfrom model import Net\ntorch.manual_seed(0)\ntorch.use_deterministic_algorithms(True)\n"
+        "model = Net().cuda()\nmodel(x.cuda()).sum().backward()\n"
+    )
+    assert _lint_dir(tmp_path, "FWD703") == {}

@@ -432,9 +432,18 @@ def _text(path: Path) -> str:
         return ""
 
 
-def importer_scripts(ctx) -> list[str]:
+def importer_scripts(ctx, near: bool = False) -> list[str]:
     """The texts of the scripts among :func:`importers`: files with a ``__main__`` block
-    or ``app.run``, or that no other file imports."""
+    or ``app.run``, or that no other file imports (test modules left out); ``near``: only those in the module's
+    folder or the one above it (``train.py`` beside ``model.py`` or its package), so a
+    library's own source is not judged by its examples."""
+    if near:
+        here = Path(ctx.path).resolve().parent
+        return [t for p, t in _importer_script_paths(ctx) if p.parent in (here, here.parent)]
+    return [t for _, t in _importer_script_paths(ctx)]
+
+
+def _importer_script_paths(ctx) -> list[tuple[Path, str]]:
     cached = ctx.__dict__.get("_flow_importer_scripts")
     if cached is not None:
         return cached
@@ -445,18 +454,22 @@ def importer_scripts(ctx) -> list[str]:
         return any(q != p for q in index.get(p.stem, ()))
 
     texts = {p: _text(p) for p in found}
-    out = [t for p, t in texts.items() if "__main__" in t or "app.run(" in t or not imported(p)]
+    out = [
+        (p, t)
+        for p, t in texts.items()
+        if not _test_name(str(p)) and ("__main__" in t or "app.run(" in t or not imported(p))
+    ]
     ctx.__dict__["_flow_importer_scripts"] = out
     return out
 
 
-def importer_seeds(ctx, tf_only: bool = False) -> tuple[bool, bool]:
+def importer_seeds(ctx, tf_only: bool = False, near: bool = False) -> tuple[bool, bool]:
     """``(any, all)``: whether any / every script among :func:`importers` (a file with a
     ``__main__`` block or ``app.run``, or one no other file imports) seeds, read
     textually; ``tf_only``: a seed call that sets TensorFlow's global seed. (False,
     False) when no script imports the module."""
     pattern = _TF_SEED_TEXT if tf_only else _SEED_TEXT
-    scripts = importer_scripts(ctx)
+    scripts = importer_scripts(ctx, near)
     if not scripts:
         return False, False
     hits = [pattern.search(t) is not None for t in scripts]

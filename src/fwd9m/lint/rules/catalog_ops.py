@@ -7,7 +7,11 @@ apply to the installed version of the framework (package metadata, no import; ev
 version when it is not installed):
 
 * only in files that ask for repeatable runs (they seed, turn a determinism switch on,
-  create a JAX key or import fwd9m): library code that never asks is not reported;
+  create a JAX key or import fwd9m): library code that never asks is not reported; a
+  model module without a ``__main__`` block counts when a script beside it (same folder
+  or the one above) imports it and seeds, and then only for calls inside its model
+  classes (subclasses of a ``Module``, ``Model`` or ``Layer``), with the device, the
+  backward pass and the switch read from those scripts;
 * an entry whose behaviour under the determinism switch is "raises" or
   "nondeterministic" is reported at every call, with the catalog's fix;
 * an entry the switch makes deterministic is reported once per file, at its first
@@ -57,6 +61,9 @@ _KW_EQ = re.compile(r"^\s*(\w+)\s*=\s*(.+?)\s*$")
 _KW_GIVEN = re.compile(r"^\s*(\w+)\s+given\b")
 _CUDA_STRING = re.compile(r"""['"]cuda""")
 _GPU_TEXT = re.compile(r"""['"]cuda|\.cuda\(|torch\.cuda\.|torch\.accelerator\.""")
+_SWITCH_TEXT = re.compile(
+    r"enable_op_determinism\(|use_deterministic_algorithms\(\s*True|enable_determinism\(|xla_gpu_deterministic_ops"
+)
 _BACKWARD_TEXT = re.compile(r"\.(?:backward|fit|train_on_batch|apply_gradients|minimize)\(|\bgrad\(")
 #: tensor methods whose names NumPy arrays, pandas objects or queues share: a method call
 #: ``x.put(...)`` says nothing about ``x`` being a tensor, so only the function spellings
@@ -319,11 +326,37 @@ class CatalogOpRule(Rule):
         return self.gpu_seen
 
     def _callers(self) -> list[str]:
-        """The scripts that import this module when it has no ``__main__`` block of its
-        own (a model module): where it runs, on which device, with a backward pass."""
+        """The scripts beside this module that import it when it has no ``__main__``
+        block of its own (a model module): where it runs, on which device, with a
+        backward pass."""
         if main_block(self.ctx.tree) is not None:
             return []
-        return importer_scripts(self.ctx)
+        return importer_scripts(self.ctx, near=True)
+
+    def _via_callers(self) -> bool:
+        """Only the scripts that import this module ask for repeatable runs, not itself."""
+        ctx = self.ctx
+        own = ctx.called(sorted(SEED_CALLS)) or ctx.called(sorted(SWITCH_ON_CALLS)) or ctx.imports_any("fwd9m")
+        return (
+            not own
+            and not ctx.calls.get("jax.random.key")
+            and not ctx.calls.get("jax.random.PRNGKey")
+            and (self._intent_from_callers())
+        )
+
+    def _outside_models(self):
+        """A test ``node -> bool``: for a module asked through its callers only, the node
+        is not in a model class (see :meth:`_intent_from_callers`)."""
+        ctx = self.ctx
+        if not self._via_callers():
+            return lambda node: False
+        spans = [
+            (c.lineno, c.end_lineno or c.lineno)
+            for c in ast.walk(ctx.tree)
+            if type(c) is ast.ClassDef
+            and any(ast.unparse(b).endswith(("Module", "Model", "Layer", "Sequential")) for b in c.bases)
+        ]
+        return lambda node: not any(a <= node.lineno <= b for a, b in spans)
 
     def _skip(self, e) -> bool:
         """The entry's conditions cannot hold in this file: PyTorch keeps tensors on the
@@ -375,14 +408,27 @@ class CatalogOpRule(Rule):
             or ctx.calls.get("jax.random.key")
             or ctx.calls.get("jax.random.PRNGKey")
             or ctx.imports_any("fwd9m")
-            # a model module (no __main__ block) whose training script seeds
-            or (main_block(ctx.tree) is None and importer_seeds(ctx)[0])
+            or self._intent_from_callers()
         )
+
+    def _intent_from_callers(self) -> bool:
+        """A model module (no ``__main__`` block, no seed of its own) whose training
+        script beside it seeds: its ops count only inside model classes (a subclass of a
+        ``Module``, ``Model`` or ``Layer``), whose backward runs in that training; helper
+        functions (anchors, post-processing, tf.data augmentation on the CPU) do not."""
+        ctx = self.ctx
+        if "_catalog_via_callers" not in ctx.__dict__:
+            ctx.__dict__["_catalog_via_callers"] = main_block(ctx.tree) is None and importer_seeds(ctx, near=True)[0]
+        return ctx.__dict__["_catalog_via_callers"]
 
     def finish(self):
         if (not self.pending and not self.switch_sites) or not self._intent():
             return
-        dead = _never_called(self.ctx)
+        never, outside = _never_called(self.ctx), self._outside_models()
+
+        def dead(node) -> bool:
+            return never(node) or outside(node)
+
         for node, (e, behaviour, met) in self.pending:
             if self._skip(e) or (e.devices == ("gpu",) and self._cpu_operand(node)) or dead(node):
                 continue
@@ -409,10 +455,12 @@ class CatalogOpRule(Rule):
             any(ctx.calls.get(s) for s in _SWITCH_FOR[self.framework])
             or ctx.called(["fwd9m.enable_determinism", f"fwd9m.{self.framework}.enable_determinism"])
             or (self.framework == "jax" and "xla_gpu_deterministic_ops" in ctx.text)
+            or any(_SWITCH_TEXT.search(t) for t in self._callers())
         ):
             return
         from ... import catalog
 
+        asks = "the script importing it seeds" if self._via_callers() else "this file seeds"
         switch = catalog.switch(self.framework) if self.framework != "keras" else catalog.switch("tensorflow")
         code = switch.code if switch else ""
         for entry_id, nodes in self.switch_sites.items():
@@ -425,7 +473,7 @@ class CatalogOpRule(Rule):
                 self,
                 node,
                 f"{e.title}: nondeterministic on {where} unless the determinism "
-                f"switch is on, and this file seeds but never turns it on [catalog {e.id}]; "
+                f"switch is on, and {asks} but never turns it on [catalog {e.id}]; "
                 f"fix: {code or e.fix}",
                 fix=code or e.fix,
             )
@@ -457,7 +505,10 @@ _DOC = """Calls a {name} API that the catalog lists as nondeterministic.
 ## What it does
 Flags calls to {name} functions, layers and tensor methods that `fwd9m catalog`
 lists as nondeterministic (kind "op") for the installed {name} version (every
-version when it is not installed), in files that ask for repeatable runs.
+version when it is not installed), in files that ask for repeatable runs (they seed,
+turn the switch on, create a JAX key or import fwd9m), and in the model classes of a
+module that a seeding script beside it imports. A call in a function that a script
+never names (dead code) is not reported.
 
 Generated from `src/fwd9m/catalog/data/{framework}.toml`, which has {count} such
 entries: {ids}.
