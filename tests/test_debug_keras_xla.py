@@ -67,8 +67,10 @@ def test_a_difference_inside_the_xla_step_is_found_there(tmp_path):
         with dbg.record(path, framework="tensorflow"):
             _fit(factor)
     report = dbg.diff(*paths)
-    assert report.kind == "culprit" and report.first.op == "xla:one_step_on_data", report.render()
-    assert report.first.step == 0
+    # the constant is traced into the compiled step: a value entering from outside (issue 27)
+    assert report.kind == "external" and report.first.op == "xla:one_step_on_data", report.render()
+    assert report.first.source == "python" and report.first.step == 0
+    assert "argument 'constant sequential_1/scale_1/mul/y' of xla:one_step_on_data: 1 vs 1.5" in report.first.detail
 
 
 def test_an_xla_call_inside_another_tf_function_is_named_as_not_recorded(tmp_path):

@@ -83,7 +83,7 @@ def test_a_deterministic_xla_step_is_not_reproduced_and_the_program_is_unchanged
     v_plain = values[-1]
     # the variable the call is given is an input (its value before) and an output (after)
     for op, before, after in zip(ops_plain, values, values[1:]):
-        assert [t.meta for t in op.inputs] == ["float32[4]", "float32[4]"]
+        assert [t.meta for t in op.inputs] == ["float32[4]", "float32[4]", "args[]"]  # its constants last
         assert op.inputs[1].digest == fp.numpy_digest(before) and op.outputs[1].digest == fp.numpy_digest(after)
     got, values, ops_got = run("2:0")
     v_got = values[-1]  # the second call narrowed: 40 more runs of the step

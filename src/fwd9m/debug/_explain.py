@@ -513,8 +513,7 @@ def _explain_external(
             )
             causes = _JAX_PROGRAM_CAUSES + causes
             fix = _JAX_PROGRAM_FIX + "\n" + fix
-    if first.op in PYTHON_OPS:  # tf.py_function / numpy_function, an eager jax.pure_callback
-        headline, causes, fix = _python_op(first.op, framework, causes, fix)
+    headline, causes, fix = _python_made(first, framework, source, (headline, causes, fix))
     if source == "hashseed" and hashseed_note:
         causes.append(hashseed_note)
     if hashseed in _NOT_HASH and source != "hashseed":
@@ -551,6 +550,35 @@ _PYTHON_OP_FIX = (
     "# or seed Python's random and NumPy's global RNG before the first call:"
 )
 _JAX_PYTHON_OP_FIX = "# in the callback: no unseeded draw; a generator with a fixed seed, made once outside it:"
+
+
+_BAKED_CAUSE = (
+    "the compiled function reads a Python number made outside it (drawn from random or "
+    "NumPy, read from the clock) and compilation turned it into a constant of the code"
+)
+
+
+def _baked_constant(first) -> bool:
+    """Whether the first differing input of a compiled call (torch.compile, XLA) is a
+    constant of its code (the ``constants`` / ``constant NODE`` arguments the recorders add)."""
+    compiled = first.node.startswith(COMPILED_NODE) or first.node == XLA_NODE
+    return compiled and ("argument 'constants' of" in first.detail or "argument 'constant " in first.detail)
+
+
+def _python_made(first, framework: str, source: str, told: tuple) -> tuple[str, list[str], str]:
+    """(headline, causes, fix) of an external value the program's Python made where a
+    recorder sees it only as a whole: an op running a Python function, or a constant baked
+    into compiled code; else ``told`` unchanged."""
+    headline, causes, fix = told
+    if first.op in PYTHON_OPS:  # tf.py_function / numpy_function, an eager jax.pure_callback
+        return _python_op(first.op, framework, causes, fix)
+    if source == "python" and _baked_constant(first):
+        headline = (
+            f"a Python value baked into the compiled code of {first.op} (a constant it closes "
+            f"over: a global or a closure variable) differs between the runs"
+        )
+        return headline, [_BAKED_CAUSE, *causes], fix
+    return told
 
 
 def _python_op(op: str, framework: str, causes: list[str], fix: str) -> tuple[str, list[str], str]:

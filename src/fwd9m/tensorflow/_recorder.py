@@ -154,6 +154,7 @@ class _Registry:
     optimizer_graphs: set[str] = set()  # outermost function graphs that apply an optimizer
     xla_graphs: set[str] = set()  # XLA-compiled functions: recorded as one op per call
     xla_functions: dict[str, bool] = {}  # runtime function name -> compiled by XLA
+    xla_constants: dict[str, str] = {}  # runtime function name -> its constants' text (or "")
     instrumented: set[str] = set()  # outermost function graphs with hooks
 
 
@@ -539,6 +540,9 @@ class TFRecorder:
                 for (i, _, _), r in zip(got[1], got[2]):
                     ins[i] = r
                 outs += self._variable_records([(h, d) for _, h, d in got[1]], True)
+            constants = _xla_constants(op_type) if kind == "xla" and rec.digests else ""
+            if constants:  # values traced into the compiled function: inputs too, last
+                ins.append(rec.text_record(constants))
             ctx = rec.ctx_id(name, self._phase_of(op_type, ""), user_location(3), kind, "")
             seq = rec.writer.op(rec.name_id((kind, name), f"{kind}:{name}"), ctx, rec.step, ins, outs)
             if rec.capture.windows:
@@ -704,6 +708,28 @@ def _nested_xla_note(outer: str) -> str:
 
 def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _xla_constants(op_type: str) -> str:
+    """The ``Const`` nodes of XLA function ``op_type``'s FunctionDef as an ``args`` text
+    (``constant NODE=VALUE`` items; small tensors by value, others by digest): a Python
+    float the function closes over is traced into it as a constant, not passed as an
+    input, so it is digested as one (a differing one is a value entering from outside, as
+    it is in a plain ``tf.function``, whose ops are recorded one by one). Remembered per
+    function; "" when it has none or cannot be read."""
+    got = _Registry.xla_constants.get(op_type)
+    if got is None:
+        from . import _private
+
+        try:
+            nodes = _private.function_def(op_type).node_def
+            got = SEP.join(
+                f"constant {n.name}={_tensor_proto_text(n.attr['value'].tensor)}" for n in nodes if n.op == "Const"
+            )
+        except Exception:  # noqa: BLE001 - not readable: no constants input
+            got = ""
+        _Registry.xla_constants[op_type] = got
+    return got
 
 
 def _is_xla_function(op_type: str) -> bool:

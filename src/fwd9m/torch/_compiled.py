@@ -20,6 +20,7 @@ program (other fusions, other kernels), so its verdict would not be about this o
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 import weakref
 
@@ -35,6 +36,12 @@ NARROW_REPEAT = 20
 #: many: a race between threads shows rarely on a busy machine (measured: 6 distinct
 #: outputs in 100 calls at a load average of 7, 61 in 100 on an idle one)
 NARROW_MORE = 100
+
+
+#: a floating-point literal in generated code (C++ ``static_cast<float>(0.85)``, Triton
+#: ``tmp1 = 0.85``); integers are left out: in that code they are sizes, strides and blocks
+_FLOAT = re.compile(r"(?<![\w.])-?\d+\.\d+(?:[eE][-+]?\d+)?(?![\w.])")
+_MAX_CONSTANTS = 16
 
 
 def _user_frame() -> tuple[str, str]:
@@ -70,6 +77,7 @@ class CompiledGraphs:
         self.depth = 0  # > 0 while a compiled graph runs: its inner ops are its own
         self.calls = 0
         self._names: dict[object, tuple[str, str, str]] = {}  # graph id -> (name, location, module)
+        self._code_constants: dict[int, tuple] = {}  # graph id -> (weak reference, constants text)
         self._undo = None
         self._caches_on = None
         self._used = False
@@ -136,6 +144,27 @@ class CompiledGraphs:
         finally:
             self.depth -= 1
 
+    def _constants(self, graph) -> str:
+        """The floating-point constants in the code Inductor generated for ``graph`` (its
+        ``source_code``), in order: a Python float the compiled function closes over (a
+        scale drawn from ``random``) is baked into the code, not passed as an input, so it
+        is digested as one (a differing one is a value entering from outside). Remembered
+        per graph; the code holds no paths and is the same for the same program (with
+        Inductor's FX graph cache on or off)."""
+        got = self._code_constants.get(id(graph))
+        if got is not None and got[0]() is graph:
+            return got[1]
+        found = _FLOAT.findall(getattr(graph, "source_code", "") or "")
+        text = ",".join(found[:_MAX_CONSTANTS])
+        if len(found) > _MAX_CONSTANTS:
+            rest = hashlib.blake2b(",".join(found).encode(), digest_size=8).hexdigest()
+            text += f",... ({len(found)} constants, digest {rest})"
+        try:
+            self._code_constants[id(graph)] = (weakref.ref(graph), text)
+        except TypeError:
+            pass
+        return text
+
     def _where(self, graph) -> tuple[str, str, str]:
         backward, gid = self._private.graph_info(graph)
         if backward:
@@ -157,6 +186,9 @@ class CompiledGraphs:
         in_recs = [
             r._tensor(t, IS_PARAM if isinstance(t, torch.nn.Parameter) else 0, rec.digests, False) for t in tensors
         ]
+        constants = self._constants(graph)
+        if constants:  # Python values baked into the graph's code: inputs too
+            other.append(("constants", constants))
         if other:  # sizes of a dynamic-shape graph: inputs too
             in_recs.append(rec.args_record(other, r._str_types))
         seq = rec.writer.ops + len(r._pending)
