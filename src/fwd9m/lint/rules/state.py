@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .._flow import _FOREIGN, is_test_file, local_function, module_aliases, statements
+from .._flow import _FOREIGN, is_test_file, local_function, module_aliases, runs, statements
 from .._helpers import call_name
 from .._rule import Rule, register
 from ._common import is_stateful_random
@@ -89,7 +89,9 @@ class CheckpointWithoutRngState(Rule):
     files, whose checkpoints are fixtures), and
     `tf.train.Checkpoint(optimizer=..., ...)` that tracks no `tf.random.Generator` in a
     file that draws from TensorFlow's global random state (stateful random ops, a
-    `shuffle` without seed).
+    `shuffle` without seed), unless the script deletes the checkpoint folder before it
+    (`tf.io.gfile.rmtree(model_dir)` with `checkpoint_dir` built from `model_dir`):
+    such a run starts afresh every time and never resumes.
 
     ## Why is this bad
     A run resumed from such a checkpoint restarts every generator from its seed (or
@@ -131,6 +133,11 @@ class CheckpointWithoutRngState(Rule):
         "    ckpt['epoch'] = 3\n    save_on_master(ckpt, 'c.pt')\n",
     )
     valid = (
+        # the tutorial deletes its model folder first: it never resumes
+        "import tensorflow as tf\nMODEL_DIR = '/tmp/m'\ntf.io.gfile.rmtree(MODEL_DIR)\n"
+        "checkpoint_dir = MODEL_DIR + '/ckpt'\nds = ds.shuffle(100)\n"
+        "ckpt = tf.train.Checkpoint(model=model, optimizer=opt)\n"
+        "ckpt.restore(tf.train.latest_checkpoint(checkpoint_dir))\n",
         "import torch\ndef save_on_master(*args, **kwargs):\n    torch.save(*args, **kwargs)\n"
         "def train(m, opt):\n    ckpt = {'model': m.state_dict(), 'optimizer': opt.state_dict()}\n"
         "    ckpt['rng'] = torch.get_rng_state()\n    save_on_master(ckpt, 'c.pt')\n",
@@ -258,6 +265,8 @@ class CheckpointWithoutRngState(Rule):
         if stateful is None:
             return
         for node in self.tf_checkpoints:
+            if self._cleared_before(node):
+                continue  # the run deletes its checkpoint folder first: it never resumes
             self.report(
                 node,
                 f"tf.train.Checkpoint without random state while line {stateful.lineno} "
@@ -265,6 +274,23 @@ class CheckpointWithoutRngState(Rule):
                 "randomness; use a tf.random.Generator tracked in the checkpoint (rng=generator) "
                 "or stateless ops seeded by (seed, epoch)",
             )
+
+    def _cleared_before(self, node) -> bool:
+        """A script that deletes a folder (``shutil.rmtree``, ``tf.io.gfile.rmtree``) at
+        module level before making the checkpoint starts afresh on every run (a tutorial's
+        ``apply_clean()``): there is nothing to resume from."""
+        ckpt_names = set()  # names the checkpoint paths are built from
+        for n in statements(self.ctx):
+            if type(n) is ast.Assign and any(
+                "ckpt" in ast.unparse(t) or "checkpoint" in ast.unparse(t) for t in n.targets
+            ):
+                ckpt_names |= {x.id for x in ast.walk(n) if type(x) is ast.Name}
+        for qn in ("shutil.rmtree", "tensorflow.io.gfile.rmtree"):
+            for c in self.ctx.calls.get(qn, ()):
+                deleted = {x.id for a in c.args[:1] for x in ast.walk(a) if type(x) is ast.Name}
+                if c.lineno < node.lineno and deleted & ckpt_names and runs(self.ctx, c):
+                    return True
+        return False
 
 
 @register
