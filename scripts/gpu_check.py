@@ -306,6 +306,7 @@ def step_debug(ctx: Context) -> Step:
         "device": str(first.get("device", "")).startswith(ctx.device.split(":")[0]),
         "replay varies": replay.get("status") == "nondeterministic",
         "switch fixes": "switch fixes it" in str(replay.get("switch", "")),
+        "replayed on the device": f"{ctx.device.split(':')[0]}" in str(replay.get("text", "")),
     }
     failed = [k for k, v in checks.items() if not v]
     figure = (
@@ -459,22 +460,24 @@ def step_not_here(ctx: Context) -> list[Step]:
 #: (name, function, what it needs: "torch", "jax" or None), in the order they run: the
 #: steps a first lease most needs first, so that a short budget drops the last ones
 STEPS = (
-    ("install", step_install, None),
-    ("enable", step_enable, "torch"),
-    ("check", step_check, "torch"),
-    ("debug", step_debug, "torch"),
-    ("jax", step_jax, None),
-    ("overhead", step_overhead, "torch"),
-    ("probe", step_probe, None),
-    ("gpu-tests", step_gpu_tests, None),
-    ("not-here", step_not_here, None),
+    ("install", step_install, None, "fwd9m from this tree, offline"),
+    ("enable", step_enable, "torch", "fwd9m run / enable_determinism before CUDA starts"),
+    ("check", step_check, "torch", "fwd9m check on the atomics training, without and with --enable"),
+    ("debug", step_debug, "torch", "fwd9m debug on the atomics training: culprit and replay"),
+    ("jax", step_jax, None, "JAX: XLA's determinism flag and a scatter-add"),
+    ("overhead", step_overhead, "torch", "host syncs and cost of recording and step digests"),
+    ("probe", step_probe, None, "fwd9m probe over the catalog's GPU op entries"),
+    ("gpu-tests", step_gpu_tests, None, "pytest -m gpu"),
+    ("not-here", step_not_here, None, "what this script does not run"),
 )
 
 
-def run_step(ctx: Context, name: str, fn, needs: str | None) -> list[Step]:
+def run_step(ctx: Context, name: str, fn, needs: str | None, what: str) -> list[Step]:
     if needs and not _has(ctx, needs):
-        return [Step(name, "skip", f"needs {needs}{' with CUDA' if ctx.cuda else ''}, not installed here")]
-    ctx.say(f"{name}: {(fn.__doc__ or '').strip().splitlines()[0]}")
+        steps = [Step(name, "skip", f"needs {needs}{' with CUDA' if ctx.cuda else ''}, not installed here")]
+        print(steps[0].line(), flush=True)
+        return steps
+    ctx.say(f"{name}: {what} ...")
     t0 = time.monotonic()
     try:
         got = fn(ctx)
@@ -498,7 +501,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--only", help="comma-separated steps to run: " + ",".join(s[0] for s in STEPS if s[0] != "install")
     )
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    unknown = set((args.only or "").split(",")) - {s[0] for s in STEPS} - {""}
+    if unknown:
+        ap.error(f"unknown step(s) for --only: {', '.join(sorted(unknown))}")
+    return args
 
 
 def child_env(device: str) -> dict:
@@ -557,9 +564,9 @@ def main(argv: list[str] | None = None) -> int:
     steps: list[Step] = []
     with tempfile.TemporaryDirectory(prefix="fwd9m-gpu-check-") as tmp:
         ctx.tmp = Path(tmp)
-        for name, fn, needs in STEPS:
+        for name, fn, needs, what in STEPS:
             if only is None or name in only:
-                steps += run_step(ctx, name, fn, needs)
+                steps += run_step(ctx, name, fn, needs, what)
     print(write(ctx, steps, header).splitlines()[-1])
     return 1 if any(s.status == "fail" for s in steps) else 0
 

@@ -8,8 +8,8 @@ whether a cuBLAS matrix product and a cuDNN convolution then run under the switc
 (before PR 161749, torch raised on cuBLAS calls without the workspace variable).
 
 The device is ``$FWD9M_GPU_CHECK_DEVICE`` (default ``cuda:0``); on ``cpu`` (dry run and
-tests) the products run on the CPU and ``torch.cuda.is_initialized()`` is read as is
-(False), with no other difference.
+tests) the products run on CPU_STAND_IN_FOR_CUDA_DEVICE, the CPU, and
+``torch.cuda.is_initialized()`` is read as is (False), with no other difference.
 """
 
 from __future__ import annotations
@@ -20,7 +20,11 @@ import sys
 
 import torch
 
+#: on the CPU the CUDA device is stood in for by the CPU: the same calls, run there
+CPU_STAND_IN_FOR_CUDA_DEVICE = "cpu"
 DEVICE = os.environ.get("FWD9M_GPU_CHECK_DEVICE", "cuda:0")
+if not DEVICE.startswith("cuda"):
+    DEVICE = CPU_STAND_IN_FOR_CUDA_DEVICE
 
 
 def main() -> None:
