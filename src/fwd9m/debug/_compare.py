@@ -325,7 +325,8 @@ class _Walk:
                 detail=first.detail
                 + (
                     f"; it becomes the seed of the random op {opa.name} at op "
-                    f"#{opa.seq}{' in ' + opa.module if opa.module else ''} (an initializer)"
+                    f"#{opa.seq}{' in ' + opa.module if opa.module else ''}"
+                    f"{' (a PRNG key)' if self.framework == 'jax' else ' (an initializer)'}"
                 ),
             )
             self.entering = set()

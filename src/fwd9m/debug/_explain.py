@@ -3,6 +3,7 @@ fix to paste. Op facts come from :mod:`fwd9m.catalog` (no op list is kept here).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .._log import logger
@@ -146,6 +147,25 @@ _JAX_IDS = {
     "python": ["python.numpy-unseeded"],
 }
 
+#: JAX without Keras: (headline, causes) of the external kinds whose general text speaks
+#: of Keras' or TensorFlow's seeding (JAX has no global RNG: every draw comes from a key)
+_JAX_TEXT = {
+    "seed": (
+        "the seed of a JAX PRNG key differs between the runs (every draw made with that key differs)",
+        [
+            "the key is made from a seed that changes per run: the clock, the process id, "
+            "os.urandom, or an unseeded Python/NumPy draw",
+            "Python's random module or NumPy's global RNG (used to make the seed) is not seeded",
+        ],
+    ),
+    "rng": (
+        "a JAX PRNG key differs between the runs",
+        [
+            "the key is made from a seed that changes per run (the clock, an unseeded draw)",
+            "the key is split or folded a different number of times before this draw",
+        ],
+    ),
+}
 
 #: JAX: a jit op whose program input (``_jax.PROGRAM_META``) differs: a static argument
 #: or a captured global changed the program (https://docs.jax.dev/en/latest/_autosummary/jax.jit.html,
@@ -265,13 +285,38 @@ def _entry_dict(e) -> dict[str, Any]:
     }
 
 
+def _device_kind(device: str) -> str:
+    """The catalog's device name (cpu, gpu, tpu) of a recorded op's device."""
+    up = device.upper()
+    return "gpu" if device.startswith("cuda") or "GPU" in up else "tpu" if "TPU" in up else "cpu"
+
+
+def _on_device(lint: list[dict], device: str) -> list[dict]:
+    """The lint findings that can explain an op on ``device``: a finding for a catalog
+    entry of other devices only (``[catalog ID]`` in its message: "crop_and_resize
+    backprop on GPU") is left out for an op that ran on the CPU, as its entry is."""
+    cat = _catalog()
+    if cat is None or not device:
+        return lint
+    dev = _device_kind(device)
+    out = []
+    for x in lint:
+        m = re.search(r"\[catalog ([\w.-]+)\]", x.get("message", ""))
+        try:
+            devices = tuple(getattr(cat.get(m.group(1)), "devices", ()) or ()) if m else ()
+        except Exception:  # noqa: BLE001 - not an entry of this catalog: kept
+            devices = ()
+        if not devices or dev in devices:
+            out.append(x)
+    return out
+
+
 def _entries_for_op(framework: str, op: str, version: str | None, device: str) -> list[dict]:
     cat = _catalog()
     if cat is None:
         return []
     fw = "tensorflow" if framework == "keras" else framework
-    up = device.upper()
-    dev = "gpu" if device.startswith("cuda") or "GPU" in up else "tpu" if "TPU" in up else "cpu"
+    dev = _device_kind(device)
     try:
         found = cat.for_op(fw, op, version=version, device=None)
     except Exception as exc:  # noqa: BLE001 - a catalog problem must not hide the finding
@@ -478,7 +523,8 @@ def _explain_culprit(
             causes.append(
                 f"torch runs {threads} intra-op threads; torch.set_num_threads(1) is a (slow) workaround on CPU"
             )
-    return {"headline": headline, "causes": causes, "catalog": entries, "fix": fix, "lint": _lint(ha, "op", hashseed)}
+    lint = _on_device(_lint(ha, "op", hashseed), first.device)
+    return {"headline": headline, "causes": causes, "catalog": entries, "fix": fix, "lint": lint}
 
 
 def _explain_external(
@@ -503,6 +549,8 @@ def _explain_external(
             fix = _TORCH_WORKERS_FIX
     if framework == "jax":
         ids = _JAX_IDS.get(source, []) + [i for i in ids if i.startswith("python.")]
+        if "keras" not in (ha.get("frameworks") or ()):  # plain JAX: no Keras or TF words
+            headline, causes = _JAX_TEXT.get(source, (headline, causes))
         from ..jax._recorder import PROGRAM_META
 
         # _compare names the first differing input's meta in the detail

@@ -108,12 +108,19 @@ def _explanation_lines(ex: dict) -> list[str]:
     if ex.get("lint"):
         lines.append("  in your code (fwd9m lint):")
         for x in ex["lint"][:8]:
+            message = x["message"]
+            if x.get("fix"):  # the fix is printed as code below, not inside the message
+                message = message.split("; fix: ", 1)[0]
+            message = " ".join(message.split())  # one line
             lines.append(
-                f"    {x['path']}:{x['line']} {x['code']} {x['message']}"
+                f"    {x['path']}:{x['line']} {x['code']} {message}"
                 + (f" {MAY_NOT_RUN_NOTE}" if x.get("branch") else "")
             )
-            if x.get("fix"):
-                lines.append(f"      fix: {x['fix']}")
+            fix = str(x.get("fix") or "").splitlines()
+            if len(fix) == 1:
+                lines.append(f"      fix: {fix[0]}")
+            elif fix:  # code on its own lines
+                lines += ["      fix:", *(f"        {c}" for c in fix)]
         if len(ex["lint"]) > 8:
             lines.append(f"    ... {len(ex['lint']) - 8} more (fwd9m lint)")
     for e in ex.get("catalog", [])[:3]:

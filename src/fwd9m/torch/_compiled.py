@@ -209,7 +209,7 @@ class CompiledGraphs:
         r._known.clear()
         outs = [t for t in (result if isinstance(result, (list, tuple)) else [result]) if isinstance(t, r.torch.Tensor)]
         node = r._dispatch.current_autograd_node()
-        phase = "backward" if node is not None else (r._phase_stack[-1] if r._phase_stack else "forward")
+        phase = "backward" if node is not None else r._phase_now("forward")
         device = next((str(t.device) for t in outs), "")
         ctx = rec.ctx_id(module, phase, loc, NODE, device)
         out_recs = [r._tensor(t, 0, rec.digests, True, False) for t in outs]

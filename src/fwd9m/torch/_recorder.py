@@ -588,12 +588,7 @@ class TorchRecorder:
             module, loc = self._node_modules.get(node._sequence_nr(), ("", None))
         else:
             node_name = ""
-            if self._phase_stack:
-                phase = self._phase_stack[-1]
-            elif self._modules:
-                phase = "forward"
-            else:
-                phase = "other"
+            phase = self._phase_now("other")
             module = self._path_of(self._modules[-1]) if self._modules else ""
         if loc is None:
             loc = user_location(4)
@@ -620,6 +615,23 @@ class TorchRecorder:
             (in_caps, [self._bytes(t) for t in outs]) if capture else None,
         )
         self._emit(entry)
+
+    def _phase_now(self, default: str) -> str:
+        """The phase of an op that no autograd node runs (backward ops are those): the
+        data phase inside a DataLoader's ``__next__``; forward inside a module's forward;
+        inside ``optimizer.step``, the update only while grad mode is off. Optimizers run
+        their update with grad off (``_use_grad_for_differentiable`` sets it to the
+        ``differentiable`` default, False) and call a closure under ``torch.enable_grad()``:
+        what a closure runs (Lightning's ``training_step`` runs in ``optimizer.step(closure)``)
+        is the forward pass, not the optimizer's."""
+        top = self._phase_stack[-1] if self._phase_stack else None
+        if top == "data":
+            return top
+        if self._modules:
+            return "forward"
+        if top == "optimizer" and self.torch.is_grad_enabled():
+            return "forward"
+        return top or default
 
     def _bytes(self, t):
         """(meta id, raw bytes) for a full capture; copies the tensor to the host."""
