@@ -60,15 +60,116 @@ def test_a_timing_beside_a_result_never_hides_it(tmp_path, sep):
 
 def test_a_verdict_on_printed_text_only_says_so_in_its_first_line(tmp_path):
     script = (
-        "import numpy as np\n"
+        "import random\n"
         "def main():\n"
-        "    w = np.random.default_rng(0).standard_normal(3)  # held in main()'s locals only\n"
-        "    print('trained')\n"
+        "    random.seed(0)\n"
+        "    print('trained', sum(random.random() for _ in range(10)) > 0)\n"
         "main()\n"
     )
     out = _check(tmp_path, script)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "the verdict rests on printed text only" in out.stdout.splitlines()[0]
+    assert "  final state: none found at exit" in out.stdout and "  files: none written" in out.stdout
+
+
+def test_arrays_held_in_the_entry_functions_locals_are_compared(tmp_path):
+    """Manual SGD on raw tensors in main(), nothing global, nothing saved: the weights are
+    main()'s locals, captured when main() has returned."""
+    script = (
+        "import numpy as np\n"
+        "import torch\n"
+        "def main():\n"
+        "    torch.manual_seed(0)\n"
+        "    x = torch.randn(64, 8)\n"
+        "    y = x @ torch.randn(8, 1)\n"
+        "    w = torch.from_numpy(np.random.normal(size=(8, 1)).astype('float32')).requires_grad_()\n"
+        "    for step in range(50):\n"
+        "        loss = ((x @ w - y) ** 2).mean()\n"
+        "        loss.backward()\n"
+        "        with torch.no_grad():\n"
+        "            w -= 0.01 * w.grad\n"
+        "            w.grad.zero_()\n"
+        "    print('trained')\n"
+        "if __name__ == '__main__':\n"
+        "    main()\n"
+    )
+    out = _check(tmp_path, script)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "[state, run 2] locals.main().w (float32, 8x1)" in out.stdout, out.stdout
+    assert "final state: " in out.stdout and "main(): w" in out.stdout
+
+
+def test_jax_params_in_the_entry_functions_locals_are_compared(tmp_path):
+    script = (
+        "import time\n"
+        "import jax, jax.numpy as jnp\n"
+        "def main():\n"
+        "    key = jax.random.PRNGKey(int(time.time() * 1e6) % 2**31)  # a clock seed\n"
+        "    params = {'w': jax.random.normal(key, (4, 4)), 'b': jnp.zeros(4)}\n"
+        "    for _ in range(3):\n"
+        "        params = jax.tree_util.tree_map(lambda p: p * 0.9, params)\n"
+        "    print('done')\n"
+        "main()\n"
+    )
+    out = _check(tmp_path, script)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "locals.main().params.w" in out.stdout, out.stdout
+
+
+def test_non_persistent_buffers_and_quantization_are_compared(tmp_path):
+    script = (
+        "import random\n"
+        "import torch\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        torch.manual_seed(0)\n"
+        "        self.fc = torch.nn.Linear(2, 2)\n"
+        "        self.register_buffer('running', torch.full((2,), random.random()), persistent=False)\n"
+        "net = Net()\n"
+        "q = torch.quantize_per_tensor(torch.tensor([1.0, 2.0]), 0.1 + random.random() * 1e-9, 0, torch.qint8)\n"
+        "print('done')\n"
+    )
+    out = _check(tmp_path, script)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "net.running (float32, 2)" in out.stdout and "q.scale" in out.stdout, out.stdout
+
+
+def test_a_lookup_vocabulary_built_from_a_set_is_compared(tmp_path):
+    script = (
+        "import keras\n"
+        "keras.utils.set_random_seed(0)\n"
+        "words = {'apple', 'banana', 'cherry', 'date', 'elder', 'fig', 'grape'}\n"
+        "lookup = keras.layers.StringLookup(vocabulary=list(words))\n"
+        "print('built')\n"
+    )
+    out = _check(tmp_path, script)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "lookup.string_lookup/vocabulary" in out.stdout, out.stdout
+
+
+def test_deep_nesting_and_slots_objects_are_compared(tmp_path):
+    script = (
+        "import random\n"
+        "import numpy as np\n"
+        "class Point:\n"
+        "    __slots__ = ('x', 'y')\n"
+        "    def __init__(self):\n"
+        "        self.x, self.y = np.zeros(2), np.full(2, random.random())\n"
+        "state = {'point': Point()}\n"
+        "deep = [np.zeros(1)]\n"
+        "for _ in range(100):\n"
+        "    deep = [deep]\n"
+        "deep[0]\n"
+        "tip = deep\n"
+        "for _ in range(100):\n"
+        "    tip = tip[0]\n"
+        "tip[0] = np.full(1, random.random())\n"
+        "print('done')\n"
+    )
+    out = _check(tmp_path, script)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "state.point.y (float64, 2)" in out.stdout and "deep[0][0]" in out.stdout, out.stdout
 
 
 @pytest.mark.parametrize(
@@ -170,3 +271,10 @@ def test_resume_waits_for_a_checkpoint_not_for_any_new_file_and_takes_dashed_arg
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.startswith("RESUMES EXACTLY") and "resumed from step 10" in out.stdout, out.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]  # the runs' files: not in the folder
+
+
+def test_raw_tensors_in_a_global_dict_are_compared(tmp_path):
+    """Tensors that no model holds are state too: a dict of unseeded torch tensors."""
+    out = _check(tmp_path, "import torch\nparams = {'w': torch.randn(3)}\nprint('done')\n")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "[state, run 2] globals.params.w (float32, 3)" in out.stdout, out.stdout

@@ -150,3 +150,19 @@ def test_hf_trainer_resume_from_checkpoint(tmp_path, script):
     else:
         assert proc.returncode == 1, _explain(proc)
         assert "lost at the resume point: generator collate_fn.data_collator.rng" in first, _explain(proc)
+
+
+def test_lightning_and_hf_trainer_interrupted_at_an_epoch_end(tmp_path):
+    """--interrupt-after epoch:1 for the trainers whose epoch ends fwd9m sees through a
+    callback: Lightning (4 steps an epoch) and the HF Trainer (6 steps an epoch); each is
+    interrupted once its first epoch's checkpoint is written, and resumes after it."""
+    pytest.importorskip("pytorch_lightning")
+    pytest.importorskip("transformers")
+    proc = _check(tmp_path, "lightning_ok.py", "--interrupt-after", "epoch:1")
+    first = proc.stdout.splitlines()[0] if proc.stdout else ""
+    assert proc.returncode == 0 and first.startswith("RESUMES EXACTLY"), _explain(proc)
+    assert "resumed from step 4" in first and "at the end of epoch 1" in first, _explain(proc)
+    proc = _check(tmp_path, "hf_trainer_ok.py", "--interrupt-after", "epoch:1", "--resume-args=--resume")
+    first = proc.stdout.splitlines()[0] if proc.stdout else ""
+    assert proc.returncode == 0 and first.startswith("RESUMES EXACTLY"), _explain(proc)
+    assert "resumed from step 6" in first and "at the end of epoch 1" in first, _explain(proc)

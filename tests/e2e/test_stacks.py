@@ -153,6 +153,7 @@ STACKS_TABLE = (
     # run folders named by the clock or a tracker's run id, loggers' timings (issue 26)
     Stack("hydra", ("hydra", "omegaconf", "torch"), broken_finds=("training step 0",)),
     Stack("wandb", ("wandb", "torch"), broken_finds=("training step 0",)),
+    Stack("mlflow", ("mlflow", "torch"), broken_finds=("training step 0",)),
     Stack("sb3", ("stable_baselines3", "gymnasium", "torch"), broken_finds=("training step 0",)),
     Stack("cleanrl", ("torch", "tensorboard"), broken_finds=("training step 0",)),
 )

@@ -56,6 +56,11 @@ def _audit(event: str, args: tuple) -> None:
         main = sys.modules.get("__main__")
         if main is not None and all(m is not main for m in _state["mains"]):
             _state["mains"].append(main)
+            filename = getattr(args[0], "co_filename", None) if args else None
+            if isinstance(filename, str) and filename == getattr(main, "__file__", None):
+                from . import frames
+
+                frames.watch(filename)  # the entry function's locals, kept for the capture
 
 
 def _keep(obj: Any) -> None:
@@ -151,35 +156,52 @@ def _name_of(obj: Any, names: dict[int, str]) -> str | None:
     return names.get(id(obj))
 
 
-def _global_names(backends: list[Any]) -> tuple[dict[int, str], dict[str, Any]]:
-    """id -> global name of the script's objects, and its array-like globals."""
-    names: dict[int, str] = {}
-    arrays: dict[str, Any] = {}
-    from ..compare import to_numpy
+def _scopes() -> list[tuple[str, dict[str, Any]]]:
+    """``(prefix, variables)`` of the script: its ``__main__`` globals (prefix ``""``), then
+    the locals of its entry functions (``"main()."``, :mod:`fwd9m._runtime.frames`)."""
+    from . import frames
 
-    saved_elsewhere = {root for b in backends for root in b.state_roots}
-    mains = list(_state["mains"]) + [sys.modules.get("__main__")]
-    for main in mains:
+    scopes: list[tuple[str, dict[str, Any]]] = []
+    for main in list(_state["mains"]) + [sys.modules.get("__main__")]:
         g = getattr(main, "__dict__", None) or {}
         if g.get("__name__") != "__main__" or g.get("__spec__") and g["__spec__"].name == __name__:
             continue
-        for k, v in list(g.items()):
-            if k.startswith("__") or isinstance(v, _SKIP_GLOBALS):
-                continue
-            names.setdefault(id(v), k)
-            try:
-                if to_numpy(v) is not None or _holds_arrays(v, to_numpy, backends, saved_elsewhere):
-                    arrays[k] = v
-            except Exception:
-                pass
-    return names, arrays
+        scopes.append(("", g))
+    return scopes + [(f"{function}().", local) for function, local in frames.kept()]
 
 
-def _holds_arrays(value: Any, to_numpy, backends: list[Any], saved_elsewhere: set[str], budget: int = 10_000) -> bool:
-    """Whether ``value`` is a container (dict, list, tuple, dataclass, a framework's
-    container such as a JAX pytree: a Flax ``TrainState``, an optax state) with an array
-    leaf that no model or variable capture covers (none of the modules in
-    ``saved_elsewhere``: NumPy, JAX). At most ``budget`` nodes are looked at."""
+def _variables(scopes: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str, Any]]:
+    """``(prefix, name, value)`` of the script's variables that may hold state."""
+    return [
+        (prefix, k, v)
+        for prefix, scope in scopes
+        for k, v in list(scope.items())
+        if not k.startswith("__") and not isinstance(v, _SKIP_GLOBALS)
+    ]
+
+
+def _script_arrays(variables: list[tuple[str, str, Any]], backends: list[Any], taken: set[int]) -> dict[str, Any]:
+    """The script's variables that are arrays or hold an array no backend saved
+    (``taken``: ids of what the models and variables saved hold)."""
+    from ..compare import to_numpy
+
+    arrays: dict[str, Any] = {}
+    for prefix, k, v in variables:
+        try:
+            if (to_numpy(v) is not None and id(v) not in taken) or _holds_arrays(v, to_numpy, backends, taken):
+                arrays.setdefault(prefix + k, v)
+        except Exception:
+            pass
+    return arrays
+
+
+def _holds_arrays(value: Any, to_numpy, backends: list[Any], taken: set[int], budget: int = 10_000) -> bool:
+    """Whether ``value`` is or holds (in a dict, list, tuple, dataclass, a framework's
+    container such as a JAX pytree: a Flax ``TrainState``, an optax state; or a tensor
+    made of parts: a quantized one) an array that no model or variable capture saved
+    (not in ``taken``). At most ``budget`` nodes are looked at."""
+    from ..compare._values import _attributes, _expand
+
     if isinstance(value, (str, bytes, int, float, bool, type(None))):
         return False
     stack, seen = [value], set()
@@ -190,7 +212,7 @@ def _holds_arrays(value: Any, to_numpy, backends: list[Any], saved_elsewhere: se
             continue
         seen.add(id(v))
         if v is not value and to_numpy(v) is not None:
-            if type(v).__module__.split(".")[0] not in saved_elsewhere:
+            if id(v) not in taken:
                 return True
             continue
         if isinstance(v, dict):
@@ -199,6 +221,12 @@ def _holds_arrays(value: Any, to_numpy, backends: list[Any], saved_elsewhere: se
             stack.extend(v)
         elif dataclasses.is_dataclass(v) and not isinstance(v, type):
             stack.extend(getattr(v, f.name, None) for f in dataclasses.fields(v))
+        elif (parts := _expand(v)) is not None and to_numpy(v) is None:
+            stack.extend(parts[0].values())
+        elif v is not value and (leaves := _tree_leaves(v, backends)):
+            stack.extend(leaves)
+        elif v is not value and (attributes := _attributes(v)):  # an object in a container
+            stack.extend(attributes.values())
         else:
             stack.extend(_tree_leaves(v, backends))
     return False
@@ -232,7 +260,10 @@ def collect() -> dict[str, Any]:
     """``{label: object}`` of everything to save, in a stable order: each backend's
     final state in capture order, then the script's array globals not saved with them."""
     backends = _backends()
-    names, arrays = _global_names(backends)
+    variables = _variables(_scopes())
+    names: dict[int, str] = {}
+    for _, k, v in variables:
+        names.setdefault(id(v), k)
     found = _live_objects(backends)
     used: dict[str, int] = {}
     out: dict[str, Any] = {}
@@ -248,9 +279,11 @@ def collect() -> dict[str, Any]:
         part = b.final_state(found[b.name], name_of, label, taken)
         out.update(part)
         taken.update(id(v) for v in part.values())
+    arrays = _script_arrays(variables, backends, taken)
     for k in sorted(arrays):
         if id(arrays[k]) not in taken:
-            out[f"globals.{k}"] = arrays[k]
+            taken.add(id(arrays[k]))
+            out[f"{'locals' if '().' in k else 'globals'}.{k}"] = arrays[k]
     return out
 
 
@@ -296,7 +329,26 @@ def _jsonable(leaf: Any) -> Any:
         for folder in (cwd, os.path.realpath(cwd)) if cwd else ():
             leaf = leaf.replace(os.fsencode(folder), b"<cwd>")  # hashed here, so masked here
         return {"bytes_sha256": hashlib.sha256(leaf).hexdigest(), "len": len(leaf)}
-    return {"repr": repr(leaf)[:200]}
+    from ..compare import _Opaque
+
+    if isinstance(leaf, _Opaque):
+        return {"opaque": f"{leaf.type.__module__}.{leaf.type.__qualname__}"}
+    return _repr_leaf(leaf)
+
+
+def _repr_leaf(leaf: Any) -> dict[str, Any]:
+    """A leaf compared by its ``repr`` (a set, an object with its own ``==``): a digest of
+    the whole text (its first 200 characters kept to show), a set's items in sorted
+    order (its iteration order follows the string-hash seed), object addresses masked."""
+    import hashlib
+    import re
+
+    if isinstance(leaf, (set, frozenset)):
+        text = "{" + ", ".join(sorted(repr(x) for x in leaf)) + "}"
+    else:
+        text = repr(leaf)
+    text = re.sub(r" at 0x[0-9a-fA-F]+", " at 0x…", text)
+    return {"repr": text[:200], "repr_sha256": hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()}
 
 
 def write(out_dir: str | os.PathLike[str] | None = None) -> Path | None:
@@ -310,10 +362,13 @@ def write(out_dir: str | os.PathLike[str] | None = None) -> Path | None:
     pid = os.getpid()
     manifest = _manifest(pid)
     arrays: dict[str, Any] = {}
+    from . import frames
+
     try:
         _add_leaves(manifest, arrays)
     except Exception as exc:
         manifest["error"] = f"capture failed: {type(exc).__name__}: {exc}"
+    frames.release()  # the entry function's locals go now, as they would have at its return
     try:
         from .. import environment
 

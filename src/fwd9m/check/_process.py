@@ -30,7 +30,7 @@ from .._runtime.workdir import (  # noqa: F401
     prepare_cwd,
     snapshot_tree,
 )
-from ..compare import TEXT_LIMIT, TEXT_SUFFIXES, is_structured, orbax_roots
+from ..compare import TEXT_LIMIT, is_structured, is_text, orbax_roots
 from ..errors import FileFormatError
 from ._result import RunInfo
 
@@ -100,10 +100,9 @@ def _group_files(files: dict[str, Path]) -> dict[str, tuple[str, Path]]:
             continue
         if Path(rel).name == "checkpoint" and str(Path(rel).parent) in tf_dirs:
             continue
-        suffix = path.suffix.lower()
         if is_structured(rel) or (path.name == "fingerprint.pb" and (path.parent / "saved_model.pb").exists()):
             out[rel] = ("structured", path)
-        elif suffix in TEXT_SUFFIXES and path.stat().st_size <= TEXT_LIMIT:
+        elif is_text(rel) and path.stat().st_size <= TEXT_LIMIT:
             out[rel] = ("text", path)
         else:
             out[rel] = ("bytes", path)

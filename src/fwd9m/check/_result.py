@@ -176,6 +176,9 @@ class CheckResult:
     #: ``name``, ``where`` (first example), ``a``/``b`` (its value in each run),
     #: ``count`` and ``differed``; empty with ``strict``
     ignored: list[dict[str, Any]] = field(default_factory=list)
+    #: what the verdict rests on, a line per source (stdout, stderr, files, final state),
+    #: then what was seen but not compared (``check._coverage``)
+    coverage: list[str] = field(default_factory=list)
 
     @property
     def reproducible(self) -> bool:
@@ -209,8 +212,8 @@ class CheckResult:
         if self.reproducible and not self.compared.get("state tensors") and not self.compared.get("files"):
             return (
                 f"REPRODUCIBLE: {n} runs of {self.target} agree bit for bit ({what}), but the verdict rests on "
-                f"printed text only: no model, array or file was found to compare (a model or arrays held "
-                f"only in a function's locals are not seen: save them, or keep them in a global)."
+                f"printed text only: no model, array or file was found to compare (listed under Compared: "
+                f"save the result, or keep it in a global or in the script's entry function)."
             )
         if self.reproducible:
             return f"REPRODUCIBLE: {n} runs of {self.target} agree bit for bit ({what})."
@@ -250,6 +253,8 @@ class CheckResult:
                 lines.append(
                     f"     ... and {len(ranked) - len(shown)} more (fwd9m -v check lists all; so does --format json)"
                 )
+        if self.coverage:
+            lines += ["", "Compared (each run with run 1):", *(f"  {c}" for c in self.coverage)]
         if self.ignored:
             lines += ["", "Ignored (masked before comparing; fwd9m check --strict compares them):"]
             lines += ignored_lines(self.ignored)
@@ -309,6 +314,7 @@ class CheckResult:
             "next_steps": self.next_steps,
             "catalog": self.catalog,
             "ignored": self.ignored,
+            "coverage": self.coverage,
         }
 
     def to_json(self, indent: int | None = 2) -> str:

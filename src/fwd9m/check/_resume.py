@@ -656,7 +656,8 @@ def _not_interrupted(b: _Run, how: Interruption, steps: int, display: str) -> Ru
     )
     if how.at == "epoch" and steps:
         why += (
-            " and fwd9m saw no epoch end (it sees those of Keras fit only; for a PyTorch or JAX loop give a step count)"
+            " and fwd9m saw no epoch end (it sees those of Keras fit, Lightning and the HF Trainer; "
+            "for a plain PyTorch or JAX loop give a step count)"
         )
     return RunError(
         f"run B of {display} ended ({_status(b.info)}) before it could be interrupted "
@@ -788,12 +789,17 @@ def _state_notes(result: Draft[ResumeResult], unstable: set, a: _Run, c: _Run, e
 
 
 def _global_name(key: str) -> str | None:
-    """``globals.restored.key`` -> ``restored``: the script variable a final-state leaf is in."""
+    """``globals.restored.key`` -> ``restored``, ``locals.main().ckpt[0]`` -> ``main().ckpt``:
+    the script variable a final-state leaf is in."""
     head, sep, rest = key.partition(".")
-    if head != "globals" or not sep:
+    function = ""
+    if head == "locals" and "()." in rest:
+        function, _, rest = rest.partition("().")
+        function += "()."
+    elif head != "globals" or not sep:
         return None
     name = rest.split(".", 1)[0].split("[", 1)[0]
-    return name or None
+    return function + name if name else None
 
 
 def _drop_resume_globals(captures: list[dict], of_a: list[dict]) -> tuple[list[dict], list[str]]:

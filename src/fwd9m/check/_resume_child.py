@@ -27,6 +27,9 @@ Step boundaries come from two places:
   ``fit`` from the user's callbacks, keras/src/callbacks/callback_list.py,
   https://github.com/keras-team/keras); it comes after the user's callbacks, so a
   ``BackupAndRestore`` save at the same batch or epoch end has happened when it runs.
+- Epoch ends of Lightning's ``Trainer.fit`` and HF's ``Trainer.train`` (for
+  ``--interrupt-after epoch:N``): a callback each, taken after the epoch's checkpoint
+  is written (:func:`_install_lightning`, :func:`_install_transformers`).
 
 Each hook is installed when its framework finishes importing (a ``sys.meta_path``
 finder, as ``fwd9m run``'s import hook does).
@@ -56,6 +59,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 ENV_DIR = "FWD9M_RESUME_DIR"
@@ -334,6 +338,78 @@ def _install_keras() -> None:
     add_to_every_fit(
         _StepHook, lambda exc: _emit({"e": "error", "where": "keras callback", "error": f"{type(exc).__name__}: {exc}"})
     )
+
+
+# --------------------------------------------------------------------------- epoch ends of trainers
+
+
+def _install_lightning(package: str) -> Callable[[], None]:
+    """The installer for Lightning (``package``: ``pytorch_lightning`` or
+    ``lightning.pytorch``): each ``Trainer.fit`` gets a callback, appended to
+    ``trainer.callbacks`` after the user's and after ``ModelCheckpoint`` (which the
+    Trainer puts last: ``_reorder_callbacks`` in trainer/connectors/callback_connector.py),
+    whose ``on_train_epoch_end`` is an epoch end: the epoch's checkpoint is written then."""
+
+    def install() -> None:
+        import functools
+        import importlib
+
+        trainer_cls = importlib.import_module(f"{package}.trainer.trainer").Trainer
+        callback = importlib.import_module(f"{package}.callbacks").Callback
+
+        class _EpochEnds(callback):  # type: ignore[misc, valid-type]
+            """fwd9m check --resume's epoch ends in fit (observes only)."""
+
+            def on_train_epoch_end(self, trainer, pl_module):
+                _after_epoch()
+
+        fit = trainer_cls.fit
+
+        @functools.wraps(fit)
+        def fit_observed(self, *args, **kwargs):
+            if not any(isinstance(c, _EpochEnds) for c in self.callbacks):
+                self.callbacks.append(_EpochEnds())
+            return fit(self, *args, **kwargs)
+
+        trainer_cls.fit = fit_observed
+
+    return install
+
+
+def _install_transformers() -> None:
+    """HF ``Trainer.train`` gets a callback (``add_callback``) that takes an epoch's end
+    once what follows ``on_epoch_end`` is done: the epoch's save (``on_save``, called
+    after ``_save_checkpoint`` in ``_maybe_log_save_evaluate``, transformers/trainer.py),
+    else the next epoch's or step's beginning, else the end of training."""
+    import functools
+
+    from transformers import trainer as hf_trainer
+    from transformers.trainer_callback import TrainerCallback
+
+    class _EpochEnds(TrainerCallback):
+        """fwd9m check --resume's epoch ends in Trainer.train (observes only)."""
+
+        pending = False
+
+        def on_epoch_end(self, args, state, control, **kwargs):
+            self.pending = True
+
+        def _taken(self, *args, **kwargs):
+            if self.pending:
+                self.pending = False
+                _after_epoch()
+
+        on_save = on_epoch_begin = on_step_begin = on_train_end = _taken
+
+    train = hf_trainer.Trainer.train
+
+    @functools.wraps(train)
+    def train_observed(self, *args, **kwargs):
+        if not any(isinstance(c, _EpochEnds) for c in self.callback_handler.callbacks):
+            self.add_callback(_EpochEnds())
+        return train(self, *args, **kwargs)
+
+    hf_trainer.Trainer.train = train_observed
 
 
 # --------------------------------------------------------------------------- jax
@@ -673,10 +749,19 @@ def _interrupt(at: str) -> None:
 
 
 class _PostImport:
-    """Runs an installer after ``torch``, ``keras``, ``jax`` or ``optax`` finishes importing."""
+    """Runs an installer after ``torch``, ``keras``, ``jax``, ``optax`` or a trainer's module
+    (Lightning's, HF transformers') finishes importing."""
 
     def __init__(self) -> None:
-        self.pending = {"torch": _install_torch, "keras": _install_keras, "jax": _install_jax, "optax": _install_optax}
+        self.pending = {
+            "torch": _install_torch,
+            "keras": _install_keras,
+            "jax": _install_jax,
+            "optax": _install_optax,
+            "pytorch_lightning.trainer.trainer": _install_lightning("pytorch_lightning"),
+            "lightning.pytorch.trainer.trainer": _install_lightning("lightning.pytorch"),
+            "transformers.trainer": _install_transformers,
+        }
 
     def find_spec(self, name, path=None, target=None):
         install = self.pending.pop(name, None)

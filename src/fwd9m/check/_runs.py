@@ -503,6 +503,7 @@ def _compare_runs(
         environment=pairs.base_env or environment.collect(),
         environment_diffs=pairs.env_diffs,
         ignored=pairs.ignored.to_list(),
+        coverage=_coverage(first, compared, stderr),
     )
     if not any(compared.values()) and not pairs.findings:
         raise RunError(_nothing_compared(display, done))
@@ -514,6 +515,13 @@ def _compare_runs(
     if pairs.findings:
         _next_steps(result, display, pairs, ranks, command, source, argv, env)
     return result
+
+
+def _coverage(first: _Run, compared: dict[str, int], stderr: bool) -> list[str]:
+    from . import _coverage
+
+    left = sum(n for n, _ in _stderr(first)[1].values()) if stderr else 0
+    return _coverage.lines(first, compared["stdout lines"], (compared["stderr lines"], left) if stderr else None)
 
 
 def _threads_differ(result: Draft[CheckResult]) -> bool:

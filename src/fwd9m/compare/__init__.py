@@ -37,6 +37,7 @@ from ._files import (  # noqa: F401
     TEXT_SUFFIXES,
     file_digest,
     is_structured,
+    is_text,
     mask_timing_tags,
     orbax_roots,
     pair_names,

@@ -38,6 +38,16 @@ from ._values import Flat, Tensor, _np, flatten
 #: (or line by line for :data:`TEXT_SUFFIXES`).
 STRUCTURED_SUFFIXES = (".npy", ".npz", ".safetensors", ".h5", ".hdf5", ".keras", ".pt", ".pth", ".ckpt", ".zip", ".gz")
 TEXT_SUFFIXES = (".txt", ".csv", ".tsv", ".json", ".jsonl", ".log", ".yaml", ".yml", ".md", ".out")
+#: text files without a suffix: an MLflow file store's params, metrics and tags, one
+#: file each (mlflow/store/tracking/file_store.py)
+_TRACKER_TEXT = re.compile(r"(?:^|/)mlruns/[^/]+/[0-9a-f]{32}/(?:metrics|params|tags)/[^/]+$")
+
+
+def is_text(name: str) -> bool:
+    """Whether the file ``name`` (relative to the run's folder) is compared line by line."""
+    return name.lower().endswith(TEXT_SUFFIXES) or bool(_TRACKER_TEXT.search(name))
+
+
 #: Text files larger than this (bytes) are compared by hash.
 TEXT_LIMIT = 64 << 20
 #: TensorBoard event files: ``events.out.tfevents.<time>.<host>.<pid>...`` (TF's
@@ -91,15 +101,21 @@ TRACKER_BOOKKEEPING = re.compile(
     r"(?:^|/)wandb/(?:[^/]+/)?(?:logs/)?debug(?:-internal|-core|-cli\.[^/]*)?\.log$"
     r"|(?:^|/)wandb/[^/]+/run-<run id>\.wandb$"
     r"|(?:^|/)wandb/[^/]+/files/wandb-metadata\.json$"
+    # MLflow's file store: a run's meta.yaml (its ids, random name, start and end time,
+    # user) and its random name as a tag; its params, metrics and other tags are compared
+    r"|(?:^|/)mlruns/[^/]+/<run id>/(?:meta\.yaml|tags/mlflow\.runName)$"
 )
 _MLFLOW_RUN = re.compile(r"[0-9a-f]{32}")
+#: an MLflow experiment's id: 18 digits from a uuid4 (mlflow/utils/name_utils.py,
+#: _generate_unique_integer_id, _EXPERIMENT_ID_FIXED_WIDTH); "0" is the default experiment
+_MLFLOW_EXPERIMENT = re.compile(r"\d{18}")
 
 
 def _timeless(name: str) -> str:
     """``name`` with each folder named by the clock (:data:`_TIMED_FOLDER`, and
     :data:`_CLOCK_FOLDER` under a dated one) and each time stamp in it
-    (:data:`_STAMP_IN_NAME`) as ``<time>``, and a tracker's run id (:data:`_RUN_ID`) as
-    ``<run id>``."""
+    (:data:`_STAMP_IN_NAME`) as ``<time>``, a tracker's run id (:data:`_RUN_ID`, MLflow's)
+    as ``<run id>`` and an MLflow experiment's id as ``<experiment id>``."""
     parts: list[str] = []
     run_id = None
     for i, part in enumerate(name.split("/")):
@@ -114,6 +130,8 @@ def _timeless(name: str) -> str:
             run_id, part = m.group(2), m.group(1) + "<run id>"
         if i >= 2 and parts[i - 2] == "mlruns" and _MLFLOW_RUN.fullmatch(part):
             part = "<run id>"
+        elif i >= 1 and parts[i - 1] == "mlruns" and _MLFLOW_EXPERIMENT.fullmatch(part):
+            part = "<experiment id>"
         parts.append(part)
     return "/".join(parts)
 
@@ -133,6 +151,8 @@ def renamed_folders(names: dict[str, str]) -> tuple[tuple[str, str], ...]:
                 out.add(("/".join(real[: i + 1]), "/".join(masked[: i + 1])))
                 if masked[i].endswith("<run id>"):  # the id alone, as a tracker's files quote it
                     out.add((real[i][-8:] if masked[i] != "<run id>" else real[i], "<run id>"))
+                elif masked[i] == "<experiment id>":
+                    out.add((real[i], "<experiment id>"))
     return tuple(sorted(out, key=lambda kv: -len(kv[0])))
 
 

@@ -27,9 +27,9 @@ def _files(folder: Path) -> dict[str, Path]:
 
 def _file_differs(name: str, pa: Path, pb: Path, ra: tuple, rb: tuple) -> bool:
     from ..errors import FileFormatError
-    from . import TEXT_LIMIT, TEXT_SUFFIXES, compare_flat, compare_text, file_digest, is_structured, replace_in_leaves
+    from . import TEXT_LIMIT, compare_flat, compare_text, file_digest, is_structured, is_text, replace_in_leaves
 
-    if pa.suffix.lower() in TEXT_SUFFIXES and max(pa.stat().st_size, pb.stat().st_size) <= TEXT_LIMIT:
+    if is_text(str(pa)) and max(pa.stat().st_size, pb.stat().st_size) <= TEXT_LIMIT:
         return bool(compare_text(name, pa, pb, ra, rb))
     if is_structured(name):
         try:

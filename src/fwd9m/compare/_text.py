@@ -64,6 +64,9 @@ class _Mask(NamedTuple):
     before: re.Pattern[str] | str
 
 
+#: the name of Rich's log time mask: its value is compared as the blank Rich prints
+#: in its place when the time repeats
+RICH_TIME = "log time (rich)"
 #: Values that change from run to run without meaning a different result and do not
 #: start with a digit. The named group ``v``, where present, is the masked part.
 MASKS = (
@@ -84,6 +87,15 @@ MASKS = (
         re.compile(r"\b" + TB_STAMP + r"(?!\d)"),
         re.compile(r"[a-z]\d\d_\d"),
     ),
+    # Rich's console.log and RichHandler: "[13:40:01] " ("[%X]"; "[%x %X]": "[12/02/26
+    # 13:40:01]") at the start of the line, left blank when it repeats the line before's
+    # (rich/_log_render.py, omit_repeated_times): compared as that blank (RICH_TIME)
+    _Mask(
+        "timestamp",
+        RICH_TIME,
+        re.compile(r"^\[(?:\d{2}/\d{2}/\d{2} )?\d{1,2}:\d{2}:\d{2}(?: [AP]M)?\](?= |$)"),
+        re.compile(r"^\[[\d/ ]*\d:\d\d:\d\d"),
+    ),
     _Mask("timing", "{unit}", re.compile(r"(?<![\w.])\? ?(?P<unit>[^\s,\]]{1,30}/s)(?![\w/])"), re.compile(r"\?")),
     _Mask("timing", "duration", re.compile(r"-:--:--"), re.compile("-:--")),  # rich: time remaining unknown
 )
@@ -91,16 +103,32 @@ MASKS = (
 #: names a rate or a per-step duration.
 NUMBER_MASKS = (
     # ISO dates and times (a real year, month and day: 1024-64-32, a model's layer
-    # sizes, is no date), and 20261201-191233 (strftime("%Y%m%d-%H%M%S")), also inside
+    # sizes, is no date), and 20261201-191233 (strftime("%Y%m%d-%H%M%S"), also with a
+    # blank or "_" or "T" between), also inside
     # a name (run_2026-12-01_19-12-33/, train_20261201-191233.log): not after a digit
     _Mask(
         "timestamp",
         "timestamp",
         re.compile(
             DATE + CLOCK_AFTER_DATE + r"(?:Z|[+-]\d{2}:?\d{2})?)?(?!\d)"
-            r"|" + COMPACT_DATE + r"[-_T]" + COMPACT_TIME + r"(?!\d)"
+            r"|" + COMPACT_DATE + r"[-_T ]" + COMPACT_TIME + r"(?!\d)"
         ),
         "0123456789.",
+    ),
+    # the Common Log Format's time (Apache, nginx, gunicorn): 10/Oct/2026:13:55:36 -0700
+    _Mask(
+        "timestamp",
+        "timestamp",
+        re.compile(r"(?:0[1-9]|[12]\d|3[01])/" + MONTH + r"/\d{4}:\d{2}:\d{2}:\d{2}(?: [+-]\d{4})?(?!\d)"),
+        "\\w.",
+    ),
+    # a date and time of day with slashes: 12/02/2026 13:40:01 (HF examples' logging
+    # datefmt "%m/%d/%Y %H:%M:%S"), 02/12/26 13:40:01 (Rich's RichHandler "[%x %X]")
+    _Mask(
+        "timestamp",
+        "timestamp",
+        re.compile(r"\d{1,2}/\d{1,2}/\d{2}(?:\d{2})?[ T]\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?(?: ?[AP]M)?(?!\d)"),
+        "\\w./",
     ),
     _Mask("timing", "elapsed (progress bar)", re.compile(_CLOCK + r"(?=[<,\]])"), "=["),
     _Mask("timing", "remaining (progress bar)", re.compile(_CLOCK + r"(?=[,\]])"), "=<"),
@@ -144,7 +172,7 @@ VOLATILE = tuple((m.pattern, f"<{m.kind}>") for m in MASKS + NUMBER_MASKS)
 #: where a value of :data:`NUMBER_MASKS` may start: a number followed by "-", ":", ",",
 #: "]", "<", a letter or " day" (a fast test: a number followed by a blank and a digit
 #: or by nothing starts none)
-_CANDIDATE = re.compile(r"(?<![\d.])\.?\d[\d.]*(?:[eE][-+]?\d+)?(?:[-:,\]<]| ?[A-Za-zµμ?])")
+_CANDIDATE = re.compile(r"(?<![\d.])(?:\.?\d[\d.]*(?:[eE][-+]?\d+)?(?:[-:,\]</]| ?[A-Za-zµμ?])|\d{8} \d{6}(?!\d))")
 _NUMBER_MASKS_ALL: re.Pattern[str]  # set below, once _combined is defined
 #: a line without any of these holds no timing name (a fast test before looking for keys)
 _KEY_HINT = re.compile(
@@ -480,7 +508,7 @@ def _tokens(line: str, strict: bool, columns: dict[int, str] | None = None, deli
             pos = m.end()
         parts.append(line[pos:start])
         if kind:
-            parts.append(f"\0M:{kind}\0")
+            parts.append(" " * (end - start) if name == RICH_TIME else f"\0M:{kind}\0")
             masked.append((kind, name, line[start:end]))
         pos = end
     return _Tokens("".join(parts), numbers, masked)
@@ -798,6 +826,60 @@ def _timing_columns(header: str | None, delimiter: str) -> dict[int, str]:
     return {i: clip(n, 40) for i, n in enumerate(names) if timing_name(n)}  # a name for the report
 
 
+#: an MLflow file store's metric file: mlruns/<experiment>/<run id>/metrics/<name>, one
+#: "timestamp value step" line per logged value (mlflow/store/tracking/file_store.py)
+_MLFLOW_METRIC = re.compile(r"(?:^|/)mlruns/[^/]+/(?:[0-9a-f]{32}|<run id>)/metrics/")
+
+
+def _nesting(text: str) -> int:
+    return text.count("{") + text.count("[") - text.count("}") - text.count("]")
+
+
+class _TimingBlock:
+    """A timing's value that spans lines: pretty-printed JSON (``"time": {`` up to its
+    closing ``}``) or YAML (``time:`` then the lines indented under it). Fed one side's
+    lines in order; :meth:`feed` names the timing key a line belongs to."""
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+        self.depth = 0
+        self.indent: int | None = None  # YAML: the key's indentation
+
+    def feed(self, line: str) -> str | None:
+        """The timing key whose value ``line`` is part of (the whole line is then masked),
+        or None."""
+        if self.name is not None:
+            name = self.name
+            if self.indent is not None:
+                if line.strip() and len(line) - len(line.lstrip(" ")) <= self.indent:
+                    self.name = None
+                    return self.feed(line)
+                return name
+            self.depth += _nesting(line)
+            if self.depth <= 0:
+                self.name = None
+            return name
+        if ("=" in line or ":" in line) and _KEY_HINT.search(line.lower()):
+            for m in _KEY.finditer(line):
+                rest = line[m.end() :].rstrip()
+                if not timing_name(m.group("key")):
+                    continue
+                if rest[:1] in ("{", "[") and _nesting(rest) > 0:
+                    self.name, self.depth, self.indent = m.group("key"), _nesting(rest), None
+                elif not rest and line.rstrip().endswith(":"):
+                    self.name, self.indent = m.group("key"), len(line) - len(line.lstrip(" "))
+        return None
+
+
+def _layout(path: str | os.PathLike[str]) -> tuple[str | None, dict[int, str] | None]:
+    """A file's cell delimiter and timing columns, when it is a table: ``.csv``/``.tsv``
+    (columns from the header: None, read later), MLflow's metric files (no header)."""
+    if _MLFLOW_METRIC.search(os.fspath(path)):  # "<time in ms> <value> <step>" lines
+        return " ", {0: "time (MLflow metric)"}
+    suffix = os.fspath(path).lower().rsplit(".", 1)[-1]
+    return {"csv": ",", "tsv": "\t"}.get(suffix), None
+
+
 def compare_text(
     path: str,
     file_a: str | os.PathLike[str],
@@ -829,13 +911,12 @@ def compare_text(
 
     if _same_bytes(file_a, file_b):
         return None
-    suffix = os.fspath(path).lower().rsplit(".", 1)[-1]
-    delimiter = {"csv": ",", "tsv": "\t"}.get(suffix)
-    columns: dict[int, str] | None = None
+    delimiter, columns = _layout(path)
     n_diff = total = 0
     first = None
     max_abs: float | None = None
     continued = False  # the line continues a timed line's layout (see _spacing_only)
+    block_a, block_b = _TimingBlock(), _TimingBlock()
     # lines end at "\n" only: a "\r" redraws the line, as on a terminal
     with (
         open(file_a, encoding="utf-8", errors="replace", newline="\n") as fa,
@@ -847,6 +928,11 @@ def compare_text(
                 d = None
             else:
                 ca, cb = _clean(la, replace_a), _clean(lb, replace_b)
+                ka, kb = (None, None) if strict else (block_a.feed(ca), block_b.feed(cb))
+                if ka is not None and kb is not None:  # inside a timing's multi-line value in both
+                    if ignored is not None and ca != cb:
+                        ignored.add(path, "timing", ka, total, ca.strip(), cb.strip())
+                    continue
                 if delimiter and columns is None:  # the header: never masked itself
                     columns = {} if strict or ca != cb else _timing_columns(ca, delimiter)
                     d = -1.0 if ca == cb else None

@@ -17,7 +17,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-#: leaves nested deeper than this are compared by type name only
+#: how deep :func:`replace_in_leaves` looks inside a leaf (lists in an HDF5 string
+#: dataset); :func:`flatten` walks any depth
 MAX_DEPTH = 64
 
 _SCALARS = frozenset((bool, int, float, complex, str, bytes))
@@ -109,60 +110,96 @@ def _container_kind(value: Any, kind: type) -> str:
     return kind.__qualname__
 
 
-def _walk(
-    value: Any, path: str, depth: int, seen: set[int], named: int | None, containers: dict[str, str]
-) -> Iterator[tuple[str, Any]]:
-    """``(path, leaf)`` pairs; ``named``: where in ``path`` names a framework made up
-    begin (None: nowhere), for :class:`NamedPath`; ``containers`` gets ``{path: kind}``
-    (:func:`_container_kind`) of every non-empty container outside such names."""
+def _attributes(value: Any) -> dict[str, Any] | None:
+    """An object's attributes: its ``__dict__`` and the ``__slots__`` of its classes that
+    are set (private ones under their mangled name); None for an object with neither."""
+    attrs = dict(vars(value)) if hasattr(value, "__dict__") else None
+    for cls in type(value).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name in ("__dict__", "__weakref__"):
+                continue
+            if name.startswith("__") and not name.endswith("__"):
+                name = f"_{cls.__name__.lstrip('_')}{name}"
+            attrs = {} if attrs is None else attrs
+            try:
+                attrs.setdefault(name, getattr(value, name))
+            except AttributeError:  # a slot never set
+                pass
+    return attrs
+
+
+def _children(value: Any) -> list[tuple[Any, Any]] | None:
+    """``(key, child)`` pairs of a container, in order; None for a leaf."""
+    if isinstance(value, Mapping):
+        return list(value.items())
+    if isinstance(value, (list, tuple)):
+        fields = getattr(value, "_fields", None)  # namedtuple
+        return [(fields[i] if fields else i, v) for i, v in enumerate(value)]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
+    if isinstance(value, (set, frozenset)) or type(value).__eq__ is not object.__eq__ or isinstance(value, type):
+        return None
+    attrs = _attributes(value)
+    return None if attrs is None else list(attrs.items())
+
+
+def _leaves(value: Any, path: str, named: int | None, ancestors: set[int]) -> list[tuple[str, Any]] | None:
+    """The leaves ``value`` is by itself (a scalar, an array, a masked array's data and
+    mask, a value met again inside itself); None for a container to walk into."""
     if value is None or type(value) in _SCALARS:
-        yield _path(path, named), value
-        return
-    if depth > MAX_DEPTH or id(value) in seen:
-        yield _path(path, named), _Opaque(type(value))
-        return
+        return [(_path(path, named), value)]
+    if id(value) in ancestors:  # a cycle: compared by type
+        return [(_path(path, named), _Opaque(type(value)))]
     np = sys.modules.get("numpy")
     if np is not None and isinstance(value, np.ma.MaskedArray):  # its mask is part of the value
         data, mask = np.asarray(value.data), np.ma.getmaskarray(value)
-        yield _path(_join(path, "data"), named), Tensor(data, data.dtype.name)
-        yield _path(_join(path, "mask"), named), Tensor(mask, mask.dtype.name)
-        return
+        return [
+            (_path(_join(path, "data"), named), Tensor(data, data.dtype.name)),
+            (_path(_join(path, "mask"), named), Tensor(mask, mask.dtype.name)),
+        ]
     arr = to_numpy(value)
-    if arr is not None:
-        yield _path(path, named), arr
-        return
-    kind = type(value)
-    expanded = _expand(value)
-    if expanded is not None:
-        value, by_framework = expanded
-        if by_framework and named is None:
-            named = len(path)
-    seen = seen | {id(value)}
-    if isinstance(value, Mapping):
-        children = iter(value.items())
-    elif isinstance(value, (list, tuple)):
-        fields = getattr(value, "_fields", None)  # namedtuple
-        children = ((fields[i] if fields else i, v) for i, v in enumerate(value))
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        children = ((f.name, getattr(value, f.name)) for f in dataclasses.fields(value))
-    elif isinstance(value, (set, frozenset)) or type(value).__eq__ is not object.__eq__:
-        yield _path(path, named), value  # compared with ==
-        return
-    elif hasattr(value, "__dict__") and not isinstance(value, type):
-        children = iter(vars(value).items())
-    else:
-        yield _path(path, named), _Opaque(type(value))
-        return
-    empty = True
-    for key, child in children:
-        if empty and named is None:  # recorded before its leaves (a non-empty container)
+    return None if arr is None else [(_path(path, named), arr)]
+
+
+_LEAVE = object()
+
+
+def _walk(value: Any, path: str, containers: dict[str, str]) -> Iterator[tuple[str, Any]]:
+    """``(path, leaf)`` pairs, depth first, at any depth (iteratively; a value met again
+    inside itself is a leaf compared by type). Keys that a framework made up (Keras
+    layer names) give a :class:`NamedPath`; ``containers`` gets ``{path: kind}``
+    (:func:`_container_kind`) of every non-empty container outside such names."""
+    ancestors: set[int] = set()
+    stack: list[tuple[Any, ...]] = [(value, path, None, 0)]
+    while stack:
+        item = stack.pop()
+        if item[0] is _LEAVE:
+            ancestors.difference_update(item[1])
+            continue
+        value, path, named, depth = item
+        leaves = _leaves(value, path, named, ancestors)
+        if leaves is not None:
+            yield from leaves
+            continue
+        kind, ids = type(value), (id(value),)
+        expanded = _expand(value)
+        if expanded is not None:
+            value, by_framework = expanded
+            ids += (id(value),)
+            if by_framework and named is None:
+                named = len(path)
+        children = _children(value)
+        if children is None:
+            yield _path(path, named), value if type(value).__eq__ is not object.__eq__ else _Opaque(kind)
+            continue
+        if named is None and (children or not depth):  # () vs [] as the whole result
             containers[path or "<value>"] = _container_kind(value, kind)
-        empty = False
-        yield from _walk(child, _join(path, key), depth + 1, seen, named, containers)
-    if empty and not depth and named is None:  # () vs [] as the whole result
-        containers["<value>"] = _container_kind(value, kind)
-    if empty and depth:  # {"a": []} and {} differ; an empty result still flattens to {}
-        yield _path(path, named), _Empty(kind)
+        if not children and depth:  # {"a": []} and {} differ; an empty result still flattens to {}
+            yield _path(path, named), _Empty(kind)
+        ancestors.update(ids)
+        stack.append((_LEAVE, ids))
+        stack.extend((child, _join(path, key), named, depth + 1) for key, child in reversed(children))
 
 
 #: the counter a framework appends to a name it made up for the second, third, ... object
@@ -325,7 +362,7 @@ def flatten(value: Any, prefix: str = "") -> Flat:
     ``"[1]"``. Weights named by Keras or TensorFlow have a :class:`NamedPath`.
     """
     out = Flat()
-    for path, leaf in _walk(value, prefix, 0, set(), None, out.containers):
+    for path, leaf in _walk(value, prefix, out.containers):
         key, n = path or "<value>", 1
         while key in out:  # two leaves that render to one path
             n += 1

@@ -32,6 +32,7 @@ def layer_weights(layer: Any) -> dict[str, Any]:
             out[key] = v
 
     add("", getattr(layer, "weights", ()) or ())
+    out.update(_vocabularies(layer))
     opt = getattr(layer, "optimizer", None)
     opt_vars = getattr(opt, "variables", None) if opt is not None else None
     if callable(opt_vars):  # tf-keras: a method
@@ -41,6 +42,30 @@ def layer_weights(layer: Any) -> dict[str, Any]:
             opt_vars = None
     if opt_vars:
         add("optimizer/", opt_vars)
+    return out
+
+
+def _vocabularies(layer: Any) -> dict[str, Any]:
+    """``{"<layer path>/vocabulary": array}`` of each lookup layer in ``layer`` (itself
+    included): ``StringLookup``, ``IntegerLookup``, ``TextVectorization`` keep their
+    vocabulary in a lookup table, not in a variable, and one built from a set has the
+    string-hash seed's order."""
+    import numpy as np
+
+    out: dict[str, Any] = {}
+    stack, seen = [layer], set()
+    while stack:
+        lay = stack.pop()
+        if id(lay) in seen:
+            continue
+        seen.add(id(lay))
+        get = getattr(lay, "get_vocabulary", None)
+        if callable(get):
+            try:
+                out[f"{getattr(lay, 'path', None) or getattr(lay, 'name', '?')}/vocabulary"] = np.asarray(get())
+            except Exception:  # noqa: BLE001 - not adapted yet: no vocabulary to compare
+                pass
+        stack.extend(getattr(lay, "layers", None) or ())
     return out
 
 

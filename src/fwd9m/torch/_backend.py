@@ -65,6 +65,22 @@ def _array(t: Any):
         return Tensor(t.float().numpy(), name)
 
 
+def _quantized(t: Any) -> tuple[Mapping[str, Any], bool]:
+    """A quantized tensor as what it is made of: its integers and its quantization
+    parameters (per tensor, or per channel with the axis), so that a scale that differs
+    is a difference."""
+    import torch
+
+    parts: dict[str, Any] = {"int_repr": t.int_repr(), "qscheme": str(t.qscheme()).replace("torch.", "")}
+    if t.qscheme() in (torch.per_tensor_affine, torch.per_tensor_symmetric):
+        parts.update(scale=float(t.q_scale()), zero_point=int(t.q_zero_point()))
+    else:
+        parts.update(
+            scales=t.q_per_channel_scales(), zero_points=t.q_per_channel_zero_points(), axis=t.q_per_channel_axis()
+        )
+    return parts, False
+
+
 class TorchBackend(BackendBase):
     type_roots = ("torch",)
     optional_sources = ("torch.cuda",)
@@ -101,14 +117,21 @@ class TorchBackend(BackendBase):
     def to_numpy(self, value: Any):
         import torch
 
-        return _array(value) if isinstance(value, torch.Tensor) else None
+        if not isinstance(value, torch.Tensor) or getattr(value, "is_quantized", False):
+            return None  # a quantized tensor is its integers and its quantization (expand)
+        return _array(value)
 
     def expand(self, value: Any) -> tuple[Mapping[str, Any], bool] | None:
         import torch
 
-        if isinstance(value, (torch.nn.Module, torch.optim.Optimizer)) or (
-            callable(getattr(value, "state_dict", None)) and not isinstance(value, torch.Tensor)
-        ):
+        if isinstance(value, torch.Tensor):
+            return _quantized(value) if getattr(value, "is_quantized", False) else None
+        if isinstance(value, torch.nn.Module):
+            state = dict(value.state_dict())
+            for name, buffer in value.named_buffers():  # non-persistent ones (not in the state_dict)
+                state.setdefault(name, buffer)
+            return state, False
+        if isinstance(value, torch.optim.Optimizer) or callable(getattr(value, "state_dict", None)):
             return value.state_dict(), False
         return None
 

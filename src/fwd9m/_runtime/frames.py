@@ -1,0 +1,92 @@
+"""Child side of ``fwd9m check``: keep the script's entry function's frame, so that its
+local variables can be captured at exit.
+
+A training written as ``def main(): params = init(); ...; main()`` holds its model
+(a JAX pytree, raw tensors) only in ``main``'s locals, which are gone when the script
+ends. A thread of this module (a plain ``_thread``, not listed by ``threading``) looks at
+every thread's stack a few times a second and keeps a reference to the outermost frame
+that runs a function of the script's own file(s); once that function returns, the frame
+object still holds its locals (CPython keeps a finished frame's locals in the frame
+object while a reference to it exists). :func:`kept` gives them at exit; :func:`release`
+lets them go right after the capture, so the objects they hold are freed then (a
+destructor runs after the capture, not at the function's return: the only change to the
+program, and one after it is over).
+
+A function that returns between two looks (5 ms apart until one is seen, 0.2 s after)
+may be missed: the capture then has
+no locals and says so.
+"""
+
+from __future__ import annotations
+
+import _thread
+import sys
+import time
+from typing import Any
+
+#: seconds between looks: ``FIRST`` until a function of the script has been seen (so that
+#: an entry function that runs for a fraction of a second is caught; a look costs some
+#: microseconds), ``INTERVAL`` after
+FIRST, INTERVAL = 0.005, 0.2
+
+_state: dict[str, Any] = {"files": set(), "frames": {}, "running": False, "stop": False}
+
+
+def watch(filename: str) -> None:
+    """Keep the outermost frame of each thread that runs code of ``filename`` (the script,
+    from the ``exec`` audit event); starts the watcher thread once."""
+    _state["files"].add(filename)
+    if not _state["running"]:
+        _state["running"] = True
+        try:
+            _thread.start_new_thread(_loop, ())
+        except RuntimeError:  # no thread to spare: the capture goes without locals
+            _state["running"] = False
+
+
+def _loop() -> None:
+    me = _thread.get_ident()
+    while not _state["stop"]:
+        time.sleep(INTERVAL if _state["frames"] else FIRST)
+        try:
+            look(skip=me)
+        except Exception:  # noqa: BLE001 - never break the user's program
+            pass
+
+
+def look(skip: int | None = None) -> None:
+    """One look at every thread's stack (also called once more right before the capture)."""
+    files, frames = _state["files"], _state["frames"]
+    for ident, frame in sys._current_frames().items():
+        if ident == skip:
+            continue
+        outer = None
+        while frame is not None:
+            code = frame.f_code
+            if code.co_filename in files and not code.co_name.startswith("<"):  # not <module>, <listcomp>
+                outer = frame
+            frame = frame.f_back
+        if outer is not None:
+            frames[(ident, outer.f_code)] = outer
+        del outer, frame
+
+
+def kept() -> list[tuple[str, dict[str, Any]]]:
+    """``(function name, locals)`` of the frames kept, in the order first seen; a name
+    twice (two threads) gets ``#2``."""
+    out, used = [], {}
+    for (_, code), frame in list(_state["frames"].items()):
+        try:
+            local = dict(frame.f_locals)
+        except Exception:  # noqa: BLE001
+            continue
+        used[code.co_name] = used.get(code.co_name, 0) + 1
+        name = code.co_name if used[code.co_name] == 1 else f"{code.co_name}#{used[code.co_name]}"
+        out.append((name, local))
+    return out
+
+
+def release() -> None:
+    """Stop looking and drop the frames kept."""
+    _state["stop"] = True
+    _state["frames"].clear()
