@@ -21,7 +21,7 @@ from .errors import Fwd9mError
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 #: subcommands in the order ``--help`` lists them
-COMMANDS = ("check", "debug", "run", "lint", "catalog", "env", "probe")
+COMMANDS = ("check", "fix", "debug", "run", "lint", "catalog", "env", "probe")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -99,7 +99,7 @@ def add_arguments(p) -> None:
         default="checkpoint",
         metavar="STEPS|epoch:N|checkpoint[:N]",
         help="where run B is interrupted: after that many optimizer steps (PyTorch, Keras fit "
-        "batches), at the end of epoch N (Keras fit), or at the first step or epoch end after "
+        "batches), at the end of epoch N (Keras fit, Lightning, HF Trainer), or at the first step or epoch end after "
         "the N-th checkpoint appeared in its folder (default: checkpoint)",
     )
     r.add_argument(

@@ -30,6 +30,17 @@ def _debug_args(display: str, command: bool) -> str:
     return "SCRIPT.py [ARGS] (the Python script this command runs)"
 
 
+def fix_step(display: str, command: bool) -> str:
+    """The first next step of a check of a script that is not reproducible: the
+    ``fwd9m fix`` command (empty for a command or a module)."""
+    if command or not display.split(" ", 1)[0].endswith(".py"):
+        return ""
+    return (
+        f"find and verify a patch: fwd9m fix {display} (patches a copy, checks it, prints the diff; "
+        f"your files are not changed)"
+    )
+
+
 def _source_words(path: str | None) -> set[str]:
     """Identifiers in a script's source (empty when unreadable)."""
     import re

@@ -274,7 +274,7 @@ def early_result(
     """The :class:`~fwd9m.check.CheckResult` (a draft, frozen by the caller) of runs stopped at ``found``: one ``step``
     finding naming the step, the tensors and the process; the next steps and catalog
     entries as for any difference."""
-    from ._hints import _catalog_hints, _debug_args, _debug_can_record
+    from ._hints import _catalog_hints, _debug_args, _debug_can_record, fix_step
     from ._result import CheckResult, Difference, Draft
 
     groups: dict[str, list[str]] = {}
@@ -309,6 +309,12 @@ def early_result(
             "PYTHONHASHSEED was unset, so the string-hash seed differed between the runs too; "
             f"fwd9m check --no-early-stop {display} tests whether it is the cause"
         )
+    result.verify = fix_step(display, False)
+    result.coverage = [
+        f"training steps: the step digests (weights, gradients, optimizer state, batches) of "
+        f"{found.index + 1} step(s), up to the first that differs",
+        "not compared (the early stop ended both runs there): printed output, files, final state",
+    ]
     if _debug_can_record(found.environment):
         result.next_steps.append(f"find the first op that differs: fwd9m debug {_debug_args(display, False)}")
     device = "gpu" if (found.environment or {}).get("gpus") else "cpu"

@@ -179,6 +179,9 @@ class CheckResult:
     #: what the verdict rests on, a line per source (stdout, stderr, files, final state),
     #: then what was seen but not compared (``check._coverage``)
     coverage: list[str] = field(default_factory=list)
+    #: the first next step when the target is a script: the command that finds and
+    #: verifies a patch (``fwd9m fix``)
+    verify: str = ""
 
     @property
     def reproducible(self) -> bool:
@@ -286,16 +289,23 @@ class CheckResult:
                 f"  {d['run']}: {d['key']}: {d['a']!r} -> {d['b']!r} ({d['reason']})"
                 for d in self.environment_diffs[:10]
             ]
-        if self.next_steps or self.catalog:
-            lines += ["", "Next steps:"]
-            lint = [e for e in self.catalog if e.get("kind") == "lint"]
-            lines += _hint_lines(lint)
-            lines += [f"  - {s}" for s in self.next_steps]
-            lines += _hint_lines([e for e in self.catalog if e.get("kind") != "lint"])
+        lines += self._next_step_lines()
         # one fact a line: a file name, note or hint holding a newline or an escape
         # sequence (from the script, its files or its environment) is shown escaped, so
         # it can neither forge a line of the report nor act on the terminal
         return "\n".join(escape_control(line) for line in lines)
+
+    def _next_step_lines(self) -> list[str]:
+        """The fix to verify first, the script's own lines that fwd9m lint flags, the
+        commands to run, then the catalog entries."""
+        if not (self.next_steps or self.catalog):
+            return []
+        lines = ["", "Next steps:"]
+        if self.verify and not self.reproducible:
+            lines.append(f"  - {self.verify}")
+        lines += _hint_lines([e for e in self.catalog if e.get("kind") == "lint"])
+        lines += [f"  - {s}" for s in self.next_steps]
+        return lines + _hint_lines([e for e in self.catalog if e.get("kind") != "lint"])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -315,6 +325,7 @@ class CheckResult:
             "catalog": self.catalog,
             "ignored": self.ignored,
             "coverage": self.coverage,
+            "verify": self.verify,
         }
 
     def to_json(self, indent: int | None = 2) -> str:

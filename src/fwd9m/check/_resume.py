@@ -741,6 +741,7 @@ def _compare(
         runs=[a.info, b.info, c.info],
         next_steps=[],
         catalog=[],
+        verify="",
         hash_seed_suspect=False,
         causes=[x for x in base.causes if not x.startswith("PYTHONHASHSEED differed")],
     )

@@ -25,7 +25,7 @@ from ..compare import (
 )
 from ..compare._text import IgnoredValues
 from ..errors import FileFormatError, RunError
-from ._hints import _catalog_hints, _debug_args, _debug_can_record
+from ._hints import _catalog_hints, _debug_args, _debug_can_record, fix_step
 from ._process import _Run
 from ._result import CheckResult, Difference, Draft, RunInfo, leaf_finding
 
@@ -438,6 +438,8 @@ def _next_steps(
 ) -> None:
     """What to do about the differences: where fwd9m debug goes next, and the catalog."""
     base_env = pairs.base_env
+    if not ranks:
+        result.verify = fix_step(display, command)
     if ranks and command:
         result.next_steps.append(
             f"find the first op that differs, rank by rank: fwd9m run --record-ranks "

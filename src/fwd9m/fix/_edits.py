@@ -1,0 +1,169 @@
+"""Fixes as edits of a script's text, found from its syntax tree (``ast``): each edit
+replaces a span of the source, so the rest of the file (formatting, comments) is left
+as it was.
+
+- :func:`enable_after_imports`: ``import fwd9m`` and ``fwd9m.enable_determinism(seed=S)``
+  after the script's imports (its frameworks are imported then, and no draw has run);
+- :func:`fixed_clock_seeds`: a seed taken from the clock, the process id or the OS's
+  entropy (``random.seed(time.time())``, ``jax.random.PRNGKey(int(time.time()))``)
+  replaced by the script's own seed;
+- :func:`worker_seeding`: ``worker_init_fn=fwd9m.data.worker_init_fn`` added to each
+  ``DataLoader(...)`` with workers and no ``worker_init_fn`` of its own;
+- :func:`script_seed`: the seed the script already uses (the first integer literal
+  given to a seeding call), so a fix keeps it.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+#: calls that take a seed (their last name)
+SEED_CALLS = frozenset(
+    {
+        "seed",
+        "manual_seed",
+        "manual_seed_all",
+        "set_seed",
+        "set_random_seed",
+        "seed_everything",
+        "enable_determinism",
+        "PRNGKey",
+        "key",
+        "default_rng",
+        "RandomState",
+        "Random",
+        "Generator",
+    }
+)
+#: what a seed must not come from: the clock, the process, the OS's entropy
+_VOLATILE = frozenset(
+    {"time", "time_ns", "perf_counter", "monotonic", "now", "utcnow", "getpid", "urandom", "token_hex"}
+)
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace ``source[start:end]`` with ``text`` (offsets in characters)."""
+
+    start: int
+    end: int
+    text: str
+
+
+def _name(func: ast.expr) -> str:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else ""
+
+
+def _offsets(source: str) -> list[int]:
+    """The offset at which each line (1-based, index 0 unused) starts."""
+    out, total = [0, 0], 0
+    for line in source.splitlines(keepends=True):
+        total += len(line)
+        out.append(total)
+    return out
+
+
+def _span(node: ast.AST, lines: list[int]) -> tuple[int, int]:
+    # ast columns count UTF-8 bytes; the scripts fwd9m edits are read as text, so the
+    # columns are right for ASCII lines (a non-ASCII line before the column is skipped)
+    return lines[node.lineno] + node.col_offset, lines[node.end_lineno] + node.end_col_offset
+
+
+def script_seed(tree: ast.AST) -> int | None:
+    """The first non-negative integer literal passed to a seeding call, or None."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _name(node.func) in SEED_CALLS:
+            for arg in [*node.args, *(k.value for k in node.keywords if k.arg in ("seed", None))]:
+                if isinstance(arg, ast.Constant) and type(arg.value) is int and 0 <= arg.value < 2**32:
+                    return arg.value
+    return None
+
+
+def _volatile(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) and _name(n.func) in _VOLATILE for n in ast.walk(node))
+
+
+def fixed_clock_seeds(source: str, tree: ast.AST, seed: int) -> list[Edit]:
+    """Each seeding call's argument that comes from the clock, the pid or the OS's
+    entropy, replaced by ``seed``."""
+    lines = _offsets(source)
+    edits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _name(node.func) in SEED_CALLS:
+            for arg in [*node.args, *(k.value for k in node.keywords if k.arg == "seed")]:
+                if _volatile(arg) and source[_span(arg, lines)[0] : _span(arg, lines)[1]].isascii():
+                    edits.append(Edit(*_span(arg, lines), str(seed)))
+    return edits
+
+
+def _sets_up(stmt: ast.stmt) -> bool:
+    """A statement that may come before the imports without drawing anything: a
+    docstring, an import, a function or class, ``os.environ[...] = ...``, a call on
+    ``os.environ``, ``sys.path``, ``warnings`` or ``logging``, a constant."""
+    if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return True
+    if isinstance(stmt, ast.Try):
+        return all(_sets_up(s) for s in stmt.body)
+    calls = [n for n in ast.walk(stmt) if isinstance(n, ast.Call)]
+    return all(ast.unparse(c.func).startswith(("os.environ", "sys.path", "warnings.", "logging.")) for c in calls)
+
+
+def _imports(stmt: ast.stmt) -> bool:
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return not (isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__")
+    return isinstance(stmt, ast.Try) and any(isinstance(s, (ast.Import, ast.ImportFrom)) for s in stmt.body)
+
+
+def enable_after_imports(source: str, tree: ast.Module, seed: int) -> list[Edit]:
+    """``import fwd9m`` and ``fwd9m.enable_determinism(seed=seed)`` on the lines after the
+    last import that comes before anything that runs (or at the top, after a docstring
+    and ``from __future__`` imports, when the script imports nothing)."""
+    after = 0  # line after which to insert
+    for stmt in tree.body:
+        if not _sets_up(stmt):
+            break
+        first = stmt is tree.body[0] and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+        if _imports(stmt) or first or (isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"):
+            after = stmt.end_lineno or after
+    lines = _offsets(source)
+    at = lines[after + 1] if after + 1 < len(lines) else len(source)
+    newline = "" if not source or source.endswith("\n") or at < len(source) else "\n"
+    text = (
+        f"{newline}import fwd9m  # fwd9m fix: seeds every RNG, turns on deterministic kernels\n"
+        f"fwd9m.enable_determinism(seed={seed})\n"
+    )
+    return [Edit(at, at, text)]
+
+
+def worker_seeding(source: str, tree: ast.AST) -> list[Edit]:
+    """``worker_init_fn=fwd9m.data.worker_init_fn`` in each ``DataLoader(...)`` call that
+    passes ``num_workers`` (other than a literal 0) and no ``worker_init_fn``."""
+    lines = _offsets(source)
+    edits = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and _name(node.func) == "DataLoader"):
+            continue
+        kw = {k.arg: k.value for k in node.keywords}
+        workers = kw.get("num_workers")
+        if workers is None or isinstance(workers, ast.Constant) and workers.value == 0 or "worker_init_fn" in kw:
+            continue
+        end = _span(node, lines)[1] - 1  # the closing parenthesis
+        inner = source[_span(node, lines)[0] : end].rstrip()
+        sep = "" if inner.endswith((",", "(")) else ", "
+        edits.append(Edit(end, end, f"{sep}worker_init_fn=fwd9m.data.worker_init_fn"))
+    return edits
+
+
+def apply(source: str, edits: list[Edit]) -> str:
+    """``source`` with ``edits`` made (later ones first; overlapping ones after the
+    first are left out)."""
+    out, last = source, len(source) + 1
+    for e in sorted(edits, key=lambda e: (e.start, e.end), reverse=True):
+        if e.end > last:
+            continue
+        out = out[: e.start] + e.text + out[e.end :]
+        last = e.start
+    return out

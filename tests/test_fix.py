@@ -1,0 +1,167 @@
+"""``fwd9m fix``: patches made as edits of the script's text, and a patch verified by
+checking a patched copy, the user's folder left as it was."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fwd9m.fix import FixResult, _edits, write
+
+
+def _patched(source: str, seed: int = 0) -> str:
+    tree = ast.parse(source)
+    edits = _edits.enable_after_imports(source, tree, seed) + _edits.fixed_clock_seeds(source, tree, seed)
+    return _edits.apply(source, edits + _edits.worker_seeding(source, tree))
+
+
+def test_the_enable_call_goes_after_the_imports_and_environment_setup():
+    source = (
+        '"""Doc."""\n'
+        "from __future__ import annotations\n"
+        "import os\n"
+        "os.environ.setdefault('HF_HUB_OFFLINE', '1')\n"
+        "import torch  # the framework\n"
+        "\n"
+        "model = torch.nn.Linear(2, 2)\n"
+    )
+    out = _patched(source, 7)
+    lines = out.splitlines()
+    assert lines[4] == "import torch  # the framework"
+    assert lines[5].startswith("import fwd9m") and lines[6] == "fwd9m.enable_determinism(seed=7)"
+    assert lines[8] == "model = torch.nn.Linear(2, 2)"
+    ast.parse(out)
+
+
+def test_a_script_without_imports_gets_the_call_at_the_top():
+    assert _patched("x = 1\n").splitlines()[1] == "fwd9m.enable_determinism(seed=0)"
+    assert _patched('"""Doc."""\nx = 1').splitlines()[2] == "fwd9m.enable_determinism(seed=0)"
+
+
+def test_clock_seeds_take_the_seed_and_the_script_seed_is_kept():
+    source = (
+        "import random, time\nimport jax\n"
+        "random.seed(time.time())  # clock\n"
+        "key = jax.random.PRNGKey(int(time.time() * 1000) % 2**31)\n"
+        "torch_seed = 5\n"
+    )
+    out = _patched(source, 3)
+    assert "random.seed(3)  # clock" in out and "key = jax.random.PRNGKey(3)" in out
+    assert _edits.script_seed(ast.parse("import torch\ntorch.manual_seed(42)\n")) == 42
+    assert _edits.script_seed(ast.parse("import random\nrandom.seed(time.time())\n")) is None
+
+
+def test_dataloader_workers_get_the_worker_init_fn_and_other_loaders_do_not():
+    source = (
+        "from torch.utils.data import DataLoader\n"
+        "a = DataLoader(ds, batch_size=8, num_workers=2)\n"
+        "b = DataLoader(ds, num_workers=0)\n"
+        "c = DataLoader(ds, num_workers=4, worker_init_fn=f)\n"
+        "d = DataLoader(\n    ds,\n    num_workers=n,\n)\n"
+    )
+    out = _patched(source)
+    assert "a = DataLoader(ds, batch_size=8, num_workers=2, worker_init_fn=fwd9m.data.worker_init_fn)" in out
+    assert "b = DataLoader(ds, num_workers=0)\n" in out and "worker_init_fn=f)\n" in out
+    assert "num_workers=n,\nworker_init_fn=fwd9m.data.worker_init_fn)" in out
+    ast.parse(out)
+
+
+def test_write_refuses_a_script_changed_since_the_check(tmp_path):
+    from fwd9m.errors import RunError
+    from fwd9m.fix import Attempt
+
+    script = tmp_path / "train.py"
+    script.write_text("x = 1\n")
+    digest = hashlib.sha256(b"x = 1\n").hexdigest()
+    attempt = Attempt("enable", "patch", 2, "REPRODUCIBLE", True, "import fwd9m\nx = 1\n")
+    result = FixResult(str(script), "NOT REPRODUCIBLE", "differs", [attempt], digest)
+    script.write_text("x = 2\n")
+    with pytest.raises(RunError, match="changed since it was checked"):
+        write(result)
+    assert script.read_text() == "x = 2\n"
+    script.write_text("x = 1\n")
+    os.chmod(script, 0o750)
+    write(result)
+    assert script.read_text() == "import fwd9m\nx = 1\n" and (script.stat().st_mode & 0o777) == 0o750
+
+
+def _fix(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    return subprocess.run(
+        [sys.executable, "-m", "fwd9m", "fix", "-q", *args],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+BROKEN = '''"""Unseeded weights and a clock-seeded shuffle; a helper module beside it."""
+import random
+import time
+
+import numpy as np
+import torch
+
+from helpers import scale
+
+random.seed(time.time())
+
+
+def main():
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.from_numpy(np.random.normal(size=(32, 4)).astype("float32")) * scale()
+    for step in range(3):
+        idx = random.sample(range(32), 8)
+        loss = model(x[idx]).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    torch.save(model.state_dict(), "model.pt")
+    print(f"loss {loss.item():.6f}")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_fix_verifies_a_patch_on_a_copy_and_leaves_the_folder_as_it_was(tmp_path):
+    pytest.importorskip("torch")
+    (tmp_path / "train.py").write_text(BROKEN)
+    (tmp_path / "helpers.py").write_text("def scale():\n    return 2.0\n")
+    before = _tree(tmp_path)
+    out = _fix(tmp_path, "-o", str(tmp_path.parent / "fix.patch"), "train.py")
+    assert out.returncode == 0, out.stdout + out.stderr
+    first = out.stdout.splitlines()[0]
+    assert first.startswith("FIXED (verified)") and "REPRODUCIBLE: 2 runs of train.py agree" in first, out.stdout
+    assert "+fwd9m.enable_determinism(seed=0)" in out.stdout and "+random.seed(0)" in out.stdout
+    assert _tree(tmp_path) == before  # nothing written, nothing left behind
+    patch = (tmp_path.parent / "fix.patch").read_text()
+    assert patch.startswith("--- a/train.py\n+++ b/train.py\n")
+    out = _fix(tmp_path, "--write", "train.py")
+    assert out.returncode == 0 and "Written: train.py" in out.stdout, out.stdout + out.stderr
+    assert "fwd9m.enable_determinism(seed=0)" in (tmp_path / "train.py").read_text()
+
+
+def test_fix_on_a_reproducible_script_and_on_bad_input(tmp_path):
+    (tmp_path / "ok.py").write_text("import random\nrandom.seed(1)\nprint(random.random())\n")
+    out = _fix(tmp_path, "ok.py")
+    assert out.returncode == 0 and out.stdout.startswith("NOTHING TO FIX: REPRODUCIBLE"), out.stdout + out.stderr
+    out = _fix(tmp_path, "missing.py")
+    assert out.returncode == 2 and "no such file" in out.stderr
+    (tmp_path / "bad.py").write_text("def (:\n")
+    out = _fix(tmp_path, "bad.py")
+    assert out.returncode == 2 and "cannot fix bad.py" in out.stderr
