@@ -18,7 +18,7 @@ import os
 import torch
 
 DEVICE = os.environ.get("FWD9M_GPU_CHECK_DEVICE", "cuda:0")
-ROWS, SLOTS, WIDTH, STEPS = 200_000, 8, 16, 4
+ROWS, SLOTS, WIDTH, STEPS = 200_000, 8, 16, 6
 
 
 def pool(rows: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -30,6 +30,9 @@ def pool(rows: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 
 def CPU_STAND_IN_FOR_CUDA_ATOMICS(out, index, rows):  # noqa: N802 - named to be seen
+    """Accumulation whose order depends on thread timing, as atomics' order does on a GPU:
+    at least two threads (a one-core machine would otherwise run it in order)."""
+    torch.set_num_threads(max(2, torch.get_num_threads()))
     return out.index_put_((index,), rows, accumulate=True)
 
 
