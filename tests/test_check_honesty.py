@@ -278,3 +278,23 @@ def test_raw_tensors_in_a_global_dict_are_compared(tmp_path):
     out = _check(tmp_path, "import torch\nparams = {'w': torch.randn(3)}\nprint('done')\n")
     assert out.returncode == 1, out.stdout + out.stderr
     assert "[state, run 2] globals.params.w (float32, 3)" in out.stdout, out.stdout
+
+
+def test_a_long_value_compared_whole_and_what_is_seen_by_type_only_is_listed(tmp_path):
+    """A set compared by its items (sorted: the string-hash seed orders a set), beyond
+    the first 200 characters; a lock held beside the arrays is listed as compared by
+    type only."""
+    script = (
+        "import random, threading\n"
+        "import numpy as np\n"
+        "state = {\n"
+        "    'labels': {f'label_{i:04d}' for i in range(40)} | {f'last_{random.random()}'},\n"
+        "    'lock': threading.Lock(),\n"
+        "    'w': np.zeros(2),\n"
+        "}\n"
+        "print('done')\n"
+    )
+    out = _check(tmp_path, script)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "[state, run 2] globals.state.labels: value differs" in out.stdout, out.stdout
+    assert "seen, compared by type only: 1 value (globals.state.lock (_thread.lock))" in out.stdout, out.stdout
