@@ -24,9 +24,11 @@ not start (no interpreter with a framework, bad arguments).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -89,18 +91,31 @@ class Context:
 
     def run(self, args: list[str], cap: float, extra_env: dict | None = None, cwd=None):
         """``args`` as a subprocess with this check's environment, for at most ``cap``
-        seconds and never past the budget; (exit status, stdout, stderr), status 124
-        when it ran out of time."""
+        seconds and never past the budget, saying every 30 s that it still runs; (exit
+        status, stdout, stderr), status 124 when it ran out of time (its whole process
+        group is killed: ``fwd9m check`` and ``debug`` start runs of their own)."""
         limit = min(cap, self.left() - RESERVE_S)
         if limit < 10:
             raise OutOfTime(f"{self.left():.0f} s of the budget left")
         env = dict(self.env, **(extra_env or {}))
-        try:
-            done = subprocess.run(args, cwd=cwd or self.tmp, env=env, capture_output=True, text=True, timeout=limit)
-        except subprocess.TimeoutExpired as exc:
-            err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
-            return 124, "", err + f"\n(gpu-check: stopped after {limit:.0f} s)"
-        return done.returncode, done.stdout, done.stderr
+        proc = subprocess.Popen(
+            args, cwd=cwd or self.tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        t0 = time.monotonic()
+        while True:
+            waited = time.monotonic() - t0
+            try:
+                out, err = proc.communicate(timeout=max(0.1, min(30.0, limit - waited)))
+                return proc.returncode, out, err
+            except subprocess.TimeoutExpired:
+                if time.monotonic() - t0 < limit:
+                    self.say(f"  still running ({time.monotonic() - t0:.0f} s): {' '.join(args[1:4])} ...")
+                    continue
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            return 124, out, err + f"\n(gpu-check: stopped after {limit:.0f} s)"
 
     def fwd9m(self, *args: str, cap: float, extra_env: dict | None = None):
         return self.run([self.python, "-m", "fwd9m", *args], cap, extra_env)

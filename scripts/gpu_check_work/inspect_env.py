@@ -29,11 +29,14 @@ def _jax() -> dict | None:
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"} if importlib.util.find_spec("jax") else None
     info = {"version": jax.__version__, "cuda": False}
-    try:
-        gpus = jax.devices("gpu")
-        info.update(cuda=bool(gpus), gpu=gpus[0].device_kind if gpus else None)
-    except Exception as exc:  # no GPU backend: RuntimeError
-        info["cuda_error"] = str(exc).splitlines()[0][:200]
+    for platform_name in ("cuda", "gpu"):
+        try:
+            gpus = jax.devices(platform_name)
+        except Exception as exc:  # no such backend: RuntimeError
+            info["cuda_error"] = str(exc).splitlines()[0][:200]
+            continue
+        info.update(cuda=bool(gpus), gpu=gpus[0].device_kind if gpus else None, cuda_error=None)
+        break
     return info
 
 

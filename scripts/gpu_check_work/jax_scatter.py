@@ -32,7 +32,11 @@ REPEATS, ROWS, SLOTS, WIDTH = 10, 200_000, 8, 16
 
 def device():
     if DEVICE.startswith("cuda"):
-        return jax.devices("gpu")[int(DEVICE.split(":", 1)[1] or 0)]
+        index = int(DEVICE.split(":", 1)[1] or 0) if ":" in DEVICE else 0
+        try:
+            return jax.devices("cuda")[index]
+        except RuntimeError:  # a JAX that knows only the platform group's name
+            return jax.devices("gpu")[index]
     return CPU_STAND_IN_FOR_CUDA_DEVICE()
 
 
