@@ -368,3 +368,51 @@ def test_a_rank_that_crashes_shows_its_own_error(torch_available, tmp_path):
     )
     assert out.returncode == 2 and "failed in every run" in out.stderr, out.stdout + out.stderr
     assert "[rank 1 stderr]" in out.stderr and "RuntimeError: planted crash on rank 1" in out.stderr, out.stderr
+
+
+def test_per_rank_step_digests_under_torchrun_and_a_rank_that_differs(torch_available, tmp_path):
+    """fwd9m run --digests ref/ -- torchrun ...: one rank<r>.steps per rank; --against ref/
+    compares each rank with its own reference; rank 1's data differ from step 3: exit 1
+    at step 3, every rank stopped (torchrun ends the others), nothing left running."""
+    script = str(DATA / "ddp_steps.py")
+    ref = tmp_path / "ref"
+
+    def launch(*options: str, perturb: bool = False):
+        return run_fwd9m(
+            "run",
+            *options,
+            "--",
+            *_torchrun(_free_port()),
+            script,
+            cwd=tmp_path,
+            env={**_env(), "PERTURB": "1" if perturb else ""},
+            timeout=TIMEOUT,
+        )
+
+    out = launch("--digests", f"{ref}/")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert sorted(p.name for p in ref.iterdir()) == ["rank0.steps", "rank1.steps"]
+    from fwd9m.steps._format import StepReader
+
+    with StepReader(ref / "rank1.steps") as reader:
+        assert reader.header["rank"] == {"rank": 1, "world_size": 2, "launcher": "torch.distributed"}
+    out = launch("--against", f"{ref}/")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stderr.count("REPRODUCIBLE: all 8 steps agree") == 2, out.stderr[-3000:]
+    out = launch("--against", f"{ref}/", perturb=True)
+    assert out.returncode != 0, out.stderr[-3000:]
+    assert "first difference at step 3 (steps 0..2 agree)" in out.stderr and "rank1.steps" in out.stderr
+
+
+def test_a_single_digest_file_under_a_launcher_is_refused_with_the_per_rank_forms(tmp_path):
+    out = run_fwd9m("run", "--digests", "run.steps", "--", "torchrun", "train.py", cwd=tmp_path)
+    assert out.returncode == 2 and "--digests ref/" in out.stderr and "run-{rank}.steps" in out.stderr
+
+
+def test_slurm_ranks_are_read_when_no_launcher_sets_rank():
+    from fwd9m.distributed import rank_info
+
+    info = rank_info({"SLURM_PROCID": "3", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1"})
+    assert (info.rank, info.world_size, info.local_rank, info.source) == (3, 8, 1, "slurm")
+    info = rank_info({"RANK": "0", "WORLD_SIZE": "2", "SLURM_PROCID": "3", "SLURM_NTASKS": "8"})
+    assert (info.rank, info.source) == (0, "torchrun")

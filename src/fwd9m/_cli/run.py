@@ -393,41 +393,83 @@ def _launch(args, command: list[str], launcher: bool, env: dict) -> int:
     return _exec(argv, env)
 
 
+def _complete_reference(path: str, reader_type: Any) -> None:
+    """Raises FileFormatError when ``path`` is not a complete step digest file."""
+    with reader_type(path) as reader:  # FileFormatError: exit 2, nothing run
+        for _ in reader:
+            pass
+    if not reader.complete:
+        from ..compare._escape import printable
+        from ..errors import FileFormatError
+
+        raise FileFormatError(
+            f"--against {printable(path)}: the reference is incomplete ({reader.steps_read} step(s) and "
+            f"no end record: the run that wrote it was killed or is still running), so no verdict can rest "
+            f"on it; record it again to the end: fwd9m run --digests {printable(path)} SCRIPT.py"
+        )
+
+
+def _per_rank(value: str | None, option: str, launcher: bool) -> str | None:
+    """The per-rank pattern of ``--digests``/``--against`` (absolute, with ``{rank}``): a
+    folder (``DIR/``, or one that exists) holds ``rank<r>.steps``; a name with ``{rank}``
+    is one. None for a single file.
+
+    Raises:
+        ConfigurationError: a launcher with a single file (every rank would write it).
+    """
+    from ..errors import ConfigurationError
+    from ..steps._session import RANK
+
+    if value is None:
+        return None
+    if RANK in value:
+        return os.path.abspath(value)
+    if value.endswith(("/", os.sep)) or os.path.isdir(value):
+        if option == "--digests":
+            os.makedirs(value, exist_ok=True)
+        return os.path.join(os.path.abspath(value), f"rank{RANK}.steps")
+    if launcher:
+        raise ConfigurationError(
+            f"{option} {value}: with a launcher each rank records its own steps; name a folder "
+            f"({option} ref/, one rank<r>.steps per rank) or a pattern ({option} 'run-{RANK}.steps')"
+        )
+    return None
+
+
 def _digest_options(args, launcher: bool, env: dict) -> None:
     """Check ``--digests``/``--against`` before the run starts (a reference that is not a
     digest file is exit 2 now, not after training) and pass them to the child.
 
     Raises:
-        ConfigurationError: a launcher command, --digests naming the reference or a file
-            that is not a digest file.
+        ConfigurationError: a launcher command with a single file (not a folder or a
+            ``{rank}`` pattern), --digests naming the reference or a file that is not a
+            digest file.
         FileFormatError: REF is missing, not a digest file, damaged or truncated.
     """
     from .._runtime.launch import check_output_path, refuse_overwrite
     from ..errors import ConfigurationError
     from ..steps._format import StepReader, is_step_digest_file
-    from ..steps._session import ENV_AGAINST, ENV_OUT
+    from ..steps._session import ENV_AGAINST, ENV_OUT, RANK
 
-    if launcher:
-        raise ConfigurationError(
-            "--digests/--against record one process; with a launcher every rank "
-            "would write the same file. Run the training script itself: "
-            "fwd9m run --digests run.steps train.py"
-        )
-    if args.against is not None:
-        with StepReader(args.against) as reader:  # FileFormatError: exit 2, nothing run
-            for _ in reader:
-                pass
-        if not reader.complete:
-            from ..compare._escape import printable
-            from ..errors import FileFormatError
+    digests, against = _per_rank(args.digests, "--digests", launcher), _per_rank(args.against, "--against", launcher)
+    if against is not None:
+        import glob
 
-            raise FileFormatError(
-                f"--against {printable(args.against)}: the reference is incomplete ({reader.steps_read} step(s) and "
-                f"no end record: the run that wrote it was killed or is still running), so no verdict can rest "
-                f"on it; record it again to the end: fwd9m run --digests {printable(args.against)} SCRIPT.py"
+        refs = sorted(glob.glob(glob.escape(against).replace(glob.escape(RANK), "*")))
+        if not refs:
+            raise ConfigurationError(
+                f"--against {args.against}: no per-rank reference there ({os.path.basename(against)}); record one "
+                f"first: fwd9m run --digests {args.against} -- LAUNCHER ..."
             )
+        for ref in refs:
+            _complete_reference(ref, StepReader)
+        env[ENV_AGAINST] = against
+    elif args.against is not None:
+        _complete_reference(args.against, StepReader)
         env[ENV_AGAINST] = os.path.abspath(args.against)
-    if args.digests is not None:
+    if digests is not None:
+        env[ENV_OUT] = digests  # each rank checks its own file at its first step
+    elif args.digests is not None:
         if not args.digests.strip():
             raise ConfigurationError("--digests needs a file name, e.g. --digests run.steps")
         check_output_path(args.digests, "--digests", "run.steps")  # a missing folder: exit 2 before training

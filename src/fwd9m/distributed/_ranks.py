@@ -34,6 +34,12 @@ ENV_SOURCES = (
     ("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"),
     ("horovod", "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE"),
     ("mpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    # SLURM's srun, last: a launcher started under srun (torchrun) sets RANK of its own.
+    # SLURM_PROCID "the MPI rank (or relative process ID) of the current process",
+    # SLURM_NTASKS, SLURM_LOCALID "node local task ID" (OUTPUT ENVIRONMENT VARIABLES,
+    # https://slurm.schedmd.com/srun.html); no plain count of tasks on this node
+    # (SLURM_NTASKS_PER_NODE may read "2(x3)")
+    ("slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", ""),
 )
 
 

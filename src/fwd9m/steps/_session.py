@@ -30,6 +30,8 @@ ENV_AGAINST = "FWD9M_STEPS_AGAINST"
 ENV_CHECK = "FWD9M_STEPS_CHECK"
 #: the source that automatic hooks give; a claimed session ignores it
 AUTO = "auto"
+#: in ``--digests``/``--against``: this process's rank (one file per rank)
+RANK = "{rank}"
 
 
 class DivergenceExit(SystemExit):
@@ -67,6 +69,11 @@ class StepSession:
     ) -> None:
         from ._compare import Against
 
+        #: per-rank streams: ``out`` and ``against`` name one file per rank with ``{rank}``,
+        #: resolved at the first step, when the rank is known (a process group or a launcher)
+        self.patterns = (out, against) if RANK in (out or "") + (against or "") else None
+        if self.patterns:
+            out = against = None
         self.out, self.stop = out, stop
         self.program = program or {"argv": list(sys.argv)}
         self.against = Against(against) if against else None
@@ -80,7 +87,7 @@ class StepSession:
         #: an existing ``out`` is replaced only by a completed run (:class:`~._format.StepWriter`)
         self.keep_old = keep_old
         self.pid = os.getpid()  #: a forked child that trains records nothing: the file is this process's
-        if out:  # refuse a file fwd9m must not replace now, not at the first step
+        if out and not self.patterns:  # refuse a file fwd9m must not replace now, not at the first step
             from ._format import check_replaceable
 
             check_replaceable(out)
@@ -91,13 +98,36 @@ class StepSession:
 
     def _header(self) -> dict[str, Any]:
         from .. import environment
+        from ..distributed import rank_info
 
         # who records the steps: "auto" (the PyTorch optimizer hook: one record per
         # optimizer.step()) or the integration that claimed the session
         source = self.claimed or AUTO
-        return {"program": self.program, "created": time.time(), "environment": environment.collect(), "source": source}
+        header = {"program": self.program, "created": time.time(), "environment": environment.collect()}
+        try:
+            info = rank_info()
+            header["rank"] = {"rank": info.rank, "world_size": info.world_size, "launcher": info.source}
+        except Exception:  # noqa: BLE001 - a misconfigured launcher: the header goes without
+            pass
+        return {**header, "source": source}
+
+    def _resolve(self) -> None:
+        """Per-rank streams: this process's files, from its rank (``rank_info``)."""
+        from ..distributed import rank_info
+        from ._compare import Against
+        from ._format import check_replaceable
+
+        out, against = self.patterns or (None, None)
+        rank = str(rank_info().rank)
+        self.out = out.replace(RANK, rank) if out else None
+        if self.out:
+            check_replaceable(self.out)
+        self.against = Against(against.replace(RANK, rank)) if against else None
+        self.patterns = None
 
     def _start(self) -> None:
+        if self.patterns:
+            self._resolve()
         header = self._header()
         if self.out:
             self.writer = StepWriter(self.out, header, keep_old=self.keep_old)
@@ -203,6 +233,7 @@ class StepSession:
 
 _session: StepSession | None = None
 _by_path: dict[str, StepSession] = {}
+_started: list[StepSession] = []  #: sessions whose hooks :func:`start` installed
 
 
 def from_env() -> StepSession | None:
@@ -227,8 +258,9 @@ def start() -> StepSession | None:
     PyTorch's optimizer hooks installed when torch is (or gets) imported."""
 
     session = from_env()
-    if session is None:
-        return None
+    if session is None or session in _started:
+        return session
+    _started.append(session)
 
     def on_import(name: str) -> None:
         from ._torch import install

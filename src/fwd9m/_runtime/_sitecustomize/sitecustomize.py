@@ -32,6 +32,15 @@ def _fwd9m_start():
             import warnings
 
             warnings.warn(f"fwd9m check: state capture not installed: {type(exc).__name__}: {exc}")
+    if "{rank}" in os.environ.get("FWD9M_STEPS_OUT", "") + os.environ.get("FWD9M_STEPS_AGAINST", ""):
+        try:  # fwd9m run --digests DIR/ -- LAUNCHER: each rank records its own steps
+            from fwd9m.steps._session import start
+
+            start()
+        except Exception as exc:  # never break the user's program
+            import warnings
+
+            warnings.warn(f"fwd9m run: step digests not started: {type(exc).__name__}: {exc}")
     if os.environ.get("FWD9M_CHECK_RANKS"):
         try:
             from fwd9m._runtime.launch import split_rank_output

@@ -1,0 +1,29 @@
+"""torchrun DDP on gloo, 2 ranks; with PERTURB=1 rank 1's batches differ from step 3."""
+import os
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def main():
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = DDP(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    g = torch.Generator().manual_seed(100 + rank)
+    for step in range(8):
+        x = torch.randn(8, 8, generator=g)
+        if os.environ.get("PERTURB") and rank == 1 and step >= 3:
+            x = x + 1e-3
+        opt.zero_grad()
+        nn.functional.mse_loss(model(x), x.sum(1, keepdim=True)).backward()
+        opt.step()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
