@@ -416,3 +416,28 @@ def test_slurm_ranks_are_read_when_no_launcher_sets_rank():
     assert (info.rank, info.world_size, info.local_rank, info.source) == (3, 8, 1, "slurm")
     info = rank_info({"RANK": "0", "WORLD_SIZE": "2", "SLURM_PROCID": "3", "SLURM_NTASKS": "8"})
     assert (info.rank, info.source) == (0, "torchrun")
+
+
+def _write_rank_folder(folder: Path, ranks: int, steps: int, differ: tuple[int, int] | None = None) -> None:
+    """Per-rank step digest files as fwd9m run --digests DIR/ writes them; ``differ``:
+    (rank, step) from which that rank's gradient digest changes."""
+    from fwd9m.steps._format import StepWriter
+
+    folder.mkdir()
+    for rank in range(ranks):
+        writer = StepWriter(str(folder / f"rank{rank}.steps"), {"program": {}, "rank": {"rank": rank}})
+        for step in range(steps):
+            changed = differ is not None and rank == differ[0] and step >= differ[1]
+            writer.step(step, [("grads", "w", "float32[2]", 7 + step + changed), ("params", "w", "float32[2]", step)])
+        writer.close({"completed": True})
+
+
+def test_debug_diff_of_two_per_rank_folders_names_the_step_and_the_rank(tmp_path):
+    _write_rank_folder(tmp_path / "ref", 4, 10)
+    _write_rank_folder(tmp_path / "same", 4, 10)
+    _write_rank_folder(tmp_path / "run", 4, 10, differ=(2, 6))
+    out = run_fwd9m("debug", "diff", "ref/", "same/", cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.startswith("REPRODUCIBLE: all 4 ranks agree"), out.stdout + out.stderr
+    out = run_fwd9m("debug", "diff", "ref/", "run/", cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stdout.startswith("NOT REPRODUCIBLE: first difference at step 6, in rank(s) 2 of 4"), out.stdout

@@ -5,6 +5,7 @@
     fwd9m debug diff a.trace b.trace             compare two traces (also across machines)
     fwd9m debug diff runA/ runB/                 rank by rank (fwd9m run --record-ranks runA -- torchrun ...)
     fwd9m debug diff a.steps b.steps             step digest files (fwd9m run --digests)
+    fwd9m debug diff ref/ run/                   per-rank step digests (fwd9m run --digests ref/ -- torchrun ...)
     fwd9m debug replay run.trace --op SEQ        replay one captured op alone (record with --capture SEQ:0)
 
 The report goes to stdout. The script's own output (and TensorFlow's start-up log
@@ -293,6 +294,13 @@ def _run_diff(args: argparse.Namespace) -> int:
     from ..debug._script import cut_traces
     from ..errors import RunError
 
+    if os.path.isdir(args.a) and os.path.isdir(args.b):
+        from ..steps._compare import diff_step_folders, rank_files
+
+        if rank_files(args.a) and rank_files(args.b):  # fwd9m run --digests DIR/ -- LAUNCHER
+            report = diff_step_folders(args.a, args.b)
+            print(report.render())
+            return report.exit_code
     if os.path.isdir(args.a) or os.path.isdir(args.b):
         return _diff_ranks(args)
     digests = [debug.is_step_digest_file(p) for p in (args.a, args.b)]

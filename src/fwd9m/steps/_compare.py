@@ -11,13 +11,22 @@ reported as such, not as agreement.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._format import GROUPS, StepReader, StepRecord
 
-__all__ = ["Against", "StepDifference", "StepsReport", "compare_records", "diff_steps"]
+__all__ = [
+    "Against",
+    "RanksReport",
+    "StepDifference",
+    "StepsReport",
+    "compare_records",
+    "diff_step_folders",
+    "diff_steps",
+]
 
 #: tensors listed per group in a report; the rest are counted
 _LISTED = 8
@@ -266,3 +275,82 @@ class Against:
                 f"{self.index + rest} (the first {self.index} agree)."
             )
         return self._report()
+
+
+#: a rank's file in a folder of per-rank step digests (``fwd9m run --digests DIR/``)
+_RANK_FILE = re.compile(r"rank(\d+)\.steps")
+
+
+def rank_files(folder: str | os.PathLike[str]) -> dict[int, str]:
+    """``{rank: path}`` of the per-rank step digest files in ``folder``."""
+    out = {}
+    for name in os.listdir(folder):
+        m = _RANK_FILE.fullmatch(name)
+        if m:
+            out[int(m.group(1))] = os.path.join(folder, name)
+    return dict(sorted(out.items()))
+
+
+@dataclass
+class RanksReport:
+    """Two folders of per-rank step digests compared rank by rank: each rank's
+    :class:`StepsReport`, and the ranks only one folder has (another world size)."""
+
+    a: str
+    b: str
+    ranks: dict[int, StepsReport] = field(default_factory=dict)
+    only_a: list[int] = field(default_factory=list)
+    only_b: list[int] = field(default_factory=list)
+
+    @property
+    def reproducible(self) -> bool:
+        return not (self.only_a or self.only_b) and all(r.reproducible for r in self.ranks.values())
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.reproducible else 1
+
+    def first(self) -> tuple[int | None, list[int]]:
+        """The first step at which any rank differs, and the ranks that differ there."""
+        steps = {r: rep.first.step_a for r, rep in self.ranks.items() if rep.first is not None}
+        if not steps:
+            return None, [r for r, rep in self.ranks.items() if not rep.reproducible]
+        first = min(steps.values())
+        return first, [r for r, s in steps.items() if s == first]
+
+    def render(self) -> str:
+        step, ranks = self.first()
+        n = len(self.ranks)
+        if self.only_a or self.only_b:
+            head = (
+                f"NOT COMPARABLE: the folders hold different ranks (only in A: {self.only_a or 'none'}, only in "
+                f"B: {self.only_b or 'none'}): another world size; the ranks both hold are compared below."
+            )
+        elif self.reproducible:
+            head = f"REPRODUCIBLE: all {n} ranks agree step for step between A ({self.a}) and B ({self.b})."
+        elif step is None:
+            head = f"NOT REPRODUCIBLE: rank(s) {', '.join(map(str, ranks))} of {n} differ in length (see below)."
+        else:
+            head = (
+                f"NOT REPRODUCIBLE: first difference at step {step}, in rank(s) {', '.join(map(str, ranks))} "
+                f"of {n}; all ranks agree before it."
+            )
+        lines = [head]
+        for r in ranks[:4]:
+            lines += ["", f"rank {r}:", *("  " + x for x in self.ranks[r].render().splitlines())]
+        return "\n".join(lines)
+
+
+def diff_step_folders(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> RanksReport:
+    """Compare two folders of per-rank step digests (``fwd9m run --digests DIR/ --
+    LAUNCHER``), rank ``r`` of A with rank ``r`` of B.
+
+    Raises:
+        FileFormatError: a rank's file is not a step digest file, or is damaged.
+    """
+    fa, fb = rank_files(a), rank_files(b)
+    report = RanksReport(os.fspath(a), os.fspath(b))
+    report.only_a, report.only_b = sorted(set(fa) - set(fb)), sorted(set(fb) - set(fa))
+    for rank in sorted(set(fa) & set(fb)):
+        report.ranks[rank] = diff_steps(fa[rank], fb[rank])
+    return report
