@@ -451,6 +451,8 @@ def step_gpu_tests(ctx: Context) -> Step:
     if not ctx.info.get("pytest"):
         return Step("gpu-tests", "skip", "pytest is not installed for this interpreter")
     files = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").glob("test_*.py") if "mark.gpu" in p.read_text())
+    if not ctx.cuda:
+        return Step("gpu-tests", "skip", f"dry run: every test it would run needs a CUDA GPU ({', '.join(files)})")
     args = [ctx.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu", *files]
     rc, out, err = ctx.run(args, 240, cwd=REPO)
     summary = tail(out, 1) or tail(err, 1)
