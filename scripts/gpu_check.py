@@ -103,19 +103,22 @@ class Context:
             start_new_session=True,
         )  # fmt: skip
         t0 = time.monotonic()
-        while True:
-            waited = time.monotonic() - t0
-            try:
-                out, err = proc.communicate(timeout=max(0.1, min(30.0, limit - waited)))
-                return proc.returncode, out, err
-            except subprocess.TimeoutExpired:
-                if time.monotonic() - t0 < limit:
+        try:
+            while True:
+                waited = time.monotonic() - t0
+                try:
+                    out, err = proc.communicate(timeout=max(0.1, min(30.0, limit - waited)))
+                    return proc.returncode, out, err
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() - t0 >= limit:
+                        break
                     self.say(f"  still running ({time.monotonic() - t0:.0f} s): {' '.join(args[1:4])} ...")
-                    continue
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-            return 124, out, err + f"\n(gpu-check: stopped after {limit:.0f} s)"
+        finally:  # out of time, or gpu-check itself interrupted: no run left behind on the GPU
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        return 124, out, err + f"\n(gpu-check: stopped after {limit:.0f} s)"
 
     def fwd9m(self, *args: str, cap: float, extra_env: dict | None = None):
         return self.run([self.python, "-m", "fwd9m", *args], cap, extra_env)
