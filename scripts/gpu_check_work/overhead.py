@@ -107,7 +107,7 @@ def main() -> None:
     from fwd9m.steps._session import StepSession
 
     train = make_training()
-    tmp = tempfile.mkdtemp(prefix="fwd9m-gpu-check-")
+    tmp = tempfile.mkdtemp(prefix="overhead-", dir=os.getcwd())  # gpu-check runs it in a folder it deletes
     traces = iter(range(10**6))
     session = StepSession(os.path.join(tmp, "run.steps"))
     last = {}
