@@ -217,3 +217,21 @@ def test_fuzz_fingerprint_files(tmp_path, doc, raw, valid):
             continue
         out = environment.render_diff(environment.diff(fp, environment.collect()))
         assert "\x1b" not in out
+
+
+def test_the_interconnect_settings_are_in_the_fingerprint_and_its_diff(monkeypatch):
+    """NCCL cannot run here (no GPU): its variables are set as a job's launcher would."""
+    from fwd9m import environment
+
+    monkeypatch.setenv("NCCL_NTHREADS", "256")
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("RANK", "3")
+    a = environment.collect()
+    assert a["interconnect"]["env"] == {"NCCL_NTHREADS": "256", "NCCL_NVLS_ENABLE": "0"}
+    assert a["interconnect"]["world_size"] == 8 and a["interconnect"]["launcher"] == "torchrun"
+    monkeypatch.setenv("NCCL_NTHREADS", "512")
+    monkeypatch.setenv("WORLD_SIZE", "16")
+    keys = {d.key: d for d in environment.diff(a, environment.collect())}
+    assert "interconnect.env.NCCL_NTHREADS" in keys and "order" in keys["interconnect.env.NCCL_NTHREADS"].reason
+    assert keys["interconnect.world_size"].rank == 0

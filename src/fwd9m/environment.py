@@ -248,8 +248,52 @@ def collect(import_frameworks: bool = False, frameworks: list[str] | None = None
         "env": {k: os.environ.get(k) for k in DETERMINISM_ENV_VARS},
         "threads": {k: os.environ.get(k) for k in THREAD_ENV_VARS},
         "container": {k: os.environ[k] for k in CONTAINER_ENV_VARS if k in os.environ},
+        "interconnect": _interconnect(),
         "frameworks": _runtimes(sorted(names)),
     }
+
+
+#: prefixes of the variables that configure collectives: NCCL's (algorithm, protocol,
+#: channels, NVLS, topology, network: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html),
+#: UCX's and Open MPI's MCA parameters
+_INTERCONNECT_PREFIXES = ("NCCL_", "UCX_", "OMPI_MCA_", "TORCH_NCCL_")
+
+
+def _interconnect() -> dict[str, Any]:
+    """How the ranks of a distributed job talk: the collectives' variables, the world
+    size and launcher, NCCL's version (when torch with CUDA is already imported), the
+    GPU topology (``nvidia-smi topo -m`` where it exists)."""
+    out: dict[str, Any] = {"env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(_INTERCONNECT_PREFIXES)}}
+    try:
+        from .distributed import rank_info
+
+        info = rank_info()
+        out.update(world_size=info.world_size, local_world_size=info.local_world_size, launcher=info.source)
+    except Exception:  # noqa: BLE001 - a misconfigured launcher: the rest still holds
+        pass
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_available():
+            out["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+    except Exception:  # noqa: BLE001
+        pass
+    out["topology"] = _gpu_topology()
+    return out
+
+
+def _gpu_topology() -> str | None:
+    """``nvidia-smi topo -m`` (the links between GPUs, NICs and CPUs), None without it."""
+    import shutil
+    import subprocess
+
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        done = subprocess.run([smi, "topo", "-m"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
 
 
 def _runtimes(names: list[str]) -> dict[str, dict[str, Any]]:
@@ -302,6 +346,14 @@ _REASONS: tuple[tuple[str, int, str], ...] = (
     ("env.TF_ENABLE_ONEDNN_OPTS", 1, "oneDNN kernels round differently from the Eigen ones"),
     ("env.HOROVOD_FUSION_THRESHOLD", 1, "tensor fusion changes the reduction order of all-reduce"),
     ("env.NVIDIA_TF32_OVERRIDE", 1, "TF32 matmul/conv changes precision on Ampere and newer GPUs"),
+    ("interconnect.world_size", 0, "another number of ranks reduces gradients in another order"),
+    (
+        "interconnect.env.NCCL_",
+        1,
+        "NCCL's settings choose the collective's algorithm, protocol and channels, and with them "
+        "the order in which values are summed",
+    ),
+    ("interconnect.", 1, "the ranks talk over another topology or launcher: collectives can sum in another order"),
     ("env.", 2, "a determinism-relevant environment variable differs"),
     ("threads.", 1, "thread counts change how reductions are split, and so the rounding"),
     ("frameworks.", 1, "the framework reports a different runtime configuration"),
