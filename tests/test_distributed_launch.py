@@ -373,7 +373,7 @@ def test_a_rank_that_crashes_shows_its_own_error(torch_available, tmp_path):
 def test_per_rank_step_digests_under_torchrun_and_a_rank_that_differs(torch_available, tmp_path):
     """fwd9m run --digests ref/ -- torchrun ...: one rank<r>.steps per rank; --against ref/
     compares each rank with its own reference; rank 1's data differ from step 3: exit 1
-    at step 3, every rank stopped (torchrun ends the others), nothing left running."""
+    at step 3, every rank stopped there together, nothing left running."""
     script = str(DATA / "ddp_steps.py")
     ref = tmp_path / "ref"
 
@@ -402,6 +402,10 @@ def test_per_rank_step_digests_under_torchrun_and_a_rank_that_differs(torch_avai
     out = launch("--against", f"{ref}/", perturb=True)
     assert out.returncode != 0, out.stderr[-3000:]
     assert "first difference at step 3 (steps 0..2 agree)" in out.stderr and "rank1.steps" in out.stderr
+    # rank 0 agrees with its reference, and stops at step 3 with rank 1 (agreed through the
+    # job's process group), rather than waiting for it in the next all-reduce
+    assert "stopped at step 3 with the other ranks" in out.stderr, out.stderr[-3000:]
+    assert "the ranks that differ there: 1" in out.stderr and "rank0.steps" not in out.stderr
 
 
 def test_a_single_digest_file_under_a_launcher_is_refused_with_the_per_rank_forms(tmp_path):

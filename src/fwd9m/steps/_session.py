@@ -72,6 +72,10 @@ class StepSession:
         #: per-rank streams: ``out`` and ``against`` name one file per rank with ``{rank}``,
         #: resolved at the first step, when the rank is known (a process group or a launcher)
         self.patterns = (out, against) if RANK in (out or "") + (against or "") else None
+        self.per_rank = bool(self.patterns)
+        #: the ranks that differ at a step, agreed through the job's process group
+        #: (set by the framework's hooks: ``steps._torch.ranks_that_differ``), or None
+        self.agree: Any = None
         if self.patterns:
             out = against = None
         self.out, self.stop = out, stop
@@ -152,9 +156,28 @@ class StepSession:
         if self.against is not None:
             record = StepRecord(number, {(g, n): (m, d) for g, n, m, d in entries})
             report = self.against.step(record)
+            if self.per_rank and self.agree is not None:  # every rank stops at this step together
+                report = self._agreed(report, number)
             if report is not None:
                 self._diverged(report)
         return True
+
+    def _agreed(self, report: Any, step: int) -> Any:
+        """``report``, or, on a rank that agrees while another differs, a report saying so:
+        every rank of the job stops at the same step (none is left waiting in the next
+        collective); rank 0 names the ranks that differ."""
+        ranks = self.agree(report is not None)
+        if not ranks:
+            return report
+        from ..distributed import rank_info
+
+        me = rank_info().rank
+        names = ", ".join(map(str, ranks))
+        if report is not None:
+            if me == 0:
+                report.notes.append(f"ranks that differ at step {step}: {names}; every rank stopped there")
+            return report
+        return _StoppedWithOthers(step, self.against.index, names, me == 0)
 
     def record_safely(self, make_entries, source: str = AUTO) -> bool:
         """:meth:`record` of ``make_entries()``, for hooks and callbacks: a failure to
@@ -229,6 +252,18 @@ class StepSession:
         if status in (0, None) and self.steps:
             print(f"fwd9m: {report.render()}", file=sys.stderr, flush=True)
         return status
+
+
+class _StoppedWithOthers:
+    """The stop of a rank that agrees with its reference at a step where another rank
+    differs."""
+
+    def __init__(self, step: int, steps: int, ranks: str, report_ranks: bool) -> None:
+        self.step, self.steps, self.ranks, self.report_ranks = step, steps, ranks, report_ranks
+
+    def render(self) -> str:
+        text = f"stopped at step {self.step} with the other ranks: this rank agrees with its reference"
+        return text + (f"; the ranks that differ there: {self.ranks}" if self.report_ranks else "")
 
 
 _session: StepSession | None = None

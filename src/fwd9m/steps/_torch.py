@@ -123,6 +123,25 @@ def install(session) -> None:
         session.record_safely(entries)
 
     _subscription.append(subscribe(pre, post))
+    session.agree = ranks_that_differ
+
+
+def ranks_that_differ(differs: bool) -> list[int] | None:
+    """The ranks whose step differs from their reference, agreed by every rank of the
+    job's default process group (one all-reduce of a flag per rank, on the job's own
+    backend: CPU tensors for gloo, the current CUDA device for NCCL); None without an
+    initialised process group (each process then stops on its own)."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    cuda = dist.get_backend() == "nccl"
+    device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+    flags = torch.zeros(dist.get_world_size(), dtype=torch.int32, device=device)
+    flags[dist.get_rank()] = int(differs)
+    dist.all_reduce(flags)
+    return [rank for rank, flag in enumerate(flags.tolist()) if flag]
 
 
 def uninstall() -> None:

@@ -1,17 +1,18 @@
-"""torchrun DDP on gloo, 2 ranks; with PERTURB=1 rank 1's batches differ from step 3."""
+"""Two ranks on gloo, each training its own copy of a model on its own batches, the loss
+averaged across ranks every step (a collective each step, as in any data-parallel job);
+with PERTURB=1, rank 1's batches differ from step 3 on. Run: torchrun --nproc-per-node 2"""
 import os
 
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 
 def main():
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(0)
-    model = DDP(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)))
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     g = torch.Generator().manual_seed(100 + rank)
     for step in range(8):
@@ -19,8 +20,11 @@ def main():
         if os.environ.get("PERTURB") and rank == 1 and step >= 3:
             x = x + 1e-3
         opt.zero_grad()
-        nn.functional.mse_loss(model(x), x.sum(1, keepdim=True)).backward()
+        loss = nn.functional.mse_loss(model(x), x.sum(1, keepdim=True))
+        loss.backward()
         opt.step()
+        mean = loss.detach().clone()
+        dist.all_reduce(mean)  # the job's own collective, every step
     dist.barrier()
     dist.destroy_process_group()
 
