@@ -445,3 +445,21 @@ def test_debug_diff_of_two_per_rank_folders_names_the_step_and_the_rank(tmp_path
     out = run_fwd9m("debug", "diff", "ref/", "run/", cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
     assert out.stdout.startswith("NOT REPRODUCIBLE: first difference at step 6, in rank(s) 2 of 4"), out.stdout
+
+
+def test_a_reference_of_another_world_size_is_a_clear_error(torch_available, tmp_path):
+    """Ranks as a launcher sets them (RANK, WORLD_SIZE), one process: the reference of a
+    2-rank job is not compared with a 1-rank job."""
+    (tmp_path / "train.py").write_text(
+        "import torch\ntorch.manual_seed(0)\nm = torch.nn.Linear(2, 1)\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(3):\n    opt.zero_grad()\n    m(torch.ones(1, 2)).sum().backward()\n    opt.step()\n"
+    )
+    out = run_fwd9m(
+        "run", "--digests", "ref-{rank}.steps", "train.py", cwd=tmp_path, env={"RANK": "0", "WORLD_SIZE": "2"}
+    )
+    assert out.returncode == 0 and (tmp_path / "ref-0.steps").is_file(), out.stderr
+    out = run_fwd9m(
+        "run", "--against", "ref-{rank}.steps", "train.py", cwd=tmp_path, env={"RANK": "0", "WORLD_SIZE": "1"}
+    )
+    assert out.returncode == 2 and "recorded by a job of 2 ranks, this job has 1" in out.stderr, out.stderr

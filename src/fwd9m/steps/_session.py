@@ -122,12 +122,23 @@ class StepSession:
         from ._format import check_replaceable
 
         out, against = self.patterns or (None, None)
-        rank = str(rank_info().rank)
+        info = rank_info()
+        rank = str(info.rank)
         self.out = out.replace(RANK, rank) if out else None
         if self.out:
             check_replaceable(self.out)
         self.against = Against(against.replace(RANK, rank)) if against else None
         self.patterns = None
+        ref = (self.against.reader.header.get("rank") or {}) if self.against is not None else {}
+        if isinstance(ref, dict) and ref.get("world_size") not in (None, info.world_size):
+            print(
+                f"fwd9m: error: the reference was recorded by a job of {ref['world_size']} ranks, this job has "
+                f"{info.world_size}: rank r of one is not rank r of the other, so no step can be compared; "
+                f"record a reference with {info.world_size} ranks (fwd9m run --digests DIR/ -- ...)",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise SystemExit(2)
 
     def _start(self) -> None:
         if self.patterns:
