@@ -463,3 +463,18 @@ def test_a_reference_of_another_world_size_is_a_clear_error(torch_available, tmp
         "run", "--against", "ref-{rank}.steps", "train.py", cwd=tmp_path, env={"RANK": "0", "WORLD_SIZE": "1"}
     )
     assert out.returncode == 2 and "recorded by a job of 2 ranks, this job has 1" in out.stderr, out.stderr
+
+
+def test_per_rank_step_digests_of_a_script_that_spawns_its_ranks(torch_available, tmp_path):
+    """torch.multiprocessing.spawn: no launcher sets RANK; each process takes its rank from
+    the process group at its first step."""
+    script = str(DATA / "spawn_steps.py")
+    env = {**_env(), "FWD9M_TEST_PORT": str(_free_port())}
+    out = run_fwd9m("run", "--digests", "ref/", script, cwd=tmp_path, env=env, timeout=TIMEOUT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "ref").iterdir()) == ["rank0.steps", "rank1.steps"]
+    env = {**env, "FWD9M_TEST_PORT": str(_free_port()), "PERTURB": "1"}
+    out = run_fwd9m("run", "--against", "ref/", script, cwd=tmp_path, env=env, timeout=TIMEOUT)
+    assert out.returncode != 0, out.stderr[-3000:]
+    assert "first difference at step 2 (steps 0..1 agree)" in out.stderr and "rank1.steps" in out.stderr
+    assert "stopped at step 2 with the other ranks" in out.stderr, out.stderr[-3000:]
