@@ -495,7 +495,10 @@ def test_enable_says_when_no_launcher_setting_can_fix_it(tmp_path):
     assert causes.startswith("  - the runs still differ with every fwd9m run setting switched on"), causes
     assert "gen.py:3" in causes.split("\n", 1)[0]
     steps = out.stdout.split("Next steps:\n", 1)[1]
-    assert steps.startswith("  - fwd9m lint FWD104: in your code:"), steps
+    # the command that finds and verifies a patch first, then the script's own line
+    first, second = steps.splitlines()[:2]
+    assert first.startswith("  - find and verify a patch: fwd9m fix ") and "gen.py" in first, steps
+    assert second.startswith("  - fwd9m lint FWD104: in your code:"), steps
 
 
 def test_writes_into_a_large_directory_and_a_hidden_folder_are_seen(tmp_path):

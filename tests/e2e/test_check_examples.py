@@ -29,8 +29,10 @@ def test_check_says_broken_is_not_reproducible(example):
     proc = fwd9m("check", *_options(example), *extra, example.rel("broken"), *example.args)
     assert proc.returncode == 1, explain(proc)
     steps = _next_steps(proc.stdout)
-    # the cause in the user's own code comes first, and no catalog entry is about a
-    # framework the script does not import
+    # the command that finds and verifies a patch first, then the cause in the user's
+    # own code, and no catalog entry is about a framework the script does not import
+    assert steps and steps[0].startswith("find and verify a patch: fwd9m fix "), explain(proc)
+    steps = steps[1:]
     assert steps and steps[0].startswith("fwd9m lint ") and steps[0].split()[2].rstrip(":") in example.lint_codes, (
         explain(proc)
     )
