@@ -478,3 +478,17 @@ def test_per_rank_step_digests_of_a_script_that_spawns_its_ranks(torch_available
     assert out.returncode != 0, out.stderr[-3000:]
     assert "first difference at step 2 (steps 0..1 agree)" in out.stderr and "rank1.steps" in out.stderr
     assert "stopped at step 2 with the other ranks" in out.stderr, out.stderr[-3000:]
+
+
+def test_per_rank_step_digests_of_lightning_ddp(torch_available, tmp_path):
+    """Lightning's DDP strategy on 2 CPU devices, which starts its other rank itself."""
+    pytest.importorskip("pytorch_lightning")
+    script = str(DATA / "lightning_ddp_steps.py")
+    env = {**_env(), "MASTER_PORT": str(_free_port())}
+    out = run_fwd9m("run", "--digests", "ref/", script, cwd=tmp_path, env=env, timeout=TIMEOUT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "ref").iterdir()) == ["rank0.steps", "rank1.steps"]
+    env = {**env, "MASTER_PORT": str(_free_port()), "PERTURB": "1"}
+    out = run_fwd9m("run", "--against", "ref/", script, cwd=tmp_path, env=env, timeout=TIMEOUT)
+    assert out.returncode != 0, out.stderr[-3000:]
+    assert "first difference at step 2 (steps 0..1 agree)" in out.stderr and "rank1.steps" in out.stderr
