@@ -492,3 +492,24 @@ def test_per_rank_step_digests_of_lightning_ddp(torch_available, tmp_path):
     out = run_fwd9m("run", "--against", "ref/", script, cwd=tmp_path, env=env, timeout=TIMEOUT)
     assert out.returncode != 0, out.stderr[-3000:]
     assert "first difference at step 2 (steps 0..1 agree)" in out.stderr and "rank1.steps" in out.stderr
+
+
+def test_per_rank_step_digests_under_accelerate_launch(torch_available, tmp_path):
+    pytest.importorskip("accelerate")
+    script = str(DATA / "accelerate_steps.py")
+
+    def launch(*options: str, perturb: bool = False):
+        # --multi_gpu without CUDA starts 2 processes through torch.distributed.run, on gloo
+        # (tests/e2e/test_stacks.py::_accelerate says where accelerate decides it)
+        accelerate = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
+        accelerate += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+        accelerate += ["--main_process_port", str(_free_port()), script]
+        env = {**_env(), "PERTURB": "1" if perturb else ""}
+        return run_fwd9m("run", *options, "--", *accelerate, cwd=tmp_path, env=env, timeout=TIMEOUT)
+
+    out = launch("--digests", "ref/")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "ref").iterdir()) == ["rank0.steps", "rank1.steps"]
+    out = launch("--against", "ref/", perturb=True)
+    assert out.returncode != 0 and "first difference at step 2 (steps 0..1 agree)" in out.stderr, out.stderr[-3000:]
+    assert "ranks that differ at step 2: 0, 1" in out.stderr  # DDP shares rank 1's gradients

@@ -224,7 +224,8 @@ class StepSession:
         text = report.render()
         if self.writer is not None:
             text += f"\nThis run's digests up to there: {shown(self.out or '')}"
-        print(f"fwd9m: {text}", file=sys.stderr, flush=True)
+        sys.stderr.write(f"fwd9m: {text}\n")  # one write: the ranks of a job share stderr
+        sys.stderr.flush()
         if self.stop:
             raise DivergenceExit(report)
 
