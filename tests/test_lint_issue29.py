@@ -208,3 +208,194 @@ def test_model_module_of_a_script_that_turns_the_switch_on(tmp_path):
         "model = Net().cuda()\nmodel(x.cuda()).sum().backward()\n"
     )
     assert _lint_dir(tmp_path, "FWD703") == {}
+
+
+# --- second held-out round (heldout2) -------------------------------------------------
+
+_JAX = (
+    "import os\nimport jax\nimport jax.numpy as jnp\nkey = jax.random.PRNGKey(0)\n"
+    "x = jax.device_put(x, jax.devices('gpu')[0])\n"
+)
+
+
+def test_jax_gather_outside_the_differentiated_function_is_not_flagged():
+    shuffle = _JAX + (
+        "def update(params, batch, perm):\n"
+        "    batch = jax.tree_util.tree_map(lambda x: jnp.take(x, perm, axis=0), batch)\n"
+        "    def loss_fn(p, b):\n"
+        "        return jnp.mean((apply(p, b['x']) - b['y']) ** 2)\n"
+        "    grads = jax.grad(loss_fn)(params, batch)\n"
+        "    return grads\n"
+    )
+    assert _codes(shuffle, "FWD704") == []
+    inside = _JAX + (
+        "def update(params, batch, perm):\n"
+        "    def loss_fn(p, b):\n"
+        "        emb = jnp.take(p['emb'], b['tokens'], axis=0)\n"
+        "        return jnp.mean(emb)\n"
+        "    return jax.value_and_grad(loss_fn)(params, batch)\n"
+    )
+    assert _codes(inside, "FWD704") == [8]
+
+
+def test_jax_gather_of_a_constant_or_one_index_per_row_is_not_flagged():
+    constant = _JAX + (
+        "def rotary(xq, pos):\n"
+        "    with jax.ensure_compile_time_eval():\n"
+        "        table = jnp.sin(jnp.arange(4096.0))\n"
+        "    table = jnp.take(table, pos, axis=0)\n"
+        "    return xq * table\n"
+        "def loss_fn(p, b):\n"
+        "    return jnp.mean(rotary(p['w'], b))\n"
+        "g = jax.grad(loss_fn)(params, batch)\n"
+    )
+    assert _codes(constant, "FWD704") == []
+    per_row = _JAX + (
+        "def loss_fn(params, obs, action, target):\n"
+        "    q = apply(params, obs)\n"
+        "    chosen = jnp.take_along_axis(q, jnp.expand_dims(action, axis=-1), axis=-1)\n"
+        "    other = jnp.take_along_axis(q, action[..., None], axis=-1)\n"
+        "    return jnp.mean((chosen + other - target) ** 2)\n"
+        "g = jax.grad(loss_fn)(params, obs, action, target)\n"
+    )
+    assert _codes(per_row, "FWD704") == []
+    several = per_row.replace("action[..., None]", "topk_idx")
+    assert _codes(several, "FWD704") == [9]
+
+
+def test_adaptive_average_pool_with_non_overlapping_windows():
+    src = (
+        "import torch\nimport torch.nn as nn\ntorch.manual_seed(0)\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.a = nn.AdaptiveAvgPool2d((None, 1))\n"
+        "        self.b = nn.AdaptiveAvgPool2d(1)\n"
+        "        self.c = nn.AdaptiveAvgPool2d((7, 7))\n"
+        "net = Net().cuda()\nloss = net(x).sum()\nloss.backward()\n"
+    )
+    assert _codes(src, "FWD703") == [9]
+
+
+def test_conv_in_a_model_module_whose_script_turns_cudnn_deterministic_on(tmp_path):
+    (tmp_path / "vits.py").write_text(
+        "import torch.nn as nn\n"
+        "class Stem(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.proj = nn.Conv2d(3, 8, kernel_size=3)\n"
+    )
+    script = (
+        "import torch\nimport torch.backends.cudnn as cudnn\nimport vits\n"
+        "def main(args):\n"
+        "    torch.manual_seed(args.seed)\n"
+        "{switch}"
+        "    model = vits.Stem().cuda()\n"
+        "    model(x).sum().backward()\n"
+        "if __name__ == '__main__':\n    main(args)\n"
+    )
+    (tmp_path / "main.py").write_text(script.format(switch=""))
+    assert _lint_dir(tmp_path, "FWD703") == {"vits.py": [5]}
+    (tmp_path / "main.py").write_text(script.format(switch="    cudnn.deterministic = True\n"))
+    assert _lint_dir(tmp_path, "FWD703") == {}
+
+
+def test_ddp_without_buffer_sync_on_a_model_without_buffers(tmp_path):
+    (tmp_path / "unet.py").write_text(
+        "import torch.nn as nn\nclass UNet(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.norm = nn.GroupNorm(32, 64)\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "from torch.nn.parallel import DistributedDataParallel as DDP\nfrom unet import UNet\n"
+        "model = DDP(UNet().cuda(), broadcast_buffers=False)\n"
+    )
+    assert _lint_dir(tmp_path, "FWD220") == {}
+    (tmp_path / "resnet.py").write_text("import torch.nn as nn\nnorm = nn.BatchNorm2d(64)\n")
+    assert _lint_dir(tmp_path, "FWD220") == {"train.py": [3]}
+
+
+def test_validation_loader_whose_transforms_draw_nothing():
+    src = (
+        "import torchvision.transforms as transforms\nfrom torch.utils.data import DataLoader\n"
+        "train_tf = [transforms.RandomCrop(64), transforms.ToTensor()]\n"
+        "loader = DataLoader(ImageSet('d', transforms_=train_tf), batch_size=8, num_workers=4)\n"
+        "val_tf = [transforms.Resize(64), transforms.ToTensor()]\n"
+        "val_set = ImageSet('d', transforms_=val_tf, mode='val')\n"
+        "val_loader = DataLoader(val_set, batch_size=8, num_workers=1)\n"
+    )
+    assert _codes(src, "FWD306") == [4]
+
+
+def test_final_checkpoint_in_a_project_that_never_resumes(tmp_path):
+    train = (
+        "import torch\n"
+        "def train(model, optimizer, loader, epochs):\n"
+        "    for epoch in range(epochs):\n"
+        "        for x in loader:\n"
+        "            loss = model(x).sum()\n"
+        "            loss.backward()\n"
+        "            optimizer.step()\n"
+        "    torch.save({'state_dict': model.state_dict(), 'optimizer': optimizer.state_dict()}, 'final.pt')\n"
+    )
+    (tmp_path / "trainer.py").write_text(train)
+    assert _lint_dir(tmp_path, "FWD501") == {}
+    (tmp_path / "resume.py").write_text("import torch\nckpt = torch.load('final.pt')\n")
+    assert _lint_dir(tmp_path, "FWD501") == {"trainer.py": [8]}
+    (tmp_path / "resume.py").unlink()
+    periodic = train.replace("    torch.save(", "        torch.save(")  # in the epoch loop
+    (tmp_path / "trainer.py").write_text(periodic)
+    assert _lint_dir(tmp_path, "FWD501") == {"trainer.py": [8]}
+
+
+def test_imap_unordered_whose_results_are_discarded():
+    src = (
+        "import multiprocessing.pool\n"
+        "with multiprocessing.pool.ThreadPool(8) as p:\n"
+        "    list(p.imap_unordered(write_shard, enumerate(shards)))\n"
+        "    for _ in p.imap_unordered(write_shard, shards):\n"
+        "        pass\n"
+        "    rows = list(p.imap_unordered(read_shard, shards))\n"
+        "    for r in p.imap_unordered(read_shard, shards):\n"
+        "        rows.append(r)\n"
+    )
+    assert _codes(src, "FWD405") == [6, 7]
+
+
+def test_seed_only_when_an_option_that_defaults_to_none_is_given():
+    src = (
+        "import argparse, random, torch\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--seed', default=None, type=int)\n"
+        "def main():\n"
+        "    args = parser.parse_args()\n"
+        "    if args.seed is not None:\n"
+        "        random.seed(args.seed)\n"
+        "        torch.manual_seed(args.seed)\n"
+        "    loss = model(x).sum()\n"
+        "    loss.backward()\n"
+        "if __name__ == '__main__':\n    main()\n"
+    )
+    assert _codes(src, "FWD108") == [3]  # the option's None default: the line to change
+    assert _codes(src.replace("default=None", "default=0"), "FWD108") == []
+    assert _codes(src.replace(", default=None", ""), "FWD108") == [3]
+    assert _codes(src.replace("    if args.seed is not None:\n", "    if True:\n"), "FWD108") == []
+
+
+def test_each_unseeded_global_generator_and_draws_in_driven_functions():
+    src = (
+        "import random\nimport numpy as np\nimport tensorflow as tf\n"
+        "def sample(buffer):\n    return random.sample(buffer, 32)\n"
+        "def act(q):\n    if np.random.random() < 0.1:\n        return 0\n    return q\n"
+        "def paths(items):\n    while True:\n        random.shuffle(items)\n        yield from items\n"
+        "gen = paths(files)\n"
+        "for step in range(100):\n    act(q)\n    batch = sample(buf)\n"
+    )
+    assert _codes(src, "FWD109") == [5, 7]
+    driven = (
+        "import random\n"
+        "def paths(items):\n    while True:\n        random.shuffle(items)\n        yield from items\n"
+        "gen = paths(files)\n"
+        "for x in gen:\n    print(x)\n"
+    )
+    assert _codes(driven, "FWD109") == [4]

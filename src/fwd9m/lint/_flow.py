@@ -49,6 +49,7 @@ __all__ = [
     "importers",
     "importer_seeds",
     "importer_scripts",
+    "project_mentions",
 ]
 
 #: methods that seed every generator whatever the receiver (Lightning Fabric and
@@ -619,3 +620,31 @@ def fallback_calls(ctx) -> set[int]:
                 ):
                     out.add(id(st.value))
     return out
+
+
+def project_mentions(ctx, pattern: str) -> bool:
+    """Whether ``pattern`` (a regex) occurs in this file or in any ``.py`` file of its
+    project (the folder above its top package, as for :func:`importers`); True when the
+    project holds too many files to read. A file not on disk: its own text only."""
+    if re.search(pattern, ctx.text):
+        return True
+    me = Path(ctx.path)
+    if ctx.path in ("-", "<stdin>") or not me.is_file():
+        return False
+    root = me.resolve().parent
+    while (root / "__init__.py").is_file() and root.parent != root:
+        root = root.parent
+    try:
+        mtime = root.stat().st_mtime_ns
+    except OSError:
+        return True
+    return _project_mentions_cached(root, mtime, pattern)
+
+
+@functools.lru_cache(maxsize=64)
+def _project_mentions_cached(root: Path, mtime_ns: int, pattern: str) -> bool:
+    rx = re.compile(pattern)
+    for n, path in enumerate(root.rglob("*.py")):
+        if n > _IMPORTERS_MAX_FILES or rx.search(_text(path)):
+            return True
+    return False

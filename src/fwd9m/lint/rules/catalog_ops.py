@@ -26,9 +26,12 @@ for False/None. PyTorch keeps tensors on the CPU unless moved, so GPU-only PyTor
 entries are reported only in files that use CUDA in code (``torch.cuda.*``, ``.cuda()``,
 a ``"cuda..."`` string). A condition written as prose (``index has repeated entries``,
 ``spatial input``) cannot be checked, so the call is not reported. An entry whose
-direction is "backward" is reported only in files that run a backward pass, and an
+direction is "backward" is reported only in files that run a backward pass (for JAX:
+only in code a reverse-mode transform differentiates, on a non-constant operand), and an
 entry with ``fixed_by`` settings (``torch.backends.cudnn.deterministic=True``) not in a
-file that makes one of them.
+file, or an importing script, that makes one of them. Operand tests rule out calls the
+catalog entry does not cover (``take_along_axis`` with one index per row, adaptive
+average pooling to sizes None/1).
 """
 
 from __future__ import annotations
@@ -230,8 +233,57 @@ def _maybe_gradient(ctx, call: ast.Call) -> bool:
     return False
 
 
+def _axis_of_none(index, axis: int) -> bool:
+    """``index`` adds a size-1 axis at ``axis``: ``a[..., None]`` / ``a[:, None]`` /
+    ``jnp.expand_dims(a, axis=-1)``."""
+    if type(index) is ast.Call and ast.unparse(index.func).endswith("expand_dims"):
+        given = (
+            index.args[1] if len(index.args) > 1 else next((k.value for k in index.keywords if k.arg == "axis"), None)
+        )
+        return literal(given, _MISSING) == axis
+    if type(index) is not ast.Subscript:
+        return False
+    elts = index.slice.elts if type(index.slice) is ast.Tuple else [index.slice]
+    kinds = ["none" if type(e) is ast.Constant and e.value is None else ast.unparse(e) for e in elts]
+    if axis < 0 and "..." not in kinds[len(kinds) + axis + 1 :] and -axis <= len(kinds):
+        return kinds[axis] == "none"
+    return axis >= 0 and "..." not in kinds[:axis] and axis < len(kinds) and kinds[axis] == "none"
+
+
+def _several_per_row(ctx, call: ast.Call) -> bool:
+    """``jnp.take_along_axis(q, a[..., None], axis=-1)`` takes one element per row: its
+    gradient scatter-adds into distinct slots, which is deterministic. Any other index
+    may repeat."""
+    index = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "indices"), None)
+    axis = call.args[2] if len(call.args) > 2 else next((k.value for k in call.keywords if k.arg == "axis"), None)
+    axis = literal(axis, _MISSING)
+    return index is None or type(axis) is not int or not _axis_of_none(index, axis)
+
+
+def _overlapping_windows(ctx, call: ast.Call) -> bool:
+    """Adaptive average pooling to sizes of ``None`` (keep the input size) or 1 (one
+    window over the whole axis) puts each input element in exactly one window, so its
+    backward adds once per element: deterministic. Other sizes may overlap."""
+    functional = ast.unparse(call.func).rsplit(".", 1)[-1].startswith("adaptive")
+    args = call.args[1:] if functional else call.args
+    size = args[0] if args else next((k.value for k in call.keywords if k.arg == "output_size"), None)
+    try:
+        value = ast.literal_eval(size) if size is not None else _MISSING
+    except ValueError:
+        return True
+    sizes = value if type(value) in (tuple, list) else (value,)
+    return not all(v is None or v == 1 for v in sizes)
+
+
 #: symbols whose catalog entry holds only for some operands, and the test for them
-_OPERAND_TESTS = {"tensorflow.convert_to_tensor": _maybe_gradient}
+_OPERAND_TESTS = {
+    "tensorflow.convert_to_tensor": _maybe_gradient,
+    "jax.numpy.take_along_axis": _several_per_row,
+    "torch.nn.AdaptiveAvgPool2d": _overlapping_windows,
+    "torch.nn.AdaptiveAvgPool3d": _overlapping_windows,
+    "torch.nn.functional.adaptive_avg_pool2d": _overlapping_windows,
+    "torch.nn.functional.adaptive_avg_pool3d": _overlapping_windows,
+}
 
 
 class _Index:
@@ -370,7 +422,24 @@ class CatalogOpRule(Rule):
             and not any(_BACKWARD_TEXT.search(t) for t in self._callers())
         ):
             return True
-        return any(assigns(self.ctx, s) for s in e.fixed_by)
+        return any(assigns(self.ctx, s) or self._callers_assign(s) for s in e.fixed_by)
+
+    def _callers_assign(self, setting: str) -> bool:
+        """A script that imports this model module makes the setting
+        (``cudnn.deterministic = True``, read textually by its last two names): the
+        setting is process-wide, so it holds for the module's calls in that run."""
+        name, _, value = setting.partition("=")
+        tail = r"\.".join(name.strip().split(".")[-2:])
+        rx = re.compile(rf"\b{tail}\s*=\s*{re.escape(value.strip())}\b")
+        return any(rx.search(t) for t in self._callers())
+
+    def _no_gradient(self, e, node) -> bool:
+        """A JAX entry whose direction is "backward" (a gather's gradient) needs the call
+        to be differentiated: in a function under ``jax.grad``/``value_and_grad`` (or a
+        model method, a loss), on an operand that is not a constant."""
+        if self.framework != "jax" or e.direction != "backward":
+            return False
+        return not _differentiated(self.ctx)(node) or _constant_operand(self.ctx, node)
 
     def _cpu_operand(self, call: ast.Call) -> bool:
         """The tensor the call works on was made on the CPU in the expression itself:
@@ -432,6 +501,8 @@ class CatalogOpRule(Rule):
         for node, (e, behaviour, met) in self.pending:
             if self._skip(e) or (e.devices == ("gpu",) and self._cpu_operand(node)) or dead(node):
                 continue
+            if self._no_gradient(e, node):
+                continue
             how = (
                 "raises under the determinism switch"
                 if behaviour == "raises"
@@ -465,7 +536,7 @@ class CatalogOpRule(Rule):
         code = switch.code if switch else ""
         for entry_id, nodes in self.switch_sites.items():
             e = next(e for e, _, _ in self.index.entries if e.id == entry_id)
-            node = next((n for n in nodes if not dead(n)), None)
+            node = next((n for n in nodes if not dead(n) and not self._no_gradient(e, n)), None)
             if node is None or self._skip(e):
                 continue
             where = "/".join(e.devices) or "any device"
@@ -477,6 +548,96 @@ class CatalogOpRule(Rule):
                 f"fix: {code or e.fix}",
                 fix=code or e.fix,
             )
+
+
+#: JAX transforms whose first argument is differentiated (reverse mode: a gather's
+#: transpose, the scatter-add, runs only under these)
+_GRAD_TRANSFORMS = frozenset(
+    {"grad", "value_and_grad", "vjp", "jacrev", "hessian", "filter_grad", "filter_value_and_grad"}
+)
+_JAX_ROOTS = ("jax.", "flax.", "equinox.", "haiku.", "optax.")
+_MODEL_BASES = ("Module", "Model", "Layer", "Sequential")
+
+
+def _grad_target(ctx, call: ast.Call):
+    """The function a ``jax.grad(f)`` / ``jax.value_and_grad(partial(f, ...))`` call
+    differentiates, or None when ``call`` is no such transform."""
+    name = call.func.attr if type(call.func) is ast.Attribute else getattr(call.func, "id", "")
+    qn = ctx.qualname(call.func)
+    if name not in _GRAD_TRANSFORMS or (qn is not None and not qn.startswith(_JAX_ROOTS)):
+        return None
+    f = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg in ("fun", "f")), None)
+    while type(f) is ast.Call and f.args:  # partial(loss_fn, ...), jax.checkpoint(loss_fn)
+        f = f.args[0]
+    return f
+
+
+def _differentiated(ctx):
+    """A test ``node -> bool``: the node sits in code that a reverse-mode transform
+    differentiates: a function (or lambda) handed to ``jax.grad``/``value_and_grad``
+    (or decorated with one), a method of a model class, a function named like a loss,
+    and the functions of this file those call (transitively, by name)."""
+    cached = ctx.__dict__.get("_catalog_differentiated")
+    if cached is not None:
+        return cached
+    defs: dict[str, list] = {}
+    roots: list = []
+    for n in ast.walk(ctx.tree):
+        if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef):
+            defs.setdefault(n.name, []).append(n)
+            if "loss" in n.name.lower() or any(
+                _GRAD_TRANSFORMS & set(re.findall(r"\w+", ast.unparse(d))) for d in n.decorator_list
+            ):
+                roots.append(n)
+        elif type(n) is ast.ClassDef and any(ast.unparse(b).endswith(_MODEL_BASES) for b in n.bases):
+            roots.extend(b for b in n.body if type(b) in (ast.FunctionDef, ast.AsyncFunctionDef))
+        elif type(n) is ast.Call:
+            f = _grad_target(ctx, n)
+            if type(f) is ast.Lambda:
+                roots.append(f)
+            elif type(f) in (ast.Name, ast.Attribute):
+                roots.extend(defs.get(f.id if type(f) is ast.Name else f.attr, ()))
+    spans, seen, todo = [], set(), list(roots)
+    pending_names = {
+        (f.id if type(f) is ast.Name else f.attr)
+        for n in ast.walk(ctx.tree)
+        if type(n) is ast.Call and type(f := _grad_target(ctx, n)) in (ast.Name, ast.Attribute)
+    }
+    todo.extend(d for name in pending_names for d in defs.get(name, ()))  # defined after the call
+    while todo:
+        fn = todo.pop()
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        spans.append((fn.lineno, fn.end_lineno or fn.lineno))
+        for c in ast.walk(fn):
+            if type(c) is ast.Call and type(c.func) in (ast.Name, ast.Attribute):
+                todo.extend(defs.get(c.func.id if type(c.func) is ast.Name else c.func.attr, ()))
+    test = lambda node: any(a <= node.lineno <= b for a, b in spans)  # noqa: E731
+    ctx.__dict__["_catalog_differentiated"] = test
+    return test
+
+
+def _constant_operand(ctx, call: ast.Call) -> bool:
+    """The array a gather reads is a constant, so no gradient reaches it: wrapped in
+    ``stop_gradient``, or a name assigned only under ``jax.ensure_compile_time_eval()``."""
+    value = call.args[0] if call.args else None
+    if type(value) is ast.Call and ast.unparse(value.func).endswith("stop_gradient"):
+        return True
+    if type(value) is not ast.Name:
+        return False
+    const = set()
+    for w in ast.walk(ctx.tree):
+        if type(w) is ast.With and any("ensure_compile_time_eval" in ast.unparse(i.context_expr) for i in w.items):
+            const |= {id(n) for st in w.body for n in ast.walk(st)}
+    writes = [
+        n
+        for n in ast.walk(ctx.tree)
+        if type(n) is ast.Assign
+        and n.lineno < call.lineno
+        and any(type(t) is ast.Name and t.id == value.id for t in n.targets)
+    ]
+    return bool(writes) and id(max(writes, key=lambda n: n.lineno)) in const
 
 
 def _never_called(ctx):
@@ -508,7 +669,14 @@ lists as nondeterministic (kind "op") for the installed {name} version (every
 version when it is not installed), in files that ask for repeatable runs (they seed,
 turn the switch on, create a JAX key or import fwd9m), and in the model classes of a
 module that a seeding script beside it imports. A call in a function that a script
-never names (dead code) is not reported.
+never names (dead code) is not reported. An entry that acts only in the backward pass
+needs one in the file (or the script importing it); in JAX, the call must also sit in
+code that `jax.grad`/`value_and_grad` differentiates (the function handed to it, what
+that calls, a model method or a loss), on an operand that is not a constant
+(`stop_gradient`, `jax.ensure_compile_time_eval`); `jnp.take_along_axis` with one
+index per row and adaptive average pooling to sizes `None`/1 are not reported (their
+backward adds once per element). A setting the catalog lists as the fix
+(`cudnn.deterministic = True`) made by the importing script counts.
 
 Generated from `src/fwd9m/catalog/data/{framework}.toml`, which has {count} such
 entries: {ids}.

@@ -619,10 +619,56 @@ def _worker_draw(ctx) -> int | None:
             called = {c.func.id for c in ast.walk(cls) if type(c) is ast.Call and type(c.func) is ast.Name}
             bodies += [defs[n] for n in called if n in defs]
     lines = [c.lineno for b in bodies for c in ast.walk(b) if type(c) is ast.Call and _is_draw(ctx.qualname(c.func))]
-    for qn, calls in ctx.calls.items():
-        if qn.startswith("torchvision.transforms") and _is_draw(qn):
-            lines += [c.lineno for c in calls]
     return min(lines) if lines else None
+
+
+def _transform_draws(ctx) -> list[int]:
+    """Lines of the torchvision random transforms built in the file."""
+    return sorted(
+        c.lineno
+        for qn, calls in ctx.calls.items()
+        if qn.startswith("torchvision.transforms") and _is_draw(qn)
+        for c in calls
+    )
+
+
+def _feeds(ctx, loader: ast.Call) -> list[tuple[int, int]]:
+    """Line spans of what a loader is built from: its call, and (transitively) the
+    assignments and functions of this file that the names in it refer to (``ds =
+    ImageFolder(root, transform=train_tf)``, ``train_tf = Compose([...])``)."""
+    assigned: dict[str, list] = {}
+    for n in ast.walk(ctx.tree):
+        if type(n) is ast.Assign:
+            for t in n.targets:
+                for name in (e.id for e in ast.walk(t) if type(e) is ast.Name):
+                    assigned.setdefault(name, []).append(n.value)
+        elif type(n) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            assigned.setdefault(n.name, []).append(n)
+    spans, seen, todo = [], set(), [loader]
+    while todo:
+        node = todo.pop()
+        spans.append((node.lineno, node.end_lineno or node.lineno))
+        for name in {e.id for e in ast.walk(node) if type(e) is ast.Name} - seen:
+            seen.add(name)
+            todo += assigned.get(name, [])
+    return spans
+
+
+def _loader_draws(ctx, loaders: list, class_draw: int | None, transform_draws: list[int]) -> list:
+    """For each loader, the line of a draw its workers make (or None): in a dataset or
+    transform class of the file, or a random transform that the loader's dataset is
+    built from. A transform that no loader is seen to be built from counts for all (a
+    validation loader over ``Resize``/``ToTensor`` does not take the training crop)."""
+    tied = []
+    for loader in loaders:
+        spans = _feeds(ctx, loader) if transform_draws else []
+        tied.append({line for line in transform_draws if any(a <= line <= b for a, b in spans)})
+    untied = set(transform_draws).difference(*tied)
+    out = []
+    for lines in tied:
+        found = [x for x in (class_draw, *lines, *untied) if x is not None]
+        out.append(min(found) if found else None)
+    return out
 
 
 @register
@@ -725,10 +771,13 @@ class DataLoaderWorkersUnseeded(Rule):
             return
         if not self.sites or seeds(self.ctx, TORCH_SEED_CALLS):
             return
-        line = _worker_draw(self.ctx)
-        if line is None:
+        class_draw, transform_draws = _worker_draw(self.ctx), _transform_draws(self.ctx)
+        if class_draw is None and not transform_draws:
             return
-        for node in (n for n in self.sites if runs(self.ctx, n)):  # a library's caller seeds
+        ran = [n for n in self.sites if runs(self.ctx, n)]  # a library's caller seeds
+        for node, line in zip(ran, _loader_draws(self.ctx, ran, class_draw, transform_draws)):
+            if line is None:
+                continue
             self.report(
                 node,
                 f"DataLoader workers draw random numbers (line {line}) from seeds based "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .._flow import local_callees, runs
+from .._flow import local_callees, project_mentions, runs
 from .._helpers import kwarg, literal
 from .._rule import Rule, register
 
@@ -85,13 +85,23 @@ class DistributedSamplerWithoutSetEpoch(Rule):
                 )
 
 
+#: a model with buffers: normalisation with running statistics, an explicit buffer, or a
+#: model from a model zoo (torchvision, timm, transformers), read in the whole project
+_BUFFERS = (
+    r"BatchNorm|register_buffer|running_mean|running_var|track_running_stats|torchvision\.models|"
+    r"from torchvision import models|\btimm\b|\btransformers\b|\bmodel_zoo\b|torch\.hub\.load"
+)
+
+
 @register
 class DdpBuffersNotSynchronised(Rule):
     """Turns off DDP's buffer synchronisation.
 
     ## What it does
     Flags `DistributedDataParallel(..., broadcast_buffers=False)` and
-    `forward_sync_buffers=False`.
+    `forward_sync_buffers=False`, in a project whose models can have buffers (it uses
+    BatchNorm, `register_buffer` or a model zoo: a GroupNorm/LayerNorm-only model has
+    none to synchronise).
 
     ## Why is this bad
     DDP all-reduces gradients, not buffers. Buffers updated in `forward` (BatchNorm
@@ -101,6 +111,7 @@ class DdpBuffersNotSynchronised(Rule):
 
     ## Example
     ```python
+    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8))
     model = DistributedDataParallel(net, broadcast_buffers=False)
     ```
 
@@ -112,14 +123,18 @@ class DdpBuffersNotSynchronised(Rule):
     code, name = "FWD220", "ddp-buffers-not-synchronised"
     triggers = ("DistributedDataParallel",)
     references = (DDP_SRC,)
-    invalid = ("from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(net, broadcast_buffers=False)\n",)
+    invalid = (
+        "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8))\n"
+        "m = DDP(net, broadcast_buffers=False)\n",
+    )
     valid = ("from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(net)\n",)
 
     def visit_Call(self, node, qn):
         if qn not in _DDP:
             return
         for name in ("broadcast_buffers", "forward_sync_buffers"):
-            if literal(kwarg(node, name), None) is False:
+            if literal(kwarg(node, name), None) is False and project_mentions(self.ctx, _BUFFERS):
                 self.report(
                     node,
                     f"{name}=False: buffers (BatchNorm running statistics) are never "

@@ -1147,12 +1147,18 @@ class OrderById(Rule):
                 self.report(k.value, "ordering by id() (a memory address) changes between runs; sort by a stable key")
 
 
+#: calls that only drain an iterator when their result is thrown away
+_DRAINS = frozenset({"list", "tuple", "set", "deque", "any", "all"})
+
+
 @register
 class CompletionOrder(Rule):
     """Collects parallel results in completion order.
 
     ## What it does
-    Flags `concurrent.futures.as_completed(...)` and `Pool.imap_unordered(...)`.
+    Flags `concurrent.futures.as_completed(...)` and `Pool.imap_unordered(...)`; not an
+    `imap_unordered` whose results nothing reads (`list(pool.imap_unordered(write,
+    shards))` as a statement, or a loop that never uses its variable).
 
     ## Why is this bad
     Results arrive in the order tasks finish, which depends on timing; anything built
@@ -1180,7 +1186,7 @@ class CompletionOrder(Rule):
         "from concurrent.futures import as_completed\nfor f in as_completed(fs):\n    out.append(f.result())\n",
         "r = list(pool.imap_unordered(work, items))\n",
     )
-    valid = ("r = list(pool.imap(work, items))\n",)
+    valid = ("r = list(pool.imap(work, items))\n", "list(pool.imap_unordered(write_shard, enumerate(shards)))\n")
 
     def visit_Call(self, node, qn):
         if qn in ("concurrent.futures.as_completed", "asyncio.as_completed"):
@@ -1189,5 +1195,31 @@ class CompletionOrder(Rule):
                 "as_completed yields results in completion order, which varies between "
                 "runs; iterate the futures in submission order",
             )
-        elif type(node.func) is ast.Attribute and node.func.attr == "imap_unordered":
+        elif (
+            type(node.func) is ast.Attribute
+            and node.func.attr == "imap_unordered"
+            and id(node) not in self._discarded()
+        ):
             self.report(node, "imap_unordered yields results in completion order; use imap")
+
+    def _discarded(self) -> set[int]:
+        """``id`` of calls whose results nothing reads: a statement of their own (also
+        drained by ``list(...)``), or a loop whose body never uses its variable. Each task
+        then only does its own work (writes its own file), in whatever order."""
+        cached = self.ctx.__dict__.get("_completion_discarded")
+        if cached is not None:
+            return cached
+        out: set[int] = set()
+        for n in ast.walk(self.ctx.tree):
+            if type(n) is ast.Expr:
+                v = n.value
+                while type(v) is ast.Call and type(v.func) is ast.Name and v.func.id in _DRAINS and len(v.args) == 1:
+                    v = v.args[0]
+                out.add(id(v))
+            elif type(n) in (ast.For, ast.AsyncFor):
+                bound = {t.id for t in ast.walk(n.target) if type(t) is ast.Name}
+                used = {u.id for st in n.body + n.orelse for u in ast.walk(st) if type(u) is ast.Name}
+                if not bound & used:
+                    out.add(id(n.iter))
+        self.ctx.__dict__["_completion_discarded"] = out
+        return out

@@ -973,6 +973,9 @@ class TrainsWithoutSeed(Rule):
     scripts count: files that train at module level, in an `if __name__ == "__main__":`
     block that is not a test runner (`unittest.main()`, `tf.test.main()`), or in a
     function those reach, also through `absl.app.run(main)` / `tf.compat.v1.app.run()`.
+    A script whose every seed call sits under `if args.seed is not None:` (or `if
+    args.seed:`) while `--seed` defaults to None is flagged too, at the option's
+    definition: run as documented, it seeds nothing.
 
     ## Why is this bad
     Weight initialisation, dropout masks, data shuffling and augmentation then start
@@ -1041,19 +1044,13 @@ class TrainsWithoutSeed(Rule):
             for m in ("torch", "tensorflow", "keras", "jax")
         ):
             return
+        optional = None
         if seeds(ctx, FRAMEWORK_SEED_CALLS | ALL_SEED_CALLS | SWITCH_ON_CALLS | _JAX_KEYS):
-            return  # JAX: an explicit key is the seed
+            optional = _optional_seed(ctx)  # JAX: an explicit key is the seed
+            if optional is None:
+                return
         only = [qn for qn in sorted(PYTHON_SEED_CALLS | NUMPY_SEED_CALLS) if ctx.calls.get(qn)]
-        calls = [c for m in _TRAINING_METHODS for c in ctx.methods.get(m, ())]
-        calls += [c for qn in _TRAINING_CALLS for c in ctx.calls.get(qn, ())]
-        calls += [
-            c
-            for c in ctx.methods.get("train", ())
-            if any(k.arg == "input_fn" for k in c.keywords) or "estimator" in ast.unparse(c.func.value).lower()
-        ]  # TF1 Estimator.train
-        calls += [c for qn, cs in ctx.calls.items() if qn.endswith(".estimator.train_and_evaluate") for c in cs]
-        if any(ctx.calls.get(qn) for qn in _GRAPH_SESSIONS):  # TF1: minimize builds the step sess.run runs
-            calls += [c for c in ctx.methods.get("minimize", ()) if ctx.qualname(c.func) is None]
+        calls = _training_calls(ctx)
         if not calls:
             return
         tree = ctx.tree
@@ -1079,17 +1076,86 @@ class TrainsWithoutSeed(Rule):
             is_script = not runners and any(_owner_named(ctx, main, c) for c in calls)
         if is_script:
             first = min(calls, key=lambda c: (c.lineno, c.col_offset))
+            if optional is not None:  # the line to change: the option's None default
+                first = optional[1]
             what = (
                 f"seeds only {' and '.join(only)}, not the framework it trains with: weights and dropout"
                 if only
                 else "seeds nothing: weights, dropout and data order"
             )
+            if optional is not None:
+                what = (
+                    f"seeds only when {optional[0]} is given, and it defaults to None: a run as "
+                    "documented seeds nothing, so weights, dropout and data order"
+                )
             self.report(
                 first,
                 f"this script trains but {what} differ in every run; call "
                 "fwd9m.enable_determinism(seed=0) before building the model (or run it with "
                 "fwd9m run --seed 0)",
             )
+
+
+def _training_calls(ctx) -> list:
+    """The calls that train: a backward pass, ``fit``, ``apply_gradients``, ``jax.grad``,
+    an Estimator's ``train``, a TF1 graph's ``minimize`` run by a session."""
+    calls = [c for m in _TRAINING_METHODS for c in ctx.methods.get(m, ())]
+    calls += [c for qn in _TRAINING_CALLS for c in ctx.calls.get(qn, ())]
+    calls += [
+        c
+        for c in ctx.methods.get("train", ())
+        if any(k.arg == "input_fn" for k in c.keywords) or "estimator" in ast.unparse(c.func.value).lower()
+    ]  # TF1 Estimator.train
+    calls += [c for qn, cs in ctx.calls.items() if qn.endswith(".estimator.train_and_evaluate") for c in cs]
+    if any(ctx.calls.get(qn) for qn in _GRAPH_SESSIONS):  # TF1: minimize builds the step sess.run runs
+        calls += [c for c in ctx.methods.get("minimize", ()) if ctx.qualname(c.func) is None]
+    return calls
+
+
+def _none_by_default(ctx, name: str):
+    """The definition of the command-line option ``name`` when it defaults to None:
+    ``add_argument('--seed', type=int)`` or ``default=None``,
+    ``flags.DEFINE_integer('seed', None, ...)``; else None."""
+    for c in ctx.methods.get("add_argument", ()):
+        opts = [a.value for a in c.args if type(a) is ast.Constant and isinstance(a.value, str)]
+        if not any(o.lstrip("-").replace("-", "_") == name for o in opts) and literal(kwarg(c, "dest"), "") != name:
+            continue
+        default = kwarg(c, "default")
+        return c if (default is None or literal(default, 0) is None) and kwarg(c, "action") is None else None
+    for qn, cs in ctx.calls.items():
+        if qn.startswith(("absl.flags.DEFINE_", "tensorflow.compat.v1.flags.DEFINE_")):
+            for c in cs:
+                if len(c.args) > 1 and literal(c.args[0], "") == name:
+                    return c if literal(c.args[1], 0) is None else None
+    return None
+
+
+def _optional_seed(ctx):
+    """``("--seed", its definition)`` when every seed call of the file runs only under ``if args.seed is not
+    None:`` (or ``if args.seed:``) and the option defaults to None: the documented run
+    seeds nothing. None otherwise."""
+    names = FRAMEWORK_SEED_CALLS | ALL_SEED_CALLS | SWITCH_ON_CALLS | _JAX_KEYS
+    calls = [c for qn in names for c in ctx.calls.get(qn, ())]
+    if not calls:
+        return None
+    guards = []
+    for n in ast.walk(ctx.tree):
+        if type(n) is not ast.If:
+            continue
+        test = n.test
+        if type(test) is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) is ast.IsNot:
+            if type(test.comparators[0]) is ast.Constant and test.comparators[0].value is None:
+                test = test.left
+        if type(test) in (ast.Name, ast.Attribute) and n.body:
+            name = test.id if type(test) is ast.Name else test.attr
+            guards.append((n.body[0].lineno, n.body[-1].end_lineno or n.body[-1].lineno, name))
+    option = None
+    for c in calls:
+        guard = next((g for g in guards if g[0] <= c.lineno <= g[1] and _none_by_default(ctx, g[2])), None)
+        if guard is None:
+            return None
+        option = guard[2]
+    return f"--{option}", _none_by_default(ctx, option)
 
 
 #: modules whose objects draw from NumPy's global generator in a method: TensorFlow 1's
@@ -1135,8 +1201,9 @@ def _owner_named(ctx, main, call) -> bool:
 
 def _script_calls(ctx, calls) -> list:
     """Those of ``calls`` that a script runs: at module level (outside functions and
-    classes), or anywhere in a file whose ``if __name__ == "__main__":`` block is not a
-    test runner (``unittest.main()``); [] for a library module."""
+    classes), in a module function that module-level code calls (transitively, in a
+    file without a ``__main__`` block), or anywhere in a file whose ``if __name__ ==
+    "__main__":`` block is not a test runner (``unittest.main()``); [] otherwise."""
     tree = ctx.tree
     main = main_block(tree)
     top = ctx.__dict__.get("_seeding_top_ids")
@@ -1148,8 +1215,10 @@ def _script_calls(ctx, calls) -> list:
             for n in ast.walk(stmt)
         }
     at_top = [c for c in calls if id(c) in top]
-    if at_top or main is None:
+    if at_top:
         return at_top
+    if main is None:  # a function that module-level code calls (a data generator it drives)
+        return [c for c in calls if runs(ctx, c)]
     runners = [
         c
         for c in ast.walk(main)
@@ -1163,12 +1232,13 @@ class GlobalGeneratorUnseeded(Rule):
     """A script draws from Python's or NumPy's global generator and never seeds it.
 
     ## What it does
-    Flags the first draw from Python's `random` module (`random.shuffle`,
-    `random.random`, ...) or NumPy's global generator (`np.random.permutation`,
-    `np.random.rand`, ..., and TensorFlow 1's tutorial MNIST reader, whose
-    `mnist.train.next_batch` shuffles with `numpy.random.shuffle`) in a script (a file
-    that runs the draw at module level, or has an `if __name__ == "__main__":` block
-    that is not a test runner) that calls no
+    Flags the first draw of each global generator, Python's `random` module
+    (`random.shuffle`, `random.random`, ...) and NumPy's global generator
+    (`np.random.permutation`, `np.random.rand`, ..., and TensorFlow 1's tutorial MNIST
+    reader, whose `mnist.train.next_batch` shuffles with `numpy.random.shuffle`), in a
+    script (a file that runs the draw at module level or in a function module-level
+    code calls, or has an `if __name__ == "__main__":` block that is not a test runner)
+    that calls no
     function seeding that generator (`random.seed` / `np.random.seed`, or one that seeds
     everything: `keras.utils.set_random_seed`, `fwd9m.seed_everything`, Lightning's
     `seed_everything`, `transformers.set_seed`, ...) and no framework seed either (a
@@ -1230,7 +1300,7 @@ class GlobalGeneratorUnseeded(Rule):
             ran = _script_calls(ctx, draws) if not seeds(ctx, seed_calls) else []
             if ran:
                 found.append((min(ran, key=lambda c: (c.lineno, c.col_offset)), name))
-        for call, name in sorted(found, key=lambda t: (t[0].lineno, t[0].col_offset))[:1]:
+        for call, name in sorted(found, key=lambda t: (t[0].lineno, t[0].col_offset)):
             what = ctx.qualname(call.func) or f"{ast.unparse(call.func)} (TensorFlow's tutorial MNIST DataSet)"
             self.report(
                 call,

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import ast
+import re
 
-from .._flow import _FOREIGN, is_test_file, local_function, module_aliases, runs, statements
+from .._flow import _FOREIGN, is_test_file, local_function, module_aliases, project_mentions, runs, statements
 from .._helpers import call_name
 from .._rule import Rule, register
 from ._common import is_stateful_random
@@ -77,6 +78,36 @@ def _mentions_rng(ctx, node) -> bool:
     return False
 
 
+#: a resume path somewhere in the project: a checkpoint read back
+_RESUMES = r"torch\.load\(|load_state_dict\(|\bresume|load_checkpoint|restore"
+
+
+def _final_without_resume(ctx, node) -> bool:
+    """The checkpoint is written once, after the training loop (a loop before it in the
+    same function that runs ``backward``/``step``; itself in no loop), and nothing in the
+    project reads a checkpoint back: no run resumes from it, so its RNG state is moot."""
+    loops = [n for n in ast.walk(ctx.tree) if type(n) in (ast.For, ast.While, ast.AsyncFor)]
+    if any(n.lineno < node.lineno <= (n.end_lineno or n.lineno) for n in loops):
+        return False
+    scope = min(
+        (
+            f
+            for f in ast.walk(ctx.tree)
+            if type(f) in (ast.FunctionDef, ast.AsyncFunctionDef)
+            and f.lineno <= node.lineno <= (f.end_lineno or f.lineno)
+        ),
+        key=lambda f: (f.end_lineno or f.lineno) - f.lineno,
+        default=ctx.tree,
+    )
+    trained = any(
+        type(n) in (ast.For, ast.While, ast.AsyncFor)
+        and (n.end_lineno or n.lineno) < node.lineno
+        and re.search(r"\.backward\(|\.step\(", ast.unparse(n))
+        for n in ast.walk(scope)
+    )
+    return trained and not project_mentions(ctx, _RESUMES)
+
+
 @register
 class CheckpointWithoutRngState(Rule):
     """Saves a training checkpoint without the random-number generator state.
@@ -91,7 +122,9 @@ class CheckpointWithoutRngState(Rule):
     file that draws from TensorFlow's global random state (stateful random ops, a
     `shuffle` without seed), unless the script deletes the checkpoint folder before it
     (`tf.io.gfile.rmtree(model_dir)` with `checkpoint_dir` built from `model_dir`):
-    such a run starts afresh every time and never resumes.
+    such a run starts afresh every time and never resumes. A checkpoint written once
+    after training (in no loop), in a project that never reads one back
+    (`torch.load`, `load_state_dict`, a resume option), is not flagged either.
 
     ## Why is this bad
     A run resumed from such a checkpoint restarts every generator from its seed (or
@@ -234,7 +267,12 @@ class CheckpointWithoutRngState(Rule):
                 and "optim" in ast.unparse(v.func.value).lower()
                 for v in d.values
             )
-            if optim and not _mentions_rng(self.ctx, d) and not any(_mentions_rng(self.ctx, e) for e in extra):
+            if (
+                optim
+                and not _mentions_rng(self.ctx, d)
+                and not any(_mentions_rng(self.ctx, e) for e in extra)
+                and not _final_without_resume(self.ctx, node)
+            ):
                 self.report(
                     node,
                     "training checkpoint without RNG state: a resumed run restarts the "
