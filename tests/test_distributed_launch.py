@@ -513,3 +513,35 @@ def test_per_rank_step_digests_under_accelerate_launch(torch_available, tmp_path
     out = launch("--against", "ref/", perturb=True)
     assert out.returncode != 0 and "first difference at step 2 (steps 0..1 agree)" in out.stderr, out.stderr[-3000:]
     assert "ranks that differ at step 2: 0, 1" in out.stderr  # DDP shares rank 1's gradients
+
+
+def test_per_rank_step_digests_of_two_node_agents_on_localhost(torch_available, tmp_path):
+    """torchrun as two node agents (--nnodes 2 --node-rank 0/1) against one endpoint, 2
+    ranks each: 4 rank files in one folder, each rank compared with its own."""
+    script = str(DATA / "ddp_steps.py")
+
+    def job(*options: str, perturb: bool = False) -> list[subprocess.CompletedProcess]:
+        port = _free_port()
+        env = {**os.environ, **_env(), "PERTURB": "1" if perturb else ""}
+        agents = [
+            subprocess.Popen(
+                [sys.executable, "-m", "fwd9m", "run", *options, "--", *_torchrun(port), "--nnodes", "2"]
+                + ["--node-rank", str(node), script],
+                cwd=tmp_path,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for node in (0, 1)
+        ]
+        outputs = [a.communicate(timeout=TIMEOUT) for a in agents]
+        return [subprocess.CompletedProcess(a.args, a.returncode, *o) for a, o in zip(agents, outputs)]
+
+    done = job("--digests", "ref/")
+    assert [d.returncode for d in done] == [0, 0], done[0].stderr[-2000:] + done[1].stderr[-2000:]
+    assert sorted(p.name for p in (tmp_path / "ref").iterdir()) == [f"rank{r}.steps" for r in range(4)]
+    done = job("--against", "ref/", perturb=True)
+    stderr = done[0].stderr + done[1].stderr
+    assert all(d.returncode != 0 for d in done), stderr[-3000:]
+    assert "first difference at step 3 (steps 0..2 agree)" in stderr and "the ranks that differ there: 1" in stderr
