@@ -268,7 +268,7 @@ def test_run_digest_options_are_checked_before_running(capsys, tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     (tmp_path / "train.py").write_text("print('ran')\n")
     code, err = cli_in_process(capsys, "run", "--digests", "a.steps", "--", "torchrun", "train.py")
-    assert code == 2 and "with a launcher every rank" in err
+    assert code == 2 and "with a launcher each rank records its own steps" in err
     code, err = cli_in_process(capsys, "run", "--digests", " ", "train.py")
     assert code == 2 and "needs a file name" in err
     _write(tmp_path / "ref.steps", 2)

@@ -61,6 +61,9 @@ def add_arguments(p) -> None:
         "--trace", metavar="TRACE", help="probe the op kinds this kept debug trace ran, at their shapes and dtypes"
     )
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON (a new file)")
+    p.add_argument(
+        "--format", choices=("text", "json"), default="text", help="the report on stdout, as the other commands"
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
 
 
@@ -122,7 +125,10 @@ def run(args) -> int:
             progress=progress,
         )
         failing = bool(report.contradictions())
-    print(printable(report.render()))
+    if args.format == "json":
+        print(json.dumps(report.to_dict(), indent=1, sort_keys=True, default=str))
+    else:
+        print(printable(report.render()))
     if args.json:
         _write_json(args.json, report.to_dict())
     return 1 if failing else 0

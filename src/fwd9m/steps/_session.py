@@ -249,6 +249,10 @@ class StepSession:
             self._start()
         if self.writer is not None:
             self.writer.close({"completed": status in (0, None), "exit_status": status})
+            if not self.writer.kept_old and not self.quiet:
+                from .._runtime.launch import shown
+
+                sys.stderr.write(f"fwd9m: step digests of {self.steps} step(s) written to {shown(self.writer.path)}\n")
             if self.writer.kept_old and not self.quiet:
                 print(
                     f"fwd9m: the run did not complete (exit status {status}), so {self.writer.path} is "
