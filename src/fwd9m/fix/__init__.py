@@ -209,7 +209,10 @@ def fix(
     candidates = _candidates(source, seed)
     for i, (what, text) in enumerate(candidates, 1):
         say(f"patch {i} of {len(candidates)}: {what}; checking the patched copy")
-        ok, verdict = _verify(script, text, args, check)
+        try:
+            ok, verdict = _verify(script, text, args, check)
+        except RunError as exc:  # the patch broke the script (a kernel with no deterministic version)
+            ok, verdict = False, f"the patched copy gave no verdict: {exc}"
         patch, changed = _diff(script.name, source, text)
         result.attempts.append(Attempt(what, patch, changed, verdict, ok, text))
         if ok:
