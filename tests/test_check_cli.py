@@ -222,9 +222,8 @@ def test_torch_model_local_to_main_is_captured(tmp_path):
     assert out.returncode == 1, out.stdout + out.stderr
     data = json.loads(out.stdout)
     paths = {f["diff"]["path"] for f in data["findings"] if f["diff"]}
-    # named by main()'s local variables (their frame is kept until the capture)
-    assert "model.0.weight" in paths and "model.2.bias" in paths, paths
-    assert any(p.startswith("opt.state") for p in paths), paths
+    assert "torch:Sequential.0.weight" in paths and "torch:Sequential.2.bias" in paths, paths
+    assert any(p.startswith("torch:SGD.state") for p in paths), paths
     assert data["reproducible"] is False and data["compared"]["state tensors"] >= 4
     assert data["environment"]["schema"] == "fwd9m.environment"
 

@@ -298,3 +298,26 @@ def test_a_long_value_compared_whole_and_what_is_seen_by_type_only_is_listed(tmp
     assert out.returncode == 1, out.stdout + out.stderr
     assert "[state, run 2] globals.state.labels: value differs" in out.stdout, out.stdout
     assert "seen, compared by type only: 1 value (globals.state.lock (_thread.lock))" in out.stdout, out.stdout
+
+
+def test_locals_captured_in_one_run_only_are_not_a_difference():
+    """Whether the watcher saw a short function's frame is timing: its locals in one run
+    only are listed as not compared, not reported as a difference."""
+    import numpy as np
+
+    from fwd9m.check._runs import _state_findings
+
+    class Run:
+        def __init__(self, flat):
+            from fwd9m.compare import Tensor
+
+            arrays = {k: Tensor(np.asarray(v), "float64") for k, v in flat.items()}
+            self.captures = [{"flat": arrays, "argv": ["train.py"], "rank": None}]
+            self.replacements = ()
+
+    a = Run({"globals.w": [1.0], "locals.setup().x": [2.0], "locals.main().w": [3.0]})
+    b = Run({"globals.w": [1.0], "locals.main().w": [4.0]})
+    notes: list[str] = []
+    found = _state_findings(a, b, "run 2", notes)
+    assert [f.diff.path for f in found] == ["locals.main().w"]
+    assert notes and "the locals of setup(), captured in one run only" in notes[0]

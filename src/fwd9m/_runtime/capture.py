@@ -204,11 +204,12 @@ def _holds_arrays(value: Any, to_numpy, backends: list[Any], taken: set[int], bu
 
     if isinstance(value, (str, bytes, int, float, bool, type(None))):
         return False
+    saved_types = tuple(t for b in backends for t in (b.state_types() or ()))  # models: their backend saves them
     stack, seen = [value], set()
     while stack and budget > 0:
         v = stack.pop()
         budget -= 1
-        if id(v) in seen:
+        if id(v) in seen or (saved_types and isinstance(v, saved_types)):
             continue
         seen.add(id(v))
         if v is not value and to_numpy(v) is not None:
@@ -262,8 +263,9 @@ def collect() -> dict[str, Any]:
     backends = _backends()
     variables = _variables(_scopes())
     names: dict[int, str] = {}
-    for _, k, v in variables:
-        names.setdefault(id(v), k)
+    for prefix, k, v in variables:
+        if not prefix:  # globals only: whether the watcher saw a function's frame is timing, a name is not
+            names.setdefault(id(v), k)
     found = _live_objects(backends)
     used: dict[str, int] = {}
     out: dict[str, Any] = {}

@@ -248,7 +248,7 @@ def _exit_findings(a: RunInfo, b: RunInfo, label: str) -> list[Difference]:
     return []
 
 
-def _state_findings(first: _Run, other: _Run, label: str) -> list[Difference]:
+def _state_findings(first: _Run, other: _Run, label: str, notes: list[str] | None = None) -> list[Difference]:
     """The final states (by process) that differ, leaf by leaf."""
     out = []
     ga, gb = _state_groups(first), _state_groups(other)
@@ -263,8 +263,34 @@ def _state_findings(first: _Run, other: _Run, label: str) -> list[Difference]:
         prefix = f"{key}: " if len(ga) > 1 else ""
         sa = replace_in_leaves(ga[key]["flat"], first.replacements)
         sb = replace_in_leaves(gb[key]["flat"], other.replacements)
-        out.extend(leaf_finding("state", label, diff, sa, sb, prefix) for diff in compare_flat(sa, sb))
+        diffs = compare_flat(sa, sb)
+        unseen = _seen_in_one_run(diffs)
+        if unseen and notes is not None:
+            notes.append(
+                f"not compared: the locals of {', '.join(unseen)}, captured in one run only (fwd9m looks "
+                f"at the stack every 0.2 s: a function that returned between two looks is not seen)"
+            )
+        out.extend(
+            leaf_finding("state", label, diff, sa, sb, prefix) for diff in diffs if _function_of(diff) not in unseen
+        )
     return out
+
+
+def _function_of(diff: LeafDiff) -> str | None:
+    """``main()`` for a leaf of the entry function's locals (``locals.main().w``), else None."""
+    head, _, rest = diff.path.partition(".")
+    return rest.partition("().")[0] + "()" if head == "locals" and "()." in rest else None
+
+
+def _seen_in_one_run(diffs: list[LeafDiff]) -> list[str]:
+    """The functions whose locals only one run captured (every leaf of theirs is only in
+    one run): the watcher's timing, not the program's."""
+    by: dict[str, set[str]] = {}
+    for d in diffs:
+        f = _function_of(d)
+        if f is not None:
+            by.setdefault(f, set()).add(d.kind)
+    return sorted(f for f, kinds in by.items() if kinds <= {"only_a", "only_b"} and len(kinds) == 1)
 
 
 def _stderr(run: _Run) -> tuple[Path, dict[str, tuple[int, str]]]:
@@ -299,6 +325,7 @@ class _Pairs:
         self.probe_differs: list[str] = []
         self.env_diffs: list[dict[str, Any]] = []
         self.skipped: dict[str, str] = {}
+        self.notes: list[str] = []
         self.ignored = IgnoredValues()
         self.base_env = next((c.get("environment") for c in first.captures if c.get("environment")), None)
 
@@ -346,7 +373,7 @@ class _Pairs:
         _compare_rank_outputs(first, other, label, self.findings, self.strict, pair)
         _compare_files(first, other, label, self.findings, self.skipped, self.strict, pair)
         self.ignored.merge(pair)
-        self.findings += _state_findings(first, other, label)
+        self.findings += _state_findings(first, other, label, self.notes)
         pa, pb = _hash_probe(first), _hash_probe(other)
         if pa is not None and pb is not None and pa != pb:
             self.probe_differs.append(label)
@@ -356,6 +383,7 @@ class _Pairs:
 
 
 def _launch_notes(result: Draft[CheckResult], first: _Run, pairs: _Pairs) -> None:
+    result.notes.extend(dict.fromkeys(pairs.notes))
     if pairs.skipped:  # leaves a reader marked as time stamps (compare.ignored)
         result.notes.append("not compared (they change with every save): " + _ignored_summary(pairs.skipped))
     if first.ranks:
