@@ -67,7 +67,10 @@ EXAMPLES = (
         "tf_custom_loop",
         ("tensorflow", "keras", "sklearn"),
         ("fwd9m.tensorflow",),
-        lint_codes=frozenset({"FWD302", "FWD303", "FWD501"}),
+        # the shuffle repeats on every fresh run (keras.utils.set_random_seed sets the TF
+        # global seed first, so FWD303 no longer flags it: lint-judging.md); what a resume
+        # loses, its state, is FWD501's
+        lint_codes=frozenset({"FWD302", "FWD501"}),
         resume=True,
     ),
     Example(
