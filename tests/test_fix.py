@@ -165,3 +165,44 @@ def test_fix_on_a_reproducible_script_and_on_bad_input(tmp_path):
     (tmp_path / "bad.py").write_text("def (:\n")
     out = _fix(tmp_path, "bad.py")
     assert out.returncode == 2 and "cannot fix bad.py" in out.stderr
+
+
+def test_seeds_through_a_variable_generators_without_a_seed_and_sets_iterated_in_order():
+    source = (
+        "import time\nimport numpy as np\nimport jax\n"
+        "seed = args.seed if args.seed is not None else int(time.time())\n"
+        "key = jax.random.PRNGKey(seed)\n"
+        "rng = np.random.default_rng()\n"
+        "words = {w for w in text.split()}\n"
+        "vocab = {w: i for i, w in enumerate(words)}\n"
+        "for w in words:\n    pass\n"
+    )
+    tree = ast.parse(source)
+    out = _edits.apply(
+        source,
+        _edits.clock_seed_variables(source, tree, 3)
+        + _edits.seeded_generators(source, tree, 3)
+        + _edits.sorted_sets(source, tree),
+    )
+    assert "seed = args.seed if args.seed is not None else 3\n" in out
+    assert "rng = np.random.default_rng(3)\n" in out
+    assert "enumerate(sorted(words))" in out and "for w in sorted(words):" in out
+    ast.parse(out)
+
+
+def test_a_local_module_is_patched_in_the_copy_never_in_the_users_folder(tmp_path):
+    from fwd9m.fix import _module_edits, _patched_copy
+
+    (tmp_path / "helpers").mkdir()
+    (tmp_path / "helpers" / "__init__.py").write_text("")
+    seeding = "import random, time\n\ndef set_seed():\n    random.seed(int(time.time()))\n"
+    (tmp_path / "helpers" / "seeding.py").write_text(seeding)
+    (tmp_path / "helpers" / "other.py").write_text("x = 1\n")
+    script = tmp_path / "train.py"
+    script.write_text("from helpers.seeding import set_seed\nset_seed()\n")
+    modules = _module_edits(script, ast.parse(script.read_text()), 0)
+    assert modules == {"helpers/seeding.py": seeding.replace("int(time.time())", "0")}
+    with _patched_copy(script, script.read_text(), modules) as copy:
+        assert (copy.parent / "helpers" / "seeding.py").read_text() == modules["helpers/seeding.py"]
+        assert (copy.parent / "helpers" / "other.py").is_symlink()
+    assert (tmp_path / "helpers" / "seeding.py").read_text() == seeding  # the user's file as it was

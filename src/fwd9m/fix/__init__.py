@@ -39,6 +39,8 @@ class Attempt:
     verdict: str
     reproducible: bool
     text: str = field(default="", repr=False)  #: the patched script
+    #: the patched local modules the script imports: ``{path relative to its folder: text}``
+    modules: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,8 @@ class FixResult:
     cause: str  #: the first difference it found ("" when reproducible)
     attempts: list[Attempt] = field(default_factory=list)
     digest: str = ""  #: SHA-256 of the script as checked (:func:`write` requires it unchanged)
+    #: SHA-256 of each local module a patch changes, as checked
+    module_digests: dict[str, str] = field(default_factory=dict)
 
     @property
     def fixed(self) -> Attempt | None:
@@ -105,20 +109,63 @@ class FixResult:
             "before": self.before,
             "cause": self.cause,
             "patch": fixed.patch if fixed else None,
-            "attempts": [{k: v for k, v in a.__dict__.items() if k != "text"} for a in self.attempts],
+            "attempts": [{k: v for k, v in a.__dict__.items() if k not in ("text", "modules")} for a in self.attempts],
         }
+
+
+def _local_modules(script: Path, tree: ast.AST) -> dict[str, Path]:
+    """``{path relative to the script's folder: file}`` of the modules the script imports
+    from its own folder (``import helpers``, ``from helpers.seeding import set_seed``)."""
+    out = {}
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        for name in names:
+            rel = Path(*name.split("."))
+            for candidate in (rel.with_suffix(".py"), rel / "__init__.py"):
+                f = script.parent / candidate
+                if f.is_file() and not f.is_symlink():
+                    out[str(candidate)] = f
+    return out
+
+
+def _module_edits(script: Path, tree: ast.AST, seed: int) -> dict[str, str]:
+    """``{relative path: patched text}`` of the local modules whose seeds come from the
+    clock or that make generators without a seed."""
+    out = {}
+    for rel, f in _local_modules(script, tree).items():
+        try:
+            text = f.read_text(encoding="utf-8")
+            sub = ast.parse(text)
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            continue
+        edits = (
+            _edits.fixed_clock_seeds(text, sub, seed)
+            + _edits.clock_seed_variables(text, sub, seed)
+            + _edits.seeded_generators(text, sub, seed)
+        )
+        if edits:
+            out[rel] = _edits.apply(text, edits)
+    return out
 
 
 def _candidates(source: str, seed: int | None) -> list[tuple[str, str]]:
     """``(what it does, patched source)`` to try, smallest first, each distinct."""
     tree = ast.parse(source)
-    seed = _edits.script_seed(tree) if seed is None else seed
-    seed = 0 if seed is None else seed
-    base = _edits.enable_after_imports(source, tree, seed) + _edits.fixed_clock_seeds(source, tree, seed)
-    what = f"fwd9m.enable_determinism(seed={seed}) after the imports"
-    if len(base) > 1:
-        what += ", clock seeds replaced by the seed"
-    out = [(what, _edits.apply(source, base))]
+    seed = _seed(source, seed)
+    base = _edits.enable_after_imports(source, tree, seed)
+    what = [f"fwd9m.enable_determinism(seed={seed}) after the imports"]
+    for edits, said in (
+        (_edits.fixed_clock_seeds(source, tree, seed) + _edits.clock_seed_variables(source, tree, seed), "clock seeds"),
+        (_edits.seeded_generators(source, tree, seed), "generators without a seed seeded"),
+        (_edits.sorted_sets(source, tree), "sets iterated in sorted order"),
+    ):
+        if edits:
+            base += edits
+            what.append(said + (" replaced by the seed" if said == "clock seeds" else ""))
+    out = [(", ".join(what), _edits.apply(source, base))]
+    what = out[0][0]
     workers = _edits.worker_seeding(source, tree)
     if workers:
         out.append((what + ", DataLoader workers seeded (worker_init_fn)", _edits.apply(source, base + workers)))
@@ -131,18 +178,43 @@ def _diff(name: str, before: str, after: str) -> tuple[str, int]:
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines), changed
 
 
+def _mirror(source: Path, copy: Path, skip: str | None = None) -> None:
+    """``copy`` (a new folder): a symbolic link to each entry of ``source`` but ``skip``."""
+    copy.mkdir(exist_ok=True)
+    for entry in os.scandir(source):
+        if entry.name != skip:
+            os.symlink(entry.path, copy / entry.name)
+
+
+def _write_in_copy(root: Path, source: Path, rel: str, text: str) -> None:
+    """Write ``text`` at ``rel`` in the copy ``root`` of ``source``, turning each linked
+    folder on the way into a folder of links (the user's folder is never written)."""
+    parts = Path(rel).parts
+    here, there = root, source
+    for part in parts[:-1]:
+        here, there = here / part, there / part
+        if here.is_symlink():
+            here.unlink()
+            _mirror(there, here)
+    target = here / parts[-1]
+    if target.is_symlink():
+        target.unlink()
+    target.write_text(text, encoding="utf-8")
+
+
 @contextlib.contextmanager
-def _patched_copy(script: Path, text: str) -> Iterator[Path]:
+def _patched_copy(script: Path, text: str, modules: dict[str, str] | None = None) -> Iterator[Path]:
     """A folder beside nothing of the user's: a symbolic link to each entry of the
-    script's folder, the script itself written with ``text``. Yields the copy's path of
-    the script; the folder (links only, never their targets) goes on the way out."""
+    script's folder, the script itself written with ``text`` and each of ``modules``
+    (relative path: text) with its patched text. Yields the copy's path of the script;
+    the folder (links only, never their targets) goes on the way out."""
     root = Path(tempfile.mkdtemp(prefix="fwd9m-fix-"))
     script = script.absolute()  # links to absolute paths: a link to "./x" would point at itself
     try:
-        for entry in os.scandir(script.parent):
-            if entry.name != script.name:
-                os.symlink(entry.path, root / entry.name)
+        _mirror(script.parent, root, skip=script.name)
         (root / script.name).write_text(text, encoding="utf-8")
+        for rel, module in (modules or {}).items():
+            _write_in_copy(root, script.parent, rel, module)
         yield root / script.name
     finally:
         shutil.rmtree(root, ignore_errors=True)  # unlinks the links; never follows them
@@ -159,11 +231,13 @@ def _cwd(path: Path | None) -> Iterator[None]:
         os.chdir(before)
 
 
-def _verify(script: Path, text: str, args: Sequence[str], check: Callable[..., Any]) -> tuple[bool, str]:
-    """Whether ``script`` patched to ``text`` is reproducible, and the check's verdict
-    (naming the script as the user does), run from the copy's folder when the user runs
-    the script from its own folder."""
-    with _patched_copy(script, text) as copy:
+def _verify(
+    script: Path, text: str, modules: dict[str, str], args: Sequence[str], check: Callable[..., Any]
+) -> tuple[bool, str]:
+    """Whether ``script`` patched to ``text`` (and its local ``modules``) is reproducible,
+    and the check's verdict (naming the script as the user does), run from the copy's
+    folder when the user runs the script from its own folder."""
+    with _patched_copy(script, text, modules) as copy:
         same_folder = Path.cwd().resolve() == script.parent.resolve()
         with _cwd(copy.parent if same_folder else None):
             result = check(copy.name if same_folder else str(copy), list(args))
@@ -207,24 +281,38 @@ def fix(
     ranked = before.ranked()
     result = FixResult(target, before.verdict(), ranked[0].summary if ranked else "", [], digest)
     candidates = _candidates(source, seed)
+    modules = _module_edits(script, ast.parse(source), _seed(source, seed))
+    originals = {rel: (script.parent / rel).read_text(encoding="utf-8") for rel in modules}
+    result.module_digests.update({rel: hashlib.sha256(t.encode()).hexdigest() for rel, t in originals.items()})
     for i, (what, text) in enumerate(candidates, 1):
+        what += f", seeds from the clock fixed in {', '.join(modules)}" if modules else ""
         say(f"patch {i} of {len(candidates)}: {what}; checking the patched copy")
         try:
-            ok, verdict = _verify(script, text, args, check)
+            ok, verdict = _verify(script, text, modules, args, check)
         except RunError as exc:  # the patch broke the script (a kernel with no deterministic version)
             ok, verdict = False, f"the patched copy gave no verdict: {exc}"
-        patch, changed = _diff(script.name, source, text)
-        result.attempts.append(Attempt(what, patch, changed, verdict, ok, text))
+        diffs = [_diff(script.name, source, text), *(_diff(r, originals[r], t) for r, t in modules.items())]
+        patch, changed = "".join(d for d, _ in diffs), sum(n for _, n in diffs)
+        result.attempts.append(Attempt(what, patch, changed, verdict, ok, text, modules))
         if ok:
             break
     return result
 
 
+def _seed(source: str, seed: int | None) -> int:
+    """The seed a patch uses: ``seed``, else the script's own, else 0."""
+    if seed is not None:
+        return seed
+    own = _edits.script_seed(ast.parse(source))
+    return 0 if own is None else own
+
+
 def write(result: FixResult) -> Path:
-    """Apply the verified patch to the user's script, atomically, keeping its mode.
+    """Apply the verified patch to the user's script (and the local modules it patches),
+    each file atomically, keeping its mode.
 
     Raises:
-        RunError: no verified patch, or the script changed since it was checked.
+        RunError: no verified patch, or a file changed since it was checked.
     """
     from ..errors import RunError
 
@@ -235,9 +323,13 @@ def write(result: FixResult) -> Path:
     source = script.read_text(encoding="utf-8")
     if hashlib.sha256(source.encode()).hexdigest() != result.digest:
         raise RunError(f"{script} changed since it was checked: not written (run fwd9m fix again)")
-    text = fixed.text
-    tmp = script.with_name(f".{script.name}.fwd9m-fix.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.chmod(tmp, script.stat().st_mode & 0o7777)
-    os.replace(tmp, script)
+    for rel, digest in result.module_digests.items():
+        module = script.parent / rel
+        if hashlib.sha256(module.read_text(encoding="utf-8").encode()).hexdigest() != digest:
+            raise RunError(f"{module} changed since it was checked: not written (run fwd9m fix again)")
+    for path, text in [(script, fixed.text), *((script.parent / r, t) for r, t in fixed.modules.items())]:
+        tmp = path.with_name(f".{path.name}.fwd9m-fix.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
     return script

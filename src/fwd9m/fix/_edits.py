@@ -99,6 +99,92 @@ def fixed_clock_seeds(source: str, tree: ast.AST, seed: int) -> list[Edit]:
     return edits
 
 
+def _clock_values(node: ast.expr) -> list[ast.expr]:
+    """The parts of an assigned value that come from the clock: the value itself, or the
+    branch of ``a if c else int(time.time())`` / ``a or int(time.time())`` that does."""
+    if isinstance(node, ast.IfExp):
+        return _clock_values(node.body) + _clock_values(node.orelse)
+    if isinstance(node, ast.BoolOp):
+        return [v for value in node.values for v in _clock_values(value)]
+    return [node] if _volatile(node) else []
+
+
+def clock_seed_variables(source: str, tree: ast.AST, seed: int) -> list[Edit]:
+    """A seed that reaches the seeding call through a variable (``seed = args.seed if ...
+    else int(time.time())``, then ``PRNGKey(seed)``): the clock part of each assignment
+    to that variable replaced by ``seed``."""
+    names = {
+        arg.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and _name(node.func) in SEED_CALLS
+        for arg in [*node.args, *(k.value for k in node.keywords if k.arg == "seed")]
+        if isinstance(arg, ast.Name)
+    }
+    lines = _offsets(source)
+    edits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in names for t in node.targets):
+            for part in _clock_values(node.value):
+                start, end = _span(part, lines)
+                if source[start:end].isascii():
+                    edits.append(Edit(start, end, str(seed)))
+    return edits
+
+
+#: generator constructors that, without a seed, take one from the OS
+_GENERATORS = frozenset({"default_rng", "RandomState", "Random", "PCG64", "Philox", "SFC64", "MT19937"})
+
+
+def seeded_generators(source: str, tree: ast.AST, seed: int) -> list[Edit]:
+    """``np.random.default_rng()``, ``random.Random()``, ``np.random.RandomState()`` with no
+    seed (each draws one from the OS, whatever the global seeds): given ``seed``."""
+    lines = _offsets(source)
+    edits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _name(node.func) in _GENERATORS and not node.args and not node.keywords:
+            end = _span(node, lines)[1] - 1  # the closing parenthesis
+            if source[end] == ")":
+                edits.append(Edit(end, end, str(seed)))
+    return edits
+
+
+def _set_names(tree: ast.AST) -> set[str]:
+    """Names assigned a set (a literal, a comprehension, ``set(...)``, ``frozenset(...)``)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            v = node.value
+            if isinstance(v, (ast.Set, ast.SetComp)) or (
+                isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in ("set", "frozenset")
+            ):
+                out.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return out
+
+
+def sorted_sets(source: str, tree: ast.AST) -> list[Edit]:
+    """A set of the script iterated in order (``list(s)``, ``tuple(s)``, ``enumerate(s)``,
+    ``for x in s``, a comprehension over it): ``sorted(s)``, since a set of strings is
+    ordered by the string-hash seed, which differs between processes."""
+    names = _set_names(tree)
+    lines = _offsets(source)
+    targets: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("list", "tuple", "enumerate")
+        ):
+            targets += node.args[:1]
+        elif isinstance(node, (ast.For, ast.comprehension)):
+            targets.append(node.iter)
+    edits = []
+    for t in targets:
+        if isinstance(t, ast.Name) and t.id in names:
+            start, end = _span(t, lines)
+            edits.append(Edit(start, end, f"sorted({t.id})"))
+    return edits
+
+
 def _sets_up(stmt: ast.stmt) -> bool:
     """A statement that may come before the imports without drawing anything: a
     docstring, an import, a function or class, ``os.environ[...] = ...``, a call on
