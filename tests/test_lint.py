@@ -349,3 +349,18 @@ def test_test_files_are_not_checked_for_seed_order_and_entropy():
     assert {"FWD102", "FWD103"} <= set(f.code for f in lint.lint_source(src, "train.py"))
     for name in ("test_rope.py", "rope_test.py", "conftest.py"):
         assert not {"FWD102", "FWD103"} & {f.code for f in lint.lint_source(src, name)}, name
+
+
+def test_linting_a_script_reads_the_local_modules_it_imports(tmp_path):
+    """The clock seed is in helpers.py, which train.py imports: fwd9m lint train.py finds
+    it, and says which files it read."""
+    import subprocess
+    import sys
+
+    (tmp_path / "helpers.py").write_text("import random, time\n\ndef setup():\n    random.seed(time.time())\n")
+    (tmp_path / "train.py").write_text("import helpers\nimport numpy\n\nhelpers.setup()\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "fwd9m", "lint", "train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 1 and "helpers.py:4:" in out.stdout and "FWD104" in out.stdout, out.stdout + out.stderr
+    assert "also reading helpers.py (imported)" in out.stderr and "in 2 files" in out.stderr

@@ -94,6 +94,14 @@ def run(args) -> int:
     if args.ignore:
         config.ignore = [*config.ignore, *_split(args.ignore)]
         expand_codes(config.ignore, "--ignore")
+    scripts = [Path(p) for p in paths if p != "-" and p.endswith(".py") and Path(p).is_file()]
+    if scripts and len(scripts) == len(paths):  # scripts: also the local modules they import
+        from ..lint._imports import imported_files
+
+        extra = imported_files(scripts)
+        if extra:
+            print(f"fwd9m lint: also reading {', '.join(map(str, extra))} (imported)", file=sys.stderr)
+        paths = [*paths, *map(str, extra)]
     report = lint_paths(paths, config, stdin_name=args.stdin_filename)
     findings = sorted(report.findings, key=lambda f: f.sort_key())
     if args.format == "json":

@@ -113,28 +113,13 @@ class FixResult:
         }
 
 
-def _local_modules(script: Path, tree: ast.AST) -> dict[str, Path]:
-    """``{path relative to the script's folder: file}`` of the modules the script imports
-    from its own folder (``import helpers``, ``from helpers.seeding import set_seed``)."""
-    out = {}
-    for node in ast.walk(tree):
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
-        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-        for name in names:
-            rel = Path(*name.split("."))
-            for candidate in (rel.with_suffix(".py"), rel / "__init__.py"):
-                f = script.parent / candidate
-                if f.is_file() and not f.is_symlink():
-                    out[str(candidate)] = f
-    return out
-
-
 def _module_edits(script: Path, tree: ast.AST, seed: int) -> dict[str, str]:
     """``{relative path: patched text}`` of the local modules whose seeds come from the
     clock or that make generators without a seed."""
     out = {}
-    for rel, f in _local_modules(script, tree).items():
+    from ..lint._imports import local_modules
+
+    for rel, f in local_modules(script, tree).items():
         try:
             text = f.read_text(encoding="utf-8")
             sub = ast.parse(text)
