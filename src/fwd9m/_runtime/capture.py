@@ -204,12 +204,11 @@ def _holds_arrays(value: Any, to_numpy, backends: list[Any], taken: set[int], bu
 
     if isinstance(value, (str, bytes, int, float, bool, type(None))):
         return False
-    saved_types = tuple(t for b in backends for t in (b.state_types() or ()))  # models: their backend saves them
     stack, seen = [value], set()
     while stack and budget > 0:
         v = stack.pop()
         budget -= 1
-        if id(v) in seen or (saved_types and isinstance(v, saved_types)):
+        if id(v) in seen or id(v) in taken or _saved(v, taken):  # a model its backend saved: not again
             continue
         seen.add(id(v))
         if v is not value and to_numpy(v) is not None:
@@ -231,6 +230,19 @@ def _holds_arrays(value: Any, to_numpy, backends: list[Any], taken: set[int], bu
         else:
             stack.extend(_tree_leaves(v, backends))
     return False
+
+
+def _saved(v: Any, taken: set[int]) -> bool:
+    """Whether ``v`` is a model or layer whose weights a backend saved (all of them in
+    ``taken``): a Keras layer's ``weights``, a torch module's ``parameters()``. A layer
+    without weights (a lookup layer: its vocabulary is not a variable) is not."""
+    held = getattr(v, "weights", None)
+    if not isinstance(held, list) and callable(getattr(v, "parameters", None)):
+        try:
+            held = list(v.parameters())
+        except Exception:  # noqa: BLE001 - not a module after all
+            held = None
+    return isinstance(held, list) and bool(held) and all(id(x) in taken for x in held)
 
 
 def _tree_leaves(v: Any, backends: list[Any]) -> list[Any]:
