@@ -114,3 +114,19 @@ def pytest_sessionfinish(session, exitstatus):
     if mark:
         with open(mark, "w") as f:
             f.write(f"{exitstatus}\n")
+
+
+def debug_script(tmp_path, name: str, source: str) -> tuple[int, list[str]]:
+    """Write ``source`` to ``tmp_path/name`` and run ``fwd9m debug`` on it there, as a user
+    would (``PYTHONHASHSEED`` unset); returns the exit code and the report's lines."""
+    (tmp_path / name).write_text(source)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    p = subprocess.run(
+        [sys.executable, "-m", "fwd9m", "debug", "--no-hashseed-check", name],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return p.returncode, p.stdout.splitlines()

@@ -7,11 +7,8 @@ nondeterministic compiled graph with ``enable_determinism`` as its fix."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
+from conftest import debug_script as _debug
 
 TORCH_COMPILE = """\
 import random
@@ -46,20 +43,6 @@ def f(x):
 
 print(f(tf.ones([4])).numpy())
 """
-
-
-def _debug(tmp_path, name: str, source: str) -> tuple[int, list[str]]:
-    (tmp_path / name).write_text(source)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
-    p = subprocess.run(
-        [sys.executable, "-m", "fwd9m", "debug", "--no-hashseed-check", name],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    return p.returncode, p.stdout.splitlines()
 
 
 def _external(code: int, lines: list[str], op: str) -> str:

@@ -6,11 +6,8 @@ whose replay alone does not vary is "unconfirmed", never "please report it"."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
+from conftest import debug_script as _debug
 
 from fwd9m.torch._foreign import MAX_SPANS, ForeignMemory
 
@@ -61,20 +58,6 @@ ctypes.memmove(buf.data_ptr(), src.ctypes.data, src.nbytes)
 y = buf + 1.0
 print(y.sum().item())
 """
-
-
-def _debug(tmp_path, name: str, source: str) -> tuple[int, list[str]]:
-    (tmp_path / name).write_text(source)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
-    p = subprocess.run(
-        [sys.executable, "-m", "fwd9m", "debug", "--no-hashseed-check", name],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    return p.returncode, p.stdout.splitlines()
 
 
 def test_a_replay_buffer_refilled_in_place_through_numpy_is_external(tmp_path):

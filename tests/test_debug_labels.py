@@ -6,11 +6,8 @@ a fix is printed as code on its own lines (no literal ``\\n``)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
+from conftest import debug_script as _debug
 
 from fwd9m.debug import _explain, _report
 
@@ -69,20 +66,6 @@ def forward(x, key):
 
 print(forward(x, key))
 """
-
-
-def _debug(tmp_path, name: str, source: str) -> tuple[int, list[str]]:
-    (tmp_path / name).write_text(source)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
-    p = subprocess.run(
-        [sys.executable, "-m", "fwd9m", "debug", "--no-hashseed-check", name],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    return p.returncode, p.stdout.splitlines()
 
 
 def test_a_lightning_training_step_is_the_forward_phase(tmp_path):

@@ -5,11 +5,8 @@ kernel with a data-loader fix, and no replay traceback lands in the report."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
+from conftest import debug_script as _debug
 
 PY_FUNCTION = """\
 import random
@@ -56,20 +53,6 @@ def step(x):
 
 print(step(jnp.ones(4)))
 """
-
-
-def _debug(tmp_path, name: str, source: str) -> tuple[int, list[str]]:
-    (tmp_path / name).write_text(source)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
-    p = subprocess.run(
-        [sys.executable, "-m", "fwd9m", "debug", "--no-hashseed-check", name],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    return p.returncode, p.stdout.splitlines()
 
 
 def _external_python(code: int, lines: list[str], op: str, where: str) -> str:
