@@ -222,16 +222,17 @@ def _env_option(items: list[str]) -> dict[str, str]:
     return env
 
 
-def _progress(quiet: bool):
+def _progress(quiet: bool, command: str = "check"):
     """The progress callback: each message on stderr with the seconds since now (none
-    with ``--quiet``)."""
+    with ``--quiet``), after ``fwd9m COMMAND``."""
     start = time.monotonic()
 
     def progress(msg: str) -> None:
         if not quiet:
             from ..compare import escape_control
 
-            print(f"fwd9m check [{time.monotonic() - start:5.1f} s] {escape_control(msg)}", file=sys.stderr, flush=True)
+            seconds = time.monotonic() - start
+            print(f"fwd9m {command} [{seconds:5.1f} s] {escape_control(msg)}", file=sys.stderr, flush=True)
 
     return progress
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 
 HELP = "find a patch that makes a script reproducible, verified by fwd9m check on a patched copy"
 DESCRIPTION = (
@@ -30,25 +28,13 @@ def add_arguments(p) -> None:
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py [args]", help="the script and its arguments")
 
 
-def _progress(quiet: bool):
-    start = time.monotonic()
-
-    def progress(msg: str) -> None:
-        if not quiet:
-            from ..compare import escape_control
-
-            print(f"fwd9m fix [{time.monotonic() - start:5.1f} s] {escape_control(msg)}", file=sys.stderr, flush=True)
-
-    return progress
-
-
 def run(args) -> int:
     import json
     from pathlib import Path
 
     from ..errors import ConfigurationError, RunError
     from ..fix import fix, write
-    from .check import exit_on_sigterm
+    from .check import _progress, exit_on_sigterm
 
     if not args.program:
         raise RunError("nothing to fix: name a script (fwd9m fix train.py [args])")
@@ -58,7 +44,7 @@ def run(args) -> int:
     if args.timeout is not None and not args.timeout > 0:
         raise ConfigurationError(f"--timeout must be positive, got {args.timeout}")
     exit_on_sigterm()
-    result = fix(target, script_args, seed=args.seed, progress=_progress(args.quiet), timeout=args.timeout)
+    result = fix(target, script_args, seed=args.seed, progress=_progress(args.quiet, "fix"), timeout=args.timeout)
     fixed = result.fixed
     if fixed is not None and args.output:
         Path(args.output).write_text(fixed.patch, encoding="utf-8")
