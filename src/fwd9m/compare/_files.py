@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from .._runtime.quiet import QuietNativeStderr
+from ._sqlite import SUFFIXES as SQLITE_SUFFIXES
+from ._sqlite import read_sqlite
 from ._text import (
     CLOCK_AFTER_DATE,
     COMPACT_DATE,
@@ -36,7 +38,10 @@ from ._values import Flat, Tensor, _np, flatten
 
 #: File name suffixes read tensor by tensor; anything else is compared by content hash
 #: (or line by line for :data:`TEXT_SUFFIXES`).
-STRUCTURED_SUFFIXES = (".npy", ".npz", ".safetensors", ".h5", ".hdf5", ".keras", ".pt", ".pth", ".ckpt", ".zip", ".gz")
+STRUCTURED_SUFFIXES = (
+    *(".npy", ".npz", ".safetensors", ".h5", ".hdf5", ".keras", ".pt", ".pth", ".ckpt", ".zip", ".gz"),
+    *SQLITE_SUFFIXES,
+)
 TEXT_SUFFIXES = (".txt", ".csv", ".tsv", ".json", ".jsonl", ".log", ".yaml", ".yml", ".md", ".out")
 #: text files without a suffix: an MLflow file store's params, metrics and tags, one
 #: file each (mlflow/store/tracking/file_store.py)
@@ -833,6 +838,8 @@ def read_structured(path: str | os.PathLike[str], tf_checkpoint: bool = False) -
             return _read_h5(p, os.path.getsize(p))
         if suffix in (".pt", ".pth", ".ckpt"):
             return _read_torch(p)
+        if suffix in SQLITE_SUFFIXES:
+            return read_sqlite(p)
     except Exception as exc:  # any parser failure means: compare by hash instead
         raise FileFormatError(
             f"{p.name}: not readable as {suffix or 'a checkpoint'} ({type(exc).__name__}: {str(exc)[:200]})"
