@@ -91,6 +91,34 @@ def test_write_refuses_a_script_changed_since_the_check(tmp_path):
     assert script.read_text() == "import fwd9m\nx = 1\n" and (script.stat().st_mode & 0o777) == 0o750
 
 
+def test_write_goes_through_a_linked_script_and_leaves_no_temporary_file(tmp_path):
+    from fwd9m.fix import Attempt
+
+    real = tmp_path / "src" / "train.py"
+    real.parent.mkdir()
+    real.write_text("x = 1\n")
+    (tmp_path / "train.py").symlink_to(real)
+    attempt = Attempt("enable", "patch", 2, "REPRODUCIBLE", True, "import fwd9m\nx = 1\n")
+    digest = hashlib.sha256(b"x = 1\n").hexdigest()
+    write(FixResult(str(tmp_path / "train.py"), "NOT REPRODUCIBLE", "differs", [attempt], digest))
+    assert (tmp_path / "train.py").is_symlink() and real.read_text() == "import fwd9m\nx = 1\n"
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["src", "train.py", "train.py"]
+
+
+def test_write_that_fails_half_way_changes_no_file(tmp_path):
+    from fwd9m.fix import Attempt
+
+    (tmp_path / "train.py").write_text("import helpers\n")
+    (tmp_path / "helpers.py").mkdir()  # a module that cannot be written: the script is not written either
+    attempt = Attempt("enable", "patch", 2, "REPRODUCIBLE", True, "import fwd9m\nimport helpers\n", {"helpers.py": "y"})
+    digest = hashlib.sha256(b"import helpers\n").hexdigest()
+    result = FixResult(str(tmp_path / "train.py"), "NOT REPRODUCIBLE", "differs", [attempt], digest)
+    with pytest.raises(OSError):
+        write(result)
+    assert (tmp_path / "train.py").read_text() == "import helpers\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["helpers.py", "train.py"]
+
+
 def _fix(folder: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
     return subprocess.run(
@@ -206,3 +234,14 @@ def test_a_local_module_is_patched_in_the_copy_never_in_the_users_folder(tmp_pat
         assert (copy.parent / "helpers" / "seeding.py").read_text() == modules["helpers/seeding.py"]
         assert (copy.parent / "helpers" / "other.py").is_symlink()
     assert (tmp_path / "helpers" / "seeding.py").read_text() == seeding  # the user's file as it was
+
+
+@pytest.mark.parametrize("output", ["train.py", "notes.txt", "sub"])
+def test_o_never_overwrites_the_script_or_a_file_that_is_not_a_patch(tmp_path, output):
+    (tmp_path / "train.py").write_text("x = 1\n")
+    (tmp_path / "notes.txt").write_text("mine\n")
+    (tmp_path / "sub").mkdir()
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    r = _fix(tmp_path, "-o", output, "train.py")
+    assert r.returncode == 2 and "-o" in r.stderr, r.stderr
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before

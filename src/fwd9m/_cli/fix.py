@@ -43,6 +43,8 @@ def run(args) -> int:
         raise RunError(f"cannot fix {target}: no such file (fwd9m fix takes a Python script)")
     if args.timeout is not None and not args.timeout > 0:
         raise ConfigurationError(f"--timeout must be positive, got {args.timeout}")
+    if args.output:
+        _check_patch_path(args.output, target)
     exit_on_sigterm()
     result = fix(target, script_args, seed=args.seed, progress=_progress(args.quiet, "fix"), timeout=args.timeout)
     fixed = result.fixed
@@ -54,3 +56,20 @@ def run(args) -> int:
     if fixed is not None and args.write and args.format == "text":
         print(f"\nWritten: {target} (the patch above)")
     return 0 if result else 1
+
+
+def _check_patch_path(path: str, script: str) -> None:
+    """Refuse, before any run, a ``-o`` that is the script, not a file, or an existing
+    file that is not a patch (one fwd9m wrote starts ``--- a/``)."""
+    from .._runtime.launch import check_output_path, refuse_overwrite, starts_with
+
+    check_output_path(path, "-o", "fix.patch")
+    refuse_overwrite(
+        path,
+        "-o",
+        inputs=[script],
+        ours=lambda p: starts_with(p, (b"--- a/",)),
+        what="a patch",
+        example="fix.patch",
+        force_fix="remove it first",
+    )

@@ -312,9 +312,31 @@ def write(result: FixResult) -> Path:
         module = script.parent / rel
         if hashlib.sha256(module.read_text(encoding="utf-8").encode()).hexdigest() != digest:
             raise RunError(f"{module} changed since it was checked: not written (run fwd9m fix again)")
-    for path, text in [(script, fixed.text), *((script.parent / r, t) for r, t in fixed.modules.items())]:
-        tmp = path.with_name(f".{path.name}.fwd9m-fix.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
+    files = [(script, fixed.text), *((script.parent / r, t) for r, t in fixed.modules.items())]
+    _replace_all([(path.resolve(), text) for path, text in files])  # through a link: its target
     return script
+
+
+def _replace_all(files: list[tuple[Path, str]]) -> None:
+    """Write every ``(path, text)`` to a temporary file beside it first (each keeping its
+    file's mode), then replace the files one after the other while Ctrl-C and SIGTERM
+    wait: an interruption leaves either no file or every file patched, and no temporary
+    file behind."""
+    from .._runtime.lease import shielded
+
+    for path, _ in files:
+        if not path.is_file() or not os.access(path.parent, os.W_OK):
+            raise OSError(f"{path} is not a file fwd9m can replace: nothing was written")
+    temps: list[tuple[Path, Path]] = []
+    try:
+        for path, text in files:
+            tmp = path.with_name(f".{path.name}.fwd9m-fix.tmp")
+            temps.append((tmp, path))
+            tmp.write_text(text, encoding="utf-8")
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        with shielded():
+            for tmp, path in temps:
+                os.replace(tmp, path)
+    finally:
+        for tmp, _ in temps:
+            tmp.unlink(missing_ok=True)
