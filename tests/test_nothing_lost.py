@@ -204,3 +204,39 @@ def test_debug_and_resume_interrupted_during_a_run_lose_nothing(tmp_path, comman
     if sig == signal.SIGKILL:  # the next fwd9m command recovers
         _fwd9m(tmp_path, proj, "check", "--", "true").wait(timeout=60)
     _after(tmp_path, proj, roots, before)
+
+
+FIX_SCRIPT = """\
+import os, random, sys, time
+from pathlib import Path
+marks = Path(sys.argv[1])
+n = len(list(marks.glob("start-*")))
+(marks / f"start-{n}-{os.getpid()}").write_text("")
+x = random.random()  # unseeded: fwd9m fix patches it
+Path("out/prev.txt").write_text(f"{x}\\n")
+Path("outputs/result.txt").write_text(f"{x}\\n")
+with open("log.txt", "a") as f:
+    f.write(f"{x}\\n")
+Path("checkpoints/last.pt").write_bytes(b"%08d" % n + bytes(100 << 20))
+if "enable_" "determinism(" in Path(__file__).read_text():  # the patch, not this line
+    (marks / "patched").write_text("")
+    time.sleep(30)
+print(x)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
+def test_fix_interrupted_while_checking_its_patched_copy_loses_nothing(tmp_path, sig):
+    """The patched copy is a folder of links to the user's entries: a run of it writes
+    through them only into its isolation, and an interruption leaves the folder as it was."""
+    proj, roots = _project(tmp_path)
+    (proj / "train.py").write_text(FIX_SCRIPT)
+    before = _manifest(roots)
+    p = _fwd9m(tmp_path, proj, "fix", "--timeout", "120", "train.py", str(tmp_path / "marks"))
+    _wait_for(lambda: (tmp_path / "marks" / "patched").exists() or p.poll() is not None, 240)
+    assert p.poll() is None, (proj / "report.txt").read_text()
+    os.kill(p.pid, sig)
+    p.wait(timeout=60)
+    if sig == signal.SIGKILL:  # the next fwd9m command recovers
+        _fwd9m(tmp_path, proj, "check", "--", "true").wait(timeout=60)
+    _after(tmp_path, proj, roots, before)

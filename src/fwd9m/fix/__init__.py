@@ -189,19 +189,24 @@ def _write_in_copy(root: Path, source: Path, rel: str, text: str) -> None:
 
 @contextlib.contextmanager
 def _patched_copy(script: Path, text: str, modules: dict[str, str] | None = None) -> Iterator[Path]:
-    """A folder beside nothing of the user's: a symbolic link to each entry of the
+    """A folder in fwd9m's temporary folder: a symbolic link to each entry of the
     script's folder, the script itself written with ``text`` and each of ``modules``
     (relative path: text) with its patched text. Yields the copy's path of the script;
     the folder (links only, never their targets) goes on the way out."""
+    from .._runtime.lease import claim, release
+
     root = Path(tempfile.mkdtemp(prefix="fwd9m-fix-"))
+    claim(root)  # its owner file: the next fwd9m command removes it if this one is killed
     script = script.absolute()  # links to absolute paths: a link to "./x" would point at itself
+    copy = root / (script.parent.name or "script")  # the owner file stays out of the script's folder
     try:
-        _mirror(script.parent, root, skip=script.name)
-        (root / script.name).write_text(text, encoding="utf-8")
+        _mirror(script.parent, copy, skip=script.name)
+        (copy / script.name).write_text(text, encoding="utf-8")
         for rel, module in (modules or {}).items():
-            _write_in_copy(root, script.parent, rel, module)
-        yield root / script.name
+            _write_in_copy(copy, script.parent, rel, module)
+        yield copy / script.name
     finally:
+        release(root)
         shutil.rmtree(root, ignore_errors=True)  # unlinks the links; never follows them
 
 
