@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from .._runtime.quiet import QuietNativeStderr
+from .._quiet import QuietNativeStderr
 from ._text import (
     CLOCK_AFTER_DATE,
     COMPACT_DATE,
