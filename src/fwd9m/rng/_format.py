@@ -10,8 +10,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .._rng_adapters import _np
 from ..errors import ConfigurationError, FileFormatError
-from ._adapters import _np
 from ._state import RestoreReport, State, _copy_tree, _validate, capture_rng_state, restore_rng_state
 
 FORMAT = "fwd9m.rng-state"

@@ -18,7 +18,7 @@ def _cap_seed():
     ctx = _private.eager_context()
     rng = getattr(ctx, "_rng", None)
     seed = ctx._seed
-    from ..rng._adapters import _py_get
+    from .._rng_adapters import _py_get
 
     return {
         "global_seed": None if seed is None else int(seed),
@@ -29,7 +29,7 @@ def _cap_seed():
 def _set_seed(s):
     import tensorflow as tf
 
-    from ..rng._adapters import _py_set
+    from .._rng_adapters import _py_set
     from . import _private
 
     if s["global_seed"] is None:  # back to unseeded (op seeds from fresh entropy)
