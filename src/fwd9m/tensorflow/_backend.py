@@ -7,6 +7,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from .. import _frameworks
 from .._backend import Adapter, BackendBase, Source
 
 __all__ = ["TensorFlowBackend"]
@@ -114,11 +115,9 @@ class TensorFlowBackend(BackendBase):
         return None
 
     def expand(self, value: Any) -> tuple[Mapping[str, Any], bool] | None:
-        from ..keras._backend import layer_types, layer_weights
-
-        types = layer_types()
-        if types and isinstance(value, types):
-            return layer_weights(value), True
+        layer = _frameworks.backend("keras").expand(value)  # a Keras layer: Keras' backend expands it
+        if layer is not None:
+            return layer
         import tensorflow as tf
 
         if _first_root(value) == "tensorflow" and isinstance(value, tf.Module):
