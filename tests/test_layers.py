@@ -5,14 +5,24 @@
   imported by ``fwd9m/torch/*`` only), nor a name from it;
 * no import cycle between the packages of ``fwd9m`` (``check``, ``debug``, ``_runtime``,
   top-level modules such as ``environment``...), counting the imports a module runs
-  when it is imported. Imports inside functions are left out: they are how the package
-  keeps ``import fwd9m`` light and imports a framework only when it is used.
+  when it is imported;
+* the same counting every import, those inside functions included (only the ones under
+  ``if TYPE_CHECKING:`` are left out: they never run): the packages still in a cycle are
+  at most :data:`STILL_IN_A_CYCLE`, and the test that none is waits (strict xfail) for
+  the last of them to leave;
+* import-linter's contracts in ``pyproject.toml`` (the layers of CONTRIBUTING.md, and
+  the framework packages independent of each other) hold.
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "fwd9m"
@@ -190,3 +200,118 @@ def test_the_cycle_check_finds_a_cycle():
         ["check", "compare", "debug"]
     ]
     assert cycles({"check": {"compare": "x"}, "debug": {"compare": "y"}}) == []
+
+
+#: the packages still in one import cycle when every import is counted, with the edges
+#: that keep it (CONTRIBUTING.md, "Layers"): the framework recorders use debug's
+#: recording primitives (debug/_common.py, _store.py, _replay.take_call), and steps,
+#: _runtime and environment read the ranks from distributed. Shrink it, never grow it.
+STILL_IN_A_CYCLE = {
+    "_runtime",
+    "check",
+    "debug",
+    "distributed",
+    "environment",
+    "jax",
+    "keras",
+    "probe",
+    "steps",
+    "tensorflow",
+    "torch",
+}
+
+
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """The ids of the import statements under ``if TYPE_CHECKING:`` (never run)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            out.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return out
+
+
+def full_package_graph() -> dict[str, dict[str, str]]:
+    """:func:`package_graph` counting every import that can run, also inside functions."""
+    graph: dict[str, dict[str, str]] = {}
+    for module, (path, is_pkg) in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = _type_checking_only(tree)
+        for node in _every_import(tree):
+            if id(node) in skip:
+                continue
+            for name in _imported(module, is_pkg, node):
+                a, b = _unit(module), _unit(name)
+                if a != b:
+                    graph.setdefault(a, {}).setdefault(b, f"{path.relative_to(SRC)}:{node.lineno}")
+    return graph
+
+
+def _cycle_text(graph: dict[str, dict[str, str]], found: list[list[str]]) -> str:
+    return "\n".join(
+        "  "
+        + " ".join(c)
+        + ": "
+        + "; ".join(f"{a}->{b} at {graph[a][b]}" for a in c for b in c if b in graph.get(a, {}))
+        for c in found
+    )
+
+
+def test_the_cycle_left_when_every_import_counts_only_shrinks():
+    graph = full_package_graph()
+    found = cycles(graph)
+    new = sorted({u for c in found for u in c} - STILL_IN_A_CYCLE)
+    assert not new, f"{new} joined an import cycle (function-level imports count):\n" + _cycle_text(graph, found)
+    assert len(found) <= 1, "a second import cycle:\n" + _cycle_text(graph, found)
+
+
+@pytest.mark.xfail(strict=True, reason="the cycle of STILL_IN_A_CYCLE is left (see its comment)")
+def test_no_import_cycle_between_packages_counting_every_import():
+    graph = full_package_graph()
+    found = cycles(graph)
+    assert not found, "import cycles between packages:\n" + _cycle_text(graph, found)
+
+
+def test_the_full_graph_sees_imports_inside_functions_but_not_type_checking_ones(tmp_path, monkeypatch):
+    pkg = tmp_path / "fwd9m"
+    for folder in ("check", "debug"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "check" / "_a.py").write_text("def f():\n    from ..debug import x\n")
+    (pkg / "debug" / "_b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..check import y\n"
+    )
+    monkeypatch.setitem(globals(), "SRC", tmp_path)
+    monkeypatch.setitem(globals(), "PACKAGE", pkg)
+    monkeypatch.setitem(globals(), "MODULES", _modules())
+    assert full_package_graph() == {"check": {"debug": "fwd9m/check/_a.py:2"}}
+
+
+def test_every_package_has_a_layer_in_the_import_linter_contract():
+    """A new package (or top-level module) is placed in a layer of ``pyproject.toml``
+    (import-linter would otherwise leave it unchecked)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    config = tomllib.loads((SRC.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    (layers,) = [c["layers"] for c in config["contracts"] if c["type"] == "layers"]
+    placed = {name.strip() for layer in layers for name in layer.replace(":", "|").split("|")}
+    units = {_unit(m) for m in MODULES} - {"fwd9m"}
+    assert not units - placed, f"not in a layer of pyproject.toml's [tool.importlinter]: {sorted(units - placed)}"
+
+
+def test_the_import_linter_contracts_hold():
+    """``lint-imports`` (import-linter: grimp reads every import statement, those inside
+    functions included) with the contracts of ``pyproject.toml``."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    code = "import sys\nfrom importlinter.cli import lint_imports_command\nsys.exit(lint_imports_command())"
+    result = subprocess.run(
+        [sys.executable, "-c", code, "--config", str(SRC.parent / "pyproject.toml"), "--no-cache"],
+        capture_output=True,
+        text=True,
+        cwd=SRC.parent,
+        env=env,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["ENV_DISABLE", "digests", "kernel", "partial"]
@@ -176,14 +177,22 @@ def _load():
     return lib
 
 
+#: ``M``'s source, :func:`fwd9m.fingerprint.word_multipliers`: the digest's definition
+#: sits above this kernel and hands it down when it loads (:func:`use_multipliers`)
+_multipliers: list[Callable[[], Any]] = []
+
+
+def use_multipliers(source: Callable[[], Any]) -> None:
+    """Register where ``M`` comes from (called once by :mod:`fwd9m.fingerprint`)."""
+    _multipliers[:] = [source]
+
+
 def _m_address() -> int:
     """The address of ``M`` (:func:`fwd9m.fingerprint.word_multipliers`, a read-only
     array the cache keeps alive)."""
     address = _state.get("M")
     if address is None:
-        from .fingerprint import word_multipliers
-
-        address = _state["M"] = int(word_multipliers().ctypes.data)
+        address = _state["M"] = int(_multipliers[0]().ctypes.data)
     return address
 
 

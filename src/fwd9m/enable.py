@@ -249,10 +249,8 @@ def enable_determinism(
             result.append(change)
         return result
     backend = None
-    if "keras" in names:
-        from .keras import active_backend
-
-        backend = active_backend()
+    if "keras" in names:  # the framework Keras runs on (its backend's answer, through the registry)
+        backend = _frameworks.backend("keras").recorded_by()
     order = [n for n in _frameworks.FRAMEWORKS if n in names]  # registry order
     for name in order:
         module = importlib.import_module(f"fwd9m.{name}")

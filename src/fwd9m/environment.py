@@ -300,7 +300,7 @@ def _runtimes(names: list[str]) -> dict[str, dict[str, Any]]:
     """:func:`_framework_runtime` for each name; a framework imported here for the first
     time starts with its native start-up log lines silenced (they are not about the
     user's program, and would mix with ``fwd9m env``'s output)."""
-    from ._runtime.quiet import QuietNativeStderr
+    from ._quiet import QuietNativeStderr
 
     out = {}
     for n in names:
@@ -415,7 +415,7 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
             refused before reading), larger than :data:`MAX_FINGERPRINT_BYTES`, not JSON,
             not a fingerprint, or written by a newer schema version.
     """
-    from ._runtime.launch import read_regular_file, shown
+    from ._files import read_regular_file, shown
 
     p = Path(path)
     name = shown(p)

@@ -89,6 +89,9 @@ def word_multipliers():
     return m
 
 
+_ckernel.use_multipliers(word_multipliers)
+
+
 def row_multipliers(rows: int):
     """``K[0..rows-1]`` as an int64 NumPy array (wrapping arithmetic)."""
     import numpy as np

@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from .._runtime.quiet import QuietNativeStderr
+from .._quiet import QuietNativeStderr
 from ._sqlite import SUFFIXES as SQLITE_SUFFIXES
 from ._sqlite import read_sqlite
 from ._text import (

@@ -6,7 +6,7 @@ is handled here. Keras is imported only inside the methods."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._backend import Adapter, BackendBase, Source
@@ -147,6 +147,13 @@ class KerasBackend(BackendBase):
         if types and isinstance(value, types):
             return layer_weights(value), True
         return None
+
+    def patch_tf_steps(self, is_active: Callable[[], bool]) -> list[tuple[Any, str, Any]] | None:
+        """For TensorFlow's recorder, which reaches Keras through the registry (the
+        framework packages do not import each other): :func:`fwd9m.keras._tf_xla.patch`."""
+        from . import _tf_xla
+
+        return _tf_xla.patch(is_active)
 
     def digest(self, value: Any) -> int | None:
         if not (type(value).__module__ or "").startswith("keras"):

@@ -43,7 +43,7 @@ File format (:func:`save_rng_state`): a NumPy ``.npz`` (zip) with an entry
 
 from __future__ import annotations
 
-from ._adapters import (  # noqa: F401  (private helper used by fwd9m.seed)
+from .._rng_adapters import (  # noqa: F401  (_adapter_for: used by fwd9m.rng._state)
     JaxKey,
     _adapter_for,
     reseed,

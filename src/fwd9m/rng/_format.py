@@ -10,8 +10,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .._rng_adapters import _np
 from ..errors import ConfigurationError, FileFormatError
-from ._adapters import _np
 from ._state import RestoreReport, State, _copy_tree, _validate, capture_rng_state, restore_rng_state
 
 FORMAT = "fwd9m.rng-state"
@@ -210,7 +210,7 @@ def save_rng_state(path: str | os.PathLike, state: State | None = None, *, overw
         ConfigurationError: ``path`` exists and is not an RNG-state file (nor
             ``overwrite``), or is a directory.
     """
-    from .._runtime.launch import refuse_overwrite
+    from .._files import refuse_overwrite
 
     path = Path(path)
     if path.is_dir():
@@ -269,7 +269,7 @@ def load_rng_state(path: str | os.PathLike, *, restore: bool = True, strict: boo
             format version.
         FileNotFoundError: no such file.
     """
-    from .._runtime.launch import shown
+    from .._files import shown
 
     state = from_bytes(read_file(path), origin=shown(path))
     if restore:
@@ -279,13 +279,13 @@ def load_rng_state(path: str | os.PathLike, *, restore: bool = True, strict: boo
 
 def read_file(path: str | os.PathLike) -> bytes:
     """The bytes of the RNG-state file ``path``, read with the checks every fwd9m reader
-    uses (:func:`fwd9m._runtime.launch.read_regular_file`).
+    uses (:func:`fwd9m._files.read_regular_file`).
 
     Raises:
         FileNotFoundError: no such file (a missing file is a fresh start for callers).
         FileFormatError: not a regular file, unreadable, or too large.
     """
-    from .._runtime.launch import read_regular_file
+    from .._files import read_regular_file
 
     if not os.path.lexists(path):
         raise FileNotFoundError(f"no such RNG-state file: {os.fspath(path)}")

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ._adapters import _py_get, _py_set
+from .._rng_adapters import _py_get, _py_set
 
 
 def _global_sources() -> dict[str, tuple[Callable[[], Any], Callable[[Any], None]]]:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._log import logger
+from .._rng_adapters import _adapter_for, _np
 from ..errors import ConfigurationError
-from ._adapters import _adapter_for, _np
 from ._sources import _global_sources, optional_sources, restore_order
 
 State = dict  # source name -> tree of JSON values and numpy arrays

@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from .. import _rng_adapters as rng  # reseeding a generator object (below the rng package)
 from ..errors import ConfigurationError
 from ._derive import derive_seed, jax_key
 from ._everything import _check_seed, _seed_or_default, seed_everything
@@ -113,8 +114,6 @@ class Seeder:
 
         Reseeded now if an epoch is already set. Returns ``obj``.
         """
-        from .. import rng
-
         rng._adapter_for(obj)  # TypeError now rather than at the next epoch
         self._registered[name] = (obj, shared)
         if self.epoch is not None:
@@ -123,8 +122,6 @@ class Seeder:
 
     def set_epoch(self, epoch: int) -> None:
         """Reseed every registered generator for ``epoch`` (call at each epoch start)."""
-        from .. import rng
-
         self.epoch = int(epoch)
         for name, (obj, shared) in self._registered.items():
             rng.reseed(obj, self.seed(("registered", name), epoch=self.epoch, shared=shared))

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from .. import _frameworks
 from .._backend import Adapter, BackendBase, Source
 
 __all__ = ["TensorFlowBackend"]
@@ -18,7 +19,7 @@ def _cap_seed():
     ctx = _private.eager_context()
     rng = getattr(ctx, "_rng", None)
     seed = ctx._seed
-    from ..rng._adapters import _py_get
+    from .._rng_adapters import _py_get
 
     return {
         "global_seed": None if seed is None else int(seed),
@@ -29,7 +30,7 @@ def _cap_seed():
 def _set_seed(s):
     import tensorflow as tf
 
-    from ..rng._adapters import _py_set
+    from .._rng_adapters import _py_set
     from . import _private
 
     if s["global_seed"] is None:  # back to unseeded (op seeds from fresh entropy)
@@ -114,11 +115,9 @@ class TensorFlowBackend(BackendBase):
         return None
 
     def expand(self, value: Any) -> tuple[Mapping[str, Any], bool] | None:
-        from ..keras._backend import layer_types, layer_weights
-
-        types = layer_types()
-        if types and isinstance(value, types):
-            return layer_weights(value), True
+        layer = _frameworks.backend("keras").expand(value)  # a Keras layer: Keras' backend expands it
+        if layer is not None:
+            return layer
         import tensorflow as tf
 
         if _first_root(value) == "tensorflow" and isinstance(value, tf.Module):

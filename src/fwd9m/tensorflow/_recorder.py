@@ -339,10 +339,10 @@ class TFRecorder:
         runs as an eager call while recording, so that it is recorded (:mod:`fwd9m.keras._tf_xla`).
         Tried at start and then before each eager op until Keras' TensorFlow trainer is
         imported (the recorder can start while Keras is importing TensorFlow)."""
-        from ..keras import _tf_xla
+        from .. import _frameworks
 
         try:
-            undo = _tf_xla.patch(lambda: _Registry.active is not None)
+            undo = _frameworks.backend("keras").patch_tf_steps(lambda: _Registry.active is not None)
         except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
             logger.info("fwd9m.debug: Keras' train step is not patched: %s", _error_text(exc))
             self._keras_pending = False

@@ -8,8 +8,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .._backend import Adapter
-from ..errors import ConfigurationError
+from ._backend import Adapter
+from .errors import ConfigurationError
 
 # --------------------------------------------------------------------------- adapters
 # One adapter per kind of generator: how to read, write and reseed its state.
@@ -70,7 +70,7 @@ def _adapter_for(obj) -> Adapter:
             lambda r, s: r.set_state(s["state"]),
             lambda r, s: r.seed(s % 2**32),
         )
-    from .. import _frameworks
+    from . import _frameworks
 
     for b in _frameworks.backends():
         adapter = b.rng_adapter(obj)
@@ -93,7 +93,7 @@ def _duck_adapter(obj) -> Adapter:
                 lambda o, s, p=put: getattr(o, p)(s["state"]),
                 reseeder,
             )
-    from .. import _frameworks
+    from . import _frameworks
 
     kinds = ", ".join(k for b in _frameworks.backends(list(_frameworks.FRAMEWORKS)) for k in b.rng_kinds)
     raise TypeError(
