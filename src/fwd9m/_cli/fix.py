@@ -61,7 +61,7 @@ def run(args) -> int:
 def _check_patch_path(path: str, script: str) -> None:
     """Refuse, before any run, a ``-o`` that is the script, not a file, or an existing
     file that is not a patch (one fwd9m wrote starts ``--- a/``)."""
-    from .._runtime.launch import check_output_path, refuse_overwrite, starts_with
+    from .._files import check_output_path, refuse_overwrite, starts_with
 
     check_output_path(path, "-o", "fix.patch")
     refuse_overwrite(
