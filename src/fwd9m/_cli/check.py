@@ -7,6 +7,8 @@ import json
 import sys
 import time
 
+from . import _batch
+
 HELP = "run a script twice (or more) in fresh interpreters and compare, bit for bit"
 DESCRIPTION = """\
 Run a training script several times, each in a fresh interpreter and its own working
@@ -21,6 +23,7 @@ the final state of its models and variables.
   fwd9m check -- torchrun --nproc-per-node 2 train.py
   fwd9m check --vary OMP_NUM_THREADS=1,4 train.py
   fwd9m check --vary=--batch-size=32,64 train.py
+  fwd9m check --vary batch infer.py         same samples, other batch sizes: same bits?
   fwd9m check --resume --interrupt-after 5 --resume-args "--resume" train.py
 
 Each run starts in the current directory seen through a copy-on-write layer of its
@@ -59,8 +62,10 @@ def add_arguments(p) -> None:
         default=[],
         metavar="NAME=V1,V2",
         help="one extra run per value of an environment variable, 'threads', or a script "
-        "option (--vary=--batch-size=32,64), each compared with run 1 (repeatable)",
+        "option (--vary=--batch-size=32,64), each compared with run 1 (repeatable); "
+        "batch[=1,2,64]: " + _batch.BATCH_HELP,
     )
+    _batch.add_options(p)
     add_cwd_option(p)
     p.add_argument("--keep", action="store_true", help="keep the runs' directories and say where")
     p.add_argument(
@@ -189,6 +194,11 @@ def run(args) -> int:
         raise ConfigurationError(f"--timeout must be positive, got {args.timeout}")
     progress = _progress(args.quiet)
     exit_on_sigterm()
+    batch, sizes = _batch.batch_sizes(args.vary)
+    if batch:
+        if command or args.resume:
+            raise ConfigurationError("--vary batch runs a script (or -m module), not a command or --resume")
+        return _batch.run(args, target, script_args, sizes, False, progress)
     try:
         if args.resume:
             result = _check_resume(args, command, target, script_args, env, progress)
