@@ -61,6 +61,8 @@ class BatchResult:
     outputs: dict[str, int]  #: output leaf -> its batch dimension
     differences: list[RowDiff] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: ``fwd9m debug --vary batch`` records this model's ops (PyTorch)
+    debuggable: bool = False
 
     def __bool__(self) -> bool:
         return not self.differences
@@ -88,7 +90,7 @@ class BatchResult:
         outs = ", ".join(f"{k} (batch dim {v})" for k, v in self.outputs.items())
         lines.append(f"  outputs, row by row: {outs}")
         lines += [f"Note: {n}" for n in self.notes]
-        if self.differences:
+        if self.differences and self.debuggable:
             lines.append("Next steps:")
             lines.append("  - find the op that depends on the batch: fwd9m debug --vary batch SCRIPT")
         return escape_control("\n".join(lines), keep="\n")
@@ -221,6 +223,8 @@ def check_invariance(
             f"no output of {result.model} has a dimension of {reference} rows (the batch): "
             f"nothing to compare row by row; return the per-sample outputs"
         )
+    fw = _frame.framework_of(model if model is not None else fn) or _frame.framework_of(items[0])
+    result.debuggable = fw is not None and hasattr(fw, "OpRecorder")
     if reference > n:
         result.notes.append(f"the reference batch repeats the {n} samples to fill {reference} rows")
     for variant in plan:
