@@ -220,3 +220,23 @@ def test_jax_entry_varies(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     out = json.loads(done.stdout)
     assert out["model"] == "apply" and 2 in {d["batch"] for d in out["differences"]}
+
+
+def test_batch_catalog_entries_are_complete_and_probed():
+    from fwd9m.batch._probe import FRAMEWORKS
+    from fwd9m.catalog._batch import REQUIRED, batch_entries
+    from fwd9m.torch._batch import probe_ops
+
+    entries = batch_entries()
+    assert len({e["id"] for e in entries}) == len(entries) >= 6
+    assert {e["framework"] for e in entries} == set(FRAMEWORKS)
+    assert all(all(k in e for k in REQUIRED) and e["measured"] for e in entries)
+    assert {e["probe"] for e in batch_entries("torch")} <= set(probe_ops())
+
+
+def test_probe_batch_invariance_torch():
+    done = run_fwd9m("probe", "--batch-invariance", "-f", "torch", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    rows = {r["op"]: r for r in json.loads(done.stdout)}
+    assert {1, 2, 3} <= set(rows["matmul"]["varies_at"]) and rows["matmul"]["entry"] == "torch.batch.matmul"
+    assert rows["sum"]["varies_at"] == []  # a row sum is batch invariant on this CPU

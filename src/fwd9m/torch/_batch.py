@@ -193,3 +193,30 @@ def concrete(args: tuple, kwargs: dict) -> bool:
 
     tensors = _tensors((args, kwargs), torch)
     return any(t.device.type != "meta" for t in tensors)
+
+
+def probe_ops() -> dict[str, Callable]:
+    """Ops measured by ``fwd9m probe --batch-invariance``: name -> fn(NumPy samples) -> NumPy rows."""
+    import torch
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(0)
+    w, b = torch.randn(512, 512, generator=g), torch.randn(512, generator=g)
+    ln = (torch.randn(512, generator=g), torch.randn(512, generator=g))
+
+    def run(f):
+        def call(x):
+            with torch.no_grad():
+                return f(torch.from_numpy(x)).numpy()
+
+        return call
+
+    return {
+        "matmul": run(lambda x: x @ w),
+        "linear": run(lambda x: F.linear(x, w, b)),
+        "sum": run(lambda x: x.sum(-1)),
+        "mean": run(lambda x: x.mean(-1)),
+        "softmax": run(lambda x: torch.softmax(x, -1)),
+        "layer_norm": run(lambda x: F.layer_norm(x, (512,), *ln)),
+        "attention": run(lambda x: F.scaled_dot_product_attention(*(x.view(x.shape[0], 8, 8, 8),) * 3)),
+    }
