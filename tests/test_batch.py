@@ -240,3 +240,20 @@ def test_probe_batch_invariance_torch():
     rows = {r["op"]: r for r in json.loads(done.stdout)}
     assert {1, 2, 3} <= set(rows["matmul"]["varies_at"]) and rows["matmul"]["entry"] == "torch.batch.matmul"
     assert rows["sum"]["varies_at"] == []  # a row sum is batch invariant on this CPU
+
+
+def test_readme_batch_sample_is_real_output():
+    """The README's sample of ``fwd9m debug --vary batch`` is what it prints on the example."""
+    import re
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Same bits whatever the batch?") :]
+    sample = re.search(r"```text\n(.*?)```", section, re.S).group(1)
+    done = run_fwd9m("debug", "--vary", "batch", "examples/batch_invariance/varies.py", cwd=repo)
+    assert done.returncode == 1, done.stderr
+    for line in sample.splitlines():
+        assert line in done.stdout, line
+    done = run_fwd9m("check", "-q", "--vary", "batch", "examples/batch_invariance/padded.py", cwd=repo)
+    assert done.returncode == 0 and done.stdout.startswith("BATCH INVARIANT"), done.stdout + done.stderr

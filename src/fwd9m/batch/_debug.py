@@ -67,8 +67,10 @@ class BatchDebugResult:
             lines.append(f"  replay:   {_replay_text(self.replay)}")
         if self.fixes:
             lines.append("What is known to fix it (catalog):")
-            for f in self.fixes:
-                lines.append(f"  - {f['id']}: {f['text']}")
+            for i, f in enumerate(self.fixes):
+                if i == 0 or f["id"] != self.fixes[i - 1]["id"]:
+                    lines.append(f"  {f['id']} (fwd9m probe --batch-invariance measures it here):")
+                lines.append(f"  - {f['text']}")
                 lines += [f"      {code}" for code in f.get("code", "").splitlines()]
         return lines
 
