@@ -257,3 +257,35 @@ def test_readme_batch_sample_is_real_output():
         assert line in done.stdout, line
     done = run_fwd9m("check", "-q", "--vary", "batch", "examples/batch_invariance/padded.py", cwd=repo)
     assert done.returncode == 0 and done.stdout.startswith("BATCH INVARIANT"), done.stdout + done.stderr
+
+
+SLOW = """
+import time
+
+import torch
+
+
+@torch.library.custom_op("fwd9mtest::slow_sum", mutates_args=())
+def slow_sum(x: torch.Tensor) -> torch.Tensor:
+    if torch.are_deterministic_algorithms_enabled():
+        time.sleep(0.01)  # deliberately slower under the determinism switch
+    return x.sum(0)
+
+
+torch.manual_seed(0)
+w = torch.randn(256, 256)
+for _ in range(30):
+    y = slow_sum(torch.relu(torch.randn(64, 256) @ w))
+print(y.sum().item())
+"""
+
+
+def test_check_cost_names_the_deliberately_slowed_op(tmp_path):
+    """An op made 10 ms slower under enable_determinism is the main contributor, measured
+    in one fwd9m check --cost (runs off and on alternately)."""
+    _script(tmp_path, "slow.py", SLOW)
+    done = run_fwd9m("check", "-q", "--cost", "--cost-pairs", "1", "--format", "json", "slow.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["contributors"][0][0] == "fwd9mtest::slow_sum" and out["contributors"][0][1] > 0.2
+    assert len(out["ratios"]) == 1 and out["ratios"][0] > 0

@@ -24,8 +24,11 @@ def run_child(
     cwd: str = "isolate",
     timeout: float | None = None,
     say: Callable[[str], None] = lambda m: None,
+    child: str = "fwd9m.batch._child",
+    env: dict[str, str] | None = None,
 ) -> dict:
-    """Run the child on ``target`` and return its result dict.
+    """Run the child (module ``child``: ``python -m CHILD OUT SPEC SCRIPT ARGS``) on
+    ``target`` and return its result dict.
 
     Raises:
         RunError: the script does not exist, timed out, or gave no result.
@@ -41,15 +44,17 @@ def run_child(
         mode = isolation.choose(cwd, Path.cwd(), None if spec.get("module") else target, str(root), say)
         out, log = root / "result.json", root / "run.log"
         script = target if spec.get("module") else os.path.abspath(target)
-        cmd = [sys.executable, "-m", "fwd9m.batch._child", str(out), json.dumps(spec), script, *args]
+        cmd = [sys.executable, "-m", child, str(out), json.dumps(spec), script, *args]
         guard, run_cwd = _folder(root, mode)
         if isinstance(mode, isolation.Isolation):
             cmd = isolation.wrap(cmd, mode, root / "run" / "cwd")
         else:
             cmd = isolation.wrap_plain(cmd, root / "run")
-        say(f"running {target} up to its model's first call")
+        say(f"running {target}" + (" up to its model's first call" if child.startswith("fwd9m.batch") else ""))
         with open(log, "wb") as sink:
-            proc = subprocess.Popen(cmd, stdout=sink, stderr=sink, cwd=run_cwd, start_new_session=True)
+            proc = subprocess.Popen(
+                cmd, stdout=sink, stderr=sink, cwd=run_cwd, start_new_session=True, env={**os.environ, **(env or {})}
+            )
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
