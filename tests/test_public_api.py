@@ -96,6 +96,16 @@ PUBLIC = {
     ],
     "fwd9m.seed": ["seed_everything", "derive_seed", "Seeder", "jax_key", "ENV_VAR", "MAX_SEED", "current_seed"],
     "fwd9m.debug": ["record", "diff", "localize", "Report", "Trace", "LEVELS", "FORMAT_VERSION", "TraceReader"],
+    "fwd9m.cost": ["check_cost", "CostResult"],
+    "fwd9m.batch": [
+        "check_invariance",
+        "debug_invariance",
+        "check_script",
+        "debug_script",
+        "BatchResult",
+        "BatchDebugResult",
+        "RowDiff",
+    ],
     "fwd9m.check": ["check", "assert_reproducible", "check_script", "CheckResult", "RunInfo", "Variant", "parse_vary"],
     "fwd9m.callbacks": ["RngStateCheckpoint"],
     "fwd9m.data": [

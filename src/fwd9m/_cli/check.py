@@ -7,6 +7,8 @@ import json
 import sys
 import time
 
+from . import _batch
+
 HELP = "run a script twice (or more) in fresh interpreters and compare, bit for bit"
 DESCRIPTION = """\
 Run a training script several times, each in a fresh interpreter and its own working
@@ -21,6 +23,8 @@ the final state of its models and variables.
   fwd9m check -- torchrun --nproc-per-node 2 train.py
   fwd9m check --vary OMP_NUM_THREADS=1,4 train.py
   fwd9m check --vary=--batch-size=32,64 train.py
+  fwd9m check --vary batch infer.py         same samples, other batch sizes: same bits?
+  fwd9m check --cost train.py               run time with enable_determinism / without
   fwd9m check --resume --interrupt-after 5 --resume-args "--resume" train.py
 
 Each run starts in the current directory seen through a copy-on-write layer of its
@@ -59,8 +63,19 @@ def add_arguments(p) -> None:
         default=[],
         metavar="NAME=V1,V2",
         help="one extra run per value of an environment variable, 'threads', or a script "
-        "option (--vary=--batch-size=32,64), each compared with run 1 (repeatable)",
+        "option (--vary=--batch-size=32,64), each compared with run 1 (repeatable); "
+        "batch[=1,2,64]: " + _batch.BATCH_HELP,
     )
+    _batch.add_options(p)
+    c = p.add_argument_group("cost of determinism (--cost)")
+    c.add_argument(
+        "--cost",
+        action="store_true",
+        help="time the script with and without enable_determinism (as fwd9m run --seed 0), "
+        "alternately, each in a fresh process: the run-time ratio and the PyTorch ops that "
+        "account for the difference (exit 0)",
+    )
+    c.add_argument("--cost-pairs", type=int, default=2, metavar="N", help="pairs of runs, off and on (default 2)")
     add_cwd_option(p)
     p.add_argument("--keep", action="store_true", help="keep the runs' directories and say where")
     p.add_argument(
@@ -189,6 +204,13 @@ def run(args) -> int:
         raise ConfigurationError(f"--timeout must be positive, got {args.timeout}")
     progress = _progress(args.quiet)
     exit_on_sigterm()
+    if args.cost:
+        return _check_cost(args, command, target, script_args, progress)
+    batch, sizes = _batch.batch_sizes(args.vary)
+    if batch:
+        if command or args.resume:
+            raise ConfigurationError("--vary batch runs a script (or -m module), not a command or --resume")
+        return _batch.run(args, target, script_args, sizes, False, progress)
     try:
         if args.resume:
             result = _check_resume(args, command, target, script_args, env, progress)
@@ -203,6 +225,26 @@ def run(args) -> int:
     else:
         print(result.report(max_findings=None if getattr(args, "verbose", 0) else 5))
     return 0 if result else 1
+
+
+def _check_cost(args, command: bool, target: str, script_args: list[str], progress) -> int:
+    """``fwd9m check --cost``: the ratio and the ops behind it, printed."""
+    from ..cost import check_cost
+    from ..errors import ConfigurationError
+
+    if command or args.resume or args.vary or args.enable:
+        raise ConfigurationError("--cost runs a script (or -m module) itself, without --resume, --vary or --enable")
+    result = check_cost(
+        target,
+        script_args,
+        pairs=args.cost_pairs,
+        module=bool(args.module),
+        cwd=args.cwd,
+        timeout=args.timeout,
+        say=progress,
+    )
+    print(result.to_json() if args.format == "json" else result.report())
+    return 0
 
 
 def _env_option(items: list[str]) -> dict[str, str]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._frameworks import FRAMEWORKS
+from . import _batch
 from . import replay as _replay
 
 HELP = "find the first op where two runs diverge, and say why (record / diff traces)"
@@ -137,6 +138,16 @@ def add_arguments(p) -> None:
         help="do not test hash-order sources (up to 6 reruns: PYTHONHASHSEED=0 "
         "twice, then 1, 2, 3 until one differs, and that seed again)",
     )
+    p.add_argument(
+        "--vary",
+        action="append",
+        default=[],
+        metavar="batch[=S1,S2]",
+        help="batch[=1,64]: the first op of the script's model whose output rows for the same "
+        "samples differ between two batch sizes (default: found by check --vary batch), "
+        "replayed alone at both shapes",
+    )
+    _batch.add_options(p)
     p.add_argument(
         "--no-replay",
         action="store_true",
@@ -415,4 +426,17 @@ def run(args) -> int:
     subcommand = getattr(args, "_subcommand", None)
     if args.action is not None and subcommand is not None:
         return subcommand(args)
+    if args.vary:
+        return _run_batch(args)
     return _run_script(args, options)
+
+
+def _run_batch(args: argparse.Namespace) -> int:
+    """``fwd9m debug --vary batch SCRIPT``."""
+    from ..errors import ConfigurationError
+    from .check import _progress
+
+    batch, sizes = _batch.batch_sizes(args.vary)
+    if not batch:
+        raise ConfigurationError(f"fwd9m debug --vary takes batch (or batch=1,64), got {args.vary[0]!r}")
+    return _batch.run(args, args.target, list(args.args), sizes, True, _progress(False, "debug"))

@@ -60,6 +60,13 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--trace", metavar="TRACE", help="probe the op kinds this kept debug trace ran, at their shapes and dtypes"
     )
+    p.add_argument(
+        "--batch-invariance",
+        action="store_true",
+        help="measure instead which ops give a sample other bits in another batch size (matmul, "
+        "linear, sum, mean, softmax, layer norm, attention; per framework, fresh process each), "
+        "with the catalog's batch-invariance entries (exit 0)",
+    )
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON (a new file)")
     p.add_argument(
         "--format", choices=("text", "json"), default="text", help="the report on stdout, as the other commands"
@@ -105,6 +112,8 @@ def run(args) -> int:
         raise ConfigurationError(f"--json {args.json}: the file exists; fwd9m never overwrites a file, name a new one")
     progress = None if args.quiet else _progress(sys.stderr)
     device = args.device or ["cpu"]
+    if args.batch_invariance:
+        return _batch_invariance(args)
     if args.trace:
         from ..probe._trace import probe_trace
 
@@ -132,3 +141,23 @@ def run(args) -> int:
     if args.json:
         _write_json(args.json, report.to_dict())
     return 1 if failing else 0
+
+
+def _batch_invariance(args) -> int:
+    """``fwd9m probe --batch-invariance``: the measurement, and the catalog entry of each op."""
+    from dataclasses import asdict
+
+    from ..batch._probe import probe_batch_invariance, render
+    from ..catalog._batch import batch_entries
+
+    rows = probe_batch_invariance(args.framework)
+    entries = {(e["framework"], e.get("probe")): e["id"] for e in batch_entries()}
+    if args.format == "json":
+        print(json.dumps([{**asdict(r), "entry": entries.get((r.framework, r.op))} for r in rows], indent=1))
+    else:
+        print(render(rows))
+        known = sorted({entries[(r.framework, r.op)] for r in rows if (r.framework, r.op) in entries})
+        print("Catalog batch-invariance entries (fwd9m debug --vary batch prints their fixes): " + ", ".join(known))
+    if args.json:
+        _write_json(args.json, {"batch_invariance": [asdict(r) for r in rows]})
+    return 0
