@@ -29,7 +29,7 @@ from ..errors import FileFormatError
 from ..steps._compare import compare_records
 from ..steps._follow import StepFollower
 from ..steps._format import StepRecord
-from ..steps._session import ENV_CHECK
+from ..steps._session import ENV_CHECK, FRAMEWORK_MARK
 from ._process import STOPPED, Guard, _collect_run, _launch, _Launched, _Run
 
 __all__ = ["RESULT_GROUPS", "Divergence", "doubt", "run_pair"]
@@ -70,10 +70,16 @@ class _Streams:
         self.records: list[StepRecord] = []
         self.pid: int | None = None  #: the run's process, once started
         self.off: str | None = None  #: why this run's steps are not compared
+        self.framework: str | None = None  #: the framework the process started importing
+        self.ended: str | None = None  #: how the process ended ("exit 0"), once it did
 
     def poll(self) -> None:
         if self.off or self.pid is None:
             return
+        if self.framework is None:
+            mark = self.folder / f"{FRAMEWORK_MARK}{self.pid}"
+            if mark.exists():
+                self.framework = mark.read_text(encoding="utf-8", errors="replace").strip() or "a framework"
         try:
             if self.follower is None:
                 path = self.folder / f"steps-{self.pid}"
@@ -157,11 +163,19 @@ def run_pair(
     collected: list[int] = []
 
     def second() -> _Launched | None:
-        x = launched[0]
+        x, s = launched[0], streams[0]
         if x is not None and x.proc.poll() is not None:  # run 1 ended before any step: one after the other
+            say(
+                f"{runs[0].info.label} ended without importing a framework that trains (torch, Keras, JAX) "
+                f"or recording a training step: {runs[1].info.label} runs after it, as without the early stop"
+            )
             kill_leftovers(x.proc)
             _collect_run(runs[0], x, invocation, say, guard)  # your files put back before run 2
             collected.append(0)
+        elif s.records:
+            say(f"{runs[0].info.label} recorded its first training step: {runs[1].info.label} starts beside it")
+        elif s.framework:
+            say(f"{runs[0].info.label} imports {s.framework}: {runs[1].info.label} starts beside it")
         return launch(1)
 
     stopped: list[int] = []
@@ -199,8 +213,10 @@ def _watch(
 ) -> Divergence | None:
     """Until both runs ended or a step differs: poll the processes and the streams;
     ``stopped`` gets the index of each run stopped at the divergence. Run 2 starts
-    (``second``) when run 1 records its first step, or when run 1 ended: a script that
-    trains no step runs one run after the other, as without the early stop."""
+    (``second``) when run 1 starts importing a framework whose steps are recorded
+    (:data:`~fwd9m.steps._session.FRAMEWORK_MARK`) or records its first step, or when run
+    1 ended: a script that imports none runs one after the other, as without the early
+    stop."""
     t0 = time.monotonic()
     beat = t0 + PROGRESS_S
     index = 0
@@ -208,7 +224,10 @@ def _watch(
         alive = [x for x in launched if x is not None and x.proc.poll() is None]
         for s in streams:  # after the poll: a run that ended has written all its records
             s.poll()
-        if not started and (streams[0].records or streams[0].off or launched[0] not in alive):
+        for s, x in zip(streams, launched):
+            if x is not None and x not in alive and s.ended is None:
+                s.ended = _ending(x.proc.returncode)
+        if not started and (streams[0].records or streams[0].framework or streams[0].off or launched[0] not in alive):
             started = True
             launched[1] = second()
             continue
@@ -230,16 +249,30 @@ def _watch(
                 kill_group(x.proc)
         if time.monotonic() >= beat:
             beat += PROGRESS_S
-            say(", ".join(_where(run, s) for run, s in zip(runs, streams)) + f" ({time.monotonic() - t0:.0f} s)")
+            say(
+                ", ".join(_where(run, s, x) for run, s, x in zip(runs, streams, launched))
+                + f" ({time.monotonic() - t0:.0f} s)"
+            )
         time.sleep(POLL_S)
 
 
-def _where(run: _Run, s: _Streams) -> str:
+def _where(run: _Run, s: _Streams, x: _Launched | None) -> str:
+    """Where one run is: not started, ended (how, after how many steps), or running."""
+    label = run.info.label
+    if x is None:
+        return f"{label}: not started"
+    steps = f"step {s.records[-1].step}" if s.records else "no training step"
+    if s.ended is not None:
+        return f"{label}: ended ({s.ended}) at {steps}" if s.records else f"{label}: ended ({s.ended}), {steps}"
     if s.off:
-        return f"{run.info.label}: running (steps not compared: {s.off})"
-    if not s.records:
-        return f"{run.info.label}: no training step yet"
-    return f"{run.info.label}: step {s.records[-1].step}"
+        return f"{label}: running (steps not compared: {s.off})"
+    return f"{label}: at {steps}" if s.records else f"{label}: running, no training step yet"
+
+
+def _ending(code: int | None) -> str:
+    if code is not None and code < 0:
+        return f"signal {-code}"
+    return f"exit {code}"
 
 
 def doubt(runs: list[_Run], diverged: bool) -> str | None:

@@ -161,7 +161,9 @@ def check_script(
             timestamps, addresses, temporary names are compared too); only the runs'
             own folder paths are still rewritten. Otherwise every masked value is listed
             in ``result.ignored`` and the report.
-        early_stop: run 2 starts beside run 1 once run 1 trains; both stop at the first training
+        early_stop: run 2 starts beside run 1 once run 1 imports torch, Keras or JAX (PyTorch
+            optimizer steps, Keras ``fit`` batches and JAX steps at ``optax.apply_updates``
+            are recorded); both stop at the first training
             step whose loss, parameters, gradients, buffers or optimizer state differ
             (:mod:`fwd9m.check._lockstep`); the result then has one ``step`` finding.
             Not for a ``command``. Without training steps the check is as without it.
@@ -339,8 +341,9 @@ def _side_by_side(
     pair = [_new_run(root / "side-by-side", k, plan[k][0], plan[k][1], plan[k][3]) for k in (0, 1)]
     which = [f"{k + 1}/{len(plan)}" for k in (0, 1)]
     say(
-        "run 2 starts beside run 1 once run 1 trains, to stop both at the first training step that "
-        "differs (--no-early-stop: one after the other)"
+        "early stop: run 2 starts beside run 1 once run 1 imports torch, Keras or JAX, and both stop at "
+        "the first training step that differs; a script that imports none runs one after the other "
+        "(--no-early-stop: always one after the other, to the end)"
     )
     envs = [{**o.env, **plan[k][2]} for k in (0, 1)]
     found, overlapped = run_pair(pair, prog.invocation, o.cwd, envs, site, o.timeout, which, say, guard, prog.display)
