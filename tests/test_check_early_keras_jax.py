@@ -58,9 +58,11 @@ class Mine(keras.callbacks.Callback):
 
 x = np.linspace(0, 1, 512, dtype="float32").reshape(64, 8)
 y = x.sum(axis=1, keepdims=True)
-model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dropout(0.2), keras.layers.Dense(1)])
+layers = keras.layers
+model = keras.Sequential([keras.Input((8,)), layers.Dense(16, activation="relu"), layers.Dropout(0.2), layers.Dense(1)])
 model.compile("adam", "mse")
-h = model.fit(x, y, epochs=int(os.environ.get("EPOCHS", "2")), batch_size=16, verbose=0, callbacks=[Mine("a"), Mine("b")])
+epochs = int(os.environ.get("EPOCHS", "2"))
+h = model.fit(x, y, epochs=epochs, batch_size=16, verbose=0, callbacks=[Mine("a"), Mine("b")])
 print(calls, sorted(h.history), [repr(v) for v in h.history["loss"]])
 print([repr(float(v)) for v in model.layers[0].kernel.numpy().ravel()[:6]])
 """

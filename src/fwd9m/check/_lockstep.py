@@ -5,7 +5,8 @@ grow and stops both runs at the first step where a tensor that determines the re
 differs.
 
 Only :data:`RESULT_GROUPS` stop a run: the parameters before the first update, the loss,
-gradients, parameters, buffers and optimizer state. RNG states, batches and the step
+gradients, parameters, buffers and optimizer state, and a JAX step's other outputs
+(:mod:`fwd9m.steps._jax`). RNG states, batches and the step
 numbers do not (a script may draw different random numbers that never reach its result);
 a run with more or fewer steps, a crash, a timeout, a script whose own process records
 no step (the processes it starts are not compared: which pairs with which is unknown):
@@ -35,7 +36,7 @@ from ._process import STOPPED, Guard, _collect_run, _launch, _Launched, _Run
 __all__ = ["RESULT_GROUPS", "Divergence", "doubt", "run_pair"]
 
 #: the step digest groups whose difference stops both runs: what the result is made of
-RESULT_GROUPS = ("initial", "loss", "grads", "params", "buffers", "optimizer")
+RESULT_GROUPS = ("initial", "loss", "grads", "params", "buffers", "optimizer", "outputs")
 #: seconds between the "run 1 at step N, run 2 at step M" progress lines
 PROGRESS_S = 10.0
 #: seconds between two looks at the runs and their streams
@@ -163,19 +164,13 @@ def run_pair(
     collected: list[int] = []
 
     def second() -> _Launched | None:
-        x, s = launched[0], streams[0]
-        if x is not None and x.proc.poll() is not None:  # run 1 ended before any step: one after the other
-            say(
-                f"{runs[0].info.label} ended without importing a framework that trains (torch, Keras, JAX) "
-                f"or recording a training step: {runs[1].info.label} runs after it, as without the early stop"
-            )
+        x = launched[0]
+        ended = x is not None and x.proc.poll() is not None
+        say(_why_second(runs, streams[0], ended))
+        if x is not None and ended:  # run 1 ended before any step: one after the other
             kill_leftovers(x.proc)
             _collect_run(runs[0], x, invocation, say, guard)  # your files put back before run 2
             collected.append(0)
-        elif s.records:
-            say(f"{runs[0].info.label} recorded its first training step: {runs[1].info.label} starts beside it")
-        elif s.framework:
-            say(f"{runs[0].info.label} imports {s.framework}: {runs[1].info.label} starts beside it")
         return launch(1)
 
     stopped: list[int] = []
@@ -254,6 +249,21 @@ def _watch(
                 + f" ({time.monotonic() - t0:.0f} s)"
             )
         time.sleep(POLL_S)
+
+
+def _why_second(runs: list[_Run], s: _Streams, ended: bool) -> str:
+    """Why run 2 starts now, and whether beside run 1 or after it."""
+    one, two = runs[0].info.label, runs[1].info.label
+    if ended:
+        return (
+            f"{one} ended without importing a framework that trains (torch, Keras, JAX) or recording a "
+            f"training step: {two} runs after it, as without the early stop"
+        )
+    if s.records:
+        return f"{one} recorded its first training step: {two} starts beside it"
+    if s.framework:
+        return f"{one} imports {s.framework}: {two} starts beside it"
+    return f"{two} starts beside {one} ({one}'s steps are not compared: {s.off})"
 
 
 def _where(run: _Run, s: _Streams, x: _Launched | None) -> str:

@@ -318,6 +318,33 @@ def _execute(
     _collect_run(run, launched, invocation, say, guard)
 
 
+def _execute_together(
+    items: list[tuple[_Run, dict[str, str], str]],
+    invocation: Path,
+    cwd_mode: str | isolation_.Isolation,
+    site: bool,
+    timeout: float | None,
+    say: Callable[[str], None],
+    guard: Guard | None = None,
+) -> None:
+    """:func:`_execute` of several runs (``(run, extra environment, which)``) side by
+    side: all start, then each is waited for and collected in turn (each run's timeout
+    counts from its own start). Any failure here stops them all."""
+    launched: list[tuple[_Run, _Launched]] = []
+    try:
+        for run, env, which in items:
+            x = _launch(run, invocation, cwd_mode, env, site, which, say)
+            if x is not None:
+                launched.append((run, x))
+        for run, x in launched:
+            _wait(x.proc, run.info, timeout, x.t0, say)
+            _collect_run(run, x, invocation, say, guard)
+    except BaseException:
+        for _, x in launched:
+            kill_group(x.proc)
+        raise
+
+
 def _launch(
     run: _Run,
     invocation: Path,

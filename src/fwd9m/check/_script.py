@@ -151,12 +151,12 @@ def check_script(
         python: interpreter for the runs (default: this one).
         hashseed_check: when the runs differ and so did their string-hash seed
             (PYTHONHASHSEED unset), run the controlled experiment of
-            :mod:`fwd9m._hashseed` (at most 6 more runs: seed 0 twice, seeds 1, 2, 3
-            until one differs, that seed again): hash order is "confirmed" only when
-            the runs point at it and fwd9m lint finds hash-order code in the script,
-            "likely" when only the runs do; "not confirmed" when seeds 0-3 agree,
-            "intermittent" when a seed disagrees with itself, ruled out as the only
-            cause when the two 0-runs differ.
+            :mod:`fwd9m._hashseed` (three more runs, side by side where cores allow:
+            seeds 0, 1 and 0 again; a fourth with seed 2 only when the three agree):
+            hash order is "confirmed" only when the runs point at it and fwd9m lint
+            finds hash-order code in the script, "likely" when only the runs do; "not
+            confirmed" when seeds 0-2 agree, ruled out as the only cause when the two
+            0-runs differ.
         strict: compare printed output and text files with nothing masked (timings,
             timestamps, addresses, temporary names are compared too); only the runs'
             own folder paths are still rewritten. Otherwise every masked value is listed
@@ -362,37 +362,40 @@ def _hash_seed_runs(
     guard: Guard | None,
     say: Callable[[str], None],
 ) -> None:
-    """The controlled hash-seed experiment (:mod:`fwd9m._hashseed`) on reruns of the script."""
+    """The controlled hash-seed experiment (:mod:`fwd9m._hashseed`) on reruns of the
+    script, side by side where the machine's cores allow (:func:`_side_by_side_width`)."""
+    from ._process import _execute_together
+
     base_cmd = _launch_command(prog.target, prog.args, prog.mode, o.seed, o.python)
     site = prog.mode not in ("script", "module")
     argv = prog.argv(o)
     known_env = None if argv is None else {**os.environ, **o.env}
     moved: set[str] = set()
 
-    def hash_run(seed: int, k: int) -> _Run:
+    def new(seed: int, k: int) -> tuple[_Run, dict[str, str], str]:
         d = root / f"hashseed{k}"
-        run = _Run(
-            RunInfo(f"PYTHONHASHSEED={seed} run {k}", list(base_cmd), {"PYTHONHASHSEED": str(seed)}),
-            d,
-            d / "cwd",
-            d / "stdout",
-        )
-        _execute(
-            run,
-            prog.invocation,
-            o.cwd,
-            {**o.env, "PYTHONHASHSEED": str(seed), **_steps_env(prog, run)},
-            site,
-            o.timeout,
-            f"{k}/{MAX_RUNS} at most",
-            say,
-            guard,
-        )
+        label = f"PYTHONHASHSEED={seed} run {k}"
+        run = _Run(RunInfo(label, list(base_cmd), {"PYTHONHASHSEED": str(seed)}), d, d / "cwd", d / "stdout")
+        env = {**o.env, "PYTHONHASHSEED": str(seed), **_steps_env(prog, run)}
+        return run, env, f"{k}/{MAX_RUNS} at most"
+
+    def hash_run(seed: int, k: int) -> _Run:
+        run, env, which = new(seed, k)
+        _execute(run, prog.invocation, o.cwd, env, site, o.timeout, which, say, guard)
         return run
+
+    def together(plan: list[tuple[int, int]]) -> list[_Run]:
+        items = [new(seed, k) for seed, k in plan]
+        width = _side_by_side_width(o)
+        if width > 1:
+            say(f"{min(width, len(items))} of these runs at a time, side by side ({_cores()} cores)")
+        for i in range(0, len(items), width):
+            _execute_together(items[i : i + width], prog.invocation, o.cwd, site, o.timeout, say, guard)
+        return [run for run, _, _ in items]
 
     def agree(a: _Run, b: _Run) -> bool:
         found = _compare_runs(prog.display, [a, b], prog.source, o.command, o.strict).findings
-        if a.info.settings.get("PYTHONHASHSEED") == "0" and not moved:
+        if a.info.settings != b.info.settings and not moved:  # where another seed's run differs
             moved.update(_finding_key(f) for f in found)
         return not found
 
@@ -405,8 +408,25 @@ def _hash_seed_runs(
         errors=(RunError,),
         argv=argv,
         env=known_env,
+        together=together,
     )
     _settle_hash_seed(result, outcome, moved, prog.source, argv=argv, env=known_env)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _side_by_side_width(o: CheckOptions) -> int:
+    """How many runs may run at once: one per usable core, at most three; one at a time
+    when the runs see your directory through links (each could see what the other
+    writes there)."""
+    if not isinstance(o.cwd, isolation.Isolation) and o.cwd != "empty":
+        return 1
+    return max(1, min(3, _cores()))
 
 
 def _check(prog: _Program, o: CheckOptions, say: Callable[[str], None]) -> CheckResult:
