@@ -141,3 +141,20 @@ def test_runs_that_differ_at_step_0_stop_there(tmp_path, script):
     assert "initial:" in finding["detail"]
     assert all("early stop at step 0" in (r["error"] or "") for r in result["runs"])
     assert f"run 1 imports {'jax' if script == 'jax' else 'keras'}: run 2 starts beside it" in out.stderr
+
+
+def test_a_clock_seed_keeps_run_2_until_run_1_trains(tmp_path):
+    """Runs started together could read the same second of ``int(time.time())`` and
+    agree by chance (a false REPRODUCIBLE): a script that fwd9m lint finds seeding from
+    the clock (FWD104) starts run 2 only once run 1 has trained a step, after its seed."""
+    pytest.importorskip("optax")
+    clock = JAX_LOOP.replace("import os,", "import os, time,").replace(
+        'seed = int.from_bytes(os.urandom(2), "little") if os.environ.get("UNSEEDED") == "1" else 0',
+        "seed = int(time.time())",
+    )
+    (tmp_path / "t.py").write_text(clock)
+    out = check(tmp_path, "--format", "json", "t.py", STEPS="100000")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert json.loads(out.stdout)["findings"][0]["summary"].startswith("training step 0:")
+    assert "once run 1 records its first training step (the seed comes from the clock" in out.stderr
+    assert "t.py:4 FWD104" in out.stderr and "run 1 recorded its first training step: run 2 starts" in out.stderr

@@ -72,12 +72,13 @@ class _Streams:
         self.pid: int | None = None  #: the run's process, once started
         self.off: str | None = None  #: why this run's steps are not compared
         self.framework: str | None = None  #: the framework the process started importing
+        self.at_import = False  #: whether that import is looked for (run 1's, to start run 2)
         self.ended: str | None = None  #: how the process ended ("exit 0"), once it did
 
     def poll(self) -> None:
         if self.off or self.pid is None:
             return
-        if self.framework is None:
+        if self.at_import and self.framework is None:
             mark = self.folder / f"{FRAMEWORK_MARK}{self.pid}"
             if mark.exists():
                 self.framework = mark.read_text(encoding="utf-8", errors="replace").strip() or "a framework"
@@ -138,6 +139,7 @@ def run_pair(
     display: str,
     together: bool = False,
     compared: Callable[[int, Divergence | None], None] | None = None,
+    at_import: bool = True,
 ) -> tuple[Divergence | None, bool]:
     """Run ``runs`` (two) side by side from run 1's first step on, comparing their step
     streams as they grow; at the first step whose result tensors differ both are
@@ -148,8 +150,11 @@ def run_pair(
     ``together``: start both at once (``fwd9m debug``'s digest runs, whose verdict
     the op-level runs give). ``compared(n, found)`` is told, at each look, that the
     first ``n`` steps agree, and the divergence once found (``fwd9m debug``'s op-level
-    runs started beside these wait on it)."""
+    runs started beside these wait on it). ``at_import``: run 2 may start when run 1
+    starts importing a framework (else only at its first step: a seed read from the
+    clock before the first step is then read in another second by each run)."""
     streams = [_Streams(run.root / "steps") for run in runs]
+    streams[0].at_import = at_import
 
     def launch(k: int) -> _Launched | None:
         streams[k].folder.mkdir(parents=True)

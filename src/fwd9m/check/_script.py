@@ -340,18 +340,35 @@ def _side_by_side(
 
     pair = [_new_run(root / "side-by-side", k, plan[k][0], plan[k][1], plan[k][3]) for k in (0, 1)]
     which = [f"{k + 1}/{len(plan)}" for k in (0, 1)]
+    clock = _clock_seed(prog, o)
+    when = f"records its first training step ({clock})" if clock else "imports torch, Keras or JAX"
     say(
-        "early stop: run 2 starts beside run 1 once run 1 imports torch, Keras or JAX, and both stop at "
-        "the first training step that differs; a script that imports none runs one after the other "
-        "(--no-early-stop: always one after the other, to the end)"
+        f"early stop: run 2 starts beside run 1 once run 1 {when}, and both stop at the first training step "
+        "that differs; a script that imports none runs one after the other (--no-early-stop: always one "
+        "after the other, to the end)"
     )
     envs = [{**o.env, **plan[k][2]} for k in (0, 1)]
-    found, overlapped = run_pair(pair, prog.invocation, o.cwd, envs, site, o.timeout, which, say, guard, prog.display)
+    found, overlapped = run_pair(
+        pair, prog.invocation, o.cwd, envs, site, o.timeout, which, say, guard, prog.display, at_import=not clock
+    )
     reason = doubt(pair, found is not None) if overlapped else None
     if reason is None:
         return pair, found
     say(f"run 1 and run 2 ran side by side, but {reason}: running them again one after the other")
     return [], None
+
+
+def _clock_seed(prog: _Program, o: CheckOptions) -> str | None:
+    """Where the script (or a local module it imports) seeds from the clock or the OS's
+    entropy (fwd9m lint FWD104), said for the progress line; None when it does not. Two
+    runs started together could read the same second of a clock seed and agree by
+    chance: such a script's run 2 starts only once run 1 has trained a step."""
+    from .._lint_hints import findings
+
+    hits = [f for f in findings(prog.source, None, argv=prog.argv(o)) if f["code"] == "FWD104"]
+    if not hits:
+        return None
+    return f"the seed comes from the clock or entropy: {hits[0]['path']}:{hits[0]['line']} FWD104"
 
 
 def _hash_seed_runs(
