@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-# a jitted JAX step; UNSEEDED=1 draws the initial weights from os.urandom (no two runs
-# share them); EAGER=1 runs the same step without jax.jit; DONATE=1 donates the weights
+# a jitted JAX step; UNSEEDED=1 draws the initial weights' seed from an unseeded NumPy
+# generator (OS entropy: no two runs share it); EAGER=1 runs the same step without jax.jit; DONATE=1 donates the weights
 JAX_LOOP = """
-import os, jax, jax.numpy as jnp, optax
-seed = int.from_bytes(os.urandom(2), "little") if os.environ.get("UNSEEDED") == "1" else 0
+import os, jax, jax.numpy as jnp, numpy as np, optax
+seed = int(np.random.default_rng().integers(1 << 16)) if os.environ.get("UNSEEDED") == "1" else 0
 params = {"w": jax.random.normal(jax.random.key(seed), (8, 4)), "b": jnp.zeros(4)}
 x, y = jnp.linspace(0, 1, 128).reshape(16, 8), jnp.ones((16, 4))
 opt = optax.adam(0.01)
@@ -149,9 +149,10 @@ def test_a_clock_seed_keeps_run_2_until_run_1_trains(tmp_path):
     the clock (FWD104) starts run 2 only once run 1 has trained a step, after its seed."""
     pytest.importorskip("optax")
     clock = JAX_LOOP.replace("import os,", "import os, time,").replace(
-        'seed = int.from_bytes(os.urandom(2), "little") if os.environ.get("UNSEEDED") == "1" else 0',
+        'seed = int(np.random.default_rng().integers(1 << 16)) if os.environ.get("UNSEEDED") == "1" else 0',
         "seed = int(time.time())",
     )
+    assert clock != JAX_LOOP.replace("import os,", "import os, time,")
     (tmp_path / "t.py").write_text(clock)
     out = check(tmp_path, "--format", "json", "t.py", STEPS="100000")
     assert out.returncode == 1, out.stdout + out.stderr

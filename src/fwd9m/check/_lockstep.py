@@ -72,13 +72,13 @@ class _Streams:
         self.pid: int | None = None  #: the run's process, once started
         self.off: str | None = None  #: why this run's steps are not compared
         self.framework: str | None = None  #: the framework the process started importing
-        self.at_import = False  #: whether that import is looked for (run 1's, to start run 2)
+        self.at_import = False  #: whether that import starts run 2 (run 1's stream)
         self.ended: str | None = None  #: how the process ended ("exit 0"), once it did
 
     def poll(self) -> None:
         if self.off or self.pid is None:
             return
-        if self.at_import and self.framework is None:
+        if self.framework is None:
             mark = self.folder / f"{FRAMEWORK_MARK}{self.pid}"
             if mark.exists():
                 self.framework = mark.read_text(encoding="utf-8", errors="replace").strip() or "a framework"
@@ -192,7 +192,8 @@ def run_pair(
     for k, (run, x) in enumerate(zip(runs, launched)):
         if x is not None and k not in collected:
             kill_leftovers(x.proc)
-            _collect_run(run, x, invocation, say, guard)
+            why = f"{STOPPED} at step {found.step}" if found is not None and k in stopped else None
+            _collect_run(run, x, invocation, say, guard, why)
             if found is not None and k in stopped:
                 run.info.returncode = None
                 run.info.error = f"{STOPPED} at step {found.step}"
@@ -227,7 +228,8 @@ def _watch(
         for s, x in zip(streams, launched):
             if x is not None and x not in alive and s.ended is None:
                 s.ended = _ending(x.proc.returncode)
-        if not started and (streams[0].records or streams[0].framework or streams[0].off or launched[0] not in alive):
+        s = streams[0]
+        if not started and (s.records or (s.at_import and s.framework) or s.off or launched[0] not in alive):
             started = True
             launched[1] = second()
             continue
@@ -281,7 +283,9 @@ def _where(run: _Run, s: _Streams, x: _Launched | None) -> str:
         return f"{label}: ended ({s.ended}) at {steps}" if s.records else f"{label}: ended ({s.ended}), {steps}"
     if s.off:
         return f"{label}: running (steps not compared: {s.off})"
-    return f"{label}: at {steps}" if s.records else f"{label}: running, no training step yet"
+    if s.records:
+        return f"{label}: at {steps}"
+    return f"{label}: {'importing ' + s.framework if s.framework else 'running'}, no training step yet"
 
 
 def _ending(code: int | None) -> str:

@@ -392,12 +392,19 @@ def _launch(
 
 
 def _collect_run(
-    run: _Run, launched: _Launched, invocation: Path, say: Callable[[str], None], guard: Guard | None = None
+    run: _Run,
+    launched: _Launched,
+    invocation: Path,
+    say: Callable[[str], None],
+    guard: Guard | None = None,
+    stopped: str | None = None,
 ) -> None:
-    """After the run ended: its status, output, files and captured final state."""
+    """After the run ended: its status, output, files and captured final state.
+    ``stopped``: why fwd9m stopped it (said instead of its exit status)."""
     proc, info = launched.proc, run.info
     logs = _ended(run, proc, launched.stderr_path, launched.rankdir, launched.t0, launched.isolation)
-    say(f"{info.label}: {'timed out' if info.timed_out else f'exit {proc.returncode}'} after {info.seconds:.1f} s")
+    ended = "timed out" if info.timed_out else stopped or f"exit {proc.returncode}"
+    say(f"{info.label}: {ended} after {info.seconds:.1f} s")
     _read_captures(run, launched.capdir)
     changed = _changed_through_links(run, invocation, launched.linked, logs, say)
     _collect_outputs(run, invocation, changed, logs, guard, launched.isolation)
