@@ -51,7 +51,7 @@ def test_python_set_order_not_reproducible_and_hash_seed_named():
     assert "PYTHONHASHSEED (confirmed)" in out.stdout and "differed from them" in out.stdout
     assert "in the same places" in out.stdout and "python_set_order.py:3 FWD402" in out.stdout
     assert "python.environment-differences" not in out.stdout
-    assert "two more runs with PYTHONHASHSEED=0 (they must agree), then seeds 1, 2, 3" in out.stderr
+    assert "three more runs, with PYTHONHASHSEED=0, 1 and 0 again" in out.stderr
     assert "stdout: 2 of 2 lines differ" in out.stdout or "stdout: 1 of 2 lines differ" in out.stdout
     # the first differing line of each run, labelled with the run's name
     assert "\n  run 1: " in out.stdout and "\n  run 2: " in out.stdout and "other:" not in out.stdout
@@ -67,7 +67,7 @@ def test_python_set_order_not_reproducible_and_hash_seed_named():
 def test_a_difference_that_does_not_recur_is_not_blamed_on_the_hash_seed(tmp_path):
     """A script without strings or sets that differs once (the first run finds no
     marker file, later runs do): the hash seed differed between the runs too, but the
-    runs with PYTHONHASHSEED=0, 0, 1, 2 and 3 all agree, so the hash seed is not
+    runs with PYTHONHASHSEED=0, 1, 0 and 2 all agree, so the hash seed is not
     confirmed (nor said to be excluded): the difference did not recur."""
     marker = tmp_path.parent / f"{tmp_path.name}-seen"  # outside the runs' copy-on-write layers
     script = tmp_path / "once.py"
@@ -79,47 +79,58 @@ def test_a_difference_that_does_not_recur_is_not_blamed_on_the_hash_seed(tmp_pat
     )
     out = check(str(script), str(marker))
     assert out.returncode == 1, out.stdout + out.stderr
-    assert "PYTHONHASHSEED=3 run 5 (5/6 at most): starting" in out.stderr and "run 6" not in out.stderr
+    assert "PYTHONHASHSEED=2 run 4 (4/4 at most): starting" in out.stderr and "run 5" not in out.stderr
     assert "(confirmed)" not in out.stdout and "fix the hash seed" not in out.stdout, out.stdout
-    assert "PYTHONHASHSEED (not confirmed): hash seeds 0-3 all gave the same result" in out.stdout
+    assert "PYTHONHASHSEED (not confirmed): hash seeds 0, 1, 2 all gave the same result" in out.stdout
     assert "did not recur" in out.stdout and "ruled out" not in out.stdout
     assert "fwd9m check --runs 4" in out.stdout and "fwd9m debug" in out.stdout
     assert "python.hash-seed" not in out.stdout
 
 
 def _sequence_script(tmp_path, values):
-    """A script that prints the next of ``values`` on each run (a counter file), and
-    the arguments that run it: the test decides what every run prints."""
+    """A script that prints, on each run, the next value of the sequence its string-hash
+    seed is given (``"unset:AB,0:AA,1:B"``: the two runs with the seed unset print A then
+    B, ...), and the arguments that run it: the test decides what every run prints, also
+    when runs go side by side (each claims its place in its seed's sequence atomically)."""
     script = tmp_path / "flip.py"
     script.write_text(
-        "import sys\n"
-        "path, values = sys.argv[1], sys.argv[2]\n"
-        "try:\n    n = int(open(path).read())\nexcept OSError:\n    n = 0\n"
-        "open(path, 'w').write(str(n + 1))\n"
+        "import os, sys\n"
+        "folder, spec = sys.argv[1], sys.argv[2]\n"
+        "seed = os.environ.get('PYTHONHASHSEED', 'unset')\n"
+        "values = dict(p.split(':') for p in spec.split(','))[seed]\n"
+        "n = 0\n"
+        "while True:\n"
+        "    try:\n"
+        "        os.close(os.open(os.path.join(folder, f'{seed}-{n}'), os.O_CREAT | os.O_EXCL))\n"
+        "        break\n"
+        "    except FileExistsError:\n"
+        "        n += 1\n"
         "print('value', values[n])\n"
     )
-    return [str(script), str(tmp_path.parent / f"{tmp_path.name}-count"), values]  # outside the runs' layers
+    folder = tmp_path.parent / f"{tmp_path.name}-count"  # outside the runs' layers
+    folder.mkdir()
+    return [str(script), str(folder), values]
 
 
 @pytest.mark.parametrize(
-    "values, verdict",
+    "values, verdict, runs",
     [
-        # runs 1, 2 differ; seed 0 twice agrees; seed 1 differs and agrees with itself: the
-        # sequence a coin flip gives one time in eight, which the old experiment "confirmed"
-        ("ABAABB", "PYTHONHASHSEED (likely)"),
-        ("ABAABA", "PYTHONHASHSEED (intermittent, not confirmed)"),  # seed 1 disagrees with itself
-        ("ABAAABB", "PYTHONHASHSEED (likely)"),  # seed 1 agrees with 0, seed 2 differs
+        # runs 1, 2 differ; the two 0-runs agree, the 1-run differs: the results a coin
+        # flip gives one time in four
+        ("unset:AB,0:AA,1:B", "PYTHONHASHSEED (likely)", 3),
+        ("unset:AB,0:AB,1:A", "PYTHONHASHSEED (ruled out as the only cause)", 3),  # the 0-runs differ
+        ("unset:AB,0:AA,1:A,2:B", "PYTHONHASHSEED (likely)", 4),  # seed 1 agrees with 0, seed 2 differs
     ],
 )
-def test_a_coin_flip_is_never_confirmed_as_hash_order(tmp_path, values, verdict):
-    """A script whose output is a coin flip (here a fixed sequence, so the test is
+def test_a_coin_flip_is_never_confirmed_as_hash_order(tmp_path, values, verdict, runs):
+    """A script whose output is a coin flip (here fixed sequences, so the test is
     deterministic) and uses no hashing: whatever the runs show, without hash-order code
     in the script the verdict is at most "likely", and says an intermittent cause is
     not excluded."""
     out = check(*_sequence_script(tmp_path, values))
     assert out.returncode == 1, out.stdout + out.stderr
     assert verdict in out.stdout and "(confirmed)" not in out.stdout, out.stdout
-    assert f"run {len(values) - 2} (" in out.stderr and f"run {len(values) - 1} (" not in out.stderr
+    assert f" run {runs} ({runs}/4 at most)" in out.stderr and f" run {runs + 1} (" not in out.stderr
     if "likely" in verdict:
         assert "an intermittent cause is not excluded" in out.stdout
         assert "fwd9m check --runs 4 --env PYTHONHASHSEED=0 " in out.stdout

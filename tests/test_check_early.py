@@ -73,7 +73,7 @@ def test_divergence_at_step_150_of_300_is_diagnosed_there(train):
     assert not [n for n in result["notes"] if "no final state was captured" in n], result["notes"]
     run1, run2 = result["runs"]
     assert "stopped by the early stop at step 150" in run2["error"]
-    # run 2 starts once run 1 trains, so run 1 may have finished its 300 steps already
+    # run 2 starts once run 1 imports torch, so run 1 may have finished its 300 steps already
     assert run1["returncode"] == 0 or "stopped by the early stop at step 150" in run1["error"]
     assert "run 1: step" in out.stderr or "differ at step 150: both stopped" in out.stderr
 

@@ -581,18 +581,18 @@ _VOCAB_SCRIPT = 'words = {"alpha", "beta", "gamma", "delta"}\nids = {w: i for i,
 @pytest.mark.parametrize(
     "seeds, outcome, lint",
     [
-        ({"0": [1, 2]}, "ruled-out", False),  # the PYTHONHASHSEED=0 runs still differ
-        ({"0": [3, 3], "1": [3], "2": [3], "3": [3]}, "not-confirmed", False),  # seeds 0-3 all agree
-        ({"0": [3, 3], "1": [4, 5]}, "intermittent", False),  # seed 1 differs, and from itself
-        ({"0": [3, 3], "1": [3], "2": [4, 4]}, "likely", False),  # seeds 0 and 1 agree (a small set), 2 differs
-        ({"0": [3, 3], "1": [4, 4]}, "likely", False),  # no hash-order code in the script
-        ({"0": [3, 3], "1": [4, 4]}, "confirmed", True),  # and fwd9m lint flags the set
+        ({"0": [1, 2], "1": [3]}, "ruled-out", False),  # the PYTHONHASHSEED=0 runs still differ
+        ({"0": [3, 4], "1": [3]}, "ruled-out", False),  # the 1-run agrees with one of them only
+        ({"0": [3, 3], "1": [3], "2": [3]}, "not-confirmed", False),  # seeds 0-2 all agree
+        ({"0": [3, 3], "1": [3], "2": [4]}, "likely", False),  # seeds 0 and 1 agree (a small set), 2 differs
+        ({"0": [3, 3], "1": [4]}, "likely", False),  # no hash-order code in the script
+        ({"0": [3, 3], "1": [4]}, "confirmed", True),  # and fwd9m lint flags the set
     ],
 )
 def test_hash_seed_experiment_is_controlled(tmp_path, monkeypatch, seeds, outcome, lint):
     """``fwd9m debug``'s hash-seed test (the policy of fwd9m._hashseed, shared with check):
-    seed 0 twice (must agree), seeds 1, 2, 3 until one differs, that seed again (must
-    agree with itself); "confirmed" only with a hash-order lint finding in the script.
+    seeds 0, 1, 0 (the two 0-runs must agree), seed 2 only when the three agree;
+    "confirmed" only with a hash-order lint finding in the script.
     The reruns are in-process recordings whose loader seed stands in for the hash seed
     (a subprocess per rerun is slow)."""
     from fwd9m.debug import _script as session
@@ -624,8 +624,7 @@ def test_hash_seed_experiment_is_controlled(tmp_path, monkeypatch, seeds, outcom
     else:
         assert f.source == "data" and "confirmed" not in notes.replace("not confirmed", "")
         assert not [c for c in f.explanation["causes"] if "PYTHONHASHSEED" in c]
-        assert ("intermittent, not confirmed" in notes) == (outcome == "intermittent")
-        assert ("hash seeds 0-3 all gave the same result" in notes) == (outcome == "not-confirmed")
+        assert ("hash seeds 0, 1, 2 all gave the same result" in notes) == (outcome == "not-confirmed")
 
 
 def test_deleted_trace_paths_are_not_shown(tmp_path):

@@ -3,18 +3,20 @@ runs differ and ``PYTHONHASHSEED`` was unset (string hashing salted per process,
 https://docs.python.org/3/using/cmdline.html#envvar-PYTHONHASHSEED): one policy, one
 wording, for both commands. No framework import.
 
-The policy, at most :data:`MAX_RUNS` extra runs:
+The policy, three extra runs (a fourth only when the three agree):
 
-1. two runs with ``PYTHONHASHSEED=0``: they must agree, else hash order is ruled out as
-   the only cause (``"ruled-out"``);
-2. runs with seeds 1, 2, 3, one at a time, until one differs from seed 0 (with a small
-   set, two seeds give the same order about half the time, so one other seed is not
-   enough); none differs: ``"not-confirmed"`` (hash order is not excluded, only not shown);
-3. the seed that differed runs again and must agree with its first run, else the
-   difference comes and goes under a fixed seed (``"intermittent"``);
+1. run 1 with ``PYTHONHASHSEED=0``, run 2 with ``PYTHONHASHSEED=1``, run 3 with 0 again
+   (side by side where the caller's ``together`` runs them so);
+2. run 3 differs from run 1: something besides the string-hash seed varies, so hash
+   order is ruled out as the only cause (``"ruled-out"``);
+3. run 3 agrees with run 1 and run 2 differs: string hashing alone changes the result;
+   all agree: run 4 with ``PYTHONHASHSEED=2`` (two seeds give a small set the same order
+   about half the time, so one other seed is not enough to clear it); it differs: as
+   in the first case; it agrees too: ``"not-confirmed"`` (hash order is not excluded,
+   only not shown);
 4. then the word ``"confirmed"`` needs the source to agree: a finding of fwd9m lint's
    hash-order rules (:data:`fwd9m._lint_hints.HASH_CODES`) in the script; without one the
-   verdict is ``"likely"`` (a coin flip passes steps 1-3 about one time in five).
+   verdict is ``"likely"`` (a coin flip passes step 3 about one time in four).
 """
 
 from __future__ import annotations
@@ -27,22 +29,22 @@ __all__ = [
     "CONFIRMED",
     "LIKELY",
     "NOT_CONFIRMED",
-    "INTERMITTENT",
     "RULED_OUT",
     "INCOMPLETE",
-    "OTHER_SEEDS",
+    "SEEDS",
     "MAX_RUNS",
     "Outcome",
     "experiment",
 ]
 
 CONFIRMED, LIKELY, NOT_CONFIRMED = "confirmed", "likely", "not-confirmed"
-INTERMITTENT, RULED_OUT, INCOMPLETE = "intermittent", "ruled-out", "incomplete"
+RULED_OUT, INCOMPLETE = "ruled-out", "incomplete"
 
-#: seeds tried after the two runs with seed 0, one at a time
-OTHER_SEEDS = (1, 2, 3)
-#: extra runs at most: two with seed 0, one per other seed, one repeat
-MAX_RUNS = 2 + len(OTHER_SEEDS) + 1
+#: the seeds of the extra runs: runs 1 and 3 with the first, run 2 with the second,
+#: run 4 (only when the first three agree) with the third
+SEEDS = (0, 1, 2)
+#: extra runs at most
+MAX_RUNS = 4
 
 _ELSEWHERE = (
     "a race between threads or processes, or something from outside it (the time, "
@@ -75,45 +77,38 @@ class Outcome:
 
     def message(self) -> str:
         """One paragraph for the report, the same in ``fwd9m check`` and ``fwd9m debug``."""
-        s = self.seed
+        s, zero = self.seed, SEEDS[0]
+        if self.verdict in (CONFIRMED, LIKELY):
+            agreed = "" if s == SEEDS[1] else f" and one with PYTHONHASHSEED={SEEDS[1]} agreed with them"
+            shown = f"two runs with PYTHONHASHSEED={zero} agreed{agreed}, and one with PYTHONHASHSEED={s} "
+            shown += "differed from them"
         if self.verdict == CONFIRMED:
             f = self.lint[0]
             return (
-                f"PYTHONHASHSEED (confirmed): two runs with PYTHONHASHSEED=0 agreed, two with "
-                f"PYTHONHASHSEED={s} agreed with each other and differed from them, and fwd9m lint "
-                f"found hash-order code in the script ({f['path']}:{f['line']} {f['code']}): the "
-                f"result depends on string hashing. Fix: iterate in a fixed order (sorted(s)), or "
-                f"run with PYTHONHASHSEED=0 (fwd9m run does)."
+                f"PYTHONHASHSEED (confirmed): {shown}, and fwd9m lint found hash-order code in the script "
+                f"({f['path']}:{f['line']} {f['code']}): the result depends on string hashing. Fix: iterate "
+                f"in a fixed order (sorted(s)), or run with PYTHONHASHSEED=0 (fwd9m run does)."
             )
         if self.verdict == LIKELY:
-            seeds = ", ".join(["0", "0", *(str(k) for k in OTHER_SEEDS if k < s), str(s), str(s)])
             return (
-                f"PYTHONHASHSEED (likely): fixing PYTHONHASHSEED made {s + 3} runs agree, each with "
-                f"the others of its seed (seeds {seeds}), and PYTHONHASHSEED={s} gave another result "
-                f"than 0; fwd9m lint found no "
-                f"hash-order pattern in the script, so an intermittent cause is not excluded: rerun "
-                f"with --runs 4 under --env PYTHONHASHSEED=0 (fwd9m check --runs 4 --env "
+                f"PYTHONHASHSEED (likely): {shown}; fwd9m lint found no hash-order pattern in the script, "
+                f"so an intermittent cause is not excluded (a coin flip gives these results one time in "
+                f"four): rerun with --runs 4 under --env PYTHONHASHSEED=0 (fwd9m check --runs 4 --env "
                 f"PYTHONHASHSEED=0 {self.target}); all agree: it is hash order (fix: sorted(s), or "
                 f"PYTHONHASHSEED=0)."
             )
         if self.verdict == NOT_CONFIRMED:
+            seeds = ", ".join(str(k) for k in SEEDS)
             return (
-                f"PYTHONHASHSEED (not confirmed): hash seeds 0-{OTHER_SEEDS[-1]} all gave the same "
-                f"result ({self.runs} more runs), so the difference did not recur under a fixed "
-                f"seed; hash order is not excluded, only not shown. The script may differ only "
-                f"sometimes: {_ELSEWHERE}."
-            )
-        if self.verdict == INTERMITTENT:
-            return (
-                f"PYTHONHASHSEED (intermittent, not confirmed): a run with PYTHONHASHSEED={s} "
-                f"differed from two agreeing runs with PYTHONHASHSEED=0, but a second run with "
-                f"PYTHONHASHSEED={s} differed from the first: the result changes under a fixed seed, "
-                f"so something besides the string-hash seed varies: {_ELSEWHERE}."
+                f"PYTHONHASHSEED (not confirmed): hash seeds {seeds} all gave the same result ({self.runs} "
+                f"more runs), so the difference did not recur under a fixed seed; hash order is not "
+                f"excluded, only not shown. The script may differ only sometimes: {_ELSEWHERE}."
             )
         if self.verdict == RULED_OUT:
             return (
-                "PYTHONHASHSEED (ruled out as the only cause): two runs with PYTHONHASHSEED=0 still "
-                "differed, so hash order is not the cause (or not the only one)."
+                f"PYTHONHASHSEED (ruled out as the only cause): two runs with PYTHONHASHSEED={zero} still "
+                f"differed, so hash order is not the cause (or not the only one): something besides the "
+                f"string-hash seed varies, such as {_ELSEWHERE}."
             )
         return (
             "PYTHONHASHSEED (untested): the runs with a fixed PYTHONHASHSEED meant to test it did not "
@@ -131,6 +126,7 @@ def experiment(
     errors: tuple[type[BaseException], ...] = (),
     argv: list[str] | None = None,
     env: dict[str, str] | None = None,
+    together: Callable[[list[tuple[int, int]]], list[T]] | None = None,
 ) -> Outcome:
     """Run the experiment of the module docstring.
 
@@ -147,43 +143,34 @@ def experiment(
             (verdict ``"incomplete"``); others propagate.
         argv, env: the runs' ``sys.argv`` and environment (None: unknown): only
             hash-order code on a branch that ran confirms (:func:`fwd9m._lint_hints.findings`).
+        together: ``together([(seed, k), ...])`` runs the first three extra runs (side
+            by side where the machine allows) and returns their handles in order
+            (default: one after the other with ``run``).
 
     Returns:
         An :class:`Outcome`.
     """
     say = progress or (lambda msg: None)
-    made = 0
-
-    def one(seed: int) -> T:
-        nonlocal made
-        made += 1
-        return run(seed, made)
-
+    a, b = SEEDS[:2]
+    first = [(a, 1), (b, 2), (a, 3)]
+    say(
+        f"testing the string-hash seed (PYTHONHASHSEED was unset): three more runs, with PYTHONHASHSEED={a}, "
+        f"{b} and {a} again; the two {a}-runs must agree, and the {b}-run differs from them if string "
+        f"hashing changes the result"
+    )
     try:
-        say(
-            "testing the string-hash seed (PYTHONHASHSEED was unset): two more runs with PYTHONHASHSEED=0 "
-            "(they must agree), then seeds 1, 2, 3 until one differs, and that seed once more"
-        )
-        zero = one(0)
-        if not agree(zero, one(0)):
-            say(
-                "the two PYTHONHASHSEED=0 runs differ too, so hash order is not the (only) cause; "
-                "no more hash-seed runs"
-            )
-            return Outcome(RULED_OUT, runs=made, target=target)
-        for seed in OTHER_SEEDS:
-            say(f"the PYTHONHASHSEED=0 runs agree; a run with PYTHONHASHSEED={seed}")
-            first = one(seed)
-            if agree(zero, first):
-                continue
-            say(f"PYTHONHASHSEED={seed} differs from 0; once more with {seed} (it must agree with itself)")
-            if not agree(first, one(seed)):
-                return Outcome(INTERMITTENT, seed, made, target=target)
-            break
-        else:
-            return Outcome(NOT_CONFIRMED, runs=made, target=target)
+        one, other, again = together(first) if together is not None else [run(s, k) for s, k in first]
+        if not agree(one, again):
+            say(f"the two PYTHONHASHSEED={a} runs differ, so hash order is not the (only) cause")
+            return Outcome(RULED_OUT, runs=3, target=target)
+        seed, made = b, 3
+        if agree(one, other):
+            seed, made = SEEDS[2], 4
+            say(f"PYTHONHASHSEED={a} and {b} agree (a small set may keep its order); one more with {seed}")
+            if agree(one, run(seed, 4)):
+                return Outcome(NOT_CONFIRMED, runs=made, target=target)
     except errors:
-        return Outcome(INCOMPLETE, runs=made, target=target)
+        return Outcome(INCOMPLETE, runs=MAX_RUNS, target=target)
     from ._lint_hints import findings
 
     # only code that ran confirms: not a line on a branch not taken, nor one that may not have run

@@ -23,7 +23,7 @@ def _options(example) -> list[str]:
 def test_check_says_broken_is_not_reproducible(example):
     require_cli("check")
     require_modules(example)
-    # the hash-seed test (up to 6 more runs) is covered in tests/test_check_cli.py and
+    # the hash-seed test (3 or 4 more runs) is covered in tests/test_check_cli.py and
     # tests/test_hashseed.py; here it would only add runs, except on the README's demo
     extra = [] if example.name == DEMO else ["--no-hashseed-check"]
     proc = fwd9m("check", *_options(example), *extra, example.rel("broken"), *example.args)

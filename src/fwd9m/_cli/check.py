@@ -90,8 +90,8 @@ def add_arguments(p) -> None:
         dest="hashseed_check",
         action="store_false",
         help="when runs differ and their string-hash seed did too, do not run the hash-seed "
-        "experiment (up to 6 more runs: PYTHONHASHSEED=0 twice, then 1, 2, 3 until one "
-        "differs, and that seed again) that tells whether hash order is the cause",
+        "experiment (3 more runs, side by side where cores allow: PYTHONHASHSEED=0, 1 and 0 "
+        "again; a 4th with 2 only when they agree) that tells whether hash order is the cause",
     )
     p.add_argument(
         "--strict",

@@ -5,7 +5,8 @@ grow and stops both runs at the first step where a tensor that determines the re
 differs.
 
 Only :data:`RESULT_GROUPS` stop a run: the parameters before the first update, the loss,
-gradients, parameters, buffers and optimizer state. RNG states, batches and the step
+gradients, parameters, buffers and optimizer state, and a JAX step's other outputs
+(:mod:`fwd9m.steps._jax`). RNG states, batches and the step
 numbers do not (a script may draw different random numbers that never reach its result);
 a run with more or fewer steps, a crash, a timeout, a script whose own process records
 no step (the processes it starts are not compared: which pairs with which is unknown):
@@ -29,13 +30,13 @@ from ..errors import FileFormatError
 from ..steps._compare import compare_records
 from ..steps._follow import StepFollower
 from ..steps._format import StepRecord
-from ..steps._session import ENV_CHECK
+from ..steps._session import ENV_CHECK, FRAMEWORK_MARK
 from ._process import STOPPED, Guard, _collect_run, _launch, _Launched, _Run
 
 __all__ = ["RESULT_GROUPS", "Divergence", "doubt", "run_pair"]
 
 #: the step digest groups whose difference stops both runs: what the result is made of
-RESULT_GROUPS = ("initial", "loss", "grads", "params", "buffers", "optimizer")
+RESULT_GROUPS = ("initial", "loss", "grads", "params", "buffers", "optimizer", "outputs")
 #: seconds between the "run 1 at step N, run 2 at step M" progress lines
 PROGRESS_S = 10.0
 #: seconds between two looks at the runs and their streams
@@ -70,10 +71,17 @@ class _Streams:
         self.records: list[StepRecord] = []
         self.pid: int | None = None  #: the run's process, once started
         self.off: str | None = None  #: why this run's steps are not compared
+        self.framework: str | None = None  #: the framework the process started importing
+        self.at_import = False  #: whether that import starts run 2 (run 1's stream)
+        self.ended: str | None = None  #: how the process ended ("exit 0"), once it did
 
     def poll(self) -> None:
         if self.off or self.pid is None:
             return
+        if self.framework is None:
+            mark = self.folder / f"{FRAMEWORK_MARK}{self.pid}"
+            if mark.exists():
+                self.framework = mark.read_text(encoding="utf-8", errors="replace").strip() or "a framework"
         try:
             if self.follower is None:
                 path = self.folder / f"steps-{self.pid}"
@@ -131,6 +139,7 @@ def run_pair(
     display: str,
     together: bool = False,
     compared: Callable[[int, Divergence | None], None] | None = None,
+    at_import: bool = True,
 ) -> tuple[Divergence | None, bool]:
     """Run ``runs`` (two) side by side from run 1's first step on, comparing their step
     streams as they grow; at the first step whose result tensors differ both are
@@ -141,8 +150,11 @@ def run_pair(
     ``together``: start both at once (``fwd9m debug``'s digest runs, whose verdict
     the op-level runs give). ``compared(n, found)`` is told, at each look, that the
     first ``n`` steps agree, and the divergence once found (``fwd9m debug``'s op-level
-    runs started beside these wait on it)."""
+    runs started beside these wait on it). ``at_import``: run 2 may start when run 1
+    starts importing a framework (else only at its first step: a seed read from the
+    clock before the first step is then read in another second by each run)."""
     streams = [_Streams(run.root / "steps") for run in runs]
+    streams[0].at_import = at_import
 
     def launch(k: int) -> _Launched | None:
         streams[k].folder.mkdir(parents=True)
@@ -158,7 +170,9 @@ def run_pair(
 
     def second() -> _Launched | None:
         x = launched[0]
-        if x is not None and x.proc.poll() is not None:  # run 1 ended before any step: one after the other
+        ended = x is not None and x.proc.poll() is not None
+        say(_why_second(runs, streams[0], ended))
+        if x is not None and ended:  # run 1 ended before any step: one after the other
             kill_leftovers(x.proc)
             _collect_run(runs[0], x, invocation, say, guard)  # your files put back before run 2
             collected.append(0)
@@ -178,7 +192,8 @@ def run_pair(
     for k, (run, x) in enumerate(zip(runs, launched)):
         if x is not None and k not in collected:
             kill_leftovers(x.proc)
-            _collect_run(run, x, invocation, say, guard)
+            why = f"{STOPPED} at step {found.step}" if found is not None and k in stopped else None
+            _collect_run(run, x, invocation, say, guard, why)
             if found is not None and k in stopped:
                 run.info.returncode = None
                 run.info.error = f"{STOPPED} at step {found.step}"
@@ -199,8 +214,10 @@ def _watch(
 ) -> Divergence | None:
     """Until both runs ended or a step differs: poll the processes and the streams;
     ``stopped`` gets the index of each run stopped at the divergence. Run 2 starts
-    (``second``) when run 1 records its first step, or when run 1 ended: a script that
-    trains no step runs one run after the other, as without the early stop."""
+    (``second``) when run 1 starts importing a framework whose steps are recorded
+    (:data:`~fwd9m.steps._session.FRAMEWORK_MARK`) or records its first step, or when run
+    1 ended: a script that imports none runs one after the other, as without the early
+    stop."""
     t0 = time.monotonic()
     beat = t0 + PROGRESS_S
     index = 0
@@ -208,7 +225,11 @@ def _watch(
         alive = [x for x in launched if x is not None and x.proc.poll() is None]
         for s in streams:  # after the poll: a run that ended has written all its records
             s.poll()
-        if not started and (streams[0].records or streams[0].off or launched[0] not in alive):
+        for s, x in zip(streams, launched):
+            if x is not None and x not in alive and s.ended is None:
+                s.ended = _ending(x.proc.returncode)
+        s = streams[0]
+        if not started and (s.records or (s.at_import and s.framework) or s.off or launched[0] not in alive):
             started = True
             launched[1] = second()
             continue
@@ -230,16 +251,47 @@ def _watch(
                 kill_group(x.proc)
         if time.monotonic() >= beat:
             beat += PROGRESS_S
-            say(", ".join(_where(run, s) for run, s in zip(runs, streams)) + f" ({time.monotonic() - t0:.0f} s)")
+            say(
+                ", ".join(_where(run, s, x) for run, s, x in zip(runs, streams, launched))
+                + f" ({time.monotonic() - t0:.0f} s)"
+            )
         time.sleep(POLL_S)
 
 
-def _where(run: _Run, s: _Streams) -> str:
+def _why_second(runs: list[_Run], s: _Streams, ended: bool) -> str:
+    """Why run 2 starts now, and whether beside run 1 or after it."""
+    one, two = runs[0].info.label, runs[1].info.label
+    if ended:
+        return (
+            f"{one} ended without importing a framework that trains (torch, Keras, JAX) or recording a "
+            f"training step: {two} runs after it, as without the early stop"
+        )
+    if s.records:
+        return f"{one} recorded its first training step: {two} starts beside it"
+    if s.framework:
+        return f"{one} imports {s.framework}: {two} starts beside it"
+    return f"{two} starts beside {one} ({one}'s steps are not compared: {s.off})"
+
+
+def _where(run: _Run, s: _Streams, x: _Launched | None) -> str:
+    """Where one run is: not started, ended (how, after how many steps), or running."""
+    label = run.info.label
+    if x is None:
+        return f"{label}: not started"
+    steps = f"step {s.records[-1].step}" if s.records else "no training step"
+    if s.ended is not None:
+        return f"{label}: ended ({s.ended}) at {steps}" if s.records else f"{label}: ended ({s.ended}), {steps}"
     if s.off:
-        return f"{run.info.label}: running (steps not compared: {s.off})"
-    if not s.records:
-        return f"{run.info.label}: no training step yet"
-    return f"{run.info.label}: step {s.records[-1].step}"
+        return f"{label}: running (steps not compared: {s.off})"
+    if s.records:
+        return f"{label}: at {steps}"
+    return f"{label}: {'importing ' + s.framework if s.framework else 'running'}, no training step yet"
+
+
+def _ending(code: int | None) -> str:
+    if code is not None and code < 0:
+        return f"signal {-code}"
+    return f"exit {code}"
 
 
 def doubt(runs: list[_Run], diverged: bool) -> str | None:

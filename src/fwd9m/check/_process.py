@@ -318,6 +318,33 @@ def _execute(
     _collect_run(run, launched, invocation, say, guard)
 
 
+def _execute_together(
+    items: list[tuple[_Run, dict[str, str], str]],
+    invocation: Path,
+    cwd_mode: str | isolation_.Isolation,
+    site: bool,
+    timeout: float | None,
+    say: Callable[[str], None],
+    guard: Guard | None = None,
+) -> None:
+    """:func:`_execute` of several runs (``(run, extra environment, which)``) side by
+    side: all start, then each is waited for and collected in turn (each run's timeout
+    counts from its own start). Any failure here stops them all."""
+    launched: list[tuple[_Run, _Launched]] = []
+    try:
+        for run, env, which in items:
+            x = _launch(run, invocation, cwd_mode, env, site, which, say)
+            if x is not None:
+                launched.append((run, x))
+        for run, x in launched:
+            _wait(x.proc, run.info, timeout, x.t0, say)
+            _collect_run(run, x, invocation, say, guard)
+    except BaseException:
+        for _, x in launched:
+            kill_group(x.proc)
+        raise
+
+
 def _launch(
     run: _Run,
     invocation: Path,
@@ -365,12 +392,19 @@ def _launch(
 
 
 def _collect_run(
-    run: _Run, launched: _Launched, invocation: Path, say: Callable[[str], None], guard: Guard | None = None
+    run: _Run,
+    launched: _Launched,
+    invocation: Path,
+    say: Callable[[str], None],
+    guard: Guard | None = None,
+    stopped: str | None = None,
 ) -> None:
-    """After the run ended: its status, output, files and captured final state."""
+    """After the run ended: its status, output, files and captured final state.
+    ``stopped``: why fwd9m stopped it (said instead of its exit status)."""
     proc, info = launched.proc, run.info
     logs = _ended(run, proc, launched.stderr_path, launched.rankdir, launched.t0, launched.isolation)
-    say(f"{info.label}: {'timed out' if info.timed_out else f'exit {proc.returncode}'} after {info.seconds:.1f} s")
+    ended = "timed out" if info.timed_out else stopped or f"exit {proc.returncode}"
+    say(f"{info.label}: {ended} after {info.seconds:.1f} s")
     _read_captures(run, launched.capdir)
     changed = _changed_through_links(run, invocation, launched.linked, logs, say)
     _collect_outputs(run, invocation, changed, logs, guard, launched.isolation)

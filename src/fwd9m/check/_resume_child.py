@@ -14,7 +14,8 @@ Step boundaries come from two places:
   runs the pre hooks, the step, then the post hooks), subscribed through
   :mod:`fwd9m.torch._steps`, which runs them eagerly also when the step is compiled.
   Steps of the first optimizer that steps are counted.
-- JAX: a jitted function is a training step when its trace calls ``optax.apply_updates``
+- JAX (:mod:`fwd9m.jax._steps`, shared with ``fwd9m check``'s early stop): a jitted
+  function is a training step when its trace calls ``optax.apply_updates``
   (a jitted step calls it only while tracing, so it is seen once, at the first call):
   ``jax.jit`` is wrapped so that each host call of that function is a step, and the
   argument holding the leaves ``apply_updates`` received as ``params`` is the model's
@@ -84,7 +85,6 @@ _state: dict[str, Any] = {
     "done": False,
     "objects": None,
     "files": None,
-    "jax step": None,
 }
 
 
@@ -414,89 +414,54 @@ def _install_transformers() -> None:
 
 # --------------------------------------------------------------------------- jax
 
-#: the traces in progress of wrapped jitted functions: (their _Traced, the traced arguments)
-_tracing: list[tuple[Any, tuple]] = []
+
+def _jax_listener() -> Any:
+    """The resume child's :class:`fwd9m.jax._steps.Listener`: the state before each step
+    (the weights as ``model weights``, the other arguments as ``jax argument NAME``, by
+    their parameter names, and the RNG streams), and each step's end."""
+    from ..jax._steps import Listener
+
+    class _Resume(Listener):
+        def first(self, step: Any, args: tuple, kwargs: dict) -> Any:
+            j = _state["step"] + 1  # the state before the trace, while the arguments are live
+            return _safe(lambda: _jax_digests(args, kwargs), j) if j <= _record_limit() else None
+
+        def before(self, step: Any, args: tuple, kwargs: dict) -> None:
+            _before_step(lambda: _jax_state(step, _jax_digests(args, kwargs)), "jax")
+
+        def after(self, step: Any, args: tuple, kwargs: dict, out: Any, token: Any) -> None:
+            if token is not None:  # now that it is known which argument is the weights
+                _emit({"e": "pre", "step": _state["step"] + 1, "hook": "jax", "state": _jax_state(step, token)})
+            _after_step()
+
+        def error(self, where: str, exc: BaseException) -> None:
+            _emit({"e": "error", "where": where, "error": f"{type(exc).__name__}: {exc}"})
+
+    return _Resume()
 
 
-class _JaxStep:
-    """What ``jax.jit`` returned, called through: the first call (the trace) says whether
-    the function is a training step (its trace called ``optax.apply_updates``); each call
-    of the first such function is a step. Attributes (``lower``, ``trace``, ...) are the
-    jitted function's."""
-
-    def __init__(self, jitted: Any, fun: Any, traced: _Traced) -> None:
-        self._fwd9m_jitted = jitted
-        self._fwd9m_names = _arg_names(fun)
-        self._fwd9m_traced = traced
-        self._fwd9m_step: bool | None = None  # None: not called yet
-
-    @property
-    def _fwd9m_params(self) -> int | None:
-        """Which positional argument is the weights (None: its trace applied no updates)."""
-        return self._fwd9m_traced.params
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._fwd9m_jitted, name)
-
-    def __get__(self, obj: Any, objtype: Any = None) -> Any:  # a jitted method, as jax.jit's binds
-        import types
-
-        return self if obj is None else types.MethodType(self, obj)
-
-    def _fwd9m_state(self, digests: tuple[list[str], dict[str, str], dict[str, str]]) -> dict[str, str]:
-        """The state components: the weights as ``model weights``, the other arguments as
-        ``jax argument NAME`` (their parameter names), and the RNG streams."""
-        positional, keywords, rng = digests
-        out = {}
-        for i, d in enumerate(positional):
-            name = self._fwd9m_names[i] if i < len(self._fwd9m_names) else f"#{i + 1}"
-            out["model weights" if i == self._fwd9m_params else f"jax argument {name}"] = d
-        out.update({f"jax argument {k}": d for k, d in sorted(keywords.items())})
-        return {**out, **rng}
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        jitted = self._fwd9m_jitted
-        if self._fwd9m_step is False or _state["jax step"] not in (None, self._fwd9m_traced) or _traced(args, kwargs):
-            return jitted(*args, **kwargs)
-        j = _state["step"] + 1
-        before = None
-        if self._fwd9m_step is None and j <= _record_limit():  # the state before the trace
-            before = _safe(lambda: _jax_digests(args, kwargs), j)
-        if self._fwd9m_step:
-            _before_step(lambda: self._fwd9m_state(_jax_digests(args, kwargs)), "jax")
-        out = jitted(*args, **kwargs)
-        if self._fwd9m_step is None:
-            self._fwd9m_step = self._fwd9m_params is not None
-            if not self._fwd9m_step:
-                return out
-            _state["jax step"] = self._fwd9m_traced  # the function's: jax.jit(f) made again counts too
-            if before is not None:  # now that it is known which argument is the weights
-                _emit({"e": "pre", "step": j, "hook": "jax", "state": self._fwd9m_state(before)})
-        _after_step()
-        return out
+def _jax_state(step: Any, digests: tuple[list[str], dict[str, str], dict[str, str]]) -> dict[str, str]:
+    """The state components of a call of ``step`` from its arguments' digests."""
+    positional, keywords, rng = digests
+    out = {}
+    for i, d in enumerate(positional):
+        name = step._fwd9m_names[i] if i < len(step._fwd9m_names) else f"#{i + 1}"
+        out["model weights" if i == step._fwd9m_params else f"jax argument {name}"] = d
+    out.update({f"jax argument {k}": d for k, d in sorted(keywords.items())})
+    return {**out, **rng}
 
 
-def _arg_names(fun: Any) -> list[str]:
-    import inspect
+def _install_jax() -> None:
+    from ..jax import _steps
 
-    try:
-        return [
-            p.name
-            for p in inspect.signature(fun).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
-    except (TypeError, ValueError):
-        return []
+    _steps.listen(_jax_listener())
+    _steps.install_jit()
 
 
-def _traced(args: tuple, kwargs: dict) -> bool:
-    """Whether the call is made inside another trace (its arguments are tracers)."""
-    jax = sys.modules["jax"]
-    try:
-        leaves = jax.tree_util.tree_leaves((args, kwargs))
-    except Exception:  # a pytree fwd9m cannot flatten: leave the call alone
-        return True
-    return any(isinstance(x, jax.core.Tracer) for x in leaves)
+def _install_optax() -> None:
+    from ..jax import _steps
+
+    _steps.install_optax()
 
 
 def _jax_digests(args: tuple, kwargs: dict) -> tuple[list[str], dict[str, str], dict[str, str]]:
@@ -523,104 +488,6 @@ def _safe(state, j: int) -> dict[str, str] | None:
     except Exception as exc:  # a component fwd9m cannot read: say so, go on
         _emit({"e": "error", "where": f"state before step {j}", "error": f"{type(exc).__name__}: {exc}"})
         return None
-
-
-class _Traced:
-    """What the traces of one function said: which argument held the params."""
-
-    params: int | None = None
-
-
-_TRACED: Any = None  # weakref.WeakKeyDictionary: function -> its traced wrapper
-
-
-def _traced_of(fun: Any) -> Any:
-    """The function jax.jit is given in place of ``fun``: it calls ``fun`` and notes what
-    its trace does. One per ``fun``, so that ``jax.jit(f)`` made again (in a loop) hits
-    jax's compilation cache as it would without fwd9m (keyed by the function)."""
-    import functools
-    import weakref
-
-    global _TRACED
-    if _TRACED is None:
-        _TRACED = weakref.WeakKeyDictionary()
-    try:
-        found = _TRACED.get(fun)
-    except TypeError:  # not weakly referenceable or not hashable: one per jax.jit call
-        found = None
-    if found is not None:
-        return found
-    info = _Traced()
-
-    @functools.wraps(fun)
-    def traced(*a: Any, **kw: Any) -> Any:
-        _tracing.append((info, a))
-        try:
-            return fun(*a, **kw)
-        finally:
-            _tracing.pop()
-
-    traced.info = info  # type: ignore[attr-defined]
-    try:
-        _TRACED[fun] = traced
-    except TypeError:
-        pass
-    return traced
-
-
-def _install_jax() -> None:
-    import functools
-
-    import jax
-
-    original = jax.jit
-
-    @functools.wraps(original)
-    def jit(fun: Any = None, *args: Any, **kwargs: Any) -> Any:
-        if fun is None or not callable(fun):  # jax.jit(static_argnums=...) as a decorator factory
-            if fun is not None:
-                args = (fun, *args)
-            return lambda f: jit(f, *args, **kwargs)
-        traced = _traced_of(fun)
-        return _JaxStep(original(traced, *args, **kwargs), fun, traced.info)
-
-    jax.jit = jit
-
-
-def _install_optax() -> None:
-    import functools
-
-    import optax
-
-    original = optax.apply_updates
-
-    @functools.wraps(original)
-    def apply_updates(params: Any, updates: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            _note_params(params)
-        except Exception as exc:
-            _emit({"e": "error", "where": "optax hook", "error": f"{type(exc).__name__}: {exc}"})
-        return original(params, updates, *args, **kwargs)
-
-    optax.apply_updates = apply_updates
-
-
-def _note_params(params: Any) -> None:
-    """In the trace of a wrapped jitted function: which of its arguments holds ``params``
-    (the same tracers: the argument itself, or one that holds them with more, as flax's
-    ``TrainState`` holds params and opt_state)."""
-    if not _tracing:
-        return
-    info, args = _tracing[-1]
-    jax = sys.modules["jax"]
-    mine = {id(x) for x in jax.tree_util.tree_leaves(params)}
-    if not mine:
-        return
-    held = [{id(x) for x in jax.tree_util.tree_leaves(value)} for value in args]
-    exact = [i for i, ids in enumerate(held) if ids == mine]
-    wider = [i for i, ids in enumerate(held) if mine <= ids]
-    if exact or wider:
-        info.params = (exact or wider)[0]
 
 
 # --------------------------------------------------------------------------- boundaries

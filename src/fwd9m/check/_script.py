@@ -151,17 +151,19 @@ def check_script(
         python: interpreter for the runs (default: this one).
         hashseed_check: when the runs differ and so did their string-hash seed
             (PYTHONHASHSEED unset), run the controlled experiment of
-            :mod:`fwd9m._hashseed` (at most 6 more runs: seed 0 twice, seeds 1, 2, 3
-            until one differs, that seed again): hash order is "confirmed" only when
-            the runs point at it and fwd9m lint finds hash-order code in the script,
-            "likely" when only the runs do; "not confirmed" when seeds 0-3 agree,
-            "intermittent" when a seed disagrees with itself, ruled out as the only
-            cause when the two 0-runs differ.
+            :mod:`fwd9m._hashseed` (three more runs, side by side where cores allow:
+            seeds 0, 1 and 0 again; a fourth with seed 2 only when the three agree):
+            hash order is "confirmed" only when the runs point at it and fwd9m lint
+            finds hash-order code in the script, "likely" when only the runs do; "not
+            confirmed" when seeds 0-2 agree, ruled out as the only cause when the two
+            0-runs differ.
         strict: compare printed output and text files with nothing masked (timings,
             timestamps, addresses, temporary names are compared too); only the runs'
             own folder paths are still rewritten. Otherwise every masked value is listed
             in ``result.ignored`` and the report.
-        early_stop: run 2 starts beside run 1 once run 1 trains; both stop at the first training
+        early_stop: run 2 starts beside run 1 once run 1 imports torch, Keras or JAX (PyTorch
+            optimizer steps, Keras ``fit`` batches and JAX steps at ``optax.apply_updates``
+            are recorded); both stop at the first training
             step whose loss, parameters, gradients, buffers or optimizer state differ
             (:mod:`fwd9m.check._lockstep`); the result then has one ``step`` finding.
             Not for a ``command``. Without training steps the check is as without it.
@@ -338,17 +340,35 @@ def _side_by_side(
 
     pair = [_new_run(root / "side-by-side", k, plan[k][0], plan[k][1], plan[k][3]) for k in (0, 1)]
     which = [f"{k + 1}/{len(plan)}" for k in (0, 1)]
+    clock = _clock_seed(prog, o)
+    when = f"records its first training step ({clock})" if clock else "imports torch, Keras or JAX"
     say(
-        "run 2 starts beside run 1 once run 1 trains, to stop both at the first training step that "
-        "differs (--no-early-stop: one after the other)"
+        f"early stop: run 2 starts beside run 1 once run 1 {when}, and both stop at the first training step "
+        "that differs; a script that imports none runs one after the other (--no-early-stop: always one "
+        "after the other, to the end)"
     )
     envs = [{**o.env, **plan[k][2]} for k in (0, 1)]
-    found, overlapped = run_pair(pair, prog.invocation, o.cwd, envs, site, o.timeout, which, say, guard, prog.display)
+    found, overlapped = run_pair(
+        pair, prog.invocation, o.cwd, envs, site, o.timeout, which, say, guard, prog.display, at_import=not clock
+    )
     reason = doubt(pair, found is not None) if overlapped else None
     if reason is None:
         return pair, found
     say(f"run 1 and run 2 ran side by side, but {reason}: running them again one after the other")
     return [], None
+
+
+def _clock_seed(prog: _Program, o: CheckOptions) -> str | None:
+    """Where the script (or a local module it imports) seeds from the clock or the OS's
+    entropy (fwd9m lint FWD104), said for the progress line; None when it does not. Two
+    runs started together could read the same second of a clock seed and agree by
+    chance: such a script's run 2 starts only once run 1 has trained a step."""
+    from .._lint_hints import findings
+
+    hits = [f for f in findings(prog.source, None, argv=prog.argv(o)) if f["code"] == "FWD104"]
+    if not hits:
+        return None
+    return f"the seed comes from the clock or entropy: {hits[0]['path']}:{hits[0]['line']} FWD104"
 
 
 def _hash_seed_runs(
@@ -359,37 +379,40 @@ def _hash_seed_runs(
     guard: Guard | None,
     say: Callable[[str], None],
 ) -> None:
-    """The controlled hash-seed experiment (:mod:`fwd9m._hashseed`) on reruns of the script."""
+    """The controlled hash-seed experiment (:mod:`fwd9m._hashseed`) on reruns of the
+    script, side by side where the machine's cores allow (:func:`_side_by_side_width`)."""
+    from ._process import _execute_together
+
     base_cmd = _launch_command(prog.target, prog.args, prog.mode, o.seed, o.python)
     site = prog.mode not in ("script", "module")
     argv = prog.argv(o)
     known_env = None if argv is None else {**os.environ, **o.env}
     moved: set[str] = set()
 
-    def hash_run(seed: int, k: int) -> _Run:
+    def new(seed: int, k: int) -> tuple[_Run, dict[str, str], str]:
         d = root / f"hashseed{k}"
-        run = _Run(
-            RunInfo(f"PYTHONHASHSEED={seed} run {k}", list(base_cmd), {"PYTHONHASHSEED": str(seed)}),
-            d,
-            d / "cwd",
-            d / "stdout",
-        )
-        _execute(
-            run,
-            prog.invocation,
-            o.cwd,
-            {**o.env, "PYTHONHASHSEED": str(seed), **_steps_env(prog, run)},
-            site,
-            o.timeout,
-            f"{k}/{MAX_RUNS} at most",
-            say,
-            guard,
-        )
+        label = f"PYTHONHASHSEED={seed} run {k}"
+        run = _Run(RunInfo(label, list(base_cmd), {"PYTHONHASHSEED": str(seed)}), d, d / "cwd", d / "stdout")
+        env = {**o.env, "PYTHONHASHSEED": str(seed), **_steps_env(prog, run)}
+        return run, env, f"{k}/{MAX_RUNS} at most"
+
+    def hash_run(seed: int, k: int) -> _Run:
+        run, env, which = new(seed, k)
+        _execute(run, prog.invocation, o.cwd, env, site, o.timeout, which, say, guard)
         return run
+
+    def together(plan: list[tuple[int, int]]) -> list[_Run]:
+        items = [new(seed, k) for seed, k in plan]
+        width = _side_by_side_width(o)
+        if width > 1:
+            say(f"{min(width, len(items))} of these runs at a time, side by side ({_cores()} cores)")
+        for i in range(0, len(items), width):
+            _execute_together(items[i : i + width], prog.invocation, o.cwd, site, o.timeout, say, guard)
+        return [run for run, _, _ in items]
 
     def agree(a: _Run, b: _Run) -> bool:
         found = _compare_runs(prog.display, [a, b], prog.source, o.command, o.strict).findings
-        if a.info.settings.get("PYTHONHASHSEED") == "0" and not moved:
+        if a.info.settings != b.info.settings and not moved:  # where another seed's run differs
             moved.update(_finding_key(f) for f in found)
         return not found
 
@@ -402,8 +425,25 @@ def _hash_seed_runs(
         errors=(RunError,),
         argv=argv,
         env=known_env,
+        together=together,
     )
     _settle_hash_seed(result, outcome, moved, prog.source, argv=argv, env=known_env)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _side_by_side_width(o: CheckOptions) -> int:
+    """How many runs may run at once: one per usable core, at most three; one at a time
+    when the runs see your directory through links (each could see what the other
+    writes there)."""
+    if not isinstance(o.cwd, isolation.Isolation) and o.cwd != "empty":
+        return 1
+    return max(1, min(3, _cores()))
 
 
 def _check(prog: _Program, o: CheckOptions, say: Callable[[str], None]) -> CheckResult:

@@ -306,25 +306,83 @@ def from_env() -> StepSession | None:
 
 def start() -> StepSession | None:
     """In a run's process: the session of the environment (None without one), with
-    PyTorch's optimizer hooks installed when torch is (or gets) imported."""
+    PyTorch's optimizer hooks installed when torch is (or gets) imported; under ``fwd9m
+    check`` (:data:`ENV_CHECK`) also Keras ``fit``'s step callback
+    (:class:`~fwd9m.steps.keras.StepDigests`, after the user's callbacks) and the JAX
+    step boundaries (:mod:`fwd9m.steps._jax`), when keras, jax and optax are imported."""
 
     session = from_env()
     if session is None or session in _started:
         return session
     _started.append(session)
+    names = ["torch"]
+    check_dir = os.environ.get(ENV_CHECK)
+    if check_dir and not (os.environ.get(ENV_OUT) or os.environ.get(ENV_AGAINST)):
+        names += ["keras", "jax", "optax"]
+        sys.meta_path.insert(0, _Announce(check_dir, ["torch", "keras", "tensorflow", "jax"]))
 
     def on_import(name: str) -> None:
-        from ._torch import install
+        try:
+            _HOOKS[name](session)
+        except Exception as exc:  # noqa: BLE001 - never break the user's import
+            session._warn(exc)
 
-        install(session)
+    from .._runtime.bootstrap import after_import
 
-    if "torch" in sys.modules:
-        on_import("torch")
-    else:
-        from .._runtime.bootstrap import _EnableOnImport
-
-        sys.meta_path.insert(0, _EnableOnImport(["torch"], on_import))
+    after_import(names, on_import)
     return session
+
+
+#: the file a ``fwd9m check`` run's process creates in :data:`ENV_CHECK` when it starts
+#: importing a framework whose training steps are recorded (``<prefix><pid>``): run 2
+#: starts beside it then (:mod:`fwd9m.check._lockstep`)
+FRAMEWORK_MARK = "framework-"
+
+
+class _Announce:
+    """A ``sys.meta_path`` finder that finds nothing: the first time one of ``names``
+    starts importing, it creates :data:`FRAMEWORK_MARK` in ``folder`` and leaves."""
+
+    def __init__(self, folder: str, names: list[str]) -> None:
+        self.folder, self.names = folder, set(names)
+
+    def find_spec(self, name, path=None, target=None):
+        if name in self.names:
+            try:
+                sys.meta_path.remove(self)
+                with open(os.path.join(self.folder, f"{FRAMEWORK_MARK}{os.getpid()}"), "w", encoding="utf-8") as f:
+                    f.write(name)
+            except (OSError, ValueError):  # never break the user's import
+                pass
+        return None
+
+
+def _torch_hooks(session: StepSession) -> None:
+    from ._torch import install
+
+    install(session)
+
+
+def _keras_hooks(session: StepSession) -> None:
+    from ..keras._hooks import add_to_every_fit
+    from .keras import StepDigests
+
+    add_to_every_fit(StepDigests, session._warn)
+
+
+def _jax_hooks(session: StepSession) -> None:
+    from ._jax import install
+
+    install(session)
+
+
+def _optax_hooks(session: StepSession) -> None:
+    from ._jax import install_optax
+
+    install_optax(session)
+
+
+_HOOKS = {"torch": _torch_hooks, "keras": _keras_hooks, "jax": _jax_hooks, "optax": _optax_hooks}
 
 
 def for_path(path: str | os.PathLike[str] | None) -> StepSession | None:
