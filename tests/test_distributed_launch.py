@@ -377,6 +377,9 @@ def test_per_rank_step_digests_under_torchrun_and_a_rank_that_differs(torch_avai
     script = str(DATA / "ddp_steps.py")
     ref = tmp_path / "ref"
 
+    exits = tmp_path / "exits"
+    exits.mkdir()
+
     def launch(*options: str, perturb: bool = False):
         return run_fwd9m(
             "run",
@@ -385,7 +388,7 @@ def test_per_rank_step_digests_under_torchrun_and_a_rank_that_differs(torch_avai
             *_torchrun(_free_port()),
             script,
             cwd=tmp_path,
-            env={**_env(), "PERTURB": "1" if perturb else ""},
+            env={**_env(), "PERTURB": "1" if perturb else "", "EXITS": str(exits) if perturb else ""},
             timeout=TIMEOUT,
         )
 
@@ -406,6 +409,19 @@ def test_per_rank_step_digests_under_torchrun_and_a_rank_that_differs(torch_avai
     # job's process group), rather than waiting for it in the next all-reduce
     assert "stopped at step 3 with the other ranks" in out.stderr, out.stderr[-3000:]
     assert "the ranks that differ there: 1" in out.stderr and "rank0.steps" not in out.stderr
+    _exited_together(exits, 2)
+
+
+def _exited_together(exits: Path, ranks: int) -> None:
+    """Every rank exited on its own (its atexit ran: no signal killed it), within seconds
+    of the others, and none is left running."""
+    found = {p.name: p.read_text().split() for p in exits.iterdir()}
+    assert sorted(found) == [f"rank{r}" for r in range(ranks)], found
+    times = [float(t) for _, t in found.values()]
+    assert max(times) - min(times) < 10, found
+    for pid, _ in found.values():
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid), 0)
 
 
 def test_a_single_digest_file_under_a_launcher_is_refused_with_the_per_rank_forms(tmp_path):
@@ -545,3 +561,37 @@ def test_per_rank_step_digests_of_two_node_agents_on_localhost(torch_available, 
     stderr = done[0].stderr + done[1].stderr
     assert all(d.returncode != 0 for d in done), stderr[-3000:]
     assert "first difference at step 3 (steps 0..2 agree)" in stderr and "the ranks that differ there: 1" in stderr
+
+
+def test_rank_independent_values_against_references_of_one_and_two_ranks(torch_available, tmp_path):
+    """--rank-independent: a 2-rank DDP job compared with a 1-rank and a 2-rank reference
+    on the parameters only (the script's numerics make them equal under any world size);
+    without the option a 1-rank reference is a clear error (exit 2); rank 1's data
+    differing from step 3 changes the averaged parameters on both ranks there."""
+    script = str(DATA / "ddp_any_world_size.py")
+
+    def launch(ranks: int, *options: str, perturb: bool = False):
+        torchrun = [*_torchrun(_free_port())]
+        torchrun[torchrun.index("--nproc-per-node") + 1] = str(ranks)
+        env = {**_env(), "PERTURB": "1" if perturb else ""}
+        return run_fwd9m("run", *options, "--", *torchrun, script, cwd=tmp_path, env=env, timeout=TIMEOUT)
+
+    for ranks in (1, 2):
+        out = launch(ranks, "--digests", f"ref{ranks}/")
+        assert out.returncode == 0, out.stderr[-3000:]
+    out = run_fwd9m("debug", "diff", "ref1/", "ref2/", cwd=tmp_path)
+    assert out.returncode == 1 and "NOT COMPARABLE" in out.stdout and "--rank-independent" in out.stdout, out.stdout
+    out = run_fwd9m("debug", "diff", "--rank-independent", "ref1/", "ref2/", cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.startswith("REPRODUCIBLE: all 2 ranks agree"), out.stdout + out.stderr
+    out = launch(2, "--against", "ref1/")  # each rank exits 2; torchrun's own status is 1
+    assert out.returncode != 0 and out.stderr.count("recorded by a job of 1 ranks, this job has 2") == 2, out.stderr
+    assert "--rank-independent" in out.stderr
+    for ref in ("ref1/", "ref2/"):
+        out = launch(2, "--against", ref, "--rank-independent")
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert out.stderr.count("REPRODUCIBLE: all 8 steps agree") == 2, out.stderr[-3000:]
+        assert out.stderr.count("only the rank-independent values were compared (groups initial, params, loss)") == 2
+    out = launch(2, "--against", "ref1/", "--rank-independent", perturb=True)
+    assert out.returncode != 0, out.stderr[-3000:]
+    assert "first difference at step 3 (steps 0..2 agree)" in out.stderr and "ref1/rank0.steps" in out.stderr
+    assert "params: module.weight" in out.stderr and "ranks that differ at step 3: 0, 1" in out.stderr
