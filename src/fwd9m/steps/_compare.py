@@ -378,6 +378,8 @@ class RanksReport:
     #: ``--rank-independent``: each rank of B was compared with A's rank of that number, or
     #: A's rank 0, on :data:`RANK_INDEPENDENT` groups only (A and B may differ in size)
     rank_independent: bool = False
+    #: at the first differing step: whether B's ranks hold the same parameters (a sentence)
+    replicas: str | None = None
 
     @property
     def reproducible(self) -> bool:
@@ -419,6 +421,8 @@ class RanksReport:
                 f"of {n}; all ranks agree before it."
             )
         lines = [head]
+        if self.replicas:
+            lines.append(self.replicas)
         for r in ranks[:4]:
             lines += ["", f"rank {r}:", *("  " + x for x in self.ranks[r].render().splitlines())]
         return "\n".join(lines)
@@ -440,11 +444,44 @@ def diff_step_folders(
     if rank_independent and fa:
         for rank in fb:
             report.ranks[rank] = _diff_files(fa.get(rank, fa[min(fa)]), fb[rank], RANK_INDEPENDENT)
-        return report
-    report.only_a, report.only_b = sorted(set(fa) - set(fb)), sorted(set(fb) - set(fa))
-    for rank in sorted(set(fa) & set(fb)):
-        report.ranks[rank] = _diff_files(fa[rank], fb[rank], None)
+    else:
+        report.only_a, report.only_b = sorted(set(fa) - set(fb)), sorted(set(fb) - set(fa))
+        for rank in sorted(set(fa) & set(fb)):
+            report.ranks[rank] = _diff_files(fa[rank], fb[rank], None)
+    step, ranks = report.first()
+    if step is not None:
+        first = report.ranks[ranks[0]].first
+        assert first is not None
+        report.replicas = _replicas_line(fb, first.index, step)
     return report
+
+
+def _params_at(path: str, index: int) -> dict[tuple[str, str], tuple[str, int]] | None:
+    """The ``params`` digests of record ``index`` of a file (None when it has none)."""
+    with StepReader(path) as reader:
+        for i, payload in enumerate(reader.raw_steps()):
+            if i == index:
+                return {k: v for k, v in reader.decode(payload).digests.items() if k[0] == "params"}
+    return None
+
+
+def _replicas_line(files: dict[int, str], index: int, step: int) -> str | None:
+    """Whether the ranks of a job hold the same parameters at record ``index`` (in a
+    data-parallel job they are replicas), as a sentence; None when there is nothing to
+    compare."""
+    params = {rank: _params_at(path, index) for rank, path in files.items()}
+    held = {rank: p for rank, p in params.items() if p}
+    if len(held) < 2:
+        return None
+    base = min(held)
+    differ = [rank for rank, p in held.items() if p != held[base]]
+    if not differ:
+        return f"At step {step}, B's parameters are the same on all {len(held)} ranks (the replicas agree)."
+    shown = ", ".join(map(str, differ[:8])) + (f", ... ({len(differ)} ranks)" if len(differ) > 8 else "")
+    return (
+        f"At step {step}, B's parameters differ between ranks: rank(s) {shown} differ from rank {base} (replicas "
+        f"that drifted apart, or parameters that are not replicated: each rank trains its own model or shard)."
+    )
 
 
 def reference_rank(pattern: str, rank: int) -> str:
