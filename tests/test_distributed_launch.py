@@ -662,3 +662,11 @@ def test_rank_independent_values_against_references_of_one_and_two_ranks(torch_a
     assert out.returncode != 0, out.stderr[-3000:]
     assert "first difference at step 3 (steps 0..2 agree)" in out.stderr and "ref1/rank0.steps" in out.stderr
     assert "params: module.weight" in out.stderr and "ranks that differ at step 3: 0, 1" in out.stderr
+
+
+def test_rank_independent_is_refused_where_it_means_nothing(tmp_path):
+    out = run_fwd9m("run", "--rank-independent", "--digests", "ref/", "--", "torchrun", "train.py", cwd=tmp_path)
+    assert out.returncode == 2 and "--rank-independent chooses what --against compares" in out.stderr, out.stderr
+    (tmp_path / "a.trace").write_text("not a trace")
+    out = run_fwd9m("debug", "diff", "--rank-independent", "a.trace", "a.trace", cwd=tmp_path)
+    assert out.returncode == 2 and "--rank-independent compares step digests" in out.stderr, out.stderr
