@@ -337,7 +337,8 @@ class StepReader:
         return self._step(payload, self.names)
 
     def _step(self, payload: bytes, names: list[tuple[str, str, str]]) -> StepRecord:
-        """Decode a step record :meth:`raw_steps` gave (its length is checked there)."""
+        """Decode a step record (its length checked again: a follower calls this directly)."""
+        self._check_length(payload)
         _, step, count = _STEP.unpack_from(payload)
         digests = {}
         for k in range(count):
