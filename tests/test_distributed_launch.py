@@ -377,6 +377,9 @@ def test_per_rank_step_digests_under_torchrun_and_a_rank_that_differs(torch_avai
     script = str(DATA / "ddp_steps.py")
     ref = tmp_path / "ref"
 
+    exits, marker = tmp_path / "exits", _job_marker()
+    exits.mkdir()
+
     def launch(*options: str, perturb: bool = False):
         return run_fwd9m(
             "run",
@@ -385,7 +388,7 @@ def test_per_rank_step_digests_under_torchrun_and_a_rank_that_differs(torch_avai
             *_torchrun(_free_port()),
             script,
             cwd=tmp_path,
-            env={**_env(), "PERTURB": "1" if perturb else ""},
+            env={**_env(), **marker, "PERTURB": "1" if perturb else "", "EXITS": str(exits) if perturb else ""},
             timeout=TIMEOUT,
         )
 
@@ -406,6 +409,46 @@ def test_per_rank_step_digests_under_torchrun_and_a_rank_that_differs(torch_avai
     # job's process group), rather than waiting for it in the next all-reduce
     assert "stopped at step 3 with the other ranks" in out.stderr, out.stderr[-3000:]
     assert "the ranks that differ there: 1" in out.stderr and "rank0.steps" not in out.stderr
+    _exited_together(exits, 2)
+    _none_left(marker)
+
+
+def _exited_together(exits: Path, ranks: int) -> None:
+    """Every rank exited on its own (its atexit ran: no signal killed it), within seconds
+    of the others, and none is left running."""
+    found = {p.name: p.read_text().split() for p in exits.iterdir()}
+    assert sorted(found) == [f"rank{r}" for r in range(ranks)], found
+    times = [float(t) for _, t in found.values()]
+    assert max(times) - min(times) < 10, found
+    for pid, _ in found.values():
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid), 0)
+
+
+def _job_marker() -> dict[str, str]:
+    """An environment variable that every process of one job inherits (ranks that a
+    launcher, mp.spawn or Lightning starts included), for :func:`_none_left`."""
+    return {"FWD9M_TEST_JOB": f"{os.getpid()}-{_free_port()}"}
+
+
+def _none_left(marker: dict[str, str], within: float = 10.0) -> None:
+    """No process of the job that ``marker`` names is still running ``within`` seconds
+    after it returned: every rank exited at the stop, none was orphaned."""
+    import time
+
+    tag = "=".join(next(iter(marker.items()))).encode() + b"\0"
+    deadline = time.monotonic() + within
+    while True:
+        left = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if tag in f.read() and b") Z" not in Path(f"/proc/{pid}/stat").read_bytes():
+                        left.append(int(pid))
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert not left, f"processes of the job still running {within:.0f} s after it returned: {left}"
 
 
 def test_a_single_digest_file_under_a_launcher_is_refused_with_the_per_rank_forms(tmp_path):
@@ -445,6 +488,24 @@ def test_debug_diff_of_two_per_rank_folders_names_the_step_and_the_rank(tmp_path
     out = run_fwd9m("debug", "diff", "ref/", "run/", cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
     assert out.stdout.startswith("NOT REPRODUCIBLE: first difference at step 6, in rank(s) 2 of 4"), out.stdout
+    assert "At step 6, B's parameters are the same on all 4 ranks (the replicas agree)." in out.stdout
+
+
+def test_diff_steps_api_on_folders_and_rank_independent_values(tmp_path):
+    """fwd9m.debug.diff_steps on two folders; rank_independent compares only initial,
+    params and loss, so a job of another world size whose gradients differ per rank agrees."""
+    from fwd9m import debug
+
+    _write_rank_folder(tmp_path / "one", 1, 5)
+    _write_rank_folder(tmp_path / "two", 2, 5, differ=(1, 3))  # rank 1's gradients: its own
+    report = debug.diff_steps(tmp_path / "one", tmp_path / "two")
+    assert not report.reproducible and report.only_b == [1] and "NOT COMPARABLE" in report.render()
+    report = debug.diff_steps(tmp_path / "one", tmp_path / "two", rank_independent=True)
+    assert report.reproducible and "in their rank-independent values" in report.render(), report.render()
+    pair = [tmp_path / "two" / f"rank{r}.steps" for r in (0, 1)]
+    assert not debug.diff_steps(*pair).reproducible
+    report = debug.diff_steps(*pair, rank_independent=True)
+    assert report.reproducible and "only the rank-independent values were compared" in report.render()
 
 
 def test_a_reference_of_another_world_size_is_a_clear_error(torch_available, tmp_path):
@@ -473,11 +534,16 @@ def test_per_rank_step_digests_of_a_script_that_spawns_its_ranks(torch_available
     out = run_fwd9m("run", "--digests", "ref/", script, cwd=tmp_path, env=env, timeout=TIMEOUT)
     assert out.returncode == 0, out.stderr[-3000:]
     assert sorted(p.name for p in (tmp_path / "ref").iterdir()) == ["rank0.steps", "rank1.steps"]
-    env = {**env, "FWD9M_TEST_PORT": str(_free_port()), "PERTURB": "1"}
+    env = {**env, "FWD9M_TEST_PORT": str(_free_port())}
+    out = run_fwd9m("run", "--against", "ref/", script, cwd=tmp_path, env=env, timeout=TIMEOUT)
+    assert out.returncode == 0 and out.stderr.count("REPRODUCIBLE: all 5 steps agree") == 2, out.stderr[-3000:]
+    marker = _job_marker()
+    env = {**env, **marker, "FWD9M_TEST_PORT": str(_free_port()), "PERTURB": "1"}
     out = run_fwd9m("run", "--against", "ref/", script, cwd=tmp_path, env=env, timeout=TIMEOUT)
     assert out.returncode != 0, out.stderr[-3000:]
-    assert "first difference at step 2 (steps 0..1 agree)" in out.stderr and "rank1.steps" in out.stderr
-    assert "stopped at step 2 with the other ranks" in out.stderr, out.stderr[-3000:]
+    assert "first difference at step 3 (steps 0..2 agree)" in out.stderr and "rank1.steps" in out.stderr
+    assert "stopped at step 3 with the other ranks" in out.stderr, out.stderr[-3000:]
+    _none_left(marker)
 
 
 def test_per_rank_step_digests_of_lightning_ddp(torch_available, tmp_path):
@@ -488,10 +554,15 @@ def test_per_rank_step_digests_of_lightning_ddp(torch_available, tmp_path):
     out = run_fwd9m("run", "--digests", "ref/", script, cwd=tmp_path, env=env, timeout=TIMEOUT)
     assert out.returncode == 0, out.stderr[-3000:]
     assert sorted(p.name for p in (tmp_path / "ref").iterdir()) == ["rank0.steps", "rank1.steps"]
-    env = {**env, "MASTER_PORT": str(_free_port()), "PERTURB": "1"}
+    env = {**env, "MASTER_PORT": str(_free_port())}
+    out = run_fwd9m("run", "--against", "ref/", script, cwd=tmp_path, env=env, timeout=TIMEOUT)
+    assert out.returncode == 0 and out.stderr.count("REPRODUCIBLE: all 4 steps agree") == 2, out.stderr[-3000:]
+    marker = _job_marker()
+    env = {**env, **marker, "MASTER_PORT": str(_free_port()), "PERTURB": "1"}
     out = run_fwd9m("run", "--against", "ref/", script, cwd=tmp_path, env=env, timeout=TIMEOUT)
     assert out.returncode != 0, out.stderr[-3000:]
-    assert "first difference at step 2 (steps 0..1 agree)" in out.stderr and "rank1.steps" in out.stderr
+    assert "first difference at step 3 (steps 0..2 agree)" in out.stderr and "rank1.steps" in out.stderr
+    _none_left(marker)
 
 
 def test_per_rank_step_digests_under_accelerate_launch(torch_available, tmp_path):
@@ -504,15 +575,19 @@ def test_per_rank_step_digests_under_accelerate_launch(torch_available, tmp_path
         accelerate = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
         accelerate += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
         accelerate += ["--main_process_port", str(_free_port()), script]
-        env = {**_env(), "PERTURB": "1" if perturb else ""}
+        env = {**_env(), **marker, "PERTURB": "1" if perturb else ""}
         return run_fwd9m("run", *options, "--", *accelerate, cwd=tmp_path, env=env, timeout=TIMEOUT)
 
+    marker = _job_marker()
     out = launch("--digests", "ref/")
     assert out.returncode == 0, out.stderr[-3000:]
     assert sorted(p.name for p in (tmp_path / "ref").iterdir()) == ["rank0.steps", "rank1.steps"]
+    out = launch("--against", "ref/")
+    assert out.returncode == 0 and out.stderr.count("REPRODUCIBLE: all 5 steps agree") == 2, out.stderr[-3000:]
     out = launch("--against", "ref/", perturb=True)
-    assert out.returncode != 0 and "first difference at step 2 (steps 0..1 agree)" in out.stderr, out.stderr[-3000:]
-    assert "ranks that differ at step 2: 0, 1" in out.stderr  # DDP shares rank 1's gradients
+    assert out.returncode != 0 and "first difference at step 3 (steps 0..2 agree)" in out.stderr, out.stderr[-3000:]
+    assert "ranks that differ at step 3: 0, 1" in out.stderr  # DDP shares rank 1's gradients
+    _none_left(marker)
 
 
 def test_per_rank_step_digests_of_two_node_agents_on_localhost(torch_available, tmp_path):
@@ -522,7 +597,8 @@ def test_per_rank_step_digests_of_two_node_agents_on_localhost(torch_available, 
 
     def job(*options: str, perturb: bool = False) -> list[subprocess.CompletedProcess]:
         port = _free_port()
-        env = {**os.environ, **_env(), "PERTURB": "1" if perturb else ""}
+        env = {**os.environ, **_env(), **marker, "PERTURB": "1" if perturb else ""}
+        env["EXITS"] = str(exits) if perturb else ""
         agents = [
             subprocess.Popen(
                 [sys.executable, "-m", "fwd9m", "run", *options, "--", *_torchrun(port), "--nnodes", "2"]
@@ -538,10 +614,59 @@ def test_per_rank_step_digests_of_two_node_agents_on_localhost(torch_available, 
         outputs = [a.communicate(timeout=TIMEOUT) for a in agents]
         return [subprocess.CompletedProcess(a.args, a.returncode, *o) for a, o in zip(agents, outputs)]
 
+    marker, exits = _job_marker(), tmp_path / "exits"
+    exits.mkdir()
     done = job("--digests", "ref/")
     assert [d.returncode for d in done] == [0, 0], done[0].stderr[-2000:] + done[1].stderr[-2000:]
     assert sorted(p.name for p in (tmp_path / "ref").iterdir()) == [f"rank{r}.steps" for r in range(4)]
+    done = job("--against", "ref/")
+    stderr = done[0].stderr + done[1].stderr
+    assert [d.returncode for d in done] == [0, 0] and stderr.count("REPRODUCIBLE: all 8 steps agree") == 4, stderr
     done = job("--against", "ref/", perturb=True)
     stderr = done[0].stderr + done[1].stderr
     assert all(d.returncode != 0 for d in done), stderr[-3000:]
     assert "first difference at step 3 (steps 0..2 agree)" in stderr and "the ranks that differ there: 1" in stderr
+    _exited_together(exits, 4)
+    _none_left(marker)
+
+
+def test_rank_independent_values_against_references_of_one_and_two_ranks(torch_available, tmp_path):
+    """--rank-independent: a 2-rank DDP job compared with a 1-rank and a 2-rank reference
+    on the parameters only (the script's numerics make them equal under any world size);
+    without the option a 1-rank reference is a clear error (exit 2); rank 1's data
+    differing from step 3 changes the averaged parameters on both ranks there."""
+    script = str(DATA / "ddp_any_world_size.py")
+
+    def launch(ranks: int, *options: str, perturb: bool = False):
+        torchrun = [*_torchrun(_free_port())]
+        torchrun[torchrun.index("--nproc-per-node") + 1] = str(ranks)
+        env = {**_env(), "PERTURB": "1" if perturb else ""}
+        return run_fwd9m("run", *options, "--", *torchrun, script, cwd=tmp_path, env=env, timeout=TIMEOUT)
+
+    for ranks in (1, 2):
+        out = launch(ranks, "--digests", f"ref{ranks}/")
+        assert out.returncode == 0, out.stderr[-3000:]
+    out = run_fwd9m("debug", "diff", "ref1/", "ref2/", cwd=tmp_path)
+    assert out.returncode == 1 and "NOT COMPARABLE" in out.stdout and "--rank-independent" in out.stdout, out.stdout
+    out = run_fwd9m("debug", "diff", "--rank-independent", "ref1/", "ref2/", cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.startswith("REPRODUCIBLE: all 2 ranks agree"), out.stdout + out.stderr
+    out = launch(2, "--against", "ref1/")  # each rank exits 2; torchrun's own status is 1
+    assert out.returncode != 0 and out.stderr.count("recorded by a job of 1 ranks, this job has 2") == 2, out.stderr
+    assert "--rank-independent" in out.stderr
+    for ref in ("ref1/", "ref2/"):
+        out = launch(2, "--against", ref, "--rank-independent")
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert out.stderr.count("REPRODUCIBLE: all 8 steps agree") == 2, out.stderr[-3000:]
+        assert out.stderr.count("only the rank-independent values were compared (groups initial, params, loss)") == 2
+    out = launch(2, "--against", "ref1/", "--rank-independent", perturb=True)
+    assert out.returncode != 0, out.stderr[-3000:]
+    assert "first difference at step 3 (steps 0..2 agree)" in out.stderr and "ref1/rank0.steps" in out.stderr
+    assert "params: module.weight" in out.stderr and "ranks that differ at step 3: 0, 1" in out.stderr
+
+
+def test_rank_independent_is_refused_where_it_means_nothing(tmp_path):
+    out = run_fwd9m("run", "--rank-independent", "--digests", "ref/", "--", "torchrun", "train.py", cwd=tmp_path)
+    assert out.returncode == 2 and "--rank-independent chooses what --against compares" in out.stderr, out.stderr
+    (tmp_path / "a.trace").write_text("not a trace")
+    out = run_fwd9m("debug", "diff", "--rank-independent", "a.trace", "a.trace", cwd=tmp_path)
+    assert out.returncode == 2 and "--rank-independent compares step digests" in out.stderr, out.stderr

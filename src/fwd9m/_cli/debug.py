@@ -272,6 +272,12 @@ def _add_diff_arguments(p: argparse.ArgumentParser) -> None:
         help="a trace (A.trace), a folder of rank traces (runA/), or a step digest file (fwd9m run --digests)",
     )
     p.add_argument("b", metavar="B", help="the trace, folder or step digest file to compare with A")
+    p.add_argument(
+        "--rank-independent",
+        action="store_true",
+        help="step digests: compare only the loss and the parameters (replicated on every "
+        "data-parallel rank); folders of jobs of different world sizes are then compared",
+    )
 
 
 def _diff_ranks(args: argparse.Namespace) -> int:
@@ -309,12 +315,19 @@ def _run_diff(args: argparse.Namespace) -> int:
         from ..steps._compare import diff_step_folders, rank_files
 
         if rank_files(args.a) and rank_files(args.b):  # fwd9m run --digests DIR/ -- LAUNCHER
-            report = diff_step_folders(args.a, args.b)
+            report = diff_step_folders(args.a, args.b, rank_independent=args.rank_independent)
             print(report.render())
             return report.exit_code
+    digests = [debug.is_step_digest_file(p) for p in (args.a, args.b)]
+    if args.rank_independent and not all(digests):
+        from ..errors import ConfigurationError
+
+        raise ConfigurationError(
+            "--rank-independent compares step digests: two files or two folders of per-rank files "
+            "(fwd9m run --digests ref/ -- LAUNCHER ...), not traces"
+        )
     if os.path.isdir(args.a) or os.path.isdir(args.b):
         return _diff_ranks(args)
-    digests = [debug.is_step_digest_file(p) for p in (args.a, args.b)]
     if any(digests):
         return _diff_step_digests(args, digests)
     _check_html(args, [args.a, args.b])
@@ -348,7 +361,7 @@ def _diff_step_digests(args: argparse.Namespace, digests: list[bool]) -> int:
         )
     if getattr(args, "html", None):
         raise ConfigurationError("--html draws traces; step digest files have no HTML report")
-    report = debug.diff_steps(args.a, args.b)
+    report = debug.diff_steps(args.a, args.b, rank_independent=args.rank_independent)
     print(report.render())
     return report.exit_code
 

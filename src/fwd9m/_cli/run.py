@@ -94,6 +94,12 @@ def add_arguments(p) -> None:
         help="compare each step with the digest file REF as the run goes and stop "
         "at the first step that differs (exit 1), naming what differs",
     )
+    p.add_argument(
+        "--rank-independent",
+        action="store_true",
+        help="with --against: compare only the loss and the parameters (replicated on every "
+        "data-parallel rank), so a reference of another world size can be compared",
+    )
     p.add_argument("--show", action="store_true", help="print the environment changes and exit without running")
     p.add_argument("--format", choices=("text", "json"), default="text", help="format of --show")
     p.add_argument("-m", dest="module", action="store_true", help="run a module, as python -m does")
@@ -316,7 +322,7 @@ def run(args) -> int:
         args.seed, args.threads, args.enable, args.warn_only, args.verbose, first=tuple(sorted(used or ()))
     )
     _distributed_options(args, env)
-    if args.digests is not None or args.against is not None:
+    if args.digests is not None or args.against is not None or args.rank_independent:
         _digest_options(args, launcher, env)
     if args.show:
         if args.format == "json":
@@ -442,15 +448,21 @@ def _digest_options(args, launcher: bool, env: dict) -> None:
 
     Raises:
         ConfigurationError: a launcher command with a single file (not a folder or a
-            ``{rank}`` pattern), --digests naming the reference or a file that is not a
-            digest file.
+            ``{rank}`` pattern), --rank-independent without --against, --digests naming
+            the reference or a file that is not a digest file.
         FileFormatError: REF is missing, not a digest file, damaged or truncated.
     """
     from .._runtime.launch import check_output_path, refuse_overwrite
     from ..errors import ConfigurationError
     from ..steps._format import StepReader, is_step_digest_file
-    from ..steps._session import ENV_AGAINST, ENV_OUT, RANK
+    from ..steps._session import ENV_AGAINST, ENV_OUT, ENV_RANK_INDEPENDENT, RANK
 
+    if args.rank_independent:
+        if args.against is None:
+            raise ConfigurationError(
+                "--rank-independent chooses what --against compares: fwd9m run --against ref/ --rank-independent -- ..."
+            )
+        env[ENV_RANK_INDEPENDENT] = "1"
     digests, against = _per_rank(args.digests, "--digests", launcher), _per_rank(args.against, "--against", launcher)
     if against is not None:
         import glob

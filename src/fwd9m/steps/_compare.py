@@ -19,6 +19,7 @@ from typing import Any
 from ._format import GROUPS, StepReader, StepRecord
 
 __all__ = [
+    "RANK_INDEPENDENT",
     "Against",
     "RanksReport",
     "StepDifference",
@@ -61,14 +62,29 @@ def _group_order(key: tuple[str, str]) -> tuple[int, str]:
 #: the entry of a step a hook could not digest (:meth:`StepSession.record_safely`)
 NOT_RECORDED = ("error", "not recorded")
 
+#: the groups whose values do not depend on the rank or the world size in a data-parallel
+#: job (``--rank-independent``): the parameters, replicated on every rank (before the
+#: first update, ``initial``, and after each), and the loss as the step recorded it (the
+#: same on every rank when the script records the loss reduced over ranks). Gradients,
+#: buffers (BatchNorm statistics), optimizer state (sharded by ZeRO/FSDP), RNG states and
+#: batches are each rank's own.
+RANK_INDEPENDENT = ("initial", "params", "loss")
 
-def compare_records(index: int, a: StepRecord, b: StepRecord) -> StepDifference:
+
+def _only(record: StepRecord, groups: tuple[str, ...] | None) -> StepRecord:
+    if groups is None:
+        return record
+    return StepRecord(record.step, {k: v for k, v in record.digests.items() if k[0] in groups})
+
+
+def compare_records(index: int, a: StepRecord, b: StepRecord, groups: tuple[str, ...] | None = None) -> StepDifference:
     """The difference between two records (falsy when they agree, and when either could
-    not be digested: such a step is not compared, see :data:`NOT_RECORDED`)."""
-    d = StepDifference(index, a.step, b.step, len(set(a.digests) | set(b.digests)))
+    not be digested: such a step is not compared, see :data:`NOT_RECORDED`); ``groups``:
+    compare only these groups' tensors (all when None)."""
     if NOT_RECORDED in a.digests or NOT_RECORDED in b.digests:
-        d.compared = 0
-        return d
+        return StepDifference(index, a.step, b.step, 0)
+    a, b = _only(a, groups), _only(b, groups)
+    d = StepDifference(index, a.step, b.step, len(set(a.digests) | set(b.digests)))
     keys = list(a.digests) + [k for k in b.digests if k not in a.digests]
     for key in sorted(keys, key=_group_order):  # stable: names keep the order the step gave
         if key not in b.digests:
@@ -185,31 +201,36 @@ def _length(label_a: str, steps_a: int, complete_a: bool, label_b: str, steps_b:
     )
 
 
-def diff_steps(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> StepsReport:
-    """Compare two step digest files step by step; stops at the first difference.
+def diff_steps(
+    a: str | os.PathLike[str], b: str | os.PathLike[str], *, rank_independent: bool = False
+) -> StepsReport | RanksReport:
+    """Compare two step digest files step by step, or two folders of per-rank files
+    (``fwd9m run --digests DIR/ -- LAUNCHER``) rank by rank (:func:`diff_step_folders`,
+    a :class:`RanksReport`); stops at the first difference. ``rank_independent``: compare
+    only the :data:`RANK_INDEPENDENT` groups (the loss and the replicated parameters).
+
+    Records whose bytes are equal under equal tensor names agree without being decoded,
+    so a long agreeing stream costs about one read of each file.
 
     Raises:
         FileFormatError: a file is not a step digest file, is damaged or truncated.
     """
+    if os.path.isdir(a) and os.path.isdir(b):
+        return diff_step_folders(a, b, rank_independent=rank_independent)
+    return _diff_files(a, b, RANK_INDEPENDENT if rank_independent else None)
+
+
+def _diff_files(a: str | os.PathLike[str], b: str | os.PathLike[str], groups: tuple[str, ...] | None) -> StepsReport:
+    """:func:`diff_steps` of two files; ``groups``: compare only these (all when None)."""
     from .._runtime.launch import shown
 
     ra, rb = StepReader(a), StepReader(b)
     label_a, label_b = f"A ({shown(a)})", f"B ({shown(b)})"
     report = StepsReport(label_a, label_b, 0, environment=_environment(ra.header, rb.header))
-    ia, ib = iter(ra), iter(rb)
+    if groups is not None:
+        report.notes.append(_only_groups_note(groups))
     try:
-        for index, (x, y) in enumerate(_pairs(ia, ib)):
-            if x is None or y is None:
-                rest_a = index + (x is not None) + sum(1 for _ in ia)
-                rest_b = index + (y is not None) + sum(1 for _ in ib)
-                report.length = _length(label_a, rest_a, ra.complete, label_b, rest_b)
-                break
-            d = compare_records(index, x, y)
-            if d:
-                report.first = d
-                break
-            report.steps = index + 1
-            report.unverified += not d.compared
+        _compare_streams(ra, rb, report, groups)
     finally:
         ra.close()
         rb.close()
@@ -217,6 +238,50 @@ def diff_steps(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> StepsRep
         if report.first is None and report.length is None and not r.complete:
             report.notes.append(f"{label} has no end record: its run stopped before it finished")
     return report
+
+
+def _only_groups_note(groups: tuple[str, ...]) -> str:
+    return f"only the rank-independent values were compared (groups {', '.join(groups)}); the others were not"
+
+
+def _compare_streams(ra: StepReader, rb: StepReader, report: StepsReport, groups: tuple[str, ...] | None) -> None:
+    """Fill ``report`` with the first difference (or the length difference) of two readers."""
+    ia, ib = ra.raw_steps(), rb.raw_steps()
+    same = _SameNames(ra, rb)
+    for index, (x, y) in enumerate(_pairs(ia, ib)):
+        if x is None or y is None:
+            rest_a = index + (x is not None) + sum(1 for _ in ia)
+            rest_b = index + (y is not None) + sum(1 for _ in ib)
+            report.length = _length(report.label_a, rest_a, ra.complete, report.label_b, rest_b)
+            return
+        if x == y and same():  # the same bytes under the same names: the same record
+            report.steps = index + 1
+            continue
+        d = compare_records(index, ra.decode(x), rb.decode(y), groups)
+        if d:
+            report.first = d
+            return
+        report.steps = index + 1
+        report.unverified += not d.compared
+
+
+class _SameNames:
+    """Whether two readers' tensor names are equal so far, and none is the entry of a step
+    that could not be digested (such a step is decoded, to count it as not compared);
+    each name is compared once."""
+
+    def __init__(self, ra: StepReader, rb: StepReader) -> None:
+        self.ra, self.rb, self.checked, self.equal = ra, rb, 0, True
+
+    def __call__(self) -> bool:
+        na, nb = self.ra.names, self.rb.names
+        if len(na) != len(nb):
+            return False
+        while self.equal and self.checked < len(na):
+            name = na[self.checked]
+            self.equal = name == nb[self.checked] and name[:2] != NOT_RECORDED
+            self.checked += 1
+        return self.equal
 
 
 def _pairs(ia: Iterator[StepRecord], ib: Iterator[StepRecord]) -> Iterator[tuple[Any, Any]]:
@@ -232,9 +297,15 @@ class Against:
     record and returns the report of the first difference (None while they agree);
     :meth:`finish` the report at the end of the run (a reference with more steps)."""
 
-    def __init__(self, path: str | os.PathLike[str], header: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        header: dict[str, Any] | None = None,
+        groups: tuple[str, ...] | None = None,
+    ):
         from .._runtime.launch import shown
 
+        self.groups = groups  #: compare only these groups (``--rank-independent``), or all
         self.reader = StepReader(path)
         self.label_a, self.label_b = f"REF ({shown(path)})", "this run"
         self._records = iter(self.reader)
@@ -247,9 +318,12 @@ class Against:
         self.environment = _environment(self.reader.header, header)
 
     def _report(self, **kw) -> StepsReport:
-        return StepsReport(
+        report = StepsReport(
             self.label_a, self.label_b, self.index, environment=self.environment, unverified=self.unverified, **kw
         )
+        if self.groups is not None:
+            report.notes.append(_only_groups_note(self.groups))
+        return report
 
     def step(self, record: StepRecord) -> StepsReport | None:
         ref = next(self._records, None)
@@ -259,7 +333,7 @@ class Against:
                 f"{'' if self.reader.complete else ' (its run did not finish)'}, but this run "
                 f"has more (the first {self.index} agree); stopped here."
             )
-        d = compare_records(self.index, ref, record)
+        d = compare_records(self.index, ref, record, self.groups)
         if d:
             return self._report(first=d)
         self.index += 1
@@ -301,6 +375,11 @@ class RanksReport:
     ranks: dict[int, StepsReport] = field(default_factory=dict)
     only_a: list[int] = field(default_factory=list)
     only_b: list[int] = field(default_factory=list)
+    #: ``--rank-independent``: each rank of B was compared with A's rank of that number, or
+    #: A's rank 0, on :data:`RANK_INDEPENDENT` groups only (A and B may differ in size)
+    rank_independent: bool = False
+    #: at the first differing step: whether B's ranks hold the same parameters (a sentence)
+    replicas: str | None = None
 
     @property
     def reproducible(self) -> bool:
@@ -324,10 +403,16 @@ class RanksReport:
         if self.only_a or self.only_b:
             head = (
                 f"NOT COMPARABLE: the folders hold different ranks (only in A: {self.only_a or 'none'}, only in "
-                f"B: {self.only_b or 'none'}): another world size; the ranks both hold are compared below."
+                f"B: {self.only_b or 'none'}): another world size; the ranks both hold are compared below. "
+                f"To compare only the loss and the replicated parameters: fwd9m debug diff --rank-independent A B"
             )
         elif self.reproducible:
             head = f"REPRODUCIBLE: all {n} ranks agree step for step between A ({self.a}) and B ({self.b})."
+            if self.rank_independent:
+                head = head[:-1] + (
+                    f" in their rank-independent values ({', '.join(RANK_INDEPENDENT)}; each rank of B against "
+                    f"the same rank of A, or A's rank 0 when A has no such rank)."
+                )
         elif step is None:
             head = f"NOT REPRODUCIBLE: rank(s) {', '.join(map(str, ranks))} of {n} differ in length (see below)."
         else:
@@ -336,21 +421,83 @@ class RanksReport:
                 f"of {n}; all ranks agree before it."
             )
         lines = [head]
+        if self.replicas:
+            lines.append(self.replicas)
         for r in ranks[:4]:
             lines += ["", f"rank {r}:", *("  " + x for x in self.ranks[r].render().splitlines())]
         return "\n".join(lines)
 
 
-def diff_step_folders(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> RanksReport:
+def diff_step_folders(
+    a: str | os.PathLike[str], b: str | os.PathLike[str], *, rank_independent: bool = False
+) -> RanksReport:
     """Compare two folders of per-rank step digests (``fwd9m run --digests DIR/ --
-    LAUNCHER``), rank ``r`` of A with rank ``r`` of B.
+    LAUNCHER``), rank ``r`` of A with rank ``r`` of B. With ``rank_independent``, only the
+    :data:`RANK_INDEPENDENT` groups, each rank of B with A's rank of that number or, when A
+    has none (a job of fewer ranks), A's rank 0.
 
     Raises:
         FileFormatError: a rank's file is not a step digest file, or is damaged.
     """
     fa, fb = rank_files(a), rank_files(b)
-    report = RanksReport(os.fspath(a), os.fspath(b))
-    report.only_a, report.only_b = sorted(set(fa) - set(fb)), sorted(set(fb) - set(fa))
-    for rank in sorted(set(fa) & set(fb)):
-        report.ranks[rank] = diff_steps(fa[rank], fb[rank])
+    report = RanksReport(os.fspath(a), os.fspath(b), rank_independent=rank_independent)
+    if rank_independent and fa:
+        for rank in fb:
+            report.ranks[rank] = _diff_files(fa.get(rank, fa[min(fa)]), fb[rank], RANK_INDEPENDENT)
+    else:
+        report.only_a, report.only_b = sorted(set(fa) - set(fb)), sorted(set(fb) - set(fa))
+        for rank in sorted(set(fa) & set(fb)):
+            report.ranks[rank] = _diff_files(fa[rank], fb[rank], None)
+    step, ranks = report.first()
+    if step is not None:
+        first = report.ranks[ranks[0]].first
+        assert first is not None
+        report.replicas = _replicas_line(fb, first.index, step)
     return report
+
+
+def _params_at(path: str, index: int) -> dict[tuple[str, str], tuple[str, int]] | None:
+    """The ``params`` digests of record ``index`` of a file (None when it has none)."""
+    with StepReader(path) as reader:
+        for i, payload in enumerate(reader.raw_steps()):
+            if i == index:
+                return {k: v for k, v in reader.decode(payload).digests.items() if k[0] == "params"}
+    return None
+
+
+def _replicas_line(files: dict[int, str], index: int, step: int) -> str | None:
+    """Whether the ranks of a job hold the same parameters at record ``index`` (in a
+    data-parallel job they are replicas), as a sentence; None when there is nothing to
+    compare."""
+    params = {rank: _params_at(path, index) for rank, path in files.items()}
+    held = {rank: p for rank, p in params.items() if p}
+    if len(held) < 2:
+        return None
+    base = min(held)
+    differ = [rank for rank, p in held.items() if p != held[base]]
+    if not differ:
+        return f"At step {step}, B's parameters are the same on all {len(held)} ranks (the replicas agree)."
+    shown = ", ".join(map(str, differ[:8])) + (f", ... ({len(differ)} ranks)" if len(differ) > 8 else "")
+    return (
+        f"At step {step}, B's parameters differ between ranks: rank(s) {shown} differ from rank {base} (replicas "
+        f"that drifted apart, or parameters that are not replicated: each rank trains its own model or shard)."
+    )
+
+
+def reference_rank(pattern: str, rank: int) -> str:
+    """``--against`` with ``--rank-independent``: the reference file of ``rank`` in the
+    per-rank ``pattern``, or of the reference's lowest rank when it has no such rank."""
+    import glob
+
+    from ._session import RANK
+
+    own = pattern.replace(RANK, str(rank))
+    if os.path.exists(own):
+        return own
+    head, tail = pattern.split(RANK, 1)
+    found = {}
+    for path in glob.glob(glob.escape(head) + "*" + glob.escape(tail)):
+        middle = path[len(head) : len(path) - len(tail)]
+        if middle.isdigit():
+            found[int(middle)] = path
+    return found[min(found)] if found else own

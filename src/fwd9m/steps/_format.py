@@ -237,6 +237,7 @@ class StepReader:
         self.header: dict[str, Any] = header
         self.end: dict[str, Any] | None = None
         self.steps_read = 0
+        self.names: list[tuple[str, str, str]] = []  #: tensor names defined so far (``N`` records)
 
     @property
     def complete(self) -> bool:
@@ -277,7 +278,14 @@ class StepReader:
         self.close()
 
     def __iter__(self) -> Iterator[StepRecord]:
-        names: list[tuple[str, str, str]] = []
+        for payload in self.raw_steps():
+            yield self._step(payload, self.names)
+
+    def raw_steps(self) -> Iterator[bytes]:
+        """The step records undecoded (checksum and length verified): each ``D`` frame's
+        payload; the tensor names defined so far are in ``names``. Two records with equal
+        payloads under equal ``names`` are equal, without decoding either."""
+        self.names = []
         try:
             while True:
                 payload = self._frame()
@@ -287,9 +295,10 @@ class StepReader:
                 if self.end is not None:
                     raise self._damaged("a record follows the end record")
                 if kind == b"N":
-                    names.extend(self._names(payload[1:]))
+                    self.names.extend(self._names(payload[1:]))
                 elif kind == b"D":
-                    yield self._step(payload, names)
+                    self._check_length(payload)
+                    yield payload
                     self.steps_read += 1
                 elif kind == b"E":
                     end = self._json(payload[1:])
@@ -300,6 +309,13 @@ class StepReader:
                     raise self._damaged(f"unknown record type {kind!r}")
         finally:
             self._f.close()
+
+    def _check_length(self, payload: bytes) -> None:
+        if len(payload) < _STEP.size:
+            raise self._damaged("a step record is cut short")
+        _, step, count = _STEP.unpack_from(payload)
+        if len(payload) != _STEP.size + count * _ENTRY.size:
+            raise self._damaged(f"a step record declares {count} digests but holds {len(payload) - _STEP.size} bytes")
 
     def _json(self, raw: bytes) -> Any:
         try:
@@ -316,12 +332,14 @@ class StepReader:
             raise self._damaged("a name record is not a list of [group, name, meta]")
         return [tuple(v) for v in value]  # type: ignore[misc]
 
+    def decode(self, payload: bytes) -> StepRecord:
+        """The record of a payload :meth:`raw_steps` gave, under the names defined so far."""
+        return self._step(payload, self.names)
+
     def _step(self, payload: bytes, names: list[tuple[str, str, str]]) -> StepRecord:
-        if len(payload) < _STEP.size:
-            raise self._damaged("a step record is cut short")
+        """Decode a step record (its length checked again: a follower calls this directly)."""
+        self._check_length(payload)
         _, step, count = _STEP.unpack_from(payload)
-        if len(payload) != _STEP.size + count * _ENTRY.size:
-            raise self._damaged(f"a step record declares {count} digests but holds {len(payload) - _STEP.size} bytes")
         digests = {}
         for k in range(count):
             i, dig = _ENTRY.unpack_from(payload, _STEP.size + k * _ENTRY.size)

@@ -19,7 +19,17 @@ from typing import Any
 
 from ._format import StepRecord, StepWriter
 
-__all__ = ["ENV_AGAINST", "ENV_CHECK", "ENV_OUT", "DivergenceExit", "StepSession", "for_path", "from_env", "start"]
+__all__ = [
+    "ENV_AGAINST",
+    "ENV_CHECK",
+    "ENV_OUT",
+    "ENV_RANK_INDEPENDENT",
+    "DivergenceExit",
+    "StepSession",
+    "for_path",
+    "from_env",
+    "start",
+]
 
 #: digest file to write (``fwd9m run --digests FILE``)
 ENV_OUT = "FWD9M_STEPS_OUT"
@@ -28,6 +38,9 @@ ENV_AGAINST = "FWD9M_STEPS_AGAINST"
 #: directory where each process of a ``fwd9m check`` run writes its step stream,
 #: ``steps-<pid>``, quietly (the early stop, :mod:`fwd9m.check._lockstep`)
 ENV_CHECK = "FWD9M_STEPS_CHECK"
+#: ``fwd9m run --rank-independent``: compare only the rank-independent groups
+#: (:data:`~._compare.RANK_INDEPENDENT`), also with a reference of another world size
+ENV_RANK_INDEPENDENT = "FWD9M_STEPS_RANK_INDEPENDENT"
 #: the source that automatic hooks give; a claimed session ignores it
 AUTO = "auto"
 #: in ``--digests``/``--against``: this process's rank (one file per rank)
@@ -52,6 +65,9 @@ class StepSession:
         against: reference digest file, or None.
         stop: at the first difference, raise :class:`DivergenceExit` (else keep going;
             ``report`` holds the first difference).
+        rank_independent: compare only the groups that do not depend on the rank
+            (:data:`~._compare.RANK_INDEPENDENT`); a per-rank reference of another world
+            size is then compared too (this rank's file, or the reference's rank 0).
     Raises:
         ConfigurationError: ``out`` exists and is not a digest file.
         FileFormatError: ``against`` is not a readable digest file.
@@ -66,8 +82,12 @@ class StepSession:
         program: dict | None = None,
         quiet: bool = False,
         keep_old: bool = True,
+        rank_independent: bool = False,
     ) -> None:
-        from ._compare import Against
+        from ._compare import RANK_INDEPENDENT, Against
+
+        #: compare only the rank-independent groups, with a reference of any world size
+        self.groups = RANK_INDEPENDENT if rank_independent else None
 
         #: per-rank streams: ``out`` and ``against`` name one file per rank with ``{rank}``,
         #: resolved at the first step, when the rank is known (a process group or a launcher)
@@ -80,7 +100,7 @@ class StepSession:
             out = against = None
         self.out, self.stop = out, stop
         self.program = program or {"argv": list(sys.argv)}
-        self.against = Against(against) if against else None
+        self.against = Against(against, groups=self.groups) if against else None
         self.writer: StepWriter | None = None
         self.claimed: str | None = None
         self.steps = 0
@@ -118,7 +138,7 @@ class StepSession:
     def _resolve(self) -> None:
         """Per-rank streams: this process's files, from its rank (``rank_info``)."""
         from ..distributed import rank_info
-        from ._compare import Against
+        from ._compare import Against, reference_rank
         from ._format import check_replaceable
 
         out, against = self.patterns or (None, None)
@@ -127,18 +147,25 @@ class StepSession:
         self.out = out.replace(RANK, rank) if out else None
         if self.out:
             check_replaceable(self.out)
-        self.against = Against(against.replace(RANK, rank)) if against else None
         self.patterns = None
-        ref = (self.against.reader.header.get("rank") or {}) if self.against is not None else {}
-        if isinstance(ref, dict) and ref.get("world_size") not in (None, info.world_size):
+        if not against:
+            return
+        # this rank's reference, or (none: another world size) the reference's lowest rank's
+        self.against = Against(reference_rank(against, info.rank), groups=self.groups)
+        ref = self.against.reader.header.get("rank") or {}
+        if self.groups is None and isinstance(ref, dict) and ref.get("world_size") not in (None, info.world_size):
             print(
                 f"fwd9m: error: the reference was recorded by a job of {ref['world_size']} ranks, this job has "
                 f"{info.world_size}: rank r of one is not rank r of the other, so no step can be compared; "
-                f"record a reference with {info.world_size} ranks (fwd9m run --digests DIR/ -- ...)",
+                f"record a reference with {info.world_size} ranks (fwd9m run --digests DIR/ -- ...), or compare "
+                f"only the loss and the replicated parameters: fwd9m run --against DIR/ --rank-independent -- ...",
                 file=sys.stderr,
                 flush=True,
             )
             raise SystemExit(2)
+        if self.groups is None and self.against.reader.path != against.replace(RANK, rank):
+            self.against.reader.close()
+            self.against = Against(against.replace(RANK, rank))  # missing: FileFormatError
 
     def _start(self) -> None:
         if self.patterns:
@@ -294,7 +321,7 @@ def from_env() -> StepSession | None:
         out, against = os.environ.get(ENV_OUT) or None, os.environ.get(ENV_AGAINST) or None
         check_dir = os.environ.get(ENV_CHECK) or None
         if out or against:
-            _session = StepSession(out, against)
+            _session = StepSession(out, against, rank_independent=bool(os.environ.get(ENV_RANK_INDEPENDENT)))
         elif check_dir and os.path.isdir(check_dir):
             _session = StepSession(os.path.join(check_dir, f"steps-{os.getpid()}"), quiet=True, keep_old=False)
         if _session is not None:

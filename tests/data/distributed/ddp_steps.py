@@ -1,7 +1,12 @@
 """Two ranks on gloo, each training its own copy of a model on its own batches, the loss
 averaged across ranks every step (a collective each step, as in any data-parallel job);
-with PERTURB=1, rank 1's batches differ from step 3 on. Run: torchrun --nproc-per-node 2"""
+with PERTURB=1, rank 1's batches differ from step 3 on. With EXITS=DIR, each rank writes
+DIR/rank<r> (its pid and the time) as it exits on its own (atexit: not when a signal
+kills it). Run: torchrun --nproc-per-node 2"""
+
+import atexit
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -11,6 +16,9 @@ from torch import nn
 def main():
     dist.init_process_group("gloo")
     rank = dist.get_rank()
+    if os.environ.get("EXITS"):
+        path = os.path.join(os.environ["EXITS"], f"rank{rank}")
+        atexit.register(lambda: open(path, "w").write(f"{os.getpid()} {time.time()}"))
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)

@@ -1,5 +1,5 @@
 """Lightning DDP on 2 CPU processes (Lightning starts the second itself); with PERTURB=1
-rank 1's batches differ from step 2 on."""
+rank 1's batches differ from step 3 on."""
 import os
 import pytorch_lightning as pl
 import torch
@@ -14,7 +14,7 @@ class M(pl.LightningModule):
 
     def training_step(self, batch, i):
         x, = batch
-        if os.environ.get("PERTURB") and self.global_rank == 1 and self.global_step >= 2:
+        if os.environ.get("PERTURB") and self.global_rank == 1 and self.global_step >= 3:
             x = x + 1e-3
         return self.net(x).pow(2).mean()
 

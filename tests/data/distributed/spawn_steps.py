@@ -1,5 +1,5 @@
 """torch.multiprocessing.spawn of 2 ranks on gloo, each training its own model with a
-per-step all-reduce; with PERTURB=1 rank 1's batches differ from step 2 on. The port
+per-step all-reduce; with PERTURB=1 rank 1's batches differ from step 3 on. The port
 comes from FWD9M_TEST_PORT."""
 import os
 import torch
@@ -17,7 +17,7 @@ def worker(rank, world):
     g = torch.Generator().manual_seed(rank)
     for step in range(5):
         x = torch.randn(8, 4, generator=g)
-        if os.environ.get("PERTURB") and rank == 1 and step >= 2:
+        if os.environ.get("PERTURB") and rank == 1 and step >= 3:
             x = x + 1e-3
         opt.zero_grad()
         loss = model(x).pow(2).mean()
