@@ -34,7 +34,7 @@ MAX_SOURCES = 64
 #: tainted digests remembered at most per run (then the oldest half is forgotten)
 MAX_TAINTED = 1 << 18
 #: a source read by one of the last this many ops of the trace reaches the results
-LAST_OPS = 3
+LAST_OPS = 1
 #: ops that write a value over their destination without reading it (its old value dies)
 OVERWRITES = frozenset(
     {"aten::copy_", "aten::fill_", "aten::zero_", "AssignVariableOp", "Assign", "ResourceScatterUpdate"}
@@ -143,14 +143,14 @@ class Flow:
     def consequential(self, ops: int) -> tuple[int, list[dict[str, Any]]]:
         """(index of the first source that reaches the results, the harmless sources
         before it, each as a dict for the report), in a comparison of ``ops`` ops: a
-        source also reaches them when one of the last :data:`LAST_OPS` ops (or 2% of
+        source also reaches them when one of the last :data:`LAST_OPS` ops (or 1% of
         them) reads its values. Index 0 and no harmless ones when none reaches them:
         then no source is shown to matter more than the first."""
-        tail = ops - max(LAST_OPS, ops // 50)
+        tail = ops - max(LAST_OPS, ops // 100)
         for k, src in enumerate(self.sources):
             last = src.last.seq if src.last is not None else src.divergence.seq
             if not src.reached and last >= tail:
-                src.reached = f"the end of the run (op #{src.last.seq})"
+                src.reached = f"the end of the run (op #{last})"
             if src.reached:
                 return k, [harmless(s) for s in self.sources[:k]]
         return 0, []
