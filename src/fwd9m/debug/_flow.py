@@ -68,6 +68,9 @@ class Flow:
         self.sources: list[Source] = []
         self._taint: tuple[dict[int, int], dict[int, int]] = ({}, {})
         self._state = 0  #: sources whose values went into a variable
+        #: sources whose values an in-place op wrote into memory (``buf[i] = x``: ``copy_``
+        #: into a view); a later read of the whole memory is a value no op returned
+        self._written = 0
 
     def add(self, divergence: Any, opa: Any, opb: Any, ins: list[int], outs: list[int]) -> int:
         """A new source at ``opa``/``opb``; returns its bit (0 when no more are followed)."""
@@ -92,7 +95,9 @@ class Flow:
                 taint[d] = taint.get(d, 0) | mask
 
     def untainted(self, opa: Any, opb: Any, ins: list[int]) -> tuple[int, list[int]]:
-        """(the taint mask of the differing inputs ``ins``, those of them no source made)."""
+        """(the taint mask of the differing inputs ``ins``, those of them no source made).
+        After an in-place write of a source's values into a view, a differing input that
+        no op returned is taken to be the memory written (its base): theirs."""
         mask, new = 0, []
         ta, tb = self._taint
         for i in ins:
@@ -101,6 +106,8 @@ class Flow:
                 mask |= m
             else:
                 new.append(i)
+        if new and self._written and all(not opa.inputs[i].meta.startswith("args") for i in new):
+            return mask | self._written, []
         return mask, new
 
     def state_read(self, opa: Any) -> int:
@@ -124,6 +131,8 @@ class Flow:
                     src.reached = f"the optimizer's update at op #{opa.seq}"
                 elif opa.step > d.step:
                     src.reached = f"step {opa.step} (op #{opa.seq})"
+            if opa.name.startswith("aten::") and opa.name.endswith("_"):  # written in place
+                self._written |= 1 << k
             if not outs and opa.name in TO_PYTHON and src.to_python is None:
                 src.to_python = opa
             elif not outs and any(t.meta.startswith("resource") for t in opa.inputs):
