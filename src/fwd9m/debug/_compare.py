@@ -497,7 +497,9 @@ def compare(a: str, b: str, *, context: int = 3) -> DebugReport:
             f"(control flow or shapes changed); the spread stops there"
         )
     harmless: list[dict[str, Any]] = []
-    if first is not None and first.kind != "structural":
+    # module-level traces hold no data flow from a module's outputs to the gradients and
+    # parameters (their records have no inputs): the first divergence stands there
+    if first is not None and first.kind != "structural" and "modules" not in (ha.get("level"), hb.get("level")):
         first, harmless = _consequential(walk, first)
     if first is not None:
         framework = _framework_of(first.op, ha.get("frameworks") or [], framework)
