@@ -53,7 +53,8 @@ def _pair(tmp_path, name="aten::add", module="Net.fc", loc="train.py:7", capture
         (name, module, "forward", loc, 0, 3, 4, a),
         ("aten::sum", "", "backward", "", 1, 4, 5, a),
     ]
-    ops_b = [o if i < 2 else (*o[:6], o[6] + 10, b) for i, o in enumerate(ops_a)]
+    # run B's op #3 reads op #2's output: its digest in run B (the data flow is followed)
+    ops_b = [o if i < 2 else (*o[:5], o[5] + (10 if i > 2 else 0), o[6] + 10, b) for i, o in enumerate(ops_a)]
     caps_a, caps_b = ({2: a}, {2: b}) if captured else (None, None)
     return _write(tmp_path / "a.trace", ops_a, caps_a), _write(tmp_path / "b.trace", ops_b, caps_b)
 

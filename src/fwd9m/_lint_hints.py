@@ -434,3 +434,39 @@ def uses_loader_workers(script: str | os.PathLike | None) -> bool:
                     if k.arg == "num_workers" and not (isinstance(k.value, ast.Constant) and not k.value.value):
                         return True
     return False
+
+
+#: methods a DataLoader calls in its worker processes (a map-style or iterable dataset's)
+_WORKER_METHODS = ("__getitem__", "__getitems__", "__iter__", "__next__")
+#: call names that draw random numbers: module functions, and a generator's methods
+_DRAWS = ("np.random.", "numpy.random.", "random.", "torch.rand", "torch.normal", "torch.bernoulli")
+_GENERATOR_METHODS = frozenset(
+    {"normal", "uniform", "random", "integers", "choice", "shuffle", "permutation", "standard_normal", "randint"}
+)
+
+
+def worker_draws(script: str | os.PathLike | None) -> list[tuple[int, str, str]]:
+    """Random draws in the methods a DataLoader's workers run (``Dataset.__getitem__``
+    and the like) of ``script``: (line, ``Class.method``, call), in line order; [] when the
+    script is not readable or has none. Values they draw are made in the worker
+    processes, outside every recorded op."""
+    tree = _tree(Path(script)) if script and Path(script).is_file() else None
+    found: list[tuple[int, str, str]] = []
+    for cls in ast.walk(tree) if tree is not None else ():
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for fn in cls.body:
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name in _WORKER_METHODS:
+                found += [(n.lineno, f"{cls.name}.{fn.name}", _dotted(n.func)) for n in ast.walk(fn) if _draws(n)]
+    return sorted(set(found))
+
+
+def _draws(node: ast.AST) -> bool:
+    """Whether ``node`` is a call that draws random numbers (:data:`_DRAWS`, or a
+    generator method such as ``self.rng.normal``)."""
+    if not isinstance(node, ast.Call):
+        return False
+    name = _dotted(node.func)
+    if name.startswith(_DRAWS):
+        return True
+    return isinstance(node.func, ast.Attribute) and node.func.attr in _GENERATOR_METHODS and "rng" in name.lower()

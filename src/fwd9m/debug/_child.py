@@ -12,14 +12,14 @@ import re
 import sys
 
 _IMPORT = re.compile(r"^\s*(?:import|from)\s+([A-Za-z_]\w*)", re.M)
-#: tf-keras (Keras 2) runs on TensorFlow: a script importing it is recorded as TF
-_TF_KERAS = "tf_keras"
 
 
 def detect_frameworks(target: str, module: bool) -> list[str]:
     """Frameworks a script imports (by reading its source), in registry order; Keras is
     reported as "keras" (its backend is known only once the script has imported it),
-    tf-keras as "tensorflow"."""
+    tf-keras as "tensorflow", a library as the framework it trains through
+    (``transformers`` as "torch", ``flax`` as "jax"); a script that imports none reads
+    the modules beside it that it imports."""
     from .. import _frameworks as registry
 
     path = target
@@ -30,11 +30,28 @@ def detect_frameworks(target: str, module: bool) -> list[str]:
         path = spec.origin if spec and spec.origin else ""
     elif os.path.isdir(target):
         path = os.path.join(target, "__main__.py")
+    found = _imports(path)
+    if found is None:
+        return []
+    if not any(registry.of_module(m) for m in found):  # then the script's own modules' imports
+        from .._lint_hints import local_modules
+
+        for local in local_modules(path):
+            found |= _imports(str(local)) or set()
+    # a library that trains through a framework counts as it: a script importing only
+    # transformers, lightning or flax runs torch or JAX (the registry's ``libraries``)
+    names = {registry.of_module(m) for m in found} - {None}
+    return [n for n in registry.FRAMEWORKS if n in names]
+
+
+def _imports(path: str) -> set[str] | None:
+    """The top-level modules the file at ``path`` imports (by reading it), None when it
+    cannot be read."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
     except OSError:
-        return []
+        return None
     found = set(_IMPORT.findall(text))
     try:  # every import statement, also `import os, torch` and imports inside functions
         import ast
@@ -46,12 +63,7 @@ def detect_frameworks(target: str, module: bool) -> list[str]:
                 found.add(node.module.split(".")[0])
     except (SyntaxError, ValueError, RecursionError):
         pass  # the script fails on its own when run; the regex result stands
-    names = {
-        registry.of_module(m)
-        for m in found
-        if m == _TF_KERAS or any(m == f.module for f in registry.FRAMEWORKS.values())
-    }
-    return [n for n in registry.FRAMEWORKS if n in names]
+    return found
 
 
 class _Deferred:

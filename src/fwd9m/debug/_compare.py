@@ -84,6 +84,8 @@ class DebugReport:
     spread: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     programs: tuple[Any, Any] = (None, None)
+    #: earlier divergences whose values reach no result (:mod:`fwd9m.debug._flow`), first first
+    harmless: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -234,6 +236,9 @@ class _Walk:
         self.n = 0  #: ops compared
         self.structural_later: int | None = None
         self.entering: set = set()  #: digests of a Python value that entered at the first divergence
+        from ._flow import Flow
+
+        self.flow = Flow()  #: each differing value followed forward: the divergence that matters
 
     def run(self, it_a: Iterator[Op], it_b: Iterator[Op]) -> tuple[int, int]:
         """Walk both traces to the end of the shorter one, or to the first structural
@@ -283,25 +288,52 @@ class _Walk:
             self.series.add(opa.seq, False, None, opa.step)
             self.timeline.add(opa.module, opa.phase, opa.step, False, None)
             return
-        first = _classify(opa, opb, ins, outs, self.produced, self.framework)
-        mag = _op_magnitude(opa, opb, outs)
+        first, mag = self._found(opa, opb, ins, outs)
         if mag:
-            first = replace(first, magnitude={"max_abs": mag[0], "max_ulp": mag[1], "exact": mag[2]})
             self.peak = [mag[0], mag[1], opa.seq]
         if first.source == "python":
             self.entering = {t.digest for t in (*opa.outputs, *(opa.inputs[i] for i in ins))}
-        from . import _values
-
-        self.first = replace(first, values=_values.side_by_side(opa, opb, ins, outs))
+        self.first = first
+        self.flow.add(first, opa, opb, ins, outs)
         self.series.add(opa.seq, True, mag, opa.step)
         self.timeline.add(opa.module, opa.phase, opa.step, True, mag)
         self.differing = 1
         self.per_step[opa.step] = 1
 
+    def _found(self, opa: Op, opb: Op, ins: list[int], outs: list[int]) -> tuple[Divergence, Any]:
+        """A divergence at ``opa``/``opb`` (inputs ``ins`` and outputs ``outs`` differ),
+        classified, with its size and values side by side; and the size."""
+        from . import _values
+
+        found = _classify(opa, opb, ins, outs, self.produced, self.framework)
+        mag = _op_magnitude(opa, opb, outs)
+        if mag:
+            found = replace(found, magnitude={"max_abs": mag[0], "max_ulp": mag[1], "exact": mag[2]})
+        return replace(found, values=_values.side_by_side(opa, opb, ins, outs)), mag
+
+    def _follow(self, opa: Op, opb: Op, ins: list[int], outs: list[int]) -> None:
+        """An op after the first divergence, in the data flow (:mod:`fwd9m.debug._flow`):
+        differing values that an earlier divergence made carry its taint on; one that
+        none made, or outputs that differ from identical inputs, are a new source."""
+        flow = self.flow
+        if not (ins or outs):
+            flow.agreeing(opa)
+            return
+        mask, new = flow.untainted(opa, opb, ins)
+        if not ins:
+            mask = flow.state_read(opa)
+        if mask:
+            flow.carry(opa, opb, outs, mask)
+        if new or not (ins or mask):
+            flow.add(self._found(opa, opb, new, outs)[0], opa, opb, new, outs)
+
     def _after(self, opa: Op, opb: Op, ins: list[int], outs: list[int]) -> None:
         """An op after the first divergence: follow the value that entered, count the spread."""
         if self.entering:
             self._follow_entering(opa, ins)
+            if self.flow.sources and self.first is not None:  # refined: seed, data
+                self.flow.sources[0].divergence = self.first
+        self._follow(opa, opb, ins, outs)
         mag = _op_magnitude(opa, opb, outs) if outs else None
         if outs:
             self.differing += 1
@@ -464,6 +496,11 @@ def compare(a: str, b: str, *, context: int = 3) -> DebugReport:
             f"the op sequences diverge later, at op #{walk.structural_later} "
             f"(control flow or shapes changed); the spread stops there"
         )
+    harmless: list[dict[str, Any]] = []
+    # module-level traces hold no data flow from a module's outputs to the gradients and
+    # parameters (their records have no inputs): the first divergence stands there
+    if first is not None and first.kind != "structural" and "modules" not in (ha.get("level"), hb.get("level")):
+        first, harmless = _consequential(walk, first)
     if first is not None:
         framework = _framework_of(first.op, ha.get("frameworks") or [], framework)
         first = _explained(first, framework, ha, hb)
@@ -482,7 +519,29 @@ def compare(a: str, b: str, *, context: int = 3) -> DebugReport:
         spread=walk.spread(),
         notes=notes,
         programs=(ha.get("program"), hb.get("program")),
+        harmless=harmless,
     )
+
+
+def _consequential(walk: _Walk, first: Divergence) -> tuple[Divergence, list[dict[str, Any]]]:
+    """The first divergence whose values reach the results, and the harmless ones before
+    it (:meth:`fwd9m.debug._flow.Flow.consequential`); ``first`` when it is that one."""
+    k, harmless = walk.flow.consequential(walk.n)
+    if k == 0:
+        return first, []
+    found = walk.flow.sources[k].divergence
+    if found.source == "data":  # a seed the DataLoader drew and read: its shuffle's, its workers'
+        seeds = [h for h in harmless if h["phase"] == "data" and h["to_python"] and h["source"] in ("data", "rng")]
+        harmless = [h for h in harmless if h not in seeds]
+        for h in seeds[:1]:
+            found = replace(
+                found,
+                detail=found.detail
+                + f"; before it, the data pipeline drew a seed that differs too, op #{h['seq']} ({h['op']} at "
+                f"{h['location'] or '?'}), and read it into Python: the DataLoader's seed for its shuffle "
+                f"and its worker processes (each worker seeds Python's random, NumPy and torch from it)",
+            )
+    return found, harmless
 
 
 def _shapes(op: Op) -> str:

@@ -3,6 +3,7 @@ fix to paste. Op facts come from :mod:`fwd9m.catalog` (no op list is kept here).
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -576,7 +577,7 @@ def _explain_external(
         )
     if source == "data":
         batch = "the first batch" if first.step == 0 else f"batch {first.step}"
-        headline += f" at {batch} (step {first.step})"
+        headline += f" at {batch} (step {first.step})" + _worker_draw(framework, ha)
     lint = _lint(ha, source, hashseed)
     ids = [*(i for i in _lint_catalog(lint) if i not in ids), *ids]  # what the script's lines point at, first
     return {
@@ -586,6 +587,24 @@ def _explain_external(
         "fix": _situated_fix(fix, lint, _script(ha)),
         "lint": lint,
     }
+
+
+def _worker_draw(framework: str, ha: dict) -> str:
+    """Where a PyTorch batch that differs was drawn: the random draws of the dataset's
+    methods that the DataLoader's worker processes run (``Dataset.__getitem__``), when the
+    script starts workers; "" otherwise. The workers are not recorded: their values reach
+    the recorded ops as the batch."""
+    from .._lint_hints import uses_loader_workers, worker_draws
+
+    script = _script(ha)
+    if framework != "torch" or not uses_loader_workers(script):
+        return ""
+    draws = worker_draws(script)
+    if not draws:
+        return ""
+    name = os.path.basename(str(script))
+    where = "; ".join(f"{name}:{line} in {method} ({call})" for line, method, call in draws[:3])
+    return f"; source: the random draw in the DataLoader's worker processes (data phase, worker process): {where}"
 
 
 _PYTHON_OP_CAUSE = (

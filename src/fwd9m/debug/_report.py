@@ -77,7 +77,14 @@ def _divergence_lines(report, f) -> list[str]:
         title += f" ({f.source})"
     elif ex.get("unconfirmed"):  # its replay alone did not vary (fwd9m.debug._explain.unconfirmed)
         title += " (unconfirmed)"
-    lines = [f"{title}: first divergence at op #{f.seq} of {report.ops_a} (step {f.step})"]
+    if report.harmless:
+        n = len(report.harmless)
+        lines = [
+            f"{title}: first divergence that reaches the results at op #{f.seq} of {report.ops_a} "
+            f"(step {f.step}); {n} earlier {'one is' if n == 1 else 'ones are'} harmless (below)"
+        ]
+    else:
+        lines = [f"{title}: first divergence at op #{f.seq} of {report.ops_a} (step {f.step})"]
     if ex.get("headline"):
         lines.append(f"  {ex['headline']}")
     lines.append(f"  op:       {f.op}" + _node(report.framework, f.node))
@@ -131,13 +138,33 @@ def _explanation_lines(ex: dict) -> list[str]:
     return lines
 
 
+def _harmless_lines(report) -> list[str]:
+    """The earlier divergences whose values reach no result, each with why
+    (:func:`fwd9m.debug._flow.harmless`)."""
+    lines = []
+    for h in report.harmless[:_HARMLESS_SHOWN]:
+        what = f"{h['kind'].upper()}" + (f" ({h['source']})" if h.get("source") else "")
+        where = f" in {h['module']}" if h.get("module") else ""
+        lines.append(
+            f"harmless: {what} at op #{h['seq']} {h['op']}{where} [{h['phase'] or '-'}] at "
+            f"{h['location'] or '(no user frame)'}: {h['why']}"
+        )
+    if len(report.harmless) > _HARMLESS_SHOWN:
+        lines.append(f"harmless: ... {len(report.harmless) - _HARMLESS_SHOWN} more (see --format json)")
+    return lines
+
+
+#: harmless divergences listed in the text report
+_HARMLESS_SHOWN = 5
+
+
 def _spread_lines(report, f) -> list[str]:
     sp = report.spread
     if not sp.get("ops_compared"):
         return []
     peak = sp.get("peak") or {}
     lines = [
-        f"spread: {sp['ops_differing']} of {sp['ops_compared'] - f.seq} ops from the first "
+        f"spread: {sp['ops_differing']} of {sp['ops_compared'] - (sp.get('first_seq') or f.seq)} ops from the first "
         f"divergence on differ; steps with differences: {_steps_list(list(sp['steps_differing']))}"
     ]
     if peak.get("seq") is not None:
@@ -164,7 +191,8 @@ def text(report) -> str:
         )
     lines += _environment_lines(report)
     if f is not None:
-        lines += _divergence_lines(report, f) + _explanation_lines(f.explanation or {}) + _spread_lines(report, f)
+        lines += _divergence_lines(report, f) + _explanation_lines(f.explanation or {})
+        lines += _harmless_lines(report) + _spread_lines(report, f)
     lines += [f"note: {n}" for n in report.notes]
     return "\n".join(escape_control(line) for line in lines)
 

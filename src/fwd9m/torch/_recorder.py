@@ -54,10 +54,15 @@ UNINITIALISED_OUTPUT = frozenset(
 #: seen, as the inputs of the first op that uses them.
 NOT_RECORDED = ("profiler::",)
 NOT_RECORDED_IN_DATA = frozenset({"aten::empty", "aten::set_"})
-#: in-place ops that overwrite their first argument without reading it.
+#: ops that allocate memory and write nothing into it: it holds no value until an op
+#: writes it (:meth:`TorchRecorder._unwritten_input`)
+ALLOCATES = frozenset(UNINITIALISED_OUTPUT - {"aten::resize_", "aten::set_"})
+#: in-place ops that overwrite their first argument without reading it (``set_`` points
+#: it at other memory: ``Tensor.__deepcopy__`` calls it on a ``new_empty`` tensor).
 OVERWRITES_SELF = frozenset(
     {
         "aten::copy_",
+        "aten::set_",
         "aten::zero_",
         "aten::fill_",
         "aten::normal_",
@@ -92,6 +97,7 @@ class _OpInfo:
         "ignore",
         "ignore_in_data",
         "arg_names",
+        "allocates",
     )
 
 
@@ -144,6 +150,9 @@ class TorchRecorder:
         self._known: dict[tuple, tuple] = {}  # (data_ptr, nbytes, dtype) -> (ref, version, digest, sample)
         #: memory NumPy or DLPack can write behind the version counter's back: never cached
         self._foreign = ForeignMemory()
+        #: storage address -> the tensor an allocating op (empty, new_empty) returned, while
+        #: no op has written it: reading it reads bits no run can repeat, so it is not digested
+        self._unwritten: dict[int, Any] = {}
         #: while Dynamo traces a compiled function it runs the global hooks too; they
         #: must leave no trace in the compiled program (public: torch.compiler.is_compiling)
         self._compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
@@ -389,6 +398,7 @@ class TorchRecorder:
         info.out_args = s["out_args"]
         info.skip_self = s["name"] in OVERWRITES_SELF
         info.skip_out = s["name"] in UNINITIALISED_OUTPUT
+        info.allocates = s["name"] in ALLOCATES
         info.mutates = bool(s["mutated"])
         info.ignore = s["name"].startswith(NOT_RECORDED)
         info.ignore_in_data = s["name"] in NOT_RECORDED_IN_DATA
@@ -561,7 +571,8 @@ class TorchRecorder:
         seq = rec.writer.ops + len(self._pending)
         capture = bool(rec.capture) and rec.capture.wants(seq, info.name)
         ins, other = self._collect(args, kwargs, info)
-        in_recs = [self._tensor(t, f, digest, False) for t, f in ins]
+        unwritten = self._unwritten_input if self._unwritten else None
+        in_recs = [self._tensor(t, f, digest and not (unwritten and unwritten(t)), False) for t, f in ins]
         if other:  # last, after the tensors (capture indices are tensor indices)
             in_recs.append(rec.args_record(other, self._str_types))
         in_caps = [self._bytes(t) for t, _ in ins] if capture else None
@@ -578,8 +589,13 @@ class TorchRecorder:
             outs = [r for r in result if isinstance(r, Tensor)]
         else:
             outs = []
+        if info.mutates and self._unwritten:  # written now: its memory holds a value
+            self._track_unwritten(info, ins, outs)
         odig = digest and not info.skip_out
-        out_recs = [self._tensor(t, 0, odig, True, not info.mutates) for t in outs]
+        unwritten = self._unwritten_input if self._unwritten else None  # a view of unwritten memory
+        out_recs = [self._tensor(t, 0, odig and not (unwritten and unwritten(t)), True, not info.mutates) for t in outs]
+        if info.allocates:
+            self._track_unwritten(info, ins, outs)
         # context: module path, phase, location, autograd node, device
         node = self._dispatch.current_autograd_node()
         loc = None
@@ -615,6 +631,48 @@ class TorchRecorder:
             (in_caps, [self._bytes(t) for t in outs]) if capture else None,
         )
         self._emit(entry)
+
+    def _storage(self, t) -> int | None:
+        try:
+            return t.untyped_storage().data_ptr() if t.device.type == "cpu" else None
+        except (RuntimeError, TypeError, AttributeError, NotImplementedError):  # sparse, subclasses
+            return None
+
+    def _unwritten_input(self, t) -> bool:
+        """Whether tensor ``t`` is memory an allocating op returned and ops have not yet
+        written whole (``torch.empty(n, d)`` read, or viewed, before its rows are filled);
+        memory NumPy or DLPack shares may have been written outside every op, so it is
+        digested."""
+        key = self._storage(t)
+        entry = self._unwritten.get(key) if key is not None else None
+        if entry is None:
+            return False
+        if entry[0]() is None:  # freed: its memory may be reused by a written tensor
+            del self._unwritten[key]
+            return False
+        return not (self._foreign and self._foreign.covers(key, t.untyped_storage().nbytes()))
+
+    def _track_unwritten(self, info: _OpInfo, ins, outs) -> None:
+        """An allocating op's outputs hold no value yet; an op that writes (in place, or
+        into ``out=``) writes the bytes of its arguments and outputs: memory written whole
+        (as many bytes as it holds, in one op or row by row) holds a value."""
+        if info.allocates:
+            for t in outs:
+                key = self._storage(t)
+                if key and t.numel():
+                    if len(self._unwritten) > 100_000:
+                        self._unwritten.clear()
+                    self._unwritten[key] = [weakref.ref(t), t.untyped_storage().nbytes()]
+            return
+        seen = set()
+        for t in (*(t for t, _ in ins), *outs):
+            key = self._storage(t)
+            entry = self._unwritten.get(key) if key is not None else None
+            if entry is not None and (key, t.data_ptr()) not in seen:
+                seen.add((key, t.data_ptr()))  # an output that is its input: written once
+                entry[1] -= t.numel() * t.element_size()
+                if entry[1] <= 0:
+                    del self._unwritten[key]
 
     def _phase_now(self, default: str) -> str:
         """The phase of an op that no autograd node runs (backward ops are those): the
