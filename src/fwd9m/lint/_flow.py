@@ -362,18 +362,41 @@ def local_training(ctx, methods) -> tuple[list[ast.Call], str | None]:
         root = qn.split(".", 1)[0]
         if "." not in qn or root in _FOREIGN or root in sys.stdlib_module_names:
             continue
+        path = _module_file(Path(ctx.path).resolve().parent, qn.rsplit(".", 1)[0])
+        if path is None or not _may_train(path, tuple(methods)):
+            continue  # read, not parsed: most local modules do not train
         ran = [c for c in calls if runs(ctx, c)]
         found = local_function(ctx, qn, classes=True) if ran else None
         if found is None:
             continue
         node, _, path = found
-        trains = any(
+        text = _text(path)  # the defining module, also behind a re-export
+        if _SEED_TEXT.search(text) or not _FRAMEWORK_IMPORT.search(text):
+            continue
+        if any(
             type(c) is ast.Call and type(c.func) is ast.Attribute and c.func.attr in methods for c in ast.walk(node)
-        )
-        text = _text(path)
-        if trains and _FRAMEWORK_IMPORT.search(text) and not _SEED_TEXT.search(text):
+        ):
             return ran[:1], f"{node.name} of {path.name}"
     return [], None
+
+
+def _may_train(path: Path, methods: tuple[str, ...]) -> bool:
+    """A local module that imports a framework, calls one of ``methods`` and seeds
+    nothing, read textually (a re-export is let through: :func:`local_function` follows
+    it)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return _may_train_cached(path, st.st_mtime_ns, methods)
+
+
+@functools.lru_cache(maxsize=256)
+def _may_train_cached(path: Path, mtime_ns: int, methods: tuple[str, ...]) -> bool:
+    text = _text(path)
+    calls_one = re.search(rf"\.(?:{'|'.join(methods)})\(", text) is not None
+    reexports = re.search(r"^\s*from\s+\.", text, re.M) is not None
+    return (calls_one and _FRAMEWORK_IMPORT.search(text) is not None or reexports) and not _SEED_TEXT.search(text)
 
 
 #: top-level packages never searched for as local modules

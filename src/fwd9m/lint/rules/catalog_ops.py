@@ -39,7 +39,7 @@ from __future__ import annotations
 import ast
 import re
 
-from .._flow import assigns, computes_gradients, importer_scripts, importer_seeds, main_block
+from .._flow import assigns, computes_gradients, importer_scripts, importer_seeds, main_block, statements
 from .._helpers import literal
 from .._rule import Rule, register
 from ._common import SEED_CALLS, SWITCH_ON_CALLS
@@ -657,7 +657,7 @@ def _torch_no_grad_ids(ctx) -> set[int]:
     if cached is not None:
         return cached
     out: set[int] = set()
-    for n in ast.walk(ctx.tree) if ctx.tree is not None else ():
+    for n in statements(ctx):
         if type(n) in (ast.With, ast.AsyncWith):
             heads = [i.context_expr for i in n.items]
             body = n.body

@@ -1111,14 +1111,16 @@ class TrainsWithoutSeed(Rule):
             m in ctx.imports or m.split(".")[0] in {i.split(".")[0] for i in ctx.imports}
             for m in ("torch", "tensorflow", "keras", "jax")
         )
+        calls, via = _training_calls(ctx) if framework else [], None
+        if not calls and main_block(ctx.tree) is None:
+            return
         optional = None
         if seeds(ctx, FRAMEWORK_SEED_CALLS | ALL_SEED_CALLS | SWITCH_ON_CALLS | _JAX_KEYS):
-            optional = _optional_seed(ctx)  # JAX: an explicit key is the seed
+            optional = _optional_seed(ctx) if calls else None  # JAX: an explicit key is the seed
             if optional is None:
                 return
         only = [qn for qn in sorted(PYTHON_SEED_CALLS | NUMPY_SEED_CALLS) if ctx.calls.get(qn)]
-        calls, via = _training_calls(ctx) if framework else [], None
-        if not calls and main_block(ctx.tree) is not None:
+        if not calls:  # a script training through a local module's class
             calls, via = local_training(ctx, _TRAINING_METHODS)
         if not calls:
             return
