@@ -38,6 +38,7 @@ __all__ = [
     "GRADIENT_CALLS",
     "helper_seed_calls",
     "local_callees",
+    "local_training",
     "dotted",
     "script_runs",
     "runs",
@@ -210,24 +211,29 @@ def _aliases_cached(path: Path, mtime_ns: int, size: int) -> dict[str, str]:
     return _qualnames(tree) if tree is not None else {}
 
 
-def local_function(ctx, qualname: str):
+def local_function(ctx, qualname: str, classes: bool = False):
     """``(FunctionDef, aliases)`` of ``pkg.mod.func`` defined in a local module beside
-    the linted file (following one ``from .x import func`` re-export), else None."""
+    the linted file or up to three folders above it (following one ``from .x import
+    func`` re-export), else None; ``classes``: a class (``ClassDef``) too."""
     if "." not in qualname or ctx.path in ("-", "<stdin>"):
         return None
+    kinds = (
+        (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef) if classes else (ast.FunctionDef, ast.AsyncFunctionDef)
+    )
     cache = ctx.__dict__.setdefault("_flow_local", {})
-    if qualname in cache:
-        return cache[qualname]
-    cache[qualname] = None
+    key = (qualname, classes)
+    if key in cache:
+        return cache[key]
+    cache[key] = None
     mod, name = qualname.rsplit(".", 1)
     path = _module_file(Path(ctx.path).resolve().parent, mod)
     for _ in range(2):  # the module, then one re-export
         tree = _parse(path) if path else None
         if tree is None:
             break
-        fn = next((s for s in tree.body if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef) and s.name == name), None)
+        fn = next((s for s in tree.body if type(s) in kinds and s.name == name), None)
         if fn is not None:
-            cache[qualname] = (fn, _aliases(path))
+            cache[key] = (fn, _aliases(path), path)[: 3 if classes else 2]
             break
         src = next(
             (
@@ -245,12 +251,21 @@ def local_function(ctx, qualname: str):
         base = path.parent
         path = _module_file(base, src.module) if base else None
         path = path if path and path.parent == base or path and path.parent.parent == base else None
-    return cache[qualname]
+    return cache[key]
 
 
 def _module_defs(ctx) -> dict[str, ast.AST]:
-    tree = ctx.tree
-    return {s.name: s for s in getattr(tree, "body", ()) if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef)}
+    """The module's functions: defined at module level, also under a module-level
+    ``if``/``with``/``try`` (``with strategy.scope(): def train_step(...)``), not in a
+    class or another function."""
+    out, todo = {}, list(getattr(ctx.tree, "body", ()))
+    while todo:
+        s = todo.pop(0)
+        if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef):
+            out.setdefault(s.name, s)
+        elif type(s) is not ast.ClassDef:
+            todo += [c for c in ast.iter_child_nodes(s) if isinstance(c, ast.stmt)]
+    return out
 
 
 def _enclosing_def(defs, line):
@@ -331,6 +346,59 @@ def local_callees(ctx) -> list[tuple[ast.Call, ast.AST, dict, str]]:
     return out
 
 
+_FRAMEWORK_IMPORT = re.compile(r"^\s*(?:import|from)\s+(?:torch|tensorflow|keras|jax|flax)\b", re.M)
+
+
+def local_training(ctx, methods) -> tuple[list[ast.Call], str | None]:
+    """``([call], "Name of module.py")``: the first call this script runs (:func:`runs`)
+    into a class or function of a local module (beside the script or up to three folders
+    above it: an installed-in-place package) whose body calls a training method
+    (``methods``: ``loss.backward()``, ``model.fit``) and whose module seeds nothing,
+    read textually; ``([], None)`` otherwise. A training loop kept in a library class
+    (``TrainLoop(...).run_loop()``) makes its script a training script."""
+    if ctx.tree is None or is_test_file(ctx):
+        return [], None
+    for qn, calls in sorted(ctx.calls.items()):
+        root = qn.split(".", 1)[0]
+        if "." not in qn or root in _FOREIGN or root in sys.stdlib_module_names:
+            continue
+        path = _module_file(Path(ctx.path).resolve().parent, qn.rsplit(".", 1)[0])
+        if path is None or not _may_train(path, tuple(methods)):
+            continue  # read, not parsed: most local modules do not train
+        ran = [c for c in calls if runs(ctx, c)]
+        found = local_function(ctx, qn, classes=True) if ran else None
+        if found is None:
+            continue
+        node, _, path = found
+        text = _text(path)  # the defining module, also behind a re-export
+        if _SEED_TEXT.search(text) or not _FRAMEWORK_IMPORT.search(text):
+            continue
+        if any(
+            type(c) is ast.Call and type(c.func) is ast.Attribute and c.func.attr in methods for c in ast.walk(node)
+        ):
+            return ran[:1], f"{node.name} of {path.name}"
+    return [], None
+
+
+def _may_train(path: Path, methods: tuple[str, ...]) -> bool:
+    """A local module that imports a framework, calls one of ``methods`` and seeds
+    nothing, read textually (a re-export is let through: :func:`local_function` follows
+    it)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return _may_train_cached(path, st.st_mtime_ns, methods)
+
+
+@functools.lru_cache(maxsize=256)
+def _may_train_cached(path: Path, mtime_ns: int, methods: tuple[str, ...]) -> bool:
+    text = _text(path)
+    calls_one = re.search(rf"\.(?:{'|'.join(methods)})\(", text) is not None
+    reexports = re.search(r"^\s*from\s+\.", text, re.M) is not None
+    return (calls_one and _FRAMEWORK_IMPORT.search(text) is not None or reexports) and not _SEED_TEXT.search(text)
+
+
 #: top-level packages never searched for as local modules
 _FOREIGN = frozenset(
     {
@@ -356,11 +424,17 @@ _FOREIGN = frozenset(
 
 
 _IMPORTERS_MAX_FILES = 300  #: a larger tree is not searched for importers (speed)
+#: a script's seed call, read textually; also a project's own seeding helper called with
+#: an argument (``fix_random_seeds(args.seed)``, ``init_seeds(0)``, ``seed_all(seed)``)
 _SEED_TEXT = re.compile(
     r"\b(?:set_seed|set_random_seed|manual_seed|seed_everything|enable_determinism|"
     r"enable_op_determinism|use_deterministic_algorithms|PRNGKey|random\.key)\s*\("
+    r"|(?<!\w)(?:\w+_seeds?|seed_\w+)\(\s*[\w.\[\]'\"]+\s*\)"
 )
 _TF_SEED_TEXT = re.compile(r"\b(?:set_seed|set_random_seed|seed_everything|enable_determinism)\s*\(")
+
+
+_IMPORT_LINE = re.compile(r"^\s*(?:from\s+([\w.]*)\s+import\s+([\w, ()]+)|import\s+([\w., ]+))", re.M)
 
 
 def _import_index(root: Path) -> dict[str, tuple[Path, ...]]:
@@ -382,13 +456,12 @@ def _import_index_cached(root: Path, mtime_ns: int) -> dict[str, tuple[Path, ...
         if len(files) > _IMPORTERS_MAX_FILES:
             return {}
     index: dict[str, set[Path]] = collections.defaultdict(set)
-    pattern = re.compile(r"^\s*(?:from\s+([\w.]*)\s+import\s+([\w, ()]+)|import\s+([\w., ]+))", re.M)
     for path in files:
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        for m in pattern.finditer(text):
+        for m in _IMPORT_LINE.finditer(text):
             names = " ".join(g for g in m.groups() if g).replace(",", " ").replace(".", " ")
             for name in names.replace("(", " ").replace(")", " ").split():
                 index[name].add(path)
@@ -410,6 +483,8 @@ def importers(ctx, depth: int = 3) -> list[Path]:
         while (root / "__init__.py").is_file() and root.parent != root:
             root = root.parent  # the folder that holds the top package: where scripts live
         index = _import_index(root)
+        if root == me.parent and root.name.isidentifier():
+            index = _with_namespace_importers(index, root)
         ctx.__dict__["_flow_import_index"] = index
         todo, seen = [me], {me}
         for _ in range(depth):
@@ -424,6 +499,24 @@ def importers(ctx, depth: int = 3) -> list[Path]:
             todo = nxt
     ctx.__dict__["_flow_importers"] = out
     return out
+
+
+def _with_namespace_importers(index: dict, root: Path) -> dict:
+    """``index`` plus the scripts right beside ``root`` (a folder without
+    ``__init__.py``) that import it as a namespace package: ``import src.resnet50`` or
+    ``from src import resnet50`` in ``main.py`` next to ``src/``."""
+    mention = re.compile(rf"^\s*(?:import\s+{root.name}\.|from\s+{root.name}(?:\.|\s+import))", re.M)
+    beside = [p for p in sorted(root.parent.glob("*.py"))[:_IMPORTERS_MAX_FILES] if mention.search(_text(p))]
+    if not beside:
+        return index
+    out = {k: list(v) for k, v in index.items()}
+    for path in beside:
+        for m in _IMPORT_LINE.finditer(_text(path)):
+            names = " ".join(g for g in m.groups() if g).replace(",", " ").replace(".", " ")
+            for name in names.replace("(", " ").replace(")", " ").split():
+                if path not in out.setdefault(name, []):
+                    out[name].append(path)
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def _text(path: Path) -> str:
@@ -563,7 +656,18 @@ def runs(ctx, node) -> bool:
         if s.lineno <= line <= (s.end_lineno or s.lineno):
             if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef):
                 return id(s) in reached
-            return type(s) is not ast.ClassDef
+            if type(s) is ast.ClassDef:
+                return False
+            # under a module-level if/try: a def or class there runs only when reached
+            inner = [
+                d
+                for d in ast.walk(s)
+                if type(d) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+                and d.lineno <= line <= (d.end_lineno or d.lineno)
+            ]
+            if any(type(d) is ast.ClassDef for d in inner):
+                return False
+            return not inner or all(id(d) in reached for d in inner)
     return False
 
 
@@ -575,13 +679,56 @@ def computes_gradients(ctx) -> bool:
 
 def assigns(ctx, setting: str) -> bool:
     """Whether the file assigns ``"qualified.name=Value"`` (``torch.backends.cudnn.
-    deterministic=True``), however the module was imported."""
+    deterministic=True``), however the module was imported: the value itself, or a
+    command-line option whose default is that value (``cudnn.deterministic =
+    args.torch_deterministic`` with ``torch_deterministic: bool = True``)."""
     name, _, value = setting.partition("=")
     for n in statements(ctx):
-        if type(n) is ast.Assign and type(n.value) is ast.Constant and repr(n.value.value) == value.strip():
-            if any(ctx.qualname(t) == name.strip() for t in n.targets):
-                return True
+        if type(n) is not ast.Assign or not any(ctx.qualname(t) == name.strip() for t in n.targets):
+            continue
+        v = n.value
+        if type(v) is ast.Constant and repr(v.value) == value.strip():
+            return True
+        option = v.attr if type(v) is ast.Attribute else v.id if type(v) is ast.Name else None
+        if option is not None and repr(option_default(ctx, option)) == value.strip():
+            return True
     return False
+
+
+_NO_DEFAULT = object()
+
+
+def option_default(ctx, name: str):
+    """The default of the command-line option ``name`` defined in the file, when it is a
+    literal: ``add_argument("--name", default=X)`` (``action="store_true"``: False),
+    ``flags.DEFINE_*("name", X, ...)``, or a field ``name: T = X`` of a ``@dataclass``
+    (the argument classes of tyro / simple-parsing / HfArgumentParser). Else a sentinel
+    that equals nothing."""
+    dashed = name.replace("_", "-")
+    for c in ctx.methods.get("add_argument", ()):
+        opts = [a.value for a in c.args if type(a) is ast.Constant and isinstance(a.value, str)]
+        dest = next((k.value for k in c.keywords if k.arg == "dest"), None)
+        if not any(o.lstrip("-") in (name, dashed) for o in opts) and not (
+            type(dest) is ast.Constant and dest.value == name
+        ):
+            continue
+        kw = {k.arg: k.value for k in c.keywords}
+        action = kw.get("action")
+        if type(action) is ast.Constant and action.value in ("store_true", "store_false") and "default" not in kw:
+            return action.value == "store_false"
+        return kw["default"].value if type(kw.get("default")) is ast.Constant else _NO_DEFAULT
+    for qn, cs in ctx.calls.items():
+        if ".flags.DEFINE_" in f".{qn}" or qn.startswith("flags.DEFINE_"):
+            for c in cs:
+                if len(c.args) > 1 and type(c.args[0]) is ast.Constant and c.args[0].value == name:
+                    return c.args[1].value if type(c.args[1]) is ast.Constant else _NO_DEFAULT
+    for cls in (s for s in statements(ctx) if type(s) is ast.ClassDef):
+        if not any(ast.unparse(d).split("(")[0].endswith("dataclass") for d in cls.decorator_list):
+            continue
+        for f in cls.body:
+            if type(f) is ast.AnnAssign and type(f.target) is ast.Name and f.target.id == name:
+                return f.value.value if type(f.value) is ast.Constant else _NO_DEFAULT
+    return _NO_DEFAULT
 
 
 def is_test_file(ctx) -> bool:

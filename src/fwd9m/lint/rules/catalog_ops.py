@@ -39,7 +39,7 @@ from __future__ import annotations
 import ast
 import re
 
-from .._flow import assigns, computes_gradients, importer_scripts, importer_seeds, main_block
+from .._flow import assigns, computes_gradients, importer_scripts, importer_seeds, main_block, statements
 from .._helpers import literal
 from .._rule import Rule, register
 from ._common import SEED_CALLS, SWITCH_ON_CALLS
@@ -434,10 +434,16 @@ class CatalogOpRule(Rule):
         return any(rx.search(t) for t in self._callers())
 
     def _no_gradient(self, e, node) -> bool:
-        """A JAX entry whose direction is "backward" (a gather's gradient) needs the call
-        to be differentiated: in a function under ``jax.grad``/``value_and_grad`` (or a
-        model method, a loss), on an operand that is not a constant."""
-        if self.framework != "jax" or e.direction != "backward":
+        """An entry whose direction is "backward" (a gather's gradient) needs a gradient
+        to flow through the call. JAX: the call is differentiated (in a function under
+        ``jax.grad``/``value_and_grad``, a model method, a loss) on an operand that is not
+        a constant. PyTorch: the call is not under ``torch.no_grad()`` /
+        ``inference_mode()`` and its operand is not a fresh factory tensor."""
+        if e.direction != "backward":
+            return False
+        if self.framework == "torch":
+            return id(node) in _torch_no_grad_ids(self.ctx) or _torch_factory_operand(self.ctx, node)
+        if self.framework != "jax":
             return False
         return not _differentiated(self.ctx)(node) or _constant_operand(self.ctx, node)
 
@@ -640,6 +646,56 @@ def _constant_operand(ctx, call: ast.Call) -> bool:
     return bool(writes) and id(max(writes, key=lambda n: n.lineno)) in const
 
 
+_NO_GRAD = ("torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.inference_mode")
+
+
+def _torch_no_grad_ids(ctx) -> set[int]:
+    """``id`` of every node under ``with torch.no_grad():`` / ``torch.inference_mode()``
+    or in a function decorated with either: autograd records nothing there, so no
+    backward runs through those calls."""
+    cached = ctx.__dict__.get("_catalog_no_grad")
+    if cached is not None:
+        return cached
+    out: set[int] = set()
+    for n in statements(ctx):
+        if type(n) in (ast.With, ast.AsyncWith):
+            heads = [i.context_expr for i in n.items]
+            body = n.body
+        elif type(n) in (ast.FunctionDef, ast.AsyncFunctionDef):
+            heads, body = n.decorator_list, n.body
+        else:
+            continue
+        if any(ctx.qualname(h.func if type(h) is ast.Call else h) in _NO_GRAD for h in heads):
+            out |= {id(x) for st in body for x in ast.walk(st)}
+    ctx.__dict__["_catalog_no_grad"] = out
+    return out
+
+
+def _torch_factory_operand(ctx, call: ast.Call) -> bool:
+    """The tensor a backward-only op works on is made in the expression by a factory
+    (``torch.arange``, ``torch.zeros``, ...) without ``requires_grad=True``, through torch
+    functions and tensor methods (``.unsqueeze(0)``, ``.long()``): it needs no gradient."""
+    node = call.func.value if type(call.func) is ast.Attribute and ctx.qualname(call.func) is None else None
+    if node is None:
+        node = call.args[0] if call.args else None
+    while node is not None:
+        if type(node) is ast.Subscript:
+            node = node.value
+            continue
+        if type(node) is not ast.Call:
+            return False
+        qn = ctx.qualname(node.func)
+        if qn in _TORCH_FACTORIES:
+            return not any(k.arg == "requires_grad" for k in node.keywords)
+        if qn is None and type(node.func) is ast.Attribute and node.func.attr != "requires_grad_":
+            node = node.func.value  # a tensor method: its result follows its receiver
+        elif qn and qn.startswith("torch.") and not qn.startswith("torch.nn.") and node.args:
+            node = node.args[0]
+        else:
+            return False
+    return False
+
+
 def _never_called(ctx):
     """A test ``node -> bool``: the node sits in a module-level function that a script
     (a file with a ``__main__`` block) never names anywhere, so it never runs (a loss
@@ -675,8 +731,12 @@ code that `jax.grad`/`value_and_grad` differentiates (the function handed to it,
 that calls, a model method or a loss), on an operand that is not a constant
 (`stop_gradient`, `jax.ensure_compile_time_eval`); `jnp.take_along_axis` with one
 index per row and adaptive average pooling to sizes `None`/1 are not reported (their
-backward adds once per element). A setting the catalog lists as the fix
-(`cudnn.deterministic = True`) made by the importing script counts.
+backward adds once per element). In PyTorch, a backward-only entry is not reported
+under `torch.no_grad()`/`inference_mode()` or on a tensor a factory makes in the call
+(`torch.arange(n).unsqueeze(0)`). A setting the catalog lists as the fix
+(`cudnn.deterministic = True`) counts when the file or the importing script makes it,
+also from a command-line option that defaults to that value (`cudnn.deterministic =
+args.torch_deterministic` with `torch_deterministic: bool = True`).
 
 Generated from `src/fwd9m/catalog/data/{framework}.toml`, which has {count} such
 entries: {ids}.

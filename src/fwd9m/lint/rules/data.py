@@ -632,25 +632,52 @@ def _transform_draws(ctx) -> list[int]:
     )
 
 
+_DEF_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _scoped_assignments(ctx):
+    """``name -> [(value node, enclosing function or None)]`` for the assignments of the
+    file, and each module-level or nested def/class under its own name; and the
+    enclosing function of every node (by ``id``). Once per file."""
+    cached = ctx.__dict__.get("_data_scoped_assignments")
+    if cached is not None:
+        return cached
+    assigned: dict[str, list] = {}
+    owner: dict[int, ast.AST | None] = {}
+    todo = [(ctx.tree, None)]
+    while todo:
+        node, fn = todo.pop()
+        owner[id(node)] = fn
+        if type(node) is ast.Assign:
+            for t in node.targets:
+                for name in (e.id for e in ast.walk(t) if type(e) is ast.Name):
+                    assigned.setdefault(name, []).append((node.value, fn))
+        elif type(node) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            assigned.setdefault(node.name, []).append((node, fn))
+        inner = node if type(node) in (ast.FunctionDef, ast.AsyncFunctionDef) else fn
+        todo += [(c, inner) for c in ast.iter_child_nodes(node)]
+    ctx.__dict__["_data_scoped_assignments"] = assigned, owner
+    return assigned, owner
+
+
 def _feeds(ctx, loader: ast.Call) -> list[tuple[int, int]]:
     """Line spans of what a loader is built from: its call, and (transitively) the
     assignments and functions of this file that the names in it refer to (``ds =
-    ImageFolder(root, transform=train_tf)``, ``train_tf = Compose([...])``)."""
-    assigned: dict[str, list] = {}
-    for n in ast.walk(ctx.tree):
-        if type(n) is ast.Assign:
-            for t in n.targets:
-                for name in (e.id for e in ast.walk(t) if type(e) is ast.Name):
-                    assigned.setdefault(name, []).append(n.value)
-        elif type(n) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
-            assigned.setdefault(n.name, []).append(n)
+    ImageFolder(root, transform=train_tf)``, ``train_tf = Compose([...])``). A name is
+    followed to its assignments at module level, in the loader's function and in the
+    functions followed so far, not to another function's variable of the same name
+    (``train_set, valid_set, ... = make_loaders(args)`` in ``main``)."""
+    assigned, owner = _scoped_assignments(ctx)
+    scopes = {None, owner.get(id(loader))}
     spans, seen, todo = [], set(), [loader]
     while todo:
         node = todo.pop()
         spans.append((node.lineno, node.end_lineno or node.lineno))
+        if type(node) in (ast.FunctionDef, ast.AsyncFunctionDef):
+            scopes.add(node)
         for name in {e.id for e in ast.walk(node) if type(e) is ast.Name} - seen:
             seen.add(name)
-            todo += assigned.get(name, [])
+            todo += [value for value, fn in assigned.get(name, []) if fn in scopes or type(value) in _DEF_TYPES]
     return spans
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .._flow import ENTRY_POINTS, fallback_calls, is_test_file, main_block, runs
+from .._flow import ENTRY_POINTS, fallback_calls, is_test_file, local_training, main_block, runs
 from .._helpers import arg, call_name, kwarg, literal
 from .._rule import Rule, register
 from ._common import (
@@ -184,7 +184,9 @@ class SeedAfterUse(Rule):
     function or module body, a call that already drew from that generator: building
     layers or a model, creating a dataset, drawing random numbers, or calling a function
     of this file that does. Test files (`test_*.py`, `*_test.py`,
-    `conftest.py`) are not checked.
+    `conftest.py`) are not checked, nor a call, as a statement of its own, to a
+    self-check of this file that keeps nothing it drew (no return value, no store
+    outside its own names): the seed after it resets the generator.
 
     ## Why is this bad
     A seed only fixes what is drawn after it. Layers built before the seed got their
@@ -270,6 +272,24 @@ class SeedAfterUse(Rule):
                 return call
         return None
 
+    def _discarded(self, call: ast.Call, fn) -> bool:
+        """``check()`` as a statement of its own, no arguments, into a function of this
+        file that keeps nothing of what it draws: no return value, no ``global``, no
+        store into an attribute or item, no in-place method (``x.add_()``), no method
+        call on a name it did not make, and only calls to library functions or to this
+        file's functions that store nothing outside themselves either. Its draws end
+        with it, and the seed after it resets the generator."""
+        stmt_ids = self.ctx.__dict__.get("_seeding_stmt_calls")
+        if stmt_ids is None:
+            stmt_ids = self.ctx.__dict__["_seeding_stmt_calls"] = {
+                id(n.value) for n in ast.walk(self.ctx.tree) if type(n) is ast.Expr and type(n.value) is ast.Call
+            }
+        if id(call) not in stmt_ids or call.args or call.keywords or fn.args.args or fn.args.vararg:
+            return False
+        if any(type(n) is ast.Return and n.value is not None for n in ast.walk(fn)):
+            return False
+        return _keeps_nothing(self.ctx, fn, self.functions, depth=0)
+
     def finish(self):
         if is_test_file(self.ctx):
             return  # a test seeds for its own assertions; an earlier draw sets up shapes
@@ -287,6 +307,8 @@ class SeedAfterUse(Rule):
                 elif qn is None or qn not in SEED_CALLS:
                     name = call.func.id if type(call.func) is ast.Name else None
                     inner = self._function_consumes(name, seed_qn) if name else None
+                    if inner is not None and self._discarded(call, self.functions[name]):
+                        continue  # a self-check: what it drew is gone before the seed
                     if inner is not None:
                         hit = (
                             f"{name}() on line {call.lineno} (which calls "
@@ -301,6 +323,36 @@ class SeedAfterUse(Rule):
                         fix=f"# move line {seed.lineno} ({seed_qn}) above line {call.lineno}",
                     )
                     break
+
+
+def _keeps_nothing(ctx, fn, functions: dict, depth: int) -> bool:
+    """Whether ``fn`` stores nothing outside its own local names (see
+    :meth:`SeedAfterUse._discarded`); this file's functions it calls are checked the same
+    way, two levels deep."""
+    local = {n.id for n in ast.walk(fn) if type(n) is ast.Name and type(n.ctx) is ast.Store}
+    local |= {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    for n in ast.walk(fn):
+        t = type(n)
+        if t in (ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Delete):
+            return False
+        if t in (ast.Attribute, ast.Subscript) and type(n.ctx) is ast.Store:
+            return False
+        if t is not ast.Call:
+            continue
+        f = n.func
+        name = f.attr if type(f) is ast.Attribute else f.id if type(f) is ast.Name else ""
+        if name.endswith("_") and not name.endswith("__"):
+            return False  # in place: x.add_(), torch.nn.init.normal_(w)
+        if type(f) is ast.Name and f.id in functions:
+            if depth >= 2 or not _keeps_nothing(ctx, functions[f.id], functions, depth + 1):
+                return False
+        elif type(f) is ast.Attribute and ctx.qualname(f) is None:
+            root = f.value
+            while type(root) in (ast.Attribute, ast.Subscript, ast.Call):
+                root = root.func if type(root) is ast.Call else root.value
+            if type(root) is not ast.Name or (root.id not in local and root.id not in functions):
+                return False  # a method of something it did not make (a result of its own call is)
+    return True
 
 
 _UNSEEDED_WHEN_NO_ARG = {
@@ -975,7 +1027,12 @@ class TrainsWithoutSeed(Rule):
     function those reach, also through `absl.app.run(main)` / `tf.compat.v1.app.run()`.
     A script whose every seed call sits under `if args.seed is not None:` (or `if
     args.seed:`) while `--seed` defaults to None is flagged too, at the option's
-    definition: run as documented, it seeds nothing.
+    definition: run as documented, it seeds nothing. A script with a `__main__` block
+    that trains only through a class or function of a local module (beside it or up to
+    three folders above it: `TrainLoop(...).run_loop()` from the project's package) is
+    flagged at that call when the module imports a framework, calls a training method
+    and seeds nothing either. Code in a class or function under a module-level
+    `if`/`try` (a compatibility shim overriding `fit`) runs only when called.
 
     ## Why is this bad
     Weight initialisation, dropout masks, data shuffling and augmentation then start
@@ -994,7 +1051,18 @@ class TrainsWithoutSeed(Rule):
     """
 
     code, name = "FWD108", "trains-without-seed"
-    triggers = ("backward", "fit", "train_on_batch", "grad", "value_and_grad", "apply_gradients", "train", "minimize")
+    #: ``__name__``: a script that trains only through a class of a local module
+    triggers = (
+        "backward",
+        "fit",
+        "train_on_batch",
+        "grad",
+        "value_and_grad",
+        "apply_gradients",
+        "train",
+        "minimize",
+        "__name__",
+    )
     fix_code = "fwd9m.enable_determinism(seed=0)"
     references = (
         "https://docs.pytorch.org/docs/stable/notes/randomness.html",
@@ -1039,28 +1107,26 @@ class TrainsWithoutSeed(Rule):
 
     def finish(self):
         ctx = self.ctx
-        if not any(
+        framework = any(
             m in ctx.imports or m.split(".")[0] in {i.split(".")[0] for i in ctx.imports}
             for m in ("torch", "tensorflow", "keras", "jax")
-        ):
+        )
+        calls, via = _training_calls(ctx) if framework else [], None
+        if not calls and main_block(ctx.tree) is None:
             return
         optional = None
         if seeds(ctx, FRAMEWORK_SEED_CALLS | ALL_SEED_CALLS | SWITCH_ON_CALLS | _JAX_KEYS):
-            optional = _optional_seed(ctx)  # JAX: an explicit key is the seed
+            optional = _optional_seed(ctx) if calls else None  # JAX: an explicit key is the seed
             if optional is None:
                 return
         only = [qn for qn in sorted(PYTHON_SEED_CALLS | NUMPY_SEED_CALLS) if ctx.calls.get(qn)]
-        calls = _training_calls(ctx)
+        if not calls:  # a script training through a local module's class
+            calls, via = local_training(ctx, _TRAINING_METHODS)
         if not calls:
             return
         tree = ctx.tree
         main = main_block(tree)
-        top = {
-            id(n)
-            for stmt in getattr(tree, "body", ())
-            if type(stmt) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef) and stmt is not main
-            for n in ast.walk(stmt)
-        }
+        top = _top_ids(ctx)
         # module level, __main__, app.run(main) and the functions they call
         is_script = any(id(c) in top or runs(ctx, c) for c in calls)
         if main is not None and not is_script:
@@ -1088,9 +1154,10 @@ class TrainsWithoutSeed(Rule):
                     f"seeds only when {optional[0]} is given, and it defaults to None: a run as "
                     "documented seeds nothing, so weights, dropout and data order"
                 )
+            trains = f"trains (through {via})" if via else "trains"
             self.report(
                 first,
-                f"this script trains but {what} differ in every run; call "
+                f"this script {trains} but {what} differ in every run; call "
                 "fwd9m.enable_determinism(seed=0) before building the model (or run it with "
                 "fwd9m run --seed 0)",
             )
@@ -1199,6 +1266,26 @@ def _owner_named(ctx, main, call) -> bool:
     return owner.name in named
 
 
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _top_ids(ctx) -> set[int]:
+    """``id`` of the nodes that run at module level outside the ``__main__`` block: not
+    in a def or class, also one nested in a module-level ``if``/``try`` (a compatibility
+    shim ``if keras.__version__ < ...: class Model(...): def fit(...)``). Once per file."""
+    top = ctx.__dict__.get("_seeding_top_ids")
+    if top is not None:
+        return top
+    main = main_block(ctx.tree)
+    top, todo = set(), [s for s in getattr(ctx.tree, "body", ()) if s is not main and type(s) not in _DEFS]
+    while todo:
+        n = todo.pop()
+        top.add(id(n))
+        todo += [c for c in ast.iter_child_nodes(n) if type(c) not in _DEFS]
+    ctx.__dict__["_seeding_top_ids"] = top
+    return top
+
+
 def _script_calls(ctx, calls) -> list:
     """Those of ``calls`` that a script runs: at module level (outside functions and
     classes), in a module function that module-level code calls (transitively, in a
@@ -1206,14 +1293,7 @@ def _script_calls(ctx, calls) -> list:
     "__main__":`` block is not a test runner (``unittest.main()``); [] otherwise."""
     tree = ctx.tree
     main = main_block(tree)
-    top = ctx.__dict__.get("_seeding_top_ids")
-    if top is None:  # the same for every rule that asks: once per file
-        top = ctx.__dict__["_seeding_top_ids"] = {
-            id(n)
-            for stmt in getattr(tree, "body", ())
-            if type(stmt) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef) and stmt is not main
-            for n in ast.walk(stmt)
-        }
+    top = _top_ids(ctx)
     at_top = [c for c in calls if id(c) in top]
     if at_top:
         return at_top
