@@ -169,8 +169,7 @@ def run_pair(
 
     launched: list[_Launched | None] = [launch(0), None]
     if together:
-        time.sleep(CLOCK_GAP_S)
-        launched[1] = launch(1)
+        launched[1] = _after_gap(launch)
     collected: list[int] = []
 
     def second() -> _Launched | None:
@@ -203,6 +202,12 @@ def run_pair(
                 run.info.returncode = None
                 run.info.error = f"{STOPPED} at step {found.step}"
     return found, not collected
+
+
+def _after_gap(launch: Callable[[int], _Launched | None]) -> _Launched | None:
+    """Run 2 launched :data:`CLOCK_GAP_S` after run 1."""
+    time.sleep(CLOCK_GAP_S)
+    return launch(1)
 
 
 def _watch(
