@@ -48,12 +48,14 @@ def test_probe_cost_times_catalog_ops_with_the_switch_on_and_off(capsys):
 
 
 def test_probe_cost_text_table_and_api():
-    rep = probe_cost("torch", entries=ENTRIES[:1], threads=2, pairs=3, min_seconds=0.01)
+    given = {"i": "int64[50000]<8", "v": "float32[50000,16]"}
+    rep = probe_cost("torch", entries=ENTRIES[:1], inputs=given, threads=2, pairs=3, min_seconds=0.01)
     (row,) = rep.rows
     _check_row(row)
     text = rep.render()
     assert "COST OF THE DETERMINISM SWITCH" in text and "switch toggled in one process" in text
     assert "torch.index-put-accumulate" in text and "x  " in text
+    assert "i=int64[50000]<8" in text and rep.to_dict()["settings"]["inputs"] == given
 
 
 def test_probe_cost_of_a_trace_times_its_op_kinds(tmp_path):
@@ -83,3 +85,7 @@ def test_probe_cost_bad_input_is_a_clear_error(capsys):
         probe_cost("torch", entries=["torch.no-such-entry"])
     assert main(["probe", "--cost", "--switch", "on", "-f", "torch"]) == 2
     assert "leave out --switch" in capsys.readouterr().err
+    with pytest.raises(ConfigurationError, match="no probe here has an input 'zz'"):
+        probe_cost("torch", inputs={"zz": "float32[3]"})
+    assert main(["probe", "--cost", "-f", "torch", "--input", "x=floatx[3]"]) == 2
+    assert "bad input" in capsys.readouterr().err

@@ -75,6 +75,13 @@ def add_arguments(p) -> None:
         help="time each op (or, with --trace, each op kind of the trace) with the determinism switch on "
         "against off instead: the ratio, median and min-max over --repeat alternating pairs (exit 0)",
     )
+    p.add_argument(
+        "--input",
+        action="append",
+        metavar="NAME=DTYPE[SHAPE]",
+        help="with --cost: this input of the catalog probes at another shape (e.g. i=int64[1000000]<8; "
+        "see fwd9m/probe/specs.toml for the names); repeatable",
+    )
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON (a new file)")
     p.add_argument(
         "--format", choices=("text", "json"), default="text", help="the report on stdout, as the other commands"
@@ -134,6 +141,8 @@ def run(args) -> int:
     device = args.device or ["cpu"]
     if args.cost:
         return _cost(args, device)
+    if args.input:
+        raise ConfigurationError("--input sets the shapes --cost times at; add --cost")
     if args.batch_invariance:
         return _batch_invariance(args)
     if args.trace:
@@ -193,11 +202,18 @@ def _cost(args, device: list[str]) -> int:
 
     if args.switch != "both" or args.batch_invariance:
         raise ConfigurationError("--cost times the switch off and on; leave out --switch and --batch-invariance")
+    inputs = {}
+    for text in args.input or []:
+        name, eq, value = text.partition("=")
+        if not eq or not name.strip():
+            raise ConfigurationError(f"--input {text!r}: expected NAME=DTYPE[SHAPE], e.g. i=int64[1000000]<8")
+        inputs[name.strip()] = value.strip()
     report = probe_cost(
         args.framework,
         device=device,
         entries=args.entry,
         trace=args.trace,
+        inputs=inputs,
         threads=args.threads,
         pairs=args.repeat,
         progress=None if args.quiet else _cost_progress(sys.stderr),

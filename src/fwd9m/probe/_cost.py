@@ -94,6 +94,7 @@ def probe_cost(
     device: str | list[str] = "cpu",
     entries: list[str] | None = None,
     trace: str | None = None,
+    inputs: dict[str, str] | None = None,
     threads: int | list[int] | None = None,
     pairs: int = DEFAULT_PAIRS,
     min_seconds: float = MIN_SAMPLE_S,
@@ -106,6 +107,8 @@ def probe_cost(
         device: "cpu", "cuda:N" or "all", or a list.
         entries: only these catalog entry ids.
         trace: a kept debug trace (PyTorch): its op kinds at their recorded shapes.
+        inputs: input name -> ``"dtype[shape]"`` or ``"dtype[shape]<bound"``, in place of
+            the catalog probes' default shapes, for every entry with an input of that name.
         threads: CPU thread counts (default: this machine's CPU count).
         pairs: off/on pairs per op (>= 1).
         min_seconds: a sample's length at least (calls repeated).
@@ -121,6 +124,8 @@ def probe_cost(
     if not min_seconds > 0:
         raise ConfigurationError(f"min_seconds must be > 0, got {min_seconds!r}")
     plan, skipped = _plan(frameworks, entries, trace)
+    if inputs:
+        _override(plan, inputs, trace)
     devices, thread_counts = _devices_arg(device), _threads_arg(threads)
     rows: list[CostRow] = []
     for fw, items in plan:
@@ -135,6 +140,7 @@ def probe_cost(
         "pairs": pairs,
         "min_sample_s": min_seconds,
         "trace": trace,
+        "inputs": dict(inputs or {}),
     }
     return CostReport(rows, settings, environment.collect(import_frameworks=False), skipped)
 
@@ -170,6 +176,29 @@ def _plan(frameworks, entries, trace) -> tuple[list[tuple[str, list[dict]]], dic
                 f"list them with: fwd9m catalog kind:op"
             )
     return [(fw, its) for fw, its in plan if its], skipped
+
+
+def _override(plan: list[tuple[str, list[dict]]], inputs: dict[str, str], trace: str | None) -> None:
+    """Given shapes in place of the probes' defaults (ConfigurationError: bad or unused)."""
+    from ..errors import FileFormatError
+    from ._specs import parse_input
+
+    if trace is not None:
+        raise ConfigurationError("--input sets a catalog probe's input; a trace's ops run at their recorded shapes")
+    items = [it for _, its in plan for it in its]
+    for name, text in inputs.items():
+        try:
+            parsed = parse_input(text, f"--input {name}")
+        except FileFormatError as exc:
+            raise ConfigurationError(str(exc)) from None
+        users = [it for it in items if name in it["inputs"]]
+        if not users:
+            names = sorted({n for it in items for n in it["inputs"]})
+            raise ConfigurationError(
+                f"--input {name}: no probe here has an input {name!r}; they have: {', '.join(names)}"
+            )
+        for it in users:
+            it["inputs"] = {**it["inputs"], name: parsed}
 
 
 def _time_framework(fw, items, devices, threads, pairs, min_seconds, progress) -> list[CostRow]:

@@ -41,6 +41,8 @@ def render(report) -> str:
         f"COST OF THE DETERMINISM SWITCH, op by op: time per call with the switch on / off "
         f"(median of {s['pairs']} pair(s), spread min-max; below 1x: faster with the switch on)"
     ]
+    if s.get("inputs"):
+        lines.append("  inputs at the given shapes: " + ", ".join(f"{k}={v}" for k, v in s["inputs"].items()))
     for fw in dict.fromkeys(r.framework for r in rows):
         in_process = next(r.in_process for r in rows if r.framework == fw)
         lines.append(f"  {fw}: {_HOW[in_process]}")
