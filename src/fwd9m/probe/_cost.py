@@ -7,7 +7,9 @@ whose switch cannot be toggled (TensorFlow's op determinism cannot be turned off
 on; JAX's is an XLA flag read at start-up) is timed in two fresh child processes, off
 then on, whose samples are paired in order. The spread is the ratios' min and max over
 the pairs. Times are ratios within one run, never absolute figures to compare across
-machines.
+machines. On CUDA, PyTorch's child has ``CUBLAS_WORKSPACE_CONFIG`` set for both sides
+(the switch needs it before cuBLAS starts, :mod:`fwd9m.probe._torch`), so the ratio
+leaves out what that setting itself costs.
 """
 
 from __future__ import annotations

@@ -6,12 +6,19 @@ import statistics
 
 _HOW = {
     True: "switch toggled in one process, off and on alternately",
-    False: "two fresh processes, off then on (the switch cannot be turned off in-process); samples paired in order",
+    False: "two fresh processes, off then on (the switch cannot be turned off in-process); samples paired "
+    "in order, so a ratio also holds what differs between two processes",
 }
 
 
 def _ms(seconds: list[float]) -> str:
     return f"{statistics.median(seconds) * 1e3:10.3f}"
+
+
+def _first_sentence(text: str | None, limit: int = 160) -> str:
+    """An error's first sentence, as the table's cell (the JSON keeps it whole)."""
+    first = (text or "").split(". ", 1)[0]
+    return first if len(first) <= limit else first[: limit - 3] + "..."
 
 
 def _elsewhere(r) -> bool:
@@ -24,9 +31,9 @@ def _line(r, width: int) -> str:
     label = (r.key + ("*" if _elsewhere(r) else "")).ljust(width)
     where = f"{r.framework:<10} {r.device:<7} {r.threads:>2}t"
     if r.status == "raises":
-        return f"  {where} {label} raises under the switch: {r.error}"
+        return f"  {where} {label} raises under the switch: {_first_sentence(r.error)}"
     if r.status != "timed":
-        return f"  {where} {label} not timed: {r.error}"
+        return f"  {where} {label} not timed: {_first_sentence(r.error)}"
     ratios = r.ratios
     spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
     added = r.added()
