@@ -11,8 +11,10 @@ DESCRIPTION = """Run a small probe of every catalog op entry (or, with --trace, 
 a kept debug trace ran, at its recorded shapes and dtypes) several times in a fresh process
 per framework and switch setting, and classify each: deterministic, nondeterministic, raises
 under the determinism switch, nondeterministic under it. Lists where the measurement
-contradicts the catalog. Exit 0 no contradiction, 1 some measurement contradicts the catalog
-(or, with --trace, some op of the trace is nondeterministic), 2 bad input."""
+contradicts the catalog. --cost: time each op with the switch on against off instead (the
+ratio, median and spread over alternating pairs; exit 0). Exit 0 no contradiction, 1 some
+measurement contradicts the catalog (or, with --trace, some op of the trace is
+nondeterministic), 2 bad input."""
 
 
 def _csv_ints(text: str) -> list[int]:
@@ -54,7 +56,7 @@ def add_arguments(p) -> None:
         type=int,
         default=DEFAULT_REPEAT,
         metavar="K",
-        help=f"runs of each probe per setting (default {DEFAULT_REPEAT})",
+        help=f"runs of each probe per setting; with --cost, off/on pairs per op (default {DEFAULT_REPEAT})",
     )
     p.add_argument("--entry", action="append", metavar="ID", help="only this catalog entry (repeatable)")
     p.add_argument(
@@ -67,11 +69,36 @@ def add_arguments(p) -> None:
         "linear, sum, mean, softmax, layer norm, attention; per framework, fresh process each), "
         "with the catalog's batch-invariance entries (exit 0)",
     )
+    p.add_argument(
+        "--cost",
+        action="store_true",
+        help="time each op (or, with --trace, each op kind of the trace) with the determinism switch on "
+        "against off instead: the ratio, median and min-max over --repeat alternating pairs (exit 0)",
+    )
+    p.add_argument(
+        "--input",
+        action="append",
+        metavar="NAME=DTYPE[SHAPE]",
+        help="with --cost: this input of the catalog probes at another shape (e.g. i=int64[1000000]<8; "
+        "see fwd9m/probe/specs.toml for the names); repeatable",
+    )
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON (a new file)")
     p.add_argument(
         "--format", choices=("text", "json"), default="text", help="the report on stdout, as the other commands"
     )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+
+
+def _cost_progress(stream):
+    def show(ev: dict) -> None:
+        if ev["event"] == "result":
+            stream.write(
+                f"probe --cost: {ev['framework']} {ev['device']} switch {ev['sides']} "
+                f"[{ev['index']}/{ev['total']}] {ev['key']}: {ev.get('status')}\n"
+            )
+            stream.flush()
+
+    return show
 
 
 def _progress(stream):
@@ -112,6 +139,10 @@ def run(args) -> int:
         raise ConfigurationError(f"--json {args.json}: the file exists; fwd9m never overwrites a file, name a new one")
     progress = None if args.quiet else _progress(sys.stderr)
     device = args.device or ["cpu"]
+    if args.cost:
+        return _cost(args, device)
+    if args.input:
+        raise ConfigurationError("--input sets the shapes --cost times at; add --cost")
     if args.batch_invariance:
         return _batch_invariance(args)
     if args.trace:
@@ -160,4 +191,37 @@ def _batch_invariance(args) -> int:
         print("Catalog batch-invariance entries (fwd9m debug --vary batch prints their fixes): " + ", ".join(known))
     if args.json:
         _write_json(args.json, {"batch_invariance": [asdict(r) for r in rows]})
+    return 0
+
+
+def _cost(args, device: list[str]) -> int:
+    """``fwd9m probe --cost``: the switch's cost per op, as a table or JSON."""
+    from ..compare._escape import printable
+    from ..errors import ConfigurationError
+    from ..probe import probe_cost
+
+    if args.switch != "both" or args.batch_invariance:
+        raise ConfigurationError("--cost times the switch off and on; leave out --switch and --batch-invariance")
+    inputs = {}
+    for text in args.input or []:
+        name, eq, value = text.partition("=")
+        if not eq or not name.strip():
+            raise ConfigurationError(f"--input {text!r}: expected NAME=DTYPE[SHAPE], e.g. i=int64[1000000]<8")
+        inputs[name.strip()] = value.strip()
+    report = probe_cost(
+        args.framework,
+        device=device,
+        entries=args.entry,
+        trace=args.trace,
+        inputs=inputs,
+        threads=args.threads,
+        pairs=args.repeat,
+        progress=None if args.quiet else _cost_progress(sys.stderr),
+    )
+    if args.format == "json":
+        print(json.dumps(report.to_dict(), indent=1, sort_keys=True, default=str))
+    else:
+        print(printable(report.render()))
+    if args.json:
+        _write_json(args.json, report.to_dict())
     return 0

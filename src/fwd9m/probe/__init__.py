@@ -11,6 +11,10 @@ installed version and device.
 >>> from fwd9m import probe                                       # doctest: +SKIP
 >>> report = probe.probe(frameworks=["torch"], switch="both")     # doctest: +SKIP
 >>> print(report.render())                                        # doctest: +SKIP
+>>> print(probe.probe_cost(frameworks=["torch"]).render())        # doctest: +SKIP
+
+:func:`probe_cost` (``fwd9m probe --cost``) times each op with the switch off and on
+instead (:mod:`fwd9m.probe._cost`).
 
 The parent imports no framework; children talk JSON, never pickle.
 """
@@ -28,7 +32,17 @@ from dataclasses import asdict, dataclass, field
 
 from ..errors import ConfigurationError, RunError
 
-__all__ = ["FRAMEWORKS", "SWITCHES", "ProbeReport", "Result", "probe", "probe_items"]
+__all__ = [
+    "FRAMEWORKS",
+    "SWITCHES",
+    "CostReport",
+    "CostRow",
+    "ProbeReport",
+    "Result",
+    "probe",
+    "probe_cost",
+    "probe_items",
+]
 
 #: frameworks with op entries and a probe backend (Keras runs on one of them)
 FRAMEWORKS = ("torch", "tensorflow", "jax")
@@ -346,3 +360,6 @@ def _child_events(request: dict, env: dict):
                 f"fwd9m probe: the {request['framework']} child on {request['device']} died "
                 f"(exit {rc}) before it finished; its last output:\n{tail}"
             )
+
+
+from ._cost import CostReport, CostRow, probe_cost  # noqa: E402 - it uses the helpers above

@@ -3,7 +3,9 @@
 Run as ``python -m fwd9m.probe._child``; reads one JSON request from stdin
 (``framework``, ``device``, ``switch``, ``threads``, ``repeat``, ``items``: each a
 ``key``, ``inputs`` and ``run``) and writes JSON lines to its original stdout: ``start``
-(devices seen), one ``progress`` per repeat, one ``result`` per item, ``end``. The
+(devices seen), one ``progress`` per repeat, one ``result`` per item, ``end``. With
+``"mode": "cost"`` (and ``switches``, ``min_seconds``) each item is timed instead
+(:mod:`fwd9m.probe._timing`), ``repeat`` samples per setting. The
 framework's own output goes to stderr. Nothing is unpickled; every value crossing the
 process boundary is JSON.
 """
@@ -113,6 +115,17 @@ def probe_item(backend, item: dict, device: str, repeat: int, stream) -> dict:
     }
 
 
+def _measure(backend, item: dict, request: dict, proto) -> dict:
+    """The item's result: its classification, or (``"mode": "cost"``) its timings."""
+    if request.get("mode") != "cost":
+        return probe_item(backend, item, request["device"], int(request["repeat"]), proto)
+    from ._timing import time_item
+
+    _emit(proto, event="progress", key=item["key"], repeat=1, of=1)
+    switches = [bool(s) for s in request["switches"]]
+    return time_item(backend, item, request["device"], switches, int(request["repeat"]), request["min_seconds"])
+
+
 def main() -> int:
     proto = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # the framework's prints go to stderr, never into the protocol
@@ -136,7 +149,7 @@ def main() -> int:
         return 2
     for item in request["items"]:
         try:
-            result = probe_item(backend, item, request["device"], int(request["repeat"]), proto)
+            result = _measure(backend, item, request, proto)
         except Exception as exc:  # noqa: BLE001 - a broken probe is its own result
             result = {"status": "error", "error": "".join(traceback.format_exception_only(type(exc), exc))[:400]}
         _emit(proto, event="result", key=item["key"], **result)

@@ -89,5 +89,10 @@ def to_numpy(value) -> list:
     return [np.asarray(value)]
 
 
+def wait(value, device: str) -> None:
+    """JAX dispatches asynchronously: the op's time ends when its results are ready."""
+    _jax.block_until_ready(value)
+
+
 def is_switch_error(exc: BaseException) -> bool:
     return False

@@ -68,6 +68,13 @@ def to_numpy(value) -> list:
     return [value.numpy()]
 
 
+def wait(value, device: str) -> None:
+    """A GPU op's time ends when its result is read back (that copy is timed too); CPU
+    eager ops have finished when they return."""
+    if device != "cpu":
+        to_numpy(value)
+
+
 def is_switch_error(exc: BaseException) -> bool:
     tf = _tf
     return isinstance(

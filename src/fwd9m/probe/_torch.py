@@ -9,6 +9,7 @@ gets it in its environment. Threads: ``torch.set_num_threads``.
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any
 
 _torch: Any = None
@@ -36,6 +37,17 @@ def setup(device: str, switch: bool, threads: int) -> list[str]:
     return found
 
 
+def set_switch(on: bool) -> None:
+    """The switch, toggled in this process (``fwd9m probe --cost`` times both sides)."""
+    _torch.use_deterministic_algorithms(on)
+
+
+def wait(value, device: str) -> None:
+    """Let a CUDA op finish before its time is read (CPU ops have finished)."""
+    if device != "cpu":
+        _torch.cuda.synchronize(device)
+
+
 def namespace(device: str) -> dict:
     torch = _torch
 
@@ -53,6 +65,7 @@ def namespace(device: str) -> dict:
         "grad": grad,
         "device": device,
         "rebuild": lambda name, metas, args: rebuild(name, metas, args, device),
+        "prepared": lambda name, metas, args: prepared(name, metas, args, device),
     }
 
 
@@ -82,6 +95,11 @@ def rebuild(name: str, metas: list, args: str, device: str):
     """Run aten op ``name`` on fresh tensors of ``metas`` (recorded order) and the
     recorded argument text ``args`` (``name=value`` joined by \\x1f), trying each of the
     op's schemas; ValueError when none fits."""
+    return prepared(name, metas, args, device)()
+
+
+def prepared(name: str, metas: list, args: str, device: str):
+    """:func:`rebuild`'s call, its tensors made once: a function running the op alone."""
     torch = _torch
     named = {}
     for item in filter(None, args.split("\x1f")):
@@ -94,7 +112,7 @@ def rebuild(name: str, metas: list, args: str, device: str):
         func = getattr(packet, overload)
         call = _fit(func._schema, tensors, named)
         if call is not None:
-            return func(*call[0], **call[1])
+            return functools.partial(func, *call[0], **call[1])
     raise ValueError(f"no schema of {name} fits {len(metas)} tensors and arguments {sorted(named)}")
 
 

@@ -75,7 +75,7 @@ def trace_items(path: str) -> tuple[str, list[dict], dict[str, str]]:
     for name, metas, args in kinds[:MAX_KINDS]:
         label = f"{name}({', '.join(metas)})"
         code = f"rebuild({name!r}, {list(metas)!r}, {args!r})"
-        items.append({"key": label, "inputs": {}, "run": code, "op": name})
+        items.append({"key": label, "inputs": {}, "run": code, "op": name, "count": counts[(name, metas, args)]})
     return "torch", items, skipped
 
 
