@@ -112,3 +112,16 @@ def test_a_file_without_fixable_findings_is_left_alone(tmp_path):
     out = _lint(tmp_path, "--fix", "ok.py")
     assert out.returncode == 0 and "fixed 0 findings in 0 files" in out.stderr, out.stderr
     assert (tmp_path / "ok.py").stat().st_mtime_ns == before
+
+
+def test_sorted_replaces_list_and_wraps_a_set_made_where_it_is_iterated():
+    import ast
+
+    from fwd9m.fix import _edits
+
+    source = "s = {'b', 'a'}\nids = list(s)\nt = tuple(s)\nv = dict(enumerate(set(words)))\n"
+    tree = ast.parse(source)
+    out = _edits.apply(source, _edits.sorted_sets(source, tree))
+    assert out == "s = {'b', 'a'}\nids = sorted(s)\nt = tuple(sorted(s))\nv = dict(enumerate(sorted(set(words))))\n"
+    safe = _edits.apply(source, _edits.sorted_sets(source, tree, strings_only=True))
+    assert "enumerate(set(words))" in safe and "ids = sorted(s)" in safe  # set(words) may not sort: unsafe

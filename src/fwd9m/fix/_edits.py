@@ -174,21 +174,23 @@ def sorted_sets(source: str, tree: ast.AST, strings_only: bool = False) -> list[
     only sets written as a literal of strings (``sorted`` cannot fail on them)."""
     names = _set_names(tree, strings_only)
     lines = _offsets(source)
-    targets: list[ast.expr] = []
+    targets: list[tuple[ast.expr, ast.expr]] = []  # (the set, what the edit replaces)
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
             and node.func.id in ("list", "tuple", "enumerate")
+            and node.args
         ):
-            targets += node.args[:1]
+            whole = node.func.id == "list" and len(node.args) == 1 and not node.keywords  # list(s): sorted(s)
+            targets.append((node.args[0], node if whole else node.args[0]))
         elif isinstance(node, (ast.For, ast.comprehension)):
-            targets.append(node.iter)
+            targets.append((node.iter, node.iter))
     edits = []
-    for t in targets:
+    for t, replaced in targets:
         start, end = _span(t, lines)
         if (isinstance(t, ast.Name) and t.id in names) or _a_set(t, strings_only):
-            edits.append(Edit(start, end, f"sorted({source[start:end]})"))
+            edits.append(Edit(*_span(replaced, lines), f"sorted({source[start:end]})"))
     return edits
 
 

@@ -101,7 +101,8 @@ def _edits_for(finding, source: str, tree: ast.Module, seed: int, unsafe: bool) 
         found = make(source, tree, seed) if make else []
         if whole:
             return found
-        return [e for e in found if source.count("\n", 0, e.start) + 1 in lines or source[e.start : e.end] in assigned]
+        used = {f"sorted({name})" for name in assigned}
+        return [e for e in found if source.count("\n", 0, e.start) + 1 in lines or e.text in used]
 
     edits = mine(safe)
     if edits or not risky:
