@@ -1,6 +1,6 @@
 """``fwd9m fix``: a fix that is proven. Check the script as it is; patch a copy step by
-step (:mod:`fwd9m.fix._edits`: first the seeding call, then at each step the group of
-edits that what the copy still differs in points at, up to :data:`MAX_STEPS`), running
+step (:mod:`fwd9m.fix._edits`: at each step the group of edits that what still differs
+points at, else the next in order, the seeding call first; up to :data:`MAX_STEPS`), running
 ``fwd9m check`` on the copy after each; report each step and the patch that made the copy
 reproducible, as a unified diff, with the check's verdict on it.
 
@@ -340,9 +340,11 @@ def _iterate(
     verify: Callable[[str, dict[str, str]], tuple[bool, str, str, str]],
     say: Callable[[str], None],
 ) -> None:
-    """Up to :data:`MAX_STEPS` steps: the first adds the seeding call, each next one the
-    group of edits that what the copy still shows points at; each step's patch is
-    checked on a copy and recorded in ``result.attempts``, until one is reproducible."""
+    """Up to :data:`MAX_STEPS` steps, each adding the group of edits that what the script
+    (then the copy) still shows points at (``words``), else the next in :func:`_groups`'
+    order (the seeding call first); each step's patch is checked on a copy and recorded
+    in ``result.attempts``, until one is reproducible. A script whose only source is the
+    string-hash order gets ``sorted()`` alone, no seeding call."""
     from ..errors import RunError
 
     groups = _groups(script, source, seed)
@@ -352,7 +354,7 @@ def _iterate(
     for step in range(1, MAX_STEPS + 1):
         if not groups:
             break
-        group = groups[0] if step == 1 else _next_group(groups, words.lower())
+        group = _next_group(groups, words.lower())
         groups.remove(group)
         edits, modules = edits + group.edits, {**modules, **group.modules}
         for rel in group.modules:
