@@ -185,7 +185,7 @@ def _groups(script: Path, source: str, seed: int) -> list[_Group]:
     sets = _edits.sorted_sets(source, tree)
     if sets:
         where = ", ".join(f"{name}:{_line(source, e.start)}" for e in sets)
-        out.append(_Group(f"sorted() over the set at {where}", sets, hints=("hash", "order", "set")))
+        out.append(_Group(f"sorted() over the set at {where}", sets, hints=("hash", "pythonhashseed")))
     gens = _edits.seeded_generators(source, tree, seed)
     if gens:
         where = ", ".join(f"{name}:{_line(source, e.start)}" for e in gens)
@@ -193,7 +193,7 @@ def _groups(script: Path, source: str, seed: int) -> list[_Group]:
     modules = _module_edits(script, tree, seed)
     if modules:
         what = f"seeds from the clock or the OS fixed in {', '.join(modules)}"
-        out.append(_Group(what, [], modules, hints=tuple(Path(r).stem for r in modules)))
+        out.append(_Group(what, [], modules, hints=tuple(modules)))
     workers = _edits.worker_seeding(source, tree)
     if workers:
         out.append(_Group("DataLoader workers seeded (worker_init_fn)", workers, hints=("worker",)))
@@ -203,7 +203,9 @@ def _groups(script: Path, source: str, seed: int) -> list[_Group]:
 def _next_group(groups: list[_Group], left: str) -> _Group:
     """The group that what a check still finds (``left``, lowercase) points at, else the
     first one left."""
-    return next((g for g in groups if any(h.lower() in left for h in g.hints)), groups[0])
+    import re
+
+    return next((g for g in groups if any(re.search(rf"\b{re.escape(h.lower())}", left) for h in g.hints)), groups[0])
 
 
 def _diff(name: str, before: str, after: str) -> tuple[str, int]:
