@@ -245,3 +245,102 @@ def test_o_never_overwrites_the_script_or_a_file_that_is_not_a_patch(tmp_path, o
     r = _fix(tmp_path, "-o", output, "train.py")
     assert r.returncode == 2 and "-o" in r.stderr, r.stderr
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+
+
+def test_the_next_step_is_the_group_that_what_still_differs_points_at(tmp_path):
+    from fwd9m.fix import _groups, _next_group
+
+    source = (
+        "import random, time\nimport numpy as np\n"
+        "random.seed(time.time())\n"
+        "rng = np.random.default_rng()\n"
+        "words = {'a', 'b'}\n"
+        "for w in words:\n    print(w, rng.random())\n"
+    )
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    groups = _groups(script, source, 5)
+    assert (
+        groups[0].what
+        == "fwd9m.enable_determinism(seed=5) after the imports, the clock seed at train.py:3 replaced by 5"
+    )
+    assert [g.what for g in groups[1:]] == [
+        "sorted() over the set at train.py:6",
+        "the generator at train.py:4 given seed 5",
+    ]
+    rest = groups[1:]
+    assert _next_group(rest, "stdout: 2 of 2 lines differ; pythonhashseed (confirmed)") is rest[0]
+    assert _next_group(list(reversed(rest)), "stdout: a line differs") is rest[1]  # nothing points: the first left
+
+
+TWO_SOURCES = '''"""Two sources: an unseeded NumPy draw and a set of strings whose order is printed."""
+import numpy as np
+
+words = {"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"}
+for w in words:
+    print(w)
+print(np.random.normal(size=3))
+'''
+
+
+def test_two_sources_are_fixed_in_two_steps_each_reported(tmp_path):
+    pytest.importorskip("numpy")
+    (tmp_path / "train.py").write_text(TWO_SOURCES)
+    before = _tree(tmp_path)
+    out = _fix(tmp_path, "train.py")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith("FIXED (verified): with the patch below (2 step(s);"), out.stdout
+    steps = [line for line in out.stdout.splitlines() if line.startswith("step ")]
+    assert len(steps) == 2 and steps[0].split(": ", 2)[2].startswith("still differs: "), out.stdout
+    assert steps[1].endswith(": REPRODUCIBLE"), out.stdout  # the hash order first (the check points at it), or the seed
+    assert {s.split(": ")[1] for s in steps} == {
+        "sorted() over the set at train.py:5",
+        "fwd9m.enable_determinism(seed=0) after the imports",
+    }, out.stdout
+    assert "+for w in sorted(words):" in out.stdout and "+fwd9m.enable_determinism(seed=0)" in out.stdout
+    assert _tree(tmp_path) == before
+
+
+def test_no_verified_fix_says_what_each_step_left(tmp_path):
+    (tmp_path / "train.py").write_text("import os\nprint(int.from_bytes(os.urandom(2), 'big') % 1000 + 1000)\n")
+    out = _fix(tmp_path, "--format", "json", "train.py")
+    assert out.returncode == 1, out.stdout + out.stderr
+    import json
+
+    data = json.loads(out.stdout)
+    assert not data["fixed"] and len(data["attempts"]) == 1 and data["attempts"][0]["left"]
+    assert data["steps"][0].startswith("step 1: fwd9m.enable_determinism(seed=0) after the imports: still differs: ")
+
+
+def test_a_clock_seed_and_an_unseeded_generator_in_a_local_module(tmp_path):
+    pytest.importorskip("numpy")
+    (tmp_path / "noise.py").write_text(
+        "import numpy as np\n\n\ndef jitter():\n    return np.random.default_rng().random()\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import random\nimport time\n\nfrom noise import jitter\n\n"
+        "random.seed(time.time())\nprint(random.random(), jitter())\n"
+    )
+    before = _tree(tmp_path)
+    out = _fix(tmp_path, "train.py")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "the clock seed at train.py:6 replaced by 0: still differs: " in out.stdout, out.stdout
+    assert "step 2: seeds from the clock or the OS fixed in noise.py: REPRODUCIBLE" in out.stdout, out.stdout
+    assert "--- a/noise.py" in out.stdout and "+    return np.random.default_rng(0).random()" in out.stdout
+    assert _tree(tmp_path) == before
+    out = _fix(tmp_path, "--write", "train.py")
+    assert out.returncode == 0 and "default_rng(0)" in (tmp_path / "noise.py").read_text(), out.stdout + out.stderr
+
+
+def test_a_script_whose_only_source_is_the_hash_order_gets_sorted_alone(tmp_path):
+    (tmp_path / "train.py").write_text(
+        'words = {"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"}\n'
+        'with open("out.txt", "w") as f:\n    for w in words:\n        f.write(w + "\\n")\n'
+    )
+    out = _fix(tmp_path, "train.py")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "(1 step(s); 1 changed line(s))" in out.stdout.splitlines()[0], out.stdout
+    assert (
+        "step 1: sorted() over the set at train.py:3: REPRODUCIBLE" in out.stdout
+        and "enable_determinism" not in out.stdout
+    )

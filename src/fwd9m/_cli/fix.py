@@ -6,11 +6,13 @@ import argparse
 
 HELP = "find a patch that makes a script reproducible, verified by fwd9m check on a patched copy"
 DESCRIPTION = (
-    "Check the script; when its runs differ, patch a copy of it (fwd9m.enable_determinism with the "
-    "script's own seed after its imports, clock seeds replaced, DataLoader workers seeded), check the "
-    "copy, and print the first patch whose copy is reproducible as a unified diff. Your files are "
-    "not changed unless --write. Exit 0: reproducible, or a verified patch; 1: no verified patch; "
-    "2: error."
+    "Check the script; when its runs differ, patch a copy of it step by step (the edit that what differs "
+    "points at, else fwd9m.enable_determinism with the script's own seed after its imports, clock seeds replaced; "
+    "then, up to 4 steps, the next such edit: sets iterated in sorted order, "
+    "generators given the seed, local modules' seeds, DataLoader workers seeded), check the copy after "
+    "each step, and print what each step fixed and the patch that made the copy reproducible as a "
+    "unified diff. Your files are not changed unless --write. Exit 0: reproducible, or a verified "
+    "patch; 1: no verified patch (each step's remaining difference is listed); 2: error."
 )
 
 

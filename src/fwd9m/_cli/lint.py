@@ -10,7 +10,8 @@ DESCRIPTION = (
     "determinism, data pipelines, ordering and hashing, checkpoints, JAX keys and ops "
     "the catalog lists as nondeterministic. Exit 0 clean, 1 findings, 2 error. "
     "Configure in pyproject.toml under [tool.fwd9m.lint]; silence a line with "
-    "'# noqa: FWD101'."
+    "'# noqa: FWD101'. --fix applies the safe fixes of the rules that carry one (--unsafe-fixes: "
+    "also those that change results on purpose; --diff: print them, write nothing)."
 )
 
 
@@ -44,6 +45,15 @@ def add_arguments(p) -> None:
         "--config", metavar="PYPROJECT", help="pyproject.toml to read [tool.fwd9m.lint] from (default: nearest one)"
     )
     p.add_argument("--isolated", action="store_true", help="ignore pyproject.toml configuration")
+    p.add_argument(
+        "--fix",
+        action="store_true",
+        help="apply the safe fixes of the rules that carry one (a file is written only if unchanged since read)",
+    )
+    p.add_argument(
+        "--unsafe-fixes", action="store_true", help="with --fix or --diff: also the fixes that change results"
+    )
+    p.add_argument("--diff", action="store_true", help="print the fixes as a unified diff instead of writing them")
 
 
 def _split(values) -> list[str]:
@@ -66,6 +76,34 @@ def _explain(code: str) -> int:
         for ref in r.references:
             print(f"  {ref}")
     return 0
+
+
+def _fix(args, findings, config) -> bool:
+    """Print (``--diff``) or make (``--fix``) the fixes; say what changed and what was
+    left out. True when some file has a fix."""
+    from ..fix._lint import apply, plan_paths
+
+    fixes = plan_paths(findings, config, unsafe=args.unsafe_fixes)
+    changed = [f for f in fixes if f.after != f.before]
+    if args.diff:
+        sys.stdout.write("".join(f.diff() for f in changed))
+    else:
+        refused = apply(changed)
+        for f in changed:
+            if not any(r.startswith(f"{f.path}:") for r in refused):
+                for line in f.fixed:
+                    print(line, file=sys.stderr)
+        for line in refused:
+            print(f"fwd9m lint: {line}", file=sys.stderr)
+    n = sum(len(f.fixed) for f in changed)
+    left = sum(f.unsafe_left for f in fixes)
+    verb = "would fix" if args.diff else "fixed"
+    print(
+        f"fwd9m lint: {verb} {n} finding{'s' * (n != 1)} in {len(changed)} file{'s' * (len(changed) != 1)}"
+        + (f"; {left} more with --unsafe-fixes" if left else ""),
+        file=sys.stderr,
+    )
+    return bool(changed)
 
 
 def run(args) -> int:
@@ -103,6 +141,12 @@ def run(args) -> int:
             print(f"fwd9m lint: also reading {', '.join(map(str, extra))} (imported)", file=sys.stderr)
         paths = [*paths, *map(str, extra)]
     report = lint_paths(paths, config, stdin_name=args.stdin_filename)
+    if args.fix or args.diff:
+        if _fix(args, report.findings, config) and args.diff:
+            return 1
+        if args.diff:
+            return 0
+        report = lint_paths(paths, config, stdin_name=args.stdin_filename)  # what is left
     findings = sorted(report.findings, key=lambda f: f.sort_key())
     if args.format == "json":
         print(render_json(findings, report.files))

@@ -1,7 +1,8 @@
-"""``fwd9m fix``: a fix that is proven. Check the script as it is; make the smallest
-patch that can remove what differs (:mod:`fwd9m.fix._edits`); run ``fwd9m check`` on a
-patched copy; report the first patch whose copy is reproducible, as a unified diff,
-with the check's verdict on it.
+"""``fwd9m fix``: a fix that is proven. Check the script as it is; patch a copy step by
+step (:mod:`fwd9m.fix._edits`: at each step the group of edits that what still differs
+points at, else the next in order, the seeding call first; up to :data:`MAX_STEPS`), running
+``fwd9m check`` on the copy after each; report each step and the patch that made the copy
+reproducible, as a unified diff, with the check's verdict on it.
 
 The copy is a folder of symbolic links to the script's folder, the script itself
 replaced by its patched text; the check runs there as it runs anywhere, every write
@@ -33,7 +34,7 @@ __all__ = ["Attempt", "FixResult", "fix", "write"]
 class Attempt:
     """One patch tried: what it does, its diff, and the check's verdict on the copy."""
 
-    name: str
+    name: str  #: what this step added (each step's patch holds the steps before it too)
     patch: str
     changed_lines: int
     verdict: str
@@ -41,6 +42,7 @@ class Attempt:
     text: str = field(default="", repr=False)  #: the patched script
     #: the patched local modules the script imports: ``{path relative to its folder: text}``
     modules: dict[str, str] = field(default_factory=dict, repr=False)
+    left: str = ""  #: the first difference the patched copy still shows ("" when none)
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,14 @@ class FixResult:
     def __bool__(self) -> bool:
         return not self.needed or self.fixed is not None
 
+    def steps(self) -> list[str]:
+        """A line per step: what it added and what the check said of the copy then."""
+        return [
+            f"step {i}: {a.name}: "
+            + ("REPRODUCIBLE" if a.reproducible else f"still differs: {a.left}" if a.left else a.verdict)
+            for i, a in enumerate(self.attempts, 1)
+        ]
+
     def report(self) -> str:
         from ..compare import escape_control
 
@@ -75,25 +85,28 @@ class FixResult:
         elif self.fixed is not None:
             a = self.fixed
             lines = [
-                f"FIXED (verified): with the patch below ({a.name}; {a.changed_lines} changed line(s)), "
-                f"fwd9m check says: {a.verdict}",
+                f"FIXED (verified): with the patch below ({len(self.attempts)} step(s); {a.changed_lines} changed "
+                f"line(s)), fwd9m check says: {a.verdict}",
                 "",
                 f"Before: {self.before}",
                 f"  first difference: {self.cause}",
+                "",
+                *self.steps(),
                 "",
                 "The patch (fwd9m fix -o fix.patch saves it; --write applies it to your file):",
                 *a.patch.rstrip("\n").splitlines(),
             ]
         else:
             lines = [
-                f"NO VERIFIED FIX: {len(self.attempts)} patch(es) tried, the copy still differs in each.",
+                f"NO VERIFIED FIX: after {len(self.attempts)} step(s) the patched copy still differs.",
                 "",
                 f"Before: {self.before}",
                 f"  first difference: {self.cause}",
                 "",
-                "Tried:",
-                *(f"  - {a.name}: {a.verdict}" for a in self.attempts),
+                *self.steps(),
                 "",
+                "Left: what the last step still shows has no edit fwd9m fix makes (an op without a deterministic "
+                "kernel on this device, a source outside the script and its local modules).",
                 f"Next: fwd9m debug {self.target} (finds the first op that differs and why)",
             ]
         return "\n".join(escape_control(line) for line in lines)
@@ -109,6 +122,7 @@ class FixResult:
             "before": self.before,
             "cause": self.cause,
             "patch": fixed.patch if fixed else None,
+            "steps": self.steps(),
             "attempts": [{k: v for k, v in a.__dict__.items() if k not in ("text", "modules")} for a in self.attempts],
         }
 
@@ -135,26 +149,63 @@ def _module_edits(script: Path, tree: ast.AST, seed: int) -> dict[str, str]:
     return out
 
 
-def _candidates(source: str, seed: int | None) -> list[tuple[str, str]]:
-    """``(what it does, patched source)`` to try, smallest first, each distinct."""
+#: at most this many steps, each adding one group of edits to the patch before it
+MAX_STEPS = 4
+
+
+@dataclass(frozen=True)
+class _Group:
+    """Edits that remove one kind of source: what they do, the script's edits, the local
+    modules' patched texts, and words that, in what a check still finds, point at them."""
+
+    what: str
+    edits: list[_edits.Edit]
+    modules: dict[str, str] = field(default_factory=dict)
+    hints: tuple[str, ...] = ()
+
+
+def _line(source: str, offset: int) -> int:
+    return source.count("\n", 0, offset) + 1
+
+
+def _groups(script: Path, source: str, seed: int) -> list[_Group]:
+    """The groups that apply to ``script``, in the order they are tried when nothing
+    points at one: the seeding call (with the clock seeds it would be undone by), the
+    sets iterated in order, the generators without a seed, the local modules, the
+    DataLoader workers."""
     tree = ast.parse(source)
-    seed = _seed(source, seed)
-    base = _edits.enable_after_imports(source, tree, seed)
-    what = [f"fwd9m.enable_determinism(seed={seed}) after the imports"]
-    for edits, said in (
-        (_edits.fixed_clock_seeds(source, tree, seed) + _edits.clock_seed_variables(source, tree, seed), "clock seeds"),
-        (_edits.seeded_generators(source, tree, seed), "generators without a seed seeded"),
-        (_edits.sorted_sets(source, tree), "sets iterated in sorted order"),
-    ):
-        if edits:
-            base += edits
-            what.append(said + (" replaced by the seed" if said == "clock seeds" else ""))
-    out = [(", ".join(what), _edits.apply(source, base))]
-    what = out[0][0]
+    name = script.name
+    clock = _edits.fixed_clock_seeds(source, tree, seed) + _edits.clock_seed_variables(source, tree, seed)
+    first = f"fwd9m.enable_determinism(seed={seed}) after the imports"
+    if clock:
+        first += (
+            f", the clock seed at {', '.join(f'{name}:{_line(source, e.start)}' for e in clock)} replaced by {seed}"
+        )
+    out = [_Group(first, _edits.enable_after_imports(source, tree, seed) + clock)]
+    sets = _edits.sorted_sets(source, tree)
+    if sets:
+        where = ", ".join(f"{name}:{_line(source, e.start)}" for e in sets)
+        out.append(_Group(f"sorted() over the set at {where}", sets, hints=("hash", "pythonhashseed")))
+    gens = _edits.seeded_generators(source, tree, seed)
+    if gens:
+        where = ", ".join(f"{name}:{_line(source, e.start)}" for e in gens)
+        out.append(_Group(f"the generator at {where} given seed {seed}", gens, hints=("generator", "rng")))
+    modules = _module_edits(script, tree, seed)
+    if modules:
+        what = f"seeds from the clock or the OS fixed in {', '.join(modules)}"
+        out.append(_Group(what, [], modules, hints=tuple(modules)))
     workers = _edits.worker_seeding(source, tree)
     if workers:
-        out.append((what + ", DataLoader workers seeded (worker_init_fn)", _edits.apply(source, base + workers)))
+        out.append(_Group("DataLoader workers seeded (worker_init_fn)", workers, hints=("worker",)))
     return out
+
+
+def _next_group(groups: list[_Group], left: str) -> _Group:
+    """The group that what a check still finds (``left``, lowercase) points at, else the
+    first one left."""
+    import re
+
+    return next((g for g in groups if any(re.search(rf"\b{re.escape(h.lower())}", left) for h in g.hints)), groups[0])
 
 
 def _diff(name: str, before: str, after: str) -> tuple[str, int]:
@@ -223,15 +274,21 @@ def _cwd(path: Path | None) -> Iterator[None]:
 
 def _verify(
     script: Path, text: str, modules: dict[str, str], args: Sequence[str], check: Callable[..., Any]
-) -> tuple[bool, str]:
+) -> tuple[bool, str, str, str]:
     """Whether ``script`` patched to ``text`` (and its local ``modules``) is reproducible,
-    and the check's verdict (naming the script as the user does), run from the copy's
-    folder when the user runs the script from its own folder."""
+    the check's verdict (naming the script as the user does), the first difference it
+    still finds and every word of its findings and possible causes (which group to add
+    next), run from the copy's folder when the user runs the script from its own folder."""
     with _patched_copy(script, text, modules) as copy:
         same_folder = Path.cwd().resolve() == script.parent.resolve()
         with _cwd(copy.parent if same_folder else None):
             result = check(copy.name if same_folder else str(copy), list(args))
-        return bool(result), result.verdict().replace(str(copy), str(script))
+        ranked = result.ranked()
+        first = ranked[0].summary if ranked else ""
+        words = " ".join([*(f.summary for f in ranked), *result.causes])
+        words += " hash" if getattr(result, "hash_seed_suspect", False) else ""
+        name = str(script)
+        return bool(result), result.verdict().replace(str(copy), name), first.replace(str(copy), name), words
 
 
 def fix(
@@ -242,8 +299,9 @@ def fix(
     progress: Callable[[str], None] | None = None,
     **check_options: Any,
 ) -> FixResult:
-    """Check ``target``; when it is not reproducible, try the patches of
-    :func:`_candidates` on a copy, each verified by a check, and return what was found.
+    """Check ``target``; when it is not reproducible, patch a copy step by step (at most
+    :data:`MAX_STEPS`, each adding the edits that what the copy still shows points at),
+    each step verified by a check, and return what each step did.
     ``check_options`` go to :func:`fwd9m.check.check_script` (``timeout``, ``env``...).
 
     Raises:
@@ -270,23 +328,51 @@ def fix(
         return FixResult(target, before.verdict(), "", [], digest)
     ranked = before.ranked()
     result = FixResult(target, before.verdict(), ranked[0].summary if ranked else "", [], digest)
-    candidates = _candidates(source, seed)
-    modules = _module_edits(script, ast.parse(source), _seed(source, seed))
-    originals = {rel: (script.parent / rel).read_text(encoding="utf-8") for rel in modules}
-    result.module_digests.update({rel: hashlib.sha256(t.encode()).hexdigest() for rel, t in originals.items()})
-    for i, (what, text) in enumerate(candidates, 1):
-        what += f", seeds from the clock fixed in {', '.join(modules)}" if modules else ""
-        say(f"patch {i} of {len(candidates)}: {what}; checking the patched copy")
+    words = " ".join([*(f.summary for f in ranked), *before.causes]) + (" hash" * before.hash_seed_suspect)
+    _iterate(result, script, source, _seed(source, seed), words, lambda t, m: _verify(script, t, m, args, check), say)
+    return result
+
+
+def _iterate(
+    result: FixResult,
+    script: Path,
+    source: str,
+    seed: int,
+    words: str,
+    verify: Callable[[str, dict[str, str]], tuple[bool, str, str, str]],
+    say: Callable[[str], None],
+) -> None:
+    """Up to :data:`MAX_STEPS` steps, each adding the group of edits that what the script
+    (then the copy) still shows points at (``words``), else the next in :func:`_groups`'
+    order (the seeding call first); each step's patch is checked on a copy and recorded
+    in ``result.attempts``, until one is reproducible. A script whose only source is the
+    string-hash order gets ``sorted()`` alone, no seeding call."""
+    from ..errors import RunError
+
+    groups = _groups(script, source, seed)
+    edits: list[_edits.Edit] = []
+    modules: dict[str, str] = {}
+    originals: dict[str, str] = {}
+    for step in range(1, MAX_STEPS + 1):
+        if not groups:
+            break
+        group = _next_group(groups, words.lower())
+        groups.remove(group)
+        edits, modules = edits + group.edits, {**modules, **group.modules}
+        for rel in group.modules:
+            originals[rel] = (script.parent / rel).read_text(encoding="utf-8")
+            result.module_digests[rel] = hashlib.sha256(originals[rel].encode()).hexdigest()
+        text = _edits.apply(source, edits)
+        say(f"step {step}: {group.what}; checking the patched copy")
         try:
-            ok, verdict = _verify(script, text, modules, args, check)
+            ok, verdict, left, words = verify(text, modules)
         except RunError as exc:  # the patch broke the script (a kernel with no deterministic version)
-            ok, verdict = False, f"the patched copy gave no verdict: {exc}"
+            ok, verdict, left, words = False, f"the patched copy gave no verdict: {exc}", "", ""
         diffs = [_diff(script.name, source, text), *(_diff(r, originals[r], t) for r, t in modules.items())]
         patch, changed = "".join(d for d, _ in diffs), sum(n for _, n in diffs)
-        result.attempts.append(Attempt(what, patch, changed, verdict, ok, text, modules))
-        if ok:
+        result.attempts.append(Attempt(group.what, patch, changed, verdict, ok, text, dict(modules), left))
+        if ok or not left:
             break
-    return result
 
 
 def _seed(source: str, seed: int | None) -> int:

@@ -148,41 +148,62 @@ def seeded_generators(source: str, tree: ast.AST, seed: int) -> list[Edit]:
     return edits
 
 
-def _set_names(tree: ast.AST) -> set[str]:
-    """Names assigned a set (a literal, a comprehension, ``set(...)``, ``frozenset(...)``)."""
+def _set_names(tree: ast.AST, strings_only: bool = False) -> set[str]:
+    """Names assigned a set (a literal, a comprehension, ``set(...)``, ``frozenset(...)``);
+    with ``strings_only``, a literal of strings alone (what ``sorted`` is sure to order)."""
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign):
             v = node.value
-            if isinstance(v, (ast.Set, ast.SetComp)) or (
+            if strings_only:
+                if isinstance(v, ast.Set) and all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in v.elts
+                ):
+                    out.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            elif isinstance(v, (ast.Set, ast.SetComp)) or (
                 isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in ("set", "frozenset")
             ):
                 out.update(t.id for t in node.targets if isinstance(t, ast.Name))
     return out
 
 
-def sorted_sets(source: str, tree: ast.AST) -> list[Edit]:
+def sorted_sets(source: str, tree: ast.AST, strings_only: bool = False) -> list[Edit]:
     """A set of the script iterated in order (``list(s)``, ``tuple(s)``, ``enumerate(s)``,
     ``for x in s``, a comprehension over it): ``sorted(s)``, since a set of strings is
-    ordered by the string-hash seed, which differs between processes."""
-    names = _set_names(tree)
+    ordered by the string-hash seed, which differs between processes. ``strings_only``:
+    only sets written as a literal of strings (``sorted`` cannot fail on them)."""
+    names = _set_names(tree, strings_only)
     lines = _offsets(source)
-    targets: list[ast.expr] = []
+    targets: list[tuple[ast.expr, ast.expr]] = []  # (the set, what the edit replaces)
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
             and node.func.id in ("list", "tuple", "enumerate")
+            and node.args
         ):
-            targets += node.args[:1]
+            whole = node.func.id == "list" and len(node.args) == 1 and not node.keywords  # list(s): sorted(s)
+            targets.append((node.args[0], node if whole else node.args[0]))
         elif isinstance(node, (ast.For, ast.comprehension)):
-            targets.append(node.iter)
+            targets.append((node.iter, node.iter))
     edits = []
-    for t in targets:
-        if isinstance(t, ast.Name) and t.id in names:
-            start, end = _span(t, lines)
-            edits.append(Edit(start, end, f"sorted({t.id})"))
+    for t, replaced in targets:
+        start, end = _span(t, lines)
+        if (isinstance(t, ast.Name) and t.id in names) or _a_set(t, strings_only):
+            edits.append(Edit(*_span(replaced, lines), f"sorted({source[start:end]})"))
     return edits
+
+
+def _a_set(node: ast.expr, strings_only: bool) -> bool:
+    """A set made where it is iterated (``{...}``, ``{... for ...}``, ``set(...)``); with
+    ``strings_only``, a literal of strings alone."""
+    if strings_only:
+        return isinstance(node, ast.Set) and all(
+            isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts
+        )
+    return isinstance(node, (ast.Set, ast.SetComp)) or (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("set", "frozenset")
+    )
 
 
 def _sets_up(stmt: ast.stmt) -> bool:
@@ -203,10 +224,10 @@ def _imports(stmt: ast.stmt) -> bool:
     return isinstance(stmt, ast.Try) and any(isinstance(s, (ast.Import, ast.ImportFrom)) for s in stmt.body)
 
 
-def enable_after_imports(source: str, tree: ast.Module, seed: int) -> list[Edit]:
-    """``import fwd9m`` and ``fwd9m.enable_determinism(seed=seed)`` on the lines after the
-    last import that comes before anything that runs (or at the top, after a docstring
-    and ``from __future__`` imports, when the script imports nothing)."""
+def after_imports(source: str, tree: ast.Module, text: str) -> list[Edit]:
+    """``text`` (whole lines) on the lines after the last import that comes before
+    anything that runs (or at the top, after a docstring and ``from __future__``
+    imports, when the script imports nothing)."""
     after = 0  # line after which to insert
     for stmt in tree.body:
         if not _sets_up(stmt):
@@ -217,11 +238,25 @@ def enable_after_imports(source: str, tree: ast.Module, seed: int) -> list[Edit]
     lines = _offsets(source)
     at = lines[after + 1] if after + 1 < len(lines) else len(source)
     newline = "" if not source or source.endswith("\n") or at < len(source) else "\n"
+    return [Edit(at, at, newline + text)]
+
+
+def enable_after_imports(source: str, tree: ast.Module, seed: int) -> list[Edit]:
+    """``import fwd9m`` and ``fwd9m.enable_determinism(seed=seed)`` after the imports
+    (:func:`after_imports`)."""
     text = (
-        f"{newline}import fwd9m  # fwd9m fix: seeds every RNG, turns on deterministic kernels\n"
+        "import fwd9m  # fwd9m fix: seeds every RNG, turns on deterministic kernels\n"
         f"fwd9m.enable_determinism(seed={seed})\n"
     )
-    return [Edit(at, at, text)]
+    return after_imports(source, tree, text)
+
+
+def imports_fwd9m(tree: ast.AST) -> bool:
+    """Whether the module runs ``import fwd9m`` (or ``import fwd9m.x``) at its top level."""
+    return any(
+        isinstance(s, ast.Import) and any(a.name.split(".")[0] == "fwd9m" and a.asname is None for a in s.names)
+        for s in getattr(tree, "body", [])
+    )
 
 
 def worker_seeding(source: str, tree: ast.AST) -> list[Edit]:

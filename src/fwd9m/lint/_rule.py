@@ -42,6 +42,9 @@ class Rule:
     #: condition): e.g. the framework's import root for a rule that matches its calls
     requires: ClassVar[frozenset[str] | tuple[str, ...]] = ()
     references: ClassVar[tuple[str, ...]] = ()
+    #: the edit ``fwd9m lint --fix`` makes for a finding: a name in ``fwd9m.fix._lint.EDITS``
+    #: (which says whether it is safe), "" when the rule has none
+    autofix: ClassVar[str] = ""
     valid: ClassVar[tuple[str, ...]] = ()
     invalid: ClassVar[tuple[str, ...]] = ()
 

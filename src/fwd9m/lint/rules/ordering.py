@@ -842,8 +842,16 @@ class SetIterationOrder(_OrderRule):
     ## Fix
     Sort first: `enumerate(sorted(set(words)))`; or keep first-seen order with
     `dict.fromkeys(words)`.
+
+    ## Automatic fix (safe for a set of strings written out, else unsafe)
+    `fwd9m lint --fix` writes `sorted(s)` where the set `s` is iterated (`for x in s`,
+    `list(s)`, `tuple(s)`, `enumerate(s)`, a comprehension). Safe when `s` is a literal
+    of strings: their order came from the per-process string-hash seed, so the fix
+    only picks one of the orders the program could already see. For any other set it is
+    unsafe (`--unsafe-fixes`): `sorted` raises on items that do not compare.
     """
 
+    autofix = "sorted_sets"
     code, name = "FWD402", "set-iteration-order"
     triggers = ()  # set literals and comprehensions have no name: always runs
     references = (HASH_DOC, "https://docs.python.org/3/using/cmdline.html#envvar-PYTHONHASHSEED")

@@ -415,8 +415,14 @@ class UnseededGenerator(Rule):
     Pass a seed, derived from your run's seed: `np.random.default_rng(seed)`,
     `random.Random(seed)`, `torch.Generator().manual_seed(seed)`,
     `tf.random.Generator.from_seed(seed)`.
+
+    ## Automatic fix (unsafe)
+    `fwd9m lint --unsafe-fixes --fix` passes the file's own seed (the first integer given
+    to a seeding call, else 0) to a constructor called with no argument. Unsafe: it turns
+    a fresh stream per run into one fixed stream on purpose.
     """
 
+    autofix = "seeded_generators"
     code, name = "FWD103", "unseeded-generator"
     triggers = frozenset(
         {
@@ -644,8 +650,14 @@ class SeedFromEntropy(Rule):
     Use a fixed seed from your configuration, or derive one deterministically:
     `fwd9m.derive_seed(base_seed, "worker", rank)`. If you want a fresh seed per run,
     draw it once, print or save it, and pass it in.
+
+    ## Automatic fix (unsafe)
+    `fwd9m lint --unsafe-fixes --fix` replaces the clock, process id or OS-entropy part of
+    the seed with the file's own seed (the first integer given to a seeding call, else
+    0). Unsafe: every run then draws the same numbers, which changes results on purpose.
     """
 
+    autofix = "clock_seeds"
     code, name = "FWD104", "seed-from-entropy"
     triggers = frozenset(q.rsplit(".", 1)[-1] for q in _ENTROPY)
     references = (
@@ -1048,8 +1060,15 @@ class TrainsWithoutSeed(Rule):
     ## Fix
     Once, before the model and data exist: `fwd9m.enable_determinism(seed=0)` (or
     `fwd9m.seed_everything(0)`); or run the unmodified script with `fwd9m run --seed 0`.
+
+    ## Automatic fix (unsafe)
+    `fwd9m lint --unsafe-fixes --fix` inserts `import fwd9m` and
+    `fwd9m.enable_determinism(seed=S)` after the imports (S: the file's own seed, else
+    0). Unsafe: it seeds every generator and turns deterministic kernels on, which
+    changes results (and may make an op without a deterministic kernel raise).
     """
 
+    autofix = "enable_after_imports"
     code, name = "FWD108", "trains-without-seed"
     #: ``__name__``: a script that trains only through a class of a local module
     triggers = (

@@ -1,0 +1,177 @@
+"""``fwd9m lint --fix``: the edits of :mod:`fwd9m.fix._edits` made for lint findings,
+ruff's way: safe edits by default, the others with ``--unsafe-fixes``.
+
+A rule that has a fix names it (``Rule.autofix``); :data:`EDITS` says which edits are
+safe. Safe: the edit only fixes something that was arbitrary, and the program computes
+what it computed before in one of the ways it could already have computed it (an order a
+set's string hashing chose; the seed of each DataLoader worker's NumPy and ``random``
+generators, which were copies of the parent's or drawn from the OS). Unsafe: the edit
+changes results on purpose (a seed replaces the clock; ``enable_determinism`` seeds
+every generator and turns deterministic kernels on) or may raise where the code did
+not (``sorted`` over a set whose items may not compare).
+
+Each file is read, linted and edited from one text, and replaced only when it still is
+that text (written beside it first, then moved over it, keeping its mode; through a
+symbolic link, its target is written).
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import _edits
+
+__all__ = ["EDITS", "FileFix", "apply", "plan", "plan_paths"]
+
+_Make = Callable[[str, ast.Module, int], list[_edits.Edit]]
+
+
+def _clock(source: str, tree: ast.Module, seed: int) -> list[_edits.Edit]:
+    return _edits.fixed_clock_seeds(source, tree, seed) + _edits.clock_seed_variables(source, tree, seed)
+
+
+#: ``autofix`` name: (safe edits, unsafe edits, what it does, whole file: one edit for
+#: every finding of the rule rather than the edits on a finding's lines)
+EDITS: dict[str, tuple[_Make | None, _Make | None, str, bool]] = {
+    "sorted_sets": (
+        lambda s, t, _: _edits.sorted_sets(s, t, strings_only=True),
+        lambda s, t, _: _edits.sorted_sets(s, t),
+        "sorted() over the set",
+        False,
+    ),
+    "worker_seeding": (
+        lambda s, t, _: _edits.worker_seeding(s, t),
+        None,
+        "worker_init_fn=fwd9m.data.worker_init_fn",
+        False,
+    ),
+    "clock_seeds": (None, _clock, "the clock seed replaced by the script's seed", False),
+    "seeded_generators": (None, _edits.seeded_generators, "the generator given the script's seed", False),
+    "enable_after_imports": (None, _edits.enable_after_imports, "fwd9m.enable_determinism after the imports", True),
+}
+
+
+@dataclass
+class FileFix:
+    """The fixes for one file: its text as read, as fixed, and a line per fix made."""
+
+    path: Path
+    before: str
+    after: str
+    fixed: list[str] = field(default_factory=list)
+    unsafe_left: int = 0  #: findings an unsafe fix would edit (left out without --unsafe-fixes)
+
+    def diff(self) -> str:
+        name = str(self.path)
+        lines = difflib.unified_diff(
+            self.before.splitlines(True), self.after.splitlines(True), f"a/{name}", f"b/{name}"
+        )
+        return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def _autofix(code: str) -> str:
+    """The name of the fix the rule ``code`` carries ("" for none, or an engine code)."""
+    from ..lint import all_rules
+
+    return getattr(all_rules().get(code), "autofix", "")
+
+
+def _edits_for(finding, source: str, tree: ast.Module, seed: int, unsafe: bool) -> tuple[list[_edits.Edit], bool]:
+    """The edits that fix ``finding`` (its rule's, on its lines), and whether an unsafe
+    edit would have fixed it had it been allowed."""
+    name = _autofix(finding.code)
+    if name not in EDITS:
+        return [], False
+    safe, risky, _, whole = EDITS[name]
+    lines = range(finding.line, (finding.end_line or finding.line) + 1)
+
+    assigned = {  # a finding on an assignment (a set made there): the edits where that name is used
+        t.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and node.lineno in lines
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
+
+    def mine(make: _Make | None) -> list[_edits.Edit]:
+        found = make(source, tree, seed) if make else []
+        if whole:
+            return found
+        used = {f"sorted({name})" for name in assigned}
+        return [e for e in found if source.count("\n", 0, e.start) + 1 in lines or e.text in used]
+
+    edits = mine(safe)
+    if edits or not risky:
+        return edits, False
+    return (mine(risky), False) if unsafe else ([], bool(mine(risky)))
+
+
+def plan(path: Path, source: str, findings: Iterable, unsafe: bool = False) -> FileFix:
+    """The fixes of ``findings`` (all of ``path``, linted from ``source``)."""
+    tree = ast.parse(source)
+    seed = _edits.script_seed(tree)
+    seed = 0 if seed is None else seed
+    result = FileFix(path, source, source)
+    edits: list[_edits.Edit] = []
+    for f in findings:
+        found, risky = _edits_for(f, source, tree, seed, unsafe)
+        result.unsafe_left += risky
+        new = [e for e in found if e not in edits]
+        if found:
+            edits += new
+            result.fixed.append(f"{path}:{f.line}: {f.code} fixed: {EDITS[_autofix(f.code)][2]}")
+    if any("fwd9m." in e.text for e in edits) and not _edits.imports_fwd9m(tree):
+        if not any(e.text.startswith(("import fwd9m", "\nimport fwd9m")) for e in edits):
+            edits += _edits.after_imports(source, tree, "import fwd9m.data\n")
+    after = _edits.apply(source, edits)
+    try:
+        ast.parse(after)
+    except SyntaxError:  # an edit that would break the file: none is made
+        return FileFix(path, source, source)
+    result.after = after
+    return result
+
+
+def apply(fixes: list[FileFix]) -> list[str]:
+    """Write each fixed file that is still as it was read; the paths refused (changed
+    since read) come back, each with why."""
+    from . import _replace_all
+
+    refused = []
+    for f in fixes:
+        if f.after == f.before:
+            continue
+        target = f.path.resolve()  # through a link: its target
+        try:
+            now = target.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            refused.append(f"{f.path}: not written ({exc})")
+            continue
+        if now != f.before:
+            refused.append(f"{f.path}: changed since it was read: not written (run fwd9m lint --fix again)")
+            continue
+        _replace_all([(target, f.after)])
+    return refused
+
+
+def plan_paths(findings: Iterable, config, unsafe: bool = False) -> list[FileFix]:
+    """The fixes for each file that has a finding whose rule carries a fix: the file read
+    once, linted again from that text (so the edits match it), then planned."""
+    from ..lint import lint_source
+
+    paths = sorted({f.path for f in findings if _autofix(f.code) in EDITS} - {"-", "<stdin>"})
+    out = []
+    for name in paths:
+        path = Path(name)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        fix = plan(path, text, lint_source(text, name, config), unsafe)
+        if fix.after != fix.before or fix.unsafe_left:
+            out.append(fix)
+    return out

@@ -1,0 +1,127 @@
+"""``fwd9m lint --fix``: safe fixes by default, the rest with ``--unsafe-fixes``, ``--diff``
+without writing; files replaced whole, only when unchanged since read, through links."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from fwd9m.fix._lint import apply, plan_paths
+from fwd9m.lint import lint_paths
+from fwd9m.lint._config import Config
+
+SCRIPT = """import random
+import time
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Aug(Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return np.random.rand() + i
+
+
+random.seed(time.time())  # the clock
+rng = np.random.default_rng()
+loader = DataLoader(Aug(), batch_size=2, num_workers=2)
+model = torch.nn.Linear(4, 1)
+for x in loader:
+    loss = model(torch.ones(4)).sum() * x.sum()
+    loss.backward()
+"""
+
+ORDER = (
+    'words = {"b", "a", "c"}\nfor w in words:\n    print(w)\n'
+    'names = set(open("f").read().split())\nfor n in names:\n    print(n)\n'
+)
+
+
+def _lint(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "fwd9m", "lint", "--isolated", *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_diff_shows_the_safe_fixes_and_writes_nothing(tmp_path):
+    (tmp_path / "train.py").write_text(SCRIPT)
+    out = _lint(tmp_path, "--diff", "train.py")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert (
+        "+loader = DataLoader(Aug(), batch_size=2, num_workers=2, worker_init_fn=fwd9m.data.worker_init_fn)"
+        in out.stdout
+    )
+    assert "+import fwd9m.data" in out.stdout and "random.seed(0)" not in out.stdout  # the clock seed: unsafe
+    assert "would fix 1 finding in 1 file; 3 more with --unsafe-fixes" in out.stderr
+    assert (tmp_path / "train.py").read_text() == SCRIPT
+    out = _lint(tmp_path, "--diff", "--unsafe-fixes", "train.py")
+    assert "+random.seed(0)  # the clock" in out.stdout and "+rng = np.random.default_rng(0)" in out.stdout
+    assert "+fwd9m.enable_determinism(seed=0)" in out.stdout and "+import fwd9m.data" not in out.stdout
+    assert (tmp_path / "train.py").read_text() == SCRIPT
+
+
+def test_fix_writes_the_safe_fixes_keeps_the_mode_and_reports_what_is_left(tmp_path):
+    script = tmp_path / "order.py"
+    script.write_text(ORDER)
+    os.chmod(script, 0o640)
+    out = _lint(tmp_path, "--extend-select", "FWD402", "--fix", "order.py")
+    assert out.returncode == 1, out.stdout + out.stderr  # the set from a file: its fix is unsafe
+    assert "order.py:1: FWD402 fixed: sorted() over the set" in out.stderr
+    assert script.read_text() == ORDER.replace("for w in words", "for w in sorted(words)")
+    assert (script.stat().st_mode & 0o777) == 0o640 and sorted(p.name for p in tmp_path.iterdir()) == ["order.py"]
+    assert "order.py:4:" in out.stdout and "order.py:1:" not in out.stdout  # what is left, linted again
+    out = _lint(tmp_path, "--extend-select", "FWD402", "--fix", "--unsafe-fixes", "order.py")
+    assert out.returncode == 0 and "for n in sorted(names)" in script.read_text(), out.stdout + out.stderr
+
+
+def test_fix_goes_through_a_link_to_its_target(tmp_path):
+    (tmp_path / "src").mkdir()
+    real = tmp_path / "src" / "order.py"
+    real.write_text(ORDER)
+    (tmp_path / "order.py").symlink_to(real)
+    out = _lint(tmp_path, "--extend-select", "FWD402", "--fix", "order.py")
+    assert "fixed 1 finding in 1 file" in out.stderr, out.stderr
+    assert (tmp_path / "order.py").is_symlink() and "for w in sorted(words)" in real.read_text()
+
+
+def test_a_file_changed_since_it_was_read_is_not_written(tmp_path):
+    script = tmp_path / "order.py"
+    script.write_text(ORDER)
+    config = Config(extend_select=["FWD402"])
+    fixes = plan_paths(lint_paths([str(script)], config).findings, config)
+    assert fixes and "sorted(words)" in fixes[0].after
+    script.write_text(ORDER + "# edited meanwhile\n")
+    refused = apply(fixes)
+    assert refused and "changed since it was read" in refused[0]
+    assert script.read_text() == ORDER + "# edited meanwhile\n"
+
+
+def test_a_file_without_fixable_findings_is_left_alone(tmp_path):
+    (tmp_path / "ok.py").write_text("import random\nrandom.seed(1)\n")
+    before = (tmp_path / "ok.py").stat().st_mtime_ns
+    out = _lint(tmp_path, "--fix", "ok.py")
+    assert out.returncode == 0 and "fixed 0 findings in 0 files" in out.stderr, out.stderr
+    assert (tmp_path / "ok.py").stat().st_mtime_ns == before
+
+
+def test_sorted_replaces_list_and_wraps_a_set_made_where_it_is_iterated():
+    import ast
+
+    from fwd9m.fix import _edits
+
+    source = "s = {'b', 'a'}\nids = list(s)\nt = tuple(s)\nv = dict(enumerate(set(words)))\n"
+    tree = ast.parse(source)
+    out = _edits.apply(source, _edits.sorted_sets(source, tree))
+    assert out == "s = {'b', 'a'}\nids = sorted(s)\nt = tuple(sorted(s))\nv = dict(enumerate(sorted(set(words))))\n"
+    safe = _edits.apply(source, _edits.sorted_sets(source, tree, strings_only=True))
+    assert "enumerate(set(words))" in safe and "ids = sorted(s)" in safe  # set(words) may not sort: unsafe
