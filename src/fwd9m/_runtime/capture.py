@@ -370,9 +370,10 @@ def write(out_dir: str | os.PathLike[str] | None = None) -> Path | None:
     if _state["written"] or _state.get("pid", os.getpid()) != os.getpid():
         return None  # already written, or a forked child (its parent writes the state)
     _state["written"] = True
-    out_dir = Path(out_dir or _state.get("out_dir") or os.environ.get(ENV_DIR, ""))
-    if not str(out_dir) or not out_dir.is_dir():
+    raw = out_dir or _state.get("out_dir") or os.environ.get(ENV_DIR, "")
+    if not raw or not Path(raw).is_dir():  # nowhere named: never the working directory (Path("") is ".")
         return None
+    out_dir = Path(raw)
     pid = os.getpid()
     manifest = _manifest(pid)
     arrays: dict[str, Any] = {}
