@@ -105,6 +105,18 @@ def test_write_goes_through_a_linked_script_and_leaves_no_temporary_file(tmp_pat
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["src", "train.py", "train.py"]
 
 
+def test_write_keeps_the_scripts_line_endings_and_bom(tmp_path):
+    from fwd9m.fix import Attempt
+
+    script = tmp_path / "train.py"
+    script.write_bytes(b"\xef\xbb\xbfx = 1\r\ny = 2\r\n")
+    attempt = Attempt("enable", "patch", 2, "REPRODUCIBLE", True, "x = 1\r\nimport fwd9m\r\ny = 2\r\n")
+    digest = hashlib.sha256(b"x = 1\r\ny = 2\r\n").hexdigest()
+    write(FixResult(str(script), "NOT REPRODUCIBLE", "differs", [attempt], digest))
+    assert script.read_bytes() == b"\xef\xbb\xbfx = 1\r\nimport fwd9m\r\ny = 2\r\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
+
+
 def test_write_that_fails_half_way_changes_no_file(tmp_path):
     from fwd9m.fix import Attempt
 

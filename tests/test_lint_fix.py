@@ -125,3 +125,78 @@ def test_sorted_replaces_list_and_wraps_a_set_made_where_it_is_iterated():
     assert out == "s = {'b', 'a'}\nids = sorted(s)\nt = tuple(sorted(s))\nv = dict(enumerate(sorted(set(words))))\n"
     safe = _edits.apply(source, _edits.sorted_sets(source, tree, strings_only=True))
     assert "enumerate(set(words))" in safe and "ids = sorted(s)" in safe  # set(words) may not sort: unsafe
+
+
+def test_fix_and_diff_refuse_standard_input_and_write_nothing(tmp_path):
+    (tmp_path / "order.py").write_text(ORDER)
+    for flag in ("--fix", "--diff"):
+        for args in (["-"], ["--stdin-filename", "order.py", "-"]):
+            out = subprocess.run(
+                [sys.executable, "-m", "fwd9m", "lint", "--isolated", "--extend-select", "FWD402", flag, *args],
+                cwd=tmp_path,
+                input=ORDER,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert out.returncode == 2 and "standard input" in out.stderr, out.stdout + out.stderr
+    assert (tmp_path / "order.py").read_text() == ORDER
+
+
+def test_fix_keeps_line_endings_and_a_bom_and_skips_what_does_not_parse(tmp_path):
+    crlf = ORDER.replace("\n", "\r\n").encode()
+    (tmp_path / "crlf.py").write_bytes(crlf)
+    (tmp_path / "bom.py").write_bytes(b"\xef\xbb\xbf" + ORDER.encode())
+    (tmp_path / "latin.py").write_bytes(
+        b"# -*- coding: latin-1 -*-\n" + ORDER.replace('"c"', '"\xe9"').encode("latin-1")
+    )
+    out = _lint(tmp_path, "--extend-select", "FWD402", "--fix", "crlf.py", "bom.py", "latin.py")
+    assert "fixed 3 findings in 3 files" in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert (tmp_path / "crlf.py").read_bytes() == crlf.replace(b"for w in words", b"for w in sorted(words)")
+    assert (tmp_path / "bom.py").read_bytes() == b"\xef\xbb\xbf" + ORDER.replace(
+        "in words", "in sorted(words)"
+    ).encode()
+    assert b'"\xe9"' in (tmp_path / "latin.py").read_bytes()
+    from fwd9m.fix._lint import plan
+
+    fix = plan(tmp_path / "bad\x1b.py", "\ufeffx = 1\n", [])
+    assert "does not parse" in fix.skipped and "\x1b" not in fix.skipped and fix.after == fix.before
+
+
+def test_fix_writes_only_files_named_or_found_in_a_folder_named(tmp_path):
+    (tmp_path / "train.py").write_text("import helpers\n")
+    (tmp_path / "helpers.py").write_text(ORDER)
+    out = _lint(tmp_path, "--extend-select", "FWD402", "--fix", "train.py")
+    assert "helpers.py: not fixed: read as a module a script imports" in out.stderr, out.stderr
+    assert (tmp_path / "helpers.py").read_text() == ORDER and "helpers.py:1:" in out.stdout
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "outside" / "o.py").write_text(ORDER)
+    (tmp_path / "proj" / "link.py").symlink_to(tmp_path / "outside" / "o.py")
+    (tmp_path / "proj" / "own.py").write_text(ORDER)
+    out = _lint(tmp_path, "--extend-select", "FWD402", "--fix", "proj")
+    assert "proj/link.py: not fixed: a link to a file outside proj" in out.stderr, out.stderr
+    assert (tmp_path / "outside" / "o.py").read_text() == ORDER
+    assert "sorted(words)" in (tmp_path / "proj" / "own.py").read_text()
+    assert sorted(p.name for p in (tmp_path / "proj").iterdir()) == ["link.py", "own.py"]
+
+
+def test_two_fixes_of_one_file_use_temporary_files_of_their_own(tmp_path, monkeypatch):
+    import tempfile
+
+    from fwd9m.fix import _replace_all
+
+    script = tmp_path / "a.py"
+    script.write_text("x = 1\n")
+    made = []
+    real = tempfile.mkstemp
+
+    def spy(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(tempfile, "mkstemp", spy)
+    _replace_all([(script, b"x = 2\r\n")])
+    _replace_all([(script, b"x = 3\r\n")])
+    assert len({name for _, name in made}) == 2 and all(Path(n).parent == tmp_path for _, n in made)
+    assert script.read_bytes() == b"x = 3\r\n" and sorted(p.name for p in tmp_path.iterdir()) == ["a.py"]

@@ -11,7 +11,9 @@ DESCRIPTION = (
     "the catalog lists as nondeterministic. Exit 0 clean, 1 findings, 2 error. "
     "Configure in pyproject.toml under [tool.fwd9m.lint]; silence a line with "
     "'# noqa: FWD101'. --fix applies the safe fixes of the rules that carry one (--unsafe-fixes: "
-    "also those that change results on purpose; --diff: print them, write nothing)."
+    "also those that change results on purpose; --diff: print them, write nothing) to the files "
+    "named and those found in the folders named (not to the local modules a script imports, nor "
+    "through a link out of a folder named); --fix and --diff do not read standard input ('-')."
 )
 
 
@@ -48,7 +50,8 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--fix",
         action="store_true",
-        help="apply the safe fixes of the rules that carry one (a file is written only if unchanged since read)",
+        help="apply the safe fixes of the rules that carry one (a file is written only if unchanged since read;"
+        " not with '-')",
     )
     p.add_argument(
         "--unsafe-fixes", action="store_true", help="with --fix or --diff: also the fixes that change results"
@@ -78,12 +81,36 @@ def _explain(code: str) -> int:
     return 0
 
 
-def _fix(args, findings, config) -> bool:
-    """Print (``--diff``) or make (``--fix``) the fixes; say what changed and what was
-    left out. True when some file has a fix."""
+def _outside(name: str, named: list[str]) -> str:
+    """Why ``name`` (a file linted) is not to be fixed, or "" when it is: a file named, or
+    found in a folder named and not a link out of it."""
+    from pathlib import Path
+
+    from .._files import shown
+
+    path = Path(name)
+    if any(Path(n) == path for n in named):
+        return ""
+    folders = [Path(n) for n in named if Path(n).is_dir() and path.is_relative_to(Path(n))]
+    if not folders:
+        return f"{shown(name)}: not fixed: read as a module a script imports (name it to fix it)"
+    if not any(path.resolve().is_relative_to(f.resolve()) for f in folders):
+        return f"{shown(name)}: not fixed: a link to a file outside {shown(folders[0])}"
+    return ""
+
+
+def _fix(args, findings, config, named: list[str]) -> bool:
+    """Print (``--diff``) or make (``--fix``) the fixes of the files ``named`` or found in
+    the folders named (:func:`_outside`); say what changed and what was left out. True
+    when some file has a fix."""
     from ..fix._lint import apply, plan_paths
 
     fixes = plan_paths(findings, config, unsafe=args.unsafe_fixes)
+    for f in fixes:
+        f.skipped = f.skipped or _outside(str(f.path), named)
+        if f.skipped:
+            print(f"fwd9m lint: {f.skipped}", file=sys.stderr)
+    fixes = [f for f in fixes if not f.skipped]
     changed = [f for f in fixes if f.after != f.before]
     if args.diff:
         sys.stdout.write("".join(f.diff() for f in changed))
@@ -116,6 +143,11 @@ def run(args) -> int:
     if args.explain is not None:  # --explain "" is an unknown rule, not "lint ."
         return _explain(args.explain)
     paths = args.paths or ["."]
+    if (args.fix or args.diff) and "-" in paths:  # nothing to write to, and the text is read once
+        from ..errors import ConfigurationError
+
+        raise ConfigurationError("--fix and --diff fix files: they do not read standard input ('-'); name the file")
+    named = list(paths)
     if args.isolated:
         config = Config()
     elif args.config:
@@ -134,15 +166,17 @@ def run(args) -> int:
         expand_codes(config.ignore, "--ignore")
     scripts = [Path(p) for p in paths if p != "-" and p.endswith(".py") and Path(p).is_file()]
     if scripts and len(scripts) == len(paths):  # scripts: also the local modules they import
+        from .._files import shown
         from ..lint._imports import imported_files
 
         extra = imported_files(scripts)
         if extra:
-            print(f"fwd9m lint: also reading {', '.join(map(str, extra))} (imported)", file=sys.stderr)
+            shown_extra = ", ".join(map(shown, extra))
+            print(f"fwd9m lint: also reading {shown_extra} (imported)", file=sys.stderr)
         paths = [*paths, *map(str, extra)]
     report = lint_paths(paths, config, stdin_name=args.stdin_filename)
     if args.fix or args.diff:
-        if _fix(args, report.findings, config) and args.diff:
+        if _fix(args, report.findings, config, named) and args.diff:
             return 1
         if args.diff:
             return 0

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import _edits
+from .._files import shown
+from . import _edits, _source
 
 __all__ = ["Attempt", "FixResult", "fix", "write"]
 
@@ -135,7 +136,7 @@ def _module_edits(script: Path, tree: ast.AST, seed: int) -> dict[str, str]:
 
     for rel, f in local_modules(script, tree).items():
         try:
-            text = f.read_text(encoding="utf-8")
+            text = _source.read(f)[0]
             sub = ast.parse(text)
         except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
             continue
@@ -235,7 +236,16 @@ def _write_in_copy(root: Path, source: Path, rel: str, text: str) -> None:
     target = here / parts[-1]
     if target.is_symlink():
         target.unlink()
-    target.write_text(text, encoding="utf-8")
+    target.write_bytes(text.encode(_encoding(there / parts[-1])))
+
+
+def _encoding(path: Path) -> str:
+    """The encoding ``path`` is read in (:func:`_source.read`; UTF-8 when it cannot be
+    read), so a patched copy is written the way Python will read it."""
+    try:
+        return _source.read(path)[1]
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return "utf-8"
 
 
 @contextlib.contextmanager
@@ -252,7 +262,7 @@ def _patched_copy(script: Path, text: str, modules: dict[str, str] | None = None
     copy = root / (script.parent.name or "script")  # the owner file stays out of the script's folder
     try:
         _mirror(script.parent, copy, skip=script.name)
-        (copy / script.name).write_text(text, encoding="utf-8")
+        (copy / script.name).write_bytes(text.encode(_encoding(script)))
         for rel, module in (modules or {}).items():
             _write_in_copy(copy, script.parent, rel, module)
         yield copy / script.name
@@ -313,7 +323,7 @@ def fix(
     say = progress or (lambda _: None)
     script = Path(target)
     try:
-        source = script.read_text(encoding="utf-8")
+        source = _source.read(script)[0]
         ast.parse(source)
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as exc:
         raise RunError(f"cannot fix {target}: {exc}") from None
@@ -360,7 +370,7 @@ def _iterate(
         groups.remove(group)
         edits, modules = edits + group.edits, {**modules, **group.modules}
         for rel in group.modules:
-            originals[rel] = (script.parent / rel).read_text(encoding="utf-8")
+            originals[rel] = _source.read(script.parent / rel)[0]
             result.module_digests[rel] = hashlib.sha256(originals[rel].encode()).hexdigest()
         text = _edits.apply(source, edits)
         say(f"step {step}: {group.what}; checking the patched copy")
@@ -385,7 +395,7 @@ def _seed(source: str, seed: int | None) -> int:
 
 def write(result: FixResult) -> Path:
     """Apply the verified patch to the user's script (and the local modules it patches),
-    each file atomically, keeping its mode.
+    each file atomically, keeping its mode, its encoding (a BOM too) and its line endings.
 
     Raises:
         RunError: no verified patch, or a file changed since it was checked.
@@ -396,35 +406,36 @@ def write(result: FixResult) -> Path:
     if fixed is None:
         raise RunError("no verified patch to write")
     script = Path(result.target)
-    source = script.read_text(encoding="utf-8")
-    if hashlib.sha256(source.encode()).hexdigest() != result.digest:
-        raise RunError(f"{script} changed since it was checked: not written (run fwd9m fix again)")
-    for rel, digest in result.module_digests.items():
-        module = script.parent / rel
-        if hashlib.sha256(module.read_text(encoding="utf-8").encode()).hexdigest() != digest:
-            raise RunError(f"{module} changed since it was checked: not written (run fwd9m fix again)")
-    files = [(script, fixed.text), *((script.parent / r, t) for r, t in fixed.modules.items())]
-    _replace_all([(path.resolve(), text) for path, text in files])  # through a link: its target
+    files = [(script, fixed.text, result.digest)]
+    files += [(script.parent / r, t, result.module_digests.get(r)) for r, t in fixed.modules.items()]
+    out = []
+    for path, text, digest in files:
+        source, encoding = _source.read(path)
+        if digest is not None and hashlib.sha256(source.encode()).hexdigest() != digest:
+            raise RunError(f"{shown(path)} changed since it was checked: not written (run fwd9m fix again)")
+        out.append((path.resolve(), text.encode(encoding)))  # through a link: its target
+    _replace_all(out)
     return script
 
 
-def _replace_all(files: list[tuple[Path, str]]) -> None:
-    """Write every ``(path, text)`` to a temporary file beside it first (each keeping its
-    file's mode), then replace the files one after the other while Ctrl-C and SIGTERM
-    wait: an interruption leaves either no file or every file patched, and no temporary
-    file behind."""
+def _replace_all(files: list[tuple[Path, bytes]]) -> None:
+    """Write every ``(path, data)`` to a temporary file of its own beside it first (each
+    keeping its file's mode), then replace the files one after the other while Ctrl-C
+    and SIGTERM wait: an interruption leaves either no file or every file patched, and
+    no temporary file behind."""
     from .._runtime.lease import shielded
 
     for path, _ in files:
         if not path.is_file() or not os.access(path.parent, os.W_OK):
-            raise OSError(f"{path} is not a file fwd9m can replace: nothing was written")
+            raise OSError(f"{shown(path)} is not a file fwd9m can replace: nothing was written")
     temps: list[tuple[Path, Path]] = []
     try:
-        for path, text in files:
-            tmp = path.with_name(f".{path.name}.fwd9m-fix.tmp")
-            temps.append((tmp, path))
-            tmp.write_text(text, encoding="utf-8")
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        for path, data in files:
+            fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".fwd9m-fix.tmp")
+            temps.append((Path(name), path))
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.chmod(name, path.stat().st_mode & 0o7777)
         with shielded():
             for tmp, path in temps:
                 os.replace(tmp, path)

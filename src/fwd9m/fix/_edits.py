@@ -16,6 +16,7 @@ as it was.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 #: calls that take a seed (their last name)
@@ -59,11 +60,8 @@ def _name(func: ast.expr) -> str:
 
 def _offsets(source: str) -> list[int]:
     """The offset at which each line (1-based, index 0 unused) starts."""
-    out, total = [0, 0], 0
-    for line in source.splitlines(keepends=True):
-        total += len(line)
-        out.append(total)
-    return out
+    # the line endings Python's tokenizer counts (str.splitlines also splits at \f, \x1c...)
+    return [0, 0, *(m.end() for m in re.finditer(r"\r\n|\r|\n", source))]
 
 
 def _span(node: ast.AST, lines: list[int]) -> tuple[int, int]:

@@ -11,8 +11,9 @@ every generator and turns deterministic kernels on) or may raise where the code 
 not (``sorted`` over a set whose items may not compare).
 
 Each file is read, linted and edited from one text, and replaced only when it still is
-that text (written beside it first, then moved over it, keeping its mode; through a
-symbolic link, its target is written).
+that text (written beside it first, then moved over it, keeping its mode, its encoding,
+a BOM and its line endings; through a symbolic link, its target is written). A file
+that does not parse is left as it is, with a line saying why.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import _edits
+from .._files import shown
+from ..compare._escape import printable
+from . import _edits, _source
 
 __all__ = ["EDITS", "FileFix", "apply", "plan", "plan_paths"]
 
@@ -64,9 +67,11 @@ class FileFix:
     after: str
     fixed: list[str] = field(default_factory=list)
     unsafe_left: int = 0  #: findings an unsafe fix would edit (left out without --unsafe-fixes)
+    encoding: str = "utf-8"  #: how the file was read, and is written back
+    skipped: str = ""  #: why no fix is made (a file that does not parse), else ""
 
     def diff(self) -> str:
-        name = str(self.path)
+        name = shown(self.path)
         lines = difflib.unified_diff(
             self.before.splitlines(True), self.after.splitlines(True), f"a/{name}", f"b/{name}"
         )
@@ -110,12 +115,22 @@ def _edits_for(finding, source: str, tree: ast.Module, seed: int, unsafe: bool) 
     return (mine(risky), False) if unsafe else ([], bool(mine(risky)))
 
 
-def plan(path: Path, source: str, findings: Iterable, unsafe: bool = False) -> FileFix:
-    """The fixes of ``findings`` (all of ``path``, linted from ``source``)."""
-    tree = ast.parse(source)
+def plan(path: Path, source: str, findings: Iterable, unsafe: bool = False, encoding: str = "utf-8") -> FileFix:
+    """The fixes of ``findings`` (all of ``path``, linted from ``source``); none, with
+    ``skipped`` saying why, for a file that does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError) as exc:
+        return FileFix(
+            path,
+            source,
+            source,
+            encoding=encoding,
+            skipped=f"{shown(path)}: does not parse ({printable(str(exc))}): not fixed",
+        )
     seed = _edits.script_seed(tree)
     seed = 0 if seed is None else seed
-    result = FileFix(path, source, source)
+    result = FileFix(path, source, source, encoding=encoding)
     edits: list[_edits.Edit] = []
     for f in findings:
         found, risky = _edits_for(f, source, tree, seed, unsafe)
@@ -123,15 +138,15 @@ def plan(path: Path, source: str, findings: Iterable, unsafe: bool = False) -> F
         new = [e for e in found if e not in edits]
         if found:
             edits += new
-            result.fixed.append(f"{path}:{f.line}: {f.code} fixed: {EDITS[_autofix(f.code)][2]}")
+            result.fixed.append(f"{shown(path)}:{f.line}: {f.code} fixed: {EDITS[_autofix(f.code)][2]}")
     if any("fwd9m." in e.text for e in edits) and not _edits.imports_fwd9m(tree):
         if not any(e.text.startswith(("import fwd9m", "\nimport fwd9m")) for e in edits):
             edits += _edits.after_imports(source, tree, "import fwd9m.data\n")
     after = _edits.apply(source, edits)
     try:
         ast.parse(after)
-    except SyntaxError:  # an edit that would break the file: none is made
-        return FileFix(path, source, source)
+    except (SyntaxError, ValueError):  # an edit that would break the file: none is made
+        return FileFix(path, source, source, encoding=encoding)
     result.after = after
     return result
 
@@ -147,14 +162,13 @@ def apply(fixes: list[FileFix]) -> list[str]:
             continue
         target = f.path.resolve()  # through a link: its target
         try:
-            now = target.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            refused.append(f"{f.path}: not written ({exc})")
-            continue
-        if now != f.before:
-            refused.append(f"{f.path}: changed since it was read: not written (run fwd9m lint --fix again)")
-            continue
-        _replace_all([(target, f.after)])
+            now = _source.read(target)
+            if now != (f.before, f.encoding):
+                refused.append(f"{shown(f.path)}: changed since it was read: not written (run fwd9m lint --fix again)")
+                continue
+            _replace_all([(target, f.after.encode(f.encoding))])
+        except (OSError, SyntaxError, UnicodeError) as exc:
+            refused.append(f"{shown(f.path)}: not written ({printable(str(exc))})")
     return refused
 
 
@@ -168,10 +182,10 @@ def plan_paths(findings: Iterable, config, unsafe: bool = False) -> list[FileFix
     for name in paths:
         path = Path(name)
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            text, encoding = _source.read(path)
+        except (OSError, SyntaxError, UnicodeDecodeError):
             continue
-        fix = plan(path, text, lint_source(text, name, config), unsafe)
-        if fix.after != fix.before or fix.unsafe_left:
+        fix = plan(path, text, lint_source(text, name, config), unsafe, encoding)
+        if fix.after != fix.before or fix.unsafe_left or fix.skipped:
             out.append(fix)
     return out
