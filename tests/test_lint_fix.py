@@ -200,3 +200,37 @@ def test_two_fixes_of_one_file_use_temporary_files_of_their_own(tmp_path, monkey
     _replace_all([(script, b"x = 3\r\n")])
     assert len({name for _, name in made}) == 2 and all(Path(n).parent == tmp_path for _, n in made)
     assert script.read_bytes() == b"x = 3\r\n" and sorted(p.name for p in tmp_path.iterdir()) == ["a.py"]
+
+
+def test_the_safe_sorted_fix_needs_one_binding_of_a_string_set_iterated_in_its_scope():
+    import ast
+
+    from fwd9m.fix import _edits
+
+    def fixed(source: str, strings_only: bool = True) -> str:
+        return _edits.apply(source, _edits.sorted_sets(source, ast.parse(source), strings_only=strings_only))
+
+    once = "def f():\n    tags = {'b', 'a'}\n    return list(tags)\n"
+    assert fixed(once) == once.replace("list(tags)", "sorted(tags)")
+    elsewhere = (  # the same name a set in one function, a list of dicts in another: left alone
+        "def f():\n    rows = {'b', 'a'}\n    for r in rows:\n        print(r)\n"
+        "def g():\n    rows = [{'k': 1}, {'k': 0}]\n    for r in rows:\n        print(r)\n"
+    )
+    assert fixed(elsewhere) == elsewhere
+    assert fixed(elsewhere, strings_only=False).count("in sorted(rows)") == 2  # unsafe: both
+    other_scope = "tags = {'b', 'a'}\ndef f():\n    return list(tags)\n"
+    assert fixed(other_scope) == other_scope
+    added_to = "tags = {'b', 'a'}\ntags.add(1)\nfor t in tags:\n    print(t)\n"
+    assert fixed(added_to) == added_to
+    rebound = "tags = {'b', 'a'}\nfor tags in [[2], [1]]:\n    print(list(tags))\n"
+    assert fixed(rebound) == rebound
+
+
+def test_lint_fix_leaves_a_name_bound_twice_to_the_unsafe_fixes(tmp_path):
+    source = (
+        'def f():\n    rows = {"b", "a"}\n    for r in rows:\n        print(r)\n\n\n'
+        "def g():\n    rows = [3, 1, 2]\n    for r in rows:\n        print(r)\n"
+    )
+    (tmp_path / "two.py").write_text(source)
+    out = _lint(tmp_path, "--extend-select", "FWD402", "--fix", "two.py")
+    assert (tmp_path / "two.py").read_text() == source and "1 more with --unsafe-fixes" in out.stderr, out.stderr

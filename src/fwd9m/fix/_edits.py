@@ -146,31 +146,87 @@ def seeded_generators(source: str, tree: ast.AST, seed: int) -> list[Edit]:
     return edits
 
 
-def _set_names(tree: ast.AST, strings_only: bool = False) -> set[str]:
-    """Names assigned a set (a literal, a comprehension, ``set(...)``, ``frozenset(...)``);
-    with ``strings_only``, a literal of strings alone (what ``sorted`` is sure to order)."""
+def _set_names(tree: ast.AST) -> set[str]:
+    """Names assigned a set (a literal, a comprehension, ``set(...)``, ``frozenset(...)``)
+    anywhere in the file, whatever else they are assigned (what the unsafe fix sorts)."""
     out = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign):
-            v = node.value
-            if strings_only:
-                if isinstance(v, ast.Set) and all(
-                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in v.elts
-                ):
-                    out.update(t.id for t in node.targets if isinstance(t, ast.Name))
-            elif isinstance(v, (ast.Set, ast.SetComp)) or (
-                isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in ("set", "frozenset")
-            ):
-                out.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        if isinstance(node, ast.Assign) and _a_set(node.value, False):
+            out.update(t.id for t in node.targets if isinstance(t, ast.Name))
     return out
+
+
+_SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+#: set methods that add items (an item that is not a string could make ``sorted`` raise)
+_ADDS = frozenset({"add", "update", "symmetric_difference_update", "__ior__", "__ixor__"})
+
+
+def _scope_of(tree: ast.AST) -> dict[int, ast.AST]:
+    """``{id(node): the module, function, lambda or class whose body it is in}``."""
+    out: dict[int, ast.AST] = {}
+    todo: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
+    while todo:
+        node, scope = todo.pop()
+        out[id(node)] = scope
+        for child in ast.iter_child_nodes(node):
+            todo.append((child, child if isinstance(child, _SCOPES) else scope))
+    return out
+
+
+def _bound(node: ast.AST) -> list[str]:
+    """The names ``node`` binds (or unbinds, or declares global or nonlocal); ``*`` for
+    ``from m import *``, which may bind any."""
+    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+        return [node.id]
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [a.asname or a.name.split(".")[0] for a in node.names]
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return list(node.names)
+    if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+        return [node.name] if node.name else []
+    if isinstance(node, ast.MatchMapping):
+        return [node.rest] if node.rest else []
+    return []
+
+
+def _string_sets(tree: ast.AST, scope_of: dict[int, ast.AST]) -> dict[str, ast.AST]:
+    """``{name: its scope}`` of the names bound once in the whole file, by ``name = {...}``
+    (a literal of strings alone) in a module, function or class, and never added to
+    (``name.add(...)``): a set ``sorted`` is sure to order."""
+    count: dict[str, int] = {}
+    candidates: dict[str, ast.AST] = {}
+    for node in ast.walk(tree):
+        for name in _bound(node):
+            count[name] = count.get(name, 0) + 1
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr in _ADDS:
+            count[node.value.id] = count.get(node.value.id, 0) + 1
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and _a_set(node.value, True)
+        ):
+            candidates[node.targets[0].id] = scope_of[id(node)]
+    if "*" in count:
+        return {}
+    return {name: scope for name, scope in candidates.items() if count.get(name) == 1}
 
 
 def sorted_sets(source: str, tree: ast.AST, strings_only: bool = False) -> list[Edit]:
     """A set of the script iterated in order (``list(s)``, ``tuple(s)``, ``enumerate(s)``,
     ``for x in s``, a comprehension over it): ``sorted(s)``, since a set of strings is
-    ordered by the string-hash seed, which differs between processes. ``strings_only``:
-    only sets written as a literal of strings (``sorted`` cannot fail on them)."""
-    names = _set_names(tree, strings_only)
+    ordered by the string-hash seed, which differs between processes. ``strings_only``
+    (the safe fix): only a literal of strings iterated where it is written, or a name
+    bound once in the file, to such a literal, iterated in the scope that binds it
+    (:func:`_string_sets`: ``sorted`` cannot fail on it, nor reorder a list of the same
+    name elsewhere). Otherwise every name ever assigned a set, wherever it is iterated."""
+    scope_of = _scope_of(tree)
+    strings = _string_sets(tree, scope_of) if strings_only else {}
+    names = _set_names(tree)
     lines = _offsets(source)
     targets: list[tuple[ast.expr, ast.expr]] = []  # (the set, what the edit replaces)
     for node in ast.walk(tree):
@@ -187,7 +243,11 @@ def sorted_sets(source: str, tree: ast.AST, strings_only: bool = False) -> list[
     edits = []
     for t, replaced in targets:
         start, end = _span(t, lines)
-        if (isinstance(t, ast.Name) and t.id in names) or _a_set(t, strings_only):
+        if isinstance(t, ast.Name):
+            mine = strings.get(t.id) is scope_of[id(t)] if strings_only else t.id in names
+        else:
+            mine = _a_set(t, strings_only)
+        if mine:
             edits.append(Edit(*_span(replaced, lines), f"sorted({source[start:end]})"))
     return edits
 
