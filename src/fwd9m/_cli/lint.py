@@ -133,21 +133,14 @@ def _fix(args, findings, config, named: list[str]) -> bool:
     return bool(changed)
 
 
-def run(args) -> int:
+def _config(args, paths: list[str]):
+    """The lint configuration: pyproject.toml's (or none, ``--isolated``), then the
+    command line's selection."""
     from pathlib import Path
 
-    from ..lint import find_pyproject, lint_paths, load_config
+    from ..lint import find_pyproject, load_config
     from ..lint._config import Config, expand_codes
-    from ..lint._report import render_json, render_sarif, render_statistics, render_text
 
-    if args.explain is not None:  # --explain "" is an unknown rule, not "lint ."
-        return _explain(args.explain)
-    paths = args.paths or ["."]
-    if (args.fix or args.diff) and "-" in paths:  # nothing to write to, and the text is read once
-        from ..errors import ConfigurationError
-
-        raise ConfigurationError("--fix and --diff fix files: they do not read standard input ('-'); name the file")
-    named = list(paths)
     if args.isolated:
         config = Config()
     elif args.config:
@@ -164,6 +157,24 @@ def run(args) -> int:
     if args.ignore:
         config.ignore = [*config.ignore, *_split(args.ignore)]
         expand_codes(config.ignore, "--ignore")
+    return config
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from ..lint import lint_paths
+    from ..lint._report import render_json, render_sarif, render_statistics, render_text
+
+    if args.explain is not None:  # --explain "" is an unknown rule, not "lint ."
+        return _explain(args.explain)
+    paths = args.paths or ["."]
+    if (args.fix or args.diff) and "-" in paths:  # nothing to write to, and the text is read once
+        from ..errors import ConfigurationError
+
+        raise ConfigurationError("--fix and --diff fix files: they do not read standard input ('-'); name the file")
+    named = list(paths)
+    config = _config(args, paths)
     scripts = [Path(p) for p in paths if p != "-" and p.endswith(".py") and Path(p).is_file()]
     if scripts and len(scripts) == len(paths):  # scripts: also the local modules they import
         from .._files import shown
