@@ -234,3 +234,6 @@ def test_lint_fix_leaves_a_name_bound_twice_to_the_unsafe_fixes(tmp_path):
     (tmp_path / "two.py").write_text(source)
     out = _lint(tmp_path, "--extend-select", "FWD402", "--fix", "two.py")
     assert (tmp_path / "two.py").read_text() == source and "1 more with --unsafe-fixes" in out.stderr, out.stderr
+    out = _lint(tmp_path, "--extend-select", "FWD402", "--fix", "--unsafe-fixes", "two.py")
+    fixed = source.replace("for r in rows:\n        print(r)\n\n", "for r in sorted(rows):\n        print(r)\n\n", 1)
+    assert (tmp_path / "two.py").read_text() == fixed, out.stderr  # g's list, of the same name: not sorted

@@ -85,6 +85,18 @@ def _autofix(code: str) -> str:
     return getattr(all_rules().get(code), "autofix", "")
 
 
+def _scope_lines(tree: ast.Module, line: int) -> range:
+    """The lines of the innermost function, lambda or class around ``line`` (all of the
+    file's when none is)."""
+    best = range(1, 2**31)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            end = node.end_lineno or node.lineno
+            if node.lineno <= line <= end and end - node.lineno < len(best) - 1:
+                best = range(node.lineno, end + 1)
+    return best
+
+
 def _edits_for(finding, source: str, tree: ast.Module, seed: int, unsafe: bool) -> tuple[list[_edits.Edit], bool]:
     """The edits that fix ``finding`` (its rule's, on its lines), and whether an unsafe
     edit would have fixed it had it been allowed."""
@@ -95,7 +107,7 @@ def _edits_for(finding, source: str, tree: ast.Module, seed: int, unsafe: bool) 
     lines = range(finding.line, (finding.end_line or finding.line) + 1)
 
     assigned = {  # a finding on an assignment (a set made there): the edits where that name is used
-        t.id
+        f"sorted({t.id})": _scope_lines(tree, node.lineno)  # in the function (or module) that assigns it
         for node in ast.walk(tree)
         if isinstance(node, ast.Assign) and node.lineno in lines
         for t in node.targets
@@ -106,8 +118,8 @@ def _edits_for(finding, source: str, tree: ast.Module, seed: int, unsafe: bool) 
         found = make(source, tree, seed) if make else []
         if whole:
             return found
-        used = {f"sorted({name})" for name in assigned}
-        return [e for e in found if source.count("\n", 0, e.start) + 1 in lines or e.text in used]
+        at = [(e, source.count("\n", 0, e.start) + 1) for e in found]
+        return [e for e, line in at if line in lines or line in assigned.get(e.text, ())]
 
     edits = mine(safe)
     if edits or not risky:
