@@ -44,6 +44,26 @@ def test_cells_are_compared_with_times_and_random_ids_left_out(tmp_path):
     assert d.path == "runs[0].loss" and d.max_ulp == 1
 
 
+def test_digests_and_results_named_like_times_are_compared(tmp_path):
+    """A hex digest outside an id column is a value (an MD5 of the predictions), and
+    ``recall_at_10``, ``n_updated``, ``lifetime_value`` are results, not times."""
+
+    def db(name, digest, recall):
+        con = sqlite3.connect(tmp_path / name)
+        con.execute("CREATE TABLE evals (checksum TEXT, recall_at_10 REAL, n_updated INT, datetime_start TEXT)")
+        con.execute("INSERT INTO evals VALUES (?, ?, 3, ?)", (digest, recall, str(uuid.uuid4())))
+        con.commit()
+        con.close()
+        return read_structured(tmp_path / name)
+
+    a = db("a.db", "0" * 31 + "1", 0.5)
+    b = db("b.db", "0" * 31 + "2", 0.5)
+    c = db("c.db", "0" * 31 + "1", 0.75)
+    assert list(a.ignored) == ["evals[0].datetime_start"]
+    assert [d.path for d in compare_flat(a, b)] == ["evals[0].checksum"]
+    assert [d.path for d in compare_flat(a, c)] == ["evals[0].recall_at_10"]
+
+
 def test_rows_still_in_the_write_ahead_log_are_read_and_the_file_is_not_touched(tmp_path):
     con = _results_db(tmp_path / "a.db", 0.5, wal=True)
     try:

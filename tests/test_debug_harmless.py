@@ -76,3 +76,27 @@ def test_overwritten_init_is_harmless_and_the_worker_augmentation_is_named(tmp_p
         assert "(aten::copy_ at train.py:25) before any op read it" in line, report
     # the consequential one comes first, the harmless ones after it
     assert lines.index(harmless[0]) > lines.index("  op:       aten::addmm")
+
+
+ITEM_SCRIPT = """\
+import torch
+model = torch.nn.Linear(4, 2)
+torch.nn.init.constant_(model.weight, 0.5)
+torch.nn.init.constant_(model.bias, 0.0)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.ones(8, 4)
+for step in range(3):
+    f = torch.rand(1).item()
+    loss = (model(x) * f).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+print(model.weight.sum().item())
+"""
+
+
+def test_a_draw_passed_on_through_python_is_the_source_not_harmless(tmp_path):
+    """``f = torch.rand(1).item(); x * f``: the unseeded draw is what matters (a number
+    Python took from it reaches the op), not a "value built outside the framework"."""
+    code, lines = _debug(tmp_path, "train.py", ITEM_SCRIPT)
+    assert code == 1, "\\n".join(lines)
+    assert lines[0].startswith("EXTERNAL SOURCE (rng)"), "\\n".join(lines[:8])
+    assert any(line.strip() == "location: train.py:8" for line in lines[:8]), "\\n".join(lines[:8])

@@ -111,3 +111,26 @@ def test_a_run_that_does_not_complete_leaves_it_untested():
 
     out = hs.experiment(run, _same, errors=(RunError,))
     assert out.verdict == hs.INCOMPLETE and "remains a possible cause" in out.message()
+
+
+def test_a_clock_seed_is_not_taken_for_hash_order(tmp_path):
+    """Runs side by side start CLOCK_GAP_S apart: two PYTHONHASHSEED=0 runs of a script
+    seeded from the clock in seconds read other seconds and differ, so hash order is
+    ruled out as the only cause (started together, all three agreed and a later run
+    blamed the hash seed)."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "train.py").write_text("import random, time\nprint(random.Random(int(time.time())).random())\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    r = subprocess.run(
+        [sys.executable, "-m", "fwd9m", "check", "train.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "ruled out as the only cause" in r.stdout, r.stdout

@@ -31,7 +31,7 @@ from ..steps._compare import compare_records
 from ..steps._follow import StepFollower
 from ..steps._format import StepRecord
 from ..steps._session import ENV_CHECK, FRAMEWORK_MARK
-from ._process import STOPPED, Guard, _collect_run, _launch, _Launched, _Run
+from ._process import CLOCK_GAP_S, STOPPED, Guard, _collect_run, _launch, _Launched, _Run
 
 __all__ = ["RESULT_GROUPS", "Divergence", "doubt", "run_pair"]
 
@@ -41,10 +41,6 @@ RESULT_GROUPS = ("initial", "loss", "grads", "params", "buffers", "optimizer", "
 PROGRESS_S = 10.0
 #: seconds between two looks at the runs and their streams
 POLL_S = 0.02
-#: run 2 starts at least this long after run 1: a seed read from the clock in seconds
-#: (``int(time.time())``, also in code lint does not read) then differs as it does
-#: between runs one after the other
-CLOCK_GAP_S = 1.05
 
 
 @dataclass

@@ -36,6 +36,10 @@ from ._result import RunInfo
 
 #: how the error of a run the early stop stopped begins (:mod:`fwd9m.check._lockstep`)
 STOPPED = "stopped by the early stop"
+#: runs started side by side start at least this long apart: a seed read from the clock
+#: in seconds (``int(time.time())``) is then read in another second by each run more
+#: often, as between runs one after the other (not a guarantee: a run can catch up)
+CLOCK_GAP_S = 1.05
 #: seconds between "still running" progress messages
 HEARTBEAT_S = 30.0
 IGNORED_PREFIXES: tuple[str, ...] = ()
@@ -328,11 +332,12 @@ def _execute_together(
     guard: Guard | None = None,
 ) -> None:
     """:func:`_execute` of several runs (``(run, extra environment, which)``) side by
-    side: all start, then each is waited for and collected in turn (each run's timeout
-    counts from its own start). Any failure here stops them all."""
+    side: all start, :data:`CLOCK_GAP_S` apart, then each is waited for and collected in
+    turn (each run's timeout counts from its own start). Any failure here stops them all."""
     launched: list[tuple[_Run, _Launched]] = []
     try:
-        for run, env, which in items:
+        for i, (run, env, which) in enumerate(items):
+            time.sleep(CLOCK_GAP_S if i else 0)  # a seed read from the clock in seconds differs
             x = _launch(run, invocation, cwd_mode, env, site, which, say)
             if x is not None:
                 launched.append((run, x))

@@ -8,11 +8,12 @@ such run differs.
 Each cell is a leaf ``table[row].column``, rows in insertion (rowid) order. What is not
 the run's result is not compared: columns named as times (``start_time``,
 ``timestamp``, ``datetime_start``) are listed in :attr:`~fwd9m.compare.Flat.ignored`;
-random ids (a uuid, or 32 hex digits: MLflow's run ids) are renamed ``<id 1>``,
-``<id 2>`` in their order of first appearance, so two runs pair them as ``fwd9m check``
-pairs MLflow's run folders; MLflow's generated run name is bookkeeping, as in its file
-store. The database is read from a copy (with its ``-wal`` file, whose rows it may
-still hold), with ``query_only`` on: the run's file is never opened for writing.
+random ids found in id columns (a uuid, or 32 hex digits: MLflow's run ids) are
+renamed ``<id 1>``, ``<id 2>`` in their order of first appearance, wherever they
+appear, so two runs pair them as ``fwd9m check`` pairs MLflow's run folders;
+MLflow's generated run name is bookkeeping, as in its file store. The database is
+read from a copy (with its ``-wal`` file, whose rows it may still hold), with
+``query_only`` on: the run's file is never opened for writing.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ MAGIC = b"SQLite format 3\x00"
 SUFFIXES = (".db", ".sqlite", ".sqlite3")
 #: a column holding the time of a write: MLflow's ``start_time``, ``end_time``,
 #: ``timestamp``, ``creation_time``; Optuna's ``datetime_start``, ``datetime_complete``
-_TIME_WORDS = {"time", "timestamp", "date", "datetime", "ts", "at", "created", "updated", "modified"}
+_TIME_WORDS = {"time", "timestamp", "date", "datetime", "starttime", "endtime"}
+#: ``<event>_at``: the time of that event (``created_at``)
+_EVENTS = ("created", "updated", "modified", "started", "ended", "finished", "completed", "deleted", "logged")
 _RANDOM_ID = re.compile(
     r"(?<![0-9a-fA-F])(?:[0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?![0-9a-fA-F])"
 )
@@ -97,15 +100,12 @@ def _rows(con: sqlite3.Connection, table: str) -> tuple[list[str], list[tuple]]:
 
 def _cells(con: sqlite3.Connection) -> Flat:
     out = Flat()
-    ids: dict[str, str] = {}
-    tables = _tables(con)
+    tables = {t: _rows(con, t) for t in _tables(con)}
+    if sum(len(c) * len(r) for c, r in tables.values()) > CELL_LIMIT:
+        raise _TooLarge(f"more than {CELL_LIMIT} cells")
+    ids = _random_ids(tables)
     mlflow = _MLFLOW_TABLES <= set(tables)
-    cells = 0
-    for table in tables:
-        columns, rows = _rows(con, table)
-        cells += len(columns) * len(rows)
-        if cells > CELL_LIMIT:
-            raise _TooLarge(f"more than {CELL_LIMIT} cells")
+    for table, (columns, rows) in tables.items():
         out.containers[table] = "table"
         for i, row in enumerate(rows):
             bookkeeping = mlflow and table == "tags" and dict(zip(columns, row)).get("key") == "mlflow.runName"
@@ -119,15 +119,45 @@ def _cells(con: sqlite3.Connection) -> Flat:
     return out
 
 
+def _random_ids(tables: dict[str, tuple[list[str], list[tuple]]]) -> dict[str, str]:
+    """``{random id: <id N>}`` for the ids found in id columns (``run_uuid``,
+    ``experiment_id``, ``id``; Optuna's ``study_name``), by order of first appearance.
+    Only those are renamed, wherever they appear (a run's id inside its artifact path):
+    a hex digest in another column (an MD5 of the predictions) is compared as it is."""
+    ids: dict[str, str] = {}
+    for table, (columns, rows) in tables.items():
+        for row in rows:
+            for column, value in zip(columns, row):
+                if isinstance(value, str) and (_is_id(column) or (table, column) == ("studies", "study_name")):
+                    for m in _RANDOM_ID.finditer(value):
+                        ids.setdefault(m.group(), f"<id {len(ids) + 1}>")
+    return ids
+
+
+def _words(column: str) -> list[str]:
+    return [w.lower() for w in re.split(r"[^A-Za-z0-9]+|(?<=[a-z])(?=[A-Z])", column) if w]
+
+
+def _is_id(column: str) -> bool:
+    words = _words(column)
+    return bool(words) and (words[-1] in ("id", "uuid", "guid") or words[-1].endswith("uuid"))
+
+
 def _is_time(column: str) -> bool:
-    """Whether a column's name says it holds a time: one of its words (split at ``_``
-    and case changes) is a time word, or ends in ``time`` (``starttime``)."""
-    words = re.split(r"[^A-Za-z0-9]+|(?<=[a-z])(?=[A-Z])", column)
-    return any(w.lower() in _TIME_WORDS or w.lower().endswith("time") for w in words if w)
+    """Whether a column's name says it holds the time of a write: one of its words is
+    :data:`_TIME_WORDS` (``start_time``, ``datetime_start``, ``timestamp``), or it ends
+    in ``<created|updated|...>_at`` / ``_on``, or is ``created``, ``updated``, ``ts``.
+    ``recall_at_10``, ``n_updated`` and ``lifetime_value`` are results, not times."""
+    words = _words(column)
+    if any(w in _TIME_WORDS for w in words):
+        return True
+    if len(words) >= 2 and words[-1] in ("at", "on") and words[-2] in _EVENTS:
+        return True
+    return len(words) == 1 and words[0] in (*_EVENTS, "ts")
 
 
 def _renamed(value: Any, ids: dict[str, str]) -> Any:
-    """``value`` with each random id in it renamed by its order of first appearance."""
+    """``value`` with each random id of ``ids`` in it renamed."""
     if not isinstance(value, str):
         return value
-    return _RANDOM_ID.sub(lambda m: ids.setdefault(m.group(), f"<id {len(ids) + 1}>"), value)
+    return _RANDOM_ID.sub(lambda m: ids.get(m.group(), m.group()), value)

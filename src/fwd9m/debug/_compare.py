@@ -321,7 +321,7 @@ class _Walk:
             return
         mask, new = flow.untainted(opa, opb, ins)
         if not ins:
-            mask = flow.state_read(opa)
+            mask = flow.state_read(opa) or flow.python_read(opa)
         if mask:
             flow.carry(opa, opb, outs, mask)
         if new or not (ins or mask):

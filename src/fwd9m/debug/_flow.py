@@ -71,6 +71,9 @@ class Flow:
         #: sources whose values an in-place op wrote into memory (``buf[i] = x``: ``copy_``
         #: into a view); a later read of the whole memory is a value no op returned
         self._written = 0
+        #: sources whose values were read into Python (``.item()``): Python may pass them
+        #: on as a number no op digests (``x * f``)
+        self._python = 0
 
     def add(self, divergence: Any, opa: Any, opb: Any, ins: list[int], outs: list[int]) -> int:
         """A new source at ``opa``/``opb``; returns its bit (0 when no more are followed)."""
@@ -108,6 +111,8 @@ class Flow:
                 new.append(i)
         if new and self._written and all(not opa.inputs[i].meta.startswith("args") for i in new):
             return mask | self._written, []
+        if new and self._python and all(opa.inputs[i].meta.startswith("args") for i in new):
+            return mask | self._python, []  # a number Python took from a source's values (.item())
         return mask, new
 
     def state_read(self, opa: Any) -> int:
@@ -115,6 +120,12 @@ class Flow:
         if self._state and any(t.meta.startswith(("resource", "variant")) for t in opa.inputs):
             return self._state
         return 0
+
+    def python_read(self, opa: Any) -> int:
+        """The sources an op with identical tensor inputs and differing outputs may come
+        from: those read into Python before (``f = t.item(); x * f``), which Python may
+        have passed to it as a number; none for an op without tensor inputs (a draw)."""
+        return self._python if opa.inputs else 0
 
     def carry(self, opa: Any, opb: Any, outs: list[int], mask: int) -> None:
         """Op ``opa`` read values of the sources in ``mask``: mark its differing outputs,
@@ -135,6 +146,7 @@ class Flow:
                 self._written |= 1 << k
             if not outs and opa.name in TO_PYTHON and src.to_python is None:
                 src.to_python = opa
+                self._python |= 1 << k
             elif not outs and any(t.meta.startswith("resource") for t in opa.inputs):
                 src.to_state = src.to_state or opa
                 self._state |= 1 << k
