@@ -289,3 +289,35 @@ def test_check_cost_names_the_deliberately_slowed_op(tmp_path):
     out = json.loads(done.stdout)
     assert out["contributors"][0][0] == "fwd9mtest::slow_sum" and out["contributors"][0][1] > 0.2
     assert len(out["ratios"]) == 1 and out["ratios"][0] > 0
+
+
+DROPOUT = """
+import torch
+import torch.nn.functional as F
+
+
+def forward(x):
+    return F.dropout(x, 0.5, training=True)  # unseeded, in training mode: other bits each run
+
+
+print(forward(torch.randn(8, 16)).sum().item())
+"""
+
+
+def test_run_to_run_nondeterminism_is_not_a_batch_effect(tmp_path):
+    """Dropout in training mode gives other bits for the same batch twice: the verdict is
+    'nondeterministic', batch invariance undecided, never 'varies with the batch'."""
+    import torch.nn.functional as F
+
+    from fwd9m.batch import check_invariance
+
+    res = check_invariance(lambda x: F.dropout(x, 0.5, training=True), torch.randn(8, 16))
+    assert not res and res.nondeterministic and res.differences
+    assert {d.variant for d in res.differences} == {"the reference again"}
+    text = res.report()
+    assert text.startswith("NONDETERMINISTIC FROM RUN TO RUN") and "batch invariance undecided" in text
+    assert "VARIES" not in text and json.loads(res.to_json())["invariant"] is None
+    _script(tmp_path, "drop.py", DROPOUT)
+    done = run_fwd9m("check", "-q", "--vary", "batch", "--entry", "forward", "drop.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.startswith("NONDETERMINISTIC FROM RUN TO RUN") and "VARIES" not in done.stdout
