@@ -321,3 +321,55 @@ def test_run_to_run_nondeterminism_is_not_a_batch_effect(tmp_path):
     done = run_fwd9m("check", "-q", "--vary", "batch", "--entry", "forward", "drop.py", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert done.stdout.startswith("NONDETERMINISTIC FROM RUN TO RUN") and "VARIES" not in done.stdout
+
+
+TRANSFORM = """
+import torch
+
+
+class Normalize(torch.nn.Module):
+    '''A transform without parameters, as torchvision's: called on one image at a time.'''
+
+    def forward(self, img):
+        return (img - img.mean()) / (img.std() + 1e-6)
+
+
+class Images(torch.utils.data.Dataset):
+    def __init__(self):
+        self.images, self.norm = torch.randn(16, 3, 8, 8), Normalize()
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, i):
+        return self.norm(self.images[i])
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(192, 10)
+
+    def forward(self, x):
+        return self.fc(x.flatten(1))
+
+
+torch.manual_seed(0)
+data = Images()
+print(data.norm(data.images[0]).mean().item())  # the transform in the main process, on one image
+loader = torch.utils.data.DataLoader(data, batch_size=16, num_workers=0)
+model = Net()
+with torch.no_grad():
+    for x in loader:
+        print(model(x).sum().item())
+"""
+
+
+def test_vary_batch_captures_the_model_not_a_data_transform(tmp_path):
+    """A parameter-free module normalising images (in the main process, and in a Dataset
+    run by a DataLoader) is called before the model: the model is the one checked."""
+    _script(tmp_path, "transform.py", TRANSFORM)
+    done = run_fwd9m("check", "-q", "--vary", "batch", "--format", "json", "transform.py", cwd=tmp_path)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    out = json.loads(done.stdout)
+    assert out["model"] == "Net" and out["samples"] == 16
