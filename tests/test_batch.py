@@ -373,3 +373,26 @@ def test_vary_batch_captures_the_model_not_a_data_transform(tmp_path):
     assert done.returncode in (0, 1), done.stdout + done.stderr
     out = json.loads(done.stdout)
     assert out["model"] == "Net" and out["samples"] == 16
+
+
+FAILS_UNDER_SWITCH = """
+import sys
+
+import torch
+
+x = torch.randn(8, 8)
+print((x @ x).sum().item())
+if torch.are_deterministic_algorithms_enabled():
+    sys.exit(1)  # fails only with the determinism switch on
+sys.exit()  # None: a success
+"""
+
+
+def test_check_cost_does_not_time_a_failed_run(tmp_path):
+    """A run that exits 1 under enable_determinism is an error (exit 2) naming the run and
+    its status, never a ratio."""
+    _script(tmp_path, "fails.py", FAILS_UNDER_SWITCH)
+    done = run_fwd9m("check", "-q", "--cost", "--cost-pairs", "1", "fails.py", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "determinism on (pair 1/1)" in done.stderr and "exit status 1" in done.stderr
+    assert "COST OF DETERMINISM" not in done.stdout

@@ -27,7 +27,7 @@ def run_child(
     env: dict[str, str] | None = None,
 ) -> dict:
     """Run the child (module ``child``: ``python -m CHILD OUT SPEC SCRIPT ARGS``) on
-    ``target`` and return its result dict.
+    ``target`` and return its result dict (with ``_log``: the end of the run's output).
 
     Raises:
         RunError: the script does not exist, timed out, or gave no result.
@@ -67,7 +67,7 @@ def run_child(
         finally:
             if guard is not None:
                 guard.restore_all()
-        return _result(out, tail(str(log)), proc.returncode)
+        return {**_result(out, tail(str(log)), proc.returncode), "_log": tail(str(log))}
     finally:
         lease.finish(root, None, False, say)  # what still runs of the child stopped, root removed
 
