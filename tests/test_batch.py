@@ -396,3 +396,27 @@ def test_check_cost_does_not_time_a_failed_run(tmp_path):
     assert done.returncode == 2, done.stdout + done.stderr
     assert "determinism on (pair 1/1)" in done.stderr and "exit status 1" in done.stderr
     assert "COST OF DETERMINISM" not in done.stdout
+
+
+def test_op_names_come_from_public_torch_api():
+    """The op timer of --cost and the recorder of debug --vary batch name ops through
+    OpOverload's public API (namespace, __name__, overloadpacket), not ``_schema``."""
+    import ast
+    from pathlib import Path
+
+    import fwd9m.torch
+    from fwd9m.torch._batch import OpRecorder
+    from fwd9m.torch._cost import OpTimer
+
+    for name in ("_batch.py", "_cost.py"):
+        tree = ast.parse((Path(fwd9m.torch.__file__).parent / name).read_text())
+        private = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)} & {"_schema", "_overloadname"}
+        assert not private, (name, private)
+    timer = OpTimer()
+    timer.start()
+    torch.ones(2) + torch.ones(2)
+    assert "aten::add" in timer.stop()
+    lin = torch.nn.Linear(4, 4)
+    with torch.no_grad(), OpRecorder(lin) as rec:
+        lin(torch.ones(2, 4))
+    assert "aten::addmm.default" in [op["op"] for op in rec.ops]

@@ -149,7 +149,7 @@ class OpRecorder:
         outs = out if isinstance(out, (tuple, list)) else (out,)
         self.ops.append(
             {
-                "op": f"aten::{func._schema.name.split('::')[-1]}.{func._overloadname}",
+                "op": f"{func.namespace}::{func.__name__}",  # public OpOverload API: aten::addmm.default
                 "module": self._module(),
                 "location": user_location(3),
                 "inputs": [_numpy(t) for t in flat_in],
