@@ -38,6 +38,7 @@ def run_child(
     from .._runtime.process import kill_group, tail
 
     resolve_target(target, bool(spec.get("module")))
+    lease.recover(say)  # the folders of fwd9m commands killed before (SIGKILL, OOM) removed
     root = Path(tempfile.mkdtemp(prefix="fwd9m-batch-"))
     lease.claim(root)  # its owner file: if fwd9m is killed, the next command stops the child and removes root
     env = {**(env or {}), lease.ENV_LEASE: str(root)}
