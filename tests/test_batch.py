@@ -289,3 +289,134 @@ def test_check_cost_names_the_deliberately_slowed_op(tmp_path):
     out = json.loads(done.stdout)
     assert out["contributors"][0][0] == "fwd9mtest::slow_sum" and out["contributors"][0][1] > 0.2
     assert len(out["ratios"]) == 1 and out["ratios"][0] > 0
+
+
+DROPOUT = """
+import torch
+import torch.nn.functional as F
+
+
+def forward(x):
+    return F.dropout(x, 0.5, training=True)  # unseeded, in training mode: other bits each run
+
+
+print(forward(torch.randn(8, 16)).sum().item())
+"""
+
+
+def test_run_to_run_nondeterminism_is_not_a_batch_effect(tmp_path):
+    """Dropout in training mode gives other bits for the same batch twice: the verdict is
+    'nondeterministic', batch invariance undecided, never 'varies with the batch'."""
+    import torch.nn.functional as F
+
+    from fwd9m.batch import check_invariance
+
+    res = check_invariance(lambda x: F.dropout(x, 0.5, training=True), torch.randn(8, 16))
+    assert not res and res.nondeterministic and res.differences
+    assert {d.variant for d in res.differences} == {"the reference again"}
+    text = res.report()
+    assert text.startswith("NONDETERMINISTIC FROM RUN TO RUN") and "batch invariance undecided" in text
+    assert "VARIES" not in text and json.loads(res.to_json())["invariant"] is None
+    _script(tmp_path, "drop.py", DROPOUT)
+    done = run_fwd9m("check", "-q", "--vary", "batch", "--entry", "forward", "drop.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.startswith("NONDETERMINISTIC FROM RUN TO RUN") and "VARIES" not in done.stdout
+
+
+TRANSFORM = """
+import torch
+
+
+class Normalize(torch.nn.Module):
+    '''A transform without parameters, as torchvision's: called on one image at a time.'''
+
+    def forward(self, img):
+        return (img - img.mean()) / (img.std() + 1e-6)
+
+
+class Images(torch.utils.data.Dataset):
+    def __init__(self):
+        self.images, self.norm = torch.randn(16, 3, 8, 8), Normalize()
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, i):
+        return self.norm(self.images[i])
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(192, 10)
+
+    def forward(self, x):
+        return self.fc(x.flatten(1))
+
+
+torch.manual_seed(0)
+data = Images()
+print(data.norm(data.images[0]).mean().item())  # the transform in the main process, on one image
+loader = torch.utils.data.DataLoader(data, batch_size=16, num_workers=0)
+model = Net()
+with torch.no_grad():
+    for x in loader:
+        print(model(x).sum().item())
+"""
+
+
+def test_vary_batch_captures_the_model_not_a_data_transform(tmp_path):
+    """A parameter-free module normalising images (in the main process, and in a Dataset
+    run by a DataLoader) is called before the model: the model is the one checked."""
+    _script(tmp_path, "transform.py", TRANSFORM)
+    done = run_fwd9m("check", "-q", "--vary", "batch", "--format", "json", "transform.py", cwd=tmp_path)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    out = json.loads(done.stdout)
+    assert out["model"] == "Net" and out["samples"] == 16
+
+
+FAILS_UNDER_SWITCH = """
+import sys
+
+import torch
+
+x = torch.randn(8, 8)
+print((x @ x).sum().item())
+if torch.are_deterministic_algorithms_enabled():
+    sys.exit(1)  # fails only with the determinism switch on
+sys.exit()  # None: a success
+"""
+
+
+def test_check_cost_does_not_time_a_failed_run(tmp_path):
+    """A run that exits 1 under enable_determinism is an error (exit 2) naming the run and
+    its status, never a ratio."""
+    _script(tmp_path, "fails.py", FAILS_UNDER_SWITCH)
+    done = run_fwd9m("check", "-q", "--cost", "--cost-pairs", "1", "fails.py", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "determinism on (pair 1/1)" in done.stderr and "exit status 1" in done.stderr
+    assert "COST OF DETERMINISM" not in done.stdout
+
+
+def test_op_names_come_from_public_torch_api():
+    """The op timer of --cost and the recorder of debug --vary batch name ops through
+    OpOverload's public API (namespace, __name__, overloadpacket), not ``_schema``."""
+    import ast
+    from pathlib import Path
+
+    import fwd9m.torch
+    from fwd9m.torch._batch import OpRecorder
+    from fwd9m.torch._cost import OpTimer
+
+    for name in ("_batch.py", "_cost.py"):
+        tree = ast.parse((Path(fwd9m.torch.__file__).parent / name).read_text())
+        private = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)} & {"_schema", "_overloadname"}
+        assert not private, (name, private)
+    timer = OpTimer()
+    timer.start()
+    torch.ones(2) + torch.ones(2)
+    assert "aten::add" in timer.stop()
+    lin = torch.nn.Linear(4, 4)
+    with torch.no_grad(), OpRecorder(lin) as rec:
+        lin(torch.ones(2, 4))
+    assert "aten::addmm.default" in [op["op"] for op in rec.ops]

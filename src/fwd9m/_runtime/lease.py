@@ -119,15 +119,21 @@ def _orphaned(root: Path) -> float | None:
 def remove(root: Path) -> None:
     """Delete ``root``, also the mode-000 ``work/work`` folders an overlay leaves when not root."""
 
-    def retry(func, path, _exc):
-        try:
-            os.chmod(os.path.dirname(path), 0o700)
-            os.chmod(path, 0o700)
-            func(path)
-        except OSError:
-            pass
+    shutil.rmtree(root, onerror=_retry)
 
-    shutil.rmtree(root, onerror=retry)
+
+def _retry(func: Callable[[str], object], path: str, _exc: object) -> None:
+    """``func(path)`` once more with the folder and ``path`` writable; never chmod
+    through a link (a link in fwd9m's folder may point at the user's files, or anyone's)."""
+    try:
+        parent = os.path.dirname(path)
+        if not os.path.islink(parent):  # a path under a link is not fwd9m's: left as it is
+            os.chmod(parent, 0o700)
+            if not os.path.islink(path):
+                os.chmod(path, 0o700)
+        func(path)
+    except OSError:
+        pass
 
 
 def _kill_leased(root: Path) -> int:

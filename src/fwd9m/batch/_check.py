@@ -63,13 +63,18 @@ class BatchResult:
     notes: list[str] = field(default_factory=list)
     #: ``fwd9m debug --vary batch`` records this model's ops (PyTorch)
     debuggable: bool = False
+    #: the reference batch run twice gave other bits: the model is not deterministic from
+    #: run to run (dropout in training mode, an unseeded random op...), so a difference
+    #: between batches says nothing of the batch; ``differences`` are the repeat's
+    nondeterministic: bool = False
 
     def __bool__(self) -> bool:
-        return not self.differences
+        return not self.differences and not self.nondeterministic
 
     @property
     def invariant(self) -> bool:
-        return not self.differences
+        """True when invariant; False when it varies, or is undecided (:attr:`nondeterministic`)."""
+        return bool(self)
 
     def varying_sizes(self) -> list[int]:
         return sorted({d.batch for d in self.differences})
@@ -80,7 +85,10 @@ class BatchResult:
         lines = [self._headline()]
         shown = self.differences if max_lines is None else self.differences[:max_lines]
         if shown:
-            lines.append("What differs (each against the same sample in the reference batch):")
+            against = (
+                "the first run of the same batch" if self.nondeterministic else "the same sample in the reference batch"
+            )
+            lines.append(f"What differs (each against {against}):")
             lines += [f"  {d.line()}" for d in shown]
             if len(shown) < len(self.differences):
                 lines.append(f"  ... and {len(self.differences) - len(shown)} more (--format json lists them all)")
@@ -90,13 +98,18 @@ class BatchResult:
         outs = ", ".join(f"{k} (batch dim {v})" for k, v in self.outputs.items())
         lines.append(f"  outputs, row by row: {outs}")
         lines += [f"Note: {n}" for n in self.notes]
-        if self.differences and self.debuggable:
+        if self.differences and self.debuggable and not self.nondeterministic:
             lines.append("Next steps:")
             lines.append("  - find the op that depends on the batch: fwd9m debug --vary batch SCRIPT")
         return escape_control("\n".join(lines), keep="\n")
 
     def _headline(self) -> str:
         n = len({(d.sample, d.variant) for d in self.differences})
+        if self.nondeterministic:
+            return (
+                f"NONDETERMINISTIC FROM RUN TO RUN: the same batch of {self.reference} gave different bits "
+                f"twice ({n} sample(s) differ); batch invariance undecided"
+            )
         if not self.differences:
             return (
                 f"BATCH INVARIANT: {self.samples} sample(s) gave the same bits in {len(self.variants)} "
@@ -111,7 +124,7 @@ class BatchResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["invariant"] = self.invariant
+        d["invariant"] = None if self.nondeterministic else self.invariant  # None: undecided
         return d
 
     def to_json(self) -> str:
@@ -227,10 +240,25 @@ def check_invariance(
     result.debuggable = fw is not None and hasattr(fw, "OpRecorder")
     if reference > n:
         result.notes.append(f"the reference batch repeats the {n} samples to fill {reference} rows")
-    for variant in plan:
-        flat = ref if variant is plan[0] else run_batch(fn, items, variant.order, batch_dim, model)
+    again = _compare(plan[1], run_batch(fn, items, plan[1].order, batch_dim, model), ref, dims)
+    if again:
+        _undecided(result, again)
+        return result
+    for variant in plan[2:]:
+        flat = run_batch(fn, items, variant.order, batch_dim, model)
         result.differences += _compare(variant, flat, ref, dims)
     return result
+
+
+def _undecided(result: BatchResult, again: list[RowDiff]) -> None:
+    """The reference batch gave other bits the second time: no batch was compared."""
+    result.nondeterministic, result.differences = True, again
+    result.notes.append(
+        "the reference batch, run twice, gave different bits: the outputs change from run to run "
+        "(dropout or another random op in training mode, an unseeded generator, a "
+        "nondeterministic kernel), so no other batch was compared; make the call deterministic "
+        "(fwd9m.enable_determinism, a seeded generator, dropout off) and check again"
+    )
 
 
 def _compare(variant: Variant, flat: dict, ref: dict, dims: dict[str, int]) -> list[RowDiff]:

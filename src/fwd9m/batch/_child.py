@@ -123,7 +123,11 @@ def main(argv: list[str]) -> int:
         _hook_frameworks()
     c = _run_script(target, bool(spec.get("module")), args)
     if c is None:
-        what = f"a call of {spec['entry']}" if spec.get("entry") else "a call of a PyTorch module or a Keras model"
+        what = (
+            f"a call of {spec['entry']}"
+            if spec.get("entry")
+            else ("a call of a PyTorch module (one with parameters or buffers, outside data loading) or a Keras model")
+        )
         result: dict = {"error": f"the script ended without {what} on arrays; name the function with --entry"}
     else:
         try:

@@ -186,6 +186,11 @@ def _pick_sizes(fn: Callable, items: list, dim: int, model: Any, sizes: Sequence
     from ._check import check_invariance
 
     res = check_invariance(fn, items, batch_dim=dim, model=model)
+    if res.nondeterministic:
+        raise ConfigurationError(
+            "the model is nondeterministic from run to run (the same batch gave different bits twice): "
+            "batch invariance undecided, no op to name; fwd9m check --vary batch shows the rows"
+        )
     prefix = [d.batch for d in res.differences if d.variant.startswith("first ")]
     return (min(prefix) if prefix else 1), res.reference
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,18 +27,21 @@ def run_child(
     env: dict[str, str] | None = None,
 ) -> dict:
     """Run the child (module ``child``: ``python -m CHILD OUT SPEC SCRIPT ARGS``) on
-    ``target`` and return its result dict.
+    ``target`` and return its result dict (with ``_log``: the end of the run's output).
 
     Raises:
         RunError: the script does not exist, timed out, or gave no result.
         ConfigurationError: the child could not check the call it found (bad input).
     """
-    from .._runtime import isolation
+    from .._runtime import isolation, lease
     from .._runtime.launch import resolve_target
     from .._runtime.process import kill_group, tail
 
     resolve_target(target, bool(spec.get("module")))
+    lease.recover(say)  # the folders of fwd9m commands killed before (SIGKILL, OOM) removed
     root = Path(tempfile.mkdtemp(prefix="fwd9m-batch-"))
+    lease.claim(root)  # its owner file: if fwd9m is killed, the next command stops the child and removes root
+    env = {**(env or {}), lease.ENV_LEASE: str(root)}
     try:
         mode = isolation.choose(cwd, Path.cwd(), None if spec.get("module") else target, str(root), say)
         out, log = root / "result.json", root / "run.log"
@@ -53,7 +55,7 @@ def run_child(
         say(f"running {target}" + (" up to its model's first call" if child.startswith("fwd9m.batch") else ""))
         with open(log, "wb") as sink:
             proc = subprocess.Popen(
-                cmd, stdout=sink, stderr=sink, cwd=run_cwd, start_new_session=True, env={**os.environ, **(env or {})}
+                cmd, stdout=sink, stderr=sink, cwd=run_cwd, start_new_session=True, env={**os.environ, **env}
             )
         try:
             proc.wait(timeout=timeout)
@@ -66,9 +68,9 @@ def run_child(
         finally:
             if guard is not None:
                 guard.restore_all()
-        return _result(out, tail(str(log)), proc.returncode)
+        return {**_result(out, tail(str(log)), proc.returncode), "_log": tail(str(log))}
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        lease.finish(root, None, False, say)  # what still runs of the child stopped, root removed
 
 
 def _folder(root: Path, mode: Any):

@@ -80,9 +80,9 @@ def check_cost(
 
     Raises:
         ConfigurationError: ``pairs`` is below 1.
-        RunError: a run gave no result.
+        RunError: a run gave no result, or ended with a non-zero exit status (a failed
+            run's time is not the script's).
     """
-    from ..batch._script import run_child
     from ..errors import ConfigurationError
 
     if pairs < 1:
@@ -90,13 +90,34 @@ def check_cost(
     runs: dict[bool, list[dict]] = {False: [], True: []}
     for i in range(pairs):
         for enable in (False, True):
-            say(f"pair {i + 1}/{pairs}: determinism {'on' if enable else 'off'}")
-            spec = {"enable": enable, "module": module}
-            env = {"FWD9M_SEED": "0"} if enable else None
-            runs[enable].append(run_child(target, args, spec, cwd, timeout, say, "fwd9m.cost._child", env))
+            what = f"the run with determinism {'on' if enable else 'off'} (pair {i + 1}/{pairs})"
+            say(what)
+            runs[enable].append(_run(target, args, enable, module, cwd, timeout, say, what))
     return CostResult(
         target, pairs, [r["seconds"] for r in runs[False]], [r["seconds"] for r in runs[True]], _ops(runs)
     )
+
+
+def _run(target, args, enable: bool, module: bool, cwd: str, timeout, say, what: str) -> dict:
+    """One run of the script, with the switch on or off: its result.
+
+    Raises:
+        RunError: it ended with a non-zero exit status.
+    """
+    from ..batch._script import run_child
+    from ..compare import printable
+    from ..errors import RunError
+
+    spec = {"enable": enable, "module": module}
+    env = {"FWD9M_SEED": "0"} if enable else None
+    result = run_child(target, args, spec, cwd, timeout, say, "fwd9m.cost._child", env)
+    if result.get("status", 0) != 0:
+        text = "\n".join(f"  | {line}" for line in printable(result.get("_log", "")).splitlines()[-15:])
+        raise RunError(
+            f"{what} of {target} ended with exit status {result['status']}: no cost measured "
+            f"(a failed run is not timed); the end of its output:\n{text}"
+        )
+    return result
 
 
 def _ops(runs: dict[bool, list[dict]]) -> dict[str, list]:

@@ -49,6 +49,8 @@ def _run(target: str, module: bool, args: list[str]) -> int:
             sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
             runpy.run_path(target, run_name="__main__")
     except SystemExit as exc:
+        if exc.code is None:
+            return 0  # sys.exit() and sys.exit(None) succeed
         return exc.code if isinstance(exc.code, int) else 1
     return 0
 

@@ -4,6 +4,7 @@ script, inference mode, and the op recorder of ``fwd9m debug --vary batch``."""
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -41,8 +42,9 @@ def inference(model: Any):
 
 def first_call(on_call: Callable[[Any, tuple, dict], None]) -> Callable[[], None]:
     """Call ``on_call(module, args, kwargs)`` at the first call of an outermost
-    ``nn.Module`` (one not called from inside another module's call), before it runs;
-    ``on_call`` may raise to stop the program there. Returns the function undoing it."""
+    ``nn.Module`` (one not called from inside another module's call) that may be the
+    model (:func:`_may_be_model`), before it runs; ``on_call`` may raise to stop the
+    program there. Returns the function undoing it."""
     import torch
 
     cls = torch.nn.Module
@@ -50,7 +52,7 @@ def first_call(on_call: Callable[[Any, tuple, dict], None]) -> Callable[[], None
     depth = [0]
 
     def call(self, *args, **kwargs):
-        if depth[0] == 0:
+        if depth[0] == 0 and _may_be_model(self):
             on_call(self, args, kwargs)
         depth[0] += 1
         try:
@@ -64,6 +66,20 @@ def first_call(on_call: Callable[[Any, tuple, dict], None]) -> Callable[[], None
         cls.__call__ = original
 
     return undo
+
+
+def _may_be_model(module: Any) -> bool:
+    """Not a data transform: a module with parameters or buffers (a ``Normalize`` or
+    ``Resize`` transform has none), called from outside ``torch.utils.data`` (a
+    Dataset's ``__getitem__`` run by a DataLoader: its modules prepare samples)."""
+    if next(module.parameters(), None) is None and next(module.buffers(), None) is None:
+        return False
+    frame = sys._getframe(2)
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith("torch.utils.data"):
+            return False
+        frame = frame.f_back
+    return True
 
 
 def model_name(model: Any) -> str:
@@ -133,7 +149,7 @@ class OpRecorder:
         outs = out if isinstance(out, (tuple, list)) else (out,)
         self.ops.append(
             {
-                "op": f"aten::{func._schema.name.split('::')[-1]}.{func._overloadname}",
+                "op": f"{func.namespace}::{func.__name__}",  # public OpOverload API: aten::addmm.default
                 "module": self._module(),
                 "location": user_location(3),
                 "inputs": [_numpy(t) for t in flat_in],

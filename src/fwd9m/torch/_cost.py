@@ -17,7 +17,7 @@ class OpTimer:
         t0 = time.perf_counter()
         out = func(*args, **kwargs)
         dt = time.perf_counter() - t0
-        name = func._schema.name
+        name = f"{func.namespace}::{func.overloadpacket.__name__}"  # public OpOverload API: aten::add, all overloads
         slot = self.ops.setdefault(name, [0, 0.0])
         slot[0] += 1
         slot[1] += dt
