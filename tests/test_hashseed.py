@@ -122,7 +122,9 @@ def test_a_clock_seed_is_not_taken_for_hash_order(tmp_path):
     import subprocess
     import sys
 
-    (tmp_path / "train.py").write_text("import random, time\nprint(random.Random(int(time.time())).random())\n")
+    # a second of work first: two runs one after the other then read other seconds too
+    script = "import random, time\ntime.sleep(1.1)\nprint(random.Random(int(time.time())).random())\n"
+    (tmp_path / "train.py").write_text(script)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
     r = subprocess.run(
         [sys.executable, "-m", "fwd9m", "check", "train.py"],
