@@ -7,7 +7,6 @@ switch on or off, timing the whole run and each op (PyTorch), and write them as 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 
@@ -16,6 +15,7 @@ def main(argv: list[str]) -> int:
     out, spec_text, target, *args = argv
     spec = json.loads(spec_text)
     from .._runtime import bootstrap
+    from .._runtime.launch import run_as_main
 
     if spec["enable"]:
         bootstrap.install()  # as `fwd9m run --seed 0`: each framework enabled when imported
@@ -29,29 +29,11 @@ def main(argv: list[str]) -> int:
 
     bootstrap.after_import(["torch"], timed)
     t0 = time.perf_counter()
-    status = _run(target, bool(spec.get("module")), args)
+    status = run_as_main(target, args, module=bool(spec.get("module")))
     seconds = time.perf_counter() - t0
     ops = timers[0].stop() if timers else {}
     with open(out, "w", encoding="utf-8") as f:
         json.dump({"seconds": seconds, "ops": ops, "status": status}, f)
-    return 0
-
-
-def _run(target: str, module: bool, args: list[str]) -> int:
-    import runpy
-
-    sys.argv = [target, *args]
-    try:
-        if module:
-            sys.path.insert(0, os.getcwd())
-            runpy.run_module(target, run_name="__main__", alter_sys=True)
-        else:
-            sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
-            runpy.run_path(target, run_name="__main__")
-    except SystemExit as exc:
-        if exc.code is None:
-            return 0  # sys.exit() and sys.exit(None) succeed
-        return exc.code if isinstance(exc.code, int) else 1
     return 0
 
 
