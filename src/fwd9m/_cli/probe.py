@@ -132,7 +132,6 @@ def _write_json(path: str, data: dict) -> None:
 
 
 def run(args) -> int:
-    from ..compare._escape import printable
     from ..errors import ConfigurationError
 
     if args.json and os.path.exists(args.json):
@@ -165,13 +164,20 @@ def run(args) -> int:
             progress=progress,
         )
         failing = bool(report.contradictions())
+    _emit(report, args)
+    return 1 if failing else 0
+
+
+def _emit(report, args) -> None:
+    """A probe or cost report as text or JSON, and into ``--json FILE`` too."""
+    from ..compare._escape import printable
+
     if args.format == "json":
         print(json.dumps(report.to_dict(), indent=1, sort_keys=True, default=str))
     else:
         print(printable(report.render()))
     if args.json:
         _write_json(args.json, report.to_dict())
-    return 1 if failing else 0
 
 
 def _batch_invariance(args) -> int:
@@ -196,7 +202,6 @@ def _batch_invariance(args) -> int:
 
 def _cost(args, device: list[str]) -> int:
     """``fwd9m probe --cost``: the switch's cost per op, as a table or JSON."""
-    from ..compare._escape import printable
     from ..errors import ConfigurationError
     from ..probe import probe_cost
 
@@ -218,10 +223,5 @@ def _cost(args, device: list[str]) -> int:
         pairs=args.repeat,
         progress=None if args.quiet else _cost_progress(sys.stderr),
     )
-    if args.format == "json":
-        print(json.dumps(report.to_dict(), indent=1, sort_keys=True, default=str))
-    else:
-        print(printable(report.render()))
-    if args.json:
-        _write_json(args.json, report.to_dict())
+    _emit(report, args)
     return 0
