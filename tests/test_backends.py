@@ -202,6 +202,9 @@ def _same(a, b) -> bool:
 # ---------------------------------------------------------------------------- private API
 
 PRIVATE = re.compile(r"^(torch\._C|torch\.utils\._|tensorflow\.python|jax\._src|keras\.src)(\.|$)")
+#: private attributes of framework objects fwd9m reads (an OpOverload's schema and
+#: overload name, a tensor's version counter): attribute names no fwd9m object has
+PRIVATE_ATTRIBUTES = {"_schema", "_overloadname", "_version"}
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -228,6 +231,8 @@ def _private_uses(tree: ast.AST) -> list[tuple[int, str]]:
             names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
         elif isinstance(node, ast.Attribute):
             names = [_dotted(node) or ""]
+            if node.attr in PRIVATE_ATTRIBUTES:
+                found.append((node.lineno, f"<object>.{node.attr}"))
         elif (
             isinstance(node, ast.Constant)
             and isinstance(node.value, str)
@@ -264,8 +269,10 @@ def test_private_api_check_finds_each_form():
         "jax._src.xla_bridge\nimportlib.import_module('keras.src.utils')\n"
         "from torch.utils import data\n'''tensorflow.python in a docstring'''\n"
         "sys.modules.get('tensorflow.python.ops.nn')\n'see tensorflow.python for more'\n"
+        "func._schema.name\n"
     )
     assert sorted(n for _, n in _private_uses(ast.parse(code))) == [
+        "<object>._schema",
         "jax._src",
         "jax._src.xla_bridge",
         "keras.src.utils",

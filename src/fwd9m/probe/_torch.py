@@ -12,6 +12,8 @@ import contextlib
 import functools
 from typing import Any
 
+from ..torch._replay import op_arguments
+
 _torch: Any = None
 
 
@@ -110,7 +112,7 @@ def prepared(name: str, metas: list, args: str, device: str):
     packet = getattr(torch.ops.aten, name.split("::", 1)[1])
     for overload in packet.overloads():
         func = getattr(packet, overload)
-        call = _fit(func._schema, tensors, named)
+        call = _fit(op_arguments(func), tensors, named)
         if call is not None:
             return functools.partial(func, *call[0], **call[1])
     raise ValueError(f"no schema of {name} fits {len(metas)} tensors and arguments {sorted(named)}")
@@ -119,33 +121,33 @@ def prepared(name: str, metas: list, args: str, device: str):
 _ONE_TENSOR = ("Tensor", "Optional[Tensor]")
 
 
-def _fit(schema, tensors: list, named: dict):
-    """(args, kwargs) for ``schema`` from the tensors in order and named values, or None."""
+def _fit(params: list[dict], tensors: list, named: dict):
+    """(args, kwargs) for an op's arguments (:func:`fwd9m.torch._replay.op_arguments`)
+    from the tensors in order and named values, or None."""
     args: list = []
     kwargs: dict = {}
     i = 0
-    params = list(schema.arguments)
     for n, a in enumerate(params):
-        kind = str(a.type)  # "Tensor", "Optional[Tensor]", "List[Optional[Tensor]]", ...
-        if a.name == "out" or getattr(a, "is_out", False):
+        kind, name = a["type"], a["name"]  # "Tensor", "Optional[Tensor]", "List[Optional[Tensor]]", ...
+        if a["out"]:
             return None
-        if kind in _ONE_TENSOR and a.name not in named:
+        if kind in _ONE_TENSOR and name not in named:
             if i >= len(tensors):
                 return None
             value, i = tensors[i], i + 1
-        elif kind.startswith("List[") and "Tensor" in kind and a.name not in named:
-            later = sum(1 for b in params[n + 1 :] if str(b.type) in _ONE_TENSOR and b.name not in named)
+        elif kind.startswith("List[") and "Tensor" in kind and name not in named:
+            later = sum(1 for b in params[n + 1 :] if b["type"] in _ONE_TENSOR and b["name"] not in named)
             take = len(tensors) - i - later
             if take < 0:
                 return None
             value, i = tensors[i : i + take], i + take
-        elif a.name in named:
-            value = named[a.name]
-        elif a.has_default_value():
+        elif name in named:
+            value = named[name]
+        elif a["has_default"]:
             continue
         else:
             return None
-        (kwargs.__setitem__(a.name, value) if a.kwarg_only else args.append(value))
+        (kwargs.__setitem__(name, value) if a["kwarg_only"] else args.append(value))
     return (args, kwargs) if i == len(tensors) else None
 
 

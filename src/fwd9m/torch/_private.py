@@ -67,8 +67,11 @@ __all__ = [
     "dataloader_iter_class",
     "dispatch_mode",
     "next_sequence_nr",
+    "op_arguments",
+    "op_name",
     "op_schema_info",
     "run_graph",
+    "tensor_version",
 ]
 
 
@@ -127,6 +130,32 @@ def op_schema_info(func) -> dict[str, Any]:
         "mutated": mutated,
         "arg_names": [a.name for a in schema.arguments],
     }
+
+
+def op_arguments(func) -> list[dict[str, Any]]:
+    """An OpOverload's arguments in order, as plain values: ``name``, ``type`` (the
+    schema's spelling: ``Tensor``, ``Optional[Tensor]``, ``List[Tensor]``...), ``out``,
+    ``kwarg_only`` and ``has_default``."""
+    return [
+        {
+            "name": a.name,
+            "type": str(a.type),
+            "out": a.name == "out" or bool(getattr(a, "is_out", False)),
+            "kwarg_only": bool(a.kwarg_only),
+            "has_default": bool(a.has_default_value()),
+        }
+        for a in func._schema.arguments
+    ]
+
+
+def op_name(func) -> tuple[str, str]:
+    """``(qualified name, overload name)`` of an OpOverload: ``("aten::add", "Tensor")``."""
+    return func._schema.name, func._overloadname
+
+
+def tensor_version(t) -> int:
+    """The tensor's version counter (bumped by every in-place op the framework runs)."""
+    return t._version
 
 
 def dataloader_iter_class() -> type:

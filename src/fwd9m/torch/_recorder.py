@@ -430,7 +430,7 @@ class TorchRecorder:
             if cache:
                 try:
                     key = (t.data_ptr(), t.numel() * t.element_size(), dtype)
-                    version = t._version
+                    version = self._dispatch.tensor_version(t)
                     if self._foreign and self._foreign.covers(key[0], key[1]):
                         key = None
                 except (RuntimeError, TypeError, AttributeError):  # sparse, inference tensors
@@ -548,7 +548,7 @@ class TorchRecorder:
 
     def _failed(self, func, exc: BaseException) -> None:
         try:
-            name = self._infos[func].name if func in self._infos else str(func._schema.name)
+            name = self._infos[func].name if func in self._infos else str(self._dispatch.op_schema_info(func)["name"])
         except Exception:  # noqa: BLE001
             name = "aten::?"
         self._failed_name(name, exc)

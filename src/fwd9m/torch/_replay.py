@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import json
 
+from ._private import op_arguments, op_name
+
+__all__ = ["FRAMEWORK", "Unrebuildable", "capture", "op_arguments"]
+
 FRAMEWORK = "torch"
 
 
@@ -56,8 +60,8 @@ def capture(func, args, kwargs) -> tuple[dict, dict]:
     tensors: list = []
     call = {
         "framework": FRAMEWORK,
-        "op": func._schema.name,
-        "overload": func._overloadname,
+        "op": op_name(func)[0],
+        "overload": op_name(func)[1],
         "args": [_encode(a, tensors, torch) for a in args],
         "kwargs": {k: _encode(v, tensors, torch) for k, v in kwargs.items()},
         "threads": torch.get_num_threads(),
