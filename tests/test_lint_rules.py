@@ -11,6 +11,8 @@ from fwd9m import lint
 from fwd9m.lint import SECTIONS, Config
 
 RULES = lint.all_rules()
+#: the opt-in catalog rules (FWD703, FWD704) too
+_OPT_IN = Config(select=["ALL"])
 
 
 def _cases():
@@ -89,11 +91,11 @@ def test_catalog_rules_are_generated_from_the_catalog():
 
 def test_catalog_finding_carries_the_catalog_fix():
     src = "import torch\ntorch.manual_seed(0)\nx = x.cuda()\ny = torch.index_add(x, 0, i, s)\n"
-    (f,) = [f for f in lint.lint_source(src, "t.py") if f.code == "FWD703"]
+    (f,) = [f for f in lint.lint_source(src, "t.py", _OPT_IN) if f.code == "FWD703"]
     assert "catalog torch.index-add" in f.message
     assert f.fix == "torch.use_deterministic_algorithms(True)"
     enabled = src.replace("torch.manual_seed(0)\n", "torch.manual_seed(0)\ntorch.use_deterministic_algorithms(True)\n")
-    assert not [f for f in lint.lint_source(enabled, "t.py") if f.code == "FWD703"]
+    assert not [f for f in lint.lint_source(enabled, "t.py", _OPT_IN) if f.code == "FWD703"]
 
 
 def test_catalog_rules_follow_the_installed_version(monkeypatch):
@@ -159,20 +161,20 @@ _TORCH_GPU = "import torch\ntorch.manual_seed(0)\nx = x.cuda()\n"
     ],
 )
 def test_catalog_torch_conditions_rule_out(body):
-    assert "FWD703" not in [f.code for f in lint.lint_source(_TORCH_GPU + body, "train.py")]
+    assert "FWD703" not in [f.code for f in lint.lint_source(_TORCH_GPU + body, "train.py", _OPT_IN)]
 
 
 def test_catalog_backward_entry_needs_a_backward_pass():
     src = _TORCH_GPU + "pool = torch.nn.AdaptiveAvgPool2d((7, 7))\nloss = pool(x).sum()\nloss.backward()\n"
-    (f,) = [f for f in lint.lint_source(src, "train.py") if f.code == "FWD703"]
+    (f,) = [f for f in lint.lint_source(src, "train.py", _OPT_IN) if f.code == "FWD703"]
     assert "torch.adaptive-avg-pool-backward" in f.message
 
 
 def test_catalog_gather_is_not_a_scatter_without_gradients():
     src = "import jax\nimport jax.numpy as jnp\nkey = jax.random.key(0)\ny = jnp.take(x, i, axis=0)\n"
-    assert "FWD704" not in [f.code for f in lint.lint_source(src, "t.py")]
+    assert "FWD704" not in [f.code for f in lint.lint_source(src, "t.py", _OPT_IN)]
     grad = src + "g = jax.grad(lambda p: jnp.take(p, i).sum())(x)\n"
-    assert "jax.xla-gpu-gather-gradient" in " ".join(f.message for f in lint.lint_source(grad, "t.py"))
+    assert "jax.xla-gpu-gather-gradient" in " ".join(f.message for f in lint.lint_source(grad, "t.py", _OPT_IN))
 
 
 def test_catalog_keras3_dense_does_not_call_bias_add():
@@ -203,7 +205,7 @@ def test_catalog_torch_cpu_operand_needs_the_whole_chain_on_the_cpu():
         "y = torch.cumsum(torch.ones(3, device='cuda'), 0)\n",
         "y = torch.cumsum(torch.ones(3).cuda(), 0)\n",
     ):
-        assert "FWD703" in [f.code for f in lint.lint_source(_TORCH_GPU + body, "train.py")], body
+        assert "FWD703" in [f.code for f in lint.lint_source(_TORCH_GPU + body, "train.py", _OPT_IN)], body
 
 
 def test_checkpoint_fixture_in_a_test_file_is_not_a_training_checkpoint():
@@ -235,10 +237,12 @@ def test_checkpoint_saved_through_a_local_module_helper(tmp_path):
 def test_catalog_cumsum_dtype_condition():
     """torch.cumsum alerts on CUDA only for floating/complex input (torch/__init__.py 2.13,
     line 1470): an integer dtype= rules it out, otherwise the finding says it could not."""
-    flagged = [f for f in lint.lint_source(_TORCH_GPU + "y = torch.cumsum(x, 0)\n", "t.py") if f.code == "FWD703"]
+    flagged = [
+        f for f in lint.lint_source(_TORCH_GPU + "y = torch.cumsum(x, 0)\n", "t.py", _OPT_IN) if f.code == "FWD703"
+    ]
     assert flagged and "not ruled out" in flagged[0].message
     src = _TORCH_GPU + "y = torch.cumsum(x, 0, dtype=torch.int64)\n"
-    assert "FWD703" not in [f.code for f in lint.lint_source(src, "t.py")]
+    assert "FWD703" not in [f.code for f in lint.lint_source(src, "t.py", _OPT_IN)]
 
 
 def test_loader_built_in_a_local_data_module_counts_for_the_script(tmp_path):

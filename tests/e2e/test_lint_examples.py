@@ -8,7 +8,7 @@ import pytest
 from _examples_spec import EXAMPLES, explain, fwd9m, ids, parse_json, require_cli
 
 #: opt-in rules that the examples document
-OPT_IN = ("FWD402", "FWD601")
+OPT_IN = ("FWD402", "FWD601", "FWD703")
 
 
 @pytest.fixture(scope="module")

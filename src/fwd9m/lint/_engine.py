@@ -367,6 +367,28 @@ def _noqa_filter(findings: list[Finding], text: str) -> list[Finding]:
     return out
 
 
+#: a notebook exported as a script: IPython shell and magic lines (``!pip install x``,
+#: ``%matplotlib inline``, ``%%time``), not a ``%`` continuation of an expression
+_IPYTHON_LINE = re.compile(r"^([ \t]*)(?:![^=\s]|%%?[A-Za-z_]).*$", re.M)
+
+
+def _parse_script(text: str, path: str) -> ast.Module:
+    """``ast.parse(text)``; when that fails in a file with IPython shell or magic lines
+    (a Colab notebook saved as ``.py``), the file parsed with those lines read as ``pass``
+    (same line numbers), so the rules still run on its Python. The first error stands
+    when that does not parse either."""
+    try:
+        return ast.parse(text, filename=path)
+    except SyntaxError as exc:
+        if not _IPYTHON_LINE.search(text):
+            raise
+        first = exc
+    try:
+        return ast.parse(_IPYTHON_LINE.sub(r"\1pass", text), filename=path)
+    except SyntaxError:
+        raise first from None
+
+
 def lint_source(
     text: str,
     path: str,
@@ -392,7 +414,7 @@ def lint_source(
     ctx = FileContext(path, text)
     if tree is None:  # parsed even when no rule is active: a file that does not parse gets FWD001
         try:
-            tree = ast.parse(text, filename=path)
+            tree = _parse_script(text, path)
         except SyntaxError as exc:
             ctx.add(
                 "FWD001",

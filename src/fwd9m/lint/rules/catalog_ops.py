@@ -500,9 +500,10 @@ class CatalogOpRule(Rule):
         if (not self.pending and not self.switch_sites) or not self._intent():
             return
         never, outside = _never_called(self.ctx), self._outside_models()
+        pipeline = _input_pipeline(self.ctx) if self.framework in ("tensorflow", "keras") else frozenset()
 
         def dead(node) -> bool:
-            return never(node) or outside(node)
+            return never(node) or outside(node) or id(node) in pipeline
 
         for node, (e, behaviour, met) in self.pending:
             if self._skip(e) or (e.devices == ("gpu",) and self._cpu_operand(node)) or dead(node):
@@ -696,6 +697,88 @@ def _torch_factory_operand(ctx, call: ast.Call) -> bool:
     return False
 
 
+#: ``tf.data.Dataset`` methods whose function argument runs in the input pipeline
+_PIPELINE_METHODS = frozenset({"map", "filter", "flat_map", "interleave", "parallel_interleave"})
+
+
+def _input_pipeline(ctx) -> frozenset[int]:
+    """``id`` of the nodes that run inside a ``tf.data`` input pipeline, on the CPU: a
+    lambda or a function of this file (``fn``, ``self.fn``) passed to ``ds.map(...)``
+    (also ``filter``/``flat_map``/``interleave``), and this file's functions those call,
+    by name, three levels deep. Computed once per file."""
+    cached = ctx.__dict__.get("_catalog_pipeline")
+    if cached is not None:
+        return cached
+    defs: dict[str, list[ast.AST]] = {}
+    for s in statements(ctx):
+        if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef):
+            defs.setdefault(s.name, []).append(s)
+    roots: list[ast.AST] = []
+    for m in _PIPELINE_METHODS:
+        for c in ctx.methods.get(m, ()):
+            if ctx.qualname(c.func) is not None:
+                continue  # a library function named map (jax.tree.map), not a dataset method
+            fn = (
+                c.args[0] if c.args else next((k.value for k in c.keywords if k.arg in ("map_func", "predicate")), None)
+            )
+            if type(fn) is ast.Lambda:
+                roots.append(fn)
+            elif type(fn) in (ast.Name, ast.Attribute):
+                roots += defs.get(fn.id if type(fn) is ast.Name else fn.attr, [])
+    out: set[int] = set()
+    seen: set[int] = set()
+    for _ in range(3):
+        nxt = []
+        for r in roots:
+            if id(r) in seen:
+                continue
+            seen.add(id(r))
+            for n in ast.walk(r):
+                out.add(id(n))
+                if type(n) is ast.Call:
+                    f = n.func
+                    name = f.id if type(f) is ast.Name else f.attr if type(f) is ast.Attribute else None
+                    if name in defs and (type(f) is ast.Name or ast.unparse(f.value) == "self"):
+                        nxt += defs[name]
+                    elif type(f) is ast.Name:  # a function handed in: ds.map(lambda x: fn(x))
+                        nxt += _passed_functions(ctx, defs, r, f.id)
+        roots = nxt
+    ctx.__dict__["_catalog_pipeline"] = frozenset(out)
+    return ctx.__dict__["_catalog_pipeline"]
+
+
+def _passed_functions(ctx, defs: dict, inner: ast.AST, param: str) -> list[ast.AST]:
+    """This file's functions passed, as the argument ``param``, to the function of the
+    file that encloses ``inner`` (``configure(ds, train_preprocess)`` where ``configure``
+    maps ``lambda x: param(x)``)."""
+    outer = [
+        d
+        for ds in defs.values()
+        for d in ds
+        if d is not inner
+        and d.lineno <= inner.lineno <= (d.end_lineno or d.lineno)
+        and param in [a.arg for a in (*d.args.posonlyargs, *d.args.args)]
+    ]
+    if not outer:
+        return []
+    fn = max(outer, key=lambda d: d.lineno)  # the innermost
+    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    index = params.index(param) - (1 if params and params[0] in ("self", "cls") else 0)
+    found = []
+    for c in ast.walk(ctx.tree):
+        if type(c) is not ast.Call:
+            continue
+        f = c.func
+        if (f.id if type(f) is ast.Name else f.attr if type(f) is ast.Attribute else None) != fn.name:
+            continue
+        given = next((k.value for k in c.keywords if k.arg == param), None)
+        if given is None and 0 <= index < len(c.args):
+            given = c.args[index]
+        if type(given) is ast.Name:
+            found += defs.get(given.id, [])
+    return found
+
+
 def _never_called(ctx):
     """A test ``node -> bool``: the node sits in a module-level function that a script
     (a file with a ``__main__`` block) never names anywhere, so it never runs (a loss
@@ -731,7 +814,10 @@ code that `jax.grad`/`value_and_grad` differentiates (the function handed to it,
 that calls, a model method or a loss), on an operand that is not a constant
 (`stop_gradient`, `jax.ensure_compile_time_eval`); `jnp.take_along_axis` with one
 index per row and adaptive average pooling to sizes `None`/1 are not reported (their
-backward adds once per element). In PyTorch, a backward-only entry is not reported
+backward adds once per element). In TensorFlow and Keras, a call in a function handed
+to a `tf.data` `map`/`filter`/`flat_map`/`interleave` (a lambda, a function or method
+of the file, and what it calls there) is not reported: input pipelines run on the CPU.
+In PyTorch, a backward-only entry is not reported
 under `torch.no_grad()`/`inference_mode()` or on a tensor a factory makes in the call
 (`torch.arange(n).unsqueeze(0)`). A setting the catalog lists as the fix
 (`cudnn.deterministic = True`) counts when the file or the importing script makes it,

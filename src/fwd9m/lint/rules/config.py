@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .._flow import is_test_file, statements
+from .._flow import is_test_file, project_mentions, statements
 from .._helpers import arg, kwarg, literal
 from .._rule import Rule, register
 from ._common import SEED_CALLS, SWITCH_ON_CALLS, TORCH_SEED_CALLS, env_writes, is_stateful_random, seeds
@@ -190,6 +190,12 @@ _LATE_ENV = {
 }
 
 
+#: what follows the salted string hash: a set, a set comprehension, ``hash()``
+_HASH_ORDER = r"\b(?:set|frozenset|hash)\(|\{\s*\w+\s+for\s"
+#: ``torch.cuda`` calls that create no cuBLAS handle
+_CUDA_QUERIES = ("manual_seed", "is_available", "device_count", "get_device", "current_device", "set_device")
+
+
 @register
 class EnvSetTooLate(Rule):
     """Sets a framework's environment variable after importing the framework.
@@ -204,7 +210,11 @@ class EnvSetTooLate(Rule):
     flagged only when a JAX or TensorFlow call (other than `jax.config.*` and
     `tf.config.*`) comes before it: both read the flags when they first start XLA (JAX's
     backend on the first computation or device query, TensorFlow its first XLA
-    compilation), not at import.
+    compilation), not at import. `CUBLAS_WORKSPACE_CONFIG` set inside a function (a
+    seeding or determinism setup helper) is flagged only when a CUDA use (`.cuda()`,
+    `.to(...)`, a `torch.cuda` call other than seeding or a query) comes before it in that
+    function: cuBLAS reads it when the first handle is created, at the first GPU matrix
+    product, not at import.
 
     ## Why is this bad
     Frameworks read these variables once, when they initialise the library that uses
@@ -244,6 +254,9 @@ class EnvSetTooLate(Rule):
         "    tf.config.experimental.set_visible_devices([], 'GPU')\n"
         "    os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=8'\n"
         "    print(jax.device_count())\n",
+        # a determinism helper the script calls before building the model (yolov5's init_seeds)
+        "import os\nimport torch\ndef init_seeds(seed=0):\n    torch.manual_seed(seed)\n"
+        "    torch.use_deterministic_algorithms(True)\n    os.environ['CUBLAS_WORKSPACE_CONFIG'] = ':4096:8'\n",
     )
 
     def __init__(self, ctx):
@@ -290,6 +303,22 @@ class EnvSetTooLate(Rule):
                 best = fn
         return id(best)
 
+    def _cuda_used_before(self, node) -> bool:
+        """For a write inside a function: whether a CUDA use comes before it in that
+        function (``.cuda()``, ``.to(...)``, a ``torch.cuda`` call that is not a seed or a
+        query). Module level (the rest of the script may already have run): True."""
+        scope = self._scope_of(node)
+        if scope == id(self.ctx.tree):
+            return True
+        for c in [*self.ctx.methods.get("cuda", ()), *self.ctx.methods.get("to", ())]:
+            if c.lineno < node.lineno and self._scope_of(c) == scope:
+                return True
+        for qn, calls in self.ctx.calls.items():
+            if qn.startswith("torch.cuda.") and not qn.rsplit(".", 1)[-1].startswith(_CUDA_QUERIES):
+                if any(c.lineno < node.lineno and self._scope_of(c) == scope for c in calls):
+                    return True
+        return False
+
     def finish(self):
         first = self.ctx.first_framework_import()
         if first is None:
@@ -298,6 +327,8 @@ class EnvSetTooLate(Rule):
         for key, node in self.sites:
             if key == "XLA_FLAGS" and lazy_xla and node.lineno > first and not self._jax_started_before(node):
                 continue  # JAX / TF read it when they first start XLA, after this line
+            if key == "CUBLAS_WORKSPACE_CONFIG" and node.lineno > first and not self._cuda_used_before(node):
+                continue  # a setup helper: cuBLAS reads it at the first GPU matrix product
             if key in _LATE_ENV and node.lineno > first:
                 self.report(
                     node,
@@ -313,7 +344,10 @@ class PythonHashSeedInProcess(Rule):
 
     ## What it does
     Flags `os.environ["PYTHONHASHSEED"] = ...` (and `setdefault`/`update`/`putenv`) in
-    a file that does not start a child interpreter afterwards.
+    a file that does not start a child interpreter afterwards, in a project that has
+    something whose order or value follows the string hash: a `set(...)`/`frozenset(...)`,
+    a set comprehension or `hash(...)` (read textually in the project's `.py` files).
+    Without any, the line changes nothing, but nothing depends on it either.
 
     ## Why is this bad
     The hash seed of `str`/`bytes` is fixed when the interpreter starts. Setting the
@@ -334,8 +368,10 @@ class PythonHashSeedInProcess(Rule):
     triggers = ("PYTHONHASHSEED",)
     fix_code = "PYTHONHASHSEED=0 python train.py"
     references = ("https://docs.python.org/3/using/cmdline.html#envvar-PYTHONHASHSEED",)
-    invalid = ("import os\nos.environ['PYTHONHASHSEED'] = '0'\n",)
+    invalid = ("import os\nos.environ['PYTHONHASHSEED'] = '0'\nclasses = sorted(set(labels), key=hash)\n",)
     valid = (
+        # nothing in the program follows the string hash
+        "import os\nos.environ['PYTHONHASHSEED'] = '0'\n",
         "import os, subprocess, sys\nos.environ['PYTHONHASHSEED'] = '0'\n"
         "subprocess.run([sys.executable, 'train.py'])\n",
     )
@@ -358,6 +394,8 @@ class PythonHashSeedInProcess(Rule):
             for qn in self.ctx.calls
         ):
             return
+        if self.sites and not project_mentions(self.ctx, _HASH_ORDER):
+            return  # nothing iterates a set or hashes: the ineffective line changes no result
         for _, node in self.sites:
             self.report(
                 node,

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import ast
 
-from .._flow import ENTRY_POINTS, fallback_calls, is_test_file, local_training, main_block, runs
+from .._flow import (
+    ENTRY_POINTS,
+    dotted,
+    fallback_calls,
+    importer_scripts,
+    importer_seeds,
+    is_test_file,
+    local_training,
+    main_block,
+    module_aliases,
+    runs,
+    statements,
+)
 from .._helpers import arg, call_name, kwarg, literal
 from .._rule import Rule, register
 from ._common import (
@@ -186,7 +198,10 @@ class SeedAfterUse(Rule):
     of this file that does. Test files (`test_*.py`, `*_test.py`,
     `conftest.py`) are not checked, nor a call, as a statement of its own, to a
     self-check of this file that keeps nothing it drew (no return value, no store
-    outside its own names): the seed after it resets the generator.
+    outside its own names): the seed after it resets the generator. Nor is a draw made
+    inside a `print(...)`: only the printed value depends on it. A `np.random.seed()` or
+    `random.seed()` **without a seed** is flagged wherever it is: it reseeds the
+    generator from OS entropy, so every draw after it differs in every run.
 
     ## Why is this bad
     A seed only fixes what is drawn after it. Layers built before the seed got their
@@ -212,8 +227,12 @@ class SeedAfterUse(Rule):
         "import keras\ndef build():\n    return keras.Sequential([keras.layers.Dense(3)])\n"
         "def main():\n    m = build()\n    keras.utils.set_random_seed(0)\n",
         "import numpy as np\nx = np.random.rand(3)\nnp.random.seed(0)\n",
+        # reseeding from OS entropy in a function the training loop calls every epoch
+        "import numpy as np\ndef show(epoch):\n    np.random.seed()\n    return np.random.choice(8, 4)\n",
     )
     valid = (
+        # a draw that is only printed, then the seed (a teaching demo)
+        "import numpy as np\nprint(np.random.rand(5))\nnp.random.seed(42)\nx = np.random.rand(5)\n",
         "import torch\ntorch.manual_seed(0)\nnet = torch.nn.Linear(3, 3)\n",
         "import keras\ndef build():\n    return keras.Sequential([keras.layers.Dense(3)])\n"
         "def main():\n    keras.utils.set_random_seed(0)\n    m = build()\n",
@@ -290,13 +309,32 @@ class SeedAfterUse(Rule):
             return False
         return _keeps_nothing(self.ctx, fn, self.functions, depth=0)
 
+    def _printed(self) -> set[int]:
+        """``id`` of the nodes inside the arguments of a ``print(...)`` call."""
+        out = set()
+        for c in self.ctx.calls.get("print", ()):
+            for a in (*c.args, *(k.value for k in c.keywords)):
+                out.update(id(n) for n in ast.walk(a))
+        return out
+
     def finish(self):
         if is_test_file(self.ctx):
             return  # a test seeds for its own assertions; an earlier draw sets up shapes
+        printed = self._printed()
         for scope, seed, seed_qn in self.seeds:
+            if not seed.args and not seed.keywords and seed_qn in _ENTROPY_RESEEDS:
+                self.report(
+                    seed,
+                    f"{seed_qn}() without a seed reseeds the generator from OS entropy: every draw "
+                    "after it differs in every run; pass a fixed seed (or remove the call)",
+                    fix=f"{ast.unparse(seed.func)}(0)",
+                )
+                continue
             for cscope, call, qn in self.calls:
                 if cscope is not scope or call.lineno >= seed.lineno or self._feeds(call, seed):
                     continue
+                if id(call) in printed:
+                    continue  # only the printed value depends on this draw
                 if any(
                     s_scope is scope and s_qn == seed_qn and s.lineno < call.lineno for s_scope, s, s_qn in self.seeds
                 ):
@@ -323,6 +361,10 @@ class SeedAfterUse(Rule):
                         fix=f"# move line {seed.lineno} ({seed_qn}) above line {call.lineno}",
                     )
                     break
+
+
+#: seeding calls that, given no seed, reseed from OS entropy (``torch.manual_seed`` needs one)
+_ENTROPY_RESEEDS = frozenset({"numpy.random.seed", "random.seed"})
 
 
 def _keeps_nothing(ctx, fn, functions: dict, depth: int) -> bool:
@@ -1043,8 +1085,14 @@ class TrainsWithoutSeed(Rule):
     that trains only through a class or function of a local module (beside it or up to
     three folders above it: `TrainLoop(...).run_loop()` from the project's package) is
     flagged at that call when the module imports a framework, calls a training method
-    and seeds nothing either. Code in a class or function under a module-level
-    `if`/`try` (a compatibility shim overriding `fit`) runs only when called.
+    and seeds nothing either. A TF1 model module whose class builds `minimize` and runs it
+    with the session it is handed (`self.sess.run(self.optim, ...)`) is flagged at its
+    first `minimize` when the scripts importing it open a `tf.Session` and none sets
+    TensorFlow's graph seed. Code in a class or function under a module-level
+    `if`/`try` (a compatibility shim overriding `fit`) runs only when called. The `fit` of
+    an estimator of scikit-learn, XGBoost, LightGBM, CatBoost, statsmodels, ... (a
+    `LabelEncoder`, a `MinMaxScaler`, an `XGBClassifier` on frozen features) trains no
+    framework model and is not a training call.
 
     ## Why is this bad
     Weight initialisation, dropout masks, data shuffling and augmentation then start
@@ -1119,10 +1167,34 @@ class TrainsWithoutSeed(Rule):
         "    est = tf.estimator.Estimator(fn, config=cfg)\n    est.train(input_fn=f)\n"
         "if __name__ == '__main__':\n    tf.compat.v1.app.run()\n",
         "import haiku as hk, jax\nrng = hk.PRNGSequence(42)\ng = jax.grad(loss)(params, next(rng))\n",
+        # a scikit-learn / XGBoost fit on features of a frozen pretrained network
+        "import xgboost as xgb\nfrom sklearn.preprocessing import LabelEncoder\n"
+        "from keras.applications.vgg16 import VGG16\nX = VGG16(weights='imagenet').predict(x)\n"
+        "le = LabelEncoder()\nle.fit(y)\nmodel = xgb.XGBClassifier()\nmodel.fit(X, le.transform(y))\n",
         # a library's Trainer; the __main__ demo only samples (lucidrains guided_diffusion.py)
         "import torch\nclass Trainer:\n    def train(self):\n        self.loss.backward()\n"
         "if __name__ == '__main__':\n    model = torch.nn.Linear(3, 3)\n    print(model(torch.ones(3)))\n",
     )
+
+    def _graph_module(self, framework: bool) -> None:
+        """A TF1 model module (no ``__main__``) whose class builds ``minimize`` and runs
+        it with the session it is handed, imported by scripts that open a ``tf.Session``
+        and none of which sets TensorFlow's graph seed: the training graph, at its first
+        ``minimize``."""
+        ctx = self.ctx
+        calls = _graph_training(ctx) if framework and not is_test_file(ctx) else []
+        if not calls or seeds(ctx, FRAMEWORK_SEED_CALLS | ALL_SEED_CALLS | SWITCH_ON_CALLS):
+            return
+        scripts = importer_scripts(ctx)
+        if not any("Session(" in t for t in scripts) or importer_seeds(ctx, tf_only=True)[0]:
+            return
+        self.report(
+            min(calls, key=lambda c: (c.lineno, c.col_offset)),
+            "this TF1 training graph (minimize, run with the session the script opens) is "
+            "built by scripts that never set TensorFlow's graph seed: initial weights and "
+            "every random op differ in every run; call tf.compat.v1.set_random_seed(0) (or "
+            "fwd9m.enable_determinism(seed=0)) in the script before the graph is built",
+        )
 
     def finish(self):
         ctx = self.ctx
@@ -1132,6 +1204,7 @@ class TrainsWithoutSeed(Rule):
         )
         calls, via = _training_calls(ctx) if framework else [], None
         if not calls and main_block(ctx.tree) is None:
+            self._graph_module(framework)
             return
         optional = None
         if seeds(ctx, FRAMEWORK_SEED_CALLS | ALL_SEED_CALLS | SWITCH_ON_CALLS | _JAX_KEYS):
@@ -1182,10 +1255,57 @@ class TrainsWithoutSeed(Rule):
             )
 
 
+#: libraries whose estimators have a ``fit`` that trains no framework model (a label
+#: encoder, a scaler, a random forest or gradient-boosted trees with their own seed)
+_ESTIMATOR_LIBRARIES = frozenset(
+    {"sklearn", "xgboost", "lightgbm", "catboost", "statsmodels", "umap", "hdbscan", "imblearn", "scipy"}
+)
+
+
+def _estimator_fit(ctx, call) -> bool:
+    """Whether ``call`` is ``x.fit(...)`` of an estimator of a non-framework library:
+    ``LabelEncoder().fit(y)``, or ``x`` assigned in the file from such a constructor
+    (``scaler = MinMaxScaler()``; ``xgb_model = xgb.XGBClassifier()``)."""
+    if call.func.attr != "fit":
+        return False
+    aliases = module_aliases(ctx)
+    recv = call.func.value
+    if type(recv) is ast.Call:
+        qn = dotted(recv.func, aliases)
+        return qn is not None and qn.split(".", 1)[0] in _ESTIMATOR_LIBRARIES
+    if type(recv) is not ast.Name:
+        return False
+    cache = ctx.__dict__.setdefault("_seeding_estimators", {})
+    if recv.id not in cache:
+        roots = set()
+        for s in statements(ctx):
+            if (
+                type(s) is ast.Assign
+                and type(s.value) is ast.Call
+                and any(type(t) is ast.Name and t.id == recv.id for t in s.targets)
+            ):
+                qn = dotted(s.value.func, aliases)
+                if qn is not None:
+                    roots.add(qn.split(".", 1)[0] in _ESTIMATOR_LIBRARIES)
+        cache[recv.id] = roots == {True}
+    return cache[recv.id]
+
+
+def _graph_training(ctx) -> list:
+    """``optimizer.minimize(loss)`` calls of a TF1 graph module that runs them itself with
+    ``self.sess.run(...)`` / ``sess.run(...)`` on a session handed to it."""
+    if not ctx.imports_any("tensorflow") or not any(
+        "sess" in ast.unparse(c.func.value).lower() for c in ctx.methods.get("run", ())
+    ):
+        return []
+    return [c for c in ctx.methods.get("minimize", ()) if ctx.qualname(c.func) is None]
+
+
 def _training_calls(ctx) -> list:
-    """The calls that train: a backward pass, ``fit``, ``apply_gradients``, ``jax.grad``,
-    an Estimator's ``train``, a TF1 graph's ``minimize`` run by a session."""
-    calls = [c for m in _TRAINING_METHODS for c in ctx.methods.get(m, ())]
+    """The calls that train: a backward pass, ``fit`` (not a scikit-learn style
+    estimator's), ``apply_gradients``, ``jax.grad``, an Estimator's ``train``, a TF1
+    graph's ``minimize`` run by a session."""
+    calls = [c for m in _TRAINING_METHODS for c in ctx.methods.get(m, ()) if not _estimator_fit(ctx, c)]
     calls += [c for qn in _TRAINING_CALLS for c in ctx.calls.get(qn, ())]
     calls += [
         c

@@ -114,7 +114,7 @@ class CheckpointWithoutRngState(Rule):
 
     ## What it does
     Flags `torch.save({...})` of a dict literal that holds an optimizer's state (a
-    `*optim*` key or an `optimizer.state_dict()` value) but nothing about RNG state (also
+    `*optim*` key not set to None, or an `optimizer.state_dict()` value) but nothing about RNG state (also
     a dict bound to a name first, and one saved through a helper named for saving, of
     this file or a local module, that hands its argument to `torch.save`; not in test
     files, whose checkpoints are fixtures), and
@@ -178,6 +178,8 @@ class CheckpointWithoutRngState(Rule):
         "            'rng': torch.get_rng_state()}, 'c.pt')\n",
         "import torch\ntorch.save(m.state_dict(), 'w.pt')\n",
         "import tensorflow as tf\nckpt = tf.train.Checkpoint(model=model, optimizer=opt, rng=gen)\n",
+        # weights for inference: the optimizer slot is None
+        "import torch\ntorch.save({'epoch': 3, 'model': m.half(), 'optimizer': None}, 'last.pt')\n",
         "import tensorflow as tf\nx = tf.random.stateless_uniform([2], seed=[1, 2])\n"
         "ckpt = tf.train.Checkpoint(model=model, optimizer=opt)\n",
     )
@@ -258,8 +260,10 @@ class CheckpointWithoutRngState(Rule):
             d, extra = self._saved_dict(node)
             if d is None:
                 return
-            optim = any(
-                (type(k) is ast.Constant and isinstance(k.value, str) and "optim" in k.value.lower()) for k in d.keys
+            optim = any(  # an optimizer key holding None (yolov5's classifier) saves no optimizer state
+                (type(k) is ast.Constant and isinstance(k.value, str) and "optim" in k.value.lower())
+                and not (type(v) is ast.Constant and v.value is None)
+                for k, v in zip(d.keys, d.values)
             ) or any(
                 type(v) is ast.Call
                 and type(v.func) is ast.Attribute
