@@ -686,3 +686,26 @@ def test_notebook_exported_as_a_script_is_linted_without_its_shell_lines():
     assert "FWD001" not in [f.code for f in found]
     assert [f.line for f in found if f.code == "FWD108"] == [9]
     assert [f.code for f in lint.lint_source("x = (1,\n", "bad.py")] == ["FWD001"]
+
+
+def test_estimator_fit_still_trains_where_the_file_builds_layers():
+    """A GridSearchCV over a KerasClassifier trains Keras models, and a random-weight
+    Keras feature extractor makes a forest's input differ per run; fit_generator trains."""
+    grid = (
+        "from sklearn.model_selection import GridSearchCV\n"
+        "from keras.models import Sequential\nfrom keras.layers import Dense\n"
+        "from keras.wrappers.scikit_learn import KerasClassifier\n"
+        "def define_model():\n    model = Sequential()\n    model.add(Dense(8))\n    return model\n"
+        "grid = GridSearchCV(estimator=KerasClassifier(build_fn=define_model), param_grid={}, cv=3)\n"
+        "grid.fit(x, y)\n"
+    )
+    assert _codes(grid, "FWD108") == [10]
+    extractor = (
+        "from keras.models import Sequential\nfrom keras.layers import Conv2D\n"
+        "from sklearn.ensemble import RandomForestClassifier\n"
+        "fx = Sequential()\nfx.add(Conv2D(32, 3))\nX = fx.predict(images)\n"
+        "rf = RandomForestClassifier(random_state=42)\nrf.fit(X, y)\n"
+    )
+    assert _codes(extractor, "FWD108") == [8]
+    generator = "from keras.models import Sequential\nmodel = Sequential()\nmodel.fit_generator(gen, epochs=3)\n"
+    assert _codes(generator, "FWD108") == [3]

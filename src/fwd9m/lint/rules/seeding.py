@@ -1044,7 +1044,7 @@ class CudaSeedOnly(Rule):
             )
 
 
-_TRAINING_METHODS = ("backward", "fit", "train_on_batch", "apply_gradients")
+_TRAINING_METHODS = ("backward", "fit", "fit_generator", "train_on_batch", "apply_gradients")
 #: TF1 graph training: ``train_op = optimizer.minimize(loss)`` run by ``sess.run(train_op)``
 _GRAPH_SESSIONS = (
     "tensorflow.Session",
@@ -1091,8 +1091,10 @@ class TrainsWithoutSeed(Rule):
     TensorFlow's graph seed. Code in a class or function under a module-level
     `if`/`try` (a compatibility shim overriding `fit`) runs only when called. The `fit` of
     an estimator of scikit-learn, XGBoost, LightGBM, CatBoost, statsmodels, ... (a
-    `LabelEncoder`, a `MinMaxScaler`, an `XGBClassifier` on frozen features) trains no
-    framework model and is not a training call.
+    `LabelEncoder`, a `MinMaxScaler`, an `XGBClassifier` on features of a pretrained
+    network) trains no framework model and is not a training call, unless the file builds
+    framework layers from scratch (a random feature extractor, a `GridSearchCV` over a
+    `KerasClassifier`).
 
     ## Why is this bad
     Weight initialisation, dropout masks, data shuffling and augmentation then start
@@ -1122,6 +1124,7 @@ class TrainsWithoutSeed(Rule):
     triggers = (
         "backward",
         "fit",
+        "fit_generator",
         "train_on_batch",
         "grad",
         "value_and_grad",
@@ -1262,10 +1265,26 @@ _ESTIMATOR_LIBRARIES = frozenset(
 )
 
 
+#: constructors of framework layers and models built from scratch (random initial weights)
+_LAYER_PREFIXES = ("keras.layers.", "tensorflow.keras.layers.", "torch.nn.", "flax.linen.", "haiku.")
+
+
+def _builds_layers(ctx) -> bool:
+    """Whether the file builds framework layers or models from scratch (a Keras
+    ``Sequential``, ``Conv2D``, a ``torch.nn`` module): their initial weights are drawn,
+    so even a scikit-learn estimator fitted on their outputs (or a ``GridSearchCV`` over
+    a ``KerasClassifier``) depends on the framework's seed."""
+    found = ctx.__dict__.get("_seeding_builds_layers")
+    if found is None:
+        found = ctx.__dict__["_seeding_builds_layers"] = any(qn.startswith(_LAYER_PREFIXES) for qn in ctx.calls)
+    return found
+
+
 def _estimator_fit(ctx, call) -> bool:
     """Whether ``call`` is ``x.fit(...)`` of an estimator of a non-framework library:
     ``LabelEncoder().fit(y)``, or ``x`` assigned in the file from such a constructor
-    (``scaler = MinMaxScaler()``; ``xgb_model = xgb.XGBClassifier()``)."""
+    (``scaler = MinMaxScaler()``; ``xgb_model = xgb.XGBClassifier()``), in a file that
+    builds no framework layer from scratch (see :func:`_training_calls`)."""
     if call.func.attr != "fit":
         return False
     aliases = module_aliases(ctx)
@@ -1305,7 +1324,10 @@ def _training_calls(ctx) -> list:
     """The calls that train: a backward pass, ``fit`` (not a scikit-learn style
     estimator's), ``apply_gradients``, ``jax.grad``, an Estimator's ``train``, a TF1
     graph's ``minimize`` run by a session."""
-    calls = [c for m in _TRAINING_METHODS for c in ctx.methods.get(m, ()) if not _estimator_fit(ctx, c)]
+    found = [c for m in _TRAINING_METHODS for c in ctx.methods.get(m, ())]
+    calls = [c for c in found if not _estimator_fit(ctx, c)]
+    if not calls and _builds_layers(ctx):  # GridSearchCV(KerasClassifier(...)).fit, a random feature extractor
+        calls = found
     calls += [c for qn in _TRAINING_CALLS for c in ctx.calls.get(qn, ())]
     calls += [
         c
