@@ -709,3 +709,19 @@ def test_estimator_fit_still_trains_where_the_file_builds_layers():
     assert _codes(extractor, "FWD108") == [8]
     generator = "from keras.models import Sequential\nmodel = Sequential()\nmodel.fit_generator(gen, epochs=3)\n"
     assert _codes(generator, "FWD108") == [3]
+
+
+def test_unseeded_environment_is_flagged_where_it_is_made():
+    """Opt-in FWD110: spinningup's algorithms make env = env_fn() and seed TF, NumPy, torch
+    but never the environment; the lambda factory in __main__ is made where it is called."""
+    src = (
+        "import gym\nimport numpy as np\nimport torch\n"
+        "def vpg(env_fn, seed=0):\n"
+        "    torch.manual_seed(seed)\n    np.random.seed(seed)\n"
+        "    env = env_fn()\n    o = env.reset()\n"
+        "if __name__ == '__main__':\n"
+        "    vpg(lambda: gym.make('CartPole-v1'))\n"
+    )
+    assert _codes(src, "FWD110") == [7]
+    assert _codes(src.replace("    o = env.reset()\n", "    env.seed(seed)\n    o = env.reset()\n"), "FWD110") == []
+    assert not [f for f in lint.lint_source(src, "train.py") if f.code == "FWD110"]  # opt-in

@@ -984,6 +984,103 @@ class RandomLayerWithoutSeed(Rule):
             )
 
 
+#: calls that create a reinforcement-learning environment with its own generator
+_ENV_MAKERS = frozenset(
+    {
+        "gym.make",
+        "gymnasium.make",
+        "gym.vector.make",
+        "gymnasium.make_vec",
+        "procgen.ProcgenEnv",
+        "envpool.make",
+        "envpool.make_gym",
+        "envpool.make_gymnasium",
+    }
+)
+#: keywords that seed an environment where it is made
+_ENV_SEED_KWARGS = frozenset({"seed", "rand_seed", "seeds"})
+
+
+@register
+class UnseededEnvironment(Rule):
+    """Trains on a reinforcement-learning environment that is never seeded.
+
+    ## What it does
+    Flags the creation of a Gym/Gymnasium environment (`gym.make(...)`,
+    `gymnasium.make(...)`, `procgen.ProcgenEnv(...)`, `envpool.make(...)`, or `env_fn()`,
+    a factory handed in; not inside a `lambda`, a factory that is made where it is
+    called) in a file that imports Gym or Gymnasium, when nothing in the file
+    seeds an environment: no `env.seed(s)`, `env.reset(seed=s)`,
+    `env.action_space.seed(s)`, and no `seed=`/`rand_seed=` where it is made.
+
+    ## Why is this bad
+    An environment has its own generator. Unseeded, Gym seeds it from OS entropy on the
+    first `reset()` (older Gym at creation), and procgen draws its level seed from
+    `SystemRandom`: initial states, transitions and sampled actions differ in every run,
+    whatever `torch.manual_seed` / `np.random.seed` / `tf.set_random_seed` say.
+
+    ## Example
+    ```python
+    env = gym.make("CartPole-v1")
+    obs, _ = env.reset()
+    ```
+
+    ## Fix
+    Seed the environment once with the run's seed: `obs, _ = env.reset(seed=seed)` and
+    `env.action_space.seed(seed)` (old Gym: `env.seed(seed)`); procgen:
+    `ProcgenEnv(..., rand_seed=seed)`.
+    """
+
+    code, name = "FWD110", "unseeded-environment"
+    triggers = frozenset({"gym", "gymnasium", "procgen", "envpool"})
+    references = ("https://gymnasium.farama.org/api/env/#gymnasium.Env.reset",)
+    invalid = (
+        "import gym, torch\ntorch.manual_seed(0)\nenv = gym.make('CartPole-v1')\nobs = env.reset()\n",
+        # a factory handed in (spinningup's ppo(env_fn, ...))
+        "import gym\nimport tensorflow as tf\ndef ppo(env_fn, seed=0):\n    tf.set_random_seed(seed)\n"
+        "    env = env_fn()\n    o = env.reset()\nppo(lambda: gym.make('Hopper-v2'))\n",
+    )
+    valid = (
+        "import gymnasium as gym\nenv = gym.make('CartPole-v1')\nobs, _ = env.reset(seed=0)\n",
+        "import gym\nenv = gym.make('CartPole-v1')\nenv.seed(0)\nenv.action_space.seed(0)\n",
+        "import gym\nfrom procgen import ProcgenEnv\nenvs = ProcgenEnv(num_envs=4, env_name='coinrun', rand_seed=1)\n",
+    )
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.made: list[ast.Call] = []
+        self.seeded = False
+
+    def visit_Call(self, node, qn):
+        func = node.func
+        if qn in _ENV_MAKERS or (qn is None and type(func) is ast.Name and func.id.endswith("env_fn")):
+            if any(k.arg in _ENV_SEED_KWARGS for k in node.keywords):
+                self.seeded = True
+            else:
+                self.made.append(node)
+        elif type(func) is ast.Attribute and func.attr == "seed" and "env" in ast.unparse(func.value).lower():
+            self.seeded = True
+        elif type(func) is ast.Attribute and func.attr == "reset" and any(k.arg == "seed" for k in node.keywords):
+            self.seeded = True
+
+    def finish(self):
+        if self.seeded or not self.made or not self.ctx.imports_any("gym", "gymnasium"):
+            return
+        if is_test_file(self.ctx):
+            return
+        factories = {id(n) for lam in ast.walk(self.ctx.tree) if type(lam) is ast.Lambda for n in ast.walk(lam)}
+        made = [c for c in self.made if id(c) not in factories]  # lambda: gym.make(...) is made where called
+        if not made:
+            return
+        first = min(made, key=lambda c: (c.lineno, c.col_offset))
+        self.report(
+            first,
+            "this environment is never seeded: its generator starts from OS entropy, so "
+            "initial states and transitions differ in every run whatever the framework seed; "
+            "seed it once (env.reset(seed=seed), env.action_space.seed(seed); old Gym: env.seed(seed))",
+        )
+
+
 @register
 class CudaSeedOnly(Rule):
     """Seeds the GPU generator but not PyTorch's CPU generator.
