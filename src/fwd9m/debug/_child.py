@@ -171,7 +171,7 @@ def main(argv: list[str]) -> int:
 
 
 def _exit_now(code: int) -> None:
-    """End a run cut after its step window (:class:`~fwd9m.debug._common.WindowDone`;
+    """End a run cut after its step window (:class:`~fwd9m._recording._common.WindowDone`;
     its trace is closed) without the interpreter's teardown: the atexit functions run
     and the standard streams (and the ones a script put in their place) are flushed,
     then ``os._exit``. The teardown of a process that imported torch and torch._dynamo
@@ -194,7 +194,7 @@ def _exit_now(code: int) -> None:
 
 if __name__ == "__main__":
     status = main(sys.argv[1:])
-    from ._common import WindowDone
+    from .._recording._common import WindowDone
 
     if WindowDone.raised:
         _exit_now(status)
