@@ -17,6 +17,7 @@ import sys
 import time
 from typing import Any
 
+from .._ranks import rank_info
 from ._format import StepRecord, StepWriter
 
 __all__ = [
@@ -122,7 +123,6 @@ class StepSession:
 
     def _header(self) -> dict[str, Any]:
         from .. import environment
-        from ..distributed import rank_info
 
         # who records the steps: "auto" (the PyTorch optimizer hook: one record per
         # optimizer.step()) or the integration that claimed the session
@@ -137,7 +137,6 @@ class StepSession:
 
     def _resolve(self) -> None:
         """Per-rank streams: this process's files, from its rank (``rank_info``)."""
-        from ..distributed import rank_info
         from ._compare import Against, reference_rank
         from ._format import check_replaceable
 
@@ -207,7 +206,6 @@ class StepSession:
         ranks = self.agree(report is not None)
         if not ranks:
             return report
-        from ..distributed import rank_info
 
         me = rank_info().rank
         names = ", ".join(map(str, ranks))
