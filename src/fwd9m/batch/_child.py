@@ -32,7 +32,7 @@ class Captured(BaseException):
 
 
 def _hook_frameworks() -> None:
-    from .._runtime.bootstrap import after_import
+    from .._import_hook import after_import
 
     def hooked(name: str) -> None:
         import importlib

@@ -14,6 +14,7 @@ import time
 def main(argv: list[str]) -> int:
     out, spec_text, target, *args = argv
     spec = json.loads(spec_text)
+    from .._import_hook import after_import
     from .._runtime import bootstrap
     from .._runtime.launch import run_as_main
 
@@ -27,7 +28,7 @@ def main(argv: list[str]) -> int:
         timers.append(OpTimer())
         timers[-1].start()
 
-    bootstrap.after_import(["torch"], timed)
+    after_import(["torch"], timed)
     t0 = time.perf_counter()
     status = run_as_main(target, args, module=bool(spec.get("module")))
     seconds = time.perf_counter() - t0

@@ -138,7 +138,7 @@ class _Deferred:
 def main(argv: list[str]) -> int:
     out, level, capture, steps, frameworks, module, target, *args = argv
     from .. import _frameworks as registry
-    from .._runtime import bootstrap as _bootstrap
+    from .._import_hook import after_import
     from .._runtime import launch as _launch
     from . import check_options
 
@@ -158,7 +158,7 @@ def main(argv: list[str]) -> int:
     }
     check_options(level, options["capture"])
     session = _Deferred(out, names, options)
-    finder = _bootstrap.after_import([registry.backend(n).module for n in names], session.imported)
+    finder = after_import([registry.backend(n).module for n in names], session.imported)
     completed = False
     try:
         code = _launch.run_as_main(target, args, module=module_flag)

@@ -17,6 +17,8 @@ import sys
 import time
 from typing import Any
 
+from .._files import shown
+from .._import_hook import after_import
 from .._ranks import rank_info
 from ._format import StepRecord, StepWriter
 
@@ -242,8 +244,6 @@ class StepSession:
 
     def _diverged(self, report: Any) -> None:
         self.report = report
-        from .._runtime.launch import shown
-
         if self.writer is not None:
             self.writer.close({"completed": False, "stopped": "differs from the reference", "at_record": report.steps})
         text = report.render()
@@ -275,8 +275,6 @@ class StepSession:
         if self.writer is not None:
             self.writer.close({"completed": status in (0, None), "exit_status": status})
             if not self.writer.kept_old and not self.quiet:
-                from .._runtime.launch import shown
-
                 sys.stderr.write(f"fwd9m: step digests of {self.steps} step(s) written to {shown(self.writer.path)}\n")
             if self.writer.kept_old and not self.quiet:
                 print(
@@ -351,8 +349,6 @@ def start() -> StepSession | None:
             _HOOKS[name](session)
         except Exception as exc:  # noqa: BLE001 - never break the user's import
             session._warn(exc)
-
-    from .._runtime.bootstrap import after_import
 
     after_import(names, on_import)
     return session
