@@ -19,10 +19,12 @@ user's import.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from .. import _frameworks
@@ -44,7 +46,7 @@ _finder: ImportHook | None = None
 
 def bootstrap_dir() -> str:
     """The directory to put on ``PYTHONPATH`` (it contains only ``sitecustomize.py``)."""
-    return str(Path(__file__).resolve().parent / "_sitecustomize")
+    return str(Path(__file__).resolve().parent.parent / "_sitecustomize")
 
 
 def _seed_from_env() -> int | None:
@@ -58,10 +60,12 @@ def _seed_from_env() -> int | None:
         return None
 
 
-def _enable(framework: str) -> None:
-    """Hook body: enable ``framework`` just after its import. Python's and NumPy's
-    global RNG states are restored afterwards, so that a framework imported late (a
-    lazy import mid-run) does not undo the script's own ``random.seed``."""
+def _enable(framework: str, then: Callable[[str], None] | None = None) -> None:
+    """Hook body: enable ``framework`` just after its import, then ``then(framework)``
+    (what a layer above adds, such as :func:`fwd9m.distributed._startup.after_enable`),
+    a failure of either a warning. Python's and NumPy's global RNG states are restored
+    afterwards, so that a framework imported late (a lazy import mid-run) does not undo
+    the script's own ``random.seed``."""
     from ..errors import Fwd9mWarning
 
     seed = _seed_from_env()
@@ -80,14 +84,8 @@ def _enable(framework: str) -> None:
         if framework == "torch" and os.environ.get(ENV_WARN_ONLY) == "1":
             kwargs["warn_only"] = True
         module.enable_determinism(seed=seed, **kwargs)
-        if framework == "torch" and os.environ.get("FWD9M_CHECK_REPLICAS"):
-            from ..distributed._replicas import install_from_env  # fwd9m run --check-replicas
-
-            install_from_env()
-        if framework == "torch" and os.environ.get("FWD9M_RECORD_RANKS"):
-            from ..distributed._debug import record_from_env  # fwd9m run --record-ranks
-
-            record_from_env()
+        if then is not None:
+            then(framework)
     except Exception as exc:  # never break the user's import
         import logging
 
@@ -115,11 +113,13 @@ def _configure_logging() -> None:
     logger.setLevel(level)
 
 
-def install(callback=_enable) -> None:
+def install(callback=_enable, then: Callable[[str], None] | None = None) -> None:
     """Install the hook (idempotent): seed Python's ``random`` now, NumPy's global RNG
     when NumPy is imported, and enable each framework when it is imported (those
-    already imported: now)."""
+    already imported: now), calling ``then(framework)`` after each one enabled."""
     global _finder
+    if then is not None:
+        callback = functools.partial(callback, then=then)
     _configure_logging()
     if _finder is not None and _finder in sys.meta_path:
         return

@@ -19,7 +19,9 @@ def main(argv: list[str]) -> int:
     from .._runtime.launch import run_as_main
 
     if spec["enable"]:
-        bootstrap.install()  # as `fwd9m run --seed 0`: each framework enabled when imported
+        from ..distributed._startup import after_enable
+
+        bootstrap.install(then=after_enable)  # as `fwd9m run --seed 0`: each framework enabled when imported
     timers: list = []
 
     def timed(name: str) -> None:
