@@ -15,8 +15,10 @@ import sys
 
 def _distributed(framework):
     """After each framework enabled: ``fwd9m run --check-replicas`` and ``--record-ranks``
-    (:mod:`fwd9m.distributed._startup`), imported only then, as the rest here, to keep
-    every interpreter's start-up light."""
+    (:mod:`fwd9m.distributed._startup`), imported only when torch is enabled and one of
+    them is asked, to keep every interpreter's start-up light."""
+    if framework != "torch" or not (os.environ.get("FWD9M_CHECK_REPLICAS") or os.environ.get("FWD9M_RECORD_RANKS")):
+        return
     from fwd9m.distributed._startup import after_enable
 
     after_enable(framework)
