@@ -125,12 +125,12 @@ def test_debug_overlap_without_a_differing_step_records_the_whole_runs(train):
 
 
 def test_step_gate_decides_the_window_as_the_digest_runs_go_on(tmp_path):
-    """The op-level runs started beside the digest runs (fwd9m.debug._common.StepGate):
+    """The op-level runs started beside the digest runs (fwd9m._recording._common.StepGate):
     a step below the agreed ones runs unrecorded at once, a later one waits for the
     verdict, and the first differing step becomes the window."""
     import threading
 
-    from fwd9m.debug._common import StepGate
+    from fwd9m._recording._common import StepGate
 
     path = str(tmp_path / "gate")
     StepGate.write(path, 3)

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 import fwd9m.debug as dbg  # noqa: E402
-from fwd9m.debug import _store  # noqa: E402
+from fwd9m._recording import _store  # noqa: E402
 
 
 class Pool(nn.Module):
@@ -746,7 +746,7 @@ def test_equal_python_arguments_stay_reproducible(tmp_path):
 
 
 def test_value_text_never_uses_repr_of_objects():
-    from fwd9m.debug._common import value_text
+    from fwd9m._recording._common import value_text
 
     class Thing:
         pass

@@ -318,8 +318,8 @@ def test_report_escapes_control_characters_in_names(fwd9m_cli, tmp_path):
 
 def _tiny_trace(path) -> str:
     """A trace of one op without tensors (two traces without any op give no verdict)."""
-    from fwd9m.debug._common import SEP
-    from fwd9m.debug._store import TraceWriter
+    from fwd9m._recording._common import SEP
+    from fwd9m._recording._store import TraceWriter
 
     with TraceWriter(path, {"frameworks": ["torch"], "level": "digests", "program": None, "environment": None}) as w:
         w.op(w.string("aten::empty"), w.string(SEP.join(("", "forward", "", "", "cpu"))), 0, [], [])

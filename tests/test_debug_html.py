@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from fwd9m import debug
-from fwd9m.debug import _store, _timeline, _values
+from fwd9m._recording import _store
+from fwd9m.debug import _timeline, _values
 from fwd9m.debug._html import TITLE
 
 DATA = Path(__file__).parent / "data" / "debug"

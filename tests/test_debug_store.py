@@ -1,4 +1,4 @@
-"""The trace reader (``fwd9m.debug._store.TraceReader``) on crafted and random bytes:
+"""The trace reader (``fwd9m._recording._store.TraceReader``) on crafted and random bytes:
 every problem is a FileFormatError naming the file (exit 2 from the CLI), never a
 traceback, a hang or an unbounded allocation. No framework is needed: traces are
 written with the real TraceWriter and then edited byte by byte."""
@@ -14,7 +14,7 @@ from conftest import cli_in_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fwd9m.debug import _store
+from fwd9m._recording import _store
 from fwd9m.debug._compare import sample_difference
 from fwd9m.errors import FileFormatError
 
@@ -133,7 +133,7 @@ def test_frame_declaring_4_gib_is_not_allocated(tmp_path):
     path = tmp_path / "big.trace"
     path.write_bytes(_header_bytes(tmp_path) + struct.pack("<I", 0xFFFFFFF0) + b"x" * 64)
     code = (
-        "import resource, sys; from fwd9m.debug import _store\n"
+        "import resource, sys; from fwd9m._recording import _store\n"
         "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, resource.RLIM_INFINITY))\n"
         "r = _store.TraceReader(sys.argv[1]); print(list(r), r.truncated)"
     )

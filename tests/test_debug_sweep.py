@@ -19,7 +19,7 @@ import math
 import pytest
 
 import fwd9m.debug as dbg
-from fwd9m.debug._store import NOT_RECORDED, TraceReader
+from fwd9m._recording._store import NOT_RECORDED, TraceReader
 
 pytestmark = [
     pytest.mark.slow,

@@ -314,13 +314,13 @@ def test_finding_the_model_of_an_optimizer_warns_nothing():
 
     torch = pytest.importorskip("torch")
 
-    from fwd9m.distributed._replicas import _model_of
+    from fwd9m.torch._model import model_of
 
     model = torch.nn.Sequential(torch.nn.Linear(2, 2))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert _model_of(optimizer) is model
+        assert model_of(optimizer) is model
     assert [str(w.message) for w in caught] == []
 
 

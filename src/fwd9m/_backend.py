@@ -134,7 +134,7 @@ class Backend(Protocol):
 
     def recorder(self, rec: Any) -> Any:
         """A debug recorder (``start()``/``stop()``) writing into ``rec``
-        (:class:`fwd9m.debug._common.Recording`)."""
+        (:class:`fwd9m._recording._common.Recording`)."""
         ...
 
     # final-state capture (:mod:`fwd9m._runtime.capture`, at the end of a check run);

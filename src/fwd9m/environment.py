@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _frameworks
+from ._ranks import rank_info
 from .errors import FileFormatError
 
 __all__ = [
@@ -265,8 +266,6 @@ def _interconnect() -> dict[str, Any]:
     GPU topology (``nvidia-smi topo -m`` where it exists)."""
     out: dict[str, Any] = {"env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(_INTERCONNECT_PREFIXES)}}
     try:
-        from .distributed import rank_info
-
         info = rank_info()
         out.update(world_size=info.world_size, local_world_size=info.local_world_size, launcher=info.source)
     except Exception:  # noqa: BLE001 - a misconfigured launcher: the rest still holds

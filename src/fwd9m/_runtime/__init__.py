@@ -3,7 +3,7 @@ script (no public API, no framework import).
 
 - :mod:`.launch`: run a target as ``__main__``, resolve it, read and write the user's
   files safely, split a launcher's output per rank;
-- :mod:`.bootstrap` and ``_sitecustomize/``: the start-up hook of ``fwd9m run`` (the
+- :mod:`.bootstrap` and ``fwd9m/_sitecustomize/``: the start-up hook of ``fwd9m run`` (the
   folder put on ``PYTHONPATH`` holds only ``sitecustomize.py``);
 - :mod:`.capture`: the final-state capture of ``fwd9m check``'s runs;
 - :mod:`.process`: each run's process group (killed on a timeout or Ctrl-C), the end

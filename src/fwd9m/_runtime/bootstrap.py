@@ -19,16 +19,18 @@ user's import.
 
 from __future__ import annotations
 
+import functools
 import importlib
-import importlib.util
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from .. import _frameworks
+from .._import_hook import ImportHook
 
-__all__ = ["install", "uninstall", "bootstrap_dir", "after_import", "ENV_ENABLE", "ENV_VERBOSE", "FRAMEWORK_MODULES"]
+__all__ = ["install", "uninstall", "bootstrap_dir", "ENV_ENABLE", "ENV_VERBOSE", "FRAMEWORK_MODULES"]
 
 #: "1": the sitecustomize installs the hook. ``fwd9m run --no-enable`` leaves it unset.
 ENV_ENABLE = "FWD9M_RUN_ENABLE"
@@ -39,12 +41,12 @@ ENV_WARN_ONLY = "FWD9M_RUN_WARN_ONLY"
 #: top-level module -> fwd9m framework module (from the registry, :mod:`fwd9m._frameworks`)
 FRAMEWORK_MODULES = {f.module: f.name for f in _frameworks.FRAMEWORKS.values()}
 
-_finder: _EnableOnImport | None = None
+_finder: ImportHook | None = None
 
 
 def bootstrap_dir() -> str:
     """The directory to put on ``PYTHONPATH`` (it contains only ``sitecustomize.py``)."""
-    return str(Path(__file__).resolve().parent / "_sitecustomize")
+    return str(Path(__file__).resolve().parent.parent / "_sitecustomize")
 
 
 def _seed_from_env() -> int | None:
@@ -58,10 +60,12 @@ def _seed_from_env() -> int | None:
         return None
 
 
-def _enable(framework: str) -> None:
-    """Hook body: enable ``framework`` just after its import. Python's and NumPy's
-    global RNG states are restored afterwards, so that a framework imported late (a
-    lazy import mid-run) does not undo the script's own ``random.seed``."""
+def _enable(framework: str, then: Callable[[str], None] | None = None) -> None:
+    """Hook body: enable ``framework`` just after its import, then ``then(framework)``
+    (what a layer above adds, such as :func:`fwd9m.distributed._startup.after_enable`),
+    a failure of either a warning. Python's and NumPy's global RNG states are restored
+    afterwards, so that a framework imported late (a lazy import mid-run) does not undo
+    the script's own ``random.seed``."""
     from ..errors import Fwd9mWarning
 
     seed = _seed_from_env()
@@ -80,14 +84,8 @@ def _enable(framework: str) -> None:
         if framework == "torch" and os.environ.get(ENV_WARN_ONLY) == "1":
             kwargs["warn_only"] = True
         module.enable_determinism(seed=seed, **kwargs)
-        if framework == "torch" and os.environ.get("FWD9M_CHECK_REPLICAS"):
-            from ..distributed._replicas import install_from_env  # fwd9m run --check-replicas
-
-            install_from_env()
-        if framework == "torch" and os.environ.get("FWD9M_RECORD_RANKS"):
-            from ..distributed._debug import record_from_env  # fwd9m run --record-ranks
-
-            record_from_env()
+        if then is not None:
+            then(framework)
     except Exception as exc:  # never break the user's import
         import logging
 
@@ -98,67 +96,6 @@ def _enable(framework: str) -> None:
         random.setstate(py_state)
         if np_state is not None:
             np.random.set_state(np_state)
-
-
-# The finder and loader below follow the importlib.abc protocols without subclassing
-# them: importing importlib.abc costs start-up time in every hooked interpreter.
-class _ChainedLoader:
-    """Runs the real loader, then the callback; the module keeps the real loader."""
-
-    def __init__(self, loader, name: str, callback):
-        self._loader, self._name, self._callback = loader, name, callback
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        module.__loader__ = self._loader
-        if getattr(module, "__spec__", None) is not None:
-            module.__spec__.loader = self._loader
-        self._loader.exec_module(module)
-        self._callback(self._name)
-
-    def __getattr__(self, attr):
-        return getattr(self._loader, attr)
-
-
-class _EnableOnImport:
-    def __init__(self, names, callback):
-        self.pending = set(names)
-        self._busy: set[str] = set()
-        self._callback = callback
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname not in self.pending or fullname in self._busy:
-            return None
-        self._busy.add(fullname)
-        try:
-            spec = importlib.util.find_spec(fullname)
-        finally:
-            self._busy.discard(fullname)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return None
-        spec.loader = _ChainedLoader(spec.loader, fullname, self._done)
-        return spec
-
-    def _done(self, name: str) -> None:
-        if name in self.pending:
-            self.pending.discard(name)
-            self._callback(name)
-
-
-def after_import(names, callback) -> _EnableOnImport:
-    """Call ``callback(name)`` once for each top-level module in ``names`` just after it
-    has been imported (now, for those already imported); returns the finder (remove it
-    from :data:`sys.meta_path` to stop). ``fwd9m debug`` starts its recorders this way,
-    after the user's script imported the framework, never before."""
-    pending = [n for n in names if n not in sys.modules]
-    finder = _EnableOnImport(pending, callback)
-    sys.meta_path.insert(0, finder)
-    for name in names:
-        if name in sys.modules:
-            callback(name)
-    return finder
 
 
 def _configure_logging() -> None:
@@ -176,11 +113,13 @@ def _configure_logging() -> None:
     logger.setLevel(level)
 
 
-def install(callback=_enable) -> None:
+def install(callback=_enable, then: Callable[[str], None] | None = None) -> None:
     """Install the hook (idempotent): seed Python's ``random`` now, NumPy's global RNG
     when NumPy is imported, and enable each framework when it is imported (those
-    already imported: now)."""
+    already imported: now), calling ``then(framework)`` after each one enabled."""
     global _finder
+    if then is not None:
+        callback = functools.partial(callback, then=then)
     _configure_logging()
     if _finder is not None and _finder in sys.meta_path:
         return
@@ -190,7 +129,7 @@ def install(callback=_enable) -> None:
 
         random.seed(seed)
     names = [n for n in (*FRAMEWORK_MODULES, "numpy") if n not in sys.modules]
-    _finder = _EnableOnImport(names, callback)
+    _finder = ImportHook(names, callback)
     sys.meta_path.insert(0, _finder)
     for name in (*FRAMEWORK_MODULES, "numpy"):
         if name in sys.modules:

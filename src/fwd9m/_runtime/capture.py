@@ -2,7 +2,7 @@
 
 When the environment variable :data:`ENV_DIR` names a directory, :func:`install`
 (called by the check bootstrap ``python -m fwd9m._runtime.capture``, or by the start-up hook
-``fwd9m/_runtime/_sitecustomize`` when :data:`ENV_SITE` is set, for ``--enable`` and
+``fwd9m/_sitecustomize`` when :data:`ENV_SITE` is set, for ``--enable`` and
 ``-- command`` runs) arranges that, when the script ends, this process writes into that directory:
 
 - ``capture-<pid>.npz``: every array of the final state, keys ``a0``, ``a1``, ...
@@ -549,7 +549,7 @@ def _restore_dtype(arr: Any, dtype: str) -> Any:
 # --------------------------------------------------------------------------- entry points
 
 #: Set (to "1") in the environment of a check run of a command: the start-up hook
-#: (``fwd9m/_runtime/_sitecustomize``, first on PYTHONPATH) then installs capture in every
+#: (``fwd9m/_sitecustomize``, first on PYTHONPATH) then installs capture in every
 #: Python process the command starts.
 ENV_SITE = "FWD9M_CAPTURE_SITE"
 

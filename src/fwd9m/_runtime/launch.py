@@ -159,7 +159,7 @@ ENV_SHARED_OUT = "FWD9M_CHECK_SHARED_OUT"
 #: (a ``spawn`` DataLoader worker) keep writing where it does
 ENV_RANK_DONE = "FWD9M_CHECK_RANK_SPLIT"
 #: the rank variables of torchrun, Open MPI's mpirun and horovodrun, as in
-#: :data:`fwd9m.distributed._ranks.ENV_SOURCES` (where each is cited)
+#: :data:`fwd9m._ranks.ENV_SOURCES` (where each is cited)
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "HOROVOD_RANK")
 
 

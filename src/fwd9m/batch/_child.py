@@ -24,7 +24,7 @@ class Captured(BaseException):
     that the script's ``except Exception`` does not swallow it)."""
 
     def __init__(self, fw: Any, model: Any, args: tuple, kwargs: dict):
-        from ..debug._common import user_location
+        from .._recording._common import user_location
 
         super().__init__("captured")
         self.fw, self.model, self.args, self.kwargs = fw, model, args, kwargs
@@ -32,7 +32,7 @@ class Captured(BaseException):
 
 
 def _hook_frameworks() -> None:
-    from .._runtime.bootstrap import after_import
+    from .._import_hook import after_import
 
     def hooked(name: str) -> None:
         import importlib

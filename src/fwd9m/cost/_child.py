@@ -14,11 +14,14 @@ import time
 def main(argv: list[str]) -> int:
     out, spec_text, target, *args = argv
     spec = json.loads(spec_text)
+    from .._import_hook import after_import
     from .._runtime import bootstrap
     from .._runtime.launch import run_as_main
 
     if spec["enable"]:
-        bootstrap.install()  # as `fwd9m run --seed 0`: each framework enabled when imported
+        from ..distributed._startup import after_enable
+
+        bootstrap.install(then=after_enable)  # as `fwd9m run --seed 0`: each framework enabled when imported
     timers: list = []
 
     def timed(name: str) -> None:
@@ -27,7 +30,7 @@ def main(argv: list[str]) -> int:
         timers.append(OpTimer())
         timers[-1].start()
 
-    bootstrap.after_import(["torch"], timed)
+    after_import(["torch"], timed)
     t0 = time.perf_counter()
     status = run_as_main(target, args, module=bool(spec.get("module")))
     seconds = time.perf_counter() - t0

@@ -11,7 +11,7 @@ and the optimizer; TensorFlow ops eagerly and inside ``tf.function`` graphs; JAX
 primitives executed eagerly and each top-level ``jax.jit`` call as one op) with its
 module/layer, phase, user file:line, shapes, dtypes and an exact digest
 (:mod:`fwd9m.fingerprint`) of every input and output into a trace file
-(:mod:`fwd9m.debug._store`). ``diff`` aligns two traces and classifies the first
+(:mod:`fwd9m._recording._store`). ``diff`` aligns two traces and classifies the first
 divergence: a culprit op, an external source, a structural change, or an environment
 difference. ``localize`` does both for an in-process function. ``debug_script`` does
 what ``fwd9m debug SCRIPT`` does: two runs in fresh interpreters, compared and explained
@@ -28,12 +28,12 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .._recording._common import LEVELS, CaptureSpec, Recording
+from .._recording._store import FORMAT_VERSION, TraceReader, TraceWriter
 from ..errors import ConfigurationError
 from ..steps import diff_steps, is_step_digest_file, step_digest  # step digests (fwd9m.steps)
-from ._common import LEVELS, CaptureSpec, Recording
 from ._compare import DebugReport, Report, compare
 from ._script import DebugOptions, debug_script, record_script
-from ._store import FORMAT_VERSION, TraceReader, TraceWriter
 
 __all__ = [
     "record",

@@ -138,7 +138,7 @@ class _Deferred:
 def main(argv: list[str]) -> int:
     out, level, capture, steps, frameworks, module, target, *args = argv
     from .. import _frameworks as registry
-    from .._runtime import bootstrap as _bootstrap
+    from .._import_hook import after_import
     from .._runtime import launch as _launch
     from . import check_options
 
@@ -158,7 +158,7 @@ def main(argv: list[str]) -> int:
     }
     check_options(level, options["capture"])
     session = _Deferred(out, names, options)
-    finder = _bootstrap.after_import([registry.backend(n).module for n in names], session.imported)
+    finder = after_import([registry.backend(n).module for n in names], session.imported)
     completed = False
     try:
         code = _launch.run_as_main(target, args, module=module_flag)
@@ -171,7 +171,7 @@ def main(argv: list[str]) -> int:
 
 
 def _exit_now(code: int) -> None:
-    """End a run cut after its step window (:class:`~fwd9m.debug._common.WindowDone`;
+    """End a run cut after its step window (:class:`~fwd9m._recording._common.WindowDone`;
     its trace is closed) without the interpreter's teardown: the atexit functions run
     and the standard streams (and the ones a script put in their place) are flushed,
     then ``os._exit``. The teardown of a process that imported torch and torch._dynamo
@@ -194,7 +194,7 @@ def _exit_now(code: int) -> None:
 
 if __name__ == "__main__":
     status = main(sys.argv[1:])
-    from ._common import WindowDone
+    from .._recording._common import WindowDone
 
     if WindowDone.raised:
         _exit_now(status)

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ._store import ARGS_DTYPE, IS_MODEL_INPUT, IS_PARAM, SEP, Op, TraceReader
+from .._recording._store import ARGS_DTYPE, IS_MODEL_INPUT, IS_PARAM, SEP, Op, TraceReader
 
 __all__ = ["DebugReport", "Report", "Divergence", "compare", "sample_difference"]
 

@@ -2,7 +2,7 @@
 side by side with step digests only (``fwd9m check``'s early stop,
 :mod:`fwd9m.check._lockstep`) find the first training step whose loss, parameters,
 gradients, buffers or optimizer state differ; the op-level runs then record that step
-only and end right after it (:data:`~fwd9m.debug._common.ENV_STOP_AFTER`).
+only and end right after it (:data:`~fwd9m._recording._common.ENV_STOP_AFTER`).
 
 Steps are PyTorch optimizer steps here: the digest runs number them as the PyTorch
 recorder's step window does (one per ``optimizer.step()``, from 0), so it is used for

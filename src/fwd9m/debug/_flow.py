@@ -51,7 +51,7 @@ class Source:
     metas: set = field(default_factory=set)  #: dtype[shape] of its differing values
     reached: str = ""  #: how it reaches the results ("" when it does not)
     reads: int = 0  #: later ops that read one of its values
-    last: Any = None  #: the last op that read one (an :class:`~fwd9m.debug._store.Op`)
+    last: Any = None  #: the last op that read one (an :class:`~fwd9m._recording._store.Op`)
     overwritten: Any = None  #: an op that wrote over a value like its own before any read
     to_python: Any = None  #: an op that read one of its values into Python
     to_state: Any = None  #: an op that put one of its values into a variable

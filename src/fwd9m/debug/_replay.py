@@ -2,7 +2,7 @@
 
 ``fwd9m debug`` infers a culprit (its inputs agree bit for bit between the runs, its
 outputs do not). Replay is the proof: a targeted run records the script again with
-the culprit's whole call captured (:func:`take_call`: every argument, the full input
+the culprit's whole call captured (:func:`fwd9m._recording._capture.take_call`: every argument, the full input
 tensors with dtype, shape, strides and device, into ``TRACE.op<SEQ>.npz`` beside the
 trace; no pickle, read with ``allow_pickle=False``), then a fresh process rebuilds the
 op from the capture and runs it ``repeat`` times on the same device, dtype, layout and
@@ -16,7 +16,6 @@ confirmed: 7 distinct outputs in 20 replays (max 50 ULP) ...
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
@@ -25,59 +24,13 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from .._recording._capture import backend_module, capture_path
 from ..errors import ConfigurationError, FileFormatError, RunError
 
-
-def _backend_module(framework: str):
-    """The replay module of a framework's package (``fwd9m.torch._replay``); the
-    registry validates the name."""
-    from .._frameworks import backend
-
-    return importlib.import_module(f"fwd9m.{backend(framework).name}._replay")
-
-
-__all__ = ["DEFAULT_REPEAT", "Phase", "ReplayResult", "capture_path", "confirm", "replay", "take_call"]
+__all__ = ["DEFAULT_REPEAT", "Phase", "ReplayResult", "capture_path", "confirm", "replay"]
 
 DEFAULT_REPEAT = 20
-#: capture files one trace may get (each op a window selects: SEQ:RADIUS is bounded)
-MAX_CALLS = 64
 CHILD_TIMEOUT_S = 600.0
-
-
-def capture_path(trace: str, seq: int) -> str:
-    return f"{os.fspath(trace)}.op{int(seq)}.npz"
-
-
-def take_call(rec, seq: int, framework: str, *call) -> None:
-    """Recorder hook, for an op the capture spec selects by sequence window: write its
-    whole call to :func:`capture_path`. Never overwrites a file; an argument that cannot
-    be written exactly gives a capture holding only the reason (replay then says so)."""
-    if not any(a <= seq <= b for a, b in rec.capture.windows):
-        return
-    taken = getattr(rec, "_calls_taken", 0)
-    if taken >= MAX_CALLS:
-        return
-    rec._calls_taken = taken + 1
-    import numpy as np
-
-    backend = _backend_module(framework)
-    try:
-        spec, arrays = backend.capture(*call)
-    except backend.Unrebuildable as exc:
-        spec, arrays = {"framework": framework, "error": f"the op has {exc}"}, {}
-    except Exception as exc:  # noqa: BLE001 - never the program's failure, nor an extra trace record
-        # (a jit call that donated its inputs has them deleted by the time JAX returns)
-        spec, arrays = (
-            {"framework": framework, "error": f"capturing it failed ({type(exc).__name__}: {str(exc)[:200]})"},
-            {},
-        )
-    spec["seq"] = seq
-    data = json.dumps(spec).encode("utf-8")
-    try:
-        with open(capture_path(rec.writer.path, seq), "xb") as f:
-            np.savez(f, call=np.frombuffer(data, dtype=np.uint8), **arrays)
-    except FileExistsError:
-        pass
 
 
 def load_capture(path: str) -> tuple[dict, dict]:
@@ -247,7 +200,7 @@ def replay(
             f"replay works on ops whose arguments are tensors, numbers, strings, "
             f"dtypes and lists of them"
         )
-    backend = _backend_module(call["framework"])
+    backend = backend_module(call["framework"])
     op_name = call.get("op", "?")
     if "narrowed" in call:  # a jitted / compiled call, narrowed in the targeted run
         return _narrowed(trace, int(op), call)
@@ -300,7 +253,7 @@ def confirm(
     first = getattr(report, "first", None)
     if getattr(report, "kind", None) != "culprit" or first is None:
         return None
-    from ._store import TraceReader
+    from .._recording._store import TraceReader
 
     seq = int(first.seq)
     if trace is None or cwd is None:  # a folder of its own only for what the caller did not give
@@ -450,7 +403,7 @@ def _child(path: str, switch: str, repeat: int) -> int:
         proto.flush()
 
     call, arrays = load_capture(path)
-    backend = _backend_module(call["framework"])
+    backend = backend_module(call["framework"])
     device = _device_of(call)
     if device not in backend.devices():
         emit(

@@ -29,10 +29,10 @@ from typing import Any
 
 from .._frameworks import FRAMEWORKS  # what a run can be recorded for (Keras on its active backend)
 from .._log import logger
+from .._recording._common import LEVELS, CaptureSpec
 from .._runtime.launch import check_output_path
 from ..errors import ConfigurationError, RunError
 from . import _early
-from ._common import LEVELS, CaptureSpec
 from ._compare import PYTHON_OPS, DebugReport
 
 __all__ = [
@@ -306,7 +306,7 @@ def _record(
 
     name = label or s.target
     if s.stop_after:
-        from ._common import ENV_STOP_AFTER
+        from .._recording._common import ENV_STOP_AFTER
 
         env = {**(env or {}), ENV_STOP_AFTER: "1"}
     cwd, watch, env = _run_folder(s, out, env)
@@ -331,8 +331,8 @@ def _record(
 
 def _start_pair(s: _Session, paths: list[str], env: dict[str, str] | None = None, how: str = "side by side") -> list:
     """Start the early stop's two op-level runs side by side: (trace, watch, log, process) each."""
+    from .._recording._common import ENV_STOP_AFTER
     from .._runtime.process import kill_group
-    from ._common import ENV_STOP_AFTER
 
     runs: list = []
     try:
@@ -393,8 +393,8 @@ def _run_folder(s: _Session, out: str, env: dict[str, str] | None) -> tuple[str 
     Returns (cwd for the child or None, the snapshot of the current directory to tell
     writes through the links, the environment: for ``-m`` in an empty folder, the
     current directory on PYTHONPATH so that the module is found as ``python -m`` finds it)."""
+    from .._recording._common import ENV_USER_CWD
     from .._runtime.workdir import prepare_cwd
-    from ._common import ENV_USER_CWD
 
     if s.in_place:
         return None, None, env
@@ -473,8 +473,8 @@ def kept_traces(options: DebugOptions) -> list[str]:
 def _refuse_overwrites(options: DebugOptions, script: str | None, outputs: list[str], option: str) -> None:
     """Refuse, before any run, to write over the script or over an existing file fwd9m
     did not write (unless ``force``): the traces in ``outputs`` and the log beside each."""
+    from .._recording._store import is_trace
     from .._runtime.launch import refuse_overwrite
-    from ._store import is_trace
 
     ins = [script] if script else []
     for out in outputs:
@@ -618,7 +618,8 @@ def _hash_seed_experiment(s: _Session, directory: str, report: DebugReport, path
     and including that op. Confirmed or likely: the source becomes ``hashseed``. Returns
     the report with the first divergence explained again and the experiment's note."""
     from .. import _hashseed
-    from . import _explain, _store
+    from .._recording import _store
+    from . import _explain
 
     f = report.first
     assert f is not None
@@ -785,12 +786,12 @@ class _Ahead:
     """The early stop's op-level runs started beside its digest runs
     (:func:`fwd9m.debug._early.overlap`): each runs the script as the op-level runs do
     and waits at each optimizer step until the digest runs have compared it
-    (:class:`~fwd9m.debug._common.StepGate`): steps that agree run unrecorded, the first
+    (:class:`~fwd9m._recording._common.StepGate`): steps that agree run unrecorded, the first
     that differs is recorded and the run ends after it. When no step differs (or the
     digest runs are not trusted) they are stopped and the whole runs are recorded."""
 
     def __init__(self, s: _Session, directory: str):
-        from ._common import ENV_STEP_GATE, StepGate
+        from .._recording._common import ENV_STEP_GATE, StepGate
 
         fd, self.gate = tempfile.mkstemp(prefix="fwd9m-debug-gate-")
         os.close(fd)
@@ -807,7 +808,7 @@ class _Ahead:
 
     def compared(self, agree: int, found: Any) -> None:
         """The digest runs agree in their first ``agree`` steps (``found``: and differ in the next)."""
-        from ._common import StepGate
+        from .._recording._common import StepGate
 
         if found is not None:
             StepGate.write(self.gate, found.index, record=True)
@@ -844,7 +845,7 @@ def _replayed(s: _Session, directory: str, report: DebugReport) -> DebugReport:
     """Prove the culprit: a third run, in a folder like the others', captures its call, and
     the op is replayed alone (:func:`fwd9m.debug._replay.confirm`). The result goes into
     the explanation (``replay``); a replay that cannot be done is a note, never an error."""
-    from ._common import ENV_STOP_AFTER
+    from .._recording._common import ENV_STOP_AFTER
     from ._replay import confirm
 
     first = report.first
@@ -901,7 +902,8 @@ def _python_inside(report: DebugReport, first: Any, inside: dict, directory: str
     """A jitted call narrowed to a host callback (``jax.pure_callback``): the Python it
     calls made the difference, a value entering from outside (EXTERNAL), named at the
     callback's line."""
-    from . import _explain, _store
+    from .._recording import _store
+    from . import _explain
 
     prim = inside["primitive"]
     f = replace(

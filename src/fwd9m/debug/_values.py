@@ -1,7 +1,7 @@
 """The values of the first diverging op side by side (run A, run B), for the reports:
 from the full tensors captured with ``--capture`` (exact) or else from the 4 values
 sampled per float tensor (first, one third, two thirds, last; see
-:meth:`fwd9m.debug._common.Recording.sample`), which may all agree where others differ.
+:meth:`fwd9m._recording._common.Recording.sample`), which may all agree where others differ.
 
 Plain ``struct`` decoding, so the core needs no NumPy; at most :data:`MAX_VALUES`
 values of a tensor are compared and :data:`MAX_ROWS` rows kept per tensor (the ones
@@ -14,8 +14,8 @@ import math
 import struct
 from typing import Any
 
-from ._common import SAMPLES
-from ._store import ARGS_DTYPE, Op, Tensor
+from .._recording._common import SAMPLES
+from .._recording._store import ARGS_DTYPE, Op, Tensor
 
 __all__ = ["side_by_side"]
 

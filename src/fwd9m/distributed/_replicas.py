@@ -502,28 +502,6 @@ _watched: weakref.WeakKeyDictionary[Any, ReplicaMonitor] = weakref.WeakKeyDictio
 _handle: list[Any] = []
 
 
-def _model_of(optimizer: Any) -> Any:
-    """The root module (DDP wrapper preferred) holding ``optimizer``'s first parameter,
-    found among live objects; None when there is none."""
-    import gc
-
-    import torch
-
-    params = [p for g in optimizer.param_groups for p in g["params"]]
-    if not params:
-        return None
-    first = params[0]
-    module = torch.nn.Module
-    # issubclass(type(o)), not isinstance: isinstance reads o.__class__, which on
-    # torch.distributed.reduce_op (a deprecated alias) emits a FutureWarning to the user
-    candidates = [
-        o for o in gc.get_objects() if issubclass(type(o), module) and any(p is first for p in o.parameters())
-    ]
-    inner = {id(c) for o in candidates for c in o.modules() if c is not o}
-    roots = [o for o in candidates if id(o) not in inner]
-    return roots[0] if roots else None
-
-
 def _global_hook(every: int, on_mismatch: str) -> Callable[..., None]:
     def hook(optimizer, args, kwargs) -> None:
         import torch
@@ -533,7 +511,9 @@ def _global_hook(every: int, on_mismatch: str) -> Callable[..., None]:
             return
         monitor = _watched.get(optimizer)
         if monitor is None:
-            model = _model_of(optimizer)
+            from ..torch._model import model_of
+
+            model = model_of(optimizer)
             if model is None:
                 return
             monitor = _watched[optimizer] = ReplicaMonitor(model, every=every, on_mismatch=on_mismatch)

@@ -18,6 +18,8 @@ Public API used: ``jax.extend.core`` (``Literal``, ``ClosedJaxpr``, ``DropVar``)
 
 from __future__ import annotations
 
+from .._recording._common import _is_library, _short
+
 #: call primitives whose body is evaluated equation by equation (others run whole)
 _ENTER = ("pjit", "jit", "closed_call", "core_call")
 
@@ -39,8 +41,6 @@ def _digest(x) -> str:
 
 def location(eqn) -> str:
     """The user's file:line of ``eqn`` (first frame outside JAX and installed packages)."""
-    from ..debug._common import _is_library, _short
-
     tb = getattr(getattr(eqn, "source_info", None), "traceback", None)
     frames = list(getattr(tb, "frames", None) or [])
     for f in frames:

@@ -60,13 +60,14 @@ import weakref
 from typing import Any
 
 from .. import fingerprint as fp
-from ..debug._common import Recording, _is_library, user_location, value_text
-from ..debug._store import HAS_SAMPLE, IS_MODEL_INPUT, MAX_TENSORS, fold
+from .._recording._capture import take_call
+from .._recording._common import Recording, _is_library, user_location, value_text
+from .._recording._store import HAS_SAMPLE, IS_MODEL_INPUT, MAX_TENSORS, SEP, fold
 from ._private import CALLBACK_PRIMITIVES  # for debug's explanations (a name list; imports no jax)
 
 __all__ = ["CALLBACK_PRIMITIVES", "JaxRecorder", "PROGRAM_DTYPE", "PROGRAM_META"]
 
-#: inputs (and outputs) one trace op holds (a u8 count, :mod:`fwd9m.debug._store`)
+#: inputs (and outputs) one trace op holds (a u8 count, :mod:`fwd9m._recording._store`)
 
 #: the dtype name of a jit op's last input, the digest of its compiled program (its
 #: jaxpr and the values baked into it); its meta reads ``jaxpr[]``
@@ -224,8 +225,6 @@ class JaxRecorder:
     def _params_text(self, params: dict) -> str:
         """An eager primitive's params (``integer_pow``'s ``y``, shapes, dtypes): a
         jaxpr-valued param (a ``cond`` branch, a ``scan`` body) by its program digest."""
-        from ..debug._store import SEP
-
         items = []
         for k, v in params.items():
             vs = v if isinstance(v, (tuple, list)) else (v,)
@@ -269,8 +268,6 @@ class JaxRecorder:
         w = rec.writer
         seq = w.op(rec.name_id(name, name), ctx, rec.step, in_recs, out_recs)
         if capture and jaxpr is not None:  # a jitted call: narrowed now, for replay (fwd9m.debug._replay)
-            from ..debug._replay import take_call
-
             take_call(rec, seq, "jax", rec, jaxpr, ins)
         if capture:
             for i, (meta, data) in enumerate(in_caps):

@@ -41,7 +41,7 @@ _SKIP = (
 
 def trace_items(path: str) -> tuple[str, list[dict], dict[str, str]]:
     """(framework, probe items, skipped kind -> why) of a trace."""
-    from ..debug._store import ARGS_DTYPE, NOT_RECORDED, TraceReader, read_header
+    from .._recording._store import ARGS_DTYPE, NOT_RECORDED, TraceReader, read_header
 
     header = read_header(path)
     fws = header.get("frameworks") or []

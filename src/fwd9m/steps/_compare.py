@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._files import shown
 from ._format import GROUPS, StepReader, StepRecord
 
 __all__ = [
@@ -222,8 +223,6 @@ def diff_steps(
 
 def _diff_files(a: str | os.PathLike[str], b: str | os.PathLike[str], groups: tuple[str, ...] | None) -> StepsReport:
     """:func:`diff_steps` of two files; ``groups``: compare only these (all when None)."""
-    from .._runtime.launch import shown
-
     ra, rb = StepReader(a), StepReader(b)
     label_a, label_b = f"A ({shown(a)})", f"B ({shown(b)})"
     report = StepsReport(label_a, label_b, 0, environment=_environment(ra.header, rb.header))
@@ -303,8 +302,6 @@ class Against:
         header: dict[str, Any] | None = None,
         groups: tuple[str, ...] | None = None,
     ):
-        from .._runtime.launch import shown
-
         self.groups = groups  #: compare only these groups (``--rank-independent``), or all
         self.reader = StepReader(path)
         self.label_a, self.label_b = f"REF ({shown(path)})", "this run"

@@ -14,6 +14,7 @@ import struct
 import zlib
 from typing import Any
 
+from .._files import shown
 from ..errors import FileFormatError
 from ._format import FORMAT_NAME, FORMAT_VERSION, MAGIC, MAX_FRAME_BYTES, StepReader, StepRecord
 
@@ -30,8 +31,6 @@ class StepFollower(StepReader):
     """
 
     def __init__(self, path: str | os.PathLike[str]):  # noqa: D107 - no header read yet
-        from .._runtime.launch import shown
-
         self.path = os.fspath(path)
         self.name = shown(self.path)
         self._f = open(self.path, "rb")  # noqa: SIM115 - kept open while the run writes

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from .._files import open_regular_file, shown, starts_with
 from ..errors import ConfigurationError, FileFormatError
 
 __all__ = [
@@ -72,8 +73,6 @@ class StepRecord:
 def is_step_digest_file(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a regular file that starts with the step digest signature
     (never blocks: a pipe or a device is not one)."""
-    from .._runtime.launch import open_regular_file
-
     try:
         with open_regular_file(path, "step digest", "") as f:
             return f.read(len(MAGIC)) == MAGIC
@@ -83,8 +82,6 @@ def is_step_digest_file(path: str | os.PathLike[str]) -> bool:
 
 def _may_replace(path: str) -> bool:
     """An existing file the writer may replace: an empty one or a step digest file."""
-    from .._runtime.launch import starts_with
-
     return starts_with(path, (MAGIC,), within=len(MAGIC))
 
 
@@ -94,8 +91,6 @@ def check_replaceable(path: str) -> None:
     Raises:
         ConfigurationError: what the file is, and the fix.
     """
-    from .._runtime.launch import shown
-
     if os.path.lexists(path) and not (os.path.isfile(path) and _may_replace(path)):
         raise ConfigurationError(
             f"{shown(path)} exists and is not a step digest file fwd9m wrote; fwd9m "
@@ -191,8 +186,6 @@ class StepReader:
     """
 
     def __init__(self, path: str | os.PathLike[str]):
-        from .._runtime.launch import open_regular_file, shown
-
         self.path = os.fspath(path)
         self.name = shown(self.path)
         self._f = open_regular_file(self.path, "step digest", _HINT)

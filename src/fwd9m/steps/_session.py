@@ -17,6 +17,9 @@ import sys
 import time
 from typing import Any
 
+from .._files import shown
+from .._import_hook import after_import
+from .._ranks import rank_info
 from ._format import StepRecord, StepWriter
 
 __all__ = [
@@ -122,7 +125,6 @@ class StepSession:
 
     def _header(self) -> dict[str, Any]:
         from .. import environment
-        from ..distributed import rank_info
 
         # who records the steps: "auto" (the PyTorch optimizer hook: one record per
         # optimizer.step()) or the integration that claimed the session
@@ -137,7 +139,6 @@ class StepSession:
 
     def _resolve(self) -> None:
         """Per-rank streams: this process's files, from its rank (``rank_info``)."""
-        from ..distributed import rank_info
         from ._compare import Against, reference_rank
         from ._format import check_replaceable
 
@@ -207,7 +208,6 @@ class StepSession:
         ranks = self.agree(report is not None)
         if not ranks:
             return report
-        from ..distributed import rank_info
 
         me = rank_info().rank
         names = ", ".join(map(str, ranks))
@@ -244,8 +244,6 @@ class StepSession:
 
     def _diverged(self, report: Any) -> None:
         self.report = report
-        from .._runtime.launch import shown
-
         if self.writer is not None:
             self.writer.close({"completed": False, "stopped": "differs from the reference", "at_record": report.steps})
         text = report.render()
@@ -277,8 +275,6 @@ class StepSession:
         if self.writer is not None:
             self.writer.close({"completed": status in (0, None), "exit_status": status})
             if not self.writer.kept_old and not self.quiet:
-                from .._runtime.launch import shown
-
                 sys.stderr.write(f"fwd9m: step digests of {self.steps} step(s) written to {shown(self.writer.path)}\n")
             if self.writer.kept_old and not self.quiet:
                 print(
@@ -353,8 +349,6 @@ def start() -> StepSession | None:
             _HOOKS[name](session)
         except Exception as exc:  # noqa: BLE001 - never break the user's import
             session._warn(exc)
-
-    from .._runtime.bootstrap import after_import
 
     after_import(names, on_import)
     return session

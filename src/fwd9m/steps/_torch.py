@@ -14,7 +14,7 @@ and the global RNG states. The loss and the batch are not visible to an optimize
 the callbacks and :func:`fwd9m.debug.step_digest` add them.
 
 Parameters are named by the root module that holds them, found once per optimizer
-among live objects (:func:`fwd9m.distributed._replicas._model_of`).
+among live objects (:func:`fwd9m.torch._model.model_of`).
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ def _model_and_names(optimizer, model=None) -> tuple[Any, dict[int, str]]:
     if model is None:
         import warnings
 
-        from ..distributed._replicas import _model_of
+        from ..torch._model import model_of
 
         with warnings.catch_warnings():  # isinstance on every live object: deprecated torch
             warnings.simplefilter("ignore")  # aliases (torch.distributed.reduce_op) warn
-            model = _model_of(optimizer)
+            model = model_of(optimizer)
     names = {id(p): n for n, p in model.named_parameters()} if model is not None else {}
     _names[optimizer] = (model, names)
     return model, names

@@ -59,8 +59,9 @@ from typing import Any
 
 from .. import fingerprint as fp
 from .._log import logger
-from ..debug._common import Recording, guarded, user_location
-from ..debug._store import HAS_SAMPLE, IS_PARAM, SEP
+from .._recording._capture import take_call
+from .._recording._common import Recording, _is_library, _short, guarded, user_location, value_text
+from .._recording._store import HAS_SAMPLE, IS_PARAM, SEP
 from . import _digest
 
 __all__ = ["TFRecorder"]
@@ -123,8 +124,6 @@ def _graph_attrs_text(attrs) -> str | None:
     items = []
     for k, av in _attr_pairs(attrs):
         if not hasattr(av, "WhichOneof"):
-            from ..debug._common import value_text
-
             items.append(f"{k}={value_text(av)}")
             continue
         kind = av.WhichOneof("value")
@@ -395,11 +394,10 @@ class TFRecorder:
     def _narrow_xla(self, seq: int, op_type: str, kind: str) -> None:
         """After the program's call of a function (op ``seq``), when a capture window
         selects it: narrow a pending XLA call into the capture file
-        (:func:`fwd9m.debug._replay.take_call`); another call's capture says why not."""
+        (:func:`fwd9m._recording._capture.take_call`); another call's capture says why not."""
         pending, self._xla_pending = self._xla_pending, None
         if not any(a <= seq <= b for a, b in self.rec.capture.windows):
             return
-        from ..debug._replay import take_call
         from . import _xla
 
         if pending is not None and pending[0] == seq and pending[1].name == op_type:
@@ -511,8 +509,6 @@ class TFRecorder:
         ctx = rec.ctx_id(scope.rstrip("/"), self._phase_of(op_type, scope), user_location(2), "", dev)
         seq = rec.writer.op(rec.name_id(op_type, op_type), ctx, rec.step, ins, outs)
         if capture:  # also the whole call, for replay (fwd9m.debug._replay)
-            from ..debug._replay import take_call
-
             take_call(rec, seq, "tensorflow", op_type, inputs, attrs, len(outputs or ()))
             for is_out, ts in ((False, inputs), (True, outputs or ())):
                 for i, t in enumerate(ts):
@@ -642,7 +638,6 @@ class TFRecorder:
         """User file:line at graph construction, with autograph's generated code mapped
         back to the user's source (``tf_stack.extract_stack`` applies autograph's source
         map, as tfdbg2's dumping_callback does)."""
-        from ..debug._common import _is_library, _short
         from . import _private
 
         for frame in reversed(_private.extract_stack()):

@@ -42,6 +42,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from .._recording._common import _is_library, _short
 from ._replay import Unrebuildable  # a call the narrowing cannot run again exactly
 
 __all__ = ["Pending", "Unrebuildable", "before", "narrow"]
@@ -227,7 +228,6 @@ def _first_varying(p: Pending, name: str, num_outputs: int, taps: list[str], run
 def _locations(name: str) -> dict[str, str]:
     """Node name -> the user's file:line, from the function's GraphDebugInfo (its
     innermost frame outside installed packages and fwd9m)."""
-    from ..debug._common import _is_library, _short
     from . import _private
 
     try:

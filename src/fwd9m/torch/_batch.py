@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from .._recording._common import user_location
+
 FRAMEWORK = "torch"
 
 
@@ -139,8 +141,6 @@ class OpRecorder:
 
     def _on_op(self, func, args, kwargs):
         import torch
-
-        from ..debug._common import user_location
 
         if self.keep == len(self.ops):
             self.kept = (func, _clone(args, torch), _clone(kwargs, torch))

@@ -24,8 +24,9 @@ import re
 import sys
 import weakref
 
-from ..debug._common import _is_library, _short
-from ..debug._store import IS_PARAM
+from .._recording._capture import take_call
+from .._recording._common import _is_library, _short
+from .._recording._store import IS_PARAM
 
 __all__ = ["CompiledGraphs", "NAME_PREFIX", "narrow"]
 
@@ -194,8 +195,6 @@ class CompiledGraphs:
         seq = rec.writer.ops + len(r._pending)
         capture = bool(rec.capture) and rec.capture.wants(seq, name)
         if capture:
-            from ..debug._replay import take_call
-
             take_call(rec, seq, "torch", _Graph(graph, _eager_of(graph), name), list(inputs), {})
         in_caps = [r._bytes(t) for t in tensors] if capture else None
         return name, loc, module, in_recs, in_caps, capture

@@ -12,7 +12,7 @@ DataLoader iterator's ``__next__`` (restored on exit) marks the data phase.
 
 Every non-tensor argument and keyword of an op (``other=0.37`` of ``aten::mul``, an
 ``alpha``, a shape, a dtype) is one more input, last: the ``args`` record
-(:meth:`fwd9m.debug._common.Recording.args_record`), named by the schema's argument
+(:meth:`fwd9m._recording._common.Recording.args_record`), named by the schema's argument
 names, so a Python value that differs between runs is an input that differs. An
 exception inside a hook is the recorder's, never the program's: the op runs once,
 unchanged, and is written as "not recorded" (:meth:`Recording.failed`).
@@ -26,8 +26,9 @@ import weakref
 from typing import Any
 
 from .. import fingerprint as fp
-from ..debug._common import ENV_STOP_AFTER, Recording, WindowDone, guarded, user_location
-from ..debug._store import HAS_SAMPLE, IS_MODEL_INPUT, IS_PARAM
+from .._recording._capture import take_call
+from .._recording._common import ENV_STOP_AFTER, Recording, WindowDone, guarded, user_location
+from .._recording._store import HAS_SAMPLE, IS_MODEL_INPUT, IS_PARAM
 from . import _digest
 from ._foreign import ForeignMemory
 
@@ -533,8 +534,6 @@ class TorchRecorder:
                 return func(*args, **kwargs)
             pre = self._before(info, args, kwargs)
             if pre[3]:  # a captured op: also its whole call, for replay (fwd9m.debug._replay)
-                from ..debug._replay import take_call
-
                 take_call(self.rec, self.rec.writer.ops + len(self._pending), "torch", func, args, kwargs)
         except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
             self._failed(func, exc)

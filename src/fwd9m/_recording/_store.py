@@ -47,6 +47,7 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._files import open_regular_file, shown, starts_with
 from ..errors import FileFormatError
 
 __all__ = [
@@ -291,8 +292,6 @@ class TraceReader:
     """
 
     def __init__(self, path: str | os.PathLike[str]):
-        from .._runtime.launch import open_regular_file, shown
-
         self.path = os.fspath(path)
         self._name = shown(self.path)  # in messages: control characters escaped
         self._f = open_regular_file(
@@ -525,8 +524,6 @@ class TraceReader:
 def is_trace(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a regular file starting with the trace signature (or empty):
     a file that recording may replace."""
-    from .._runtime.launch import starts_with
-
     return starts_with(path, (MAGIC,), within=len(MAGIC))
 
 

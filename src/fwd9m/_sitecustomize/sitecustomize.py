@@ -13,12 +13,23 @@ import os
 import sys
 
 
+def _distributed(framework):
+    """After each framework enabled: ``fwd9m run --check-replicas`` and ``--record-ranks``
+    (:mod:`fwd9m.distributed._startup`), imported only when torch is enabled and one of
+    them is asked, to keep every interpreter's start-up light."""
+    if framework != "torch" or not (os.environ.get("FWD9M_CHECK_REPLICAS") or os.environ.get("FWD9M_RECORD_RANKS")):
+        return
+    from fwd9m.distributed._startup import after_enable
+
+    after_enable(framework)
+
+
 def _fwd9m_start():
     if os.environ.get("FWD9M_RUN_ENABLE") == "1":
         try:
             from fwd9m._runtime.bootstrap import install
 
-            install()
+            install(then=_distributed)
         except Exception as exc:  # fwd9m not importable here: run the program anyway
             import warnings
 
