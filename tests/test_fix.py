@@ -356,3 +356,20 @@ def test_a_script_whose_only_source_is_the_hash_order_gets_sorted_alone(tmp_path
         "step 1: sorted() over the set at train.py:3: REPRODUCIBLE" in out.stdout
         and "enable_determinism" not in out.stdout
     )
+
+
+@pytest.mark.parametrize("seed", ["int(started)", "int(started // 10)"])
+def test_a_clock_seed_left_in_the_patched_copy_never_verifies(tmp_path, seed):
+    """The clock reaches the seed through two variables: the patch (the seeding call)
+    leaves it there. Runs a second apart, or ten (a seed that changes every 10 s), read
+    another seed all the same (each run's clock is moved: fwd9m._runtime.clock), so
+    neither the check of the script nor that of the copy agrees by chance."""
+    pytest.importorskip("numpy")
+    (tmp_path / "train.py").write_text(
+        f"import time\n\nimport numpy as np\n\nstarted = time.time()\nseed = {seed}\n"
+        "np.random.seed(seed)\nweights = np.random.rand(4)\n"
+    )
+    out = _fix(tmp_path, "train.py")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stdout.startswith("NO VERIFIED FIX") and "Before: NOT REPRODUCIBLE" in out.stdout, out.stdout
+    assert "step 1: fwd9m.enable_determinism(seed=0) after the imports: still differs: " in out.stdout, out.stdout
