@@ -465,6 +465,7 @@ def _check(prog: _Program, o: CheckOptions, say: Callable[[str], None]) -> Check
             result = early_result(prog.display, done, found, prog.source, argv, known_env, seeded)
         else:
             result = _compare_runs(prog.display, done, prog.source, o.command, o.strict, argv=argv, env=known_env)
+            _no_step_note(result, prog, o, done)
         result.notes[:0] = _run_notes(done, prog.display, guard)
         if o.strict:
             result.notes.append(
@@ -482,6 +483,28 @@ def _check(prog: _Program, o: CheckOptions, say: Callable[[str], None]) -> Check
         return result.freeze()
     finally:
         lease.finish(root, guard, o.keep, say)
+
+
+def _no_step_note(result: Draft[CheckResult], prog: _Program, o: CheckOptions, done: list[_Run]) -> None:
+    """A JAX script whose runs recorded no training step: say that only their end states
+    were compared (no step boundary: no jitted function returned what one of its
+    arguments is, and optax.apply_updates was not called)."""
+    import re
+
+    if not o.early_stop or prog.mode == "command" or prog.source is None:
+        return
+    if any(next((run.root / "steps").glob("steps-*"), None) for run in done):
+        return
+    try:
+        text = Path(prog.source).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    if re.search(r"^\s*(import\b[^\n#]*\bjax\b|from jax\b)", text, re.M):
+        result.notes.append(
+            "no JAX training step was recorded (no jitted function returned what one of its arguments is, the "
+            "weights, and optax.apply_updates was not called: an eager loop), so the runs were compared at their "
+            f"end only, not step by step; fwd9m debug {prog.display} finds the first op that differs"
+        )
 
 
 def _enable_did_not_fix(result) -> None:
