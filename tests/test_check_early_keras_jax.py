@@ -143,22 +143,24 @@ def test_runs_that_differ_at_step_0_stop_there(tmp_path, script):
     assert f"run 1 imports {'jax' if script == 'jax' else 'keras'}: run 2 starts beside it" in out.stderr
 
 
-def test_a_clock_seed_keeps_run_2_until_run_1_trains(tmp_path):
-    """Runs started together could read the same second of ``int(time.time())`` and
-    agree by chance (a false REPRODUCIBLE): a script that fwd9m lint finds seeding from
-    the clock (FWD104) starts run 2 only once run 1 has trained a step, after its seed."""
+def test_a_datetime_seed_keeps_run_2_until_run_1_trains_and_a_time_seed_does_not(tmp_path):
+    """Runs started together could read the same second of a clock seed and agree by
+    chance (a false REPRODUCIBLE). ``time.time()`` is read moved by another shift in each
+    run (fwd9m._runtime.clock): run 2 starts at run 1's import. ``datetime.now()`` is not
+    (read in C): a script that fwd9m lint finds seeding from it (FWD104) starts run 2 only
+    once run 1 has trained a step, after its seed."""
     pytest.importorskip("optax")
-    clock = JAX_LOOP.replace("import os,", "import os, time,").replace(
-        'seed = int(np.random.default_rng().integers(1 << 16)) if os.environ.get("UNSEEDED") == "1" else 0',
-        "seed = int(time.time())",
-    )
-    assert clock != JAX_LOOP.replace("import os,", "import os, time,")
-    (tmp_path / "t.py").write_text(clock)
-    out = check(tmp_path, "--format", "json", "t.py", STEPS="100000")
-    assert out.returncode == 1, out.stdout + out.stderr
-    assert json.loads(out.stdout)["findings"][0]["summary"].startswith("training step 0:")
-    assert "once run 1 records its first training step (the seed comes from the clock" in out.stderr
-    assert "t.py:4 FWD104" in out.stderr and "run 1 recorded its first training step: run 2 starts" in out.stderr
+    unseeded = 'seed = int(np.random.default_rng().integers(1 << 16)) if os.environ.get("UNSEEDED") == "1" else 0'
+    for clock, waits in (("int(time.time())", False), ("int(datetime.datetime.now().timestamp())", True)):
+        script = JAX_LOOP.replace("import os,", "import os, time, datetime,").replace(unseeded, f"seed = {clock}")
+        assert f"seed = {clock}" in script
+        (tmp_path / "t.py").write_text(script)
+        out = check(tmp_path, "--format", "json", "t.py", STEPS="100000")
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert json.loads(out.stdout)["findings"][0]["summary"].startswith("training step 0:")
+        assert ("once run 1 records its first training step (the seed comes from the clock" in out.stderr) == waits
+        assert ("t.py:4 FWD104" in out.stderr) == waits, out.stderr
+        assert ("run 1 imports jax: run 2 starts beside it" in out.stderr) != waits, out.stderr
 
 
 # a plain JAX loop without optax: the update a tree_map inside the jitted step, or (OUTSIDE=1)
