@@ -8,8 +8,11 @@ of the same script timed in the same run of this benchmark.
 The scripts are the broken ones of ``tests/data/fix_scripts/`` (run from a copy of that
 folder, so its ``helpers/`` are there): by default ``keras_fit_dropout_noseed.py`` (Keras
 ``fit``, no seed: the initial weights differ), ``flax_clock_prngkey.py`` (a jitted
-Flax/optax step, a clock seed) and ``jax_numpy_shuffle_unseeded.py`` (a jitted step, the
-batch order from an unseeded NumPy permutation). For each, in this order: one plain
+Flax/optax step, a clock seed), ``jax_numpy_shuffle_unseeded.py`` (a jitted step without
+optax, the batch order from an unseeded NumPy permutation), and two plain JAX loops without
+optax of ``benchmarks/early_stop_scripts/`` that train a few seconds, the update a
+``tree_map`` inside the jitted step (``jax_treemap_step_unseeded.py``) or outside a jitted
+gradient (``jax_grad_outside_unseeded.py``), their batches shuffled without a seed. For each, in this order: one plain
 ``python SCRIPT``, ``fwd9m check -q SCRIPT`` (exit 1 expected) and ``fwd9m fix -q SCRIPT``
 (exit 0 expected: a patch verified by a check of the patched copy). ``--before`` adds
 ``fwd9m check -q --no-early-stop SCRIPT``: both runs to the end one after the other, and
@@ -31,7 +34,15 @@ import time
 from pathlib import Path
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "fix_scripts"
-DEFAULT = ["keras_fit_dropout_noseed.py", "flax_clock_prngkey.py", "jax_numpy_shuffle_unseeded.py"]
+#: plain JAX loops without optax, of a few seconds of training (this folder's, copied beside the corpus)
+LOOPS = Path(__file__).resolve().parent / "early_stop_scripts"
+DEFAULT = [
+    "keras_fit_dropout_noseed.py",
+    "flax_clock_prngkey.py",
+    "jax_numpy_shuffle_unseeded.py",
+    "jax_treemap_step_unseeded.py",
+    "jax_grad_outside_unseeded.py",
+]
 
 
 def timed(cwd: Path, *argv: str) -> tuple[float, int]:
@@ -60,6 +71,8 @@ def main() -> int:
     scripts = [a for a in sys.argv[1:] if not a.startswith("--")] or DEFAULT
     cwd = Path(tempfile.mkdtemp(prefix="fwd9m-bench-keras-jax-")) / "scripts"
     shutil.copytree(CORPUS, cwd)
+    for loop in LOOPS.glob("*.py"):
+        shutil.copy(loop, cwd / loop.name)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; targets: check <= 1.5x, fix <= 4x")
     for script in scripts:
         print(one(cwd, script, "--before" in sys.argv), flush=True)

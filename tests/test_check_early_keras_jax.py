@@ -143,19 +143,70 @@ def test_runs_that_differ_at_step_0_stop_there(tmp_path, script):
     assert f"run 1 imports {'jax' if script == 'jax' else 'keras'}: run 2 starts beside it" in out.stderr
 
 
-def test_a_clock_seed_keeps_run_2_until_run_1_trains(tmp_path):
-    """Runs started together could read the same second of ``int(time.time())`` and
-    agree by chance (a false REPRODUCIBLE): a script that fwd9m lint finds seeding from
-    the clock (FWD104) starts run 2 only once run 1 has trained a step, after its seed."""
+def test_a_datetime_seed_keeps_run_2_until_run_1_trains_and_a_time_seed_does_not(tmp_path):
+    """Runs started together could read the same second of a clock seed and agree by
+    chance (a false REPRODUCIBLE). ``time.time()`` is read moved by another shift in each
+    run (fwd9m._runtime.clock): run 2 starts at run 1's import. ``datetime.now()`` is not
+    (read in C): a script that fwd9m lint finds seeding from it (FWD104) starts run 2 only
+    once run 1 has trained a step, after its seed."""
     pytest.importorskip("optax")
-    clock = JAX_LOOP.replace("import os,", "import os, time,").replace(
-        'seed = int(np.random.default_rng().integers(1 << 16)) if os.environ.get("UNSEEDED") == "1" else 0',
-        "seed = int(time.time())",
-    )
-    assert clock != JAX_LOOP.replace("import os,", "import os, time,")
-    (tmp_path / "t.py").write_text(clock)
-    out = check(tmp_path, "--format", "json", "t.py", STEPS="100000")
+    unseeded = 'seed = int(np.random.default_rng().integers(1 << 16)) if os.environ.get("UNSEEDED") == "1" else 0'
+    for clock, waits in (("int(time.time())", False), ("int(datetime.datetime.now().timestamp())", True)):
+        script = JAX_LOOP.replace("import os,", "import os, time, datetime,").replace(unseeded, f"seed = {clock}")
+        assert f"seed = {clock}" in script
+        (tmp_path / "t.py").write_text(script)
+        out = check(tmp_path, "--format", "json", "t.py", STEPS="100000")
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert json.loads(out.stdout)["findings"][0]["summary"].startswith("training step 0:")
+        assert ("once run 1 records its first training step (the seed comes from the clock" in out.stderr) == waits
+        assert ("t.py:4 FWD104" in out.stderr) == waits, out.stderr
+        assert ("run 1 imports jax: run 2 starts beside it" in out.stderr) != waits, out.stderr
+
+
+# a plain JAX loop without optax: the update a tree_map inside the jitted step, or (OUTSIDE=1)
+# applied eagerly to what a jitted gradient returned (NOJIT=1: a gradient not jitted); UNSEEDED=1 as in JAX_LOOP
+JAX_PLAIN = """
+import os, jax, jax.numpy as jnp, numpy as np
+seed = int(np.random.default_rng().integers(1 << 16)) if os.environ.get("UNSEEDED") == "1" else 0
+params = {"w": jax.random.normal(jax.random.key(seed), (8, 4)), "b": jnp.zeros(4)}
+x, y = jnp.linspace(0, 1, 128).reshape(16, 8), jnp.ones((16, 4))
+
+def loss_fn(p, x, y):
+    return jnp.mean((x @ p["w"] + p["b"] - y) ** 2)
+
+@jax.jit
+def step(p, x, y):
+    loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+    return jax.tree_util.tree_map(lambda a, b: a - 0.01 * b, p, g), loss
+
+grad = jax.grad(loss_fn) if os.environ.get("NOJIT") == "1" else jax.jit(jax.grad(loss_fn))
+for i in range(int(os.environ.get("STEPS", "30"))):
+    if os.environ.get("OUTSIDE") == "1":
+        params = jax.tree_util.tree_map(lambda a, b: a - 0.01 * b, params, grad(params, x, y))
+    else:
+        params, loss = step(params, x, y)
+print([repr(float(v)) for v in params["w"].ravel()[:6]])
+"""
+
+
+@pytest.mark.parametrize("outside", ["0", "1"])
+def test_a_jax_loop_without_optax_has_its_jitted_step_as_the_boundary(tmp_path, outside):
+    """No optax: the jitted function that returns what one of its arguments is (the
+    weights, or their gradients) is the step; two runs that differ at step 0 stop there."""
+    pytest.importorskip("jax")
+    plain, hooked, records = _with_and_without(tmp_path, JAX_PLAIN, STEPS="5", OUTSIDE=outside)
+    assert plain == hooked and len(records) == 5
+    assert ("params", "out['w']" if outside == "1" else "out[0]['w']") in set(records[1].digests)
+    out = check(tmp_path, "--format", "json", "s.py", UNSEEDED="1", STEPS="1000000", OUTSIDE=outside)
     assert out.returncode == 1, out.stdout + out.stderr
-    assert json.loads(out.stdout)["findings"][0]["summary"].startswith("training step 0:")
-    assert "once run 1 records its first training step (the seed comes from the clock" in out.stderr
-    assert "t.py:4 FWD104" in out.stderr and "run 1 recorded its first training step: run 2 starts" in out.stderr
+    result = json.loads(out.stdout)
+    assert result["findings"][0]["summary"].startswith("training step 0:"), result["findings"]
+    assert all("early stop at step 0" in (r["error"] or "") for r in result["runs"])
+
+
+def test_a_jax_loop_with_no_jitted_step_says_only_the_end_states_were_compared(tmp_path):
+    pytest.importorskip("jax")
+    (tmp_path / "s.py").write_text(JAX_PLAIN)
+    out = check(tmp_path, "--no-hashseed-check", "s.py", UNSEEDED="1", STEPS="3", OUTSIDE="1", NOJIT="1")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "no JAX training step was recorded" in out.stdout and "compared at their end only" in out.stdout

@@ -356,3 +356,68 @@ def test_a_script_whose_only_source_is_the_hash_order_gets_sorted_alone(tmp_path
         "step 1: sorted() over the set at train.py:3: REPRODUCIBLE" in out.stdout
         and "enable_determinism" not in out.stdout
     )
+
+
+@pytest.mark.parametrize("seed", ["int(started)", "int(started // 10)"])
+def test_a_clock_seed_left_in_the_patched_copy_never_verifies(tmp_path, seed):
+    """The clock reaches the seed through two variables: the patch (the seeding call)
+    leaves it there. Runs a second apart, or ten (a seed that changes every 10 s), read
+    another seed all the same (each run's clock is moved: fwd9m._runtime.clock), so
+    neither the check of the script nor that of the copy agrees by chance."""
+    pytest.importorskip("numpy")
+    (tmp_path / "train.py").write_text(
+        f"import time\n\nimport numpy as np\n\nstarted = time.time()\nseed = {seed}\n"
+        "np.random.seed(seed)\nweights = np.random.rand(4)\n"
+    )
+    out = _fix(tmp_path, "train.py")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stdout.startswith("NO VERIFIED FIX") and "Before: NOT REPRODUCIBLE" in out.stdout, out.stdout
+    assert "step 1: fwd9m.enable_determinism(seed=0) after the imports: still differs: " in out.stdout, out.stdout
+
+
+PUT_OVERWRITE = '''"""Unseeded weights, and put_(accumulate=False) with repeated indices on 2 CPU threads."""
+import torch
+
+torch.set_num_threads(2)
+
+weights = torch.randn(8)  # no seed
+slots = torch.zeros(8)
+for step in range(3):
+    index = torch.randint(0, 8, (1_000_000,))
+    slots.put_(index, torch.randn(1_000_000), accumulate=False)
+    print(step, (slots * weights).sum().item())
+'''
+
+
+def test_an_op_without_a_deterministic_kernel_gets_no_patch_and_the_best_measured_option(tmp_path):
+    """put_(accumulate=False) raises under the switch on every device (the catalog's
+    torch.put-overwrite): fix says there is no patch, names the catalog's entry and its
+    replacement, and measures one CPU thread with the switch in warn-only mode (its time
+    per run against the copy's without it, both run here)."""
+    pytest.importorskip("torch")
+    (tmp_path / "train.py").write_text(PUT_OVERWRITE)
+    before = _tree(tmp_path)
+    out = _fix(tmp_path, "train.py")
+    assert out.returncode == 1, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("NO PATCH POSSIBLE: put_ has no deterministic implementation on this device"), lines
+    assert lines[1].startswith("catalog torch.put-overwrite (accumulate=False): ") and "index_put_" in lines[2]
+    assert "the patched copy gave no verdict: train.py failed in every run (exit 1): RuntimeError: put_" in out.stdout
+    best = next(line for line in lines if line.startswith("Best measured option: "))
+    assert (
+        "one CPU thread (torch.set_num_threads(1)), the switch in warn-only mode: fwd9m check says REPRODUCIBLE" in best
+    )
+    assert " s per run instead of " in best and "x)." in best, best
+    assert (
+        "+fwd9m.enable_determinism(seed=0, warn_only=True)" in out.stdout and "+torch.set_num_threads(1)" in out.stdout
+    )
+    assert _tree(tmp_path) == before
+
+
+def test_one_thread_replaces_the_scripts_thread_count_or_is_added_after_the_imports():
+    script = "import torch\n\ntorch.set_num_threads(4)\nx = 1\n"
+    assert _edits.apply(script, _edits.one_thread(script, ast.parse(script))) == script.replace("(4)", "(1)")
+    script = "import torch\nimport numpy\n\nx = 1\n"
+    patched = _edits.apply(script, _edits.one_thread(script, ast.parse(script)))
+    assert patched.splitlines()[2].startswith("torch.set_num_threads(1)  # fwd9m fix")
+    assert _edits.one_thread("import numpy\n", ast.parse("import numpy\n")) == []  # no torch: no edit

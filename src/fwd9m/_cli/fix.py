@@ -12,7 +12,9 @@ DESCRIPTION = (
     "generators given the seed, local modules' seeds, DataLoader workers seeded), check the copy after "
     "each step, and print what each step fixed and the patch that made the copy reproducible as a "
     "unified diff. Your files are not changed unless --write. Exit 0: reproducible, or a verified "
-    "patch; 1: no verified patch (each step's remaining difference is listed); 2: error."
+    "patch; 1: no verified patch (each step's remaining difference is listed; for an op with no "
+    "deterministic kernel here, the catalog's entry and the best measured option, such as one CPU thread, with "
+    "its time per run); 2: error."
 )
 
 

@@ -144,6 +144,9 @@ def install(out_dir: str | os.PathLike[str] | None = None, at_exit: bool = True)
         pass
     sys.addaudithook(_audit)
     _install_keep_alive()
+    from . import clock
+
+    clock.install()  # this run's clock, as the script reads it (fwd9m check's ENV_SHIFT)
     if at_exit:
         atexit.register(write)
     return True

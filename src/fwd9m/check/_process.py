@@ -3,6 +3,7 @@ process group, and what it left behind (output, files, captured state)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import stat
@@ -38,8 +39,11 @@ from ._result import RunInfo
 STOPPED = "stopped by the early stop"
 #: runs started side by side start at least this long apart: a seed read from the clock
 #: in seconds (``int(time.time())``) is then read in another second by each run more
-#: often, as between runs one after the other (not a guarantee: a run can catch up)
+#: often, as between runs one after the other (not a guarantee: a run can catch up; the
+#: guarantee is the clock shift of each run, fwd9m._runtime.clock)
 CLOCK_GAP_S = 1.05
+#: the runs this process launched (each gets its own clock shift)
+_RUNS = itertools.count()
 #: seconds between "still running" progress messages
 HEARTBEAT_S = 30.0
 IGNORED_PREFIXES: tuple[str, ...] = ()
@@ -145,10 +149,16 @@ class _Run:
 
 def _run_env(run: _Run, extra_env: dict[str, str], site: bool, capdir: Path) -> dict[str, str]:
     """The run's environment: the user's, ``extra_env``, where the final state is
-    captured, and with ``site`` the start-up hook first on PYTHONPATH."""
+    captured, the clock shift of this run (:mod:`fwd9m._runtime.clock`: the clock the
+    script reads is moved forward by another amount in each run, so that two runs never
+    read the same clock seed, side by side or one after the other), and with ``site`` the
+    start-up hook first on PYTHONPATH."""
+    from .._runtime import clock
+
     env = dict(os.environ)
     env.update(extra_env)
     env[_capture.ENV_DIR] = str(capdir)
+    env[clock.ENV_SHIFT] = clock.shift_for(next(_RUNS))  # a clock seed differs in each run
     if site:
         from .._runtime.bootstrap import bootstrap_dir
 

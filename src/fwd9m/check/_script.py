@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .._hashseed import MAX_RUNS, experiment
 from .._log import logger
@@ -358,17 +359,38 @@ def _side_by_side(
     return [], None
 
 
+#: clock reads made in C, which :mod:`fwd9m._runtime.clock` does not move in each run
+_UNMOVED_CLOCKS = ("datetime", "date.today", ".now(", ".utcnow(", ".today(")
+
+
+def _unmoved_clock(hit: dict[str, Any]) -> bool:
+    """Whether a FWD104 finding's seed may come from a clock read in C (its message, its
+    line or the line it says the seed was set on names one); True when the file cannot be
+    read (the run waits, as it always did)."""
+    import re
+
+    lines = [int(hit["line"]), *map(int, re.findall(r"on line (\d+)", hit["message"]))]
+    try:
+        source = Path(hit["path"]).read_text(encoding="utf-8", errors="replace").splitlines()
+    except (OSError, ValueError):
+        return True
+    text = " ".join([hit["message"], *(source[n - 1] for n in lines if 0 < n <= len(source))])
+    return any(c in text for c in _UNMOVED_CLOCKS)
+
+
 def _clock_seed(prog: _Program, o: CheckOptions) -> str | None:
-    """Where the script (or a local module it imports) seeds from the clock or the OS's
-    entropy (fwd9m lint FWD104), said for the progress line; None when it does not. Two
-    runs started together could read the same second of a clock seed and agree by
-    chance: such a script's run 2 starts only once run 1 has trained a step."""
+    """Where the script (or a local module it imports) seeds from a clock that each run
+    does not read moved (``datetime.now()``: fwd9m lint FWD104), said for the progress
+    line; None when it does not. Two runs started together could read the same second of
+    such a seed and agree by chance: such a script's run 2 starts only once run 1 has
+    trained a step. A seed from ``time.time()`` needs no wait: each run reads that clock
+    moved by its own shift (:mod:`fwd9m._runtime.clock`)."""
     from .._lint_hints import findings
 
-    hits = [f for f in findings(prog.source, None, argv=prog.argv(o)) if f["code"] == "FWD104"]
+    hits = [f for f in findings(prog.source, None, argv=prog.argv(o)) if f["code"] == "FWD104" and _unmoved_clock(f)]
     if not hits:
         return None
-    return f"the seed comes from the clock or entropy: {hits[0]['path']}:{hits[0]['line']} FWD104"
+    return f"the seed comes from the clock: {hits[0]['path']}:{hits[0]['line']} FWD104"
 
 
 def _hash_seed_runs(
@@ -465,6 +487,7 @@ def _check(prog: _Program, o: CheckOptions, say: Callable[[str], None]) -> Check
             result = early_result(prog.display, done, found, prog.source, argv, known_env, seeded)
         else:
             result = _compare_runs(prog.display, done, prog.source, o.command, o.strict, argv=argv, env=known_env)
+            _no_step_note(result, prog, o, done)
         result.notes[:0] = _run_notes(done, prog.display, guard)
         if o.strict:
             result.notes.append(
@@ -482,6 +505,28 @@ def _check(prog: _Program, o: CheckOptions, say: Callable[[str], None]) -> Check
         return result.freeze()
     finally:
         lease.finish(root, guard, o.keep, say)
+
+
+def _no_step_note(result: Draft[CheckResult], prog: _Program, o: CheckOptions, done: list[_Run]) -> None:
+    """A JAX script whose runs recorded no training step: say that only their end states
+    were compared (no step boundary: no jitted function returned what one of its
+    arguments is, and optax.apply_updates was not called)."""
+    import re
+
+    if not o.early_stop or prog.mode == "command" or prog.source is None:
+        return
+    if any(next((run.root / "steps").glob("steps-*"), None) for run in done):
+        return
+    try:
+        text = Path(prog.source).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    if re.search(r"^\s*(import\b[^\n#]*\bjax\b|from jax\b)", text, re.M):
+        result.notes.append(
+            "no JAX training step was recorded (no jitted function returned what one of its arguments is, the "
+            "weights, and optax.apply_updates was not called: an eager loop), so the runs were compared at their "
+            f"end only, not step by step; fwd9m debug {prog.display} finds the first op that differs"
+        )
 
 
 def _enable_did_not_fix(result) -> None:

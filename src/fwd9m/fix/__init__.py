@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import difflib
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -28,7 +30,7 @@ from typing import Any
 from .._files import shown
 from . import _edits, _source
 
-__all__ = ["Attempt", "FixResult", "fix", "write"]
+__all__ = ["Attempt", "FixResult", "Option", "fix", "write"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,26 @@ class Attempt:
 
 
 @dataclass(frozen=True)
+class Option:
+    """A measured way out when no patch is free: an edit with a cost (one CPU thread),
+    checked on a copy of the last patched script; its time per run against that of the
+    last patched copy as it was, both measured by running them."""
+
+    name: str
+    patch: str  #: the last step's patch with this option's edit added
+    verdict: str
+    reproducible: bool
+    seconds: float | None  #: mean seconds per run with the option (None: not measured)
+    baseline: float | None  #: mean seconds per run of the last patched copy without it
+    env: dict[str, str] = field(default_factory=dict)  #: the environment it runs with (a device move)
+
+    def cost(self) -> str:
+        if self.seconds is None or not self.baseline:
+            return "time per run not measured (a run stopped early or failed)"
+        return f"{self.seconds:.1f} s per run instead of {self.baseline:.1f} s ({self.seconds / self.baseline:.2f}x)"
+
+
+@dataclass(frozen=True)
 class FixResult:
     """The outcome of :func:`fix`: truthy when the script needed no fix or a verified
     one was found (:attr:`fixed`)."""
@@ -58,6 +80,10 @@ class FixResult:
     digest: str = ""  #: SHA-256 of the script as checked (:func:`write` requires it unchanged)
     #: SHA-256 of each local module a patch changes, as checked
     module_digests: dict[str, str] = field(default_factory=dict)
+    #: with no verified patch: the options measured, the best first (:func:`_options`)
+    options: list[Option] = field(default_factory=list)
+    #: the op that has no deterministic kernel here (it raised under the switch), then the catalog's lines on it
+    blocked: list[str] = field(default_factory=list)
 
     @property
     def fixed(self) -> Attempt | None:
@@ -98,19 +124,51 @@ class FixResult:
                 *a.patch.rstrip("\n").splitlines(),
             ]
         else:
-            lines = [
-                f"NO VERIFIED FIX: after {len(self.attempts)} step(s) the patched copy still differs.",
-                "",
-                f"Before: {self.before}",
-                f"  first difference: {self.cause}",
-                "",
-                *self.steps(),
-                "",
-                "Left: what the last step still shows has no edit fwd9m fix makes (an op without a deterministic "
-                "kernel on this device, a source outside the script and its local modules).",
-                f"Next: fwd9m debug {self.target} (finds the first op that differs and why)",
-            ]
+            lines = self._unfixed_lines()
         return "\n".join(escape_control(line) for line in lines)
+
+    def _unfixed_lines(self) -> list[str]:
+        """No verified patch: the steps and what each left; the op that has no
+        deterministic kernel here (with the catalog's lines on it) when the switch raised
+        on one; the best measured option with its cost and patch, then the others."""
+        if self.blocked:
+            op, *catalog = self.blocked
+            head = [
+                f"NO PATCH POSSIBLE: {op} has no deterministic implementation on this device: under the "
+                "deterministic switch the patch turns on (torch.use_deterministic_algorithms(True)) it raises.",
+                *catalog,
+            ]
+        else:
+            head = [f"NO VERIFIED FIX: after {len(self.attempts)} step(s) the patched copy still differs."]
+        lines = [*head, "", f"Before: {self.before}", f"  first difference: {self.cause}", "", *self.steps(), ""]
+        if not self.blocked:
+            lines.append(
+                "Left: what the last step still shows has no edit fwd9m fix makes (an op without a deterministic "
+                "kernel on this device, a source outside the script and its local modules)."
+            )
+        lines += self._options_lines()
+        return [*lines, f"Next: fwd9m debug {self.target} (finds the first op that differs and why)"]
+
+    def _options_lines(self) -> list[str]:
+        """The best measured option (a REPRODUCIBLE one, the cheapest), with its cost
+        and its patch, then the others; each measured by fwd9m check on a copy."""
+        if not self.options:
+            return []
+        best, *rest = self.options
+        if not best.reproducible:
+            return [
+                "No measured option made the runs agree either:",
+                *(f"  - {o.name}: {o.verdict}" for o in self.options),
+                "",
+            ]
+        run = f" (run it with {' '.join(f'{k}={v}' for k, v in best.env.items())})" if best.env else ""
+        return [
+            f"Best measured option: {best.name}: fwd9m check says REPRODUCIBLE; cost: {best.cost()}.",
+            f"Its patch{run}, not applied by --write (which applies only a verified fix without such a cost):",
+            *best.patch.rstrip("\n").splitlines(),
+            *(f"Also measured: {o.name}: {o.verdict}; {o.cost()}" for o in rest),
+            "",
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         fixed = self.fixed
@@ -125,6 +183,9 @@ class FixResult:
             "patch": fixed.patch if fixed else None,
             "steps": self.steps(),
             "attempts": [{k: v for k, v in a.__dict__.items() if k not in ("text", "modules")} for a in self.attempts],
+            "no_deterministic_kernel": self.blocked[0] if self.blocked else None,
+            "catalog": self.blocked[1:],
+            "options": [{**o.__dict__, "cost": o.cost()} for o in self.options],
         }
 
 
@@ -329,8 +390,8 @@ def fix(
         raise RunError(f"cannot fix {target}: {exc}") from None
     digest = hashlib.sha256(source.encode()).hexdigest()
 
-    def check(path: str, argv: list[str]) -> Any:
-        return check_script(path, argv, progress=progress, **check_options)
+    def check(path: str, argv: list[str], **more: Any) -> Any:
+        return check_script(path, argv, progress=progress, **{**check_options, **more})
 
     say(f"checking {target} as it is")
     before = check(target, list(args))
@@ -340,7 +401,124 @@ def fix(
     result = FixResult(target, before.verdict(), ranked[0].summary if ranked else "", [], digest)
     words = " ".join([*(f.summary for f in ranked), *before.causes]) + (" hash" * before.hash_seed_suspect)
     _iterate(result, script, source, _seed(source, seed), words, lambda t, m: _verify(script, t, m, args, check), say)
+    if result.fixed is None and result.attempts:
+        _options(result, script, source, lambda t, m, **kw: _measure(script, t, m, args, check, **kw), say)
     return result
+
+
+def _measure(
+    script: Path, text: str, modules: dict[str, str], args: Sequence[str], check: Callable[..., Any], **options: Any
+) -> tuple[bool, str, float | None]:
+    """Check ``script`` patched to ``text`` (and ``modules``) with ``options`` for the
+    check: whether it is reproducible, its verdict, and the mean seconds of its runs
+    (None when one stopped early, failed or timed out: not a whole run)."""
+    with _patched_copy(script, text, modules) as copy:
+        same_folder = Path.cwd().resolve() == script.parent.resolve()
+        with _cwd(copy.parent if same_folder else None):
+            result = check(copy.name if same_folder else str(copy), list(args), **options)
+        runs = [r for r in result.runs if r.label.startswith("run ")]
+        whole = runs and all(r.returncode == 0 and not r.error and not r.timed_out for r in runs)
+        seconds = sum(r.seconds for r in runs) / len(runs) if whole else None
+        return bool(result), result.verdict().replace(str(copy), str(script)), seconds
+
+
+#: torch's error when the switch is on and an op has no deterministic kernel
+_NO_KERNEL = re.compile(r"(\w+) does not have a deterministic implementation")
+
+
+def _device() -> str:
+    """This machine's device for the catalog: ``gpu`` when an NVIDIA GPU is visible."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return "gpu" if shutil.which("nvidia-smi") and visible not in ("", "-1") else "cpu"
+
+
+def _no_kernel(verdict: str) -> tuple[str, list[str]]:
+    """The op the switch raised on in the patched copy (torch's message), and what the
+    catalog says of it for this device and torch version: its entries that raise under
+    the switch, and their replacement ops."""
+    found = _NO_KERNEL.search(verdict)
+    if found is None:
+        return "", []
+    op, lines = found.group(1), []
+    try:
+        from ..catalog import for_op, installed_version
+
+        entries = for_op("torch", f"aten::{op}", installed_version("torch"), _device())
+    except Exception:  # noqa: BLE001 - no catalog line: the op is still named
+        entries = []
+    for e in (e for e in entries if e.behaviour == "raises"):
+        when = f" ({e.condition})" if e.condition else ""
+        lines.append(f"catalog {e.id}{when}: {' '.join(e.summary.split())}")
+        lines += [f"  replacement (an edit of your op, not measured): {x.text} {x.code}" for x in e.solutions]
+    return op, lines
+
+
+#: the switch the first step inserts, and its warn-only form (an op without a
+#: deterministic kernel then warns instead of raising)
+_SWITCH = re.compile(r"(fwd9m\.enable_determinism\(seed=\d+)\)")
+
+
+def _options(
+    result: FixResult,
+    script: Path,
+    source: str,
+    measure: Callable[..., tuple[bool, str, float | None]],
+    say: Callable[[str], None],
+) -> None:
+    """No verified patch: say which op has no deterministic kernel (it raised under the
+    switch: the catalog's entries for it), and measure the ways out that cost time, each
+    checked on a copy: one CPU thread for PyTorch (with the switch in warn-only mode when
+    it raised), the CPU instead of the GPU; and the time per run without them (the
+    patched copy run to the end). ``result.options`` gets them, a REPRODUCIBLE one first,
+    the cheapest of those first."""
+    last = result.attempts[-1]
+    op, catalog = _no_kernel(last.verdict)
+    base = last.text
+    if op:
+        result.blocked.extend([op, *catalog])
+        base = _SWITCH.sub(r"\1, warn_only=True)", base)
+    threads = _edits.one_thread(base, ast.parse(base))
+    tried: list[tuple[str, str, dict[str, str]]] = []
+    if threads:
+        name = "one CPU thread (torch.set_num_threads(1))" + (", the switch in warn-only mode" if op else "")
+        tried.append((name, _edits.apply(base, threads), {}))
+    if _device() == "gpu":
+        tried.append(
+            ("the CPU instead of the GPU (run with CUDA_VISIBLE_DEVICES=)", base, {"CUDA_VISIBLE_DEVICES": ""})
+        )
+    if not tried:
+        return
+    say(f"no patch verified: measuring {', '.join(t[0] for t in tried)} on a copy, and what each costs")
+    baseline = None
+    for name, text, env in tried:
+        ok, verdict, seconds = _measured(measure, text, last.modules, env)
+        if ok and baseline is None:
+            baseline = _measured(measure, base, last.modules, {}, early_stop=False)[2]
+        diffs = [_diff(script.name, source, text), *(_diff(r, o, t) for r, (o, t) in _originals(script, last).items())]
+        result.options.append(Option(name, "".join(d for d, _ in diffs), verdict, ok, seconds, None, env))
+    result.options[:] = [dataclasses.replace(o, baseline=baseline) for o in result.options]
+    result.options.sort(key=lambda o: (not o.reproducible, o.seconds or float("inf")))
+
+
+def _measured(
+    measure: Callable[..., tuple[bool, str, float | None]],
+    text: str,
+    modules: dict[str, str],
+    env: dict[str, str],
+    **options: Any,
+) -> tuple[bool, str, float | None]:
+    """:func:`_measure` without the hash-seed runs; a run error is a verdict too."""
+    from ..errors import RunError
+
+    try:
+        return measure(text, modules, hashseed_check=False, env=env, **options)
+    except RunError as exc:
+        return False, f"no verdict: {str(exc).splitlines()[0]}", None
+
+
+def _originals(script: Path, attempt: Attempt) -> dict[str, tuple[str, str]]:
+    """``{relative path: (original text, patched text)}`` of the local modules ``attempt`` patches."""
+    return {rel: (_source.read(script.parent / rel)[0], text) for rel, text in attempt.modules.items()}
 
 
 def _iterate(
@@ -377,12 +555,21 @@ def _iterate(
         try:
             ok, verdict, left, words = verify(text, modules)
         except RunError as exc:  # the patch broke the script (a kernel with no deterministic version)
-            ok, verdict, left, words = False, f"the patched copy gave no verdict: {exc}", "", ""
+            ok, verdict, left, words = False, f"the patched copy gave no verdict: {_gist(exc)}", "", ""
         diffs = [_diff(script.name, source, text), *(_diff(r, originals[r], t) for r, t in modules.items())]
         patch, changed = "".join(d for d, _ in diffs), sum(n for _, n in diffs)
         result.attempts.append(Attempt(group.what, patch, changed, verdict, ok, text, dict(modules), left))
         if ok or not left:
             break
+
+
+def _gist(exc: Exception) -> str:
+    """A run error in one line: what failed and the error it ended with (the last line
+    of its traceback), without the traceback."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if len(lines) < 2:
+        return lines[0] if lines else type(exc).__name__
+    return f"{lines[0].split(', so there is nothing')[0]}: {lines[-1]}"
 
 
 def _seed(source: str, seed: int | None) -> int:

@@ -346,3 +346,23 @@ def apply(source: str, edits: list[Edit]) -> str:
         out = out[: e.start] + e.text + out[e.end :]
         last = e.start
     return out
+
+
+def one_thread(source: str, tree: ast.Module) -> list[Edit]:
+    """PyTorch on one CPU thread: each ``torch.set_num_threads(N)`` call's argument
+    replaced by 1, or, when the script makes none, ``torch.set_num_threads(1)`` after the
+    imports (an op whose parallel CPU kernel adds in the order its threads finish, such as
+    ``index_put_(accumulate=True)``, then adds in one order). Nothing when the script
+    does not import torch."""
+    if not any(
+        isinstance(s, ast.Import) and any(a.name.split(".")[0] == "torch" and a.asname is None for a in s.names)
+        for s in ast.walk(tree)
+    ):
+        return []
+    lines = _offsets(source)
+    edits = [
+        Edit(*_span(node.args[0], lines), "1")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and _name(node.func) == "set_num_threads" and len(node.args) == 1
+    ]
+    return edits or after_imports(source, tree, "torch.set_num_threads(1)  # fwd9m fix: one CPU thread\n")

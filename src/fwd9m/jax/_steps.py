@@ -12,8 +12,13 @@ child (:mod:`fwd9m.check._resume_child`).
   and outputs, which are concrete arrays after it returned).
 - ``optax.apply_updates`` called with concrete arrays (an eager loop) is a step of its own.
 
-Not seen: a step jitted by another wrapper (``flax.nnx.jit``, ``pmap``), or one that
-applies updates without ``optax.apply_updates``.
+- Without optax (not imported): a jitted function is a training step when it returns
+  what one of its arguments is, as a pytree of the same structure, shapes and dtypes
+  (``step(w, x, y) -> w - lr * grad``, a ``tree_map`` of the update, or a jitted
+  gradient function whose result is applied outside): that argument is the weights.
+
+Not seen: a step jitted by another wrapper (``flax.nnx.jit``, ``pmap``), or a loop with
+no jitted function (JAX's eager ops): check then compares the runs' end states only.
 
 Each hook is installed when its module finishes importing (:func:`install_jit` after
 ``jax``, :func:`install_optax` after ``optax``); a :class:`Listener` added with
@@ -87,6 +92,7 @@ class _Traced:
 
     params: int | None = None
     outputs: tuple[int, ...] = ()
+    by_shape = False  #: found by :func:`_weights_by_shape` (no optax), not by ``apply_updates``
 
 
 class _Trace:
@@ -133,16 +139,56 @@ class JaxStep:
         tokens = _tell("first", self, args, kwargs) if first else _tell("before", self, args, kwargs)
         out = jitted(*args, **kwargs)
         if first:
-            self._fwd9m_step = self._fwd9m_params is not None
+            traced = self._fwd9m_traced
+            if traced.params is None and _step[0] is None and "optax" not in sys.modules:
+                _weights_by_shape(traced, args, out)  # a loop without optax: weights in, weights out
+            self._fwd9m_step = traced.params is not None
             if not self._fwd9m_step:
                 return out
-            _step[0] = self._fwd9m_traced  # the function's: jax.jit(f) made again counts too
+            _step[0] = traced  # the function's: jax.jit(f) made again counts too
         for listener, token in zip(list(_listeners), tokens):
             try:
                 listener.after(self, args, kwargs, out, token if first else None)
             except Exception as exc:  # noqa: BLE001 - never break the user's step
                 listener.error("jax after hook", exc)
         return out
+
+
+def _signature(tree: Any) -> tuple[Any, tuple[tuple[Any, str], ...]] | None:
+    """A pytree's structure and its leaves' shapes and dtypes; None when it holds no
+    floating-point array (weights are)."""
+    jax = sys.modules["jax"]
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    shapes = tuple((getattr(x, "shape", None), str(getattr(x, "dtype", type(x).__name__))) for x in leaves)
+    floats = any(
+        getattr(x, "dtype", None) is not None and jax.numpy.issubdtype(x.dtype, jax.numpy.inexact) for x in leaves
+    )
+    return (treedef, shapes) if floats else None
+
+
+def _weights_by_shape(traced: _Traced, args: tuple, out: Any) -> None:
+    """Without ``optax.apply_updates`` (a plain JAX loop: ``w - lr * grad``, a
+    ``tree_map`` of the update, or a jitted gradient applied outside): the function is the
+    training step when it returns a pytree of the structure, shapes and dtypes of one of
+    its positional arguments (the whole output, or an item of a tuple or list output);
+    that argument is the weights, those output leaves the updated weights (or their
+    gradients)."""
+    jax = sys.modules["jax"]
+    parts = [(0, out)]
+    if isinstance(out, (tuple, list)):
+        offset = 0
+        for item in out:
+            parts.append((offset, item))
+            offset += len(jax.tree_util.tree_leaves(item))
+    for i, arg in enumerate(args):
+        sig = _signature(arg)
+        if sig is None:
+            continue
+        for offset, part in parts:
+            if _signature(part) == sig:
+                traced.params, traced.outputs = i, tuple(range(offset, offset + len(sig[1])))
+                traced.by_shape = True
+                return
 
 
 def _arg_names(fun: Any) -> list[str]:
