@@ -73,8 +73,8 @@ def _divergence_lines(report, f) -> list[str]:
     structural one the ops around it in both runs."""
     ex = f.explanation or {}
     title = {"culprit": "CULPRIT OP", "external": "EXTERNAL SOURCE", "structural": "STRUCTURAL DIFFERENCE"}[f.kind]
-    if f.kind == "external":
-        title += f" ({f.source})"
+    if f.kind == "external":  # unconfirmed: the likely source was not replayed (a parallel draw)
+        title += f" ({f.source}, unconfirmed)" if ex.get("unconfirmed") else f" ({f.source})"
     elif ex.get("unconfirmed"):  # its replay alone did not vary (fwd9m.debug._explain.unconfirmed)
         title += " (unconfirmed)"
     if report.harmless:
