@@ -162,3 +162,43 @@ def test_the_origin_of_a_value_is_read_only_from_installed_libraries(tmp_path):
         "np.random.default_rng(seed=0)",
     )
     assert unseeded_origin(tmp_path / "s.py", 3) is None
+
+
+KERAS_JAX_UNSEEDED = """\
+import os
+
+os.environ["KERAS_BACKEND"] = "jax"
+import keras
+import numpy as np
+
+x = np.linspace(0, 1, 64 * 8, dtype="float32").reshape(64, 8)
+y = (x.sum(axis=1, keepdims=True) > 4).astype("float32")
+
+model = keras.Sequential([
+    keras.Input((8,)),
+    keras.layers.Dense(16, activation="relu"),
+    keras.layers.Dropout(0.5),
+    keras.layers.Dense(1),
+])
+model.compile(optimizer="adam", loss="mse")
+model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0)
+print(model.evaluate(x, y, verbose=0))
+"""
+
+
+@pytest.mark.slow
+def test_keras_on_jax_unseeded_names_the_seed_generator_state(tmp_path):
+    """The first differing value is a Keras SeedGenerator's [seed, counter] state: said
+    so, with keras.utils.set_random_seed as the fix. Before: "the input batch differs"
+    with a NumPy batch-order fix."""
+    pytest.importorskip("keras")
+    pytest.importorskip("jax")
+    code, lines = _debug(tmp_path, "train.py", KERAS_JAX_UNSEEDED)
+    report = "\n".join(lines)
+    assert code == 1, report
+    assert lines[0].startswith("EXTERNAL SOURCE (seed): first divergence at op #"), report
+    assert lines[1].startswith("  Keras SeedGenerator state differs: seed with keras.utils.set_random_seed(S)"), report
+    assert "    keras.utils.set_random_seed(0)" in " ".join(lines) or any(
+        "keras.utils.set_random_seed(0)" in x for x in lines
+    )
+    assert "input batch" not in report and "batches = np.random" not in report, report

@@ -460,7 +460,14 @@ def explain(
         told = _explain_external(first, framework, env, ha, hashseed, hashseed_note)
         if first.source == "data":
             told = _parallel_draw(first, told, pipeline) if pipeline else _pydataset_draw(told, ha)
-        if first.source in ("data", "python") and not told.get("unconfirmed"):
+        if first.source in ("data", "python") and _keras_seed_state(first, ha):
+            from ..keras._debug import seed_state_explanation
+
+            told = seed_state_explanation(told, first.op, first.location, first.detail)
+            told["catalog"] = _entries_by_id(["keras.seed-generator"]) + [
+                e for e in told.get("catalog", []) if e["id"] != "keras.seed-generator"
+            ]
+        elif first.source in ("data", "python") and not told.get("unconfirmed"):
             told = _made_by(first, told, ha)
         return told
     if first.kind == "structural":
@@ -692,6 +699,18 @@ def _pydataset_draw(told: dict[str, Any], ha: dict) -> dict[str, Any]:
         *(c for c in told.get("causes", []) if "shuffle" not in c),
     ]
     return dict(told, headline=headline, causes=causes, catalog=entries, fix=fix)
+
+
+def _keras_seed_state(first, ha: dict) -> bool:
+    """Whether the first differing value is a Keras SeedGenerator's state: a script that
+    trains through Keras, and a differing input of that state's dtype and shape."""
+    from ..keras._debug import SEED_STATE_METAS
+    from ._child import detect_frameworks
+
+    script = _script(ha)
+    if not any(f"({m})" in first.detail for m in SEED_STATE_METAS):  # _compare names the input's meta
+        return False
+    return bool(script) and "keras" in (ha.get("frameworks") or []) + detect_frameworks(script, False)
 
 
 def _made_by(first, told: dict[str, Any], ha: dict) -> dict[str, Any]:
