@@ -202,3 +202,45 @@ def test_keras_on_jax_unseeded_names_the_seed_generator_state(tmp_path):
         "keras.utils.set_random_seed(0)" in x for x in lines
     )
     assert "input batch" not in report and "batches = np.random" not in report, report
+
+
+def test_a_culprit_outside_the_catalog_that_no_replay_confirmed_is_unconfirmed():
+    """Issue 27: an op is never blamed as a nondeterministic kernel "not in catalog"
+    without a replay: when the replay could not run (or --no-replay), it is unconfirmed,
+    with no "please report it"; an op the catalog lists keeps its entry."""
+    from dataclasses import replace
+
+    from fwd9m.debug._compare import DebugReport, Divergence
+    from fwd9m.debug._explain import explain, not_replayed
+
+    first = Divergence(
+        kind="culprit",
+        seq=49,
+        step=0,
+        op="ReverseV2",
+        module="random_flip_left_right",
+        phase="forward",
+        location="train.py:12",
+        node="",
+        device="CPU:0",
+        detail="all 3 inputs of ReverseV2 are bit-identical in both runs but output(s) [0] differ: "
+        "the op is nondeterministic",
+    )
+    first = replace(first, explanation=explain(first, "tensorflow", {}, {}))
+    assert "please report it" in first.explanation["headline"]  # what the diff alone says
+    ex = not_replayed(first, "tensorflow", "--no-replay")
+    assert ex["unconfirmed"] and ex["headline"].startswith("unconfirmed: ReverseV2 ")
+    assert "not replayed (--no-replay)" in ex["headline"] and "please report it" not in ex["headline"]
+    report = DebugReport(
+        a="a",
+        b="b",
+        framework="tensorflow",
+        reproducible=False,
+        kind="culprit",
+        ops_a=60,
+        ops_b=60,
+        first=replace(first, explanation=ex),
+    )
+    assert report.render().splitlines()[0].startswith("CULPRIT OP (unconfirmed): first divergence at op #49")
+    listed = replace(first, op="UnsortedSegmentSum", explanation={"catalog": [{"id": "tensorflow.segment-reduction"}]})
+    assert not not_replayed(listed, "tensorflow", "--no-replay").get("unconfirmed")

@@ -835,3 +835,23 @@ def unconfirmed(first, framework: str) -> dict[str, Any]:
             )
         )
     return ex
+
+
+def not_replayed(first, framework: str, why: str) -> dict[str, Any]:
+    """The explanation of a culprit the catalog does not list and no replay confirmed
+    (the replay could not run, or was not asked for): inputs recorded as identical and
+    outputs that differ do not show the op to be at fault, so it is "unconfirmed", with
+    no "please report it"; ``first``'s explanation unchanged for a listed op."""
+    ex = dict(first.explanation or {})
+    if ex.get("catalog") or ex.get("unconfirmed") or first.kind != "culprit":
+        return ex
+    ex = unconfirmed(first, framework)
+    ex["headline"] = (
+        f"unconfirmed: {first.op} gave different outputs from inputs recorded as identical, but it "
+        f"was not replayed ({why}), and fwd9m's catalog does not list it: it is not shown to be at fault"
+    )
+    ex["causes"] = [
+        *ex["causes"],
+        "a nondeterministic kernel (atomics or threads): replay it with fwd9m debug (without --no-replay) to tell",
+    ]
+    return ex
