@@ -56,7 +56,7 @@ def test_a_random_flip_in_a_parallel_tf_data_map_is_named_unconfirmed(tmp_path):
         pytest.skip("the map's threads drew in the same order in both runs")
     assert code == 1, report
     assert lines[0].startswith("EXTERNAL SOURCE (data, unconfirmed): first divergence at op #"), report
-    assert "unconfirmed: the batch differs" in lines[1] and "RandomUniform at train.py:12" in lines[1], report
+    assert "unconfirmed: the input batch differs" in lines[1] and "RandomUniform at train.py:12" in lines[1], report
     assert "  op:       IteratorGetNext" in lines, report
     assert "catalog: tensorflow.data-parallel-map" in report, report
     assert "enable_op_determinism()" in report, report

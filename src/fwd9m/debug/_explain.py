@@ -638,7 +638,7 @@ def _parallel_draw(first, told: dict[str, Any], pipeline: list[dict]) -> dict[st
     where = f"{p['op']} at {p.get('location') or '?'} in {p.get('where') or 'a parallel stage'}"
     entries = _entries_by_id([p["catalog"]]) if p.get("catalog") else []
     shown = {e["id"] for e in entries}
-    entries += [e for e in told.get("catalog", []) if e["id"] not in shown and not e["id"].endswith("shuffle-seed")]
+    entries += [e for e in told.get("catalog", []) if e["id"] not in shown]
     fixes = [s for e in entries[:1] for s in _solutions(e["id"])]
     fix = "\n".join(
         [f"# the random draw {p['op']} at {p.get('location') or '?'} runs on several threads of the pipeline:"]
@@ -648,7 +648,8 @@ def _parallel_draw(first, told: dict[str, Any], pipeline: list[dict]) -> dict[st
         told,
         unconfirmed=True,
         headline=(
-            f"unconfirmed: the batch differs between the runs; the likely source is the random draw {where}: "
+            f"unconfirmed: the input batch differs between the runs (data pipeline); the likely source is "
+            f"the random draw {where}: "
             f"the stage runs its function on several threads, which draw from one generator in an order that "
             f"varies from run to run (not replayed: the stage's ops are not recorded one by one)"
         ),
