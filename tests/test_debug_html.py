@@ -353,3 +353,55 @@ def test_axis_labels_do_not_overlap(tmp_path):
     small = debug.diff(*_pair(tmp_path)).render("html")
     labels = re.findall(ticks, small[small.index("id='timeline'") : small.index("id='heatmap'")])
     assert labels == ["0", "1", "2", "3", "4"], labels
+
+
+def test_the_html_report_lists_the_harmless_divergences_as_the_text_report_does():
+    """Issue 27: the page names the earlier divergences whose values reach no result,
+    with the text report's words, after the card of the one that matters."""
+    import html as html_lib
+
+    from fwd9m.debug._compare import DebugReport, Divergence
+
+    first = Divergence(
+        kind="external",
+        seq=31,
+        step=0,
+        op="aten::normal_",
+        module="",
+        phase="data",
+        location="train.py:20",
+        node="random",
+        device="cpu",
+        source="rng",
+        explanation={"headline": "random-number generator state differs"},
+    )
+    gone = {
+        "kind": "external",
+        "source": "rng",
+        "seq": 4,
+        "step": 0,
+        "op": "aten::uniform_",
+        "module": "Linear",
+        "phase": "other",
+        "location": "train.py:7",
+        "why": "overwritten at op #24 (aten::copy_ at train.py:12) before any op read it",
+        "overwritten": None,
+        "to_python": False,
+    }
+    report = DebugReport(
+        a="a",
+        b="b",
+        framework="torch",
+        reproducible=False,
+        kind="external",
+        ops_a=40,
+        ops_b=40,
+        first=first,
+        harmless=[gone],
+    )
+    text_lines = [x for x in report.render("text").splitlines() if x.startswith("harmless: ")]
+    page = html_lib.unescape(report.render("html"))
+    assert len(text_lines) == 1
+    assert "id='harmless'" in page and "Harmless divergences" in page
+    assert text_lines[0].removeprefix("harmless: ") in page
+    assert page.index("id='first-divergence'") < page.index("id='harmless'")

@@ -436,6 +436,38 @@ def uses_loader_workers(script: str | os.PathLike | None) -> bool:
     return False
 
 
+def _many_workers(call: ast.Call) -> bool:
+    """Whether ``call`` passes ``workers`` other than the literal 0 or 1, or
+    ``use_multiprocessing=True``."""
+    for k in call.keywords:
+        v = k.value
+        if k.arg == "workers" and not (isinstance(v, ast.Constant) and v.value in (0, 1)):
+            return True
+        if k.arg == "use_multiprocessing" and isinstance(v, ast.Constant) and v.value is True:
+            return True
+    return False
+
+
+def pydataset_workers(script: str | os.PathLike | None) -> tuple[int, str] | None:
+    """(line, class name) of the first ``keras.utils.PyDataset`` (or ``Sequence``) of
+    ``script`` made with several workers: a subclass instantiated with ``workers=N``
+    (N not 0 or 1) or ``use_multiprocessing=True``, or whose ``__init__`` passes them to
+    ``super().__init__``; None when there is none or the script is unreadable. Its
+    ``__getitem__`` then runs on that many threads or processes."""
+    tree = _tree(Path(script)) if script and Path(script).is_file() else None
+    classes: dict[str, int] = {}
+    for cls in ast.walk(tree) if tree is not None else ():
+        if isinstance(cls, ast.ClassDef) and any(_dotted(b).endswith(("PyDataset", "Sequence")) for b in cls.bases):
+            inner = [n for n in ast.walk(cls) if isinstance(n, ast.Call) and _dotted(n.func).endswith("__init__")]
+            classes[cls.name] = next((n.lineno for n in inner if _many_workers(n)), 0)
+    calls = sorted(
+        (n.lineno, _dotted(n.func).rsplit(".", 1)[-1], _many_workers(n))
+        for n in (ast.walk(tree) if classes else ())
+        if isinstance(n, ast.Call) and _dotted(n.func).rsplit(".", 1)[-1] in classes
+    )
+    return next(((line, name) for line, name, many in calls if many or classes[name]), None)
+
+
 #: methods a DataLoader calls in its worker processes (a map-style or iterable dataset's)
 _WORKER_METHODS = ("__getitem__", "__getitems__", "__iter__", "__next__")
 #: call names that draw random numbers: module functions, and a generator's methods
@@ -470,3 +502,106 @@ def _draws(node: ast.AST) -> bool:
     if name.startswith(_DRAWS):
         return True
     return isinstance(node.func, ast.Attribute) and node.func.attr in _GENERATOR_METHODS and "rng" in name.lower()
+
+
+#: arguments that seed a library call's randomness (scikit-learn's ``random_state``,
+#: NumPy's ``default_rng(seed)``)
+_SEED_PARAMS = ("random_state", "seed")
+#: libraries whose random ops are recorded op by op (never the origin of a value made outside them)
+_RECORDED = ("torch", "tensorflow", "jax", "keras", "flax", "tf_keras")
+
+
+def _aliases(tree: ast.AST) -> dict[str, str]:
+    """Local name -> dotted module path, from the script's imports."""
+    out: dict[str, str] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            for a in n.names:
+                out[a.asname or a.name.split(".", 1)[0]] = a.name if a.asname else a.name.split(".", 1)[0]
+        elif isinstance(n, ast.ImportFrom) and n.module and not n.level:
+            for a in n.names:
+                out[a.asname or a.name] = f"{n.module}.{a.name}"
+    return out
+
+
+def _seed_param(path: str) -> str | None:
+    """The seeding parameter (:data:`_SEED_PARAMS`) of the callable at dotted ``path``
+    (imported to read its signature), or None when it has none or cannot be read."""
+    import importlib
+    import importlib.util
+    import inspect
+
+    parts = path.split(".")
+    if parts[0] in _RECORDED:
+        return None
+    try:  # an installed library only: the script's own modules are never imported here
+        origin = str(getattr(importlib.util.find_spec(parts[0]), "origin", "") or "")
+    except (ImportError, ValueError):
+        return None
+    if "site-packages" not in origin and "dist-packages" not in origin:
+        return None
+    for k in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:k]))
+        except Exception:  # noqa: BLE001 - not a module: a shorter prefix is
+            continue
+        try:
+            for attr in parts[k:]:
+                obj = getattr(obj, attr)
+            params = inspect.signature(obj).parameters
+        except Exception:  # noqa: BLE001 - not a callable whose signature can be read
+            return None
+        return next((p for p in _SEED_PARAMS if p in params), None)
+    return None
+
+
+def unseeded_origin(script: str | os.PathLike | None, line: int) -> tuple[int, str, str, str] | None:
+    """Where a value read at ``line`` of ``script`` was made by a library call that
+    takes a seed and was not given one (scikit-learn's ``KMeans(...)`` without
+    ``random_state``, ``np.random.default_rng()``): the names read at that line are
+    followed back to their assignments (a few hops). (line, call as written, the seeding
+    parameter, the call rewritten with ``param=0``); None when none is found."""
+    tree = _tree(Path(script)) if script and Path(script).is_file() else None
+    if tree is None:
+        return None
+    aliases = _aliases(tree)
+    assigned: dict[str, list[ast.stmt]] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
+            for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                for name in (x.id for x in ast.walk(t) if isinstance(x, ast.Name)):
+                    assigned.setdefault(name, []).append(n)
+    todo = [(line, s) for s in ast.walk(tree) if isinstance(s, ast.stmt) and getattr(s, "lineno", 0) == line]
+    seen: set[int] = set()
+    for _ in range(4):  # hops back through assignments
+        nxt = []
+        for at, stmt in todo:
+            if id(stmt) in seen:
+                continue
+            seen.add(id(stmt))
+            got = _unseeded_call(stmt, aliases)
+            if got is not None:
+                return got
+            names = {x.id for x in ast.walk(getattr(stmt, "value", stmt)) if isinstance(x, ast.Name)}
+            for name in names:
+                before = [a for a in assigned.get(name, []) if a.lineno < at]
+                if before:
+                    nxt.append((before[-1].lineno, before[-1]))
+        todo = nxt
+    return None
+
+
+def _unseeded_call(stmt: ast.AST, aliases: dict[str, str]) -> tuple[int, str, str, str] | None:
+    for call in (n for n in ast.walk(stmt) if isinstance(n, ast.Call)):
+        name = _dotted(call.func)
+        root, _, rest = name.partition(".")
+        if not name or root not in aliases:
+            continue
+        param = _seed_param(f"{aliases[root]}.{rest}" if rest else aliases[root])
+        if param is None or any(k.arg == param for k in call.keywords):
+            continue
+        if param == "seed" and call.args:  # default_rng(42): seeded by position
+            continue
+        fixed = ast.Call(call.func, call.args, [*call.keywords, ast.keyword(param, ast.Constant(0))])
+        return call.lineno, ast.unparse(call), param, ast.unparse(fixed)
+    return None

@@ -231,6 +231,10 @@ class Recording:
         #: sentences a recorder adds about what it could not see as the program ran it
         #: (the end record's ``notes``; the report prints them)
         self.notes: list[str] = []
+        #: random draws the recorder saw but could not record op by op, made by a data
+        #: pipeline on several threads (the end record's ``pipeline``): each a dict with
+        #: ``op``, ``location``, ``where`` (the pipeline stage) and ``catalog`` (an entry id)
+        self.pipeline: list[dict[str, str]] = []
 
     def args_record(self, items, str_types: tuple = ()) -> tuple:
         """The input record of an op's non-tensor arguments ``items`` ((name, value)

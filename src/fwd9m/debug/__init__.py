@@ -260,6 +260,8 @@ def _finish(recorders, rec: Recording, writer: TraceWriter, completed: bool, tra
         end["not_recorded"] = dict(sorted(rec.not_recorded.items()))
     if rec.notes:
         end["notes"] = list(dict.fromkeys(rec.notes))
+    if rec.pipeline:
+        end["pipeline"] = rec.pipeline[:10]
     writer.close(end)
     trace.ops, trace.tensors, trace.bytes = writer.ops, writer.tensors, writer.bytes_written
 

@@ -86,6 +86,8 @@ class DebugReport:
     programs: tuple[Any, Any] = (None, None)
     #: earlier divergences whose values reach no result (:mod:`fwd9m.debug._flow`), first first
     harmless: list[dict[str, Any]] = field(default_factory=list)
+    #: random draws of a data pipeline's parallel stage, not recorded op by op (trace end)
+    pipeline: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -450,10 +452,10 @@ def _framework_of(op: str, frameworks: list[str], default: str) -> str:
     return default
 
 
-def _explained(first: Divergence, framework: str, ha: dict, hb: dict) -> Divergence:
+def _explained(first: Divergence, framework: str, ha: dict, hb: dict, pipeline: list) -> Divergence:
     from . import _explain
 
-    explanation = _explain.explain(first, framework, ha, hb)
+    explanation = _explain.explain(first, framework, ha, hb, pipeline=pipeline)
     detail = first.detail
     if first.kind == "structural" and first.seq == 0 and not _same_program(ha, hb):
         detail = "the traces come from different programs; " + detail
@@ -501,9 +503,10 @@ def compare(a: str, b: str, *, context: int = 3) -> DebugReport:
     # parameters (their records have no inputs): the first divergence stands there
     if first is not None and first.kind != "structural" and "modules" not in (ha.get("level"), hb.get("level")):
         first, harmless = _consequential(walk, first)
+    pipeline = _pipeline(ra, rb)
     if first is not None:
         framework = _framework_of(first.op, ha.get("frameworks") or [], framework)
-        first = _explained(first, framework, ha, hb)
+        first = _explained(first, framework, ha, hb, pipeline)
     walk.first = first
     kind = "reproducible" if first is None else "environment" if env else first.kind
     return DebugReport(
@@ -520,7 +523,20 @@ def compare(a: str, b: str, *, context: int = 3) -> DebugReport:
         notes=notes,
         programs=(ha.get("program"), hb.get("program")),
         harmless=harmless,
+        pipeline=pipeline,
     )
+
+
+def _pipeline(ra: TraceReader, rb: TraceReader) -> list[dict[str, Any]]:
+    """The trace ends' ``pipeline`` records (random draws of a data pipeline's parallel
+    stage that the recorder saw but did not record op by op), of either run."""
+    out: list[dict[str, Any]] = []
+    for r in (ra, rb):
+        got = (r.end or {}).get("pipeline")
+        for p in got if isinstance(got, list) else []:
+            if isinstance(p, dict) and isinstance(p.get("op"), str) and p not in out:
+                out.append({k: str(v) for k, v in p.items()})
+    return out[:10]
 
 
 def _consequential(walk: _Walk, first: Divergence) -> tuple[Divergence, list[dict[str, Any]]]:

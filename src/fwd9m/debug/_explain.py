@@ -425,7 +425,13 @@ def _lint(ha: dict, cause: str, hashseed: str | None) -> list[dict]:
 
 
 def explain(
-    first, report, ha: dict, hb: dict, hashseed: str | None = None, hashseed_note: str | None = None
+    first,
+    report,
+    ha: dict,
+    hb: dict,
+    hashseed: str | None = None,
+    hashseed_note: str | None = None,
+    pipeline: list[dict] | None = None,
 ) -> dict[str, Any]:
     """What to tell the user about ``first`` (a Divergence): headline, causes, catalog
     entries (id, title, fix, references), the fix to paste, and ``lint``: the findings
@@ -438,8 +444,12 @@ def explain(
     ``hashseed_note`` its message (shown among the causes of a ``hashseed`` source);
     once tested, the advice to test it goes, and when ruled out, not confirmed or
     intermittent so do the hash-order causes and catalog entries. ``report``: the
-    framework recorded (a name, or the Report that names it)."""
+    framework recorded (a name, or the Report that names it). ``pipeline``: the random
+    draws of a data pipeline's parallel stage that the recorder saw but could not record
+    op by op (the trace end's ``pipeline``; by default the Report's)."""
     framework = report if isinstance(report, str) else report.framework
+    if pipeline is None:
+        pipeline = list(getattr(report, "pipeline", None) or [])
     env = ha.get("environment") or {}
     version = ((env.get("frameworks") or {}).get(framework) or {}).get("version") or (env.get("packages") or {}).get(
         framework
@@ -447,7 +457,19 @@ def explain(
     if first.kind == "culprit":
         return _explain_culprit(first, framework, version, env, ha, hashseed)
     if first.kind == "external":
-        return _explain_external(first, framework, env, ha, hashseed, hashseed_note)
+        told = _explain_external(first, framework, env, ha, hashseed, hashseed_note)
+        if first.source == "data":
+            told = _parallel_draw(first, told, pipeline) if pipeline else _pydataset_draw(told, ha)
+        if first.source in ("data", "python") and _keras_seed_state(first, ha):
+            from ..keras._debug import seed_state_explanation
+
+            told = seed_state_explanation(told, first.op, first.location, first.detail)
+            told["catalog"] = _entries_by_id(["keras.seed-generator"]) + [
+                e for e in told.get("catalog", []) if e["id"] != "keras.seed-generator"
+            ]
+        elif first.source in ("data", "python") and not told.get("unconfirmed"):
+            told = _made_by(first, told, ha)
+        return told
     if first.kind == "structural":
         return _explain_structural()
     return {}
@@ -607,6 +629,127 @@ def _worker_draw(framework: str, ha: dict) -> str:
     return f"; source: the random draw in the DataLoader's worker processes (data phase, worker process): {where}"
 
 
+def _parallel_draw(first, told: dict[str, Any], pipeline: list[dict]) -> dict[str, Any]:
+    """A batch that differs, from a data pipeline whose parallel stage draws random
+    numbers on several threads (the recorder names the draw: ``pipeline``): that draw is
+    the likely source, named at its line with its catalog entry, but *unconfirmed*: the
+    stage's ops were not recorded one by one, so no replay shows it."""
+    p = pipeline[0]
+    where = f"{p['op']} at {p.get('location') or '?'} in {p.get('where') or 'a parallel stage'}"
+    entries = _entries_by_id([p["catalog"]]) if p.get("catalog") else []
+    shown = {e["id"] for e in entries}
+    entries += [e for e in told.get("catalog", []) if e["id"] not in shown]
+    fixes = [s for e in entries[:1] for s in _solutions(e["id"])]
+    fix = "\n".join(
+        [f"# the random draw {p['op']} at {p.get('location') or '?'} runs on several threads of the pipeline:"]
+        + [f"{code}   # {text}" if "\n" not in code else f"# {text}\n{code}" for text, code in fixes]
+    )
+    return dict(
+        told,
+        unconfirmed=True,
+        headline=(
+            f"unconfirmed: the input batch differs between the runs (data pipeline); the likely source is "
+            f"the random draw {where}: "
+            f"the stage runs its function on several threads, which draw from one generator in an order that "
+            f"varies from run to run (not replayed: the stage's ops are not recorded one by one)"
+        ),
+        causes=[
+            f"{p['op']} at {p.get('location') or '?'} draws in a parallel stage of the data pipeline: each "
+            f"element gets the numbers of whichever thread reaches the generator first",
+            *told.get("causes", []),
+        ],
+        catalog=entries,
+        fix=fix if fixes else told.get("fix", ""),
+    )
+
+
+def _pydataset_draw(told: dict[str, Any], ha: dict) -> dict[str, Any]:
+    """A batch that differs, in a script whose Keras ``PyDataset`` runs ``__getitem__`` on
+    several workers: the draws there are the source, with the catalog's entry for it and
+    its fix, not the advice for data pipelines the script does not have; ``told``
+    unchanged otherwise."""
+    from .._lint_hints import pydataset_workers, worker_draws
+
+    script = _script(ha)
+    made = pydataset_workers(script)
+    if made is None:
+        return told
+    name = os.path.basename(str(script))
+    draws = [d for d in worker_draws(script) if d[1].startswith(f"{made[1]}.")] or worker_draws(script)
+    where = "; ".join(f"{name}:{line} in {method} ({call})" for line, method, call in draws[:3])
+    entries = _entries_by_id(["keras.pydataset-workers"])
+    entries += [
+        e
+        for e in told.get("catalog", [])
+        if not e["id"].endswith("shuffle-seed")
+        and not e["id"].startswith("torch.")
+        and e["id"] not in {"keras.pydataset-workers"}
+    ]
+    fix = "\n".join(
+        [f"# {name}:{made[0]}: {made[1]} runs __getitem__ on several workers; its draws must not depend on their order"]
+        + [f"{code}   # {text}" for text, code in _solutions("keras.pydataset-workers")]
+    )
+    headline = told.get("headline", "") + (
+        f"; source: the random draw in the PyDataset's workers (data phase, worker threads or processes): {where}"
+        if where
+        else f"; source: {made[1]} made at {name}:{made[0]} runs __getitem__ on several workers"
+    )
+    causes = [
+        f"{made[1]}.__getitem__ runs on several workers (threads or processes): draws from a shared "
+        f"or unseeded generator come in another order, or with other values, in each run",
+        *(c for c in told.get("causes", []) if "shuffle" not in c),
+    ]
+    return dict(told, headline=headline, causes=causes, catalog=entries, fix=fix)
+
+
+def _keras_seed_state(first, ha: dict) -> bool:
+    """Whether the first differing value is a Keras SeedGenerator's state: a script that
+    trains through Keras, and a differing input of that state's dtype and shape."""
+    from ..keras._debug import SEED_STATE_METAS
+    from ._child import detect_frameworks
+
+    script = _script(ha)
+    if not any(f"({m})" in first.detail for m in SEED_STATE_METAS):  # _compare names the input's meta
+        return False
+    return bool(script) and "keras" in (ha.get("frameworks") or []) + detect_frameworks(script, False)
+
+
+def _made_by(first, told: dict[str, Any], ha: dict) -> dict[str, Any]:
+    """A value made outside every recorded framework, named at the line that made it: the
+    names the first recorded op reads at its line, followed back through the script's
+    assignments to a library call that takes a seed and was not given one (scikit-learn's
+    ``KMeans(...)`` without ``random_state``), with that call seeded as the fix; ``told``
+    unchanged when none is found."""
+    from .._lint_hints import unseeded_origin
+
+    script = _script(ha)
+    name = os.path.basename(str(script))
+    file, _, line = (first.location or "").rpartition(":")
+    if not script or os.path.basename(file) != name or not line.isdigit():
+        return told
+    got = unseeded_origin(script, int(line))
+    if got is None:
+        return told
+    at, call, param, fixed = got
+    headline = (
+        f"{told.get('headline', '')}; the value was made at {name}:{at} by {call} without {param} "
+        f"(outside the recorded framework ops), and read by them at {first.location}"
+    )
+    fix = f"# {name}:{at}: seed the call that made the value\n{fixed}"
+    causes = [f"{call} at {name}:{at} draws from an unseeded generator: pass {param}=S", *told.get("causes", [])]
+    catalog = [e for e in told.get("catalog", []) if not e["id"].startswith("torch.dataloader")]
+    return dict(told, headline=headline, causes=causes, catalog=catalog, fix=fix)
+
+
+def _solutions(entry_id: str) -> list[tuple[str, str]]:
+    """(text, code) of each solution of catalog entry ``entry_id`` that has code."""
+    cat = _catalog()
+    try:
+        return [(s.text, s.code) for s in cat.get(entry_id).solutions if s.code] if cat else []
+    except Exception:  # noqa: BLE001 - not an entry of this catalog
+        return []
+
+
 _PYTHON_OP_CAUSE = (
     "the function draws from Python's random or NumPy's global RNG (unseeded), or reads the clock or a file"
 )
@@ -692,4 +835,24 @@ def unconfirmed(first, framework: str) -> dict[str, Any]:
                 else ""
             )
         )
+    return ex
+
+
+def not_replayed(first, framework: str, why: str) -> dict[str, Any]:
+    """The explanation of a culprit the catalog does not list and no replay confirmed
+    (the replay could not run, or was not asked for): inputs recorded as identical and
+    outputs that differ do not show the op to be at fault, so it is "unconfirmed", with
+    no "please report it"; ``first``'s explanation unchanged for a listed op."""
+    ex = dict(first.explanation or {})
+    if ex.get("catalog") or ex.get("unconfirmed") or first.kind != "culprit":
+        return ex
+    ex = unconfirmed(first, framework)
+    ex["headline"] = (
+        f"unconfirmed: {first.op} gave different outputs from inputs recorded as identical, but it "
+        f"was not replayed ({why}), and fwd9m's catalog does not list it: it is not shown to be at fault"
+    )
+    ex["causes"] = [
+        *ex["causes"],
+        "a nondeterministic kernel (atomics or threads): replay it with fwd9m debug (without --no-replay) to tell",
+    ]
     return ex

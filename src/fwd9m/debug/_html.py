@@ -122,6 +122,7 @@ def to_html(report) -> str:
     parts = [
         _header(report),
         _card(report),
+        _harmless(report),
         _environment(report),
         _chart(report),
         _heatmap(report),
@@ -188,7 +189,10 @@ def _card(report) -> str:
             f"{_esc(report.ops_b)} in run B.</p></section>"
         )
     ex = f.explanation or {}
-    title = _KIND_TITLE.get(f.kind, f.kind) + (f" ({f.source})" if f.source else "")
+    source = ex.get("source") or f.source  # as the text report: a Keras seed state, unconfirmed
+    title = _KIND_TITLE.get(f.kind, f.kind) + (f" ({source})" if source else "")
+    if ex.get("unconfirmed"):
+        title = title[:-1] + ", unconfirmed)" if source else title + " (unconfirmed)"
     rows = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in _facts(f))
     body = [f"<section class='card' id='first-divergence' data-part='card'><h2>{_esc(title)}</h2>"]
     if ex.get("headline"):
@@ -654,6 +658,23 @@ def _values(report) -> str:
             )
         out.append("</table>")
     return "".join(out) + "</section>"
+
+
+def _harmless(report) -> str:
+    """The earlier divergences whose values reach no result, as the text report lists
+    them (:func:`fwd9m.debug._report._harmless_lines`), after the one that matters."""
+    from ._report import _harmless_lines
+
+    if not report.harmless:
+        return ""
+    n = len(report.harmless)
+    return (
+        "<section id='harmless' data-part='harmless'><h2>Harmless divergences</h2><p>"
+        f"{n} earlier {'divergence reaches' if n == 1 else 'divergences reach'} no result (overwritten, "
+        "never used, or only read into Python); the card above is the first that matters.</p><ul>"
+        + "".join(f"<li>{_esc(line.removeprefix('harmless: '))}</li>" for line in _harmless_lines(report))
+        + "</ul></section>"
+    )
 
 
 def _notes(report) -> str:

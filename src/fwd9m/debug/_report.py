@@ -73,8 +73,9 @@ def _divergence_lines(report, f) -> list[str]:
     structural one the ops around it in both runs."""
     ex = f.explanation or {}
     title = {"culprit": "CULPRIT OP", "external": "EXTERNAL SOURCE", "structural": "STRUCTURAL DIFFERENCE"}[f.kind]
-    if f.kind == "external":
-        title += f" ({f.source})"
+    if f.kind == "external":  # unconfirmed: the likely source was not replayed (a parallel draw)
+        source = ex.get("source") or f.source  # the explanation may name it better (a Keras seed state)
+        title += f" ({source}, unconfirmed)" if ex.get("unconfirmed") else f" ({source})"
     elif ex.get("unconfirmed"):  # its replay alone did not vary (fwd9m.debug._explain.unconfirmed)
         title += " (unconfirmed)"
     if report.harmless:
@@ -92,8 +93,8 @@ def _divergence_lines(report, f) -> list[str]:
         lines.append(f"  module:   {f.module}")
     lines.append(f"  phase:    {f.phase or '-'}    device: {f.device or '-'}")
     lines.append(f"  location: {f.location or '(no user frame)'}")
-    if f.detail:
-        lines.append(f"  why:      {f.detail}")
+    if ex.get("why") or f.detail:  # the explanation may say better what the value is
+        lines.append(f"  why:      {ex.get('why') or f.detail}")
     if f.magnitude:
         lines.append(f"  size:     {_fmt_mag(f.magnitude)}")
     if f.kind == "structural" and (f.a_context or f.b_context):

@@ -748,8 +748,8 @@ def _two_runs(s: _Session, directory: str) -> DebugReport:
         and s.options.hashseed_check
     ):
         report = _hash_seed_experiment(s, directory, report, paths)
-    if f is not None and f.kind == "culprit" and s.options.replay and f.op.split(":", 1)[0] not in _COARSE:
-        report = _replayed(s, directory, report)
+    if f is not None and f.kind == "culprit" and f.op.split(":", 1)[0] not in _COARSE:
+        report = _replayed(s, directory, report) if s.options.replay else _not_replayed(report, "--no-replay")
     if s.options.keep:
         report = replace(
             report,
@@ -873,11 +873,12 @@ def _replayed(s: _Session, directory: str, report: DebugReport) -> DebugReport:
         if tail.strip():
             s.say(f"the replay's targeted run: its last output:\n{tail.rstrip()}")
         why = why.removesuffix("; its last output:").removesuffix(": its last output:")
-        return replace(report, notes=[*report.notes, f"the culprit was not replayed: {why}"])
+        report = replace(report, notes=[*report.notes, f"the culprit was not replayed: {why}"])
+        return _not_replayed(report, "its replay could not run: see the notes")
     finally:
         _note_writes_through_links(s, watch, directory, "the replay run")
     if result is None:
-        return report
+        return _not_replayed(report, "its call could not be captured")
     off, on = result.off, result.on
     proof = {
         "distinct": off.distinct,
@@ -895,7 +896,23 @@ def _replayed(s: _Session, directory: str, report: DebugReport) -> DebugReport:
 
         detail = first.detail.replace(": the op is nondeterministic", " (as recorded)")
         first = replace(first, detail=detail, explanation=unconfirmed(first, report.framework))
+    elif off.status != "nondeterministic":  # the replay itself failed: no proof either way
+        return _not_replayed(replace(report, first=first), "its replay failed: see proof")
     return replace(report, first=first)
+
+
+def _not_replayed(report: DebugReport, why: str) -> DebugReport:
+    """A culprit no replay confirmed: unconfirmed unless the catalog lists the op
+    (:func:`fwd9m.debug._explain.not_replayed`)."""
+    from ._explain import not_replayed
+
+    first = report.first
+    assert first is not None
+    explanation = not_replayed(first, report.framework, why)
+    if not explanation.get("unconfirmed"):
+        return report
+    detail = first.detail.replace(": the op is nondeterministic", " (as recorded)")
+    return replace(report, first=replace(first, detail=detail, explanation=explanation))
 
 
 def _python_inside(report: DebugReport, first: Any, inside: dict, directory: str) -> DebugReport:

@@ -155,6 +155,10 @@ class _Registry:
     xla_functions: dict[str, bool] = {}  # runtime function name -> compiled by XLA
     xla_constants: dict[str, str] = {}  # runtime function name -> its constants' text (or "")
     instrumented: set[str] = set()  # outermost function graphs with hooks
+    #: function argument placeholders (op index) digested where a later op reads them
+    read_args: set[int] = set()
+    #: tf.data function graph name -> (random op type, user location) of its first stateful draw
+    data_random: dict[str, tuple[str, str]] = {}
 
 
 def _graph_hook(idx: int, *arrays) -> None:
@@ -491,6 +495,8 @@ class TFRecorder:
         if _is_function(op_type):
             self._function_call(op_type, inputs, outputs)
             return None
+        if op_type.startswith("Parallel") and "Dataset" in op_type:
+            self._parallel_dataset(op_type, attrs)
         if op_type in self._skip or not self._in_window():
             return None
         rec = self.rec
@@ -518,6 +524,32 @@ class TFRecorder:
                         continue  # a resource handle (InvalidArgumentError): not a value
                     rec.writer.capture(seq, is_out, i, rec.meta_id(t.dtype.name, tuple(t.shape)), data)
         return None
+
+    def _parallel_dataset(self, op_type: str, attrs) -> None:
+        """A parallel tf.data stage (``map(..., num_parallel_calls=...)``, a parallel
+        interleave) whose function draws from a stateful random op: its threads draw in
+        an order that varies from run to run, and its ops are not recorded one by one
+        (they run on tf.data's threads): the trace's ``pipeline`` names the draw."""
+        fn = dict(_attr_pairs(attrs)).get("f")
+        name = getattr(getattr(fn, "graph", None), "name", None)
+        got = _Registry.data_random.get(name) if name else None
+        if got is None or any(p["location"] == got[1] for p in self.rec.pipeline):
+            return
+        stage = name[len("Dataset_") :] if name.startswith("Dataset_") else name
+        self.rec.pipeline.append(
+            {
+                "op": got[0],
+                "location": got[1],
+                "where": f"{op_type} ({stage})",
+                "catalog": "tensorflow.data-parallel-map",
+            }
+        )
+        self.rec.notes.append(
+            f"the tf.data function {stage} runs {got[0]} at {got[1]} in a parallel stage ({op_type}): its ops run "
+            f"on tf.data's threads and are not recorded one by one (the order of their draws varies between "
+            f"threads, so no op of one run is paired with an op of the other); what it makes is compared "
+            f"where the model reads the batch (IteratorGetNext)"
+        )
 
     def _function_call(self, op_type: str, inputs, outputs) -> None:
         """An eager call of a function whose ops are not instrumented (XLA-compiled, or
@@ -563,9 +595,13 @@ class TFRecorder:
 
     def _instrument(self, op_type, inputs, attrs, outputs, op_name: str, graph):
         """Graph construction: register the op and add its digest side effect."""
-        gname = getattr(graph, "name", "") or ""
-        if gname.startswith("Dataset_") or not hasattr(graph, "outer_graph"):
-            return None  # tf.data function / TF1 graph: not instrumented
+        dataset = _dataset_graph(graph)
+        if dataset is not None:  # a tf.data function, or a branch of one: not instrumented
+            if _is_stateful_random(op_type):
+                _Registry.data_random.setdefault(dataset, (op_type, self._graph_location()))
+            return None
+        if not hasattr(graph, "outer_graph"):
+            return None  # TF1 graph: not instrumented
         gid = id(graph)
         src = _Registry.src
         outputs = list(outputs or ())
@@ -610,6 +646,8 @@ class TFRecorder:
         gid = id(graph)
         src = _Registry.src
         ins = [(t.dtype.name, _shape(t), src.get((id(t.graph), t.name))) for t in inputs]
+        for t, (_, _, ref) in zip(inputs, ins):
+            self._read_argument(t, ref)
         outs = [(t.dtype.name, _shape(t)) for t in outputs]
         digestable = (
             [i for i, t in enumerate(outputs) if t.dtype.name not in _NOT_DIGESTED and t.dtype.is_numpy_compatible]
@@ -633,6 +671,27 @@ class TFRecorder:
             args = parts
         tf.numpy_function(functools.partial(_graph_hook, idx), args, Tout=[], stateful=True, name="fwd9m_digest")
         return None
+
+    def _read_argument(self, t, ref) -> None:
+        """A function's argument (a ``Placeholder``) read by the op being built: its value
+        is digested here, at its first reader, once. The placeholders of a function's
+        arguments are made before TensorFlow adds control dependencies to the graph's
+        stateful ops, so a digest hook added with them is pruned: a nested function's
+        inputs (Keras' ``one_step_on_data`` batch) were never digested, and an op reading
+        them looked like one whose inputs agree."""
+        if ref is None or ref[0] in _Registry.read_args or not self.rec.digests:
+            return
+        entry = _Registry.ops[ref[0]]
+        if entry[0] != "Placeholder" or ref[1] not in entry[6]:
+            return
+        _Registry.read_args.add(ref[0])
+        args = [t]
+        if entry[7]:  # on a GPU: the partial digest computed in the graph
+            s, n = _digest.partial(t)
+            args = [s, self.tf.cast(n, self.tf.int64)]
+        self.tf.numpy_function(
+            functools.partial(_graph_hook, ref[0]), args, Tout=[], stateful=True, name="fwd9m_digest"
+        )
 
     def _graph_location(self) -> str:
         """User file:line at graph construction, with autograph's generated code mapped
@@ -740,6 +799,27 @@ def _is_xla_function(op_type: str) -> bool:
             attr = None
         got = _Registry.xla_functions[op_type] = bool(attr is not None and attr.b)
     return got
+
+
+def _dataset_graph(graph) -> str | None:
+    """The name of the tf.data function graph (``Dataset_...``) that ``graph`` is, or is
+    nested in (a ``tf.cond`` branch of a map function), else None."""
+    g = graph
+    while g is not None:
+        name = getattr(g, "name", "") or ""
+        if name.startswith("Dataset_"):
+            return name
+        g = getattr(g, "outer_graph", None)
+    return None
+
+
+def _is_stateful_random(op_type: str) -> bool:
+    """Whether ``op_type`` draws from a random generator's state (``RandomUniform``,
+    ``RandomShuffle``, a ``tf.random.Generator`` op), not from a seed input (stateless)."""
+    return (
+        op_type.startswith(("Random", "Multinomial", "TruncatedNormal", "StatefulUniform", "StatefulStandardNormal"))
+        or op_type.startswith(("StatefulTruncatedNormal", "StatefulRandom", "RngRead"))
+    ) and "Stateless" not in op_type
 
 
 def _shape(t) -> tuple:
