@@ -19,7 +19,16 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["ENV_SIDE_BY_SIDE", "Parallel", "decide", "for_runs", "sees_gpu", "threads_of", "usable_cores"]
+__all__ = [
+    "ENV_SIDE_BY_SIDE",
+    "Parallel",
+    "decide",
+    "for_runs",
+    "frameworks_of",
+    "sees_gpu",
+    "threads_of",
+    "usable_cores",
+]
 
 #: ``1``: runs 1 and 2 side by side; ``0``: one after the other; unset: :func:`decide`
 ENV_SIDE_BY_SIDE = "FWD9M_SIDE_BY_SIDE"
@@ -79,6 +88,15 @@ def threads_of(frameworks: Iterable[str], environ: Mapping[str, str], cores: int
 
     names = [n for n in frameworks if n in _frameworks.FRAMEWORKS]
     return max((_frameworks.backend(n).intra_op_threads(environ, cores) for n in names), default=cores)
+
+
+def frameworks_of(module: str | None) -> list[str]:
+    """The framework (registry name) of a module a run imports (``torch``; ``flax`` ->
+    ``jax``), as a list; empty when unknown."""
+    from .. import _frameworks
+
+    name = _frameworks.of_module(module) if module else None
+    return [name] if name else []
 
 
 def sees_gpu(environ: Mapping[str, str]) -> bool:

@@ -17,6 +17,7 @@ from .._log import logger
 from .._runtime import isolation, lease
 from .._runtime.workdir import Guard
 from ..errors import RunError
+from . import _parallel
 from ._lockstep import Divergence
 from ._process import _execute, _Run, _run_notes
 from ._result import CheckResult, Draft, RunInfo
@@ -343,13 +344,24 @@ def _side_by_side(
     clock = _clock_seed(prog, o)
     when = f"records its first training step ({clock})" if clock else "imports torch, Keras or JAX"
     say(
-        f"early stop: run 2 starts beside run 1 once run 1 {when}, and both stop at the first training step "
-        "that differs; a script that imports none runs one after the other (--no-early-stop: always one "
-        "after the other, to the end)"
+        f"early stop: run 2 starts beside run 1 once run 1 {when} (after it, where the two runs' threads do "
+        "not fit the cores together), and stops at the first training step that differs; a script that "
+        "imports none runs one after the other (--no-early-stop: always one after the other, to the end)"
     )
     envs = [{**o.env, **plan[k][2]} for k in (0, 1)]
     found, overlapped = run_pair(
-        pair, prog.invocation, o.cwd, envs, site, o.timeout, which, say, guard, prog.display, at_import=not clock
+        pair,
+        prog.invocation,
+        o.cwd,
+        envs,
+        site,
+        o.timeout,
+        which,
+        say,
+        guard,
+        prog.display,
+        at_import=not clock,
+        parallel=lambda module: _parallel.for_runs(_parallel.frameworks_of(module), {**os.environ, **o.env}),
     )
     reason = doubt(pair, found is not None) if overlapped else None
     if reason is None:
