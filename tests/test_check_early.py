@@ -106,6 +106,32 @@ def test_threads_that_fit_the_cores_run_side_by_side(train):
     assert "starts beside it" in out.stderr
 
 
+def test_runs_one_after_the_other_still_read_the_clock_in_other_seconds(tmp_path):
+    """A run that ends within CLOCK_GAP_S after announcing torch (it only looks the
+    module up): run 2 starts CLOCK_GAP_S after run 1 at least, so a seed read from the
+    clock in seconds differs, as side by side."""
+    from fwd9m.check._process import CLOCK_GAP_S
+
+    (tmp_path / "clock.py").write_text(
+        "import importlib.util, time\nprint(repr(time.time()))\nimportlib.util.find_spec('torch')\n"
+    )
+    out = check(tmp_path, "--keep", "--format", "json", "clock.py", FWD9M_SIDE_BY_SIDE="0")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "run 2 runs after it" in out.stderr or "run 2 starts, compared with run 1's steps" in out.stderr, out.stderr
+    kept = Path(next(n for n in json.loads(out.stdout)["notes"] if n.startswith("run directories kept in")).split()[-1])
+    t1, t2 = (float((kept / "side-by-side" / f"run{k}" / "stdout").read_text()) for k in (1, 2))
+    assert t2 - t1 >= CLOCK_GAP_S and int(t2) != int(t1)
+
+
+def test_runs_to_the_end_one_after_the_other_read_the_clock_in_other_seconds(tmp_path):
+    """--no-early-stop: runs of well under a second that print the clock in seconds
+    differ (each run starts CLOCK_GAP_S after the one before at least), never a false
+    REPRODUCIBLE."""
+    (tmp_path / "clock.py").write_text("import time\nprint(int(time.time()))\n")
+    out = check(tmp_path, "--no-early-stop", "--no-hashseed-check", "--runs", "3", "clock.py")
+    assert out.returncode == 1 and out.stdout.startswith("NOT REPRODUCIBLE"), out.stdout + out.stderr
+
+
 @pytest.mark.parametrize("overlap", ["0", "1"])
 def test_debug_records_only_the_diverging_step_150(train, overlap):
     """fwd9m debug: the digest runs find step 150; the op-level runs record that step
@@ -373,3 +399,14 @@ def test_debug_reports_digest_runs_that_end_differently(tmp_path):
     assert any("the end of its stderr: second run: giving up" in n for n in report["notes"]), report["notes"]
     assert "recording the whole runs" not in out.stderr and "recording run" not in out.stderr, out.stderr
     assert "| second run: giving up" in out.stderr
+
+
+def test_the_clock_gap_after_a_run_parts_every_read_of_it_or_follows_a_long_run_at_once():
+    import time
+
+    from fwd9m.check._process import CLOCK_GAP_S, clock_gap
+
+    now = time.monotonic()
+    assert CLOCK_GAP_S - 0.1 <= clock_gap(now, 0.5) <= CLOCK_GAP_S  # a short run: CLOCK_GAP_S after its end
+    assert clock_gap(now - CLOCK_GAP_S, 0.5) == 0.0  # as long ago already
+    assert clock_gap(now, 2 * CLOCK_GAP_S) == 0.0  # a long run: its start is far enough back

@@ -33,7 +33,7 @@ from ..steps._follow import StepFollower
 from ..steps._format import StepRecord
 from ..steps._session import ENV_CHECK, FRAMEWORK_MARK
 from ._parallel import Parallel
-from ._process import CLOCK_GAP_S, STOPPED, Guard, _collect_run, _launch, _Launched, _Run
+from ._process import CLOCK_GAP_S, STOPPED, Guard, _collect_run, _launch, _Launched, _Run, clock_gap
 
 __all__ = ["RESULT_GROUPS", "Divergence", "doubt", "run_pair"]
 
@@ -187,6 +187,7 @@ def run_pair(
             kill_leftovers(x.proc)
             _collect_run(runs[0], x, invocation, say, guard)  # your files put back before run 2
             collected.append(0)
+            time.sleep(clock_gap(x.t0 + runs[0].info.seconds, runs[0].info.seconds))  # a clock seed: another second
         return launch(1)
 
     stopped: list[int] = []

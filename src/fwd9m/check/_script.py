@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from .._runtime.workdir import Guard
 from ..errors import RunError
 from . import _parallel
 from ._lockstep import Divergence
-from ._process import _execute, _Run, _run_notes
+from ._process import _execute, _Run, _run_notes, clock_gap
 from ._result import CheckResult, Draft, RunInfo
 from ._runs import _compare_runs, _finding_key, _settle_hash_seed
 
@@ -305,10 +306,14 @@ def _run_all(
         done, found = _side_by_side(prog, o, root, guard, say, plan, site)
         if found is not None:
             return done, found
+    ended = time.monotonic()  # runs 1 and 2 side by side, if any, ended by now
     for k, (label, cmd, extra_env, settings) in enumerate(plan[len(done) :], start=len(done)):
         run = _new_run(root, k, label, cmd, settings)
         env = {**o.env, **extra_env, **_steps_env(prog, run)}
+        if done:  # a seed read from the clock in seconds: read in another second by each run
+            time.sleep(clock_gap(ended, done[-1].info.seconds))
         _execute(run, prog.invocation, o.cwd, env, site, o.timeout, f"{k + 1}/{len(plan)}", say, guard)
+        ended = time.monotonic()
         done.append(run)
     if o.timeout is not None and all(r.info.timed_out for r in done):
         raise RunError(
