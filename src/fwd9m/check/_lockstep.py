@@ -161,9 +161,10 @@ def run_pair(
     ``parallel(framework)``: whether the runs fit side by side, given the framework run 1
     imports (None: not known yet; :func:`fwd9m.check._parallel.for_runs`); asked once,
     when run 2 would start beside run 1 (with ``together``: before run 1 starts). One
-    after the other, run 2 starts when run 1 ended, :data:`CLOCK_GAP_S` after run 1's
-    start at least, and is compared with run 1's whole stream as it goes: it stops at
-    the first step that differs (run 1 ran to its end). None: side by side."""
+    after the other, run 2 starts when run 1 ended (after
+    :func:`~fwd9m.check._process.clock_gap`) and is compared with run 1's whole stream
+    as it goes: it stops at the first step that differs (run 1 ran to its end). None:
+    side by side."""
     streams = [_Streams(run.root / "steps") for run in runs]
     streams[0].at_import = at_import
     after_first = _Order(parallel, streams[0], runs, say)
