@@ -58,6 +58,7 @@ def test_protocol_members_are_the_ones_checked_here():
         "digest",
         "digest_partial",
         "runtime_info",
+        "intra_op_threads",
         "recorded_by",
         "recorder",
         "keep_alive",

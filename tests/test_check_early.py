@@ -59,9 +59,19 @@ def train(tmp_path_factory) -> Path:
     return d
 
 
-def test_divergence_at_step_150_of_300_is_diagnosed_there(train):
+CORES = len(os.sched_getaffinity(0))
+#: the two orders of runs 1 and 2 (fwd9m.check._parallel): torch's threads set to the
+#: cores, so two runs do not fit side by side; and side by side, forced
+ORDERS = {
+    "one after the other": {"FWD9M_SIDE_BY_SIDE": "auto", "OMP_NUM_THREADS": str(CORES)},
+    "side by side": {"FWD9M_SIDE_BY_SIDE": "1"},
+}
+
+
+@pytest.mark.parametrize("order", list(ORDERS))
+def test_divergence_at_step_150_of_300_is_diagnosed_there(train, order):
     pytest.importorskip("torch")
-    out = check(train, "--format", "json", "train.py", DIVERGE_AT="150")
+    out = check(train, "--format", "json", "train.py", DIVERGE_AT="150", **ORDERS[order])
     assert out.returncode == 1, out.stderr
     result = json.loads(out.stdout)
     (finding,) = result["findings"]
@@ -73,9 +83,56 @@ def test_divergence_at_step_150_of_300_is_diagnosed_there(train):
     assert not [n for n in result["notes"] if "no final state was captured" in n], result["notes"]
     run1, run2 = result["runs"]
     assert "stopped by the early stop at step 150" in run2["error"]
+    if order == "one after the other":  # run 1 ran to its end, run 2 was compared with it as it went
+        assert f"runs one after the other: {CORES} threads each on {CORES} core" in out.stderr, out.stderr
+        assert "run 1 ended after 300 training step(s): run 2 starts" in out.stderr, out.stderr
+        assert run1["returncode"] == 0 and "differ at step 150: run 2 stopped" in out.stderr
+        assert any(
+            n.startswith("early stop: run 2 ran after run 1 and was stopped at step 150") for n in result["notes"]
+        )
+        return
     # run 2 starts once run 1 imports torch, so run 1 may have finished its 300 steps already
     assert run1["returncode"] == 0 or "stopped by the early stop at step 150" in run1["error"]
-    assert "run 1: step" in out.stderr or "differ at step 150: both stopped" in out.stderr
+    assert "differ at step 150: both stopped" in out.stderr or "differ at step 150: run 2 stopped" in out.stderr
+    assert "runs side by side: " in out.stderr and "(FWD9M_SIDE_BY_SIDE=1)" in out.stderr, out.stderr
+
+
+def test_threads_that_fit_the_cores_run_side_by_side(train):
+    """One thread each (OMP_NUM_THREADS=1, read as torch reads it) on 2 cores or more:
+    runs 1 and 2 side by side, as before; the decision is said."""
+    pytest.importorskip("torch")
+    if CORES < 2:
+        pytest.skip("one usable core: two runs never fit side by side")
+    out = check(train, "train.py", DIVERGE_AT="5", STEPS="10", OMP_NUM_THREADS="1")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert f"runs side by side: 1 thread each on {CORES} cores" in out.stderr, out.stderr
+    assert "starts beside it" in out.stderr
+
+
+def test_runs_one_after_the_other_still_read_the_clock_in_other_seconds(tmp_path):
+    """A run that ends within CLOCK_GAP_S after announcing torch (it only looks the
+    module up): run 2 starts CLOCK_GAP_S after run 1 at least, so a seed read from the
+    clock in seconds differs, as side by side."""
+    from fwd9m.check._process import CLOCK_GAP_S
+
+    (tmp_path / "clock.py").write_text(
+        "import importlib.util, time\nprint(repr(time.time()))\nimportlib.util.find_spec('torch')\n"
+    )
+    out = check(tmp_path, "--keep", "--format", "json", "clock.py", FWD9M_SIDE_BY_SIDE="0")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "run 2 runs after it" in out.stderr or "run 2 starts, compared with run 1's steps" in out.stderr, out.stderr
+    kept = Path(next(n for n in json.loads(out.stdout)["notes"] if n.startswith("run directories kept in")).split()[-1])
+    t1, t2 = (float((kept / "side-by-side" / f"run{k}" / "stdout").read_text()) for k in (1, 2))
+    assert t2 - t1 >= CLOCK_GAP_S and int(t2) != int(t1)
+
+
+def test_runs_to_the_end_one_after_the_other_read_the_clock_in_other_seconds(tmp_path):
+    """--no-early-stop: runs of well under a second that print the clock in seconds
+    differ (each run starts CLOCK_GAP_S after the one before at least), never a false
+    REPRODUCIBLE."""
+    (tmp_path / "clock.py").write_text("import time\nprint(int(time.time()))\n")
+    out = check(tmp_path, "--no-early-stop", "--no-hashseed-check", "--runs", "3", "clock.py")
+    assert out.returncode == 1 and out.stdout.startswith("NOT REPRODUCIBLE"), out.stdout + out.stderr
 
 
 @pytest.mark.parametrize("overlap", ["0", "1"])
@@ -86,7 +143,8 @@ def test_debug_records_only_the_diverging_step_150(train, overlap):
     each step for their verdict (automatic with 4 cores and no GPU)."""
     pytest.importorskip("torch")
     full = {k: v for k, v in os.environ.items() if not k.startswith("FWD9M_")}
-    full.update(DIVERGE_AT="150", PYTHONHASHSEED="0", FWD9M_DEBUG_OVERLAP=overlap)  # no hash-seed runs
+    order = "side by side" if overlap == "1" else "one after the other"  # each with each overlap, across the two
+    full.update(DIVERGE_AT="150", PYTHONHASHSEED="0", FWD9M_DEBUG_OVERLAP=overlap, **ORDERS[order])
     out = subprocess.run(
         [sys.executable, "-m", "fwd9m", "debug", "--format", "json", "train.py"],
         cwd=train,
@@ -100,8 +158,9 @@ def test_debug_records_only_the_diverging_step_150(train, overlap):
     assert report["first"]["step"] == 150 and report["kind"] == "external", report["first"]
     assert "train.py:15" in report["first"]["location"]  # the add_ of the os.urandom value
     assert report["notes"][0].startswith(
-        "early stop: step digests of two runs side by side first differ at optimizer step 150"
+        f"early stop: step digests of two runs {order} first differ at optimizer step 150"
     )
+    assert f"step digests first: two runs {order}" in out.stderr, out.stderr
     assert "op-level runs of that step only" in out.stderr
     assert ("beside the digest runs, waiting for its step" in out.stderr) == (overlap == "1"), out.stderr
 
@@ -343,3 +402,14 @@ def test_debug_reports_digest_runs_that_end_differently(tmp_path):
     assert any("the end of its stderr: second run: giving up" in n for n in report["notes"]), report["notes"]
     assert "recording the whole runs" not in out.stderr and "recording run" not in out.stderr, out.stderr
     assert "| second run: giving up" in out.stderr
+
+
+def test_the_clock_gap_after_a_run_parts_every_read_of_it_or_follows_a_long_run_at_once():
+    import time
+
+    from fwd9m.check._process import CLOCK_GAP_S, clock_gap
+
+    now = time.monotonic()
+    assert CLOCK_GAP_S - 0.1 <= clock_gap(now, 0.5) <= CLOCK_GAP_S  # a short run: CLOCK_GAP_S after its end
+    assert clock_gap(now - CLOCK_GAP_S, 0.5) == 0.0  # as long ago already
+    assert clock_gap(now, 2 * CLOCK_GAP_S) == 0.0  # a long run: its start is far enough back

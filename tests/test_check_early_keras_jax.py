@@ -133,7 +133,10 @@ def test_keras_fit_recorder_leaves_results_bit_identical(tmp_path):
 def test_runs_that_differ_at_step_0_stop_there(tmp_path, script):
     pytest.importorskip("optax" if script == "jax" else "keras")
     (tmp_path / "t.py").write_text(JAX_LOOP if script == "jax" else KERAS_FIT)
-    out = check(tmp_path, "--format", "json", "t.py", UNSEEDED="1", STEPS="100000", EPOCHS="1000")
+    # side by side (forced: a thread per core each does not fit 2 cores twice), or run 1's 100000 steps run first
+    out = check(
+        tmp_path, "--format", "json", "t.py", UNSEEDED="1", STEPS="100000", EPOCHS="1000", FWD9M_SIDE_BY_SIDE="1"
+    )
     assert out.returncode == 1, out.stdout + out.stderr
     result = json.loads(out.stdout)
     (finding,) = result["findings"]

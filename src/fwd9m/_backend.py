@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .compare._values import Tensor
     from .enable import Change, Changes
 
-__all__ = ["Adapter", "Backend", "BackendBase", "Source", "outermost"]
+__all__ = ["Adapter", "Backend", "BackendBase", "Source", "env_threads", "outermost"]
 
 #: an RNG source: (capture() -> state, restore(state))
 Source = tuple[Callable[[], Any], Callable[[Any], None]]
@@ -38,6 +38,16 @@ class Adapter:
     reseed: Callable[[Any, int], None]
     #: a warning for ``fwd9m.rng.register`` about this object, or None
     warning: Callable[[Any], str | None] | None = None
+
+
+def env_threads(environ: Mapping[str, str], *names: str) -> int | None:
+    """The thread count the first of the variables ``names`` that holds a positive
+    integer sets, or None (unset, empty, ``0`` or not a number: the framework's default)."""
+    for name in names:
+        value = environ.get(name, "").strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return None
 
 
 def outermost(objs: list[Any], children: Callable[[Any], Iterable[Any]]) -> list[Any]:
@@ -125,6 +135,14 @@ class Backend(Protocol):
 
     def runtime_info(self) -> dict[str, Any]:
         """What the imported framework says about itself (threads, CUDA, devices)."""
+        ...
+
+    def intra_op_threads(self, environ: Mapping[str, str], cores: int) -> int:
+        """The intra-op threads a process of this framework starts with, read from
+        ``environ`` as the framework reads it at start-up (``OMP_NUM_THREADS`` and the
+        like), else its default on ``cores`` usable cores; imports no framework (the
+        process has not started yet: ``fwd9m check`` decides from it whether two runs
+        fit side by side, :mod:`fwd9m.check._parallel`)."""
         ...
 
     def recorded_by(self) -> str | None:
@@ -217,6 +235,9 @@ class BackendBase:
 
     def digest_partial(self, value: Any) -> tuple[Any, int] | None:
         return None
+
+    def intra_op_threads(self, environ: Mapping[str, str], cores: int) -> int:
+        return cores
 
     def recorded_by(self) -> str | None:
         return self.name

@@ -1,8 +1,9 @@
-"""The early stop of ``fwd9m check``: run 1 and run 2 run side by side, each process
-writing its training steps' digests (:data:`fwd9m.steps._session.ENV_CHECK`, the PyTorch
-optimizer hooks and the step callbacks); this process compares the two streams as they
-grow and stops both runs at the first step where a tensor that determines the result
-differs.
+"""The early stop of ``fwd9m check``: run 1 and run 2 run side by side (or, where two
+runs' threads do not fit the cores together, one after the other:
+:mod:`fwd9m.check._parallel`), each process writing its training steps' digests
+(:data:`fwd9m.steps._session.ENV_CHECK`, the PyTorch optimizer hooks and the step
+callbacks); this process compares the two streams as they grow and stops the runs still
+running at the first step where a tensor that determines the result differs.
 
 Only :data:`RESULT_GROUPS` stop a run: the parameters before the first update, the loss,
 gradients, parameters, buffers and optimizer state, and a JAX step's other outputs
@@ -31,7 +32,8 @@ from ..steps._compare import compare_records
 from ..steps._follow import StepFollower
 from ..steps._format import StepRecord
 from ..steps._session import ENV_CHECK, FRAMEWORK_MARK
-from ._process import CLOCK_GAP_S, STOPPED, Guard, _collect_run, _launch, _Launched, _Run
+from ._parallel import Parallel
+from ._process import CLOCK_GAP_S, STOPPED, Guard, _collect_run, _launch, _Launched, _Run, clock_gap
 
 __all__ = ["RESULT_GROUPS", "Divergence", "doubt", "run_pair"]
 
@@ -59,6 +61,8 @@ class Divergence:
     #: who recorded the steps (the stream header's ``source``): ``"auto"`` is one record
     #: per PyTorch ``optimizer.step()``; else the callback or ``step_digest``
     source: str | None = None
+    #: run 2 ran after run 1 (which ran to its end) and was stopped alone there
+    after: bool = False
 
 
 class _Streams:
@@ -140,6 +144,7 @@ def run_pair(
     together: bool = False,
     compared: Callable[[int, Divergence | None], None] | None = None,
     at_import: bool = True,
+    parallel: Callable[[str | None], Parallel] | None = None,
 ) -> tuple[Divergence | None, bool]:
     """Run ``runs`` (two) side by side from run 1's first step on, comparing their step
     streams as they grow; at the first step whose result tensors differ both are
@@ -152,9 +157,17 @@ def run_pair(
     first ``n`` steps agree, and the divergence once found (``fwd9m debug``'s op-level
     runs started beside these wait on it). ``at_import``: run 2 may start when run 1
     starts importing a framework (else only at its first step: a seed read from the
-    clock before the first step is then read in another second by each run)."""
+    clock before the first step is then read in another second by each run).
+    ``parallel(framework)``: whether the runs fit side by side, given the framework run 1
+    imports (None: not known yet; :func:`fwd9m.check._parallel.for_runs`); asked once,
+    when run 2 would start beside run 1 (with ``together``: before run 1 starts). One
+    after the other, run 2 starts when run 1 ended (after
+    :func:`~fwd9m.check._process.clock_gap`) and is compared with run 1's whole stream
+    as it goes: it stops at the first step that differs (run 1 ran to its end). None:
+    side by side."""
     streams = [_Streams(run.root / "steps") for run in runs]
     streams[0].at_import = at_import
+    after_first = _Order(parallel, streams[0], runs, say)
 
     def launch(k: int) -> _Launched | None:
         streams[k].folder.mkdir(parents=True)
@@ -163,24 +176,24 @@ def run_pair(
         streams[k].pid = x.proc.pid if x is not None else None
         return x
 
-    launched: list[_Launched | None] = [launch(0), None]
-    if together:
-        launched[1] = _after_gap(launch)
+    together = together and not after_first()
+    launched: list[_Launched | None] = [launch(0), _after_gap(launch) if together else None]
     collected: list[int] = []
 
     def second() -> _Launched | None:
         x = launched[0]
         ended = x is not None and x.proc.poll() is not None
-        say(_why_second(runs, streams[0], ended))
-        if x is not None and ended:  # run 1 ended before any step: one after the other
+        say(_why_second(runs, streams[0], ended, after_first.after))
+        if x is not None and ended:  # run 1 ended: one after the other
             kill_leftovers(x.proc)
             _collect_run(runs[0], x, invocation, say, guard)  # your files put back before run 2
             collected.append(0)
+            time.sleep(clock_gap(x.t0 + runs[0].info.seconds, runs[0].info.seconds))  # a clock seed: another second
         return launch(1)
 
     stopped: list[int] = []
     try:
-        found = _watch(runs, launched, streams, timeout, say, display, stopped, second, together, compared)
+        found = _watch(runs, launched, streams, timeout, say, display, stopped, second, together, compared, after_first)
     except BaseException:
         for x in launched:
             if x is not None:
@@ -189,15 +202,55 @@ def run_pair(
     finally:
         for s in streams:
             s.close()
+    if found is not None:
+        found.after = bool(collected)
     for k, (run, x) in enumerate(zip(runs, launched)):
         if x is not None and k not in collected:
-            kill_leftovers(x.proc)
-            why = f"{STOPPED} at step {found.step}" if found is not None and k in stopped else None
-            _collect_run(run, x, invocation, say, guard, why)
-            if found is not None and k in stopped:
-                run.info.returncode = None
-                run.info.error = f"{STOPPED} at step {found.step}"
+            _collect_stopped(run, x, found if k in stopped else None, invocation, say, guard)
     return found, not collected
+
+
+def _collect_stopped(
+    run: _Run,
+    x: _Launched,
+    found: Divergence | None,
+    invocation: Path,
+    say: Callable[[str], None],
+    guard: Guard | None,
+) -> None:
+    """Collect a run of the pair; ``found``: where the early stop stopped it."""
+    kill_leftovers(x.proc)
+    _collect_run(run, x, invocation, say, guard, f"{STOPPED} at step {found.step}" if found is not None else None)
+    if found is not None:
+        run.info.returncode = None
+        run.info.error = f"{STOPPED} at step {found.step}"
+
+
+class _Order:
+    """Whether run 2 waits for run 1's end (:func:`run_pair`'s ``parallel``): decided once,
+    when first asked, and said."""
+
+    def __init__(
+        self,
+        parallel: Callable[[str | None], Parallel] | None,
+        first: _Streams,
+        runs: list[_Run],
+        say: Callable[[str], None],
+    ):
+        self.parallel, self.first, self.runs, self.say = parallel, first, runs, say
+        self.decided: Parallel | None = None
+
+    def __call__(self) -> bool:
+        if self.decided is None:
+            self.decided = self.parallel(self.first.framework) if self.parallel is not None else _BESIDE
+            if self.parallel is not None:
+                self.say(_order_line(self.decided, self.runs))
+        return not self.decided.side_by_side
+
+    @property
+    def after(self) -> bool:
+        """The runs go one after the other (False while undecided)."""
+        return self.decided is not None and not self.decided.side_by_side
 
 
 def _after_gap(launch: Callable[[int], _Launched | None]) -> _Launched | None:
@@ -217,13 +270,15 @@ def _watch(
     second: Callable[[], _Launched | None],
     started: bool = False,
     compared: Callable[[int, Divergence | None], None] | None = None,
+    after_first: Callable[[], bool] = lambda: False,
 ) -> Divergence | None:
     """Until both runs ended or a step differs: poll the processes and the streams;
     ``stopped`` gets the index of each run stopped at the divergence. Run 2 starts
     (``second``) when run 1 starts importing a framework whose steps are recorded
     (:data:`~fwd9m.steps._session.FRAMEWORK_MARK`) or records its first step, or when run
     1 ended: a script that imports none runs one after the other, as without the early
-    stop."""
+    stop; or, where ``after_first()`` says the runs go one after the other, once run 1
+    ended."""
     t0 = time.monotonic()
     beat = t0 + PROGRESS_S
     index = 0
@@ -237,7 +292,8 @@ def _watch(
         s = streams[0]
         first = launched[0]
         gap = first is None or time.monotonic() - first.t0 >= CLOCK_GAP_S
-        if not started and (s.records or (s.at_import and s.framework and gap) or s.off or first not in alive):
+        due = s.records or (s.at_import and s.framework and gap) or s.off or first not in alive
+        if not started and due and (first not in alive or not after_first()):
             started = True
             launched[1] = second()
             continue
@@ -249,7 +305,7 @@ def _watch(
                 if x in alive:
                     kill_group(x.proc)
                     stopped.append(k)
-            say(f"run 1 and run 2 differ at step {found.step}: both stopped")
+            say(f"run 1 and run 2 differ at step {found.step}: {'both' if len(stopped) > 1 else 'run 2'} stopped")
             return found
         if not alive and started:
             return None
@@ -266,9 +322,28 @@ def _watch(
         time.sleep(POLL_S)
 
 
-def _why_second(runs: list[_Run], s: _Streams, ended: bool) -> str:
-    """Why run 2 starts now, and whether beside run 1 or after it."""
+#: the order of runs without a :func:`run_pair` ``parallel``: side by side
+_BESIDE = Parallel(True, 0, 0)
+
+
+def _order_line(p: Parallel, runs: list[_Run]) -> str:
+    """The progress line of the decision: ``runs one after the other: 2 threads each on
+    2 cores; run 2 is compared with run 1's steps as it goes``."""
+    if p.side_by_side:
+        return p.describe()
+    return (
+        f"{p.describe()}; {runs[1].info.label} starts when {runs[0].info.label} ended, and stops at the "
+        f"first training step that differs from {runs[0].info.label}'s"
+    )
+
+
+def _why_second(runs: list[_Run], s: _Streams, ended: bool, after: bool = False) -> str:
+    """Why run 2 starts now, and whether beside run 1 or after it (``after``: the runs go
+    one after the other, :func:`run_pair`'s ``parallel``)."""
     one, two = runs[0].info.label, runs[1].info.label
+    if ended and after:
+        steps = f"after {len(s.records)} training step(s)" if s.records else "without recording a training step"
+        return f"{one} ended {steps}: {two} starts, compared with {one}'s steps as it goes"
     if ended:
         return (
             f"{one} ended without importing a framework that trains (torch, Keras, JAX) or recording a "
@@ -359,8 +434,11 @@ def early_result(
         {"training steps": found.index + 1},
         environment=found.environment,
     )
+    how = (
+        "run 2 ran after run 1 and was stopped" if found.after else "run 1 and run 2 ran side by side and were stopped"
+    )
     result.notes.append(
-        f"early stop: run 1 and run 2 ran side by side and were stopped at step {found.step}, the first "
+        f"early stop: {how} at step {found.step}, the first "
         f"step whose {', '.join(groups)} differ; their printed output, files and final state were not "
         f"compared. To run both to the end: fwd9m check --no-early-stop {display}"
     )
@@ -373,7 +451,8 @@ def early_result(
     result.coverage = [
         f"training steps: the step digests (weights, gradients, optimizer state, batches) of "
         f"{found.index + 1} step(s), up to the first that differs",
-        "not compared (the early stop ended both runs there): printed output, files, final state",
+        f"not compared (the early stop ended {'run 2' if found.after else 'both runs'} there): printed output, "
+        "files, final state",
     ]
     if _debug_can_record(found.environment):
         result.next_steps.append(f"find the first op that differs: fwd9m debug {_debug_args(display, False)}")

@@ -44,6 +44,19 @@ STOPPED = "stopped by the early stop"
 CLOCK_GAP_S = 1.05
 #: the runs this process launched (each gets its own clock shift)
 _RUNS = itertools.count()
+
+
+def clock_gap(ended: float, seconds: float) -> float:
+    """Seconds to wait before the next run starts, one after the other, after a run that
+    ended at ``ended`` (``time.monotonic()``, at or after its end) and ran ``seconds``: so
+    that a seed read from the clock in seconds is read in another second by each. Every
+    read of the run was before its end: :data:`CLOCK_GAP_S` after it then parts them all;
+    a run of ``2 x CLOCK_GAP_S`` or more needs no wait (a read at the same point of each
+    run is then as far apart as the runs' starts)."""
+    now = time.monotonic()
+    return max(0.0, min(CLOCK_GAP_S - (now - ended), 2 * CLOCK_GAP_S - (now - ended + seconds)))
+
+
 #: seconds between "still running" progress messages
 HEARTBEAT_S = 30.0
 IGNORED_PREFIXES: tuple[str, ...] = ()

@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +19,9 @@ from .._log import logger
 from .._runtime import isolation, lease
 from .._runtime.workdir import Guard
 from ..errors import RunError
+from . import _parallel
 from ._lockstep import Divergence
-from ._process import _execute, _Run, _run_notes
+from ._process import _execute, _Run, _run_notes, clock_gap
 from ._result import CheckResult, Draft, RunInfo
 from ._runs import _compare_runs, _finding_key, _settle_hash_seed
 
@@ -305,10 +307,14 @@ def _run_all(
         done, found = _side_by_side(prog, o, root, guard, say, plan, site)
         if found is not None:
             return done, found
+    ended = time.monotonic()  # runs 1 and 2 side by side, if any, ended by now
     for k, (label, cmd, extra_env, settings) in enumerate(plan[len(done) :], start=len(done)):
         run = _new_run(root, k, label, cmd, settings)
         env = {**o.env, **extra_env, **_steps_env(prog, run)}
+        if done:  # a seed read from the clock in seconds: read in another second by each run
+            time.sleep(clock_gap(ended, done[-1].info.seconds))
         _execute(run, prog.invocation, o.cwd, env, site, o.timeout, f"{k + 1}/{len(plan)}", say, guard)
+        ended = time.monotonic()
         done.append(run)
     if o.timeout is not None and all(r.info.timed_out for r in done):
         raise RunError(
@@ -344,13 +350,24 @@ def _side_by_side(
     clock = _clock_seed(prog, o)
     when = f"records its first training step ({clock})" if clock else "imports torch, Keras or JAX"
     say(
-        f"early stop: run 2 starts beside run 1 once run 1 {when}, and both stop at the first training step "
-        "that differs; a script that imports none runs one after the other (--no-early-stop: always one "
-        "after the other, to the end)"
+        f"early stop: run 2 starts beside run 1 once run 1 {when} (after it, where the two runs' threads do "
+        "not fit the cores together), and stops at the first training step that differs; a script that "
+        "imports none runs one after the other (--no-early-stop: always one after the other, to the end)"
     )
     envs = [{**o.env, **plan[k][2]} for k in (0, 1)]
     found, overlapped = run_pair(
-        pair, prog.invocation, o.cwd, envs, site, o.timeout, which, say, guard, prog.display, at_import=not clock
+        pair,
+        prog.invocation,
+        o.cwd,
+        envs,
+        site,
+        o.timeout,
+        which,
+        say,
+        guard,
+        prog.display,
+        at_import=not clock,
+        parallel=lambda module: _parallel.for_runs(_parallel.frameworks_of(module), {**os.environ, **o.env}),
     )
     reason = doubt(pair, found is not None) if overlapped else None
     if reason is None:

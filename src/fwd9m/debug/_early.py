@@ -82,6 +82,7 @@ def first_step(s: Any, directory: str, compared: Any = None) -> Any:
     ``compared``: told as they go how many steps agree, and the divergence
     (:func:`fwd9m.check._lockstep.run_pair`)."""
     from ..check._lockstep import doubt, run_pair
+    from ..check._parallel import for_runs
     from ..check._process import _Run
     from ..check._result import RunInfo
 
@@ -93,12 +94,26 @@ def first_step(s: Any, directory: str, compared: Any = None) -> Any:
     for i in (1, 2):
         d = root / f"run{i}"
         runs.append(_Run(RunInfo(f"digest run {i}", cmd), d, d / "cwd", d / "stdout"))
-    s.say("step digests first: two runs side by side, to find the first training step that differs")
     env: dict[str, str] = {}
     if o.module and o.cwd == "empty":  # the module is found from your directory, as python -m finds it
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path.cwd()), os.environ.get("PYTHONPATH", "")) if p)
+    order = for_runs(["torch"], {**os.environ, **env})  # applies(): the script trains with PyTorch only
+    how = "two runs side by side" if order.side_by_side else "two runs one after the other (run 2 stops there)"
+    s.say(f"step digests first: {how}, to find the first training step that differs")
     found, _ = run_pair(
-        runs, Path.cwd(), o.cwd, [env, env], False, o.timeout, ["1/2", "2/2"], s.say, s.guard, s.target, True, compared
+        runs,
+        Path.cwd(),
+        o.cwd,
+        [env, env],
+        False,
+        o.timeout,
+        ["1/2", "2/2"],
+        s.say,
+        s.guard,
+        s.target,
+        True,
+        compared,
+        parallel=lambda _module: order,
     )
     if found is None:
         return _no_step_differs(s, runs)
@@ -172,7 +187,7 @@ def ended_report(ended: Ended) -> Any:
     a, b = ended.infos
     notes = [
         f"NOT REPRODUCIBLE: run 1 {_status(a)}, run 2 {_status(b)}; no training step differs in "
-        f"their step digests (two runs side by side, nothing recorded op by op; fwd9m debug "
+        f"their step digests (two runs, nothing recorded op by op; fwd9m debug "
         f"--no-early-stop records the whole runs, one after the other)"
     ]
     for i, info in enumerate(ended.infos, 1):
@@ -190,7 +205,8 @@ def note(found: Any) -> str:
     names = ", ".join(f"{g}/{n}" for g, n, _, _ in found.differ[:5])
     more = f" and {len(found.differ) - 5} more" if len(found.differ) > 5 else ""
     return (
-        f"early stop: step digests of two runs side by side first differ at optimizer step {found.index} "
+        f"early stop: step digests of two runs {'one after the other' if found.after else 'side by side'} first "
+        f"differ at optimizer step {found.index} "
         f"({names}{more}); ops were recorded for that step only, each run ending after it "
         f"(fwd9m debug --no-early-stop records the whole runs)"
     )

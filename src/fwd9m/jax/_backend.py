@@ -3,7 +3,9 @@ methods."""
 
 from __future__ import annotations
 
+import re
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from .._backend import BackendBase, Source
@@ -47,6 +49,16 @@ class JaxBackend(BackendBase):
             "backend": jax.default_backend(),
             "devices": [str(d) for d in jax.devices()],
         }
+
+    def intra_op_threads(self, environ: Mapping[str, str], cores: int) -> int:
+        """XLA's CPU client runs its ops on one thread per usable core, unless ``XLA_FLAGS``
+        holds ``--xla_cpu_multi_thread_eigen=false`` (one thread) or
+        ``intra_op_parallelism_threads=N`` (the flags :mod:`fwd9m.probe._jax` sets)."""
+        flags = environ.get("XLA_FLAGS", "")
+        if re.search(r"--xla_cpu_multi_thread_eigen=(false|0)\b", flags):
+            return 1
+        m = re.search(r"intra_op_parallelism_threads=([1-9][0-9]*)", flags)
+        return int(m.group(1)) if m else cores
 
     def recorder(self, rec: Any) -> Any:
         from ._recorder import JaxRecorder

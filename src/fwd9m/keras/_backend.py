@@ -171,6 +171,16 @@ class KerasBackend(BackendBase):
             "backend": backend.backend() if backend and hasattr(backend, "backend") else None,
         }
 
+    def intra_op_threads(self, environ: Mapping[str, str], cores: int) -> int:
+        """Those of the backend Keras will run on (``KERAS_BACKEND``, else TensorFlow,
+        Keras' default), read by that backend's own rule."""
+        from .. import _frameworks
+
+        name = environ.get("KERAS_BACKEND", "").strip() or "tensorflow"
+        if name not in _frameworks.FRAMEWORKS or name == self.name:
+            return cores
+        return _frameworks.backend(name).intra_op_threads(environ, cores)
+
     def recorded_by(self) -> str | None:
         """Keras 3's ops run on its active backend (``keras.config.backend()``, read
         after the user's script imported Keras); that backend's recorder sees them."""

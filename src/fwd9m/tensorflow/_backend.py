@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import _frameworks
-from .._backend import Adapter, BackendBase, Source
+from .._backend import Adapter, BackendBase, Source, env_threads
 
 __all__ = ["TensorFlowBackend"]
 
@@ -158,6 +158,13 @@ class TensorFlowBackend(BackendBase):
             "gpus": len(tf.config.list_physical_devices("GPU")),
             "op_determinism": _op_determinism_enabled(tf),
         }
+
+    def intra_op_threads(self, environ: Mapping[str, str], cores: int) -> int:
+        """``TF_NUM_INTRAOP_THREADS``, else one thread per usable core
+        (``NumIntraOpThreadsFromEnvironment`` and ``MaxParallelism`` in
+        tensorflow/core/common_runtime/process_util.cc,
+        https://github.com/tensorflow/tensorflow/blob/master/tensorflow/core/common_runtime/process_util.cc)."""
+        return env_threads(environ, "TF_NUM_INTRAOP_THREADS") or cores
 
     def recorder(self, rec: Any) -> Any:
         from ._recorder import TFRecorder

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._backend import Adapter, BackendBase, Source
+from .._backend import Adapter, BackendBase, Source, env_threads
 
 __all__ = ["TorchBackend"]
 
@@ -164,6 +164,15 @@ class TorchBackend(BackendBase):
             "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
             "mkldnn": bool(torch.backends.mkldnn.is_available()),
         }
+
+    def intra_op_threads(self, environ: Mapping[str, str], cores: int) -> int:
+        """ATen reads ``OMP_NUM_THREADS``, then ``MKL_NUM_THREADS``, which wins when both
+        hold a positive number; else one thread per usable core (``intraop_default_num_threads``
+        in aten/src/ATen/ParallelCommon.cpp,
+        https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/ParallelCommon.cpp;
+        checked with torch 2.13: ``taskset -c 0`` gives 1 thread, ``OMP_NUM_THREADS=3
+        MKL_NUM_THREADS=1`` gives 1)."""
+        return env_threads(environ, "MKL_NUM_THREADS", "OMP_NUM_THREADS") or cores
 
     def recorder(self, rec: Any) -> Any:
         from ._recorder import TorchRecorder
