@@ -372,21 +372,35 @@ def _noqa_filter(findings: list[Finding], text: str) -> list[Finding]:
 _IPYTHON_LINE = re.compile(r"^([ \t]*)(?:![^=\s]|%%?[A-Za-z_]).*$", re.M)
 
 
+#: Python 2 syntax that Python 3 cannot parse in an old training script: ``except E, e:``
+#: and the ``print x`` statement (LynnHo's ``v1/`` GAN scripts, golbin's tutorials)
+_PY2_EXCEPT = re.compile(r"^([ \t]*except[ \t]+)([^:#\n]+?),[ \t]*([A-Za-z_]\w*)[ \t]*:", re.M)
+_PY2_PRINT = re.compile(r"^([ \t]*)print[ \t]+(?![(=.,)\]])([^\n#]*?)[ \t]*$", re.M)
+
+
 def _parse_script(text: str, path: str) -> ast.Module:
     """``ast.parse(text)``; when that fails in a file with IPython shell or magic lines
-    (a Colab notebook saved as ``.py``), the file parsed with those lines read as ``pass``
-    (same line numbers), so the rules still run on its Python. The first error stands
-    when that does not parse either."""
+    (a Colab notebook saved as ``.py``), the file parsed with those lines read as ``pass``,
+    and then with Python 2's ``except E, e:`` / ``print x`` read as Python 3 (same line
+    numbers), so the rules still run on its Python. The first error stands when that
+    does not parse either."""
     try:
         return ast.parse(text, filename=path)
     except SyntaxError as exc:
-        if not _IPYTHON_LINE.search(text):
-            raise
         first = exc
-    try:
-        return ast.parse(_IPYTHON_LINE.sub(r"\1pass", text), filename=path)
-    except SyntaxError:
-        raise first from None
+    if _IPYTHON_LINE.search(text):
+        text = _IPYTHON_LINE.sub(r"\1pass", text)
+        try:
+            return ast.parse(text, filename=path)
+        except SyntaxError:
+            pass
+    py3 = _PY2_PRINT.sub(r"\1print(\2)", _PY2_EXCEPT.sub(r"\1\2 as \3:", text))
+    if py3 != text:
+        try:
+            return ast.parse(py3, filename=path)
+        except SyntaxError:
+            pass
+    raise first
 
 
 def lint_source(

@@ -46,6 +46,7 @@ __all__ = [
     "computes_gradients",
     "assigns",
     "is_test_file",
+    "local_model_training",
     "fallback_calls",
     "importers",
     "importer_seeds",
@@ -240,8 +241,8 @@ def local_function(ctx, qualname: str, classes: bool = False):
                 s
                 for s in tree.body
                 if type(s) is ast.ImportFrom
-                and s.level == 1
                 and s.module
+                and (s.level == 1 or s.level == 0 and s.module.split(".")[0] == mod.split(".")[0] != s.module)
                 and any((a.asname or a.name) == name for a in s.names)
             ),
             None,
@@ -249,7 +250,8 @@ def local_function(ctx, qualname: str, classes: bool = False):
         if src is None:
             break
         base = path.parent
-        path = _module_file(base, src.module) if base else None
+        # ``from .tcn import f`` or the package's own absolute ``from tcn.tcn import f``
+        path = _module_file(base if src.level else Path(ctx.path).resolve().parent, src.module) if base else None
         path = path if path and path.parent == base or path and path.parent.parent == base else None
     return cache[key]
 
@@ -380,6 +382,33 @@ def local_training(ctx, methods) -> tuple[list[ast.Call], str | None]:
     return [], None
 
 
+def local_model_training(ctx, methods) -> tuple[list[ast.Call], str | None]:
+    """``([call], "name of module.py")``: the first ``model.fit(...)`` (``methods``) this
+    script runs on a name it assigned from a call into a local module that imports a
+    framework and seeds nothing (``model = compiled_tcn(...)`` from the repository's own
+    ``tcn`` package), when the script imports no framework itself; ``([], None)``
+    otherwise. The model's weights are drawn in that module, from the unseeded framework."""
+    if ctx.tree is None or is_test_file(ctx):
+        return [], None
+    built: dict[str, str] = {}
+    for n in statements(ctx):
+        if type(n) is ast.Assign and type(n.value) is ast.Call and len(n.targets) == 1:
+            qn = ctx.qualname(n.value.func)
+            if type(n.targets[0]) is ast.Name and qn and "." in qn and qn.split(".", 1)[0] not in _FOREIGN:
+                built[n.targets[0].id] = qn
+    for m in methods:
+        for c in ctx.methods.get(m, ()):
+            recv = c.func.value if type(c.func) is ast.Attribute else None
+            qn = built.get(recv.id) if type(recv) is ast.Name else None
+            found = local_function(ctx, qn, classes=True) if qn and runs(ctx, c) else None
+            if found is None:
+                continue
+            text = _text(found[2])
+            if _FRAMEWORK_IMPORT.search(text) and not _SEED_TEXT.search(text):
+                return [c], f"{found[0].name} of {found[2].name}"
+    return [], None
+
+
 def _may_train(path: Path, methods: tuple[str, ...]) -> bool:
     """A local module that imports a framework, calls one of ``methods`` and seeds
     nothing, read textually (a re-export is let through: :func:`local_function` follows
@@ -428,10 +457,13 @@ _IMPORTERS_MAX_FILES = 300  #: a larger tree is not searched for importers (spee
 #: an argument (``fix_random_seeds(args.seed)``, ``init_seeds(0)``, ``seed_all(seed)``)
 _SEED_TEXT = re.compile(
     r"\b(?:set_seed|set_random_seed|manual_seed|seed_everything|enable_determinism|"
-    r"enable_op_determinism|use_deterministic_algorithms|PRNGKey|random\.key)\s*\("
+    r"enable_op_determinism|use_deterministic_algorithms|PRNGKey|random\.key)\s*\(|\btf_random_seed\s*=\s*(?!None\b)\w"
     r"|(?<!\w)(?:\w+_seeds?|seed_\w+)\(\s*[\w.\[\]'\"]+\s*\)"
 )
-_TF_SEED_TEXT = re.compile(r"\b(?:set_seed|set_random_seed|seed_everything|enable_determinism)\s*\(")
+#: ... and an Estimator's ``RunConfig(tf_random_seed=230)``, which sets the graph seed
+_TF_SEED_TEXT = re.compile(
+    r"\b(?:set_seed|set_random_seed|seed_everything|enable_determinism)\s*\(|\btf_random_seed\s*=\s*(?!None\b)\w"
+)
 
 
 _IMPORT_LINE = re.compile(r"^\s*(?:from\s+([\w.]*)\s+import\s+([\w, ()]+)|import\s+([\w., ]+))", re.M)
@@ -557,13 +589,18 @@ def _importer_script_paths(ctx) -> list[tuple[Path, str]]:
     return out
 
 
-def importer_seeds(ctx, tf_only: bool = False, near: bool = False) -> tuple[bool, bool]:
+def importer_seeds(ctx, tf_only: bool = False, near: bool = False, name: str = "") -> tuple[bool, bool]:
     """``(any, all)``: whether any / every script among :func:`importers` (a file with a
     ``__main__`` block or ``app.run``, or one no other file imports) seeds, read
-    textually; ``tf_only``: a seed call that sets TensorFlow's global seed. (False,
-    False) when no script imports the module."""
+    textually; ``tf_only``: a seed call that sets TensorFlow's global seed; ``name``: only
+    the scripts that name this function of the module, when any does (``train.py`` calls
+    ``train_input_fn``, ``evaluate.py`` only ``test_input_fn``). (False, False) when no
+    script imports the module."""
     pattern = _TF_SEED_TEXT if tf_only else _SEED_TEXT
     scripts = importer_scripts(ctx, near)
+    if name:
+        word = re.compile(rf"\b{re.escape(name)}\b")
+        scripts = [t for t in scripts if word.search(t)] or scripts
     if not scripts:
         return False, False
     hits = [pattern.search(t) is not None for t in scripts]

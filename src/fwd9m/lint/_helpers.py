@@ -57,6 +57,9 @@ ALL_SEED_CALLS = frozenset(
         "lightning.fabric.utilities.seed.seed_everything",
         "lightning.pytorch.utilities.seed.seed_everything",
         "pytorch_lightning.utilities.seed.seed_everything",
+        # ignite/utils.py manual_seed: random.seed, torch.manual_seed, np.random.seed
+        # (pytorch/ignite de08e79, lines 368-393)
+        "ignite.utils.manual_seed",
         "fwd9m.seed_everything",
         "fwd9m.seed.seed_everything",
         "fwd9m.enable_determinism",

@@ -11,19 +11,31 @@ not), and ``visit_<NodeType>`` methods receive the nodes of the one pass over th
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
+from pathlib import PurePath
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._engine import FileContext
 
-__all__ = ["Rule", "register", "REGISTRY", "SECTIONS"]
+__all__ = ["Rule", "register", "REGISTRY", "SECTIONS", "in_test_code"]
 
 #: the headings every rule docstring has, in this order
 SECTIONS = ("What it does", "Why is this bad", "Example", "Fix")
 
 #: code -> rule class, filled by :func:`register`
 REGISTRY: dict[str, type[Rule]] = {}
+
+
+@functools.lru_cache(maxsize=1024)
+def in_test_code(path: str) -> bool:
+    """A pytest/unittest module by its name (``test_*.py``, ``*_test.py``, ``conftest.py``):
+    its draws, seeds and collectives set up one test, never a training or evaluation run,
+    so by the judging standard no finding there is true (issue 29, fifth held-out round:
+    15 of the 23 false findings were in pytest files)."""
+    name = PurePath(path).name
+    return name == "conftest.py" or (name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")))
 
 
 class Rule:
@@ -61,7 +73,10 @@ class Rule:
         fix: str = "",
     ) -> None:
         """Add a finding at ``node``; ``fix``: code (or a comment) to paste for this very
-        line, when it differs from the rule's general ``fix_code``."""
+        line, when it differs from the rule's general ``fix_code``. Nothing is reported in
+        test code (:func:`in_test_code`): it runs no training or evaluation a user repeats."""
+        if in_test_code(self.ctx.path):
+            return
         self.ctx.add(self, node, message or self.message, line=line, col=col, fix=fix)
 
     def finish(self) -> None:

@@ -518,8 +518,7 @@ class CatalogOpRule(Rule):
             where = "/".join(e.devices) or "any device"
             cond = f" (when {e.condition}: not ruled out here)" if e.condition and met is None else ""
             version = f" {self.index.version}" if self.index.version else ""
-            self.ctx.add(
-                self,
+            self.report(
                 node,
                 f"{e.title}: on {where} this{cond} {how} in "
                 f"{self.framework}{version} [catalog {e.id}]; fix: "
@@ -547,8 +546,7 @@ class CatalogOpRule(Rule):
             if node is None or self._skip(e):
                 continue
             where = "/".join(e.devices) or "any device"
-            self.ctx.add(
-                self,
+            self.report(
                 node,
                 f"{e.title}: nondeterministic on {where} unless the determinism "
                 f"switch is on, and {asks} but never turns it on [catalog {e.id}]; "

@@ -246,7 +246,9 @@ def tf_seeded_before(ctx, node) -> bool:
         ctx.__dict__["_data_tf_seeds"] = sites
     if not sites:
         # a library module (no __main__ block): every script that imports it seeds TF
-        return main_block(ctx.tree) is None and importer_seeds(ctx, tf_only=True)[1]
+        where = _top_def(ctx, node.lineno)
+        name = getattr(where, "name", "")
+        return main_block(ctx.tree) is None and importer_seeds(ctx, tf_only=True, name=name)[1]
     where = _top_def(ctx, node.lineno)
     for s in sites:
         at = _top_def(ctx, s.lineno)

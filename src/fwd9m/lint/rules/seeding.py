@@ -11,6 +11,7 @@ from .._flow import (
     importer_scripts,
     importer_seeds,
     is_test_file,
+    local_model_training,
     local_training,
     main_block,
     module_aliases,
@@ -1314,6 +1315,8 @@ class TrainsWithoutSeed(Rule):
         only = [qn for qn in sorted(PYTHON_SEED_CALLS | NUMPY_SEED_CALLS) if ctx.calls.get(qn)]
         if not calls:  # a script training through a local module's class
             calls, via = local_training(ctx, _TRAINING_METHODS)
+        if not calls and not framework:  # model = compiled_tcn(...) of a local package; model.fit
+            calls, via = local_model_training(ctx, ("fit", "fit_generator", "train_on_batch"))
         if not calls:
             return
         tree = ctx.tree
@@ -1417,6 +1420,17 @@ def _graph_training(ctx) -> list:
     return [c for c in ctx.methods.get("minimize", ()) if ctx.qualname(c.func) is None]
 
 
+def _opens_session(ctx) -> bool:
+    """Whether the file opens a TF1 session through a helper: ``sess = utils.session()``
+    (a name assigned from a call; a model class's ``self.sess = sess`` is handed one)."""
+    return any(
+        type(n) is ast.Assign
+        and type(n.value) is ast.Call
+        and any(type(t) is ast.Name and "sess" in t.id.lower() for t in n.targets)
+        for n in statements(ctx)
+    )
+
+
 def _training_calls(ctx) -> list:
     """The calls that train: a backward pass, ``fit`` (not a scikit-learn style
     estimator's), ``apply_gradients``, ``jax.grad``, an Estimator's ``train``, a TF1
@@ -1432,7 +1446,9 @@ def _training_calls(ctx) -> list:
         if any(k.arg == "input_fn" for k in c.keywords) or "estimator" in ast.unparse(c.func.value).lower()
     ]  # TF1 Estimator.train
     calls += [c for qn, cs in ctx.calls.items() if qn.endswith(".estimator.train_and_evaluate") for c in cs]
-    if any(ctx.calls.get(qn) for qn in _GRAPH_SESSIONS):  # TF1: minimize builds the step sess.run runs
+    # TF1: minimize builds the step sess.run runs (the session opened here or by a helper:
+    # ``sess = utils.session()``)
+    if any(ctx.calls.get(qn) for qn in _GRAPH_SESSIONS) or _opens_session(ctx) and _graph_training(ctx):
         calls += [c for c in ctx.methods.get("minimize", ()) if ctx.qualname(c.func) is None]
     return calls
 
