@@ -340,11 +340,15 @@ def test_final_checkpoint_in_a_project_that_never_resumes(tmp_path):
     )
     (tmp_path / "trainer.py").write_text(train)
     assert _lint_dir(tmp_path, "FWD501") == {}
-    (tmp_path / "resume.py").write_text("import torch\nckpt = torch.load('final.pt')\n")
+    resume = "import torch\nckpt = torch.load('final.pt')\noptimizer.load_state_dict(ckpt['optimizer'])\n"
+    (tmp_path / "resume.py").write_text(resume)
     assert _lint_dir(tmp_path, "FWD501") == {"trainer.py": [8]}
     (tmp_path / "resume.py").unlink()
     periodic = train.replace("    torch.save(", "        torch.save(")  # in the epoch loop
     (tmp_path / "trainer.py").write_text(periodic)
+    # heldout5 (SupContrast): saved every epoch, but nothing restores an optimizer
+    assert _lint_dir(tmp_path, "FWD501") == {}
+    (tmp_path / "resume.py").write_text(resume)
     assert _lint_dir(tmp_path, "FWD501") == {"trainer.py": [8]}
 
 
@@ -606,6 +610,7 @@ def test_checkpoint_whose_optimizer_is_none_is_not_a_training_checkpoint():
         "for epoch in range(3):\n"
         "    ckpt = {'epoch': epoch, 'model': model.half(), 'optimizer': None}\n"
         "    torch.save(ckpt, 'last.pt')\n"
+        "opt.load_state_dict(torch.load('last.pt')['optimizer'])\n"
     )
     assert _codes(src, "FWD501") == []
     assert _codes(src.replace("None", "opt.state_dict()"), "FWD501") == [4]
@@ -850,3 +855,75 @@ def test_keras_fit_on_a_model_built_by_the_repository_package(tmp_path):
     assert _lint_dir(tmp_path, "FWD108") == {"main.py": [9]}
     (task / "main.py").write_text(main.format(imp="import keras\n", seed="keras.utils.set_random_seed(0)\n    "))
     assert _lint_dir(tmp_path, "FWD108") == {}
+
+
+def test_checkpoint_in_a_temporary_directory_or_never_resumed_is_not_flagged(tmp_path):
+    """ignite caches a scheduler and optimizer in a TemporaryDirectory to simulate learning
+    rates; SupContrast saves optimizer state but only ever loads model weights back."""
+    cache = (
+        "import tempfile\nfrom pathlib import Path\n\nimport torch\n\n\n"
+        "def simulate_values(num_events, lr_scheduler):\n"
+        "    with tempfile.TemporaryDirectory() as tmpdirname:\n"
+        "        cache_filepath = Path(tmpdirname) / 'cache.pt'\n"
+        "        obj = {'lr_scheduler': lr_scheduler.state_dict(), 'optimizer': lr_scheduler.optimizer.state_dict()}\n"
+        "        torch.save(obj, cache_filepath.as_posix())\n"
+        "        values = [lr_scheduler.get_last_lr() for _ in range(num_events)]\n"
+        "        objs = torch.load(cache_filepath.as_posix())\n"
+        "        lr_scheduler.load_state_dict(objs['lr_scheduler'])\n"
+        "    return values\n"
+    )
+    (tmp_path / "param_scheduler.py").write_text(cache)
+    assert _lint_dir(tmp_path, "FWD501") == {}
+    (tmp_path / "param_scheduler.py").unlink()
+    (tmp_path / "util.py").write_text(
+        "import torch\n\n\n"
+        "def save_model(model, optimizer, opt, epoch, save_file):\n"
+        "    state = {'opt': opt, 'model': model.state_dict(), 'optimizer': optimizer.state_dict(), 'epoch': epoch}\n"
+        "    torch.save(state, save_file)\n"
+    )
+    (tmp_path / "main_linear.py").write_text(
+        "import torch\n\nckpt = torch.load(opt.ckpt, map_location='cpu')\nmodel.load_state_dict(ckpt['model'])\n"
+    )
+    assert _lint_dir(tmp_path, "FWD501") == {}
+    (tmp_path / "main_supcon.py").write_text(
+        "import torch\n\nif opt.resume:\n    ckpt = torch.load(opt.resume)\n"
+        "    optimizer.load_state_dict(ckpt['optimizer'])\n"
+    )
+    assert _lint_dir(tmp_path, "FWD501") == {"util.py": [6]}
+
+
+def test_unordered_results_each_written_under_their_own_key_are_not_flagged():
+    """stylegan2-pytorch's prepare_data writes each image under its own index; a loop that
+    feeds results to a running statistic (TensorFlowTTS's scaler) depends on their order."""
+    keyed = (
+        "import multiprocessing\nfrom tqdm import tqdm\n\n\n"
+        "def prepare(env, files, resize_fn, sizes):\n"
+        "    total = 0\n"
+        "    with multiprocessing.Pool(8) as pool:\n"
+        "        for i, imgs in tqdm(pool.imap_unordered(resize_fn, files)):\n"
+        "            for size, img in zip(sizes, imgs):\n"
+        "                key = f'{size}-{str(i).zfill(5)}'.encode('utf-8')\n"
+        "                with env.begin(write=True) as txn:\n"
+        "                    txn.put(key, img)\n"
+        "            total += 1\n"
+        "    return total\n"
+    )
+    assert _codes(keyed, "FWD405", "prepare_data.py") == []
+    per_file = (
+        "from multiprocessing import Pool\n\n\n"
+        "def valid(items, fn, config):\n"
+        "    p = Pool(4)\n"
+        "    valid_map = p.imap_unordered(fn, items, chunksize=10)\n"
+        "    for *_, features in valid_map:\n"
+        "        save_features_to_file(features, 'valid', config)\n"
+    )
+    assert _codes(per_file, "FWD405", "preprocess.py") == []
+    stats = (
+        "from multiprocessing import Pool\nfrom sklearn.preprocessing import StandardScaler\n\n\n"
+        "def train(items, fn):\n"
+        "    scaler = StandardScaler()\n"
+        "    for mel in Pool(4).imap_unordered(fn, items):\n"
+        "        scaler.partial_fit(mel)\n"
+        "    return scaler\n"
+    )
+    assert _codes(stats, "FWD405", "preprocess.py") == [7]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
+from .._flow import statements
 from .._helpers import call_name
 from .._rule import Rule, register
 
@@ -1157,6 +1158,46 @@ class OrderById(Rule):
 
 #: calls that only drain an iterator when their result is thrown away
 _DRAINS = frozenset({"list", "tuple", "set", "deque", "any", "all"})
+#: calls that pass an iterable's items on in the same order (a progress bar, a counter)
+_WRAPS = frozenset({"tqdm", "enumerate", "iter"})
+#: methods through which a loop's item reaches shared state in arrival order (a list, a
+#: running statistic, a single output file)
+_ACCUMULATES = frozenset({"append", "extend", "insert", "appendleft", "partial_fit", "update", "write", "writelines"})
+
+
+def _drained(v):
+    """The iterable inside progress bars and ``enumerate``: ``tqdm(pool.imap_unordered(f,
+    xs))`` -> the ``imap_unordered`` call."""
+    while type(v) is ast.Call and v.args:
+        f = v.func
+        name = f.id if type(f) is ast.Name else f.attr if type(f) is ast.Attribute else ""
+        if name not in _WRAPS:
+            break
+        v = v.args[0]
+    return v
+
+
+def _order_free(loop, bound: set[str]) -> bool:
+    """A loop whose body lets its items reach nothing in arrival order: each result is
+    written under its own key or file (``txn.put(key_of(i), img)``,
+    ``save_features_to_file(features)``), counters add constants. Not when an item is
+    appended, summed (``+=`` of a loop value), fed to ``partial_fit``/``update`` or
+    written to one stream, nor yielded."""
+    for st in loop.body + loop.orelse:
+        for n in ast.walk(st):
+            t = type(n)
+            if t in (ast.Yield, ast.YieldFrom, ast.Return, ast.Break):
+                return False
+            if t is ast.AugAssign and any(type(u) is ast.Name and u.id in bound for u in ast.walk(n.value)):
+                return False
+            if (
+                t is ast.Call
+                and type(n.func) is ast.Attribute
+                and n.func.attr in _ACCUMULATES
+                and any(type(u) is ast.Name and u.id in bound for a in n.args for u in ast.walk(a))
+            ):
+                return False
+    return True
 
 
 @register
@@ -1218,6 +1259,12 @@ class CompletionOrder(Rule):
         if cached is not None:
             return cached
         out: set[int] = set()
+        # ``results = pool.imap_unordered(...)`` then ``for r in results:``
+        named = {
+            a.targets[0].id: a.value
+            for a in statements(self.ctx)
+            if type(a) is ast.Assign and len(a.targets) == 1 and type(a.targets[0]) is ast.Name
+        }
         for n in ast.walk(self.ctx.tree):
             if type(n) is ast.Expr:
                 v = n.value
@@ -1227,7 +1274,8 @@ class CompletionOrder(Rule):
             elif type(n) in (ast.For, ast.AsyncFor):
                 bound = {t.id for t in ast.walk(n.target) if type(t) is ast.Name}
                 used = {u.id for st in n.body + n.orelse for u in ast.walk(st) if type(u) is ast.Name}
-                if not bound & used:
-                    out.add(id(n.iter))
+                if not bound & used or _order_free(n, bound):
+                    it = _drained(n.iter)
+                    out.add(id(_drained(named.get(it.id, it)) if type(it) is ast.Name else it))
         self.ctx.__dict__["_completion_discarded"] = out
         return out

@@ -82,6 +82,31 @@ def _mentions_rng(ctx, node) -> bool:
 _RESUMES = r"torch\.load\(|load_state_dict\(|\bresume|load_checkpoint|restore"
 
 
+#: a project that restores an optimizer's state somewhere resumes training: an optimizer's
+#: ``load_state_dict``, a checkpoint read at an optimizer key, ignite's ``load_objects``,
+#: a ``resume`` option. SupContrast saves optimizer state but only ever loads the model
+#: weights back, for a linear probe: nothing resumes (issue 29, fifth held-out round).
+_RESTORES_OPTIMIZER = (
+    r"optim\w*\.load_state_dict\(|\[\s*['\"]\w*optim\w*['\"]\s*\]|load_objects\(|load_state\(|"
+    r"(?i:resum|restor|restart_from)|load_checkpoint"
+)
+
+
+def _scratch_copy(ctx, node) -> bool:
+    """The state is written inside ``with tempfile.TemporaryDirectory() as d:`` (ignite
+    caches a scheduler and optimizer there to simulate learning rates and reads it back at
+    once): a scratch copy, not a checkpoint a later run resumes from."""
+    for w in statements(ctx):
+        if type(w) in (ast.With, ast.AsyncWith) and w.lineno < node.lineno <= (w.end_lineno or w.lineno):
+            if any(
+                type(i.context_expr) is ast.Call
+                and ctx.qualname(i.context_expr.func) in ("tempfile.TemporaryDirectory", "tempfile.mkdtemp")
+                for i in w.items
+            ):
+                return True
+    return False
+
+
 def _final_without_resume(ctx, node) -> bool:
     """The checkpoint is written once, after the training loop (a loop before it in the
     same function that runs ``backward``/``step``; itself in no loop), and nothing in the
@@ -124,7 +149,11 @@ class CheckpointWithoutRngState(Rule):
     (`tf.io.gfile.rmtree(model_dir)` with `checkpoint_dir` built from `model_dir`):
     such a run starts afresh every time and never resumes. A checkpoint written once
     after training (in no loop), in a project that never reads one back
-    (`torch.load`, `load_state_dict`, a resume option), is not flagged either.
+    (`torch.load`, `load_state_dict`, a resume option), is not flagged either; nor a
+    torch checkpoint in a project that never restores an optimizer's state (an
+    optimizer's `load_state_dict`, a checkpoint read at an `*optim*` key, ignite's
+    `load_objects`, a resume option: nothing resumes from it), nor one written in a
+    `tempfile.TemporaryDirectory()` block (a scratch copy read back at once).
 
     ## Why is this bad
     A run resumed from such a checkpoint restarts every generator from its seed (or
@@ -135,6 +164,8 @@ class CheckpointWithoutRngState(Rule):
     ## Example
     ```python
     torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, path)
+    ...
+    optimizer.load_state_dict(torch.load(path)["optimizer"])  # --resume
     ```
 
     ## Fix
@@ -157,13 +188,15 @@ class CheckpointWithoutRngState(Rule):
         "https://www.tensorflow.org/guide/random_numbers#interaction_with_tftrainCheckpoint",
     )
     invalid = (
-        "import torch\ntorch.save({'model': m.state_dict(), 'optimizer': opt.state_dict()}, 'c.pt')\n",
+        "import torch\nif args.resume:\n    opt.load_state_dict(torch.load('c.pt')['optimizer'])\n"
+        "torch.save({'model': m.state_dict(), 'optimizer': opt.state_dict()}, 'c.pt')\n",
         "import tensorflow as tf\nds = ds.shuffle(100)\nckpt = tf.train.Checkpoint(model=model, optimizer=opt)\n",
     )
     invalid += (  # DINO / MAE: a dict bound to a name, saved through a wrapper of torch.save
         "import torch\ndef save_on_master(*args, **kwargs):\n    torch.save(*args, **kwargs)\n"
         "def train(m, opt):\n    ckpt = {'model': m.state_dict(), 'optimizer': opt.state_dict()}\n"
-        "    ckpt['epoch'] = 3\n    save_on_master(ckpt, 'c.pt')\n",
+        "    ckpt['epoch'] = 3\n    save_on_master(ckpt, 'c.pt')\n"
+        "def load(opt):\n    opt.load_state_dict(torch.load('c.pt')['optimizer'])\n",
     )
     valid = (
         # the tutorial deletes its model folder first: it never resumes
@@ -276,6 +309,8 @@ class CheckpointWithoutRngState(Rule):
                 and not _mentions_rng(self.ctx, d)
                 and not any(_mentions_rng(self.ctx, e) for e in extra)
                 and not _final_without_resume(self.ctx, node)
+                and not _scratch_copy(self.ctx, node)
+                and project_mentions(self.ctx, _RESTORES_OPTIMIZER)
             ):
                 self.report(
                     node,
