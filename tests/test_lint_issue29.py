@@ -749,6 +749,9 @@ def test_nothing_is_reported_in_pytest_files_and_conftest(tmp_path):
     )
     assert _codes(test_src, "FWD101", "test_mean_bias.py") == []
     assert _codes(test_src, "FWD101", "tests/metrics/bias_check.py") == [6]
+    # a tutorial named for what it does (the TF book's train_evalute_test.py) is no test
+    script = test_src.replace("def test_mean_bias():\n", "def main():\n") + "main()\n"
+    assert _codes(script, "FWD101", "train_evalute_test.py") == [6]
     hvd_fixture = (
         "import pytest\n\n\n@pytest.fixture\ndef hvd_world():\n"
         "    import horovod.torch as hvd\n\n    hvd.init()\n    yield hvd.size()\n    hvd.shutdown()\n"
@@ -927,3 +930,31 @@ def test_unordered_results_each_written_under_their_own_key_are_not_flagged():
         "    return scaler\n"
     )
     assert _codes(stats, "FWD405", "preprocess.py") == [7]
+
+
+def test_shuffled_evaluation_sets_are_not_flagged():
+    """A test set shuffled and then read whole to count correct predictions (the TF book's
+    mnist_tensor.py), a shuffled TEST split scored by corpus BLEU (image captioning's
+    eval.py): the order changes nothing; the training shuffle beside them still counts."""
+    tf_src = (
+        "import tensorflow as tf\n"
+        "train_db = tf.data.Dataset.from_tensor_slices((x, y))\n"
+        "train_db = train_db.shuffle(1000).batch(512)\n"
+        "test_db = tf.data.Dataset.from_tensor_slices((x_test, y_test))\n"
+        "test_db = test_db.shuffle(1000).batch(512)\n"
+        "model.fit(train_db, epochs=2)\n"
+    )
+    assert _codes(tf_src, "FWD303") == [3]
+    torch_src = (
+        "import torch\n\n\n"
+        "def evaluate(beam_size):\n"
+        "    loader = torch.utils.data.DataLoader(\n"
+        "        CaptionDataset(data_folder, data_name, 'TEST', transform=normalize),\n"
+        "        batch_size=1, shuffle=True, num_workers=1)\n"
+        "    train_loader = torch.utils.data.DataLoader(\n"
+        "        CaptionDataset(data_folder, data_name, 'TRAIN', transform=normalize), shuffle=True)\n"
+        "    mnist_val = torch.utils.data.DataLoader(MNIST('.', train=False), shuffle=True)\n"
+        "    return loader, train_loader, mnist_val\n\n\n"
+        "if __name__ == '__main__':\n    evaluate(3)\n"
+    )
+    assert _codes(torch_src, "FWD307", "eval.py") == [8]

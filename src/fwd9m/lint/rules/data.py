@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from .._flow import dotted, helper_seed_calls, importer_seeds, local_callees, main_block, runs, statements
 from .._helpers import arg, call_name, kwarg, literal
@@ -231,6 +232,36 @@ def _top_def(ctx, line: int):
     return None
 
 
+#: words that name a held-out split: a dataset or loader only evaluated (``test_db``,
+#: ``val_loader``, ``CaptionDataset(..., 'TEST')``, ``MNIST(train=False)``)
+_EVAL_WORD = re.compile(r"(?:^|_|\b)(?:test|val|valid|validation|eval|dev)(?:$|_|\b)", re.I)
+
+
+def _evaluation_split(ctx, node) -> bool:
+    """Whether ``node`` (a shuffle or loader call) builds evaluation data: the name it is
+    assigned to names a held-out split and not ``train``, or a dataset call among its
+    arguments says so (a split string ``'TEST'``/``'val'``, ``train=False``). An
+    evaluation that reads the whole set (a count of correct predictions, a corpus BLEU)
+    does not depend on its order: issue 29's held-out rounds 3 and 5 judged such shuffles
+    FALSE."""
+    for st in statements(ctx):
+        if type(st) is ast.Assign and any(n is node for n in ast.walk(st.value)):
+            names = [ast.unparse(t).rsplit(".", 1)[-1] for t in st.targets]
+            if any(_EVAL_WORD.search(n) and "train" not in n.lower() for n in names):
+                return True
+            break
+    for n in ast.walk(node):
+        if type(n) is not ast.Call or n is node:
+            continue
+        if literal(kwarg(n, "train"), None) is False:
+            return True
+        for a in [*n.args, *(k.value for k in n.keywords if k.arg in ("split", "mode", "subset"))]:
+            v = literal(a, None)
+            if isinstance(v, str) and _EVAL_WORD.fullmatch(v.strip()) is not None:
+                return True
+    return False
+
+
 def tf_seeded_before(ctx, node) -> bool:
     """Whether the program sets TensorFlow's global seed before ``node`` builds its op:
     a seed call (``tf.random.set_seed``, ``keras.utils.set_random_seed``,
@@ -272,7 +303,7 @@ class _UnlessTfSeeded(Rule):
 
     def finish(self):
         for node, at, message in self.held:
-            if not tf_seeded_before(self.ctx, at):
+            if not tf_seeded_before(self.ctx, at) and not _evaluation_split(self.ctx, at):
                 self.report(node, message)
 
 
@@ -952,7 +983,7 @@ class ShuffleWithoutGenerator(Rule):
         if not self.ctx.imports_any("torch") or seeds(self.ctx, TORCH_SEED_CALLS):
             return
         for node, msg in self.sites:
-            if runs(self.ctx, node):
+            if runs(self.ctx, node) and not _evaluation_split(self.ctx, node):
                 self.report(node, msg)
         for node, msg in self._through_local_modules():
             self.report(node, msg)
