@@ -82,3 +82,23 @@ def test_subscribers_run_in_order_until_removed():
         b.remove()
     _train(compiled=False)
     assert len(order) == 12
+
+
+def test_step_digests_hold_the_model_weakly():
+    """The digests' per-optimizer cache must not keep the model alive: a DDP model kept
+    past ``destroy_process_group()`` freed its gloo group at exit and hung there under load
+    (its destructor joins a thread waiting for the GIL; pytorch/pytorch#56297)."""
+    import gc
+    import weakref
+
+    from fwd9m.steps import _torch as steps_torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    names = {name for _, name, _, _ in steps_torch.initial_entries(opt)}
+    assert any("0.weight" in n for n in names)
+    alive = weakref.ref(model)
+    del model
+    gc.collect()
+    assert alive() is None
+    assert steps_torch.optimizer_entries(opt)  # the optimizer still gets its digests

@@ -26,6 +26,10 @@ from ._values import digest_groups, digest_leaves, global_rng_leaves
 
 __all__ = ["initial_entries", "install", "optimizer_entries"]
 
+#: per optimizer: its model, held weakly (a strong reference kept a DDP model, and through its
+#: reducer a gloo process group, alive past ``destroy_process_group()``: freed at exit, the
+#: group's destructor joined a thread waiting for the GIL, a hang; pytorch/pytorch#56297),
+#: and each parameter's name by id
 _names: weakref.WeakKeyDictionary[Any, tuple[Any, dict[int, str]]] = weakref.WeakKeyDictionary()
 _subscription: list[Any] = []
 
@@ -34,8 +38,10 @@ def _model_and_names(optimizer, model=None) -> tuple[Any, dict[int, str]]:
     """The root module of ``optimizer``'s parameters (or ``model``) and each parameter's
     name by id, cached per optimizer."""
     cached = _names.get(optimizer)
-    if cached is not None and (model is None or cached[0] is model):
-        return cached
+    if cached is not None:
+        held = cached[0]() if cached[0] is not None else None
+        if (held is not None or cached[0] is None) and (model is None or held is model):
+            return held, cached[1]
     if model is None:
         import warnings
 
@@ -45,7 +51,7 @@ def _model_and_names(optimizer, model=None) -> tuple[Any, dict[int, str]]:
             warnings.simplefilter("ignore")  # aliases (torch.distributed.reduce_op) warn
             model = model_of(optimizer)
     names = {id(p): n for n, p in model.named_parameters()} if model is not None else {}
-    _names[optimizer] = (model, names)
+    _names[optimizer] = (weakref.ref(model) if model is not None else None, names)
     return model, names
 
 
