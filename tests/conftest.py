@@ -130,3 +130,29 @@ def debug_script(tmp_path, name: str, source: str) -> tuple[int, list[str]]:
         timeout=600,
     )
     return p.returncode, p.stdout.splitlines()
+
+
+#: FWD9M_TEST_CPU=FILE appends one line per test to FILE: node id, wall seconds, and CPU
+#: seconds (user + system) of pytest's process and of the children it waited for; CPU time
+#: does not depend on the machine's load as wall time does (tests/cpu_report.py sums it)
+_CPU_LOG = os.environ.get("FWD9M_TEST_CPU")
+
+
+def _cpu_seconds() -> float:
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not _CPU_LOG:
+        yield
+        return
+    wall, cpu = time.monotonic(), _cpu_seconds()
+    yield
+    wall, cpu = time.monotonic() - wall, _cpu_seconds() - cpu
+    with open(_CPU_LOG, "a") as f:
+        f.write(f"{item.nodeid}\t{wall:.2f}\t{cpu:.2f}\n")
