@@ -27,12 +27,34 @@ def has_cuda_gpu() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    if has_cuda_gpu():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (nvidia-smi found none)")
+    if not has_cuda_gpu():
+        skip = pytest.mark.skip(reason="needs a CUDA GPU (nvidia-smi found none)")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # one of `pytest -n N`'s workers
+        _schedule_for_workers(items)
+
+
+def _schedule_for_workers(items) -> None:
+    """Under pytest-xdist (scripts/test: ``-n 2 --dist loadgroup``): the tests of a module
+    whose tests name a module-scoped fixture (an autouse one aside) run on one worker, so
+    that the fixture's work is done once; and the tests of tests/heavy.txt start first,
+    slowest first, so that no long test is left to run alone at the end. Every worker
+    collects in this same order (xdist requires it)."""
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        info = getattr(item, "_fixtureinfo", None)  # the fixtures the test names itself
+        defs = info.name2fixturedefs if info else {}
+        wide = {n for n, d in defs.items() if d and d[-1].scope in ("module", "package", "session")}
+        if wide & set(info.argnames if info else ()):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    rank = {nodeid: i for i, nodeid in enumerate(_heavy_tests())}
+    items.sort(key=lambda item: rank.get(item.nodeid, len(rank)))
+
+
+def _heavy_tests() -> list[str]:
+    lines = (REPO / "tests" / "heavy.txt").read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
 @pytest.fixture(autouse=True)
