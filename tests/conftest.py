@@ -37,19 +37,19 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _schedule_for_workers(items) -> None:
-    """Under pytest-xdist (scripts/test: ``-n 2 --dist loadgroup``): the tests of a module
-    whose tests name a module-scoped fixture (an autouse one aside) run on one worker, so
-    that the fixture's work is done once; and the tests of tests/heavy.txt start first,
-    slowest first, so that no long test is left to run alone at the end. Every worker
-    collects in this same order (xdist requires it)."""
+    """Under pytest-xdist (scripts/test: ``-n 2 --dist loadfile``, each file on one worker,
+    so a module-scoped fixture's work is done once): the files start in the order of their
+    slowest test in tests/heavy.txt, slowest first, so that no long file is left to run
+    alone at the end; a file's tests keep their order. Every worker collects in this same
+    order (xdist requires it). (``--dist loadgroup`` would group finer, but pytest-xdist
+    3.8 marks a group by rewriting ``item._nodeid``, which pytest 9.2 no longer reads.)"""
+    heavy = {nodeid: i for i, nodeid in enumerate(_heavy_tests())}
+    first: dict[str, int] = {}
     for item in items:
-        info = getattr(item, "_fixtureinfo", None)  # the fixtures the test names itself
-        defs = info.name2fixturedefs if info else {}
-        wide = {n for n, d in defs.items() if d and d[-1].scope in ("module", "package", "session")}
-        if wide & set(info.argnames if info else ()):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-    rank = {nodeid: i for i, nodeid in enumerate(_heavy_tests())}
-    items.sort(key=lambda item: rank.get(item.nodeid, len(rank)))
+        path = item.nodeid.split("::")[0]
+        first[path] = min(first.get(path, len(heavy)), heavy.get(item.nodeid, len(heavy)))
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (first[item.nodeid.split("::")[0]], order[id(item)]))
 
 
 def _heavy_tests() -> list[str]:
