@@ -27,12 +27,34 @@ def has_cuda_gpu() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    if has_cuda_gpu():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (nvidia-smi found none)")
+    if not has_cuda_gpu():
+        skip = pytest.mark.skip(reason="needs a CUDA GPU (nvidia-smi found none)")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # one of `pytest -n N`'s workers
+        _schedule_for_workers(items)
+
+
+def _schedule_for_workers(items) -> None:
+    """Under pytest-xdist (scripts/test: ``-n 2 --dist loadfile``, each file on one worker,
+    so a module-scoped fixture's work is done once): the files start in the order of their
+    slowest test in tests/heavy.txt, slowest first, so that no long file is left to run
+    alone at the end; a file's tests keep their order. Every worker collects in this same
+    order (xdist requires it). (``--dist loadgroup`` would group finer, but pytest-xdist
+    3.8 marks a group by rewriting ``item._nodeid``, which pytest 9.2 no longer reads.)"""
+    heavy = {nodeid: i for i, nodeid in enumerate(_heavy_tests())}
+    first: dict[str, int] = {}
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        path = item.nodeid.split("::")[0]
+        first[path] = min(first.get(path, len(heavy)), heavy.get(item.nodeid, len(heavy)))
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (first[item.nodeid.split("::")[0]], order[id(item)]))
+
+
+def _heavy_tests() -> list[str]:
+    lines = (REPO / "tests" / "heavy.txt").read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
 @pytest.fixture(autouse=True)
@@ -130,3 +152,29 @@ def debug_script(tmp_path, name: str, source: str) -> tuple[int, list[str]]:
         timeout=600,
     )
     return p.returncode, p.stdout.splitlines()
+
+
+#: FWD9M_TEST_CPU=FILE appends one line per test to FILE: node id, wall seconds, and CPU
+#: seconds (user + system) of pytest's process and of the children it waited for; CPU time
+#: does not depend on the machine's load as wall time does (tests/cpu_report.py sums it)
+_CPU_LOG = os.environ.get("FWD9M_TEST_CPU")
+
+
+def _cpu_seconds() -> float:
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not _CPU_LOG:
+        yield
+        return
+    wall, cpu = time.monotonic(), _cpu_seconds()
+    yield
+    wall, cpu = time.monotonic() - wall, _cpu_seconds() - cpu
+    with open(_CPU_LOG, "a") as f:
+        f.write(f"{item.nodeid}\t{wall:.2f}\t{cpu:.2f}\n")

@@ -281,6 +281,7 @@ print(y.sum().item())
 """
 
 
+@pytest.mark.serial
 def test_check_cost_names_the_deliberately_slowed_op(tmp_path):
     """An op made 50 ms slower under enable_determinism is the main contributor, measured
     in one fwd9m check --cost (runs off and on alternately)."""

@@ -419,12 +419,14 @@ def test_debug_runs_leave_the_users_folder_alone(fwd9m_cli, tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     kept = tmp_path.parent / f"{tmp_path.name}-kept"
-    p = fwd9m_cli("debug", "--no-hashseed-check", "--cwd", "empty", "--keep", str(kept), "train.py", cwd=tmp_path)
+    # the digest runs' folders were checked above: the whole runs alone from here on
+    quick = ("debug", "--no-hashseed-check", "--no-early-stop")
+    p = fwd9m_cli(*quick, "--cwd", "empty", "--keep", str(kept), "train.py", cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     assert (kept / "run1.files" / "cwd" / "checkpoint.pt").is_file()
     assert "run1.files/cwd" in p.stdout and "run2.files/cwd" in p.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == before
-    again = fwd9m_cli("debug", "--no-hashseed-check", "--keep", str(kept), "--force", "train.py", cwd=tmp_path)
+    again = fwd9m_cli(*quick, "--keep", str(kept), "--force", "train.py", cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr  # our own run folders are replaced
 
 

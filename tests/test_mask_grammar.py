@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from datetime import datetime
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -60,6 +61,7 @@ def test_result_names_are_never_timings():
     assert all(timing_name(k) for k in TIMING_KEYS)
 
 
+@pytest.mark.serial
 def test_masking_is_linear_in_the_line_length():
     """Lines that took minutes (a long run of digits, ``1e1e...``, ``1:1:...``): 16
     times longer costs at most about 16 times as long (60 with a busy machine's noise)."""

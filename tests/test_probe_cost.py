@@ -28,6 +28,7 @@ def _check_row(r) -> None:
     assert min(r.ratios) <= r.ratio() <= max(r.ratios)
 
 
+@pytest.mark.serial
 def test_probe_cost_times_catalog_ops_with_the_switch_on_and_off(tmp_path, capsys):
     from fwd9m.cli import main
 

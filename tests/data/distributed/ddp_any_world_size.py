@@ -27,6 +27,10 @@ def main():
         model(x).mean().backward()
         opt.step()
     dist.barrier()
+    # the DDP model goes while the process group still holds its own: a Reducer that is the
+    # last owner of a gloo group destroys it holding the GIL while gloo's worker thread
+    # waits for the GIL to free a finished work's tensors, a deadlock (pytorch#56297)
+    del model, opt
     dist.destroy_process_group()
 
 
