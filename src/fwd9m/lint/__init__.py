@@ -182,10 +182,16 @@ class Report:
 
 
 def lint_paths(
-    paths: Iterable[str | os.PathLike], config: Config | None = None, *, stdin_name: str = "<stdin>"
+    paths: Iterable[str | os.PathLike],
+    config: Config | None = None,
+    *,
+    stdin_name: str = "<stdin>",
+    imports: dict[str, list[str]] | None = None,
 ) -> Report:
     """Lint files and folders (``-`` reads standard input). Unreadable files give an
-    engine finding; a missing path raises ConfigurationError before anything runs."""
+    engine finding; a missing path raises ConfigurationError before anything runs.
+    ``imports``: filled with ``{file: the names its imports name}`` of the files parsed
+    (for :func:`fwd9m.lint._imports.imported_files`, which then parses none again)."""
     paths = list(paths)
     if config is None:
         first = next((Path(p) for p in paths if p != "-"), Path.cwd())
@@ -216,6 +222,22 @@ def lint_paths(
                         Finding(name, 1, 1, "FWD002", "undecodable", f"cannot read the file: {exc.strerror or exc}")
                     )
                     continue
-            found = lint_bytes(data, name, sel.rules, trigger_re=sel.trigger_re, max_bytes=config.max_file_size)
+            found = lint_bytes(
+                data,
+                name,
+                sel.rules,
+                trigger_re=sel.trigger_re,
+                max_bytes=config.max_file_size,
+                on_tree=_keep(imports, name),
+            )
             report.findings.extend(sel.filter(found, name))
     return report
+
+
+def _keep(imports: dict[str, list[str]] | None, name: str):
+    """The callback that records the import names of file ``name``'s tree in ``imports``."""
+    if imports is None:
+        return None
+    from ._imports import import_names
+
+    return lambda tree: imports.__setitem__(name, import_names(tree))

@@ -17,7 +17,7 @@ import builtins
 import io
 import re
 import tokenize
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
 from ._helpers import FRAMEWORK_ROOTS
@@ -377,16 +377,44 @@ def _parse_script(text: str, path: str) -> ast.Module:
     (a Colab notebook saved as ``.py``), the file parsed with those lines read as ``pass``
     (same line numbers), so the rules still run on its Python. The first error stands
     when that does not parse either."""
+    return _parse(text, path)[0]
+
+
+def _parse(text: str, path: str) -> tuple[ast.Module, bool]:
+    """:func:`_parse_script`'s tree, and whether it is ``ast.parse(text)``'s (False: the
+    IPython lines were read as ``pass``)."""
     try:
-        return ast.parse(text, filename=path)
+        return ast.parse(text, filename=path), True
     except SyntaxError as exc:
         if not _IPYTHON_LINE.search(text):
             raise
         first = exc
     try:
-        return ast.parse(_IPYTHON_LINE.sub(r"\1pass", text), filename=path)
+        return ast.parse(_IPYTHON_LINE.sub(r"\1pass", text), filename=path), False
     except SyntaxError:
         raise first from None
+
+
+def _parse_or_report(ctx: FileContext, on_tree: Callable[[ast.Module], object] | None) -> ast.Module | None:
+    """The tree of ``ctx``'s text, or None with an FWD001 finding added; ``on_tree`` is
+    called with ``ast.parse``'s tree (not one read with IPython lines as ``pass``)."""
+    try:
+        tree, plain = _parse(ctx.text, ctx.path)
+    except SyntaxError as exc:
+        ctx.add(
+            "FWD001",
+            None,
+            f"syntax error: {exc.msg}; no rule ran on this file",
+            line=exc.lineno or 1,
+            col=exc.offset or 1,
+        )
+        return None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        ctx.add("FWD001", None, f"cannot parse ({type(exc).__name__}: {exc}); no rule ran on this file", line=1, col=1)
+        return None
+    if plain and on_tree is not None:
+        on_tree(tree)
+    return tree
 
 
 def lint_source(
@@ -396,13 +424,15 @@ def lint_source(
     *,
     trigger_re: re.Pattern | None = None,
     tree: ast.Module | None = None,
+    on_tree: Callable[[ast.Module], object] | None = None,
 ) -> list[Finding]:
     """Findings of ``rule_classes`` on source ``text`` (already decoded), sorted.
 
     ``trigger_re`` (a regex that finds identifiers) skips rules, and parsing, when
     none of their trigger words (or none of their required words) occurs in the text as
     an identifier (the file is still parsed, for FWD001); ``tree`` is a tree already parsed from
-    ``text`` (the flake8 adapter passes flake8's)."""
+    ``text`` (the flake8 adapter passes flake8's). ``on_tree`` is called with the tree this
+    function parses when it is ``ast.parse(text)``'s (the imports of the file, read once)."""
     if trigger_re is not None:
         words = set(trigger_re.findall(text))
         rule_classes = [
@@ -413,21 +443,8 @@ def lint_source(
         ]
     ctx = FileContext(path, text)
     if tree is None:  # parsed even when no rule is active: a file that does not parse gets FWD001
-        try:
-            tree = _parse_script(text, path)
-        except SyntaxError as exc:
-            ctx.add(
-                "FWD001",
-                None,
-                f"syntax error: {exc.msg}; no rule ran on this file",
-                line=exc.lineno or 1,
-                col=exc.offset or 1,
-            )
-            return ctx.findings
-        except (ValueError, RecursionError, MemoryError) as exc:
-            ctx.add(
-                "FWD001", None, f"cannot parse ({type(exc).__name__}: {exc}); no rule ran on this file", line=1, col=1
-            )
+        tree = _parse_or_report(ctx, on_tree)
+        if tree is None:
             return ctx.findings
     if not rule_classes:
         return []
@@ -477,6 +494,7 @@ def lint_bytes(
     *,
     trigger_re: re.Pattern | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    on_tree: Callable[[ast.Module], object] | None = None,
 ) -> list[Finding]:
     """Like :func:`lint_source` for raw file contents: decoding and size problems become
     FWD002/FWD003 findings, never exceptions."""
@@ -498,4 +516,4 @@ def lint_bytes(
                 "encoding with a '# -*- coding: ... -*-' line",
             )
         ]
-    return lint_source(text, path, rule_classes, trigger_re=trigger_re)
+    return lint_source(text, path, rule_classes, trigger_re=trigger_re, on_tree=on_tree)
