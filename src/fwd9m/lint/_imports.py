@@ -6,6 +6,9 @@ them; ``fwd9m fix`` patches them."""
 from __future__ import annotations
 
 import ast
+import errno
+import os
+import stat
 from pathlib import Path
 
 #: the fields of a statement (or ``except``/``case`` clause) that hold statements
@@ -41,22 +44,50 @@ def import_names(tree: ast.AST) -> list[str]:
     return out
 
 
-def _local_files(folder: Path, names: list[str], is_file: dict[Path, bool] | None = None) -> dict[str, Path]:
+def _local_files(folder: Path, names: list[str], is_file: dict[str, bool] | None = None) -> dict[str, Path]:
     """``{path relative to folder: file}`` of the modules ``names`` that are files in
     ``folder`` (not links); ``is_file`` caches the file tests of one run."""
     out: dict[str, Path] = {}
+    base = os.fspath(folder)
     for name in names:
-        rel = Path(*name.split("."))
-        for candidate in (rel.with_suffix(".py"), rel / "__init__.py"):
-            f = folder / candidate
-            found = is_file.get(f) if is_file is not None else None
+        rel = "/".join(name.split("."))  # the parts are identifiers: Path(*parts) as text
+        for candidate in (rel + ".py", rel + "/__init__.py"):
+            full = os.path.join(base, candidate)
+            found = is_file.get(full) if is_file is not None else None
             if found is None:
-                found = f.is_file() and not f.is_symlink()
+                found = _plain_file(full)
                 if is_file is not None:
-                    is_file[f] = found
+                    is_file[full] = found
             if found:
-                out[str(candidate)] = f
+                out[candidate] = folder / candidate
     return out
+
+
+#: the errors ``Path.is_file`` and ``Path.is_symlink`` read as "no" (others propagate)
+_NO = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
+
+
+def _plain_file(path: str) -> bool:
+    """``Path(path).is_file() and not Path(path).is_symlink()`` (the same errors read as
+    "no", the others raised), without building paths."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        if getattr(exc, "errno", None) not in _NO:
+            raise
+        return False
+    except ValueError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        return False
+    try:
+        return not stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError as exc:
+        if getattr(exc, "errno", None) not in _NO:
+            raise
+        return True
+    except ValueError:
+        return True
 
 
 def local_modules(script: Path, tree: ast.AST) -> dict[str, Path]:
