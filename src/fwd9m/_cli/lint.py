@@ -176,16 +176,21 @@ def run(args) -> int:
     named = list(paths)
     config = _config(args, paths)
     scripts = [Path(p) for p in paths if p != "-" and p.endswith(".py") and Path(p).is_file()]
-    if scripts and len(scripts) == len(paths):  # scripts: also the local modules they import
+    follow = bool(scripts) and len(scripts) == len(paths)  # scripts: also the local modules they import
+    imports: dict[str, list[str]] | None = {} if follow else None
+    report = lint_paths(paths, config, stdin_name=args.stdin_filename, imports=imports)
+    if follow:
         from .._files import shown
         from ..lint._imports import imported_files
 
-        extra = imported_files(scripts)
+        extra = imported_files(scripts, known=imports)  # from the trees parsed above
         if extra:
             shown_extra = ", ".join(map(shown, extra))
             print(f"fwd9m lint: also reading {shown_extra} (imported)", file=sys.stderr)
+            more = lint_paths(list(map(str, extra)), config, stdin_name=args.stdin_filename)
+            report.findings.extend(more.findings)
+            report.files += more.files
         paths = [*paths, *map(str, extra)]
-    report = lint_paths(paths, config, stdin_name=args.stdin_filename)
     if args.fix or args.diff:
         if _fix(args, report.findings, config, named) and args.diff:
             return 1

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..errors import ConfigurationError
 from ._config import Config, expand_codes, find_pyproject, load_config
-from ._engine import ENGINE_CODES, Finding, lint_bytes, too_large
+from ._engine import ENGINE_CODES, Finding, few_collections, lint_bytes, too_large
 from ._engine import lint_source as _lint_source
 from ._rule import SECTIONS, Rule
 
@@ -182,10 +182,16 @@ class Report:
 
 
 def lint_paths(
-    paths: Iterable[str | os.PathLike], config: Config | None = None, *, stdin_name: str = "<stdin>"
+    paths: Iterable[str | os.PathLike],
+    config: Config | None = None,
+    *,
+    stdin_name: str = "<stdin>",
+    imports: dict[str, list[str]] | None = None,
 ) -> Report:
     """Lint files and folders (``-`` reads standard input). Unreadable files give an
-    engine finding; a missing path raises ConfigurationError before anything runs."""
+    engine finding; a missing path raises ConfigurationError before anything runs.
+    ``imports``: filled with ``{file: the names its imports name}`` of the files parsed
+    (for :func:`fwd9m.lint._imports.imported_files`, which then parses none again)."""
     paths = list(paths)
     if config is None:
         first = next((Path(p) for p in paths if p != "-"), Path.cwd())
@@ -195,27 +201,51 @@ def lint_paths(
     for raw in paths:
         if raw != "-" and not Path(raw).exists():
             raise ConfigurationError(f"no such file or folder: {raw}")
-    for raw in paths:
-        if raw == "-":
-            data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
-            files = [(stdin_name, data)]
-        else:
-            files = ((str(f), None) for f in iter_files([raw], config.exclude))
-        for name, data in files:
-            report.files += 1
-            if data is None:
-                try:
-                    size = os.path.getsize(name)
-                    if config.max_file_size and size > config.max_file_size:
-                        report.findings.extend(sel.filter([too_large(name, size, config.max_file_size)], name))
-                        continue
-                    with open(name, "rb") as fh:
-                        data = fh.read()
-                except OSError as exc:
-                    report.findings.append(
-                        Finding(name, 1, 1, "FWD002", "undecodable", f"cannot read the file: {exc.strerror or exc}")
-                    )
-                    continue
-            found = lint_bytes(data, name, sel.rules, trigger_re=sel.trigger_re, max_bytes=config.max_file_size)
-            report.findings.extend(sel.filter(found, name))
+    with few_collections():
+        for raw in paths:
+            _lint_path(raw, config, sel, report, stdin_name, imports)
     return report
+
+
+def _lint_path(
+    raw, config: Config, sel: _Selection, report: Report, stdin_name: str, imports: dict[str, list[str]] | None
+) -> None:
+    """Lint one path of :func:`lint_paths` (a file, a folder or ``-``) into ``report``."""
+    if raw == "-":
+        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+        files = [(stdin_name, data)]
+    else:
+        files = ((str(f), None) for f in iter_files([raw], config.exclude))
+    for name, data in files:
+        report.files += 1
+        if data is None:
+            try:
+                size = os.path.getsize(name)
+                if config.max_file_size and size > config.max_file_size:
+                    report.findings.extend(sel.filter([too_large(name, size, config.max_file_size)], name))
+                    continue
+                with open(name, "rb") as fh:
+                    data = fh.read()
+            except OSError as exc:
+                report.findings.append(
+                    Finding(name, 1, 1, "FWD002", "undecodable", f"cannot read the file: {exc.strerror or exc}")
+                )
+                continue
+        found = lint_bytes(
+            data,
+            name,
+            sel.rules,
+            trigger_re=sel.trigger_re,
+            max_bytes=config.max_file_size,
+            on_tree=_keep(imports, name),
+        )
+        report.findings.extend(sel.filter(found, name))
+
+
+def _keep(imports: dict[str, list[str]] | None, name: str):
+    """The callback that records the import names of file ``name``'s tree in ``imports``."""
+    if imports is None:
+        return None
+    from ._imports import import_names
+
+    return lambda tree: imports.__setitem__(name, import_names(tree))

@@ -29,7 +29,7 @@ import re
 import sys
 from pathlib import Path
 
-from ._helpers import SEED_CALLS
+from ._helpers import SEED_CALLS, walk
 
 __all__ = [
     "SEED_METHODS",
@@ -157,7 +157,7 @@ def _body_seeds(fn, aliases) -> frozenset[str]:
     """The seeding calls (qualified names of the tables) function ``fn`` makes in its
     own body; a seeding method counts as Lightning's ``seed_everything``."""
     out = set()
-    for n in ast.walk(fn):
+    for n in walk(fn):
         if type(n) is ast.Call:
             qn = _dotted(n.func, aliases)
             if qn in SEED_CALLS:
@@ -313,7 +313,7 @@ def helper_seed_calls(ctx) -> list[tuple[ast.Call, frozenset[str]]]:
             if fn is not None:
                 seeding_defs.setdefault(fn.name, set()).add(qn)
     if seeding_defs:
-        for call in ast.walk(ctx.tree):
+        for call in walk(ctx.tree):
             if (
                 type(call) is ast.Call
                 and type(call.func) is ast.Name
@@ -375,9 +375,7 @@ def local_training(ctx, methods) -> tuple[list[ast.Call], str | None]:
         text = _text(path)  # the defining module, also behind a re-export
         if _SEED_TEXT.search(text) or not _FRAMEWORK_IMPORT.search(text):
             continue
-        if any(
-            type(c) is ast.Call and type(c.func) is ast.Attribute and c.func.attr in methods for c in ast.walk(node)
-        ):
+        if any(type(c) is ast.Call and type(c.func) is ast.Attribute and c.func.attr in methods for c in walk(node)):
             return ran[:1], f"{node.name} of {path.name}"
     return [], None
 
@@ -624,7 +622,7 @@ def _called_names(nodes, ctx) -> set[str]:
     """Names of module functions called (or handed to an entry point) under ``nodes``."""
     out = set()
     for root in nodes:
-        for n in ast.walk(root):
+        for n in walk(root):
             if type(n) is not ast.Call:
                 continue
             if type(n.func) is ast.Name:
@@ -649,7 +647,7 @@ def script_roots(ctx) -> list[ast.AST] | None:
         and type(c.func) is ast.Attribute
         and c.func.attr in _TEST_MAINS
         and ctx.qualname(c.func) not in ENTRY_POINTS
-        for c in ast.walk(main)
+        for c in walk(main)
     ):
         return None
     return [
@@ -680,6 +678,17 @@ def script_runs(ctx) -> set[int]:
     return reached
 
 
+def _defs_under(ctx, stmt) -> list[ast.AST]:
+    """The functions and classes anywhere under module-level statement ``stmt``, in
+    ``ast.walk`` order; cached per file (:func:`runs` asks for every call)."""
+    cache = ctx.__dict__.setdefault("_flow_defs_under", {})
+    found = cache.get(id(stmt))
+    if found is None:
+        kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        found = cache[id(stmt)] = [d for d in walk(stmt) if type(d) in kinds]
+    return found
+
+
 def runs(ctx, node) -> bool:
     """Whether ``node`` runs when the file is executed as a script: at module level (not
     in a function or class body), in a non-test ``__main__`` block, or in a module
@@ -696,12 +705,7 @@ def runs(ctx, node) -> bool:
             if type(s) is ast.ClassDef:
                 return False
             # under a module-level if/try: a def or class there runs only when reached
-            inner = [
-                d
-                for d in ast.walk(s)
-                if type(d) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-                and d.lineno <= line <= (d.end_lineno or d.lineno)
-            ]
+            inner = [d for d in _defs_under(ctx, s) if d.lineno <= line <= (d.end_lineno or d.lineno)]
             if any(type(d) is ast.ClassDef for d in inner):
                 return False
             return not inner or all(id(d) in reached for d in inner)
@@ -784,7 +788,7 @@ def fallback_calls(ctx) -> set[int]:
     """``id`` of calls that only run when the caller gave nothing: ``rng = rng or
     np.random.default_rng()`` and ``if rng is None: rng = random.Random()``."""
     out: set[int] = set()
-    for n in ast.walk(ctx.tree) if ctx.tree is not None else ():
+    for n in walk(ctx.tree) if ctx.tree is not None else ():
         if type(n) is ast.BoolOp and type(n.op) is ast.Or and type(n.values[-1]) is ast.Call:
             out.add(id(n.values[-1]))
         elif (

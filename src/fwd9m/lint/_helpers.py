@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+from collections import deque
+from operator import attrgetter
 
 from .. import _frameworks
 
@@ -14,6 +16,7 @@ __all__ = [
     "call_name",
     "names_in",
     "calls_in",
+    "walk",
     "SEED_CALLS",
     "FRAMEWORK_SEED_CALLS",
     "FRAMEWORK_ROOTS",
@@ -122,9 +125,51 @@ def call_name(call: ast.Call) -> str | None:
 
 def names_in(node) -> set[str]:
     """Names loaded anywhere under ``node``."""
-    return {n.id for n in ast.walk(node) if type(n) is ast.Name}
+    return {n.id for n in walk(node) if type(n) is ast.Name}
 
 
 def calls_in(node):
     """Every call node under ``node`` (``node`` included)."""
-    return [n for n in ast.walk(node) if type(n) is ast.Call]
+    return [n for n in walk(node) if type(n) is ast.Call]
+
+
+#: node type -> a function giving the values of its fields, in ``_fields`` order
+_FIELD_VALUES: dict[type, object] = {}
+
+
+def _field_values(t: type):
+    fields = t._fields
+    if not fields:
+        return lambda node: ()
+    if len(fields) == 1:
+        one = attrgetter(fields[0])
+        return lambda node: (one(node),)
+    return attrgetter(*fields)
+
+
+def walk(node):
+    """:func:`ast.walk`: ``node`` and every node under it, breadth first, the same nodes
+    in the same order, in about two thirds of the time (one C call reads a node's fields;
+    no generator per node). A node missing one of its fields is read as ``ast.walk``
+    reads it."""
+    AST, get = ast.AST, _FIELD_VALUES.get
+    todo = deque((node,))
+    pop, push = todo.popleft, todo.append
+    while todo:
+        node = pop()
+        t = type(node)
+        values = get(t)
+        if values is None:
+            values = _FIELD_VALUES[t] = _field_values(t)
+        try:
+            got = values(node)
+        except AttributeError:  # a hand-made node without all its fields
+            got = [v for _, v in ast.iter_fields(node)]
+        for v in got:
+            if type(v) is list:
+                for item in v:
+                    if isinstance(item, AST):
+                        push(item)
+            elif isinstance(v, AST):
+                push(v)
+        yield node

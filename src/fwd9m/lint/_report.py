@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 from .. import __version__
-from ..compare._escape import escape_control
 from ._engine import ENGINE_CODES, Finding
 
 __all__ = ["render_text", "render_json", "render_sarif", "render_statistics"]
@@ -18,7 +17,12 @@ def render_text(findings: list[Finding], *, show_fix: bool = True) -> str:
     lines = []
     for f in findings:
         # one line per finding: a file name or message with a newline or escape is shown escaped
-        lines.append(escape_control(f"{f.path}:{f.line}:{f.col}: {f.code} {f.message}"))
+        line = f"{f.path}:{f.line}:{f.col}: {f.code} {f.message}"
+        if not line.isprintable():  # every character escape_control escapes is unprintable
+            from ..compare._escape import escape_control  # here: fwd9m.compare costs start-up time
+
+            line = escape_control(line)
+        lines.append(line)
     return "\n".join(lines)
 
 
