@@ -112,15 +112,15 @@ class Gates:
         steps; ``live``: running and its steps compared (True), not started yet (None),
         or ended, stopped recording or not in lock step (False: its partner runs free)."""
         for k in (0, 1):
-            if live[k] is False and self.fds[k] is not None:
+            if live[k] is False and not self.free[k]:
                 self.release(k)
         for k in (0, 1):
             j = 1 - k
+            if self.fds[k] is not None and self.free[j]:
+                self.release(k)
             if not self.waiting[k] or self.fds[k] is None or live[j] is None:
                 continue
-            if self.free[j]:
-                self.release(k)
-            elif self.waiting[j]:
+            if self.waiting[j]:
                 if (steps[k], k) < (steps[j], j):  # behind, or level and run 1
                     self.go(k)
             elif steps[j] == 0:  # the other is starting up
