@@ -1,5 +1,5 @@
-"""Side by side or one after the other: whether two runs of a script fit on this
-machine together (``fwd9m check``'s runs 1 and 2, ``fwd9m debug``'s digest runs).
+"""Side by side, in lock step or one after the other: whether two runs of a script fit
+on this machine together (``fwd9m check``'s runs 1 and 2, ``fwd9m debug``'s digest runs).
 
 Two runs side by side are only faster than one after the other while each has cores of
 its own. A run's intra-op thread count must stay what it is (it changes results: a
@@ -7,7 +7,11 @@ reduction split over more threads adds in another order), so two runs of a frame
 that takes one thread per core would each bring as many threads as there are cores; on 2
 cores, 4 busy threads then crawl (issue 33: two PyTorch runs side by side reached step
 150 in 11.6 s where one alone reaches it in 5.2 s). And two runs on one GPU compete for
-its memory and streams. :func:`decide` is the rule, a pure function; :func:`for_runs`
+its memory and streams. Where they do not fit, the runs go in lock step
+(:mod:`fwd9m.check._gate`: both start, then one computes a training step at a time, in
+turn), which measured faster than one after the other (run 1 runs to its end first) and
+than side by side oversubscribed (``benchmarks/check_order.md``). :func:`decide` is the
+rule, a pure function; :func:`for_runs`
 gathers what it needs: the usable cores (``os.sched_getaffinity``), each framework's
 thread count as it will read it at start-up (:meth:`fwd9m._backend.Backend.intra_op_threads`:
 ``OMP_NUM_THREADS`` and the like, else one per core) and whether the runs see a GPU.
