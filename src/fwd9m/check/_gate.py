@@ -40,6 +40,7 @@ class Gates:
         self.since = [0.0, 0.0]
         self.total = [0.0, 0.0]  #: seconds waited, but for the current wait
         self.turns = 0  #: words given
+        self.paths: list[Path] = []  #: the pipes, removed at :meth:`close`
 
     def env(self, k: int, folder: Path, gated: bool = True) -> dict[str, str]:
         """Make run ``k``'s pipes in its step folder; the environment that gates it
@@ -51,6 +52,7 @@ class Gates:
         for name in (GO, DONE):
             path = folder / f"{name}{_NEW}"
             os.mkfifo(path, 0o600)
+            self.paths.append(path)
             fds.append(os.open(path, flags))
         self.fds[k] = (fds[0], fds[1])
         return {ENV_GATE: "1"}
@@ -64,6 +66,7 @@ class Gates:
             return
         for name in (GO, DONE):
             os.rename(folder / f"{name}{_NEW}", folder / f"{name}{pid}")
+            self.paths.append(folder / f"{name}{pid}")
 
     def wait(self, seconds: float) -> None:
         """Up to ``seconds``, until a gated run says it recorded a step."""
@@ -127,6 +130,13 @@ class Gates:
                 self.go(k)
 
     def close(self) -> None:
+        """Let every run run free, and remove the pipes (nothing that copies a run's
+        folder meets them)."""
         for k in (0, 1):
             if self.fds[k] is not None:
                 self.release(k)
+        for path in self.paths:
+            try:
+                os.unlink(path)
+            except OSError:  # renamed, or the folder is gone
+                pass
