@@ -1,8 +1,10 @@
 #!/usr/bin/env python
-"""``fwd9m check``'s runs 1 and 2 side by side (before issue 33) vs one after the other
-(after: :mod:`fwd9m.check._parallel` decides), on a 300-step PyTorch MLP with torch's
-default threads (one per core) whose run 2 differs at step k (a value of ``os.urandom``
-added to one gradient), for k = 0, 150, 299, and on the same script when no step differs.
+"""``fwd9m check``'s runs 1 and 2 in its three orders (:mod:`fwd9m.check._parallel`):
+side by side (``FWD9M_SIDE_BY_SIDE=1``), one after the other (``0``) and in lock step
+(``step``: both start, then one computes a training step at a time, in turn), on a
+300-step PyTorch MLP with torch's default threads (one per core) whose run 2 differs at
+step k (a value of ``os.urandom`` added to one gradient), for k = 0, 150, 299, and on the
+same script when no step differs.
 
     taskset -c 0,1 python benchmarks/check_order.py [--repeat N]   # CHECK_ORDER_KS=150: that k only
 
@@ -10,10 +12,8 @@ Every command runs under ``taskset -c 0,1`` (two cores, as the issue's machine).
 ratio is to plain runs timed in the same run: ``plain(k + 1)``, a ``fwd9m run`` of the
 script's first k + 1 steps, and the start-up (``fwd9m run`` of zero steps). The issue's
 target for NOT REPRODUCIBLE at step k is ``<= 1.5 x plain(k + 1) + one start-up``, for
-REPRODUCIBLE ``<= 2.1 x`` one plain run. Before: ``FWD9M_SIDE_BY_SIDE=1`` (the old
-order: run 2 starts beside run 1 once run 1 imports torch); after: the default. Before
-and after alternate, ``--repeat`` times (default 2); the best of each is printed, with
-every time.
+REPRODUCIBLE ``<= 2.1 x`` one plain run. The orders alternate, ``--repeat`` times
+(default 2); the best of each is printed, with every time (CHECK_ORDERS=step,1: those).
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ for step in range(int(os.environ.get("STEPS", "300"))):
     opt.step()
 print("done")
 """
-CPUS = "0,1"
+CPUS = os.environ.get("CHECK_ORDER_CPUS", "0,1")
+#: the orders: FWD9M_SIDE_BY_SIDE's value and a name
+ORDERS = {"1": "side by side", "0": "one after the other", "step": "lock step"}
 
 
 #: CPU seconds (user + system) of the commands timed so far, with their children
@@ -76,15 +78,21 @@ def uptime() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def best_of(cwd: Path, repeat: int, *args: str, **env: str) -> tuple[float, list[float], int, str, float]:
-    """The best wall time of ``repeat`` checks, every wall time, the last exit status and
-    stderr, and the least CPU seconds of one."""
-    times, cpus, code, err = [], [], 0, ""
+def interleaved(cwd: Path, repeat: int, orders: list[str], steps: int, *args: str, **env: str) -> dict[str, tuple]:
+    """For each order: the best wall time of ``repeat`` checks, every wall time, the last
+    exit status, and the least CPU seconds of one; the orders alternate (``plain``: a
+    plain run of ``steps`` steps)."""
+    got: dict[str, tuple[list[float], list[float], int]] = {o: ([], [], 0) for o in orders}
     for _ in range(repeat):
-        t, code, err = timed(cwd, *args, command="check", **env)
-        times.append(t)
-        cpus.append(CPU[-1])
-    return min(times), times, code, err, min(cpus)
+        for o in orders:
+            if o == "plain":  # a plain run of STEPS steps, in the same rotation
+                t, code, _ = timed(cwd, "train.py", **env, STEPS=str(steps))
+            else:
+                t, code, _ = timed(cwd, *args, command="check", FWD9M_SIDE_BY_SIDE=o, **env)
+            got[o][0].append(t)
+            got[o][1].append(CPU[-1])
+            got[o] = (got[o][0], got[o][1], code)
+    return {o: (min(ts), ts, code, min(cs)) for o, (ts, cs, code) in got.items()}
 
 
 def plain_runs(cwd: Path, steps: int) -> tuple[float, float]:
@@ -102,28 +110,30 @@ def main() -> int:
     (cwd / "train.py").write_text(SCRIPT)
     print(f"load average (1, 5, 15 min) at the start: {uptime()}; cores {CPUS}", flush=True)
     startup, startup_cpu = plain_runs(cwd, 0)
-    plain, plain_cpu = plain_runs(cwd, 300)
-    print(f"start-up {startup:.2f} s ({startup_cpu:.1f} CPU s)  plain 300 steps {plain:.2f} s ({plain_cpu:.1f} CPU s)")
+    print(f"start-up {startup:.2f} s ({startup_cpu:.1f} CPU s)", flush=True)
+    orders = os.environ.get("CHECK_ORDERS", ",".join(ORDERS)).split(",")
     for k in [int(x) for x in os.environ.get("CHECK_ORDER_KS", "0,150,299").split(",")]:
-        part, part_cpu = plain_runs(cwd, k + 1)
+        got = interleaved(cwd, repeat, ["plain", *orders], k + 1, "train.py", URANDOM_AT=str(k))
+        part, times, _, part_cpu = got.pop("plain")
         target = 1.5 * part + startup
-        row = [f"k={k:<3} plain({k + 1}) {part:.2f} ({part_cpu:.1f} CPU s)  target {target:.2f}"]
-        for name, env in (("before", {"FWD9M_SIDE_BY_SIDE": "1"}), ("after", {})):
-            best, times, code, err, cpu = best_of(cwd, repeat, "train.py", URANDOM_AT=str(k), **env)
-            order = "one after the other" if "runs one after the other: " in err else "side by side"
+        row = [f"k={k:<3} plain({k + 1}) {part:.2f} [{' '.join(f'{t:.1f}' for t in times)}] ({part_cpu:.1f} CPU s)"]
+        row[0] += f"  target {target:.2f}"
+        for o, (best, times, code, cpu) in got.items():
             row.append(
-                f"{name} ({order}) {best:.2f} = {best / part:.2f}x plain(k+1) [{' '.join(f'{t:.1f}' for t in times)}]"
+                f"{ORDERS[o]}: {best:.2f} = {best / part:.2f}x plain(k+1) [{' '.join(f'{t:.1f}' for t in times)}]"
                 f" {cpu:.1f} CPU s = {cpu / part_cpu:.2f}x, exit {code}"
             )
-        print("  ".join(row), flush=True)
-    row = ["no step differs:"]
-    for name, env in (("before", {"FWD9M_SIDE_BY_SIDE": "1"}), ("after", {})):
-        best, times, code, _, cpu = best_of(cwd, repeat, "-q", "train.py", **env)
+        print("\n    ".join(row), flush=True)
+    got = interleaved(cwd, repeat, ["plain", *orders], 300, "-q", "train.py")
+    plain, times, _, plain_cpu = got.pop("plain")
+    row = [f"no step differs: plain {plain:.2f} [{' '.join(f'{t:.1f}' for t in times)}] ({plain_cpu:.1f} CPU s)"]
+    row[0] += f"  target {2.1 * plain:.2f}"
+    for o, (best, times, code, cpu) in got.items():
         row.append(
-            f"{name} {best:.2f} = {best / plain:.2f}x plain [{' '.join(f'{t:.1f}' for t in times)}] "
+            f"{ORDERS[o]}: {best:.2f} = {best / plain:.2f}x plain [{' '.join(f'{t:.1f}' for t in times)}] "
             f"{cpu:.1f} CPU s = {cpu / plain_cpu:.2f}x, exit {code}"
         )
-    print("  ".join(row), flush=True)
+    print("\n    ".join(row), flush=True)
     print(f"load average at the end: {uptime()}", flush=True)
     return 0
 

@@ -60,10 +60,12 @@ def train(tmp_path_factory) -> Path:
 
 
 CORES = len(os.sched_getaffinity(0))
-#: the two orders of runs 1 and 2 (fwd9m.check._parallel): torch's threads set to the
-#: cores, so two runs do not fit side by side; and side by side, forced
+#: the three orders of runs 1 and 2 (fwd9m.check._parallel): the default with torch's
+#: threads set to the cores (two runs do not fit side by side: lock step); one after the
+#: other and side by side, forced
 ORDERS = {
-    "one after the other": {"FWD9M_SIDE_BY_SIDE": "auto", "OMP_NUM_THREADS": str(CORES)},
+    "in lock step": {"OMP_NUM_THREADS": str(CORES)},
+    "one after the other": {"FWD9M_SIDE_BY_SIDE": "0"},
     "side by side": {"FWD9M_SIDE_BY_SIDE": "1"},
 }
 
@@ -85,11 +87,18 @@ def test_divergence_at_step_150_of_300_is_diagnosed_there(train, order):
     assert "stopped by the early stop at step 150" in run2["error"]
     if order == "one after the other":  # run 1 ran to its end, run 2 was compared with it as it went
         assert f"runs one after the other: {CORES} threads each on {CORES} core" in out.stderr, out.stderr
+        assert "(FWD9M_SIDE_BY_SIDE=0)" in out.stderr, out.stderr
         assert "run 1 ended after 300 training step(s): run 2 starts" in out.stderr, out.stderr
         assert run1["returncode"] == 0 and "differ at step 150: run 2 stopped" in out.stderr
         assert any(
             n.startswith("early stop: run 2 ran after run 1 and was stopped at step 150") for n in result["notes"]
         )
+        return
+    if order == "in lock step":  # one step at a time each, in turn, once both compute steps
+        assert f"runs in lock step: {CORES} threads each on {CORES} core" in out.stderr, out.stderr
+        # run 1 goes ahead while run 2 starts up: with steps this small it may reach its end
+        assert run1["returncode"] == 0 or "stopped by the early stop at step 150" in run1["error"], run1
+        assert any(n.startswith("early stop: run 1 and run 2 ran in lock step") for n in result["notes"])
         return
     # run 2 starts once run 1 imports torch, so run 1 may have finished its 300 steps already
     assert run1["returncode"] == 0 or "stopped by the early stop at step 150" in run1["error"]

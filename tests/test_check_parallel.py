@@ -29,18 +29,22 @@ from fwd9m.check._parallel import ENV_SIDE_BY_SIDE, Parallel, decide, for_runs, 
 def test_side_by_side_only_when_the_threads_fit_the_cores_and_no_gpu_is_shared(cores, threads, gpu, side_by_side):
     p = decide(cores, threads, gpu)
     assert p.side_by_side is side_by_side
+    assert p.lockstep is not side_by_side  # else in lock step, never one after the other
     assert (p.cores, p.threads, p.gpu) == (cores, max(threads), gpu)
 
 
 def test_the_progress_line_says_how_and_why():
-    assert decide(2, [2, 2], False).describe() == "runs one after the other: 2 threads each on 2 cores"
+    assert decide(2, [2, 2], False).describe() == "runs in lock step: 2 threads each on 2 cores"
     assert decide(4, [1, 1], False).describe() == "runs side by side: 1 thread each on 4 cores"
     assert (
-        decide(8, [1, 1], True).describe()
-        == "runs one after the other: they would share one GPU (1 thread each on 8 cores)"
+        decide(8, [1, 1], True).describe() == "runs in lock step: they would share one GPU (1 thread each on 8 cores)"
     )
     forced = Parallel(True, 2, 2, forced=True).describe()
     assert forced == f"runs side by side: 2 threads each on 2 cores ({ENV_SIDE_BY_SIDE}=1)"
+    after = Parallel(False, 2, 2, forced=True).describe()
+    assert after == f"runs one after the other: 2 threads each on 2 cores ({ENV_SIDE_BY_SIDE}=0)"
+    step = Parallel(False, 2, 2, forced=True, lockstep=True).describe()
+    assert step == f"runs in lock step: 2 threads each on 2 cores ({ENV_SIDE_BY_SIDE}=step)"
 
 
 @pytest.mark.parametrize(
@@ -111,9 +115,14 @@ def test_a_hidden_gpu_is_not_shared():
 
 def test_the_environment_variable_forces_either_way():
     assert for_runs(["torch"], {ENV_SIDE_BY_SIDE: "1"}).side_by_side
-    assert not for_runs(["torch"], {ENV_SIDE_BY_SIDE: "0", "OMP_NUM_THREADS": "1"}).side_by_side
+    after = for_runs(["torch"], {ENV_SIDE_BY_SIDE: "0", "OMP_NUM_THREADS": "1"})
+    assert not after.side_by_side and not after.lockstep and after.forced
+    step = for_runs(["torch"], {ENV_SIDE_BY_SIDE: "step", "OMP_NUM_THREADS": "1"})
+    assert step.lockstep and not step.side_by_side and step.forced
     cores = len(os.sched_getaffinity(0))
-    unforced = for_runs(["torch"], {ENV_SIDE_BY_SIDE: "auto", "OMP_NUM_THREADS": "1"})
-    assert unforced.side_by_side is (cores >= 2 and not sees_gpu({"OMP_NUM_THREADS": "1"}))
-    # unset: side by side (the rule is not the default yet: benchmarks/check_order.md)
-    assert for_runs(["torch"], {}).side_by_side and not for_runs(["torch"], {}).forced
+    for value in ("auto", ""):  # unset: the rule (benchmarks/check_order.md: lock step measured fastest)
+        unforced = for_runs(["torch"], {ENV_SIDE_BY_SIDE: value, "OMP_NUM_THREADS": "1"})
+        assert unforced.side_by_side is (cores >= 2 and not sees_gpu({"OMP_NUM_THREADS": "1"}))
+        assert unforced.lockstep is not unforced.side_by_side and not unforced.forced
+    default = for_runs(["torch"], {})  # torch's default: one thread per core each
+    assert default.lockstep and not default.side_by_side and not default.forced

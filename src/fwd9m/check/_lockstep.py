@@ -32,6 +32,7 @@ from ..steps._compare import compare_records
 from ..steps._follow import StepFollower
 from ..steps._format import StepRecord
 from ..steps._session import ENV_CHECK, FRAMEWORK_MARK
+from ._gate import Gates
 from ._parallel import Parallel
 from ._process import CLOCK_GAP_S, STOPPED, Guard, _collect_run, _launch, _Launched, _Run, clock_gap
 
@@ -63,6 +64,8 @@ class Divergence:
     source: str | None = None
     #: run 2 ran after run 1 (which ran to its end) and was stopped alone there
     after: bool = False
+    #: the runs ran in lock step (one computing a step at a time, in turn: :mod:`fwd9m.check._gate`)
+    lockstep: bool = False
 
 
 class _Streams:
@@ -164,21 +167,25 @@ def run_pair(
     after the other, run 2 starts when run 1 ended (after
     :func:`~fwd9m.check._process.clock_gap`) and is compared with run 1's whole stream
     as it goes: it stops at the first step that differs (run 1 ran to its end). None:
-    side by side."""
+    side by side; in lock step (:attr:`Parallel.lockstep`), both run, one step at a time
+    each in turn (:mod:`fwd9m.check._gate`), and stop together at the first that differs."""
     streams = [_Streams(run.root / "steps") for run in runs]
     streams[0].at_import = at_import
     after_first = _Order(parallel, streams[0], runs, say)
+    gates = Gates()
 
     def launch(k: int) -> _Launched | None:
-        streams[k].folder.mkdir(parents=True)
-        env = {**envs[k], ENV_CHECK: str(streams[k].folder)}
+        folder = streams[k].folder
+        folder.mkdir(parents=True)
+        env = {**envs[k], ENV_CHECK: str(folder), **gates.env(k, folder, after_first.gated(k))}
         x = _launch(runs[k], invocation, cwd_mode, env, site, which[k], say)
         streams[k].pid = x.proc.pid if x is not None else None
+        gates.started(k, folder, streams[k].pid)
         return x
 
     together = together and not after_first()
     launched: list[_Launched | None] = [launch(0), _after_gap(launch) if together else None]
-    collected: list[int] = []
+    collected, stopped = list[int](), list[int]()
 
     def second() -> _Launched | None:
         x = launched[0]
@@ -191,23 +198,33 @@ def run_pair(
             time.sleep(clock_gap(x.t0 + runs[0].info.seconds, runs[0].info.seconds))  # a clock seed: another second
         return launch(1)
 
-    stopped: list[int] = []
     try:
-        found = _watch(runs, launched, streams, timeout, say, display, stopped, second, together, compared, after_first)
+        found = _watch(
+            runs, launched, streams, timeout, say, display, stopped, second, together, compared, after_first, gates
+        )
     except BaseException:
-        for x in launched:
-            if x is not None:
-                kill_group(x.proc)
+        _kill_all(launched)
         raise
     finally:
-        for s in streams:
-            s.close()
+        _close(gates, streams)
     if found is not None:
-        found.after = bool(collected)
+        found.after, found.lockstep = bool(collected), bool(after_first.lockstep)
     for k, (run, x) in enumerate(zip(runs, launched)):
         if x is not None and k not in collected:
             _collect_stopped(run, x, found if k in stopped else None, invocation, say, guard)
     return found, not collected
+
+
+def _kill_all(launched: list[_Launched | None]) -> None:
+    for x in launched:
+        if x is not None:
+            kill_group(x.proc)
+
+
+def _close(gates: Gates, streams: list[_Streams]) -> None:
+    gates.close()  # a run still waiting goes on (to its end, or to the signal that stops it)
+    for s in streams:
+        s.close()
 
 
 def _collect_stopped(
@@ -245,12 +262,22 @@ class _Order:
             self.decided = self.parallel(self.first.framework) if self.parallel is not None else _BESIDE
             if self.parallel is not None:
                 self.say(_order_line(self.decided, self.runs))
-        return not self.decided.side_by_side
+        return not (self.decided.side_by_side or self.decided.lockstep)
 
     @property
     def after(self) -> bool:
         """The runs go one after the other (False while undecided)."""
-        return self.decided is not None and not self.decided.side_by_side
+        return self.decided is not None and not (self.decided.side_by_side or self.decided.lockstep)
+
+    def gated(self, k: int) -> bool:
+        """Whether run ``k`` starts with a gate: run 1 unless the order is decided and
+        not lock step (it is decided when run 2 starts), run 2 in lock step only."""
+        return self.lockstep is not False if k == 0 else self.lockstep is True
+
+    @property
+    def lockstep(self) -> bool | None:
+        """The runs go in lock step (None while undecided)."""
+        return None if self.decided is None else self.decided.lockstep
 
 
 def _after_gap(launch: Callable[[int], _Launched | None]) -> _Launched | None:
@@ -271,6 +298,7 @@ def _watch(
     started: bool = False,
     compared: Callable[[int, Divergence | None], None] | None = None,
     after_first: Callable[[], bool] = lambda: False,
+    gates: Gates | None = None,
 ) -> Divergence | None:
     """Until both runs ended or a step differs: poll the processes and the streams;
     ``stopped`` gets the index of each run stopped at the divergence. Run 2 starts
@@ -278,7 +306,9 @@ def _watch(
     (:data:`~fwd9m.steps._session.FRAMEWORK_MARK`) or records its first step, or when run
     1 ended: a script that imports none runs one after the other, as without the early
     stop; or, where ``after_first()`` says the runs go one after the other, once run 1
-    ended."""
+    ended. In lock step, ``gates`` (:class:`~fwd9m.check._gate.Gates`) give the runs
+    their turns, and a run's timeout counts only the time it did not wait for one."""
+    gates = gates if gates is not None else Gates()
     t0 = time.monotonic()
     beat = t0 + PROGRESS_S
     index = 0
@@ -309,8 +339,9 @@ def _watch(
             return found
         if not alive and started:
             return None
-        for run, x in zip(runs, launched):
-            if x in alive and timeout is not None and time.monotonic() - x.t0 > timeout:
+        _turn(gates, launched, streams, alive, started, getattr(after_first, "lockstep", False))
+        for k, (run, x) in enumerate(zip(runs, launched)):
+            if x in alive and timeout is not None and time.monotonic() - x.t0 - gates.waited(k) > timeout:
                 run.info.timed_out = True
                 kill_group(x.proc)
         if time.monotonic() >= beat:
@@ -319,7 +350,26 @@ def _watch(
                 ", ".join(_where(run, s, x) for run, s, x in zip(runs, streams, launched))
                 + f" ({time.monotonic() - t0:.0f} s)"
             )
-        time.sleep(POLL_S)
+        gates.wait(POLL_S)
+
+
+def _turn(
+    gates: Gates,
+    launched: list[_Launched | None],
+    streams: list[_Streams],
+    alive: list[_Launched],
+    started: bool,
+    lockstep: bool | None,
+) -> None:
+    """Give the turn in lock step (:meth:`Gates.turn`); every run free when the runs are
+    not in lock step."""
+    live: list[bool | None] = []
+    for k, (x, s) in enumerate(zip(launched, streams)):
+        if k == 1 and not started or lockstep is None:
+            live.append(None)
+        else:
+            live.append(bool(lockstep) and x in alive and not s.off)
+    gates.turn([len(s.records) for s in streams], live)
 
 
 #: the order of runs without a :func:`run_pair` ``parallel``: side by side
@@ -331,6 +381,11 @@ def _order_line(p: Parallel, runs: list[_Run]) -> str:
     2 cores; run 2 is compared with run 1's steps as it goes``."""
     if p.side_by_side:
         return p.describe()
+    if p.lockstep:
+        return (
+            f"{p.describe()}; both start, then compute one training step at a time each in turn, and stop "
+            "together at the first that differs"
+        )
     return (
         f"{p.describe()}; {runs[1].info.label} starts when {runs[0].info.label} ended, and stops at the "
         f"first training step that differs from {runs[0].info.label}'s"
@@ -393,7 +448,17 @@ def doubt(runs: list[_Run], diverged: bool) -> str | None:
     return None
 
 
+def _how(found: Divergence) -> str:
+    """How the runs ran to ``found``, for the early stop's note."""
+    if found.after:
+        return "run 2 ran after run 1 and was stopped"
+    if found.lockstep:
+        return "run 1 and run 2 ran in lock step (one training step at a time, in turn) and were stopped"
+    return "run 1 and run 2 ran side by side and were stopped"
+
+
 #: tensors named per group in the finding's detail; the rest are counted
+
 _LISTED = 8
 
 
@@ -434,11 +499,8 @@ def early_result(
         {"training steps": found.index + 1},
         environment=found.environment,
     )
-    how = (
-        "run 2 ran after run 1 and was stopped" if found.after else "run 1 and run 2 ran side by side and were stopped"
-    )
     result.notes.append(
-        f"early stop: {how} at step {found.step}, the first "
+        f"early stop: {_how(found)} at step {found.step}, the first "
         f"step whose {', '.join(groups)} differ; their printed output, files and final state were not "
         f"compared. To run both to the end: fwd9m check --no-early-stop {display}"
     )

@@ -1,5 +1,5 @@
-"""Side by side or one after the other: whether two runs of a script fit on this
-machine together (``fwd9m check``'s runs 1 and 2, ``fwd9m debug``'s digest runs).
+"""Side by side, in lock step or one after the other: whether two runs of a script fit
+on this machine together (``fwd9m check``'s runs 1 and 2, ``fwd9m debug``'s digest runs).
 
 Two runs side by side are only faster than one after the other while each has cores of
 its own. A run's intra-op thread count must stay what it is (it changes results: a
@@ -7,7 +7,11 @@ reduction split over more threads adds in another order), so two runs of a frame
 that takes one thread per core would each bring as many threads as there are cores; on 2
 cores, 4 busy threads then crawl (issue 33: two PyTorch runs side by side reached step
 150 in 11.6 s where one alone reaches it in 5.2 s). And two runs on one GPU compete for
-its memory and streams. :func:`decide` is the rule, a pure function; :func:`for_runs`
+its memory and streams. Where they do not fit, the runs go in lock step
+(:mod:`fwd9m.check._gate`: both start, then one computes a training step at a time, in
+turn), which measured faster than one after the other (run 1 runs to its end first) and
+than side by side oversubscribed (``benchmarks/check_order.md``). :func:`decide` is the
+rule, a pure function; :func:`for_runs`
 gathers what it needs: the usable cores (``os.sched_getaffinity``), each framework's
 thread count as it will read it at start-up (:meth:`fwd9m._backend.Backend.intra_op_threads`:
 ``OMP_NUM_THREADS`` and the like, else one per core) and whether the runs see a GPU.
@@ -30,9 +34,11 @@ __all__ = [
     "usable_cores",
 ]
 
-#: ``1`` or unset: runs 1 and 2 side by side; ``0``: one after the other; ``auto``:
-#: :func:`decide` (not the default yet: see :func:`for_runs`)
+#: ``1``: runs 1 and 2 side by side; ``0``: one after the other; ``step``: in lock step;
+#: ``auto`` or unset: :func:`decide`
 ENV_SIDE_BY_SIDE = "FWD9M_SIDE_BY_SIDE"
+#: the values of :data:`ENV_SIDE_BY_SIDE` that force an order
+_FORCED = {"1": "side by side", "0": "one after the other", "step": "in lock step"}
 #: device files of GPUs (NVIDIA, AMD), and the variables that hide them from a process
 _ACCELERATORS = {
     "/dev/nvidiactl": ("CUDA_VISIBLE_DEVICES",),
@@ -42,22 +48,31 @@ _ACCELERATORS = {
 
 @dataclass(frozen=True)
 class Parallel:
-    """How two runs go: ``side_by_side`` or one after the other, and what decided it."""
+    """How two runs go: ``side_by_side``, in ``lockstep`` (both started together, then
+    one computing a training step at a time, in turn: :mod:`fwd9m.check._gate`) or one
+    after the other (neither), and what decided it."""
 
     side_by_side: bool
     cores: int  #: usable by this process
     threads: int  #: intra-op threads of each run
     gpu: bool = False  #: the runs would share one GPU
     forced: bool = False  #: :data:`ENV_SIDE_BY_SIDE` decided
+    lockstep: bool = False  #: in lock step (never with ``side_by_side``)
+
+    @property
+    def how(self) -> str:
+        """``side by side``, ``in lock step`` or ``one after the other``."""
+        return "side by side" if self.side_by_side else "in lock step" if self.lockstep else "one after the other"
 
     def describe(self) -> str:
-        """The progress line: ``runs one after the other: 2 threads each on 2 cores``."""
-        how = "side by side" if self.side_by_side else "one after the other"
+        """The progress line: ``runs in lock step: 2 threads each on 2 cores``."""
+        how = self.how
         each = f"{self.threads} thread{'s' if self.threads != 1 else ''} each on {self.cores} core" + (
             "s" if self.cores != 1 else ""
         )
         if self.forced:
-            return f"runs {how}: {each} ({ENV_SIDE_BY_SIDE}={'1' if self.side_by_side else '0'})"
+            value = next(k for k, v in _FORCED.items() if v == how)
+            return f"runs {how}: {each} ({ENV_SIDE_BY_SIDE}={value})"
         if self.gpu:
             return f"runs {how}: they would share one GPU ({each})"
         return f"runs {how}: {each}"
@@ -65,12 +80,14 @@ class Parallel:
 
 def decide(cores: int, threads: Iterable[int], gpu: bool) -> Parallel:
     """Side by side only when the runs' threads together fit the cores (``2 x threads <=
-    cores`` for two runs alike) and they do not share a single GPU. ``threads``: each
-    run's intra-op thread count; ``gpu``: the runs use a GPU (one device for both)."""
+    cores`` for two runs alike) and they do not share a single GPU; else in lock step
+    (one computes a step while the other waits: no core, no GPU shared by two steps).
+    ``threads``: each run's intra-op thread count; ``gpu``: the runs use a GPU (one
+    device for both)."""
     counts = [max(1, int(t)) for t in threads]
     cores = max(1, int(cores))
-    fits = sum(counts) <= cores
-    return Parallel(fits and not gpu, cores, max(counts, default=cores), gpu)
+    beside = sum(counts) <= cores and not gpu
+    return Parallel(beside, cores, max(counts, default=cores), gpu, lockstep=not beside)
 
 
 def usable_cores() -> int:
@@ -119,11 +136,9 @@ def for_runs(frameworks: Iterable[str], environ: Mapping[str, str] | None = None
     cores = usable_cores()
     threads = threads_of(frameworks, env, cores)
     forced = env.get(ENV_SIDE_BY_SIDE, "").strip()
-    if forced in ("0", "1"):
-        return Parallel(forced == "1", cores, threads, False, True)
-    if forced == "auto":
-        return decide(cores, [threads, threads], sees_gpu(env))
-    # unset: side by side, as before issue 33. One after the other lets run 1 run to its
-    # end before run 2 starts, which costs more than the oversubscription it avoids when
-    # the runs differ early (benchmarks/check_order.md: 23.2 s against 8.9 s at step 0)
-    return Parallel(True, cores, threads)
+    if forced in _FORCED:
+        return Parallel(forced == "1", cores, threads, False, True, lockstep=forced == "step")
+    # unset or auto: lock step where two runs' threads do not fit the cores, which
+    # benchmarks/check_order.md measured faster than side by side (oversubscribed) and
+    # than one after the other (run 1 runs to its end first)
+    return decide(cores, [threads, threads], sees_gpu(env))

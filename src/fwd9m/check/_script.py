@@ -350,8 +350,9 @@ def _side_by_side(
     clock = _clock_seed(prog, o)
     when = f"records its first training step ({clock})" if clock else "imports torch, Keras or JAX"
     say(
-        f"early stop: run 2 starts beside run 1 once run 1 {when} (after it, where the two runs' threads do "
-        "not fit the cores together), and stops at the first training step that differs; a script that "
+        f"early stop: run 2 starts beside run 1 once run 1 {when} (in lock step, one training step at a time "
+        "each, where the two runs' threads do not fit the cores together), and both stop at the first training "
+        "step that differs; a script that "
         "imports none runs one after the other (--no-early-stop: always one after the other, to the end)"
     )
     envs = [{**o.env, **plan[k][2]} for k in (0, 1)]

@@ -98,7 +98,11 @@ def first_step(s: Any, directory: str, compared: Any = None) -> Any:
     if o.module and o.cwd == "empty":  # the module is found from your directory, as python -m finds it
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path.cwd()), os.environ.get("PYTHONPATH", "")) if p)
     order = for_runs(["torch"], {**os.environ, **env})  # applies(): the script trains with PyTorch only
-    how = "two runs side by side" if order.side_by_side else "two runs one after the other (run 2 stops there)"
+    how = {
+        "side by side": "two runs side by side",
+        "in lock step": "two runs in lock step (one training step at a time, in turn)",
+    }.get(order.how, "two runs one after the other (run 2 stops there)")
+
     s.say(f"step digests first: {how}, to find the first training step that differs")
     found, _ = run_pair(
         runs,

@@ -114,6 +114,8 @@ class StepSession:
         #: an existing ``out`` is replaced only by a completed run (:class:`~._format.StepWriter`)
         self.keep_old = keep_old
         self.pid = os.getpid()  #: a forked child that trains records nothing: the file is this process's
+        #: under ``fwd9m check``'s lock step: waits after each step for the check's word
+        self.gate: Any = None
         if out and not self.patterns:  # refuse a file fwd9m must not replace now, not at the first step
             from ._format import check_replaceable
 
@@ -199,6 +201,8 @@ class StepSession:
                 report = self._agreed(report, number)
             if report is not None:
                 self._diverged(report)
+        if self.gate is not None:
+            self.gate.step()
         return True
 
     def _agreed(self, report: Any, step: int) -> Any:
@@ -319,7 +323,10 @@ def from_env() -> StepSession | None:
         if out or against:
             _session = StepSession(out, against, rank_independent=bool(os.environ.get(ENV_RANK_INDEPENDENT)))
         elif check_dir and os.path.isdir(check_dir):
+            from ._gate import from_env as gate
+
             _session = StepSession(os.path.join(check_dir, f"steps-{os.getpid()}"), quiet=True, keep_old=False)
+            _session.gate = gate(check_dir)
         if _session is not None:
             import atexit
 
