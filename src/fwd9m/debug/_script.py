@@ -329,15 +329,24 @@ def _record(
     return proc.returncode
 
 
+#: bytes of input tensors op-level run 1 of the early stop may write as whole calls
+#: (:data:`fwd9m._recording._capture.ENV_KEEP_CALLS`); the ops after them need a targeted run
+KEEP_CALL_BYTES = 128 << 20
+
+
 def _start_pair(s: _Session, paths: list[str], env: dict[str, str] | None = None, how: str = "side by side") -> list:
-    """Start the early stop's two op-level runs side by side: (trace, watch, log, process) each."""
+    """Start the early stop's two op-level runs side by side: (trace, watch, log, process)
+    each. Run 1 writes every op's whole call while :data:`KEEP_CALL_BYTES` last, so that a
+    culprit among them is replayed without a targeted run (:func:`_replayed`)."""
+    from .._recording._capture import ENV_KEEP_CALLS
     from .._recording._common import ENV_STOP_AFTER
     from .._runtime.process import kill_group
 
     runs: list = []
     try:
         for i, out in enumerate(paths, 1):
-            cwd, watch, run_env = _run_folder(s, out, {ENV_STOP_AFTER: "1", **(env or {})})
+            keep = {ENV_KEEP_CALLS: str(KEEP_CALL_BYTES)} if i == 1 and s.options.replay else {}
+            cwd, watch, run_env = _run_folder(s, out, {ENV_STOP_AFTER: "1", **keep, **(env or {})})
             log = os.path.splitext(out)[0] + ".log" if not s.options.show_output else None
             s.say(f"recording run {i}/2 ({how})")
             runs.append((out, watch, log, _start(_isolated(s, _child_command(s, out, None), cwd), run_env, cwd, log)))
@@ -846,11 +855,20 @@ def _replayed(s: _Session, directory: str, report: DebugReport) -> DebugReport:
     the op is replayed alone (:func:`fwd9m.debug._replay.confirm`). The result goes into
     the explanation (``replay``); a replay that cannot be done is a note, never an error."""
     from .._recording._common import ENV_STOP_AFTER
-    from ._replay import confirm
+    from ._replay import confirm, replay_kept
 
     first = report.first
     assert first is not None
-    s.say(f"replaying the culprit op #{first.seq} {first.op} alone (a third, targeted run)")
+    kept = _kept_capture(directory, first)
+    how = "from the inputs run 1 kept" if kept else "a third, targeted run"
+    s.say(f"replaying the culprit op #{first.seq} {first.op} alone ({how})")
+    if kept:
+        try:
+            return _with_proof(
+                s, directory, report, replay_kept(os.path.join(directory, "run1.trace"), first.seq, s.say)
+            )
+        except Exception as exc:  # noqa: BLE001 - the targeted run then, as without the kept inputs
+            s.say(f"  the replay from the kept inputs failed ({exc}); a third, targeted run")
     trace = os.path.join(directory, "run3.trace")
     watch = None
     try:
@@ -867,6 +885,7 @@ def _replayed(s: _Session, directory: str, report: DebugReport) -> DebugReport:
             wrap=lambda cmd: _isolated(s, cmd, cwd),
             timeout=s.options.timeout,
             steps=s.steps,
+            say=s.say,
         )
     except Exception as exc:  # noqa: BLE001 - the verdict stands without its proof
         why, _, tail = str(exc).partition("\n")  # the run's last output: progress, not the report
@@ -877,6 +896,33 @@ def _replayed(s: _Session, directory: str, report: DebugReport) -> DebugReport:
         return _not_replayed(report, "its replay could not run: see the notes")
     finally:
         _note_writes_through_links(s, watch, directory, "the replay run")
+    return _with_proof(s, directory, report, result)
+
+
+def _kept_capture(directory: str, first: Any) -> bool:
+    """Whether op-level run 1 kept the culprit's whole call (:data:`KEEP_CALL_BYTES`);
+    the calls of the other ops it kept are removed."""
+    import glob
+
+    from .._recording._capture import capture_path
+    from ._replay import load_capture
+
+    trace = os.path.join(directory, "run1.trace")
+    path = capture_path(trace, first.seq)
+    for other in glob.glob(f"{glob.escape(trace)}.op*.npz"):
+        if other != path:
+            os.unlink(other)
+    try:
+        call, _ = load_capture(path)
+    except (OSError, ValueError):
+        return False
+    return call.get("op") == first.op and not call.get("error") and "narrowed" not in call
+
+
+def _with_proof(s: _Session, directory: str, report: DebugReport, result: Any) -> DebugReport:
+    """The report with the replay's ``result`` as the culprit's proof."""
+    first = report.first
+    assert first is not None
     if result is None:
         return _not_replayed(report, "its call could not be captured")
     off, on = result.off, result.on
