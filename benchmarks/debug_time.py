@@ -8,9 +8,10 @@ op by op).
     python benchmarks/debug_time.py [CASE ...]     # CASES: numpy0 numpy150 numpy299 index_put
 
 For each case, in one run and interleaved: the plain run of k + 1 steps (``python
-train.py``), ``fwd9m debug`` (the early stop, the default) and ``fwd9m debug
---no-early-stop``; the ratio of each to plain(k + 1), and the seconds ``fwd9m -v
-debug`` reports for the replay. ``PYTHONHASHSEED=0``: no hash-seed runs. The issue's
+train.py``), ``fwd9m debug`` (the early stop, the default: the digest runs record their
+ops into a ring), the same without the ring (``FWD9M_DEBUG_RING_ON=0``: op-level runs of
+step k after the digest runs) and ``fwd9m debug --no-early-stop``; the ratio of each to
+plain(k + 1), and what ``fwd9m -v debug`` says the replay cost. ``PYTHONHASHSEED=0``: no hash-seed runs. The issue's
 target: ``fwd9m debug`` <= 2.0 x plain(k + 1) + the replay, never slower than
 ``--no-early-stop``. Results: benchmarks/debug_time.md.
 """
@@ -18,7 +19,6 @@ target: ``fwd9m debug`` <= 2.0 x plain(k + 1) + the replay, never slower than
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -69,12 +69,9 @@ def timed(cwd: Path, args: list[str], **env: str) -> tuple[float, int, str]:
 
 
 def replay_seconds(out: str) -> str:
-    m = (
-        re.search(r"replay[^\n]*?([0-9.]+) s", out.split("replaying the culprit", 1)[-1])
-        if "replaying" in out
-        else None
-    )
-    return m.group(1) if m else "-"
+    """The replay's cost as ``fwd9m -v debug`` says it (``replay: ...``), or ``no replay``."""
+    line = next((ln for ln in out.splitlines() if "  replay: " in ln), "")
+    return line.split("  replay: ", 1)[1].strip() if line else "no replay"
 
 
 def main() -> int:
@@ -90,16 +87,19 @@ def main() -> int:
         debug, code, out = timed(cwd, [*fwd, "-v", "debug", f"{script}.py"], **env)
         verdict = next((ln for ln in out.splitlines() if "CULPRIT" in ln or "EXTERNAL" in ln), "?").strip()
         plain2, _, _ = timed(cwd, [py, f"{script}.py"], STEPS=str(k + 1))
+        noring, code3, out3 = timed(cwd, [*fwd, "-v", "debug", f"{script}.py"], FWD9M_DEBUG_RING_ON="0", **env)
         whole, code2, _ = timed(cwd, [*fwd, "debug", "--no-early-stop", f"{script}.py"], **env)
         p = (plain + plain2) / 2
         print(
             f"{name}: plain({k + 1}) {plain:.2f}/{plain2:.2f}  debug {debug:.2f} ({debug / p:.2f}x, exit {code}, "
-            f"replay {replay_seconds(out)} s)  --no-early-stop {whole:.2f} ({whole / p:.2f}x, exit {code2})  "
+            f"{replay_seconds(out)})  without the ring {noring:.2f} ({noring / p:.2f}x, exit {code3}, "
+            f"{replay_seconds(out3)})  --no-early-stop {whole:.2f} ({whole / p:.2f}x, exit {code2})  "
             f"load {os.getloadavg()[0]:.2f}\n  {verdict[:150]}",
             flush=True,
         )
         if os.environ.get("DEBUG_TIME_LOG"):
             Path(os.environ["DEBUG_TIME_LOG"], f"{name}.log").write_text(out)
+            Path(os.environ["DEBUG_TIME_LOG"], f"{name}-noring.log").write_text(out3)
     return 0
 
 

@@ -163,6 +163,8 @@ class _Session:
     stop_after: bool = False
     #: the early stop's op-level runs, started beside its digest runs (:class:`_Ahead`)
     ahead: Any = None
+    #: the traces of the differing step that the digest runs' rings wrote (:mod:`._early`)
+    ring: list[str] | None = None
 
     def __post_init__(self) -> None:
         if self.steps is None and isinstance(self.options.steps, tuple):
@@ -728,14 +730,7 @@ def _two_runs(s: _Session, directory: str) -> DebugReport:
         assert first_pass is not None and first_pass.first is not None
         s.steps = (first_pass.first.step, first_pass.first.step)
     paths = [os.path.join(directory, f"run{i}.trace") for i in (1, 2)]
-    try:
-        codes = _side_by_side(s, paths, s.ahead.runs if s.ahead else None) if s.stop_after else None
-    finally:
-        if s.ahead is not None:
-            s.ahead.close()  # the runs that read its gate file have ended
-        s.ahead = None
-    if codes is None:
-        codes = [_record(s, p, label=f"run {i}/2", quiet=True) for i, p in enumerate(paths, 1)]
+    codes = _op_level(s, paths)
     s.say("comparing")
     report = compare(*paths)
     if first_pass is not None:
@@ -743,9 +738,9 @@ def _two_runs(s: _Session, directory: str) -> DebugReport:
     if early is not None:
         if report.reproducible:  # the step's ops agree this time: the whole runs, as without it
             s.say("the op-level runs of that step agree; recording the whole runs")
-            s.steps, s.stop_after = None, False
+            s.steps, s.stop_after, s.ring = None, False, None
             return _two_runs(replace(s, options=replace(s.options, early_stop=False)), directory)
-        report = replace(report, notes=[_early.note(early), *report.notes])
+        report = replace(report, notes=[_early.note(early, bool(s.ring)), *report.notes])
     failed = [f"run {i} exited with status {c}" for i, c in enumerate(codes, 1) if c]
     report = replace(report, notes=[*report.notes, *failed])
     f = report.first
@@ -769,6 +764,30 @@ def _two_runs(s: _Session, directory: str) -> DebugReport:
             ],
         )
     return _settle(s, report, codes, paths)
+
+
+def _op_level(s: _Session, paths: list[str]) -> list[int]:
+    """The two op-level traces at ``paths``: the step the early stop found, from the
+    digest runs' rings (nothing runs again) or recorded alone (side by side, started
+    beside the digest runs or after them), else the whole runs one after the other; the
+    runs' exit statuses."""
+    codes: list[int] | None = None
+    try:
+        if s.ring:  # the digest runs' rings hold the step: nothing to run again
+            if s.ahead is not None:
+                s.ahead.stop(s)
+            for ring, path in zip(s.ring, paths):
+                shutil.move(ring, path)
+            codes = [0, 0]
+        elif s.stop_after:
+            codes = _side_by_side(s, paths, s.ahead.runs if s.ahead else None)
+    finally:
+        if s.ahead is not None:
+            s.ahead.close()  # the runs that read its gate file have ended
+        s.ahead = None
+    if codes is None:
+        codes = [_record(s, p, label=f"run {i}/2", quiet=True) for i, p in enumerate(paths, 1)]
+    return codes
 
 
 def _early_step(s: _Session, directory: str) -> Any:

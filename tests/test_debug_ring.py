@@ -1,0 +1,72 @@
+"""The op-level ring of fwd9m debug's digest runs (fwd9m._recording._ring): every op
+recorded, a step's records held until the gate says the runs agree on it, the steps
+not agreed written one trace each when the run ends or is stopped."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from fwd9m import _frameworks as registry
+from fwd9m._recording._common import Recording, StepGate
+from fwd9m._recording._ring import RingWriter, ring_path
+from fwd9m.debug import TraceReader
+
+torch = pytest.importorskip("torch")
+
+
+def _train(out: str, gate: str | None, steps: int, budget: int = 1 << 20, agree: dict | None = None) -> RingWriter:
+    torch.manual_seed(0)
+    model, x = torch.nn.Linear(8, 4), torch.randn(16, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    writer = RingWriter(out, {"frameworks": ["torch"], "level": "digests"}, gate, budget)
+    rec = Recording(writer)
+    recorder = registry.backend("torch").recorder(rec)
+    recorder.start()
+    try:
+        for step in range(steps):
+            if gate and agree and step in agree:
+                StepGate.write(gate, agree[step])
+            opt.zero_grad()
+            model(x).sum().backward()
+            opt.step()
+    finally:
+        recorder.stop()
+    writer.close({"completed": True, "steps": rec.step})
+    return writer
+
+
+def _steps(out: str, n: int) -> list[int]:
+    return [s for s in range(n + 1) if os.path.exists(ring_path(out, s))]
+
+
+def test_steps_the_gate_agrees_on_are_dropped_and_the_rest_written_whole(tmp_path):
+    out, gate = str(tmp_path / "ring.trace"), str(tmp_path / "gate")
+    StepGate.write(gate, 0)
+    _train(out, gate, 5, agree={3: 2})  # before step 3: steps 0 and 1 agree
+    assert _steps(out, 5) == [2, 3, 4]
+    reader = TraceReader(ring_path(out, 3))
+    ops = list(reader)
+    assert ops and {o.step for o in ops} == {3} and [o.seq for o in ops] == list(range(len(ops)))
+    assert reader.end is not None and reader.end["ops"] == len(ops)
+    # the same step recorded alone (a window of one step) has the same ops
+    window = tmp_path / "window.trace"
+    from fwd9m import debug
+
+    torch.manual_seed(0)
+    model, x = torch.nn.Linear(8, 4), torch.randn(16, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with debug.record(window, framework="torch", steps=(3, 3)):
+        for _ in range(5):
+            opt.zero_grad()
+            model(x).sum().backward()
+            opt.step()
+    assert debug.diff(ring_path(out, 3), window).reproducible
+    assert [o.name for o in TraceReader(window)] == [o.name for o in ops]
+
+
+def test_the_ring_drops_its_oldest_steps_beyond_its_budget(tmp_path):
+    out = str(tmp_path / "ring.trace")
+    _train(out, None, 6, budget=1)  # each completed step is over the budget at once
+    assert _steps(out, 6) == [5]  # the current (last) step only
