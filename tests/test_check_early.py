@@ -187,7 +187,8 @@ def test_debug_overlap_without_a_differing_step_records_the_whole_runs(train):
         timeout=600,
     )
     assert out.returncode == 0 and out.stdout.startswith("reproducible: all"), out.stdout + out.stderr
-    assert "beside the digest runs" in out.stderr and "recording the whole runs" in out.stderr, out.stderr
+    assert "beside the digest runs" in out.stderr, out.stderr
+    assert "the whole runs, op by op, from the digest runs' rings" in out.stderr, out.stderr  # none runs again
 
 
 def test_step_gate_decides_the_window_as_the_digest_runs_go_on(tmp_path):

@@ -5,6 +5,8 @@ not agreed written one trace each when the run ends or is stopped."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -70,3 +72,38 @@ def test_the_ring_drops_its_oldest_steps_beyond_its_budget(tmp_path):
     out = str(tmp_path / "ring.trace")
     _train(out, None, 6, budget=1)  # each completed step is over the budget at once
     assert _steps(out, 6) == [5]  # the current (last) step only
+
+
+NOISY = """
+import numpy as np, torch
+torch.manual_seed(0)
+model = torch.nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(16, 8)
+for step in range(3):
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()
+print(model(x).sum().item() + np.random.rand())  # printed output differs, no op does
+"""
+
+
+@pytest.mark.parametrize("ring", ["1", "0"])
+def test_no_step_differs_the_whole_runs_come_from_the_rings_with_their_outputs(tmp_path, ring):
+    """No step differs: the rings' whole traces are compared (nothing runs again), and the
+    runs' printed output and files too, as for recorded whole runs: the same verdict."""
+    (tmp_path / "noisy.py").write_text(NOISY)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FWD9M_")}
+    env.update(PYTHONHASHSEED="0", FWD9M_DEBUG_RING_ON=ring)
+    out = subprocess.run(
+        [sys.executable, "-m", "fwd9m", "debug", "noisy.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "all 54 recorded ops agree, but the runs' outputs differ after them: their printed output" in out.stdout
+    rings = "the whole runs, op by op, from the digest runs' rings" in out.stderr
+    assert rings == (ring == "1") and ("recording the whole runs" in out.stderr) == (ring == "0"), out.stderr

@@ -3,13 +3,14 @@ stop trains, PyTorch's recorder records every op, but the records of a step are 
 memory, and dropped once the digest runs agree on that step (the step gate file the
 parent writes, :class:`~fwd9m._recording._common.StepGate`'s format); the steps not yet
 agreed are written out, one trace file each (``OUT.step<N>``), when the run is stopped
-(SIGTERM: the parent stops both runs at the first differing step) or ends. The parent
-then compares the traces of that step without running the script again
-(:mod:`fwd9m.debug._early`).
+(SIGTERM: the parent stops both runs at the first differing step) or ends; a run that
+ended also writes its whole trace (``OUT``) when no step was dropped. The parent then
+compares the traces of that step, or of the whole runs when no step differs, without
+running the script again (:mod:`fwd9m.debug._early`).
 
 A step's records are a few bytes per tensor (digests, no tensor data); the ring holds
 at most :data:`RING_BYTES` of them, the oldest step dropped first (the parent then runs
-the op-level runs, as without the ring).
+the op-level runs, or records the whole runs, as without the ring).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class RingWriter(TraceWriter):
         self._done: OrderedDict[int, tuple[bytes, int, int]] = OrderedDict()
         self._held = 0
         self._below = 0
+        self.evicted = False  #: a step was dropped over the budget: no whole trace
         self.dumped = False
 
     def string(self, s: str) -> int:
@@ -83,17 +85,16 @@ class RingWriter(TraceWriter):
         return seq
 
     def _next(self, step: int) -> None:
-        """A new step begins: the one before is complete; drop the steps agreed on, then
-        the oldest while the ring holds more than its budget."""
+        """A new step begins: the one before is complete; the oldest steps are dropped
+        while the ring holds more than its budget (the steps agreed on first: the whole
+        run then cannot be written)."""
         if self._step is not None and self._buf:
             self._done[self._step] = (bytes(self._buf), *self._counts)
             self._held += len(self._buf)
         self._buf, self._step, self._counts = bytearray(), step, [0, 0]
-        self._read_gate()
-        for s in [s for s in self._done if s < self._below]:
-            self._held -= len(self._done.pop(s)[0])
         while self._done and self._held > self._budget:
             self._held -= len(self._done.popitem(last=False)[1][0])
+            self.evicted = True
 
     def _read_gate(self) -> None:
         if not self._gate:
@@ -106,24 +107,34 @@ class RingWriter(TraceWriter):
         if words and words[0].isdigit():
             self._below = max(self._below, int(words[0]))
 
-    def dump(self, end: dict[str, Any] | None = None) -> None:
-        """Write each step held (and the current one) to its own trace file."""
+    def dump(self, end: dict[str, Any] | None = None, whole: bool = False) -> None:
+        """Write each step held that the gate does not say agrees (and the current one)
+        to its own trace file; ``whole`` (the run ended): also the whole run to the
+        ring's path, unless a step was dropped."""
         if self.dumped or os.getpid() != self._pid:
             return
         self.dumped = True
         steps = [*self._done.items()]
         if self._step is not None and self._buf:
             steps.append((self._step, (bytes(self._buf), *self._counts)))
-        head = json.dumps({"format": "fwd9m.trace", "version": FORMAT_VERSION, **self._header}, default=str).encode()
+        self._read_gate()
         for step, (records, ops, tensors) in steps:
-            info = json.dumps({**(end or {}), "ops": ops, "tensors": tensors, "ring_step": step}, default=str).encode()
-            body = bytes(self._sbuf) + records + _STR.pack(b"E", len(info)) + info
-            tmp = ring_path(self.path, step) + ".tmp"
-            with open(tmp, "wb") as f:
-                f.write(MAGIC + _HEAD.pack(FORMAT_VERSION, 0))
-                for payload in (head, body):
-                    f.write(_FRAME_HEAD.pack(len(payload)) + payload + _FRAME_HEAD.pack(zlib.crc32(payload)))
-            os.replace(tmp, ring_path(self.path, step))
+            if step >= self._below:
+                self._write(ring_path(self.path, step), [records], ops, tensors, {**(end or {}), "ring_step": step})
+        if whole and not self.evicted:
+            ops, tensors = sum(x[1] for _, x in steps), sum(x[2] for _, x in steps)
+            self._write(self.path, [x[0] for _, x in steps], ops, tensors, end or {})
+
+    def _write(self, path: str, records: list[bytes], ops: int, tensors: int, end: dict[str, Any]) -> None:
+        """One trace file: the header, every string, ``records``, the end record."""
+        head = json.dumps({"format": "fwd9m.trace", "version": FORMAT_VERSION, **self._header}, default=str).encode()
+        info = json.dumps({**end, "ops": ops, "tensors": tensors}, default=str).encode()
+        body = b"".join([bytes(self._sbuf), *records, _STR.pack(b"E", len(info)), info])
+        with open(f"{path}.tmp", "wb") as f:
+            f.write(MAGIC + _HEAD.pack(FORMAT_VERSION, 0))
+            for payload in (head, body):
+                f.write(_FRAME_HEAD.pack(len(payload)) + payload + _FRAME_HEAD.pack(zlib.crc32(payload)))
+        os.replace(f"{path}.tmp", path)
 
     def close(self, end: dict[str, Any] | None = None) -> None:
         self.dump(end)
@@ -164,15 +175,22 @@ def _start_torch(out: str) -> None:
         sys.stderr.write(f"fwd9m debug: no op-level ring: {type(exc).__name__}: {exc}\n")
         return
 
-    def finish(*_args) -> None:
-        try:
-            recorder.flush()
-        except Exception:  # noqa: BLE001
+    def finish(whole: bool = True) -> None:
+        try:  # stopped by a signal, perhaps inside an op: its records so far only
+            recorder.stop() if whole else recorder.flush()
+        except Exception:  # noqa: BLE001 - the ring is written all the same
             pass
-        writer.dump({"completed": True, "steps": rec.step})
+        end: dict[str, Any] = {"completed": True, "steps": rec.step}
+        if rec.not_recorded:
+            end["not_recorded"] = dict(sorted(rec.not_recorded.items()))
+        if rec.notes:
+            end["notes"] = list(dict.fromkeys(rec.notes))
+        if rec.pipeline:
+            end["pipeline"] = rec.pipeline[:10]
+        writer.dump(end, whole)
 
     def on_term(signum, _frame) -> None:
-        finish()
+        finish(whole=False)  # stopped: the steps not agreed, no whole run
         os._exit(128 + signum)
 
     atexit.register(finish)

@@ -118,7 +118,7 @@ def first_step(s: Any, directory: str, compared: Any = None) -> Any:
         parallel=lambda _module: order,
     )
     if found is None:
-        return _no_step_differs(s, runs)
+        return _no_step_differs(s, runs, ring)
     reason = doubt(runs, True)
     if found.source != "auto":  # a callback's step need not be an optimizer step (accumulation)
         reason = f"its steps were recorded by {found.source or 'an unknown source'}, not counted as optimizer steps"
@@ -166,12 +166,13 @@ class _Ring:
         if self.then is not None:
             self.then(agree, found)
 
-    def traces(self, step: int) -> list[str] | None:
-        """Both runs' traces of ``step`` (complete, with their end record), or None."""
+    def traces(self, step: int | None) -> list[str] | None:
+        """Both runs' traces of ``step`` (None: of the whole runs), complete with their
+        end record, or None."""
         from .._recording._ring import ring_path
         from .._recording._store import TraceReader
 
-        paths = [ring_path(out, step) for out in self.outs]
+        paths = [ring_path(out, step) if step is not None else out for out in self.outs]
         for p in paths:
             try:
                 reader = TraceReader(p)
@@ -184,15 +185,23 @@ class _Ring:
         return paths
 
 
-def _no_step_differs(s: Any, runs: list) -> Ended | None:
+def _no_step_differs(s: Any, runs: list, ring: Any = None) -> Ended | None:
     """Digest runs in which no step differs: an :class:`Ended` when they ended differently
     (unless they changed your files, where each could see the other's: then, as when
-    they ended alike, None: the whole runs are recorded)."""
+    they ended alike, None: the whole runs are recorded, or taken from the rings,
+    ``s.whole``, when both wrote the whole run and neither changed your files)."""
     a, b = (r.info for r in runs)
-    if _status(a) != _status(b) and not any(r.touched or r.through for r in runs):
+    mixed = any(r.touched or r.through for r in runs)
+    if _status(a) != _status(b) and not mixed:
         s.say(f"step digests: no training step differs, but run 1 {_status(a)} and run 2 {_status(b)}")
         _show_tails(s, (a, b))
         return Ended((a, b))
+    usable = ring is not None and not mixed and not (a.timed_out or b.timed_out or s.options.fast)
+    whole = ring.traces(None) if usable else None
+    if whole:
+        s.whole = (whole, [a.returncode or 0, b.returncode or 0])
+        s.say("step digests: no training step differs; the whole runs, op by op, from the digest runs' rings")
+        return None
     s.say("step digests: no training step differs; recording the whole runs")
     return None
 

@@ -165,6 +165,8 @@ class _Session:
     ahead: Any = None
     #: the traces of the differing step that the digest runs' rings wrote (:mod:`._early`)
     ring: list[str] | None = None
+    #: no step differs: the whole runs' traces the rings wrote, and the runs' exit statuses
+    whole: tuple[list[str], list[int]] | None = None
 
     def __post_init__(self) -> None:
         if self.steps is None and isinstance(self.options.steps, tuple):
@@ -773,12 +775,16 @@ def _op_level(s: _Session, paths: list[str]) -> list[int]:
     runs' exit statuses."""
     codes: list[int] | None = None
     try:
-        if s.ring:  # the digest runs' rings hold the step: nothing to run again
+        ready = s.ring or (s.whole[0] if s.whole else None)
+        if ready:  # the digest runs' rings hold the step, or the whole runs: nothing runs again
             if s.ahead is not None:
                 s.ahead.stop(s)
-            for ring, path in zip(s.ring, paths):
+            for ring, path in zip(ready, paths):
                 shutil.move(ring, path)
-            codes = [0, 0]
+                if s.whole:
+                    _take_outputs(Path(ring).parent, path)
+            codes = list(s.whole[1]) if s.whole else [0, 0]
+            s.whole = None
         elif s.stop_after:
             codes = _side_by_side(s, paths, s.ahead.runs if s.ahead else None)
     finally:
@@ -788,6 +794,24 @@ def _op_level(s: _Session, paths: list[str]) -> list[int]:
     if codes is None:
         codes = [_record(s, p, label=f"run {i}/2", quiet=True) for i, p in enumerate(paths, 1)]
     return codes
+
+
+def _take_outputs(run: Path, trace: str) -> None:
+    """The whole run's outputs, where the comparison of outputs reads a recorded run's
+    (:func:`_outputs_settle`): the digest run ``run``'s folder (what it wrote) and its
+    printed output, moved beside ``trace``."""
+    base = os.path.splitext(trace)[0]
+    folder = Path(base + RUN_FOLDER)
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    (folder / RUN_MARK).write_text("a working folder of a run recorded by fwd9m debug\n")
+    if (run / "cwd").exists():
+        shutil.move(str(run / "cwd"), str(folder / "cwd"))
+    else:
+        (folder / "cwd").mkdir()
+    if (run / "stdout").is_file():
+        shutil.move(str(run / "stdout"), base + ".log")
 
 
 def _early_step(s: _Session, directory: str) -> Any:
