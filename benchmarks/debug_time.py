@@ -3,9 +3,9 @@
 first differ at step k (an unseeded NumPy draw added to a gradient), for k = 0, 150,
 299, and a 50-step model whose ``index_put_(accumulate=True)`` (2 intra-op threads) is
 the culprit op at step 0 (50 steps: its ``--no-early-stop`` records 400000-row tensors
-op by op).
+op by op); ``none``: the MLP with no divergence (REPRODUCIBLE).
 
-    python benchmarks/debug_time.py [CASE ...]     # CASES: numpy0 numpy150 numpy299 index_put
+    python benchmarks/debug_time.py [CASE ...]     # numpy0 numpy150 numpy299 index_put none
 
 For each case, in one run and interleaved: the plain run of k + 1 steps (``python
 train.py``), ``fwd9m debug`` (the early stop, the default: the digest runs record their
@@ -57,7 +57,13 @@ for step in range(int(os.environ.get("STEPS", "50"))):
     opt.step()
 """
 
-CASES = {"numpy0": ("mlp", 0), "numpy150": ("mlp", 150), "numpy299": ("mlp", 299), "index_put": ("index_put", 0)}
+CASES = {
+    "numpy0": ("mlp", 0),
+    "numpy150": ("mlp", 150),
+    "numpy299": ("mlp", 299),
+    "index_put": ("index_put", 0),
+    "none": ("mlp", 299),  # no step differs (DIVERGE_AT unset): plain(300)
+}
 
 
 def timed(cwd: Path, args: list[str], **env: str) -> tuple[float, int, str]:
@@ -82,7 +88,7 @@ def main() -> int:
     print(f"load before: {os.getloadavg()[0]:.2f}", flush=True)
     for name in sys.argv[1:] or list(CASES):
         script, k = CASES[name]
-        env = {"DIVERGE_AT": str(k)} if script == "mlp" else {}
+        env = {"DIVERGE_AT": str(k)} if script == "mlp" and name != "none" else {}
         plain, _, _ = timed(cwd, [py, f"{script}.py"], STEPS=str(k + 1))
         debug, code, out = timed(cwd, [*fwd, "-v", "debug", f"{script}.py"], **env)
         verdict = next((ln for ln in out.splitlines() if "CULPRIT" in ln or "EXTERNAL" in ln), "?").strip()

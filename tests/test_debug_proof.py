@@ -22,8 +22,9 @@ DATA = Path(__file__).parent / "data" / "debug"
 TWO_CORES = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="a parallel CPU kernel needs 2 cores")
 
 
-def _debug(tmp_path, *args: str):
+def _debug(tmp_path, *args: str, **extra: str):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FWD9M_")}
+    env.update(extra)
     return subprocess.run(
         [sys.executable, "-m", "fwd9m", "-v", "debug", "--no-hashseed-check", "--format", "json", *args],
         cwd=tmp_path,
@@ -67,10 +68,11 @@ def test_a_one_step_window_keeps_every_call_while_its_budget_lasts(tmp_path, mon
 
 @TWO_CORES
 def test_the_culprit_of_the_early_stop_is_replayed_from_the_inputs_run_1_kept(tmp_path):
-    """fwd9m debug (the early stop): no targeted run; the replays in one fresh process,
-    confirmed, and the switch fixes it; the cost of the replay said in -v."""
+    """fwd9m debug (the early stop, its op-level runs: FWD9M_DEBUG_RING_ON=0): no targeted
+    run; the replays in one fresh process, confirmed, and the switch fixes it; the cost
+    of the replay said in -v."""
     for _ in range(3):  # the race may (rarely) produce two identical runs
-        p = _debug(tmp_path, str(DATA / "torch_index_put.py"))
+        p = _debug(tmp_path, str(DATA / "torch_index_put.py"), FWD9M_DEBUG_RING_ON="0")
         if p.returncode != 0:
             break
     assert p.returncode == 1, p.stderr
@@ -84,11 +86,14 @@ def test_the_culprit_of_the_early_stop_is_replayed_from_the_inputs_run_1_kept(tm
 
 
 @TWO_CORES
-def test_the_targeted_run_replays_the_op_itself(tmp_path):
-    """--no-early-stop (no run kept the inputs): the targeted run captures the culprit and
-    replays it in its own process once the script ended; the verdict is the same."""
+@pytest.mark.parametrize("early", ["ring", "no-early-stop"])
+def test_the_targeted_run_replays_the_op_itself(tmp_path, early):
+    """The step from the digest runs' rings (the default), or --no-early-stop: no run kept
+    the inputs; the targeted run captures the culprit and replays it in its own process
+    once the script ended; the verdict is the same."""
     for _ in range(3):
-        p = _debug(tmp_path, "--no-early-stop", str(DATA / "torch_index_put.py"))
+        args = ["--no-early-stop"] if early == "no-early-stop" else []
+        p = _debug(tmp_path, *args, str(DATA / "torch_index_put.py"))
         if p.returncode != 0:
             break
     assert p.returncode == 1, p.stderr
