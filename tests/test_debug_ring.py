@@ -35,7 +35,7 @@ def _train(out: str, gate: str | None, steps: int, budget: int = 1 << 20, agree:
             opt.step()
     finally:
         recorder.stop()
-    writer.close({"completed": True, "steps": rec.step})
+    writer.dump({"completed": True, "steps": rec.step}, whole=True)  # as the run ends
     return writer
 
 
@@ -107,3 +107,23 @@ def test_no_step_differs_the_whole_runs_come_from_the_rings_with_their_outputs(t
     assert "all 54 recorded ops agree, but the runs' outputs differ after them: their printed output" in out.stdout
     rings = "the whole runs, op by op, from the digest runs' rings" in out.stderr
     assert rings == (ring == "1") and ("recording the whole runs" in out.stderr) == (ring == "0"), out.stderr
+
+
+def test_a_run_writes_at_most_max_step_files_the_oldest_first(tmp_path, monkeypatch):
+    from fwd9m._recording import _ring
+
+    monkeypatch.setattr(_ring, "MAX_STEP_FILES", 2)
+    out = str(tmp_path / "ring.trace")
+    _train(out, None, 5)
+    assert _steps(out, 5) == [0, 1] and os.path.exists(out)  # and the whole run
+    assert sum(1 for _ in TraceReader(out)) == sum(1 for s in range(6) for _ in _ring_ops(out, s))
+
+
+def _ring_ops(out: str, step: int):
+    return [o for o in TraceReader(out) if o.step == step]
+
+
+def test_a_ring_over_its_budget_writes_no_whole_run(tmp_path):
+    out = str(tmp_path / "ring.trace")
+    _train(out, None, 3, budget=1)
+    assert not os.path.exists(out)

@@ -35,6 +35,9 @@ ENV_RING_GATE = "FWD9M_DEBUG_RING_GATE"
 #: the records of steps not yet agreed that one run holds at most
 RING_BYTES = 64 << 20
 _HEAD = struct.Struct("<HH")  # the format version and flags after the magic
+#: step files one run writes at most, the oldest steps not agreed first (a run that
+#: ended before the other began agrees on none yet; each file holds every string)
+MAX_STEP_FILES = 256
 
 
 def ring_path(out: str, step: int) -> str:
@@ -118,9 +121,9 @@ class RingWriter(TraceWriter):
         if self._step is not None and self._buf:
             steps.append((self._step, (bytes(self._buf), *self._counts)))
         self._read_gate()
-        for step, (records, ops, tensors) in steps:
-            if step >= self._below:
-                self._write(ring_path(self.path, step), [records], ops, tensors, {**(end or {}), "ring_step": step})
+        undecided = [(step, x) for step, x in steps if step >= self._below][:MAX_STEP_FILES]
+        for step, (records, ops, tensors) in undecided:
+            self._write(ring_path(self.path, step), [records], ops, tensors, {**(end or {}), "ring_step": step})
         if whole and not self.evicted:
             ops, tensors = sum(x[1] for _, x in steps), sum(x[2] for _, x in steps)
             self._write(self.path, [x[0] for _, x in steps], ops, tensors, end or {})
