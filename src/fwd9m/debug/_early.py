@@ -189,14 +189,16 @@ def _no_step_differs(s: Any, runs: list, ring: Any = None) -> Ended | None:
     """Digest runs in which no step differs: an :class:`Ended` when they ended differently
     (unless they changed your files, where each could see the other's: then, as when
     they ended alike, None: the whole runs are recorded, or taken from the rings,
-    ``s.whole``, when both wrote the whole run and neither changed your files)."""
+    ``s.whole``, when both exited with status 0, wrote the whole run and changed none
+    of your files)."""
     a, b = (r.info for r in runs)
     mixed = any(r.touched or r.through for r in runs)
     if _status(a) != _status(b) and not mixed:
         s.say(f"step digests: no training step differs, but run 1 {_status(a)} and run 2 {_status(b)}")
         _show_tails(s, (a, b))
         return Ended((a, b))
-    usable = ring is not None and not mixed and not (a.timed_out or b.timed_out or s.options.fast)
+    # runs that failed are recorded again, as without the ring: their logs are shown
+    usable = ring is not None and not mixed and a.returncode == 0 and b.returncode == 0 and not s.options.fast
     whole = ring.traces(None) if usable else None
     if whole:
         s.whole = (whole, [a.returncode or 0, b.returncode or 0])
