@@ -26,12 +26,14 @@ from typing import Any
 
 from ._store import _FRAME_HEAD, _STR, FORMAT_VERSION, MAGIC, TraceWriter
 
-__all__ = ["ENV_RING", "ENV_RING_GATE", "RING_BYTES", "RingWriter", "ring_path", "start"]
+__all__ = ["ENV_RING", "ENV_RING_GATE", "ENV_RING_PROGRAM", "RING_BYTES", "RingWriter", "ring_path", "start"]
 
 #: set by ``fwd9m debug`` in each digest run: the trace path whose ``.step<N>`` files it writes
 ENV_RING = "FWD9M_DEBUG_RING"
 #: the file that says which steps the digest runs agree on (``N``: the steps below N)
 ENV_RING_GATE = "FWD9M_DEBUG_RING_GATE"
+#: the trace header's ``program`` (JSON: script, argv, module), as the op-level runs write it
+ENV_RING_PROGRAM = "FWD9M_DEBUG_RING_PROGRAM"
 #: the records of steps not yet agreed that one run holds at most
 RING_BYTES = 64 << 20
 _HEAD = struct.Struct("<HH")  # the format version and flags after the magic
@@ -166,7 +168,7 @@ def _start_torch(out: str) -> None:
         header = {
             "frameworks": ["torch"],
             "level": "digests",
-            "program": {"argv": list(sys.argv)},
+            "program": json.loads(os.environ.get(ENV_RING_PROGRAM) or "null") or {"argv": list(sys.argv)},
             "environment": environment.collect(),
         }
         writer = RingWriter(out, header, os.environ.get(ENV_RING_GATE))

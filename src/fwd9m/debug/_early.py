@@ -98,7 +98,8 @@ def first_step(s: Any, directory: str, compared: Any = None) -> Any:
     if o.module and o.cwd == "empty":  # the module is found from your directory, as python -m finds it
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path.cwd()), os.environ.get("PYTHONPATH", "")) if p)
     order = for_runs(["torch"], {**os.environ, **env})  # applies(): the script trains with PyTorch only
-    ring = _Ring(root, compared) if ring_on() else None
+    program = {"script": target, "argv": list(s.args), "module": bool(o.module)}  # as the op-level runs' header
+    ring = _Ring(root, compared, program) if ring_on() else None
     envs = ring.envs(env) if ring else [env, env]
     how = "two runs side by side" if order.side_by_side else "two runs one after the other (run 2 stops there)"
     s.say(f"step digests first: {how}, to find the first training step that differs")
@@ -145,18 +146,21 @@ class _Ring:
     """The op-level rings of the two digest runs: where each writes its steps, and the
     gate file that tells them which steps agree (their records then dropped)."""
 
-    def __init__(self, root: Path, compared: Any):
+    def __init__(self, root: Path, compared: Any, program: dict):
         from .._recording._common import StepGate
 
-        self.root, self.then = root, compared
+        self.root, self.then, self.program = root, compared, program
         self.gate = str(root / "ring.gate")
         self.outs = [str(root / f"run{i}" / "ring.trace") for i in (1, 2)]
         StepGate.write(self.gate, 0)
 
     def envs(self, env: dict[str, str]) -> list[dict[str, str]]:
-        from .._recording._ring import ENV_RING, ENV_RING_GATE
+        import json
 
-        return [{**env, ENV_RING: out, ENV_RING_GATE: self.gate} for out in self.outs]
+        from .._recording._ring import ENV_RING, ENV_RING_GATE, ENV_RING_PROGRAM
+
+        program = json.dumps(self.program)
+        return [{**env, ENV_RING: out, ENV_RING_GATE: self.gate, ENV_RING_PROGRAM: program} for out in self.outs]
 
     def compared(self, agree: int, found: Any) -> None:
         from .._recording._common import StepGate
