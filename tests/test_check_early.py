@@ -144,16 +144,19 @@ def test_runs_to_the_end_one_after_the_other_read_the_clock_in_other_seconds(tmp
     assert out.returncode == 1 and out.stdout.startswith("NOT REPRODUCIBLE"), out.stdout + out.stderr
 
 
-@pytest.mark.parametrize("overlap", ["0", "1"])
-def test_debug_records_only_the_diverging_step_150(train, overlap):
+@pytest.mark.parametrize(("overlap", "ring"), [("0", "0"), ("1", "0"), ("0", "1")])
+def test_debug_records_only_the_diverging_step_150(train, overlap, ring):
     """fwd9m debug: the digest runs find step 150; the op-level runs record that step
     only and end after it; the first divergence is the value os.urandom added there.
     FWD9M_DEBUG_OVERLAP=1: the op-level runs start beside the digest runs and wait at
-    each step for their verdict (automatic with 4 cores and no GPU)."""
+    each step for their verdict (automatic with 4 cores and no GPU). FWD9M_DEBUG_RING_ON
+    unset (the default): the digest runs' rings hold step 150's ops, no op-level run."""
     pytest.importorskip("torch")
     full = {k: v for k, v in os.environ.items() if not k.startswith("FWD9M_")}
     order = "side by side" if overlap == "1" else "one after the other"  # each with each overlap, across the two
     full.update(DIVERGE_AT="150", PYTHONHASHSEED="0", FWD9M_DEBUG_OVERLAP=overlap, **ORDERS[order])
+    if ring == "0":
+        full["FWD9M_DEBUG_RING_ON"] = "0"
     out = subprocess.run(
         [sys.executable, "-m", "fwd9m", "debug", "--format", "json", "train.py"],
         cwd=train,
@@ -170,7 +173,11 @@ def test_debug_records_only_the_diverging_step_150(train, overlap):
         f"early stop: step digests of two runs {order} first differ at optimizer step 150"
     )
     assert f"step digests first: two runs {order}" in out.stderr, out.stderr
-    assert "op-level runs of that step only" in out.stderr
+    if ring == "1":
+        assert "first difference at step 150; its ops, from the digest runs' rings" in out.stderr, out.stderr
+        assert "recording run 1/2" not in out.stderr and "the digest runs recorded the ops" in report["notes"][0]
+    else:
+        assert "op-level runs of that step only" in out.stderr
     assert ("beside the digest runs, waiting for its step" in out.stderr) == (overlap == "1"), out.stderr
 
 
@@ -189,7 +196,8 @@ def test_debug_overlap_without_a_differing_step_records_the_whole_runs(train):
         timeout=600,
     )
     assert out.returncode == 0 and out.stdout.startswith("reproducible: all"), out.stdout + out.stderr
-    assert "beside the digest runs" in out.stderr and "recording the whole runs" in out.stderr, out.stderr
+    assert "beside the digest runs" in out.stderr, out.stderr
+    assert "the whole runs, op by op, from the digest runs' rings" in out.stderr, out.stderr  # none runs again
 
 
 def test_step_gate_decides_the_window_as_the_digest_runs_go_on(tmp_path):

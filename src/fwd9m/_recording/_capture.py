@@ -8,7 +8,7 @@ import importlib
 import json
 import os
 
-__all__ = ["MAX_CALLS", "backend_module", "capture_path", "take_call"]
+__all__ = ["ENV_KEEP_CALLS", "MAX_CALLS", "backend_module", "capture_path", "keep_call", "keep_budget", "take_call"]
 
 #: capture files one trace may get (each op a window selects: SEQ:RADIUS is bounded)
 MAX_CALLS = 64
@@ -36,6 +36,40 @@ def take_call(rec, seq: int, framework: str, *call) -> None:
     if taken >= MAX_CALLS:
         return
     rec._calls_taken = taken + 1
+    _write_call(rec, seq, framework, call)
+
+
+#: set by ``fwd9m debug``'s early stop in op-level run 1 of one step: how many bytes of
+#: input tensors the run may write as whole calls (:func:`keep_call`)
+ENV_KEEP_CALLS = "FWD9M_DEBUG_KEEP_CALLS"
+
+
+def keep_budget() -> int:
+    """The bytes :data:`ENV_KEEP_CALLS` allows (0: none)."""
+    try:
+        return max(0, int(os.environ.get(ENV_KEEP_CALLS, "0")))
+    except ValueError:
+        return 0
+
+
+def keep_call(rec, seq: int, framework: str, *call) -> bool:
+    """Recorder hook in an op-level run of one step under :data:`ENV_KEEP_CALLS`: write
+    the whole call of op ``seq`` (as :func:`take_call` does) while the run's budget lasts,
+    so that a culprit among them is replayed without a targeted run; False once the
+    budget is spent (the ops after it are not kept: the replay then needs its run)."""
+    left = getattr(rec, "_keep_left", None)
+    if left is None:
+        left = keep_budget()
+    if left <= 0:
+        rec._keep_left = 0
+        return False
+    rec._keep_left = left - _write_call(rec, seq, framework, call)
+    return True
+
+
+def _write_call(rec, seq: int, framework: str, call: tuple) -> int:
+    """Write op ``seq``'s whole call beside the trace; the bytes of its tensors (0 when
+    the file exists or the call cannot be written exactly)."""
     import numpy as np
 
     backend = backend_module(framework)
@@ -55,4 +89,5 @@ def take_call(rec, seq: int, framework: str, *call) -> None:
         with open(capture_path(rec.writer.path, seq), "xb") as f:
             np.savez(f, call=np.frombuffer(data, dtype=np.uint8), **arrays)
     except FileExistsError:
-        pass
+        return 0
+    return sum(a.nbytes for a in arrays.values())

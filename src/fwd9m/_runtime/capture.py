@@ -579,6 +579,9 @@ def main(argv: list[str] | None = None) -> int:
         from ..steps._session import start
 
         start()
+        from .._recording import _ring
+
+        _ring.start()  # fwd9m debug's digest runs: the op-level ring (FWD9M_DEBUG_RING)
     try:
         code = run_as_main(argv[0], argv[1:], module=module)
     except RunError as exc:

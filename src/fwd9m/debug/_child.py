@@ -193,8 +193,12 @@ def _exit_now(code: int) -> None:
 
 
 if __name__ == "__main__":
-    status = main(sys.argv[1:])
+    argv = sys.argv[1:]  # the script's own while it runs
+    status = main(argv)
     from .._recording._common import WindowDone
+    from ._replay import replay_here
+
+    replay_here(argv[0])  # the targeted run of fwd9m debug: the op it captured, replayed here
 
     if WindowDone.raised:
         _exit_now(status)

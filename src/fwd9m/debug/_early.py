@@ -98,17 +98,19 @@ def first_step(s: Any, directory: str, compared: Any = None) -> Any:
     if o.module and o.cwd == "empty":  # the module is found from your directory, as python -m finds it
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path.cwd()), os.environ.get("PYTHONPATH", "")) if p)
     order = for_runs(["torch"], {**os.environ, **env})  # applies(): the script trains with PyTorch only
+    program = {"script": target, "argv": list(s.args), "module": bool(o.module)}  # as the op-level runs' header
+    ring = _Ring(root, compared, program) if ring_on() else None
+    envs = ring.envs(env) if ring else [env, env]
     how = {
         "side by side": "two runs side by side",
         "in lock step": "two runs in lock step (one training step at a time, in turn)",
     }.get(order.how, "two runs one after the other (run 2 stops there)")
-
     s.say(f"step digests first: {how}, to find the first training step that differs")
     found, _ = run_pair(
         runs,
         Path.cwd(),
         o.cwd,
-        [env, env],
+        envs,
         False,
         o.timeout,
         ["1/2", "2/2"],
@@ -116,30 +118,99 @@ def first_step(s: Any, directory: str, compared: Any = None) -> Any:
         s.guard,
         s.target,
         True,
-        compared,
+        ring.compared if ring else compared,
         parallel=lambda _module: order,
     )
     if found is None:
-        return _no_step_differs(s, runs)
+        return _no_step_differs(s, runs, ring)
     reason = doubt(runs, True)
     if found.source != "auto":  # a callback's step need not be an optimizer step (accumulation)
         reason = f"its steps were recorded by {found.source or 'an unknown source'}, not counted as optimizer steps"
     if reason is not None:
         s.say(f"step digests: the runs differ at step {found.step}, but {reason}; recording the whole runs")
         return None
-    s.say(f"step digests: first difference at step {found.index}; op-level runs of that step only")
+    s.ring = ring.traces(found.index) if ring else None
+    then = "its ops, from the digest runs' rings" if s.ring else "op-level runs of that step only"
+    s.say(f"step digests: first difference at step {found.index}; {then}")
     return found
 
 
-def _no_step_differs(s: Any, runs: list) -> Ended | None:
+#: ``0``: no op-level ring in the digest runs (the op-level runs record the step instead)
+ENV_RING_ON = "FWD9M_DEBUG_RING_ON"
+
+
+def ring_on() -> bool:
+    """Whether the digest runs record their ops into a ring
+    (:mod:`fwd9m._recording._ring`): unless :data:`ENV_RING_ON` is ``0``."""
+    return os.environ.get(ENV_RING_ON) != "0"
+
+
+class _Ring:
+    """The op-level rings of the two digest runs: where each writes its steps, and the
+    gate file that tells them which steps agree (their records then dropped)."""
+
+    def __init__(self, root: Path, compared: Any, program: dict):
+        from .._recording._common import StepGate
+
+        self.root, self.then, self.program = root, compared, program
+        self.gate = str(root / "ring.gate")
+        self.outs = [str(root / f"run{i}" / "ring.trace") for i in (1, 2)]
+        StepGate.write(self.gate, 0)
+
+    def envs(self, env: dict[str, str]) -> list[dict[str, str]]:
+        import json
+
+        from .._recording._ring import ENV_RING, ENV_RING_GATE, ENV_RING_PROGRAM
+
+        program = json.dumps(self.program)
+        return [{**env, ENV_RING: out, ENV_RING_GATE: self.gate, ENV_RING_PROGRAM: program} for out in self.outs]
+
+    def compared(self, agree: int, found: Any) -> None:
+        from .._recording._common import StepGate
+
+        if found is None:
+            StepGate.write(self.gate, agree)
+        if self.then is not None:
+            self.then(agree, found)
+
+    def traces(self, step: int | None) -> list[str] | None:
+        """Both runs' traces of ``step`` (None: of the whole runs), complete with their
+        end record, or None."""
+        from .._recording._ring import ring_path
+        from .._recording._store import TraceReader
+
+        paths = [ring_path(out, step) if step is not None else out for out in self.outs]
+        for p in paths:
+            try:
+                reader = TraceReader(p)
+                for _ in reader:
+                    pass
+            except Exception:  # noqa: BLE001 - missing or damaged: the op-level runs then
+                return None
+            if reader.end is None:
+                return None
+        return paths
+
+
+def _no_step_differs(s: Any, runs: list, ring: Any = None) -> Ended | None:
     """Digest runs in which no step differs: an :class:`Ended` when they ended differently
     (unless they changed your files, where each could see the other's: then, as when
-    they ended alike, None: the whole runs are recorded)."""
+    they ended alike, None: the whole runs are recorded, or taken from the rings,
+    ``s.whole``, when both exited with status 0, wrote the whole run and changed none
+    of your files)."""
     a, b = (r.info for r in runs)
-    if _status(a) != _status(b) and not any(r.touched or r.through for r in runs):
+    mixed = any(r.touched or r.through for r in runs)
+    if _status(a) != _status(b) and not mixed:
         s.say(f"step digests: no training step differs, but run 1 {_status(a)} and run 2 {_status(b)}")
         _show_tails(s, (a, b))
         return Ended((a, b))
+    # runs that failed are recorded again, as without the ring: their logs are shown
+    usable = ring is not None and not mixed and a.returncode == 0 and b.returncode == 0 and not s.options.fast
+    whole = ring.traces(None) if usable else None
+    if whole:
+        s.whole = (whole, [a.returncode or 0, b.returncode or 0])
+        s.say("step digests: no training step differs; the whole runs, op by op, from the digest runs' rings")
+        return None
     s.say("step digests: no training step differs; recording the whole runs")
     return None
 
@@ -205,12 +276,19 @@ def ended_report(ended: Ended) -> Any:
 _TAIL_LINES = 12
 
 
-def note(found: Any) -> str:
+def note(found: Any, ring: bool = False) -> str:
+    """The report's note on the early stop (``ring``: the step's ops came from the
+    digest runs' rings, :mod:`fwd9m._recording._ring`)."""
     names = ", ".join(f"{g}/{n}" for g, n, _, _ in found.differ[:5])
     more = f" and {len(found.differ) - 5} more" if len(found.differ) > 5 else ""
+    how = (
+        "the digest runs recorded the ops of their steps too, and kept that step's"
+        if ring
+        else "ops were recorded for that step only, each run ending after it"
+    )
     return (
         f"early stop: step digests of two runs {'one after the other' if found.after else 'side by side'} first "
         f"differ at optimizer step {found.index} "
-        f"({names}{more}); ops were recorded for that step only, each run ending after it "
+        f"({names}{more}); {how} "
         f"(fwd9m debug --no-early-stop records the whole runs)"
     )

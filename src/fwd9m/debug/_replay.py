@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -169,10 +170,12 @@ def replay(
     repeat: int = DEFAULT_REPEAT,
     switch: bool = True,
     capture: str | os.PathLike[str] | None = None,
+    here: bool = False,
 ) -> ReplayResult:
     """Replay op ``op`` of ``trace`` alone from its capture (default
     ``TRACE.op<SEQ>.npz``), ``repeat`` times, then (``switch``) under the framework's
-    determinism switch, each in a fresh process.
+    determinism switch, each in a fresh process (``here``: the phases the targeted run
+    replayed in its own process, :func:`replay_here`, where it did).
 
     Raises:
         FileFormatError: no capture for that op (the trace was recorded without
@@ -204,8 +207,8 @@ def replay(
     op_name = call.get("op", "?")
     if "narrowed" in call:  # a jitted / compiled call, narrowed in the targeted run
         return _narrowed(trace, int(op), call)
-    phases = [_phase(path, False, repeat)]
-    if switch:
+    phases = (_replayed_here(path, switch) if here else None) or [_phase(path, False, repeat)]
+    if switch and len(phases) < 2:
         phases.append(_phase(path, True, repeat))
     return ReplayResult(
         trace,
@@ -219,6 +222,52 @@ def replay(
         phases[1] if switch else None,
         getattr(backend, "SWITCH", ""),
     )
+
+
+def replay_kept(
+    trace: str, seq: int, say: Callable[[str], None] | None = None, *, repeat: int = DEFAULT_REPEAT
+) -> ReplayResult:
+    """Replay op ``seq`` from the whole call an op-level run kept beside ``trace``
+    (:func:`fwd9m._recording._capture.keep_call`): no targeted run; both settings (switch
+    off, then on) in one fresh process, the replays with the switch off ending once two
+    outputs differ after :data:`ENOUGH` of them.
+
+    Raises:
+        ConfigurationError, RunError: as :func:`replay`.
+    """
+    path = capture_path(trace, seq)
+    call, _ = load_capture(path)
+    t0 = time.perf_counter()
+    phases = _phases(path, repeat)
+    if say is not None:
+        say(f"  replay: no targeted run; the replays in one fresh process {time.perf_counter() - t0:.1f} s")
+    backend = backend_module(call["framework"])
+    return ReplayResult(
+        trace,
+        int(seq),
+        call.get("op", "?"),
+        call["framework"],
+        _device_of(call),
+        call.get("threads"),
+        repeat,
+        phases[0],
+        phases[1] if len(phases) > 1 else None,
+        getattr(backend, "SWITCH", ""),
+    )
+
+
+def _replayed_here(path: str, switch: bool) -> list[Phase] | None:
+    """The phases the targeted run replayed in its own process (:func:`replay_here`),
+    or None when it made none."""
+    try:
+        with open(here_path(path), encoding="utf-8") as f:
+            events = json.load(f)["phases"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    phases = [_to_phase(ev, s) for ev, s in zip(events, (False, True))]
+    if not phases or any(p is None for p in phases):
+        return None
+    return [p for p in phases if p is not None][: 2 if switch else 1]
 
 
 def confirm(
@@ -236,6 +285,7 @@ def confirm(
     switch: bool = True,
     timeout: float | None = None,
     steps: tuple[int, int] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> ReplayResult | None:
     """For a culprit verdict of ``fwd9m debug``: a third, targeted run of ``target``
     captures the culprit's call, then :func:`replay`. None when ``report`` names no
@@ -245,6 +295,9 @@ def confirm(
     capture lands beside it. ``cwd``: the folder the run works in (default: a new empty
     one, so that the user's files are not touched; give the folder the other runs used).
     ``steps``: the optimizer steps the traces recorded (``--steps``), so that op numbers match.
+    ``say``: told what the targeted run and the replays each cost. A PyTorch op is
+    replayed by the targeted run itself once the script has ended (:func:`replay_here`);
+    others, and one it could not replay, in two fresh processes.
 
     Raises:
         RunError: the targeted run failed, or took another path (op #SEQ is not the
@@ -261,7 +314,10 @@ def confirm(
         trace = trace or os.path.join(folder, "targeted.trace")
         cwd = cwd or tempfile.mkdtemp(prefix="cwd-", dir=folder)
     cmd = _targeted_command(trace, seq, target, args, module, frameworks, steps)
+    t0 = time.perf_counter()
+    env = {**(env or {}), ENV_REPLAY_HERE: f"{repeat},{int(switch)}"}
     returncode, tail = _run_logged(wrap(cmd) if wrap else cmd, target, seq, cwd, env, timeout)
+    t1 = time.perf_counter()
     if returncode != 0 or not os.path.exists(capture_path(trace, seq)):
         raise RunError(
             f"the targeted run of {target} (to capture op #{seq}) failed (exit {returncode}) "
@@ -274,8 +330,21 @@ def confirm(
             f"{got.name if got else 'missing'}, not {first.op}; the program's control flow "
             f"differs between runs, so the culprit cannot be replayed by position"
         )
-    result = replay(trace, seq, repeat=repeat, switch=switch)
+    result = replay(trace, seq, repeat=repeat, switch=switch, here=True)
+    if say is not None:
+        say(_cost(capture_path(trace, seq), t1 - t0, time.perf_counter() - t1))
     return result
+
+
+def _cost(capture: str, run_s: float, after_s: float) -> str:
+    """The progress line of what the proof cost: the targeted run (and its own replays),
+    and the replays in fresh processes where it made none."""
+    try:
+        with open(here_path(capture), encoding="utf-8") as f:
+            here_s = float(json.load(f)["seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"  replay: the targeted run {run_s:.1f} s, the replays in two fresh processes {after_s:.1f} s"
+    return f"  replay: the targeted run {run_s:.1f} s, of which its replays of the op alone {here_s:.2f} s"
 
 
 def _targeted_command(
@@ -362,7 +431,14 @@ def _narrowed(trace: str, seq: int, call: dict) -> ReplayResult:
 
 
 def _phase(path: str, switch: bool, repeat: int) -> Phase:
-    cmd = [sys.executable, "-m", "fwd9m.debug._replay", path, "on" if switch else "off", str(repeat)]
+    return _phases(path, repeat, "on" if switch else "off")[0]
+
+
+def _phases(path: str, repeat: int, which: str = "both") -> list[Phase]:
+    """The replays of the capture at ``path`` in one fresh process: ``which`` ``off``,
+    ``on``, or ``both`` (off, ending once two outputs differ after :data:`ENOUGH`
+    replays, then on unless off could not run)."""
+    cmd = [sys.executable, "-m", "fwd9m.debug._replay", path, which, str(repeat)]
     with tempfile.TemporaryFile() as err:
         try:
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, timeout=CHILD_TIMEOUT_S, check=False)
@@ -376,24 +452,32 @@ def _phase(path: str, switch: bool, repeat: int) -> Phase:
                 continue
         err.seek(0)
         tail = err.read()[-1500:].decode("utf-8", "replace")
-    for ev in events:
-        if ev.get("fatal") == "device":
-            raise ConfigurationError(ev["error"])
-        if ev.get("fatal") == "rebuild":
-            raise ConfigurationError(f"the op cannot be rebuilt for replay: {ev['error']}")
-        if "status" in ev:
-            return Phase(
-                switch, ev["status"], ev.get("distinct", 0), ev.get("repeats", 0), ev.get("max_ulp"), ev.get("error")
-            )
+    switches = [which == "on"] if which != "both" else [False, True]
+    phases = [p for p in (_to_phase(ev, sw) for ev, sw in zip(events, switches)) if p is not None]
+    if phases:
+        return phases
     raise RunError(f"the replay process died (exit {proc.returncode}); its last output:\n{tail}")
+
+
+def _to_phase(ev: dict, switch: bool) -> Phase | None:
+    """The :class:`Phase` of one measurement event (:func:`_measure`); None for another event.
+
+    Raises:
+        ConfigurationError: the op ran on a device that is not here, or cannot be rebuilt.
+    """
+    if ev.get("fatal") == "device":
+        raise ConfigurationError(ev["error"])
+    if ev.get("fatal") == "rebuild":
+        raise ConfigurationError(f"the op cannot be rebuilt for replay: {ev['error']}")
+    if "status" in ev:
+        return Phase(
+            switch, ev["status"], ev.get("distinct", 0), ev.get("repeats", 0), ev.get("max_ulp"), ev.get("error")
+        )
+    return None
 
 
 def _child(path: str, switch: str, repeat: int) -> int:
     """Replay process: rebuild and run the op; one JSON line with the measurement."""
-    import numpy as np
-
-    from ..probe._child import _digest, max_ulp
-
     proto = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
@@ -403,32 +487,47 @@ def _child(path: str, switch: str, repeat: int) -> int:
         proto.flush()
 
     call, arrays = load_capture(path)
+    if switch != "both":
+        ev = _measure(call, arrays, switch == "on", repeat)
+        emit(**ev)
+        return 2 if "fatal" in ev else 0
+    ev = _measure(call, arrays, False, repeat, ENOUGH)
+    emit(**ev)
+    if "fatal" in ev:
+        return 2
+    emit(**_measure(call, arrays, True, repeat))
+    return 0
+
+
+def _measure(call: dict, arrays: dict, switch: bool, repeat: int, enough: int | None = None) -> dict:
+    """Rebuild the captured op and run it ``repeat`` times (switch on or off); the
+    measurement as one event: ``status`` (with ``distinct``, ``repeats``, ``max_ulp``,
+    ``error``) or ``fatal`` (``device``, ``rebuild``). ``enough``: stop once two outputs
+    differ after at least that many replays (the proof is made)."""
+    import numpy as np
+
+    from ..probe._child import _digest, max_ulp
+
     backend = backend_module(call["framework"])
     device = _device_of(call)
     if device not in backend.devices():
-        emit(
-            fatal="device",
-            error=f"the op ran on {device}, which is not there; {call['framework']} sees "
+        return {
+            "fatal": "device",
+            "error": f"the op ran on {device}, which is not there; {call['framework']} sees "
             f"{', '.join(backend.devices())}: replay it on the machine that recorded it",
-        )
-        return 2
+        }
     try:
-        r = backend.Replayer(call, arrays, switch == "on")
+        r = backend.Replayer(call, arrays, switch)
     except backend.Unrebuildable as exc:
-        emit(fatal="rebuild", error=str(exc))
-        return 2
+        return {"fatal": "rebuild", "error": str(exc)}
     seen: dict[str, int] = {}
-    first, ulp = None, None
+    first, ulp, done = None, None, repeat
     for i in range(repeat):
         try:
             outs = r.run()
         except Exception as exc:  # noqa: BLE001 - the op's failure is the measurement
-            emit(
-                status="raises" if r.is_switch_error(exc) else "error",
-                error=f"{type(exc).__name__}: {exc}"[:400],
-                repeats=i,
-            )
-            return 0
+            status = "raises" if r.is_switch_error(exc) else "error"
+            return {"status": status, "error": f"{type(exc).__name__}: {exc}"[:400], "repeats": i}
         key = _digest(outs)
         if key not in seen:
             seen[key] = i
@@ -438,10 +537,53 @@ def _child(path: str, switch: str, repeat: int) -> int:
                 for a, b in zip(first, outs):
                     u = max_ulp(np, a, b)
                     ulp = u if u is not None and (ulp is None or u > ulp) else ulp
-    emit(
-        status="nondeterministic" if len(seen) > 1 else "deterministic", distinct=len(seen), repeats=repeat, max_ulp=ulp
-    )
-    return 0
+        if enough is not None and len(seen) > 1 and i + 1 >= enough:
+            done = i + 1
+            break
+    status = "nondeterministic" if len(seen) > 1 else "deterministic"
+    return {"status": status, "distinct": len(seen), "repeats": done, "max_ulp": ulp}
+
+
+#: set by :func:`confirm` in the targeted run: ``REPEAT,SWITCH`` (SWITCH 1 or 0); the run
+#: replays the op it captured itself, in its own process once the script has ended
+#: (:func:`replay_here`), instead of two fresh processes that import the framework again
+ENV_REPLAY_HERE = "FWD9M_DEBUG_REPLAY_HERE"
+#: frameworks whose ops the targeted run replays in its own process: PyTorch sets the
+#: thread count and the determinism switch at any time; TensorFlow fixes its thread pools
+#: once started, and a jitted call is narrowed instead
+HERE_FRAMEWORKS = ("torch",)
+#: replays (switch off) after which two differing outputs end the replays: the proof is made
+ENOUGH = 5
+
+
+def here_path(capture: str) -> str:
+    """The file the targeted run writes its own replays to, beside the capture."""
+    return f"{capture}.replay.json"
+
+
+def replay_here(trace: str) -> None:
+    """In the targeted run, at its end (:data:`ENV_REPLAY_HERE` set): replay each op it
+    captured, switch off then on, and write the measurements to :func:`here_path`. A
+    replay that cannot run here writes nothing (the parent replays in fresh processes)."""
+    spec = os.environ.get(ENV_REPLAY_HERE)
+    if not spec:
+        return
+    import glob
+
+    repeat, switch = (int(x) for x in spec.split(","))
+    for path in glob.glob(f"{glob.escape(trace)}.op*.npz"):
+        try:
+            call, arrays = load_capture(path)
+            if call.get("framework") not in HERE_FRAMEWORKS or call.get("error") or "narrowed" in call:
+                continue
+            t0 = time.perf_counter()
+            phases = [_measure(call, arrays, False, repeat, ENOUGH)]
+            if switch and "fatal" not in phases[0]:
+                phases.append(_measure(call, arrays, True, repeat))
+            with open(here_path(path), "w", encoding="utf-8") as f:
+                json.dump({"phases": phases, "seconds": time.perf_counter() - t0}, f)
+        except Exception:  # noqa: BLE001 - the parent replays it in fresh processes then
+            continue
 
 
 if __name__ == "__main__":

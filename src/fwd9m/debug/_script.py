@@ -163,6 +163,10 @@ class _Session:
     stop_after: bool = False
     #: the early stop's op-level runs, started beside its digest runs (:class:`_Ahead`)
     ahead: Any = None
+    #: the traces of the differing step that the digest runs' rings wrote (:mod:`._early`)
+    ring: list[str] | None = None
+    #: no step differs: the whole runs' traces the rings wrote, and the runs' exit statuses
+    whole: tuple[list[str], list[int]] | None = None
 
     def __post_init__(self) -> None:
         if self.steps is None and isinstance(self.options.steps, tuple):
@@ -329,15 +333,24 @@ def _record(
     return proc.returncode
 
 
+#: bytes of input tensors op-level run 1 of the early stop may write as whole calls
+#: (:data:`fwd9m._recording._capture.ENV_KEEP_CALLS`); the ops after them need a targeted run
+KEEP_CALL_BYTES = 128 << 20
+
+
 def _start_pair(s: _Session, paths: list[str], env: dict[str, str] | None = None, how: str = "side by side") -> list:
-    """Start the early stop's two op-level runs side by side: (trace, watch, log, process) each."""
+    """Start the early stop's two op-level runs side by side: (trace, watch, log, process)
+    each. Run 1 writes every op's whole call while :data:`KEEP_CALL_BYTES` last, so that a
+    culprit among them is replayed without a targeted run (:func:`_replayed`)."""
+    from .._recording._capture import ENV_KEEP_CALLS
     from .._recording._common import ENV_STOP_AFTER
     from .._runtime.process import kill_group
 
     runs: list = []
     try:
         for i, out in enumerate(paths, 1):
-            cwd, watch, run_env = _run_folder(s, out, {ENV_STOP_AFTER: "1", **(env or {})})
+            keep = {ENV_KEEP_CALLS: str(KEEP_CALL_BYTES)} if i == 1 and s.options.replay else {}
+            cwd, watch, run_env = _run_folder(s, out, {ENV_STOP_AFTER: "1", **keep, **(env or {})})
             log = os.path.splitext(out)[0] + ".log" if not s.options.show_output else None
             s.say(f"recording run {i}/2 ({how})")
             runs.append((out, watch, log, _start(_isolated(s, _child_command(s, out, None), cwd), run_env, cwd, log)))
@@ -719,14 +732,7 @@ def _two_runs(s: _Session, directory: str) -> DebugReport:
         assert first_pass is not None and first_pass.first is not None
         s.steps = (first_pass.first.step, first_pass.first.step)
     paths = [os.path.join(directory, f"run{i}.trace") for i in (1, 2)]
-    try:
-        codes = _side_by_side(s, paths, s.ahead.runs if s.ahead else None) if s.stop_after else None
-    finally:
-        if s.ahead is not None:
-            s.ahead.close()  # the runs that read its gate file have ended
-        s.ahead = None
-    if codes is None:
-        codes = [_record(s, p, label=f"run {i}/2", quiet=True) for i, p in enumerate(paths, 1)]
+    codes = _op_level(s, paths)
     s.say("comparing")
     report = compare(*paths)
     if first_pass is not None:
@@ -734,9 +740,9 @@ def _two_runs(s: _Session, directory: str) -> DebugReport:
     if early is not None:
         if report.reproducible:  # the step's ops agree this time: the whole runs, as without it
             s.say("the op-level runs of that step agree; recording the whole runs")
-            s.steps, s.stop_after = None, False
+            s.steps, s.stop_after, s.ring = None, False, None
             return _two_runs(replace(s, options=replace(s.options, early_stop=False)), directory)
-        report = replace(report, notes=[_early.note(early), *report.notes])
+        report = replace(report, notes=[_early.note(early, bool(s.ring)), *report.notes])
     failed = [f"run {i} exited with status {c}" for i, c in enumerate(codes, 1) if c]
     report = replace(report, notes=[*report.notes, *failed])
     f = report.first
@@ -760,6 +766,52 @@ def _two_runs(s: _Session, directory: str) -> DebugReport:
             ],
         )
     return _settle(s, report, codes, paths)
+
+
+def _op_level(s: _Session, paths: list[str]) -> list[int]:
+    """The two op-level traces at ``paths``: the step the early stop found, from the
+    digest runs' rings (nothing runs again) or recorded alone (side by side, started
+    beside the digest runs or after them), else the whole runs one after the other; the
+    runs' exit statuses."""
+    codes: list[int] | None = None
+    try:
+        ready = s.ring or (s.whole[0] if s.whole else None)
+        if ready:  # the digest runs' rings hold the step, or the whole runs: nothing runs again
+            if s.ahead is not None:
+                s.ahead.stop(s)
+            for ring, path in zip(ready, paths):
+                shutil.move(ring, path)
+                if s.whole:
+                    _take_outputs(Path(ring).parent, path)
+            codes = list(s.whole[1]) if s.whole else [0, 0]
+            s.whole = None
+        elif s.stop_after:
+            codes = _side_by_side(s, paths, s.ahead.runs if s.ahead else None)
+    finally:
+        if s.ahead is not None:
+            s.ahead.close()  # the runs that read its gate file have ended
+        s.ahead = None
+    if codes is None:
+        codes = [_record(s, p, label=f"run {i}/2", quiet=True) for i, p in enumerate(paths, 1)]
+    return codes
+
+
+def _take_outputs(run: Path, trace: str) -> None:
+    """The whole run's outputs, where the comparison of outputs reads a recorded run's
+    (:func:`_outputs_settle`): the digest run ``run``'s folder (what it wrote) and its
+    printed output, moved beside ``trace``."""
+    base = os.path.splitext(trace)[0]
+    folder = Path(base + RUN_FOLDER)
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    (folder / RUN_MARK).write_text("a working folder of a run recorded by fwd9m debug\n")
+    if (run / "cwd").exists():
+        shutil.move(str(run / "cwd"), str(folder / "cwd"))
+    else:
+        (folder / "cwd").mkdir()
+    if (run / "stdout").is_file():
+        shutil.move(str(run / "stdout"), base + ".log")
 
 
 def _early_step(s: _Session, directory: str) -> Any:
@@ -846,11 +898,20 @@ def _replayed(s: _Session, directory: str, report: DebugReport) -> DebugReport:
     the op is replayed alone (:func:`fwd9m.debug._replay.confirm`). The result goes into
     the explanation (``replay``); a replay that cannot be done is a note, never an error."""
     from .._recording._common import ENV_STOP_AFTER
-    from ._replay import confirm
+    from ._replay import confirm, replay_kept
 
     first = report.first
     assert first is not None
-    s.say(f"replaying the culprit op #{first.seq} {first.op} alone (a third, targeted run)")
+    kept = _kept_capture(directory, first)
+    how = "from the inputs run 1 kept" if kept else "a third, targeted run"
+    s.say(f"replaying the culprit op #{first.seq} {first.op} alone ({how})")
+    if kept:
+        try:
+            return _with_proof(
+                s, directory, report, replay_kept(os.path.join(directory, "run1.trace"), first.seq, s.say)
+            )
+        except Exception as exc:  # noqa: BLE001 - the targeted run then, as without the kept inputs
+            s.say(f"  the replay from the kept inputs failed ({exc}); a third, targeted run")
     trace = os.path.join(directory, "run3.trace")
     watch = None
     try:
@@ -867,6 +928,7 @@ def _replayed(s: _Session, directory: str, report: DebugReport) -> DebugReport:
             wrap=lambda cmd: _isolated(s, cmd, cwd),
             timeout=s.options.timeout,
             steps=s.steps,
+            say=s.say,
         )
     except Exception as exc:  # noqa: BLE001 - the verdict stands without its proof
         why, _, tail = str(exc).partition("\n")  # the run's last output: progress, not the report
@@ -877,6 +939,33 @@ def _replayed(s: _Session, directory: str, report: DebugReport) -> DebugReport:
         return _not_replayed(report, "its replay could not run: see the notes")
     finally:
         _note_writes_through_links(s, watch, directory, "the replay run")
+    return _with_proof(s, directory, report, result)
+
+
+def _kept_capture(directory: str, first: Any) -> bool:
+    """Whether op-level run 1 kept the culprit's whole call (:data:`KEEP_CALL_BYTES`);
+    the calls of the other ops it kept are removed."""
+    import glob
+
+    from .._recording._capture import capture_path
+    from ._replay import load_capture
+
+    trace = os.path.join(directory, "run1.trace")
+    path = capture_path(trace, first.seq)
+    for other in glob.glob(f"{glob.escape(trace)}.op*.npz"):
+        if other != path:
+            os.unlink(other)
+    try:
+        call, _ = load_capture(path)
+    except (OSError, ValueError):
+        return False
+    return call.get("op") == first.op and not call.get("error") and "narrowed" not in call
+
+
+def _with_proof(s: _Session, directory: str, report: DebugReport, result: Any) -> DebugReport:
+    """The report with the replay's ``result`` as the culprit's proof."""
+    first = report.first
+    assert first is not None
     if result is None:
         return _not_replayed(report, "its call could not be captured")
     off, on = result.off, result.on

@@ -26,7 +26,7 @@ import weakref
 from typing import Any
 
 from .. import fingerprint as fp
-from .._recording._capture import take_call
+from .._recording._capture import keep_budget, keep_call, take_call
 from .._recording._common import ENV_STOP_AFTER, Recording, WindowDone, guarded, user_location
 from .._recording._store import HAS_SAMPLE, IS_MODEL_INPUT, IS_PARAM
 from . import _digest
@@ -145,6 +145,9 @@ class TorchRecorder:
         #: argument types digested by their str (``torch.float32``, ``cpu``, ...)
         self._str_types = (torch.dtype, torch.device, torch.layout, torch.memory_format)
         self._pending: list[tuple] = []  # ops waiting for device digests
+        #: fwd9m debug's early stop, recording one step: write every op's whole call
+        #: (:func:`keep_call`); decided when the window opens (:meth:`_window`)
+        self._keep = False
         self._partials: list[Any] = []
         self._node_modules: dict[int, tuple[str, str]] = {}  # autograd seq nr -> (module, line)
         self._param_paths: dict[int, tuple[str, str]] = {}  # id(param) -> (module path, name)
@@ -243,6 +246,7 @@ class TorchRecorder:
         steps = self.rec.steps
         inside = steps is None or steps[0] <= self.rec.step <= steps[1]
         if inside and self._mode is None:
+            self._keep = steps is not None and steps[0] == steps[1] and keep_budget() > 0
             self._mode = self._dispatch.dispatch_mode(self._on_op, compiled=self._compiled.hooked)
             self._mode.__enter__()
         elif not inside and self._mode is not None:
@@ -535,6 +539,8 @@ class TorchRecorder:
             pre = self._before(info, args, kwargs)
             if pre[3]:  # a captured op: also its whole call, for replay (fwd9m.debug._replay)
                 take_call(self.rec, self.rec.writer.ops + len(self._pending), "torch", func, args, kwargs)
+            elif self._keep:  # fwd9m debug's op-level run 1 of one step: every call, while its budget lasts
+                self._keep = keep_call(self.rec, self.rec.writer.ops + len(self._pending), "torch", func, args, kwargs)
         except Exception as exc:  # noqa: BLE001 - a recorder never breaks the program
             self._failed(func, exc)
             return func(*args, **kwargs)
