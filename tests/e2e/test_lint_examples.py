@@ -8,7 +8,7 @@ import pytest
 from _examples_spec import EXAMPLES, explain, fwd9m, ids, parse_json, require_cli
 
 #: opt-in rules that the examples document
-OPT_IN = ("FWD402", "FWD601", "FWD703")
+OPT_IN = ("FWD101", "FWD102", "FWD306", "FWD402", "FWD501", "FWD601", "FWD703")
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +39,14 @@ def test_lint_is_clean_on_fixed(example, findings):
 
 
 def test_lint_single_files_exit_status():
-    """As a user runs it on one file: exit 1 on a broken variant, 0 on its fix."""
+    """As a user runs it on one file: exit 1 on a broken variant, 0 on its fix; with the
+    default rules, and with an opt-in rule as the example's README names it."""
     require_cli("lint")
-    broken = fwd9m("lint", "examples/keras_custom_layer/broken.py")
+    broken = fwd9m("lint", "examples/torch_cnn/broken.py")
+    assert broken.returncode == 1 and "FWD103" in broken.stdout, explain(broken)
+    fixed = fwd9m("lint", "examples/torch_cnn/fixed.py")
+    assert fixed.returncode == 0, explain(fixed)
+    broken = fwd9m("lint", "--extend-select", "FWD101", "examples/keras_custom_layer/broken.py")
     assert broken.returncode == 1 and "FWD101" in broken.stdout, explain(broken)
-    fixed = fwd9m("lint", "examples/keras_custom_layer/fixed.py")
+    fixed = fwd9m("lint", "--extend-select", "FWD101", "examples/keras_custom_layer/fixed.py")
     assert fixed.returncode == 0, explain(fixed)
