@@ -41,6 +41,7 @@ import re
 
 from .._flow import assigns, computes_gradients, importer_scripts, importer_seeds, main_block, statements
 from .._helpers import literal
+from .._helpers import walk as _walk
 from .._rule import Rule, register
 from ._common import SEED_CALLS, SWITCH_ON_CALLS
 
@@ -227,7 +228,7 @@ def _maybe_gradient(ctx, call: ast.Call) -> bool:
     if type(value) is ast.Name:
         return any(
             gradient_like(n.value)
-            for n in ast.walk(ctx.tree)
+            for n in _walk(ctx.tree)
             if type(n) is ast.Assign and any(type(t) is ast.Name and t.id == value.id for t in n.targets)
         )
     return False
@@ -404,7 +405,7 @@ class CatalogOpRule(Rule):
             return lambda node: False
         spans = [
             (c.lineno, c.end_lineno or c.lineno)
-            for c in ast.walk(ctx.tree)
+            for c in _walk(ctx.tree)
             if type(c) is ast.ClassDef
             and any(ast.unparse(b).endswith(("Module", "Model", "Layer", "Sequential")) for b in c.bases)
         ]
@@ -587,7 +588,7 @@ def _differentiated(ctx):
         return cached
     defs: dict[str, list] = {}
     roots: list = []
-    for n in ast.walk(ctx.tree):
+    for n in _walk(ctx.tree):
         if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef):
             defs.setdefault(n.name, []).append(n)
             if "loss" in n.name.lower() or any(
@@ -605,7 +606,7 @@ def _differentiated(ctx):
     spans, seen, todo = [], set(), list(roots)
     pending_names = {
         (f.id if type(f) is ast.Name else f.attr)
-        for n in ast.walk(ctx.tree)
+        for n in _walk(ctx.tree)
         if type(n) is ast.Call and type(f := _grad_target(ctx, n)) in (ast.Name, ast.Attribute)
     }
     todo.extend(d for name in pending_names for d in defs.get(name, ()))  # defined after the call
@@ -615,7 +616,7 @@ def _differentiated(ctx):
             continue
         seen.add(id(fn))
         spans.append((fn.lineno, fn.end_lineno or fn.lineno))
-        for c in ast.walk(fn):
+        for c in _walk(fn):
             if type(c) is ast.Call and type(c.func) in (ast.Name, ast.Attribute):
                 todo.extend(defs.get(c.func.id if type(c.func) is ast.Name else c.func.attr, ()))
     test = lambda node: any(a <= node.lineno <= b for a, b in spans)  # noqa: E731
@@ -632,12 +633,12 @@ def _constant_operand(ctx, call: ast.Call) -> bool:
     if type(value) is not ast.Name:
         return False
     const = set()
-    for w in ast.walk(ctx.tree):
+    for w in _walk(ctx.tree):
         if type(w) is ast.With and any("ensure_compile_time_eval" in ast.unparse(i.context_expr) for i in w.items):
-            const |= {id(n) for st in w.body for n in ast.walk(st)}
+            const |= {id(n) for st in w.body for n in _walk(st)}
     writes = [
         n
-        for n in ast.walk(ctx.tree)
+        for n in _walk(ctx.tree)
         if type(n) is ast.Assign
         and n.lineno < call.lineno
         and any(type(t) is ast.Name and t.id == value.id for t in n.targets)
@@ -665,7 +666,7 @@ def _torch_no_grad_ids(ctx) -> set[int]:
         else:
             continue
         if any(ctx.qualname(h.func if type(h) is ast.Call else h) in _NO_GRAD for h in heads):
-            out |= {id(x) for st in body for x in ast.walk(st)}
+            out |= {id(x) for st in body for x in _walk(st)}
     ctx.__dict__["_catalog_no_grad"] = out
     return out
 
@@ -731,7 +732,7 @@ def _input_pipeline(ctx) -> frozenset[int]:
             if id(r) in seen:
                 continue
             seen.add(id(r))
-            for n in ast.walk(r):
+            for n in _walk(r):
                 out.add(id(n))
                 if type(n) is ast.Call:
                     f = n.func
@@ -763,7 +764,7 @@ def _passed_functions(ctx, defs: dict, inner: ast.AST, param: str) -> list[ast.A
     params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
     index = params.index(param) - (1 if params and params[0] in ("self", "cls") else 0)
     found = []
-    for c in ast.walk(ctx.tree):
+    for c in _walk(ctx.tree):
         if type(c) is not ast.Call:
             continue
         f = c.func
@@ -784,10 +785,10 @@ def _never_called(ctx):
     tree = ctx.tree
     if tree is None or main_block(tree) is None:
         return lambda node: False
-    named = {n.id for n in ast.walk(tree) if type(n) is ast.Name} | {
-        n.attr for n in ast.walk(tree) if type(n) is ast.Attribute
+    named = {n.id for n in _walk(tree) if type(n) is ast.Name} | {
+        n.attr for n in _walk(tree) if type(n) is ast.Attribute
     }
-    named |= {a.name for n in ast.walk(tree) if type(n) is ast.ImportFrom for a in n.names}
+    named |= {a.name for n in _walk(tree) if type(n) is ast.ImportFrom for a in n.names}
     dead = [
         (s.lineno, s.end_lineno or s.lineno)
         for s in tree.body

@@ -6,6 +6,7 @@ import ast
 
 from .._flow import is_test_file, project_mentions, statements
 from .._helpers import arg, kwarg, literal
+from .._helpers import walk as _walk
 from .._rule import Rule, register
 from ._common import SEED_CALLS, SWITCH_ON_CALLS, TORCH_SEED_CALLS, env_writes, is_stateful_random, seeds
 
@@ -154,7 +155,7 @@ class DeterminismSwitchedOff(Rule):
                 if last.lineno <= node.lineno <= (last.end_lineno or last.lineno):
                     on = [
                         c
-                        for c in ast.walk(n)
+                        for c in _walk(n)
                         if type(c) is ast.Call
                         and c.lineno < node.lineno
                         and self.ctx.qualname(c.func) in SWITCH_ON_CALLS
@@ -621,7 +622,7 @@ class WhileLoopParallelIterations(Rule):
         seen = set()
         while todo:
             fn = todo.pop()
-            for n in ast.walk(fn):
+            for n in _walk(fn):
                 if type(n) is not ast.Call:
                     continue
                 qn = self.ctx.qualname(n.func)
@@ -669,24 +670,24 @@ class WhileLoopParallelIterations(Rule):
         ):
             return False
         param = cond.args.args[0].arg
-        if not any(type(n) is ast.Name and n.id == param for n in ast.walk(cond)):
+        if not any(type(n) is ast.Name and n.id == param for n in _walk(cond)):
             return False
 
         def draws(expr) -> bool:  # a stateful call, or a name assigned from one in the body
             return any(
                 (type(c) is ast.Call and is_stateful_random(self.ctx.qualname(c.func)))
                 or (type(c) is ast.Name and c.id in drawn)
-                for c in ast.walk(expr)
+                for c in _walk(expr)
             )
 
         drawn: set[str] = set()
-        for n in ast.walk(body):
+        for n in _walk(body):
             if type(n) is ast.Assign and draws(n.value):
                 drawn.update(t.id for t in n.targets if type(t) is ast.Name)
         results = (
             [body.body]
             if type(body) is ast.Lambda
-            else [n.value for n in ast.walk(body) if type(n) is ast.Return and n.value is not None]
+            else [n.value for n in _walk(body) if type(n) is ast.Return and n.value is not None]
         )
         return bool(results) and all(draws(r) for r in results)
 
@@ -702,7 +703,7 @@ class WhileLoopParallelIterations(Rule):
                     is_stateful_random(self.ctx.qualname(c.func))
                     or (type(c.func) is ast.Attribute and c.func.attr in self._STATEFUL_METHODS)
                 )
-                for c in ast.walk(fn)
+                for c in _walk(fn)
             )
 
         return any(
@@ -711,7 +712,7 @@ class WhileLoopParallelIterations(Rule):
                 (type(st.func) is ast.Attribute and st.func.attr in self._STATEFUL_METHODS)
                 or any(type(a) is ast.Name and a.id in defs and stateful(defs[a.id]) for a in (st.func, *st.args))
             )
-            for st in ast.walk(body)
+            for st in _walk(body)
         )
 
     def _serial_chain(self, loop) -> bool:
@@ -736,7 +737,7 @@ class WhileLoopParallelIterations(Rule):
 
         def scan(expr) -> tuple[set[str], bool]:
             got, is_drawn = set(), False
-            for n in ast.walk(expr):
+            for n in _walk(expr):
                 if type(n) is ast.Name:
                     got |= deps.get(n.id, set())
                     is_drawn |= n.id in drawn
@@ -750,14 +751,14 @@ class WhileLoopParallelIterations(Rule):
 
         returns = []
         for st in sorted(
-            (n for n in ast.walk(body) if type(n) in (ast.Assign, ast.Return, ast.Expr)), key=lambda n: n.lineno
+            (n for n in _walk(body) if type(n) in (ast.Assign, ast.Return, ast.Expr)), key=lambda n: n.lineno
         ):
             if type(st) is ast.Return:
                 returns.append(st.value)
                 continue
             got, is_drawn = scan(st.value)
             for t in st.targets if type(st) is ast.Assign else ():
-                for n in ast.walk(t):
+                for n in _walk(t):
                     if type(n) is ast.Name:
                         deps[n.id] = got
                         (drawn.add if is_drawn else drawn.discard)(n.id)

@@ -6,6 +6,7 @@ import ast
 
 from .._flow import local_callees, project_mentions, runs
 from .._helpers import kwarg, literal
+from .._helpers import walk as _walk
 from .._rule import Rule, register
 
 SAMPLER_SRC = "https://github.com/pytorch/pytorch/blob/main/torch/utils/data/distributed.py"
@@ -71,7 +72,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         if any(
             type(n) is ast.Attribute and n.attr in ("set_epoch", "epochs")
             for _, fn, _, _ in local_callees(self.ctx)
-            for n in ast.walk(fn)
+            for n in _walk(fn)
         ):
             return  # a helper of a local module the script calls does it (train(..., sampler))
         # a library module (timm's data/loader.py) builds the sampler; the training

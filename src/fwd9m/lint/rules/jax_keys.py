@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 
 from .._flow import is_test_file, statements
+from .._helpers import walk as _walk
 from .._rule import Rule, register
 
 JAX_PRNG = "https://docs.jax.dev/en/latest/random-numbers.html"
@@ -92,7 +93,7 @@ class _KeyAnalysis:
         ``fn`` (not a seed passed to ``key``/``PRNGKey``)."""
         return {
             n.args[0].id
-            for n in ast.walk(fn)
+            for n in _walk(fn)
             if type(n) is ast.Call
             and n.args
             and type(n.args[0]) is ast.Name
@@ -129,9 +130,9 @@ class _KeyAnalysis:
         if name is None:
             return True
         # uses up to the first rebinding (rng = jax.random.fold_in(rng, step)) see the argument
-        stores = [n.lineno for n in ast.walk(fn) if type(n) is ast.Name and n.id == name and type(n.ctx) is ast.Store]
+        stores = [n.lineno for n in _walk(fn) if type(n) is ast.Name and n.id == name and type(n.ctx) is ast.Store]
         last = min(stores) if stores else float("inf")
-        for n in ast.walk(fn):
+        for n in _walk(fn):
             if type(n) is ast.Call and n.lineno <= last:
                 fname = self._is_jax_random(n)
                 callee = fname or (
@@ -177,7 +178,7 @@ class _KeyAnalysis:
                             continue  # not a key, or one level into the callee: it only folds it in
                         out.extend((leaf.id, leaf, fname or callee or "a call", looped) for leaf in leaves)
             if t in (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp):
-                bound = {n.id for g in node.generators for n in ast.walk(g.target) if type(n) is ast.Name}
+                bound = {n.id for g in node.generators for n in _walk(g.target) if type(n) is ast.Name}
                 inner = keys - bound  # a comprehension target shadows an outer key
                 for g in node.generators:
                     stack.append((g.iter, looped, keys))
@@ -230,7 +231,7 @@ class _KeyAnalysis:
             and self._is_jax_random(value.value) in _MAKERS
         )
         for t in targets:
-            for n in ast.walk(t):
+            for n in _walk(t):
                 if type(n) is ast.Name:
                     if is_maker:
                         state[n.id] = ("fresh", n.lineno, "")
@@ -283,10 +284,10 @@ class _KeyAnalysis:
                     state[name] = va if va and va[0] == "used" else vb if vb else va
             elif t in (ast.For, ast.AsyncFor, ast.While):
                 assigned = {
-                    n.id for st in s.body for n in ast.walk(st) if type(n) is ast.Name and type(n.ctx) is ast.Store
+                    n.id for st in s.body for n in _walk(st) if type(n) is ast.Name and type(n.ctx) is ast.Store
                 }
                 if t is not ast.While:
-                    assigned |= {n.id for n in ast.walk(s.target) if type(n) is ast.Name}
+                    assigned |= {n.id for n in _walk(s.target) if type(n) is ast.Name}
                     self._bind(state, [s.target], None)
                 self._block(s.body, state, (s.lineno, assigned))
                 self._block(s.orelse, state, loop)

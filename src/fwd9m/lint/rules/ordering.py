@@ -7,6 +7,7 @@ import re
 
 from .._flow import statements
 from .._helpers import call_name
+from .._helpers import walk as _walk
 from .._rule import Rule, register
 
 HASH_DOC = "https://docs.python.org/3/reference/datamodel.html#object.__hash__"
@@ -81,7 +82,7 @@ _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exceptio
 def _numbers_in_order(value, table) -> bool:
     """True when ``value`` hands out the next id: ``len(table)`` of the mapping being
     filled, or ``next(counter)``."""
-    for c in ast.walk(value):
+    for c in _walk(value):
         if type(c) is ast.Call and type(c.func) is ast.Name and len(c.args) == 1:
             if c.func.id == "next" or (c.func.id == "len" and table is not None and _name_key(c.args[0]) == table):
                 return True
@@ -96,7 +97,7 @@ def sensitive_body(ctx, stmts, augassign: bool = True) -> bool:
     from ._common import is_stateful_random
 
     for st in stmts:
-        for n in ast.walk(st):
+        for n in _walk(st):
             t = type(n)
             if t in (ast.Yield, ast.YieldFrom):
                 return True
@@ -485,7 +486,7 @@ class UnsortedDirectoryListing(_OrderRule):
                 and n.iter.id == files
                 and sensitive_body(self.ctx, n.body)
                 for st in loop.body
-                for n in ast.walk(st)
+                for n in _walk(st)
             )
             if body_uses_files or sensitive_body(self.ctx, loop.body):
                 self.flag(loop.iter, "os.walk", "loop over")
@@ -525,7 +526,7 @@ def _ints_added(scope_node, key: str) -> bool:
     values, and there is at least one."""
     adds = [
         n
-        for n in ast.walk(scope_node)
+        for n in _walk(scope_node)
         if type(n) is ast.Call
         and type(n.func) is ast.Attribute
         and n.func.attr in ("add", "update")
@@ -583,7 +584,7 @@ def _local_nodes(stmts):
 def _loads(node) -> set[str]:
     """Name keys read in ``node`` (``x``, ``self.x``)."""
     out = set()
-    for c in ast.walk(node):
+    for c in _walk(node):
         if type(c) is ast.Name and type(c.ctx) is ast.Load:
             out.add(c.id)
         elif type(c) is ast.Attribute and type(c.ctx) is ast.Load and type(c.value) is ast.Name:
@@ -1184,17 +1185,17 @@ def _order_free(loop, bound: set[str]) -> bool:
     appended, summed (``+=`` of a loop value), fed to ``partial_fit``/``update`` or
     written to one stream, nor yielded."""
     for st in loop.body + loop.orelse:
-        for n in ast.walk(st):
+        for n in _walk(st):
             t = type(n)
             if t in (ast.Yield, ast.YieldFrom, ast.Return, ast.Break):
                 return False
-            if t is ast.AugAssign and any(type(u) is ast.Name and u.id in bound for u in ast.walk(n.value)):
+            if t is ast.AugAssign and any(type(u) is ast.Name and u.id in bound for u in _walk(n.value)):
                 return False
             if (
                 t is ast.Call
                 and type(n.func) is ast.Attribute
                 and n.func.attr in _ACCUMULATES
-                and any(type(u) is ast.Name and u.id in bound for a in n.args for u in ast.walk(a))
+                and any(type(u) is ast.Name and u.id in bound for a in n.args for u in _walk(a))
             ):
                 return False
     return True
@@ -1265,15 +1266,15 @@ class CompletionOrder(Rule):
             for a in statements(self.ctx)
             if type(a) is ast.Assign and len(a.targets) == 1 and type(a.targets[0]) is ast.Name
         }
-        for n in ast.walk(self.ctx.tree):
+        for n in _walk(self.ctx.tree):
             if type(n) is ast.Expr:
                 v = n.value
                 while type(v) is ast.Call and type(v.func) is ast.Name and v.func.id in _DRAINS and len(v.args) == 1:
                     v = v.args[0]
                 out.add(id(v))
             elif type(n) in (ast.For, ast.AsyncFor):
-                bound = {t.id for t in ast.walk(n.target) if type(t) is ast.Name}
-                used = {u.id for st in n.body + n.orelse for u in ast.walk(st) if type(u) is ast.Name}
+                bound = {t.id for t in _walk(n.target) if type(t) is ast.Name}
+                used = {u.id for st in n.body + n.orelse for u in _walk(st) if type(u) is ast.Name}
                 if not bound & used or _order_free(n, bound):
                     it = _drained(n.iter)
                     out.add(id(_drained(named.get(it.id, it)) if type(it) is ast.Name else it))

@@ -19,6 +19,7 @@ from .._flow import (
     statements,
 )
 from .._helpers import arg, call_name, kwarg, literal
+from .._helpers import walk as _walk
 from .._rule import Rule, register
 from ._common import (
     ALL_SEED_CALLS,
@@ -263,12 +264,12 @@ class SeedAfterUse(Rule):
         used = {
             ast.unparse(n)
             for a in (*seed.args, *(k.value for k in seed.keywords))
-            for n in ast.walk(a)
+            for n in _walk(a)
             if type(n) in (ast.Name, ast.Attribute)
         }
         if not used:
             return False
-        if any(call is n for a in seed.args for n in ast.walk(a)):
+        if any(call is n for a in seed.args for n in _walk(a)):
             return True
         return any(lo <= call.lineno <= hi and names & used for lo, hi, names in self.assigns)
 
@@ -302,11 +303,11 @@ class SeedAfterUse(Rule):
         stmt_ids = self.ctx.__dict__.get("_seeding_stmt_calls")
         if stmt_ids is None:
             stmt_ids = self.ctx.__dict__["_seeding_stmt_calls"] = {
-                id(n.value) for n in ast.walk(self.ctx.tree) if type(n) is ast.Expr and type(n.value) is ast.Call
+                id(n.value) for n in _walk(self.ctx.tree) if type(n) is ast.Expr and type(n.value) is ast.Call
             }
         if id(call) not in stmt_ids or call.args or call.keywords or fn.args.args or fn.args.vararg:
             return False
-        if any(type(n) is ast.Return and n.value is not None for n in ast.walk(fn)):
+        if any(type(n) is ast.Return and n.value is not None for n in _walk(fn)):
             return False
         return _keeps_nothing(self.ctx, fn, self.functions, depth=0)
 
@@ -315,7 +316,7 @@ class SeedAfterUse(Rule):
         out = set()
         for c in self.ctx.calls.get("print", ()):
             for a in (*c.args, *(k.value for k in c.keywords)):
-                out.update(id(n) for n in ast.walk(a))
+                out.update(id(n) for n in _walk(a))
         return out
 
     def finish(self):
@@ -372,9 +373,9 @@ def _keeps_nothing(ctx, fn, functions: dict, depth: int) -> bool:
     """Whether ``fn`` stores nothing outside its own local names (see
     :meth:`SeedAfterUse._discarded`); this file's functions it calls are checked the same
     way, two levels deep."""
-    local = {n.id for n in ast.walk(fn) if type(n) is ast.Name and type(n.ctx) is ast.Store}
+    local = {n.id for n in _walk(fn) if type(n) is ast.Name and type(n.ctx) is ast.Store}
     local |= {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
-    for n in ast.walk(fn):
+    for n in _walk(fn):
         t = type(n)
         if t in (ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Delete):
             return False
@@ -732,7 +733,7 @@ class SeedFromEntropy(Rule):
         return id(self.ctx.function_stack[-1]) if self.ctx.function_stack else 0
 
     def _entropy_in(self, node) -> str | None:
-        for n in ast.walk(node):
+        for n in _walk(node):
             if type(n) is ast.Call:
                 qn = self.ctx.qualname(n.func)
                 if qn in _ENTROPY:
@@ -1069,7 +1070,7 @@ class UnseededEnvironment(Rule):
             return
         if is_test_file(self.ctx):
             return
-        factories = {id(n) for lam in ast.walk(self.ctx.tree) if type(lam) is ast.Lambda for n in ast.walk(lam)}
+        factories = {id(n) for lam in _walk(self.ctx.tree) if type(lam) is ast.Lambda for n in _walk(lam)}
         made = [c for c in self.made if id(c) not in factories]  # lambda: gym.make(...) is made where called
         if not made:
             return
@@ -1327,7 +1328,7 @@ class TrainsWithoutSeed(Rule):
         if main is not None and not is_script:
             runners = [
                 c
-                for c in ast.walk(main)
+                for c in _walk(main)
                 if type(c) is ast.Call
                 and type(c.func) is ast.Attribute
                 and c.func.attr in _TEST_MAINS
@@ -1480,7 +1481,7 @@ def _optional_seed(ctx):
     if not calls:
         return None
     guards = []
-    for n in ast.walk(ctx.tree):
+    for n in _walk(ctx.tree):
         if type(n) is not ast.If:
             continue
         test = n.test
@@ -1531,7 +1532,7 @@ def _owner_named(ctx, main, call) -> bool:
         defs = {s.name: s for s in ctx.tree.body if type(s) in (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)}
         named, todo = set(), [main]
         while todo:
-            for n in ast.walk(todo.pop()):
+            for n in _walk(todo.pop()):
                 if type(n) is ast.Name and n.id not in named:
                     named.add(n.id)
                     if n.id in defs:
@@ -1574,9 +1575,7 @@ def _script_calls(ctx, calls) -> list:
     if main is None:  # a function that module-level code calls (a data generator it drives)
         return [c for c in calls if runs(ctx, c)]
     runners = [
-        c
-        for c in ast.walk(main)
-        if type(c) is ast.Call and type(c.func) is ast.Attribute and c.func.attr in _TEST_MAINS
+        c for c in _walk(main) if type(c) is ast.Call and type(c.func) is ast.Attribute and c.func.attr in _TEST_MAINS
     ]
     return [] if runners else list(calls)
 

@@ -7,6 +7,7 @@ import re
 
 from .._flow import _FOREIGN, is_test_file, local_function, module_aliases, project_mentions, runs, statements
 from .._helpers import call_name
+from .._helpers import walk as _walk
 from .._rule import Rule, register
 from ._common import is_stateful_random
 
@@ -61,7 +62,7 @@ def _named_save(node, qn) -> bool:
 
 
 def _mentions_rng(ctx, node) -> bool:
-    for n in ast.walk(node):
+    for n in _walk(node):
         t = type(n)
         if t is ast.Constant and isinstance(n.value, str) and any(w in n.value.lower() for w in _RNG_WORDS):
             return True
@@ -111,13 +112,13 @@ def _final_without_resume(ctx, node) -> bool:
     """The checkpoint is written once, after the training loop (a loop before it in the
     same function that runs ``backward``/``step``; itself in no loop), and nothing in the
     project reads a checkpoint back: no run resumes from it, so its RNG state is moot."""
-    loops = [n for n in ast.walk(ctx.tree) if type(n) in (ast.For, ast.While, ast.AsyncFor)]
+    loops = [n for n in _walk(ctx.tree) if type(n) in (ast.For, ast.While, ast.AsyncFor)]
     if any(n.lineno < node.lineno <= (n.end_lineno or n.lineno) for n in loops):
         return False
     scope = min(
         (
             f
-            for f in ast.walk(ctx.tree)
+            for f in _walk(ctx.tree)
             if type(f) in (ast.FunctionDef, ast.AsyncFunctionDef)
             and f.lineno <= node.lineno <= (f.end_lineno or f.lineno)
         ),
@@ -128,7 +129,7 @@ def _final_without_resume(ctx, node) -> bool:
         type(n) in (ast.For, ast.While, ast.AsyncFor)
         and (n.end_lineno or n.lineno) < node.lineno
         and re.search(r"\.backward\(|\.step\(", ast.unparse(n))
-        for n in ast.walk(scope)
+        for n in _walk(scope)
     )
     return trained and not project_mentions(ctx, _RESUMES)
 
@@ -239,7 +240,7 @@ class CheckpointWithoutRngState(Rule):
             return False
         first = fn.args.vararg.arg if fn.args.vararg else (fn.args.args[0].arg if fn.args.args else None)
         spellings = _torch_save_spellings(aliases, self.ctx)
-        for n in ast.walk(fn):
+        for n in _walk(fn):
             if type(n) is ast.Call and n.args and ast.unparse(n.func) in spellings:
                 a = n.args[0]
                 if (type(a) is ast.Starred and type(a.value) is ast.Name and a.value.id == first) or (
@@ -267,13 +268,13 @@ class CheckpointWithoutRngState(Rule):
                     type(g) in (ast.FunctionDef, ast.AsyncFunctionDef)
                     and g is not f
                     and g.lineno <= node.lineno <= (g.end_lineno or g.lineno)
-                    for g in ast.walk(f)
+                    for g in _walk(f)
                 )
             ),
             self.ctx.tree,
         )
         found, extra = None, []
-        for n in ast.walk(scope):
+        for n in _walk(scope):
             if type(n) is ast.Assign and n.lineno < node.lineno:
                 for t in n.targets:
                     if type(t) is ast.Name and t.id == arg.id:
@@ -361,10 +362,10 @@ class CheckpointWithoutRngState(Rule):
             if type(n) is ast.Assign and any(
                 "ckpt" in ast.unparse(t) or "checkpoint" in ast.unparse(t) for t in n.targets
             ):
-                ckpt_names |= {x.id for x in ast.walk(n) if type(x) is ast.Name}
+                ckpt_names |= {x.id for x in _walk(n) if type(x) is ast.Name}
         for qn in ("shutil.rmtree", "tensorflow.io.gfile.rmtree"):
             for c in self.ctx.calls.get(qn, ()):
-                deleted = {x.id for a in c.args[:1] for x in ast.walk(a) if type(x) is ast.Name}
+                deleted = {x.id for a in c.args[:1] for x in _walk(a) if type(x) is ast.Name}
                 if c.lineno < node.lineno and deleted & ckpt_names and runs(self.ctx, c):
                     return True
         return False
@@ -413,7 +414,7 @@ class RngStatePickled(Rule):
         self.tainted: set[str] = set()
 
     def _has_state(self, node) -> bool:
-        for n in ast.walk(node):
+        for n in _walk(node):
             if type(n) is ast.Call and (
                 self.ctx.qualname(n.func) in _RNG_STATE_CALLS
                 or call_name(n) in ("get_rng_state", "get_rng_state_all", "capture_rng_state")
@@ -548,7 +549,7 @@ class KerasResumeFromWeightsOnly(Rule):
             if (
                 type(n) is ast.If
                 and any(w in ast.unparse(n.test).lower() for w in ("resume", "restore"))
-                and any(c is call for st in n.body for c in ast.walk(st))
+                and any(c is call for st in n.body for c in _walk(st))
             ):
                 return True
         return False
