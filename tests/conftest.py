@@ -69,6 +69,40 @@ def _fwd9m_seed_stays_in_its_test():
         os.environ["FWD9M_SEED"] = saved
 
 
+def _determinism_switches() -> dict[str, object]:
+    """The process-wide determinism switches of the frameworks already imported (off for
+    one not imported yet)."""
+    got: dict[str, object] = {"tf": False, "torch": (False, False)}
+    if "tensorflow" in sys.modules:
+        from tensorflow.python.framework.config import is_op_determinism_enabled  # not exported
+
+        got["tf"] = is_op_determinism_enabled()
+    if "torch" in sys.modules:
+        torch = sys.modules["torch"]
+        got["torch"] = (
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+        )
+    return got
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _determinism_switches_stay_in_their_file():
+    """Under pytest-xdist a worker runs many files in one process, in an order that changes
+    from run to run: TensorFlow's op determinism or torch's deterministic algorithms turned
+    on by one file (Keras then compiles no XLA step) must not reach the next."""
+    before = _determinism_switches()
+    yield
+    after = _determinism_switches()
+    if after["tf"] and not before["tf"]:
+        from tensorflow.python.framework.config import disable_op_determinism  # not exported
+
+        disable_op_determinism()
+    if after["torch"] != before["torch"]:
+        on, warn_only = before["torch"]  # type: ignore[misc]
+        sys.modules["torch"].use_deterministic_algorithms(on, warn_only=warn_only)
+
+
 def process_gone(pid: int, wait: float = 10.0) -> bool:
     """Whether process ``pid`` has gone (no such process, or a zombie awaiting its reaper)
     within ``wait`` seconds; polls, since a killed process can take a moment to die on a
