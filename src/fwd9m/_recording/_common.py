@@ -236,6 +236,18 @@ class Recording:
         #: ``op``, ``location``, ``where`` (the pipeline stage) and ``catalog`` (an entry id)
         self.pipeline: list[dict[str, str]] = []
 
+    def end_record(self, completed: bool) -> dict[str, Any]:
+        """The trace's end record: whether the run completed, its steps, and what was not
+        recorded, noted or seen of the input pipeline."""
+        end: dict[str, Any] = {"completed": completed, "steps": self.step}
+        if self.not_recorded:
+            end["not_recorded"] = dict(sorted(self.not_recorded.items()))
+        if self.notes:
+            end["notes"] = list(dict.fromkeys(self.notes))
+        if self.pipeline:
+            end["pipeline"] = self.pipeline[:10]
+        return end
+
     def args_record(self, items, str_types: tuple = ()) -> tuple:
         """The input record of an op's non-tensor arguments ``items`` ((name, value)
         pairs): dtype :data:`ARGS_DTYPE`, digest of their canonical text

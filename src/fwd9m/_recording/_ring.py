@@ -185,14 +185,7 @@ def _start_torch(out: str) -> None:
             recorder.stop() if whole else recorder.flush()
         except Exception:  # noqa: BLE001 - the ring is written all the same
             pass
-        end: dict[str, Any] = {"completed": True, "steps": rec.step}
-        if rec.not_recorded:
-            end["not_recorded"] = dict(sorted(rec.not_recorded.items()))
-        if rec.notes:
-            end["notes"] = list(dict.fromkeys(rec.notes))
-        if rec.pipeline:
-            end["pipeline"] = rec.pipeline[:10]
-        writer.dump(end, whole)
+        writer.dump(rec.end_record(True), whole)
 
     def on_term(signum, _frame) -> None:
         finish(whole=False)  # stopped: the steps not agreed, no whole run

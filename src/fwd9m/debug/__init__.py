@@ -255,14 +255,7 @@ def _finish(recorders, rec: Recording, writer: TraceWriter, completed: bool, tra
             r.stop()
         except Exception:  # noqa: BLE001 - never mask the user's exception
             pass
-    end: dict[str, Any] = {"completed": completed, "steps": rec.step}
-    if rec.not_recorded:
-        end["not_recorded"] = dict(sorted(rec.not_recorded.items()))
-    if rec.notes:
-        end["notes"] = list(dict.fromkeys(rec.notes))
-    if rec.pipeline:
-        end["pipeline"] = rec.pipeline[:10]
-    writer.close(end)
+    writer.close(rec.end_record(completed))
     trace.ops, trace.tensors, trace.bytes = writer.ops, writer.tensors, writer.bytes_written
 
 
