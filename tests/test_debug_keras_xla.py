@@ -34,22 +34,6 @@ class Scale(keras.layers.Layer):
         return t * self.factor
 
 
-@pytest.fixture(autouse=True)
-def _op_determinism_off():
-    """Keras compiles no XLA step while TensorFlow's op determinism is on (its trainer turns
-    ``jit_compile`` off then): an earlier test of the same process may have turned it on."""
-    from tensorflow.python.framework.config import disable_op_determinism  # not exported
-
-    from fwd9m.tensorflow._private import op_determinism_query
-
-    query = op_determinism_query()
-    was_on = query is not None and query()
-    disable_op_determinism()
-    yield
-    if was_on:
-        tf.config.experimental.enable_op_determinism()
-
-
 def _fit(factor: float = 1.0, steps_per_execution: int = 1):
     keras.backend.clear_session()  # layer names (sequential_1, ...) as in a fresh process
     keras.utils.set_random_seed(0)
