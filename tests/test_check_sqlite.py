@@ -127,3 +127,29 @@ def test_mlflow_default_sqlite_store_names_the_logged_value_that_differs(tmp_pat
     assert r.returncode == 1, r.stdout + r.stderr
     assert "mlflow.db:metrics[0].value" in r.stdout or "mlflow.db:latest_metrics" in r.stdout, r.stdout
     assert "content differs" not in r.stdout
+
+
+_WAL_SCRIPT = """
+import os
+import sqlite3
+
+con = sqlite3.connect("results.db")
+con.execute("PRAGMA journal_mode = WAL")
+con.execute("CREATE TABLE IF NOT EXISTS losses (step INTEGER, loss REAL)")
+con.executemany("INSERT INTO losses VALUES (?, ?)", [(i, {loss} / (i + 1)) for i in range(5)])
+con.commit()
+os._exit(0)  # ends without closing: results.db-wal and results.db-shm stay beside the database
+"""
+
+
+@pytest.mark.parametrize("loss, verdict", [("1.0", 0), ("__import__('random').random()", 1)])
+def test_a_databases_write_ahead_log_and_index_are_compared_by_its_rows(tmp_path, loss, verdict):
+    """The -wal and -shm files SQLite leaves beside a database hold salts and checksums
+    that differ between runs that wrote the same rows: they are not compared by bytes
+    (a false NOT REPRODUCIBLE before), and a row that differs is still found."""
+    r = _check(tmp_path, _WAL_SCRIPT.format(loss=loss))
+    assert r.returncode == verdict, r.stdout + r.stderr
+    assert "results.db-wal: content differs" not in r.stdout and "results.db-shm" not in r.stdout.split("Compared")[0]
+    if verdict:
+        assert "results.db:losses[" in r.stdout, r.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]

@@ -23,6 +23,8 @@ from ..compare import (
     read_structured,
     replace_in_leaves,
 )
+from ..compare._sqlite import SUFFIXES as SQLITE_SUFFIXES
+from ..compare._sqlite import database_of
 from ..compare._text import IgnoredValues
 from ..errors import FileFormatError, RunError
 from ._hints import _catalog_hints, _debug_args, _debug_can_record, fix_step
@@ -77,7 +79,10 @@ def _compare_files(
     files_b = {names_b[k]: v for k, v in b.files.items()}
     through_a = {names_a.get(k, k) for k in a.through}
     through_b = {names_b.get(k, k) for k in b.through}
+    read_as_rows: set[str] = set()  # SQLite databases compared by their rows, sorted before their sidecars
     for name in sorted(set(files_a) | set(files_b)):
+        if _sqlite_sidecar(name, read_as_rows, skipped, strict):
+            continue
         if _unpaired(name, files_a, files_b, through_a, through_b, label, findings, skipped, strict):
             continue
         (kind, pa), (_, pb) = files_a[name], files_b[name]
@@ -99,6 +104,8 @@ def _compare_files(
                     fa, fb = mask_timing_tags(name, fa, fb, masked)
                 if skipped is not None:
                     skipped.update((f"{name}:{path}", why) for path, why in ignored(fa, fb))
+                if name.endswith(SQLITE_SUFFIXES):
+                    read_as_rows.add(name)
                 for d in compare_flat(fa, fb):
                     findings.append(leaf_finding("file", label, d, fa, fb, path=f"{name}:{d.path}" if d.path else name))
                 continue
@@ -110,6 +117,18 @@ def _compare_files(
                 name, "content", "bytes", None, a=f"sha256 {ha[:12]} ({sa} bytes)", b=f"sha256 {hb[:12]} ({sb} bytes)"
             )
             findings.append(Difference("file", label, f"{name}: content differs ({d.a} vs {d.b})", d, detail))
+
+
+def _sqlite_sidecar(name: str, read_as_rows: set[str], skipped: dict[str, str] | None, strict: bool) -> bool:
+    """True when file ``name`` is SQLite's write-ahead log, its index or its rollback
+    journal beside a database both runs' rows were compared for (its bytes differ
+    between runs that wrote the same rows; the rows it holds were read with the database)."""
+    db = database_of(name)
+    if strict or db is None or db not in read_as_rows:
+        return False
+    if skipped is not None:
+        skipped[name] = f"SQLite's file beside {db}: the rows it holds were compared as {db}'s"
+    return True
 
 
 def _unpaired(name, files_a, files_b, through_a, through_b, label, findings, skipped, strict) -> bool:

@@ -12,8 +12,10 @@ random ids found in id columns (a uuid, or 32 hex digits: MLflow's run ids) are
 renamed ``<id 1>``, ``<id 2>`` in their order of first appearance, wherever they
 appear, so two runs pair them as ``fwd9m check`` pairs MLflow's run folders;
 MLflow's generated run name is bookkeeping, as in its file store. The database is
-read from a copy (with its ``-wal`` file, whose rows it may still hold), with
-``query_only`` on: the run's file is never opened for writing.
+read from a copy (with its ``-wal`` and ``-journal`` files, whose rows it may still
+hold or undo), with ``query_only`` on: the run's file is never opened for writing.
+Those sidecars and the ``-shm`` index are not compared by their bytes when the
+database beside them is compared (:func:`database_of`).
 """
 
 from __future__ import annotations
@@ -28,11 +30,18 @@ from typing import Any
 
 from ._values import Flat
 
-__all__ = ["MAGIC", "SUFFIXES", "read_sqlite"]
+__all__ = ["MAGIC", "SIDECARS", "SUFFIXES", "database_of", "read_sqlite"]
 
 #: the first 16 bytes of every SQLite database file (https://www.sqlite.org/fileformat.html)
 MAGIC = b"SQLite format 3\x00"
 SUFFIXES = (".db", ".sqlite", ".sqlite3")
+#: the files SQLite keeps beside a database ``X`` while it is open or after a crash:
+#: ``X-wal`` (committed pages not yet copied into ``X``), ``X-shm`` (the log's index in
+#: shared memory) and ``X-journal`` (the pages to restore for an unfinished transaction)
+#: (https://www.sqlite.org/tempfiles.html). Their bytes hold salts, checksums and page
+#: order that differ between two runs that wrote the same rows; the rows they hold are
+#: read with ``X``.
+SIDECARS = ("-wal", "-shm", "-journal")
 #: a column holding the time of a write: MLflow's ``start_time``, ``end_time``,
 #: ``timestamp``, ``creation_time``; Optuna's ``datetime_start``, ``datetime_complete``
 _TIME_WORDS = {"time", "timestamp", "date", "datetime", "starttime", "endtime"}
@@ -70,9 +79,10 @@ def read_sqlite(path: str | os.PathLike[str]) -> Flat:
     with tempfile.TemporaryDirectory(prefix="fwd9m-sqlite-") as scratch:
         copy = Path(scratch, "db")
         shutil.copyfile(p, copy)
-        wal = p.with_name(p.name + "-wal")
-        if wal.is_file() and not wal.is_symlink():
-            shutil.copyfile(wal, Path(scratch, "db-wal"))
+        for sidecar in ("-wal", "-journal"):  # the rows committed or rolled back, as SQLite reads them
+            side = p.with_name(p.name + sidecar)
+            if side.is_file() and not side.is_symlink():
+                shutil.copyfile(side, Path(scratch, "db" + sidecar))
         con = sqlite3.connect(copy, isolation_level=None)
         try:
             con.execute("PRAGMA query_only = ON")
@@ -80,6 +90,14 @@ def read_sqlite(path: str | os.PathLike[str]) -> Flat:
             return _cells(con)
         finally:
             con.close()
+
+
+def database_of(name: str) -> str | None:
+    """The database whose SQLite sidecar (:data:`SIDECARS`) file ``name`` is, or None."""
+    for sidecar in SIDECARS:
+        if name.endswith(sidecar) and name[: -len(sidecar)].endswith(SUFFIXES):
+            return name[: -len(sidecar)]
+    return None
 
 
 def _tables(con: sqlite3.Connection) -> list[str]:
