@@ -27,6 +27,7 @@ from .._files import (  # noqa: F401  (moved to fwd9m._files; importers here kee
     shown,
     starts_with,
 )
+from .._ranks import ENV_SOURCES
 from ..errors import RunError
 
 __all__ = [
@@ -158,9 +159,10 @@ ENV_SHARED_OUT = "FWD9M_CHECK_SHARED_OUT"
 #: set in a worker once its output is split, so that the processes it starts itself
 #: (a ``spawn`` DataLoader worker) keep writing where it does
 ENV_RANK_DONE = "FWD9M_CHECK_RANK_SPLIT"
-#: the rank variables of torchrun, Open MPI's mpirun and horovodrun, as in
-#: :data:`fwd9m._ranks.ENV_SOURCES` (where each is cited)
-RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "HOROVOD_RANK")
+#: the rank variables of torchrun, horovodrun and Open MPI's mpirun, from
+#: :data:`fwd9m._ranks.ENV_SOURCES` (where each is cited); not SLURM's, which srun sets
+#: for every task, a launcher it starts included
+RANK_VARS = tuple(rank for source, rank, *_ in ENV_SOURCES if source != "slurm")
 
 
 def _fd_path(fd: int) -> str | None:
