@@ -127,3 +127,37 @@ def test_a_ring_over_its_budget_writes_no_whole_run(tmp_path):
     out = str(tmp_path / "ring.trace")
     _train(out, None, 3, budget=1)
     assert not os.path.exists(out)
+
+
+_STOPPED_IN_A_COMPILED_STEP = """
+import os, signal
+from fwd9m._recording import _ring
+_ring.start()
+import torch
+
+@torch.compile
+def double(x):
+    return x * 2
+
+double(torch.ones(3))
+os.kill(os.getpid(), signal.SIGTERM)  # as fwd9m debug stops a digest run at a differing step
+"""
+
+
+@pytest.mark.slow
+def test_a_run_stopped_by_a_signal_keeps_its_notes_on_compiled_code(tmp_path):
+    """A digest run stopped at the step that differs writes its ring without stopping its
+    recorder: the notes the recorder would add when stopped (here: the compiled graphs'
+    calls, each one op) are in the ring's end record all the same."""
+    script, out = tmp_path / "train.py", str(tmp_path / "ring.trace")
+    script.write_text(_STOPPED_IN_A_COMPILED_STEP)
+    env = {**os.environ, "FWD9M_DEBUG_RING": out}
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 128 + 15, proc.stderr
+    reader = TraceReader(ring_path(out, 0))
+    list(reader)
+    notes = reader.end.get("notes") or []
+    assert any(n.startswith("torch.compile: 1 call(s) of Inductor-compiled graphs") for n in notes), (
+        notes,
+        proc.stderr,
+    )

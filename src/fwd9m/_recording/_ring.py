@@ -181,8 +181,12 @@ def _start_torch(out: str) -> None:
         return
 
     def finish(whole: bool = True) -> None:
-        try:  # stopped by a signal, perhaps inside an op: its records so far only
-            recorder.stop() if whole else recorder.flush()
+        try:  # stopped by a signal, perhaps inside an op: its records and notes so far only
+            if whole:
+                recorder.stop()
+            else:
+                recorder.flush()
+                rec.notes.extend(recorder.notes())
         except Exception:  # noqa: BLE001 - the ring is written all the same
             pass
         writer.dump(rec.end_record(True), whole)

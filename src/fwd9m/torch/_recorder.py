@@ -389,9 +389,15 @@ class TorchRecorder:
             setattr(cls, attr, original)
         self._patched = []
         self._foreign.stop()
-        self.rec.notes.extend(self._compiled.notes())
+        self.rec.notes.extend(self.notes())
         self._compiled.stop()
         self.flush()
+
+    def notes(self) -> list[str]:
+        """What the report must say about this run's recording so far (compiled code);
+        :meth:`stop` adds them to the recording, and so does a ring's dump when the run
+        is stopped by a signal, without stopping the recorder."""
+        return self._compiled.notes()
 
     # ------------------------------------------------------------------ ops
     def _info(self, func) -> _OpInfo:
