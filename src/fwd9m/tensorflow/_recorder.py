@@ -55,6 +55,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
+import weakref
 from typing import Any
 
 from .. import fingerprint as fp
@@ -76,6 +78,10 @@ _NOT_DIGESTED = ("resource", "variant", "string")
 _NAME_ATTRS = frozenset({"shared_name", "container", "token", "config_proto", "executor_type"})
 #: a graph Const (or any tensor attr) with at most this many elements is written by value
 _SMALL_TENSOR = 8
+#: the name of the digest hook added after a graph op (``tf.numpy_function(name=...)``)
+_HOOK = "fwd9m_digest"
+#: a hook's node name in a FunctionDef, after its name scope (TF adds ``_N`` to repeats)
+_HOOK_NODE = re.compile(rf"{_HOOK}(_[0-9]+)?")
 
 
 def _text(x) -> str:
@@ -151,10 +157,13 @@ class _Registry:
     ops: list[tuple] = []
     src: dict[tuple, tuple[int, int] | None] = {}  # (graph id, tensor name) -> (op, slot)
     optimizer_graphs: set[str] = set()  # outermost function graphs that apply an optimizer
-    xla_graphs: set[str] = set()  # XLA-compiled functions: recorded as one op per call
+    xla_graphs: set[str] = set()  # XLA-compiled function graphs (names, each logged once)
     xla_functions: dict[str, bool] = {}  # runtime function name -> compiled by XLA
     xla_constants: dict[str, str] = {}  # runtime function name -> its constants' text (or "")
-    instrumented: set[str] = set()  # outermost function graphs with hooks
+    #: outermost function graphs with hooks, by identity: Keras' ``one_step_on_data`` of
+    #: two models are two graphs of one name, one perhaps instrumented, the other compiled by XLA
+    instrumented: weakref.WeakSet = weakref.WeakSet()
+    hooked: dict[str, bool] = {}  # runtime function name -> it, or a function it calls, holds hooks
     #: function argument placeholders (op index) digested where a later op reads them
     read_args: set[int] = set()
     #: tf.data function graph name -> (random op type, user location) of its first stateful draw
@@ -201,6 +210,7 @@ class TFRecorder:
         self._xla_vars = None  # (function, [(input index, handle, dtype)], value records) before a call
         self._keras_pending = False  # Keras' TF trainer not yet patched (:mod:`fwd9m.keras._tf_xla`)
         self._nested_xla: set[str] = set()  # non-XLA functions that call an XLA one (not recorded)
+        self._installed = None  # the op callback added by start, removed by stop
 
     # ------------------------------------------------------------- install
     def _wrap_phase(self, cls, attr: str, phase: str, step: bool = False) -> None:
@@ -321,7 +331,6 @@ class TFRecorder:
             self._installed = self._flush_only
             _Registry.active = self
             return
-        self._installed = self._callback
         self._wrap_phase(tf.GradientTape, "gradient", "backward")
         try:
             import keras
@@ -331,6 +340,7 @@ class TFRecorder:
         except (ImportError, AttributeError):
             pass
         self._op_callbacks.add_op_callback(self._callback)
+        self._installed = self._callback
         from . import _private
 
         # before an XLA call: its variables' values; in a targeted run, its inputs for narrowing
@@ -421,12 +431,18 @@ class TFRecorder:
             self._narrowing = False
 
     def stop(self) -> None:
-        self._op_callbacks.remove_op_callback(self._installed)
-        if _Registry.active is self:
-            _Registry.active = None
-        for cls, attr, original in reversed(self._patched):
-            setattr(cls, attr, original)
-        self._patched = []
+        """Undo what :meth:`start` did, all of it also after a start cut short by an error
+        (``record`` stops every recorder, the one whose start raised too)."""
+        try:
+            if self._installed is not None:
+                self._op_callbacks.remove_op_callback(self._installed)
+        finally:
+            self._installed = None
+            if _Registry.active is self:
+                _Registry.active = None
+            for cls, attr, original in reversed(self._patched):
+                setattr(cls, attr, original)
+            self._patched = []
         self._flush_graph()
 
     # ------------------------------------------------------------- helpers
@@ -559,8 +575,8 @@ class TFRecorder:
         self._flush_graph()
         name = op_type.split("_", 3)[-1].rsplit("_", 1)[0]  # __inference_NAME_123
         got, self._xla_vars = self._xla_vars, None
-        if name not in _Registry.instrumented and self._in_window():
-            kind = "xla" if name in _Registry.xla_graphs or _is_xla_function(op_type) else "function"
+        if not _is_instrumented(op_type) and self._in_window():
+            kind = "xla" if _is_xla_function(op_type) else "function"
             rec = self.rec
             ins = [self._eager_tensor(t, False) for t in inputs]
             outs = [self._eager_tensor(t, True) for t in (outputs or ())]
@@ -638,11 +654,11 @@ class TFRecorder:
             # TF enters an XLA context on the caller's graph for the call of an XLA function
             # (polymorphic_function.py, OptionalXlaContext): an outer function whose own ops
             # were instrumented is not compiled by XLA
-            if outer.name in _Registry.instrumented and outer.name not in self._nested_xla:
+            if outer in _Registry.instrumented and outer.name not in self._nested_xla:
                 self._nested_xla.add(outer.name)
                 self.rec.notes.append(_nested_xla_note(outer.name))
             return None
-        _Registry.instrumented.add(outer.name)
+        _Registry.instrumented.add(outer)
         gid = id(graph)
         src = _Registry.src
         ins = [(t.dtype.name, _shape(t), src.get((id(t.graph), t.name))) for t in inputs]
@@ -669,7 +685,7 @@ class TFRecorder:
                 s, n = _digest.partial(t)
                 parts += [s, tf.cast(n, tf.int64)]
             args = parts
-        tf.numpy_function(functools.partial(_graph_hook, idx), args, Tout=[], stateful=True, name="fwd9m_digest")
+        tf.numpy_function(functools.partial(_graph_hook, idx), args, Tout=[], stateful=True, name=_HOOK)
         return None
 
     def _read_argument(self, t, ref) -> None:
@@ -689,9 +705,7 @@ class TFRecorder:
         if entry[7]:  # on a GPU: the partial digest computed in the graph
             s, n = _digest.partial(t)
             args = [s, self.tf.cast(n, self.tf.int64)]
-        self.tf.numpy_function(
-            functools.partial(_graph_hook, ref[0]), args, Tout=[], stateful=True, name="fwd9m_digest"
-        )
+        self.tf.numpy_function(functools.partial(_graph_hook, ref[0]), args, Tout=[], stateful=True, name=_HOOK)
 
     def _graph_location(self) -> str:
         """User file:line at graph construction, with autograph's generated code mapped
@@ -799,6 +813,41 @@ def _is_xla_function(op_type: str) -> bool:
             attr = None
         got = _Registry.xla_functions[op_type] = bool(attr is not None and attr.b)
     return got
+
+
+def _is_instrumented(op_type: str) -> bool:
+    """Whether the runtime function ``op_type`` holds fwd9m's digest hooks, in its own
+    FunctionDef or in one it calls (a nested ``tf.function``, a ``tf.cond`` branch): its
+    ops are then written one by one, from those hooks, and its call is no op of its own.
+    Asked of the function itself, not of its Python name, which another function can
+    share: Keras' ``one_step_on_data`` of a model recorded earlier in the process (its
+    graph instrumented) and of a later model compiled by XLA, whose call is the op.
+    Remembered per function (a runtime name is not reused in a process)."""
+    got = _Registry.hooked.get(op_type)
+    if got is None:
+        got = _Registry.hooked[op_type] = _holds_hooks(op_type)
+    return got
+
+
+def _holds_hooks(name: str) -> bool:
+    from . import _private
+
+    todo, seen = [name], {name}
+    while todo:
+        try:
+            fdef = _private.function_def(todo.pop())
+        except Exception:  # noqa: BLE001 - not a registered function: no hooks known
+            continue
+        for node in fdef.node_def:
+            if node.op in ("PyFunc", "EagerPyFunc") and _HOOK_NODE.fullmatch(node.name.rsplit("/", 1)[-1]):
+                return True
+            for value in node.attr.values():  # the functions it calls (call ops, control flow)
+                called = [value.func.name] if value.HasField("func") else []
+                for f in [*called, *(f.name for f in value.list.func)]:
+                    if f not in seen:
+                        seen.add(f)
+                        todo.append(f)
+    return False
 
 
 def _dataset_graph(graph) -> str | None:
