@@ -105,7 +105,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 #: code raises), then an XLA ``fit`` recorded as above. Before the fix the recorder decided
 #: by the Python name of any graph instrumented earlier in the process that a call needed
 #: no op of its own: the first model's ``one_step_on_data`` was, so the later model's XLA
-#: step of that name was never recorded (its ``[o.step ...]`` was ``[]``)
+#: step of that name was never recorded (its ``[o.step ...]`` was ``[]``), and a later
+#: ``evaluate`` counted each batch as a training step
 AFTER_MODULES = """
 import sys
 import numpy as np
@@ -145,6 +146,13 @@ with dbg.record(path, framework="tensorflow"):
 steps = [o for o in dbg.TraceReader(path) if o.name == "xla:one_step_on_data"]
 assert [o.step for o in steps] == [0, 1, 2, 3], [o.step for o in steps]
 assert all(t.digest is not None for o in steps for t in o.outputs)
+# a test step has the train step's Python name: no training step (before: one per batch)
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+model.compile(loss="mse", jit_compile=True)
+with dbg.record(path + ".evaluate", framework="tensorflow"):
+    model.evaluate(np.ones((24, 4), np.float32), np.ones((24, 1), np.float32), batch_size=8, verbose=0)
+evaluated = [o.step for o in dbg.TraceReader(path + ".evaluate") if o.name == "xla:one_step_on_data"]
+assert evaluated == [0, 0, 0], evaluated
 print("ok")
 """
 

@@ -36,8 +36,15 @@ the op name in graphs), which Keras 3 sets to the layer path. Phase: backward in
 ``tf.GradientTape.gradient`` (and graph ops under ``gradient_tape/``), optimizer
 inside Keras' ``Optimizer.apply`` (both patched for the duration, then restored),
 data for dataset/iterator ops, forward inside a name scope, else other. The step
-counts optimizer applications (calls of functions whose graph applies the optimizer;
-Keras' train and test functions share a Python name, so evaluation calls may count too).
+counts optimizer applications (calls of functions whose graph applies the optimizer,
+told from other functions of the same Python name, such as Keras' test step, by their
+FunctionDef).
+
+What the recorder remembers across ``record()`` blocks (:class:`_Registry`) to decide how
+a call is recorded is keyed by the function (its graph, or its runtime name, which a
+process does not reuse), not by its Python name: by name, a graph instrumented in one recording (Keras'
+``one_step_on_data`` at level "modules") left a later model's XLA step of that name
+unrecorded, and a later evaluation counted as training steps.
 
 An op's attrs are one more input, last (the ``args`` record): eager attrs as the
 callback receives them (``alpha`` of ``LeakyRelu``), graph attrs from their
@@ -156,7 +163,9 @@ class _Registry:
     #: [(dtype, shape, producer ref)], [(dtype, shape)], digestable output slots, on_gpu)
     ops: list[tuple] = []
     src: dict[tuple, tuple[int, int] | None] = {}  # (graph id, tensor name) -> (op, slot)
-    optimizer_graphs: set[str] = set()  # outermost function graphs that apply an optimizer
+    #: outermost function graphs that apply an optimizer, by identity (as ``instrumented``)
+    optimizer_graphs: weakref.WeakSet = weakref.WeakSet()
+    optimizer_functions: dict[str, bool] = {}  # runtime function name -> the function of one of them
     xla_graphs: set[str] = set()  # XLA-compiled function graphs (names, each logged once)
     xla_functions: dict[str, bool] = {}  # runtime function name -> compiled by XLA
     xla_constants: dict[str, str] = {}  # runtime function name -> its constants' text (or "")
@@ -591,7 +600,7 @@ class TFRecorder:
             seq = rec.writer.op(rec.name_id((kind, name), f"{kind}:{name}"), ctx, rec.step, ins, outs)
             if rec.capture.windows:
                 self._narrow_xla(seq, op_type, kind)
-        if name in _Registry.optimizer_graphs:
+        if _applies_optimizer(op_type, name):
             self.rec.step += 1
 
     def _variable_records(self, handles, want_sample: bool) -> list:
@@ -642,7 +651,7 @@ class TFRecorder:
         while getattr(getattr(outer, "outer_graph", None), "outer_graph", None) is not None:
             outer = outer.outer_graph
         if phase == "optimizer":
-            _Registry.optimizer_graphs.add(outer.name)
+            _Registry.optimizer_graphs.add(outer)
         if _private.in_xla_context(graph):
             if outer.name not in _Registry.xla_graphs:
                 _Registry.xla_graphs.add(outer.name)
@@ -826,6 +835,30 @@ def _is_instrumented(op_type: str) -> bool:
     got = _Registry.hooked.get(op_type)
     if got is None:
         got = _Registry.hooked[op_type] = _holds_hooks(op_type)
+    return got
+
+
+def _applies_optimizer(op_type: str, name: str) -> bool:
+    """Whether the runtime function ``op_type`` (Python name ``name``) is the function of a
+    graph seen applying an optimizer while it was traced: the step counter moves after
+    its call. Its FunctionDef's nodes are that graph's operations but its arguments
+    (``Placeholder``), which tells it from another graph of the same name (Keras' test
+    step, another model's train step); remembered per function."""
+    got = _Registry.optimizer_functions.get(op_type)
+    if got is None:
+        got = False
+        graphs = [g for g in list(_Registry.optimizer_graphs) if g.name == name]
+        if graphs:
+            from . import _private
+
+            try:
+                nodes = {n.name for n in _private.function_def(op_type).node_def}
+            except Exception:  # noqa: BLE001 - not a registered function: no step
+                nodes = None
+            got = nodes is not None and any(
+                nodes == {op.name for op in g.get_operations() if op.type != "Placeholder"} for g in graphs
+            )
+        _Registry.optimizer_functions[op_type] = got
     return got
 
 
