@@ -240,3 +240,47 @@ def test_py_function_token_is_not_an_input(tmp_path):
 
     report = dbg.localize(body, framework="tensorflow", directory=str(tmp_path))
     assert report.reproducible, report.render()
+
+
+def _function_named_step(jit_compile: bool):
+    @tf.function(jit_compile=jit_compile)
+    def step(x):
+        return tf.reduce_sum(x * 2.0)
+
+    return step
+
+
+def test_a_function_sharing_the_name_of_one_instrumented_earlier_is_recorded(tmp_path):
+    # the first is traced while recording (its ops instrumented); a later XLA function of
+    # the same Python name is one op per call: before, the recorder went by the name and
+    # wrote nothing for it (as Keras' one_step_on_data of a model recorded at level "modules")
+    x = tf.ones([4])
+    with dbg.record(tmp_path / "a.trace", framework="tensorflow"):
+        _function_named_step(False)(x)
+    assert "Mul" in {o.name for o in dbg.TraceReader(tmp_path / "a.trace")}
+    with dbg.record(tmp_path / "b.trace", framework="tensorflow"):
+        _function_named_step(True)(x)
+    assert [o.name for o in dbg.TraceReader(tmp_path / "b.trace") if ":" in o.name] == ["xla:step"]
+
+
+def _parallel_map(draws: bool):
+    def augment(x):
+        return x + tf.random.uniform([]) if draws else x * 2.0
+
+    return tf.data.Dataset.range(4).map(lambda i: tf.cast(i, tf.float32)).map(augment, num_parallel_calls=2)
+
+
+def test_a_parallel_map_draw_is_said_only_for_its_own_function(tmp_path):
+    # both map functions are named Dataset_map_augment: before, the second recording was
+    # told of the first one's RandomUniform
+    ends = []
+    for draws in (True, False):
+        path = tmp_path / f"{draws}.trace"
+        with dbg.record(path, framework="tensorflow"):
+            for _ in _parallel_map(draws):
+                pass
+        reader = dbg.TraceReader(path)
+        list(reader)
+        ends.append(reader.end.get("pipeline"))
+    assert [p["op"] for p in ends[0]] == ["RandomUniform"]
+    assert not ends[1], ends[1]

@@ -175,8 +175,9 @@ class _Registry:
     hooked: dict[str, bool] = {}  # runtime function name -> it, or a function it calls, holds hooks
     #: function argument placeholders (op index) digested where a later op reads them
     read_args: set[int] = set()
-    #: tf.data function graph name -> (random op type, user location) of its first stateful draw
-    data_random: dict[str, tuple[str, str]] = {}
+    #: tf.data function graph -> (random op type, user location) of its first stateful draw; by
+    #: graph, not name (``Dataset_map_NAME``: another function of the same name draws nothing)
+    data_random: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _graph_hook(idx: int, *arrays) -> None:
@@ -555,11 +556,14 @@ class TFRecorder:
         interleave) whose function draws from a stateful random op: its threads draw in
         an order that varies from run to run, and its ops are not recorded one by one
         (they run on tf.data's threads): the trace's ``pipeline`` names the draw."""
-        fn = dict(_attr_pairs(attrs)).get("f")
-        name = getattr(getattr(fn, "graph", None), "name", None)
-        got = _Registry.data_random.get(name) if name else None
+        graph = getattr(dict(_attr_pairs(attrs)).get("f"), "graph", None)
+        try:
+            got = _Registry.data_random.get(graph)
+        except TypeError:  # not a graph (None, or no weak reference to it): no draw known
+            got = None
         if got is None or any(p["location"] == got[1] for p in self.rec.pipeline):
             return
+        name = graph.name
         stage = name[len("Dataset_") :] if name.startswith("Dataset_") else name
         self.rec.pipeline.append(
             {
@@ -883,14 +887,14 @@ def _holds_hooks(name: str) -> bool:
     return False
 
 
-def _dataset_graph(graph) -> str | None:
-    """The name of the tf.data function graph (``Dataset_...``) that ``graph`` is, or is
-    nested in (a ``tf.cond`` branch of a map function), else None."""
+def _dataset_graph(graph) -> Any:
+    """The tf.data function graph (named ``Dataset_...``) that ``graph`` is, or is nested
+    in (a ``tf.cond`` branch of a map function), else None."""
     g = graph
     while g is not None:
         name = getattr(g, "name", "") or ""
         if name.startswith("Dataset_"):
-            return name
+            return g
         g = getattr(g, "outer_graph", None)
     return None
 
