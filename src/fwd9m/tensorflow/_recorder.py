@@ -42,9 +42,9 @@ FunctionDef).
 
 What the recorder remembers across ``record()`` blocks (:class:`_Registry`) to decide how
 a call is recorded is keyed by the function (its graph, or its runtime name, which a
-process does not reuse), not by its Python name: by name, a graph instrumented in one recording (Keras'
-``one_step_on_data`` at level "modules") left a later model's XLA step of that name
-unrecorded, and a later evaluation counted as training steps.
+process does not reuse), not by its Python name: by name, a graph instrumented in one
+recording (Keras' ``one_step_on_data`` at level "modules") left a later model's XLA
+step of that name unrecorded, and a later evaluation counted as training steps.
 
 An op's attrs are one more input, last (the ``args`` record): eager attrs as the
 callback receives them (``alpha`` of ``LeakyRelu``), graph attrs from their
