@@ -11,6 +11,11 @@ one op ``xla:one_step_on_data`` per step, the program's numbers unchanged.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -92,3 +97,75 @@ def test_an_xla_call_inside_another_tf_function_is_named_as_not_recorded(tmp_pat
     notes = reader.end["notes"]
     assert any(n.startswith("the tf.function outer_fn calls a function compiled by XLA") for n in notes), notes
     assert "jit_compile=False" in notes[0]
+
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+#: a fresh process: a Keras recording at level "modules" (one ending normally, one whose
+#: code raises), then an XLA ``fit`` recorded as above. Before the fix the recorder decided
+#: by the Python name of any graph instrumented earlier in the process that a call needed
+#: no op of its own: the first model's ``one_step_on_data`` was, so the later model's XLA
+#: step of that name was never recorded (its ``[o.step ...]`` was ``[]``), and a later
+#: ``evaluate`` counted each batch as a training step
+AFTER_MODULES = """
+import sys
+import numpy as np
+import keras
+import tensorflow as tf
+from tensorflow.python.eager import context
+import fwd9m.debug as dbg
+from fwd9m.keras import _private
+
+sys.path.insert(0, sys.argv[2])
+from test_debug_keras_xla import _fit
+
+keras.utils.set_random_seed(0)
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+x = np.ones((8, 4), np.float32)
+y = np.ones((8, 1), np.float32)
+trainer = _private.tf_trainer_class()  # imported with Keras: patched while recording
+assert trainer is not None
+patched = [(keras.layers.Layer, "__call__"), (keras.optimizers.Optimizer, "apply"), (tf.GradientTape, "gradient"),
+           (context.Context, "call_function"), (trainer, "_make_function"), (trainer, "make_predict_function")]
+before = [getattr(c, a) for c, a in patched]
+path = sys.argv[1]
+with dbg.record(path + ".modules", framework="tensorflow", level="modules"):
+    model.train_on_batch(x, y)
+    model.train_on_batch(x, y)
+assert any(o.name == "layer:Dense" for o in dbg.TraceReader(path + ".modules"))
+try:
+    with dbg.record(path + ".raised", framework="tensorflow", level="modules"):
+        model.train_on_batch(x, y)
+        raise KeyError("the user's code")
+except KeyError:
+    pass
+assert [getattr(c, a) for c, a in patched] == before, "a patch outlived its recording"
+with dbg.record(path, framework="tensorflow"):
+    _fit(steps_per_execution=2)
+steps = [o for o in dbg.TraceReader(path) if o.name == "xla:one_step_on_data"]
+assert [o.step for o in steps] == [0, 1, 2, 3], [o.step for o in steps]
+assert all(t.digest is not None for o in steps for t in o.outputs)
+# a test step has the train step's Python name: no training step (before: one per batch)
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+model.compile(loss="mse", jit_compile=True)
+with dbg.record(path + ".evaluate", framework="tensorflow"):
+    model.evaluate(np.ones((24, 4), np.float32), np.ones((24, 1), np.float32), batch_size=8, verbose=0)
+evaluated = [o.step for o in dbg.TraceReader(path + ".evaluate") if o.name == "xla:one_step_on_data"]
+assert evaluated == [0, 0, 0], evaluated
+print("ok")
+"""
+
+
+def test_an_xla_fit_after_a_modules_level_recording_in_the_same_process_is_recorded(tmp_path):
+    script = tmp_path / "after_modules.py"
+    script.write_text(AFTER_MODULES)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "a.trace"), str(Path(__file__).parent)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]

@@ -36,7 +36,9 @@ importing this module imports no framework.
   (``AtomicFunction.call_flat``, tensorflow/python/eager/polymorphic_function/atomic_function.py),
   wrapped in the targeted run to see the call's inputs before it runs;
   ``Context.get_function_def`` / ``add_function_def`` / ``remove_function`` /
-  ``get_graph_debug_info`` (the runtime's FunctionDef and its nodes' stack traces),
+  ``get_graph_debug_info`` (the runtime's FunctionDef and its nodes' stack traces; the
+  recorder also reads a called function's FunctionDef to tell whether it holds its digest
+  hooks and which traced graph it is),
   ``execute.quick_execute`` (runs a function by name, without op callbacks: the path
   ``call_function`` takes), the FunctionDef attr ``_XlaMustCompile``
   (``attributes.XLA_COMPILE``, tensorflow/python/eager/polymorphic_function/attributes.py),

@@ -36,8 +36,15 @@ the op name in graphs), which Keras 3 sets to the layer path. Phase: backward in
 ``tf.GradientTape.gradient`` (and graph ops under ``gradient_tape/``), optimizer
 inside Keras' ``Optimizer.apply`` (both patched for the duration, then restored),
 data for dataset/iterator ops, forward inside a name scope, else other. The step
-counts optimizer applications (calls of functions whose graph applies the optimizer;
-Keras' train and test functions share a Python name, so evaluation calls may count too).
+counts optimizer applications (calls of functions whose graph applies the optimizer,
+told from other functions of the same Python name, such as Keras' test step, by their
+FunctionDef).
+
+What the recorder remembers across ``record()`` blocks (:class:`_Registry`) to decide how
+a call is recorded is keyed by the function (its graph, or its runtime name, which a
+process does not reuse), not by its Python name: by name, a graph instrumented in one
+recording (Keras' ``one_step_on_data`` at level "modules") left a later model's XLA
+step of that name unrecorded, and a later evaluation counted as training steps.
 
 An op's attrs are one more input, last (the ``args`` record): eager attrs as the
 callback receives them (``alpha`` of ``LeakyRelu``), graph attrs from their
@@ -55,6 +62,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
+import weakref
 from typing import Any
 
 from .. import fingerprint as fp
@@ -76,6 +85,10 @@ _NOT_DIGESTED = ("resource", "variant", "string")
 _NAME_ATTRS = frozenset({"shared_name", "container", "token", "config_proto", "executor_type"})
 #: a graph Const (or any tensor attr) with at most this many elements is written by value
 _SMALL_TENSOR = 8
+#: the name of the digest hook added after a graph op (``tf.numpy_function(name=...)``)
+_HOOK = "fwd9m_digest"
+#: a hook's node name in a FunctionDef, after its name scope (TF adds ``_N`` to repeats)
+_HOOK_NODE = re.compile(rf"{_HOOK}(_[0-9]+)?")
 
 
 def _text(x) -> str:
@@ -150,15 +163,21 @@ class _Registry:
     #: [(dtype, shape, producer ref)], [(dtype, shape)], digestable output slots, on_gpu)
     ops: list[tuple] = []
     src: dict[tuple, tuple[int, int] | None] = {}  # (graph id, tensor name) -> (op, slot)
-    optimizer_graphs: set[str] = set()  # outermost function graphs that apply an optimizer
-    xla_graphs: set[str] = set()  # XLA-compiled functions: recorded as one op per call
+    #: outermost function graphs that apply an optimizer, by identity (as ``instrumented``)
+    optimizer_graphs: weakref.WeakSet = weakref.WeakSet()
+    optimizer_functions: dict[str, bool] = {}  # runtime function name -> the function of one of them
+    xla_graphs: set[str] = set()  # XLA-compiled function graphs (names, each logged once)
     xla_functions: dict[str, bool] = {}  # runtime function name -> compiled by XLA
     xla_constants: dict[str, str] = {}  # runtime function name -> its constants' text (or "")
-    instrumented: set[str] = set()  # outermost function graphs with hooks
+    #: outermost function graphs with hooks, by identity: Keras' ``one_step_on_data`` of
+    #: two models are two graphs of one name, one perhaps instrumented, the other compiled by XLA
+    instrumented: weakref.WeakSet = weakref.WeakSet()
+    hooked: dict[str, bool] = {}  # runtime function name -> it, or a function it calls, holds hooks
     #: function argument placeholders (op index) digested where a later op reads them
     read_args: set[int] = set()
-    #: tf.data function graph name -> (random op type, user location) of its first stateful draw
-    data_random: dict[str, tuple[str, str]] = {}
+    #: tf.data function graph -> (random op type, user location) of its first stateful draw; by
+    #: graph, not name (``Dataset_map_NAME``: another function of the same name draws nothing)
+    data_random: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _graph_hook(idx: int, *arrays) -> None:
@@ -201,6 +220,7 @@ class TFRecorder:
         self._xla_vars = None  # (function, [(input index, handle, dtype)], value records) before a call
         self._keras_pending = False  # Keras' TF trainer not yet patched (:mod:`fwd9m.keras._tf_xla`)
         self._nested_xla: set[str] = set()  # non-XLA functions that call an XLA one (not recorded)
+        self._installed = None  # the op callback added by start, removed by stop
 
     # ------------------------------------------------------------- install
     def _wrap_phase(self, cls, attr: str, phase: str, step: bool = False) -> None:
@@ -321,7 +341,6 @@ class TFRecorder:
             self._installed = self._flush_only
             _Registry.active = self
             return
-        self._installed = self._callback
         self._wrap_phase(tf.GradientTape, "gradient", "backward")
         try:
             import keras
@@ -331,6 +350,7 @@ class TFRecorder:
         except (ImportError, AttributeError):
             pass
         self._op_callbacks.add_op_callback(self._callback)
+        self._installed = self._callback
         from . import _private
 
         # before an XLA call: its variables' values; in a targeted run, its inputs for narrowing
@@ -421,12 +441,18 @@ class TFRecorder:
             self._narrowing = False
 
     def stop(self) -> None:
-        self._op_callbacks.remove_op_callback(self._installed)
-        if _Registry.active is self:
-            _Registry.active = None
-        for cls, attr, original in reversed(self._patched):
-            setattr(cls, attr, original)
-        self._patched = []
+        """Undo what :meth:`start` did, all of it also after a start cut short by an error
+        (``record`` stops every recorder, the one whose start raised too)."""
+        try:
+            if self._installed is not None:
+                self._op_callbacks.remove_op_callback(self._installed)
+        finally:
+            self._installed = None
+            if _Registry.active is self:
+                _Registry.active = None
+            for cls, attr, original in reversed(self._patched):
+                setattr(cls, attr, original)
+            self._patched = []
         self._flush_graph()
 
     # ------------------------------------------------------------- helpers
@@ -530,11 +556,14 @@ class TFRecorder:
         interleave) whose function draws from a stateful random op: its threads draw in
         an order that varies from run to run, and its ops are not recorded one by one
         (they run on tf.data's threads): the trace's ``pipeline`` names the draw."""
-        fn = dict(_attr_pairs(attrs)).get("f")
-        name = getattr(getattr(fn, "graph", None), "name", None)
-        got = _Registry.data_random.get(name) if name else None
+        graph = getattr(dict(_attr_pairs(attrs)).get("f"), "graph", None)
+        try:
+            got = _Registry.data_random.get(graph)
+        except TypeError:  # not a graph (None, or no weak reference to it): no draw known
+            got = None
         if got is None or any(p["location"] == got[1] for p in self.rec.pipeline):
             return
+        name = graph.name
         stage = name[len("Dataset_") :] if name.startswith("Dataset_") else name
         self.rec.pipeline.append(
             {
@@ -559,8 +588,8 @@ class TFRecorder:
         self._flush_graph()
         name = op_type.split("_", 3)[-1].rsplit("_", 1)[0]  # __inference_NAME_123
         got, self._xla_vars = self._xla_vars, None
-        if name not in _Registry.instrumented and self._in_window():
-            kind = "xla" if name in _Registry.xla_graphs or _is_xla_function(op_type) else "function"
+        if not _is_instrumented(op_type) and self._in_window():
+            kind = "xla" if _is_xla_function(op_type) else "function"
             rec = self.rec
             ins = [self._eager_tensor(t, False) for t in inputs]
             outs = [self._eager_tensor(t, True) for t in (outputs or ())]
@@ -575,7 +604,7 @@ class TFRecorder:
             seq = rec.writer.op(rec.name_id((kind, name), f"{kind}:{name}"), ctx, rec.step, ins, outs)
             if rec.capture.windows:
                 self._narrow_xla(seq, op_type, kind)
-        if name in _Registry.optimizer_graphs:
+        if _applies_optimizer(op_type, name):
             self.rec.step += 1
 
     def _variable_records(self, handles, want_sample: bool) -> list:
@@ -626,7 +655,7 @@ class TFRecorder:
         while getattr(getattr(outer, "outer_graph", None), "outer_graph", None) is not None:
             outer = outer.outer_graph
         if phase == "optimizer":
-            _Registry.optimizer_graphs.add(outer.name)
+            _Registry.optimizer_graphs.add(outer)
         if _private.in_xla_context(graph):
             if outer.name not in _Registry.xla_graphs:
                 _Registry.xla_graphs.add(outer.name)
@@ -638,11 +667,11 @@ class TFRecorder:
             # TF enters an XLA context on the caller's graph for the call of an XLA function
             # (polymorphic_function.py, OptionalXlaContext): an outer function whose own ops
             # were instrumented is not compiled by XLA
-            if outer.name in _Registry.instrumented and outer.name not in self._nested_xla:
+            if outer in _Registry.instrumented and outer.name not in self._nested_xla:
                 self._nested_xla.add(outer.name)
                 self.rec.notes.append(_nested_xla_note(outer.name))
             return None
-        _Registry.instrumented.add(outer.name)
+        _Registry.instrumented.add(outer)
         gid = id(graph)
         src = _Registry.src
         ins = [(t.dtype.name, _shape(t), src.get((id(t.graph), t.name))) for t in inputs]
@@ -669,7 +698,7 @@ class TFRecorder:
                 s, n = _digest.partial(t)
                 parts += [s, tf.cast(n, tf.int64)]
             args = parts
-        tf.numpy_function(functools.partial(_graph_hook, idx), args, Tout=[], stateful=True, name="fwd9m_digest")
+        tf.numpy_function(functools.partial(_graph_hook, idx), args, Tout=[], stateful=True, name=_HOOK)
         return None
 
     def _read_argument(self, t, ref) -> None:
@@ -689,9 +718,7 @@ class TFRecorder:
         if entry[7]:  # on a GPU: the partial digest computed in the graph
             s, n = _digest.partial(t)
             args = [s, self.tf.cast(n, self.tf.int64)]
-        self.tf.numpy_function(
-            functools.partial(_graph_hook, ref[0]), args, Tout=[], stateful=True, name="fwd9m_digest"
-        )
+        self.tf.numpy_function(functools.partial(_graph_hook, ref[0]), args, Tout=[], stateful=True, name=_HOOK)
 
     def _graph_location(self) -> str:
         """User file:line at graph construction, with autograph's generated code mapped
@@ -801,14 +828,73 @@ def _is_xla_function(op_type: str) -> bool:
     return got
 
 
-def _dataset_graph(graph) -> str | None:
-    """The name of the tf.data function graph (``Dataset_...``) that ``graph`` is, or is
-    nested in (a ``tf.cond`` branch of a map function), else None."""
+def _is_instrumented(op_type: str) -> bool:
+    """Whether the runtime function ``op_type`` holds fwd9m's digest hooks, in its own
+    FunctionDef or in one it calls (a nested ``tf.function``, a ``tf.cond`` branch): its
+    ops are then written one by one, from those hooks, and its call is no op of its own.
+    Asked of the function itself, not of its Python name, which another function can
+    share: Keras' ``one_step_on_data`` of a model recorded earlier in the process (its
+    graph instrumented) and of a later model compiled by XLA, whose call is the op.
+    Remembered per function (a runtime name is not reused in a process)."""
+    got = _Registry.hooked.get(op_type)
+    if got is None:
+        got = _Registry.hooked[op_type] = _holds_hooks(op_type)
+    return got
+
+
+def _applies_optimizer(op_type: str, name: str) -> bool:
+    """Whether the runtime function ``op_type`` (Python name ``name``) is the function of a
+    graph seen applying an optimizer while it was traced: the step counter moves after
+    its call. Its FunctionDef's nodes are that graph's operations but its arguments
+    (``Placeholder``), which tells it from another graph of the same name (Keras' test
+    step, another model's train step); remembered per function."""
+    got = _Registry.optimizer_functions.get(op_type)
+    if got is None:
+        got = False
+        graphs = [g for g in list(_Registry.optimizer_graphs) if g.name == name]
+        if graphs:
+            from . import _private
+
+            try:
+                nodes = {n.name for n in _private.function_def(op_type).node_def}
+            except Exception:  # noqa: BLE001 - not a registered function: no step
+                nodes = None
+            got = nodes is not None and any(
+                nodes == {op.name for op in g.get_operations() if op.type != "Placeholder"} for g in graphs
+            )
+        _Registry.optimizer_functions[op_type] = got
+    return got
+
+
+def _holds_hooks(name: str) -> bool:
+    from . import _private
+
+    todo, seen = [name], {name}
+    while todo:
+        try:
+            fdef = _private.function_def(todo.pop())
+        except Exception:  # noqa: BLE001 - not a registered function: no hooks known
+            continue
+        for node in fdef.node_def:
+            if node.op in ("PyFunc", "EagerPyFunc") and _HOOK_NODE.fullmatch(node.name.rsplit("/", 1)[-1]):
+                return True
+            for value in node.attr.values():  # the functions it calls (call ops, control flow)
+                called = [value.func.name] if value.HasField("func") else []
+                for f in [*called, *(f.name for f in value.list.func)]:
+                    if f not in seen:
+                        seen.add(f)
+                        todo.append(f)
+    return False
+
+
+def _dataset_graph(graph) -> Any:
+    """The tf.data function graph (named ``Dataset_...``) that ``graph`` is, or is nested
+    in (a ``tf.cond`` branch of a map function), else None."""
     g = graph
     while g is not None:
         name = getattr(g, "name", "") or ""
         if name.startswith("Dataset_"):
-            return name
+            return g
         g = getattr(g, "outer_graph", None)
     return None
 
