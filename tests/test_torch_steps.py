@@ -11,6 +11,8 @@ effects replayed), and fwd9m's own hooks broke the graph inside fwd9m's code.
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -102,3 +104,37 @@ def test_step_digests_hold_the_model_weakly():
     gc.collect()
     assert alive() is None
     assert steps_torch.optimizer_entries(opt)  # the optimizer still gets its digests
+
+
+_LAZY = """
+import sys
+import torch
+from fwd9m.torch import _steps
+
+seen = []
+sub = _steps.subscribe(pre=lambda o, a, k: seen.append(torch.compiler.is_compiling()))
+print("dynamo before compile:", "torch._dynamo" in sys.modules)
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+opt.step = torch.compile(opt.step)
+for _ in range(3):
+    opt.zero_grad()
+    model(torch.ones(3, 4)).sum().backward()
+    opt.step()
+print("calls:", seen)
+"""
+
+
+@pytest.mark.slow
+def test_dynamo_is_not_imported_for_the_hooks_and_they_still_run_eagerly_once_it_is(tmp_path):
+    """Subscribing imports no Dynamo (2.6 s of CPU in every torch run); a later
+    ``torch.compile`` imports it, and the hook, replaced in place by its disabled form,
+    runs eagerly at each compiled step (is_compiling() False), as when Dynamo was loaded first."""
+    _inductor_or_skip()
+    script = tmp_path / "lazy.py"
+    script.write_text(_LAZY)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "dynamo before compile: False" in proc.stdout
+    assert "calls: [False, False, False]" in proc.stdout, proc.stdout

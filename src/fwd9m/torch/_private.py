@@ -50,6 +50,12 @@ this file so a torch upgrade breaks one place:
   and multi-process DataLoader iterators; its ``__next__`` fetches every batch, so the
   debug recorder marks the ops it runs as the "data" phase. Source:
   https://github.com/pytorch/pytorch/blob/main/torch/utils/data/dataloader.py
+* ``torch.utils.hooks.RemovableHandle``'s ``hooks_dict_ref`` (a weak reference to the
+  dict of hooks it was registered in) and ``id`` (its key there): the optimizer step
+  hooks are registered plain and replaced in place by their ``torch.compiler.disable``
+  form once Dynamo is imported (:mod:`fwd9m.torch._steps`), keeping their order among the
+  global hooks. Checked on torch 2.13. Source:
+  https://github.com/pytorch/pytorch/blob/main/torch/utils/hooks.py
 """
 
 from __future__ import annotations
@@ -70,6 +76,8 @@ __all__ = [
     "op_arguments",
     "op_name",
     "op_schema_info",
+    "replace_hook",
+    "replaceable_hook",
     "run_graph",
     "tensor_version",
 ]
@@ -233,3 +241,20 @@ def compile_caches_off():
         inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache = old
 
     return undo
+
+
+def replaceable_hook(handle) -> bool:
+    """Whether :func:`replace_hook` can replace the hook of ``handle`` (a
+    ``RemovableHandle``) in place."""
+    d = getattr(handle, "hooks_dict_ref", lambda: None)()
+    return isinstance(d, dict) and getattr(handle, "id", None) in d
+
+
+def replace_hook(handle, old: Callable[..., Any], new: Callable[..., Any]) -> bool:
+    """Put ``new`` where ``handle``'s hook ``old`` is, at its position among the hooks of
+    its dict; False when it is no longer there (removed)."""
+    d = getattr(handle, "hooks_dict_ref", lambda: None)()
+    if not isinstance(d, dict) or d.get(getattr(handle, "id", None)) is not old:
+        return False
+    d[handle.id] = new
+    return True
