@@ -43,8 +43,9 @@ def _schedule_for_workers(items) -> None:
     alone at the end; a file's tests keep their order. Every worker collects in this same
     order (xdist requires it), and ``--no-loadscope-reorder`` (scripts/test) keeps xdist from
     sorting the files by their number of tests, most first (pytest-xdist 3.8,
-    ``LoadScopeScheduling.schedule``), which put these files last. (``--dist loadgroup`` would group finer, but pytest-xdist
-    3.8 marks a group by rewriting ``item._nodeid``, which pytest 9.2 no longer reads.)"""
+    ``LoadScopeScheduling.schedule``), which put these files last. (``--dist loadgroup``
+    would group finer, but pytest-xdist 3.8 marks a group by rewriting ``item._nodeid``,
+    which pytest 9.2 no longer reads.)"""
     heavy = {nodeid: i for i, nodeid in enumerate(_heavy_tests())}
     first: dict[str, int] = {}
     for item in items:
