@@ -116,21 +116,33 @@ def test_jax_params_in_the_entry_functions_locals_are_compared(tmp_path):
     assert "locals.main().params.w" in out.stdout, out.stdout
 
 
-def test_non_persistent_buffers_and_quantization_are_compared(tmp_path):
-    script = (
-        "import random\n"
-        "import torch\n"
-        "class Net(torch.nn.Module):\n"
-        "    def __init__(self):\n"
-        "        super().__init__()\n"
-        "        torch.manual_seed(0)\n"
-        "        self.fc = torch.nn.Linear(2, 2)\n"
-        "        self.register_buffer('running', torch.full((2,), random.random()), persistent=False)\n"
-        "net = Net()\n"
-        "q = torch.quantize_per_tensor(torch.tensor([1.0, 2.0]), 0.1 + random.random() * 1e-9, 0, torch.qint8)\n"
-        "print('done')\n"
-    )
-    out = _check(tmp_path, script)
+# one script for the two tests of torch state in globals (one `fwd9m check`, not two):
+# unseeded tensors in a global dict (drawn before anything seeds torch), a module's
+# non-persistent buffer and a quantized tensor's scale
+TORCH_GLOBALS = (
+    "import random\n"
+    "import torch\n"
+    "params = {'w': torch.randn(3)}\n"
+    "class Net(torch.nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        torch.manual_seed(0)\n"
+    "        self.fc = torch.nn.Linear(2, 2)\n"
+    "        self.register_buffer('running', torch.full((2,), random.random()), persistent=False)\n"
+    "net = Net()\n"
+    "q = torch.quantize_per_tensor(torch.tensor([1.0, 2.0]), 0.1 + random.random() * 1e-9, 0, torch.qint8)\n"
+    "print('done')\n"
+)
+
+
+@pytest.fixture(scope="module")
+def torch_globals(tmp_path_factory) -> subprocess.CompletedProcess:
+    pytest.importorskip("torch")
+    return _check(tmp_path_factory.mktemp("torch_globals"), TORCH_GLOBALS)
+
+
+def test_non_persistent_buffers_and_quantization_are_compared(torch_globals):
+    out = torch_globals
     assert out.returncode == 1, out.stdout + out.stderr
     assert "net.running (float32, 2)" in out.stdout and "q.scale" in out.stdout, out.stdout
 
@@ -273,9 +285,9 @@ def test_resume_waits_for_a_checkpoint_not_for_any_new_file_and_takes_dashed_arg
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]  # the runs' files: not in the folder
 
 
-def test_raw_tensors_in_a_global_dict_are_compared(tmp_path):
+def test_raw_tensors_in_a_global_dict_are_compared(torch_globals):
     """Tensors that no model holds are state too: a dict of unseeded torch tensors."""
-    out = _check(tmp_path, "import torch\nparams = {'w': torch.randn(3)}\nprint('done')\n")
+    out = torch_globals
     assert out.returncode == 1, out.stdout + out.stderr
     assert "[state, run 2] globals.params.w (float32, 3)" in out.stdout, out.stdout
 
