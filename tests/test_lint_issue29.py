@@ -958,3 +958,73 @@ def test_shuffled_evaluation_sets_are_not_flagged():
         "if __name__ == '__main__':\n    evaluate(3)\n"
     )
     assert _codes(torch_src, "FWD307", "eval.py") == [8]
+
+
+# -- sixth held-out round (ROUND-issue29-heldout6.md): classes of false findings --
+
+
+def test_seed_drawn_from_the_clock_in_one_branch_does_not_reach_the_other():
+    """A seed drawn from the clock only when none is given (the ``if``) and the given seed
+    used in the ``else``: the ``else`` key comes from the user's seed; the ``if`` key, and
+    any use after both branches, still come from the clock."""
+    src = (
+        "import time\nimport jax\n\n\n"
+        "def run(seed, fast_rng):\n"
+        "    if fast_rng or seed is None:\n"
+        "        if seed is None:\n"
+        "            seed = int(time.time())\n"
+        "        key = jax.random.PRNGKey(seed)\n"
+        "    else:\n"
+        "        key = jax.random.PRNGKey(seed)\n"
+        "    other = jax.random.PRNGKey(seed)\n"
+        "    return key, other\n"
+    )
+    assert _codes(src, "FWD104") == [9, 12]
+    # in a loop, a later iteration reads what an earlier one set in the other branch
+    looped = (
+        "import time\nimport numpy as np\n\n"
+        "for attempt in range(3):\n"
+        "    if attempt == 0:\n"
+        "        seed = int(time.time())\n"
+        "    else:\n"
+        "        np.random.seed(seed)\n"
+    )
+    assert _codes(looped, "FWD104") == [8]
+
+
+def test_hash_of_ints_and_seeds_is_the_same_in_every_run():
+    """``hash((seed, index))`` of ints is not salted (an environment's seed in a
+    vectorised RL launcher); a hash of a name or path still is."""
+    src = (
+        "import numpy as np\n\n\n"
+        "def make_env(cfg, index, name):\n"
+        "    env_seed = hash((cfg.seed, index)) % (2**32 - 1)\n"
+        "    worker = np.random.default_rng(hash(index))\n"
+        "    bucket = hash((cfg.seed, name)) % 1000\n"
+        "    return env_seed, worker, bucket\n"
+    )
+    assert _codes(src, "FWD403") == [7]
+
+
+def test_documentation_tooling_is_not_linted_but_a_tutorial_in_docs_is(tmp_path):
+    """An API page generator under ``docs/`` that orders classes by ``id()`` builds pages,
+    never a training run; a training tutorial kept under ``docs/`` is still linted."""
+    pages = "import inspect\n\n\ndef members(module):\n    return sorted(vars(module).values(), key=id)\n"
+    assert _codes(pages, "FWD404", "docs/autogen.py") == []
+    assert _codes(pages, "FWD404", "tools/autogen.py") == [5]
+    tutorial = "import torch\nmodel = torch.nn.Linear(2, 1)\nloss = model(torch.ones(2)).sum()\nloss.backward()\n"
+    assert _codes(tutorial, "FWD108", "docs/tutorials/first_steps.py") == [4]
+
+
+def test_sagemaker_estimator_fit_is_not_training():
+    """A launcher that submits a SageMaker job (``HuggingFace(...).fit(inputs)``) runs the
+    training script elsewhere; the file itself trains nothing."""
+    src = (
+        "import torch\n\n\n"
+        "def launch(args, inputs):\n"
+        "    from sagemaker.huggingface import HuggingFace\n\n"
+        "    estimator = HuggingFace(entry_point=args.script, instance_count=torch.cuda.device_count())\n"
+        "    estimator.fit(inputs=inputs)\n\n\n"
+        "if __name__ == '__main__':\n    launch(None, None)\n"
+    )
+    assert _codes(src, "FWD108", "launch.py") == []

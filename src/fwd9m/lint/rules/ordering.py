@@ -1032,6 +1032,27 @@ class SetIterationOrder(_OrderRule):
 _SEED_WORDS = ("seed", "random_state")
 
 
+_SEED_NAME = re.compile(r"(^|_)seeds?$")
+
+
+def _unsalted_hash(call: ast.Call) -> bool:
+    """``hash()`` of ints, or of a tuple of ints, numbers and seeds: ints hash to
+    themselves and a tuple's hash combines its items' hashes without a per-process salt,
+    so the value is the same in every run (dreamerv3 seeds each environment with
+    ``hash((config.seed, index))``). Ints are told by :func:`_int_like`'s naming
+    heuristic, plus names that end in ``seed``."""
+    if len(call.args) != 1 or call.keywords:
+        return False
+    a = call.args[0]
+    items = a.elts if type(a) is ast.Tuple else [a]
+    return all(_fixed_hash(e) or _int_like(e) or _seed_named(e) for e in items)
+
+
+def _seed_named(node) -> bool:
+    name = node.attr if type(node) is ast.Attribute else node.id if type(node) is ast.Name else ""
+    return bool(_SEED_NAME.search(name.lower()))
+
+
 @register
 class HashForIds(Rule):
     """Uses the builtin `hash()` for ids, buckets or seeds.
@@ -1076,6 +1097,7 @@ class HashForIds(Rule):
             and type(node.func) is ast.Name
             and node.func.id == "hash"
             and self.ctx.lookup("hash") == "hash"
+            and not _unsalted_hash(node)
         )
 
     def _ok_scope(self) -> bool:

@@ -741,7 +741,7 @@ class SeedFromEntropy(Rule):
             elif type(n) is ast.Name:
                 # a name of this scope, or a module-level one read in a function
                 key = next((k for k in ((self._scope(), n.id), (0, n.id)) if k in self.tainted), None)
-                if key is not None:
+                if key is not None and not _other_branch(self.ctx.tree, self.tainted[key], n.lineno):
                     return f"{n.id} (set from entropy on line {self.tainted[key]})"
         return None
 
@@ -779,6 +779,35 @@ class SeedFromEntropy(Rule):
                     "run; use a fixed seed or fwd9m.derive_seed(seed, ...)",
                 )
                 return
+
+
+def _other_branch(tree, set_line: int, use_line: int) -> bool:
+    """The line that set a name and the line that reads it lie in different branches of
+    one ``if`` (the body and the ``else``) that no loop encloses: the value set in one
+    branch never reaches the other (t5x's ``train.py`` draws a seed from the clock only
+    in the ``if random_seed is None`` branch and uses the given seed in the ``else``)."""
+
+    def inside(stmts, line):
+        return bool(stmts) and stmts[0].lineno <= line <= stmts[-1].end_lineno
+
+    todo = [tree] if tree is not None else []
+    while todo:
+        node = todo.pop()
+        for child in ast.iter_child_nodes(node):
+            if type(child) in (ast.For, ast.AsyncFor, ast.While):
+                continue  # a later iteration can reach the other branch
+            if type(child) is ast.If and (
+                (inside(child.body, set_line) and inside(child.orelse, use_line))
+                or (inside(child.orelse, set_line) and inside(child.body, use_line))
+            ):
+                return True
+            if (
+                isinstance(child, ast.stmt)
+                and child.lineno <= min(set_line, use_line)
+                and (child.end_lineno >= max(set_line, use_line))
+            ):
+                todo.append(child)
+    return False
 
 
 _INITIALIZER_ROOTS = (
@@ -1362,8 +1391,10 @@ class TrainsWithoutSeed(Rule):
 #: libraries whose estimators have a ``fit`` that trains no framework model (a label
 #: encoder, a scaler, a random forest or gradient-boosted trees with their own seed)
 _ESTIMATOR_LIBRARIES = frozenset(
-    {"sklearn", "xgboost", "lightgbm", "catboost", "statsmodels", "umap", "hdbscan", "imblearn", "scipy"}
+    {"sklearn", "xgboost", "lightgbm", "catboost", "statsmodels", "umap", "hdbscan", "imblearn", "scipy", "sagemaker"}
 )
+# sagemaker: an Estimator's ``fit`` submits a training job that runs another script on a
+# remote instance (accelerate's ``launch.py`` does so); the calling file trains nothing
 
 
 #: constructors of framework layers and models built from scratch (random initial weights)
