@@ -1028,3 +1028,43 @@ def test_sagemaker_estimator_fit_is_not_training():
         "if __name__ == '__main__':\n    launch(None, None)\n"
     )
     assert _codes(src, "FWD108", "launch.py") == []
+
+
+def test_shuffle_that_only_orders_work_written_item_by_item():
+    """A preprocessing script shuffles the classes it aligns, each written to its own
+    folder through a list file opened per class: the order changes no output. A shuffle
+    whose items are appended to one list, or that updates a shared graph node by node
+    (Chinese-whispers clustering), still counts."""
+    per_item = (
+        "import os\nimport random\n\n\n"
+        "def main(dataset, out):\n"
+        "    random.shuffle(dataset)\n"
+        "    done = 0\n"
+        "    for cls in dataset:\n"
+        "        listing = open(os.path.join(out, cls.name + '.txt'), 'w')\n"
+        "        for path in cls.paths:\n"
+        "            for ext in ('jpg', 'png'):\n"
+        "                if path.endswith(ext):\n"
+        "                    break\n"
+        "            listing.write(path + '\\n')\n"
+        "            done += 1\n"
+        "        listing.close()\n\n\n"
+        "if __name__ == '__main__':\n    main([], '.')\n"
+    )
+    assert _codes(per_item, "FWD109", "align.py") == []
+    # shuffling the paths written to one list file changes that file
+    inner = per_item.replace(
+        "    for cls in dataset:\n", "    for cls in dataset:\n        random.shuffle(cls.paths)\n"
+    )
+    assert _codes(inner, "FWD109", "align.py") == [9]
+    collected = per_item.replace("    done = 0\n", "    done = []\n").replace("done += 1", "done.append(path)")
+    assert _codes(collected, "FWD109", "align.py") == [6]
+    graph = (
+        "from random import shuffle\n\n\n"
+        "def whispers(graph, nodes):\n"
+        "    shuffle(nodes)\n"
+        "    for node in nodes:\n"
+        "        graph[node]['cluster'] = max(graph[node]['neighbours'])\n\n\n"
+        "if __name__ == '__main__':\n    whispers({}, [])\n"
+    )
+    assert _codes(graph, "FWD109", "cluster.py") == [5]

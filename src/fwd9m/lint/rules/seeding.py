@@ -1611,6 +1611,108 @@ def _script_calls(ctx, calls) -> list:
     return [] if runners else list(calls)
 
 
+#: methods through which a loop's item reaches shared state in the order of the loop
+_ACCUMULATES = frozenset({"append", "extend", "insert", "appendleft", "partial_fit", "update", "write", "writelines"})
+
+
+def _order_only_shuffle(ctx, call) -> bool:
+    """``random.shuffle(items)`` / ``np.random.shuffle(items)`` as a statement whose list
+    is afterwards only the iterable of ``for`` loops that handle each item on its own
+    (:func:`_per_item_loop`): the shuffle orders the work, not a result (facenet's
+    alignment scripts shuffle the classes they align, each written to its own folder)."""
+    if call_name(call) != "shuffle" or len(call.args) != 1 or type(call.args[0]) not in (ast.Name, ast.Attribute):
+        return False
+    target = ast.unparse(call.args[0])
+    scope = _innermost_scope(ctx.tree, call.lineno)
+    if scope is None or not any(type(s) is ast.Expr and s.value is call for s in _walk(scope)):
+        return False
+    loops, iters = [], set()
+    for n in _walk(scope):
+        if type(n) in (ast.For, ast.AsyncFor) and n.lineno > call.lineno and ast.unparse(n.iter) == target:
+            loops.append(n)
+            iters.add(id(n.iter))
+    for n in _walk(scope):
+        if (
+            type(n) in (ast.Name, ast.Attribute)
+            and type(n.ctx) is ast.Load
+            and n.lineno > call.end_lineno
+            and id(n) not in iters
+            and ast.unparse(n) == target
+        ):
+            return False  # read otherwise: indexed, passed on, returned
+    return bool(loops) and all(_per_item_loop(loop) for loop in loops)
+
+
+def _innermost_scope(tree, line: int):
+    best = tree
+    for n in _walk(tree) if tree is not None else ():
+        if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n.lineno <= line <= n.end_lineno:
+            if best is tree or n.lineno >= best.lineno:
+                best = n
+    return best
+
+
+def _per_item_loop(loop) -> bool:
+    """A loop whose items reach nothing shared in loop order: no item, nor a value computed
+    from one, is appended, written, summed or fed to ``partial_fit``/``update`` outside
+    containers and files created in the body itself (a per-class list file, a per-item
+    buffer); nothing is yielded, returned or broken out of."""
+    body = loop.body + loop.orelse
+    made = {n.id for st in body for n in _walk(st) if type(n) is ast.Name and type(n.ctx) is ast.Store}
+    made -= {n.id for n in _walk(loop.target) if type(n) is ast.Name}
+    bound = {n.id for n in _walk(loop.target) if type(n) is ast.Name}
+    grew = True
+    while grew:  # names computed from an item carry it (filename = path_of(item))
+        grew = False
+        for st in body:
+            for n in _walk(st):
+                src = n.value if type(n) is ast.Assign else n.iter if type(n) in (ast.For, ast.AsyncFor) else None
+                outs = n.targets if type(n) is ast.Assign else [n.target] if src is not None else []
+                if src is not None and any(type(u) is ast.Name and u.id in bound for u in _walk(src)):
+                    new = {u.id for t in outs for u in _walk(t) if type(u) is ast.Name} - bound
+                    if new:
+                        bound |= new
+                        grew = True
+
+    def carries(e) -> bool:
+        return any(type(u) is ast.Name and u.id in bound for u in _walk(e))
+
+    inner = {  # a break that ends a nested loop ends only that loop
+        id(b)
+        for st in body
+        for n in _walk(st)
+        if type(n) in (ast.For, ast.AsyncFor, ast.While)
+        for b in _walk(n)
+        if type(b) is ast.Break
+    }
+    for st in body:
+        for n in _walk(st):
+            t = type(n)
+            if t in (ast.Yield, ast.YieldFrom, ast.Return) or (t is ast.Break and id(n) not in inner):
+                return False
+            if t is ast.AugAssign and carries(n.value) and not _made_here(n.target, made):
+                return False
+            if t is ast.Assign and any(
+                type(x) in (ast.Subscript, ast.Attribute) and not _made_here(x, made) for x in n.targets
+            ):
+                return False  # shared state changed item by item (a graph's labels, a table)
+            if (
+                t is ast.Call
+                and type(n.func) is ast.Attribute
+                and n.func.attr in _ACCUMULATES
+                and any(carries(a) for a in n.args)
+                and not _made_here(n.func.value, made)
+            ):
+                return False
+    return True
+
+
+def _made_here(node, made: set[str]) -> bool:
+    while type(node) in (ast.Attribute, ast.Subscript):
+        node = node.value
+    return type(node) is ast.Name and node.id in made
+
+
 @register
 class GlobalGeneratorUnseeded(Rule):
     """A script draws from Python's or NumPy's global generator and never seeds it.
@@ -1681,11 +1783,14 @@ class GlobalGeneratorUnseeded(Rule):
             ("Python's random", uses_python_random(ctx), PYTHON_SEED_CALLS),
             ("NumPy's global generator", uses_numpy_global_random(ctx) + _library_numpy_draws(ctx), NUMPY_SEED_CALLS),
         ):
+            draws = [c for c in draws if not _order_only_shuffle(ctx, c)]
             ran = _script_calls(ctx, draws) if not seeds(ctx, seed_calls) else []
             if ran:
                 found.append((min(ran, key=lambda c: (c.lineno, c.col_offset)), name))
         for call, name in sorted(found, key=lambda t: (t[0].lineno, t[0].col_offset)):
-            what = ctx.qualname(call.func) or f"{ast.unparse(call.func)} (TensorFlow's tutorial MNIST DataSet)"
+            what = ctx.qualname(call.func) or ast.unparse(call.func)
+            if call_name(call) == "next_batch":
+                what += " (TensorFlow's tutorial MNIST DataSet)"
             self.report(
                 call,
                 f"{what} draws from {name}, which this script never seeds: it differs in "
