@@ -1068,3 +1068,18 @@ def test_shuffle_that_only_orders_work_written_item_by_item():
         "if __name__ == '__main__':\n    whispers({}, [])\n"
     )
     assert _codes(graph, "FWD109", "cluster.py") == [5]
+
+
+def test_python36_async_keyword_argument_is_read_as_python3():
+    """PyTorch 0.3 code (``x.cuda(async=True)``, valid before Python 3.7) is linted with
+    ``async`` read as a plain name, same lines; real ``async def`` code is untouched."""
+    src = (
+        "import torch\nimport torch.backends.cudnn as cudnn\n\n"
+        "cudnn.benchmark = True\n"
+        "for inputs, targets in loader:\n"
+        "    inputs, targets = inputs.cuda(), targets.cuda(async=True)\n"
+    )
+    found = lint.lint_source(src, "cifar.py", Config(select=["FWD201", "FWD001"]))
+    assert [(f.code, f.line) for f in found] == [("FWD201", 4)]
+    broken = src + "def f(:\n"
+    assert [f.code for f in lint.lint_source(broken, "cifar.py", Config(select=["FWD201", "FWD001"]))] == ["FWD001"]
