@@ -1068,6 +1068,18 @@ def test_shuffle_that_only_orders_work_written_item_by_item():
         "if __name__ == '__main__':\n    whispers({}, [])\n"
     )
     assert _codes(graph, "FWD109", "cluster.py") == [5]
+    # a training loop over shuffled pairs updates the model in that order
+    training = (
+        "import random\n\n\n"
+        "def train(model, opt, pairs):\n"
+        "    random.shuffle(pairs)\n"
+        "    for x, y in pairs:\n"
+        "        loss = model.loss(x, y)\n"
+        "        loss.backward()\n"
+        "        opt.step()\n\n\n"
+        "if __name__ == '__main__':\n    train(None, None, [])\n"
+    )
+    assert _codes(training, "FWD109", "bow.py") == [5]
 
 
 def test_python36_async_keyword_argument_is_read_as_python3():

@@ -51,7 +51,7 @@ def in_test_code(path: str, text: str = "") -> bool:
 
 
 #: a training call, as the held-out rounds' recall pool finds training files
-_TRAINS = re.compile(
+TRAINING_CALL = re.compile(
     r"\.backward\(|apply_gradients\(|\.fit\(|value_and_grad\(|jax\.grad\(|optimizer\.step\(|\.minimize\(|\.train_step\("
 )
 
@@ -63,7 +63,7 @@ def in_docs_tooling(path: str, text: str = "") -> bool:
     ``docs/autogen.py`` orders classes by ``id()``); a tutorial kept under ``docs/`` that
     trains (``.fit(``, ``.backward(``) is still linted."""
     parts = PurePath(path).parts[:-1]
-    return any(p in ("docs", "doc") for p in parts) and _TRAINS.search(text) is None
+    return any(p in ("docs", "doc") for p in parts) and TRAINING_CALL.search(text) is None
 
 
 class Rule:

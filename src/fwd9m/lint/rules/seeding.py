@@ -20,7 +20,7 @@ from .._flow import (
 )
 from .._helpers import arg, call_name, kwarg, literal
 from .._helpers import walk as _walk
-from .._rule import Rule, register
+from .._rule import TRAINING_CALL, Rule, register
 from ._common import (
     ALL_SEED_CALLS,
     FRAMEWORK_SEED_CALLS,
@@ -1618,10 +1618,13 @@ _ACCUMULATES = frozenset({"append", "extend", "insert", "appendleft", "partial_f
 def _order_only_shuffle(ctx, call) -> bool:
     """``random.shuffle(items)`` / ``np.random.shuffle(items)`` as a statement whose list
     is afterwards only the iterable of ``for`` loops that handle each item on its own
-    (:func:`_per_item_loop`): the shuffle orders the work, not a result (facenet's
-    alignment scripts shuffle the classes they align, each written to its own folder)."""
+    (:func:`_per_item_loop`), in a file that calls no training function: the shuffle
+    orders the work, not a result (facenet's alignment scripts shuffle the classes they
+    align, each written to its own folder)."""
     if call_name(call) != "shuffle" or len(call.args) != 1 or type(call.args[0]) not in (ast.Name, ast.Attribute):
         return False
+    if TRAINING_CALL.search(ctx.text):
+        return False  # a training loop over shuffled data updates the model in that order
     target = ast.unparse(call.args[0])
     scope = _innermost_scope(ctx.tree, call.lineno)
     if scope is None or not any(type(s) is ast.Expr and s.value is call for s in _walk(scope)):
