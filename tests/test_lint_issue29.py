@@ -1095,3 +1095,40 @@ def test_python36_async_keyword_argument_is_read_as_python3():
     assert [(f.code, f.line) for f in found] == [("FWD201", 4)]
     broken = src + "def f(:\n"
     assert [f.code for f in lint.lint_source(broken, "cifar.py", Config(select=["FWD201", "FWD001"]))] == ["FWD001"]
+
+
+def test_tf1_model_class_trained_by_the_repositorys_own_trainer(tmp_path):
+    """A TF1 script whose model class builds ``minimize`` for a trainer class of the
+    repository (two levels of local base classes; the trainer opens the session and runs
+    the step): the script trains, and nothing sets the graph seed. Seeding it, or a base
+    class that opens no session, gives no finding."""
+    lib = tmp_path / "corelib"
+    lib.mkdir()
+    (lib / "__init__.py").write_text("")
+    (lib / "train.py").write_text(
+        "import tensorflow as tf\n\n\n"
+        "class Trainer:\n"
+        "    def train(self, steps):\n"
+        "        with tf.train.MonitoredTrainingSession() as sess:\n"
+        "            for _ in range(steps):\n"
+        "                sess.run(self.ops.train_op)\n"
+    )
+    (lib / "nets.py").write_text(
+        "from corelib.train import Trainer\n\n\nclass Small(Trainer):\n    pass\n\n\nclass Plain:\n    pass\n"
+    )
+    script = (
+        "import tensorflow as tf\nfrom absl import app\nfrom corelib import nets\n\n\n"
+        "class Baseline(nets.Small):\n"
+        "    def model(self, lr):\n"
+        "        loss = self.loss()\n"
+        "        self.ops.train_op = tf.train.AdamOptimizer(lr).minimize(loss)\n\n\n"
+        "def main(argv):\n"
+        "    Baseline().train(1000)\n\n\n"
+        "if __name__ == '__main__':\n    app.run(main)\n"
+    )
+    (tmp_path / "baseline.py").write_text(script)
+    (tmp_path / "seeded.py").write_text(
+        script.replace("def main(argv):\n", "def main(argv):\n    tf.set_random_seed(0)\n")
+    )
+    (tmp_path / "plain.py").write_text(script.replace("nets.Small", "nets.Plain"))
+    assert _lint_dir(tmp_path, "FWD108") == {"baseline.py": [9]}

@@ -407,6 +407,41 @@ def local_model_training(ctx, methods) -> tuple[list[ast.Call], str | None]:
     return [], None
 
 
+def local_session_subclasses(ctx) -> list[ast.ClassDef]:
+    """This file's top-level classes whose base class is defined in a local module that
+    opens a TF1 session (``tf.Session(``, ``MonitoredTrainingSession(``): the
+    repository's own trainer runs the graph the subclass builds (MixMatch's
+    ``FSBaseline(ClassifyFullySupervised)`` builds ``minimize``; ``libml`` runs it)."""
+    if ctx.tree is None:
+        return []
+    return [s for s in ctx.tree.body if type(s) is ast.ClassDef and _session_base(ctx, s.bases, ctx.qualname, 3)]
+
+
+def _session_base(ctx, bases, name_of, depth: int) -> bool:
+    """Whether one of ``bases``, or of their own bases (``depth`` levels), is a local
+    class whose module opens a TF1 session."""
+    for b in bases:
+        qn = name_of(b)
+        found = local_function(ctx, qn, classes=True) if qn else None
+        if found is None:
+            continue
+        if "Session(" in _text(found[2]):
+            return True
+        if depth > 1 and _session_base(ctx, found[0].bases, _namer(found[1], qn.rsplit(".", 1)[0]), depth - 1):
+            return True
+    return False
+
+
+def _namer(aliases: dict, module: str):
+    """Qualified names of base classes written in ``module``: imported ones through its
+    aliases, classes of the module itself as ``module.Name``."""
+
+    def name_of(node) -> str | None:
+        return dotted(node, aliases) or (f"{module}.{node.id}" if type(node) is ast.Name else None)
+
+    return name_of
+
+
 def _may_train(path: Path, methods: tuple[str, ...]) -> bool:
     """A local module that imports a framework, calls one of ``methods`` and seeds
     nothing, read textually (a re-export is let through: :func:`local_function` follows

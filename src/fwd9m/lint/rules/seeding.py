@@ -12,6 +12,7 @@ from .._flow import (
     importer_seeds,
     is_test_file,
     local_model_training,
+    local_session_subclasses,
     local_training,
     main_block,
     module_aliases,
@@ -1480,8 +1481,14 @@ def _training_calls(ctx) -> list:
     calls += [c for qn, cs in ctx.calls.items() if qn.endswith(".estimator.train_and_evaluate") for c in cs]
     # TF1: minimize builds the step sess.run runs (the session opened here or by a helper:
     # ``sess = utils.session()``)
+    graph = [c for c in ctx.methods.get("minimize", ()) if ctx.qualname(c.func) is None]
     if any(ctx.calls.get(qn) for qn in _GRAPH_SESSIONS) or _opens_session(ctx) and _graph_training(ctx):
-        calls += [c for c in ctx.methods.get("minimize", ()) if ctx.qualname(c.func) is None]
+        calls += graph
+    elif graph and main_block(ctx.tree) is not None and ctx.imports_any("tensorflow"):
+        # a script whose model class builds minimize for the repository's trainer class,
+        # which opens the session and runs it
+        classes = local_session_subclasses(ctx)
+        calls += [c for c in graph if any(k.lineno <= c.lineno <= k.end_lineno for k in classes)]
     return calls
 
 
