@@ -1132,3 +1132,73 @@ def test_tf1_model_class_trained_by_the_repositorys_own_trainer(tmp_path):
     )
     (tmp_path / "plain.py").write_text(script.replace("nets.Small", "nets.Plain"))
     assert _lint_dir(tmp_path, "FWD108") == {"baseline.py": [9]}
+
+
+def test_tf_variables_set_in_a_jax_setup_before_the_backend_starts():
+    """A JAX setup function sets TF_CUDNN_DETERMINISTIC and XLA_FLAGS after ``import jax``
+    but before any computation (dreamerv3's ``embodied/jax/internal.py``): XLA reads both
+    when the backend starts. In a file that imports TensorFlow first, it is still late."""
+    jax_src = (
+        "import os\nimport jax\n\n\n"
+        "def setup(deterministic):\n"
+        "    jax.config.update('jax_disable_jit', False)\n"
+        "    if deterministic:\n"
+        "        os.environ['TF_CUDNN_DETERMINISTIC'] = '1'\n"
+        "        os.environ['XLA_FLAGS'] = '--xla_gpu_deterministic_ops=true'\n"
+    )
+    assert _codes(jax_src, "FWD203", "internal.py") == []
+    started = jax_src.replace("    if deterministic:\n", "    jax.devices()\n    if deterministic:\n")
+    assert _codes(started, "FWD203", "internal.py") == [9, 10]
+    tf_src = "import os\nimport tensorflow as tf\nos.environ['TF_CUDNN_DETERMINISTIC'] = '1'\n"
+    assert _codes(tf_src, "FWD203", "train.py") == [3]
+    torch_first = "import os\nimport torch\nos.environ['TF_DETERMINISTIC_OPS'] = '1'\nimport tensorflow as tf\n"
+    assert _codes(torch_first, "FWD203", "train.py") == []
+
+
+def test_storing_a_jax_key_in_the_state_is_not_a_use():
+    """score_sde stores the current key in its state (``state.replace(rng=rng)``) for a
+    pre-emption checkpoint, then splits the key: storing reads no random bits. Drawing
+    twice from the key still counts."""
+    src = (
+        "import jax\n\n\n"
+        "def train(state, steps, save):\n"
+        "    rng = jax.random.PRNGKey(0)\n"
+        "    for step in range(steps):\n"
+        "        save(state.replace(rng=rng))\n"
+        "        rng, step_rng = jax.random.split(rng)\n"
+        "        state = state.update(step_rng)\n"
+        "    return state\n"
+    )
+    assert _codes(src, "FWD601") == [] and _codes(src, "FWD602") == []
+    drawn = src.replace("save(state.replace(rng=rng))", "save(jax.random.normal(rng, (2,)))")
+    assert _codes(drawn, "FWD602") == [8]
+
+
+def test_loader_workers_with_no_workers_or_an_unused_random_transform():
+    """A notebook that sets ``num_workers = 0`` once at the top has no worker processes;
+    a test script that builds a training crop it never uses and loads the test set with
+    ``ToTensor`` only: its workers draw nothing. The training loader over the crop, in a
+    script that seeds nothing, still counts."""
+    head = "import torch\nimport torchvision.transforms as T\nfrom torch.utils.data import DataLoader\n"
+    notebook = (
+        head + "num_workers = 0\n"
+        "train_tf = T.Compose([T.RandomCrop(32), T.ToTensor()])\n"
+        "train_set = make_set(transform=train_tf)\n"
+        "loader = DataLoader(train_set, batch_size=8, num_workers=num_workers)\n"
+    )
+    assert _codes(notebook, "FWD306") == []
+    assert _codes(notebook.replace("num_workers = 0", "num_workers = 4"), "FWD306") == [7]
+    test_script = (
+        head + "\n\ndef main():\n"
+        "    transform_train = T.Compose([T.RandomCrop(32), T.ToTensor()])\n"
+        "    transform_test = T.Compose([T.ToTensor()])\n"
+        "    val_loader = DataLoader(make_set(transform=transform_test), batch_size=8, num_workers=4)\n"
+        "    return val_loader\n\n\nmain()\n"
+    )
+    assert _codes(test_script, "FWD306") == []
+    used = test_script.replace(
+        "    return val_loader\n",
+        "    train_loader = DataLoader(make_set(transform=transform_train), num_workers=4)\n"
+        "    return val_loader, train_loader\n",
+    )
+    assert _codes(used, "FWD306") == [10]
