@@ -1190,6 +1190,7 @@ def test_loader_workers_with_no_workers_or_an_unused_random_transform():
     assert _codes(notebook.replace("num_workers = 0", "num_workers = 4"), "FWD306") == [7]
     test_script = (
         head + "\n\ndef main():\n"
+        "    global args\n"
         "    transform_train = T.Compose([T.RandomCrop(32), T.ToTensor()])\n"
         "    transform_test = T.Compose([T.ToTensor()])\n"
         "    val_loader = DataLoader(make_set(transform=transform_test), batch_size=8, num_workers=4)\n"
@@ -1201,4 +1202,4 @@ def test_loader_workers_with_no_workers_or_an_unused_random_transform():
         "    train_loader = DataLoader(make_set(transform=transform_train), num_workers=4)\n"
         "    return val_loader, train_loader\n",
     )
-    assert _codes(used, "FWD306") == [10]
+    assert _codes(used, "FWD306") == [11]

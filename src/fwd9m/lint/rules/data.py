@@ -723,13 +723,14 @@ def _unread_binding(ctx, line: int) -> bool:
         if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n.lineno <= line <= (n.end_lineno or n.lineno):
             if fn is None or n.lineno >= fn.lineno:
                 fn = n
-    if fn is None or any(type(n) in (ast.Global, ast.Nonlocal) for n in _walk(fn)):
+    if fn is None:
         return False
+    shared = {x for n in _walk(fn) if type(n) in (ast.Global, ast.Nonlocal) for x in n.names}
     loads = {n.id for n in _walk(fn) if type(n) is ast.Name and type(n.ctx) is not ast.Store}
     for n in _walk(fn):
         if type(n) is ast.Assign and n.lineno <= line <= (n.end_lineno or n.lineno):
             names = {t.id for t in n.targets if type(t) is ast.Name}
-            return bool(names) and len(names) == len(n.targets) and not names & loads
+            return bool(names) and len(names) == len(n.targets) and not names & (loads | shared)
     return False
 
 
