@@ -1001,9 +1001,10 @@ def test_hash_of_ints_and_seeds_is_the_same_in_every_run():
         "    env_seed = hash((cfg.seed, index)) % (2**32 - 1)\n"
         "    worker = np.random.default_rng(hash(index))\n"
         "    bucket = hash((cfg.seed, name)) % 1000\n"
-        "    return env_seed, worker, bucket\n"
+        "    shard = hash(example_id) % 8\n"
+        "    return env_seed, worker, bucket, shard\n"
     )
-    assert _codes(src, "FWD403") == [7]
+    assert _codes(src, "FWD403") == [7, 8]
 
 
 def test_documentation_tooling_is_not_linted_but_a_tutorial_in_docs_is(tmp_path):

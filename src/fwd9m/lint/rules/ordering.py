@@ -1032,25 +1032,35 @@ class SetIterationOrder(_OrderRule):
 _SEED_WORDS = ("seed", "random_state")
 
 
-_SEED_NAME = re.compile(r"(^|_)seeds?$")
+#: names of ints a seed is derived from; not ``*_id``, which is often a string id
+#: (``hash(example_id) % shards`` is salted)
+_HASHED_INT_NAME = re.compile(r"(^|_)(seeds?|index|idx|rank|step|epoch|count|iteration)$")
 
 
 def _unsalted_hash(call: ast.Call) -> bool:
-    """``hash()`` of ints, or of a tuple of ints, numbers and seeds: ints hash to
-    themselves and a tuple's hash combines its items' hashes without a per-process salt,
-    so the value is the same in every run (dreamerv3 seeds each environment with
-    ``hash((config.seed, index))``). Ints are told by :func:`_int_like`'s naming
-    heuristic, plus names that end in ``seed``."""
+    """``hash()`` of ints, or of a tuple of ints: ints hash to themselves and a tuple's
+    hash combines its items' hashes without a per-process salt, so the value is the same
+    in every run (dreamerv3 seeds each environment with ``hash((config.seed, index))``).
+    An int is an int literal, ``len``/``int``/``ord`` of anything, arithmetic on ints,
+    or a name whose last word is a seed, index, rank, step, epoch or count (a naming
+    heuristic)."""
     if len(call.args) != 1 or call.keywords:
         return False
     a = call.args[0]
     items = a.elts if type(a) is ast.Tuple else [a]
-    return all(_fixed_hash(e) or _int_like(e) or _seed_named(e) for e in items)
+    return bool(items) and all(_fixed_hash(e) or _hashed_int(e) for e in items)
 
 
-def _seed_named(node) -> bool:
-    name = node.attr if type(node) is ast.Attribute else node.id if type(node) is ast.Name else ""
-    return bool(_SEED_NAME.search(name.lower()))
+def _hashed_int(node) -> bool:
+    t = type(node)
+    if t is ast.Constant:
+        return type(node.value) is int
+    if t is ast.Call:
+        return call_name(node) in ("len", "int", "ord")
+    if t is ast.BinOp and type(node.op) in (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod):
+        return _hashed_int(node.left) and _hashed_int(node.right)
+    name = node.attr if t is ast.Attribute else node.id if t is ast.Name else ""
+    return bool(_HASHED_INT_NAME.search(name.lower()))
 
 
 @register
