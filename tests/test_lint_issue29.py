@@ -1069,6 +1069,18 @@ def test_shuffle_that_only_orders_work_written_item_by_item():
         "if __name__ == '__main__':\n    whispers({}, [])\n"
     )
     assert _codes(graph, "FWD109", "cluster.py") == [5]
+    # a running count that decides where each item goes: the split follows the order
+    split = (
+        "import random\nimport shutil\n\n\n"
+        "def split(files, n_val):\n"
+        "    random.shuffle(files)\n"
+        "    seen = 0\n"
+        "    for f in files:\n"
+        "        shutil.copy(f, 'val' if seen < n_val else 'train')\n"
+        "        seen += 1\n\n\n"
+        "if __name__ == '__main__':\n    split([], 1)\n"
+    )
+    assert _codes(split, "FWD109", "split.py") == [6]
     # a training loop over shuffled pairs updates the model in that order
     training = (
         "import random\n\n\n"

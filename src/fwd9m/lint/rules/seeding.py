@@ -1687,6 +1687,9 @@ def _per_item_loop(loop) -> bool:
     def carries(e) -> bool:
         return any(type(u) is ast.Name and u.id in bound for u in _walk(e))
 
+    counted = {n.target.id for st in body for n in _walk(st) if type(n) is ast.AugAssign and type(n.target) is ast.Name}
+    if any(type(n) is ast.Name and n.id in counted and type(n.ctx) is ast.Load for st in body for n in _walk(st)):
+        return False  # a running count read in the loop (the first k items go to validation)
     inner = {  # a break that ends a nested loop ends only that loop
         id(b)
         for st in body
