@@ -1145,6 +1145,12 @@ def test_tf1_model_class_trained_by_the_repositorys_own_trainer(tmp_path):
     )
     (tmp_path / "plain.py").write_text(script.replace("nets.Small", "nets.Plain"))
     assert _lint_dir(tmp_path, "FWD108") == {"baseline.py": [9]}
+    # a trainer that sets the graph seed itself
+    train = (lib / "train.py").read_text()
+    (lib / "train.py").write_text(
+        train.replace("    def train(self, steps):\n", "    def train(self, steps):\n        tf.set_random_seed(0)\n")
+    )
+    assert _lint_dir(tmp_path, "FWD108") == {}
 
 
 def test_tf_variables_set_in_a_jax_setup_before_the_backend_starts():

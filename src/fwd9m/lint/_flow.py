@@ -419,13 +419,17 @@ def local_session_subclasses(ctx) -> list[ast.ClassDef]:
 
 def _session_base(ctx, bases, name_of, depth: int) -> bool:
     """Whether one of ``bases``, or of their own bases (``depth`` levels), is a local
-    class whose module opens a TF1 session."""
+    class whose module opens a TF1 session; not when a module on the way seeds (a
+    trainer that calls ``tf.set_random_seed`` itself)."""
     for b in bases:
         qn = name_of(b)
         found = local_function(ctx, qn, classes=True) if qn else None
         if found is None:
             continue
-        if "Session(" in _text(found[2]):
+        text = _text(found[2])
+        if _SEED_TEXT.search(text):
+            return False
+        if "Session(" in text:
             return True
         if depth > 1 and _session_base(ctx, found[0].bases, _namer(found[1], qn.rsplit(".", 1)[0]), depth - 1):
             return True
