@@ -1222,3 +1222,38 @@ def test_loader_workers_with_no_workers_or_an_unused_random_transform():
         "    return val_loader, train_loader\n",
     )
     assert _codes(used, "FWD306") == [11]
+
+
+def test_script_seeded_by_a_setup_helper_several_calls_down(tmp_path):
+    """dinov2's train.py calls ``setup(args)``, which calls ``default_setup``, which calls
+    ``utils.fix_random_seeds`` (torch, NumPy, random): the script is seeded. The same
+    helper called only under ``if args.seed != -1:`` (PyTorch-YOLOv3) is optional."""
+    pkg = tmp_path / "proj"
+    (pkg / "utils").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "utils" / "__init__.py").write_text("")
+    (pkg / "utils" / "utils.py").write_text(
+        "import random\nimport torch\n\n\ndef fix_random_seeds(seed=31):\n"
+        "    torch.manual_seed(seed)\n    random.seed(seed)\n"
+    )
+    (pkg / "utils" / "config.py").write_text(
+        "from proj.utils import utils\n\n\n"
+        "def default_setup(args):\n    utils.fix_random_seeds(args.seed)\n\n\n"
+        "def setup(args):\n    default_setup(args)\n    return args\n"
+    )
+    script = (
+        "import torch\nfrom proj.utils.config import setup\n\n\n"
+        "def main(args):\n"
+        "    cfg = setup(args)\n"
+        "    model = torch.nn.Linear(4, 2)\n"
+        "    model(torch.ones(4)).sum().backward()\n"
+        "    return cfg\n\n\n"
+        "if __name__ == '__main__':\n    main(None)\n"
+    )
+    (pkg / "train.py").write_text(script)
+    (pkg / "train_optional.py").write_text(
+        script.replace(
+            "    cfg = setup(args)\n", "    cfg = None\n    if args.seed != -1:\n        cfg = setup(args)\n"
+        )
+    )
+    assert _lint_dir(tmp_path, "FWD108") == {"train_optional.py": [10]}

@@ -16,6 +16,8 @@ import re
 from pathlib import PurePath
 from typing import TYPE_CHECKING, ClassVar
 
+from ._helpers import TRAINING_CALL
+
 if TYPE_CHECKING:  # pragma: no cover
     from ._engine import FileContext
 
@@ -48,12 +50,6 @@ def in_test_code(path: str, text: str = "") -> bool:
         return True
     named = name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
     return named and _TEST_MARKS.search(text) is not None
-
-
-#: a training call, as the held-out rounds' recall pool finds training files
-TRAINING_CALL = re.compile(
-    r"\.backward\(|apply_gradients\(|\.fit\(|value_and_grad\(|jax\.grad\(|optimizer\.step\(|\.minimize\(|\.train_step\("
-)
 
 
 def in_docs_tooling(path: str, text: str = "") -> bool:

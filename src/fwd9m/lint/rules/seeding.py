@@ -19,9 +19,9 @@ from .._flow import (
     runs,
     statements,
 )
-from .._helpers import arg, call_name, kwarg, literal
+from .._helpers import TRAINING_CALL, arg, call_name, kwarg, literal
 from .._helpers import walk as _walk
-from .._rule import TRAINING_CALL, Rule, register
+from .._rule import Rule, register
 from ._common import (
     ALL_SEED_CALLS,
     FRAMEWORK_SEED_CALLS,
