@@ -1257,3 +1257,24 @@ def test_script_seeded_by_a_setup_helper_several_calls_down(tmp_path):
         )
     )
     assert _lint_dir(tmp_path, "FWD108") == {"train_optional.py": [10]}
+
+
+def test_jaxline_experiment_is_keyed_by_jaxline():
+    """An experiment run by ``jaxline.platform.main`` gets its keys from jaxline's
+    ``PRNGKey(config.random_seed)`` (42 by default): seeded. The same training step in a
+    script that makes no key is flagged."""
+    src = (
+        "import functools\nimport jax\nfrom absl import app\nfrom jaxline import experiment, platform\n\n\n"
+        "class Experiment(experiment.AbstractExperiment):\n"
+        "    def step(self, global_step, rng, **unused):\n"
+        "        return jax.grad(self._loss)(self._params, rng)\n\n\n"
+        "if __name__ == '__main__':\n"
+        "    app.run(functools.partial(platform.main, Experiment))\n"
+    )
+    assert _codes(src, "FWD108") == []
+    plain = (
+        src.replace("from jaxline import experiment, platform\n", "")
+        .replace("(experiment.AbstractExperiment)", "")
+        .replace("    app.run(functools.partial(platform.main, Experiment))\n", "    Experiment().step(0, None)\n")
+    )
+    assert _codes(plain, "FWD108") == [8]

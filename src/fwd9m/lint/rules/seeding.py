@@ -1190,6 +1190,19 @@ _JAX_KEYS = frozenset(
 _TEST_MAINS = frozenset({"main", "run"})  # unittest.main(), tf.test.main(), absltest.main(), pytest.main()
 
 
+def _jaxline_main(ctx) -> bool:
+    """Whether the file hands its experiment to ``jaxline.platform.main`` (called, or
+    passed as ``functools.partial(platform.main, Experiment)`` to ``app.run``): jaxline's
+    train loop makes every key from ``jax.random.PRNGKey(config.random_seed)``, 42 by
+    default (jaxline/train.py:80, base_config.py:134 at a2308d6)."""
+    if not ctx.imports_any("jaxline"):
+        return False
+    return any(
+        type(n) is ast.Attribute and n.attr == "main" and ctx.qualname(n) == "jaxline.platform.main"
+        for n in _walk(ctx.tree)
+    )
+
+
 @register
 class TrainsWithoutSeed(Rule):
     """A training script that never seeds its framework.
@@ -1204,7 +1217,10 @@ class TrainsWithoutSeed(Rule):
     a JAX key from `jax.random.key`/`PRNGKey`, ...); seeding only Python's `random` or
     NumPy (`random.seed`, `np.random.seed`) is said so in the message. Seeding helpers count: Lightning Fabric's
     `fabric.seed_everything(s)`, `RunConfig(tf_random_seed=s)`, `hk.PRNGSequence(s)`,
-    and a function of this file or of a local module it imports whose body seeds. Only
+    an experiment handed to `jaxline.platform.main` (keyed from `config.random_seed`),
+    a function of this file or of a local module it imports whose body seeds, and a
+    setup function of a local module the script always calls that seeds up to four
+    calls down. Only
     scripts count: files that train at module level, in an `if __name__ == "__main__":`
     block that is not a test runner (`unittest.main()`, `tf.test.main()`), or in a
     function those reach, also through `absl.app.run(main)` / `tf.compat.v1.app.run()`.
@@ -1217,9 +1233,11 @@ class TrainsWithoutSeed(Rule):
     and seeds nothing either. A TF1 model module whose class builds `minimize` and runs it
     with the session it is handed (`self.sess.run(self.optim, ...)`) is flagged at its
     first `minimize` when the scripts importing it open a `tf.Session` and none sets
-    TensorFlow's graph seed. Code in a class or function under a module-level
+    TensorFlow's graph seed; so is a script whose model class builds `minimize` for a
+    trainer class of the repository (a local base class whose module opens the session)
+    when nothing sets the graph seed. Code in a class or function under a module-level
     `if`/`try` (a compatibility shim overriding `fit`) runs only when called. The `fit` of
-    an estimator of scikit-learn, XGBoost, LightGBM, CatBoost, statsmodels, ... (a
+    an estimator of scikit-learn, XGBoost, LightGBM, CatBoost, statsmodels, SageMaker, ... (a
     `LabelEncoder`, a `MinMaxScaler`, an `XGBClassifier` on features of a pretrained
     network) trains no framework model and is not a training call, unless the file builds
     framework layers from scratch (a random feature extractor, a `GridSearchCV` over a
@@ -1339,7 +1357,8 @@ class TrainsWithoutSeed(Rule):
             self._graph_module(framework)
             return
         optional = None
-        if seeds(ctx, FRAMEWORK_SEED_CALLS | ALL_SEED_CALLS | SWITCH_ON_CALLS | _JAX_KEYS):
+        # jaxline's train loop keys the experiment it is handed from config.random_seed
+        if _jaxline_main(ctx) or seeds(ctx, FRAMEWORK_SEED_CALLS | ALL_SEED_CALLS | SWITCH_ON_CALLS | _JAX_KEYS):
             optional = _optional_seed(ctx) if calls else None  # JAX: an explicit key is the seed
             if optional is None:
                 return
