@@ -1278,3 +1278,19 @@ def test_jaxline_experiment_is_keyed_by_jaxline():
         .replace("    app.run(functools.partial(platform.main, Experiment))\n", "    Experiment().step(0, None)\n")
     )
     assert _codes(plain, "FWD108") == [8]
+
+
+def test_test_script_kept_with_the_tests_is_test_code():
+    """accelerate's ``test_utils/scripts/external_deps/test_ds_multiple_model.py`` trains
+    a model to assert it improves, launched by the test suite: test code, though it holds
+    no pytest marker. The same file elsewhere still counts."""
+    src = (
+        "import torch\n\n\n"
+        "def main():\n"
+        "    model = torch.nn.Linear(2, 1)\n"
+        "    model(torch.ones(2)).sum().backward()\n"
+        "    assert model.weight.grad is not None\n\n\n"
+        "if __name__ == '__main__':\n    main()\n"
+    )
+    assert _codes(src, "FWD108", "pkg/test_utils/scripts/test_multiple_model.py") == []
+    assert _codes(src, "FWD108", "examples/test_multiple_model.py") == [6]

@@ -41,7 +41,8 @@ _TEST_MARKS = re.compile(
 def in_test_code(path: str, text: str = "") -> bool:
     """A pytest/unittest module: ``conftest.py``, or named ``test_*.py``/``*_test.py`` and
     holding a test (``def test_...``, a ``Test`` class, a pytest/unittest import; a
-    tutorial named ``train_evalute_test.py`` is not one). Its draws, seeds and
+    tutorial named ``train_evalute_test.py`` is not one), or so named in a folder whose
+    name starts with ``test`` (a test script a test suite launches, checked by asserts). Its draws, seeds and
     collectives set up one test, never a training or evaluation run, so by the judging
     standard no finding there is true (issue 29, fifth held-out round: 15 of the 23 false
     findings were in pytest files)."""
@@ -49,6 +50,8 @@ def in_test_code(path: str, text: str = "") -> bool:
     if name == "conftest.py":
         return True
     named = name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+    if named and any(p.lower().startswith("test") for p in PurePath(path).parts[:-1]):
+        return True  # a test script kept with the tests (accelerate's test_utils/scripts)
     return named and _TEST_MARKS.search(text) is not None
 
 
