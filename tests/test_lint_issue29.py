@@ -1294,3 +1294,23 @@ def test_test_script_kept_with_the_tests_is_test_code():
     )
     assert _codes(src, "FWD108", "pkg/test_utils/scripts/test_multiple_model.py") == []
     assert _codes(src, "FWD108", "examples/test_multiple_model.py") == [6]
+
+
+def test_tf1_graph_whose_every_random_op_has_an_op_seed():
+    """TensorFlow's MNIST tutorial passes ``seed=SEED`` to every initializer and dropout
+    and sets no graph seed: TF1 uses its default graph seed, so the run repeats. One
+    unseeded op, or a variable with a default initializer, still leaves it unseeded."""
+    src = (
+        "import tensorflow as tf\n\nSEED = 66478\n"
+        "w = tf.Variable(tf.truncated_normal([4, 2], stddev=0.1, seed=SEED))\n"
+        "x = tf.placeholder(tf.float32, [None, 4])\n"
+        "h = tf.nn.dropout(tf.matmul(x, w), 0.5, seed=SEED)\n"
+        "loss = tf.reduce_mean(h)\n"
+        "train_op = tf.train.MomentumOptimizer(0.01, 0.9).minimize(loss)\n"
+        "with tf.Session() as sess:\n"
+        "    sess.run(train_op)\n"
+    )
+    assert _codes(src, "FWD108") == []
+    assert _codes(src.replace(", seed=SEED))\n", "))\n", 1), "FWD108") == [8]
+    default_init = src.replace("loss = ", "b = tf.get_variable('b', [2])\nloss = ")
+    assert _codes(default_init, "FWD108") == [9]

@@ -31,6 +31,7 @@ from ._common import (
     SWITCH_ON_CALLS,
     TF_SEED_CALLS,
     TORCH_SEED_CALLS,
+    is_stateful_random,
     seeds,
     uses_numpy_global_random,
     uses_python_random,
@@ -1190,6 +1191,51 @@ _JAX_KEYS = frozenset(
 _TEST_MAINS = frozenset({"main", "run"})  # unittest.main(), tf.test.main(), absltest.main(), pytest.main()
 
 
+def _seeded_otherwise(ctx) -> bool:
+    """Seeded without a seeding call: by jaxline, or by op seeds on every random op."""
+    return _jaxline_main(ctx) or _op_seeded_graph(ctx)
+
+
+#: TF1 ops that draw (beside :func:`is_stateful_random`'s), seeded by their ``seed=``
+_TF_OP_DRAWS = frozenset(
+    {"truncated_normal", "dropout", "random_crop", "multinomial", "random_gamma", "random_poisson"}
+)
+#: TF APIs that build variables with a default (unseeded) initializer or draw inside
+_TF_DEFAULT_INIT = (
+    "tensorflow.layers.",
+    "tensorflow.compat.v1.layers.",
+    "tensorflow.contrib.",
+    "tensorflow.keras.",
+    "tensorflow.get_variable",
+    "tensorflow.compat.v1.get_variable",
+    "tensorflow.nn.rnn_cell.",
+    "tensorflow.compat.v1.nn.rnn_cell.",
+    "tensorflow.estimator.",
+)
+
+
+def _op_seeded_graph(ctx) -> bool:
+    """A TF1 graph whose every random op, and every ``shuffle``, takes an op seed
+    (``seed=SEED``, TensorFlow's MNIST tutorial) and that builds no variable with a
+    default initializer (``tf.get_variable``, ``tf.layers``, Keras): with no graph seed
+    TF1 then uses its default graph seed, so every op repeats its sequence
+    (``tf.compat.v1.set_random_seed``'s documentation, "the operation seed is set")."""
+    if not ctx.imports_any("tensorflow") or ctx.imports_any("keras"):
+        return False
+    draws = []
+    for qn, calls in ctx.calls.items():
+        if not qn.startswith("tensorflow."):
+            continue
+        if qn.startswith(_TF_DEFAULT_INIT):
+            return False
+        if is_stateful_random(qn) or qn.rsplit(".", 1)[-1] in _TF_OP_DRAWS:
+            draws.extend(calls)
+    draws += ctx.methods.get("shuffle", ())
+    return bool(draws) and all(
+        any(k.arg == "seed" and literal(k.value, 0) is not None for k in c.keywords) for c in draws
+    )
+
+
 def _jaxline_main(ctx) -> bool:
     """Whether the file hands its experiment to ``jaxline.platform.main`` (called, or
     passed as ``functools.partial(platform.main, Experiment)`` to ``app.run``): jaxline's
@@ -1217,7 +1263,9 @@ class TrainsWithoutSeed(Rule):
     a JAX key from `jax.random.key`/`PRNGKey`, ...); seeding only Python's `random` or
     NumPy (`random.seed`, `np.random.seed`) is said so in the message. Seeding helpers count: Lightning Fabric's
     `fabric.seed_everything(s)`, `RunConfig(tf_random_seed=s)`, `hk.PRNGSequence(s)`,
-    an experiment handed to `jaxline.platform.main` (keyed from `config.random_seed`),
+    an experiment handed to `jaxline.platform.main` (keyed from `config.random_seed`), a
+    TF1 graph whose every random op and shuffle takes an op seed (`seed=SEED`) and that
+    builds no variable with a default initializer,
     a function of this file or of a local module it imports whose body seeds, and a
     setup function of a local module the script always calls that seeds up to four
     calls down. Only
@@ -1358,7 +1406,7 @@ class TrainsWithoutSeed(Rule):
             return
         optional = None
         # jaxline's train loop keys the experiment it is handed from config.random_seed
-        if _jaxline_main(ctx) or seeds(ctx, FRAMEWORK_SEED_CALLS | ALL_SEED_CALLS | SWITCH_ON_CALLS | _JAX_KEYS):
+        if _seeded_otherwise(ctx) or seeds(ctx, FRAMEWORK_SEED_CALLS | ALL_SEED_CALLS | SWITCH_ON_CALLS | _JAX_KEYS):
             optional = _optional_seed(ctx) if calls else None  # JAX: an explicit key is the seed
             if optional is None:
                 return
