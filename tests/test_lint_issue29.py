@@ -958,3 +958,359 @@ def test_shuffled_evaluation_sets_are_not_flagged():
         "if __name__ == '__main__':\n    evaluate(3)\n"
     )
     assert _codes(torch_src, "FWD307", "eval.py") == [8]
+
+
+# -- sixth held-out round (ROUND-issue29-heldout6.md): classes of false findings --
+
+
+def test_seed_drawn_from_the_clock_in_one_branch_does_not_reach_the_other():
+    """A seed drawn from the clock only when none is given (the ``if``) and the given seed
+    used in the ``else``: the ``else`` key comes from the user's seed; the ``if`` key, and
+    any use after both branches, still come from the clock."""
+    src = (
+        "import time\nimport jax\n\n\n"
+        "def run(seed, fast_rng):\n"
+        "    if fast_rng or seed is None:\n"
+        "        if seed is None:\n"
+        "            seed = int(time.time())\n"
+        "        key = jax.random.PRNGKey(seed)\n"
+        "    else:\n"
+        "        key = jax.random.PRNGKey(seed)\n"
+        "    other = jax.random.PRNGKey(seed)\n"
+        "    return key, other\n"
+    )
+    assert _codes(src, "FWD104") == [9, 12]
+    # in a loop, a later iteration reads what an earlier one set in the other branch
+    looped = (
+        "import time\nimport numpy as np\n\n"
+        "for attempt in range(3):\n"
+        "    if attempt == 0:\n"
+        "        seed = int(time.time())\n"
+        "    else:\n"
+        "        np.random.seed(seed)\n"
+    )
+    assert _codes(looped, "FWD104") == [8]
+
+
+def test_hash_of_ints_and_seeds_is_the_same_in_every_run():
+    """``hash((seed, index))`` of ints is not salted (an environment's seed in a
+    vectorised RL launcher); a hash of a name or path still is."""
+    src = (
+        "import numpy as np\n\n\n"
+        "def make_env(cfg, index, name):\n"
+        "    env_seed = hash((cfg.seed, index)) % (2**32 - 1)\n"
+        "    worker = np.random.default_rng(hash(index))\n"
+        "    bucket = hash((cfg.seed, name)) % 1000\n"
+        "    shard = hash(example_id) % 8\n"
+        "    return env_seed, worker, bucket, shard\n"
+    )
+    assert _codes(src, "FWD403") == [7, 8]
+
+
+def test_documentation_tooling_is_not_linted_but_a_tutorial_in_docs_is(tmp_path):
+    """An API page generator under ``docs/`` that orders classes by ``id()`` builds pages,
+    never a training run; a training tutorial kept under ``docs/`` is still linted."""
+    pages = "import inspect\n\n\ndef members(module):\n    return sorted(vars(module).values(), key=id)\n"
+    assert _codes(pages, "FWD404", "docs/autogen.py") == []
+    assert _codes(pages, "FWD404", "tools/autogen.py") == [5]
+    tutorial = "import torch\nmodel = torch.nn.Linear(2, 1)\nloss = model(torch.ones(2)).sum()\nloss.backward()\n"
+    assert _codes(tutorial, "FWD108", "docs/tutorials/first_steps.py") == [4]
+
+
+def test_sagemaker_estimator_fit_is_not_training():
+    """A launcher that submits a SageMaker job (``HuggingFace(...).fit(inputs)``) runs the
+    training script elsewhere; the file itself trains nothing."""
+    src = (
+        "import torch\n\n\n"
+        "def launch(args, inputs):\n"
+        "    from sagemaker.huggingface import HuggingFace\n\n"
+        "    estimator = HuggingFace(entry_point=args.script, instance_count=torch.cuda.device_count())\n"
+        "    estimator.fit(inputs=inputs)\n\n\n"
+        "if __name__ == '__main__':\n    launch(None, None)\n"
+    )
+    assert _codes(src, "FWD108", "launch.py") == []
+
+
+def test_shuffle_that_only_orders_work_written_item_by_item():
+    """A preprocessing script shuffles the classes it aligns, each written to its own
+    folder through a list file opened per class: the order changes no output. A shuffle
+    whose items are appended to one list, or that updates a shared graph node by node
+    (Chinese-whispers clustering), still counts."""
+    per_item = (
+        "import os\nimport random\n\n\n"
+        "def main(dataset, out):\n"
+        "    random.shuffle(dataset)\n"
+        "    done = 0\n"
+        "    for cls in dataset:\n"
+        "        listing = open(os.path.join(out, cls.name + '.txt'), 'w')\n"
+        "        for path in cls.paths:\n"
+        "            for ext in ('jpg', 'png'):\n"
+        "                if path.endswith(ext):\n"
+        "                    break\n"
+        "            listing.write(path + '\\n')\n"
+        "            done += 1\n"
+        "        listing.close()\n\n\n"
+        "if __name__ == '__main__':\n    main([], '.')\n"
+    )
+    assert _codes(per_item, "FWD109", "align.py") == []
+    # shuffling the paths written to one list file changes that file
+    inner = per_item.replace(
+        "    for cls in dataset:\n", "    for cls in dataset:\n        random.shuffle(cls.paths)\n"
+    )
+    assert _codes(inner, "FWD109", "align.py") == [9]
+    collected = per_item.replace("    done = 0\n", "    done = []\n").replace("done += 1", "done.append(path)")
+    assert _codes(collected, "FWD109", "align.py") == [6]
+    graph = (
+        "from random import shuffle\n\n\n"
+        "def whispers(graph, nodes):\n"
+        "    shuffle(nodes)\n"
+        "    for node in nodes:\n"
+        "        graph[node]['cluster'] = max(graph[node]['neighbours'])\n\n\n"
+        "if __name__ == '__main__':\n    whispers({}, [])\n"
+    )
+    assert _codes(graph, "FWD109", "cluster.py") == [5]
+    # a running count that decides where each item goes: the split follows the order
+    split = (
+        "import random\nimport shutil\n\n\n"
+        "def split(files, n_val):\n"
+        "    random.shuffle(files)\n"
+        "    seen = 0\n"
+        "    for f in files:\n"
+        "        shutil.copy(f, 'val' if seen < n_val else 'train')\n"
+        "        seen += 1\n\n\n"
+        "if __name__ == '__main__':\n    split([], 1)\n"
+    )
+    assert _codes(split, "FWD109", "split.py") == [6]
+    # a training loop over shuffled pairs updates the model in that order
+    training = (
+        "import random\n\n\n"
+        "def train(model, opt, pairs):\n"
+        "    random.shuffle(pairs)\n"
+        "    for x, y in pairs:\n"
+        "        loss = model.loss(x, y)\n"
+        "        loss.backward()\n"
+        "        opt.step()\n\n\n"
+        "if __name__ == '__main__':\n    train(None, None, [])\n"
+    )
+    assert _codes(training, "FWD109", "bow.py") == [5]
+
+
+def test_python36_async_keyword_argument_is_read_as_python3():
+    """PyTorch 0.3 code (``x.cuda(async=True)``, valid before Python 3.7) is linted with
+    ``async`` read as a plain name, same lines; real ``async def`` code is untouched."""
+    src = (
+        "import torch\nimport torch.backends.cudnn as cudnn\n\n"
+        "cudnn.benchmark = True\n"
+        "for inputs, targets in loader:\n"
+        "    inputs, targets = inputs.cuda(), targets.cuda(async=True)\n"
+    )
+    found = lint.lint_source(src, "cifar.py", Config(select=["FWD201", "FWD001"]))
+    assert [(f.code, f.line) for f in found] == [("FWD201", 4)]
+    broken = src + "def f(:\n"
+    assert [f.code for f in lint.lint_source(broken, "cifar.py", Config(select=["FWD201", "FWD001"]))] == ["FWD001"]
+
+
+def test_tf1_model_class_trained_by_the_repositorys_own_trainer(tmp_path):
+    """A TF1 script whose model class builds ``minimize`` for a trainer class of the
+    repository (two levels of local base classes; the trainer opens the session and runs
+    the step): the script trains, and nothing sets the graph seed. Seeding it, or a base
+    class that opens no session, gives no finding."""
+    lib = tmp_path / "corelib"
+    lib.mkdir()
+    (lib / "__init__.py").write_text("")
+    (lib / "train.py").write_text(
+        "import tensorflow as tf\n\n\n"
+        "class Trainer:\n"
+        "    def train(self, steps):\n"
+        "        with tf.train.MonitoredTrainingSession() as sess:\n"
+        "            for _ in range(steps):\n"
+        "                sess.run(self.ops.train_op)\n"
+    )
+    (lib / "nets.py").write_text(
+        "from corelib.train import Trainer\n\n\nclass Small(Trainer):\n    pass\n\n\nclass Plain:\n    pass\n"
+    )
+    script = (
+        "import tensorflow as tf\nfrom absl import app\nfrom corelib import nets\n\n\n"
+        "class Baseline(nets.Small):\n"
+        "    def model(self, lr):\n"
+        "        loss = self.loss()\n"
+        "        self.ops.train_op = tf.train.AdamOptimizer(lr).minimize(loss)\n\n\n"
+        "def main(argv):\n"
+        "    Baseline().train(1000)\n\n\n"
+        "if __name__ == '__main__':\n    app.run(main)\n"
+    )
+    (tmp_path / "baseline.py").write_text(script)
+    (tmp_path / "seeded.py").write_text(
+        script.replace("def main(argv):\n", "def main(argv):\n    tf.set_random_seed(0)\n")
+    )
+    (tmp_path / "plain.py").write_text(script.replace("nets.Small", "nets.Plain"))
+    assert _lint_dir(tmp_path, "FWD108") == {"baseline.py": [9]}
+    # a trainer that sets the graph seed itself
+    train = (lib / "train.py").read_text()
+    (lib / "train.py").write_text(
+        train.replace("    def train(self, steps):\n", "    def train(self, steps):\n        tf.set_random_seed(0)\n")
+    )
+    assert _lint_dir(tmp_path, "FWD108") == {}
+
+
+def test_tf_variables_set_in_a_jax_setup_before_the_backend_starts():
+    """A JAX setup function sets TF_CUDNN_DETERMINISTIC and XLA_FLAGS after ``import jax``
+    but before any computation (dreamerv3's ``embodied/jax/internal.py``): XLA reads both
+    when the backend starts. In a file that imports TensorFlow first, it is still late."""
+    jax_src = (
+        "import os\nimport jax\n\n\n"
+        "def setup(deterministic):\n"
+        "    jax.config.update('jax_disable_jit', False)\n"
+        "    if deterministic:\n"
+        "        os.environ['TF_CUDNN_DETERMINISTIC'] = '1'\n"
+        "        os.environ['XLA_FLAGS'] = '--xla_gpu_deterministic_ops=true'\n"
+    )
+    assert _codes(jax_src, "FWD203", "internal.py") == []
+    started = jax_src.replace("    if deterministic:\n", "    jax.devices()\n    if deterministic:\n")
+    assert _codes(started, "FWD203", "internal.py") == [9, 10]
+    tf_src = "import os\nimport tensorflow as tf\nos.environ['TF_CUDNN_DETERMINISTIC'] = '1'\n"
+    assert _codes(tf_src, "FWD203", "train.py") == [3]
+    torch_first = "import os\nimport torch\nos.environ['TF_DETERMINISTIC_OPS'] = '1'\nimport tensorflow as tf\n"
+    assert _codes(torch_first, "FWD203", "train.py") == []
+
+
+def test_storing_a_jax_key_in_the_state_is_not_a_use():
+    """score_sde stores the current key in its state (``state.replace(rng=rng)``) for a
+    pre-emption checkpoint, then splits the key: storing reads no random bits. Drawing
+    twice from the key still counts."""
+    src = (
+        "import jax\n\n\n"
+        "def train(state, steps, save):\n"
+        "    rng = jax.random.PRNGKey(0)\n"
+        "    for step in range(steps):\n"
+        "        save(state.replace(rng=rng))\n"
+        "        rng, step_rng = jax.random.split(rng)\n"
+        "        state = state.update(step_rng)\n"
+        "    return state\n"
+    )
+    assert _codes(src, "FWD601") == [] and _codes(src, "FWD602") == []
+    drawn = src.replace("save(state.replace(rng=rng))", "save(jax.random.normal(rng, (2,)))")
+    assert _codes(drawn, "FWD602") == [8]
+
+
+def test_loader_workers_with_no_workers_or_an_unused_random_transform():
+    """A notebook that sets ``num_workers = 0`` once at the top has no worker processes;
+    a test script that builds a training crop it never uses and loads the test set with
+    ``ToTensor`` only: its workers draw nothing. The training loader over the crop, in a
+    script that seeds nothing, still counts."""
+    head = "import torch\nimport torchvision.transforms as T\nfrom torch.utils.data import DataLoader\n"
+    notebook = (
+        head + "num_workers = 0\n"
+        "train_tf = T.Compose([T.RandomCrop(32), T.ToTensor()])\n"
+        "train_set = make_set(transform=train_tf)\n"
+        "loader = DataLoader(train_set, batch_size=8, num_workers=num_workers)\n"
+    )
+    assert _codes(notebook, "FWD306") == []
+    assert _codes(notebook.replace("num_workers = 0", "num_workers = 4"), "FWD306") == [7]
+    test_script = (
+        head + "\n\ndef main():\n"
+        "    global args\n"
+        "    transform_train = T.Compose([T.RandomCrop(32), T.ToTensor()])\n"
+        "    transform_test = T.Compose([T.ToTensor()])\n"
+        "    val_loader = DataLoader(make_set(transform=transform_test), batch_size=8, num_workers=4)\n"
+        "    return val_loader\n\n\nmain()\n"
+    )
+    assert _codes(test_script, "FWD306") == []
+    used = test_script.replace(
+        "    return val_loader\n",
+        "    train_loader = DataLoader(make_set(transform=transform_train), num_workers=4)\n"
+        "    return val_loader, train_loader\n",
+    )
+    assert _codes(used, "FWD306") == [11]
+
+
+def test_script_seeded_by_a_setup_helper_several_calls_down(tmp_path):
+    """dinov2's train.py calls ``setup(args)``, which calls ``default_setup``, which calls
+    ``utils.fix_random_seeds`` (torch, NumPy, random): the script is seeded. The same
+    helper called only under ``if args.seed != -1:`` (PyTorch-YOLOv3) is optional."""
+    pkg = tmp_path / "proj"
+    (pkg / "utils").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "utils" / "__init__.py").write_text("")
+    (pkg / "utils" / "utils.py").write_text(
+        "import random\nimport torch\n\n\ndef fix_random_seeds(seed=31):\n"
+        "    torch.manual_seed(seed)\n    random.seed(seed)\n"
+    )
+    (pkg / "utils" / "config.py").write_text(
+        "from proj.utils import utils\n\n\n"
+        "def default_setup(args):\n    utils.fix_random_seeds(args.seed)\n\n\n"
+        "def setup(args):\n    default_setup(args)\n    return args\n"
+    )
+    script = (
+        "import torch\nfrom proj.utils.config import setup\n\n\n"
+        "def main(args):\n"
+        "    cfg = setup(args)\n"
+        "    model = torch.nn.Linear(4, 2)\n"
+        "    model(torch.ones(4)).sum().backward()\n"
+        "    return cfg\n\n\n"
+        "if __name__ == '__main__':\n    main(None)\n"
+    )
+    (pkg / "train.py").write_text(script)
+    (pkg / "train_optional.py").write_text(
+        script.replace(
+            "    cfg = setup(args)\n", "    cfg = None\n    if args.seed != -1:\n        cfg = setup(args)\n"
+        )
+    )
+    assert _lint_dir(tmp_path, "FWD108") == {"train_optional.py": [10]}
+
+
+def test_jaxline_experiment_is_keyed_by_jaxline():
+    """An experiment run by ``jaxline.platform.main`` gets its keys from jaxline's
+    ``PRNGKey(config.random_seed)`` (42 by default): seeded. The same training step in a
+    script that makes no key is flagged."""
+    src = (
+        "import functools\nimport jax\nfrom absl import app\nfrom jaxline import experiment, platform\n\n\n"
+        "class Experiment(experiment.AbstractExperiment):\n"
+        "    def step(self, global_step, rng, **unused):\n"
+        "        return jax.grad(self._loss)(self._params, rng)\n\n\n"
+        "if __name__ == '__main__':\n"
+        "    app.run(functools.partial(platform.main, Experiment))\n"
+    )
+    assert _codes(src, "FWD108") == []
+    plain = (
+        src.replace("from jaxline import experiment, platform\n", "")
+        .replace("(experiment.AbstractExperiment)", "")
+        .replace("    app.run(functools.partial(platform.main, Experiment))\n", "    Experiment().step(0, None)\n")
+    )
+    assert _codes(plain, "FWD108") == [8]
+
+
+def test_test_script_kept_with_the_tests_is_test_code():
+    """accelerate's ``test_utils/scripts/external_deps/test_ds_multiple_model.py`` trains
+    a model to assert it improves, launched by the test suite: test code, though it holds
+    no pytest marker. The same file elsewhere still counts."""
+    src = (
+        "import torch\n\n\n"
+        "def main():\n"
+        "    model = torch.nn.Linear(2, 1)\n"
+        "    model(torch.ones(2)).sum().backward()\n"
+        "    assert model.weight.grad is not None\n\n\n"
+        "if __name__ == '__main__':\n    main()\n"
+    )
+    assert _codes(src, "FWD108", "pkg/test_utils/scripts/test_multiple_model.py") == []
+    assert _codes(src, "FWD108", "examples/test_multiple_model.py") == [6]
+
+
+def test_tf1_graph_whose_every_random_op_has_an_op_seed():
+    """TensorFlow's MNIST tutorial passes ``seed=SEED`` to every initializer and dropout
+    and sets no graph seed: TF1 uses its default graph seed, so the run repeats. One
+    unseeded op, or a variable with a default initializer, still leaves it unseeded."""
+    src = (
+        "import tensorflow as tf\n\nSEED = 66478\n"
+        "w = tf.Variable(tf.truncated_normal([4, 2], stddev=0.1, seed=SEED))\n"
+        "x = tf.placeholder(tf.float32, [None, 4])\n"
+        "h = tf.nn.dropout(tf.matmul(x, w), 0.5, seed=SEED)\n"
+        "loss = tf.reduce_mean(h)\n"
+        "train_op = tf.train.MomentumOptimizer(0.01, 0.9).minimize(loss)\n"
+        "with tf.Session() as sess:\n"
+        "    sess.run(train_op)\n"
+    )
+    assert _codes(src, "FWD108") == []
+    assert _codes(src.replace(", seed=SEED))\n", "))\n", 1), "FWD108") == [8]
+    default_init = src.replace("loss = ", "b = tf.get_variable('b', [2])\nloss = ")
+    assert _codes(default_init, "FWD108") == [9]

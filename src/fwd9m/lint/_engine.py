@@ -397,14 +397,18 @@ _IPYTHON_LINE = re.compile(r"^([ \t]*)(?:![^=\s]|%%?[A-Za-z_]).*$", re.M)
 #: and the ``print x`` statement (LynnHo's ``v1/`` GAN scripts, golbin's tutorials)
 _PY2_EXCEPT = re.compile(r"^([ \t]*except[ \t]+)([^:#\n]+?),[ \t]*([A-Za-z_]\w*)[ \t]*:", re.M)
 _PY2_PRINT = re.compile(r"^([ \t]*)print[ \t]+(?![(=.,)\]])([^\n#]*?)[ \t]*$", re.M)
+#: ``async`` as a keyword argument or parameter name, valid before Python 3.7 (PyTorch
+#: 0.3's ``x.cuda(async=True)``, since renamed ``non_blocking``: bearpaw's
+#: pytorch-classification training scripts), read as ``async_``
+_PY36_ASYNC = re.compile(r"(?<![\w.])async(?=[ \t]*=(?!=))")
 
 
 def _parse_script(text: str, path: str) -> ast.Module:
     """``ast.parse(text)``; when that fails in a file with IPython shell or magic lines
     (a Colab notebook saved as ``.py``), the file parsed with those lines read as ``pass``,
-    and then with Python 2's ``except E, e:`` / ``print x`` read as Python 3 (same line
-    numbers), so the rules still run on its Python. The first error stands when that
-    does not parse either."""
+    and then with Python 2's ``except E, e:`` / ``print x`` and Python 3.6's ``async=``
+    keyword read as Python 3.7+ (same line numbers), so the rules still run on its Python.
+    The first error stands when that does not parse either."""
     return _parse(text, path)[0]
 
 
@@ -421,7 +425,7 @@ def _parse(text: str, path: str) -> tuple[ast.Module, bool]:
             return ast.parse(text, filename=path), False
         except SyntaxError:
             pass
-    py3 = _PY2_PRINT.sub(r"\1print(\2)", _PY2_EXCEPT.sub(r"\1\2 as \3:", text))
+    py3 = _PY36_ASYNC.sub("async_", _PY2_PRINT.sub(r"\1print(\2)", _PY2_EXCEPT.sub(r"\1\2 as \3:", text)))
     if py3 != text:
         try:
             return ast.parse(py3, filename=path), False

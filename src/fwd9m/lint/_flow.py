@@ -29,7 +29,7 @@ import re
 import sys
 from pathlib import Path
 
-from ._helpers import SEED_CALLS, walk
+from ._helpers import SEED_CALLS, TRAINING_CALL, walk
 
 __all__ = [
     "SEED_METHODS",
@@ -303,6 +303,17 @@ def helper_seed_calls(ctx) -> list[tuple[ast.Call, frozenset[str]]]:
             got = _body_seeds(*found) if found is not None else frozenset()
             if got:
                 out.extend((c, got) for c in calls)
+        elif "." in qn and _trains(ctx) and qn.split(".", 1)[0] in _local_roots(ctx):
+            # a setup helper of the repository that seeds further down (dinov2's
+            # setup(args) -> default_setup(args) -> utils.fix_random_seeds(seed))
+            # only where a script always runs it: a seed under `if args.seed != -1:` is
+            # optional, and a library module's caller seeds (and would cost a walk each)
+            always = [c for c in calls if id(c) not in _conditional_calls(ctx) and runs(ctx, c)]
+            found = local_function(ctx, qn) if always else None
+            ctx.__dict__["_flow_deep_budget"] = [30]  # local lookups for this helper
+            got = _deep_seeds(ctx, found[0], found[1], qn.rsplit(".", 1)[0], 4) if found is not None else frozenset()
+            if got:
+                out.extend((c, got) for c in always)
     defs = _module_defs(ctx)
     seeding_defs: dict[str, set[str]] = {}
     if defs:
@@ -323,6 +334,64 @@ def helper_seed_calls(ctx) -> list[tuple[ast.Call, frozenset[str]]]:
                 out.append((call, frozenset(seeding_defs[call.func.id])))
     ctx.__dict__["_flow_seed_calls"] = out
     return out
+
+
+def _local_roots(ctx) -> frozenset[str]:
+    """Top-level names of this file's calls that are packages or modules of the
+    repository (beside the file or up to :data:`_LOCAL_DEPTH` folders above it)."""
+    cached = ctx.__dict__.get("_flow_local_roots")
+    if cached is None:
+        start = Path(ctx.path).resolve().parent if ctx.path not in ("-", "<stdin>") else None
+        roots = {qn.split(".", 1)[0] for qn in ctx.calls if "." in qn} - _FOREIGN
+        cached = frozenset(r for r in roots if start is not None and _module_file(start, r) is not None)
+        ctx.__dict__["_flow_local_roots"] = cached
+    return cached
+
+
+def _trains(ctx) -> bool:
+    """Whether the file's text calls a training function (:data:`TRAINING_CALL`)."""
+    found = ctx.__dict__.get("_flow_trains")
+    if found is None:
+        found = ctx.__dict__["_flow_trains"] = TRAINING_CALL.search(ctx.text) is not None
+    return found
+
+
+def _conditional_calls(ctx) -> frozenset[int]:
+    """Ids of the calls under an ``if`` (in its test, body or ``else``) of this file."""
+    cached = ctx.__dict__.get("_flow_conditional_calls")
+    if cached is None:
+        out, done = set(), set()
+        for s in statements(ctx):
+            if type(s) is ast.If and id(s) not in done:
+                for n in walk(s):
+                    if type(n) is ast.Call:
+                        out.add(id(n))
+                    elif type(n) is ast.If:
+                        done.add(id(n))  # nested: its calls are in already
+        cached = ctx.__dict__["_flow_conditional_calls"] = frozenset(out)
+    return cached
+
+
+def _deep_seeds(ctx, fn, aliases, module: str, depth: int) -> frozenset[str]:
+    """The seeding calls function ``fn`` (of local module ``module``) makes in its body or
+    through the functions of local modules it calls, ``depth`` levels deep."""
+    got = set(_body_seeds(fn, aliases))
+    budget = ctx.__dict__.setdefault("_flow_deep_budget", [30])  # local lookups per helper
+    if got or depth <= 1 or budget[0] <= 0:
+        return frozenset(got)
+    for n in walk(fn):
+        if type(n) is not ast.Call:
+            continue
+        qn = _dotted(n.func, aliases) or (f"{module}.{n.func.id}" if type(n.func) is ast.Name else None)
+        if qn is None or qn in SEED_CALLS or "." not in qn or qn.split(".", 1)[0] in _FOREIGN:
+            continue
+        budget[0] -= 1
+        found = local_function(ctx, qn) if budget[0] > 0 else None
+        if found is not None and found[0] is not fn:
+            got |= _deep_seeds(ctx, found[0], found[1], qn.rsplit(".", 1)[0], depth - 1)
+            if got:
+                break
+    return frozenset(got)
 
 
 def local_callees(ctx) -> list[tuple[ast.Call, ast.AST, dict, str]]:
@@ -405,6 +474,45 @@ def local_model_training(ctx, methods) -> tuple[list[ast.Call], str | None]:
             if _FRAMEWORK_IMPORT.search(text) and not _SEED_TEXT.search(text):
                 return [c], f"{found[0].name} of {found[2].name}"
     return [], None
+
+
+def local_session_subclasses(ctx) -> list[ast.ClassDef]:
+    """This file's top-level classes whose base class is defined in a local module that
+    opens a TF1 session (``tf.Session(``, ``MonitoredTrainingSession(``): the
+    repository's own trainer runs the graph the subclass builds (MixMatch's
+    ``FSBaseline(ClassifyFullySupervised)`` builds ``minimize``; ``libml`` runs it)."""
+    if ctx.tree is None:
+        return []
+    return [s for s in ctx.tree.body if type(s) is ast.ClassDef and _session_base(ctx, s.bases, ctx.qualname, 3)]
+
+
+def _session_base(ctx, bases, name_of, depth: int) -> bool:
+    """Whether one of ``bases``, or of their own bases (``depth`` levels), is a local
+    class whose module opens a TF1 session; not when a module on the way seeds (a
+    trainer that calls ``tf.set_random_seed`` itself)."""
+    for b in bases:
+        qn = name_of(b)
+        found = local_function(ctx, qn, classes=True) if qn else None
+        if found is None:
+            continue
+        text = _text(found[2])
+        if _SEED_TEXT.search(text):
+            return False
+        if "Session(" in text:
+            return True
+        if depth > 1 and _session_base(ctx, found[0].bases, _namer(found[1], qn.rsplit(".", 1)[0]), depth - 1):
+            return True
+    return False
+
+
+def _namer(aliases: dict, module: str):
+    """Qualified names of base classes written in ``module``: imported ones through its
+    aliases, classes of the module itself as ``module.Name``."""
+
+    def name_of(node) -> str | None:
+        return dotted(node, aliases) or (f"{module}.{node.id}" if type(node) is ast.Name else None)
+
+    return name_of
 
 
 def _may_train(path: Path, methods: tuple[str, ...]) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections import deque
 from operator import attrgetter
 
@@ -20,6 +21,7 @@ __all__ = [
     "SEED_CALLS",
     "FRAMEWORK_SEED_CALLS",
     "FRAMEWORK_ROOTS",
+    "TRAINING_CALL",
 ]
 
 _MISSING = object()
@@ -173,3 +175,9 @@ def walk(node):
             elif isinstance(v, AST):
                 push(v)
         yield node
+
+
+#: a training call, as the held-out rounds' recall pool finds training files
+TRAINING_CALL = re.compile(
+    r"\.backward\(|apply_gradients\(|\.fit\(|value_and_grad\(|jax\.grad\(|optimizer\.step\(|\.minimize\(|\.train_step\("
+)

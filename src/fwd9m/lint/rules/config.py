@@ -191,6 +191,9 @@ _LATE_ENV = {
 }
 
 
+#: import roots of TensorFlow, which reads the ``TF_*`` variables
+_TF_ROOTS = frozenset({"tensorflow", "keras", "tf_keras"})
+
 #: what follows the salted string hash: a set, a set comprehension, ``hash()``
 _HASH_ORDER = r"\b(?:set|frozenset|hash)\(|\{\s*\w+\s+for\s"
 #: ``torch.cuda`` calls that create no cuBLAS handle
@@ -215,7 +218,9 @@ class EnvSetTooLate(Rule):
     seeding or determinism setup helper) is flagged only when a CUDA use (`.cuda()`,
     `.to(...)`, a `torch.cuda` call other than seeding or a query) comes before it in that
     function: cuBLAS reads it when the first handle is created, at the first GPU matrix
-    product, not at import.
+    product, not at import. The `TF_*` variables count only after TensorFlow's (or
+    Keras's) own import; in a JAX file without TensorFlow, `TF_CUDNN_DETERMINISTIC` (read
+    by XLA) is treated like `XLA_FLAGS`.
 
     ## Why is this bad
     Frameworks read these variables once, when they initialise the library that uses
@@ -325,15 +330,23 @@ class EnvSetTooLate(Rule):
         if first is None:
             return
         lazy_xla = self.ctx.imports_any("jax", "tensorflow") and not self.ctx.imports_any("torch")
+        tf_first = min((ln for m, ln in self.ctx.imports.items() if m.split(".")[0] in _TF_ROOTS), default=None)
         for key, node in self.sites:
+            start = first
+            if key.startswith("TF_"):
+                # TensorFlow's variables: late only after TensorFlow's own import; without
+                # it only XLA reads TF_CUDNN_DETERMINISTIC, when JAX first starts its backend
+                if tf_first is None and not (node.lineno > first and self._jax_started_before(node)):
+                    continue
+                start = tf_first or first
             if key == "XLA_FLAGS" and lazy_xla and node.lineno > first and not self._jax_started_before(node):
                 continue  # JAX / TF read it when they first start XLA, after this line
             if key == "CUBLAS_WORKSPACE_CONFIG" and node.lineno > first and not self._cuda_used_before(node):
                 continue  # a setup helper: cuBLAS reads it at the first GPU matrix product
-            if key in _LATE_ENV and node.lineno > first:
+            if key in _LATE_ENV and node.lineno > start:
                 self.report(
                     node,
-                    f"{key} is set after the framework import on line {first}; "
+                    f"{key} is set after the framework import on line {start}; "
                     f"{_LATE_ENV[key]}, so it may have no effect. Set it before any "
                     "framework import or in the launching shell",
                 )

@@ -715,6 +715,40 @@ def _feeds(ctx, loader: ast.Call) -> list[tuple[int, int]]:
     return spans
 
 
+def _unread_binding(ctx, line: int) -> bool:
+    """Whether ``line`` lies in an assignment, inside a function, to local names that the
+    function never reads (a module-level name may be imported elsewhere)."""
+    fn = None
+    for n in statements(ctx):
+        if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n.lineno <= line <= (n.end_lineno or n.lineno):
+            if fn is None or n.lineno >= fn.lineno:
+                fn = n
+    if fn is None:
+        return False
+    shared = {x for n in _walk(fn) if type(n) in (ast.Global, ast.Nonlocal) for x in n.names}
+    loads = {n.id for n in _walk(fn) if type(n) is ast.Name and type(n.ctx) is not ast.Store}
+    for n in _walk(fn):
+        if type(n) is ast.Assign and n.lineno <= line <= (n.end_lineno or n.lineno):
+            names = {t.id for t in n.targets if type(t) is ast.Name}
+            return bool(names) and len(names) == len(n.targets) and not names & (loads | shared)
+    return False
+
+
+def _module_int(ctx, node) -> int | None:
+    """The int a name is bound to by its only assignment, at module level
+    (``num_workers = 0  # to run notebook on CPU``); None otherwise."""
+    if type(node) is not ast.Name or ctx.tree is None:
+        return None
+    stores = [n for n in _walk(ctx.tree) if type(n) is ast.Name and n.id == node.id and type(n.ctx) is ast.Store]
+    if len(stores) != 1:
+        return None
+    for st in ctx.tree.body:
+        if type(st) is ast.Assign and len(st.targets) == 1 and st.targets[0] is stores[0]:
+            v = st.value
+            return v.value if type(v) is ast.Constant and type(v.value) is int else None
+    return None
+
+
 def _loader_draws(ctx, loaders: list, class_draw: int | None, transform_draws: list[int]) -> list:
     """For each loader, the line of a draw its workers make (or None): in a dataset or
     transform class of the file, or a random transform that the loader's dataset is
@@ -724,7 +758,9 @@ def _loader_draws(ctx, loaders: list, class_draw: int | None, transform_draws: l
     for loader in loaders:
         spans = _feeds(ctx, loader) if transform_draws else []
         tied.append({line for line in transform_draws if any(a <= line <= b for a, b in spans)})
-    untied = set(transform_draws).difference(*tied)
+    # a random transform bound to a local name its function never reads (CutMix's
+    # test.py builds transform_train and loads only transform_test) feeds no loader
+    untied = {line for line in set(transform_draws).difference(*tied) if not _unread_binding(ctx, line)}
     out = []
     for lines in tied:
         found = [x for x in (class_draw, *lines, *untied) if x is not None]
@@ -824,7 +860,12 @@ class DataLoaderWorkersUnseeded(Rule):
             self.generator_line = node.lineno
         if qn in _DATALOADERS:
             w = kwarg(node, "num_workers")
-            if w is not None and literal(w, 1) not in (0, None) and kwarg(node, "worker_init_fn") is None:
+            if (
+                w is not None
+                and literal(w, 1) not in (0, None)
+                and _module_int(self.ctx, w) != 0
+                and kwarg(node, "worker_init_fn") is None
+            ):
                 self.no_init.append(node)
                 if kwarg(node, "generator") is None:
                     self.sites.append(node)

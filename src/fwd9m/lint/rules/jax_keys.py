@@ -23,43 +23,51 @@ JAX_SHARP = "https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html
 
 _MAKERS = frozenset({"PRNGKey", "key", "split", "fold_in", "clone", "wrap_key_data"})
 _SEED_TAKING = ("PRNGKey", "key", "wrap_key_data", "key_data", "key_impl", "default_prng_impl")
-_NON_CONSUMING = frozenset(
-    {
-        "fold_in",
-        "key_data",
-        "key_impl",
-        "wrap_key_data",
-        "clone",
-        "PRNGKey",
-        "key",
-        "print",
-        "len",
-        "isinstance",
-        "type",
-        "repr",
-        "str",
-        "id",
-        "hash",
-        "debug",
-        "info",
-        "warning",
-        "assert_equal",
-        "device_put",
-        "block_until_ready",
-    }
-) | frozenset(
-    {  # abstract evaluation, compilation and placement: they read no random bits
-        "eval_shape",
-        "fast_eval_shape",
-        "make_jaxpr",
-        "lower",
-        "reshard",
-        "device_put_replicated",
-        "device_put_sharded",
-        "replicate",
-        "put_cpu",
-        "process_allgather",
-    }
+_NON_CONSUMING = (
+    frozenset(
+        {
+            "fold_in",
+            "key_data",
+            "key_impl",
+            "wrap_key_data",
+            "clone",
+            "PRNGKey",
+            "key",
+            "print",
+            "len",
+            "isinstance",
+            "type",
+            "repr",
+            "str",
+            "id",
+            "hash",
+            "debug",
+            "info",
+            "warning",
+            "assert_equal",
+            "device_put",
+            "block_until_ready",
+        }
+    )
+    | frozenset(
+        {  # abstract evaluation, compilation and placement: they read no random bits
+            "eval_shape",
+            "fast_eval_shape",
+            "make_jaxpr",
+            "lower",
+            "reshard",
+            "device_put_replicated",
+            "device_put_sharded",
+            "replicate",
+            "put_cpu",
+            "process_allgather",
+        }
+    )
+    | frozenset(
+        # storing a key in a flax struct or dataclass (``state.replace(rng=rng)`` before a
+        # checkpoint, score_sde's run_lib.py) reads no random bits
+        {"replace"}
+    )
 )
 
 

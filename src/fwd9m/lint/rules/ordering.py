@@ -1032,6 +1032,37 @@ class SetIterationOrder(_OrderRule):
 _SEED_WORDS = ("seed", "random_state")
 
 
+#: names of ints a seed is derived from; not ``*_id``, which is often a string id
+#: (``hash(example_id) % shards`` is salted)
+_HASHED_INT_NAME = re.compile(r"(^|_)(seeds?|index|idx|rank|step|epoch|count|iteration)$")
+
+
+def _unsalted_hash(call: ast.Call) -> bool:
+    """``hash()`` of ints, or of a tuple of ints: ints hash to themselves and a tuple's
+    hash combines its items' hashes without a per-process salt, so the value is the same
+    in every run (dreamerv3 seeds each environment with ``hash((config.seed, index))``).
+    An int is an int literal, ``len``/``int``/``ord`` of anything, arithmetic on ints,
+    or a name whose last word is a seed, index, rank, step, epoch or count (a naming
+    heuristic)."""
+    if len(call.args) != 1 or call.keywords:
+        return False
+    a = call.args[0]
+    items = a.elts if type(a) is ast.Tuple else [a]
+    return bool(items) and all(_fixed_hash(e) or _hashed_int(e) for e in items)
+
+
+def _hashed_int(node) -> bool:
+    t = type(node)
+    if t is ast.Constant:
+        return type(node.value) is int
+    if t is ast.Call:
+        return call_name(node) in ("len", "int", "ord")
+    if t is ast.BinOp and type(node.op) in (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod):
+        return _hashed_int(node.left) and _hashed_int(node.right)
+    name = node.attr if t is ast.Attribute else node.id if t is ast.Name else ""
+    return bool(_HASHED_INT_NAME.search(name.lower()))
+
+
 @register
 class HashForIds(Rule):
     """Uses the builtin `hash()` for ids, buckets or seeds.
@@ -1076,6 +1107,7 @@ class HashForIds(Rule):
             and type(node.func) is ast.Name
             and node.func.id == "hash"
             and self.ctx.lookup("hash") == "hash"
+            and not _unsalted_hash(node)
         )
 
     def _ok_scope(self) -> bool:

@@ -12,13 +12,14 @@ from .._flow import (
     importer_seeds,
     is_test_file,
     local_model_training,
+    local_session_subclasses,
     local_training,
     main_block,
     module_aliases,
     runs,
     statements,
 )
-from .._helpers import arg, call_name, kwarg, literal
+from .._helpers import TRAINING_CALL, arg, call_name, kwarg, literal
 from .._helpers import walk as _walk
 from .._rule import Rule, register
 from ._common import (
@@ -30,6 +31,7 @@ from ._common import (
     SWITCH_ON_CALLS,
     TF_SEED_CALLS,
     TORCH_SEED_CALLS,
+    is_stateful_random,
     seeds,
     uses_numpy_global_random,
     uses_python_random,
@@ -741,7 +743,7 @@ class SeedFromEntropy(Rule):
             elif type(n) is ast.Name:
                 # a name of this scope, or a module-level one read in a function
                 key = next((k for k in ((self._scope(), n.id), (0, n.id)) if k in self.tainted), None)
-                if key is not None:
+                if key is not None and not _other_branch(self.ctx.tree, self.tainted[key], n.lineno):
                     return f"{n.id} (set from entropy on line {self.tainted[key]})"
         return None
 
@@ -779,6 +781,35 @@ class SeedFromEntropy(Rule):
                     "run; use a fixed seed or fwd9m.derive_seed(seed, ...)",
                 )
                 return
+
+
+def _other_branch(tree, set_line: int, use_line: int) -> bool:
+    """The line that set a name and the line that reads it lie in different branches of
+    one ``if`` (the body and the ``else``) that no loop encloses: the value set in one
+    branch never reaches the other (t5x's ``train.py`` draws a seed from the clock only
+    in the ``if random_seed is None`` branch and uses the given seed in the ``else``)."""
+
+    def inside(stmts, line):
+        return bool(stmts) and stmts[0].lineno <= line <= stmts[-1].end_lineno
+
+    todo = [tree] if tree is not None else []
+    while todo:
+        node = todo.pop()
+        for child in ast.iter_child_nodes(node):
+            if type(child) in (ast.For, ast.AsyncFor, ast.While):
+                continue  # a later iteration can reach the other branch
+            if type(child) is ast.If and (
+                (inside(child.body, set_line) and inside(child.orelse, use_line))
+                or (inside(child.orelse, set_line) and inside(child.body, use_line))
+            ):
+                return True
+            if (
+                isinstance(child, ast.stmt)
+                and child.lineno <= min(set_line, use_line)
+                and (child.end_lineno >= max(set_line, use_line))
+            ):
+                todo.append(child)
+    return False
 
 
 _INITIALIZER_ROOTS = (
@@ -1160,6 +1191,64 @@ _JAX_KEYS = frozenset(
 _TEST_MAINS = frozenset({"main", "run"})  # unittest.main(), tf.test.main(), absltest.main(), pytest.main()
 
 
+def _seeded_otherwise(ctx) -> bool:
+    """Seeded without a seeding call: by jaxline, or by op seeds on every random op."""
+    return _jaxline_main(ctx) or _op_seeded_graph(ctx)
+
+
+#: TF1 ops that draw (beside :func:`is_stateful_random`'s), seeded by their ``seed=``
+_TF_OP_DRAWS = frozenset(
+    {"truncated_normal", "dropout", "random_crop", "multinomial", "random_gamma", "random_poisson"}
+)
+#: TF APIs that build variables with a default (unseeded) initializer or draw inside
+_TF_DEFAULT_INIT = (
+    "tensorflow.layers.",
+    "tensorflow.compat.v1.layers.",
+    "tensorflow.contrib.",
+    "tensorflow.keras.",
+    "tensorflow.get_variable",
+    "tensorflow.compat.v1.get_variable",
+    "tensorflow.nn.rnn_cell.",
+    "tensorflow.compat.v1.nn.rnn_cell.",
+    "tensorflow.estimator.",
+)
+
+
+def _op_seeded_graph(ctx) -> bool:
+    """A TF1 graph whose every random op, and every ``shuffle``, takes an op seed
+    (``seed=SEED``, TensorFlow's MNIST tutorial) and that builds no variable with a
+    default initializer (``tf.get_variable``, ``tf.layers``, Keras): with no graph seed
+    TF1 then uses its default graph seed, so every op repeats its sequence
+    (``tf.compat.v1.set_random_seed``'s documentation, "the operation seed is set")."""
+    if not ctx.imports_any("tensorflow") or ctx.imports_any("keras"):
+        return False
+    draws = []
+    for qn, calls in ctx.calls.items():
+        if not qn.startswith("tensorflow."):
+            continue
+        if qn.startswith(_TF_DEFAULT_INIT):
+            return False
+        if is_stateful_random(qn) or qn.rsplit(".", 1)[-1] in _TF_OP_DRAWS:
+            draws.extend(calls)
+    draws += ctx.methods.get("shuffle", ())
+    return bool(draws) and all(
+        any(k.arg == "seed" and literal(k.value, 0) is not None for k in c.keywords) for c in draws
+    )
+
+
+def _jaxline_main(ctx) -> bool:
+    """Whether the file hands its experiment to ``jaxline.platform.main`` (called, or
+    passed as ``functools.partial(platform.main, Experiment)`` to ``app.run``): jaxline's
+    train loop makes every key from ``jax.random.PRNGKey(config.random_seed)``, 42 by
+    default (jaxline/train.py:80, base_config.py:134 at a2308d6)."""
+    if not ctx.imports_any("jaxline"):
+        return False
+    return any(
+        type(n) is ast.Attribute and n.attr == "main" and ctx.qualname(n) == "jaxline.platform.main"
+        for n in _walk(ctx.tree)
+    )
+
+
 @register
 class TrainsWithoutSeed(Rule):
     """A training script that never seeds its framework.
@@ -1174,7 +1263,12 @@ class TrainsWithoutSeed(Rule):
     a JAX key from `jax.random.key`/`PRNGKey`, ...); seeding only Python's `random` or
     NumPy (`random.seed`, `np.random.seed`) is said so in the message. Seeding helpers count: Lightning Fabric's
     `fabric.seed_everything(s)`, `RunConfig(tf_random_seed=s)`, `hk.PRNGSequence(s)`,
-    and a function of this file or of a local module it imports whose body seeds. Only
+    an experiment handed to `jaxline.platform.main` (keyed from `config.random_seed`), a
+    TF1 graph whose every random op and shuffle takes an op seed (`seed=SEED`) and that
+    builds no variable with a default initializer,
+    a function of this file or of a local module it imports whose body seeds, and a
+    setup function of a local module the script always calls that seeds up to four
+    calls down. Only
     scripts count: files that train at module level, in an `if __name__ == "__main__":`
     block that is not a test runner (`unittest.main()`, `tf.test.main()`), or in a
     function those reach, also through `absl.app.run(main)` / `tf.compat.v1.app.run()`.
@@ -1187,9 +1281,11 @@ class TrainsWithoutSeed(Rule):
     and seeds nothing either. A TF1 model module whose class builds `minimize` and runs it
     with the session it is handed (`self.sess.run(self.optim, ...)`) is flagged at its
     first `minimize` when the scripts importing it open a `tf.Session` and none sets
-    TensorFlow's graph seed. Code in a class or function under a module-level
+    TensorFlow's graph seed; so is a script whose model class builds `minimize` for a
+    trainer class of the repository (a local base class whose module opens the session)
+    when nothing sets the graph seed. Code in a class or function under a module-level
     `if`/`try` (a compatibility shim overriding `fit`) runs only when called. The `fit` of
-    an estimator of scikit-learn, XGBoost, LightGBM, CatBoost, statsmodels, ... (a
+    an estimator of scikit-learn, XGBoost, LightGBM, CatBoost, statsmodels, SageMaker, ... (a
     `LabelEncoder`, a `MinMaxScaler`, an `XGBClassifier` on features of a pretrained
     network) trains no framework model and is not a training call, unless the file builds
     framework layers from scratch (a random feature extractor, a `GridSearchCV` over a
@@ -1309,7 +1405,8 @@ class TrainsWithoutSeed(Rule):
             self._graph_module(framework)
             return
         optional = None
-        if seeds(ctx, FRAMEWORK_SEED_CALLS | ALL_SEED_CALLS | SWITCH_ON_CALLS | _JAX_KEYS):
+        # jaxline's train loop keys the experiment it is handed from config.random_seed
+        if _seeded_otherwise(ctx) or seeds(ctx, FRAMEWORK_SEED_CALLS | ALL_SEED_CALLS | SWITCH_ON_CALLS | _JAX_KEYS):
             optional = _optional_seed(ctx) if calls else None  # JAX: an explicit key is the seed
             if optional is None:
                 return
@@ -1362,8 +1459,10 @@ class TrainsWithoutSeed(Rule):
 #: libraries whose estimators have a ``fit`` that trains no framework model (a label
 #: encoder, a scaler, a random forest or gradient-boosted trees with their own seed)
 _ESTIMATOR_LIBRARIES = frozenset(
-    {"sklearn", "xgboost", "lightgbm", "catboost", "statsmodels", "umap", "hdbscan", "imblearn", "scipy"}
+    {"sklearn", "xgboost", "lightgbm", "catboost", "statsmodels", "umap", "hdbscan", "imblearn", "scipy", "sagemaker"}
 )
+# sagemaker: an Estimator's ``fit`` submits a training job that runs another script on a
+# remote instance (accelerate's ``launch.py`` does so); the calling file trains nothing
 
 
 #: constructors of framework layers and models built from scratch (random initial weights)
@@ -1449,8 +1548,14 @@ def _training_calls(ctx) -> list:
     calls += [c for qn, cs in ctx.calls.items() if qn.endswith(".estimator.train_and_evaluate") for c in cs]
     # TF1: minimize builds the step sess.run runs (the session opened here or by a helper:
     # ``sess = utils.session()``)
+    graph = [c for c in ctx.methods.get("minimize", ()) if ctx.qualname(c.func) is None]
     if any(ctx.calls.get(qn) for qn in _GRAPH_SESSIONS) or _opens_session(ctx) and _graph_training(ctx):
-        calls += [c for c in ctx.methods.get("minimize", ()) if ctx.qualname(c.func) is None]
+        calls += graph
+    elif graph and main_block(ctx.tree) is not None and ctx.imports_any("tensorflow"):
+        # a script whose model class builds minimize for the repository's trainer class,
+        # which opens the session and runs it
+        classes = local_session_subclasses(ctx)
+        calls += [c for c in graph if any(k.lineno <= c.lineno <= k.end_lineno for k in classes)]
     return calls
 
 
@@ -1580,6 +1685,114 @@ def _script_calls(ctx, calls) -> list:
     return [] if runners else list(calls)
 
 
+#: methods through which a loop's item reaches shared state in the order of the loop
+_ACCUMULATES = frozenset({"append", "extend", "insert", "appendleft", "partial_fit", "update", "write", "writelines"})
+
+
+def _order_only_shuffle(ctx, call) -> bool:
+    """``random.shuffle(items)`` / ``np.random.shuffle(items)`` as a statement whose list
+    is afterwards only the iterable of ``for`` loops that handle each item on its own
+    (:func:`_per_item_loop`), in a file that calls no training function: the shuffle
+    orders the work, not a result (facenet's alignment scripts shuffle the classes they
+    align, each written to its own folder)."""
+    if call_name(call) != "shuffle" or len(call.args) != 1 or type(call.args[0]) not in (ast.Name, ast.Attribute):
+        return False
+    if TRAINING_CALL.search(ctx.text):
+        return False  # a training loop over shuffled data updates the model in that order
+    target = ast.unparse(call.args[0])
+    scope = _innermost_scope(ctx.tree, call.lineno)
+    if scope is None or not any(type(s) is ast.Expr and s.value is call for s in _walk(scope)):
+        return False
+    loops, iters = [], set()
+    for n in _walk(scope):
+        if type(n) in (ast.For, ast.AsyncFor) and n.lineno > call.lineno and ast.unparse(n.iter) == target:
+            loops.append(n)
+            iters.add(id(n.iter))
+    for n in _walk(scope):
+        if (
+            type(n) in (ast.Name, ast.Attribute)
+            and type(n.ctx) is ast.Load
+            and n.lineno > call.end_lineno
+            and id(n) not in iters
+            and ast.unparse(n) == target
+        ):
+            return False  # read otherwise: indexed, passed on, returned
+    return bool(loops) and all(_per_item_loop(loop) for loop in loops)
+
+
+def _innermost_scope(tree, line: int):
+    best = tree
+    for n in _walk(tree) if tree is not None else ():
+        if type(n) in (ast.FunctionDef, ast.AsyncFunctionDef) and n.lineno <= line <= n.end_lineno:
+            if best is tree or n.lineno >= best.lineno:
+                best = n
+    return best
+
+
+def _per_item_loop(loop) -> bool:
+    """A loop whose items reach nothing shared in loop order: no item, nor a value computed
+    from one, is appended, written, summed or fed to ``partial_fit``/``update`` outside
+    containers and files created in the body itself (a per-class list file, a per-item
+    buffer); nothing is yielded, returned or broken out of."""
+    body = loop.body + loop.orelse
+    made = {n.id for st in body for n in _walk(st) if type(n) is ast.Name and type(n.ctx) is ast.Store}
+    made -= {n.id for n in _walk(loop.target) if type(n) is ast.Name}
+    bound = {n.id for n in _walk(loop.target) if type(n) is ast.Name}
+    grew = True
+    while grew:  # names computed from an item carry it (filename = path_of(item))
+        grew = False
+        for st in body:
+            for n in _walk(st):
+                src = n.value if type(n) is ast.Assign else n.iter if type(n) in (ast.For, ast.AsyncFor) else None
+                outs = n.targets if type(n) is ast.Assign else [n.target] if src is not None else []
+                if src is not None and any(type(u) is ast.Name and u.id in bound for u in _walk(src)):
+                    new = {u.id for t in outs for u in _walk(t) if type(u) is ast.Name} - bound
+                    if new:
+                        bound |= new
+                        grew = True
+
+    def carries(e) -> bool:
+        return any(type(u) is ast.Name and u.id in bound for u in _walk(e))
+
+    counted = {n.target.id for st in body for n in _walk(st) if type(n) is ast.AugAssign and type(n.target) is ast.Name}
+    if any(type(n) is ast.Name and n.id in counted and type(n.ctx) is ast.Load for st in body for n in _walk(st)):
+        return False  # a running count read in the loop (the first k items go to validation)
+    inner = {  # a break that ends a nested loop ends only that loop
+        id(b)
+        for st in body
+        for n in _walk(st)
+        if type(n) in (ast.For, ast.AsyncFor, ast.While)
+        for b in _walk(n)
+        if type(b) is ast.Break
+    }
+    for st in body:
+        for n in _walk(st):
+            t = type(n)
+            if t in (ast.Yield, ast.YieldFrom, ast.Return) or (t is ast.Break and id(n) not in inner):
+                return False
+            if t is ast.AugAssign and carries(n.value) and not _made_here(n.target, made):
+                return False
+            if t is ast.Assign and any(
+                type(x) in (ast.Subscript, ast.Attribute) and not _made_here(x, made) for x in n.targets
+            ):
+                return False  # shared state changed item by item (a graph's labels, a table)
+            if (
+                t is ast.Call
+                and type(n.func) is ast.Attribute
+                and n.func.attr in _ACCUMULATES
+                and any(carries(a) for a in n.args)
+                and not _made_here(n.func.value, made)
+            ):
+                return False
+    return True
+
+
+def _made_here(node, made: set[str]) -> bool:
+    while type(node) in (ast.Attribute, ast.Subscript):
+        node = node.value
+    return type(node) is ast.Name and node.id in made
+
+
 @register
 class GlobalGeneratorUnseeded(Rule):
     """A script draws from Python's or NumPy's global generator and never seeds it.
@@ -1650,11 +1863,14 @@ class GlobalGeneratorUnseeded(Rule):
             ("Python's random", uses_python_random(ctx), PYTHON_SEED_CALLS),
             ("NumPy's global generator", uses_numpy_global_random(ctx) + _library_numpy_draws(ctx), NUMPY_SEED_CALLS),
         ):
+            draws = [c for c in draws if not _order_only_shuffle(ctx, c)]
             ran = _script_calls(ctx, draws) if not seeds(ctx, seed_calls) else []
             if ran:
                 found.append((min(ran, key=lambda c: (c.lineno, c.col_offset)), name))
         for call, name in sorted(found, key=lambda t: (t[0].lineno, t[0].col_offset)):
-            what = ctx.qualname(call.func) or f"{ast.unparse(call.func)} (TensorFlow's tutorial MNIST DataSet)"
+            what = ctx.qualname(call.func) or ast.unparse(call.func)
+            if call_name(call) == "next_batch":
+                what += " (TensorFlow's tutorial MNIST DataSet)"
             self.report(
                 call,
                 f"{what} draws from {name}, which this script never seeds: it differs in "
