@@ -161,6 +161,23 @@ def fwd9m_cli():
     return run_fwd9m
 
 
+def pytest_configure(config):
+    """Compile fwd9m to bytecode once, before any test starts a child: with
+    PYTHONDONTWRITEBYTECODE set (as on the shared test machines) no process writes its
+    ``__pycache__``, so each of the suite's ~1,700 runs compiled fwd9m's modules from
+    source again: 0.09 CPU s per ``fwd9m._runtime.capture`` child of a plain script
+    (0.25 -> 0.16) and 0.3 s per ``fwd9m check`` of one (0.9 -> 0.6). Python reads a
+    valid ``.pyc`` whatever that variable says; the workers of pytest-xdist leave it to
+    the process that started them."""
+    if hasattr(config, "workerinput"):
+        return
+    import compileall
+
+    import fwd9m
+
+    compileall.compile_dir(Path(fwd9m.__file__).parent, quiet=2)
+
+
 #: taken out of the environment at once, so that a pytest a test starts leaves no mark
 _DONE_MARK = os.environ.pop("FWD9M_TEST_DONE", None)
 

@@ -32,7 +32,7 @@ def shown(path: str | os.PathLike[str]) -> str:
     which a plain print hides (``fwd9m run "$SCRIPT"`` with an unset variable), and with
     control characters escaped (a newline or an escape sequence in a file name would
     forge a line of the message or act on the terminal)."""
-    from .compare._escape import escape_control
+    from ._escape import escape_control
 
     text = os.fspath(path)
     if isinstance(text, bytes):

@@ -265,7 +265,7 @@ def _script_frameworks(script: str | None) -> set[str] | None:
     built on one); None when that cannot be told."""
     if not script or not os.path.isfile(script):
         return None
-    from ..check._hints import _script_frameworks as frameworks
+    from .._lint_hints import script_frameworks as frameworks
 
     used = frameworks(script, None)
     try:

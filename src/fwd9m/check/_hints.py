@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .._lint_hints import script_frameworks as _script_frameworks
 from .._log import logger
 
 
@@ -129,41 +130,6 @@ def _general(e: Any, python: bool, threads_differ: bool) -> bool:
     if e.id.endswith("cpu-threads"):
         return threads_differ
     return e.kind == "seed" and any("seed" in s.rsplit(".", 1)[-1].lower() for s in e.symbols)
-
-
-def _script_frameworks(source: str | None, fp: dict[str, Any] | None) -> set[str] | None:
-    """The frameworks the script (and the local modules it imports) trains with: those it
-    imports, or imports a library of (``pytorch_lightning`` -> torch, ``flax`` -> jax), plus
-    Keras' active backend when it imports Keras. None when that cannot be told (no
-    readable source, or no import of a known framework or library): then every framework
-    the runs imported counts."""
-    import ast
-
-    from .. import _frameworks
-    from .._lint_hints import local_modules
-
-    if not source or not Path(source).is_file():
-        return None
-    used: set[str] = set()
-    for path in [Path(source), *local_modules(source)]:
-        try:
-            tree = ast.parse(path.read_bytes())
-        except (OSError, SyntaxError, ValueError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                roots = [a.name.split(".")[0] for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                roots = [node.module.split(".")[0]]
-            else:
-                continue
-            used.update(n for n in map(_frameworks.of_module, roots) if n)
-    if not used:
-        return None
-    if "keras" in used:
-        backend = ((fp or {}).get("frameworks") or {}).get("keras", {}).get("backend")
-        used.add(backend if backend in _frameworks.FRAMEWORKS else "tensorflow")
-    return used
 
 
 def _hint_frameworks(fp: dict[str, Any] | None, source: str | None) -> dict[str, str | None]:
