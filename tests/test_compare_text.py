@@ -453,3 +453,18 @@ def test_words_rich_cuts_to_a_width_that_follows_the_rate_agree(tmp_path):
     assert compare_text("stdout", *_text_pair(tmp_path, a, b)) is None
     for x, y in [("loss_a…\n", "loss_b…\n"), ("loss 0.12…\n", "loss 0.1…\n"), ("val_loss…\n", "val_loss\n")]:
         assert compare_text("stdout", *_text_pair(tmp_path, x, y)) is not None
+
+
+def test_a_line_written_over_a_tqdm_bar_leaves_no_piece_of_its_timings():
+    """tqdm's nested bars: a logging line written into the outer bar's row from its first
+    column showed the tail of the bar's rate, ``/s]`` in one run and ``it]`` in the
+    next (a false NOT REPRODUCIBLE under load); a shorter line still leaves the rest of
+    what it was written over, as on a terminal."""
+    from fwd9m.compare._text import _overlay
+
+    bar = "epochs:  50%|█████     | 1/2 [00:01<00:01,  4.57it/s]"
+    line = "2026-12-03 17:58:23,801 INFO epoch 1 loss 0.055173"
+    assert _overlay(bar, line) == line
+    assert _overlay(bar.replace(" 4.57it/s", "1.09s/it"), line) == line
+    assert _overlay(bar, "short") == "short" + bar[5:]
+    assert _overlay("step 9 loss 0.51", "ok") == "okep 9 loss 0.51"

@@ -746,8 +746,21 @@ def _overlay(old: str, new: str) -> str:
     either."""
     if not old or _ERASE.search(new):
         return new
-    tail = _ANSI.sub("", old)[len(_ANSI.sub("", new)) :]
+    old, cut = _ANSI.sub("", old), len(_ANSI.sub("", new))
+    tail = old[cut:]
+    bar = _BAR_TIMES.search(old)
+    if bar and cut >= bar.start(1):  # what is left is a piece of a bar's times and rate
+        return new
     return new + tail if tail.strip() else new
+
+
+#: the times and rate that end a tqdm bar (its default ``bar_format``, tqdm/std.py
+#: ``format_meter``: ``{n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]``):
+#: a line written over such a bar from its first column, and longer than the bar up to
+#: here, leaves visible only a piece of these timings, which follow the clock (tqdm's
+#: nested bars: a ``logging`` line written into the outer bar's row shows ``loss
+#: 0.055173/s]`` in one run and ``loss 0.055173it]`` in the next)
+_BAR_TIMES = re.compile(r"\d/\d+ (\[[\d:]+<[\d:?]+, [^\]]*\])\s*$")
 
 
 class _Screen:
