@@ -505,20 +505,20 @@ def _fixed_hash(node) -> bool:
 _INT_NAME = re.compile(r"(^|_)(index|idx|id|ids|rank|count|step|epoch|num|size|len|length)$")
 
 
-def _int_like(node) -> bool:
+def _int_like(node, names: re.Pattern[str] = _INT_NAME) -> bool:
     """An expression whose value is an int (ints hash to themselves, so a set of them has
     the same order in every run): an int literal, ``len``/``int``/``ord`` of anything,
-    arithmetic on ints, or a name whose last word says it counts or indexes
-    (``p.process_index``, ``token_id``, ``rank``): a naming heuristic."""
+    arithmetic on ints, or a name whose last word ``names`` matches, by default one that
+    says it counts or indexes (``p.process_index``, ``token_id``, ``rank``): a naming heuristic."""
     t = type(node)
     if t is ast.Constant:
         return type(node.value) is int
     if t is ast.Call:
         return call_name(node) in ("len", "int", "ord")
     if t is ast.BinOp and type(node.op) in (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod):
-        return _int_like(node.left) and _int_like(node.right)
+        return _int_like(node.left, names) and _int_like(node.right, names)
     name = node.attr if t is ast.Attribute else node.id if t is ast.Name else None
-    return bool(name) and bool(_INT_NAME.search(name.lower()))
+    return bool(name) and bool(names.search(name.lower()))
 
 
 def _ints_added(scope_node, key: str) -> bool:
@@ -1048,19 +1048,7 @@ def _unsalted_hash(call: ast.Call) -> bool:
         return False
     a = call.args[0]
     items = a.elts if type(a) is ast.Tuple else [a]
-    return bool(items) and all(_fixed_hash(e) or _hashed_int(e) for e in items)
-
-
-def _hashed_int(node) -> bool:
-    t = type(node)
-    if t is ast.Constant:
-        return type(node.value) is int
-    if t is ast.Call:
-        return call_name(node) in ("len", "int", "ord")
-    if t is ast.BinOp and type(node.op) in (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod):
-        return _hashed_int(node.left) and _hashed_int(node.right)
-    name = node.attr if t is ast.Attribute else node.id if t is ast.Name else ""
-    return bool(_HASHED_INT_NAME.search(name.lower()))
+    return bool(items) and all(_fixed_hash(e) or _int_like(e, _HASHED_INT_NAME) for e in items)
 
 
 @register
