@@ -748,10 +748,12 @@ def _overlay(old: str, new: str) -> str:
         return new
     old, cut = _ANSI.sub("", old), len(_ANSI.sub("", new))
     tail = old[cut:]
+    if not tail.strip():  # a bar's redraw padded with blanks: the common case
+        return new
     bar = _BAR_TIMES.search(old)
     if bar and cut >= bar.start(1):  # what is left is a piece of a bar's times and rate
         return new
-    return new + tail if tail.strip() else new
+    return new + tail
 
 
 #: the times and rate that end a tqdm bar (its default ``bar_format``, tqdm/std.py
