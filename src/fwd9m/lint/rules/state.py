@@ -680,7 +680,7 @@ def _checkpoint_source(scope, call, load_ids: set[int]):
 
 def _is_resume(scope, call, source) -> bool:
     """Whether the load in ``scope`` resumes a run: a step count read from the checkpoint
-    into a variable, a resume word in the loaded path, an enclosing ``if`` test or the
+    (or parsed from its path) into a variable, a resume word in the loaded path, an enclosing ``if`` test or the
     function's name, or an enclosing ``if`` on an epoch/step/iteration option."""
     tainted, loads = source
     for st in _walk(scope):
@@ -695,6 +695,17 @@ def _is_resume(scope, call, source) -> bool:
                 return True
     if any(_RESUME_WORD.search(ast.unparse(a)) for c in loads for a in (*c.args, *c.keywords)):
         return True
+    # a step count parsed from the loaded path: start_iter = int(opt.saved_model.split("_")[-1][:-4])
+    paths = {
+        ast.unparse(n) for c in loads for a in c.args[:1] for n in _walk(a) if type(n) in (ast.Name, ast.Attribute)
+    }
+    for st in _walk(scope):
+        if (
+            type(st) is ast.Assign
+            and any(_STEP_KEY.search(ast.unparse(t)) for t in st.targets)
+            and any(type(n) in (ast.Name, ast.Attribute) and ast.unparse(n) in paths for n in _walk(st.value))
+        ):
+            return True
     if type(scope) in _DEFS_ONLY and _RESUME_WORD.search(scope.name):
         return True
     for n in _walk(scope):
@@ -717,11 +728,39 @@ def _restored(ctx, word) -> bool:
     return _reads_key(ctx.tree, word)
 
 
+def _stateless_optimizers(ctx) -> bool:
+    """Every optimizer the file builds is ``torch.optim.SGD`` without momentum (no
+    ``momentum=``, or 0; the pytorch/examples DDP tutorial's ``SGD(params, lr=1e-3)``): it
+    keeps no state, so a resume without it loses nothing. False when the file builds none."""
+    built = [(qn, c) for qn, cs in ctx.calls.items() if qn.startswith("torch.optim.") for c in cs]
+    built = [(qn, c) for qn, c in built if "lr_scheduler" not in qn and qn.rsplit(".", 1)[-1][:1].isupper()]
+    if not built:
+        return False
+    for qn, c in built:
+        momentum = kwarg(c, "momentum", c.args[2] if len(c.args) > 2 else None)
+        if qn != "torch.optim.SGD" or not (momentum is None or is_const(momentum, 0) or is_const(momentum, 0.0)):
+            return False
+    return True
+
+
+def _given_start(ctx, scheds) -> bool:
+    """A scheduler built with the run's start value (the first bound of a ``range(start,
+    end)`` loop, or a name the start epoch is read into): PyTorch-GAN's
+    ``LambdaLR(optimizer, lr_lambda=LambdaLR(n_epochs, opt.epoch, decay).step)`` offsets
+    its schedule by ``opt.epoch``, so a resumed run takes up the schedule where it was."""
+    starts = {
+        ast.unparse(c.args[0])
+        for c in ctx.calls.get("range", ())
+        if len(c.args) >= 2 and type(c.args[0]) is not ast.Constant
+    }
+    return any(ast.unparse(n) in starts for c in scheds for n in _walk(c) if type(n) in (ast.Name, ast.Attribute))
+
+
 def _missing_state(ctx) -> list[str]:
     """The parts of the training state besides the weights that the file never restores:
     the optimizer, an LR scheduler it builds (unless positioned by ``last_epoch=`` or
     stepped with the epoch), an AMP loss scaler it builds (unless disabled)."""
-    missing = [] if _restored(ctx, _OPTIM_WORD) else ["optimizer"]
+    missing = [] if _restored(ctx, _OPTIM_WORD) or _stateless_optimizers(ctx) else ["optimizer"]
     scheds = [
         c
         for qn, cs in ctx.calls.items()
@@ -731,6 +770,7 @@ def _missing_state(ctx) -> list[str]:
     if scheds and not (
         _restored(ctx, _SCHED_WORD)
         or any(kwarg(c, "last_epoch") is not None for c in scheds)
+        or _given_start(ctx, scheds)
         or any(
             c.args and type(c.func) is ast.Attribute and _SCHED_WORD.search(ast.unparse(c.func.value))
             for c in ctx.methods.get("step", ())
@@ -761,8 +801,10 @@ class TorchResumeFromWeightsOnly(Rule):
     `load_state_dict`, no checkpoint entry named for the optimizer read back), or restores
     it but builds an LR scheduler or AMP `GradScaler` whose state it never restores
     (no `load_state_dict` of it, no entry named for it, no `last_epoch=`, no
-    `scheduler.step(epoch)`). A resume is a load whose function takes a step count from
-    the checkpoint (`start_epoch = ckpt["epoch"]`), or whose path, enclosing `if` test or
+    `scheduler.step(epoch)`, not built with the loop's start epoch). An optimizer that
+    keeps no state (every one the file builds is `SGD` without momentum) loses nothing.
+    A resume is a load whose function takes a step count from the checkpoint
+    (`start_epoch = ckpt["epoch"]`) or parses one from its path, or whose path, enclosing `if` test or
     function name says resume/restart, or which runs under an `if` on an epoch, step or
     iteration option (`if opt.epoch != 0:`). Loading pretrained weights to fine-tune (no
     step count taken, no resume meaning), a load with `strict=False` (a partial or
