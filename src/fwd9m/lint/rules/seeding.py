@@ -5,12 +5,15 @@ from __future__ import annotations
 import ast
 
 from .._flow import (
+    _FOREIGN,
     ENTRY_POINTS,
+    _parse,
     dotted,
     fallback_calls,
     importer_scripts,
     importer_seeds,
     is_test_file,
+    local_function,
     local_model_training,
     local_session_subclasses,
     local_training,
@@ -23,6 +26,8 @@ from .._helpers import TRAINING_CALL, arg, call_name, kwarg, literal
 from .._helpers import walk as _walk
 from .._rule import Rule, register
 from ._common import (
+    _NP_NOT_DRAWS,
+    _PY_NOT_DRAWS,
     ALL_SEED_CALLS,
     FRAMEWORK_SEED_CALLS,
     NUMPY_SEED_CALLS,
@@ -1793,6 +1798,50 @@ def _made_here(node, made: set[str]) -> bool:
     return type(node) is ast.Name and node.id in made
 
 
+def _draw_line(node, aliases, tree, prefix: str, excluded) -> int | None:
+    """Line of a draw from the global generator ``prefix`` in ``node`` (a class or function of
+    a local module), or in a module function of ``tree`` it calls by name (one level)."""
+    helpers = {s.name: s for s in getattr(tree, "body", ()) if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef)}
+    bodies = [node]
+    bodies += [
+        helpers[n.func.id]
+        for n in _walk(node)
+        if type(n) is ast.Call and type(n.func) is ast.Name and n.func.id in helpers
+    ]
+    for body in bodies:
+        for n in _walk(body):
+            if type(n) is ast.Call:
+                qn = dotted(n.func, aliases)
+                if (
+                    qn
+                    and qn.startswith(prefix)
+                    and qn.count(".") == prefix.count(".")
+                    and qn.rsplit(".", 1)[1] not in excluded
+                ):
+                    return n.lineno
+    return None
+
+
+def _local_draws(ctx, prefix: str, excluded) -> dict[int, tuple[ast.Call, str]]:
+    """Calls of the file to a class or function of a local module (beside it or up to three
+    folders above) that draws from the global generator ``prefix`` in its body, its methods or
+    a module function they call: keras-rl's ``SequentialMemory`` samples replay batches with
+    ``random.sample`` (rl/memory.py), so a script that uses it draws from Python's ``random``
+    as surely as one that calls it. ``id(call) -> (call, "module file:line")``."""
+    out: dict[int, tuple[ast.Call, str]] = {}
+    for qn, calls in ctx.calls.items():
+        if "." not in qn or qn.split(".", 1)[0] in _FOREIGN:
+            continue
+        found = local_function(ctx, qn, classes=True)
+        if not found:
+            continue
+        node, aliases, path = found
+        line = _draw_line(node, aliases, _parse(path), prefix, excluded)
+        if line is not None:
+            out.update((id(c), (c, f"{path.parent.name}/{path.name}:{line}")) for c in calls)
+    return out
+
+
 @register
 class GlobalGeneratorUnseeded(Rule):
     """A script draws from Python's or NumPy's global generator and never seeds it.
@@ -1809,7 +1858,11 @@ class GlobalGeneratorUnseeded(Rule):
     everything: `keras.utils.set_random_seed`, `fwd9m.seed_everything`, Lightning's
     `seed_everything`, `transformers.set_seed`, ...) and no framework seed either (a
     file that seeds only its framework gets FWD101 instead). Library modules, whose
-    caller seeds, are not flagged.
+    caller seeds, are not flagged; a script that draws nothing itself but calls a class
+    or function of a local module (beside it or up to three folders above) that draws
+    from the unseeded generator, in its body, a method or a module function those call
+    (keras-rl's `SequentialMemory` samples replay batches with `random.sample`), is
+    flagged at that call.
 
     ## Why is this bad
     Python's `random` and NumPy's global `RandomState` start from fresh OS entropy in
@@ -1858,19 +1911,32 @@ class GlobalGeneratorUnseeded(Rule):
         ctx = self.ctx
         if seeds(ctx, ALL_SEED_CALLS | FRAMEWORK_SEED_CALLS):
             return
-        found = []
-        for name, draws, seed_calls in (
-            ("Python's random", uses_python_random(ctx), PYTHON_SEED_CALLS),
-            ("NumPy's global generator", uses_numpy_global_random(ctx) + _library_numpy_draws(ctx), NUMPY_SEED_CALLS),
+        found, local = [], {}
+        for name, draws, seed_calls, prefix, excluded in (
+            ("Python's random", uses_python_random(ctx), PYTHON_SEED_CALLS, "random.", _PY_NOT_DRAWS),
+            (
+                "NumPy's global generator",
+                uses_numpy_global_random(ctx) + _library_numpy_draws(ctx),
+                NUMPY_SEED_CALLS,
+                "numpy.random.",
+                _NP_NOT_DRAWS,
+            ),
         ):
+            if seeds(ctx, seed_calls):
+                continue
             draws = [c for c in draws if not _order_only_shuffle(ctx, c)]
-            ran = _script_calls(ctx, draws) if not seeds(ctx, seed_calls) else []
+            if not draws:  # only then: a local module's draws (each lookup may read a file)
+                local.update(_local_draws(ctx, prefix, excluded))
+                draws = [c for c, _ in local.values()]
+            ran = _script_calls(ctx, draws)
             if ran:
                 found.append((min(ran, key=lambda c: (c.lineno, c.col_offset)), name))
         for call, name in sorted(found, key=lambda t: (t[0].lineno, t[0].col_offset)):
             what = ctx.qualname(call.func) or ast.unparse(call.func)
             if call_name(call) == "next_batch":
                 what += " (TensorFlow's tutorial MNIST DataSet)"
+            elif id(call) in local:
+                what += f" (a draw at {local[id(call)][1]})"
             self.report(
                 call,
                 f"{what} draws from {name}, which this script never seeds: it differs in "

@@ -6,7 +6,7 @@ import ast
 import re
 
 from .._flow import _FOREIGN, is_test_file, local_function, module_aliases, project_mentions, runs, statements
-from .._helpers import call_name
+from .._helpers import TRAINING_CALL, call_name, is_const, kwarg
 from .._helpers import walk as _walk
 from .._rule import Rule, register
 from ._common import is_stateful_random
@@ -580,3 +580,326 @@ class KerasResumeFromWeightsOnly(Rule):
                     "an uninterrupted one; use keras.callbacks.BackupAndRestore with "
                     "fwd9m.callbacks.RngStateCheckpoint, or save and load the whole model (.keras)",
                 )
+
+
+#: what a name or key of the rest of a training state says (an optimizer, its LR scheduler,
+#: AMP's loss scaler)
+_OPTIM_WORD = re.compile(r"optim|(?:^|_)opt(?:$|_|\d)|solver", re.I)
+_SCHED_WORD = re.compile(r"sched|lr_s", re.I)
+_SCALER_WORD = re.compile(r"scaler|(?:^|_)amp(?:$|_)", re.I)
+#: a step count read from a checkpoint: where a resumed run starts
+_STEP_KEY = re.compile(r"epoch|step|iter", re.I)
+_RESUME_WORD = re.compile(r"resum|restart", re.I)
+#: calls that restore a whole training state (accelerate, ignite, HF Trainer, Lightning)
+_RESTORES_ALL = re.compile(r"\.load_state\(|load_objects\(|resume_from_checkpoint|\bckpt_path\s*=")
+_SCHEDULER_MAKERS = frozenset(
+    {
+        "create_scheduler",
+        "create_scheduler_v2",
+        "build_scheduler",
+        "build_lr_scheduler",
+        "get_scheduler",
+        "get_linear_schedule_with_warmup",
+        "get_cosine_schedule_with_warmup",
+        "CosineLRScheduler",
+    }
+)
+_SCALER_MAKERS = frozenset({"GradScaler", "NativeScaler", "NativeScalerWithGradNormCount"})
+_DEFS_ONLY = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _scope_of(tree, line: int):
+    """The innermost function holding ``line``, or the module."""
+    best = tree
+    for n in _walk(tree):
+        if type(n) in _DEFS_ONLY and n.lineno <= line <= (n.end_lineno or n.lineno):
+            if best is tree or n.lineno >= best.lineno:
+                best = n
+    return best
+
+
+def _key(node) -> str | None:
+    """The string key read: ``x["k"]`` or ``x.get("k", ...)``."""
+    if type(node) is ast.Subscript and type(node.slice) is ast.Constant and isinstance(node.slice.value, str):
+        return node.slice.value
+    if (
+        type(node) is ast.Call
+        and type(node.func) is ast.Attribute
+        and node.func.attr == "get"
+        and node.args
+        and type(node.args[0]) is ast.Constant
+        and isinstance(node.args[0].value, str)
+    ):
+        return node.args[0].value
+    return None
+
+
+def _reads_key(tree, word) -> bool:
+    """Whether a checkpoint's entry named for ``word`` is read anywhere (not written)."""
+    for n in _walk(tree):
+        k = _key(n)
+        if k is not None and word.search(k) and not (type(n) is ast.Subscript and type(n.ctx) is not ast.Load):
+            return True
+    return False
+
+
+def _checkpoint_source(scope, call, load_ids: set[int]):
+    """``(names, loads)`` when ``call``'s argument comes from ``torch.load`` in ``scope``:
+    the names bound from a loaded checkpoint (``ckpt``, ``state = ckpt["model"]``) and the
+    ``torch.load`` calls of the scope; None when it does not."""
+    loads = [n for n in _walk(scope) if type(n) is ast.Call and id(n) in load_ids]
+    if not loads:
+        return None
+    tainted: set[str] = set()
+    assigns = [n for n in _walk(scope) if type(n) in (ast.Assign, ast.AnnAssign, ast.With)]
+    grew = True
+    while grew:
+        grew = False
+        for n in assigns:
+            if type(n) is ast.With:
+                pairs = [(i.context_expr, i.optional_vars) for i in n.items if i.optional_vars is not None]
+            else:
+                pairs = [(n.value, t) for t in (n.targets if type(n) is ast.Assign else [n.target])]
+            for value, target in pairs:
+                if value is None or not any(
+                    (type(v) is ast.Call and id(v) in load_ids) or (type(v) is ast.Name and v.id in tainted)
+                    for v in _walk(value)
+                ):
+                    continue
+                new = {t.id for t in _walk(target) if type(t) is ast.Name} - tainted
+                if new:
+                    tainted |= new
+                    grew = True
+    arg = call.args[0]
+    if any(
+        (type(v) is ast.Call and id(v) in load_ids) or (type(v) is ast.Name and v.id in tainted) for v in _walk(arg)
+    ):
+        return tainted, loads
+    return None
+
+
+def _is_resume(scope, call, source) -> bool:
+    """Whether the load in ``scope`` resumes a run: a step count read from the checkpoint
+    (or parsed from its path) into a variable, a resume word in the loaded path, an enclosing ``if`` test or the
+    function's name, or an enclosing ``if`` on an epoch/step/iteration option."""
+    tainted, loads = source
+    for st in _walk(scope):
+        if type(st) not in (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return) or st.value is None:
+            continue
+        for n in _walk(st.value):
+            k = _key(n)
+            if k is None or not _STEP_KEY.search(k):
+                continue
+            base = n.value if type(n) is ast.Subscript else n.func.value
+            if (type(base) is ast.Name and base.id in tainted) or any(base is c for c in loads):
+                return True
+    if any(_RESUME_WORD.search(ast.unparse(a)) for c in loads for a in (*c.args, *c.keywords)):
+        return True
+    # a step count parsed from the loaded path: start_iter = int(opt.saved_model.split("_")[-1][:-4])
+    paths = {
+        ast.unparse(n) for c in loads for a in c.args[:1] for n in _walk(a) if type(n) in (ast.Name, ast.Attribute)
+    }
+    for st in _walk(scope):
+        if (
+            type(st) is ast.Assign
+            and any(_STEP_KEY.search(ast.unparse(t)) for t in st.targets)
+            and any(type(n) in (ast.Name, ast.Attribute) and ast.unparse(n) in paths for n in _walk(st.value))
+        ):
+            return True
+    if type(scope) in _DEFS_ONLY and _RESUME_WORD.search(scope.name):
+        return True
+    for n in _walk(scope):
+        if type(n) is ast.If and n.lineno < call.lineno <= (n.end_lineno or n.lineno):
+            in_body = any(call.lineno >= s.lineno and call.lineno <= (s.end_lineno or s.lineno) for s in n.body)
+            test = ast.unparse(n.test)
+            if in_body and (_RESUME_WORD.search(test) or _STEP_KEY.search(test)):
+                return True
+    return False
+
+
+def _restored(ctx, word) -> bool:
+    """A ``load_state_dict`` of something named for ``word`` (its receiver or the entry it
+    loads), or a checkpoint entry named for it read back."""
+    for c in ctx.methods.get("load_state_dict", ()):
+        if type(c.func) is ast.Attribute and (
+            word.search(ast.unparse(c.func.value)) or any(word.search(ast.unparse(a)) for a in c.args)
+        ):
+            return True
+    return _reads_key(ctx.tree, word)
+
+
+def _stateless_optimizers(ctx) -> bool:
+    """Every optimizer the file builds is ``torch.optim.SGD`` without momentum (no
+    ``momentum=``, or 0; the pytorch/examples DDP tutorial's ``SGD(params, lr=1e-3)``): it
+    keeps no state, so a resume without it loses nothing. False when the file builds none."""
+    built = [(qn, c) for qn, cs in ctx.calls.items() if qn.startswith("torch.optim.") for c in cs]
+    built = [(qn, c) for qn, c in built if "lr_scheduler" not in qn and qn.rsplit(".", 1)[-1][:1].isupper()]
+    if not built:
+        return False
+    for qn, c in built:
+        momentum = kwarg(c, "momentum", c.args[2] if len(c.args) > 2 else None)
+        if qn != "torch.optim.SGD" or not (momentum is None or is_const(momentum, 0) or is_const(momentum, 0.0)):
+            return False
+    return True
+
+
+def _given_start(ctx, scheds) -> bool:
+    """A scheduler built with the run's start value (the first bound of a ``range(start,
+    end)`` loop, or a name the start epoch is read into): PyTorch-GAN's
+    ``LambdaLR(optimizer, lr_lambda=LambdaLR(n_epochs, opt.epoch, decay).step)`` offsets
+    its schedule by ``opt.epoch``, so a resumed run takes up the schedule where it was."""
+    starts = {
+        ast.unparse(c.args[0])
+        for c in ctx.calls.get("range", ())
+        if len(c.args) >= 2 and type(c.args[0]) is not ast.Constant
+    }
+    return any(ast.unparse(n) in starts for c in scheds for n in _walk(c) if type(n) in (ast.Name, ast.Attribute))
+
+
+def _missing_state(ctx) -> list[str]:
+    """The parts of the training state besides the weights that the file never restores:
+    the optimizer, an LR scheduler it builds (unless positioned by ``last_epoch=`` or
+    stepped with the epoch), an AMP loss scaler it builds (unless disabled)."""
+    missing = [] if _restored(ctx, _OPTIM_WORD) or _stateless_optimizers(ctx) else ["optimizer"]
+    scheds = [
+        c
+        for qn, cs in ctx.calls.items()
+        for c in cs
+        if qn.startswith("torch.optim.lr_scheduler.") or qn.rsplit(".", 1)[-1] in _SCHEDULER_MAKERS
+    ] + [c for m in _SCHEDULER_MAKERS for c in ctx.methods.get(m, ())]
+    if scheds and not (
+        _restored(ctx, _SCHED_WORD)
+        or any(kwarg(c, "last_epoch") is not None for c in scheds)
+        or _given_start(ctx, scheds)
+        or any(
+            c.args and type(c.func) is ast.Attribute and _SCHED_WORD.search(ast.unparse(c.func.value))
+            for c in ctx.methods.get("step", ())
+        )
+    ):
+        missing.append("LR scheduler")
+    scalers = [
+        c
+        for qn, cs in ctx.calls.items()
+        for c in cs
+        if qn.rsplit(".", 1)[-1] in _SCALER_MAKERS
+        and (kwarg(c, "enabled") is None or (type(kwarg(c, "enabled")) is ast.Constant and kwarg(c, "enabled").value))
+    ]
+    if scalers and not _restored(ctx, _SCALER_WORD):
+        missing.append("AMP GradScaler")
+    return missing
+
+
+@register
+class TorchResumeFromWeightsOnly(Rule):
+    """Resumes PyTorch training from the model weights without the optimizer state.
+
+    ## What it does
+    Flags `model.load_state_dict(...)` of a checkpoint read with `torch.load` (directly,
+    or through names bound from it: `ckpt["state_dict"]`) when the load is a resume, in a
+    file that trains (a `backward`/`optimizer.step` call, or it builds a `torch.optim`
+    optimizer) and that does not restore the optimizer's state (no optimizer
+    `load_state_dict`, no checkpoint entry named for the optimizer read back), or restores
+    it but builds an LR scheduler or AMP `GradScaler` whose state it never restores
+    (no `load_state_dict` of it, no entry named for it, no `last_epoch=`, no
+    `scheduler.step(epoch)`, not built with the loop's start epoch). An optimizer that
+    keeps no state (every one the file builds is `SGD` without momentum) loses nothing.
+    A resume is a load whose function takes a step count from the checkpoint
+    (`start_epoch = ckpt["epoch"]`) or parses one from its path, or whose path, enclosing `if` test or
+    function name says resume/restart, or which runs under an `if` on an epoch, step or
+    iteration option (`if opt.epoch != 0:`). Loading pretrained weights to fine-tune (no
+    step count taken, no resume meaning), a load with `strict=False` (a partial or
+    backbone checkpoint), and files that restore through a framework that restores the
+    whole state (accelerate's `load_state`, ignite's `load_objects`, the Hugging Face
+    Trainer's `resume_from_checkpoint`, Lightning's `ckpt_path=`) are not flagged.
+
+    ## Why is this bad
+    The optimizer's state is part of the training state: SGD's momentum buffers, Adam's
+    moment estimates and step count, the LR scheduler's position and AMP's loss scale
+    restart from scratch, so the updates after a resume differ from those of the
+    uninterrupted run and the two runs end with different weights
+    (PyTorch's checkpoint recipe saves and loads `optimizer.state_dict()` with the model's).
+
+    ## Example
+    ```python
+    ckpt = torch.load(args.resume)
+    model.load_state_dict(ckpt["state_dict"])
+    start_epoch = ckpt["epoch"]
+    ```
+
+    ## Fix
+    Save `optimizer.state_dict()` (and `scheduler.state_dict()`, `scaler.state_dict()`)
+    in the checkpoint and restore each with `load_state_dict` when resuming; with the RNG
+    state too (`fwd9m.capture_rng_state()`, see FWD501).
+    """
+
+    code, name = "FWD504", "torch-resume-from-weights-only"
+    triggers = ("load_state_dict",)
+    requires = ("torch",)
+    fix_code = "optimizer.load_state_dict(ckpt['optimizer'])"
+    references = (
+        "https://docs.pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html",
+        "https://docs.pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate",
+    )
+    invalid = (
+        "import torch\nopt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n"
+        "if args.resume:\n    ckpt = torch.load(args.resume)\n"
+        "    model.load_state_dict(ckpt['state_dict'])\n    start_epoch = ckpt['epoch']\n"
+        "for epoch in range(start_epoch, 90):\n    loss.backward()\n    opt.step()\n",
+        # the optimizer restored, its scheduler restarted
+        "import torch\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "sched = torch.optim.lr_scheduler.MultiStepLR(opt, [30, 60])\n"
+        "ckpt = torch.load('last.pt')\nmodel.load_state_dict(ckpt['model'])\n"
+        "opt.load_state_dict(ckpt['optimizer'])\nstart_epoch = ckpt['epoch'] + 1\n"
+        "loss.backward()\n",
+    )
+    valid = (
+        # fine-tuning from pretrained weights: no step count, no resume
+        "import torch\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "model.load_state_dict(torch.load('imagenet.pth'))\nloss.backward()\n",
+        "import torch\nopt = torch.optim.Adam(model.parameters())\n"
+        "ckpt = torch.load(args.resume)\nmodel.load_state_dict(ckpt['model'])\n"
+        "opt.load_state_dict(ckpt['optimizer'])\nstart_epoch = ckpt['epoch']\nloss.backward()\n",
+        # an evaluation script: it trains nothing
+        "import torch\nckpt = torch.load(args.resume)\nmodel.load_state_dict(ckpt['model'])\nprint(ckpt['epoch'])\n",
+    )
+
+    def finish(self):
+        ctx = self.ctx
+        tree = ctx.tree
+        loads = ctx.calls.get("torch.load")
+        if tree is None or not loads or is_test_file(ctx) or _RESTORES_ALL.search(ctx.text):
+            return
+        if not (
+            TRAINING_CALL.search(ctx.text)
+            or any(qn.startswith("torch.optim.") and "lr_scheduler" not in qn for qn in ctx.calls)
+        ):
+            return
+        by_scope: dict[int, ast.Call] = {}  # the last resume load of each function: the weights it continues from
+        load_ids = {id(c) for c in loads}
+        for call in ctx.methods.get("load_state_dict", ()):
+            strict = kwarg(call, "strict")
+            if type(call.func) is not ast.Attribute or not call.args or not (strict is None or is_const(strict, True)):
+                continue  # strict=False: a partial (backbone, pretrained) checkpoint
+            receiver = ast.unparse(call.func.value)
+            if _OPTIM_WORD.search(receiver) or _SCHED_WORD.search(receiver) or _SCALER_WORD.search(receiver):
+                continue
+            scope = _scope_of(tree, call.lineno)
+            source = _checkpoint_source(scope, call, load_ids)
+            if source is not None and _is_resume(scope, call, source):
+                by_scope[id(scope)] = call
+        missing = _missing_state(ctx) if by_scope else []
+        if not missing:
+            return
+        lost = " or ".join(missing)
+        what = (
+            f"from the model weights only (no {lost} state)"
+            if missing[0] == "optimizer"
+            else f"without the {lost} state"
+        )
+        for call in by_scope.values():
+            self.report(
+                call,
+                f"resumes training {what}: the rest restarts, so the resumed run differs from an "
+                "uninterrupted one; save and restore optimizer.state_dict() (and the scheduler's "
+                "and scaler's) with the weights",
+            )
