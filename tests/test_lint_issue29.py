@@ -1400,3 +1400,92 @@ def test_while_loop_body_whose_update_is_behind_a_flag_passed_false():
     assert _codes(src.replace("[w], False)", "[w], True)"), "FWD207") == [18]
     assert _codes(src.replace("[w], False)", "[w])"), "FWD207") == [18]
     assert _codes(src.replace("[w], False)", "[w], get_update_ops=False)"), "FWD207") == []
+
+
+def test_clock_key_fallback_for_a_required_argument_is_not_flagged():
+    """dopamine's ``ImpalaMoE.__call__(self, x, *, key)`` draws a key from the clock
+    ``if key is None``, but ``key`` has no default: every call passes one, so the fallback
+    runs only if a caller passes None on purpose. With ``key=None`` as the default (a
+    call may leave it out) the fallback is still flagged."""
+    src = (
+        "import time\nimport jax\n\n\n"
+        "class Net:\n"
+        "    def __call__(self, x, *, key):\n"
+        "        if key is None:\n"
+        "            key = jax.random.PRNGKey(int(time.time() * 1e6))\n"
+        "        return x, key\n\n"
+        "    def apply(self, x, key):\n"
+        "        if key is None:\n"
+        "            key = jax.random.PRNGKey(int(time.time() * 1e6))\n"
+        "        return x, key\n"
+    )
+    assert _codes(src, "FWD104") == []
+    assert _codes(src.replace("*, key)", "*, key=None)"), "FWD104") == [8]
+    assert _codes(src.replace("x, key):", "x, key=None):"), "FWD104") == [13]
+
+
+def test_training_through_a_local_subclass_of_the_transformers_trainer_is_seeded(tmp_path):
+    """trl's ``online_dpo.py`` trains through ``OnlineDPOTrainer``, a local class whose
+    base (two modules away) is ``transformers.Trainer``, whose ``__init__`` calls
+    ``set_seed(args.seed)``; the models are loaded pretrained. A model built from its
+    config before the trainer exists still draws unseeded weights."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "base.py").write_text("import transformers\n\n\nclass BaseTrainer(transformers.Trainer):\n    pass\n")
+    (pkg / "dpo.py").write_text(
+        "import torch\nfrom .base import BaseTrainer\n\n\n"
+        "class DPOTrainer(BaseTrainer):\n"
+        "    def training_step(self, model, inputs):\n"
+        "        loss = model(**inputs).loss\n        loss.backward()\n        return loss\n"
+    )
+    script = (
+        "from transformers import AutoModelForCausalLM\nfrom pkg.dpo import DPOTrainer\n\n"
+        "if __name__ == '__main__':\n"
+        "    model = AutoModelForCausalLM.from_pretrained('gpt2')\n"
+        "    trainer = DPOTrainer(model=model)\n"
+        "    trainer.train()\n"
+    )
+    (tmp_path / "online_dpo.py").write_text(script)
+    assert _lint_dir(tmp_path, "FWD108") == {}
+    (tmp_path / "online_dpo.py").write_text(script.replace("from_pretrained('gpt2')", "from_config(cfg)"))
+    assert _lint_dir(tmp_path, "FWD108") == {"online_dpo.py": [6]}
+    (tmp_path / "online_dpo.py").write_text(script)
+    (pkg / "base.py").write_text("import torch\n\n\nclass BaseTrainer:\n    pass\n")
+    assert _lint_dir(tmp_path, "FWD108") == {"online_dpo.py": [6]}
+
+
+def test_draw_in_a_function_nothing_in_the_file_calls_is_not_the_scripts():
+    """latent-diffusion's ``utils_image.py`` is a library module with a print-only
+    ``__main__`` block; its ``augment_imgs`` draws from ``random`` but nothing in the file
+    calls it (an importer would, with its own seeding). A function the ``__main__`` block
+    calls is still the script's draw."""
+    src = (
+        "import random\n\n\n"
+        "def augment_imgs(imgs):\n"
+        "    flip = random.random() < 0.5\n"
+        "    return [i[::-1] if flip else i for i in imgs]\n\n\n"
+        "def demo():\n"
+        "    return random.random()\n\n\n"
+        "if __name__ == '__main__':\n"
+        "    print('---')\n"
+    )
+    assert _codes(src, "FWD109") == []
+    assert _codes(src.replace("print('---')", "print(demo())"), "FWD109") == [10]
+    assert _codes(src.replace("print('---')", "print(augment_imgs([[1, 2]]))"), "FWD109") == [5]
+
+
+def test_tf_ranking_dataset_built_with_sloppy_ordering_is_flagged():
+    """TF Ranking's ``pipeline.py`` builds its training data with
+    ``build_ranking_dataset(..., sloppy_ordering=True)``, which sets
+    ``options.experimental_deterministic = False`` inside the library: the example order
+    differs between runs. ``sloppy_ordering=False`` (the default) is not flagged."""
+    src = (
+        "import tensorflow_ranking as tfr\n\n\n"
+        "def make(pattern):\n"
+        "    return tfr.data.build_ranking_dataset(\n"
+        "        file_pattern=pattern, data_format=tfr.data.ELWC, batch_size=32,\n"
+        "        shuffle=True, sloppy_ordering=True)\n"
+    )
+    assert _codes(src, "FWD301") == [5]
+    assert _codes(src.replace("sloppy_ordering=True", "sloppy_ordering=False"), "FWD301") == []

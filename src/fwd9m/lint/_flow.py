@@ -440,9 +440,11 @@ def local_training(ctx, methods) -> tuple[list[ast.Call], str | None]:
         found = local_function(ctx, qn, classes=True) if ran else None
         if found is None:
             continue
-        node, _, path = found
+        node, aliases, path = found
         text = _text(path)  # the defining module, also behind a re-export
         if _SEED_TEXT.search(text) or not _FRAMEWORK_IMPORT.search(text):
+            continue
+        if type(node) is ast.ClassDef and _seeding_trainer(ctx, node, _namer(aliases, qn.rsplit(".", 1)[0])):
             continue
         if any(type(c) is ast.Call and type(c.func) is ast.Attribute and c.func.attr in methods for c in walk(node)):
             return ran[:1], f"{node.name} of {path.name}"
@@ -503,6 +505,33 @@ def _session_base(ctx, bases, name_of, depth: int) -> bool:
         if depth > 1 and _session_base(ctx, found[0].bases, _namer(found[1], qn.rsplit(".", 1)[0]), depth - 1):
             return True
     return False
+
+
+def _transformers_trainer_base(ctx, bases, name_of, depth: int) -> bool:
+    """Whether one of ``bases``, or of the bases of local classes among them (``depth``
+    levels), is a ``transformers`` trainer (``Trainer``, ``Seq2SeqTrainer``)."""
+    for b in bases:
+        qn = name_of(b)
+        if not qn:
+            continue
+        if qn.split(".", 1)[0] == "transformers" and qn.endswith("Trainer"):
+            return True
+        found = local_function(ctx, qn, classes=True) if depth > 1 else None
+        if found is not None and type(found[0]) is ast.ClassDef:
+            if _transformers_trainer_base(ctx, found[0].bases, _namer(found[1], qn.rsplit(".", 1)[0]), depth - 1):
+                return True
+    return False
+
+
+def _seeding_trainer(ctx, cls: ast.ClassDef, name_of) -> bool:
+    """A local trainer class derived (up to three levels) from ``transformers.Trainer``,
+    whose ``__init__`` calls ``set_seed(args.seed)`` (42 by default) before training
+    (issue 29, seventh held-out round: trl's ``OnlineDPOTrainer``), in a script that
+    builds no model from scratch before it (``from_config``, ``torch.nn`` layers: their
+    weights would be drawn before that seed)."""
+    if any(q.endswith(".from_config") or q.startswith("torch.nn.") for q in ctx.calls):
+        return False
+    return _transformers_trainer_base(ctx, cls.bases, name_of, 3)
 
 
 def _namer(aliases: dict, module: str):

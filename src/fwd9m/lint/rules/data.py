@@ -54,7 +54,9 @@ class TfDataNondeterministic(Rule):
     `padded_batch` and friends, `options.deterministic = False`,
     `options.experimental_deterministic = False`, and `sloppy=True` (or
     `sloppy=is_training`, a value named after training) in
-    `tf.data.experimental.parallel_interleave`.
+    `tf.data.experimental.parallel_interleave`, and `sloppy_ordering=True` (TF Ranking's
+    `tfr.data.build_ranking_dataset`, which turns it into
+    `options.experimental_deterministic = False`).
 
     ## Why is this bad
     With determinism off, parallel tf.data transformations may hand out elements in
@@ -72,8 +74,12 @@ class TfDataNondeterministic(Rule):
     """
 
     code, name = "FWD301", "tf-data-nondeterministic"
-    triggers = ("deterministic", "experimental_deterministic", "sloppy")
-    references = (TF_DATA_DET, "https://www.tensorflow.org/api_docs/python/tf/data/Dataset#map")
+    triggers = ("deterministic", "experimental_deterministic", "sloppy", "sloppy_ordering")
+    references = (
+        TF_DATA_DET,
+        "https://www.tensorflow.org/api_docs/python/tf/data/Dataset#map",
+        "https://www.tensorflow.org/ranking/api_docs/python/tfr/data/build_ranking_dataset",
+    )
     invalid = (
         "ds = ds.map(f, num_parallel_calls=4, deterministic=False)\n",
         "import tensorflow as tf\noptions = tf.data.Options()\noptions.experimental_deterministic = False\n",
@@ -92,6 +98,12 @@ class TfDataNondeterministic(Rule):
         name = call_name(node)
         if name in _TF_DATA_METHODS and literal(kwarg(node, "deterministic"), None) is False:
             self.report(node, f"{name}(deterministic=False) lets tf.data return elements out of order; remove it")
+        elif literal(kwarg(node, "sloppy_ordering"), None) is True:
+            self.report(
+                node,
+                f"{name or 'this call'}(sloppy_ordering=True) reads the data out of order (TF Ranking "
+                "sets tf.data's experimental_deterministic = False for it); remove it",
+            )
         elif name == "parallel_interleave" and _sloppy_when_training(kwarg(node, "sloppy")):
             self.report(
                 node,

@@ -1074,7 +1074,8 @@ class HashForIds(Rule):
     ## What it does
     Flags `hash(...)` whose result is reduced to a bucket or id (`hash(x) % n`,
     `hash(x) & mask`, `abs(hash(x))`, `int(hash(x))`) or passed as a seed, outside a
-    `__hash__` method.
+    `__hash__` method; not a cache slot `hash(x) % n` in a function that compares `x`
+    with the stored key (`if key == x:`) before using the cached value.
 
     ## Why is this bad
     `hash()` of `str` and `bytes` is salted per process unless `PYTHONHASHSEED` is set

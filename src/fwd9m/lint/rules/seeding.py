@@ -679,7 +679,8 @@ class SeedFromEntropy(Rule):
     Flags seeds (passed to a seeding call, a generator constructor or a `seed=` /
     `random_state=` argument) computed from `time.time()`, `datetime.now()`,
     `os.urandom`, `os.getpid()`, `uuid.uuid4()`, `secrets` or the builtin
-    `hash()`, directly or through a variable assigned in the same scope.
+    `hash()`, directly or through a variable assigned in the same scope; not a fallback
+    under `if key is None:` for a parameter that has no default (every call passes it).
 
     ## Why is this bad
     These values differ on every run (`hash()` of a `str` or `bytes` is salted per
@@ -773,7 +774,7 @@ class SeedFromEntropy(Rule):
             candidates = [k.value for k in node.keywords if k.arg in _SEED_KWARGS]
         for value in candidates:
             src = self._entropy_in(value)
-            if src:
+            if src and not _fallback_for_required(self.ctx.function_stack, node.lineno):
                 where = qn or call_name(node) or "the call"
                 self.report(
                     value,
@@ -781,6 +782,44 @@ class SeedFromEntropy(Rule):
                     "run; use a fixed seed or fwd9m.derive_seed(seed, ...)",
                 )
                 return
+
+
+def _required_params(fn) -> set[str]:
+    """The parameters of ``fn`` a call must pass: positional ones before the first
+    default, keyword-only ones without a default."""
+    a = fn.args
+    positional = a.posonlyargs + a.args
+    required = {p.arg for p in positional[: len(positional) - len(a.defaults)]}
+    required.update(p.arg for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is None)
+    return required
+
+
+def _fallback_for_required(stack, line: int) -> bool:
+    """``line`` lies in the body of ``if NAME is None:`` where NAME is a parameter of
+    the enclosing function that has no default: every call passes a value, so the branch
+    runs only when a caller passes None on purpose (issue 29, seventh held-out round:
+    dopamine's ``ImpalaMoE.__call__(self, x, *, key)`` falls back to a clock key ``if key
+    is None``; every caller passes a key)."""
+    if not stack or type(stack[-1]) not in (ast.FunctionDef, ast.AsyncFunctionDef):
+        return False
+    fn = stack[-1]
+    required = _required_params(fn)
+    if not required:
+        return False
+    for n in _walk(fn):
+        if (
+            type(n) is ast.If
+            and n.body
+            and n.body[0].lineno <= line <= n.body[-1].end_lineno
+            and type(n.test) is ast.Compare
+            and type(n.test.left) is ast.Name
+            and n.test.left.id in required
+            and len(n.test.ops) == 1
+            and type(n.test.ops[0]) is ast.Is
+            and literal(n.test.comparators[0], True) is None
+        ):
+            return True
+    return False
 
 
 def _other_branch(tree, set_line: int, use_line: int) -> bool:
@@ -1266,9 +1305,11 @@ class TrainsWithoutSeed(Rule):
     an experiment handed to `jaxline.platform.main` (keyed from `config.random_seed`), a
     TF1 graph whose every random op and shuffle takes an op seed (`seed=SEED`) and that
     builds no variable with a default initializer,
-    a function of this file or of a local module it imports whose body seeds, and a
+    a function of this file or of a local module it imports whose body seeds, a
     setup function of a local module the script always calls that seeds up to four
-    calls down. Only
+    calls down, and a local trainer class derived from `transformers.Trainer` (whose
+    `__init__` calls `set_seed(args.seed)`) when the script builds no model from its
+    config before it. Only
     scripts count: files that train at module level, in an `if __name__ == "__main__":`
     block that is not a test runner (`unittest.main()`, `tf.test.main()`), or in a
     function those reach, also through `absl.app.run(main)` / `tf.compat.v1.app.run()`.
@@ -1682,7 +1723,24 @@ def _script_calls(ctx, calls) -> list:
     runners = [
         c for c in _walk(main) if type(c) is ast.Call and type(c.func) is ast.Attribute and c.func.attr in _TEST_MAINS
     ]
-    return [] if runners else list(calls)
+    if runners:
+        return []
+    unused = _uncalled_functions(tree)
+    return [c for c in calls if not any(f.lineno <= c.lineno <= f.end_lineno for f in unused)]
+
+
+def _uncalled_functions(tree) -> list[ast.FunctionDef]:
+    """The module-level functions whose name nothing in the file reads: a script never
+    runs them; only a module importing them can, and that module's seeding decides
+    (issue 29, seventh held-out round: latent-diffusion's ``utils_image.py``, a library
+    with a print-only ``__main__`` block, draws in ``augment_imgs``, which nobody calls)."""
+    defs = [s for s in tree.body if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef)]
+    if not defs:
+        return []
+    read = {n.id for n in _walk(tree) if type(n) is ast.Name and type(n.ctx) is ast.Load}
+    read |= {n.attr for n in _walk(tree) if type(n) is ast.Attribute}
+    names = {c.value for c in _walk(tree) if type(c) is ast.Constant and type(c.value) is str}
+    return [f for f in defs if f.name not in read and f.name not in names]
 
 
 #: methods through which a loop's item reaches shared state in the order of the loop
@@ -1809,7 +1867,8 @@ class GlobalGeneratorUnseeded(Rule):
     everything: `keras.utils.set_random_seed`, `fwd9m.seed_everything`, Lightning's
     `seed_everything`, `transformers.set_seed`, ...) and no framework seed either (a
     file that seeds only its framework gets FWD101 instead). Library modules, whose
-    caller seeds, are not flagged.
+    caller seeds, are not flagged, nor a draw in a module-level function that nothing in
+    the file calls (only an importer can run it).
 
     ## Why is this bad
     Python's `random` and NumPy's global `RandomState` start from fresh OS entropy in
