@@ -680,6 +680,8 @@ class WhileLoopParallelIterations(Rule):
                     seen.add(n.func.id)
                     callee = defs[n.func.id]
                     off[id(callee)] = _flags_passed_off(n, callee)
+                    if flags and fn.lineno <= callee.lineno <= fn.end_lineno:
+                        off[id(callee)] |= flags  # a closure reads the flags of its function
                     todo.append(callee)  # functions the body calls
                 for a in n.args:  # tf.cond(pred, true_fn, false_fn)
                     if type(a) is ast.Name and a.id in defs and a.id not in seen:

@@ -100,7 +100,7 @@ class TfDataNondeterministic(Rule):
             self.report(node, f"{name}(deterministic=False) lets tf.data return elements out of order; remove it")
         elif literal(kwarg(node, "sloppy_ordering"), None) is True:
             self.report(
-                node,
+                kwarg(node, "sloppy_ordering"),
                 f"{name or 'this call'}(sloppy_ordering=True) reads the data out of order (TF Ranking "
                 "sets tf.data's experimental_deterministic = False for it); remove it",
             )
