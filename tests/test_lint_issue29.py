@@ -1476,6 +1476,9 @@ def test_draw_in_a_function_nothing_in_the_file_calls_is_not_the_scripts():
     assert _codes(src, "FWD109") == []
     assert _codes(src.replace("print('---')", "print(demo())"), "FWD109") == [10]
     assert _codes(src.replace("print('---')", "print(augment_imgs([[1, 2]]))"), "FWD109") == [5]
+    # stanford_alpaca's generate_instruction.py runs the function named on the command line
+    dispatch = src.replace("print('---')", "import sys\n    globals()[sys.argv[1]]()")
+    assert _codes(dispatch, "FWD109") == [5]
 
 
 def test_tf_ranking_dataset_built_with_sloppy_ordering_is_flagged():

@@ -1735,8 +1735,15 @@ def _uncalled_functions(tree) -> list[ast.FunctionDef]:
     (issue 29, seventh held-out round: latent-diffusion's ``utils_image.py``, a library
     with a print-only ``__main__`` block, draws in ``augment_imgs``, which nobody calls)."""
     defs = [s for s in tree.body if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef)]
-    if not defs:
-        return []
+    if not defs or any(
+        type(n) is ast.Call
+        and (
+            (type(n.func) is ast.Name and n.func.id in ("globals", "locals", "vars", "getattr"))
+            or (type(n.func) is ast.Attribute and n.func.attr == "Fire")
+        )
+        for n in _walk(tree)
+    ):
+        return []  # a function named on the command line (fire.Fire(), globals()[task])
     read = {n.id for n in _walk(tree) if type(n) is ast.Name and type(n.ctx) is ast.Load}
     read |= {n.attr for n in _walk(tree) if type(n) is ast.Attribute}
     names = {c.value for c in _walk(tree) if type(c) is ast.Constant and type(c.value) is str}
