@@ -1495,3 +1495,24 @@ def test_tf_ranking_dataset_built_with_sloppy_ordering_is_flagged():
     )
     assert _codes(src, "FWD301") == [7]
     assert _codes(src.replace("sloppy_ordering=True", "sloppy_ordering=False"), "FWD301") == []
+
+
+def test_default_generator_reseeded_from_entropy_is_flagged():
+    """SlowFast's reversible MViT re-seeds torch in every forward: on GPU with
+    ``torch.cuda.default_generators[i].seed()`` (a fresh entropy seed, then
+    ``torch.manual_seed(seed)``); only the CPU branch's ``torch.seed()`` was flagged. A
+    ``manual_seed`` on the same generator is not an entropy seed."""
+    src = (
+        "import sys\nimport torch\n\n\n"
+        "def seed_cuda(seeds, key):\n"
+        "    if len(torch.cuda.default_generators) > 0:\n"
+        "        idx = torch.cuda.current_device()\n"
+        "        seed = torch.cuda.default_generators[idx].seed()\n"
+        "    else:\n"
+        "        seed = int(torch.seed() % sys.maxsize)\n"
+        "    seeds[key] = seed\n"
+        "    torch.manual_seed(seed)\n"
+        "    torch.default_generator.seed()\n"
+        "    torch.cuda.default_generators[0].manual_seed(3)\n"
+    )
+    assert _codes(src, "FWD103") == [8, 10, 13]

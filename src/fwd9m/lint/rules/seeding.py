@@ -428,6 +428,13 @@ _ALWAYS_ENTROPY = {
 }
 
 
+#: PyTorch's default generators: ``.seed()`` on one re-seeds it from OS entropy (SlowFast's
+#: reversible MViT calls ``torch.cuda.default_generators[i].seed()`` in every forward)
+_DEFAULT_GENERATORS = frozenset(
+    {"torch.default_generator", "torch.random.default_generator", "torch.cuda.default_generators"}
+)
+
+
 @register
 class UnseededGenerator(Rule):
     """Creates a random generator without a seed.
@@ -436,7 +443,8 @@ class UnseededGenerator(Rule):
     Flags `np.random.default_rng()`, `np.random.RandomState()`, `random.Random()` and
     NumPy bit generators created without a seed, generators that always take OS entropy
     (`random.SystemRandom`, `tf.random.Generator.from_non_deterministic_state()`,
-    `torch.seed()`, `Generator.seed()`), and, in a file that calls `torch.manual_seed`,
+    `torch.seed()`, `Generator.seed()`, `torch.cuda.default_generators[i].seed()`), and,
+    in a file that calls `torch.manual_seed`,
     a `torch.Generator()` that is never given `manual_seed`. A generator assigned to a
     name or attribute that is later seeded (`rng.seed(s)`, `g.manual_seed(s)`) or
     replaced by a seeded one (`self.rng = random.Random(seed + epoch)`) is fine, and so
@@ -575,6 +583,14 @@ class UnseededGenerator(Rule):
                 f"{f.value.id}.seed() re-seeds the torch.Generator with a "
                 "non-deterministic number; use .manual_seed(seed)",
             )
+        elif type(f) is ast.Attribute and f.attr == "seed" and not node.args and not node.keywords:
+            recv = f.value.value if type(f.value) is ast.Subscript else f.value
+            if self.ctx.qualname(recv) in _DEFAULT_GENERATORS:
+                self.report(
+                    node,
+                    f"{ast.unparse(f.value)}.seed() re-seeds PyTorch's default generator with a "
+                    "non-deterministic number; use .manual_seed(seed)",
+                )
 
     def _reseeded(self) -> set[str]:
         """Names and attributes later given a seed: ``rng.seed(s)``, ``self._rng.seed(s)``."""
