@@ -1884,14 +1884,13 @@ class GlobalGeneratorUnseeded(Rule):
     (`np.random.permutation`, `np.random.rand`, ..., and TensorFlow 1's tutorial MNIST
     reader, whose `mnist.train.next_batch` shuffles with `numpy.random.shuffle`), in a
     script (a file that runs the draw at module level or in a function module-level
-    code calls, or has an `if __name__ == "__main__":` block that is not a test runner)
-    that calls no
+    code calls, or has an `if __name__ == "__main__":` block that is not a test runner,
+    outside module-level functions nothing in the file calls) that calls no
     function seeding that generator (`random.seed` / `np.random.seed`, or one that seeds
     everything: `keras.utils.set_random_seed`, `fwd9m.seed_everything`, Lightning's
     `seed_everything`, `transformers.set_seed`, ...) and no framework seed either (a
     file that seeds only its framework gets FWD101 instead). Library modules, whose
-    caller seeds, are not flagged, nor a draw in a module-level function that nothing in
-    the file calls (only an importer can run it).
+    caller seeds, are not flagged.
 
     ## Why is this bad
     Python's `random` and NumPy's global `RandomState` start from fresh OS entropy in
