@@ -1314,3 +1314,205 @@ def test_tf1_graph_whose_every_random_op_has_an_op_seed():
     assert _codes(src.replace(", seed=SEED))\n", "))\n", 1), "FWD108") == [8]
     default_init = src.replace("loss = ", "b = tf.get_variable('b', [2])\nloss = ")
     assert _codes(default_init, "FWD108") == [9]
+
+
+# -- seventh held-out round (ROUND-issue29-heldout7.md): classes of false findings and misses --
+
+
+def test_speed_benchmark_on_random_inputs_is_not_linted():
+    """keras-cv's ``benchmarks/metrics/coco/*_performance.py`` draw random boxes to time a
+    metric: only runtimes come out. A benchmark that trains, or a timed script outside a
+    benchmarks folder, is still linted."""
+    src = (
+        "import random\nimport time\n\n"
+        "boxes = [random.uniform(0, 1) for _ in range(100)]\n"
+        "start = time.time()\nsum(boxes)\nprint(time.time() - start)\n"
+    )
+    assert _codes(src, "FWD109", "benchmarks/metrics/coco/recall_performance.py") == []
+    assert _codes(src, "FWD109", "tools/recall_performance.py") == [4]
+    untimed = src.replace("start = time.time()\nsum(boxes)\nprint(time.time() - start)\n", "print(sum(boxes))\n")
+    assert _codes(untimed, "FWD109", "benchmarks/recall.py") == [4]
+    trains = src + "import torch\nm = torch.nn.Linear(1, 1)\nm(torch.ones(1)).sum().backward()\n"
+    assert _codes(trains, "FWD109", "benchmarks/train_speed.py") == [4]
+
+
+def test_hash_as_a_cache_slot_checked_against_the_key_is_not_flagged():
+    """tensor2tensor's (and trax's) subword encoder caches ids at ``hash(token) % size``
+    and compares the stored key with the token before using the value: the ids never
+    depend on the hash. A slot used without that check still is flagged."""
+    src = (
+        "class Encoder:\n"
+        "    def ids(self, token):\n"
+        "        slot = hash(token) % self._cache_size\n"
+        "        key, value = self._cache[slot]\n"
+        "        if key == token:\n"
+        "            return value\n"
+        "        value = self._compute(token)\n"
+        "        self._cache[slot] = (token, value)\n"
+        "        return value\n"
+    )
+    assert _codes(src, "FWD403") == []
+    unchecked = src.replace("        if key == token:\n            return value\n", "")
+    assert _codes(unchecked, "FWD403") == [3]
+    other = src.replace("if key == token:", "if key == other:")
+    assert _codes(other, "FWD403") == [3]
+
+
+def test_list_files_of_one_exact_file_name_is_not_flagged():
+    """NoisyStudent lists ``os.path.join(dir, 'train-info-%.5d-of-%.5d' % (i, n))``, one
+    file name with no wildcard: a listing of one file has one order. A glob pattern, a
+    name formatted with ``%s`` or a pattern from a parameter still is flagged."""
+    src = (
+        "import os\nimport tensorflow as tf\n\n\n"
+        "def labels(prediction_dir, shard, n):\n"
+        "    input_file = os.path.join(prediction_dir, 'train-info-%.5d-of-%.5d' % (shard, n))\n"
+        "    return tf.data.Dataset.list_files(input_file)\n"
+    )
+    assert _codes(src, "FWD304") == []
+    assert _codes(src.replace("train-info-%.5d", "train-*-%.5d"), "FWD304") == [7]
+    assert _codes(src.replace("train-info-%.5d", "train-%s"), "FWD304") == [7]
+    assert _codes(src.replace("list_files(input_file)", "list_files(prediction_dir)"), "FWD304") == [7]
+    literal = "import tensorflow as tf\nfiles = tf.data.Dataset.list_files('data/train.tfrecord')\n"
+    assert _codes(literal, "FWD304") == []
+
+
+def test_while_loop_body_whose_update_is_behind_a_flag_passed_false():
+    """meta-dataset's MAML inner loop calls ``gradient_descent_step(..., False)``, whose
+    ``tf.assign`` is created only ``if get_update_ops:`` (in a closure that reads the
+    flag): the body updates no variable.
+    The same call with the flag on (or left at a true default) still updates one."""
+    src = (
+        "import tensorflow as tf\n\n\n"
+        "def step(loss, variables, get_update_ops=True):\n"
+        "    grads = tf.gradients(loss, variables)\n"
+        "    def apply(variables, grads):\n"
+        "        new, ops = [], []\n"
+        "        for v, g in zip(variables, grads):\n"
+        "            new.append(v - 0.1 * g)\n"
+        "            if get_update_ops:\n"
+        "                ops.append(tf.assign(v, v - 0.1 * g))\n"
+        "        return new, ops\n"
+        "    return apply(variables, grads)\n\n\n"
+        "def inner(w):\n"
+        "    def body(i, w):\n"
+        "        new, _ = step(tf.reduce_sum(w * w), [w], False)\n"
+        "        return i + 1, new[0]\n"
+        "    return tf.while_loop(lambda i, w: i < 5, body, [0, w])\n"
+    )
+    assert _codes(src, "FWD207") == []
+    assert _codes(src.replace("[w], False)", "[w], True)"), "FWD207") == [20]
+    assert _codes(src.replace("[w], False)", "[w])"), "FWD207") == [20]
+    assert _codes(src.replace("[w], False)", "[w], get_update_ops=False)"), "FWD207") == []
+
+
+def test_clock_key_fallback_for_a_required_argument_is_not_flagged():
+    """dopamine's ``ImpalaMoE.__call__(self, x, *, key)`` draws a key from the clock
+    ``if key is None``, but ``key`` has no default: every call passes one, so the fallback
+    runs only if a caller passes None on purpose. With ``key=None`` as the default (a
+    call may leave it out) the fallback is still flagged."""
+    src = (
+        "import time\nimport jax\n\n\n"
+        "class Net:\n"
+        "    def __call__(self, x, *, key):\n"
+        "        if key is None:\n"
+        "            key = jax.random.PRNGKey(int(time.time() * 1e6))\n"
+        "        return x, key\n\n"
+        "    def apply(self, x, key):\n"
+        "        if key is None:\n"
+        "            key = jax.random.PRNGKey(int(time.time() * 1e6))\n"
+        "        return x, key\n"
+    )
+    assert _codes(src, "FWD104") == []
+    assert _codes(src.replace("*, key)", "*, key=None)"), "FWD104") == [8]
+    assert _codes(src.replace("x, key):", "x, key=None):"), "FWD104") == [13]
+
+
+def test_training_through_a_local_subclass_of_the_transformers_trainer_is_seeded(tmp_path):
+    """trl's ``online_dpo.py`` trains through ``OnlineDPOTrainer``, a local class whose
+    base (two modules away) is ``transformers.Trainer``, whose ``__init__`` calls
+    ``set_seed(args.seed)``; the models are loaded pretrained. A model built from its
+    config before the trainer exists still draws unseeded weights."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "base.py").write_text("import transformers\n\n\nclass BaseTrainer(transformers.Trainer):\n    pass\n")
+    (pkg / "dpo.py").write_text(
+        "import torch\nfrom .base import BaseTrainer\n\n\n"
+        "class DPOTrainer(BaseTrainer):\n"
+        "    def training_step(self, model, inputs):\n"
+        "        loss = model(**inputs).loss\n        loss.backward()\n        return loss\n"
+    )
+    script = (
+        "from transformers import AutoModelForCausalLM\nfrom pkg.dpo import DPOTrainer\n\n"
+        "if __name__ == '__main__':\n"
+        "    model = AutoModelForCausalLM.from_pretrained('gpt2')\n"
+        "    trainer = DPOTrainer(model=model)\n"
+        "    trainer.train()\n"
+    )
+    (tmp_path / "online_dpo.py").write_text(script)
+    assert _lint_dir(tmp_path, "FWD108") == {}
+    (tmp_path / "online_dpo.py").write_text(script.replace("from_pretrained('gpt2')", "from_config(cfg)"))
+    assert _lint_dir(tmp_path, "FWD108") == {"online_dpo.py": [6]}
+    (tmp_path / "online_dpo.py").write_text(script)
+    (pkg / "base.py").write_text("import torch\n\n\nclass BaseTrainer:\n    pass\n")
+    assert _lint_dir(tmp_path, "FWD108") == {"online_dpo.py": [6]}
+
+
+def test_draw_in_a_function_nothing_in_the_file_calls_is_not_the_scripts():
+    """latent-diffusion's ``utils_image.py`` is a library module with a print-only
+    ``__main__`` block; its ``augment_imgs`` draws from ``random`` but nothing in the file
+    calls it (an importer would, with its own seeding). A function the ``__main__`` block
+    calls is still the script's draw."""
+    src = (
+        "import random\n\n\n"
+        "def augment_imgs(imgs):\n"
+        "    flip = random.random() < 0.5\n"
+        "    return [i[::-1] if flip else i for i in imgs]\n\n\n"
+        "def demo():\n"
+        "    return random.random()\n\n\n"
+        "if __name__ == '__main__':\n"
+        "    print('---')\n"
+    )
+    assert _codes(src, "FWD109") == []
+    assert _codes(src.replace("print('---')", "print(demo())"), "FWD109") == [10]
+    assert _codes(src.replace("print('---')", "print(augment_imgs([[1, 2]]))"), "FWD109") == [5]
+    # stanford_alpaca's generate_instruction.py runs the function named on the command line
+    dispatch = src.replace("print('---')", "import sys\n    globals()[sys.argv[1]]()")
+    assert _codes(dispatch, "FWD109") == [5]
+
+
+def test_tf_ranking_dataset_built_with_sloppy_ordering_is_flagged():
+    """TF Ranking's ``pipeline.py`` builds its training data with
+    ``build_ranking_dataset(..., sloppy_ordering=True)``, which sets
+    ``options.experimental_deterministic = False`` inside the library: the example order
+    differs between runs. ``sloppy_ordering=False`` (the default) is not flagged."""
+    src = (
+        "import tensorflow_ranking as tfr\n\n\n"
+        "def make(pattern):\n"
+        "    return tfr.data.build_ranking_dataset(\n"
+        "        file_pattern=pattern, data_format=tfr.data.ELWC, batch_size=32,\n"
+        "        shuffle=True, sloppy_ordering=True)\n"
+    )
+    assert _codes(src, "FWD301") == [7]
+    assert _codes(src.replace("sloppy_ordering=True", "sloppy_ordering=False"), "FWD301") == []
+
+
+def test_default_generator_reseeded_from_entropy_is_flagged():
+    """SlowFast's reversible MViT re-seeds torch in every forward: on GPU with
+    ``torch.cuda.default_generators[i].seed()`` (a fresh entropy seed, then
+    ``torch.manual_seed(seed)``); only the CPU branch's ``torch.seed()`` was flagged. A
+    ``manual_seed`` on the same generator is not an entropy seed."""
+    src = (
+        "import sys\nimport torch\n\n\n"
+        "def seed_cuda(seeds, key):\n"
+        "    if len(torch.cuda.default_generators) > 0:\n"
+        "        idx = torch.cuda.current_device()\n"
+        "        seed = torch.cuda.default_generators[idx].seed()\n"
+        "    else:\n"
+        "        seed = int(torch.seed() % sys.maxsize)\n"
+        "    seeds[key] = seed\n"
+        "    torch.manual_seed(seed)\n"
+        "    torch.default_generator.seed()\n"
+        "    torch.cuda.default_generators[0].manual_seed(3)\n"
+    )
+    assert _codes(src, "FWD103") == [8, 10, 13]

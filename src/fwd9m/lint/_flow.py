@@ -440,9 +440,11 @@ def local_training(ctx, methods) -> tuple[list[ast.Call], str | None]:
         found = local_function(ctx, qn, classes=True) if ran else None
         if found is None:
             continue
-        node, _, path = found
+        node, aliases, path = found
         text = _text(path)  # the defining module, also behind a re-export
         if _SEED_TEXT.search(text) or not _FRAMEWORK_IMPORT.search(text):
+            continue
+        if type(node) is ast.ClassDef and _seeding_trainer(ctx, node, aliases, qn.rsplit(".", 1)[0], path):
             continue
         if any(type(c) is ast.Call and type(c.func) is ast.Attribute and c.func.attr in methods for c in walk(node)):
             return ran[:1], f"{node.name} of {path.name}"
@@ -503,6 +505,62 @@ def _session_base(ctx, bases, name_of, depth: int) -> bool:
         if depth > 1 and _session_base(ctx, found[0].bases, _namer(found[1], qn.rsplit(".", 1)[0]), depth - 1):
             return True
     return False
+
+
+def _relative_class(path: Path, name: str):
+    """``(ClassDef, aliases, path)`` of class ``name`` that module ``path`` imports with a
+    relative import (``from ...trainer.base_trainer import _BaseTrainer``), else None."""
+    tree = _parse(path)
+    for s in tree.body if tree is not None else ():
+        if type(s) is not ast.ImportFrom or not s.level or not any((a.asname or a.name) == name for a in s.names):
+            continue
+        alias = next(a for a in s.names if (a.asname or a.name) == name)
+        base = path.parent
+        for _ in range(s.level - 1):
+            base = base.parent
+        target = base.joinpath(*s.module.split(".")) if s.module else base
+        for file in (target.with_suffix(".py"), target / "__init__.py"):
+            found = _parse(file) if file.is_file() else None
+            cls = (
+                next((c for c in found.body if type(c) is ast.ClassDef and c.name == alias.name), None)
+                if found
+                else None
+            )
+            if cls is not None:
+                return cls, _aliases(file), file
+    return None
+
+
+def _transformers_trainer_base(ctx, cls: ast.ClassDef, aliases: dict, module: str, path: Path, depth: int) -> bool:
+    """Whether a base of ``cls`` (defined in ``path``), or of the local classes among its
+    bases (``depth`` levels), is a ``transformers`` trainer (``Trainer``,
+    ``Seq2SeqTrainer``)."""
+    name_of = _namer(aliases, module)
+    for b in cls.bases:
+        qn = name_of(b)
+        if qn and qn.split(".", 1)[0] == "transformers" and qn.endswith("Trainer"):
+            return True
+        if depth <= 1:
+            continue
+        found = _relative_class(path, b.id) if type(b) is ast.Name else None
+        if found is None and qn:
+            found = local_function(ctx, qn, classes=True)
+        if found is not None and type(found[0]) is ast.ClassDef:
+            sub = qn.rsplit(".", 1)[0] if qn and "." in qn else module
+            if _transformers_trainer_base(ctx, found[0], found[1], sub, found[2], depth - 1):
+                return True
+    return False
+
+
+def _seeding_trainer(ctx, cls: ast.ClassDef, aliases: dict, module: str, path: Path) -> bool:
+    """A local trainer class derived (up to three levels) from ``transformers.Trainer``,
+    whose ``__init__`` calls ``set_seed(args.seed)`` (42 by default) before training
+    (issue 29, seventh held-out round: trl's ``OnlineDPOTrainer``), in a script that
+    builds no model from scratch before it (``from_config``, ``torch.nn`` layers: their
+    weights would be drawn before that seed)."""
+    if any(q.endswith(".from_config") or q.startswith("torch.nn.") for q in ctx.calls):
+        return False
+    return _transformers_trainer_base(ctx, cls, aliases, module, path, 3)
 
 
 def _namer(aliases: dict, module: str):

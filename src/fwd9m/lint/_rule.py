@@ -23,6 +23,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Rule", "register", "REGISTRY", "SECTIONS", "in_test_code"]
 
+#: a call that measures elapsed time (a speed benchmark's clock)
+_TIMING = re.compile(r"\btime\.(?:time|perf_counter|monotonic|process_time)(?:_ns)?\(|\btimeit\b")
+
 #: the headings every rule docstring has, in this order
 SECTIONS = ("What it does", "Why is this bad", "Example", "Fix")
 
@@ -65,6 +68,19 @@ def in_docs_tooling(path: str, text: str = "") -> bool:
     return any(p in ("docs", "doc") for p in parts) and TRAINING_CALL.search(text) is None
 
 
+def in_speed_benchmark(path: str, text: str = "") -> bool:
+    """A script of a benchmark folder (``benchmark/``, ``benchmarks/``) that times
+    something (``time.time()``, ``time.perf_counter()``, ``timeit``) and calls no training
+    function: its output is runtimes, which differ between runs whatever the inputs, so
+    the random inputs it draws change no result (issue 29, seventh held-out round:
+    keras-cv's ``benchmarks/metrics/coco/*_performance.py`` time a metric on random
+    boxes). A benchmark that trains, or an untimed one, is still linted."""
+    parts = PurePath(path).parts[:-1]
+    if not any(p in ("benchmark", "benchmarks") for p in parts):
+        return False
+    return _TIMING.search(text) is not None and TRAINING_CALL.search(text) is None
+
+
 class Rule:
     code: ClassVar[str] = ""
     name: ClassVar[str] = ""  #: kebab-case, unique
@@ -101,12 +117,14 @@ class Rule:
     ) -> None:
         """Add a finding at ``node``; ``fix``: code (or a comment) to paste for this very
         line, when it differs from the rule's general ``fix_code``. Nothing is reported in
-        test code (:func:`in_test_code`) or documentation tooling (:func:`in_docs_tooling`):
-        they run no training or evaluation a user repeats."""
+        test code (:func:`in_test_code`), documentation tooling (:func:`in_docs_tooling`) or
+        a speed benchmark (:func:`in_speed_benchmark`): they run no training or evaluation
+        a user repeats."""
         test = self.ctx.__dict__.get("_rule_in_test_code")
         if test is None:
             path, text = self.ctx.path, self.ctx.text
-            test = self.ctx.__dict__["_rule_in_test_code"] = in_test_code(path, text) or in_docs_tooling(path, text)
+            test = in_test_code(path, text) or in_docs_tooling(path, text) or in_speed_benchmark(path, text)
+            self.ctx.__dict__["_rule_in_test_code"] = test
         if test:
             return
         self.ctx.add(self, node, message or self.message, line=line, col=col, fix=fix)

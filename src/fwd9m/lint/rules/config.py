@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections import deque
 
 from .._flow import is_test_file, project_mentions, statements
 from .._helpers import arg, kwarg, literal
@@ -549,6 +550,35 @@ class JitCompileWithOpDeterminism(Rule):
                 )
 
 
+def _flags_passed_off(call: ast.Call, fn) -> set[str]:
+    """The parameters of ``fn`` that ``call`` passes as ``False``, ``None`` or ``0``."""
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    off = {params[i] for i, a in enumerate(call.args[: len(params)]) if literal(a, True) in (False, None, 0)}
+    off.update(k.arg for k in call.keywords if k.arg and literal(k.value, True) in (False, None, 0))
+    return off
+
+
+def _walk_unless_off(fn, off: set[str]):
+    """The nodes of ``fn`` less the branches a flag passed off skips: the body of
+    ``if flag:`` and the ``else`` of ``if not flag:`` (issue 29, seventh held-out round:
+    meta-dataset's MAML loop calls ``gradient_descent_step(..., False)``, whose
+    ``tf.assign`` is made only ``if get_update_ops:``)."""
+    todo = deque((fn,))
+    while todo:
+        node = todo.popleft()
+        yield node
+        if type(node) is ast.If and off:
+            test = node.test
+            if type(test) is ast.Name and test.id in off:
+                todo.extend([node.test, *node.orelse])
+                continue
+            if type(test) is ast.UnaryOp and type(test.op) is ast.Not and type(test.operand) is ast.Name:
+                if test.operand.id in off:
+                    todo.extend([node.test, *node.body])
+                    continue
+        todo.extend(ast.iter_child_nodes(node))
+
+
 @register
 class WhileLoopParallelIterations(Rule):
     """`tf.while_loop` with `parallel_iterations` above 1 (the default is 10).
@@ -565,7 +595,8 @@ class WhileLoopParallelIterations(Rule):
     whose draws read a loop variable that the body returns computed from the draw (an
     autoregressive decode: the next token is sampled from `tokens[step]` and written
     into `tokens`): the next iteration cannot start before this one's draw is done, so
-    the draws keep their order.
+    the draws keep their order. A branch that a flag the body passes as `False` skips
+    (`if get_update_ops:` in a helper called with `False`) is not looked into.
 
     ## Why is this bad
     In a graph (`tf.function`), iterations that run in parallel can execute their ops in
@@ -633,9 +664,11 @@ class WhileLoopParallelIterations(Rule):
         else:
             return None
         seen = set()
+        off: dict[int, set[str]] = {}  #: id(function) -> its parameters passed as False
         while todo:
             fn = todo.pop()
-            for n in _walk(fn):
+            flags = off.get(id(fn))
+            for n in _walk_unless_off(fn, flags) if flags else _walk(fn):
                 if type(n) is not ast.Call:
                     continue
                 qn = self.ctx.qualname(n.func)
@@ -645,7 +678,11 @@ class WhileLoopParallelIterations(Rule):
                     return n.func.attr
                 if type(n.func) is ast.Name and n.func.id in defs and n.func.id not in seen:
                     seen.add(n.func.id)
-                    todo.append(defs[n.func.id])  # functions the body calls
+                    callee = defs[n.func.id]
+                    off[id(callee)] = _flags_passed_off(n, callee)
+                    if flags and fn.lineno <= callee.lineno <= fn.end_lineno:
+                        off[id(callee)] |= flags  # a closure reads the flags of its function
+                    todo.append(callee)  # functions the body calls
                 for a in n.args:  # tf.cond(pred, true_fn, false_fn)
                     if type(a) is ast.Name and a.id in defs and a.id not in seen:
                         seen.add(a.id)

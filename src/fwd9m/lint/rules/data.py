@@ -54,7 +54,9 @@ class TfDataNondeterministic(Rule):
     `padded_batch` and friends, `options.deterministic = False`,
     `options.experimental_deterministic = False`, and `sloppy=True` (or
     `sloppy=is_training`, a value named after training) in
-    `tf.data.experimental.parallel_interleave`.
+    `tf.data.experimental.parallel_interleave`, and `sloppy_ordering=True` (TF Ranking's
+    `tfr.data.build_ranking_dataset`, which turns it into
+    `options.experimental_deterministic = False`).
 
     ## Why is this bad
     With determinism off, parallel tf.data transformations may hand out elements in
@@ -72,8 +74,12 @@ class TfDataNondeterministic(Rule):
     """
 
     code, name = "FWD301", "tf-data-nondeterministic"
-    triggers = ("deterministic", "experimental_deterministic", "sloppy")
-    references = (TF_DATA_DET, "https://www.tensorflow.org/api_docs/python/tf/data/Dataset#map")
+    triggers = ("deterministic", "experimental_deterministic", "sloppy", "sloppy_ordering")
+    references = (
+        TF_DATA_DET,
+        "https://www.tensorflow.org/api_docs/python/tf/data/Dataset#map",
+        "https://www.tensorflow.org/ranking/api_docs/python/tfr/data/build_ranking_dataset",
+    )
     invalid = (
         "ds = ds.map(f, num_parallel_calls=4, deterministic=False)\n",
         "import tensorflow as tf\noptions = tf.data.Options()\noptions.experimental_deterministic = False\n",
@@ -92,6 +98,12 @@ class TfDataNondeterministic(Rule):
         name = call_name(node)
         if name in _TF_DATA_METHODS and literal(kwarg(node, "deterministic"), None) is False:
             self.report(node, f"{name}(deterministic=False) lets tf.data return elements out of order; remove it")
+        elif literal(kwarg(node, "sloppy_ordering"), None) is True:
+            self.report(
+                kwarg(node, "sloppy_ordering"),
+                f"{name or 'this call'}(sloppy_ordering=True) reads the data out of order (TF Ranking "
+                "sets tf.data's experimental_deterministic = False for it); remove it",
+            )
         elif name == "parallel_interleave" and _sloppy_when_training(kwarg(node, "sloppy")):
             self.report(
                 node,
@@ -451,6 +463,42 @@ class ShuffleWithoutSeed(_UnlessTfSeeded):
         return ""
 
 
+_GLOB = re.compile(r"[*?\[]")
+_NUMERIC_SPEC = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?[diouxXeEfFgG]")
+
+
+def _exact_part(e) -> bool:
+    """A file name with no wildcard: a string literal without ``*?[``, or such a
+    literal ``%``-formatted with numbers only (``'part-%.5d' % i``)."""
+    if type(e) is ast.Constant and type(e.value) is str:
+        return _GLOB.search(e.value) is None
+    if type(e) is ast.BinOp and type(e.op) is ast.Mod and type(e.left) is ast.Constant:
+        text = e.left.value
+        return type(text) is str and "%" not in _NUMERIC_SPEC.sub("", text) and _GLOB.search(text) is None
+    return False
+
+
+def _one_exact_file(pattern, scope) -> bool:
+    """``list_files`` of one file: the pattern (or the one assignment of the name it is,
+    in the enclosing function) ends in a name with no wildcard (``os.path.join(d,
+    'train-%.5d' % i)``, ``'data/train.tfrecord'``): a listing of one file has one
+    order (issue 29, seventh held-out round: NoisyStudent's ``label_dataset``)."""
+    if type(pattern) is ast.Name and scope is not None:
+        values = [
+            n.value
+            for n in ast.walk(scope)
+            if type(n) is ast.Assign and any(type(t) is ast.Name and t.id == pattern.id for t in n.targets)
+        ]
+        if len(values) != 1:
+            return False
+        pattern = values[0]
+    if type(pattern) is ast.Call and call_name(pattern) == "join" and pattern.args:
+        pattern = pattern.args[-1]
+    elif type(pattern) is ast.BinOp and type(pattern.op) is ast.Div:
+        pattern = pattern.right
+    return _exact_part(pattern)
+
+
 @register
 class ListFilesShuffled(_UnlessTfSeeded):
     """`tf.data.Dataset.list_files` shuffles by default.
@@ -458,7 +506,8 @@ class ListFilesShuffled(_UnlessTfSeeded):
     ## What it does
     Flags `tf.data.Dataset.list_files(pattern)` without `shuffle=False` and without
     `seed=`, unless the program sets TensorFlow's global seed before it (as for
-    FWD303: the order then repeats on every re-run).
+    FWD303: the order then repeats on every re-run), or the pattern is one file name
+    with no wildcard (a listing of one file has one order).
 
     ## Why is this bad
     Its documentation: "The default behavior of this method is to return filenames in
@@ -490,6 +539,9 @@ class ListFilesShuffled(_UnlessTfSeeded):
         if qn in ("tensorflow.data.Dataset.list_files", "tensorflow.compat.v1.data.Dataset.list_files"):
             shuffle, seed = arg(node, 1, "shuffle"), arg(node, 2, "seed")
             if literal(shuffle, True) in (False, 0) or (seed is not None and literal(seed, 0) is not None):
+                return
+            stack = self.ctx.function_stack
+            if _one_exact_file(arg(node, 0, "file_pattern"), stack[-1] if stack else self.ctx.tree):
                 return
             self.hold(
                 node,

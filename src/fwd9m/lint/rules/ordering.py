@@ -1051,6 +1051,22 @@ def _unsalted_hash(call: ast.Call) -> bool:
     return bool(items) and all(_fixed_hash(e) or _int_like(e, _HASHED_INT_NAME) for e in items)
 
 
+def _checked_slot(call: ast.Call, function) -> bool:
+    """``hash(x) % n`` picks a slot of a cache whose stored key is compared with ``x``
+    before its value is used (``key, value = cache[slot]; if key == x: return value``):
+    a different slot changes only which lookups hit, never a result (issue 29, seventh
+    held-out round: tensor2tensor's and trax's subword encoders). The check: an ``==``
+    or ``!=`` in the same function with ``x`` itself on one side."""
+    if function is None or len(call.args) != 1:
+        return False
+    hashed = ast.dump(call.args[0])
+    for n in ast.walk(function):
+        if type(n) is ast.Compare and all(type(o) in (ast.Eq, ast.NotEq) for o in n.ops):
+            if any(ast.dump(side) == hashed for side in [n.left, *n.comparators]):
+                return True
+    return False
+
+
 @register
 class HashForIds(Rule):
     """Uses the builtin `hash()` for ids, buckets or seeds.
@@ -1058,7 +1074,8 @@ class HashForIds(Rule):
     ## What it does
     Flags `hash(...)` whose result is reduced to a bucket or id (`hash(x) % n`,
     `hash(x) & mask`, `abs(hash(x))`, `int(hash(x))`) or passed as a seed, outside a
-    `__hash__` method.
+    `__hash__` method; not a cache slot `hash(x) % n` in a function that compares `x`
+    with the stored key (`if key == x:`) before using the cached value.
 
     ## Why is this bad
     `hash()` of `str` and `bytes` is salted per process unless `PYTHONHASHSEED` is set
@@ -1103,6 +1120,9 @@ class HashForIds(Rule):
 
     def visit_BinOp(self, node):
         if type(node.op) in (ast.Mod, ast.BitAnd) and self._is_hash(node.left) and self._ok_scope():
+            stack = self.ctx.function_stack
+            if _checked_slot(node.left, stack[-1] if stack else None):
+                return
             self.report(
                 node.left,
                 "hash() changes between runs (salted per process for str/bytes, from the "

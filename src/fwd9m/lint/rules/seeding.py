@@ -433,6 +433,13 @@ _ALWAYS_ENTROPY = {
 }
 
 
+#: PyTorch's default generators: ``.seed()`` on one re-seeds it from OS entropy (SlowFast's
+#: reversible MViT calls ``torch.cuda.default_generators[i].seed()`` in every forward)
+_DEFAULT_GENERATORS = frozenset(
+    {"torch.default_generator", "torch.random.default_generator", "torch.cuda.default_generators"}
+)
+
+
 @register
 class UnseededGenerator(Rule):
     """Creates a random generator without a seed.
@@ -441,7 +448,8 @@ class UnseededGenerator(Rule):
     Flags `np.random.default_rng()`, `np.random.RandomState()`, `random.Random()` and
     NumPy bit generators created without a seed, generators that always take OS entropy
     (`random.SystemRandom`, `tf.random.Generator.from_non_deterministic_state()`,
-    `torch.seed()`, `Generator.seed()`), and, in a file that calls `torch.manual_seed`,
+    `torch.seed()`, `Generator.seed()`, `torch.cuda.default_generators[i].seed()`), and,
+    in a file that calls `torch.manual_seed`,
     a `torch.Generator()` that is never given `manual_seed`. A generator assigned to a
     name or attribute that is later seeded (`rng.seed(s)`, `g.manual_seed(s)`) or
     replaced by a seeded one (`self.rng = random.Random(seed + epoch)`) is fine, and so
@@ -580,6 +588,14 @@ class UnseededGenerator(Rule):
                 f"{f.value.id}.seed() re-seeds the torch.Generator with a "
                 "non-deterministic number; use .manual_seed(seed)",
             )
+        elif type(f) is ast.Attribute and f.attr == "seed" and not node.args and not node.keywords:
+            recv = f.value.value if type(f.value) is ast.Subscript else f.value
+            if self.ctx.qualname(recv) in _DEFAULT_GENERATORS:
+                self.report(
+                    node,
+                    f"{ast.unparse(f.value)}.seed() re-seeds PyTorch's default generator with a "
+                    "non-deterministic number; use .manual_seed(seed)",
+                )
 
     def _reseeded(self) -> set[str]:
         """Names and attributes later given a seed: ``rng.seed(s)``, ``self._rng.seed(s)``."""
@@ -684,7 +700,8 @@ class SeedFromEntropy(Rule):
     Flags seeds (passed to a seeding call, a generator constructor or a `seed=` /
     `random_state=` argument) computed from `time.time()`, `datetime.now()`,
     `os.urandom`, `os.getpid()`, `uuid.uuid4()`, `secrets` or the builtin
-    `hash()`, directly or through a variable assigned in the same scope.
+    `hash()`, directly or through a variable assigned in the same scope; not a fallback
+    under `if key is None:` for a parameter that has no default (every call passes it).
 
     ## Why is this bad
     These values differ on every run (`hash()` of a `str` or `bytes` is salted per
@@ -778,7 +795,7 @@ class SeedFromEntropy(Rule):
             candidates = [k.value for k in node.keywords if k.arg in _SEED_KWARGS]
         for value in candidates:
             src = self._entropy_in(value)
-            if src:
+            if src and not _fallback_for_required(self.ctx.function_stack, node.lineno):
                 where = qn or call_name(node) or "the call"
                 self.report(
                     value,
@@ -786,6 +803,44 @@ class SeedFromEntropy(Rule):
                     "run; use a fixed seed or fwd9m.derive_seed(seed, ...)",
                 )
                 return
+
+
+def _required_params(fn) -> set[str]:
+    """The parameters of ``fn`` a call must pass: positional ones before the first
+    default, keyword-only ones without a default."""
+    a = fn.args
+    positional = a.posonlyargs + a.args
+    required = {p.arg for p in positional[: len(positional) - len(a.defaults)]}
+    required.update(p.arg for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is None)
+    return required
+
+
+def _fallback_for_required(stack, line: int) -> bool:
+    """``line`` lies in the body of ``if NAME is None:`` where NAME is a parameter of
+    the enclosing function that has no default: every call passes a value, so the branch
+    runs only when a caller passes None on purpose (issue 29, seventh held-out round:
+    dopamine's ``ImpalaMoE.__call__(self, x, *, key)`` falls back to a clock key ``if key
+    is None``; every caller passes a key)."""
+    if not stack or type(stack[-1]) not in (ast.FunctionDef, ast.AsyncFunctionDef):
+        return False
+    fn = stack[-1]
+    required = _required_params(fn)
+    if not required:
+        return False
+    for n in _walk(fn):
+        if (
+            type(n) is ast.If
+            and n.body
+            and n.body[0].lineno <= line <= n.body[-1].end_lineno
+            and type(n.test) is ast.Compare
+            and type(n.test.left) is ast.Name
+            and n.test.left.id in required
+            and len(n.test.ops) == 1
+            and type(n.test.ops[0]) is ast.Is
+            and literal(n.test.comparators[0], True) is None
+        ):
+            return True
+    return False
 
 
 def _other_branch(tree, set_line: int, use_line: int) -> bool:
@@ -1271,9 +1326,11 @@ class TrainsWithoutSeed(Rule):
     an experiment handed to `jaxline.platform.main` (keyed from `config.random_seed`), a
     TF1 graph whose every random op and shuffle takes an op seed (`seed=SEED`) and that
     builds no variable with a default initializer,
-    a function of this file or of a local module it imports whose body seeds, and a
+    a function of this file or of a local module it imports whose body seeds, a
     setup function of a local module the script always calls that seeds up to four
-    calls down. Only
+    calls down, and a local trainer class derived from `transformers.Trainer` (whose
+    `__init__` calls `set_seed(args.seed)`) when the script builds no model from its
+    config before it. Only
     scripts count: files that train at module level, in an `if __name__ == "__main__":`
     block that is not a test runner (`unittest.main()`, `tf.test.main()`), or in a
     function those reach, also through `absl.app.run(main)` / `tf.compat.v1.app.run()`.
@@ -1687,7 +1744,31 @@ def _script_calls(ctx, calls) -> list:
     runners = [
         c for c in _walk(main) if type(c) is ast.Call and type(c.func) is ast.Attribute and c.func.attr in _TEST_MAINS
     ]
-    return [] if runners else list(calls)
+    if runners:
+        return []
+    unused = _uncalled_functions(tree)
+    return [c for c in calls if not any(f.lineno <= c.lineno <= f.end_lineno for f in unused)]
+
+
+def _uncalled_functions(tree) -> list[ast.FunctionDef]:
+    """The module-level functions whose name nothing in the file reads: a script never
+    runs them; only a module importing them can, and that module's seeding decides
+    (issue 29, seventh held-out round: latent-diffusion's ``utils_image.py``, a library
+    with a print-only ``__main__`` block, draws in ``augment_imgs``, which nobody calls)."""
+    defs = [s for s in tree.body if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef)]
+    if not defs or any(
+        type(n) is ast.Call
+        and (
+            (type(n.func) is ast.Name and n.func.id in ("globals", "locals", "vars", "getattr"))
+            or (type(n.func) is ast.Attribute and n.func.attr == "Fire")
+        )
+        for n in _walk(tree)
+    ):
+        return []  # a function named on the command line (fire.Fire(), globals()[task])
+    read = {n.id for n in _walk(tree) if type(n) is ast.Name and type(n.ctx) is ast.Load}
+    read |= {n.attr for n in _walk(tree) if type(n) is ast.Attribute}
+    names = {c.value for c in _walk(tree) if type(c) is ast.Constant and type(c.value) is str}
+    return [f for f in defs if f.name not in read and f.name not in names]
 
 
 #: methods through which a loop's item reaches shared state in the order of the loop
@@ -1852,8 +1933,8 @@ class GlobalGeneratorUnseeded(Rule):
     (`np.random.permutation`, `np.random.rand`, ..., and TensorFlow 1's tutorial MNIST
     reader, whose `mnist.train.next_batch` shuffles with `numpy.random.shuffle`), in a
     script (a file that runs the draw at module level or in a function module-level
-    code calls, or has an `if __name__ == "__main__":` block that is not a test runner)
-    that calls no
+    code calls, or has an `if __name__ == "__main__":` block that is not a test runner,
+    outside module-level functions nothing in the file calls) that calls no
     function seeding that generator (`random.seed` / `np.random.seed`, or one that seeds
     everything: `keras.utils.set_random_seed`, `fwd9m.seed_everything`, Lightning's
     `seed_everything`, `transformers.set_seed`, ...) and no framework seed either (a
