@@ -55,7 +55,7 @@ def _lint(folder: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_diff_shows_the_safe_fixes_and_writes_nothing(tmp_path):
     (tmp_path / "train.py").write_text(SCRIPT)
-    out = _lint(tmp_path, "--extend-select", "FWD306", "--diff", "train.py")  # FWD306 is opt-in
+    out = _lint(tmp_path, "--extend-select", "FWD306,FWD104", "--diff", "train.py")  # both opt-in
     assert out.returncode == 1, out.stdout + out.stderr
     assert (
         "+loader = DataLoader(Aug(), batch_size=2, num_workers=2, worker_init_fn=fwd9m.data.worker_init_fn)"
@@ -64,7 +64,7 @@ def test_diff_shows_the_safe_fixes_and_writes_nothing(tmp_path):
     assert "+import fwd9m.data" in out.stdout and "random.seed(0)" not in out.stdout  # the clock seed: unsafe
     assert "would fix 1 finding in 1 file; 3 more with --unsafe-fixes" in out.stderr
     assert (tmp_path / "train.py").read_text() == SCRIPT
-    out = _lint(tmp_path, "--extend-select", "FWD306", "--diff", "--unsafe-fixes", "train.py")
+    out = _lint(tmp_path, "--extend-select", "FWD306,FWD104", "--diff", "--unsafe-fixes", "train.py")
     assert "+random.seed(0)  # the clock" in out.stdout and "+rng = np.random.default_rng(0)" in out.stdout
     assert "+fwd9m.enable_determinism(seed=0)" in out.stdout and "+import fwd9m.data" not in out.stdout
     assert (tmp_path / "train.py").read_text() == SCRIPT

@@ -90,6 +90,9 @@ class Rule:
     measured: ClassVar[tuple[int, int, int, int] | None] = None
     measured_before: ClassVar[tuple[int, int, int, int] | None] = None  #: before the last fix
     opt_in_reason: ClassVar[str] = ""  #: why a measured rule is opt-in
+    #: (findings, true, false, debatable) on issue 29's untuned held-out rounds, pooled
+    heldout: ClassVar[tuple[int, int, int, int] | None] = None
+    default_reason: ClassVar[str] = ""  #: why a rule below 0.9 held out is on by default
     #: identifiers of which at least one must occur in a file's text for the rule to run
     #: (an empty tuple: always runs). A prefilter: list every name the rule can match.
     triggers: ClassVar[frozenset[str] | tuple[str, ...]] = ()
