@@ -60,3 +60,22 @@ def test_fix_verifies_a_patch_for_a_seed_made_with_hash(tmp_path):
     assert out.stdout.startswith("FIXED (verified)"), out.stdout
     assert "+    streams = {name: random.Random(fwd9m.derive_seed(0, name, bits=63) % (2**31))" in out.stdout
     assert (tmp_path / "train.py").read_text() == HASH_SEEDED
+
+
+def test_check_of_a_launcher_command_names_the_script_to_debug(tmp_path):
+    # `fwd9m check -- torchrun ... train.py` (or accelerate launch): the next step used to
+    # be the placeholder `fwd9m debug SCRIPT.py [ARGS]` though the command names the script
+    (tmp_path / "train.py").write_text("import torch\nprint(torch.rand(3).sum().item())\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "1"]
+    out = subprocess.run(
+        [sys.executable, "-m", "fwd9m", "check", "-q", "--no-hashseed-check", "--", *launcher, "train.py", "--lr", "1"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "find the first op that differs: fwd9m debug train.py --lr 1 (the script the launcher runs" in out.stdout
+    assert "SCRIPT.py" not in out.stdout
