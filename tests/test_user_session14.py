@@ -79,3 +79,55 @@ def test_check_of_a_launcher_command_names_the_script_to_debug(tmp_path):
     assert out.returncode == 1, out.stdout + out.stderr
     assert "find the first op that differs: fwd9m debug train.py --lr 1 (the script the launcher runs" in out.stdout
     assert "SCRIPT.py" not in out.stdout
+
+
+#: reproducible: a thread pool's work function and a step function called in a loop at
+#: module level, each run many times; nothing else holds arrays that differ
+POOL_AND_LOOP = """import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+x = np.arange(4096.0).reshape(8, 512)
+
+
+def shard(i):
+    row = x[i] * 2
+    time.sleep(0.002)
+    return row.sum()
+
+
+def step(i):
+    a = np.full(4, float(i))
+    time.sleep(0.002)
+    return a.sum()
+
+
+total = 0.0
+with ThreadPoolExecutor(4) as pool:
+    for k in range(60):
+        total += sum(pool.map(shard, range(8)))
+for k in range(300):
+    total += step(k)
+print(total)
+"""
+
+
+def test_locals_of_a_function_called_many_times_are_not_compared(tmp_path):
+    # the watcher of the entry function's locals kept the last frame it saw of each
+    # function of the script: for shard() in 4 pool threads and step() in a loop, that is
+    # whichever call the last look caught, so a reproducible script was NOT REPRODUCIBLE
+    # ("[state, run 2] locals.shard().row ...", "locals.step().a ...")
+    (tmp_path / "train.py").write_text(POOL_AND_LOOP)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    out = subprocess.run(
+        [sys.executable, "-m", "fwd9m", "check", "-q", "train.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith("REPRODUCIBLE: 2 runs of train.py agree"), out.stdout
+    assert "shard()" not in out.stdout and "step()" not in out.stdout
