@@ -131,3 +131,27 @@ def test_locals_of_a_function_called_many_times_are_not_compared(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.startswith("REPRODUCIBLE: 2 runs of train.py agree"), out.stdout
     assert "shard()" not in out.stdout and "step()" not in out.stdout
+
+
+def test_locals_of_a_threads_own_target_are_still_compared(tmp_path):
+    script = (
+        "import threading, time\n"
+        "import numpy as np\n"
+        "def train():\n"
+        "    w = np.random.default_rng().normal(size=4)  # unseeded\n"
+        "    time.sleep(0.5)\n"
+        "t = threading.Thread(target=train)\n"
+        "t.start()\n"
+        "t.join()\n"
+        "print('done')\n"
+    )
+    (tmp_path / "train.py").write_text(script)
+    out = subprocess.run(
+        [sys.executable, "-m", "fwd9m", "check", "-q", "--no-hashseed-check", "train.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "[state, run 2] locals.train().w (float64, 4)" in out.stdout, out.stdout

@@ -16,7 +16,8 @@ A function that returns between two looks (5 ms apart until one is seen, 0.2 s a
 may be missed: the capture then has
 no locals and says so. A function seen in two calls (a step called in a loop) or in two
 threads at once (a thread pool's work function) is no entry function: which call the last
-look saw is timing, so its locals are not kept.
+look saw is timing, so its locals are not kept; in a thread other than the script's, only
+a thread's own target (``Thread(target=train)``) is looked at.
 """
 
 from __future__ import annotations
@@ -31,13 +32,22 @@ from typing import Any
 #: microseconds), ``INTERVAL`` after
 FIRST, INTERVAL = 0.005, 0.2
 
-_state: dict[str, Any] = {"files": set(), "frames": {}, "repeated": set(), "running": False, "stop": False}
+_state: dict[str, Any] = {
+    "files": set(),
+    "frames": {},
+    "repeated": set(),
+    "main": None,  # the thread that runs the script (the first to call watch)
+    "running": False,
+    "stop": False,
+}
 
 
 def watch(filename: str) -> None:
     """Keep the outermost frame of each thread that runs code of ``filename`` (the script,
     from the ``exec`` audit event); starts the watcher thread once."""
     _state["files"].add(filename)
+    if _state["main"] is None:
+        _state["main"] = _thread.get_ident()
     if not _state["running"]:
         _state["running"] = True
         try:
@@ -68,9 +78,17 @@ def look(skip: int | None = None) -> None:
             if code.co_filename in files and not code.co_name.startswith("<"):  # not <module>, <listcomp>
                 outer = frame
             frame = frame.f_back
-        if outer is not None:
+        if outer is not None and (ident == _state["main"] or _thread_target(outer)):
             _keep(ident, outer)
         del outer, frame
+
+
+def _thread_target(frame: Any) -> bool:
+    """Whether ``frame`` runs as a thread's own target (``Thread(target=train)``), called
+    by ``Thread.run``; a thread pool's work (``concurrent.futures``' worker calls it) is
+    not: which work item the last look saw is timing."""
+    caller = frame.f_back
+    return caller is not None and caller.f_code.co_name == "run" and caller.f_code.co_filename.endswith("threading.py")
 
 
 def _keep(ident: int, frame: Any) -> None:
