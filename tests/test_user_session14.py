@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from fwd9m.fix import _edits
 
 #: a seed per component derived from its name with the builtin hash(), as a Flax user
@@ -155,3 +157,54 @@ def test_locals_of_a_threads_own_target_are_still_compared(tmp_path):
     )
     assert out.returncode == 1, out.stdout + out.stderr
     assert "[state, run 2] locals.train().w (float64, 4)" in out.stdout, out.stdout
+
+
+#: the resume fix that `fwd9m check --resume` prints for a lost torch RNG, applied; the
+#: script seeds torch only (Python's and NumPy's generators are unseeded and never used)
+RESUMABLE = """import os
+import sys
+
+import fwd9m
+import torch
+
+torch.manual_seed(0)
+w = torch.zeros(4, requires_grad=True)
+opt = torch.optim.SGD([w], lr=0.1)
+start = 0
+if "--resume" in sys.argv and os.path.exists("ckpt/last.pt"):
+    ck = torch.load("ckpt/last.pt")
+    w.data.copy_(ck["w"])
+    opt.load_state_dict(ck["opt"])
+    fwd9m.rng.load_state_dict(ck["rng"])
+    start = ck["step"] + 1
+for step in range(start, 12):
+    loss = ((w - torch.randn(4)) ** 2).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if step % 3 == 2:
+        os.makedirs("ckpt", exist_ok=True)
+        ck = {"w": w.detach(), "opt": opt.state_dict(), "step": step, "rng": fwd9m.rng.state_dict()}
+        torch.save(ck, "ckpt/last.pt")
+print("w", w.tolist())
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the checkpoint's fwd9m.rng.state_dict() blob holds Python's and NumPy's unseeded "
+    "states, which differ between runs A and B already (the report leaves them out at the "
+    "resume point), but the file is compared byte by byte: RESUME NOT EXACT on ckpt/last.pt:rng.data",
+)
+def test_resume_with_the_printed_rng_fix_resumes_exactly(tmp_path):
+    (tmp_path / "train.py").write_text(RESUMABLE)
+    out = subprocess.run(
+        [sys.executable, "-m", "fwd9m", "check", "-q", "--resume", "--interrupt-after", "5"]
+        + ["--resume-args", "--resume", "train.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith("RESUMES EXACTLY"), out.stdout
