@@ -208,3 +208,12 @@ def test_resume_with_the_printed_rng_fix_resumes_exactly(tmp_path):
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.startswith("RESUMES EXACTLY"), out.stdout
+
+
+def test_a_resume_report_says_it_compared_run_c_with_run_a():
+    from fwd9m.check._resume import ResumeResult
+
+    result = ResumeResult("train.py", [], [], compared={"files": 1}, coverage=["files: 1 (ckpt/last.pt)"])
+    report = result.report()
+    assert "Compared (run C with run A):\n  files: 1 (ckpt/last.pt)" in report, report
+    assert "each run with run 1" not in report
