@@ -7,7 +7,8 @@ import argparse
 HELP = "find a patch that makes a script reproducible, verified by fwd9m check on a patched copy"
 DESCRIPTION = (
     "Check the script; when its runs differ, patch a copy of it step by step (the edit that what differs "
-    "points at, else fwd9m.enable_determinism with the script's own seed after its imports, clock seeds replaced; "
+    "points at, else fwd9m.enable_determinism with the script's own seed after its imports, clock seeds replaced, "
+    "hash() seeds derived with fwd9m.derive_seed; "
     "then, up to 4 steps, the next such edit: sets iterated in sorted order, "
     "generators given the seed, local modules' seeds, DataLoader workers seeded), check the copy after "
     "each step, and print what each step fixed and the patch that made the copy reproducible as a "

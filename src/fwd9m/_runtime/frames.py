@@ -14,7 +14,10 @@ program, and one after it is over).
 
 A function that returns between two looks (5 ms apart until one is seen, 0.2 s after)
 may be missed: the capture then has
-no locals and says so.
+no locals and says so. A function seen in two calls (a step called in a loop) or in two
+threads at once (a thread pool's work function) is no entry function: which call the last
+look saw is timing, so its locals are not kept; in a thread other than the script's, only
+a thread's own target (``Thread(target=train)``) is looked at.
 """
 
 from __future__ import annotations
@@ -29,13 +32,22 @@ from typing import Any
 #: microseconds), ``INTERVAL`` after
 FIRST, INTERVAL = 0.005, 0.2
 
-_state: dict[str, Any] = {"files": set(), "frames": {}, "running": False, "stop": False}
+_state: dict[str, Any] = {
+    "files": set(),
+    "frames": {},
+    "repeated": set(),
+    "main": None,  # the thread that runs the script (the first to call watch)
+    "running": False,
+    "stop": False,
+}
 
 
 def watch(filename: str) -> None:
     """Keep the outermost frame of each thread that runs code of ``filename`` (the script,
     from the ``exec`` audit event); starts the watcher thread once."""
     _state["files"].add(filename)
+    if _state["main"] is None:
+        _state["main"] = _thread.get_ident()
     if not _state["running"]:
         _state["running"] = True
         try:
@@ -47,7 +59,7 @@ def watch(filename: str) -> None:
 def _loop() -> None:
     me = _thread.get_ident()
     while not _state["stop"]:
-        time.sleep(INTERVAL if _state["frames"] else FIRST)
+        time.sleep(INTERVAL if _state["frames"] or _state["repeated"] else FIRST)
         try:
             look(skip=me)
         except Exception:  # noqa: BLE001 - never break the user's program
@@ -56,7 +68,7 @@ def _loop() -> None:
 
 def look(skip: int | None = None) -> None:
     """One look at every thread's stack (also called once more right before the capture)."""
-    files, frames = _state["files"], _state["frames"]
+    files = _state["files"]
     for ident, frame in sys._current_frames().items():
         if ident == skip:
             continue
@@ -66,9 +78,37 @@ def look(skip: int | None = None) -> None:
             if code.co_filename in files and not code.co_name.startswith("<"):  # not <module>, <listcomp>
                 outer = frame
             frame = frame.f_back
-        if outer is not None:
-            frames[(ident, outer.f_code)] = outer
+        if outer is not None and (ident == _state["main"] or _thread_target(outer)):
+            _keep(ident, outer)
         del outer, frame
+
+
+def _thread_target(frame: Any) -> bool:
+    """Whether ``frame`` runs as a thread's own target (``Thread(target=train)``), called
+    by ``Thread.run``; a thread pool's work (``concurrent.futures``' worker calls it) is
+    not: which work item the last look saw is timing."""
+    caller = frame.f_back
+    return caller is not None and caller.f_code.co_name == "run" and caller.f_code.co_filename.endswith("threading.py")
+
+
+def _keep(ident: int, frame: Any) -> None:
+    """Keep ``frame``, the outermost frame of the script's code in thread ``ident``,
+    unless its function is no entry function: one called again (another frame for it in
+    this thread: a step function called in a loop) or running in another thread too (a
+    thread pool's work function). Its locals at exit would be those of whichever call the
+    last look happened to see, which differs from run to run; such a function is dropped
+    for good."""
+    frames, repeated = _state["frames"], _state["repeated"]
+    code = frame.f_code
+    if code in repeated:
+        return
+    seen = [key for key in list(frames) if key[1] is code]  # a copy: the main thread may look too
+    if any(key[0] != ident or frames.get(key, frame) is not frame for key in seen):
+        repeated.add(code)
+        for key in seen:
+            frames.pop(key, None)
+        return
+    frames[(ident, code)] = frame
 
 
 def kept() -> list[tuple[str, dict[str, Any]]]:
@@ -90,3 +130,4 @@ def release() -> None:
     """Stop looking and drop the frames kept."""
     _state["stop"] = True
     _state["frames"].clear()
+    _state["repeated"].clear()

@@ -22,12 +22,18 @@ def _debug_can_record(fp: dict[str, Any] | None) -> bool:
 
 def _debug_args(display: str, command: bool) -> str:
     """``fwd9m debug`` arguments for what was checked: a command ``python X.py ARGS``
-    becomes ``X.py ARGS``; other commands are named as the script they run."""
+    becomes ``X.py ARGS``; a launcher's (``accelerate launch ... X.py ARGS``, ``torchrun
+    ... X.py``) the script it runs, alone; other commands are named as the script they
+    run."""
     if not command:
         return display
     parts = display.split()[1:]  # drop "--"
-    if parts and Path(parts[0]).name.startswith("python") and len(parts) > 1:
+    launcher = parts[1:3] in (["-m", "torch.distributed.run"], ["-m", "accelerate.commands.launch"])
+    if parts and Path(parts[0]).name.startswith("python") and len(parts) > 1 and not launcher:
         return " ".join(parts[1:])
+    script = next((i for i, part in enumerate(parts) if part.endswith(".py")), None)
+    if script is not None:
+        return " ".join(parts[script:]) + " (the script the launcher runs, alone, in one process)"
     return "SCRIPT.py [ARGS] (the Python script this command runs)"
 
 

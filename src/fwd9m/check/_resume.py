@@ -168,6 +168,7 @@ class ResumeResult(CheckResult):
 
         runs = self.runs  # listed below, with what each run did; the base report without them
         lines = super(ResumeResult, dataclasses.replace(self, runs=[])).report(max_findings).split("\n")
+        lines = ["Compared (run C with run A):" if x == "Compared (each run with run 1):" else x for x in lines]
         extra = []
         if self.lost:
             point = (

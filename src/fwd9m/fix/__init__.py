@@ -191,7 +191,7 @@ class FixResult:
 
 def _module_edits(script: Path, tree: ast.AST, seed: int) -> dict[str, str]:
     """``{relative path: patched text}`` of the local modules whose seeds come from the
-    clock or that make generators without a seed."""
+    clock or ``hash()``, or that make generators without a seed."""
     out = {}
     from ..lint._imports import local_modules
 
@@ -206,6 +206,10 @@ def _module_edits(script: Path, tree: ast.AST, seed: int) -> dict[str, str]:
             + _edits.clock_seed_variables(text, sub, seed)
             + _edits.seeded_generators(text, sub, seed)
         )
+        hashed = _edits.hash_seeds(text, sub, seed)
+        if hashed and not _edits.imports_fwd9m(sub):
+            hashed += _edits.after_imports(text, sub, "import fwd9m\n")
+        edits += hashed
         if edits:
             out[rel] = _edits.apply(text, edits)
     return out
@@ -243,7 +247,11 @@ def _groups(script: Path, source: str, seed: int) -> list[_Group]:
         first += (
             f", the clock seed at {', '.join(f'{name}:{_line(source, e.start)}' for e in clock)} replaced by {seed}"
         )
-    out = [_Group(first, _edits.enable_after_imports(source, tree, seed) + clock)]
+    hashed = _edits.hash_seeds(source, tree, seed)
+    if hashed:
+        where = ", ".join(f"{name}:{_line(source, e.start)}" for e in hashed)
+        first += f", the hash() seed at {where} made with fwd9m.derive_seed({seed}, ...)"
+    out = [_Group(first, _edits.enable_after_imports(source, tree, seed) + clock + hashed)]
     sets = _edits.sorted_sets(source, tree)
     if sets:
         where = ", ".join(f"{name}:{_line(source, e.start)}" for e in sets)

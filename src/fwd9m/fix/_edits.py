@@ -7,6 +7,8 @@ as it was.
 - :func:`fixed_clock_seeds`: a seed taken from the clock, the process id or the OS's
   entropy (``random.seed(time.time())``, ``jax.random.PRNGKey(int(time.time()))``)
   replaced by the script's own seed;
+- :func:`hash_seeds`: a seed made with ``hash(x)`` (salted per process) derived from the
+  script's seed and ``x`` instead (``fwd9m.derive_seed``);
 - :func:`worker_seeding`: ``worker_init_fn=fwd9m.data.worker_init_fn`` added to each
   ``DataLoader(...)`` with workers and no ``worker_init_fn`` of its own;
 - :func:`script_seed`: the seed the script already uses (the first integer literal
@@ -107,17 +109,55 @@ def _clock_values(node: ast.expr) -> list[ast.expr]:
     return [node] if _volatile(node) else []
 
 
+def _seed_args(tree: ast.AST) -> list[ast.expr]:
+    """The arguments given to a seeding call as its seed."""
+    return [
+        arg
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and _name(node.func) in SEED_CALLS
+        for arg in [*node.args, *(k.value for k in node.keywords if k.arg == "seed")]
+    ]
+
+
+def _seed_values(tree: ast.AST) -> list[ast.expr]:
+    """What a seeding call takes as its seed: its arguments, and the values assigned to
+    a variable that one of them is (``seed = ...``, then ``PRNGKey(seed)``)."""
+    args = _seed_args(tree)
+    names = {arg.id for arg in args if isinstance(arg, ast.Name)}
+    assigned = [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in names for t in node.targets)
+    ]
+    return args + assigned
+
+
+def hash_seeds(source: str, tree: ast.AST, seed: int) -> list[Edit]:
+    """A seed made with the builtin ``hash()`` (salted per process for ``str`` and
+    ``bytes``), given to a seeding call directly or through a variable: each ``hash(x)``
+    in it replaced by ``fwd9m.derive_seed(seed, x, bits=63)``, one seed per ``x`` as
+    before (two names still get two keys), in the range of ``hash`` on 64-bit Python,
+    whatever ``PYTHONHASHSEED``."""
+    lines = _offsets(source)
+    edits: list[Edit] = []
+    for value in _seed_values(tree):
+        for node in ast.walk(value):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "hash"):
+                continue
+            if len(node.args) != 1 or node.keywords or isinstance(node.args[0], ast.Starred):
+                continue
+            start, end = _span(node.args[0], lines)
+            edit = Edit(*_span(node, lines), f"fwd9m.derive_seed({seed}, {source[start:end]}, bits=63)")
+            if source[edit.start : edit.end].isascii() and edit not in edits:
+                edits.append(edit)
+    return edits
+
+
 def clock_seed_variables(source: str, tree: ast.AST, seed: int) -> list[Edit]:
     """A seed that reaches the seeding call through a variable (``seed = args.seed if ...
     else int(time.time())``, then ``PRNGKey(seed)``): the clock part of each assignment
     to that variable replaced by ``seed``."""
-    names = {
-        arg.id
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and _name(node.func) in SEED_CALLS
-        for arg in [*node.args, *(k.value for k in node.keywords if k.arg == "seed")]
-        if isinstance(arg, ast.Name)
-    }
+    names = {arg.id for arg in _seed_args(tree) if isinstance(arg, ast.Name)}
     lines = _offsets(source)
     edits = []
     for node in ast.walk(tree):

@@ -34,7 +34,11 @@ _Make = Callable[[str, ast.Module, int], list[_edits.Edit]]
 
 
 def _clock(source: str, tree: ast.Module, seed: int) -> list[_edits.Edit]:
-    return _edits.fixed_clock_seeds(source, tree, seed) + _edits.clock_seed_variables(source, tree, seed)
+    return (
+        _edits.fixed_clock_seeds(source, tree, seed)
+        + _edits.clock_seed_variables(source, tree, seed)
+        + _edits.hash_seeds(source, tree, seed)
+    )
 
 
 #: ``autofix`` name: (safe edits, unsafe edits, what it does, whole file: one edit for
@@ -52,7 +56,7 @@ EDITS: dict[str, tuple[_Make | None, _Make | None, str, bool]] = {
         "worker_init_fn=fwd9m.data.worker_init_fn",
         False,
     ),
-    "clock_seeds": (None, _clock, "the clock seed replaced by the script's seed", False),
+    "clock_seeds": (None, _clock, "the clock seed replaced by the script's seed (a hash() one derived from it)", False),
     "seeded_generators": (None, _edits.seeded_generators, "the generator given the script's seed", False),
     "enable_after_imports": (None, _edits.enable_after_imports, "fwd9m.enable_determinism after the imports", True),
 }

@@ -722,7 +722,9 @@ class SeedFromEntropy(Rule):
     ## Automatic fix (unsafe)
     `fwd9m lint --unsafe-fixes --fix` replaces the clock, process id or OS-entropy part of
     the seed with the file's own seed (the first integer given to a seeding call, else
-    0). Unsafe: every run then draws the same numbers, which changes results on purpose.
+    0), and each `hash(x)` in a seed with `fwd9m.derive_seed(seed, x, bits=63)` (still
+    one seed per `x`). Unsafe: every run then draws the same numbers, which changes
+    results on purpose.
     """
 
     autofix = "clock_seeds"
