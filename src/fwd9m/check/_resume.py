@@ -736,7 +736,8 @@ def _compare(
         files={k: v for k, v in c.files.items() if k in a.files},
     )
     # stderr not compared: a resumed run warns of the checkpoint it loads, by design
-    base = _compare_runs(display, [a_view, c_view], source, strict=strict, stderr=False)
+    unseeded = frozenset(k.partition(":")[2] for k in unstable)
+    base = _compare_runs(display, [a_view, c_view], source, strict=strict, stderr=False, unseeded=unseeded)
     fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(CheckResult)}
     fields.update(
         runs=[a.info, b.info, c.info],

@@ -54,6 +54,10 @@ def _hash_probe(run: _Run) -> Any:
     return caps[-1].get("hash_probe") if caps else None
 
 
+#: why a generator's state in fwd9m's RNG state blob is not compared (``--resume``)
+UNSEEDED_WHY = "an RNG state that differs between runs A and B before the interruption already: unseeded"
+
+
 def _compare_files(
     a: _Run,
     b: _Run,
@@ -62,12 +66,14 @@ def _compare_files(
     skipped: dict[str, str] | None = None,
     strict: bool = False,
     masked: IgnoredValues | None = None,
+    unseeded: frozenset[str] = frozenset(),
 ) -> None:
     """Findings for the files of run ``b`` that differ from run ``a``'s; ``skipped`` gets
     ``{file:leaf path: reason}`` of what was not compared (a save time stamp), ``masked``
     the timing values masked in text files and TensorBoard tags (none with ``strict``). Files
     named by the time and process that wrote them (TensorBoard's) pair up by
-    :func:`~fwd9m.compare.pair_names`."""
+    :func:`~fwd9m.compare.pair_names`. fwd9m's own RNG state in a checkpoint is compared
+    generator by generator, less those of ``unseeded`` (:mod:`fwd9m.check._rng_blobs`)."""
     from ..compare._files import renamed_folders
 
     names_a, names_b = pair_names(a.files, strict), pair_names(b.files, strict)
@@ -94,8 +100,7 @@ def _compare_files(
             continue
         if kind in ("tf", "structured"):
             try:
-                fa = replace_in_leaves(read_structured(pa, tf_checkpoint=kind == "tf"), ra)
-                fb = replace_in_leaves(read_structured(pb, tf_checkpoint=kind == "tf"), rb)
+                fa, fb = _read_flat(pa, kind, ra, unseeded), _read_flat(pb, kind, rb, unseeded)
             except FileFormatError as exc:
                 kind = "bytes"
                 detail = f"{exc}; compared by content hash"
@@ -117,6 +122,15 @@ def _compare_files(
                 name, "content", "bytes", None, a=f"sha256 {ha[:12]} ({sa} bytes)", b=f"sha256 {hb[:12]} ({sb} bytes)"
             )
             findings.append(Difference("file", label, f"{name}: content differs ({d.a} vs {d.b})", d, detail))
+
+
+def _read_flat(path, kind: str, renames: tuple, unseeded: frozenset[str]):
+    """A structured file's leaves, its run's folder names replaced, fwd9m's RNG state
+    blobs expanded (:mod:`fwd9m.check._rng_blobs`)."""
+    from ._rng_blobs import expand
+
+    flat = replace_in_leaves(read_structured(path, tf_checkpoint=kind == "tf"), renames)
+    return expand(flat, unseeded, UNSEEDED_WHY)
 
 
 def _sqlite_sidecar(name: str, read_as_rows: set[str], skipped: dict[str, str] | None, strict: bool) -> bool:
@@ -267,8 +281,13 @@ def _exit_findings(a: RunInfo, b: RunInfo, label: str) -> list[Difference]:
     return []
 
 
-def _state_findings(first: _Run, other: _Run, label: str, notes: list[str] | None = None) -> list[Difference]:
-    """The final states (by process) that differ, leaf by leaf."""
+def _state_findings(
+    first: _Run, other: _Run, label: str, notes: list[str] | None = None, unseeded: frozenset[str] = frozenset()
+) -> list[Difference]:
+    """The final states (by process) that differ, leaf by leaf; fwd9m's RNG state blobs
+    generator by generator, less those of ``unseeded`` (said in ``notes``)."""
+    from ._rng_blobs import expand
+
     out = []
     ga, gb = _state_groups(first), _state_groups(other)
     for key in sorted(set(ga) | set(gb)):
@@ -282,6 +301,11 @@ def _state_findings(first: _Run, other: _Run, label: str, notes: list[str] | Non
         prefix = f"{key}: " if len(ga) > 1 else ""
         sa = replace_in_leaves(ga[key]["flat"], first.replacements)
         sb = replace_in_leaves(gb[key]["flat"], other.replacements)
+        sa, sb = expand(sa, unseeded, UNSEEDED_WHY), expand(sb, unseeded, UNSEEDED_WHY)
+        left_out = sorted(k for k in set(sa.ignored) | set(sb.ignored) if sa.ignored.get(k) == UNSEEDED_WHY)
+        if left_out and notes is not None:
+            more = f" and {len(left_out) - 1} more" if len(left_out) > 1 else ""
+            notes.append(f"not compared: {prefix}{escape_control(left_out[0])}{more} ({UNSEEDED_WHY})")
         diffs = compare_flat(sa, sb)
         unseen = _seen_in_one_run(diffs)
         if unseen and notes is not None:
@@ -347,6 +371,7 @@ class _Pairs:
         self.notes: list[str] = []
         self.ignored = IgnoredValues()
         self.base_env = next((c.get("environment") for c in first.captures if c.get("environment")), None)
+        self.unseeded: frozenset[str] = frozenset()  # generators left out of RNG state blobs
 
     def _stderr(self, other: _Run, pair: IgnoredValues) -> None:
         """Standard error compared as stdout is; the framework lines left out counted."""
@@ -390,9 +415,9 @@ class _Pairs:
         if self.with_stderr:
             self._stderr(other, pair)
         _compare_rank_outputs(first, other, label, self.findings, self.strict, pair)
-        _compare_files(first, other, label, self.findings, self.skipped, self.strict, pair)
+        _compare_files(first, other, label, self.findings, self.skipped, self.strict, pair, self.unseeded)
         self.ignored.merge(pair)
-        self.findings += _state_findings(first, other, label, self.notes)
+        self.findings += _state_findings(first, other, label, self.notes, self.unseeded)
         pa, pb = _hash_probe(first), _hash_probe(other)
         if pa is not None and pb is not None and pa != pb:
             self.probe_differs.append(label)
@@ -403,8 +428,8 @@ class _Pairs:
 
 def _launch_notes(result: Draft[CheckResult], first: _Run, pairs: _Pairs) -> None:
     result.notes.extend(dict.fromkeys(pairs.notes))
-    if pairs.skipped:  # leaves a reader marked as time stamps (compare.ignored)
-        result.notes.append("not compared (they change with every save): " + _ignored_summary(pairs.skipped))
+    if pairs.skipped:  # leaves a reader marked (time stamps: compare.ignored), files left out; each says why
+        result.notes.append("not compared: " + _ignored_summary(pairs.skipped))
     if first.ranks:
         result.notes.append(
             f"each rank's output was captured separately ({len(first.ranks)} rank(s) of the "
@@ -523,12 +548,14 @@ def _compare_runs(
     argv: list[str] | None = None,
     env: dict[str, str] | None = None,
     stderr: bool = True,
+    unseeded: frozenset[str] = frozenset(),
 ) -> Draft[CheckResult]:
     """Compare each run with the first. Printed output and text files are compared with
     timing values masked (each one listed in ``result.ignored``), unless ``strict``;
     standard error too, unless not ``stderr`` (a resumed run warns of the checkpoint it loads).
     ``argv``, ``env``: the runs' ``sys.argv`` and environment when every run had the same
-    (None: unknown), for the lint hints."""
+    (None: unknown), for the lint hints. ``unseeded``: generators whose state in fwd9m's
+    RNG state blobs is not compared (``--resume``: they differ between runs A and B)."""
     from .. import environment
 
     _no_verdict(display, done)
@@ -541,6 +568,7 @@ def _compare_runs(
         "state tensors": sum(len(g["flat"]) for g in _state_groups(first).values()),
     }
     pairs = _Pairs(first, strict, stderr)
+    pairs.unseeded = unseeded
     for other in done[1:]:
         pairs.add(other)
     result = Draft(
