@@ -123,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"fwd9m {args.command}: interrupted", file=sys.stderr)
         return 130
+    except SystemExit as exc:  # SIGTERM or SIGHUP, unwound like Ctrl-C (_cli.check.exit_on_sigterm)
+        if getattr(exc, "signal_name", None):
+            print(f"fwd9m {args.command}: interrupted ({exc.signal_name})", file=sys.stderr)
+        raise
     except BrokenPipeError:
         return EXIT_OK
     except OSError as exc:  # e.g. writing the report failed (disk full, closed stream)

@@ -177,7 +177,9 @@ def exit_on_sigterm() -> None:
     import threading
 
     def _term(signum, frame):
-        raise SystemExit(128 + signum)
+        stop = SystemExit(128 + signum)
+        stop.signal_name = signal.Signals(signum).name  # cli.main says it, as for Ctrl-C
+        raise stop
 
     if threading.current_thread() is not threading.main_thread():
         return
