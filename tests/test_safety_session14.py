@@ -1,0 +1,60 @@
+"""Safety session 14: fwd9m run for real on small user folders (no framework, plain
+Python scripts), each test a scenario that lost, changed or hid a user's file, hung, or
+printed raw control characters before its fix."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def _fwd9m(args: list[str], cwd: Path, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run(
+        [sys.executable, "-m", "fwd9m", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        **kw,
+    )
+
+
+def _manifest(*roots: Path) -> dict[str, tuple]:
+    """Every entry under ``roots`` (lstat: links are not followed): kind, mode, content."""
+    out: dict[str, tuple] = {}
+    for root in roots:
+        for d, dirs, files in os.walk(root):
+            for name in dirs + files:
+                p = os.path.join(d, name)
+                st = os.lstat(p)
+                if stat.S_ISLNK(st.st_mode):
+                    what: object = os.readlink(p)
+                elif stat.S_ISREG(st.st_mode):
+                    what = hashlib.sha256(Path(p).read_bytes()).hexdigest()
+                else:
+                    what = None
+                out[p] = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), what)
+    return out
+
+
+def test_check_link_puts_back_a_file_run_1_deleted_before_run_2(tmp_path: Path) -> None:
+    """--cwd link: run 1 deletes a file of yours through a link to your folder; run 2
+    must find it again (it failed with FileNotFoundError: the guard put back changed
+    files between runs, not deleted ones), and the folder ends as it was."""
+    user = tmp_path / "u"
+    (user / "sub").mkdir(parents=True)
+    (user / "sub" / "back").symlink_to(user)
+    (user / "victim.txt").write_text("mine\n")
+    (user / "s.py").write_text('import os\nos.remove("sub/back/victim.txt")\nprint("done")\n')
+    before = _manifest(user)
+    done = _fwd9m(["check", "--no-hashseed-check", "--cwd", "link", "s.py"], user)
+    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()[-2000:]
+    assert _manifest(user) == before
