@@ -58,3 +58,16 @@ def test_check_link_puts_back_a_file_run_1_deleted_before_run_2(tmp_path: Path) 
     done = _fwd9m(["check", "--no-hashseed-check", "--cwd", "link", "s.py"], user)
     assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()[-2000:]
     assert _manifest(user) == before
+
+
+def test_fix_write_keeps_windows_line_endings(tmp_path: Path) -> None:
+    """fwd9m fix --write on a script with CRLF line endings: the lines it inserts
+    (``import fwd9m``, ``enable_determinism``) end in CRLF too; they ended in LF, leaving
+    a file of mixed line endings although fix promises to keep them."""
+    script = tmp_path / "s.py"
+    script.write_bytes(b"import random\r\nimport time\r\nrandom.seed(time.time())\r\nprint(random.random())\r\n")
+    done = _fwd9m(["fix", "-q", "--write", "--timeout", "60", "s.py"], tmp_path)
+    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()[-2000:]
+    data = script.read_bytes()
+    assert b"enable_determinism" in data
+    assert data.count(b"\n") == data.count(b"\r\n"), data

@@ -152,7 +152,7 @@ def plan(path: Path, source: str, findings: Iterable, unsafe: bool = False, enco
             edits += new
             result.fixed.append(f"{shown(path)}:{f.line}: {f.code} fixed: {EDITS[_autofix(f.code)][2]}")
     if any("fwd9m." in e.text for e in edits) and not _edits.imports_fwd9m(tree):
-        if not any(e.text.startswith(("import fwd9m", "\nimport fwd9m")) for e in edits):
+        if not any(e.text.lstrip("\r\n").startswith("import fwd9m") for e in edits):
             edits += _edits.after_imports(source, tree, "import fwd9m.data\n")
     after = _edits.apply(source, edits)
     try:
