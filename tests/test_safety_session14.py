@@ -71,3 +71,19 @@ def test_fix_write_keeps_windows_line_endings(tmp_path: Path) -> None:
     data = script.read_bytes()
     assert b"enable_determinism" in data
     assert data.count(b"\n") == data.count(b"\r\n"), data
+
+
+def test_lint_config_pipe_device_and_deep_nesting_exit_2(tmp_path: Path) -> None:
+    """lint --config on a named pipe or /dev/zero hung (read until EOF), and a
+    pyproject.toml with arrays nested 2,000 deep ended in a RecursionError traceback;
+    each is a clear error, exit 2."""
+    (tmp_path / "t.py").write_text("import random\nprint(random.random())\n")
+    os.mkfifo(tmp_path / "pipe")
+    for config in ("pipe", "/dev/zero"):
+        done = _fwd9m(["lint", "--config", config, "t.py"], tmp_path, timeout=30)
+        assert done.returncode == 2 and b"not a regular pyproject.toml" in done.stderr, done.stderr
+    (tmp_path / "pyproject.toml").write_text("[tool.fwd9m.lint]\nselect = " + "[" * 2000 + "]" * 2000 + "\n")
+    for args in (["lint", "t.py"], ["lint", "--config", "pyproject.toml", "t.py"]):
+        done = _fwd9m(args, tmp_path, timeout=30)
+        assert done.returncode == 2, done.stderr[-500:]
+        assert b"Traceback" not in done.stderr and b"nested too deep" in done.stderr, done.stderr[-500:]
