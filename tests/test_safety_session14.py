@@ -87,3 +87,17 @@ def test_lint_config_pipe_device_and_deep_nesting_exit_2(tmp_path: Path) -> None
         done = _fwd9m(args, tmp_path, timeout=30)
         assert done.returncode == 2, done.stderr[-500:]
         assert b"Traceback" not in done.stderr and b"nested too deep" in done.stderr, done.stderr[-500:]
+
+
+def test_lint_fix_file_and_link_to_it_fixed_once_and_counted_once(tmp_path: Path) -> None:
+    """lint --fix on a folder holding target.py and link.py -> target.py: the file was
+    fixed through the link, then its own fix was refused as "changed since it was read"
+    (by fwd9m itself), and the summary still counted both: "fixed 2 findings in 2 files"."""
+    (tmp_path / "target.py").write_text("import random\nimport time\nrandom.seed(time.time())\n")
+    (tmp_path / "link.py").symlink_to("target.py")
+    done = _fwd9m(["lint", "--fix", "--unsafe-fixes", "."], tmp_path, timeout=60)
+    err = done.stderr.decode()
+    assert "changed since it was read" not in err, err
+    assert "fixed 1 finding in 1 file" in err, err
+    assert (tmp_path / "target.py").read_text() == "import random\nimport time\nrandom.seed(0)\n"
+    assert os.readlink(tmp_path / "link.py") == "target.py"

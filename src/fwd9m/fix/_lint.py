@@ -200,4 +200,19 @@ def plan_paths(findings: Iterable, config, unsafe: bool = False) -> list[FileFix
         fix = plan(path, text, lint_source(text, name, config), unsafe, encoding)
         if fix.after != fix.before or fix.unsafe_left or fix.skipped:
             out.append(fix)
-    return out
+    return _one_per_file(out)
+
+
+def _one_per_file(fixes: list[FileFix]) -> list[FileFix]:
+    """One fix per file: a file linted under two names (``link.py`` -> ``target.py`` in
+    the same folder) is fixed once, under its own name rather than a link's; the other
+    name's fix, planned from the same text, would find the file changed (by the first)."""
+    chosen: dict[Path, FileFix] = {}
+    for fix in sorted(fixes, key=lambda f: f.path.is_symlink()):
+        try:
+            key = fix.path.resolve()
+        except (OSError, RuntimeError):  # a loop of links: its own name
+            key = fix.path
+        chosen.setdefault(key, fix)
+    kept = set(map(id, chosen.values()))
+    return [f for f in fixes if id(f) in kept]
