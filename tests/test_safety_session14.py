@@ -101,3 +101,22 @@ def test_lint_fix_file_and_link_to_it_fixed_once_and_counted_once(tmp_path: Path
     assert "fixed 1 finding in 1 file" in err, err
     assert (tmp_path / "target.py").read_text() == "import random\nimport time\nrandom.seed(0)\n"
     assert os.readlink(tmp_path / "link.py") == "target.py"
+
+
+def test_debug_replay_bad_capture_files_exit_2(tmp_path: Path) -> None:
+    """debug replay --capture FILE: a named pipe hung, and an .npy array, an empty file,
+    a damaged archive or a call nested too deep ended in a traceback (exit 1); each is
+    a clear error, exit 2, before any framework starts."""
+    import numpy as np
+
+    (tmp_path / "run.trace").write_text("x\n")
+    os.mkfifo(tmp_path / "pipe.npz")
+    np.save(tmp_path / "arr.npy", np.arange(3))
+    (tmp_path / "empty.npz").write_bytes(b"")
+    (tmp_path / "bad.npz").write_bytes(b"PK\x03\x04" + bytes(40))
+    np.savez(tmp_path / "deep.npz", call=np.frombuffer(b"[" * 100_000, dtype=np.uint8))
+    for name in ("pipe.npz", "arr.npy", "empty.npz", "bad.npz", "deep.npz", "/dev/zero"):
+        done = _fwd9m(["debug", "replay", "run.trace", "--op", "3", "--capture", name], tmp_path, timeout=60)
+        err = done.stderr.decode()
+        assert done.returncode == 2 and "Traceback" not in err, (name, err[-800:])
+        assert "not a replay capture" in err or "not a regular replay capture" in err, (name, err[-800:])
