@@ -120,3 +120,24 @@ def test_debug_replay_bad_capture_files_exit_2(tmp_path: Path) -> None:
         err = done.stderr.decode()
         assert done.returncode == 2 and "Traceback" not in err, (name, err[-800:])
         assert "not a replay capture" in err or "not a regular replay capture" in err, (name, err[-800:])
+
+
+def test_probe_trace_cut_off_before_any_op_exit_2(tmp_path: Path) -> None:
+    """probe --trace on a trace cut off before its first op (a copy that did not finish)
+    probed nothing and said "Catalog contradictions: none", exit 0: a verdict resting on
+    no op. It is refused, exit 2, saying where the trace is cut."""
+    import pytest
+
+    pytest.importorskip("torch")
+    (tmp_path / "t.py").write_text(
+        "import torch\ntorch.manual_seed(0)\nm = torch.nn.Linear(4, 2)\n"
+        "x = torch.randn(8, 4)\nprint(m(x).sum().item())\n"
+    )
+    done = _fwd9m(["debug", "record", "-o", "run.trace", "t.py"], tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()[-1000:]
+    data = (tmp_path / "run.trace").read_bytes()
+    (tmp_path / "cut.trace").write_bytes(data[: len(data) - 40])
+    done = _fwd9m(["probe", "--trace", "cut.trace", "--switch", "off", "-k", "2"], tmp_path, timeout=300)
+    err = done.stderr.decode()
+    assert done.returncode == 2 and "Traceback" not in err, err[-800:]
+    assert "cut off" in err and "no op to probe" in err, err[-800:]
