@@ -14,8 +14,9 @@ from pathlib import Path
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
-def _fwd9m(args: list[str], cwd: Path, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+def _fwd9m(args: list[str], cwd: Path, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = dict(env or os.environ)
+    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run(
         [sys.executable, "-m", "fwd9m", *args],
         cwd=cwd,
@@ -23,7 +24,6 @@ def _fwd9m(args: list[str], cwd: Path, timeout: float = 120, **kw) -> subprocess
         capture_output=True,
         timeout=timeout,
         stdin=subprocess.DEVNULL,
-        **kw,
     )
 
 
@@ -141,3 +141,30 @@ def test_probe_trace_cut_off_before_any_op_exit_2(tmp_path: Path) -> None:
     err = done.stderr.decode()
     assert done.returncode == 2 and "Traceback" not in err, err[-800:]
     assert "cut off" in err and "no op to probe" in err, err[-800:]
+
+
+def test_check_link_puts_back_source_and_text_files_a_run_rewrote(tmp_path: Path) -> None:
+    """--cwd link: a run that rewrites config.toml, appends to notes.md or rewrites a
+    helper.py in your folder left them changed for good ("could not put back ... (no copy
+    of it was made)", though a copy was made); they are put back, and the changed text is
+    kept in the cache folder, which the report names."""
+    user = tmp_path / "u"
+    (user / "sub").mkdir(parents=True)
+    (user / "sub" / "back").symlink_to(user)
+    (user / "config.toml").write_text("lr = 0.1\n")
+    (user / "notes.md").write_text("# my notes\n")
+    (user / "helper.py").write_text("X = 1\n")
+    (user / "s.py").write_text(
+        'open("config.toml", "w").write("lr = 0.5\\n")\n'
+        'open("notes.md", "a").write("run was here\\n")\n'
+        'open("sub/back/helper.py", "w").write("X = 2\\n")\nprint("ok")\n'
+    )
+    before = _manifest(user)
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    done = _fwd9m(["check", "--no-hashseed-check", "--cwd", "link", "s.py"], user, env=env)
+    out = done.stdout.decode()
+    assert done.returncode == 0, out + done.stderr.decode()[-2000:]
+    assert _manifest(user) == before
+    assert str(tmp_path / "cache" / "fwd9m" / "changed") in out, out
+    kept = list((tmp_path / "cache" / "fwd9m" / "changed").glob("*/config.toml"))
+    assert kept and kept[0].read_text() == "lr = 0.5\n"

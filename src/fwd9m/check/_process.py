@@ -515,6 +515,8 @@ def _run_notes(done: list[_Run], display: str = "SCRIPT.py", guard: Guard | None
             touched = []
         elif guard.unprotected:
             touched = sorted(guard.unprotected)
+    if guard is not None and guard.kept:
+        notes.append(workdir.kept_note(guard))
     if touched:
         names = ", ".join(touched[:5]) + (f" and {len(touched) - 5} more" if len(touched) > 5 else "")
         notes.append(

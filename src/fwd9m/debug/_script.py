@@ -459,6 +459,10 @@ def _note_writes_through_links(s: _Session, watch: Any, own: str, label: str) ->
         )
         return
     s.guard.restore(changed)
+    if any(c in s.guard.kept for c in changed):
+        from .._runtime.workdir import kept_note
+
+        s.say(f"  {kept_note(s.guard)}")
     kept = [c for c in changed if c in s.guard.unprotected]
     if kept:
         s.say(
