@@ -36,13 +36,20 @@ def test_changed_created_and_deleted_entries_are_put_back_without_leftovers(tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["backup", "user"]  # no displaced copies
 
 
-def test_a_source_file_edited_meanwhile_is_left_and_named(tmp_path):
+def test_a_source_file_changed_meanwhile_is_put_back_and_its_new_text_kept(tmp_path, monkeypatch):
+    """A source file that changed while the runs ran (a run rewrote config.toml or
+    results.md, or you edited train.py) is put back, and its new text is kept in the
+    cache folder: your file as it was, and your edit, if it was one, not lost (it was left
+    changed, so a run's rewrite of it stayed for good)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     user, guard = _guarded(tmp_path)
     (user / "train.py").write_text("print(1)\n")
     guard2 = Guard.make(user, tmp_path / "backup2" / "files")
     (user / "train.py").write_text("print(2)  # the user's edit\n")
-    assert guard2.restore_all() == ["train.py"]
-    assert (user / "train.py").read_text() == "print(2)  # the user's edit\n"
+    assert guard2.restore_all() == []
+    assert (user / "train.py").read_text() == "print(1)\n"
+    assert guard2.kept["train.py"].read_text() == "print(2)  # the user's edit\n"
+    assert guard2.kept_dir is not None and guard2.kept_dir.is_relative_to(tmp_path / "cache" / "fwd9m")
     del guard
 
 

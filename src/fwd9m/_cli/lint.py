@@ -103,6 +103,7 @@ def _fix(args, findings, config, named: list[str]) -> bool:
     """Print (``--diff``) or make (``--fix``) the fixes of the files ``named`` or found in
     the folders named (:func:`_outside`); say what changed and what was left out. True
     when some file has a fix."""
+    from .._files import shown
     from ..fix._lint import apply, plan_paths
 
     fixes = plan_paths(findings, config, unsafe=args.unsafe_fixes)
@@ -116,13 +117,13 @@ def _fix(args, findings, config, named: list[str]) -> bool:
         sys.stdout.write("".join(f.diff() for f in changed))
     else:
         refused = apply(changed)
-        for f in changed:
-            if not any(r.startswith(f"{f.path}:") for r in refused):
-                for line in f.fixed:
-                    print(line, file=sys.stderr)
         for line in refused:
             print(f"fwd9m lint: {line}", file=sys.stderr)
-    n = sum(len(f.fixed) for f in changed)
+        changed = [f for f in changed if not any(r.startswith(f"{shown(f.path)}:") for r in refused)]
+        for f in changed:
+            for line in f.fixed:
+                print(line, file=sys.stderr)
+    n = sum(len(f.fixed) for f in changed)  # the files written only: a refused one is not fixed
     left = sum(f.unsafe_left for f in fixes)
     verb = "would fix" if args.diff else "fixed"
     print(

@@ -204,6 +204,10 @@ def finish(root: Path, guard: Guard | None, keep: bool, say: Callable[[str], Non
         left = guard.restore_all() if guard is not None else []
         if left:
             say(f"WARNING: fwd9m could not put back {', '.join(left[:5])} in your directory (no copy of it was made)")
+        if guard is not None and guard.kept:
+            from .workdir import kept_note
+
+            say(kept_note(guard))
         release(root)
         if keep:  # a folder the user asked for: no longer fwd9m's to recover
             (root / OWNER).unlink(missing_ok=True)

@@ -5,10 +5,12 @@ went through those links and :class:`Guard` puts back what a run changed there."
 
 from __future__ import annotations
 
+import filecmp
 import json
 import os
 import shutil
 import stat
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +24,7 @@ __all__ = [
     "snapshot_tree",
     "prepare_cwd",
     "Guard",
+    "kept_note",
 ]
 
 #: files never compared: bytecode caches (TensorBoard event files, named with the
@@ -182,8 +185,9 @@ BACKUP_LIMIT = 512 << 20
 #: exist, written before any run starts, so that a later fwd9m command can put the
 #: files back after fwd9m itself was killed (:func:`recover_journal`)
 JOURNAL = "journal.json"
-#: files a restore never overwrites (an edit the user made while a run ran): they are
-#: kept where they are and the report names them
+#: source files: one a run changed may be an edit the user made while it ran, so before it
+#: is put back its changed text is kept in the user's cache folder (:meth:`Guard._keep_changed`)
+#: and the report says where
 SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb", ".c", ".cc", ".cpp", ".h", ".toml", ".cfg", ".md", ".rst")
 
 
@@ -216,6 +220,11 @@ class Guard:
     #: (st_dev, st_ino) of fwd9m's own report files (its stdout and stderr when they are
     #: files), never put back: also by a later command that recovers from the journal
     inodes: frozenset[tuple[int, int]] = frozenset()
+    #: source files (:data:`SOURCE_SUFFIXES`) changed while the runs ran, put back: their
+    #: changed text is kept here (``$XDG_CACHE_HOME/fwd9m/changed/<time>-<pid>/``), in case
+    #: the change was an edit of yours
+    kept: dict[str, Path] = field(default_factory=dict)
+    kept_dir: Path | None = None
 
     @classmethod
     def make(cls, source: Path, folder: Path, skip: tuple[str, ...] = ()) -> Guard:
@@ -328,8 +337,8 @@ class Guard:
                 self.restored.add(rel)
             return
         if rel in self.saved:
-            if present and p.suffix in SOURCE_SUFFIXES and not p.is_symlink():
-                self.unprotected.add(rel)  # most likely the user's own edit: left as it is
+            if present and p.suffix in SOURCE_SUFFIXES and not p.is_symlink() and not self._keep_changed(rel, p):
+                self.unprotected.add(rel)  # a source file whose new text could not be kept: left as it is
                 return
             if p.is_file() and not p.is_symlink():  # in place: its inode, owner and hard links stay
                 shutil.copyfile(self.saved[rel], p)
@@ -345,6 +354,39 @@ class Guard:
                 self.removed.add(rel)
         elif present or not p.exists():
             self.unprotected.add(rel)
+
+    def _keep_changed(self, rel: str, p: Path) -> bool:
+        """Keep a copy of source file ``p``'s new text in :attr:`kept_dir` before it is
+        put back: a run wrote it, or you edited it while the runs ran (fwd9m cannot tell
+        which), so neither your file nor your edit is lost. False when no copy could be made."""
+        try:
+            if filecmp.cmp(p, self.saved[rel], shallow=False):
+                return True  # the same text as before the runs (put back already): nothing new to keep
+        except OSError:
+            pass
+        if self.kept_dir is None:
+            base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+            self.kept_dir = Path(base, "fwd9m", "changed", f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+        dst = self.kept_dir / rel
+        try:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(p, dst)
+        except OSError:
+            return False
+        self.kept[rel] = dst
+        return True
+
+
+def kept_note(guard: Guard) -> str:
+    """What the report says about the source files a run changed and fwd9m put back
+    (:attr:`Guard.kept`): where their changed text is."""
+    names = sorted(guard.kept)
+    shown_names = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (
+        f"the source file(s) {shown_names} in your directory changed while the runs ran; fwd9m put back "
+        f"your version and kept the changed text in {guard.kept_dir} (if it was an edit of yours, copy it "
+        f"back from there)"
+    )
 
 
 def recover_journal(root: Path, until: float | None = None) -> tuple[list[str], list[str]]:

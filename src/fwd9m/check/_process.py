@@ -271,11 +271,15 @@ def _changed_through_links(
         )
     own = workdir.own_outputs() if linked is not None else set()
     before = linked.entries if linked is not None else {}
-    return [
+    changed = [
         rel
         for rel, sig in after.entries.items()
         if before.get(rel) != sig and not _is_own_output(invocation / rel, own) and not _under(invocation / rel, logs)
     ]
+    # what the run deleted or renamed away (through a link to a folder of yours): put back
+    # before the next run starts, which must find the same files as this one did
+    gone = [rel for rel in before if rel not in after.entries] if run.watch_complete else []
+    return changed + gone
 
 
 def _collect_outputs(
@@ -511,6 +515,8 @@ def _run_notes(done: list[_Run], display: str = "SCRIPT.py", guard: Guard | None
             touched = []
         elif guard.unprotected:
             touched = sorted(guard.unprotected)
+    if guard is not None and guard.kept:
+        notes.append(workdir.kept_note(guard))
     if touched:
         names = ", ".join(touched[:5]) + (f" and {len(touched) - 5} more" if len(touched) > 5 else "")
         notes.append(

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from .._files import shown
 from .._recording._capture import backend_module, capture_path
 from ..errors import ConfigurationError, FileFormatError, RunError
 
@@ -35,22 +36,29 @@ CHILD_TIMEOUT_S = 600.0
 
 
 def load_capture(path: str) -> tuple[dict, dict]:
-    """(call, arrays) of a capture file; FileFormatError when it is not one."""
+    """(call, arrays) of a capture file; FileNotFoundError when there is none,
+    FileFormatError when it is not one: a named pipe or a device (refused before it is
+    opened: reading either may never end), an ``.npy`` array, a damaged or empty archive,
+    a call description nested too deep."""
     import numpy as np
 
+    from .._files import open_regular_file
+
+    hint = "it is written by: fwd9m debug record --capture SEQ:0"
+    if not os.path.lexists(path):
+        raise FileNotFoundError(path)
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with open_regular_file(path, "replay capture", hint) as f, np.load(f, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
         call = json.loads(arrays.pop("call").tobytes().decode("utf-8"))
-    except FileNotFoundError:
+    except FileFormatError:
         raise
-    except (OSError, ValueError, KeyError, UnicodeDecodeError) as exc:
+    except Exception as exc:  # noqa: BLE001 - any parser failure: not a capture (zipfile.BadZipFile, EOFError, ...)
         raise FileFormatError(
-            f"{path} is not a replay capture ({type(exc).__name__}: {exc}); it is written "
-            f"by: fwd9m debug record --capture SEQ:0"
+            f"{shown(path)} is not a replay capture ({type(exc).__name__}: {str(exc)[:200]}); {hint}"
         ) from None
     if not isinstance(call, dict) or "framework" not in call:
-        raise FileFormatError(f"{path} is not a replay capture (no call description)")
+        raise FileFormatError(f"{shown(path)} is not a replay capture (no call description)")
     return call, arrays
 
 

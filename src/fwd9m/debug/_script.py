@@ -446,6 +446,8 @@ def _note_writes_through_links(s: _Session, watch: Any, own: str, label: str) ->
         return
     after = snapshot_tree(Path.cwd(), own=Path(own))
     changed = sorted(k for k, v in after.entries.items() if watch.entries.get(k) != v)
+    if watch.complete and after.complete:  # deleted or renamed away: put back for the next run too
+        changed += sorted(k for k in watch.entries if k not in after.entries)
     # a folder whose mtime changed because a file in it did: name the file only
     changed = [k for k in changed if not any(c != k and c.startswith(k + os.sep) for c in changed)]
     if not changed:
@@ -457,6 +459,10 @@ def _note_writes_through_links(s: _Session, watch: Any, own: str, label: str) ->
         )
         return
     s.guard.restore(changed)
+    if any(c in s.guard.kept for c in changed):
+        from .._runtime.workdir import kept_note
+
+        s.say(f"  {kept_note(s.guard)}")
     kept = [c for c in changed if c in s.guard.unprotected]
     if kept:
         s.say(

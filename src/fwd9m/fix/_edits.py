@@ -335,8 +335,20 @@ def after_imports(source: str, tree: ast.Module, text: str) -> list[Edit]:
             after = stmt.end_lineno or after
     lines = _offsets(source)
     at = lines[after + 1] if after + 1 < len(lines) else len(source)
-    newline = "" if not source or source.endswith("\n") or at < len(source) else "\n"
-    return [Edit(at, at, newline + text)]
+    eol = line_ending(source, at)
+    newline = "" if not source or source.endswith(("\n", "\r")) or at < len(source) else eol
+    return [Edit(at, at, newline + text.replace("\n", eol))]
+
+
+def line_ending(source: str, at: int) -> str:
+    """The line ending of the line that ends at offset ``at`` of ``source`` (the first
+    line's when none does, ``\\n`` in a file of one line), so that lines inserted into a
+    file with Windows (``\\r\\n``) line endings get them too, not a mix."""
+    for m in re.finditer(r"\r\n|\r|\n", source):
+        if m.end() == at or m.start() >= at:
+            return m.group()
+    first = re.search(r"\r\n|\r|\n", source)
+    return first.group() if first else "\n"
 
 
 def enable_after_imports(source: str, tree: ast.Module, seed: int) -> list[Edit]:

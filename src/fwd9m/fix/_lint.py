@@ -156,7 +156,7 @@ def plan(path: Path, source: str, findings: Iterable, unsafe: bool = False, enco
             edits += new
             result.fixed.append(f"{shown(path)}:{f.line}: {f.code} fixed: {EDITS[_autofix(f.code)][2]}")
     if any("fwd9m." in e.text for e in edits) and not _edits.imports_fwd9m(tree):
-        if not any(e.text.startswith(("import fwd9m", "\nimport fwd9m")) for e in edits):
+        if not any(e.text.lstrip("\r\n").startswith("import fwd9m") for e in edits):
             edits += _edits.after_imports(source, tree, "import fwd9m.data\n")
     after = _edits.apply(source, edits)
     try:
@@ -204,4 +204,19 @@ def plan_paths(findings: Iterable, config, unsafe: bool = False) -> list[FileFix
         fix = plan(path, text, lint_source(text, name, config), unsafe, encoding)
         if fix.after != fix.before or fix.unsafe_left or fix.skipped:
             out.append(fix)
-    return out
+    return _one_per_file(out)
+
+
+def _one_per_file(fixes: list[FileFix]) -> list[FileFix]:
+    """One fix per file: a file linted under two names (``link.py`` -> ``target.py`` in
+    the same folder) is fixed once, under its own name rather than a link's; the other
+    name's fix, planned from the same text, would find the file changed (by the first)."""
+    chosen: dict[Path, FileFix] = {}
+    for fix in sorted(fixes, key=lambda f: f.path.is_symlink()):
+        try:
+            key = fix.path.resolve()
+        except (OSError, RuntimeError):  # a loop of links: its own name
+            key = fix.path
+        chosen.setdefault(key, fix)
+    kept = set(map(id, chosen.values()))
+    return [f for f in fixes if id(f) in kept]

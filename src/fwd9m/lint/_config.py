@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._files import read_regular_file, shown
 from ..errors import ConfigurationError, FileFormatError
 from ._engine import DEFAULT_MAX_BYTES, ENGINE_CODES
 
@@ -137,15 +138,31 @@ def _strings(value) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
+#: the largest pyproject.toml read (a named pipe or a device such as /dev/zero is
+#: refused before reading: either would hang the command)
+MAX_PYPROJECT_BYTES = 16 << 20
+
+
+def _read_toml(pyproject: Path) -> dict:
+    """The TOML document ``pyproject``: a regular file of at most
+    :data:`MAX_PYPROJECT_BYTES`. FileFormatError when it cannot be read or parsed, arrays
+    nested too deep for the parser (RecursionError) included."""
+    hint = "name a pyproject.toml file (--config), or --isolated to ignore it"
+    data = read_regular_file(pyproject, "pyproject.toml", hint, MAX_PYPROJECT_BYTES)
+    try:
+        return _toml().loads(data.decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError, TOMLDecodeError are ValueErrors
+        raise FileFormatError(f"cannot read {shown(pyproject)}: {exc}") from None
+    except RecursionError:
+        raise FileFormatError(f"cannot read {shown(pyproject)}: its arrays or tables are nested too deep") from None
+
+
 def load_config(pyproject: Path | None) -> Config:
     """Config from ``pyproject`` (None: defaults). FileFormatError if unreadable,
     ConfigurationError for unknown keys or codes."""
     if pyproject is None:
         return Config()
-    try:
-        data = _toml().loads(Path(pyproject).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # UnicodeDecodeError, TOMLDecodeError are ValueErrors
-        raise FileFormatError(f"cannot read {pyproject}: {exc}") from exc
+    data = _read_toml(Path(pyproject))
     table, names = data, []
     for part in ("tool", "fwd9m", "lint"):
         table = table.get(part, {})

@@ -8,7 +8,8 @@ schema is listed as not probed, with the reason."""
 
 from __future__ import annotations
 
-from ..errors import ConfigurationError
+from .._files import shown
+from ..errors import ConfigurationError, FileFormatError
 
 __all__ = ["probe_trace", "trace_items"]
 
@@ -53,7 +54,8 @@ def trace_items(path: str) -> tuple[str, list[dict], dict[str, str]]:
         )
     counts: dict[tuple, int] = {}
     skipped: dict[str, str] = {}
-    for op in TraceReader(path):
+    reader = TraceReader(path)
+    for op in reader:
         if (
             op.node.startswith(NOT_RECORDED)
             or op.node == "random"
@@ -68,6 +70,10 @@ def trace_items(path: str) -> tuple[str, list[dict], dict[str, str]]:
             continue
         key = (op.name, metas, args)
         counts[key] = counts.get(key, 0) + 1
+    if reader.truncated:  # the ops after the cut are not probed: say so, and refuse a trace with none before it
+        if not counts:
+            raise FileFormatError(f"{shown(path)} has no op to probe before it is {reader.truncated}; record it again")
+        skipped["the rest of the trace"] = f"not read: {reader.truncated}"
     kinds = sorted(counts, key=lambda k: -counts[k])
     for k in kinds[MAX_KINDS:]:
         skipped[f"{k[0]} {' '.join(k[1])}"] = f"past the first {MAX_KINDS} op kinds"
