@@ -76,6 +76,10 @@ class Stack:
     #: lint codes of which the first "Next steps" entry must be one (the cause in the
     #: user's code, first); empty where lint does not see the cause
     first_lint: tuple[str, ...] = ()
+    #: the stack whose broken variant's check proves what this one's would (the same path
+    #: to the same verdict): this one's is then not checked (its script still runs under
+    #: test_runs_without_fwd9m)
+    broken_as: str | None = None
 
     def script(self, variant: str) -> Path:
         return STACKS / f"{self.name}_{variant}.py"
@@ -153,9 +157,14 @@ STACKS_TABLE = (
     # run folders named by the clock or a tracker's run id, loggers' timings (issue 26)
     Stack("hydra", ("hydra", "omegaconf", "torch"), broken_finds=("training step 0",)),
     Stack("wandb", ("wandb", "torch"), broken_finds=("training step 0",)),
-    Stack("mlflow", ("mlflow", "torch"), broken_finds=("training step 0",)),
+    # mlflow_broken is wandb_broken with another tracker (the same unseeded torch.rand in
+    # the data), and cleanrl_broken's unseeded NumPy reward differs at step 0 of a plain
+    # torch loop as well: each check stops early at training step 0 before any file or log
+    # of the tracker is read, as wandb's does (a torch script that imports TensorFlow
+    # through TensorBoard gets no TensorFlow hint: lightning_broken)
+    Stack("mlflow", ("mlflow", "torch"), broken_as="wandb"),
     Stack("sb3", ("stable_baselines3", "gymnasium", "torch"), broken_finds=("training step 0",)),
-    Stack("cleanrl", ("torch", "tensorboard"), broken_finds=("training step 0",)),
+    Stack("cleanrl", ("torch", "tensorboard"), broken_as="wandb"),
 )
 BY_NAME = {s.name: s for s in STACKS_TABLE}
 
@@ -192,6 +201,8 @@ def _summaries(report: dict) -> str:
 def _params(variant: str) -> list:
     out = []
     for s in STACKS_TABLE:
+        if variant == "broken" and s.broken_as:
+            continue
         reason = s.ok_xfail if variant == "ok" else s.broken_xfail
         out.append(pytest.param(s, id=s.name, marks=[pytest.mark.xfail(reason=reason, strict=False)] if reason else []))
     return out
