@@ -237,3 +237,28 @@ def test_an_rng_state_blob_in_a_checkpoint_is_compared_generator_by_generator(tm
     assert any(k.startswith("rng.data.torch") for k in ea)
     ua, ub = expand(fa, frozenset({"numpy"}), "unseeded"), expand(fb, frozenset({"numpy"}), "unseeded")
     assert not compare_flat(ua, ub) and set(ua.ignored) >= differ
+
+
+def test_sigterm_says_interrupted_as_ctrl_c_does(tmp_path):
+    """A check stopped by SIGTERM (timeout, a CI job cancelled) said nothing; Ctrl-C says
+    'interrupted'. Now both do, and the folder is left as it was."""
+    import signal
+    import time
+
+    (tmp_path / "s.py").write_text("import time\nfor i in range(300):\n    print(i, flush=True)\n    time.sleep(0.1)\n")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fwd9m", "check", "s.py"], cwd=tmp_path, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    lines = []
+    while time.monotonic() < deadline:  # wait until run 1 started
+        lines.append(proc.stderr.readline())
+        if "run 1" in lines[-1]:
+            break
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.communicate(timeout=120)[1]
+    assert proc.returncode == 128 + signal.SIGTERM, "".join(lines) + rest
+    assert "fwd9m check: interrupted (SIGTERM)" in rest, "".join(lines) + rest
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
