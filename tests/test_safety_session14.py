@@ -168,3 +168,44 @@ def test_check_link_puts_back_source_and_text_files_a_run_rewrote(tmp_path: Path
     assert str(tmp_path / "cache" / "fwd9m" / "changed") in out, out
     kept = list((tmp_path / "cache" / "fwd9m" / "changed").glob("*/config.toml"))
     assert kept and kept[0].read_text() == "lr = 0.5\n"
+
+
+def test_link_mode_puts_back_a_large_file_the_script_overwrites_in_place(tmp_path: Path) -> None:
+    """--cwd link copies the user's files before the runs up to 64 MiB each; a larger
+    checkpoint that the script overwrote in place (open(..., "wb"), as torch.save does) was
+    lost: fwd9m only warned it could not put it back. Now the run copies it just before it
+    first opens it for writing (fwd9m._runtime.lazy_backup), and it is put back."""
+    from fwd9m._runtime.workdir import BACKUP_FILE_LIMIT
+
+    big = tmp_path / "model.ckpt"
+    with open(big, "wb") as f:
+        f.write(hashlib.sha256(b"x").digest() * ((BACKUP_FILE_LIMIT + (1 << 20)) // 32))
+    digest = hashlib.sha256(big.read_bytes()).hexdigest()
+    (tmp_path / "train.py").write_text(
+        "import os\n"
+        "with open('model.ckpt', 'rb') as f:\n    head = f.read(16)\n"
+        "with open('model.ckpt', 'wb') as f:\n    f.write(b'new weights' + head)\n"
+        "fd = os.open('model.ckpt', os.O_WRONLY | os.O_APPEND)\nos.write(fd, b'!')\nos.close(fd)\n"
+        "print('saved')\n"
+    )
+    done = _fwd9m(["check", "--cwd", "link", "train.py"], tmp_path, timeout=300)
+    err = done.stderr.decode()
+    assert done.returncode == 0, done.stdout.decode() + err
+    assert "could not put back" not in err, err
+    assert hashlib.sha256(big.read_bytes()).hexdigest() == digest
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.ckpt", "train.py"]
+
+
+def test_quiet_still_warns_of_a_file_not_put_back(tmp_path: Path) -> None:
+    """A large file written by C code (not through Python's open: the copy on first write
+    does not see it) cannot be put back; with -q the warning saying so was not printed."""
+    from fwd9m._runtime.workdir import BACKUP_FILE_LIMIT
+
+    with open(tmp_path / "model.ckpt", "wb") as f:
+        f.truncate(BACKUP_FILE_LIMIT + (1 << 20))
+    (tmp_path / "train.py").write_text(
+        "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.fopen.restype = ctypes.c_void_p\n"
+        "f = libc.fopen(b'model.ckpt', b'w')\nlibc.fclose(ctypes.c_void_p(f))\nprint('saved')\n"
+    )
+    done = _fwd9m(["check", "-q", "--cwd", "link", "train.py"], tmp_path, timeout=300)
+    assert "WARNING: fwd9m could not put back model.ckpt" in done.stderr.decode(), done.stderr.decode()

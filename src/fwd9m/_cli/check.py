@@ -267,12 +267,12 @@ def _env_option(items: list[str]) -> dict[str, str]:
 
 
 def _progress(quiet: bool, command: str = "check"):
-    """The progress callback: each message on stderr with the seconds since now (none
-    with ``--quiet``), after ``fwd9m COMMAND``."""
+    """The progress callback: each message on stderr with the seconds since now (with
+    ``--quiet`` only the warnings: a file of yours not put back), after ``fwd9m COMMAND``."""
     start = time.monotonic()
 
     def progress(msg: str) -> None:
-        if not quiet:
+        if not quiet or "WARNING" in msg:
             from ..compare import escape_control
 
             seconds = time.monotonic() - start

@@ -144,6 +144,9 @@ def install(out_dir: str | os.PathLike[str] | None = None, at_exit: bool = True)
     except OSError:
         pass
     sys.addaudithook(_audit)
+    from . import lazy_backup
+
+    lazy_backup.install()  # --cwd link: a large file of yours copied before the run first writes it
     _install_keep_alive()
     from . import clock
 

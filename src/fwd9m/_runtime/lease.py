@@ -202,6 +202,10 @@ def finish(root: Path, guard: Guard | None, keep: bool, say: Callable[[str], Non
     with shielded():
         _kill_leased(root)  # a process of the runs that left their process group
         left = guard.restore_all() if guard is not None else []
+        if guard is not None:
+            from .lazy_backup import ENV as LAZY
+
+            os.environ.pop(LAZY, None)  # a later check in this process makes its own
         if left:
             say(f"WARNING: fwd9m could not put back {', '.join(left[:5])} in your directory (no copy of it was made)")
         if guard is not None and guard.kept:

@@ -225,6 +225,9 @@ class Guard:
     #: the change was an edit of yours
     kept: dict[str, Path] = field(default_factory=dict)
     kept_dir: Path | None = None
+    #: the files not copied beforehand: where their copy goes when a run first opens one
+    #: for writing (:mod:`fwd9m._runtime.lazy_backup`, in the run's process)
+    lazy: dict[str, Path] = field(default_factory=dict)
 
     @classmethod
     def make(cls, source: Path, folder: Path, skip: tuple[str, ...] = ()) -> Guard:
@@ -262,8 +265,36 @@ class Guard:
                 continue
             guard.saved[rel] = dst
             total += size
+        guard._copy_on_write([rel for _, rel in files if rel not in guard.saved], watch.entries)
         guard._write_journal()
         return guard
+
+    def _copy_on_write(self, small: list[str], entries: dict) -> None:
+        """The regular files not copied (over the limits) are copied by the run that
+        first opens one for writing: their list for :mod:`fwd9m._runtime.lazy_backup`,
+        named in this process's environment, which the runs inherit."""
+        from . import lazy_backup
+
+        for rel in [*small, *(r for r, (size, *_x) in entries.items() if size > BACKUP_FILE_LIMIT)]:
+            p = self.source / rel
+            if p.is_file() and not p.is_symlink():
+                self.lazy[rel] = self.folder / rel
+        listing = self.folder.parent / lazy_backup.LIST
+        try:
+            for dst in self.lazy.values():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+            files = {os.path.realpath(self.source / rel): str(dst) for rel, dst in self.lazy.items()}
+            listing.write_text(json.dumps({"files": files}), encoding="utf-8")
+        except OSError:
+            self.lazy.clear()
+            return
+        os.environ[lazy_backup.ENV] = str(listing)
+
+    def _take_lazy_copies(self) -> None:
+        """The copies runs made on first write become copies like the others."""
+        for rel, dst in list(self.lazy.items()):
+            if rel not in self.saved and dst.is_file():
+                self.saved[rel] = dst
 
     def _write_journal(self) -> None:
         data = {
@@ -275,6 +306,7 @@ class Guard:
             "skip": list(self.skip),
             "inodes": sorted(self.inodes),
             "saved": {rel: str(p.relative_to(self.folder)) for rel, p in self.saved.items()},
+            "lazy": {rel: str(p.relative_to(self.folder)) for rel, p in self.lazy.items()},
         }
         tmp = self.folder.parent / (JOURNAL + ".tmp")
         tmp.write_text(json.dumps(data), encoding="utf-8")
@@ -311,6 +343,7 @@ class Guard:
         compared from the run's own copy), folders it deleted made again. A changed file
         without a copy is left in place and named in ``unprotected``."""
         self.rounds += 1
+        self._take_lazy_copies()
         changed = sorted(set(changed), key=lambda r: (r.count(os.sep), r))
         for rel in changed:  # folders it deleted, outer first
             if rel in self.dirs and not os.path.lexists(self.source / rel):
@@ -401,6 +434,8 @@ def recover_journal(root: Path, until: float | None = None) -> tuple[list[str], 
         before = {str(k): tuple(int(x) for x in v) for k, v in data["before"].items()}
         folder = root / str(data["folder"])
         saved = {str(k): folder / str(v) for k, v in data["saved"].items()}
+        lazy = {str(k): folder / str(v) for k, v in data.get("lazy", {}).items()}
+        saved.update((k, v) for k, v in lazy.items() if k not in saved and v.is_file())
         dirs = {str(d) for d in data["dirs"]}
         links = {str(k): str(v) for k, v in data["links"].items()}
         skip = tuple(str(p) for p in data["skip"])
