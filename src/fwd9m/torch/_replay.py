@@ -144,6 +144,16 @@ class Replayer:
         self.inputs = [_tensor(m, arrays[f"t{i}"], torch) for i, m in enumerate(call["tensors"])]
 
     def run(self) -> list:
+        """One replay, from the same generator state each time: a random op (``uniform_``,
+        dropout's ``bernoulli_``) draws the same numbers in every replay when its kernel is
+        deterministic; the caller's generator state is left as it was."""
+        torch = self.torch
+        cuda = sorted({t.device.index or 0 for t in self.inputs if t.device.type == "cuda"})
+        with torch.random.fork_rng(devices=cuda):
+            torch.manual_seed(0)
+            return self._run_once()
+
+    def _run_once(self) -> list:
         torch = self.torch
         fresh = [t.detach().clone() for t in self.inputs]  # an in-place op writes its inputs
         args = [_decode(a, fresh, torch) for a in self.call["args"]]
