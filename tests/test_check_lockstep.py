@@ -52,6 +52,12 @@ print("done")
 """
 
 
+def _sigint_default() -> None:
+    """In the child: Ctrl-C's default action (a background job of a non-interactive shell
+    starts with SIGINT ignored, and so would fwd9m: the SIGINT test would hang)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def check(cwd: Path, *args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if not k.startswith("FWD9M_")}
     full.update(env)
@@ -143,6 +149,7 @@ def test_an_interrupted_lock_step_leaves_nothing_running_and_the_folder_as_it_wa
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        preexec_fn=_sigint_default,  # as from a terminal, also when pytest runs as a background job
     )
     t0 = time.monotonic()
     while len([r for r in _logs(log) if len(r) > 5]) < 2:  # both runs in their steps

@@ -43,6 +43,12 @@ print("done", flush=True)
 """
 
 
+def _sigint_default() -> None:
+    """In the child: Ctrl-C's default action (a background job of a non-interactive shell
+    starts with SIGINT ignored, and so would fwd9m: the SIGINT test would hang)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _project(tmp_path: Path) -> tuple[Path, list[Path]]:
     proj, disk = tmp_path / "proj", tmp_path / "disk" / "outputs"
     for d in (proj / "out", proj / "checkpoints", disk, tmp_path / "marks", tmp_path / "tmp"):
@@ -94,6 +100,7 @@ def _fwd9m(tmp_path: Path, proj: Path, *args: str) -> subprocess.Popen:
         stdout=open(proj / "report.txt", "w"),  # its own report, redirected into the folder
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=_sigint_default,  # as from a terminal, also when pytest runs as a background job
     )
 
 
