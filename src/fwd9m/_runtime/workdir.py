@@ -265,20 +265,22 @@ class Guard:
                 continue
             guard.saved[rel] = dst
             total += size
-        guard._copy_on_write([rel for _, rel in files if rel not in guard.saved], watch.entries)
+        guard._copy_on_write()
         guard._write_journal()
         return guard
 
-    def _copy_on_write(self, small: list[str], entries: dict) -> None:
+    def _copy_on_write(self) -> None:
         """The regular files not copied (over the limits) are copied by the run that
         first opens one for writing: their list for :mod:`fwd9m._runtime.lazy_backup`,
         named in this process's environment, which the runs inherit."""
         from . import lazy_backup
 
-        for rel in [*small, *(r for r, (size, *_x) in entries.items() if size > BACKUP_FILE_LIMIT)]:
+        for rel in self.existed - self.saved.keys() - self.dirs - self.links.keys():
             p = self.source / rel
             if p.is_file() and not p.is_symlink():
                 self.lazy[rel] = self.folder / rel
+        if not self.lazy:
+            return
         listing = self.folder.parent / lazy_backup.LIST
         try:
             for dst in self.lazy.values():

@@ -302,7 +302,7 @@ def _state_findings(
         sa = replace_in_leaves(ga[key]["flat"], first.replacements)
         sb = replace_in_leaves(gb[key]["flat"], other.replacements)
         sa, sb = expand(sa, unseeded, UNSEEDED_WHY), expand(sb, unseeded, UNSEEDED_WHY)
-        left_out = sorted(k for k in set(sa.ignored) | set(sb.ignored) if sa.ignored.get(k) == UNSEEDED_WHY)
+        left_out = sorted(k for k, why in {**sa.ignored, **sb.ignored}.items() if why == UNSEEDED_WHY)
         if left_out and notes is not None:
             more = f" and {len(left_out) - 1} more" if len(left_out) > 1 else ""
             notes.append(f"not compared: {prefix}{escape_control(left_out[0])}{more} ({UNSEEDED_WHY})")
@@ -361,8 +361,9 @@ class _Pairs:
     (runs whose shared stdout only interleaved ranks differently, runs whose hash-seed
     probe differed, environment differences, files not compared, values masked)."""
 
-    def __init__(self, first: _Run, strict: bool, stderr: bool = True):
+    def __init__(self, first: _Run, strict: bool, stderr: bool = True, unseeded: frozenset[str] = frozenset()):
         self.first, self.strict, self.with_stderr = first, strict, stderr
+        self.unseeded = unseeded  # generators left out of fwd9m's RNG state blobs
         self.findings: list[Difference] = []
         self.interleaved: dict[str, list[str]] = {}  # how they were compared -> run labels
         self.probe_differs: list[str] = []
@@ -371,7 +372,6 @@ class _Pairs:
         self.notes: list[str] = []
         self.ignored = IgnoredValues()
         self.base_env = next((c.get("environment") for c in first.captures if c.get("environment")), None)
-        self.unseeded: frozenset[str] = frozenset()  # generators left out of RNG state blobs
 
     def _stderr(self, other: _Run, pair: IgnoredValues) -> None:
         """Standard error compared as stdout is; the framework lines left out counted."""
@@ -567,8 +567,7 @@ def _compare_runs(
         "files": len(first.files),
         "state tensors": sum(len(g["flat"]) for g in _state_groups(first).values()),
     }
-    pairs = _Pairs(first, strict, stderr)
-    pairs.unseeded = unseeded
+    pairs = _Pairs(first, strict, stderr, unseeded)
     for other in done[1:]:
         pairs.add(other)
     result = Draft(
